@@ -1,0 +1,51 @@
+// Command iterion elects one replica of a deployment to run each periodic,
+// idempotent background job (ADR-117). Run "iterion help" for its subcommands.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// command is one subcommand: its one-line summary and its entry point, which
+// gets the arguments after its name and a context cancelled on SIGINT/SIGTERM.
+type command struct {
+	summary string
+	run     func(ctx context.Context, args []string) error
+}
+
+// commands lists every subcommand; each lives in a file named for it.
+var commands = map[string]command{
+	// one line per subcommand, e.g. "serve": {"run a replica of the server", runServe},
+}
+
+func main() {
+	if len(os.Args) < 2 || os.Args[1] == "help" || os.Args[1] == "-h" || os.Args[1] == "--help" {
+		usage()
+		return
+	}
+	cmd, ok := commands[os.Args[1]]
+	if !ok {
+		fmt.Fprintf(os.Stderr, "iterion: unknown command %q\n\n", os.Args[1])
+		usage()
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := cmd.run(ctx, os.Args[2:]); err != nil {
+		fmt.Fprintf(os.Stderr, "iterion %s: %v\n", os.Args[1], err)
+		os.Exit(1)
+	}
+}
+
+func usage() {
+	fmt.Fprintln(os.Stderr, "usage: iterion <command> [flags]\n\ncommands:")
+	for _, name := range []string{"serve", "demo", "forge-sim", "leases", "dev-mongo"} {
+		if c, ok := commands[name]; ok {
+			fmt.Fprintf(os.Stderr, "  %-10s %s\n", name, c.summary)
+		}
+	}
+}

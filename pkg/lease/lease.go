@@ -1,0 +1,101 @@
+// Package lease elects one replica of a deployment to run a periodic,
+// idempotent background job (a "net"), so that the job's cost stops growing
+// with the replica count (ADR-117).
+//
+// A lease is a name that one owner holds until an expiry. A [Store] keeps
+// leases; [MemoryStore] and [MongoStore] are its two twins and pass one
+// conformance suite, [iterion.dev/iterion/pkg/lease/leasetest]. [Run] serves a
+// term: it campaigns, runs the work while the lease is held, renews, and steps
+// down fail-closed before the store could hand the lease to a successor.
+//
+// # Guarantee and limits: for load, not for exclusion
+//
+// A healthy holder that can reach its store keeps its term, and stops its work
+// before the store could elect anyone else. That is what a lease promises, and
+// all it promises. Clocks that disagree, a holder that stalls (a GC pause, a
+// frozen VM, a goroutine that ignores its context) and the store's round trip
+// bound how exclusive a lease is: a holder that stalls past its TTL overlaps
+// its successor for the length of the stall. The package does no fencing.
+// So elect work that is already idempotent and whose cost scales with the
+// number of replicas. Work that must never run twice keeps a claim on the item
+// itself; a lease does not replace it.
+//
+// # Time
+//
+// The clock is the caller's: every Store call takes now explicitly. Both twins
+// keep instants in UTC, truncated to the millisecond, as BSON does: the expiry
+// of a lease taken at now with ttl is trunc(trunc(now)+ttl), and a lease is
+// expired at its expiry instant.
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// ErrLost reports that the lease moved on: another owner holds it.
+var ErrLost = errors.New("lease: lost: another owner holds it")
+
+// ErrInvalid reports an argument a Store or Run cannot use. Errors that wrap
+// it name the bad field and value.
+var ErrInvalid = errors.New("lease: invalid argument")
+
+// Store keeps named leases. Implementations are safe for concurrent use.
+//
+// An error from any method means "no answer": the call may or may not have
+// landed. A refusal is never an error: Acquire and Renew report it as
+// false, nil, and Release as ErrLost.
+type Store interface {
+	// Acquire takes the lease when free, expired at now (expiry inclusive),
+	// or already owner's. false, nil: another owner holds it unexpired.
+	Acquire(ctx context.Context, name, owner string, now time.Time, ttl time.Duration) (bool, error)
+	// Renew extends owner's own lease and never creates or takes one.
+	Renew(ctx context.Context, name, owner string, now time.Time, ttl time.Duration) (bool, error)
+	// Release gives owner's lease up; nobody's lease: no-op; another's: ErrLost.
+	Release(ctx context.Context, name, owner string) error
+}
+
+// Holder is who holds a lease and until when, as a store last recorded it.
+// A Holder whose Expires is at or before now is expired but, until someone
+// takes it, still its owner's.
+type Holder struct {
+	Name    string
+	Owner   string
+	Expires time.Time
+}
+
+// Inspector is implemented by stores that can list their leases. It is
+// optional, so a user's Store need not implement it; both twins do.
+type Inspector interface {
+	// Holders returns every lease the store keeps, sorted by name.
+	Holders(ctx context.Context) ([]Holder, error)
+}
+
+// MinTTL is the shortest TTL a Store accepts: the stores keep milliseconds.
+const MinTTL = time.Millisecond
+
+// checkArgs validates the arguments every Store method shares. ttl < 0 skips
+// the TTL check (Release has none).
+func checkArgs(name, owner string, ttl time.Duration) error {
+	if strings.TrimSpace(name) == "" {
+		return fmt.Errorf("%w: name %q is empty", ErrInvalid, name)
+	}
+	if strings.TrimSpace(owner) == "" {
+		return fmt.Errorf("%w: owner %q is empty", ErrInvalid, owner)
+	}
+	if ttl >= 0 && ttl < MinTTL {
+		return fmt.Errorf("%w: ttl %v is under %v", ErrInvalid, ttl, MinTTL)
+	}
+	return nil
+}
+
+// stamp is now as both twins keep it: UTC, truncated to the millisecond.
+func stamp(now time.Time) time.Time { return now.UTC().Truncate(time.Millisecond) }
+
+// expiry is the instant a lease taken or renewed at now with ttl expires.
+func expiry(now time.Time, ttl time.Duration) time.Time {
+	return stamp(stamp(now).Add(ttl))
+}
