@@ -77,17 +77,26 @@ type Inspector interface {
 // MinTTL is the shortest TTL a Store accepts: the stores keep milliseconds.
 const MinTTL = time.Millisecond
 
-// checkArgs validates the arguments every Store method shares. ttl < 0 skips
-// the TTL check (Release has none).
+// checkArgs validates the arguments of Acquire and Renew. A negative ttl is
+// invalid like any other under MinTTL.
 func checkArgs(name, owner string, ttl time.Duration) error {
+	if err := checkNames(name, owner); err != nil {
+		return err
+	}
+	if ttl < MinTTL {
+		return fmt.Errorf("%w: ttl %v is under %v", ErrInvalid, ttl, MinTTL)
+	}
+	return nil
+}
+
+// checkNames validates the arguments every Store method shares (Release has
+// no ttl).
+func checkNames(name, owner string) error {
 	if strings.TrimSpace(name) == "" {
 		return fmt.Errorf("%w: name %q is empty", ErrInvalid, name)
 	}
 	if strings.TrimSpace(owner) == "" {
 		return fmt.Errorf("%w: owner %q is empty", ErrInvalid, owner)
-	}
-	if ttl >= 0 && ttl < MinTTL {
-		return fmt.Errorf("%w: ttl %v is under %v", ErrInvalid, ttl, MinTTL)
 	}
 	return nil
 }

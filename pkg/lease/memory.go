@@ -1,0 +1,148 @@
+package lease
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// MemoryStore is the in-memory twin of [MongoStore]: one process's leases,
+// kept in a map. It elects among the goroutines of one process, which is what
+// a deployment without Mongo runs (ADR-117: one process elects itself), and
+// what tests use.
+//
+// The zero value is an empty store, ready to use. A MemoryStore is safe for
+// concurrent use and must not be copied after first use.
+type MemoryStore struct {
+	mu     sync.Mutex
+	leases map[string]memoryLease
+}
+
+// memoryLease is one lease as MemoryStore keeps it; expires is a stamp.
+type memoryLease struct {
+	owner   string
+	expires time.Time
+}
+
+var (
+	_ Store     = (*MemoryStore)(nil)
+	_ Inspector = (*MemoryStore)(nil)
+)
+
+// NewMemoryStore returns an empty MemoryStore, the same as its zero value.
+func NewMemoryStore() *MemoryStore { return &MemoryStore{} }
+
+// Acquire takes the lease name for owner until trunc(trunc(now)+ttl) when it
+// is free, expired at now, or already owner's, and reports whether it did.
+// It never moves an expiry backward. It returns false, nil when another owner
+// holds the lease unexpired, and an error, changing nothing, when an argument
+// is invalid (ErrInvalid) or ctx is done.
+func (m *MemoryStore) Acquire(ctx context.Context, name, owner string, now time.Time, ttl time.Duration) (bool, error) {
+	if err := checkArgs(name, owner, ttl); err != nil {
+		return false, err
+	}
+	if err := ctxErr(ctx, "acquire", name); err != nil {
+		return false, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	l, ok := m.leases[name]
+	if ok && l.owner != owner && stamp(now).Before(l.expires) {
+		return false, nil
+	}
+	if !ok || l.owner != owner {
+		// A takeover's expiry is always later than the old one: the old one
+		// is at or before now, and the new one is at least now + MinTTL.
+		l = memoryLease{owner: owner}
+	}
+	m.put(name, l, expiry(now, ttl))
+	return true, nil
+}
+
+// Renew extends owner's own lease name to trunc(trunc(now)+ttl), unless it
+// already expires later, and reports whether owner held it. A lease past its
+// expiry that nobody took is still owner's and renewable. Renew never creates
+// or takes a lease: it returns false, nil when the lease is absent or
+// another's. It returns an error, changing nothing, when an argument is
+// invalid (ErrInvalid) or ctx is done.
+func (m *MemoryStore) Renew(ctx context.Context, name, owner string, now time.Time, ttl time.Duration) (bool, error) {
+	if err := checkArgs(name, owner, ttl); err != nil {
+		return false, err
+	}
+	if err := ctxErr(ctx, "renew", name); err != nil {
+		return false, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	l, ok := m.leases[name]
+	if !ok || l.owner != owner {
+		return false, nil
+	}
+	m.put(name, l, expiry(now, ttl))
+	return true, nil
+}
+
+// Release deletes owner's lease name, expired or not. Releasing a lease
+// nobody holds is a no-op that returns nil; releasing another owner's returns
+// ErrLost and changes nothing. It returns an error, changing nothing, when an
+// argument is invalid (ErrInvalid) or ctx is done.
+func (m *MemoryStore) Release(ctx context.Context, name, owner string) error {
+	if err := checkNames(name, owner); err != nil {
+		return err
+	}
+	if err := ctxErr(ctx, "release", name); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	l, ok := m.leases[name]
+	switch {
+	case !ok:
+		return nil
+	case l.owner != owner:
+		return fmt.Errorf("%w: %q is held by %q, not %q", ErrLost, name, l.owner, owner)
+	}
+	delete(m.leases, name)
+	return nil
+}
+
+// Holders returns every lease the store keeps, expired ones included, sorted
+// by name, with Expires in UTC. It returns an error only when ctx is done.
+func (m *MemoryStore) Holders(ctx context.Context) ([]Holder, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("lease: holders: %w", err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	hs := make([]Holder, 0, len(m.leases))
+	for name, l := range m.leases {
+		hs = append(hs, Holder{Name: name, Owner: l.owner, Expires: l.expires})
+	}
+	slices.SortFunc(hs, func(a, b Holder) int { return strings.Compare(a.Name, b.Name) })
+	return hs, nil
+}
+
+// put stores l for name with the later of its expiry and exp. The caller
+// holds m.mu.
+func (m *MemoryStore) put(name string, l memoryLease, exp time.Time) {
+	if exp.After(l.expires) {
+		l.expires = exp
+	}
+	if m.leases == nil {
+		m.leases = make(map[string]memoryLease)
+	}
+	m.leases[name] = l
+}
+
+// ctxErr is ctx's error, if ctx is done, wrapped to name the call. Both twins
+// check it after their arguments and before touching their store, so that a
+// call on a done context changes nothing.
+func ctxErr(ctx context.Context, op, name string) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("lease: %s %q: %w", op, name, err)
+	}
+	return nil
+}

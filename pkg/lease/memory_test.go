@@ -1,0 +1,13 @@
+package lease_test
+
+import (
+	"testing"
+
+	"iterion.dev/iterion/pkg/lease"
+	"iterion.dev/iterion/pkg/lease/leasetest"
+)
+
+// TestConformance runs the conformance suite on the zero MemoryStore.
+func TestConformance(t *testing.T) {
+	leasetest.Run(t, func(*testing.T) lease.Store { return new(lease.MemoryStore) })
+}
