@@ -1,0 +1,191 @@
+package forge
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// API names the forge API a request went to.
+const (
+	APIREST    = "REST"
+	APIGraphQL = "GraphQL"
+)
+
+// laneKey is the context key WithLane stores the lane under.
+type laneKey struct{}
+
+// WithLane returns a copy of ctx whose forge requests are charged to lane.
+// An empty lane is charged to LaneUnlaned.
+func WithLane(ctx context.Context, lane string) context.Context {
+	return context.WithValue(ctx, laneKey{}, lane)
+}
+
+// laneOf is the lane ctx carries, LaneUnlaned when none.
+func laneOf(ctx context.Context) string {
+	if lane, _ := ctx.Value(laneKey{}).(string); lane != "" {
+		return lane
+	}
+	return LaneUnlaned
+}
+
+// apiOf tells GraphQL requests (path /graphql or /api/graphql) from REST ones.
+func apiOf(path string) string {
+	if path == "/graphql" || path == "/api/graphql" {
+		return APIGraphQL
+	}
+	return APIREST
+}
+
+// Count is the number of requests sent to one host and API, charged to one
+// lane, that got one status code (0: a transport error, no status).
+type Count struct {
+	Host string
+	API  string
+	Lane string
+	Code int
+	N    int64
+}
+
+// countKey is what a request is counted by; it is comparable, so looking an
+// existing entry up costs no allocation.
+type countKey struct {
+	host, api, lane string
+	code            int
+}
+
+// countEntry is one key's running total and its cached Prometheus child.
+type countEntry struct {
+	n     int64
+	child prometheus.Counter // nil without a Registerer
+}
+
+// countingTransport counts every request handed to its RoundTrip once its
+// answer or error is back — each redirect hop and each retry arrive as calls
+// of their own — by host, API, lane and status code (0 for a transport error),
+// and never modifies the request.
+//
+// It is safe for concurrent use. It also feeds the hourly log line.
+type countingTransport struct {
+	next http.RoundTripper
+	now  func() time.Time
+	vec  *prometheus.CounterVec // nil: no Prometheus
+
+	mu      sync.Mutex
+	entries map[countKey]*countEntry
+	hour    hourly
+}
+
+func newCountingTransport(next http.RoundTripper, now func() time.Time, vec *prometheus.CounterVec, h hourly) *countingTransport {
+	return &countingTransport{next: next, now: now, vec: vec, entries: make(map[countKey]*countEntry), hour: h}
+}
+
+// RoundTrip implements http.RoundTripper.
+func (t *countingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.next.RoundTrip(req)
+	code := 0
+	if err == nil {
+		code = resp.StatusCode
+	}
+	t.count(countKey{host: req.URL.Host, api: apiOf(req.URL.Path), lane: laneOf(req.Context()), code: code})
+	return resp, err
+}
+
+// count charges one request to k, rolling the hour over first when the
+// request belongs to a later hour than the one being counted.
+func (t *countingTransport) count(k countKey) {
+	now := t.now()
+	t.mu.Lock()
+	line := t.hour.roll(now)
+	e := t.entries[k]
+	if e == nil {
+		e = &countEntry{}
+		if t.vec != nil {
+			e.child = t.vec.WithLabelValues(k.host, k.api, k.lane, codeLabel(k.code))
+		}
+		t.entries[k] = e
+	}
+	e.n++
+	t.hour.add(hourKey{host: k.host, api: k.api, lane: k.lane}, k.code)
+	t.mu.Unlock()
+	if e.child != nil {
+		e.child.Inc()
+	}
+	t.hour.write(line)
+}
+
+// flush writes the line for the hour being counted, as a partial hour ending
+// now; it writes nothing when no request was counted since the last line.
+func (t *countingTransport) flush() {
+	now := t.now()
+	t.mu.Lock()
+	line := t.hour.close(now)
+	t.mu.Unlock()
+	t.hour.write(line)
+}
+
+// counts is a snapshot of every total since the transport was made, sorted
+// by host, API, lane and code.
+func (t *countingTransport) counts() []Count {
+	t.mu.Lock()
+	out := make([]Count, 0, len(t.entries))
+	for k, e := range t.entries {
+		out = append(out, Count{Host: k.host, API: k.api, Lane: k.lane, Code: k.code, N: e.n})
+	}
+	t.mu.Unlock()
+	sortCounts(out)
+	return out
+}
+
+func sortCounts(cs []Count) {
+	slices.SortFunc(cs, func(a, b Count) int {
+		if c := strings.Compare(a.Host, b.Host); c != 0 {
+			return c
+		}
+		if c := strings.Compare(a.API, b.API); c != 0 {
+			return c
+		}
+		if c := strings.Compare(a.Lane, b.Lane); c != 0 {
+			return c
+		}
+		return a.Code - b.Code
+	})
+}
+
+// codeLabel is the Prometheus code label: the status, or "error" when the
+// transport returned no answer.
+func codeLabel(code int) string {
+	if code == 0 {
+		return "error"
+	}
+	return strconv.Itoa(code)
+}
+
+// newRequestsVec registers forge_http_requests_total on reg, or returns the
+// one already registered there, so several Clients can share a registry.
+func newRequestsVec(reg prometheus.Registerer) (*prometheus.CounterVec, error) {
+	if reg == nil {
+		return nil, nil
+	}
+	vec := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "forge_http_requests_total",
+		Help: "Forge HTTP requests sent, each redirect hop and retry included, by host, API (REST/GraphQL), lane and status code (error: no answer).",
+	}, []string{"host", "api", "lane", "code"})
+	if err := reg.Register(vec); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if existing, ok := are.ExistingCollector.(*prometheus.CounterVec); ok {
+				return existing, nil
+			}
+		}
+		return nil, err
+	}
+	return vec, nil
+}

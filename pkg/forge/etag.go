@@ -1,0 +1,136 @@
+package forge
+
+import (
+	"bytes"
+	"container/list"
+	"io"
+	"net/http"
+	"strconv"
+	"sync"
+)
+
+// maxCachedBody is the largest body the ETag cache keeps; bigger answers
+// pass through uncached.
+const maxCachedBody = 1 << 20
+
+// etagCache makes GETs conditional: it sends If-None-Match with the ETag of
+// the last 200 answer for the same URL and auth identity, and serves a 304
+// from the cached answer, so the caller sees that 200 again (with the 304's
+// fresh headers and X-From-Cache: 1). GitHub does not charge an authorised
+// 304 to the primary budget; the counting transport, below this one, still
+// counts it, with code 304. The cache holds at most size entries, dropping
+// the least recently used. Safe for concurrent use.
+type etagCache struct {
+	next     http.RoundTripper
+	identity string // who the answers were for: part of every key
+	size     int
+
+	mu    sync.Mutex
+	lru   *list.List // of *etagEntry, most recent first
+	byKey map[string]*list.Element
+}
+
+type etagEntry struct {
+	key    string
+	etag   string
+	status int
+	header http.Header
+	body   []byte
+}
+
+func newETagCache(next http.RoundTripper, identity string, size int) *etagCache {
+	return &etagCache{next: next, identity: identity, size: size, lru: list.New(), byKey: make(map[string]*list.Element)}
+}
+
+// RoundTrip implements http.RoundTripper.
+func (c *etagCache) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method != http.MethodGet || req.Header.Get("If-None-Match") != "" {
+		return c.next.RoundTrip(req)
+	}
+	key := c.identity + " " + req.URL.String()
+	cached := c.get(key)
+	if cached != nil {
+		r := req.Clone(req.Context())
+		r.Header.Set("If-None-Match", cached.etag)
+		req = r
+	}
+	resp, err := c.next.RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case resp.StatusCode == http.StatusNotModified && cached != nil:
+		resp.Body.Close()
+		return cached.response(req, resp.Header), nil
+	case resp.StatusCode == http.StatusOK && resp.Header.Get("ETag") != "":
+		return c.store(key, resp)
+	}
+	return resp, nil
+}
+
+func (c *etagCache) get(key string) *etagEntry {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	el, ok := c.byKey[key]
+	if !ok {
+		return nil
+	}
+	c.lru.MoveToFront(el)
+	return el.Value.(*etagEntry)
+}
+
+// store reads resp's body into the cache and hands back a response that
+// replays it.
+func (c *etagCache) store(key string, resp *http.Response) (*http.Response, error) {
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxCachedBody+1))
+	if err != nil {
+		resp.Body.Close()
+		return nil, err
+	}
+	if len(body) > maxCachedBody {
+		resp.Body = struct {
+			io.Reader
+			io.Closer
+		}{io.MultiReader(bytes.NewReader(body), resp.Body), resp.Body}
+		return resp, nil
+	}
+	resp.Body.Close()
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	e := &etagEntry{key: key, etag: resp.Header.Get("ETag"), status: resp.StatusCode, header: resp.Header.Clone(), body: body}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el, ok := c.byKey[key]; ok {
+		el.Value = e
+		c.lru.MoveToFront(el)
+		return resp, nil
+	}
+	c.byKey[key] = c.lru.PushFront(e)
+	for c.lru.Len() > c.size {
+		old := c.lru.Remove(c.lru.Back()).(*etagEntry)
+		delete(c.byKey, old.key)
+	}
+	return resp, nil
+}
+
+// response is the cached answer replayed for req, its headers refreshed by
+// those of the 304 that confirmed it.
+func (e *etagEntry) response(req *http.Request, fresh http.Header) *http.Response {
+	h := e.header.Clone()
+	for k, v := range fresh {
+		if k != "Content-Length" {
+			h[k] = v
+		}
+	}
+	h.Set("X-From-Cache", "1")
+	return &http.Response{
+		Status:        strconv.Itoa(e.status) + " " + http.StatusText(e.status),
+		StatusCode:    e.status,
+		Proto:         "HTTP/1.1",
+		ProtoMajor:    1,
+		ProtoMinor:    1,
+		Header:        h,
+		Body:          io.NopCloser(bytes.NewReader(e.body)),
+		ContentLength: int64(len(e.body)),
+		Request:       req,
+	}
+}

@@ -1,0 +1,204 @@
+// Package forge is the forge (GitHub) HTTP client of the merge gate and the
+// board sync, and the accounting of what it spends (ADR-117 decision 6).
+//
+// A Client reads pull requests, combined statuses and issues and writes
+// commit statuses through go-github, authenticated with a plain token or as a
+// GitHub App installation. Its transport, which the package owns, counts
+// every request it sends — each redirect hop, each retry, each answer
+// whatever its status, and transport errors — by host, API (REST or GraphQL)
+// and lane, the caller named in the request's context (WithLane). The counts
+// are exported as forge_http_requests_total, returned by Counts, and written
+// once per UTC hour as one log line:
+//
+//	forge HTTP: 909 requests in the hour ending 2026-09-30T15:00Z — api.github.com REST merge-gate-sweeper 812, api.github.com REST webhook 97
+//
+// Beyond the ADR, the Client is rate-limit aware — it learns the budget from
+// the x-ratelimit-* headers of every answer, holds back a lane whose reserve
+// the budget has fallen under, and turns rate-limit refusals into a
+// *RateLimitError carrying when to retry — and makes GETs conditional with
+// an ETag cache, since GitHub does not charge a 304 to the primary budget.
+//
+// The transport chain, outermost first: ETag cache → rate gate → auth (token
+// or ghinstallation) → counting → Config.Next. The gate sits above counting,
+// so a request it holds back is not counted; it was not sent. Auth sits above
+// counting, so installation-token refreshes are counted too (lane auth).
+package forge
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/google/go-github/v88/github"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// ErrInvalidConfig is wrapped by New's errors about a bad Config field.
+var ErrInvalidConfig = errors.New("forge: invalid config")
+
+// ErrNotFound is wrapped when the forge answers 404 (no such repository,
+// pull request or commit, or no access to it).
+var ErrNotFound = errors.New("forge: not found")
+
+// DefaultBaseURL is GitHub's REST root, used when Config.BaseURL is empty.
+const DefaultBaseURL = "https://api.github.com/"
+
+// DefaultETagCacheEntries is the ETag cache's size when Config.ETagCacheEntries is 0.
+const DefaultETagCacheEntries = 1024
+
+// AppAuth authenticates as a GitHub App installation: installation tokens
+// are minted from the App's private key through ghinstallation and refreshed
+// before they expire; refreshes are charged to LaneAuth.
+type AppAuth struct {
+	AppID          int64
+	InstallationID int64
+	PrivateKey     []byte // PEM-encoded RSA key
+}
+
+// Config configures a Client. Only one of Token and App may be set; with
+// neither, requests are anonymous.
+type Config struct {
+	// BaseURL is the REST API root: "" for https://api.github.com/, an
+	// Enterprise root such as https://ghe.example.com/api/v3/, or a
+	// simulator's URL. A missing trailing slash is added.
+	BaseURL string
+	// Token is a plain token (personal access or installation token).
+	Token string
+	// App authenticates as a GitHub App installation.
+	App *AppAuth
+	// Next sends the requests; nil: http.DefaultTransport.
+	Next http.RoundTripper
+	// Logger receives the hourly line; nil discards it.
+	Logger *slog.Logger
+	// Registerer gets forge_http_requests_total; nil: no Prometheus. Clients
+	// sharing a Registerer share the counter.
+	Registerer prometheus.Registerer
+	// Now is the clock of the hourly line and of rate-limit resets; nil: time.Now.
+	Now func() time.Time
+	// Reserves maps a lane to the budget it leaves to others: a request on
+	// that lane is held back (a *RateLimitError with CauseReserve) while the
+	// remaining budget is below its reserve, until the budget resets.
+	Reserves map[string]int
+	// ETagCacheEntries bounds the ETag cache; 0: DefaultETagCacheEntries,
+	// negative: no cache (GETs are not conditional).
+	ETagCacheEntries int
+	// Timeout bounds each call, redirects included; 0: none beyond the context.
+	Timeout time.Duration
+}
+
+// Client is a forge client whose every request is counted. Safe for
+// concurrent use; share one Client per installation or token between lanes,
+// so the rate-limit figures it learns cover all of them. Call Close when done.
+type Client struct {
+	gh       *github.Client
+	http     *http.Client
+	counting *countingTransport
+	gate     *rateGate
+}
+
+// New validates cfg and returns a Client. Errors wrap ErrInvalidConfig and
+// name the field.
+func New(cfg Config) (*Client, error) {
+	if cfg.Token != "" && cfg.App != nil {
+		return nil, fmt.Errorf("%w: Token and App are both set; choose one", ErrInvalidConfig)
+	}
+	if a := cfg.App; a != nil {
+		if a.AppID <= 0 {
+			return nil, fmt.Errorf("%w: App.AppID %d: must be positive", ErrInvalidConfig, a.AppID)
+		}
+		if a.InstallationID <= 0 {
+			return nil, fmt.Errorf("%w: App.InstallationID %d: must be positive", ErrInvalidConfig, a.InstallationID)
+		}
+	}
+	for lane, n := range cfg.Reserves {
+		if lane == "" || n < 0 {
+			return nil, fmt.Errorf("%w: Reserves[%q] = %d: want a named lane and a reserve >= 0", ErrInvalidConfig, lane, n)
+		}
+	}
+	if cfg.Timeout < 0 {
+		return nil, fmt.Errorf("%w: Timeout %v: must be >= 0", ErrInvalidConfig, cfg.Timeout)
+	}
+	base := cfg.BaseURL
+	if base == "" {
+		base = DefaultBaseURL
+	}
+	if !strings.HasSuffix(base, "/") {
+		base += "/"
+	}
+	baseURL, err := url.Parse(base)
+	if err != nil || (baseURL.Scheme != "http" && baseURL.Scheme != "https") || baseURL.Host == "" {
+		return nil, fmt.Errorf("%w: BaseURL %q: want an absolute http(s) URL", ErrInvalidConfig, cfg.BaseURL)
+	}
+	next := cfg.Next
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	now := cfg.Now
+	if now == nil {
+		now = time.Now
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	vec, err := newRequestsVec(cfg.Registerer)
+	if err != nil {
+		return nil, fmt.Errorf("%w: Registerer: %w", ErrInvalidConfig, err)
+	}
+	counting := newCountingTransport(next, now, vec, newHourly(logger, now()))
+	authed, identity, err := withAuth(&cfg, counting, base)
+	if err != nil {
+		return nil, err
+	}
+	gate := newRateGate(authed, now, cfg.Reserves)
+	var top http.RoundTripper = gate
+	size := cfg.ETagCacheEntries
+	if size == 0 {
+		size = DefaultETagCacheEntries
+	}
+	if size > 0 {
+		top = newETagCache(gate, identity, size)
+	}
+	hc := &http.Client{Transport: top, Timeout: cfg.Timeout}
+	gh, err := github.NewClient(github.WithHTTPClient(hc), github.WithURLs(&base, nil), github.WithDisableRateLimitCheck())
+	if err != nil {
+		return nil, fmt.Errorf("%w: BaseURL %q: %w", ErrInvalidConfig, cfg.BaseURL, err)
+	}
+	return &Client{gh: gh, http: hc, counting: counting, gate: gate}, nil
+}
+
+// Close writes the hourly line for the hour being counted, as a partial
+// hour ending now; it writes nothing when no request was counted since the
+// last line. The Client stays usable: later requests start a new partial hour.
+func (c *Client) Close() {
+	c.counting.flush()
+}
+
+// Counts is a snapshot of the requests sent since New, one entry per host,
+// API, lane and status code, sorted by those fields.
+func (c *Client) Counts() []Count {
+	return c.counting.counts()
+}
+
+// RateLimits returns the latest budget figures the forge reported, one per
+// resource, in no particular order.
+func (c *Client) RateLimits() []RateLimit {
+	return c.gate.limitsSnapshot()
+}
+
+// HTTPClient is the Client's counted, authenticated, rate-aware HTTP client,
+// for forge calls the Client has no method for (GraphQL, say). Requests
+// through it are counted like the Client's own.
+func (c *Client) HTTPClient() *http.Client {
+	return c.http
+}
+
+// GitHub is the go-github client over the same HTTP client. Its built-in
+// rate-limit check is off: the Client's transport does that job.
+func (c *Client) GitHub() *github.Client {
+	return c.gh
+}

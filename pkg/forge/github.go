@@ -1,0 +1,178 @@
+package forge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/google/go-github/v88/github"
+)
+
+// Pull is a pull request as the merge gate needs it.
+type Pull struct {
+	Number  int
+	State   string // "open" or "closed"
+	Merged  bool
+	HeadSHA string
+}
+
+// Status is one commit status: a context's verdict on a commit.
+type Status struct {
+	Context     string
+	State       string // "error", "failure", "pending" or "success"
+	Description string
+	TargetURL   string
+}
+
+// CombinedStatus is a ref's combined status: GitHub's overall State
+// ("failure", "pending" or "success") and the latest status of each context.
+type CombinedStatus struct {
+	State    string
+	Statuses []Status
+}
+
+// Issue is an issue or a pull request (PullRequest true) as the board sync
+// needs it.
+type Issue struct {
+	Number      int
+	Title       string
+	State       string // "open" or "closed"
+	Labels      []string
+	Assignees   []string
+	PullRequest bool
+	HTMLURL     string
+	UpdatedAt   time.Time
+}
+
+// perPage is the page size asked for in paginated calls: GitHub's maximum.
+const perPage = 100
+
+// GetPull returns pull request number of owner/repo.
+func (c *Client) GetPull(ctx context.Context, owner, repo string, number int) (Pull, error) {
+	pr, _, err := c.gh.PullRequests.Get(ctx, owner, repo, number)
+	if err != nil {
+		return Pull{}, c.wrap(ctx, fmt.Sprintf("GET pull %s/%s#%d", owner, repo, number), err)
+	}
+	return Pull{
+		Number:  pr.GetNumber(),
+		State:   pr.GetState(),
+		Merged:  pr.GetMerged(),
+		HeadSHA: pr.GetHead().GetSHA(),
+	}, nil
+}
+
+// CombinedStatus returns the combined status of ref (a SHA, branch or tag)
+// in owner/repo, every page of its statuses included.
+func (c *Client) CombinedStatus(ctx context.Context, owner, repo, ref string) (CombinedStatus, error) {
+	var out CombinedStatus
+	opts := &github.ListOptions{PerPage: perPage}
+	for {
+		cs, resp, err := c.gh.Repositories.GetCombinedStatus(ctx, owner, repo, ref, opts)
+		if err != nil {
+			return CombinedStatus{}, c.wrap(ctx, fmt.Sprintf("GET combined status %s/%s@%s", owner, repo, ref), err)
+		}
+		out.State = cs.GetState()
+		for _, s := range cs.Statuses {
+			out.Statuses = append(out.Statuses, Status{
+				Context:     s.GetContext(),
+				State:       s.GetState(),
+				Description: s.GetDescription(),
+				TargetURL:   s.GetTargetURL(),
+			})
+		}
+		if resp.NextPage == 0 {
+			return out, nil
+		}
+		opts.Page = resp.NextPage
+	}
+}
+
+// CreateStatus sets st on commit sha of owner/repo. An empty st.Context is
+// GitHub's "default".
+func (c *Client) CreateStatus(ctx context.Context, owner, repo, sha string, st Status) error {
+	rs := github.RepoStatus{State: github.Ptr(st.State)}
+	if st.Context != "" {
+		rs.Context = github.Ptr(st.Context)
+	}
+	if st.Description != "" {
+		rs.Description = github.Ptr(st.Description)
+	}
+	if st.TargetURL != "" {
+		rs.TargetURL = github.Ptr(st.TargetURL)
+	}
+	if _, _, err := c.gh.Repositories.CreateStatus(ctx, owner, repo, sha, rs); err != nil {
+		return c.wrap(ctx, fmt.Sprintf("POST status %s/%s@%s", owner, repo, sha), err)
+	}
+	return nil
+}
+
+// ListIssues returns every issue and pull request of owner/repo, open or
+// closed, updated at or after since (zero: all), following every page.
+func (c *Client) ListIssues(ctx context.Context, owner, repo string, since time.Time) ([]Issue, error) {
+	opts := &github.IssueListByRepoOptions{
+		State:       "all",
+		Since:       since,
+		ListOptions: github.ListOptions{PerPage: perPage},
+	}
+	var out []Issue
+	for {
+		page, resp, err := c.gh.Issues.ListByRepo(ctx, owner, repo, opts)
+		if err != nil {
+			return nil, c.wrap(ctx, fmt.Sprintf("GET issues %s/%s", owner, repo), err)
+		}
+		for _, is := range page {
+			out = append(out, issueOf(is))
+		}
+		if resp.NextPage == 0 {
+			return out, nil
+		}
+		opts.ListOptions.Page = resp.NextPage
+	}
+}
+
+func issueOf(is *github.Issue) Issue {
+	out := Issue{
+		Number:      is.GetNumber(),
+		Title:       is.GetTitle(),
+		State:       is.GetState(),
+		PullRequest: is.IsPullRequest(),
+		HTMLURL:     is.GetHTMLURL(),
+		UpdatedAt:   is.GetUpdatedAt().Time,
+	}
+	for _, l := range is.Labels {
+		out.Labels = append(out.Labels, l.GetName())
+	}
+	for _, a := range is.Assignees {
+		out.Assignees = append(out.Assignees, a.GetLogin())
+	}
+	return out
+}
+
+// wrap turns go-github's errors into this package's: rate limits into a
+// *RateLimitError, 404 into ErrNotFound; op names the call.
+func (c *Client) wrap(ctx context.Context, op string, err error) error {
+	var held *RateLimitError
+	if errors.As(err, &held) {
+		return fmt.Errorf("%s: %w", op, held)
+	}
+	var primary *github.RateLimitError
+	if errors.As(err, &primary) {
+		return fmt.Errorf("%s: %w", op, &RateLimitError{
+			Reset: primary.Rate.Reset.Time.UTC(), Cause: CausePrimary, Sent: true, Lane: laneOf(ctx),
+			Resource: primary.Rate.Resource, Limit: primary.Rate.Limit, Remaining: primary.Rate.Remaining,
+		})
+	}
+	var secondary *github.AbuseRateLimitError
+	if errors.As(err, &secondary) {
+		return fmt.Errorf("%s: %w", op, &RateLimitError{
+			Reset: c.gate.secondaryUntil(), Cause: CauseSecondary, Sent: true, Lane: laneOf(ctx),
+		})
+	}
+	var resp *github.ErrorResponse
+	if errors.As(err, &resp) && resp.Response != nil && resp.Response.StatusCode == http.StatusNotFound {
+		return fmt.Errorf("forge: %s: %w: %w", op, ErrNotFound, err)
+	}
+	return fmt.Errorf("forge: %s: %w", op, err)
+}

@@ -1,0 +1,168 @@
+package forge
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+)
+
+// hourKey is what the hourly line breaks its total down by.
+type hourKey struct {
+	host, api, lane string
+}
+
+func (k hourKey) String() string { return k.host + " " + k.api + " " + k.lane }
+
+// hourly keeps the counts of the UTC hour being counted and turns them into
+// the hourly log line. Its counting methods are guarded by the counting
+// transport's mutex; write is called outside it.
+type hourly struct {
+	logger *slog.Logger
+	since  time.Time // the first instant this hour's counts cover
+	end    time.Time // the end of the hour being counted; zero: nothing counted yet
+	total  int64
+	n304   int64
+	counts map[hourKey]int64
+}
+
+func newHourly(logger *slog.Logger, started time.Time) hourly {
+	return hourly{logger: logger, since: started.UTC(), counts: make(map[hourKey]int64)}
+}
+
+// hourLine is one hour's tally, ready to be written.
+type hourLine struct {
+	end, from, to time.Time
+	partial       bool
+	total, n304   int64
+	counts        []hourCount
+}
+
+type hourCount struct {
+	key hourKey
+	n   int64
+}
+
+// roll starts counting the hour now falls in, returning the line of the hour
+// that was being counted when now is past its end (nil otherwise). A clock
+// that steps back is counted in the current hour.
+func (h *hourly) roll(now time.Time) *hourLine {
+	now = now.UTC()
+	if !h.end.IsZero() && now.Before(h.end) {
+		return nil
+	}
+	var line *hourLine
+	if !h.end.IsZero() {
+		line = h.take(h.end)
+	}
+	h.end = hourEnd(now)
+	if start := h.end.Add(-time.Hour); h.since.Before(start) {
+		h.since = start
+	}
+	return line
+}
+
+// close returns the line of the hour being counted, up to now, or nil when
+// nothing was counted since the last line. Requests counted after it start
+// a new partial hour at now.
+func (h *hourly) close(now time.Time) *hourLine {
+	now = now.UTC()
+	line := h.take(now)
+	h.since = now
+	return line
+}
+
+// take empties the counts into a line covering since..to.
+func (h *hourly) take(to time.Time) *hourLine {
+	if h.total == 0 {
+		return nil
+	}
+	if to.After(h.end) {
+		to = h.end
+	}
+	start := h.end.Add(-time.Hour)
+	line := &hourLine{
+		end: h.end, from: h.since, to: to,
+		partial: h.since.After(start) || to.Before(h.end),
+		total:   h.total, n304: h.n304,
+		counts: make([]hourCount, 0, len(h.counts)),
+	}
+	for k, n := range h.counts {
+		line.counts = append(line.counts, hourCount{k, n})
+	}
+	slices.SortFunc(line.counts, func(a, b hourCount) int {
+		if c := cmp.Compare(b.n, a.n); c != 0 {
+			return c
+		}
+		return strings.Compare(a.key.String(), b.key.String())
+	})
+	clear(h.counts)
+	h.total, h.n304 = 0, 0
+	return line
+}
+
+// add counts one request of the hour being counted.
+func (h *hourly) add(k hourKey, code int) {
+	h.counts[k]++
+	h.total++
+	if code == 304 {
+		h.n304++
+	}
+}
+
+// hourEnd is the end of the UTC hour t falls in.
+func hourEnd(t time.Time) time.Time {
+	return t.UTC().Truncate(time.Hour).Add(time.Hour)
+}
+
+// text is the line itself, e.g.
+//
+//	forge HTTP: 909 requests in the hour ending 2026-09-30T15:00Z — api.github.com REST merge-gate-sweeper 812, api.github.com REST review 97
+//
+// and for a partial hour
+//
+//	forge HTTP: 12 requests in the partial hour 14:23:05Z–15:00Z ending 2026-09-30T15:00Z — api.github.com REST api 12
+func (l *hourLine) text() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "forge HTTP: %d requests in the ", l.total)
+	if l.partial {
+		fmt.Fprintf(&b, "partial hour %s–%s ending ", l.from.Format("15:04:05Z"), l.to.Format("15:04:05Z"))
+	} else {
+		b.WriteString("hour ending ")
+	}
+	b.WriteString(l.end.Format("2006-01-02T15:04Z"))
+	for i, c := range l.counts {
+		if i == 0 {
+			b.WriteString(" — ")
+		} else {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s %d", c.key, c.n)
+	}
+	return b.String()
+}
+
+// write logs l at Info, with the same figures as structured attributes:
+// hour_end, requests, not_modified (the 304s among them), partial, from, to,
+// and a group "counts" keyed "host API lane".
+func (h *hourly) write(l *hourLine) {
+	if l == nil {
+		return
+	}
+	counts := make([]any, 0, len(l.counts))
+	for _, c := range l.counts {
+		counts = append(counts, slog.Int64(c.key.String(), c.n))
+	}
+	h.logger.LogAttrs(context.Background(), slog.LevelInfo, l.text(),
+		slog.Time("hour_end", l.end),
+		slog.Int64("requests", l.total),
+		slog.Int64("not_modified", l.n304),
+		slog.Bool("partial", l.partial),
+		slog.Time("from", l.from),
+		slog.Time("to", l.to),
+		slog.Group("counts", counts...),
+	)
+}

@@ -1,0 +1,248 @@
+package forge
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// ErrRateLimited is wrapped by every *RateLimitError.
+var ErrRateLimited = errors.New("forge: rate limited")
+
+// RateLimitCause says why a request met a rate limit.
+type RateLimitCause string
+
+const (
+	// CausePrimary: the hourly budget is spent; GitHub answered 403 or 429 with
+	// x-ratelimit-remaining 0, or the Client knew it was spent and did not send.
+	CausePrimary RateLimitCause = "primary"
+	// CauseReserve: the lane has a reserve (Config.Reserves) and the budget
+	// left is below it; the Client did not send, keeping the rest for others.
+	CauseReserve RateLimitCause = "reserve"
+	// CauseSecondary: GitHub's secondary limit; GitHub answered 403 or 429
+	// with retry-after (or a secondary-limit message), or the Client is still
+	// backing off from one and did not send.
+	CauseSecondary RateLimitCause = "secondary"
+)
+
+// RateLimitError reports a request refused by a rate limit, or held back by
+// the Client to respect one. Retry no earlier than Reset; the Client never
+// sleeps for it. It wraps ErrRateLimited.
+type RateLimitError struct {
+	// Reset is when to try again: the budget's reset for CausePrimary and
+	// CauseReserve, the end of the back-off for CauseSecondary.
+	Reset time.Time
+	Cause RateLimitCause
+	// Sent is true when the request reached the forge and was refused there,
+	// false when the Client held it back.
+	Sent bool
+	// Lane is the lane the request was charged to.
+	Lane string
+	// Resource, Limit and Remaining are the latest budget figures known for
+	// the request's resource (zero when none is known).
+	Resource         string
+	Limit, Remaining int
+	// Reserve is the lane's reserve (CauseReserve only).
+	Reserve int
+}
+
+func (e *RateLimitError) Error() string {
+	verb := "held back"
+	if e.Sent {
+		verb = "refused"
+	}
+	msg := fmt.Sprintf("forge: rate limited (%s): lane %s request %s until %s", e.Cause, e.Lane, verb, e.Reset.UTC().Format(time.RFC3339))
+	if e.Resource != "" {
+		msg += fmt.Sprintf("; %s budget %d of %d left", e.Resource, e.Remaining, e.Limit)
+	}
+	if e.Cause == CauseReserve {
+		msg += fmt.Sprintf(", lane reserve %d", e.Reserve)
+	}
+	return msg
+}
+
+// Unwrap returns ErrRateLimited.
+func (e *RateLimitError) Unwrap() error { return ErrRateLimited }
+
+// RateLimit is the latest budget figure the forge reported for one resource
+// (x-ratelimit-resource: core, graphql, search, ...).
+type RateLimit struct {
+	Resource         string
+	Limit, Remaining int
+	Reset            time.Time
+}
+
+// Secondary-limit back-off when GitHub gives no retry-after: wait at least a
+// minute, doubling while the limit keeps being hit (GitHub's "best practices
+// for using the REST API"), up to maxSecondaryBackoff.
+const (
+	minSecondaryBackoff = time.Minute
+	maxSecondaryBackoff = 16 * time.Minute
+)
+
+// rateGate holds requests back when a rate limit says they would be refused
+// or a lane's reserve says they should wait, and learns the budget from the
+// x-ratelimit-* headers of every answer. It sits above the auth and counting
+// transports, so a request it holds back is never counted: it was not sent.
+// Safe for concurrent use.
+type rateGate struct {
+	next     http.RoundTripper
+	now      func() time.Time
+	reserves map[string]int
+
+	mu         sync.Mutex
+	limits     map[string]RateLimit
+	secondary time.Time // no request before this instant
+	strikes   int       // consecutive secondary limits without retry-after
+}
+
+func newRateGate(next http.RoundTripper, now func() time.Time, reserves map[string]int) *rateGate {
+	return &rateGate{next: next, now: now, reserves: reserves, limits: make(map[string]RateLimit)}
+}
+
+// resourceOf is the budget a request draws on.
+func resourceOf(req *http.Request) string {
+	if apiOf(req.URL.Path) == APIGraphQL {
+		return "graphql"
+	}
+	return "core"
+}
+
+// RoundTrip implements http.RoundTripper.
+func (g *rateGate) RoundTrip(req *http.Request) (*http.Response, error) {
+	if err := g.admit(req); err != nil {
+		if req.Body != nil {
+			req.Body.Close()
+		}
+		return nil, err
+	}
+	resp, err := g.next.RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	g.learn(resp)
+	return resp, nil
+}
+
+// admit returns the *RateLimitError that holds req back, or nil to send it.
+func (g *rateGate) admit(req *http.Request) error {
+	now := g.now()
+	lane := laneOf(req.Context())
+	res := resourceOf(req)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	rl, known := g.limits[res]
+	e := &RateLimitError{Lane: lane, Resource: rl.Resource, Limit: rl.Limit, Remaining: rl.Remaining}
+	switch {
+	case now.Before(g.secondary):
+		e.Cause, e.Reset = CauseSecondary, g.secondary
+	case known && rl.Remaining == 0 && now.Before(rl.Reset):
+		e.Cause, e.Reset = CausePrimary, rl.Reset
+	case known && rl.Remaining < g.reserves[lane] && now.Before(rl.Reset):
+		e.Cause, e.Reset, e.Reserve = CauseReserve, rl.Reset, g.reserves[lane]
+	default:
+		return nil
+	}
+	return e
+}
+
+// learn records the budget figures of resp, and the back-off of a
+// secondary limit.
+func (g *rateGate) learn(resp *http.Response) {
+	now := g.now()
+	h := resp.Header
+	rl, ok := parseRateLimit(h)
+	limited := resp.StatusCode == http.StatusForbidden || resp.StatusCode == http.StatusTooManyRequests
+	secondary := limited && h.Get("X-Ratelimit-Remaining") != "0" && isSecondary(resp)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if ok {
+		// Answers to concurrent requests arrive out of order: within one
+		// window the budget only shrinks, so the smallest figure is the latest.
+		if old, seen := g.limits[rl.Resource]; !seen || !old.Reset.Equal(rl.Reset) || rl.Remaining < old.Remaining {
+			g.limits[rl.Resource] = rl
+		}
+	}
+	switch {
+	case secondary:
+		wait, ok := retryAfter(h)
+		if !ok {
+			wait = min(minSecondaryBackoff<<g.strikes, maxSecondaryBackoff)
+			g.strikes++
+		}
+		if until := now.Add(wait); until.After(g.secondary) {
+			g.secondary = until
+		}
+	case !limited:
+		g.strikes = 0
+	}
+}
+
+// secondaryUntil is the end of the current secondary-limit back-off.
+func (g *rateGate) secondaryUntil() time.Time {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.secondary
+}
+
+// limitsSnapshot returns the latest figures, one per resource.
+func (g *rateGate) limitsSnapshot() []RateLimit {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := make([]RateLimit, 0, len(g.limits))
+	for _, rl := range g.limits {
+		out = append(out, rl)
+	}
+	return out
+}
+
+// parseRateLimit reads the x-ratelimit-* headers; false when they are absent
+// or malformed.
+func parseRateLimit(h http.Header) (RateLimit, bool) {
+	limit, err1 := strconv.Atoi(h.Get("X-Ratelimit-Limit"))
+	remaining, err2 := strconv.Atoi(h.Get("X-Ratelimit-Remaining"))
+	reset, err3 := strconv.ParseInt(h.Get("X-Ratelimit-Reset"), 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil {
+		return RateLimit{}, false
+	}
+	res := h.Get("X-Ratelimit-Resource")
+	if res == "" {
+		res = "core"
+	}
+	return RateLimit{Resource: res, Limit: limit, Remaining: remaining, Reset: time.Unix(reset, 0).UTC()}, true
+}
+
+// retryAfter reads retry-after in seconds (GitHub sends seconds).
+func retryAfter(h http.Header) (time.Duration, bool) {
+	s, err := strconv.Atoi(h.Get("Retry-After"))
+	if err != nil || s < 0 {
+		return 0, false
+	}
+	return time.Duration(s) * time.Second, true
+}
+
+// isSecondary tells a secondary rate limit from another 403/429 (missing
+// permission, say): a retry-after header, or GitHub's message. The body is
+// read and put back for the caller.
+func isSecondary(resp *http.Response) bool {
+	if resp.Header.Get("Retry-After") != "" {
+		return true
+	}
+	orig := resp.Body
+	body, err := io.ReadAll(io.LimitReader(orig, 64<<10))
+	resp.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(body), orig), orig}
+	if err != nil {
+		return false
+	}
+	return bytes.Contains(bytes.ToLower(body), []byte("secondary rate limit")) ||
+		strings.Contains(string(body), "abuse-rate-limits")
+}
