@@ -96,8 +96,8 @@ type rateGate struct {
 	now      func() time.Time
 	reserves map[string]int
 
-	mu         sync.Mutex
-	limits     map[string]RateLimit
+	mu        sync.Mutex
+	limits    map[string]RateLimit
 	secondary time.Time // no request before this instant
 	strikes   int       // consecutive secondary limits without retry-after
 }

@@ -1,0 +1,194 @@
+package forgesim
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The /_sim/ control endpoints: each decodes its body strictly and calls
+// its in-process twin.
+
+// decode reads a JSON object into v, refusing unknown fields and trailing
+// data; the error names the field when it can. An empty body is an empty
+// object.
+func decode(r *http.Request, v any) error {
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if errors.Is(err, io.EOF) {
+		return nil
+	}
+	if err == nil && dec.More() {
+		err = errors.New("trailing data after the JSON object")
+	}
+	if err == nil {
+		return nil
+	}
+	var typeErr *json.UnmarshalTypeError
+	if errors.As(err, &typeErr) {
+		return badField(typeErr.Field, typeErr.Value, "want a JSON "+typeErr.Type.String())
+	}
+	if field, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		return badField(strings.Trim(field, `"`), "", "unknown field")
+	}
+	return badField("body", "", err.Error())
+}
+
+// ctlReply answers err: 400 naming the field, 404, or 204 when nil.
+func ctlReply(err error) reply {
+	var fe *FieldError
+	switch {
+	case err == nil:
+		return reply{status: http.StatusNoContent}
+	case errors.As(err, &fe):
+		return jsonReply(http.StatusBadRequest, githubError{Message: err.Error(), Field: fe.Field})
+	case errors.Is(err, ErrNotFound):
+		return jsonReply(http.StatusNotFound, githubError{Message: err.Error()})
+	default:
+		return jsonReply(http.StatusInternalServerError, githubError{Message: err.Error()})
+	}
+}
+
+func (s *Sim) ctlSeedPull(r *http.Request) reply {
+	var body struct {
+		Number  int    `json:"number"`
+		HeadSHA string `json:"head_sha"`
+		State   string `json:"state"`
+	}
+	if err := decode(r, &body); err != nil {
+		return ctlReply(err)
+	}
+	if body.State == "" {
+		body.State = "open"
+	}
+	return ctlReply(s.SeedPull(r.PathValue("owner"), r.PathValue("repo"), body.Number, body.HeadSHA, body.State))
+}
+
+// pathNumber reads the {number} path segment.
+func pathNumber(r *http.Request) (int, error) {
+	v := r.PathValue("number")
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		return 0, badField("number", v, "want a positive integer")
+	}
+	return n, nil
+}
+
+func (s *Sim) ctlPushHead(r *http.Request) reply {
+	var body struct {
+		HeadSHA string `json:"head_sha"`
+	}
+	n, err := pathNumber(r)
+	if err == nil {
+		err = decode(r, &body)
+	}
+	if err != nil {
+		return ctlReply(err)
+	}
+	return ctlReply(s.PushHead(r.PathValue("owner"), r.PathValue("repo"), n, body.HeadSHA))
+}
+
+// ctlPull runs op (Close or Merge) on the pull request in the path.
+func (s *Sim) ctlPull(r *http.Request, op func(owner, repo string, number int) error) reply {
+	n, err := pathNumber(r)
+	if err != nil {
+		return ctlReply(err)
+	}
+	return ctlReply(op(r.PathValue("owner"), r.PathValue("repo"), n))
+}
+
+func (s *Sim) ctlSetStatus(r *http.Request) reply {
+	var st Status
+	if err := decode(r, &st); err != nil {
+		return ctlReply(err)
+	}
+	return ctlReply(s.SetStatus(r.PathValue("owner"), r.PathValue("repo"), r.PathValue("sha"), st))
+}
+
+func (s *Sim) ctlSeedIssue(r *http.Request) reply {
+	var is Issue
+	if err := decode(r, &is); err != nil {
+		return ctlReply(err)
+	}
+	if is.State == "" {
+		is.State = "open"
+	}
+	return ctlReply(s.SeedIssue(r.PathValue("owner"), r.PathValue("repo"), is))
+}
+
+func (s *Sim) ctlBudget(r *http.Request) reply {
+	var body struct {
+		Limit *int   `json:"limit"`
+		Token string `json:"token"`
+	}
+	if err := decode(r, &body); err != nil {
+		return ctlReply(err)
+	}
+	if body.Limit == nil {
+		return ctlReply(badField("limit", "", "required"))
+	}
+	return ctlReply(s.SetBudget(body.Token, *body.Limit))
+}
+
+func (s *Sim) ctlAdvance(r *http.Request) reply {
+	var body struct {
+		Duration string `json:"duration"`
+	}
+	if err := decode(r, &body); err != nil {
+		return ctlReply(err)
+	}
+	d, err := time.ParseDuration(body.Duration)
+	if err != nil {
+		return ctlReply(badField("duration", body.Duration, `want a Go duration such as "1h"`))
+	}
+	return ctlReply(s.Advance(d))
+}
+
+func (s *Sim) ctlResetHour(*http.Request) reply {
+	s.ResetHour()
+	return ctlReply(nil)
+}
+
+func (s *Sim) ctlSecondary(r *http.Request) reply {
+	var body struct {
+		Token             string `json:"token"`
+		RetryAfterSeconds int    `json:"retry_after_seconds"`
+		Count             int    `json:"count"`
+	}
+	if err := decode(r, &body); err != nil {
+		return ctlReply(err)
+	}
+	if body.Count == 0 {
+		body.Count = 1
+	}
+	return ctlReply(s.SecondaryLimit(body.Token, time.Duration(body.RetryAfterSeconds)*time.Second, body.Count))
+}
+
+func (s *Sim) ctlResetStats(*http.Request) reply {
+	s.ResetStats()
+	return ctlReply(nil)
+}
+
+// ctlRedirect answers 307 to /_sim/redirect/{hops-1}/{path}, or to /{path}
+// at the last hop, keeping the query: hops redirects, then the target.
+func (s *Sim) ctlRedirect(r *http.Request) reply {
+	v := r.PathValue("hops")
+	hops, err := strconv.Atoi(v)
+	if err != nil || hops < 1 {
+		return ctlReply(badField("hops", v, "want a positive integer"))
+	}
+	to := "/" + r.PathValue("path")
+	if hops > 1 {
+		to = fmt.Sprintf("/_sim/redirect/%d%s", hops-1, to)
+	}
+	if r.URL.RawQuery != "" {
+		to += "?" + r.URL.RawQuery
+	}
+	return reply{status: http.StatusTemporaryRedirect, header: http.Header{"Location": {to}}}
+}

@@ -1,0 +1,268 @@
+package forgesim
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+)
+
+// ErrBadRequest is wrapped by errors about a bad argument or control body;
+// the error names the field.
+var ErrBadRequest = errors.New("forgesim: bad request")
+
+// ErrNotFound is wrapped when a control call names a pull request the
+// simulator does not have.
+var ErrNotFound = errors.New("forgesim: not found")
+
+// FieldError is a bad argument: Field names it as the control endpoint's
+// JSON does.
+type FieldError struct {
+	Field, Value, Problem string
+}
+
+func (e *FieldError) Error() string {
+	return fmt.Sprintf("forgesim: bad request: %s %q: %s", e.Field, e.Value, e.Problem)
+}
+
+// Unwrap returns ErrBadRequest.
+func (e *FieldError) Unwrap() error { return ErrBadRequest }
+
+func badField(field, value, problem string) error {
+	return &FieldError{Field: field, Value: value, Problem: problem}
+}
+
+// Status is a commit status to set with SetStatus.
+type Status struct {
+	Context     string `json:"context"`
+	State       string `json:"state"`
+	Description string `json:"description"`
+	TargetURL   string `json:"target_url"`
+}
+
+// Issue is an issue to seed with SeedIssue.
+type Issue struct {
+	Number int      `json:"number"`
+	Title  string   `json:"title"`
+	State  string   `json:"state"`
+	Labels []string `json:"labels"`
+}
+
+type repo struct {
+	owner, name string
+	issues      map[int]*issue       // pull requests included, as on GitHub
+	commits     map[string]bool      // every head SHA ever pushed
+	statuses    map[string][]*status // by SHA, oldest first
+}
+
+type issue struct {
+	id               int64
+	number           int
+	title, state     string
+	labels           []string
+	created, updated time.Time
+	closed           time.Time // zero: open
+	pull             *pull     // nil: a plain issue
+}
+
+type pull struct {
+	headSHA string
+	merged  time.Time // zero: not merged
+}
+
+type status struct {
+	id                                     int64
+	context, state, description, targetURL string
+	created                                time.Time
+}
+
+// repoFor returns owner/repo, creating it when create is set; s.mu is held.
+func (s *Sim) repoFor(owner, name string, create bool) *repo {
+	key := owner + "/" + name
+	r := s.repos[key]
+	if r == nil && create {
+		r = &repo{owner: owner, name: name, issues: make(map[int]*issue), commits: make(map[string]bool), statuses: make(map[string][]*status)}
+		s.repos[key] = r
+	}
+	return r
+}
+
+func (s *Sim) newID() int64 {
+	s.nextID++
+	return s.nextID
+}
+
+func checkOwnerRepo(owner, repo string) error {
+	if owner == "" {
+		return badField("owner", owner, "required")
+	}
+	if repo == "" {
+		return badField("repo", repo, "required")
+	}
+	return nil
+}
+
+func checkState(field, state string) error {
+	if state != "open" && state != "closed" {
+		return badField(field, state, `want "open" or "closed"`)
+	}
+	return nil
+}
+
+// SeedPull creates pull request number of owner/repo (and the repository),
+// or replaces its head and state: state is "open" or "closed" (unmerged).
+func (s *Sim) SeedPull(owner, repo string, number int, headSHA, state string) error {
+	if err := checkOwnerRepo(owner, repo); err != nil {
+		return err
+	}
+	if number <= 0 {
+		return badField("number", strconv.Itoa(number), "must be positive")
+	}
+	if headSHA == "" {
+		return badField("head_sha", headSHA, "required")
+	}
+	if err := checkState("state", state); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.clock()
+	r := s.repoFor(owner, repo, true)
+	is := r.issues[number]
+	if is != nil && is.pull == nil {
+		return badField("number", strconv.Itoa(number), "is an issue, not a pull request")
+	}
+	if is == nil {
+		is = &issue{id: s.newID(), number: number, title: fmt.Sprintf("Pull request %d", number), created: now, pull: &pull{}}
+		r.issues[number] = is
+	}
+	is.pull.headSHA, is.pull.merged = headSHA, time.Time{}
+	setState(is, state, now)
+	r.commits[headSHA] = true
+	return nil
+}
+
+func setState(is *issue, state string, now time.Time) {
+	if state != is.state {
+		is.closed = time.Time{}
+		if state == "closed" {
+			is.closed = now
+		}
+	}
+	is.state, is.updated = state, now
+}
+
+// openPull returns pull request number of owner/repo; s.mu is held.
+func (s *Sim) pullFor(owner, repo string, number int) (*repo, *issue, error) {
+	r := s.repoFor(owner, repo, false)
+	if r == nil || r.issues[number] == nil || r.issues[number].pull == nil {
+		return nil, nil, fmt.Errorf("%w: pull request %s/%s#%d", ErrNotFound, owner, repo, number)
+	}
+	return r, r.issues[number], nil
+}
+
+// PushHead moves pull request number's head to sha, as a push does.
+func (s *Sim) PushHead(owner, repo string, number int, sha string) error {
+	if sha == "" {
+		return badField("head_sha", sha, "required")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, is, err := s.pullFor(owner, repo, number)
+	if err != nil {
+		return err
+	}
+	is.pull.headSHA, is.updated = sha, s.clock()
+	r.commits[sha] = true
+	return nil
+}
+
+// Close closes pull request number without merging it.
+func (s *Sim) Close(owner, repo string, number int) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, is, err := s.pullFor(owner, repo, number)
+	if err != nil {
+		return err
+	}
+	setState(is, "closed", s.clock())
+	return nil
+}
+
+// Merge merges and closes pull request number.
+func (s *Sim) Merge(owner, repo string, number int) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, is, err := s.pullFor(owner, repo, number)
+	if err != nil {
+		return err
+	}
+	now := s.clock()
+	setState(is, "closed", now)
+	is.pull.merged = now
+	return nil
+}
+
+// SetStatus adds st to commit sha of owner/repo (creating both), as the
+// statuses endpoint does, without spending any budget. st.State is error,
+// failure, pending or success; an empty Context is "default".
+func (s *Sim) SetStatus(owner, repo, sha string, st Status) error {
+	if err := checkOwnerRepo(owner, repo); err != nil {
+		return err
+	}
+	if sha == "" {
+		return badField("sha", sha, "required")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.repoFor(owner, repo, true)
+	r.commits[sha] = true
+	_, err := s.addStatus(r, sha, st)
+	return err
+}
+
+// addStatus validates and records st; s.mu is held.
+func (s *Sim) addStatus(r *repo, sha string, st Status) (*status, error) {
+	if !slices.Contains([]string{"error", "failure", "pending", "success"}, st.State) {
+		return nil, badField("state", st.State, "want error, failure, pending or success")
+	}
+	if st.Context == "" {
+		st.Context = "default"
+	}
+	rec := &status{id: s.newID(), context: st.Context, state: st.State, description: st.Description, targetURL: st.TargetURL, created: s.clock()}
+	r.statuses[sha] = append(r.statuses[sha], rec)
+	return rec, nil
+}
+
+// SeedIssue creates or replaces issue is.Number of owner/repo (not a pull
+// request); is.State is "open" or "closed".
+func (s *Sim) SeedIssue(owner, repo string, is Issue) error {
+	if err := checkOwnerRepo(owner, repo); err != nil {
+		return err
+	}
+	if is.Number <= 0 {
+		return badField("number", strconv.Itoa(is.Number), "must be positive")
+	}
+	if is.Title == "" {
+		return badField("title", is.Title, "required")
+	}
+	if err := checkState("state", is.State); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.clock()
+	r := s.repoFor(owner, repo, true)
+	cur := r.issues[is.Number]
+	if cur != nil && cur.pull != nil {
+		return badField("number", strconv.Itoa(is.Number), "is a pull request, not an issue")
+	}
+	if cur == nil {
+		cur = &issue{id: s.newID(), number: is.Number, created: now}
+		r.issues[is.Number] = cur
+	}
+	cur.title, cur.labels = is.Title, slices.Clone(is.Labels)
+	setState(cur, is.State, now)
+	return nil
+}

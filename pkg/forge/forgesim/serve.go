@@ -1,0 +1,201 @@
+package forgesim
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// reply is an answer before it is written: the pipelines add the budget
+// headers, the ETag and the counts.
+type reply struct {
+	status int
+	body   any // marshalled as JSON; nil: no body
+	header http.Header
+}
+
+func jsonReply(status int, body any) reply { return reply{status: status, body: body} }
+
+// githubError is GitHub's error body.
+type githubError struct {
+	Message          string `json:"message"`
+	DocumentationURL string `json:"documentation_url,omitempty"`
+	Field            string `json:"field,omitempty"`
+}
+
+func errorReply(status int, msg string) reply {
+	return jsonReply(status, githubError{Message: msg, DocumentationURL: "https://docs.github.com/rest"})
+}
+
+// api wraps a GitHub endpoint: it names the token, enforces the secondary
+// limit and the budget, answers a matching If-None-Match with a free 304,
+// charges the budget, sets the x-ratelimit-* headers and counts the request.
+func (s *Sim) api(h func(*http.Request, string) reply) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tok := tokenOf(r)
+		res := "core"
+		if r.URL.Path == "/graphql" {
+			res = "graphql"
+		}
+		s.mu.Lock()
+		now := s.clock()
+		win := s.window(tok, res, now)
+		limit := s.limitOf(tok)
+		var rep reply
+		refused := true // by a limit: nothing charged
+		retryAfter, secondary := s.takeSecondary(tok)
+		switch {
+		case secondary:
+			rep = secondaryReply(retryAfter)
+		case win.used >= limit:
+			rep = jsonReply(http.StatusForbidden, githubError{
+				Message:          "API rate limit exceeded for " + tokenLabel(tok) + ". (But here's the good news: Authenticated requests get a higher rate limit. Check out the documentation for more details.)",
+				DocumentationURL: "https://docs.github.com/rest/overview/resources-in-the-rest-api#rate-limiting",
+			})
+		default:
+			refused = false
+			rep = h(r, tok)
+		}
+		body, etag := encode(rep)
+		status := rep.status
+		notModified := status == http.StatusOK && r.Method == http.MethodGet && etagMatches(r.Header.Get("If-None-Match"), etag)
+		if notModified {
+			status, body = http.StatusNotModified, nil
+		}
+		if !refused && !notModified {
+			win.used++
+		}
+		hd := w.Header()
+		for k, v := range rep.header {
+			hd[k] = v
+		}
+		hd.Set("X-Ratelimit-Limit", strconv.Itoa(limit))
+		hd.Set("X-Ratelimit-Remaining", strconv.Itoa(max(limit-win.used, 0)))
+		hd.Set("X-Ratelimit-Used", strconv.Itoa(win.used))
+		hd.Set("X-Ratelimit-Reset", strconv.FormatInt(win.reset.Unix(), 10))
+		hd.Set("X-Ratelimit-Resource", res)
+		if etag != "" && r.Method == http.MethodGet && (status == http.StatusOK || status == http.StatusNotModified) {
+			hd.Set("ETag", etag)
+		}
+		s.count(r, tok, status)
+		s.mu.Unlock()
+		write(w, status, body)
+	})
+}
+
+// control wraps a /_sim/ endpoint: counted, never charged.
+func (s *Sim) control(h func(*http.Request) reply) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rep := h(r)
+		body, _ := encode(rep)
+		for k, v := range rep.header {
+			w.Header()[k] = v
+		}
+		s.mu.Lock()
+		s.count(r, tokenOf(r), rep.status)
+		s.mu.Unlock()
+		write(w, rep.status, body)
+	})
+}
+
+// count counts one request received; s.mu is held.
+func (s *Sim) count(r *http.Request, tok string, status int) {
+	route := r.Pattern
+	if route == "/" {
+		route = RouteUnmatched
+	}
+	s.stats[statKey{token: tok, method: r.Method, route: route, status: status}]++
+}
+
+// write sends an answer.
+func write(w http.ResponseWriter, status int, body []byte) {
+	if body != nil {
+		w.Header().Set("Content-Type", "application/json; charset=utf-8")
+		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	}
+	w.WriteHeader(status)
+	w.Write(body)
+}
+
+// encode marshals rep's body, and names it with a weak ETag as GitHub does.
+func encode(rep reply) ([]byte, string) {
+	if rep.body == nil {
+		return nil, ""
+	}
+	body, err := json.Marshal(rep.body)
+	if err != nil {
+		// Every body is made of this package's own types.
+		panic("forgesim: marshal: " + err.Error())
+	}
+	body = append(body, '\n')
+	sum := sha256.Sum256(body)
+	return body, `W/"` + hex.EncodeToString(sum[:16]) + `"`
+}
+
+// etagMatches tells whether an If-None-Match list names etag; weak and
+// strong forms compare equal, as GitHub's do.
+func etagMatches(header, etag string) bool {
+	if header == "" || etag == "" {
+		return false
+	}
+	want := strings.TrimPrefix(etag, "W/")
+	for _, c := range strings.Split(header, ",") {
+		c = strings.TrimSpace(c)
+		if c == "*" || strings.TrimPrefix(c, "W/") == want {
+			return true
+		}
+	}
+	return false
+}
+
+// tokenOf is who a request is from: the token of "token X" or "Bearer X"; a
+// GitHub App's JWT is named "app:<issuer>" so every JWT of one App shares a
+// budget; "" is anonymous.
+func tokenOf(r *http.Request) string {
+	auth := r.Header.Get("Authorization")
+	scheme, cred, ok := strings.Cut(auth, " ")
+	if !ok || (!strings.EqualFold(scheme, "token") && !strings.EqualFold(scheme, "bearer")) {
+		return ""
+	}
+	cred = strings.TrimSpace(cred)
+	if iss, ok := jwtIssuer(cred); ok {
+		return "app:" + iss
+	}
+	return cred
+}
+
+// jwtIssuer reads the iss claim of a JWT without checking its signature:
+// the simulator trusts every App.
+func jwtIssuer(tok string) (string, bool) {
+	parts := strings.Split(tok, ".")
+	if len(parts) != 3 {
+		return "", false
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return "", false
+	}
+	var claims struct {
+		Iss json.RawMessage `json:"iss"`
+	}
+	if json.Unmarshal(payload, &claims) != nil || len(claims.Iss) == 0 {
+		return "", false
+	}
+	return string(bytes.Trim(claims.Iss, `"`)), true
+}
+
+func tokenLabel(tok string) string {
+	if tok == "" {
+		return "anonymous requests"
+	}
+	return "token " + tok
+}
+
+// ghTime is GitHub's timestamp format.
+func ghTime(t time.Time) string { return t.UTC().Format(time.RFC3339) }

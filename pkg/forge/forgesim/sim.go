@@ -1,0 +1,174 @@
+// Package forgesim is a GitHub simulator: the REST endpoints the forge
+// client uses, with GitHub's JSON shapes, a per-token hourly budget with
+// GitHub's x-ratelimit-* headers and 403s, ETags and free 304s, and secondary
+// rate limits on demand. It counts every request it receives, by token,
+// method, route and status: the ground truth that tests and benchmarks
+// compare the client's own counts against.
+//
+// A Sim is an http.Handler: serve it with httptest.NewServer in process, or
+// run "iterion forge-sim". It serves the API at its root (/repos/...), so a
+// client's base URL is the server's URL plus "/". Control endpoints under
+// /_sim/ seed repositories, pull requests, statuses and issues, change the
+// budget and the clock, and read the counts; each has an in-process twin
+// method. Any token is accepted and each token has its own budget.
+//
+// Endpoints (GitHub's):
+//
+//	GET  /repos/{owner}/{repo}/pulls/{number}
+//	GET  /repos/{owner}/{repo}/commits/{ref}/status   (ref: a commit SHA)
+//	POST /repos/{owner}/{repo}/statuses/{sha}
+//	GET  /repos/{owner}/{repo}/issues                 (state, since, sort, direction, per_page, page)
+//	POST /app/installations/{id}/access_tokens        (needs an App JWT)
+//	POST /graphql                                     (the viewer and rateLimit queries)
+//
+// Control endpoints (the simulator's; no budget, no rate-limit headers):
+//
+//	POST /_sim/repos/{owner}/{repo}/pulls                  {"number":12,"head_sha":"…","state":"open","title":"…"}
+//	POST /_sim/repos/{owner}/{repo}/pulls/{number}/head    {"head_sha":"…"}
+//	POST /_sim/repos/{owner}/{repo}/pulls/{number}/close
+//	POST /_sim/repos/{owner}/{repo}/pulls/{number}/merge
+//	POST /_sim/repos/{owner}/{repo}/statuses/{sha}         {"context":"…","state":"success","description":"…","target_url":"…"}
+//	POST /_sim/repos/{owner}/{repo}/issues                 {"number":3,"title":"…","state":"open","labels":["…"]}
+//	POST /_sim/budget                                      {"limit":5000,"token":"…"} (no token: the default for all)
+//	POST /_sim/clock/advance                               {"duration":"1h"}
+//	POST /_sim/hour/reset                                  every token's budget window restarts now
+//	POST /_sim/secondary                                   {"token":"…","retry_after_seconds":60,"count":1}
+//	GET  /_sim/stats                                       Stats as JSON
+//	POST /_sim/stats/reset
+//	GET  /_sim/redirect/{hops}/{path...}                   307 to …/{hops-1}/{path}, then to /{path}
+//
+// A malformed control body answers 400 with {"message":…,"field":…} naming
+// the field.
+package forgesim
+
+import (
+	"net/http"
+	"sync"
+	"time"
+)
+
+// DefaultBudget is the requests a token may make per hour unless WithBudget
+// or SetBudget says otherwise: GitHub's figure for a personal token.
+const DefaultBudget = 5000
+
+// DefaultTokenTTL is how long a minted installation token lives, as on GitHub.
+const DefaultTokenTTL = time.Hour
+
+// Option configures a Sim.
+type Option func(*Sim)
+
+// WithClock sets the simulator's clock (default time.Now); Advance moves the
+// simulator's time ahead of it.
+func WithClock(now func() time.Time) Option {
+	return func(s *Sim) { s.now = now }
+}
+
+// WithBudget sets the requests each token may make per hour, per resource
+// (core REST and graphql are separate budgets, as on GitHub).
+func WithBudget(n int) Option {
+	return func(s *Sim) { s.defaultLimit = n }
+}
+
+// WithTokenTTL sets how long minted installation tokens live. A TTL under a
+// minute makes ghinstallation refresh before every request.
+func WithTokenTTL(d time.Duration) Option {
+	return func(s *Sim) { s.tokenTTL = d }
+}
+
+// Sim is a simulated GitHub. It is an http.Handler, and safe for concurrent
+// use; its in-process methods and its HTTP endpoints change the same state.
+type Sim struct {
+	mux      *http.ServeMux
+	now      func() time.Time
+	tokenTTL time.Duration
+
+	mu           sync.Mutex
+	offset       time.Duration // Advance's total
+	defaultLimit int
+	limits       map[string]int // per-token budgets set by SetBudget
+	windows      map[bucket]*window
+	secondary    map[string]*secondaryRule // by token; "" matches any
+	repos        map[string]*repo
+	stats        map[statKey]int64
+	nextID       int64
+	minted       int
+}
+
+// New returns a Sim with no repositories and fresh budgets.
+func New(opts ...Option) *Sim {
+	s := &Sim{
+		mux:          http.NewServeMux(),
+		now:          time.Now,
+		tokenTTL:     DefaultTokenTTL,
+		defaultLimit: DefaultBudget,
+		limits:       make(map[string]int),
+		windows:      make(map[bucket]*window),
+		secondary:    make(map[string]*secondaryRule),
+		repos:        make(map[string]*repo),
+		stats:        make(map[statKey]int64),
+	}
+	for _, o := range opts {
+		o(s)
+	}
+	s.routes()
+	return s
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Sim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mux.ServeHTTP(w, r)
+}
+
+// Now is the simulator's current time: its clock plus every Advance.
+func (s *Sim) Now() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.clock()
+}
+
+// clock is Now with s.mu held.
+func (s *Sim) clock() time.Time {
+	return s.now().Add(s.offset).UTC()
+}
+
+func (s *Sim) routes() {
+	api := map[string]func(*http.Request, string) reply{
+		"GET /repos/{owner}/{repo}/pulls/{number}":       s.getPull,
+		"GET /repos/{owner}/{repo}/commits/{ref}/status": s.getCombinedStatus,
+		"POST /repos/{owner}/{repo}/statuses/{sha}":      s.createStatus,
+		"GET /repos/{owner}/{repo}/issues":               s.listIssues,
+		"POST /app/installations/{id}/access_tokens":     s.createInstallationToken,
+		"POST /graphql": s.graphql,
+		"/": func(*http.Request, string) reply {
+			return errorReply(http.StatusNotFound, "Not Found")
+		},
+	}
+	for pattern, h := range api {
+		s.mux.Handle(pattern, s.api(h))
+	}
+	control := map[string]func(*http.Request) reply{
+		"POST /_sim/repos/{owner}/{repo}/pulls":               s.ctlSeedPull,
+		"POST /_sim/repos/{owner}/{repo}/pulls/{number}/head": s.ctlPushHead,
+		"POST /_sim/repos/{owner}/{repo}/pulls/{number}/close": func(r *http.Request) reply {
+			return s.ctlPull(r, s.Close)
+		},
+		"POST /_sim/repos/{owner}/{repo}/pulls/{number}/merge": func(r *http.Request) reply {
+			return s.ctlPull(r, s.Merge)
+		},
+		"POST /_sim/repos/{owner}/{repo}/statuses/{sha}": s.ctlSetStatus,
+		"POST /_sim/repos/{owner}/{repo}/issues":         s.ctlSeedIssue,
+		"POST /_sim/budget":                              s.ctlBudget,
+		"POST /_sim/clock/advance":                       s.ctlAdvance,
+		"POST /_sim/hour/reset":                          s.ctlResetHour,
+		"POST /_sim/secondary":                           s.ctlSecondary,
+		"GET /_sim/stats":                                func(*http.Request) reply { return jsonReply(http.StatusOK, s.Stats()) },
+		"POST /_sim/stats/reset":                         s.ctlResetStats,
+		"GET /_sim/redirect/{hops}/{path...}":            s.ctlRedirect,
+		"/_sim/": func(*http.Request) reply {
+			return jsonReply(http.StatusNotFound, githubError{Message: "forgesim: no such control endpoint"})
+		},
+	}
+	for pattern, h := range control {
+		s.mux.Handle(pattern, s.control(h))
+	}
+}
