@@ -35,7 +35,7 @@
 //	POST /_sim/secondary                                   {"token":"…","retry_after_seconds":60,"count":1}
 //	GET  /_sim/stats                                       Stats as JSON
 //	POST /_sim/stats/reset
-//	GET  /_sim/redirect/{hops}/{path...}                   307 to …/{hops-1}/{path}, then to /{path}
+//	ANY  /_sim/redirect/{hops}/{path...}                   307 to …/{hops-1}/{path}, then to /{path}
 //
 // A malformed control body answers 400 with {"message":…,"field":…} naming
 // the field.
@@ -163,7 +163,7 @@ func (s *Sim) routes() {
 		"POST /_sim/secondary":                           s.ctlSecondary,
 		"GET /_sim/stats":                                func(*http.Request) reply { return jsonReply(http.StatusOK, s.Stats()) },
 		"POST /_sim/stats/reset":                         s.ctlResetStats,
-		"GET /_sim/redirect/{hops}/{path...}":            s.ctlRedirect,
+		"/_sim/redirect/{hops}/{path...}":                s.ctlRedirect,
 		"/_sim/": func(*http.Request) reply {
 			return jsonReply(http.StatusNotFound, githubError{Message: "forgesim: no such control endpoint"})
 		},

@@ -1,0 +1,110 @@
+package forge_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"iterion.dev/iterion/pkg/forge"
+	"iterion.dev/iterion/pkg/forge/forgesim"
+)
+
+func TestClientReadsAndWritesThroughGoGitHub(t *testing.T) {
+	sim, srv := startSim(t)
+	c := newClient(t, srv, forge.Config{Token: "t1"})
+	defer c.Close()
+	ctx := forge.WithLane(context.Background(), forge.LaneAPI)
+	if err := sim.SeedPull("acme", "app", 12, "sha1", "open"); err != nil {
+		t.Fatal(err)
+	}
+
+	pr, err := c.GetPull(ctx, "acme", "app", 12)
+	if want := (forge.Pull{Number: 12, State: "open", HeadSHA: "sha1"}); err != nil || pr != want {
+		t.Fatalf("GetPull: got %+v, %v, want %+v: the pull request as seeded", pr, err, want)
+	}
+	cs, err := c.CombinedStatus(ctx, "acme", "app", "sha1")
+	if err != nil || cs.State != "pending" || len(cs.Statuses) != 0 {
+		t.Fatalf("CombinedStatus: got %+v, %v, want pending with no statuses: GitHub's state for a commit without statuses", cs, err)
+	}
+	st := forge.Status{Context: "iterion/review", State: "success", Description: "ok", TargetURL: "https://x/1"}
+	if err := c.CreateStatus(ctx, "acme", "app", "sha1", st); err != nil {
+		t.Fatalf("CreateStatus: %v", err)
+	}
+	cs, err = c.CombinedStatus(ctx, "acme", "app", "sha1")
+	if err != nil || cs.State != "success" || len(cs.Statuses) != 1 || cs.Statuses[0] != st {
+		t.Fatalf("CombinedStatus after CreateStatus: got %+v, %v, want success with %+v: the status written is read back", cs, err, st)
+	}
+
+	if err := sim.Merge("acme", "app", 12); err != nil {
+		t.Fatal(err)
+	}
+	pr, err = c.GetPull(ctx, "acme", "app", 12)
+	if err != nil || pr.State != "closed" || !pr.Merged {
+		t.Fatalf("GetPull after merge: got %+v, %v, want closed and merged", pr, err)
+	}
+
+	_, err = c.GetPull(ctx, "acme", "app", 99)
+	if !errors.Is(err, forge.ErrNotFound) {
+		t.Fatalf("GetPull of a missing pull: got %v, want ErrNotFound: a 404 is reported as forge.ErrNotFound", err)
+	}
+}
+
+func TestListIssuesFollowsEveryPageAndSince(t *testing.T) {
+	clk := newTestClock(time.Date(2026, 9, 30, 14, 0, 0, 0, time.UTC))
+	sim, srv := startSim(t, forgesim.WithClock(clk.Now))
+	c := newClient(t, srv, forge.Config{Token: "t1", Now: clk.Now})
+	ctx := forge.WithLane(context.Background(), forge.LaneBoardSync)
+	for n := 1; n <= 230; n++ {
+		if err := sim.SeedIssue("acme", "app", forgesim.Issue{Number: n, Title: fmt.Sprint("issue ", n), State: "open", Labels: []string{"bug"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clk.Add(time.Minute)
+	since := clk.Now()
+	if err := sim.SeedPull("acme", "app", 231, "sha", "open"); err != nil {
+		t.Fatal(err)
+	}
+
+	all, err := c.ListIssues(ctx, "acme", "app", time.Time{})
+	if err != nil || len(all) != 231 {
+		t.Fatalf("ListIssues: got %d issues, %v, want 231: every page is followed", len(all), err)
+	}
+	if got := sim.Requests(forgesim.Filter{Route: "GET /repos/{owner}/{repo}/issues"}); got != 3 {
+		t.Fatalf("issue pages requested: got %d, want 3: 231 issues at 100 a page", got)
+	}
+	recent, err := c.ListIssues(ctx, "acme", "app", since)
+	if err != nil || len(recent) != 1 || recent[0].Number != 231 || !recent[0].PullRequest {
+		t.Fatalf("ListIssues since: got %+v, %v, want only pull request 231: since filters by update time, and pull requests are issues", recent, err)
+	}
+	if last := all[len(all)-1]; last.Number != 1 || !slices.Equal(last.Labels, []string{"bug"}) || last.PullRequest {
+		t.Fatalf("oldest issue: got %+v, want number 1 labelled bug, not a pull request: newest first, as GitHub lists them", last)
+	}
+}
+
+func TestNewRejectsBadConfigNamingTheField(t *testing.T) {
+	cases := []struct {
+		name  string
+		cfg   forge.Config
+		field string
+	}{
+		{"token and app", forge.Config{Token: "x", App: &forge.AppAuth{AppID: 1, InstallationID: 1}}, "Token and App"},
+		{"app id", forge.Config{App: &forge.AppAuth{AppID: 0, InstallationID: 1}}, "App.AppID"},
+		{"installation id", forge.Config{App: &forge.AppAuth{AppID: 1, InstallationID: -2}}, "App.InstallationID"},
+		{"private key", forge.Config{App: &forge.AppAuth{AppID: 1, InstallationID: 2, PrivateKey: []byte("nope")}}, "App.PrivateKey"},
+		{"negative reserve", forge.Config{Reserves: map[string]int{forge.LaneMergeGateSweeper: -1}}, "Reserves"},
+		{"relative base URL", forge.Config{BaseURL: "api.github.com"}, "BaseURL"},
+		{"negative timeout", forge.Config{Timeout: -time.Second}, "Timeout"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := forge.New(tc.cfg)
+			if !errors.Is(err, forge.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.field) {
+				t.Fatalf("got %v, want ErrInvalidConfig naming %s: bad input names the field", err, tc.field)
+			}
+		})
+	}
+}

@@ -1,0 +1,107 @@
+package forge_test
+
+import (
+	"context"
+	"log/slog"
+	"net/http/httptest"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"iterion.dev/iterion/pkg/forge"
+	"iterion.dev/iterion/pkg/forge/forgesim"
+)
+
+// testClock is a clock the test moves; the simulator and the client share
+// one so budget resets line up.
+type testClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newTestClock(t time.Time) *testClock { return &testClock{t: t} }
+
+func (c *testClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *testClock) Set(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = t
+}
+
+func (c *testClock) Add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// startSim serves a simulator on an httptest.Server closed at cleanup.
+func startSim(t *testing.T, opts ...forgesim.Option) (*forgesim.Sim, *httptest.Server) {
+	t.Helper()
+	sim := forgesim.New(opts...)
+	srv := httptest.NewServer(sim)
+	t.Cleanup(srv.Close)
+	return sim, srv
+}
+
+// newClient makes a Client on the simulator at srv with cfg's other fields.
+func newClient(t *testing.T, srv *httptest.Server, cfg forge.Config) *forge.Client {
+	t.Helper()
+	cfg.BaseURL = srv.URL + "/"
+	if cfg.Next == nil {
+		cfg.Next = srv.Client().Transport
+	}
+	c, err := forge.New(cfg)
+	if err != nil {
+		t.Fatalf("forge.New: %v", err)
+	}
+	return c
+}
+
+// records collects log records; safe for concurrent use.
+type records struct {
+	mu   sync.Mutex
+	recs []slog.Record
+}
+
+func (r *records) Enabled(context.Context, slog.Level) bool { return true }
+func (r *records) Handle(_ context.Context, rec slog.Record) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.recs = append(r.recs, rec.Clone())
+	return nil
+}
+func (r *records) WithAttrs([]slog.Attr) slog.Handler { return r }
+func (r *records) WithGroup(string) slog.Handler      { return r }
+
+func (r *records) messages() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, rec := range r.recs {
+		out = append(out, rec.Message)
+	}
+	return out
+}
+
+func (r *records) all() []slog.Record {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.recs)
+}
+
+// countOf sums the Client's counts matching lane and code (code -1: any).
+func countOf(c *forge.Client, lane string, code int) int64 {
+	var n int64
+	for _, k := range c.Counts() {
+		if (lane == "" || k.Lane == lane) && (code == -1 || k.Code == code) {
+			n += k.N
+		}
+	}
+	return n
+}
