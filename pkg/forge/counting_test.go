@@ -250,4 +250,3 @@ func TestClientsShareARegisterer(t *testing.T) {
 	newClient(t, srv, forge.Config{Token: "b", Registerer: reg})
 	// newClient fails the test when the second registration is refused.
 }
-
