@@ -1,0 +1,148 @@
+package forge_test
+
+import (
+	"context"
+	"errors"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"iterion.dev/iterion/pkg/forge"
+	"iterion.dev/iterion/pkg/forge/forgesim"
+)
+
+// rateSetup is a simulator and a Client sharing one test clock.
+func rateSetup(t *testing.T, budget int, cfg forge.Config) (*forgesim.Sim, *httptest.Server, *forge.Client, *testClock) {
+	t.Helper()
+	clk := newTestClock(time.Date(2026, 9, 30, 9, 0, 0, 0, time.UTC))
+	sim, srv := startSim(t, forgesim.WithClock(clk.Now), forgesim.WithBudget(budget))
+	if err := sim.SeedPull("acme", "app", 1, "sha", "open"); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Now = clk.Now
+	cfg.ETagCacheEntries = -1 // every read costs budget
+	return sim, srv, newClient(t, srv, cfg), clk
+}
+
+func laneCtx(lane string) context.Context { return forge.WithLane(context.Background(), lane) }
+
+func TestReserveMakesTheSweeperYield(t *testing.T) {
+	sim, _, c, clk := rateSetup(t, 10, forge.Config{Token: "t", Reserves: map[string]int{forge.LaneMergeGateSweeper: 4}})
+	reset := clk.Now().Add(time.Hour)
+
+	for i := range 6 {
+		if _, err := c.GetPull(laneCtx(forge.LaneMergeGateSweeper), "acme", "app", 1); err != nil {
+			t.Fatalf("sweeper read %d with %d left: %v, want success while remaining >= reserve", i+1, 10-i, err)
+		}
+	}
+	// 4 left: still not below the reserve.
+	if _, err := c.GetPull(laneCtx(forge.LaneMergeGateSweeper), "acme", "app", 1); err != nil {
+		t.Fatalf("sweeper read with 4 left, reserve 4: %v, want success: the lane yields only below its reserve", err)
+	}
+	sent := sim.Requests(forgesim.Filter{Token: "t"})
+	_, err := c.GetPull(laneCtx(forge.LaneMergeGateSweeper), "acme", "app", 1)
+	var rle *forge.RateLimitError
+	if !errors.As(err, &rle) || !errors.Is(err, forge.ErrRateLimited) {
+		t.Fatalf("sweeper read with 3 left, reserve 4: got %v, want a *RateLimitError wrapping ErrRateLimited", err)
+	}
+	if rle.Cause != forge.CauseReserve || rle.Sent || rle.Remaining != 3 || rle.Reserve != 4 || !rle.Reset.Equal(reset) || rle.Lane != forge.LaneMergeGateSweeper {
+		t.Fatalf("error: got %+v, want cause reserve, not sent, 3 remaining, reserve 4, reset %v", rle, reset)
+	}
+	if got := sim.Requests(forgesim.Filter{Token: "t"}); got != sent {
+		t.Fatalf("simulator received %d requests, want %d: a yielding lane sends nothing", got, sent)
+	}
+	if got := countOf(c, forge.LaneMergeGateSweeper, -1); got != 7 {
+		t.Fatalf("sweeper requests counted: got %d, want 7: a request held back is not counted", got)
+	}
+	for _, lane := range []string{forge.LaneWebhook, forge.LaneAPI, ""} {
+		if _, err := c.GetPull(laneCtx(lane), "acme", "app", 1); err != nil {
+			t.Fatalf("lane %q read below the sweeper's reserve: %v, want success: the reserve is kept for the other lanes", lane, err)
+		}
+	}
+
+	clk.Set(reset)
+	if _, err := c.GetPull(laneCtx(forge.LaneMergeGateSweeper), "acme", "app", 1); err != nil {
+		t.Fatalf("sweeper read at the reset: %v, want success: the lane yields until the reset only", err)
+	}
+}
+
+func TestSpentBudgetIsATypedErrorWithTheReset(t *testing.T) {
+	sim, srv, c, clk := rateSetup(t, 3, forge.Config{Token: "t"})
+	reset := clk.Now().Add(time.Hour)
+	for range 3 {
+		if _, err := c.GetPull(laneCtx(forge.LaneWebhook), "acme", "app", 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The client saw remaining 0 on the third answer, so it does not send a
+	// fourth; a fresh client (which has seen no header) is refused by GitHub.
+	fresh := newClient(t, srv, forge.Config{Token: "t", Now: clk.Now})
+	_, err := fresh.GetPull(laneCtx(forge.LaneWebhook), "acme", "app", 1)
+	var rle *forge.RateLimitError
+	if !errors.As(err, &rle) || rle.Cause != forge.CausePrimary || !rle.Sent || !rle.Reset.Equal(reset) || rle.Remaining != 0 || rle.Limit != 3 {
+		t.Fatalf("read on a spent budget: got %v (%+v), want a sent primary *RateLimitError resetting at %v", err, rle, reset)
+	}
+	if got := countOf(fresh, forge.LaneWebhook, 403); got != 1 {
+		t.Fatalf("403s counted: got %d, want 1: a refused answer is counted", got)
+	}
+
+	before := sim.Requests(forgesim.Filter{Token: "t"})
+	for _, cl := range []*forge.Client{c, fresh} {
+		_, err = cl.GetPull(laneCtx(forge.LaneWebhook), "acme", "app", 1)
+		if !errors.As(err, &rle) || rle.Cause != forge.CausePrimary || rle.Sent || !rle.Reset.Equal(reset) {
+			t.Fatalf("read after the budget is known spent: got %v, want a primary *RateLimitError not sent, resetting at %v", err, reset)
+		}
+	}
+	if got := sim.Requests(forgesim.Filter{Token: "t"}); got != before {
+		t.Fatalf("simulator received %d, want %d: a budget known spent is not spent on refusals", got, before)
+	}
+
+	clk.Set(reset)
+	if _, err := c.GetPull(laneCtx(forge.LaneWebhook), "acme", "app", 1); err != nil {
+		t.Fatalf("read at the reset: %v, want success", err)
+	}
+}
+
+func TestSecondaryLimitBacksOff(t *testing.T) {
+	sim, _, c, clk := rateSetup(t, 100, forge.Config{Token: "t"})
+	if err := sim.SecondaryLimit("t", 30*time.Second, 1); err != nil {
+		t.Fatal(err)
+	}
+	start := clk.Now()
+	_, err := c.GetPull(laneCtx(forge.LaneWebhook), "acme", "app", 1)
+	var rle *forge.RateLimitError
+	if !errors.As(err, &rle) || rle.Cause != forge.CauseSecondary || !rle.Sent || !rle.Reset.Equal(start.Add(30*time.Second)) {
+		t.Fatalf("secondary limit: got %v, want a sent secondary *RateLimitError with Reset = now + retry-after (30s)", err)
+	}
+	clk.Add(29 * time.Second)
+	before := sim.Requests(forgesim.Filter{Token: "t"})
+	_, err = c.GetPull(laneCtx(forge.LaneAPI), "acme", "app", 1)
+	if !errors.As(err, &rle) || rle.Cause != forge.CauseSecondary || rle.Sent {
+		t.Fatalf("within retry-after: got %v, want a secondary *RateLimitError, not sent: GitHub says not to retry before retry-after", err)
+	}
+	if got := sim.Requests(forgesim.Filter{Token: "t"}); got != before {
+		t.Fatalf("simulator received %d, want %d during the back-off", got, before)
+	}
+	clk.Add(time.Second)
+	if _, err := c.GetPull(laneCtx(forge.LaneAPI), "acme", "app", 1); err != nil {
+		t.Fatalf("after retry-after: %v, want success", err)
+	}
+
+	// Without retry-after, GitHub says to wait at least a minute, longer
+	// each time the limit is hit again.
+	if err := sim.SecondaryLimit("t", 0, 2); err != nil {
+		t.Fatal(err)
+	}
+	for _, wait := range []time.Duration{time.Minute, 2 * time.Minute} {
+		at := clk.Now()
+		_, err := c.GetPull(laneCtx(forge.LaneAPI), "acme", "app", 1)
+		if !errors.As(err, &rle) || rle.Cause != forge.CauseSecondary || !rle.Reset.Equal(at.Add(wait)) {
+			t.Fatalf("secondary limit without retry-after: got %v, want Reset = now + %v", err, wait)
+		}
+		clk.Set(rle.Reset)
+	}
+	if _, err := c.GetPull(laneCtx(forge.LaneAPI), "acme", "app", 1); err != nil {
+		t.Fatalf("after the back-off: %v, want success", err)
+	}
+}
+
