@@ -145,4 +145,3 @@ func TestSecondaryLimitBacksOff(t *testing.T) {
 		t.Fatalf("after the back-off: %v, want success", err)
 	}
 }
-
