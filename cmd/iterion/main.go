@@ -20,6 +20,7 @@ type command struct {
 // commands lists every subcommand; each lives in a file named for it.
 var commands = map[string]command{
 	// one line per subcommand, e.g. "serve": {"run a replica of the server", runServe},
+	"forge-sim": {"serve the GitHub simulator (--listen ADDR --budget N)", runForgeSim},
 }
 
 func main() {

@@ -32,7 +32,7 @@ func decode(r *http.Request, v any) error {
 	}
 	var typeErr *json.UnmarshalTypeError
 	if errors.As(err, &typeErr) {
-		return badField(typeErr.Field, typeErr.Value, "want a JSON "+typeErr.Type.String())
+		return badField(typeErr.Field, "", "got a JSON "+typeErr.Value+", want "+typeErr.Type.String())
 	}
 	if field, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
 		return badField(strings.Trim(field, `"`), "", "unknown field")

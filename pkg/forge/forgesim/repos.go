@@ -23,6 +23,9 @@ type FieldError struct {
 }
 
 func (e *FieldError) Error() string {
+	if e.Value == "" {
+		return fmt.Sprintf("forgesim: bad request: %s: %s", e.Field, e.Problem)
+	}
 	return fmt.Sprintf("forgesim: bad request: %s %q: %s", e.Field, e.Value, e.Problem)
 }
 

@@ -1,0 +1,63 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"iterion.dev/iterion/pkg/forge/forgesim"
+)
+
+// runForgeSim serves the GitHub simulator until ctx is cancelled (SIGINT or
+// SIGTERM). Once it listens it prints its URL, one line on stdout; a forge
+// client's BaseURL is that URL plus "/".
+func runForgeSim(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("forge-sim", flag.ContinueOnError)
+	listen := fs.String("listen", "127.0.0.1:0", "address to listen on (port 0: any free port)")
+	budget := fs.Int("budget", forgesim.DefaultBudget, "requests each token may make per hour, per resource")
+	tokenTTL := fs.Duration("token-ttl", forgesim.DefaultTokenTTL, "lifetime of minted installation tokens")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *budget < 0 {
+		return fmt.Errorf("--budget %d: must be >= 0", *budget)
+	}
+	if *tokenTTL <= 0 {
+		return fmt.Errorf("--token-ttl %v: must be positive", *tokenTTL)
+	}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return fmt.Errorf("--listen %q: %w", *listen, err)
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	srv := &http.Server{
+		Handler:           forgesim.New(forgesim.WithBudget(*budget), forgesim.WithTokenTTL(*tokenTTL)),
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	fmt.Printf("http://%s\n", ln.Addr())
+	logger.Info("forge-sim listening", "url", "http://"+ln.Addr().String(), "budget", *budget)
+	select {
+	case err := <-served:
+		return err
+	case <-ctx.Done():
+	}
+	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdown); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	logger.Info("forge-sim stopped")
+	return nil
+}
