@@ -1,0 +1,497 @@
+package mongotest
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net"
+	"sync"
+	"time"
+)
+
+// ErrBackendDown reports a request that arrived while the backend was
+// stopped (during RestartBackend) or after the proxy closed.
+var ErrBackendDown = errors.New("mongotest: backend down")
+
+// Proxy is the MongoDB-wire proxy in front of the test server's FerretDB. It
+// forwards one request/response exchange at a time across all client
+// connections: a request is read whole, forwarded, and its whole answer read
+// back before any other request reaches the backend. FerretDB v1 evaluates an
+// update's filter and applies its write in two steps, so concurrent
+// conditional upserts would elect several winners; serialised, they elect one,
+// as MongoDB's per-document atomicity does.
+//
+// Each client connection gets its own backend connection. The fault controls
+// (SetDelay, Hold, DropAnswer, Cut, Refuse, RestartBackend) act on the
+// requests that arrive after they are set. All methods are safe for
+// concurrent use.
+type Proxy struct {
+	ln      net.Listener
+	logger  *slog.Logger
+	backend *ferret
+
+	// exchange is held from forwarding a request until its whole answer has
+	// been read back: the serialisation the type doc describes. Never held
+	// while a command waits (delay, hold) or while an answer is written to a
+	// client.
+	exchange sync.Mutex
+
+	// restart serialises RestartBackend calls.
+	restart sync.Mutex
+
+	mu      sync.Mutex // guards the fields below
+	addr    string     // backend address; "" while the backend is down
+	delay   time.Duration
+	holds   []*Hold
+	drops   []*Drop
+	refuse  bool
+	closed  bool
+	conns   map[*clientConn]struct{}
+	counts  map[string]int
+	closing chan struct{} // closed by Close
+	wg      sync.WaitGroup
+}
+
+// clientConn is one accepted client connection and the backend connection
+// serving it.
+type clientConn struct {
+	c    net.Conn
+	done chan struct{} // closed by close
+
+	mu      sync.Mutex // guards the fields below
+	closed  bool
+	backend net.Conn
+}
+
+// close closes the client connection and its backend connection; idempotent.
+func (cc *clientConn) close() {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if cc.closed {
+		return
+	}
+	cc.closed = true
+	close(cc.done)
+	_ = cc.c.Close()
+	if cc.backend != nil {
+		_ = cc.backend.Close()
+	}
+}
+
+// backendConn returns the connection's backend connection, dialling it on
+// first use. Once the client connection is closed (a held command released
+// after a Cut), it dials a detached connection that the caller must close.
+func (cc *clientConn) backendConn(addr string) (conn net.Conn, detached bool, err error) {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if cc.backend != nil && !cc.closed {
+		return cc.backend, false, nil
+	}
+	if addr == "" {
+		return nil, false, ErrBackendDown
+	}
+	conn, err = net.Dial("tcp", addr)
+	if err != nil {
+		return nil, false, fmt.Errorf("mongotest: dial backend: %w", err)
+	}
+	if cc.closed {
+		return conn, true, nil
+	}
+	cc.backend = conn
+	return conn, false, nil
+}
+
+// Hold is a command held by Proxy.Hold. Its methods are safe for concurrent
+// use.
+type Hold struct {
+	match    func(Command) bool
+	arrived  chan struct{}
+	release  chan struct{}
+	done     chan struct{}
+	once     sync.Once
+	mu       sync.Mutex
+	cmd      Command
+	answered error
+}
+
+// Arrived is closed once a matching command has arrived and is being held.
+func (h *Hold) Arrived() <-chan struct{} { return h.arrived }
+
+// Command returns the held command; valid once Arrived is closed.
+func (h *Hold) Command() Command {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.cmd
+}
+
+// Release forwards the held command to the backend; its answer goes to the
+// client if the client connection is still open (a Cut in between does not
+// stop the command: it is delivered late, as a stalled request would be).
+// Released before a command arrived, the hold is disarmed and no command is
+// held. Idempotent.
+func (h *Hold) Release() { h.once.Do(func() { close(h.release) }) }
+
+// Done is closed once the released command has been answered by the backend
+// (its write, if any, has landed) or could not be delivered; Err tells which.
+func (h *Hold) Done() <-chan struct{} { return h.done }
+
+// Err returns nil when the released command was answered by the backend, or
+// why it was not delivered; valid once Done is closed.
+func (h *Hold) Err() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.answered
+}
+
+// Drop is an answer dropped by Proxy.DropAnswer. Its methods are safe for
+// concurrent use.
+type Drop struct {
+	match func(Command) bool
+	done  chan struct{}
+	mu    sync.Mutex
+	cmd   Command
+}
+
+// Done is closed once a matching command has been answered by the backend,
+// its answer discarded and its client connection closed.
+func (d *Drop) Done() <-chan struct{} { return d.done }
+
+// Command returns the command whose answer was dropped; valid once Done is
+// closed.
+func (d *Drop) Command() Command {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.cmd
+}
+
+// newProxy listens on listen and forwards to backend.
+func newProxy(listen string, backend *ferret, logger *slog.Logger) (*Proxy, error) {
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return nil, fmt.Errorf("mongotest: proxy listen %q: %w", listen, err)
+	}
+	p := &Proxy{
+		ln:      ln,
+		logger:  logger,
+		backend: backend,
+		addr:    backend.addr,
+		conns:   map[*clientConn]struct{}{},
+		counts:  map[string]int{},
+		closing: make(chan struct{}),
+	}
+	p.wg.Add(1)
+	go p.accept()
+	return p, nil
+}
+
+// Addr returns the address clients connect to.
+func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+
+// SetDelay adds d of latency before each request is forwarded, from the next
+// request on; 0 removes it. The wait happens outside the one-exchange-at-a-
+// time section, so delayed requests on different connections wait side by
+// side.
+func (p *Proxy) SetDelay(d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.delay = d
+}
+
+// Hold arms a hold: the next command for which match returns true is not
+// forwarded until the returned Hold is released; other connections keep
+// being served meanwhile. Each armed hold catches one command; holds armed
+// earlier are matched first. Close releases no held command: a command still
+// held then is never forwarded.
+func (p *Proxy) Hold(match func(Command) bool) *Hold {
+	h := &Hold{
+		match:   match,
+		arrived: make(chan struct{}),
+		release: make(chan struct{}),
+		done:    make(chan struct{}),
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.holds = append(p.holds, h)
+	return h
+}
+
+// DropAnswer arms a drop: the next command for which match returns true is
+// forwarded and answered by the backend (its write lands), then its answer is
+// discarded and its client connection closed, so the client sees a network
+// error for a command that took effect.
+func (p *Proxy) DropAnswer(match func(Command) bool) *Drop {
+	d := &Drop{match: match, done: make(chan struct{})}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.drops = append(p.drops, d)
+	return d
+}
+
+// Cut closes every client connection open now (a partition that heals at
+// once: new connections are served). A command waiting in a Hold stays held
+// and is still delivered on Release.
+func (p *Proxy) Cut() {
+	p.mu.Lock()
+	conns := make([]*clientConn, 0, len(p.conns))
+	for cc := range p.conns {
+		conns = append(conns, cc)
+	}
+	p.mu.Unlock()
+	for _, cc := range conns {
+		cc.close()
+	}
+}
+
+// Refuse, while on, closes every new client connection as soon as it is
+// accepted, and on turning on cuts the open ones (a partition that lasts).
+// Refuse(false) lifts it.
+func (p *Proxy) Refuse(on bool) {
+	p.mu.Lock()
+	p.refuse = on
+	p.mu.Unlock()
+	if on {
+		p.Cut()
+	}
+}
+
+// Commands returns how many commands of each name (Command.Name) have been
+// forwarded to the backend so far, handshakes and monitoring included.
+func (p *Proxy) Commands() map[string]int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return maps.Clone(p.counts)
+}
+
+// RestartBackend stops the backend server and starts it again on the same
+// data directory, so data persists (a server started without a directory
+// restarts empty). Every client connection open now is cut; connections and
+// requests arriving while the backend is down are closed. It returns once the
+// backend accepts connections again, or with the error that kept it down.
+func (p *Proxy) RestartBackend(ctx context.Context) error {
+	p.restart.Lock()
+	defer p.restart.Unlock()
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return ErrBackendDown
+	}
+	p.addr = ""
+	p.mu.Unlock()
+	p.Cut()
+	if err := p.backend.restart(ctx); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	p.addr = p.backend.addr
+	p.mu.Unlock()
+	p.logger.Info("mongotest: backend restarted", "backend", p.backend.addr)
+	return nil
+}
+
+// close stops accepting, closes every connection and waits for the proxy's
+// goroutines. Commands still held are dropped.
+func (p *Proxy) close() {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return
+	}
+	p.closed = true
+	p.addr = ""
+	close(p.closing)
+	p.mu.Unlock()
+	_ = p.ln.Close()
+	p.Cut()
+	p.wg.Wait()
+}
+
+func (p *Proxy) accept() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return // closed
+		}
+		cc := &clientConn{c: c, done: make(chan struct{})}
+		p.mu.Lock()
+		if p.closed || p.refuse {
+			p.mu.Unlock()
+			_ = c.Close()
+			continue
+		}
+		p.conns[cc] = struct{}{}
+		p.wg.Add(1)
+		p.mu.Unlock()
+		go p.serve(cc)
+	}
+}
+
+// serve relays cc's requests until either side closes.
+func (p *Proxy) serve(cc *clientConn) {
+	defer p.wg.Done()
+	defer func() {
+		cc.close()
+		p.mu.Lock()
+		delete(p.conns, cc)
+		p.mu.Unlock()
+	}()
+	r := bufio.NewReader(cc.c)
+	for {
+		msg, err := readMessage(r)
+		if err != nil {
+			return
+		}
+		cmd := parseCommand(msg)
+		if !p.wait(cc) {
+			return
+		}
+		if h := p.takeHold(cmd); h != nil {
+			select {
+			case <-h.release:
+			case <-p.closing:
+				h.finish(ErrBackendDown)
+				return
+			}
+			answer, err := p.forward(cc, msg, cmd)
+			h.finish(err)
+			if err != nil || !p.reply(cc, answer) {
+				return
+			}
+			continue
+		}
+		d := p.takeDrop(cmd)
+		answer, err := p.forward(cc, msg, cmd)
+		if err != nil {
+			return
+		}
+		if d != nil {
+			cc.close()
+			d.mu.Lock()
+			d.cmd = cmd
+			d.mu.Unlock()
+			close(d.done)
+			return
+		}
+		if !p.reply(cc, answer) {
+			return
+		}
+	}
+}
+
+// wait sleeps the configured delay; false when the connection or the proxy
+// closed meanwhile.
+func (p *Proxy) wait(cc *clientConn) bool {
+	p.mu.Lock()
+	d := p.delay
+	p.mu.Unlock()
+	if d <= 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-cc.done:
+		return false
+	case <-p.closing:
+		return false
+	}
+}
+
+// takeHold returns (and disarms) the first armed hold matching cmd, marked
+// arrived, or nil. A released (disarmed) hold is discarded.
+func (p *Proxy) takeHold(cmd Command) *Hold {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i := 0; i < len(p.holds); i++ {
+		h := p.holds[i]
+		select {
+		case <-h.release:
+			p.holds = append(p.holds[:i], p.holds[i+1:]...)
+			i--
+			continue
+		default:
+		}
+		if h.match(cmd) {
+			p.holds = append(p.holds[:i], p.holds[i+1:]...)
+			h.mu.Lock()
+			h.cmd = cmd
+			h.mu.Unlock()
+			close(h.arrived)
+			return h
+		}
+	}
+	return nil
+}
+
+// finish records the outcome of a released command and closes Done.
+func (h *Hold) finish(err error) {
+	h.mu.Lock()
+	h.answered = err
+	h.mu.Unlock()
+	close(h.done)
+}
+
+// takeDrop returns (and disarms) the first armed drop matching cmd, or nil.
+func (p *Proxy) takeDrop(cmd Command) *Drop {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i, d := range p.drops {
+		if d.match(cmd) {
+			p.drops = append(p.drops[:i], p.drops[i+1:]...)
+			return d
+		}
+	}
+	return nil
+}
+
+// forward performs one exchange: it sends msg to cc's backend connection and
+// reads the whole answer (every reply while the server flags moreToCome;
+// none when the request flags it), holding the exchange lock throughout.
+func (p *Proxy) forward(cc *clientConn, msg []byte, cmd Command) ([]byte, error) {
+	p.mu.Lock()
+	addr := p.addr
+	p.mu.Unlock()
+	be, detached, err := cc.backendConn(addr)
+	if err != nil {
+		return nil, err
+	}
+	if detached {
+		defer be.Close()
+	}
+	p.exchange.Lock()
+	defer p.exchange.Unlock()
+	if _, err := be.Write(msg); err != nil {
+		return nil, fmt.Errorf("mongotest: write to backend: %w", err)
+	}
+	p.mu.Lock()
+	p.counts[cmd.Name]++
+	p.mu.Unlock()
+	if moreToCome(msg) {
+		return nil, nil
+	}
+	var answer []byte
+	for {
+		reply, err := readMessage(be)
+		if err != nil {
+			return nil, fmt.Errorf("mongotest: read from backend: %w", err)
+		}
+		answer = append(answer, reply...)
+		if !moreToCome(reply) {
+			return answer, nil
+		}
+	}
+}
+
+// reply writes answer to the client; false when the client is gone.
+func (p *Proxy) reply(cc *clientConn, answer []byte) bool {
+	if len(answer) == 0 {
+		return true
+	}
+	_, err := cc.c.Write(answer)
+	return err == nil
+}
