@@ -21,7 +21,8 @@ const EnvURI = "ITERION_TEST_MONGO_URI"
 const setupTimeout = 30 * time.Second
 
 // shared is the server DB uses: one per test binary, started on first use
-// and stopped when the process exits.
+// and stopped when the process exits (its data directory, emptied as each
+// test drops its database, stays in the temporary directory).
 var shared struct {
 	once sync.Once
 	uri  string
@@ -63,8 +64,8 @@ func DB(t testing.TB) *mongo.Database {
 	return db
 }
 
-// NewServer starts a dedicated server (in-memory proxy, FerretDB on a
-// t.TempDir directory so RestartBackend keeps data) for tests that inject
+// NewServer starts a dedicated server (FerretDB on a t.TempDir directory,
+// so RestartBackend keeps data) for tests that inject
 // faults through its Proxy; it is closed when the test ends. It never uses
 // ITERION_TEST_MONGO_URI: the faults need the proxy.
 func NewServer(t testing.TB) *Server {

@@ -450,8 +450,10 @@ func (p *Proxy) takeDrop(cmd Command) *Drop {
 }
 
 // forward performs one exchange: it sends msg to cc's backend connection and
-// reads the whole answer (every reply while the server flags moreToCome;
-// none when the request flags it), holding the exchange lock throughout.
+// reads the answer back, holding the exchange lock throughout. FerretDB v1
+// answers every request, even one flagged moreToCome (an unacknowledged
+// write, whose client expects no answer): that answer is read and discarded,
+// so the write has landed before the next exchange, and nil is returned.
 func (p *Proxy) forward(cc *clientConn, msg []byte, cmd Command) ([]byte, error) {
 	p.mu.Lock()
 	addr := p.addr
@@ -471,20 +473,14 @@ func (p *Proxy) forward(cc *clientConn, msg []byte, cmd Command) ([]byte, error)
 	p.mu.Lock()
 	p.counts[cmd.Name]++
 	p.mu.Unlock()
+	answer, err := readMessage(be)
+	if err != nil {
+		return nil, fmt.Errorf("mongotest: read from backend: %w", err)
+	}
 	if moreToCome(msg) {
 		return nil, nil
 	}
-	var answer []byte
-	for {
-		reply, err := readMessage(be)
-		if err != nil {
-			return nil, fmt.Errorf("mongotest: read from backend: %w", err)
-		}
-		answer = append(answer, reply...)
-		if !moreToCome(reply) {
-			return answer, nil
-		}
-	}
+	return answer, nil
 }
 
 // reply writes answer to the client; false when the client is gone.

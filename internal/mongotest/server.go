@@ -19,6 +19,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"os"
+	"path/filepath"
 	"sync"
 
 	"github.com/FerretDB/FerretDB/ferretdb"
@@ -30,29 +32,41 @@ import (
 // Server is a running FerretDB behind its Proxy. Its methods are safe for
 // concurrent use.
 type Server struct {
-	proxy *Proxy
-	uri   string
+	proxy   *Proxy
+	uri     string
+	tempDir string // removed by Close; "" when the caller owns the directory
 }
 
-// Start runs a server whose data lives in memory (lost on Close or
-// RestartBackend), with the proxy listening on listen ("127.0.0.1:0" picks a
-// free port). ctx bounds the start only; the server runs until Close. logger
-// gets the proxy's events and FerretDB's warnings and errors; nil discards.
+// Start runs a server whose data lives in a new temporary directory, removed
+// by Close, with the proxy listening on listen ("127.0.0.1:0" picks a free
+// port). ctx bounds the start only; the server runs until Close. logger gets
+// the proxy's events and FerretDB's warnings and errors; nil discards.
 func Start(ctx context.Context, listen string, logger *slog.Logger) (*Server, error) {
-	return StartDir(ctx, listen, "", logger)
+	dir, err := os.MkdirTemp("", "iterion-mongotest-")
+	if err != nil {
+		return nil, fmt.Errorf("mongotest: data directory: %w", err)
+	}
+	s, err := StartDir(ctx, listen, dir, logger)
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
+	s.tempDir = dir
+	return s, nil
 }
 
 // StartDir is Start with FerretDB's SQLite files in the existing directory
-// dir, so data survives RestartBackend and later servers on the same
-// directory. An empty dir keeps data in memory.
+// dir, which Close leaves in place: data survives RestartBackend and later
+// servers on the same directory.
 func StartDir(ctx context.Context, listen, dir string, logger *slog.Logger) (*Server, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	sqlite := "file:/?mode=memory"
-	if dir != "" {
-		sqlite = (&url.URL{Scheme: "file", Opaque: dir + "/"}).String()
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("mongotest: data directory %q: %w", dir, err)
 	}
+	sqlite := (&url.URL{Scheme: "file", Opaque: abs + "/"}).String()
 	backend := &ferret{sqliteURL: sqlite, logger: slog.New(minLevel{slog.LevelWarn, logger.Handler()})}
 	if err := backend.start(); err != nil {
 		return nil, err
@@ -78,13 +92,16 @@ func (s *Server) URI() string { return s.uri }
 // Proxy returns the proxy in front of the server, for fault injection.
 func (s *Server) Proxy() *Proxy { return s.proxy }
 
-// Close stops the proxy (closing every client connection) and FerretDB.
-// Idempotent.
+// Close stops the proxy (closing every client connection) and FerretDB, and
+// removes the data directory Start made. Idempotent.
 func (s *Server) Close() {
 	s.proxy.close()
 	s.proxy.restart.Lock()
 	defer s.proxy.restart.Unlock()
 	s.proxy.backend.stop()
+	if s.tempDir != "" {
+		_ = os.RemoveAll(s.tempDir)
+	}
 }
 
 // ping waits until the server answers through the proxy.

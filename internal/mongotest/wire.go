@@ -68,8 +68,8 @@ func opCode(msg []byte) int32 {
 	return int32(binary.LittleEndian.Uint32(msg[12:16]))
 }
 
-// moreToCome reports whether an OP_MSG says no answer follows it (a request)
-// or another answer follows it (a reply).
+// moreToCome reports whether an OP_MSG request says its client expects no
+// answer.
 func moreToCome(msg []byte) bool {
 	return opCode(msg) == opMsg && len(msg) >= headerLen+4 &&
 		binary.LittleEndian.Uint32(msg[headerLen:])&flagMoreToCome != 0
@@ -116,7 +116,7 @@ func parseOpMsg(msg []byte) Command {
 			}
 			seq := rest[4:size]
 			rest = rest[size:]
-			id, docs, ok := bsoncore.ReadKey(seq)
+			id, docs, ok := bsoncore.ReadKey(seq) // the identifier cstring
 			if !ok {
 				return Command{}
 			}
