@@ -61,9 +61,11 @@ type countKey struct {
 	code            int
 }
 
-// countEntry is one key's running total and its cached Prometheus child.
+// countEntry is one key's running total, its count in the hour being
+// counted, and its cached Prometheus child.
 type countEntry struct {
 	n     int64
+	hour  int64
 	child prometheus.Counter // nil without a Registerer
 }
 
@@ -103,7 +105,7 @@ func (t *countingTransport) RoundTrip(req *http.Request) (*http.Response, error)
 func (t *countingTransport) count(k countKey) {
 	now := t.now()
 	t.mu.Lock()
-	line := t.hour.roll(now)
+	line := t.hour.roll(now, t.entries)
 	e := t.entries[k]
 	if e == nil {
 		e = &countEntry{}
@@ -113,7 +115,7 @@ func (t *countingTransport) count(k countKey) {
 		t.entries[k] = e
 	}
 	e.n++
-	t.hour.add(hourKey{host: k.host, api: k.api, lane: k.lane}, k.code)
+	e.hour++
 	t.mu.Unlock()
 	if e.child != nil {
 		e.child.Inc()
@@ -126,7 +128,7 @@ func (t *countingTransport) count(k countKey) {
 func (t *countingTransport) flush() {
 	now := t.now()
 	t.mu.Lock()
-	line := t.hour.close(now)
+	line := t.hour.close(now, t.entries)
 	t.mu.Unlock()
 	t.hour.write(line)
 }

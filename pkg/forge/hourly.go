@@ -17,20 +17,18 @@ type hourKey struct {
 
 func (k hourKey) String() string { return k.host + " " + k.api + " " + k.lane }
 
-// hourly keeps the counts of the UTC hour being counted and turns them into
-// the hourly log line. Its counting methods are guarded by the counting
-// transport's mutex; write is called outside it.
+// hourly keeps the span of the UTC hour being counted and turns the counts
+// of that hour (each countEntry's hour field) into the hourly log line. Its
+// roll and close are guarded by the counting transport's mutex; write is
+// called outside it.
 type hourly struct {
 	logger *slog.Logger
 	since  time.Time // the first instant this hour's counts cover
 	end    time.Time // the end of the hour being counted; zero: nothing counted yet
-	total  int64
-	n304   int64
-	counts map[hourKey]int64
 }
 
 func newHourly(logger *slog.Logger, started time.Time) hourly {
-	return hourly{logger: logger, since: started.UTC(), counts: make(map[hourKey]int64)}
+	return hourly{logger: logger, since: started.UTC()}
 }
 
 // hourLine is one hour's tally, ready to be written.
@@ -49,14 +47,14 @@ type hourCount struct {
 // roll starts counting the hour now falls in, returning the line of the hour
 // that was being counted when now is past its end (nil otherwise). A clock
 // that steps back is counted in the current hour.
-func (h *hourly) roll(now time.Time) *hourLine {
+func (h *hourly) roll(now time.Time, entries map[countKey]*countEntry) *hourLine {
 	now = now.UTC()
 	if !h.end.IsZero() && now.Before(h.end) {
 		return nil
 	}
 	var line *hourLine
 	if !h.end.IsZero() {
-		line = h.take(h.end)
+		line = h.take(h.end, entries)
 	}
 	h.end = hourEnd(now)
 	if start := h.end.Add(-time.Hour); h.since.Before(start) {
@@ -68,16 +66,30 @@ func (h *hourly) roll(now time.Time) *hourLine {
 // close returns the line of the hour being counted, up to now, or nil when
 // nothing was counted since the last line. Requests counted after it start
 // a new partial hour at now.
-func (h *hourly) close(now time.Time) *hourLine {
+func (h *hourly) close(now time.Time, entries map[countKey]*countEntry) *hourLine {
 	now = now.UTC()
-	line := h.take(now)
+	line := h.take(now, entries)
 	h.since = now
 	return line
 }
 
-// take empties the counts into a line covering since..to.
-func (h *hourly) take(to time.Time) *hourLine {
-	if h.total == 0 {
+// take empties the hour's counts into a line covering since..to, or
+// returns nil when there are none.
+func (h *hourly) take(to time.Time, entries map[countKey]*countEntry) *hourLine {
+	var total, n304 int64
+	byKey := make(map[hourKey]int64)
+	for k, e := range entries {
+		if e.hour == 0 {
+			continue
+		}
+		byKey[hourKey{host: k.host, api: k.api, lane: k.lane}] += e.hour
+		total += e.hour
+		if k.code == 304 {
+			n304 += e.hour
+		}
+		e.hour = 0
+	}
+	if total == 0 {
 		return nil
 	}
 	if to.After(h.end) {
@@ -87,10 +99,10 @@ func (h *hourly) take(to time.Time) *hourLine {
 	line := &hourLine{
 		end: h.end, from: h.since, to: to,
 		partial: h.since.After(start) || to.Before(h.end),
-		total:   h.total, n304: h.n304,
-		counts: make([]hourCount, 0, len(h.counts)),
+		total:   total, n304: n304,
+		counts: make([]hourCount, 0, len(byKey)),
 	}
-	for k, n := range h.counts {
+	for k, n := range byKey {
 		line.counts = append(line.counts, hourCount{k, n})
 	}
 	slices.SortFunc(line.counts, func(a, b hourCount) int {
@@ -99,18 +111,7 @@ func (h *hourly) take(to time.Time) *hourLine {
 		}
 		return strings.Compare(a.key.String(), b.key.String())
 	})
-	clear(h.counts)
-	h.total, h.n304 = 0, 0
 	return line
-}
-
-// add counts one request of the hour being counted.
-func (h *hourly) add(k hourKey, code int) {
-	h.counts[k]++
-	h.total++
-	if code == 304 {
-		h.n304++
-	}
 }
 
 // hourEnd is the end of the UTC hour t falls in.
