@@ -62,7 +62,8 @@ func TestTransportErrorsAreCountedWithCodeZero(t *testing.T) {
 		}
 	})
 	t.Cleanup(func() { ln.Close(); wg.Wait() })
-	c, err := forge.New(forge.Config{BaseURL: "http://" + ln.Addr().String() + "/", Token: "t", Next: &http.Transport{DisableKeepAlives: true}})
+	reg := prometheus.NewRegistry()
+	c, err := forge.New(forge.Config{BaseURL: "http://" + ln.Addr().String() + "/", Token: "t", Next: &http.Transport{DisableKeepAlives: true}, Registerer: reg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,6 +75,29 @@ func TestTransportErrorsAreCountedWithCodeZero(t *testing.T) {
 	if len(counts) != 1 || counts[0].Code != 0 || counts[0].N != 1 || counts[0].Lane != forge.LaneMergeGateSweeper || counts[0].Host != ln.Addr().String() {
 		t.Fatalf("counts: got %+v, want one request, code 0, lane %s: a transport error is counted, never dropped", counts, forge.LaneMergeGateSweeper)
 	}
+	if got := counterLabels(t, reg); got != "api=REST code=error host="+ln.Addr().String()+" lane=merge-gate-sweeper: 1" {
+		t.Fatalf("forge_http_requests_total: got %q, want one series with code=error: the metric labels a transport error", got)
+	}
+}
+
+// counterLabels renders the series of forge_http_requests_total, one line each.
+func counterLabels(t *testing.T, reg *prometheus.Registry) string {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			var labels []string
+			for _, l := range m.GetLabel() {
+				labels = append(labels, l.GetName()+"="+l.GetValue())
+			}
+			lines = append(lines, fmt.Sprintf("%s: %v", strings.Join(labels, " "), m.GetCounter().GetValue()))
+		}
+	}
+	return strings.Join(lines, "\n")
 }
 
 func TestLaneComesFromTheContext(t *testing.T) {

@@ -164,13 +164,17 @@ func (c *Client) wrap(ctx context.Context, op string, err error) error {
 			Resource: primary.Rate.Resource, Limit: primary.Rate.Limit, Remaining: primary.Rate.Remaining,
 		})
 	}
+	// go-github knows a secondary limit by its documentation URL; the gate
+	// also by retry-after and GitHub's message, and has started backing off.
 	var secondary *github.AbuseRateLimitError
-	if errors.As(err, &secondary) {
+	var resp *github.ErrorResponse
+	if errors.As(err, &secondary) || (errors.As(err, &resp) && resp.Response != nil &&
+		(resp.Response.StatusCode == http.StatusForbidden || resp.Response.StatusCode == http.StatusTooManyRequests) &&
+		c.gate.secondaryUntil().After(c.gate.now())) {
 		return fmt.Errorf("%s: %w", op, &RateLimitError{
 			Reset: c.gate.secondaryUntil(), Cause: CauseSecondary, Sent: true, Lane: laneOf(ctx),
 		})
 	}
-	var resp *github.ErrorResponse
 	if errors.As(err, &resp) && resp.Response != nil && resp.Response.StatusCode == http.StatusNotFound {
 		return fmt.Errorf("forge: %s: %w: %w", op, ErrNotFound, err)
 	}
