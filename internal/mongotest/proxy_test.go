@@ -1,0 +1,237 @@
+package mongotest_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
+
+	"iterion.dev/iterion/internal/mongotest"
+)
+
+// opTimeout bounds each operation so that a broken proxy fails a test
+// instead of hanging it.
+const opTimeout = 20 * time.Second
+
+func opCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// count returns the number of documents matching filter, failing on error.
+func count(t *testing.T, coll *mongo.Collection, filter bson.D) int64 {
+	t.Helper()
+	n, err := coll.CountDocuments(opCtx(t), filter)
+	if err != nil {
+		t.Fatalf("count %v: %v", filter, err)
+	}
+	return n
+}
+
+func isUpdateOf(coll string) func(mongotest.Command) bool {
+	return func(c mongotest.Command) bool { return c.Name == "update" && c.Collection == coll }
+}
+
+// TestHoldDelaysOneCommandOthersFlow checks Hold: the matching command is not
+// forwarded (its write has not landed) until Release, other connections are
+// served meanwhile, and after Release its answer reaches the client.
+func TestHoldDelaysOneCommandOthersFlow(t *testing.T) {
+	srv := mongotest.NewServer(t)
+	db := srv.DB(t)
+	coll := db.Collection("held")
+	h := srv.Proxy().Hold(isUpdateOf("held"))
+
+	type result struct {
+		res *mongo.UpdateResult
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		res, err := coll.UpdateOne(opCtx(t), bson.D{{Key: "_id", Value: "x"}},
+			bson.D{{Key: "$set", Value: bson.D{{Key: "v", Value: 1}}}}, options.UpdateOne().SetUpsert(true))
+		done <- result{res, err}
+	}()
+	<-h.Arrived()
+
+	got := h.Command()
+	if got.Name != "update" || got.Collection != "held" || got.Database != db.Name() {
+		t.Errorf("got command %s %s.%s, want update %s.held: Command names the command, database and collection", got.Name, got.Database, got.Collection, db.Name())
+	}
+	if id, ok := got.Body.Lookup("updates", "0", "q", "_id").StringValueOK(); !ok || id != "x" {
+		t.Errorf("got filter _id %q (found %v), want \"x\": Body includes the updates document sequence", id, ok)
+	}
+	// Another connection is served while the update is held: the hold
+	// does not keep the exchange.
+	other := srv.Client(t).Database(db.Name()).Collection("held")
+	if n := count(t, other, bson.D{{Key: "_id", Value: "x"}}); n != 0 {
+		t.Fatalf("got %d documents while the update is held, want 0: a held command is not forwarded", n)
+	}
+	h.Release()
+	r := <-done
+	if r.err != nil || r.res.UpsertedCount != 1 {
+		t.Fatalf("got %+v, %v after Release, want one upsert: a released command is forwarded and answered", r.res, r.err)
+	}
+	<-h.Done()
+	if h.Err() != nil {
+		t.Fatalf("got Hold.Err %v, want nil: the released command was answered", h.Err())
+	}
+}
+
+// TestHoldSurvivesCut checks that a command held across a Cut is still
+// delivered on Release: the client saw a network error, yet the write lands
+// late, as a stalled request's would.
+func TestHoldSurvivesCut(t *testing.T) {
+	srv := mongotest.NewServer(t)
+	coll := srv.DB(t).Collection("late")
+	h := srv.Proxy().Hold(isUpdateOf("late"))
+	done := make(chan error, 1)
+	go func() {
+		_, err := coll.UpdateOne(opCtx(t), bson.D{{Key: "_id", Value: "x"}},
+			bson.D{{Key: "$set", Value: bson.D{{Key: "v", Value: 1}}}}, options.UpdateOne().SetUpsert(true))
+		done <- err
+	}()
+	<-h.Arrived()
+	srv.Proxy().Cut()
+	if err := <-done; !mongo.IsNetworkError(err) {
+		t.Fatalf("got %v, want a network error: Cut closes the client connection", err)
+	}
+	if n := count(t, coll, bson.D{{Key: "_id", Value: "x"}}); n != 0 {
+		t.Fatalf("got %d documents before Release, want 0: a held command is not forwarded", n)
+	}
+	h.Release()
+	<-h.Done()
+	if h.Err() != nil {
+		t.Fatalf("got Hold.Err %v, want nil: a command held across a Cut is delivered on Release", h.Err())
+	}
+	if n := count(t, coll, bson.D{{Key: "_id", Value: "x"}}); n != 1 {
+		t.Fatalf("got %d documents after Release, want 1: the late write landed", n)
+	}
+}
+
+// TestDropAnswerWriteLandsClientErrs checks DropAnswer: the write lands, the
+// client gets a network error instead of the answer.
+func TestDropAnswerWriteLandsClientErrs(t *testing.T) {
+	srv := mongotest.NewServer(t)
+	coll := srv.DB(t).Collection("dropped")
+	d := srv.Proxy().DropAnswer(func(c mongotest.Command) bool { return c.Name == "insert" && c.Collection == "dropped" })
+	_, err := coll.InsertOne(opCtx(t), bson.D{{Key: "_id", Value: "x"}})
+	if !mongo.IsNetworkError(err) {
+		t.Fatalf("got %v, want a network error: a dropped answer closes the client connection", err)
+	}
+	select {
+	case <-d.Done():
+	default:
+		t.Fatalf("Drop.Done not closed after the client saw the error, want closed: Done reports the drop")
+	}
+	if got := d.Command().Name; got != "insert" {
+		t.Errorf("got dropped command %q, want insert", got)
+	}
+	if n := count(t, coll, bson.D{{Key: "_id", Value: "x"}}); n != 1 {
+		t.Fatalf("got %d documents, want 1: the command whose answer was dropped took effect", n)
+	}
+}
+
+// TestRefuseFailsUntilLifted checks Refuse: while on, commands fail; once
+// lifted, they succeed again.
+func TestRefuseFailsUntilLifted(t *testing.T) {
+	srv := mongotest.NewServer(t)
+	coll := srv.DB(t).Collection("refused")
+	if _, err := coll.InsertOne(opCtx(t), bson.D{{Key: "_id", Value: 1}}); err != nil {
+		t.Fatalf("insert before the partition: %v", err)
+	}
+	srv.Proxy().Refuse(true)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: 2}}); err == nil {
+		t.Fatalf("got nil error while refusing, want a failure: Refuse partitions the server")
+	}
+	srv.Proxy().Refuse(false)
+	if _, err := coll.InsertOne(opCtx(t), bson.D{{Key: "_id", Value: 3}}); err != nil {
+		t.Fatalf("got %v after Refuse(false), want success: lifting the partition heals it", err)
+	}
+	if n := count(t, coll, bson.D{{Key: "_id", Value: 2}}); n != 0 {
+		t.Fatalf("got %d documents for the refused insert, want 0: a refused command never reached the server", n)
+	}
+}
+
+// TestRestartBackendKeepsData checks RestartBackend: data written before the
+// restart is there after it, and the same client keeps working.
+func TestRestartBackendKeepsData(t *testing.T) {
+	srv := mongotest.NewServer(t)
+	coll := srv.DB(t).Collection("kept")
+	if _, err := coll.InsertOne(opCtx(t), bson.D{{Key: "_id", Value: "x"}}); err != nil {
+		t.Fatalf("insert: %v", err)
+	}
+	if err := srv.Proxy().RestartBackend(opCtx(t)); err != nil {
+		t.Fatalf("restart: %v", err)
+	}
+	// The first command after a restart may meet a pooled connection the
+	// restart cut; the driver reports that and reconnects.
+	n, err := coll.CountDocuments(opCtx(t), bson.D{{Key: "_id", Value: "x"}})
+	if err != nil && !mongo.IsNetworkError(err) {
+		t.Fatalf("count after restart: %v", err)
+	}
+	if err != nil {
+		n = count(t, coll, bson.D{{Key: "_id", Value: "x"}})
+	}
+	if n != 1 {
+		t.Fatalf("got %d documents after the restart, want 1: RestartBackend keeps data", n)
+	}
+}
+
+// TestSetDelayAddsLatency checks SetDelay: a round trip takes at least the
+// delay, and SetDelay(0) removes it.
+func TestSetDelayAddsLatency(t *testing.T) {
+	srv := mongotest.NewServer(t)
+	db := srv.DB(t)
+	const d = 300 * time.Millisecond
+	srv.Proxy().SetDelay(d)
+	start := time.Now()
+	if err := db.RunCommand(opCtx(t), bson.D{{Key: "ping", Value: 1}}).Err(); err != nil {
+		t.Fatalf("ping: %v", err)
+	}
+	if got := time.Since(start); got < d {
+		t.Fatalf("got a round trip of %v, want at least %v: SetDelay adds latency", got, d)
+	}
+	srv.Proxy().SetDelay(0)
+}
+
+// TestCommandsCountsForwarded checks Commands: each command forwarded is
+// counted once under its name.
+func TestCommandsCountsForwarded(t *testing.T) {
+	srv := mongotest.NewServer(t)
+	coll := srv.DB(t).Collection("counted")
+	before := srv.Proxy().Commands()
+	for i := range 3 {
+		if _, err := coll.InsertOne(opCtx(t), bson.D{{Key: "_id", Value: i}}); err != nil {
+			t.Fatalf("insert: %v", err)
+		}
+	}
+	if got := srv.Proxy().Commands()["insert"] - before["insert"]; got != 3 {
+		t.Fatalf("got %d inserts counted, want 3: Commands counts each forwarded command", got)
+	}
+}
+
+// TestUnacknowledgedWriteKeepsExchangesInStep checks moreToCome handling: an
+// unacknowledged write (w: 0) gets no answer, yet the next command on the
+// same connection gets its own answer, and the write landed.
+func TestUnacknowledgedWriteKeepsExchangesInStep(t *testing.T) {
+	srv := mongotest.NewServer(t)
+	c, err := mongo.Connect(options.Client().ApplyURI(srv.URI()).SetMaxPoolSize(1))
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Disconnect(context.Background()) })
+	coll := c.Database("w0").Collection("docs", options.Collection().SetWriteConcern(writeconcern.Unacknowledged()))
+	if _, err := coll.InsertOne(opCtx(t), bson.D{{Key: "_id", Value: "x"}}); err != nil {
+		t.Fatalf("unacknowledged insert: %v", err)
+	}
+	if n := count(t, c.Database("w0").Collection("docs"), bson.D{{Key: "_id", Value: "x"}}); n != 1 {
+		t.Fatalf("got %d documents, want 1: the unacknowledged write landed and the next answer is the count's", n)
+	}
+}
