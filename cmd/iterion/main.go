@@ -21,6 +21,7 @@ type command struct {
 var commands = map[string]command{
 	// one line per subcommand, e.g. "serve": {"run a replica of the server", runServe},
 	"forge-sim": {"serve the GitHub simulator (--listen ADDR --budget N)", runForgeSim},
+	"dev-mongo": {"serve the MongoDB-wire test server (--listen ADDR --dir DIR)", runDevMongo},
 }
 
 func main() {

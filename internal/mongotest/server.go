@@ -67,7 +67,7 @@ func StartDir(ctx context.Context, listen, dir string, logger *slog.Logger) (*Se
 		return nil, fmt.Errorf("mongotest: data directory %q: %w", dir, err)
 	}
 	sqlite := (&url.URL{Scheme: "file", Opaque: abs + "/"}).String()
-	backend := &ferret{sqliteURL: sqlite, logger: slog.New(minLevel{slog.LevelWarn, logger.Handler()})}
+	backend := &ferret{sqliteURL: sqlite, logger: slog.New(minLevel{slog.LevelError, logger.Handler()})}
 	if err := backend.start(); err != nil {
 		return nil, err
 	}
@@ -182,7 +182,8 @@ func (f *ferret) restart(ctx context.Context) error {
 }
 
 // minLevel is a slog.Handler passing on records at or above min only; it
-// keeps FerretDB's per-connection info logs out of the caller's log.
+// keeps FerretDB's per-connection info and warning logs (an unsupported
+// command, a client gone) out of the caller's log.
 type minLevel struct {
 	min slog.Level
 	h   slog.Handler
