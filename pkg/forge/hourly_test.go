@@ -10,15 +10,22 @@ import (
 	"iterion.dev/iterion/pkg/forge"
 )
 
-func TestHourlyLine(t *testing.T) {
+// hourlySetup is a Client made at start on a simulator with pull 1, its
+// clock, its log records and the simulator's host.
+func hourlySetup(t *testing.T, start time.Time) (*forge.Client, *testClock, *records, string) {
+	t.Helper()
 	sim, srv := startSim(t)
 	if err := sim.SeedPull("acme", "app", 1, "sha", "open"); err != nil {
 		t.Fatal(err)
 	}
-	host := strings.TrimPrefix(srv.URL, "http://")
-	clk := newTestClock(time.Date(2026, 9, 30, 14, 23, 5, 0, time.UTC))
+	clk := newTestClock(start)
 	logs := &records{}
 	c := newClient(t, srv, forge.Config{Token: "t", Now: clk.Now, Logger: slog.New(logs), ETagCacheEntries: -1})
+	return c, clk, logs, strings.TrimPrefix(srv.URL, "http://")
+}
+
+func TestHourlyLine(t *testing.T) {
+	c, clk, logs, host := hourlySetup(t, time.Date(2026, 9, 30, 14, 23, 5, 0, time.UTC))
 	get := func(lane string, n int) {
 		t.Helper()
 		ctx := forge.WithLane(context.Background(), lane)
@@ -89,14 +96,7 @@ func TestHourlyLine(t *testing.T) {
 }
 
 func TestHourlyLineAfterCloseStartsAPartialHour(t *testing.T) {
-	sim, srv := startSim(t)
-	if err := sim.SeedPull("acme", "app", 1, "sha", "open"); err != nil {
-		t.Fatal(err)
-	}
-	host := strings.TrimPrefix(srv.URL, "http://")
-	clk := newTestClock(time.Date(2026, 9, 30, 13, 50, 0, 0, time.UTC))
-	logs := &records{}
-	c := newClient(t, srv, forge.Config{Token: "t", Now: clk.Now, Logger: slog.New(logs), ETagCacheEntries: -1})
+	c, clk, logs, host := hourlySetup(t, time.Date(2026, 9, 30, 13, 50, 0, 0, time.UTC))
 	clk.Set(time.Date(2026, 9, 30, 14, 10, 0, 0, time.UTC))
 	if _, err := c.GetPull(context.Background(), "acme", "app", 1); err != nil {
 		t.Fatal(err)

@@ -52,6 +52,8 @@ type RateLimitError struct {
 	Reserve int
 }
 
+// Error says the cause, whether the request was sent, the lane, the reset
+// and the budget figures.
 func (e *RateLimitError) Error() string {
 	verb := "held back"
 	if e.Sent {

@@ -22,6 +22,7 @@ type FieldError struct {
 	Field, Value, Problem string
 }
 
+// Error names the field, its value and what is wrong with it.
 func (e *FieldError) Error() string {
 	if e.Value == "" {
 		return fmt.Sprintf("forgesim: bad request: %s: %s", e.Field, e.Problem)
