@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -18,7 +19,13 @@ import (
 // SIGTERM). Once it listens it prints its URL, one line on stdout; a forge
 // client's BaseURL is that URL plus "/".
 func runForgeSim(ctx context.Context, args []string) error {
+	return serveForgeSim(ctx, args, os.Stdout, os.Stderr)
+}
+
+// serveForgeSim is runForgeSim writing its URL to stdout and its log to stderr.
+func serveForgeSim(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("forge-sim", flag.ContinueOnError)
+	fs.SetOutput(stderr)
 	listen := fs.String("listen", "127.0.0.1:0", "address to listen on (port 0: any free port)")
 	budget := fs.Int("budget", forgesim.DefaultBudget, "requests each token may make per hour, per resource")
 	tokenTTL := fs.Duration("token-ttl", forgesim.DefaultTokenTTL, "lifetime of minted installation tokens")
@@ -35,7 +42,7 @@ func runForgeSim(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("--listen %q: %w", *listen, err)
 	}
-	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	logger := slog.New(slog.NewTextHandler(stderr, nil))
 	srv := &http.Server{
 		Handler:           forgesim.New(forgesim.WithBudget(*budget), forgesim.WithTokenTTL(*tokenTTL)),
 		ReadHeaderTimeout: 10 * time.Second,
@@ -43,7 +50,7 @@ func runForgeSim(ctx context.Context, args []string) error {
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
-	fmt.Printf("http://%s\n", ln.Addr())
+	fmt.Fprintf(stdout, "http://%s\n", ln.Addr())
 	logger.Info("forge-sim listening", "url", "http://"+ln.Addr().String(), "budget", *budget)
 	select {
 	case err := <-served:

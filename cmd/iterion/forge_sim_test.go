@@ -1,0 +1,71 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+func TestForgeSimPrintsItsURLAndStopsOnCancel(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out, w := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- serveForgeSim(ctx, []string{"--listen", "127.0.0.1:0", "--budget", "3"}, w, io.Discard)
+		w.Close()
+	}()
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		t.Fatalf("reading the URL line: %v", err)
+	}
+	url := strings.TrimSpace(line)
+	if !strings.HasPrefix(url, "http://127.0.0.1:") {
+		t.Fatalf("stdout: got %q, want the simulator's URL on one line", line)
+	}
+
+	seed, err := http.Post(url+"/_sim/repos/acme/app/pulls", "application/json", strings.NewReader(`{"number":12,"head_sha":"abc","state":"open"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed.Body.Close()
+	req, _ := http.NewRequest("GET", url+"/repos/acme/app/pulls/12", nil)
+	req.Header.Set("Authorization", "token x")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if seed.StatusCode != 204 || resp.StatusCode != 200 || resp.Header.Get("X-Ratelimit-Limit") != "3" {
+		t.Fatalf("got seed %d, read %d with limit %q, want 204, 200 and limit 3: --budget sets each token's budget", seed.StatusCode, resp.StatusCode, resp.Header.Get("X-Ratelimit-Limit"))
+	}
+	st, err := http.Get(url + "/_sim/stats")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stats struct{ Requests []map[string]any }
+	err = json.NewDecoder(st.Body).Decode(&stats)
+	st.Body.Close()
+	if err != nil || len(stats.Requests) != 2 {
+		t.Fatalf("stats: got %v, %v, want the seed and the read", stats.Requests, err)
+	}
+
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("after cancel (SIGTERM): got %v, want a clean stop", err)
+	}
+}
+
+func TestForgeSimRejectsBadFlags(t *testing.T) {
+	for _, args := range [][]string{{"--budget", "-1"}, {"--token-ttl", "0s"}, {"--listen", "nonsense"}} {
+		if err := serveForgeSim(context.Background(), args, io.Discard, io.Discard); err == nil {
+			t.Errorf("forge-sim %v: got no error, want one naming the flag", args)
+		} else if !strings.Contains(err.Error(), strings.TrimPrefix(args[0], "--")) {
+			t.Errorf("forge-sim %v: got %v, want it to name %s", args, err, args[0])
+		}
+	}
+}
