@@ -136,6 +136,7 @@ func (h *Hold) Release() { h.once.Do(func() { close(h.release) }) }
 
 // Done is closed once the released command has been answered by the backend
 // (its write, if any, has landed) or could not be delivered; Err tells which.
+// It is never closed for a hold released before a command arrived.
 func (h *Hold) Done() <-chan struct{} { return h.done }
 
 // Err returns nil when the released command was answered by the backend, or
@@ -203,8 +204,9 @@ func (p *Proxy) SetDelay(d time.Duration) {
 // Hold arms a hold: the next command for which match returns true is not
 // forwarded until the returned Hold is released; other connections keep
 // being served meanwhile. Each armed hold catches one command; holds armed
-// earlier are matched first. Close releases no held command: a command still
-// held then is never forwarded.
+// earlier are matched first. match runs with the proxy's lock held and must
+// not call the Proxy. When the server closes, a command still held is never
+// forwarded.
 func (p *Proxy) Hold(match func(Command) bool) *Hold {
 	h := &Hold{
 		match:   match,
@@ -221,7 +223,10 @@ func (p *Proxy) Hold(match func(Command) bool) *Hold {
 // DropAnswer arms a drop: the next command for which match returns true is
 // forwarded and answered by the backend (its write lands), then its answer is
 // discarded and its client connection closed, so the client sees a network
-// error for a command that took effect.
+// error for a command that took effect. A matching command that cannot reach
+// the backend leaves the drop armed. match runs with the proxy's lock held
+// and must not call the Proxy. A command caught by a Hold is matched against
+// drops when released.
 func (p *Proxy) DropAnswer(match func(Command) bool) *Drop {
 	d := &Drop{match: match, done: make(chan struct{})}
 	p.mu.Lock()
@@ -348,23 +353,24 @@ func (p *Proxy) serve(cc *clientConn) {
 		if !p.wait(cc) {
 			return
 		}
-		if h := p.takeHold(cmd); h != nil {
+		h := p.takeHold(cmd)
+		if h != nil {
 			select {
 			case <-h.release:
 			case <-p.closing:
 				h.finish(ErrBackendDown)
 				return
 			}
-			answer, err := p.forward(cc, msg, cmd)
-			h.finish(err)
-			if err != nil || !p.reply(cc, answer) {
-				return
-			}
-			continue
 		}
 		d := p.takeDrop(cmd)
 		answer, err := p.forward(cc, msg, cmd)
+		if h != nil {
+			h.finish(err)
+		}
 		if err != nil {
+			if d != nil {
+				p.rearm(d)
+			}
 			return
 		}
 		if d != nil {
@@ -447,6 +453,14 @@ func (p *Proxy) takeDrop(cmd Command) *Drop {
 		}
 	}
 	return nil
+}
+
+// rearm puts back a drop whose command never reached the backend, first in
+// line.
+func (p *Proxy) rearm(d *Drop) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.drops = append([]*Drop{d}, p.drops...)
 }
 
 // forward performs one exchange: it sends msg to cc's backend connection and
