@@ -6,11 +6,15 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
 )
+
+// maxBody bounds the request bodies the simulator reads.
+const maxBody = 1 << 20
 
 // reply is an answer before it is written: the pipelines add the budget
 // headers, the ETag and the counts.
@@ -43,6 +47,17 @@ func (s *Sim) api(h func(*http.Request, string) reply) http.Handler {
 		if r.URL.Path == "/graphql" {
 			res = "graphql"
 		}
+		// Read the body before taking the lock, so a slow client stalls
+		// only its own request.
+		body, err := io.ReadAll(io.LimitReader(r.Body, maxBody))
+		if err != nil {
+			s.mu.Lock()
+			s.count(r, tok, http.StatusBadRequest)
+			s.mu.Unlock()
+			write(w, http.StatusBadRequest, nil)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
 		s.mu.Lock()
 		now := s.clock()
 		win := s.window(tok, res, now)
@@ -62,11 +77,11 @@ func (s *Sim) api(h func(*http.Request, string) reply) http.Handler {
 			refused = false
 			rep = h(r, tok)
 		}
-		body, etag := encode(rep)
+		out, etag := encode(rep)
 		status := rep.status
 		notModified := status == http.StatusOK && r.Method == http.MethodGet && etagMatches(r.Header.Get("If-None-Match"), etag)
 		if notModified {
-			status, body = http.StatusNotModified, nil
+			status, out = http.StatusNotModified, nil
 		}
 		if !refused && !notModified {
 			win.used++
@@ -85,7 +100,7 @@ func (s *Sim) api(h func(*http.Request, string) reply) http.Handler {
 		}
 		s.count(r, tok, status)
 		s.mu.Unlock()
-		write(w, status, body)
+		write(w, status, out)
 	})
 }
 
