@@ -64,15 +64,21 @@ func WithClock(now func() time.Time) Option {
 }
 
 // WithBudget sets the requests each token may make per hour, per resource
-// (core REST and graphql are separate budgets, as on GitHub).
+// (core REST and graphql are separate budgets, as on GitHub); n < 0 counts
+// as 0, a budget every request exceeds.
 func WithBudget(n int) Option {
-	return func(s *Sim) { s.defaultLimit = n }
+	return func(s *Sim) { s.defaultLimit = max(n, 0) }
 }
 
-// WithTokenTTL sets how long minted installation tokens live. A TTL under a
-// minute makes ghinstallation refresh before every request.
+// WithTokenTTL sets how long minted installation tokens live; d <= 0 keeps
+// DefaultTokenTTL. A TTL under a minute makes ghinstallation refresh before
+// every request.
 func WithTokenTTL(d time.Duration) Option {
-	return func(s *Sim) { s.tokenTTL = d }
+	return func(s *Sim) {
+		if d > 0 {
+			s.tokenTTL = d
+		}
+	}
 }
 
 // Sim is a simulated GitHub. It is an http.Handler, and safe for concurrent
