@@ -192,13 +192,17 @@ func (c *Client) RateLimits() []RateLimit {
 
 // HTTPClient is the Client's counted, authenticated, rate-aware HTTP client,
 // for forge calls the Client has no method for (GraphQL, say). Requests
-// through it are counted like the Client's own.
+// through it are counted like the Client's own; one the rate gate holds back
+// fails with an error that errors.As finds a *RateLimitError in, and a
+// refusal by GitHub comes back as its 403/429 answer.
 func (c *Client) HTTPClient() *http.Client {
 	return c.http
 }
 
-// GitHub is the go-github client over the same HTTP client. Its built-in
-// rate-limit check is off: the Client's transport does that job.
+// GitHub is the go-github client over the same HTTP client, for calls the
+// Client has no method for. Its built-in rate-limit check is off, the
+// Client's transport does that job; its errors are go-github's (a request
+// held back by the gate: errors.As finds a *RateLimitError).
 func (c *Client) GitHub() *github.Client {
 	return c.gh
 }
