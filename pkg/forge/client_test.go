@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -106,5 +109,47 @@ func TestNewRejectsBadConfigNamingTheField(t *testing.T) {
 				t.Fatalf("got %v, want ErrInvalidConfig naming %s: bad input names the field", err, tc.field)
 			}
 		})
+	}
+}
+
+// urlRecorder passes requests to next and records each URL it sent.
+type urlRecorder struct {
+	next http.RoundTripper
+	mu   sync.Mutex
+	urls []*url.URL
+}
+
+func (r *urlRecorder) RoundTrip(req *http.Request) (*http.Response, error) {
+	r.mu.Lock()
+	r.urls = append(r.urls, req.URL)
+	r.mu.Unlock()
+	return r.next.RoundTrip(req)
+}
+
+func TestListIssuesSendsSinceAndIsConditional(t *testing.T) {
+	clk := newTestClock(time.Date(2026, 9, 30, 14, 0, 0, 0, time.UTC))
+	sim, srv := startSim(t, forgesim.WithClock(clk.Now))
+	rec := &urlRecorder{next: srv.Client().Transport}
+	c := newClient(t, srv, forge.Config{Token: "t1", Now: clk.Now, Next: rec})
+	ctx := forge.WithLane(context.Background(), forge.LaneBoardSync)
+	if err := sim.SeedIssue("acme", "app", forgesim.Issue{Number: 1, Title: "one", State: "open", Assignees: []string{"ana"}}); err != nil {
+		t.Fatal(err)
+	}
+	since := clk.Now()
+	for range 2 {
+		got, err := c.ListIssues(ctx, "acme", "app", since)
+		if err != nil || len(got) != 1 || !slices.Equal(got[0].Assignees, []string{"ana"}) || !got[0].UpdatedAt.Equal(since) {
+			t.Fatalf("ListIssues: got %+v, %v, want issue 1 assigned to ana, updated at %v: since is inclusive", got, err, since)
+		}
+	}
+	q := rec.urls[0].Query()
+	if q.Get("since") != "2026-09-30T14:00:00Z" || q.Get("state") != "all" {
+		t.Fatalf("query: got %v, want since=2026-09-30T14:00:00Z and state=all: ListIssues sends since in RFC 3339 and asks for every state", q)
+	}
+	if got := countOf(c, forge.LaneBoardSync, 304); got != 1 {
+		t.Fatalf("304s on lane %s: got %d, want 1: the second identical list is conditional and answered Not Modified", forge.LaneBoardSync, got)
+	}
+	if got := sim.Requests(forgesim.Filter{Route: "GET /repos/{owner}/{repo}/issues", Status: 304}); got != 1 {
+		t.Fatalf("simulator 304s: got %d, want 1: the client's count matches the server's", got)
 	}
 }

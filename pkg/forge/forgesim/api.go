@@ -316,6 +316,9 @@ func (s *Sim) issueJSON(r *http.Request, rp *repo, is *issue) issueJSON {
 	for _, l := range is.labels {
 		out.Labels = append(out.Labels, labelJSON{Name: l})
 	}
+	for _, a := range is.assignees {
+		out.Assignees = append(out.Assignees, userJSON{Login: a})
+	}
 	if is.pull != nil {
 		out.HTMLURL = fmt.Sprintf("%s%s/pull/%d", htmlRoot, full, is.number)
 		out.PullRequest = &issuePullJSON{

@@ -45,12 +45,13 @@ type Status struct {
 	TargetURL   string `json:"target_url"`
 }
 
-// Issue is an issue to seed with SeedIssue.
+// Issue is an issue to seed with SeedIssue. Assignees are user logins.
 type Issue struct {
-	Number int      `json:"number"`
-	Title  string   `json:"title"`
-	State  string   `json:"state"`
-	Labels []string `json:"labels"`
+	Number    int      `json:"number"`
+	Title     string   `json:"title"`
+	State     string   `json:"state"`
+	Labels    []string `json:"labels"`
+	Assignees []string `json:"assignees"`
 }
 
 type repo struct {
@@ -65,6 +66,7 @@ type issue struct {
 	number           int
 	title, state     string
 	labels           []string
+	assignees        []string // logins
 	created, updated time.Time
 	closed           time.Time // zero: open
 	pull             *pull     // nil: a plain issue
@@ -266,7 +268,7 @@ func (s *Sim) SeedIssue(owner, repo string, is Issue) error {
 		cur = &issue{id: s.newID(), number: is.Number, created: now}
 		r.issues[is.Number] = cur
 	}
-	cur.title, cur.labels = is.Title, slices.Clone(is.Labels)
+	cur.title, cur.labels, cur.assignees = is.Title, slices.Clone(is.Labels), slices.Clone(is.Assignees)
 	setState(cur, is.State, now)
 	return nil
 }

@@ -28,7 +28,7 @@
 //	POST /_sim/repos/{owner}/{repo}/pulls/{number}/close
 //	POST /_sim/repos/{owner}/{repo}/pulls/{number}/merge
 //	POST /_sim/repos/{owner}/{repo}/statuses/{sha}         {"context":"…","state":"success","description":"…","target_url":"…"}
-//	POST /_sim/repos/{owner}/{repo}/issues                 {"number":3,"title":"…","state":"open","labels":["…"]}
+//	POST /_sim/repos/{owner}/{repo}/issues                 {"number":3,"title":"…","state":"open","labels":["…"],"assignees":["…"]}
 //	POST /_sim/budget                                      {"limit":5000,"token":"…"} (no token: the default for all)
 //	POST /_sim/clock/advance                               {"duration":"1h"}
 //	POST /_sim/hour/reset                                  every token's budget window restarts now

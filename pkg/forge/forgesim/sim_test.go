@@ -459,3 +459,24 @@ func TestGraphQL(t *testing.T) {
 		t.Fatalf("unsupported query: got %s, want a GraphQL error", body)
 	}
 }
+
+func TestIssuesCarryLabelsAndAssignees(t *testing.T) {
+	sim, srv := start(t)
+	mustOK(t, sim.SeedIssue("acme", "app", forgesim.Issue{Number: 4, Title: "t", State: "open", Labels: []string{"bug"}, Assignees: []string{"ana", "bo"}}))
+	ctl := func(path, body string) {
+		if resp, b := do(t, srv, "POST", path, "", body); resp.StatusCode != 204 {
+			t.Fatalf("POST %s: got %d %s, want 204", path, resp.StatusCode, b)
+		}
+	}
+	ctl("/_sim/repos/acme/app/issues", `{"number":5,"title":"u","assignees":["cy"]}`)
+	_, body := do(t, srv, "GET", "/repos/acme/app/issues?state=all", "t", "")
+	var got []struct {
+		Number    int
+		Labels    []struct{ Name string }
+		Assignees []struct{ Login string }
+	}
+	mustOK(t, json.Unmarshal(body, &got))
+	if len(got) != 2 || fmt.Sprint(got[0].Assignees) != "[{cy}]" || fmt.Sprint(got[1].Assignees) != "[{ana} {bo}]" || fmt.Sprint(got[1].Labels) != "[{bug}]" {
+		t.Fatalf("got %+v, want #5 assigned to cy and #4 labelled bug assigned to ana and bo: seeded assignees are listed as GitHub users", got)
+	}
+}
