@@ -2,6 +2,8 @@ package mongotest_test
 
 import (
 	"context"
+	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -233,5 +235,28 @@ func TestUnacknowledgedWriteKeepsExchangesInStep(t *testing.T) {
 	}
 	if n := count(t, c.Database("w0").Collection("docs"), bson.D{{Key: "_id", Value: "x"}}); n != 1 {
 		t.Fatalf("got %d documents, want 1: the unacknowledged write landed and the next answer is the count's", n)
+	}
+}
+
+// TestMalformedClientIsDroppedOthersServed checks that a client sending a
+// frame with an impossible length is disconnected, and other clients are
+// still served.
+func TestMalformedClientIsDroppedOthersServed(t *testing.T) {
+	srv := mongotest.NewServer(t)
+	addr := strings.TrimSuffix(strings.TrimPrefix(srv.URI(), "mongodb://"), "/?serverMonitoringMode=poll")
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatalf("dial: %v", err)
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte{0xff, 0xff, 0xff, 0x7f}); err != nil {
+		t.Fatalf("write: %v", err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(opTimeout))
+	if n, err := c.Read(make([]byte, 1)); err == nil {
+		t.Fatalf("got %d bytes, want the connection closed: a malformed frame ends its connection", n)
+	}
+	if err := srv.DB(t).RunCommand(opCtx(t), bson.D{{Key: "ping", Value: 1}}).Err(); err != nil {
+		t.Fatalf("got %v, want other clients served after a malformed one", err)
 	}
 }

@@ -11,9 +11,9 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 )
 
-// ErrWire reports a wire message the proxy cannot frame: a length prefix
+// errWire reports a wire message the proxy cannot frame: a length prefix
 // outside the protocol's bounds.
-var ErrWire = errors.New("mongotest: malformed wire message")
+var errWire = errors.New("mongotest: malformed wire message")
 
 // Wire protocol constants (MongoDB wire protocol, "Standard Message Header"
 // and OP_MSG).
@@ -53,7 +53,7 @@ func readMessage(r io.Reader) ([]byte, error) {
 	}
 	n := int(int32(binary.LittleEndian.Uint32(prefix[:])))
 	if n < headerLen || n > maxMessageLen {
-		return nil, fmt.Errorf("%w: length %d", ErrWire, n)
+		return nil, fmt.Errorf("%w: length %d", errWire, n)
 	}
 	msg := make([]byte, n)
 	copy(msg, prefix[:])
