@@ -1,0 +1,194 @@
+package server
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Card is the board's card for one forge issue or pull request, as the
+// board sync last read it from the forge.
+//
+// Updated is the forge's updated_at, UTC truncated to the millisecond as
+// the stores keep it. Empty Labels and Assignees read back as nil.
+type Card struct {
+	// Host is the forge host, e.g. "github.com".
+	Host string
+	// Repo is "owner/name".
+	Repo string
+	// Number is the issue or pull request number, at least 1.
+	Number int
+	// Title is the issue's title.
+	Title string
+	// State is "open" or "closed".
+	State string
+	// Labels are label names; Assignees are user logins; both in the forge's order.
+	Labels    []string
+	Assignees []string
+	// PullRequest is true for a pull request, false for a plain issue.
+	PullRequest bool
+	// URL is the issue's web page; may be empty.
+	URL string
+	// Updated is when the forge last changed the issue.
+	Updated time.Time
+}
+
+// ID is the card's key in a BoardStore: host, repo and number, as in
+// "github.com/acme/app#12".
+func (c Card) ID() string { return CardID(c.Host, c.Repo, c.Number) }
+
+// CardID is the key of the card for issue number of repo on host.
+func CardID(host, repo string, number int) string {
+	return fmt.Sprintf("%s/%s#%d", host, repo, number)
+}
+
+// Validate reports the first field of c a board store would refuse, as an
+// error wrapping ErrInvalid that names the field and value; nil when c is
+// whole.
+func (c Card) Validate() error {
+	switch {
+	case strings.TrimSpace(c.Host) == "" || strings.ContainsAny(c.Host, "/# \t\r\n"):
+		return fmt.Errorf("%w: host %q is not a host name", ErrInvalid, c.Host)
+	case !repoPattern.MatchString(c.Repo):
+		return fmt.Errorf("%w: repo %q is not owner/name", ErrInvalid, c.Repo)
+	case c.Number < 1:
+		return fmt.Errorf("%w: number %d is not an issue number", ErrInvalid, c.Number)
+	case c.State != "open" && c.State != "closed":
+		return fmt.Errorf("%w: state %q is not open or closed", ErrInvalid, c.State)
+	case c.Updated.IsZero():
+		return fmt.Errorf("%w: updated %v is zero", ErrInvalid, c.Updated)
+	}
+	return nil
+}
+
+// stamped is c as the stores keep it: Updated stamped, empty lists nil,
+// lists copied so the caller's slices are never shared.
+func (c Card) stamped() Card {
+	c.Updated = stamp(c.Updated)
+	c.Labels, c.Assignees = cloneOrNil(c.Labels), cloneOrNil(c.Assignees)
+	return c
+}
+
+func cloneOrNil(s []string) []string {
+	if len(s) == 0 {
+		return nil
+	}
+	return slices.Clone(s)
+}
+
+// sameCard reports whether a and b, both stamped, are the same card.
+func sameCard(a, b Card) bool {
+	return a.Host == b.Host && a.Repo == b.Repo && a.Number == b.Number && a.Title == b.Title &&
+		a.State == b.State && slices.Equal(a.Labels, b.Labels) && slices.Equal(a.Assignees, b.Assignees) &&
+		a.PullRequest == b.PullRequest && a.URL == b.URL && a.Updated.Equal(b.Updated)
+}
+
+// BoardQuery selects cards; an empty Host, Repo or State matches any.
+type BoardQuery struct {
+	Host, Repo, State string
+	// Limit is the most cards returned, at least 1.
+	Limit int
+}
+
+func (q BoardQuery) check() error {
+	if q.Limit < 1 {
+		return fmt.Errorf("%w: limit %d is under 1", ErrInvalid, q.Limit)
+	}
+	if q.State != "" && q.State != "open" && q.State != "closed" {
+		return fmt.Errorf("%w: state %q is not open or closed", ErrInvalid, q.State)
+	}
+	return nil
+}
+
+func (q BoardQuery) matches(c Card) bool {
+	return (q.Host == "" || c.Host == q.Host) && (q.Repo == "" || c.Repo == q.Repo) &&
+		(q.State == "" || c.State == q.State)
+}
+
+// compareCards is the board's order: most recently updated first, then by
+// ID.
+func compareCards(a, b Card) int {
+	return cmp.Or(b.Updated.Compare(a.Updated), cmp.Compare(a.ID(), b.ID()))
+}
+
+// ErrMalformedCard reports a stored card document of the wrong shape; the
+// store returns it (wrapped, naming the document) instead of a card.
+var ErrMalformedCard = errors.New("server: malformed board card document")
+
+// BoardStore keeps the board's cards, one per Card.ID. Implementations are
+// safe for concurrent use, keep Updated in UTC truncated to the
+// millisecond, and pass the conformance suite in package boardstoretest.
+// An error means the call may or may not have landed.
+type BoardStore interface {
+	// Put stores c unless the store keeps a card with the same ID updated
+	// later: an older read of an issue (a replica overlapping its
+	// successor, say) never overwrites a newer one. changed reports whether
+	// the stored card changed: it was new, or a field differs. A card that
+	// fails Validate is refused with an error wrapping ErrInvalid, and
+	// nothing is written.
+	Put(ctx context.Context, c Card) (changed bool, err error)
+	// Cards returns at most q.Limit cards that match q, most recently
+	// updated first (ties by ID). A q.Limit under 1 or an unknown q.State
+	// is refused with an error wrapping ErrInvalid.
+	Cards(ctx context.Context, q BoardQuery) ([]Card, error)
+}
+
+// MemoryBoardStore is the in-memory BoardStore twin, for a single process
+// and for tests. The zero value is ready to use; it is safe for concurrent
+// use.
+type MemoryBoardStore struct {
+	mu    sync.Mutex
+	cards map[string]Card
+}
+
+var _ BoardStore = (*MemoryBoardStore)(nil)
+
+// NewMemoryBoardStore returns an empty MemoryBoardStore.
+func NewMemoryBoardStore() *MemoryBoardStore { return &MemoryBoardStore{} }
+
+// Put implements BoardStore.
+func (s *MemoryBoardStore) Put(ctx context.Context, c Card) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, fmt.Errorf("server: put card: %w", err)
+	}
+	if err := c.Validate(); err != nil {
+		return false, err
+	}
+	c = c.stamped()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cards == nil {
+		s.cards = make(map[string]Card)
+	}
+	old, ok := s.cards[c.ID()]
+	if ok && (old.Updated.After(c.Updated) || sameCard(old, c)) {
+		return false, nil
+	}
+	s.cards[c.ID()] = c
+	return true, nil
+}
+
+// Cards implements BoardStore.
+func (s *MemoryBoardStore) Cards(ctx context.Context, q BoardQuery) ([]Card, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("server: list cards: %w", err)
+	}
+	if err := q.check(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	var out []Card
+	for _, c := range s.cards {
+		if q.matches(c) {
+			out = append(out, c.stamped()) // a copy: callers never share the stored lists
+		}
+	}
+	s.mu.Unlock()
+	slices.SortFunc(out, compareCards)
+	return out[:min(q.Limit, len(out))], nil
+}

@@ -1,0 +1,160 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+)
+
+// BoardCollection is the collection MongoBoardStore keeps cards in.
+const BoardCollection = "board_cards"
+
+// MongoBoardStore is the MongoDB BoardStore twin: collection board_cards,
+// one document per card, _id its Card.ID. It is safe for concurrent use.
+type MongoBoardStore struct {
+	coll *mongo.Collection
+}
+
+var _ BoardStore = (*MongoBoardStore)(nil)
+
+// cardDoc is a card as board_cards keeps it.
+type cardDoc struct {
+	ID          string    `bson:"_id"`
+	Host        string    `bson:"host"`
+	Repo        string    `bson:"repo"`
+	Number      int       `bson:"number"`
+	Title       string    `bson:"title"`
+	State       string    `bson:"state"`
+	Labels      []string  `bson:"labels"`
+	Assignees   []string  `bson:"assignees"`
+	PullRequest bool      `bson:"pull_request"`
+	URL         string    `bson:"url"`
+	Updated     time.Time `bson:"updated_at"`
+}
+
+// NewMongoBoardStore returns a MongoBoardStore on db's board_cards
+// collection, after creating the indexes its queries use (an existing index
+// is kept).
+func NewMongoBoardStore(ctx context.Context, db *mongo.Database) (*MongoBoardStore, error) {
+	coll := db.Collection(BoardCollection)
+	_, err := coll.Indexes().CreateMany(ctx, []mongo.IndexModel{
+		{Keys: bson.D{{Key: "updated_at", Value: -1}, {Key: "_id", Value: 1}},
+			Options: options.Index().SetName("by_updated")},
+		{Keys: bson.D{{Key: "host", Value: 1}, {Key: "repo", Value: 1}, {Key: "updated_at", Value: -1}, {Key: "_id", Value: 1}},
+			Options: options.Index().SetName("repo_by_updated")},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("server: create %s indexes: %w", BoardCollection, err)
+	}
+	return &MongoBoardStore{coll: coll}, nil
+}
+
+// Put implements BoardStore in one conditional upsert: it matches the
+// card's document only when that is not newer, so a newer document makes
+// the upsert's insert collide on _id, which is the refusal. Only then, or
+// when two first puts race, does it read the document back.
+func (s *MongoBoardStore) Put(ctx context.Context, c Card) (bool, error) {
+	if err := c.Validate(); err != nil {
+		return false, err
+	}
+	c = c.stamped()
+	id := c.ID()
+	filter := bson.D{{Key: "_id", Value: id}, {Key: "updated_at", Value: bson.D{{Key: "$lte", Value: c.Updated}}}}
+	update := bson.D{{Key: "$set", Value: bson.D{
+		{Key: "host", Value: c.Host}, {Key: "repo", Value: c.Repo}, {Key: "number", Value: c.Number},
+		{Key: "title", Value: c.Title}, {Key: "state", Value: c.State},
+		{Key: "labels", Value: nonNil(c.Labels)}, {Key: "assignees", Value: nonNil(c.Assignees)},
+		{Key: "pull_request", Value: c.PullRequest}, {Key: "url", Value: c.URL},
+		{Key: "updated_at", Value: c.Updated},
+	}}}
+	opts := options.UpdateOne().SetUpsert(true)
+	// Two attempts: a duplicate key is either a newer card (refused) or a
+	// first put that raced ours and stored an older one (try again).
+	for range 2 {
+		res, err := s.coll.UpdateOne(ctx, filter, update, opts)
+		if err == nil {
+			return res.UpsertedCount == 1 || res.ModifiedCount == 1, nil
+		}
+		if !mongo.IsDuplicateKeyError(err) {
+			return false, fmt.Errorf("server: put card %q: %w", id, err)
+		}
+		raw, err := s.coll.FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Raw()
+		if err != nil {
+			return false, fmt.Errorf("server: put card %q: read back: %w", id, err)
+		}
+		stored, err := decodeCard(raw)
+		if err != nil {
+			return false, err
+		}
+		if stored.Updated.After(c.Updated) {
+			return false, nil
+		}
+	}
+	return false, fmt.Errorf("server: put card %q: raced twice with other writers", id)
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// Cards implements BoardStore.
+func (s *MongoBoardStore) Cards(ctx context.Context, q BoardQuery) ([]Card, error) {
+	if err := q.check(); err != nil {
+		return nil, err
+	}
+	filter := bson.D{}
+	for _, f := range []struct{ key, value string }{{"host", q.Host}, {"repo", q.Repo}, {"state", q.State}} {
+		if f.value != "" {
+			filter = append(filter, bson.E{Key: f.key, Value: f.value})
+		}
+	}
+	opts := options.Find().
+		SetSort(bson.D{{Key: "updated_at", Value: -1}, {Key: "_id", Value: 1}}).
+		SetLimit(int64(q.Limit))
+	cur, err := s.coll.Find(ctx, filter, opts)
+	if err != nil {
+		return nil, fmt.Errorf("server: list cards: %w", err)
+	}
+	defer cur.Close(context.WithoutCancel(ctx))
+	var out []Card
+	for cur.Next(ctx) {
+		c, err := decodeCard(cur.Current)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	if err := cur.Err(); err != nil {
+		return nil, fmt.Errorf("server: list cards: %w", err)
+	}
+	return out, nil
+}
+
+// decodeCard turns a board_cards document into a card, refusing any
+// document of the wrong shape, with a field Validate refuses, or whose _id
+// is not its card's ID.
+func decodeCard(raw bson.Raw) (Card, error) {
+	var d cardDoc
+	if err := bson.Unmarshal(raw, &d); err != nil {
+		return Card{}, fmt.Errorf("%w: _id %v: %w", ErrMalformedCard, raw.Lookup("_id"), err)
+	}
+	c := Card{
+		Host: d.Host, Repo: d.Repo, Number: d.Number, Title: d.Title, State: d.State,
+		Labels: cloneOrNil(d.Labels), Assignees: cloneOrNil(d.Assignees),
+		PullRequest: d.PullRequest, URL: d.URL, Updated: d.Updated.UTC(),
+	}
+	if err := c.Validate(); err != nil {
+		return Card{}, fmt.Errorf("%w: _id %q: %w", ErrMalformedCard, d.ID, err)
+	}
+	if c.ID() != d.ID {
+		return Card{}, fmt.Errorf("%w: _id %q is not its card's id %q", ErrMalformedCard, d.ID, c.ID())
+	}
+	return c, nil
+}

@@ -1,0 +1,260 @@
+// Package boardstoretest is the conformance suite for server.BoardStore:
+// any store, ours or a user's, proves itself with one line,
+//
+//	func TestConformance(t *testing.T) { boardstoretest.Run(t, newStore) }
+//
+// Each case runs as a subtest on a fresh store and treats it as a black box.
+package boardstoretest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"iterion.dev/iterion/pkg/server"
+)
+
+// Run runs every conformance case against a fresh store from newStore.
+func Run(t *testing.T, newStore func(t *testing.T) server.BoardStore) {
+	t.Helper()
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Logf("rule: %s", c.rule)
+			c.check(t, newStore(t))
+		})
+	}
+}
+
+// base is the suite's clock origin; it has sub-millisecond digits on
+// purpose, so truncation shows.
+var base = time.Date(2026, 9, 30, 9, 0, 0, 123456789, time.UTC)
+
+func at(d time.Duration) time.Time { return base.Add(d) }
+
+// ms is t as stores keep it.
+func ms(t time.Time) time.Time { return t.UTC().Truncate(time.Millisecond) }
+
+// newCard returns a valid card for issue n of repo, updated at u.
+func newCard(repo string, n int, u time.Time) server.Card {
+	return server.Card{
+		Host: "github.com", Repo: repo, Number: n, Title: fmt.Sprintf("issue %d", n), State: "open",
+		Labels: []string{"bug", "p1"}, Assignees: []string{"ana"},
+		URL: fmt.Sprintf("https://github.com/%s/issues/%d", repo, n), Updated: u,
+	}
+}
+
+func put(t *testing.T, s server.BoardStore, c server.Card) bool {
+	t.Helper()
+	changed, err := s.Put(context.Background(), c)
+	if err != nil {
+		t.Fatalf("Put(%s): %v", c.ID(), err)
+	}
+	return changed
+}
+
+// all returns every card of the store, in its order.
+func all(t *testing.T, s server.BoardStore, q server.BoardQuery) []server.Card {
+	t.Helper()
+	if q.Limit == 0 {
+		q.Limit = 1000
+	}
+	cards, err := s.Cards(context.Background(), q)
+	if err != nil {
+		t.Fatalf("Cards(%+v): %v", q, err)
+	}
+	return cards
+}
+
+// one returns the stored card with c's ID, failing when there is none.
+func one(t *testing.T, s server.BoardStore, c server.Card) server.Card {
+	t.Helper()
+	for _, got := range all(t, s, server.BoardQuery{Host: c.Host, Repo: c.Repo}) {
+		if got.ID() == c.ID() {
+			return got
+		}
+	}
+	t.Fatalf("card %s not stored", c.ID())
+	return server.Card{}
+}
+
+func ids(cards []server.Card) []string {
+	out := make([]string, len(cards))
+	for i, c := range cards {
+		out[i] = c.ID()
+	}
+	return out
+}
+
+// same reports whether a and b are equal card for card, field for field.
+func same(a, b server.Card) bool {
+	return a.Host == b.Host && a.Repo == b.Repo && a.Number == b.Number && a.Title == b.Title &&
+		a.State == b.State && slices.Equal(a.Labels, b.Labels) && slices.Equal(a.Assignees, b.Assignees) &&
+		a.PullRequest == b.PullRequest && a.URL == b.URL && a.Updated.Equal(b.Updated)
+}
+
+var cases = []struct {
+	name, rule string
+	check      func(t *testing.T, s server.BoardStore)
+}{
+	{"PutReportsChange", "Put reports changed for a new card and for a changed field, not for the same card again", func(t *testing.T, s server.BoardStore) {
+		c := newCard("acme/app", 1, at(0))
+		if !put(t, s, c) {
+			t.Errorf("first Put changed = false, want true: a new card is a change")
+		}
+		if put(t, s, c) {
+			t.Errorf("same Put again changed = true, want false: the same card is no change")
+		}
+		again := c
+		again.Labels = slices.Clone(c.Labels) // equal contents in another slice
+		again.Updated = c.Updated.Add(time.Microsecond)
+		if put(t, s, again) {
+			t.Errorf("Put of equal lists at the same millisecond changed = true, want false: cards compare by value, instants to the millisecond")
+		}
+		c.State, c.Updated = "closed", at(time.Minute)
+		if !put(t, s, c) {
+			t.Errorf("Put of a closed card changed = false, want true: a changed field is a change")
+		}
+		if got := one(t, s, c); got.State != "closed" || !got.Updated.Equal(ms(at(time.Minute))) {
+			t.Errorf("got state %q updated %v, want closed at %v: the change is stored", got.State, got.Updated, ms(at(time.Minute)))
+		}
+	}},
+	{"RoundTrip", "every field of a stored card reads back as stored, Updated in UTC to the millisecond, empty lists as nil", func(t *testing.T, s server.BoardStore) {
+		c := newCard("acme/app", 7, at(0).In(time.FixedZone("x", 3600)))
+		c.PullRequest = true
+		put(t, s, c)
+		got := one(t, s, c)
+		want := c
+		want.Updated = ms(at(0))
+		if !same(got, want) || got.Updated.Location() != time.UTC {
+			t.Errorf("got %+v, want %+v in UTC: a card reads back as stored", got, want)
+		}
+		bare := newCard("acme/app", 8, at(0))
+		bare.Labels, bare.Assignees, bare.URL, bare.Title = []string{}, nil, "", ""
+		put(t, s, bare)
+		if got := one(t, s, bare); got.Labels != nil || got.Assignees != nil || got.URL != "" || got.Title != "" {
+			t.Errorf("got labels %#v assignees %#v url %q title %q, want nil, nil, empty, empty: empty lists read back as nil", got.Labels, got.Assignees, got.URL, got.Title)
+		}
+	}},
+	{"NewerNeverOverwritten", "a card updated earlier than the stored one changes nothing; one updated at the same instant replaces it", func(t *testing.T, s server.BoardStore) {
+		newer := newCard("acme/app", 2, at(time.Hour))
+		newer.Title = "newer"
+		put(t, s, newer)
+		older := newCard("acme/app", 2, at(0))
+		older.Title = "older"
+		if put(t, s, older) {
+			t.Errorf("Put of an older read changed = true, want false: an older read never overwrites a newer one")
+		}
+		if got := one(t, s, newer); got.Title != "newer" {
+			t.Errorf("got title %q, want newer: an older read never overwrites a newer one", got.Title)
+		}
+		tie := newer
+		tie.Title = "edited within the same second"
+		if !put(t, s, tie) {
+			t.Errorf("Put at the stored instant with another title changed = false, want true: the forge's instants have seconds, so two edits can share one")
+		}
+		if got := one(t, s, newer); got.Title != tie.Title {
+			t.Errorf("got title %q, want %q: a card at the same instant replaces the stored one", got.Title, tie.Title)
+		}
+	}},
+	{"PutRefusesInvalid", "a card Validate refuses is ErrInvalid and nothing is written", func(t *testing.T, s server.BoardStore) {
+		for _, bad := range []func(*server.Card){
+			func(c *server.Card) { c.Host = "" },
+			func(c *server.Card) { c.Host = "git/hub" },
+			func(c *server.Card) { c.Repo = "no-slash" },
+			func(c *server.Card) { c.Number = 0 },
+			func(c *server.Card) { c.State = "merged" },
+			func(c *server.Card) { c.Updated = time.Time{} },
+		} {
+			c := newCard("acme/app", 3, at(0))
+			bad(&c)
+			if _, err := s.Put(context.Background(), c); !errors.Is(err, server.ErrInvalid) {
+				t.Errorf("Put(%+v) = %v, want ErrInvalid: invalid cards are refused", c, err)
+			}
+		}
+		if got := all(t, s, server.BoardQuery{}); len(got) != 0 {
+			t.Errorf("got cards %v after refused puts, want none: nothing is written", ids(got))
+		}
+	}},
+	{"CardsOrderFilterLimit", "Cards lists the most recently updated first, ties by ID, filtered by host, repo and state, at most Limit", func(t *testing.T, s server.BoardStore) {
+		a1, a2, a3 := newCard("acme/app", 1, at(0)), newCard("acme/app", 2, at(time.Hour)), newCard("acme/app", 3, at(time.Hour))
+		a3.State = "closed"
+		lib := newCard("acme/lib", 1, at(2*time.Hour))
+		ghe := newCard("acme/app", 1, at(3*time.Hour))
+		ghe.Host = "ghe.example"
+		for _, c := range []server.Card{a1, a2, a3, lib, ghe} {
+			put(t, s, c)
+		}
+		tie := []string{a2.ID(), a3.ID()}
+		slices.Sort(tie)
+		for _, tc := range []struct {
+			q    server.BoardQuery
+			want []string
+			rule string
+		}{
+			{server.BoardQuery{}, append(append([]string{ghe.ID(), lib.ID()}, tie...), a1.ID()), "newest first, ties by ID"},
+			{server.BoardQuery{Host: "github.com", Repo: "acme/app"}, append(slices.Clone(tie), a1.ID()), "one repo of one host"},
+			{server.BoardQuery{Repo: "acme/app", State: "open"}, []string{ghe.ID(), a2.ID(), a1.ID()}, "open cards of a repo on any host"},
+			{server.BoardQuery{State: "closed"}, []string{a3.ID()}, "closed cards"},
+			{server.BoardQuery{Limit: 2}, []string{ghe.ID(), lib.ID()}, "at most Limit, the newest"},
+		} {
+			if got := ids(all(t, s, tc.q)); !slices.Equal(got, tc.want) {
+				t.Errorf("Cards(%+v) = %v, want %v: %s", tc.q, got, tc.want, tc.rule)
+			}
+		}
+	}},
+	{"CardsRefusesBadQuery", "a limit under 1 or an unknown state is ErrInvalid", func(t *testing.T, s server.BoardStore) {
+		for _, q := range []server.BoardQuery{{Limit: 0}, {Limit: -1}, {Limit: 1, State: "merged"}} {
+			if _, err := s.Cards(context.Background(), q); !errors.Is(err, server.ErrInvalid) {
+				t.Errorf("Cards(%+v) = %v, want ErrInvalid: bad queries are refused", q, err)
+			}
+		}
+	}},
+	{"SlicesNotShared", "the store keeps its own copy of a card's lists, and hands out copies", func(t *testing.T, s server.BoardStore) {
+		c := newCard("acme/app", 4, at(0))
+		put(t, s, c)
+		c.Labels[0] = "changed-by-caller"
+		got := one(t, s, c)
+		if got.Labels[0] != "bug" {
+			t.Fatalf("got label %q, want bug: the caller's slice is not the store's", got.Labels[0])
+		}
+		got.Assignees[0] = "changed-by-reader"
+		if again := one(t, s, c); again.Assignees[0] != "ana" {
+			t.Errorf("got assignee %q, want ana: a reader's slice is not the store's", again.Assignees[0])
+		}
+	}},
+	{"RacingPutsKeepTheNewest", "whatever the order racing puts land in, the newest read of a card is the one stored", func(t *testing.T, s server.BoardStore) {
+		const n = 8
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Go(func() {
+				c := newCard("acme/app", 5, at(time.Duration(i)*time.Second))
+				c.Title = fmt.Sprintf("version %d", i)
+				if _, err := s.Put(context.Background(), c); err != nil {
+					t.Errorf("Put version %d: %v", i, err)
+				}
+			})
+		}
+		wg.Wait()
+		want := fmt.Sprintf("version %d", n-1)
+		if got := one(t, s, newCard("acme/app", 5, at(0))); got.Title != want {
+			t.Errorf("got %q, want %q: the newest read wins a race", got.Title, want)
+		}
+	}},
+	{"DoneContext", "a call on a done context fails and writes nothing", func(t *testing.T, s server.BoardStore) {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		if _, err := s.Put(ctx, newCard("acme/app", 6, at(0))); err == nil {
+			t.Errorf("Put on a done context = nil, want an error")
+		}
+		if got := all(t, s, server.BoardQuery{}); len(got) != 0 {
+			t.Errorf("got cards %v after a Put on a done context, want none: nothing is written", ids(got))
+		}
+		if _, err := s.Cards(ctx, server.BoardQuery{Limit: 1}); err == nil {
+			t.Errorf("Cards on a done context = nil, want an error")
+		}
+	}},
+}
