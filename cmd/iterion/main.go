@@ -22,6 +22,7 @@ var commands = map[string]command{
 	// one line per subcommand, e.g. "serve": {"run a replica of the server", runServe},
 	"forge-sim": {"serve the GitHub simulator (--listen ADDR --budget N)", runForgeSim},
 	"dev-mongo": {"serve the MongoDB-wire test server (--listen ADDR --dir DIR)", runDevMongo},
+	"bench":     {"measure ADR-117's consequences on real processes (the multi-process harness, full mode)", runBench},
 }
 
 func main() {

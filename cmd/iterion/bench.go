@@ -1,0 +1,54 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"iterion.dev/iterion/internal/harness"
+)
+
+// runBench runs the multi-process harness in full mode and prints its
+// figures as a markdown block for BENCHMARKS.md.
+func runBench(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	var o harness.Options
+	ns := fs.String("n", "1,3,10", "replica counts of the cost scenario, comma-separated")
+	scen := fs.String("scenarios", strings.Join(harness.Scenarios, ","), "scenarios to run, comma-separated")
+	out := fs.String("out", "", "also write the markdown block to this file")
+	fs.DurationVar(&o.Interval, "interval", 500*time.Millisecond, "sweep interval of every replica (the compressed minute; TTL is 3 intervals, retry 1)")
+	fs.IntVar(&o.Runs, "runs", 20, "gating runs to seed")
+	fs.DurationVar(&o.Window, "window", 0, "how long each cost configuration is measured (default 30 intervals)")
+	fs.IntVar(&o.Replicas, "replicas", 3, "replicas in the takeover and fault scenarios")
+	fs.IntVar(&o.Takeovers, "takeovers", 20, "leader stops per signal (SIGTERM, SIGKILL)")
+	fs.IntVar(&o.BudgetReplicas, "budget-replicas", 0, "replicas in the budget scenario (default the largest -n)")
+	fs.StringVar(&o.Bin, "bin", "", "a built iterion binary (default: build ./cmd/iterion of the enclosing module)")
+	fs.StringVar(&o.Dir, "dir", "", "keep logs and Mongo's files here (default: a temporary directory, removed on success)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	for _, f := range strings.Split(*ns, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil {
+			return fmt.Errorf("-n %q: %q is not a number", *ns, f)
+		}
+		o.Ns = append(o.Ns, n)
+	}
+	o.Scenarios = strings.Split(*scen, ",")
+	o.Progress = os.Stderr
+	rep, err := harness.Run(ctx, o)
+	if rep != nil {
+		md := rep.Markdown("go run ./cmd/iterion bench " + strings.Join(args, " "))
+		fmt.Print(md)
+		if *out != "" {
+			if werr := os.WriteFile(*out, []byte(md), 0o644); werr != nil && err == nil {
+				err = werr
+			}
+		}
+	}
+	return err
+}

@@ -1,0 +1,244 @@
+package harness
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// httpc is the harness's HTTP client: short timeouts, since every server it
+// talks to is on loopback.
+var httpc = &http.Client{Timeout: 5 * time.Second}
+
+// doJSON sends a request with an optional JSON body and decodes a JSON answer
+// into out (when out is not nil). Any status outside 2xx is an error that
+// quotes the answer.
+func doJSON(ctx context.Context, method, url, bearer string, body, out any) error {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return fmt.Errorf("%w: %s %s: %v", ErrRequest, method, url, err)
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, rd)
+	if err != nil {
+		return fmt.Errorf("%w: %s %s: %v", ErrRequest, method, url, err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if bearer != "" {
+		req.Header.Set("Authorization", "Bearer "+bearer)
+	}
+	resp, err := httpc.Do(req)
+	if err != nil {
+		return fmt.Errorf("%w: %s %s: %v", ErrRequest, method, url, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return fmt.Errorf("%w: %s %s: %v", ErrRequest, method, url, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("%w: %s %s: %s: %s", ErrRequest, method, url, resp.Status, strings.TrimSpace(string(b)))
+	}
+	if out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			return fmt.Errorf("%w: %s %s: decode %q: %v", ErrRequest, method, url, b, err)
+		}
+	}
+	return nil
+}
+
+// simRequests is one row of the simulator's GET /_sim/stats.
+type simRequests struct {
+	Token  string `json:"token"`
+	Method string `json:"method"`
+	Route  string `json:"route"`
+	Status int    `json:"status"`
+	Count  int64  `json:"count"`
+}
+
+// simStats is the simulator's GET /_sim/stats (DESIGN.md, wire contracts):
+// every request it received, by token, method, route and status.
+type simStats struct {
+	Requests []simRequests `json:"requests"`
+	Budget   struct {
+		Windows []struct {
+			Token     string `json:"token"`
+			Resource  string `json:"resource"`
+			Remaining int    `json:"remaining"`
+		} `json:"windows"`
+	} `json:"budget"`
+}
+
+// spent reports whether token's open core budget window has nothing left.
+func (s simStats) spent(token string) bool {
+	for _, w := range s.Budget.Windows {
+		if w.Token == token && w.Resource == "core" && w.Remaining == 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// byToken sums the rows that keep, per token.
+func (s simStats) byToken(keep func(simRequests) bool) map[string]int64 {
+	out := map[string]int64{}
+	for _, r := range s.Requests {
+		if keep == nil || keep(r) {
+			out[r.Token] += r.Count
+		}
+	}
+	return out
+}
+
+// sim talks to an `iterion forge-sim` process over its wire contract.
+type sim struct {
+	url string // base URL, no trailing slash
+}
+
+func (s sim) stats(ctx context.Context) (simStats, error) {
+	var st simStats
+	err := doJSON(ctx, http.MethodGet, s.url+"/_sim/stats", "", nil, &st)
+	return st, err
+}
+
+// seedPull creates (or replaces) an open pull request.
+func (s sim) seedPull(ctx context.Context, repo string, number int, sha string) error {
+	body := map[string]any{"number": number, "head_sha": sha, "state": "open"}
+	return doJSON(ctx, http.MethodPost, s.url+"/_sim/repos/"+repo+"/pulls", "", body, nil)
+}
+
+// harnessToken is the forge token of the harness's own reads and writes, so
+// that they are never charged to a replica.
+const harnessToken = "harness"
+
+// setStatus writes a commit status through the forge's own REST endpoint, as
+// a human or another bot would behind the replicas' backs.
+func (s sim) setStatus(ctx context.Context, repo, sha, gateContext, state string) error {
+	body := map[string]string{"state": state, "context": gateContext, "description": "drifted by the harness"}
+	return doJSON(ctx, http.MethodPost, s.url+"/repos/"+repo+"/statuses/"+sha, harnessToken, body, nil)
+}
+
+// statusOf reads the state of gateContext on sha ("" when it has none).
+func (s sim) statusOf(ctx context.Context, repo, sha, gateContext string) (string, error) {
+	var cs struct {
+		Statuses []struct {
+			Context string `json:"context"`
+			State   string `json:"state"`
+		} `json:"statuses"`
+	}
+	if err := doJSON(ctx, http.MethodGet, s.url+"/repos/"+repo+"/commits/"+sha+"/status", harnessToken, nil, &cs); err != nil {
+		return "", err
+	}
+	for _, st := range cs.Statuses {
+		if st.Context == gateContext {
+			return st.State, nil
+		}
+	}
+	return "", nil
+}
+
+// holder is one row of a replica's GET /leases?format=json.
+type holder struct {
+	Name    string    `json:"name"`
+	Owner   string    `json:"owner"`
+	Expires time.Time `json:"expires"`
+}
+
+// runRequest is the body of POST /api/runs (DESIGN.md, wire contracts).
+type runRequest struct {
+	Repo    string `json:"repo"`
+	Pull    int    `json:"pull"`
+	HeadSHA string `json:"head_sha"`
+	Verdict string `json:"verdict"`
+	Context string `json:"context,omitempty"`
+}
+
+// api talks to one `iterion serve` process over its wire contract.
+type api struct {
+	url   string // base URL, no trailing slash
+	token string // the API bearer token
+}
+
+func (a api) postRun(ctx context.Context, r runRequest) error {
+	return doJSON(ctx, http.MethodPost, a.url+"/api/runs", a.token, r, nil)
+}
+
+func (a api) leases(ctx context.Context) ([]holder, error) {
+	var hs []holder
+	err := doJSON(ctx, http.MethodGet, a.url+"/leases?format=json", "", nil, &hs)
+	return hs, err
+}
+
+// ready reports whether the replica answers GET /metrics.
+func (a api) ready(ctx context.Context) bool {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, a.url+"/metrics", nil)
+	if err != nil {
+		return false
+	}
+	resp, err := httpc.Do(req)
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
+
+// transportCounts reads forge_http_requests_total from the replica's
+// /metrics, summed by lane over hosts, APIs and codes.
+func (a api) transportCounts(ctx context.Context) (map[string]int64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, a.url+"/metrics", nil)
+	if err != nil {
+		return nil, fmt.Errorf("%w: metrics: %v", ErrRequest, err)
+	}
+	resp, err := httpc.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("%w: metrics: %v", ErrRequest, err)
+	}
+	defer resp.Body.Close()
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("%w: metrics of %s: %v", ErrRequest, a.url, err)
+	}
+	out := map[string]int64{}
+	fam := fams["forge_http_requests_total"]
+	if fam == nil {
+		return out, nil
+	}
+	for _, m := range fam.GetMetric() {
+		lane := ""
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "lane" {
+				lane = l.GetValue()
+			}
+		}
+		out[lane] += int64(m.GetCounter().GetValue())
+	}
+	return out, nil
+}
+
+// setBudget sets token's hourly budget on the simulator.
+func (s sim) setBudget(ctx context.Context, token string, limit int) error {
+	body := map[string]any{"limit": limit, "token": token}
+	return doJSON(ctx, http.MethodPost, s.url+"/_sim/budget", "", body, nil)
+}
+
+// secondary makes token's next count requests hit a secondary rate limit
+// with retryAfter (whole seconds).
+func (s sim) secondary(ctx context.Context, token string, retryAfter time.Duration, count int) error {
+	body := map[string]any{"token": token, "retry_after_seconds": int(retryAfter / time.Second), "count": count}
+	return doJSON(ctx, http.MethodPost, s.url+"/_sim/secondary", "", body, nil)
+}

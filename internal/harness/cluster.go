@@ -1,0 +1,274 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// cluster is the set of processes one harness run drives: one
+// `iterion dev-mongo`, one `iterion forge-sim`, and the `iterion serve`
+// replicas, each behind its own forwarder to Mongo. Methods are called from
+// one goroutine at a time.
+type cluster struct {
+	bin      string
+	dir      string // logs and Mongo's files
+	interval time.Duration
+	apiToken string
+
+	mongo     *proc
+	mongoAddr string // host:port dev-mongo listens on
+	mongoQS   string // the URI's query string, kept for the replicas
+	sim       sim
+	simProc   *proc
+	replicas  []*replica
+	seq       int // replicas started so far, for unique names and tokens
+}
+
+// replica is one `iterion serve` process. Its forge token is unique to it, so
+// the simulator's per-token counts are its requests and nobody else's.
+type replica struct {
+	name    string
+	token   string
+	noLease bool
+	p       *proc
+	fwd     *forwarder
+	api     api
+}
+
+// startCluster starts dev-mongo and forge-sim with their files and logs in
+// dir. budget is the simulator's per-token hourly budget.
+func startCluster(ctx context.Context, bin, dir string, interval time.Duration, budget int) (*cluster, error) {
+	c := &cluster{bin: bin, dir: dir, interval: interval, apiToken: "harness-api-token"}
+	if err := c.startMongo(""); err != nil {
+		return nil, err
+	}
+	var err error
+	c.simProc, err = startProc(dir, "forge-sim", bin, "forge-sim", "--listen", "127.0.0.1:0", "--budget", fmt.Sprint(budget))
+	if err != nil {
+		c.close()
+		return nil, err
+	}
+	line, err := c.simProc.waitLine(30 * time.Second)
+	if err != nil {
+		c.close()
+		return nil, err
+	}
+	u := extractURL(line, "")
+	if u == "" {
+		c.close()
+		return nil, fmt.Errorf("%w: forge-sim printed %q, want its URL", ErrProcess, line)
+	}
+	c.sim = sim{url: strings.TrimRight(u, "/")}
+	return c, nil
+}
+
+// startMongo starts dev-mongo on addr (a free port when empty) with its files
+// in the cluster's directory, so a restart on the same address keeps the data.
+func (c *cluster) startMongo(addr string) error {
+	if addr == "" {
+		var err error
+		if addr, err = freeAddr(); err != nil {
+			return err
+		}
+	}
+	mdir := filepath.Join(c.dir, "mongo")
+	if err := os.MkdirAll(mdir, 0o755); err != nil {
+		return fmt.Errorf("%w: %v", ErrProcess, err)
+	}
+	p, err := startProc(c.dir, "dev-mongo", c.bin, "dev-mongo", "--listen", addr, "--dir", mdir)
+	if err != nil {
+		return err
+	}
+	line, err := p.waitLine(60 * time.Second)
+	if err != nil {
+		p.stop(time.Second)
+		return err
+	}
+	u, err := url.Parse(extractURL(line, ""))
+	if err != nil || u.Host == "" {
+		p.stop(time.Second)
+		return fmt.Errorf("%w: dev-mongo printed %q, want mongodb://ADDR/?serverMonitoringMode=poll", ErrProcess, line)
+	}
+	c.mongo, c.mongoAddr, c.mongoQS = p, u.Host, u.RawQuery
+	return nil
+}
+
+// replicaSpec says how to start replicas: with --no-lease, with a forge
+// token shared by all of them ("": each its own), and extra serve flags.
+type replicaSpec struct {
+	noLease bool
+	token   string
+	extra   []string
+}
+
+// startReplicas starts n more replicas and waits until each answers.
+func (c *cluster) startReplicas(ctx context.Context, n int, spec replicaSpec) ([]*replica, error) {
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		out  []*replica
+		errs []error
+	)
+	for range n {
+		c.seq++
+		seq := c.seq
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, err := c.startReplica(ctx, seq, spec)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+				return
+			}
+			out = append(out, r)
+		}()
+	}
+	wg.Wait()
+	c.replicas = append(c.replicas, out...)
+	if len(errs) > 0 {
+		return out, errs[0]
+	}
+	return out, nil
+}
+
+func (c *cluster) startReplica(ctx context.Context, seq int, spec replicaSpec) (*replica, error) {
+	fwd, err := newForwarder(c.mongoAddr)
+	if err != nil {
+		return nil, err
+	}
+	listen, err := freeAddr()
+	if err != nil {
+		fwd.close()
+		return nil, err
+	}
+	r := &replica{
+		name:    fmt.Sprintf("replica-%02d", seq),
+		token:   spec.token,
+		noLease: spec.noLease,
+		fwd:     fwd,
+		api:     api{url: "http://" + listen, token: c.apiToken},
+	}
+	if r.token == "" {
+		r.token = r.name
+	}
+	mongoURI := "mongodb://" + fwd.addr() + "/?" + c.mongoQS
+	args := []string{"serve",
+		"--listen", listen,
+		"--mongo-uri", mongoURI,
+		"--forge-url", c.sim.url + "/",
+		"--forge-token", r.token,
+		"--api-token", c.apiToken,
+		"--sweep-interval", c.interval.String(),
+	}
+	if spec.noLease {
+		args = append(args, "--no-lease")
+	}
+	args = append(args, spec.extra...)
+	r.p, err = startProc(c.dir, r.name, c.bin, args...)
+	if err != nil {
+		fwd.close()
+		return nil, err
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for !r.api.ready(ctx) {
+		if r.p.exited() || time.Now().After(deadline) {
+			r.p.stop(time.Second)
+			fwd.close()
+			return nil, fmt.Errorf("%w: %s did not answer /metrics: %s", ErrProcess, r.name, r.p.tail(5))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return r, nil
+}
+
+// stopReplica sends sig to r, waits for it to exit (killing it after a
+// grace period) and forgets it.
+func (c *cluster) stopReplica(r *replica, sig syscall.Signal) {
+	r.p.signal(sig)
+	if !r.p.wait(15 * time.Second) {
+		r.p.signal(syscall.SIGKILL)
+		r.p.wait(5 * time.Second)
+	}
+	r.fwd.close()
+	for i, x := range c.replicas {
+		if x == r {
+			c.replicas = append(c.replicas[:i], c.replicas[i+1:]...)
+			break
+		}
+	}
+}
+
+// stopAll stops every replica with SIGTERM, in parallel.
+func (c *cluster) stopAll() {
+	rs := append([]*replica(nil), c.replicas...)
+	var wg sync.WaitGroup
+	for _, r := range rs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.p.stop(15 * time.Second)
+			r.fwd.close()
+		}()
+	}
+	wg.Wait()
+	c.replicas = nil
+}
+
+// close stops every process the cluster started.
+func (c *cluster) close() {
+	c.stopAll()
+	if c.simProc != nil {
+		c.simProc.stop(5 * time.Second)
+	}
+	if c.mongo != nil {
+		c.mongo.stop(10 * time.Second)
+	}
+}
+
+// freeAddr returns a loopback address whose port was free a moment ago.
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("%w: free port: %v", ErrProcess, err)
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+// extractURL returns the first whitespace-separated field of line that looks
+// like a URL, or def when there is none.
+func extractURL(line, def string) string {
+	for _, f := range strings.Fields(line) {
+		if strings.Contains(f, "://") {
+			return f
+		}
+	}
+	return def
+}
+
+// startMongoRetry starts dev-mongo again on its address and directory,
+// retrying while the port lingers after the old process exited.
+func (c *cluster) startMongoRetry() error {
+	var err error
+	for range 20 {
+		if err = c.startMongo(c.mongoAddr); err == nil {
+			return nil
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	return err
+}
+
+// noETagFlag is the serve flag that turns the forge client's ETag cache off,
+// for the budget scenario's replay of the ADR's incident.
+const noETagFlag = "--forge-etag-cache=-1"

@@ -1,0 +1,214 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"time"
+)
+
+// simBudget is the simulator's per-token hourly budget outside the budget
+// scenario: far above anything a run spends, so nothing is rate limited.
+const simBudget = 10_000_000
+
+// gateContext is the status context the seeded runs gate on (the default).
+const gateContext = "iterion/review"
+
+// seedRepo is the repository every seeded pull request lives in.
+const seedRepo = "acme/app"
+
+// headSHA is the head of seeded pull request n: 40 hex digits, unique per n.
+func headSHA(n int) string {
+	return fmt.Sprintf("%040x", uint64(n)*0x9e3779b97f4a7c15)
+}
+
+// seed opens Runs pull requests on the simulator and records a success
+// verdict for each through POST /api/runs on a seeding replica, which offers
+// it at once: every forge status then agrees with its verdict.
+func (h *run) seed(ctx context.Context) error {
+	rs, err := h.c.startReplicas(ctx, 1, replicaSpec{})
+	if err != nil {
+		return err
+	}
+	seeder := rs[0]
+	for n := 1; n <= h.o.Runs; n++ {
+		r := runRequest{Repo: seedRepo, Pull: n, HeadSHA: headSHA(n), Verdict: "success"}
+		if err := h.c.sim.seedPull(ctx, r.Repo, r.Pull, r.HeadSHA); err != nil {
+			return err
+		}
+		if err := seeder.api.postRun(ctx, r); err != nil {
+			return err
+		}
+		h.population = append(h.population, r)
+	}
+	h.logf("seeded %d gating runs through %s", h.o.Runs, seeder.name)
+	h.c.stopAll()
+	return nil
+}
+
+// CostRow is one configuration of the cost scenario.
+type CostRow struct {
+	Replicas int
+	Lease    bool
+	// PerMinute is sweeper-lane requests per real minute, summed over the
+	// replicas: the least-squares slope of the simulator's counts.
+	PerMinute float64
+	// PerInterval is the same per sweep interval: the compressed minute,
+	// comparable to the ADR's requests per minute.
+	PerInterval float64
+	// Share304 is the share of the window's sweep reads (GETs) the
+	// simulator answered 304 Not Modified: with ETags and nothing changing,
+	// nearly all of them, and GitHub charges none to the budget.
+	Share304 float64
+	// Sweepers is how many replicas sent sweeper requests in the window.
+	Sweepers int
+	// Sim and Transport are the configuration's requests over its whole
+	// life as the simulator counted them and as the replicas' transports
+	// counted them on lane merge-gate-sweeper, read at one quiet instant.
+	Sim, Transport int64
+}
+
+// Agree reports whether the transport's counts equal the simulator's.
+func (r CostRow) Agree() bool { return r.Sim == r.Transport }
+
+// cost measures the sweep's request rate for every N, without and then with
+// the lease, each configuration on fresh replicas.
+func (h *run) cost(ctx context.Context) error {
+	for _, lease := range []bool{false, true} {
+		for _, n := range h.o.Ns {
+			row, err := h.costOne(ctx, n, lease)
+			if err != nil {
+				return err
+			}
+			h.rep.Cost = append(h.rep.Cost, row)
+			h.logf("N=%-2d lease=%-5v %8.0f req/min  %6.1f req/interval  sweepers %d  sim %d transport %d",
+				n, lease, row.PerMinute, row.PerInterval, row.Sweepers, row.Sim, row.Transport)
+		}
+	}
+	return nil
+}
+
+func (h *run) costOne(ctx context.Context, n int, lease bool) (CostRow, error) {
+	rs, err := h.c.startReplicas(ctx, n, replicaSpec{noLease: !lease})
+	if err != nil {
+		return CostRow{}, err
+	}
+	defer h.c.stopAll()
+	tokens := tokensOf(rs)
+	// Warm up: wait until the replicas that should sweep do, then one more
+	// interval so the first (deep) passes are behind.
+	want := n
+	if lease {
+		want = 1
+	}
+	if _, err := pollUntil(ctx, h.c.sim, 20*time.Millisecond, 10*h.o.Interval+10*time.Second, func(st simStats) bool {
+		c := st.byToken(nil)
+		k := 0
+		for _, t := range tokens {
+			if c[t] > 0 {
+				k++
+			}
+		}
+		return k >= want
+	}); err != nil {
+		return CostRow{}, fmt.Errorf("N=%d lease=%v: %d replicas never swept: %w", n, lease, want, err)
+	}
+	sleep(ctx, h.o.Interval)
+	st0, err := h.c.sim.stats(ctx)
+	if err != nil {
+		return CostRow{}, err
+	}
+	sp := startSampler(ctx, h.c.sim, 20*time.Millisecond)
+	sleep(ctx, h.o.Window)
+	ss, err := sp.stop()
+	if err != nil {
+		return CostRow{}, err
+	}
+	st1, err := h.c.sim.stats(ctx)
+	if err != nil {
+		return CostRow{}, err
+	}
+	rate := slopePerSecond(ss, tokens)
+	row := CostRow{
+		Replicas:    n,
+		Lease:       lease,
+		PerMinute:   rate * 60,
+		PerInterval: rate * h.o.Interval.Seconds(),
+		Sweepers:    len(activeIn(ss, ss[0].at, ss[len(ss)-1].at, tokens)),
+		Share304:    share304(st0, st1, tokens),
+	}
+	row.Sim, row.Transport, err = h.agreement(ctx, rs)
+	return row, err
+}
+
+// agreement reads the replicas' sweeper-lane transport counts and the
+// simulator's counts for their tokens at one quiet instant: between two
+// identical reads of every /metrics, so no request was in flight.
+func (h *run) agreement(ctx context.Context, rs []*replica) (sim, transport int64, err error) {
+	read := func() (int64, error) {
+		var total int64
+		for _, r := range rs {
+			c, err := r.api.transportCounts(ctx)
+			if err != nil {
+				return 0, err
+			}
+			total += c[laneSweeper]
+		}
+		return total, nil
+	}
+	for range 50 {
+		before, err := read()
+		if err != nil {
+			return 0, 0, err
+		}
+		st, err := h.c.sim.stats(ctx)
+		if err != nil {
+			return 0, 0, err
+		}
+		after, err := read()
+		if err != nil {
+			return 0, 0, err
+		}
+		if before == after {
+			counts := st.byToken(nil)
+			for _, r := range rs {
+				sim += counts[r.token]
+			}
+			return sim, after, nil
+		}
+		sleep(ctx, h.o.Interval / 7)
+	}
+	return 0, 0, fmt.Errorf("%w: no quiet instant to compare the transport's counts with the simulator's", ErrMeasure)
+}
+
+// laneSweeper is the merge-gate sweeper's lane (pkg/forge/lanes.go).
+const laneSweeper = "merge-gate-sweeper"
+
+func tokensOf(rs []*replica) []string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = r.token
+	}
+	return out
+}
+
+// share304 is the share of the tokens' GETs between a and b that were
+// answered 304 (0 when there were none).
+func share304(a, b simStats, tokens []string) float64 {
+	isGet := func(r simRequests) bool { return r.Method == http.MethodGet && slices.Contains(tokens, r.Token) }
+	is304 := func(r simRequests) bool { return isGet(r) && r.Status == http.StatusNotModified }
+	gets := total(b.byToken(isGet)) - total(a.byToken(isGet))
+	if gets == 0 {
+		return 0
+	}
+	return float64(total(b.byToken(is304))-total(a.byToken(is304))) / float64(gets)
+}
+
+func total(m map[string]int64) int64 {
+	var n int64
+	for _, v := range m {
+		n += v
+	}
+	return n
+}

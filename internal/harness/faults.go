@@ -1,0 +1,249 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"syscall"
+	"time"
+)
+
+// Check is one rule a scenario asserts, with what was measured.
+type Check struct {
+	Rule   string
+	OK     bool
+	Detail string
+}
+
+// FaultResult is one fault scenario.
+type FaultResult struct {
+	Name string
+	// Drifted runs had their forge status changed behind the replicas'
+	// backs during the fault; Repaired of them agreed with their verdict
+	// again afterwards.
+	Drifted, Repaired int
+	// RepairAfter is from the end of the fault until every drifted run was
+	// repaired (0 when they were repaired before it ended); Bound is one
+	// deep pass: 30 intervals, plus the tick that starts it.
+	RepairAfter, Bound time.Duration
+	Checks             []Check
+}
+
+// OK reports whether every check held and nothing was lost.
+func (f FaultResult) OK() bool {
+	for _, c := range f.Checks {
+		if !c.OK {
+			return false
+		}
+	}
+	return f.Repaired == f.Drifted && f.RepairAfter <= f.Bound
+}
+
+func (f *FaultResult) check(rule string, ok bool, format string, args ...any) {
+	f.Checks = append(f.Checks, Check{Rule: rule, OK: ok, Detail: fmt.Sprintf(format, args...)})
+}
+
+// deepPassEvery is the sweeper's cadence of deep passes (DESIGN.md).
+const deepPassEvery = 30
+
+// faults runs each fault scenario on fresh replicas.
+func (h *run) faults(ctx context.Context) error {
+	for _, f := range []struct {
+		name string
+		run  func(context.Context, *FaultResult) error
+	}{
+		{"partition of the leader from Mongo", h.partition},
+		{"Mongo server restarted", h.mongoRestart},
+		{"rate-limited forge", h.rateLimited},
+	} {
+		res := FaultResult{Name: f.name, Bound: (deepPassEvery + 1) * h.o.Interval}
+		if _, err := h.c.startReplicas(ctx, h.o.Replicas, replicaSpec{}); err != nil {
+			return err
+		}
+		if err := f.run(ctx, &res); err != nil {
+			return fmt.Errorf("%s: %w", f.name, err)
+		}
+		h.c.stopAll()
+		h.rep.Faults = append(h.rep.Faults, res)
+		h.logf("%s: drifted %d, repaired %d, %v after the fault (bound %v), checks ok %v",
+			res.Name, res.Drifted, res.Repaired, res.RepairAfter.Round(time.Millisecond), res.Bound, res.OK())
+		for _, c := range res.Checks {
+			if !c.OK {
+				h.logf("  FAILED %s: %s", c.Rule, c.Detail)
+			}
+		}
+	}
+	return nil
+}
+
+// drifted is the share of the population whose statuses a fault changes.
+func (h *run) drifted() []runRequest {
+	return h.population[:max(1, len(h.population)/4)]
+}
+
+// drift sets every drifted run's gate status to failure, disagreeing with
+// its success verdict.
+func (h *run) drift(ctx context.Context) error {
+	for _, r := range h.drifted() {
+		if err := h.c.sim.setStatus(ctx, r.Repo, r.HeadSHA, gateContext, "failure"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// awaitRepair polls the drifted runs' statuses until each agrees with its
+// verdict again, at most within bound after `from`, and records the result.
+func (h *run) awaitRepair(ctx context.Context, res *FaultResult, from time.Time) error {
+	rs := h.drifted()
+	res.Drifted = len(rs)
+	deadline := from.Add(res.Bound + 5*time.Second)
+	for {
+		repaired := 0
+		for _, r := range rs {
+			st, err := h.c.sim.statusOf(ctx, r.Repo, r.HeadSHA, gateContext)
+			if err != nil {
+				return err
+			}
+			if st == r.Verdict {
+				repaired++
+			}
+		}
+		res.Repaired = repaired
+		now := time.Now()
+		if repaired == len(rs) {
+			res.RepairAfter = max(0, now.Sub(from))
+			return nil
+		}
+		if now.After(deadline) {
+			res.RepairAfter = now.Sub(from)
+			return nil
+		}
+		sleep(ctx, 50 * time.Millisecond)
+	}
+}
+
+// soleSweeper checks that exactly one live replica sweeps over three
+// intervals from now.
+func (h *run) soleSweeper(ctx context.Context, res *FaultResult, rule string) error {
+	sp := startSampler(ctx, h.c.sim, 50*time.Millisecond)
+	sleep(ctx, 3 * h.o.Interval)
+	ss, err := sp.stop()
+	if err != nil {
+		return err
+	}
+	act := activeIn(ss, ss[0].at, ss[len(ss)-1].at, tokensOf(h.c.replicas))
+	res.check(rule, len(act) == 1, "sweeping over 3 intervals: %v, want exactly one", act)
+	return nil
+}
+
+// partition cuts the leader's connections to Mongo until a successor has
+// swept for two intervals, then heals it.
+func (h *run) partition(ctx context.Context, res *FaultResult) error {
+	l, _, err := h.leader(ctx)
+	if err != nil {
+		return err
+	}
+	others := tokensOf(slices.DeleteFunc(slices.Clone(h.c.replicas), func(r *replica) bool { return r == l }))
+	sp := startSampler(ctx, h.c.sim, 10*time.Millisecond)
+	sleep(ctx, h.o.Interval)
+	tCut := time.Now()
+	l.fwd.cut()
+	if err := h.drift(ctx); err != nil {
+		return err
+	}
+	bound := h.o.ttl() + h.o.retry() + h.o.Interval
+	base, err := h.c.sim.stats(ctx)
+	if err != nil {
+		return err
+	}
+	if _, err := pollUntil(ctx, h.c.sim, 10*time.Millisecond, 3*bound+5*time.Second, func(st simStats) bool {
+		return len(grown(base, st, others)) > 0
+	}); err != nil {
+		return fmt.Errorf("no successor swept while %s was partitioned: %w", l.name, err)
+	}
+	sleep(ctx, 2 * h.o.Interval)
+	tHeal := time.Now()
+	l.fwd.heal()
+	if err := h.awaitRepair(ctx, res, tHeal); err != nil {
+		return err
+	}
+	if err := h.soleSweeper(ctx, res, "one replica sweeps after the partition heals"); err != nil {
+		return err
+	}
+	ss, err := sp.stop()
+	if err != nil {
+		return err
+	}
+	inc := increases(ss)
+	var firstNew time.Time
+	var successor string
+	for _, tok := range others {
+		for _, at := range inc[tok] {
+			if at.After(tCut) && (firstNew.IsZero() || at.Before(firstNew)) {
+				firstNew, successor = at, tok
+			}
+		}
+	}
+	oldTimes := inc[l.token]
+	var lastOld time.Time
+	for _, at := range oldTimes {
+		if at.Before(firstNew) && at.After(lastOld) {
+			lastOld = at
+		}
+	}
+	laterOld := slices.IndexFunc(oldTimes, func(at time.Time) bool { return !at.Before(firstNew) })
+	res.check("the partitioned leader's last sweep precedes its successor's first (no overlap)",
+		!firstNew.IsZero() && lastOld.Before(firstNew) && laterOld < 0,
+		"%s last swept %v after the cut, %s first swept %v after it; old leader swept again after that: %v",
+		l.name, lastOld.Sub(tCut).Round(time.Millisecond), successor, firstNew.Sub(tCut).Round(time.Millisecond), laterOld >= 0)
+	res.check("the successor's first sweep comes within TTL + retry + one tick of the cut",
+		firstNew.Sub(tCut) <= bound, "%v, bound %v", firstNew.Sub(tCut).Round(time.Millisecond), bound)
+	return nil
+}
+
+// grown returns the tokens among those given whose counts grew from a to b.
+func grown(a, b simStats, tokens []string) []string {
+	ca, cb := a.byToken(nil), b.byToken(nil)
+	var out []string
+	for _, t := range tokens {
+		if cb[t] > ca[t] {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// mongoRestart stops the Mongo server for TTL + 2 retries, drifting
+// statuses meanwhile, then starts it again on the same address and files.
+func (h *run) mongoRestart(ctx context.Context, res *FaultResult) error {
+	if _, _, err := h.leader(ctx); err != nil {
+		return err
+	}
+	sp := startSampler(ctx, h.c.sim, 10*time.Millisecond)
+	tStop := time.Now()
+	h.c.mongo.signal(syscall.SIGTERM)
+	h.c.mongo.wait(10 * time.Second)
+	if err := h.drift(ctx); err != nil {
+		return err
+	}
+	sleep(ctx, h.o.ttl() + 2*h.o.retry())
+	tStart := time.Now()
+	if err := h.c.startMongoRetry(); err != nil {
+		return err
+	}
+	if err := h.awaitRepair(ctx, res, tStart); err != nil {
+		return err
+	}
+	if err := h.soleSweeper(ctx, res, "one replica is elected after the restart"); err != nil {
+		return err
+	}
+	ss, err := sp.stop()
+	if err != nil {
+		return err
+	}
+	during := activeIn(ss, tStop.Add(h.o.Interval), tStart, tokensOf(h.c.replicas))
+	res.check("nobody sweeps while Mongo is down (from one interval after the stop)",
+		len(during) == 0, "sweeping during the %v outage: %v", tStart.Sub(tStop).Round(time.Millisecond), during)
+	return nil
+}

@@ -1,0 +1,219 @@
+// Package harness measures ADR-117's consequences on real processes: it
+// builds the iterion binary, starts `iterion dev-mongo`, `iterion forge-sim`
+// and N `iterion serve` replicas on loopback ports, seeds gating runs through
+// the wire contracts, and measures the sweep's forge cost, the budget it
+// spends, takeover delays and what faults lose. Every count comes from the
+// simulator's own per-token counts (GET /_sim/stats), each replica having its
+// own forge token; the replicas' transport counts (/metrics) are checked
+// against them.
+//
+// Between each replica and Mongo the harness puts a TCP forwarder of its
+// own: cutting it partitions exactly that replica from Mongo, a real network
+// partition as the replica's driver sees it.
+//
+// Quick mode runs in the test suite (harness_test.go); the full mode is
+// `iterion bench`. Every process is started in its own process group and
+// stopped when Run returns.
+package harness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+)
+
+// Errors the harness wraps; each message says which process or request.
+var (
+	ErrInvalid = errors.New("harness: invalid option")
+	ErrBuild   = errors.New("harness: build failed")
+	ErrProcess = errors.New("harness: process failed")
+	ErrRequest = errors.New("harness: request failed")
+	ErrMeasure = errors.New("harness: measurement failed")
+)
+
+// The scenarios Run knows, in the order it runs them.
+const (
+	ScenarioCost     = "cost"
+	ScenarioBudget   = "budget"
+	ScenarioTakeover = "takeover"
+	ScenarioFaults   = "faults"
+)
+
+// Scenarios lists every scenario name Options.Scenarios accepts.
+var Scenarios = []string{ScenarioCost, ScenarioBudget, ScenarioTakeover, ScenarioFaults}
+
+// Options configures one harness run. The zero value of a field means the
+// default given beside it.
+type Options struct {
+	// Bin is a built iterion binary; empty: build ./cmd/iterion of the
+	// module enclosing the working directory into Dir.
+	Bin string
+	// Dir keeps the processes' logs and Mongo's files; empty: a new
+	// temporary directory, removed when Run succeeds.
+	Dir string
+	// Interval is the replicas' sweep interval, the compressed minute:
+	// lease TTL is 3 intervals and retry 1 (pkg/server/leases.go). Default 500ms.
+	Interval time.Duration
+	// Runs is the seeded population of gating runs. Default 20.
+	Runs int
+	// Ns are the replica counts of the cost scenario. Default 1, 3, 10.
+	Ns []int
+	// Window is how long each cost configuration is measured. Default 30
+	// intervals.
+	Window time.Duration
+	// Replicas is the replica count of the takeover and fault scenarios.
+	// Default 3.
+	Replicas int
+	// Takeovers is how many times the leader is stopped with each signal.
+	// Default 20.
+	Takeovers int
+	// BudgetReplicas is the replica count of the budget scenario. Default
+	// the largest of Ns.
+	BudgetReplicas int
+	// Scenarios to run; empty: all of Scenarios.
+	Scenarios []string
+	// Progress receives one line per step; nil discards.
+	Progress io.Writer
+}
+
+func (o *Options) defaults() error {
+	if o.Interval == 0 {
+		o.Interval = 500 * time.Millisecond
+	}
+	if o.Runs == 0 {
+		o.Runs = 20
+	}
+	if len(o.Ns) == 0 {
+		o.Ns = []int{1, 3, 10}
+	}
+	if o.Window == 0 {
+		o.Window = 30 * o.Interval
+	}
+	if o.Replicas == 0 {
+		o.Replicas = 3
+	}
+	if o.Takeovers == 0 {
+		o.Takeovers = 20
+	}
+	if o.BudgetReplicas == 0 {
+		o.BudgetReplicas = slices.Max(o.Ns)
+	}
+	if len(o.Scenarios) == 0 {
+		o.Scenarios = Scenarios
+	}
+	if o.Progress == nil {
+		o.Progress = io.Discard
+	}
+	switch {
+	case o.Interval < 50*time.Millisecond:
+		return fmt.Errorf("%w: Interval %v is under 50ms", ErrInvalid, o.Interval)
+	case o.Runs < 1:
+		return fmt.Errorf("%w: Runs %d is under 1", ErrInvalid, o.Runs)
+	case o.Window < 4*o.Interval:
+		return fmt.Errorf("%w: Window %v is under 4 intervals (%v)", ErrInvalid, o.Window, 4*o.Interval)
+	case o.Replicas < 2:
+		return fmt.Errorf("%w: Replicas %d is under 2: a takeover needs a successor", ErrInvalid, o.Replicas)
+	case o.Takeovers < 1:
+		return fmt.Errorf("%w: Takeovers %d is under 1", ErrInvalid, o.Takeovers)
+	}
+	for _, n := range o.Ns {
+		if n < 1 {
+			return fmt.Errorf("%w: Ns has %d, under 1", ErrInvalid, n)
+		}
+	}
+	for _, s := range o.Scenarios {
+		if !slices.Contains(Scenarios, s) {
+			return fmt.Errorf("%w: scenario %q is not one of %v", ErrInvalid, s, Scenarios)
+		}
+	}
+	return nil
+}
+
+// ttl and retry are the sweeper lease's, as pkg/server/leases.go derives
+// them from the sweep interval.
+func (o *Options) ttl() time.Duration   { return 3 * o.Interval }
+func (o *Options) retry() time.Duration { return o.Interval }
+
+// Run builds the binary when needed, starts the processes, runs the chosen
+// scenarios in order and returns what they measured. The report holds the
+// scenarios that completed even when an error stops the run.
+func Run(ctx context.Context, o Options) (*Report, error) {
+	if err := o.defaults(); err != nil {
+		return nil, err
+	}
+	rep := &Report{Date: time.Now().UTC(), Options: o}
+	dir := o.Dir
+	if dir == "" {
+		d, err := os.MkdirTemp("", "iterion-harness-")
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrProcess, err)
+		}
+		dir = d
+	}
+	rep.Dir = dir
+	bin := o.Bin
+	if bin == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrBuild, err)
+		}
+		root, err := ModuleRoot(wd)
+		if err != nil {
+			return nil, err
+		}
+		bin = filepath.Join(dir, "iterion")
+		fmt.Fprintf(o.Progress, "building %s\n", bin)
+		if err := build(ctx, root, bin); err != nil {
+			return nil, err
+		}
+	}
+	h := &run{o: o, rep: rep}
+	var err error
+	h.c, err = startCluster(ctx, bin, dir, o.Interval, simBudget)
+	if err != nil {
+		return rep, err
+	}
+	defer h.c.close()
+	if err := h.seed(ctx); err != nil {
+		return rep, err
+	}
+	steps := map[string]func(context.Context) error{
+		ScenarioCost:     h.cost,
+		ScenarioBudget:   h.budget,
+		ScenarioTakeover: h.takeovers,
+		ScenarioFaults:   h.faults,
+	}
+	for _, s := range Scenarios {
+		if !slices.Contains(o.Scenarios, s) {
+			continue
+		}
+		fmt.Fprintf(o.Progress, "scenario %s\n", s)
+		if err := steps[s](ctx); err != nil {
+			return rep, fmt.Errorf("scenario %s: %w (logs in %s)", s, err, dir)
+		}
+		h.c.stopAll()
+	}
+	if o.Dir == "" {
+		os.RemoveAll(dir)
+		rep.Dir = ""
+	}
+	return rep, nil
+}
+
+// run is the state of one harness run.
+type run struct {
+	o   Options
+	rep *Report
+	c   *cluster
+	// population is every seeded run: its repo, pull and head.
+	population []runRequest
+}
+
+func (h *run) logf(format string, args ...any) {
+	fmt.Fprintf(h.o.Progress, "  "+format+"\n", args...)
+}

@@ -1,0 +1,188 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+)
+
+// sample is the simulator's per-token request counts at one instant.
+type sample struct {
+	at     time.Time
+	counts map[string]int64
+}
+
+// sampler polls the simulator's counts in the background, the ground truth
+// every figure is computed from.
+type sampler struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	mu     sync.Mutex
+	got    []sample
+	err    error
+}
+
+// startSampler polls s every `every` until stop.
+func startSampler(ctx context.Context, s sim, every time.Duration) *sampler {
+	ctx, cancel := context.WithCancel(ctx)
+	sp := &sampler{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(sp.done)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			st, err := s.stats(ctx)
+			at := time.Now()
+			sp.mu.Lock()
+			if err != nil && ctx.Err() == nil {
+				sp.err = err
+			} else if err == nil {
+				sp.got = append(sp.got, sample{at: at, counts: st.byToken(nil)})
+			}
+			sp.mu.Unlock()
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return sp
+}
+
+// stop ends the polling and returns every sample, or the first error.
+func (sp *sampler) stop() ([]sample, error) {
+	sp.cancel()
+	<-sp.done
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	if sp.err != nil {
+		return sp.got, fmt.Errorf("%w: sampling the simulator: %v", ErrMeasure, sp.err)
+	}
+	return sp.got, nil
+}
+
+// sumOf is the total of the tokens' counts in one sample.
+func sumOf(s sample, tokens []string) int64 {
+	var n int64
+	for _, t := range tokens {
+		n += s.counts[t]
+	}
+	return n
+}
+
+// slopePerSecond is the least-squares slope of the tokens' summed counts over
+// time. The counts grow in steps, one per sweep pass; a fit over many steps
+// measures the rate without the ±1-pass error of a difference of two samples.
+func slopePerSecond(ss []sample, tokens []string) float64 {
+	if len(ss) < 2 {
+		return 0
+	}
+	t0 := ss[0].at
+	var n, sx, sy, sxx, sxy float64
+	for _, s := range ss {
+		x := s.at.Sub(t0).Seconds()
+		y := float64(sumOf(s, tokens))
+		n++
+		sx += x
+		sy += y
+		sxx += x * x
+		sxy += x * y
+	}
+	den := n*sxx - sx*sx
+	if den == 0 {
+		return 0
+	}
+	return (n*sxy - sx*sy) / den
+}
+
+// increases returns, per token, the instants of the samples at which its
+// count had grown since the previous sample.
+func increases(ss []sample) map[string][]time.Time {
+	out := map[string][]time.Time{}
+	for i := 1; i < len(ss); i++ {
+		for tok, n := range ss[i].counts {
+			if n > ss[i-1].counts[tok] {
+				out[tok] = append(out[tok], ss[i].at)
+			}
+		}
+	}
+	return out
+}
+
+// activeIn returns the tokens, among those given (all when nil), whose counts
+// grew between from and to.
+func activeIn(ss []sample, from, to time.Time, among []string) []string {
+	var out []string
+	for tok, ats := range increases(ss) {
+		if among != nil && !slices.Contains(among, tok) {
+			continue
+		}
+		for _, at := range ats {
+			if !at.Before(from) && !at.After(to) {
+				out = append(out, tok)
+				break
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// median returns the median of ds (0 for none).
+func median(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// maxOf returns the largest of ds (0 for none).
+func maxOf(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	return slices.Max(ds)
+}
+
+// pollUntil calls cond with fresh simulator stats every `every` until it
+// returns true, and returns the instant of the stats that satisfied it.
+func pollUntil(ctx context.Context, s sim, every, timeout time.Duration, cond func(simStats) bool) (time.Time, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		st, err := s.stats(ctx)
+		at := time.Now()
+		if err == nil && cond(st) {
+			return at, nil
+		}
+		if at.After(deadline) {
+			if err != nil {
+				return at, fmt.Errorf("%w: %v", ErrMeasure, err)
+			}
+			return at, fmt.Errorf("%w: condition not met within %v", ErrMeasure, timeout)
+		}
+		select {
+		case <-ctx.Done():
+			return at, ctx.Err()
+		case <-time.After(every):
+		}
+	}
+}
+
+// sleep waits d or until ctx ends, whichever comes first; a cancelled run
+// then fails at its next request.
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}

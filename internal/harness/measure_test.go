@@ -1,0 +1,78 @@
+package harness
+
+import (
+	"math"
+	"testing"
+	"time"
+)
+
+// staircase samples a token sweeping `perPass` requests every `every`, polled
+// every `poll` for `dur`, starting at a phase offset into a pass.
+func staircase(perPass int64, every, poll, dur, phase time.Duration) []sample {
+	t0 := time.Unix(1_000_000, 0)
+	var ss []sample
+	for at := time.Duration(0); at <= dur; at += poll {
+		passes := int64((at + phase) / every)
+		ss = append(ss, sample{at: t0.Add(at), counts: map[string]int64{"a": passes * perPass}})
+	}
+	return ss
+}
+
+// TestSlopeMeasuresRateOfAStaircase: the least-squares rate of a sweep's
+// stepwise counts is within 5% of the true rate over 30 passes, whatever
+// the phase of the window against the passes — unlike a difference of two
+// samples, which is off by up to one pass.
+func TestSlopeMeasuresRateOfAStaircase(t *testing.T) {
+	const perPass = 40
+	every := 250 * time.Millisecond
+	want := perPass / every.Seconds()
+	for _, phase := range []time.Duration{0, every / 4, every / 2, 3 * every / 4, every - time.Millisecond} {
+		ss := staircase(perPass, every, 20*time.Millisecond, 30*every, phase)
+		got := slopePerSecond(ss, []string{"a"})
+		if math.Abs(got-want)/want > 0.05 {
+			t.Errorf("phase %v: got %.1f requests/s, want %.1f ± 5%%: the slope measures the rate", phase, got, want)
+		}
+	}
+}
+
+// TestActiveInAndShare304: activeIn names the tokens whose counts grew in a
+// window and no others; share304 is the share of GETs answered 304.
+func TestActiveInAndShare304(t *testing.T) {
+	t0 := time.Unix(1_000_000, 0)
+	ss := []sample{
+		{at: t0, counts: map[string]int64{"a": 1, "b": 5}},
+		{at: t0.Add(time.Second), counts: map[string]int64{"a": 2, "b": 5}},
+		{at: t0.Add(2 * time.Second), counts: map[string]int64{"a": 2, "b": 6}},
+	}
+	if got := activeIn(ss, t0, t0.Add(1500*time.Millisecond), nil); len(got) != 1 || got[0] != "a" {
+		t.Errorf("got %v active in the first 1.5s, want [a]: only a's count grew", got)
+	}
+	if got := activeIn(ss, t0, t0.Add(2*time.Second), []string{"b"}); len(got) != 1 || got[0] != "b" {
+		t.Errorf("got %v active among [b], want [b]: the filter keeps b", got)
+	}
+	a := simStats{Requests: []simRequests{{Token: "a", Method: "GET", Status: 200, Count: 10}}}
+	b := simStats{Requests: []simRequests{
+		{Token: "a", Method: "GET", Status: 200, Count: 11},
+		{Token: "a", Method: "GET", Status: 304, Count: 9},
+		{Token: "z", Method: "GET", Status: 304, Count: 100},
+		{Token: "a", Method: "POST", Status: 201, Count: 7},
+	}}
+	if got := share304(a, b, []string{"a"}); math.Abs(got-0.9) > 1e-9 {
+		t.Errorf("got 304 share %.3f, want 0.900: 9 of a's 10 new GETs were 304s; other tokens and POSTs do not count", got)
+	}
+}
+
+// TestMedianAndMax: the median of an even count is the mean of the middle
+// two; max is the largest.
+func TestMedianAndMax(t *testing.T) {
+	ds := []time.Duration{4, 1, 3, 2}
+	if got := median(ds); got != 2 {
+		t.Errorf("got median %v, want 2: mean of 2 and 3, truncated", got)
+	}
+	if got := maxOf(ds); got != 4 {
+		t.Errorf("got max %v, want 4", got)
+	}
+	if got := median(nil); got != 0 {
+		t.Errorf("got median %v of nothing, want 0", got)
+	}
+}

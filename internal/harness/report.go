@@ -1,0 +1,108 @@
+package harness
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Report is what one harness run measured. Scenarios that did not run leave
+// their fields empty.
+type Report struct {
+	Date    time.Time
+	Options Options
+	// Dir kept the processes' logs; empty once removed.
+	Dir      string
+	Cost     []CostRow
+	Budget   []BudgetRow
+	Takeover []TakeoverResult
+	Faults   []FaultResult
+}
+
+// CostRatio is the sweep's request rate at the largest N over the rate at
+// the smallest, with or without the lease; 0 when either was not measured.
+func (r *Report) CostRatio(lease bool) float64 {
+	var lo, hi *CostRow
+	for i := range r.Cost {
+		c := &r.Cost[i]
+		if c.Lease != lease {
+			continue
+		}
+		if lo == nil || c.Replicas < lo.Replicas {
+			lo = c
+		}
+		if hi == nil || c.Replicas > hi.Replicas {
+			hi = c
+		}
+	}
+	if lo == nil || hi == nil || lo.PerMinute == 0 {
+		return 0
+	}
+	return hi.PerMinute / lo.PerMinute
+}
+
+// Markdown renders the report as a BENCHMARKS.md section body; command is
+// the command line that reproduces it.
+func (r *Report) Markdown(command string) string {
+	var b strings.Builder
+	o := r.Options
+	fmt.Fprintf(&b, "Measured %s on this project's 2-core machine with:\n\n    %s\n\n", r.Date.Format("2006-01-02 15:04 MST"), command)
+	fmt.Fprintf(&b, "Real processes: `iterion dev-mongo`, `iterion forge-sim` and `iterion serve` replicas on loopback, "+
+		"each replica with its own forge token so the simulator's counts (`GET /_sim/stats`) attribute every request. "+
+		"Sweep interval %v (the compressed minute), so the lease's TTL is %v and its retry %v; %d seeded gating runs.\n\n",
+		o.Interval, o.ttl(), o.retry(), o.Runs)
+	if len(r.Cost) > 0 {
+		b.WriteString("**Cost.** Sweeper-lane requests, the least-squares rate of the simulator's counts over " +
+			fmt.Sprintf("%v per configuration; all configurations in one run.\n\n", o.Window))
+		b.WriteString("| replicas | lease | requests/min | requests/interval | replicas sweeping | reads answered 304 | simulator | transport | agree |\n")
+		b.WriteString("|---:|:---|---:|---:|---:|---:|---:|---:|:---|\n")
+		for _, c := range r.Cost {
+			fmt.Fprintf(&b, "| %d | %s | %.0f | %.1f | %d | %.1f%% | %d | %d | %s |\n",
+				c.Replicas, yesNo(c.Lease), c.PerMinute, c.PerInterval, c.Sweepers, 100*c.Share304, c.Sim, c.Transport, yesNo(c.Agree()))
+		}
+		fmt.Fprintf(&b, "\nRatio largest N / N=1: with the lease **%.3f** (goal ≤ 1.05); with `--no-lease` **%.2f** (≈ N). Simulator and transport are each configuration's "+
+			"sweeper requests over the replicas' whole lives, counted by the simulator per token and by the replicas' transports "+
+			"(`forge_http_requests_total{lane=\"merge-gate-sweeper\"}`), read at one quiet instant. Reads answered 304 "+
+			"(nothing changed; ETags): goal ≥ 90%%.\n\n",
+			r.CostRatio(true), r.CostRatio(false))
+	}
+	if len(r.Budget) > 0 {
+		b.WriteString(budgetMarkdown(r.Budget))
+	}
+	if len(r.Takeover) > 0 {
+		b.WriteString("**Takeover.** From the signal to the successor's first sweeper request, as the simulator counted it " +
+			"(polled every 10 ms); a fresh replica replaces each stopped one.\n\n")
+		b.WriteString("| signal | stops | median | max | bound | within bound | double sweeps |\n|:---|---:|---:|---:|---:|:---|---:|\n")
+		for _, t := range r.Takeover {
+			fmt.Fprintf(&b, "| %s | %d | %v | %v | %v | %s | %d |\n", t.Signal, len(t.Delays),
+				t.Median().Round(time.Millisecond), t.Max().Round(time.Millisecond), t.Bound, yesNo(t.Max() <= t.Bound), t.Doubles)
+		}
+		b.WriteString("\nBounds: SIGTERM retry + one tick; SIGKILL TTL + retry + one tick.\n\n")
+	}
+	if len(r.Faults) > 0 {
+		b.WriteString("**Faults.** During each fault the harness sets the gate status of a quarter of the runs to `failure` " +
+			"behind the replicas' backs; after it, every one must agree with its verdict again within one deep pass.\n\n")
+		b.WriteString("| fault | drifted | repaired | after the fault | bound | checks |\n|:---|---:|---:|---:|---:|:---|\n")
+		for _, f := range r.Faults {
+			var cs []string
+			for _, c := range f.Checks {
+				mark := "ok"
+				if !c.OK {
+					mark = "FAILED"
+				}
+				cs = append(cs, fmt.Sprintf("%s: %s (%s)", mark, c.Rule, c.Detail))
+			}
+			fmt.Fprintf(&b, "| %s | %d | %d | %v | %v | %s |\n", f.Name, f.Drifted, f.Repaired,
+				f.RepairAfter.Round(time.Millisecond), f.Bound, strings.Join(cs, "; "))
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
