@@ -129,7 +129,7 @@ func (h *run) rateLimited(ctx context.Context, res *FaultResult) error {
 	if err := h.drift(ctx); err != nil {
 		return err
 	}
-	sleep(ctx, h.o.ttl() + h.o.retry())
+	sleep(ctx, h.o.ttl()+h.o.retry())
 	st, err := h.c.sim.stats(ctx)
 	if err != nil {
 		return err

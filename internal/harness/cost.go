@@ -177,7 +177,7 @@ func (h *run) agreement(ctx context.Context, rs []*replica) (sim, transport int6
 			}
 			return sim, after, nil
 		}
-		sleep(ctx, h.o.Interval / 7)
+		sleep(ctx, h.o.Interval/7)
 	}
 	return 0, 0, fmt.Errorf("%w: no quiet instant to compare the transport's counts with the simulator's", ErrMeasure)
 }

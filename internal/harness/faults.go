@@ -119,7 +119,7 @@ func (h *run) awaitRepair(ctx context.Context, res *FaultResult, from time.Time)
 			res.RepairAfter = now.Sub(from)
 			return nil
 		}
-		sleep(ctx, 50 * time.Millisecond)
+		sleep(ctx, 50*time.Millisecond)
 	}
 }
 
@@ -127,7 +127,7 @@ func (h *run) awaitRepair(ctx context.Context, res *FaultResult, from time.Time)
 // intervals from now.
 func (h *run) soleSweeper(ctx context.Context, res *FaultResult, rule string) error {
 	sp := startSampler(ctx, h.c.sim, 50*time.Millisecond)
-	sleep(ctx, 3 * h.o.Interval)
+	sleep(ctx, 3*h.o.Interval)
 	ss, err := sp.stop()
 	if err != nil {
 		return err
@@ -162,7 +162,7 @@ func (h *run) partition(ctx context.Context, res *FaultResult) error {
 	}); err != nil {
 		return fmt.Errorf("no successor swept while %s was partitioned: %w", l.name, err)
 	}
-	sleep(ctx, 2 * h.o.Interval)
+	sleep(ctx, 2*h.o.Interval)
 	tHeal := time.Now()
 	l.fwd.heal()
 	if err := h.awaitRepair(ctx, res, tHeal); err != nil {
@@ -227,7 +227,7 @@ func (h *run) mongoRestart(ctx context.Context, res *FaultResult) error {
 	if err := h.drift(ctx); err != nil {
 		return err
 	}
-	sleep(ctx, h.o.ttl() + 2*h.o.retry())
+	sleep(ctx, h.o.ttl()+2*h.o.retry())
 	tStart := time.Now()
 	if err := h.c.startMongoRetry(); err != nil {
 		return err

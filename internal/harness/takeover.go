@@ -65,7 +65,7 @@ func (h *run) leader(ctx context.Context) (*replica, map[string]int64, error) {
 		return nil, nil, err
 	}
 	for {
-		sleep(ctx, 2 * h.o.Interval)
+		sleep(ctx, 2*h.o.Interval)
 		st, err := h.c.sim.stats(ctx)
 		if err != nil {
 			return nil, nil, err
@@ -120,7 +120,7 @@ func (h *run) takeoverOnce(ctx context.Context, sig syscall.Signal, bound time.D
 	}
 	// Two intervals after the successor's first request, it must be the
 	// only one of the others that swept.
-	sleep(ctx, 2 * h.o.Interval)
+	sleep(ctx, 2*h.o.Interval)
 	after, err := h.c.sim.stats(ctx)
 	if err != nil {
 		return 0, false, err
