@@ -1,0 +1,149 @@
+// Package server is the merge-gate server (ADR-117): gating runs and their
+// store, the reconciler that brings a pull request's commit status in line
+// with a run's verdict, the merge-gate sweeper elected through [lease.Run],
+// the lease names and owner identity, and the HTTP API (runs, GitHub
+// webhooks, /healthz, /metrics, /leases).
+//
+// A [Server] is assembled explicitly from its dependencies with [New]; several
+// Servers can run in one process (each has its own Prometheus registry and
+// no package-level state).
+package server
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// GateRun is one gating run: the review verdict for one head commit of one
+// pull request, which the reconciler publishes as a commit status under
+// Context until the pull request is closed, merged or its head moves (then
+// the run is settled and no longer offered).
+//
+// Instants are UTC truncated to the millisecond, as the stores keep them.
+type GateRun struct {
+	// ID is derived from Host, Repo, Pull and HeadSHA by [RunID], so a
+	// second report for the same head updates the same run.
+	ID string
+	// Host is the forge host, e.g. "github.com".
+	Host string
+	// Repo is "owner/name".
+	Repo string
+	// Pull is the pull request number, at least 1.
+	Pull int
+	// HeadSHA is the head commit the verdict is for.
+	HeadSHA string
+	// Context is the commit status context; DefaultContext when empty.
+	Context string
+	// Verdict is one of the Verdict constants.
+	Verdict Verdict
+	// Description and TargetURL are published with the status.
+	Description string
+	TargetURL   string
+	// Created is when the run was first stored; Updated when it last was.
+	Created time.Time
+	Updated time.Time
+	// Settled is true once the pull request was seen closed, merged or with
+	// another head; a settled run is never offered by the sweeper.
+	Settled bool
+}
+
+// Verdict is a gating run's verdict, published as the commit status state.
+type Verdict string
+
+// The verdicts a run may carry; they are GitHub's commit status states.
+const (
+	VerdictPending Verdict = "pending"
+	VerdictSuccess Verdict = "success"
+	VerdictFailure Verdict = "failure"
+	VerdictError   Verdict = "error"
+)
+
+// DefaultContext is the commit status context of a run that names none.
+const DefaultContext = "iterion/review"
+
+// ErrInvalid reports a run or request field the server cannot use; errors
+// that wrap it name the field and value.
+var ErrInvalid = errors.New("server: invalid")
+
+// ErrNotFound reports that a run store has no run with the given id.
+var ErrNotFound = errors.New("server: run not found")
+
+// runNamespace is the UUIDv5 namespace of run ids (itself UUIDv5 of a URL
+// under the project's name, so ids are stable across releases).
+var runNamespace = uuid.NewSHA1(uuid.NameSpaceURL, []byte("https://iterion.dev/gate-run"))
+
+// RunID is the id of the run for host, repo, pull and head: a UUIDv5, so
+// every replica derives the same id for the same head without asking the
+// store.
+func RunID(host, repo string, pull int, headSHA string) string {
+	return uuid.NewSHA1(runNamespace, fmt.Appendf(nil, "%s/%s#%d@%s", host, repo, pull, headSHA)).String()
+}
+
+var repoPattern = regexp.MustCompile(`^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$`)
+
+// ParseVerdict returns s as a Verdict, or an error wrapping ErrInvalid that
+// names the field "verdict" and the value.
+func ParseVerdict(s string) (Verdict, error) {
+	switch v := Verdict(s); v {
+	case VerdictPending, VerdictSuccess, VerdictFailure, VerdictError:
+		return v, nil
+	}
+	return "", fmt.Errorf("%w: verdict %q is not one of pending, success, failure, error", ErrInvalid, s)
+}
+
+// Validate reports the first field of r a store would refuse, as an error
+// wrapping ErrInvalid that names the field and value; nil when r is whole.
+func (r GateRun) Validate() error {
+	switch {
+	case strings.TrimSpace(r.ID) == "":
+		return fmt.Errorf("%w: id %q is empty", ErrInvalid, r.ID)
+	case strings.TrimSpace(r.Host) == "":
+		return fmt.Errorf("%w: host %q is empty", ErrInvalid, r.Host)
+	case !repoPattern.MatchString(r.Repo):
+		return fmt.Errorf("%w: repo %q is not owner/name", ErrInvalid, r.Repo)
+	case r.Pull < 1:
+		return fmt.Errorf("%w: pull %d is not a pull request number", ErrInvalid, r.Pull)
+	case strings.TrimSpace(r.HeadSHA) == "" || strings.ContainsAny(r.HeadSHA, " \t\r\n/"):
+		return fmt.Errorf("%w: head_sha %q is not a commit", ErrInvalid, r.HeadSHA)
+	case strings.TrimSpace(r.Context) == "":
+		return fmt.Errorf("%w: context %q is empty", ErrInvalid, r.Context)
+	}
+	if _, err := ParseVerdict(string(r.Verdict)); err != nil {
+		return err
+	}
+	return nil
+}
+
+// ownerRepo splits r.Repo, which Validate checked, into owner and name.
+func (r GateRun) ownerRepo() (owner, name string) {
+	owner, name, _ = strings.Cut(r.Repo, "/")
+	return owner, name
+}
+
+// Cursor is a position in the order the sweeper lists runs in: by Updated,
+// then ID. The zero Cursor is before every run.
+type Cursor struct {
+	Updated time.Time
+	ID      string
+}
+
+// Before reports whether c comes before r in listing order, i.e. whether a
+// listing that resumes at c includes r.
+func (c Cursor) Before(r GateRun) bool {
+	if !r.Updated.Equal(c.Updated) {
+		return r.Updated.After(c.Updated)
+	}
+	return r.ID > c.ID
+}
+
+// CursorAt is the cursor just past r: a listing resumed at it starts with
+// the run after r.
+func CursorAt(r GateRun) Cursor { return Cursor{Updated: r.Updated, ID: r.ID} }
+
+// stamp is t as the stores keep it: UTC, truncated to the millisecond.
+func stamp(t time.Time) time.Time { return t.UTC().Truncate(time.Millisecond) }

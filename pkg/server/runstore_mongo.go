@@ -1,0 +1,198 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+)
+
+// ErrMalformed reports a stored run document of the wrong shape; the store
+// returns it (wrapped, naming the document) instead of a run.
+var ErrMalformed = errors.New("server: malformed run document")
+
+// RunsCollection is the collection MongoRunStore keeps runs in.
+const RunsCollection = "gate_runs"
+
+// MongoRunStore is the MongoDB RunStore twin: collection gate_runs, one
+// document per run, _id the run id. It is safe for concurrent use.
+type MongoRunStore struct {
+	coll *mongo.Collection
+}
+
+var _ RunStore = (*MongoRunStore)(nil)
+
+// runDoc is a run as gate_runs keeps it.
+type runDoc struct {
+	ID          string    `bson:"_id"`
+	Host        string    `bson:"host"`
+	Repo        string    `bson:"repo"`
+	Pull        int       `bson:"pull"`
+	HeadSHA     string    `bson:"head_sha"`
+	Context     string    `bson:"context"`
+	Verdict     string    `bson:"verdict"`
+	Description string    `bson:"description"`
+	TargetURL   string    `bson:"target_url"`
+	Created     time.Time `bson:"created_at"`
+	Updated     time.Time `bson:"updated_at"`
+	// Settled is read raw: the driver would take any number as a bool.
+	Settled bson.RawValue `bson:"settled"`
+}
+
+// NewMongoRunStore returns a MongoRunStore on db's gate_runs collection,
+// after creating the indexes its queries use (an existing index is kept).
+func NewMongoRunStore(ctx context.Context, db *mongo.Database) (*MongoRunStore, error) {
+	coll := db.Collection(RunsCollection)
+	_, err := coll.Indexes().CreateMany(ctx, []mongo.IndexModel{
+		{Keys: bson.D{{Key: "settled", Value: 1}, {Key: "updated_at", Value: 1}, {Key: "_id", Value: 1}},
+			Options: options.Index().SetName("unsettled_by_updated")},
+		{Keys: bson.D{{Key: "host", Value: 1}, {Key: "repo", Value: 1}, {Key: "pull", Value: 1}},
+			Options: options.Index().SetName("by_pull")},
+		{Keys: bson.D{{Key: "host", Value: 1}, {Key: "repo", Value: 1}, {Key: "head_sha", Value: 1}},
+			Options: options.Index().SetName("by_head")},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("server: create %s indexes: %w", RunsCollection, err)
+	}
+	return &MongoRunStore{coll: coll}, nil
+}
+
+// Put implements RunStore, in one conditional upsert.
+func (s *MongoRunStore) Put(ctx context.Context, run GateRun, now time.Time) (bool, error) {
+	if err := run.Validate(); err != nil {
+		return false, err
+	}
+	now = stamp(now)
+	update := bson.D{
+		{Key: "$set", Value: bson.D{
+			{Key: "host", Value: run.Host}, {Key: "repo", Value: run.Repo},
+			{Key: "pull", Value: run.Pull}, {Key: "head_sha", Value: run.HeadSHA},
+			{Key: "context", Value: run.Context}, {Key: "verdict", Value: string(run.Verdict)},
+			{Key: "description", Value: run.Description}, {Key: "target_url", Value: run.TargetURL},
+			{Key: "updated_at", Value: now}, {Key: "settled", Value: false},
+		}},
+		{Key: "$setOnInsert", Value: bson.D{{Key: "created_at", Value: now}}},
+	}
+	opts := options.UpdateOne().SetUpsert(true)
+	res, err := s.coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: run.ID}}, update, opts)
+	if mongo.IsDuplicateKeyError(err) {
+		// Two first puts raced and the other inserted: ours is an update.
+		res, err = s.coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: run.ID}}, update, opts)
+	}
+	if err != nil {
+		return false, fmt.Errorf("server: put run %q: %w", run.ID, err)
+	}
+	return res.UpsertedCount == 1, nil
+}
+
+// Get implements RunStore.
+func (s *MongoRunStore) Get(ctx context.Context, id string) (GateRun, error) {
+	raw, err := s.coll.FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Raw()
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return GateRun{}, fmt.Errorf("%w: id %q", ErrNotFound, id)
+	}
+	if err != nil {
+		return GateRun{}, fmt.Errorf("server: get run %q: %w", id, err)
+	}
+	return decodeRun(raw)
+}
+
+// Unsettled implements RunStore.
+func (s *MongoRunStore) Unsettled(ctx context.Context, since time.Time, after Cursor, limit int) ([]GateRun, error) {
+	if limit < 1 {
+		return nil, fmt.Errorf("%w: limit %d is under 1", ErrInvalid, limit)
+	}
+	filter := bson.D{
+		{Key: "settled", Value: false},
+		{Key: "updated_at", Value: bson.D{{Key: "$gte", Value: stamp(since)}}},
+	}
+	if after != (Cursor{}) {
+		at := stamp(after.Updated)
+		filter = append(filter, bson.E{Key: "$or", Value: bson.A{
+			bson.D{{Key: "updated_at", Value: bson.D{{Key: "$gt", Value: at}}}},
+			bson.D{{Key: "updated_at", Value: at}, {Key: "_id", Value: bson.D{{Key: "$gt", Value: after.ID}}}},
+		}})
+	}
+	opts := options.Find().
+		SetSort(bson.D{{Key: "updated_at", Value: 1}, {Key: "_id", Value: 1}}).
+		SetLimit(int64(limit))
+	return s.find(ctx, filter, opts)
+}
+
+// ForPull implements RunStore.
+func (s *MongoRunStore) ForPull(ctx context.Context, host, repo string, pull int) ([]GateRun, error) {
+	return s.find(ctx, bson.D{
+		{Key: "host", Value: host}, {Key: "repo", Value: repo}, {Key: "pull", Value: pull},
+		{Key: "settled", Value: false},
+	}, options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}))
+}
+
+// ForHead implements RunStore.
+func (s *MongoRunStore) ForHead(ctx context.Context, host, repo, sha string) ([]GateRun, error) {
+	return s.find(ctx, bson.D{
+		{Key: "host", Value: host}, {Key: "repo", Value: repo}, {Key: "head_sha", Value: sha},
+		{Key: "settled", Value: false},
+	}, options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}))
+}
+
+// Settle implements RunStore.
+func (s *MongoRunStore) Settle(ctx context.Context, id string) error {
+	res, err := s.coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: id}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "settled", Value: true}}}})
+	if err != nil {
+		return fmt.Errorf("server: settle run %q: %w", id, err)
+	}
+	if res.MatchedCount == 0 {
+		return fmt.Errorf("%w: id %q", ErrNotFound, id)
+	}
+	return nil
+}
+
+func (s *MongoRunStore) find(ctx context.Context, filter bson.D, opts *options.FindOptionsBuilder) ([]GateRun, error) {
+	cur, err := s.coll.Find(ctx, filter, opts)
+	if err != nil {
+		return nil, fmt.Errorf("server: list runs: %w", err)
+	}
+	defer cur.Close(context.WithoutCancel(ctx))
+	var out []GateRun
+	for cur.Next(ctx) {
+		r, err := decodeRun(cur.Current)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	if err := cur.Err(); err != nil {
+		return nil, fmt.Errorf("server: list runs: %w", err)
+	}
+	return out, nil
+}
+
+// decodeRun turns a gate_runs document into a run, refusing any document
+// of the wrong shape or with a field Validate refuses.
+func decodeRun(raw bson.Raw) (GateRun, error) {
+	var d runDoc
+	if err := bson.Unmarshal(raw, &d); err != nil {
+		return GateRun{}, fmt.Errorf("%w: _id %v: %w", ErrMalformed, raw.Lookup("_id"), err)
+	}
+	settled, ok := d.Settled.BooleanOK()
+	if !ok {
+		return GateRun{}, fmt.Errorf("%w: _id %q: settled is %v, want a boolean", ErrMalformed, d.ID, d.Settled.Type)
+	}
+	r := GateRun{
+		ID: d.ID, Host: d.Host, Repo: d.Repo, Pull: d.Pull, HeadSHA: d.HeadSHA,
+		Context: d.Context, Verdict: Verdict(d.Verdict), Description: d.Description,
+		TargetURL: d.TargetURL, Created: d.Created.UTC(), Updated: d.Updated.UTC(), Settled: settled,
+	}
+	if err := r.Validate(); err != nil {
+		return GateRun{}, fmt.Errorf("%w: _id %q: %w", ErrMalformed, d.ID, err)
+	}
+	if r.Created.IsZero() || r.Updated.IsZero() {
+		return GateRun{}, fmt.Errorf("%w: _id %q: created_at or updated_at missing", ErrMalformed, d.ID)
+	}
+	return r, nil
+}

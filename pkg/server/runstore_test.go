@@ -1,0 +1,106 @@
+package server_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"iterion.dev/iterion/internal/mongotest"
+	"iterion.dev/iterion/pkg/server"
+	"iterion.dev/iterion/pkg/server/runstoretest"
+)
+
+func TestMemoryRunStoreConformance(t *testing.T) {
+	runstoretest.Run(t, func(*testing.T) server.RunStore { return server.NewMemoryRunStore() })
+}
+
+func TestMongoRunStoreConformance(t *testing.T) {
+	runstoretest.Run(t, func(t *testing.T) server.RunStore {
+		s, err := server.NewMongoRunStore(context.Background(), mongotest.DB(t))
+		if err != nil {
+			t.Fatalf("NewMongoRunStore: %v", err)
+		}
+		return s
+	})
+}
+
+// TestMongoRunStoreCreatesIndexes pins that the store's queries have their
+// indexes: the unsettled listing, the by-pull and the by-head lookups.
+func TestMongoRunStoreCreatesIndexes(t *testing.T) {
+	db := mongotest.DB(t)
+	if _, err := server.NewMongoRunStore(context.Background(), db); err != nil {
+		t.Fatalf("NewMongoRunStore: %v", err)
+	}
+	specs, err := db.Collection(server.RunsCollection).Indexes().ListSpecifications(context.Background())
+	if err != nil {
+		t.Fatalf("ListSpecifications: %v", err)
+	}
+	have := map[string]bool{}
+	for _, s := range specs {
+		have[s.Name] = true
+	}
+	for _, name := range []string{"unsettled_by_updated", "by_pull", "by_head"} {
+		if !have[name] {
+			t.Errorf("index %q missing (have %v): every query of the store has an index", name, have)
+		}
+	}
+}
+
+// TestMongoRunStoreMalformedDocuments pins that a document of the wrong
+// shape is an ErrMalformed error from every read, never a panic or a run.
+func TestMongoRunStoreMalformedDocuments(t *testing.T) {
+	now := time.Date(2026, 9, 30, 9, 0, 0, 0, time.UTC)
+	good := bson.D{{Key: "host", Value: "github.com"}, {Key: "repo", Value: "acme/app"}, {Key: "pull", Value: 1},
+		{Key: "head_sha", Value: "abc"}, {Key: "context", Value: "iterion/review"}, {Key: "verdict", Value: "success"},
+		{Key: "created_at", Value: now}, {Key: "updated_at", Value: now}, {Key: "settled", Value: false}}
+	with := func(key string, v any) bson.D {
+		d := bson.D{{Key: "_id", Value: "bad"}}
+		for _, e := range good {
+			if e.Key == key {
+				if v == nil {
+					continue
+				}
+				e.Value = v
+			}
+			d = append(d, e)
+		}
+		return d
+	}
+	for _, c := range []struct {
+		name string
+		doc  bson.D
+		// listed: the document still matches the unsettled listing's filter,
+		// so Unsettled must meet it and fail.
+		listed bool
+	}{
+		{"pull is a string", with("pull", "one"), true},
+		{"verdict unknown", with("verdict", "approved"), true},
+		{"repo missing", with("repo", nil), true},
+		{"created_at missing", with("created_at", nil), true},
+		{"updated_at is a string", with("updated_at", "yesterday"), false},
+		{"settled is a number", with("settled", 3), false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			db := mongotest.DB(t)
+			s, err := server.NewMongoRunStore(context.Background(), db)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := db.Collection(server.RunsCollection).InsertOne(context.Background(), c.doc); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Get(context.Background(), "bad"); !errors.Is(err, server.ErrMalformed) {
+				t.Errorf("Get = %v, want ErrMalformed: a malformed document is an error, never a run", err)
+			}
+			if !c.listed {
+				return
+			}
+			if runs, err := s.Unsettled(context.Background(), time.Time{}, server.Cursor{}, 10); !errors.Is(err, server.ErrMalformed) {
+				t.Errorf("Unsettled = %v, %v, want ErrMalformed: a malformed document is an error, never a run", runs, err)
+			}
+		})
+	}
+}
