@@ -36,23 +36,7 @@ var shared struct {
 // cannot start fails the test with the reason. Safe for concurrent use.
 func DB(t testing.TB) *mongo.Database {
 	t.Helper()
-	uri := os.Getenv(EnvURI)
-	if uri == "" {
-		shared.once.Do(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
-			defer cancel()
-			s, err := Start(ctx, "127.0.0.1:0", nil)
-			if err != nil {
-				shared.err = err
-				return
-			}
-			shared.uri = s.URI()
-		})
-		if shared.err != nil {
-			t.Fatalf("mongotest: shared server: %v", shared.err)
-		}
-		uri = shared.uri
-	}
+	uri := URI(t)
 	db := connect(t, uri).Database(dbName())
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
@@ -62,6 +46,32 @@ func DB(t testing.TB) *mongo.Database {
 		}
 	})
 	return db
+}
+
+// URI returns the connection string DB uses, for a test that needs its own
+// client options (a command monitor, say): ITERION_TEST_MONGO_URI when set,
+// else the shared embedded server's, started on first use. It never skips:
+// a server that cannot start fails the test with the reason. Safe for
+// concurrent use.
+func URI(t testing.TB) string {
+	t.Helper()
+	if uri := os.Getenv(EnvURI); uri != "" {
+		return uri
+	}
+	shared.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
+		defer cancel()
+		s, err := Start(ctx, "127.0.0.1:0", nil)
+		if err != nil {
+			shared.err = err
+			return
+		}
+		shared.uri = s.URI()
+	})
+	if shared.err != nil {
+		t.Fatalf("mongotest: shared server: %v", shared.err)
+	}
+	return shared.uri
 }
 
 // NewServer starts a dedicated server (FerretDB on a t.TempDir directory,

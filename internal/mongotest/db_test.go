@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"iterion.dev/iterion/internal/mongotest"
 )
@@ -45,5 +47,39 @@ func TestDBIsFresh(t *testing.T) {
 	}
 	if n != 0 {
 		t.Fatalf("got %d documents in a new database, want 0: each DB call is fresh", n)
+	}
+}
+
+// TestURIIsDBs checks that URI names the server DB uses: a client of URI
+// sees what was written through DB.
+func TestURIIsDBs(t *testing.T) {
+	ctx := context.Background()
+	db := mongotest.DB(t)
+	if _, err := db.Collection("docs").InsertOne(ctx, bson.D{{Key: "_id", Value: 1}}); err != nil {
+		t.Fatalf("insert: %v", err)
+	}
+	c, err := mongo.Connect(options.Client().ApplyURI(mongotest.URI(t)))
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	defer func() { _ = c.Disconnect(ctx) }()
+	n, err := c.Database(db.Name()).Collection("docs").CountDocuments(ctx, bson.D{})
+	if err != nil || n != 1 {
+		t.Fatalf("got %d documents, %v through URI, want 1: URI is the server DB uses", n, err)
+	}
+}
+
+// TestDBUsesEnvURI checks that ITERION_TEST_MONGO_URI, when set, is where
+// DB's databases live: here it points at a dedicated server whose proxy
+// counts the write.
+func TestDBUsesEnvURI(t *testing.T) {
+	srv := mongotest.NewServer(t)
+	t.Setenv(mongotest.EnvURI, srv.URI())
+	before := srv.Proxy().Commands()["insert"]
+	if _, err := mongotest.DB(t).Collection("docs").InsertOne(context.Background(), bson.D{{Key: "_id", Value: 1}}); err != nil {
+		t.Fatalf("insert: %v", err)
+	}
+	if got := srv.Proxy().Commands()["insert"] - before; got != 1 {
+		t.Fatalf("got %d inserts on the server named by %s, want 1: DB uses it when set", got, mongotest.EnvURI)
 	}
 }
