@@ -1,0 +1,88 @@
+package lease
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+)
+
+// ErrStuck reports work that has not returned within its bound after its
+// term ended: a stuck holder, the one case in which a lease overlaps a
+// successor (see the package doc). An orchestrator should restart it.
+var ErrStuck = errors.New("lease: work has not returned after its term ended")
+
+// Health tracks, for the Runs that share it, work whose term has ended (its
+// context is cancelled) but which has not returned yet. Wire Check into a
+// /healthz handler. A Health is safe for concurrent use; a nil *Health
+// tracks nothing.
+type Health struct {
+	bound time.Duration
+
+	mu    sync.Mutex
+	stuck map[*stuckWork]struct{}
+}
+
+// stuckWork is one term's work from its step-down until it returns.
+type stuckWork struct {
+	name, owner string
+	since       time.Time
+}
+
+// NewHealth returns a Health whose Check fails once some work has not
+// returned bound after its context was cancelled. A negative bound counts
+// as 0: any work still running after its step-down is unhealthy.
+func NewHealth(bound time.Duration) *Health {
+	return &Health{bound: max(bound, 0)}
+}
+
+// Check returns nil when every term's work returned within the bound of its
+// step-down (or is still within it), and otherwise an error wrapping
+// ErrStuck for each late one, naming its lease and owner and how long ago its
+// context was cancelled. A nil *Health is always healthy.
+func (h *Health) Check() error {
+	if h == nil {
+		return nil
+	}
+	h.mu.Lock()
+	late := make([]*stuckWork, 0, len(h.stuck))
+	for w := range h.stuck {
+		if time.Since(w.since) >= h.bound {
+			late = append(late, w)
+		}
+	}
+	h.mu.Unlock()
+	slices.SortFunc(late, func(a, b *stuckWork) int { return a.since.Compare(b.since) })
+	errs := make([]error, len(late))
+	for i, w := range late {
+		errs[i] = fmt.Errorf("%w: lease %q owner %q: cancelled %v ago (bound %v)",
+			ErrStuck, w.name, w.owner, time.Since(w.since), h.bound)
+	}
+	return errors.Join(errs...)
+}
+
+// begin starts tracking a term's work at its step-down.
+func (h *Health) begin(name, owner string) *stuckWork {
+	if h == nil {
+		return nil
+	}
+	w := &stuckWork{name: name, owner: owner, since: time.Now()}
+	h.mu.Lock()
+	if h.stuck == nil {
+		h.stuck = make(map[*stuckWork]struct{})
+	}
+	h.stuck[w] = struct{}{}
+	h.mu.Unlock()
+	return w
+}
+
+// end stops tracking w: its work returned.
+func (h *Health) end(w *stuckWork) {
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	delete(h.stuck, w)
+	h.mu.Unlock()
+}

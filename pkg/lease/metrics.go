@@ -1,0 +1,98 @@
+package lease
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are Run's Prometheus metrics. One Metrics may be shared by every
+// Run of a process, for the same lease or different ones; it is safe for
+// concurrent use. A nil *Metrics counts nothing.
+//
+//   - lease_held{lease}: how many Runs of this process hold the lease (a
+//     term started and has not stepped down); 0 or 1 unless several
+//     candidates for one lease share the process.
+//   - lease_terms_started_total{lease}: terms won.
+//   - lease_step_downs_total{lease,reason}: terms ended, by the Reason
+//     constants.
+//   - lease_store_call_duration_seconds{op}: store call latency, op acquire,
+//     renew or release, answered or not.
+//   - lease_store_call_errors_total{op}: store calls that did not answer
+//     (ErrLost is an answer and does not count). Calls cut because Run's
+//     context was done or the term ended count in neither.
+type Metrics struct {
+	held         *prometheus.GaugeVec
+	terms        *prometheus.CounterVec
+	stepDowns    *prometheus.CounterVec
+	callDuration *prometheus.HistogramVec
+	callErrors   *prometheus.CounterVec
+}
+
+// NewMetrics creates Run's metrics and registers them on reg. It panics, as
+// prometheus.MustRegister does, when reg already has metrics of these names,
+// so call it once per registry. A nil reg registers them nowhere.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		held: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "lease_held",
+			Help: "Runs of this process that hold the lease.",
+		}, []string{"lease"}),
+		terms: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "lease_terms_started_total",
+			Help: "Terms won by this process.",
+		}, []string{"lease"}),
+		stepDowns: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "lease_step_downs_total",
+			Help: "Terms ended, by reason.",
+		}, []string{"lease", "reason"}),
+		callDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "lease_store_call_duration_seconds",
+			Help:    "Lease store call latency, by operation.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 8), // 1ms to 16s
+		}, []string{"op"}),
+		callErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "lease_store_call_errors_total",
+			Help: "Lease store calls that got no answer, by operation.",
+		}, []string{"op"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.held, m.terms, m.stepDowns, m.callDuration, m.callErrors)
+	}
+	return m
+}
+
+// init makes the lease's series visible at 0 before its first term.
+func (m *Metrics) init(name string) {
+	if m == nil {
+		return
+	}
+	m.held.WithLabelValues(name).Add(0)
+	m.terms.WithLabelValues(name).Add(0)
+}
+
+func (m *Metrics) elected(name string) {
+	if m == nil {
+		return
+	}
+	m.held.WithLabelValues(name).Inc()
+	m.terms.WithLabelValues(name).Inc()
+}
+
+func (m *Metrics) steppedDown(name, reason string) {
+	if m == nil {
+		return
+	}
+	m.held.WithLabelValues(name).Dec()
+	m.stepDowns.WithLabelValues(name, reason).Inc()
+}
+
+func (m *Metrics) observe(op string, d time.Duration, failed bool) {
+	if m == nil {
+		return
+	}
+	m.callDuration.WithLabelValues(op).Observe(d.Seconds())
+	if failed {
+		m.callErrors.WithLabelValues(op).Inc()
+	}
+}
