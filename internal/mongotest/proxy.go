@@ -12,8 +12,9 @@ import (
 	"time"
 )
 
-// ErrBackendDown reports a request that arrived while the backend was
-// stopped (during RestartBackend) or after the proxy closed.
+// ErrBackendDown is returned by RestartBackend once the server is closed,
+// and by Hold.Err for a held command the closing server never forwarded.
+// Requests that meet a stopped backend get their connection closed.
 var ErrBackendDown = errors.New("mongotest: backend down")
 
 // Proxy is the MongoDB-wire proxy in front of the test server's FerretDB. It
@@ -24,7 +25,8 @@ var ErrBackendDown = errors.New("mongotest: backend down")
 // conditional upserts would elect several winners; serialised, they elect one,
 // as MongoDB's per-document atomicity does.
 //
-// Each client connection gets its own backend connection. The fault controls
+// It lives as long as its Server. Each client connection gets its own backend
+// connection. The fault controls
 // (SetDelay, Hold, DropAnswer, Cut, Refuse, RestartBackend) act on the
 // requests that arrive after they are set. All methods are safe for
 // concurrent use.
@@ -51,7 +53,7 @@ type Proxy struct {
 	closed  bool
 	conns   map[*clientConn]struct{}
 	counts  map[string]int
-	closing chan struct{} // closed by Close
+	closing chan struct{} // closed by close
 	wg      sync.WaitGroup
 }
 
@@ -104,8 +106,8 @@ func (cc *clientConn) backendConn(addr string) (conn net.Conn, detached bool, er
 	return conn, false, nil
 }
 
-// Hold is a command held by Proxy.Hold. Its methods are safe for concurrent
-// use.
+// Hold is a hold armed by Proxy.Hold and, once a command arrives, that held
+// command. Its methods are safe for concurrent use.
 type Hold struct {
 	match    func(Command) bool
 	arrived  chan struct{}
@@ -147,8 +149,8 @@ func (h *Hold) Err() error {
 	return h.answered
 }
 
-// Drop is an answer dropped by Proxy.DropAnswer. Its methods are safe for
-// concurrent use.
+// Drop is a drop armed by Proxy.DropAnswer and, once it happened, the
+// command whose answer was dropped. Its methods are safe for concurrent use.
 type Drop struct {
 	match func(Command) bool
 	done  chan struct{}
@@ -270,11 +272,11 @@ func (p *Proxy) Commands() map[string]int {
 	return maps.Clone(p.counts)
 }
 
-// RestartBackend stops the backend server and starts it again on the same
-// data directory, so data persists (a server started without a directory
-// restarts empty). Every client connection open now is cut; connections and
-// requests arriving while the backend is down are closed. It returns once the
-// backend accepts connections again, or with the error that kept it down.
+// RestartBackend stops FerretDB and starts it again on the same data
+// directory, so data persists. Every client connection open now is cut;
+// requests arriving while FerretDB is down get their connection closed. ctx
+// bounds the wait for the old FerretDB to stop. It returns once FerretDB
+// accepts connections again, or with the error that kept it down.
 func (p *Proxy) RestartBackend(ctx context.Context) error {
 	p.restart.Lock()
 	defer p.restart.Unlock()
