@@ -1,0 +1,261 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+)
+
+// ErrMalformed reports a lease document of the wrong shape: an _id or owner
+// that is not a string, or an expiry that is not a date. MongoStore never
+// elects anyone over such a document; it answers with this error until an
+// operator removes or repairs the document.
+var ErrMalformed = errors.New("lease: malformed lease document")
+
+// MongoCollection is the collection MongoStore keeps its leases in, one
+// document per name: {_id: name, owner: string, expires: date}.
+const MongoCollection = "leases"
+
+// The lease document's fields.
+const (
+	fieldName    = "_id"
+	fieldOwner   = "owner"
+	fieldExpires = "expires"
+)
+
+// MongoStore keeps leases in a MongoDB collection ([MongoCollection]), one
+// document per name, so that the replicas of a deployment that share a
+// MongoDB replica set elect among themselves. It passes the same
+// conformance suite as [MemoryStore].
+//
+// Round trips: Acquire is one conditional upsert and Renew one conditional
+// update; each costs one round trip when it succeeds. When either is
+// refused it costs a second one, a read, to tell a lease held by another
+// (false, nil) from a document of the wrong shape ([ErrMalformed]). Release
+// is one delete, plus that read when it deleted nothing. Holders is one
+// query.
+//
+// Only MongoDB evaluates a conditional update atomically; FerretDB v1 does
+// not (see [MongoStore.CheckServer]).
+//
+// A MongoStore is safe for concurrent use.
+type MongoStore struct {
+	coll *mongo.Collection
+}
+
+var (
+	_ Store     = (*MongoStore)(nil)
+	_ Inspector = (*MongoStore)(nil)
+)
+
+// NewMongoStore returns a MongoStore that keeps its leases in db's
+// [MongoCollection] collection. It sends nothing to the server; the
+// collection needs no index beyond _id.
+func NewMongoStore(db *mongo.Database) *MongoStore {
+	return &MongoStore{coll: db.Collection(MongoCollection)}
+}
+
+// CheckServer asks the server for its buildInfo, once per call, and logs a
+// warning through logger (nil discards) when the server is FerretDB: FerretDB
+// v1 evaluates an update's filter and writes in two steps, so several
+// candidates racing for an expired lease can each win. FerretDB is a test
+// server, not a production lease store. A server calls CheckServer once at
+// start; the returned error is the buildInfo command's, if it failed.
+func (s *MongoStore) CheckServer(ctx context.Context, logger *slog.Logger) error {
+	var info bson.Raw
+	err := s.coll.Database().RunCommand(ctx, bson.D{{Key: "buildInfo", Value: 1}}).Decode(&info)
+	if err != nil {
+		return fmt.Errorf("lease: buildInfo: %w", err)
+	}
+	version, err := info.LookupErr("ferretdbVersion")
+	if err != nil {
+		return nil // MongoDB: no FerretDB field.
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	logger.Warn("lease: the lease store is FerretDB, a test server: FerretDB v1 does not evaluate conditional updates atomically, so a lease can elect several holders; use MongoDB in production",
+		"ferretdbVersion", version.String(), "database", s.coll.Database().Name())
+	return nil
+}
+
+// Acquire takes the lease name for owner until trunc(trunc(now)+ttl) when it
+// is free, expired at now, or already owner's, and reports whether it did,
+// in one conditional upsert. It never moves an expiry backward. It returns
+// false, nil when another owner holds the lease unexpired; an error wrapping
+// ErrMalformed, writing nothing, when the lease's document has the wrong
+// shape; and an error, writing nothing, when an argument is invalid
+// (ErrInvalid) or ctx is done before the call. Any other error means no
+// answer: the upsert may have landed.
+func (s *MongoStore) Acquire(ctx context.Context, name, owner string, now time.Time, ttl time.Duration) (bool, error) {
+	if err := checkArgs(name, owner, ttl); err != nil {
+		return false, err
+	}
+	if err := ctxErr(ctx, "acquire", name); err != nil {
+		return false, err
+	}
+	// The $type guards keep a malformed document out of the match, so it
+	// is never taken over. The document matches when it is owner's or
+	// expired; when it exists and does not match, the upsert's insert
+	// collides with its _id. $max keeps a same-owner expiry from moving
+	// backward, and is a plain set on a takeover, whose new expiry is after
+	// now and so after the old one.
+	filter := bson.D{
+		{Key: fieldName, Value: name},
+		{Key: fieldOwner, Value: bson.D{{Key: "$type", Value: "string"}}},
+		{Key: fieldExpires, Value: bson.D{{Key: "$type", Value: "date"}}},
+		{Key: "$or", Value: bson.A{
+			bson.D{{Key: fieldOwner, Value: owner}},
+			bson.D{{Key: fieldExpires, Value: bson.D{{Key: "$lte", Value: stamp(now)}}}},
+		}},
+	}
+	update := bson.D{
+		{Key: "$set", Value: bson.D{{Key: fieldOwner, Value: owner}}},
+		{Key: "$max", Value: bson.D{{Key: fieldExpires, Value: expiry(now, ttl)}}},
+	}
+	res, err := s.coll.UpdateOne(ctx, filter, update, options.UpdateOne().SetUpsert(true))
+	if mongo.IsDuplicateKeyError(err) {
+		return false, s.refused(ctx, "acquire", name)
+	}
+	if err != nil {
+		return false, fmt.Errorf("lease: acquire %q: %w", name, err)
+	}
+	// Matched, not modified: a same-millisecond re-acquire modifies nothing.
+	return res.MatchedCount+res.UpsertedCount == 1, nil
+}
+
+// Renew extends owner's own lease name to trunc(trunc(now)+ttl), unless it
+// already expires later, and reports whether owner held it, in one
+// conditional update. A lease past its expiry that nobody took is still
+// owner's and renewable. Renew never creates or takes a lease: it returns
+// false, nil when the lease is absent or another's. Errors are as for
+// Acquire.
+func (s *MongoStore) Renew(ctx context.Context, name, owner string, now time.Time, ttl time.Duration) (bool, error) {
+	if err := checkArgs(name, owner, ttl); err != nil {
+		return false, err
+	}
+	if err := ctxErr(ctx, "renew", name); err != nil {
+		return false, err
+	}
+	filter := bson.D{
+		{Key: fieldName, Value: name},
+		{Key: fieldOwner, Value: owner},
+		{Key: fieldExpires, Value: bson.D{{Key: "$type", Value: "date"}}},
+	}
+	update := bson.D{{Key: "$max", Value: bson.D{{Key: fieldExpires, Value: expiry(now, ttl)}}}}
+	res, err := s.coll.UpdateOne(ctx, filter, update)
+	if err != nil {
+		return false, fmt.Errorf("lease: renew %q: %w", name, err)
+	}
+	if res.MatchedCount == 1 {
+		return true, nil
+	}
+	return false, s.refused(ctx, "renew", name)
+}
+
+// Release deletes owner's lease name, expired or not. Releasing a lease
+// nobody holds is a no-op that returns nil; releasing another owner's
+// returns ErrLost and changes nothing; a malformed document is an error
+// wrapping ErrMalformed and stays. It returns an error, changing nothing,
+// when an argument is invalid (ErrInvalid) or ctx is done before the call.
+// It costs at most two round trips.
+func (s *MongoStore) Release(ctx context.Context, name, owner string) error {
+	if err := checkNames(name, owner); err != nil {
+		return err
+	}
+	if err := ctxErr(ctx, "release", name); err != nil {
+		return err
+	}
+	filter := bson.D{
+		{Key: fieldName, Value: name},
+		{Key: fieldOwner, Value: owner},
+		{Key: fieldExpires, Value: bson.D{{Key: "$type", Value: "date"}}},
+	}
+	res, err := s.coll.DeleteOne(ctx, filter)
+	if err != nil {
+		return fmt.Errorf("lease: release %q: %w", name, err)
+	}
+	if res.DeletedCount == 1 {
+		return nil
+	}
+	h, found, err := s.find(ctx, "release", name)
+	switch {
+	case err != nil || !found:
+		return err
+	case h.Owner != owner:
+		return fmt.Errorf("%w: %q is held by %q, not %q", ErrLost, name, h.Owner, owner)
+	}
+	// owner's again: a concurrent Acquire of the same owner landed after the
+	// delete missed. Calls of one owner are not ordered; this one came first.
+	return nil
+}
+
+// Holders returns every lease the collection keeps, expired ones included,
+// sorted by name, with Expires in UTC, in one query. A document of the wrong
+// shape is an error wrapping ErrMalformed.
+func (s *MongoStore) Holders(ctx context.Context) ([]Holder, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("lease: holders: %w", err)
+	}
+	cur, err := s.coll.Find(ctx, bson.D{}, options.Find().SetSort(bson.D{{Key: fieldName, Value: 1}}))
+	if err != nil {
+		return nil, fmt.Errorf("lease: holders: %w", err)
+	}
+	defer cur.Close(ctx)
+	var hs []Holder
+	for cur.Next(ctx) {
+		h, err := decodeLease(cur.Current)
+		if err != nil {
+			return nil, err
+		}
+		hs = append(hs, h)
+	}
+	if err := cur.Err(); err != nil {
+		return nil, fmt.Errorf("lease: holders: %w", err)
+	}
+	return hs, nil
+}
+
+// refused reads the lease after Acquire or Renew was refused: nil when the
+// document is well-formed or gone (the refusal stands), an ErrMalformed
+// error when it has the wrong shape, or the read's error.
+func (s *MongoStore) refused(ctx context.Context, op, name string) error {
+	_, _, err := s.find(ctx, op, name)
+	return err
+}
+
+// find reads the lease document name; found is false when there is none.
+func (s *MongoStore) find(ctx context.Context, op, name string) (h Holder, found bool, err error) {
+	raw, err := s.coll.FindOne(ctx, bson.D{{Key: fieldName, Value: name}}).Raw()
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return Holder{}, false, nil
+	}
+	if err != nil {
+		return Holder{}, false, fmt.Errorf("lease: %s %q: %w", op, name, err)
+	}
+	h, err = decodeLease(raw)
+	return h, err == nil, err
+}
+
+// decodeLease reads a lease document, checking every field's type.
+func decodeLease(raw bson.Raw) (Holder, error) {
+	name, ok := raw.Lookup(fieldName).StringValueOK()
+	if !ok {
+		return Holder{}, fmt.Errorf("%w: %s is not a string in %s", ErrMalformed, fieldName, raw)
+	}
+	owner, ok := raw.Lookup(fieldOwner).StringValueOK()
+	if !ok {
+		return Holder{}, fmt.Errorf("%w: %s is not a string in %s", ErrMalformed, fieldOwner, raw)
+	}
+	expires, ok := raw.Lookup(fieldExpires).TimeOK()
+	if !ok {
+		return Holder{}, fmt.Errorf("%w: %s is not a date in %s", ErrMalformed, fieldExpires, raw)
+	}
+	return Holder{Name: name, Owner: owner, Expires: expires.UTC()}, nil
+}

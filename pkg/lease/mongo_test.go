@@ -1,0 +1,232 @@
+package lease_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/event"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"iterion.dev/iterion/internal/mongotest"
+	"iterion.dev/iterion/pkg/lease"
+	"iterion.dev/iterion/pkg/lease/leasetest"
+)
+
+// TestMongoConformance runs the conformance suite on MongoStore, each case
+// on a fresh database of the test server.
+func TestMongoConformance(t *testing.T) {
+	leasetest.Run(t, func(t *testing.T) lease.Store { return lease.NewMongoStore(mongotest.DB(t)) })
+}
+
+var t0 = time.Date(2026, 9, 30, 15, 0, 0, 0, time.UTC)
+
+// TestMongoMalformedDocument pins: a lease document of the wrong shape is an
+// error wrapping ErrMalformed for every call, never an election, and stays
+// as it was.
+func TestMongoMalformedDocument(t *testing.T) {
+	ctx := context.Background()
+	db := mongotest.DB(t)
+	st := lease.NewMongoStore(db)
+	coll := db.Collection(lease.MongoCollection)
+	past, future := t0.Add(-time.Hour), t0.Add(time.Hour)
+	docs := []struct {
+		why string
+		doc bson.D
+	}{
+		{"owner is an int, expiry past", bson.D{{Key: "owner", Value: 5}, {Key: "expires", Value: past}}},
+		{"owner is an int, expiry future", bson.D{{Key: "owner", Value: 5}, {Key: "expires", Value: future}}},
+		{"owner is null", bson.D{{Key: "owner", Value: nil}, {Key: "expires", Value: past}}},
+		{"owner is missing", bson.D{{Key: "expires", Value: past}}},
+		{"expires is a string", bson.D{{Key: "owner", Value: "a"}, {Key: "expires", Value: "2026-09-30T14:00:00Z"}}},
+		{"expires is milliseconds", bson.D{{Key: "owner", Value: "a"}, {Key: "expires", Value: past.UnixMilli()}}},
+		{"expires is missing", bson.D{{Key: "owner", Value: "a"}}},
+	}
+	for _, d := range docs {
+		t.Run(strings.ReplaceAll(d.why, " ", "_"), func(t *testing.T) {
+			name := "lease-" + strings.ToLower(rand.Text()[:8])
+			doc := append(bson.D{{Key: "_id", Value: name}}, d.doc...)
+			if _, err := coll.InsertOne(ctx, doc); err != nil {
+				t.Fatalf("insert %v: %v", doc, err)
+			}
+			before := rawDoc(t, coll, name)
+			for _, owner := range []string{"a", "b"} {
+				ok, err := st.Acquire(ctx, name, owner, t0, time.Minute)
+				if ok || !errors.Is(err, lease.ErrMalformed) {
+					t.Errorf("Acquire(%s) by %s = %v, %v; want false, ErrMalformed: a malformed document is an error, never an election", d.why, owner, ok, err)
+				}
+				ok, err = st.Renew(ctx, name, owner, t0, time.Minute)
+				if ok || !errors.Is(err, lease.ErrMalformed) {
+					t.Errorf("Renew(%s) by %s = %v, %v; want false, ErrMalformed: a malformed document is an error", d.why, owner, ok, err)
+				}
+				if err := st.Release(ctx, name, owner); !errors.Is(err, lease.ErrMalformed) {
+					t.Errorf("Release(%s) by %s = %v; want ErrMalformed: a malformed document is an error", d.why, owner, err)
+				}
+			}
+			if hs, err := st.Holders(ctx); !errors.Is(err, lease.ErrMalformed) {
+				t.Errorf("Holders() with %s = %v, %v; want ErrMalformed: a malformed document is an error", d.why, hs, err)
+			}
+			if after := rawDoc(t, coll, name); !bytes.Equal(before, after) {
+				t.Errorf("document after the calls = %s; want %s unchanged: a malformed document is never written over", after, before)
+			}
+			if _, err := coll.DeleteOne(ctx, bson.D{{Key: "_id", Value: name}}); err != nil {
+				t.Fatalf("delete %s: %v", name, err)
+			}
+		})
+	}
+	t.Run("id_is_not_a_string", func(t *testing.T) {
+		if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: 7}, {Key: "owner", Value: "a"}, {Key: "expires", Value: future}}); err != nil {
+			t.Fatalf("insert: %v", err)
+		}
+		if hs, err := st.Holders(ctx); !errors.Is(err, lease.ErrMalformed) {
+			t.Errorf("Holders() with an int _id = %v, %v; want ErrMalformed: a malformed document is an error", hs, err)
+		}
+	})
+}
+
+func rawDoc(t *testing.T, coll *mongo.Collection, name string) bson.Raw {
+	t.Helper()
+	raw, err := coll.FindOne(context.Background(), bson.D{{Key: "_id", Value: name}}).Raw()
+	if err != nil {
+		t.Fatalf("find %s: %v", name, err)
+	}
+	return raw
+}
+
+// commandLog counts the commands a client sends, by the driver's command
+// monitor. Safe for concurrent use.
+type commandLog struct {
+	mu    sync.Mutex
+	names []string
+}
+
+func (l *commandLog) started(_ context.Context, e *event.CommandStartedEvent) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.names = append(l.names, e.CommandName)
+}
+
+// since returns the commands sent since the log held n of them, and the
+// count now.
+func (l *commandLog) since(n int) ([]string, int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.names[n:]...), len(l.names)
+}
+
+// monitoredDB returns a fresh database, on the server mongotest.DB uses,
+// through a client whose commands log counts.
+func monitoredDB(t testing.TB) (*mongo.Database, *commandLog) {
+	t.Helper()
+	uri := mongotest.URI(t)
+	log := &commandLog{}
+	c, err := mongo.Connect(options.Client().ApplyURI(uri).SetMonitor(&event.CommandMonitor{Started: log.started}))
+	if err != nil {
+		t.Fatalf("connect %s: %v", uri, err)
+	}
+	db := c.Database("lease_" + strings.ToLower(rand.Text()[:12]))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = db.Drop(ctx)
+		_ = c.Disconnect(ctx)
+	})
+	return db, log
+}
+
+// TestMongoRoundTrips pins the command counts, by the driver's command
+// monitor: a successful Acquire or Renew is one command; a refused one is
+// two (the read that tells "held by another" from "malformed"); Release is
+// at most two.
+func TestMongoRoundTrips(t *testing.T) {
+	ctx := context.Background()
+	db, log := monitoredDB(t)
+	st := lease.NewMongoStore(db)
+	_, n := log.since(0) // connection setup, if any, is not a call's
+	calls := []struct {
+		what string
+		call func() error
+		want int
+		rule string
+	}{
+		{"Acquire of a free lease", func() error { return wantBool(st.Acquire(ctx, "n", "a", t0, time.Second)) }, 1, "Acquire is one round trip"},
+		{"Acquire of one's own lease", func() error { return wantBool(st.Acquire(ctx, "n", "a", t0, time.Second)) }, 1, "Acquire is one round trip"},
+		{"Renew of one's own lease", func() error { return wantBool(st.Renew(ctx, "n", "a", t0, time.Second)) }, 1, "Renew is one round trip"},
+		{"Renew of an expired, untaken lease", func() error { return wantBool(st.Renew(ctx, "n", "a", t0.Add(time.Minute), time.Second)) }, 1, "Renew is one round trip"},
+		{"Acquire refused", func() error { return wantRefused(st.Acquire(ctx, "n", "b", t0.Add(time.Minute), time.Second)) }, 2, "a refusal reads the document once"},
+		{"Renew refused", func() error { return wantRefused(st.Renew(ctx, "n", "b", t0.Add(time.Minute), time.Second)) }, 2, "a refusal reads the document once"},
+		{"Release of another's lease", func() error { return wantErr(st.Release(ctx, "n", "b"), lease.ErrLost) }, 2, "Release is at most two round trips"},
+		{"Release of one's own lease", func() error { return st.Release(ctx, "n", "a") }, 1, "Release of one's own lease is one delete"},
+		{"Release of nobody's lease", func() error { return st.Release(ctx, "n", "a") }, 2, "Release is at most two round trips"},
+		{"Acquire of a second free lease", func() error { return wantBool(st.Acquire(ctx, "m", "a", t0, time.Second)) }, 1, "Acquire is one round trip"},
+		{"Acquire taking over an expired lease", func() error { return wantBool(st.Acquire(ctx, "m", "b", t0.Add(time.Second), time.Second)) }, 1, "Acquire is one round trip"},
+		{"Holders", func() error { _, err := st.Holders(ctx); return err }, 1, "Holders is one query"},
+	}
+	for _, c := range calls {
+		if err := c.call(); err != nil {
+			t.Fatalf("%s: %v", c.what, err)
+		}
+		var sent []string
+		sent, n = log.since(n)
+		if len(sent) != c.want {
+			t.Errorf("%s sent %d commands %v; want %d: %s", c.what, len(sent), sent, c.want, c.rule)
+		}
+	}
+}
+
+func wantBool(ok bool, err error) error {
+	if err == nil && !ok {
+		return errors.New("got false, want true")
+	}
+	return err
+}
+
+func wantRefused(ok bool, err error) error {
+	if err == nil && ok {
+		return errors.New("got true, want false")
+	}
+	return err
+}
+
+func wantErr(err, want error) error {
+	if !errors.Is(err, want) {
+		return errors.Join(errors.New("want "+want.Error()), err)
+	}
+	return nil
+}
+
+// TestMongoCheckServer pins: CheckServer warns when the server is FerretDB
+// (the embedded test server is), and only then.
+func TestMongoCheckServer(t *testing.T) {
+	ctx := context.Background()
+	db := mongotest.DB(t)
+	var info bson.M
+	if err := db.RunCommand(ctx, bson.D{{Key: "buildInfo", Value: 1}}).Decode(&info); err != nil {
+		t.Fatalf("buildInfo: %v", err)
+	}
+	_, ferret := info["ferretdbVersion"]
+	if os.Getenv(mongotest.EnvURI) == "" && !ferret {
+		t.Fatalf("the embedded test server's buildInfo has no ferretdbVersion: %v", info)
+	}
+	var buf bytes.Buffer
+	st := lease.NewMongoStore(db)
+	if err := st.CheckServer(ctx, slog.New(slog.NewTextHandler(&buf, nil))); err != nil {
+		t.Fatalf("CheckServer: %v", err)
+	}
+	warned := strings.Contains(buf.String(), "level=WARN") && strings.Contains(buf.String(), "FerretDB")
+	if warned != ferret {
+		t.Errorf("CheckServer logged %q on a server with ferretdbVersion=%v; want a FerretDB warning exactly when the server is FerretDB", buf.String(), ferret)
+	}
+	if err := st.CheckServer(ctx, nil); err != nil {
+		t.Errorf("CheckServer with a nil logger = %v; want nil: a nil logger discards", err)
+	}
+}
