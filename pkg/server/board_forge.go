@@ -1,0 +1,274 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"iterion.dev/iterion/pkg/forge"
+)
+
+// DefaultBoardInterval is the time between two passes of the board sync.
+const DefaultBoardInterval = 5 * time.Minute
+
+// IssueLister lists a repository's issues and pull requests updated at or
+// after since (zero: all), every page; *forge.Client is one. The board
+// sync needs nothing else from the forge.
+type IssueLister interface {
+	ListIssues(ctx context.Context, owner, repo string, since time.Time) ([]forge.Issue, error)
+}
+
+var _ IssueLister = (*forge.Client)(nil)
+
+// BoardRepoPass is what one pass of the board sync did for one repository.
+type BoardRepoPass struct {
+	// Repo is "owner/name".
+	Repo string
+	// Since is the watermark the pass listed from; zero for a full sync.
+	Since time.Time
+	// Listed is how many issues the forge returned; Changed how many of
+	// them changed the stored card.
+	Listed, Changed int
+	// Watermark is the repository's watermark after the pass: the latest
+	// updated time seen, unmoved when the pass failed for the repository.
+	Watermark time.Time
+	// Err is why the repository was not synced (nil: it was).
+	Err error
+}
+
+// BoardPass reports one pass of the board sync to BoardSyncConfig.OnPass.
+type BoardPass struct {
+	// Owner is the replica that synced.
+	Owner string
+	// Term counts the terms this sync served, from 1; Pass counts the
+	// passes of the term, from 1.
+	Term, Pass int
+	// At is when the pass began.
+	At time.Time
+	// Repos has one entry per repository the pass reached, in the
+	// configured order; a pass stopped early has fewer.
+	Repos []BoardRepoPass
+	// Complete is false when the pass stopped early: a rate limit or the
+	// end of the term.
+	Complete bool
+}
+
+// BoardSyncConfig assembles a BoardSync.
+type BoardSyncConfig struct {
+	Board BoardStore  // required
+	Forge IssueLister // required: the forge client, in the server
+	// Host is the forge host the cards are filed under, e.g. "github.com";
+	// required.
+	Host string
+	// Repos are the repositories to sync, "owner/name"; at least one.
+	Repos []string
+	// Interval is the time between passes; 0 means DefaultBoardInterval.
+	Interval time.Duration
+	// Owner names the replica in logs and BoardPass.
+	Owner string
+	// Now is the clock of rate-limit pauses and BoardPass.At; nil means
+	// time.Now.
+	Now func() time.Time
+	// Logger receives one line per pass, and each repository that failed;
+	// nil discards.
+	Logger *slog.Logger
+	// OnPass is called synchronously after each pass; nil means none. It
+	// must not block.
+	OnPass func(BoardPass)
+}
+
+// ErrBoardConfig is wrapped by NewBoardSync's errors about a bad field.
+var ErrBoardConfig = errors.New("server: invalid board sync config")
+
+// BoardSync is the forge board's issue sync: the net that keeps one card
+// per issue and pull request of the configured repositories. Its Work
+// serves one lease term; the server runs it only under the lease
+// ForgeBoardSync() (or on every replica with --no-lease). Safe for
+// concurrent use, though the lease runs one Work at a time.
+type BoardSync struct {
+	cfg   BoardSyncConfig
+	repos []boardRepo
+	terms atomic.Int64
+}
+
+type boardRepo struct{ full, owner, name string }
+
+// NewBoardSync validates cfg and returns a BoardSync. Errors wrap
+// ErrBoardConfig and name the field and value.
+func NewBoardSync(cfg BoardSyncConfig) (*BoardSync, error) {
+	switch {
+	case cfg.Board == nil:
+		return nil, fmt.Errorf("%w: Board is nil", ErrBoardConfig)
+	case cfg.Forge == nil:
+		return nil, fmt.Errorf("%w: Forge is nil", ErrBoardConfig)
+	case strings.TrimSpace(cfg.Host) == "" || strings.ContainsAny(cfg.Host, "/# \t\r\n"):
+		return nil, fmt.Errorf("%w: Host %q is not a host name", ErrBoardConfig, cfg.Host)
+	case len(cfg.Repos) == 0:
+		return nil, fmt.Errorf("%w: Repos is empty", ErrBoardConfig)
+	case cfg.Interval < 0:
+		return nil, fmt.Errorf("%w: Interval %v is negative", ErrBoardConfig, cfg.Interval)
+	}
+	s := &BoardSync{}
+	seen := map[string]bool{}
+	for _, r := range cfg.Repos {
+		if !repoPattern.MatchString(r) {
+			return nil, fmt.Errorf("%w: Repos entry %q is not owner/name", ErrBoardConfig, r)
+		}
+		if seen[r] {
+			return nil, fmt.Errorf("%w: Repos entry %q is listed twice", ErrBoardConfig, r)
+		}
+		seen[r] = true
+		owner, name, _ := strings.Cut(r, "/")
+		s.repos = append(s.repos, boardRepo{full: r, owner: owner, name: name})
+	}
+	if cfg.Interval == 0 {
+		cfg.Interval = DefaultBoardInterval
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	s.cfg = cfg
+	return s, nil
+}
+
+// ForgeHost is the host name of a forge REST root, as cards file it:
+// "github.com" for GitHub's API (api.github.com, or "" for the default),
+// the URL's host otherwise (an Enterprise server or a simulator).
+func ForgeHost(baseURL string) (string, error) {
+	if baseURL == "" {
+		baseURL = forge.DefaultBaseURL
+	}
+	u, err := url.Parse(baseURL)
+	if err != nil || u.Host == "" {
+		return "", fmt.Errorf("%w: forge base URL %q has no host", ErrBoardConfig, baseURL)
+	}
+	if u.Host == "api.github.com" {
+		return "github.com", nil
+	}
+	return u.Host, nil
+}
+
+// Interval is the time between two passes, as configured.
+func (s *BoardSync) Interval() time.Duration { return s.cfg.Interval }
+
+// boardTerm is what the sync keeps in memory for one term, and nothing
+// outlives it: the next term starts afresh, with a full sync.
+type boardTerm struct {
+	term, pass int
+	// watermarks holds, per repository, the latest forge updated time the
+	// term has stored every card up to; absent: sync in full.
+	watermarks map[string]time.Time
+	// pausedUntil is the rate limit's reset: ticks before it are skipped.
+	pausedUntil time.Time
+}
+
+// Work serves one term: it makes a pass every interval until ctx is done,
+// the first one interval after the term starts, as the sweeper does, so a
+// term that flaps costs no forge request. Its forge requests are charged
+// to lane forge-board-sync.
+//
+// A pass lists, for each repository in order, the issues updated at or
+// after the repository's watermark, stores their cards, and moves the
+// watermark to the latest updated time the forge returned. The watermark
+// is the forge's clock, never this replica's, so clock skew loses nothing;
+// since is inclusive, so an issue updated in the same second as the last
+// one seen is listed again rather than missed (its unchanged card is no
+// change). The first pass of a term lists everything. A repository whose
+// list or store fails keeps its watermark, so the next pass lists the same
+// issues again; the pass goes on to the next repository. A rate-limit error
+// stops the pass; the ticks before the limit's reset are skipped and not
+// counted as passes.
+func (s *BoardSync) Work(ctx context.Context) {
+	st := &boardTerm{term: int(s.terms.Add(1)), watermarks: make(map[string]time.Time)}
+	ctx = forge.WithLane(ctx, forge.LaneBoardSync)
+	tick := time.NewTicker(s.cfg.Interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if now := s.cfg.Now(); now.Before(st.pausedUntil) {
+			s.cfg.Logger.Debug("board sync skipped: rate limited", "owner", s.cfg.Owner, "until", st.pausedUntil)
+			continue
+		}
+		s.pass(ctx, st)
+	}
+}
+
+// pass makes one pass of the term st.
+func (s *BoardSync) pass(ctx context.Context, st *boardTerm) {
+	st.pass++
+	p := BoardPass{Owner: s.cfg.Owner, Term: st.term, Pass: st.pass, At: s.cfg.Now(), Complete: true}
+	listed, changed, failed := 0, 0, 0
+	for _, r := range s.repos {
+		if ctx.Err() != nil {
+			p.Complete = false
+			break
+		}
+		rp := s.syncRepo(ctx, st, r)
+		p.Repos = append(p.Repos, rp)
+		listed, changed = listed+rp.Listed, changed+rp.Changed
+		if rp.Err == nil {
+			continue
+		}
+		failed++
+		if rl := (*forge.RateLimitError)(nil); errors.As(rp.Err, &rl) {
+			st.pausedUntil = rl.Reset
+			s.cfg.Logger.Warn("board sync stopped: rate limited", "owner", s.cfg.Owner, "repo", r.full,
+				"until", st.pausedUntil, "err", rp.Err)
+			p.Complete = false
+			break
+		}
+		s.cfg.Logger.Warn("board sync: repository not synced", "owner", s.cfg.Owner, "repo", r.full,
+			"since", rp.Since, "err", rp.Err)
+	}
+	s.cfg.Logger.Info("board sync pass", "owner", p.Owner, "term", p.Term, "pass", p.Pass, "repos", len(p.Repos),
+		"failed", failed, "listed", listed, "changed", changed, "complete", p.Complete)
+	if s.cfg.OnPass != nil {
+		s.cfg.OnPass(p)
+	}
+}
+
+// syncRepo lists r's issues since its watermark and stores their cards,
+// moving the watermark only when every card was stored.
+func (s *BoardSync) syncRepo(ctx context.Context, st *boardTerm, r boardRepo) BoardRepoPass {
+	since := st.watermarks[r.full]
+	rp := BoardRepoPass{Repo: r.full, Since: since, Watermark: since}
+	issues, err := s.cfg.Forge.ListIssues(ctx, r.owner, r.name, since)
+	if err != nil {
+		rp.Err = err
+		return rp
+	}
+	rp.Listed = len(issues)
+	mark := since
+	for _, is := range issues {
+		changed, err := s.cfg.Board.Put(ctx, Card{
+			Host: s.cfg.Host, Repo: r.full, Number: is.Number, Title: is.Title, State: is.State,
+			Labels: is.Labels, Assignees: is.Assignees, PullRequest: is.PullRequest, URL: is.HTMLURL,
+			Updated: is.UpdatedAt,
+		})
+		if err != nil {
+			rp.Err = fmt.Errorf("server: board card %s: %w", CardID(s.cfg.Host, r.full, is.Number), err)
+			return rp
+		}
+		if changed {
+			rp.Changed++
+		}
+		if is.UpdatedAt.After(mark) {
+			mark = is.UpdatedAt
+		}
+	}
+	st.watermarks[r.full] = mark
+	rp.Watermark = mark
+	return rp
+}

@@ -1,0 +1,483 @@
+package server_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"iterion.dev/iterion/pkg/forge"
+	"iterion.dev/iterion/pkg/forge/forgesim"
+	"iterion.dev/iterion/pkg/server"
+)
+
+// issuesRoute is the simulator's route of the issues list.
+const issuesRoute = "GET /repos/{owner}/{repo}/issues"
+
+// inProcess serves requests with the simulator's handler in this goroutine,
+// with no network, so a sync under test runs in synctest's virtual time
+// against the real simulator. fail, when set, makes every request a
+// transport error (the forge unreachable). It records each URL it served.
+type inProcess struct {
+	sim  http.Handler
+	fail atomic.Bool
+	mu   sync.Mutex
+	urls []*url.URL
+}
+
+var errUnreachable = errors.New("forge unreachable (injected)")
+
+func (p *inProcess) RoundTrip(req *http.Request) (*http.Response, error) {
+	if p.fail.Load() {
+		return nil, errUnreachable
+	}
+	p.mu.Lock()
+	p.urls = append(p.urls, req.URL)
+	p.mu.Unlock()
+	in := req.Clone(req.Context())
+	in.Host, in.RequestURI = req.URL.Host, req.URL.RequestURI()
+	if in.Body == nil {
+		in.Body = http.NoBody
+	}
+	rec := httptest.NewRecorder()
+	p.sim.ServeHTTP(rec, in)
+	resp := rec.Result()
+	resp.Request = req
+	return resp, nil
+}
+
+// sinces returns the since parameter of every issues list sent for repo
+// ("" when absent), in order.
+func (p *inProcess) sinces(repo string) []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []string
+	for _, u := range p.urls {
+		if u.Path == "/repos/"+repo+"/issues" && u.Query().Get("page") == "" {
+			out = append(out, u.Query().Get("since"))
+		}
+	}
+	return out
+}
+
+// boardRig is one replica's board sync on a simulator, in a synctest bubble.
+type boardRig struct {
+	sim    *forgesim.Sim
+	net    *inProcess
+	client *forge.Client
+	board  *server.MemoryBoardStore
+	sync   *server.BoardSync
+	passes chan server.BoardPass
+	logs   *boardLog
+}
+
+const (
+	boardToken    = "board-token"
+	boardInterval = time.Minute
+)
+
+// newBoardRig must be called inside a synctest bubble.
+func newBoardRig(t *testing.T, repos ...string) *boardRig {
+	t.Helper()
+	r := &boardRig{sim: forgesim.New(), board: server.NewMemoryBoardStore(), passes: make(chan server.BoardPass, 100), logs: &boardLog{}}
+	r.net = &inProcess{sim: r.sim}
+	var err error
+	r.client, err = forge.New(forge.Config{BaseURL: "http://forge.test/", Token: boardToken, Next: r.net})
+	if err != nil {
+		t.Fatalf("forge.New: %v", err)
+	}
+	r.sync, err = server.NewBoardSync(server.BoardSyncConfig{
+		Board: r.board, Forge: r.client, Host: "github.com", Repos: repos, Interval: boardInterval,
+		Owner: "replica-a", Logger: slog.New(r.logs), OnPass: func(p server.BoardPass) { r.passes <- p },
+	})
+	if err != nil {
+		t.Fatalf("NewBoardSync: %v", err)
+	}
+	return r
+}
+
+// start runs one term of the sync until the test ends or stop is called.
+func (r *boardRig) start(t *testing.T) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); r.sync.Work(ctx) }()
+	stop = func() { cancel(); <-done }
+	t.Cleanup(stop)
+	return stop
+}
+
+// next lets one interval pass and returns the pass it made.
+func (r *boardRig) next(t *testing.T) server.BoardPass {
+	t.Helper()
+	time.Sleep(boardInterval)
+	synctest.Wait()
+	select {
+	case p := <-r.passes:
+		return p
+	default:
+		t.Fatalf("no pass after one interval: the sync passes every interval")
+		return server.BoardPass{}
+	}
+}
+
+func (r *boardRig) seed(t *testing.T, repo string, is forgesim.Issue) {
+	t.Helper()
+	owner, name, _ := strings.Cut(repo, "/")
+	if err := r.sim.SeedIssue(owner, name, is); err != nil {
+		t.Fatalf("SeedIssue: %v", err)
+	}
+}
+
+func (r *boardRig) cards(t *testing.T) map[int]server.Card {
+	t.Helper()
+	cards, err := r.board.Cards(context.Background(), server.BoardQuery{Limit: 10000})
+	if err != nil {
+		t.Fatalf("Cards: %v", err)
+	}
+	out := map[int]server.Card{}
+	for _, c := range cards {
+		out[c.Number] = c
+	}
+	return out
+}
+
+// laneRequests is how many issue-list requests the simulator answered with
+// code (0: any).
+func (r *boardRig) listRequests(code int) int64 {
+	return r.sim.Requests(forgesim.Filter{Token: boardToken, Route: issuesRoute, Status: code})
+}
+
+func TestBoardSyncStoresNewChangedAndClosedIssues(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newBoardRig(t, "acme/app")
+		r.seed(t, "acme/app", forgesim.Issue{Number: 1, Title: "crash on start", State: "open", Labels: []string{"bug"}, Assignees: []string{"ana"}})
+		r.seed(t, "acme/app", forgesim.Issue{Number: 2, Title: "docs", State: "open"})
+		if err := r.sim.SeedPull("acme", "app", 3, "sha3", "open"); err != nil {
+			t.Fatal(err)
+		}
+		r.start(t)
+
+		p := r.next(t)
+		if p.Term != 1 || p.Pass != 1 || !p.Complete || len(p.Repos) != 1 || p.Repos[0].Listed != 3 || p.Repos[0].Changed != 3 || !p.Repos[0].Since.IsZero() {
+			t.Fatalf("first pass: got %+v, want term 1 pass 1 complete, 3 listed and changed since zero: the first pass of a term is a full sync", p)
+		}
+		cards := r.cards(t)
+		c1 := cards[1]
+		if len(cards) != 3 || c1.Title != "crash on start" || c1.State != "open" || fmt.Sprint(c1.Labels, c1.Assignees) != "[bug] [ana]" ||
+			c1.PullRequest || !cards[3].PullRequest || c1.Host != "github.com" || c1.Repo != "acme/app" || c1.URL != "https://github.com/acme/app/issues/1" {
+			t.Fatalf("cards: got %+v, want issues 1 and 2 and pull request 3 as the forge has them: a new issue becomes a card", cards)
+		}
+
+		r.seed(t, "acme/app", forgesim.Issue{Number: 1, Title: "crash on start (macOS)", State: "open", Labels: []string{"bug", "p1"}})
+		r.seed(t, "acme/app", forgesim.Issue{Number: 2, Title: "docs", State: "closed"})
+		r.seed(t, "acme/app", forgesim.Issue{Number: 4, Title: "new idea", State: "open"})
+		p = r.next(t)
+		if rp := p.Repos[0]; rp.Changed != 3 || rp.Err != nil {
+			t.Fatalf("second pass: got %+v, want 3 changed cards: a changed, a closed and a new issue", rp)
+		}
+		cards = r.cards(t)
+		if cards[1].Title != "crash on start (macOS)" || fmt.Sprint(cards[1].Labels, cards[1].Assignees) != "[bug p1] []" {
+			t.Errorf("card 1: got %+v, want the new title and labels, no assignee: a changed issue changes its card", cards[1])
+		}
+		if cards[2].State != "closed" {
+			t.Errorf("card 2: got state %q, want closed: a closed issue closes its card", cards[2].State)
+		}
+		if cards[4].Title != "new idea" || len(cards) != 4 {
+			t.Errorf("cards: got %d, card 4 %+v, want 4 with the new idea: a new issue becomes a card", len(cards), cards[4])
+		}
+		if got := r.logs.count("board sync pass"); got != 2 {
+			t.Errorf("pass log lines: got %d, want 2: one structured line per pass", got)
+		}
+	})
+}
+
+func TestBoardSyncWatermarkAnd304s(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newBoardRig(t, "acme/app")
+		r.seed(t, "acme/app", forgesim.Issue{Number: 1, Title: "one", State: "open"})
+		r.start(t)
+		time.Sleep(boardInterval / 2)
+		r.seed(t, "acme/app", forgesim.Issue{Number: 2, Title: "two", State: "open"})
+		latest := r.sim.Now().UTC().Truncate(time.Second)
+
+		p := r.next(t)
+		if got := p.Repos[0].Watermark; !got.Equal(latest) {
+			t.Fatalf("watermark after the first pass: got %v, want %v: the watermark is the latest updated time the forge returned", got, latest)
+		}
+		r.seed(t, "acme/app", forgesim.Issue{Number: 2, Title: "two, edited", State: "open"})
+		edited := r.sim.Now().UTC().Truncate(time.Second)
+		p = r.next(t)
+		if rp := p.Repos[0]; !rp.Since.Equal(latest) || rp.Listed != 1 || rp.Changed != 1 || !rp.Watermark.Equal(edited) {
+			t.Fatalf("second pass: got %+v, want since %v, 1 listed and changed, watermark %v: only issues updated since the watermark are listed", rp, latest, edited)
+		}
+		p = r.next(t)
+		if rp := p.Repos[0]; !rp.Since.Equal(edited) || rp.Listed != 1 || rp.Changed != 0 || !rp.Watermark.Equal(edited) {
+			t.Fatalf("third pass: got %+v, want since %v, the boundary issue listed again, nothing changed: since is inclusive and an unchanged card is no change", rp, edited)
+		}
+		r.next(t)
+		want := []string{"", latest.Format(time.RFC3339), edited.Format(time.RFC3339), edited.Format(time.RFC3339)}
+		if got := r.net.sinces("acme/app"); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("since sent: got %v, want %v: each pass sends the repository's watermark", got, want)
+		}
+		if got := r.listRequests(http.StatusNotModified); got != 1 {
+			t.Errorf("simulator 304s: got %d, want 1: the fourth pass asks what the third did of an unchanged repository, which answers 304", got)
+		}
+		if got := laneCount(r.client, forge.LaneBoardSync, http.StatusNotModified); got != 1 {
+			t.Errorf("client 304s on lane %s: got %d, want 1: the counts show the 304", forge.LaneBoardSync, got)
+		}
+	})
+}
+
+// boardLog is a slog.Handler that keeps every record; safe for concurrent use.
+type boardLog struct {
+	mu   sync.Mutex
+	recs []slog.Record
+}
+
+func (l *boardLog) Enabled(context.Context, slog.Level) bool { return true }
+func (l *boardLog) Handle(_ context.Context, rec slog.Record) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.recs = append(l.recs, rec.Clone())
+	return nil
+}
+func (l *boardLog) WithAttrs([]slog.Attr) slog.Handler { return l }
+func (l *boardLog) WithGroup(string) slog.Handler      { return l }
+
+// count is how many records carry msg.
+func (l *boardLog) count(msg string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, r := range l.recs {
+		if r.Message == msg {
+			n++
+		}
+	}
+	return n
+}
+
+// laneCount sums c's counts on lane that got code.
+func laneCount(c *forge.Client, lane string, code int) int64 {
+	var n int64
+	for _, k := range c.Counts() {
+		if k.Lane == lane && k.Code == code {
+			n += k.N
+		}
+	}
+	return n
+}
+
+func TestBoardSyncFollowsEveryPage(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newBoardRig(t, "acme/app")
+		for n := 1; n <= 250; n++ {
+			r.seed(t, "acme/app", forgesim.Issue{Number: n, Title: fmt.Sprint("issue ", n), State: "open"})
+		}
+		r.start(t)
+		p := r.next(t)
+		if rp := p.Repos[0]; rp.Listed != 250 || rp.Changed != 250 || len(r.cards(t)) != 250 {
+			t.Fatalf("got %+v and %d cards, want 250 listed, changed and stored: every page is followed", rp, len(r.cards(t)))
+		}
+		if got := r.listRequests(0); got != 3 {
+			t.Fatalf("list requests: got %d, want 3: 250 issues at 100 a page, one request a page", got)
+		}
+	})
+}
+
+func TestBoardSyncForgeErrorKeepsTheWatermark(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newBoardRig(t, "acme/app", "acme/lib")
+		r.seed(t, "acme/app", forgesim.Issue{Number: 1, Title: "one", State: "open"})
+		r.seed(t, "acme/lib", forgesim.Issue{Number: 1, Title: "lib one", State: "open"})
+		r.start(t)
+		first := r.next(t).Repos[0].Watermark
+
+		r.seed(t, "acme/app", forgesim.Issue{Number: 2, Title: "filed while the forge was unreachable", State: "open"})
+		r.net.fail.Store(true)
+		p := r.next(t)
+		r.net.fail.Store(false)
+		if len(p.Repos) != 2 || !errors.Is(p.Repos[0].Err, errUnreachable) || !p.Repos[0].Watermark.Equal(first) || p.Repos[1].Err == nil || !p.Complete {
+			t.Fatalf("failed pass: got %+v, want both repositories failed with the injected error, app's watermark still %v, the pass complete: a forge error leaves the watermark unmoved and the pass goes on", p, first)
+		}
+		if got := r.logs.count("board sync: repository not synced"); got != 2 {
+			t.Errorf("warnings: got %d, want 2: each repository not synced is logged", got)
+		}
+
+		p = r.next(t)
+		if rp := p.Repos[0]; rp.Err != nil || !rp.Since.Equal(first) || rp.Changed != 1 || r.cards(t)[2].Title != "filed while the forge was unreachable" {
+			t.Fatalf("pass after the fault: got %+v, want since %v and the issue filed meanwhile stored: nothing is lost to a forge error", rp, first)
+		}
+	})
+}
+
+func TestBoardSyncStoreErrorKeepsTheWatermark(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newBoardRig(t, "acme/app")
+		r.seed(t, "acme/app", forgesim.Issue{Number: 1, Title: "one", State: "open"})
+		flaky := &flakyBoard{BoardStore: r.board}
+		var err error
+		r.sync, err = server.NewBoardSync(server.BoardSyncConfig{Board: flaky, Forge: r.client, Host: "github.com",
+			Repos: []string{"acme/app"}, Interval: boardInterval, OnPass: func(p server.BoardPass) { r.passes <- p }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.start(t)
+		first := r.next(t).Repos[0].Watermark
+		time.Sleep(time.Second)
+		r.seed(t, "acme/app", forgesim.Issue{Number: 2, Title: "two", State: "open"})
+		flaky.fail.Store(true)
+		p := r.next(t)
+		flaky.fail.Store(false)
+		if rp := p.Repos[0]; !errors.Is(rp.Err, errStoreDown) || !rp.Watermark.Equal(first) {
+			t.Fatalf("pass with the store down: got %+v, want the store error and the watermark still %v: a card not stored is listed again", rp, first)
+		}
+		if rp := r.next(t).Repos[0]; rp.Err != nil || !rp.Since.Equal(first) || rp.Changed != 1 {
+			t.Fatalf("pass after: got %+v, want since %v and the missed card stored: nothing is lost to a store error", rp, first)
+		}
+	})
+}
+
+var errStoreDown = errors.New("board store down (injected)")
+
+// flakyBoard fails every Put while fail is set.
+type flakyBoard struct {
+	server.BoardStore
+	fail atomic.Bool
+}
+
+func (f *flakyBoard) Put(ctx context.Context, c server.Card) (bool, error) {
+	if f.fail.Load() {
+		return false, errStoreDown
+	}
+	return f.BoardStore.Put(ctx, c)
+}
+
+func TestBoardSyncRateLimitStopsThePassUntilTheReset(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newBoardRig(t, "acme/app", "acme/lib")
+		r.seed(t, "acme/app", forgesim.Issue{Number: 1, Title: "one", State: "open"})
+		r.seed(t, "acme/lib", forgesim.Issue{Number: 1, Title: "lib one", State: "open"})
+		if err := r.sim.SetBudget(boardToken, 2); err != nil {
+			t.Fatal(err)
+		}
+		r.start(t)
+		r.next(t) // spends the budget: one request a repository
+		r.seed(t, "acme/app", forgesim.Issue{Number: 2, Title: "two", State: "open"})
+		r.seed(t, "acme/lib", forgesim.Issue{Number: 2, Title: "lib two", State: "open"})
+		p := r.next(t)
+		var rl *forge.RateLimitError
+		if p.Complete || len(p.Repos) != 1 || !errors.As(p.Repos[0].Err, &rl) {
+			t.Fatalf("pass with the budget spent: got %+v, want it stopped at its first repository with a *forge.RateLimitError: a rate limit stops the pass", p)
+		}
+		sent := r.listRequests(0)
+		time.Sleep(rl.Reset.Sub(time.Now()) - time.Nanosecond)
+		synctest.Wait()
+		if n := len(r.passes); n != 0 || r.listRequests(0) != sent {
+			t.Fatalf("before the reset at %v: got %d passes and %d requests, want none: ticks before the reset are skipped", rl.Reset, n, r.listRequests(0)-sent)
+		}
+		time.Sleep(time.Nanosecond)
+		synctest.Wait()
+		p = <-r.passes
+		if !p.At.Equal(rl.Reset) || !p.Complete || len(p.Repos) != 2 || p.Repos[0].Changed != 1 || p.Repos[1].Changed != 1 {
+			t.Fatalf("pass at the reset: got %+v, want it at %v, both repositories synced with their new issue: nothing is lost to a rate limit", p, rl.Reset)
+		}
+		if got := r.logs.count("board sync stopped: rate limited"); got != 1 {
+			t.Errorf("rate-limit warnings: got %d, want 1: the stop is logged once, skipped ticks at debug", got)
+		}
+	})
+}
+
+func TestBoardSyncEachTermStartsWithAFullSync(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newBoardRig(t, "acme/app")
+		r.seed(t, "acme/app", forgesim.Issue{Number: 1, Title: "one", State: "open"})
+		stop := r.start(t)
+		r.next(t)
+		if p := r.next(t); p.Repos[0].Since.IsZero() {
+			t.Fatalf("second pass of a term: got since zero, want the watermark")
+		}
+		stop()
+		r.start(t)
+		p := r.next(t)
+		if p.Term != 2 || p.Pass != 1 || !p.Repos[0].Since.IsZero() {
+			t.Fatalf("first pass of the next term: got term %d pass %d since %v, want term 2 pass 1 since zero: the watermark lives for one term", p.Term, p.Pass, p.Repos[0].Since)
+		}
+	})
+}
+
+func TestBoardSyncCadence(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newBoardRig(t, "acme/app")
+		r.seed(t, "acme/app", forgesim.Issue{Number: 1, Title: "one", State: "open"})
+		begin := time.Now()
+		r.start(t)
+		time.Sleep(boardInterval - time.Nanosecond)
+		synctest.Wait()
+		if len(r.passes) != 0 || r.listRequests(0) != 0 {
+			t.Fatalf("before one interval: got %d passes, %d requests, want none: the first pass is one interval after the term starts", len(r.passes), r.listRequests(0))
+		}
+		time.Sleep(time.Nanosecond)
+		for i := 1; i <= 5; i++ {
+			synctest.Wait()
+			p := <-r.passes
+			if want := begin.Add(time.Duration(i) * boardInterval); !p.At.Equal(want) {
+				t.Fatalf("pass %d at %v, want %v: a pass every interval", i, p.At.Sub(begin), want.Sub(begin))
+			}
+			time.Sleep(boardInterval)
+		}
+	})
+}
+
+func TestNewBoardSyncRefusesBadConfigNamingTheField(t *testing.T) {
+	good := func() server.BoardSyncConfig {
+		return server.BoardSyncConfig{Board: server.NewMemoryBoardStore(), Forge: &forge.Client{}, Host: "github.com", Repos: []string{"acme/app"}}
+	}
+	for _, tc := range []struct {
+		field string
+		bad   func(*server.BoardSyncConfig)
+	}{
+		{"Board", func(c *server.BoardSyncConfig) { c.Board = nil }},
+		{"Forge", func(c *server.BoardSyncConfig) { c.Forge = nil }},
+		{`Host ""`, func(c *server.BoardSyncConfig) { c.Host = "" }},
+		{"Repos is empty", func(c *server.BoardSyncConfig) { c.Repos = nil }},
+		{`Repos entry "acme"`, func(c *server.BoardSyncConfig) { c.Repos = []string{"acme"} }},
+		{`Repos entry "acme/app" is listed twice`, func(c *server.BoardSyncConfig) { c.Repos = []string{"acme/app", "acme/app"} }},
+		{"Interval -1s", func(c *server.BoardSyncConfig) { c.Interval = -time.Second }},
+	} {
+		cfg := good()
+		tc.bad(&cfg)
+		if _, err := server.NewBoardSync(cfg); !errors.Is(err, server.ErrBoardConfig) || !strings.Contains(err.Error(), tc.field) {
+			t.Errorf("got %v, want ErrBoardConfig naming %s: bad config names the field and value", err, tc.field)
+		}
+	}
+	s, err := server.NewBoardSync(good())
+	if err != nil || s.Interval() != server.DefaultBoardInterval {
+		t.Errorf("got %v, %v, want interval %v: a zero interval is the default", s, err, server.DefaultBoardInterval)
+	}
+}
+
+func TestForgeHost(t *testing.T) {
+	for _, tc := range []struct{ base, want string }{
+		{"", "github.com"},
+		{"https://api.github.com/", "github.com"},
+		{"https://ghe.example.com/api/v3/", "ghe.example.com"},
+		{"http://127.0.0.1:9000/", "127.0.0.1:9000"},
+	} {
+		if got, err := server.ForgeHost(tc.base); err != nil || got != tc.want {
+			t.Errorf("ForgeHost(%q) = %q, %v, want %q: cards are filed under the forge's web host", tc.base, got, err, tc.want)
+		}
+	}
+	if _, err := server.ForgeHost("no-scheme"); !errors.Is(err, server.ErrBoardConfig) {
+		t.Errorf("ForgeHost(no-scheme) = %v, want ErrBoardConfig", err)
+	}
+}
