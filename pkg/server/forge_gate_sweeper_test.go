@@ -1,0 +1,254 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"iterion.dev/iterion/pkg/forge"
+	"iterion.dev/iterion/pkg/server"
+)
+
+// fakeOfferer records the runs offered to it and answers with fail's error
+// (nil fail: success). The sweeper's timing tests run in a synctest bubble,
+// where the forge simulator on a real listener cannot be reached.
+type fakeOfferer struct {
+	mu     sync.Mutex
+	offers []string
+	n      int               // offers so far
+	fail   func(n int) error // n counts offers from 1
+}
+
+func (f *fakeOfferer) Offer(_ context.Context, run server.GateRun) (server.Outcome, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.offers = append(f.offers, run.Repo+"#"+fmt.Sprint(run.Pull))
+	f.n++
+	if f.fail != nil {
+		if err := f.fail(f.n); err != nil {
+			return server.OutcomeFailed, err
+		}
+	}
+	return server.OutcomeCurrent, nil
+}
+
+// take returns the offers since the last take.
+func (f *fakeOfferer) take() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := f.offers
+	f.offers = nil
+	return out
+}
+
+// passLog records sweep passes and the runs each offered.
+type passLog struct {
+	mu     sync.Mutex
+	offer  *fakeOfferer
+	passes []server.SweepPass
+	offers [][]string
+}
+
+func (l *passLog) onPass(p server.SweepPass) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.passes = append(l.passes, p)
+	l.offers = append(l.offers, l.offer.take())
+}
+
+func (l *passLog) snapshot() ([]server.SweepPass, [][]string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.passes), slices.Clone(l.offers)
+}
+
+// seeded is a run put in the store, updated age before the bubble's start.
+type seeded struct {
+	name    string
+	age     time.Duration
+	settled bool
+}
+
+// seedRuns puts one run per entry (pulls numbered from 1, in order).
+func seedRuns(t *testing.T, runs server.RunStore, start time.Time, entries []seeded) {
+	t.Helper()
+	for i, e := range entries {
+		r := gateRun(i+1, fmt.Sprintf("sha%d", i+1), server.VerdictSuccess)
+		r.Repo = "acme/" + e.name
+		r.ID = server.RunID(r.Host, r.Repo, r.Pull, r.HeadSHA)
+		if _, err := runs.Put(context.Background(), r, start.Add(-e.age)); err != nil {
+			t.Fatal(err)
+		}
+		if e.settled {
+			if err := runs.Settle(context.Background(), r.ID); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// startSweeper runs one term of a sweeper in the bubble; stop ends it and
+// waits for Work to return.
+func startSweeper(sw *server.Sweeper) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { sw.Work(ctx); close(done) }()
+	return func() { cancel(); <-done }
+}
+
+// TestSweeperCadence pins the sweeper's cadence (ADR-117): the first pass
+// of a term comes one interval after the term starts and is deep; every
+// 30th pass is deep; the others are shallow; each pass offers exactly the
+// unsettled runs updated within its window; passes are counted across the
+// term, and a new term starts counting afresh with a deep pass.
+func TestSweeperCadence(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		entries := []seeded{
+			{"fresh", 10 * time.Minute, false},
+			{"hours", 3 * time.Hour, false},
+			{"days", 100 * time.Hour, false},
+			{"ancient", 200 * time.Hour, false},
+			{"settled", 5 * time.Minute, true},
+		}
+		runs := server.NewMemoryRunStore()
+		seedRuns(t, runs, start, entries)
+		offer := &fakeOfferer{}
+		log := &passLog{offer: offer}
+		sw := server.NewSweeper(server.SweeperConfig{Runs: runs, Offer: offer, Interval: time.Minute, Owner: "me", OnPass: log.onPass})
+
+		stop := startSweeper(sw)
+		time.Sleep(time.Minute - time.Nanosecond)
+		synctest.Wait()
+		if ps, _ := log.snapshot(); len(ps) != 0 {
+			t.Fatalf("got %d passes before one interval, want 0: the first pass of a term comes one tick after it starts", len(ps))
+		}
+		time.Sleep(59*time.Minute + time.Nanosecond)
+		synctest.Wait()
+		stop()
+
+		passes, offers := log.snapshot()
+		if len(passes) != 60 {
+			t.Fatalf("got %d passes in 60 intervals, want 60: one pass per interval", len(passes))
+		}
+		for i, p := range passes {
+			wantDeep := i == 0 || (i+1)%30 == 0 // ADR-117: the first pass of a term, and every thirty
+			window := server.ShallowWindow
+			if wantDeep {
+				window = server.DeepWindow
+			}
+			var want []string
+			for j, e := range entries {
+				if !e.settled && !start.Add(-e.age).Before(p.At.Add(-window)) {
+					want = append(want, fmt.Sprintf("acme/%s#%d", e.name, j+1))
+				}
+			}
+			slices.Sort(want)
+			got := slices.Sorted(slices.Values(offers[i]))
+			switch {
+			case p.Term != 1 || p.Pass != i+1:
+				t.Errorf("pass %d: term %d pass %d, want term 1 pass %d: passes are counted across the term", i+1, p.Term, p.Pass, i+1)
+			case p.Deep != wantDeep:
+				t.Errorf("pass %d: deep = %v, want %v: the first and every %dth pass are deep", p.Pass, p.Deep, wantDeep, server.DeepEvery)
+			case !p.At.Equal(start.Add(time.Duration(i+1) * time.Minute)):
+				t.Errorf("pass %d at %v, want %v: one pass per interval", p.Pass, p.At.Sub(start), time.Duration(i+1)*time.Minute)
+			case !p.Since.Equal(p.At.Add(-window)):
+				t.Errorf("pass %d since %v, want %v before the pass", p.Pass, p.At.Sub(p.Since), window)
+			case !slices.Equal(got, want) || p.Offered != len(want) || !p.Complete:
+				t.Errorf("pass %d (deep %v) offered %v (%d, complete %v), want %v: a pass offers the unsettled runs of its window", p.Pass, p.Deep, got, p.Offered, p.Complete, want)
+			}
+		}
+		if passes[0].Offered != 3 || passes[1].Offered != 1 {
+			t.Errorf("pass 1 offered %d and pass 2 %d, want 3 (deep: 192 h) and 1 (shallow: 1 h)", passes[0].Offered, passes[1].Offered)
+		}
+
+		stop = startSweeper(sw)
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		stop()
+		passes, _ = log.snapshot()
+		if p := passes[len(passes)-1]; len(passes) != 61 || p.Term != 2 || p.Pass != 1 || !p.Deep {
+			t.Errorf("after a new term: %d passes, last term %d pass %d deep %v; want 61, term 2 pass 1 deep: each term starts afresh with a deep pass", len(passes), p.Term, p.Pass, p.Deep)
+		}
+	})
+}
+
+// TestSweeperRateLimit pins that a rate-limit error stops the pass at once,
+// that ticks before the limit's reset are skipped (not counted as passes),
+// and that a deep pass cut short resumes from its cursor on the next pass.
+func TestSweeperRateLimit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		runs := server.NewMemoryRunStore()
+		seedRuns(t, runs, start, []seeded{{"a", 100 * time.Hour, false}, {"b", 50 * time.Hour, false}, {"c", time.Minute, false}})
+		reset := start.Add(6 * time.Minute)
+		offer := &fakeOfferer{fail: func(n int) error {
+			if n == 2 {
+				return fmt.Errorf("offer: %w", &forge.RateLimitError{Reset: reset, Cause: forge.CausePrimary, Sent: true})
+			}
+			return nil
+		}}
+		log := &passLog{offer: offer}
+		sw := server.NewSweeper(server.SweeperConfig{Runs: runs, Offer: offer, Interval: time.Minute, OnPass: log.onPass})
+		stop := startSweeper(sw)
+		time.Sleep(7*time.Minute + time.Nanosecond)
+		synctest.Wait()
+		stop()
+
+		passes, offers := log.snapshot()
+		type row struct {
+			pass     int
+			at       time.Duration
+			deep     bool
+			complete bool
+			offers   []string
+		}
+		want := []row{
+			{1, time.Minute, true, false, []string{"acme/a#1", "acme/b#2"}},    // stopped at b's rate limit
+			{2, 6 * time.Minute, true, true, []string{"acme/b#2", "acme/c#3"}}, // at the reset: resumes the deep pass at b
+			{3, 7 * time.Minute, false, true, []string{"acme/c#3"}},
+		}
+		if len(passes) != len(want) {
+			t.Fatalf("got %d passes, want %d: ticks before the reset are skipped", len(passes), len(want))
+		}
+		for i, w := range want {
+			p := passes[i]
+			got := row{p.Pass, p.At.Sub(start), p.Deep, p.Complete, offers[i]}
+			if got.pass != w.pass || got.at != w.at || got.deep != w.deep || got.complete != w.complete || !slices.Equal(got.offers, w.offers) {
+				t.Errorf("pass %d = %+v, want %+v: a rate limit stops the pass until the reset, and a cut deep pass resumes at its cursor", i+1, got, w)
+			}
+		}
+	})
+}
+
+// TestSweeperPagesThroughManyRuns pins that a pass pages through more runs
+// than one store read returns, offering each exactly once.
+func TestSweeperPagesThroughManyRuns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		runs := server.NewMemoryRunStore()
+		var entries []seeded
+		for i := range 250 {
+			entries = append(entries, seeded{fmt.Sprintf("r%03d", i), time.Duration(i%7) * time.Hour, false})
+		}
+		seedRuns(t, runs, start, entries)
+		offer := &fakeOfferer{}
+		log := &passLog{offer: offer}
+		sw := server.NewSweeper(server.SweeperConfig{Runs: runs, Offer: offer, Interval: time.Minute, OnPass: log.onPass})
+		stop := startSweeper(sw)
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		stop()
+		passes, offers := log.snapshot()
+		if len(passes) != 1 || passes[0].Offered != 250 || len(offers[0]) != 250 {
+			t.Fatalf("got %d passes, offered %v, want 1 pass offering 250", len(passes), len(offers))
+		}
+		if len(slices.Compact(slices.Sorted(slices.Values(offers[0])))) != 250 {
+			t.Errorf("some run was offered twice in one pass, want each once")
+		}
+	})
+}

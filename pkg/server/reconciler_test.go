@@ -1,0 +1,207 @@
+package server_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"iterion.dev/iterion/pkg/forge"
+	"iterion.dev/iterion/pkg/forge/forgesim"
+	"iterion.dev/iterion/pkg/server"
+)
+
+// gateRun is a valid run of acme/app on github.com.
+func gateRun(pull int, sha string, verdict server.Verdict) server.GateRun {
+	return server.GateRun{
+		ID: server.RunID("github.com", "acme/app", pull, sha), Host: "github.com", Repo: "acme/app",
+		Pull: pull, HeadSHA: sha, Context: server.DefaultContext, Verdict: verdict,
+		Description: "review " + string(verdict), TargetURL: "https://ci.example/r/1",
+	}
+}
+
+// gateState is the state of the gate context on sha as the simulator keeps
+// it ("" when there is none).
+func gateState(t *testing.T, fc *forge.Client, sha string) string {
+	t.Helper()
+	cs, err := fc.CombinedStatus(context.Background(), "acme", "app", sha)
+	if err != nil {
+		t.Fatalf("CombinedStatus: %v", err)
+	}
+	for _, st := range cs.Statuses {
+		if st.Context == server.DefaultContext {
+			return st.State
+		}
+	}
+	return ""
+}
+
+func TestReconcilerOffer(t *testing.T) {
+	const sha = "1111111111111111111111111111111111111111"
+	for _, c := range []struct {
+		name string
+		rule string
+		// forge prepares the pull request (seeded open at sha).
+		forge       func(t *testing.T, sim *forgesim.Sim)
+		want        server.Outcome
+		wantSettled bool
+		wantState   string // the gate context afterwards
+		wantPosts   int64  // statuses created
+	}{
+		{"status missing", "a head without the gate context gets the verdict",
+			func(*testing.T, *forgesim.Sim) {}, server.OutcomePublished, false, "success", 1},
+		{"status wrong", "a gate context whose state differs from the verdict is overwritten",
+			func(t *testing.T, sim *forgesim.Sim) {
+				if err := sim.SetStatus("acme", "app", sha, forgesim.Status{Context: server.DefaultContext, State: "failure"}); err != nil {
+					t.Fatal(err)
+				}
+			}, server.OutcomePublished, false, "success", 1},
+		{"status right", "a gate context that already shows the verdict is left alone: no write",
+			func(t *testing.T, sim *forgesim.Sim) {
+				if err := sim.SetStatus("acme", "app", sha, forgesim.Status{Context: server.DefaultContext, State: "success"}); err != nil {
+					t.Fatal(err)
+				}
+			}, server.OutcomeCurrent, false, "success", 0},
+		{"other context only", "another context's status does not stand for the gate's",
+			func(t *testing.T, sim *forgesim.Sim) {
+				if err := sim.SetStatus("acme", "app", sha, forgesim.Status{Context: "ci/build", State: "success"}); err != nil {
+					t.Fatal(err)
+				}
+			}, server.OutcomePublished, false, "success", 1},
+		{"pull merged", "a merged pull request settles the run and writes nothing",
+			func(t *testing.T, sim *forgesim.Sim) {
+				if err := sim.Merge("acme", "app", 12); err != nil {
+					t.Fatal(err)
+				}
+			}, server.OutcomeSettled, true, "", 0},
+		{"pull closed", "a closed pull request settles the run and writes nothing",
+			func(t *testing.T, sim *forgesim.Sim) {
+				if err := sim.Close("acme", "app", 12); err != nil {
+					t.Fatal(err)
+				}
+			}, server.OutcomeSettled, true, "", 0},
+		{"head moved", "a pull request whose head moved settles the run of the old head and writes nothing",
+			func(t *testing.T, sim *forgesim.Sim) {
+				if err := sim.PushHead("acme", "app", 12, "2222222222222222222222222222222222222222"); err != nil {
+					t.Fatal(err)
+				}
+			}, server.OutcomeSettled, true, "", 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			sim, srv := startSim(t)
+			if err := sim.SeedPull("acme", "app", 12, sha, "open"); err != nil {
+				t.Fatal(err)
+			}
+			c.forge(t, sim)
+			fc := newForge(t, srv.URL, nil, "tok", nil, nil)
+			runs := server.NewMemoryRunStore()
+			run := gateRun(12, sha, server.VerdictSuccess)
+			if _, err := runs.Put(context.Background(), run, time.Now()); err != nil {
+				t.Fatal(err)
+			}
+			rec := server.NewReconciler(runs, fc, nil)
+			got, err := rec.Offer(context.Background(), run)
+			if err != nil || got != c.want {
+				t.Fatalf("Offer = %q, %v, want %q, nil: %s", got, err, c.want, c.rule)
+			}
+			stored, _ := runs.Get(context.Background(), run.ID)
+			if stored.Settled != c.wantSettled {
+				t.Errorf("settled = %v, want %v: %s", stored.Settled, c.wantSettled, c.rule)
+			}
+			if posts := sim.Requests(forgesim.Filter{Method: "POST"}); posts != c.wantPosts {
+				t.Errorf("statuses created = %d, want %d: %s", posts, c.wantPosts, c.rule)
+			}
+			if !c.wantSettled {
+				if st := gateState(t, fc, sha); st != c.wantState {
+					t.Errorf("gate context = %q, want %q: %s", st, c.wantState, c.rule)
+				}
+				// Idempotence: a second offer finds the status right.
+				if again, err := rec.Offer(context.Background(), run); err != nil || again != server.OutcomeCurrent {
+					t.Errorf("second Offer = %q, %v, want current: offers are idempotent", again, err)
+				}
+				if posts := sim.Requests(forgesim.Filter{Method: "POST"}); posts != c.wantPosts {
+					t.Errorf("statuses created after a second offer = %d, want %d: offers are idempotent", posts, c.wantPosts)
+				}
+			}
+		})
+	}
+}
+
+// TestReconcilerRereadsTheRun pins that Offer acts on the stored run, not
+// on the copy it is handed: a settled run is gone without a forge request,
+// and a newer verdict in the store wins over the stale copy.
+func TestReconcilerRereadsTheRun(t *testing.T) {
+	const sha = "3333333333333333333333333333333333333333"
+	sim, srv := startSim(t)
+	if err := sim.SeedPull("acme", "app", 7, sha, "open"); err != nil {
+		t.Fatal(err)
+	}
+	fc := newForge(t, srv.URL, nil, "tok", nil, nil)
+	runs := server.NewMemoryRunStore()
+	stale := gateRun(7, sha, server.VerdictPending)
+	if _, err := runs.Put(context.Background(), stale, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := runs.Put(context.Background(), gateRun(7, sha, server.VerdictFailure), time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	rec := server.NewReconciler(runs, fc, nil)
+	if out, err := rec.Offer(context.Background(), stale); err != nil || out != server.OutcomePublished {
+		t.Fatalf("Offer = %q, %v, want published", out, err)
+	}
+	if st := gateState(t, fc, sha); st != "failure" {
+		t.Errorf("gate context = %q, want failure: the stored verdict wins over a stale copy", st)
+	}
+	if err := runs.Settle(context.Background(), stale.ID); err != nil {
+		t.Fatal(err)
+	}
+	sim.ResetStats()
+	if out, err := rec.Offer(context.Background(), stale); err != nil || out != server.OutcomeGone {
+		t.Errorf("Offer of a settled run = %q, %v, want gone", out, err)
+	}
+	if n := sim.Requests(forgesim.Filter{}); n != 0 {
+		t.Errorf("forge requests for a settled run = %d, want 0: a settled run is never read from the forge", n)
+	}
+	if out, err := rec.Offer(context.Background(), gateRun(99, sha, server.VerdictSuccess)); err != nil || out != server.OutcomeGone {
+		t.Errorf("Offer of an unknown run = %q, %v, want gone", out, err)
+	}
+}
+
+// TestReconcilerRateLimited pins that a rate-limited forge comes back as a
+// typed error (errors.As finds *forge.RateLimitError, with the reset), the
+// offer is failed, and nothing is settled or written.
+func TestReconcilerRateLimited(t *testing.T) {
+	const sha = "4444444444444444444444444444444444444444"
+	sim, srv := startSim(t, forgesim.WithBudget(1))
+	if err := sim.SeedPull("acme", "app", 5, sha, "open"); err != nil {
+		t.Fatal(err)
+	}
+	fc := newForge(t, srv.URL, nil, "tok", nil, nil)
+	runs := server.NewMemoryRunStore()
+	run := gateRun(5, sha, server.VerdictSuccess)
+	if _, err := runs.Put(context.Background(), run, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	logger, logs := textLogger()
+	out, err := server.NewReconciler(runs, fc, logger).Offer(context.Background(), run)
+	rl, ok := rateLimited(err)
+	if !ok || !errors.Is(err, forge.ErrRateLimited) {
+		t.Fatalf("Offer error = %v, want a *forge.RateLimitError: a rate limit is typed", err)
+	}
+	if out != server.OutcomeFailed {
+		t.Errorf("outcome = %q, want failed", out)
+	}
+	if !rl.Reset.After(time.Now()) {
+		t.Errorf("reset = %v, want in the future: the caller waits until the reset", rl.Reset)
+	}
+	if sim.Requests(forgesim.Filter{Method: "POST"}) != 0 {
+		t.Errorf("a status was created, want none: a refused read writes nothing")
+	}
+	if stored, _ := runs.Get(context.Background(), run.ID); stored.Settled {
+		t.Errorf("run settled, want unsettled: a failed offer leaves the run for the next")
+	}
+	if !strings.Contains(logs.String(), "offer failed") {
+		t.Errorf("log %q lacks the failed offer: forge errors are logged", logs.String())
+	}
+}

@@ -1,0 +1,273 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"iterion.dev/iterion/pkg/forge"
+	"iterion.dev/iterion/pkg/lease"
+)
+
+// Config assembles a Server from its dependencies. Runs, Leases, Forge,
+// APIToken and WebhookSecret are required; a zero optional field means the
+// default its comment names.
+type Config struct {
+	// Runs keeps the gating runs (MemoryRunStore or MongoRunStore).
+	Runs RunStore
+	// Leases elects the nets (lease.MemoryStore or lease.MongoStore). It
+	// should implement lease.Inspector for /leases.
+	Leases lease.Store
+	// Forge is the forge client. Run closes it when it returns, which
+	// writes the partial hourly line.
+	Forge *forge.Client
+	// ForgeHost is the forge host recorded on runs and in their ids;
+	// "" means "github.com".
+	ForgeHost string
+	// APIToken is the bearer token POST /api/runs requires.
+	APIToken string
+	// WebhookSecret is the secret of X-Hub-Signature-256 on POST /webhooks/github.
+	WebhookSecret string
+	// Owner is this replica's identity in the lease store, logs and
+	// /leases; "" means NewOwner().
+	Owner string
+	// SweepInterval is the sweeper's interval; 0 means DefaultSweepInterval.
+	// The sweeper's lease TTL and retry derive from it (MergeGateSweeper).
+	SweepInterval time.Duration
+	// NoLease runs every elected net on this replica without a lease, as
+	// before ADR-117. For comparison measurements only.
+	NoLease bool
+	// OfferTimeout bounds the offers of one API or webhook request;
+	// 0 means 10 seconds.
+	OfferTimeout time.Duration
+	// ShutdownTimeout bounds the wait for in-flight requests when Run
+	// stops; 0 means 10 seconds.
+	ShutdownTimeout time.Duration
+	// Logger receives the server's logs; nil discards.
+	Logger *slog.Logger
+	// Registry gets the server's and the leases' metrics and is served at
+	// /metrics; nil means a new one. Pass the one the forge client counts
+	// into, so /metrics shows forge_http_requests_total too.
+	Registry *prometheus.Registry
+	// Now is the clock of run timestamps and sweep windows; nil means time.Now.
+	Now func() time.Time
+	// OnLeaseEvent is called synchronously on each lease transition of
+	// every elected net (lease.Spec.OnEvent); it must not block. nil: none.
+	OnLeaseEvent func(lease.Event)
+	// OnSweep is called synchronously after each sweep pass; it must not
+	// block. nil: none.
+	OnSweep func(SweepPass)
+}
+
+// Server is one replica of the merge-gate server. Build it with New, serve
+// Handler (or let Run serve it), and call Run once. Several Servers can run
+// in one process: each keeps its state and metrics to itself. Safe for
+// concurrent use.
+type Server struct {
+	cfg     Config
+	rec     *Reconciler
+	sweeper *Sweeper
+	leases  *lease.Metrics
+	health  *lease.Health
+	offers  *prometheus.CounterVec
+	handler http.Handler
+}
+
+// ErrConfig reports a Config New cannot use; errors that wrap it name the
+// field.
+var ErrConfig = errors.New("server: invalid config")
+
+// New validates cfg, fills in its defaults and returns a Server. Errors
+// wrap ErrConfig and name the field.
+func New(cfg Config) (*Server, error) {
+	switch {
+	case cfg.Runs == nil:
+		return nil, fmt.Errorf("%w: Runs is nil", ErrConfig)
+	case cfg.Leases == nil:
+		return nil, fmt.Errorf("%w: Leases is nil", ErrConfig)
+	case cfg.Forge == nil:
+		return nil, fmt.Errorf("%w: Forge is nil", ErrConfig)
+	case strings.TrimSpace(cfg.APIToken) == "":
+		return nil, fmt.Errorf("%w: APIToken is empty", ErrConfig)
+	case strings.TrimSpace(cfg.WebhookSecret) == "":
+		return nil, fmt.Errorf("%w: WebhookSecret is empty", ErrConfig)
+	case cfg.SweepInterval < 0:
+		return nil, fmt.Errorf("%w: SweepInterval %v is negative", ErrConfig, cfg.SweepInterval)
+	case cfg.SweepInterval > 0 && cfg.SweepInterval < lease.MinTTL:
+		return nil, fmt.Errorf("%w: SweepInterval %v is under %v", ErrConfig, cfg.SweepInterval, lease.MinTTL)
+	case cfg.OfferTimeout < 0:
+		return nil, fmt.Errorf("%w: OfferTimeout %v is negative", ErrConfig, cfg.OfferTimeout)
+	case cfg.ShutdownTimeout < 0:
+		return nil, fmt.Errorf("%w: ShutdownTimeout %v is negative", ErrConfig, cfg.ShutdownTimeout)
+	}
+	if cfg.ForgeHost == "" {
+		cfg.ForgeHost = "github.com"
+	}
+	if cfg.Owner == "" {
+		cfg.Owner = NewOwner()
+	}
+	if cfg.SweepInterval == 0 {
+		cfg.SweepInterval = DefaultSweepInterval
+	}
+	if cfg.OfferTimeout == 0 {
+		cfg.OfferTimeout = 10 * time.Second
+	}
+	if cfg.ShutdownTimeout == 0 {
+		cfg.ShutdownTimeout = 10 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	cfg.Logger = cfg.Logger.With("owner", cfg.Owner)
+	if cfg.Registry == nil {
+		cfg.Registry = prometheus.NewRegistry()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	s := &Server{
+		cfg:    cfg,
+		rec:    NewReconciler(cfg.Runs, cfg.Forge, cfg.Logger),
+		leases: lease.NewMetrics(cfg.Registry),
+		offers: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gate_offers_total",
+			Help: "Offers of gating runs, by lane (who offered) and outcome.",
+		}, []string{"lane", "outcome"}),
+	}
+	if err := cfg.Registry.Register(s.offers); err != nil {
+		return nil, fmt.Errorf("%w: Registry: %w", ErrConfig, err)
+	}
+	s.sweeper = NewSweeper(SweeperConfig{
+		Runs: cfg.Runs, Offer: laneOfferer{s, forge.LaneMergeGateSweeper}, Interval: cfg.SweepInterval,
+		Owner: cfg.Owner, Now: cfg.Now, Logger: cfg.Logger, OnPass: cfg.OnSweep,
+	})
+	s.health = lease.NewHealth(s.healthBound())
+	s.handler = s.routes()
+	return s, nil
+}
+
+// Owner is this replica's identity in the lease store.
+func (s *Server) Owner() string { return s.cfg.Owner }
+
+// electedNet is one periodic net the server elects a replica for.
+type electedNet struct {
+	lease    Lease
+	interval time.Duration
+	work     func(context.Context)
+}
+
+// nets lists the server's elected nets. Adding a net costs one entry here
+// and its Lease in leases.go: elect runs each through lease.Run.
+func (s *Server) nets() []electedNet {
+	return []electedNet{
+		{MergeGateSweeper(), s.cfg.SweepInterval, s.sweeper.Work},
+	}
+}
+
+// healthBound is how long a net's work may outlive its term before
+// /healthz fails: TTL/6 of the shortest lease, the margin lease.Run keeps
+// before a successor can be elected, so a failing check means an overlap.
+func (s *Server) healthBound() time.Duration {
+	var bound time.Duration
+	for i, n := range s.nets() {
+		if b := n.lease.TTL(n.interval) / 6; i == 0 || b < bound {
+			bound = b
+		}
+	}
+	return bound
+}
+
+// elect runs n's work under its lease until ctx is done: terms through
+// lease.Run, with this replica's owner and the shared metrics, health and
+// event hook. With NoLease it runs the work directly, as one endless term.
+func (s *Server) elect(ctx context.Context, n electedNet) {
+	if s.cfg.NoLease {
+		s.cfg.Logger.Warn("running without a lease (--no-lease): for comparison measurements only", "net", n.lease.Name)
+		n.work(ctx)
+		return
+	}
+	err := lease.Run(ctx, s.cfg.Leases, lease.Spec{
+		Name:    n.lease.Name,
+		Owner:   s.cfg.Owner,
+		TTL:     n.lease.TTL(n.interval),
+		Retry:   n.lease.Retry(n.interval),
+		Logger:  s.cfg.Logger,
+		Metrics: s.leases,
+		Health:  s.health,
+		OnEvent: s.cfg.OnLeaseEvent,
+	}, n.work)
+	if err != nil {
+		s.cfg.Logger.Error("elected net not started", "net", n.lease.Name, "err", err)
+	}
+}
+
+// Run serves HTTP on ln (when ln is not nil) and runs the elected nets until
+// ctx is done, then shuts down in order: it stops taking requests (waiting
+// up to ShutdownTimeout for those in flight), ends the nets' terms and
+// releases their leases, and closes the forge client, which writes the
+// partial hourly line. It returns nil after a shutdown caused by ctx, or
+// the error that stopped serving. Call it once.
+func (s *Server) Run(ctx context.Context, ln net.Listener) error {
+	netsCtx, stopNets := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopNets()
+	var nets sync.WaitGroup
+	for _, n := range s.nets() {
+		nets.Go(func() { s.elect(netsCtx, n) })
+	}
+	var srv *http.Server
+	served := make(chan error, 1)
+	if ln != nil {
+		srv = &http.Server{
+			Handler:           s.handler,
+			ReadHeaderTimeout: 10 * time.Second,
+			ErrorLog:          slog.NewLogLogger(s.cfg.Logger.Handler(), slog.LevelWarn),
+		}
+		go func() { served <- srv.Serve(ln) }()
+		s.cfg.Logger.Info("listening", "addr", ln.Addr().String())
+	}
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-served:
+		err = fmt.Errorf("server: serve: %w", err)
+	}
+	s.cfg.Logger.Info("shutting down: stop taking requests")
+	if srv != nil {
+		sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+		if serr := srv.Shutdown(sctx); serr != nil {
+			s.cfg.Logger.Warn("requests still in flight at the shutdown timeout", "err", serr)
+		}
+		cancel()
+	}
+	s.cfg.Logger.Info("shutting down: end the elected nets' terms")
+	stopNets()
+	nets.Wait()
+	s.cfg.Logger.Info("shutting down: flush the forge hourly line")
+	s.cfg.Forge.Close()
+	return err
+}
+
+// offer offers run on lane and counts the outcome.
+func (s *Server) offer(ctx context.Context, lane string, run GateRun) (Outcome, error) {
+	out, err := s.rec.Offer(forge.WithLane(ctx, lane), run)
+	s.offers.WithLabelValues(lane, string(out)).Inc()
+	return out, err
+}
+
+// laneOfferer is the server's offer on one lane, as an Offerer.
+type laneOfferer struct {
+	s    *Server
+	lane string
+}
+
+func (o laneOfferer) Offer(ctx context.Context, run GateRun) (Outcome, error) {
+	return o.s.offer(ctx, o.lane, run)
+}
