@@ -37,6 +37,7 @@ const (
 //	GET  /healthz           200, or 503 when an elected net's work is stuck
 //	GET  /metrics           Prometheus
 //	GET  /leases            lease holders, HTML; ?format=json for JSON
+//	GET  /board             the forge board's cards, HTML; ?format=json for JSON
 func (s *Server) Handler() http.Handler { return s.handler }
 
 func (s *Server) routes() http.Handler {
@@ -46,6 +47,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /healthz", s.getHealthz)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /leases", s.getLeases)
+	mux.Handle("GET /board", boardHandler(s.cfg.Board, s.cfg.Logger))
 	return mux
 }
 

@@ -27,10 +27,17 @@ func MergeGateSweeper() Lease {
 	return Lease{Name: "merge-gate-sweeper", TTLIntervals: 3, RetryIntervals: 1}
 }
 
+// ForgeBoardSync is the forge board issue sync's lease (ADR-117's second
+// elected net): TTL three sync intervals, retry one interval, as the
+// sweeper's.
+func ForgeBoardSync() Lease {
+	return Lease{Name: "forge-board-sync", TTLIntervals: 3, RetryIntervals: 1}
+}
+
 // Leases returns every lease the server elects, one per net. A test pins
 // that their names are distinct.
 func Leases() []Lease {
-	return []Lease{MergeGateSweeper()}
+	return []Lease{MergeGateSweeper(), ForgeBoardSync()}
 }
 
 // TTL is the lease's TTL for a net that runs every interval.

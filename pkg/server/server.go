@@ -42,6 +42,17 @@ type Config struct {
 	// SweepInterval is the sweeper's interval; 0 means DefaultSweepInterval.
 	// The sweeper's lease TTL and retry derive from it (MergeGateSweeper).
 	SweepInterval time.Duration
+	// Board keeps the forge board's cards (MemoryBoardStore or
+	// MongoBoardStore); nil means a new MemoryBoardStore. It is unused
+	// without BoardRepos, and GET /board then answers 404.
+	Board BoardStore
+	// BoardRepos are the repositories ("owner/name") whose issues the board
+	// sync keeps as cards, under lease ForgeBoardSync(); empty: the board
+	// net does not run.
+	BoardRepos []string
+	// BoardInterval is the board sync's interval; 0 means
+	// DefaultBoardInterval. Its lease TTL and retry derive from it.
+	BoardInterval time.Duration
 	// NoLease runs every elected net on this replica without a lease, as
 	// before ADR-117. For comparison measurements only.
 	NoLease bool
@@ -65,6 +76,9 @@ type Config struct {
 	// OnSweep is called synchronously after each sweep pass; it must not
 	// block. nil: none.
 	OnSweep func(SweepPass)
+	// OnBoardPass is called synchronously after each board sync pass; it
+	// must not block. nil: none.
+	OnBoardPass func(BoardPass)
 }
 
 // Server is one replica of the merge-gate server. Build it with New, serve
@@ -75,6 +89,7 @@ type Server struct {
 	cfg     Config
 	rec     *Reconciler
 	sweeper *Sweeper
+	board   *BoardSync // nil: no BoardRepos, the board net does not run
 	leases  *lease.Metrics
 	health  *lease.Health
 	offers  *prometheus.CounterVec
@@ -103,6 +118,10 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("%w: SweepInterval %v is negative", ErrConfig, cfg.SweepInterval)
 	case cfg.SweepInterval > 0 && cfg.SweepInterval < lease.MinTTL:
 		return nil, fmt.Errorf("%w: SweepInterval %v is under %v", ErrConfig, cfg.SweepInterval, lease.MinTTL)
+	case cfg.BoardInterval < 0:
+		return nil, fmt.Errorf("%w: BoardInterval %v is negative", ErrConfig, cfg.BoardInterval)
+	case cfg.BoardInterval > 0 && cfg.BoardInterval < lease.MinTTL:
+		return nil, fmt.Errorf("%w: BoardInterval %v is under %v", ErrConfig, cfg.BoardInterval, lease.MinTTL)
 	case cfg.OfferTimeout < 0:
 		return nil, fmt.Errorf("%w: OfferTimeout %v is negative", ErrConfig, cfg.OfferTimeout)
 	case cfg.ShutdownTimeout < 0:
@@ -113,6 +132,12 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.Owner == "" {
 		cfg.Owner = NewOwner()
+	}
+	switch {
+	case len(cfg.BoardRepos) == 0:
+		cfg.Board = nil // no board net: GET /board is not found
+	case cfg.Board == nil:
+		cfg.Board = NewMemoryBoardStore()
 	}
 	if cfg.SweepInterval == 0 {
 		cfg.SweepInterval = DefaultSweepInterval
@@ -149,6 +174,16 @@ func New(cfg Config) (*Server, error) {
 		Runs: cfg.Runs, Offer: laneOfferer{s, forge.LaneMergeGateSweeper}, Interval: cfg.SweepInterval,
 		Owner: cfg.Owner, Now: cfg.Now, Logger: cfg.Logger, OnPass: cfg.OnSweep,
 	})
+	if len(cfg.BoardRepos) > 0 {
+		board, err := NewBoardSync(BoardSyncConfig{
+			Board: cfg.Board, Forge: cfg.Forge, Host: cfg.ForgeHost, Repos: cfg.BoardRepos,
+			Interval: cfg.BoardInterval, Owner: cfg.Owner, Now: cfg.Now, Logger: cfg.Logger, OnPass: cfg.OnBoardPass,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+		}
+		s.board = board
+	}
 	s.health = lease.NewHealth(s.healthBound())
 	s.handler = s.routes()
 	return s, nil
@@ -167,9 +202,13 @@ type electedNet struct {
 // nets lists the server's elected nets. Adding a net costs one entry here
 // and its Lease in leases.go: elect runs each through lease.Run.
 func (s *Server) nets() []electedNet {
-	return []electedNet{
+	nets := []electedNet{
 		{MergeGateSweeper(), s.cfg.SweepInterval, s.sweeper.Work},
 	}
+	if s.board != nil {
+		nets = append(nets, electedNet{ForgeBoardSync(), s.board.Interval(), s.board.Work})
+	}
+	return nets
 }
 
 // healthBound is how long a net's work may outlive its term before
