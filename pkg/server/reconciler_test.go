@@ -21,11 +21,14 @@ func gateRun(pull int, sha string, verdict server.Verdict) server.GateRun {
 	}
 }
 
+// testLane is where the tests' own reads are charged, apart from the server's.
+const testLane = "test"
+
 // gateState is the state of the gate context on sha as the simulator keeps
 // it ("" when there is none).
 func gateState(t *testing.T, fc *forge.Client, sha string) string {
 	t.Helper()
-	cs, err := fc.CombinedStatus(context.Background(), "acme", "app", sha)
+	cs, err := fc.CombinedStatus(forge.WithLane(context.Background(), testLane), "acme", "app", sha)
 	if err != nil {
 		t.Fatalf("CombinedStatus: %v", err)
 	}

@@ -1,0 +1,328 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"iterion.dev/iterion/pkg/forge"
+	"iterion.dev/iterion/pkg/forge/forgesim"
+	"iterion.dev/iterion/pkg/lease"
+	"iterion.dev/iterion/pkg/server"
+)
+
+// timeline records what the replicas of one test report.
+type timeline struct {
+	mu     sync.Mutex
+	events []lease.Event
+	passes []server.SweepPass
+}
+
+func (tl *timeline) onEvent(e lease.Event) {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	tl.events = append(tl.events, e)
+}
+
+func (tl *timeline) onSweep(p server.SweepPass) {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	tl.passes = append(tl.passes, p)
+}
+
+func (tl *timeline) snapshot() ([]lease.Event, []server.SweepPass) {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	return slices.Clone(tl.events), slices.Clone(tl.passes)
+}
+
+// replica is one in-process Server with its own forge token and registry.
+type replica struct {
+	owner, token string
+	forge        *forge.Client
+	stop         func() // cancels Run and waits for it
+}
+
+// cluster is n replicas on one lease store, one run store and one
+// simulator, inside a synctest bubble.
+type cluster struct {
+	sim      *forgesim.Sim
+	leases   *lease.MemoryStore
+	runs     *server.MemoryRunStore
+	tl       *timeline
+	replicas []*replica
+}
+
+// startReplicas starts n Servers (owners replica-1..n) sweeping every
+// interval, each forge client on its own token so the simulator tells
+// them apart.
+func startReplicas(t *testing.T, c *cluster, next http.RoundTripper, n int, interval time.Duration, mod func(*server.Config)) {
+	t.Helper()
+	for i := 1; i <= n; i++ {
+		r := &replica{owner: fmt.Sprintf("replica-%d", i), token: fmt.Sprintf("token-%d", i)}
+		reg := prometheus.NewRegistry()
+		r.forge = newForge(t, "http://sim/", next, r.token, reg, nil)
+		cfg := server.Config{Runs: c.runs, Leases: c.leases, Forge: r.forge, APIToken: "a", WebhookSecret: "w",
+			Owner: r.owner, SweepInterval: interval, Registry: reg, OnLeaseEvent: c.tl.onEvent, OnSweep: c.tl.onSweep}
+		if mod != nil {
+			mod(&cfg)
+		}
+		srv, err := server.New(cfg)
+		if err != nil {
+			t.Fatalf("server.New: %v", err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- srv.Run(ctx, nil) }()
+		r.stop = func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("%s: Run = %v, want nil after its context is done", r.owner, err)
+			}
+		}
+		c.replicas = append(c.replicas, r)
+	}
+}
+
+// tokensSeen are the tokens the simulator received requests from.
+func tokensSeen(sim *forgesim.Sim) []string {
+	var out []string
+	for _, rc := range sim.Stats().Requests {
+		if !slices.Contains(out, rc.Token) {
+			out = append(out, rc.Token)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestOnlyTheElectedReplicaSweeps pins ADR-117's consequence: with two and
+// then five replicas on one store and one forge, exactly one is elected and
+// only it sends sweeper requests; the simulator's server-side counts and
+// every replica's transport counts agree.
+func TestOnlyTheElectedReplicaSweeps(t *testing.T) {
+	for _, n := range []int{2, 5} {
+		t.Run(fmt.Sprintf("%d replicas", n), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				sim := forgesim.New()
+				for pull := 1; pull <= 3; pull++ {
+					if err := sim.SeedPull("acme", "app", pull, fmt.Sprintf("sha%d", pull), "open"); err != nil {
+						t.Fatal(err)
+					}
+				}
+				tr, stopSim := serveSimOnPipe(sim)
+				defer stopSim()
+				c := &cluster{sim: sim, leases: lease.NewMemoryStore(), runs: server.NewMemoryRunStore(), tl: &timeline{}}
+				for pull := 1; pull <= 3; pull++ {
+					if _, err := c.runs.Put(context.Background(), gateRun(pull, fmt.Sprintf("sha%d", pull), server.VerdictSuccess), time.Now()); err != nil {
+						t.Fatal(err)
+					}
+				}
+				startReplicas(t, c, tr, n, time.Minute, nil)
+				time.Sleep(10*time.Minute + time.Second)
+				synctest.Wait()
+				for _, r := range c.replicas {
+					r.stop()
+				}
+
+				events, passes := c.tl.snapshot()
+				var elected []string
+				for _, e := range events {
+					if e.Kind == lease.Elected {
+						elected = append(elected, e.Owner)
+					}
+				}
+				if len(elected) != 1 {
+					t.Fatalf("elected %v, want exactly one owner for the whole run: the lease elects one replica and is sticky", elected)
+				}
+				leader := elected[0]
+				if len(passes) < 9 {
+					t.Errorf("got %d passes in 10 minutes, want at least 9: the leader sweeps every interval", len(passes))
+				}
+				for _, p := range passes {
+					if p.Owner != leader {
+						t.Errorf("pass by %s, want only the leader %s: only the elected replica sweeps", p.Owner, leader)
+					}
+				}
+				want := []string{"token-" + strings.TrimPrefix(leader, "replica-")}
+				if got := tokensSeen(sim); !slices.Equal(got, want) {
+					t.Errorf("simulator saw tokens %v, want %v: only the elected replica sends requests", got, want)
+				}
+				for _, r := range c.replicas {
+					got := lanes(r.forge)
+					if r.owner != leader {
+						if len(got) != 0 {
+							t.Errorf("%s sent %v, want nothing: a follower sends no sweeper requests", r.owner, got)
+						}
+						continue
+					}
+					simN := sim.Requests(forgesim.Filter{Token: r.token})
+					if len(got) != 1 || got[forge.LaneMergeGateSweeper] != simN || simN == 0 {
+						t.Errorf("leader's transport counts %v, simulator's %d, want all on lane %s and equal", got, simN, forge.LaneMergeGateSweeper)
+					}
+				}
+				if hs, _ := c.leases.Holders(context.Background()); len(hs) != 0 {
+					t.Errorf("holders after shutdown %v, want none: a stopped leader releases its lease", hs)
+				}
+			})
+		})
+	}
+}
+
+// TestTakeoverAfterTheLeaderStops pins the takeover bound after a clean
+// stop (ADR-117 consequences): a follower is elected within one retry (one
+// interval) of the leader's release, and its first pass, a deep one, comes
+// one interval after its election.
+func TestTakeoverAfterTheLeaderStops(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sim := forgesim.New()
+		tr, stopSim := serveSimOnPipe(sim)
+		defer stopSim()
+		c := &cluster{sim: sim, leases: lease.NewMemoryStore(), runs: server.NewMemoryRunStore(), tl: &timeline{}}
+		startReplicas(t, c, tr, 2, time.Minute, nil)
+		time.Sleep(3 * time.Minute)
+		synctest.Wait()
+		events, _ := c.tl.snapshot()
+		if len(events) == 0 || events[0].Kind != lease.Elected {
+			t.Fatalf("events %v, want an election first", events)
+		}
+		leader := events[0].Owner
+		var stopped time.Time
+		for _, r := range c.replicas {
+			if r.owner == leader {
+				r.stop()
+				stopped = time.Now()
+			}
+		}
+		time.Sleep(3 * time.Minute)
+		synctest.Wait()
+		for _, r := range c.replicas {
+			if r.owner != leader {
+				r.stop()
+			}
+		}
+		events, passes := c.tl.snapshot()
+		var next lease.Event
+		for _, e := range events {
+			if e.Kind == lease.Elected && e.Owner != leader {
+				next = e
+				break
+			}
+		}
+		if next.Owner == "" || next.At.Sub(stopped) > time.Minute {
+			t.Fatalf("successor %q elected %v after the leader stopped, want within one retry (1m)", next.Owner, next.At.Sub(stopped))
+		}
+		var first server.SweepPass
+		for _, p := range passes {
+			if p.Owner == next.Owner {
+				first = p
+				break
+			}
+		}
+		if first.Pass != 1 || !first.Deep || first.At.Sub(next.At) != time.Minute {
+			t.Errorf("successor's first pass %+v, %v after its election; want pass 1, deep, one interval after", first, first.At.Sub(next.At))
+		}
+	})
+}
+
+// TestNoLeaseSweepsOnEveryReplica pins what --no-lease is for: every
+// replica sweeps, as before ADR-117, so the cost scales with replicas.
+func TestNoLeaseSweepsOnEveryReplica(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sim := forgesim.New()
+		if err := sim.SeedPull("acme", "app", 1, "sha1", "open"); err != nil {
+			t.Fatal(err)
+		}
+		tr, stopSim := serveSimOnPipe(sim)
+		defer stopSim()
+		c := &cluster{sim: sim, leases: lease.NewMemoryStore(), runs: server.NewMemoryRunStore(), tl: &timeline{}}
+		if _, err := c.runs.Put(context.Background(), gateRun(1, "sha1", server.VerdictSuccess), time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		startReplicas(t, c, tr, 3, time.Minute, func(cfg *server.Config) { cfg.NoLease = true })
+		time.Sleep(5*time.Minute + time.Second)
+		synctest.Wait()
+		for _, r := range c.replicas {
+			r.stop()
+		}
+		if got := tokensSeen(sim); len(got) != 3 {
+			t.Errorf("simulator saw tokens %v, want all 3: without a lease every replica sweeps", got)
+		}
+		if hs, _ := c.leases.Holders(context.Background()); len(hs) != 0 {
+			t.Errorf("holders %v, want none: --no-lease takes no lease", hs)
+		}
+	})
+}
+
+// TestGracefulShutdown pins the order of a stop (SIGTERM in iterion serve):
+// requests are refused, the sweeper's term ends and its lease is released
+// (the store shows no holder), the forge client writes the partial hourly
+// line, and Run returns nil.
+func TestGracefulShutdown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sim := forgesim.New()
+		if err := sim.SeedPull("acme", "app", 1, "sha1", "open"); err != nil {
+			t.Fatal(err)
+		}
+		tr, stopSim := serveSimOnPipe(sim)
+		defer stopSim()
+		runs, leases := server.NewMemoryRunStore(), lease.NewMemoryStore()
+		if _, err := runs.Put(context.Background(), gateRun(1, "sha1", server.VerdictSuccess), time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		logger, logs := textLogger()
+		fc := newForge(t, "http://sim/", tr, "tok", nil, logger)
+		tl := &timeline{}
+		srv, err := server.New(server.Config{Runs: runs, Leases: leases, Forge: fc, APIToken: "a", WebhookSecret: "w",
+			Owner: "replica-1", Logger: logger, OnLeaseEvent: tl.onEvent, OnSweep: tl.onSweep})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ln := newPipeNet()
+		client := &http.Client{Transport: &http.Transport{DialContext: ln.dial}}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- srv.Run(ctx, ln) }()
+		time.Sleep(2*time.Minute + time.Second)
+		synctest.Wait()
+		if resp, err := client.Get("http://replica/healthz"); err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET /healthz while running = %v, %v, want 200", resp, err)
+		} else {
+			resp.Body.Close()
+		}
+		if hs, _ := leases.Holders(context.Background()); len(hs) != 1 || hs[0].Owner != "replica-1" {
+			t.Fatalf("holders %v, want replica-1 holding the sweeper's lease", hs)
+		}
+
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run = %v, want nil after a stop", err)
+		}
+		client.Transport.(*http.Transport).CloseIdleConnections()
+		if _, err := client.Get("http://replica/healthz"); err == nil {
+			t.Errorf("GET /healthz after the stop succeeded, want refused: a stopped server takes no requests")
+		}
+		if hs, _ := leases.Holders(context.Background()); len(hs) != 0 {
+			t.Errorf("holders after the stop %v, want none: the term ends and the lease is released", hs)
+		}
+		events, passes := tl.snapshot()
+		if len(passes) == 0 || events[len(events)-1].Kind != lease.Released {
+			t.Errorf("events %v, passes %d, want the term to end with a release after at least one pass", events, len(passes))
+		}
+		out := logs.String()
+		stopAt := strings.Index(out, "stop taking requests")
+		releasedAt := strings.Index(out, "released")
+		hourAt := strings.Index(out, "forge HTTP:")
+		if stopAt < 0 || releasedAt < stopAt || hourAt < releasedAt || !strings.Contains(out[hourAt:], "partial hour") {
+			t.Errorf("log:\n%s\nwant, in order: stop taking requests, the lease released, the partial hourly forge line", out)
+		}
+	})
+}
