@@ -55,7 +55,11 @@ type faultStore struct {
 	mu    sync.Mutex
 	calls []storeCall
 	n     map[[2]string]int
+	late  sync.WaitGroup // late writes not landed yet
 }
+
+// Settle waits until every late write has landed.
+func (f *faultStore) Settle() { f.late.Wait() }
 
 func newFaultStore(inner lease.Store, plan func(c storeCall) fault) *faultStore {
 	return &faultStore{inner: inner, plan: plan, n: make(map[[2]string]int)}
@@ -122,7 +126,9 @@ func (f *faultStore) apply(ctx context.Context, op string, flt fault, call func(
 		landed := make(chan struct{})
 		var ok bool
 		var err error
+		f.late.Add(1)
 		go func() {
+			defer f.late.Done()
 			defer close(landed)
 			time.Sleep(flt.delay)
 			ok, err = call(context.WithoutCancel(ctx))

@@ -115,6 +115,40 @@ func (h *harness) Terms(owner string) []termRec {
 	return out
 }
 
+// interval is a term as Run reported it: from its Elected event to its
+// SteppedDown event. Seqs order events across Runs: OnEvent is called
+// synchronously, Elected before work starts and SteppedDown right after
+// work's context is cancelled and before the release, so the order of the
+// recorded events is the order in which they happened, even within one
+// virtual instant.
+type interval struct {
+	Owner               string
+	Elected, Stepped    time.Time
+	ElectedSeq, StepSeq int
+}
+
+// Intervals returns every term as the events report it, in election order;
+// a term not stepped down has Stepped zero and StepSeq -1.
+func (h *harness) Intervals() []interval {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []interval
+	open := map[string]int{}
+	for i, e := range h.events {
+		switch e.Kind {
+		case lease.Elected:
+			open[e.Owner] = len(out)
+			out = append(out, interval{Owner: e.Owner, Elected: e.At, ElectedSeq: i, StepSeq: -1})
+		case lease.SteppedDown:
+			if j, ok := open[e.Owner]; ok {
+				out[j].Stepped, out[j].StepSeq = e.At, i
+				delete(open, e.Owner)
+			}
+		}
+	}
+	return out
+}
+
 // Events returns owner's events of kind (0 for all kinds), in order.
 func (h *harness) Events(owner string, kind lease.EventKind) []lease.Event {
 	h.mu.Lock()

@@ -210,6 +210,7 @@ func TestAcquireLandingAfterItsReleaseKeepsTheLeaseOneTTL(t *testing.T) {
 		cancel()
 		<-doneA
 		<-doneB
+		st.Settle()
 		if got := h.callTimes(st.Calls("release", "a")); !slices.Equal(got, []time.Duration{ttl / 3}) {
 			t.Errorf("got a's releases at %v, want one at the cut, %v", got, ttl/3)
 		}
