@@ -22,7 +22,10 @@ var commands = map[string]command{
 	// one line per subcommand, e.g. "serve": {"run a replica of the server", runServe},
 	"forge-sim": {"serve the GitHub simulator (--listen ADDR --budget N)", runForgeSim},
 	"dev-mongo": {"serve the MongoDB-wire test server (--listen ADDR --dir DIR)", runDevMongo},
+	"demo":      {"show one replica sweeping for N, in one process (the README's first command)", runDemo},
 	"bench":     {"measure ADR-117's consequences on real processes (the multi-process harness, full mode)", runBench},
+	"serve":     {"run a replica of the merge-gate server (flags or ITERION_* variables; see iterion serve -h)", runServe},
+	"leases":    {"list the leases in MongoDB, or force a hand-over: leases release NAME --owner OWNER", runLeases},
 }
 
 func main() {

@@ -1,0 +1,438 @@
+// Package demo is `iterion demo`: N merge-gate replicas in one process, on
+// an in-memory lease store and run store and an in-process forge simulator,
+// with compressed intervals. It runs four phases — every replica sweeps
+// (--no-lease behaviour), the lease elects one, the leader stops cleanly, the
+// leader crashes — and reports, from the simulator's own per-token counts,
+// the sweeper requests per phase per replica, the ratio between the first two
+// phases, and each takeover's delay against the ADR's bound.
+package demo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"iterion.dev/iterion/pkg/forge/forgesim"
+	"iterion.dev/iterion/pkg/lease"
+	"iterion.dev/iterion/pkg/server"
+)
+
+// ErrInvalid reports a Config field Run cannot use; the error names it.
+var ErrInvalid = errors.New("demo: invalid config")
+
+// ErrNoTakeover reports that no successor swept within three times the
+// bound after the leader stopped.
+var ErrNoTakeover = errors.New("demo: no successor swept")
+
+// Config is the demo's knobs; the zero value of each field means its default.
+type Config struct {
+	// Replicas is how many replicas run. Default 5.
+	Replicas int
+	// Interval is the sweep interval; the lease's TTL is 3 intervals and
+	// its retry 1, as pkg/server/leases.go derives them. Default 200ms.
+	Interval time.Duration
+	// Phase is how long phases 1 and 2 are measured. Default 4s.
+	Phase time.Duration
+	// Settle is how long phases 3 and 4 go on after the takeover. Default
+	// 5 intervals.
+	Settle time.Duration
+	// Runs is the number of seeded gating runs. Default 10.
+	Runs int
+	// Out receives a progress line per phase and the final table; nil
+	// discards.
+	Out io.Writer
+}
+
+func (c *Config) defaults() error {
+	if c.Replicas == 0 {
+		c.Replicas = 5
+	}
+	if c.Interval == 0 {
+		c.Interval = 200 * time.Millisecond
+	}
+	if c.Phase == 0 {
+		c.Phase = 4 * time.Second
+	}
+	if c.Settle == 0 {
+		c.Settle = 5 * c.Interval
+	}
+	if c.Runs == 0 {
+		c.Runs = 10
+	}
+	if c.Out == nil {
+		c.Out = io.Discard
+	}
+	switch {
+	case c.Replicas < 2:
+		return fmt.Errorf("%w: Replicas %d is under 2: a takeover needs a successor", ErrInvalid, c.Replicas)
+	case c.Interval < 20*time.Millisecond:
+		return fmt.Errorf("%w: Interval %v is under 20ms", ErrInvalid, c.Interval)
+	case c.Phase < 2*c.Interval:
+		return fmt.Errorf("%w: Phase %v is under 2 intervals", ErrInvalid, c.Phase)
+	case c.Runs < 1:
+		return fmt.Errorf("%w: Runs %d is under 1", ErrInvalid, c.Runs)
+	}
+	return nil
+}
+
+func (c *Config) ttl() time.Duration   { return 3 * c.Interval }
+func (c *Config) retry() time.Duration { return c.Interval }
+
+// Phase is what one phase measured.
+type Phase struct {
+	Name     string
+	From, To time.Time
+	// Requests is each replica's sweeper requests in the phase, as the
+	// simulator counted them (by forge token).
+	Requests []int64
+	// Stopped is the replica stopped or crashed at From (-1: none), and
+	// Successor the one whose first sweeper request came Takeover later;
+	// Bound is the ADR's bound for that takeover.
+	Stopped, Successor int
+	Takeover, Bound    time.Duration
+}
+
+// PerSecond is the phase's sweeper requests per second, all replicas.
+func (p Phase) PerSecond() float64 {
+	var n int64
+	for _, r := range p.Requests {
+		n += r
+	}
+	return float64(n) / p.To.Sub(p.From).Seconds()
+}
+
+// Result is what the demo measured.
+type Result struct {
+	Config   Config
+	Replicas []string // names, which are also their forge tokens
+	Phases   []Phase
+	Samples  []Sample
+	Terms    []Span // the lease holder over time
+}
+
+// Ratio is phase 1's sweeper request rate over phase 2's: the replica count
+// when the lease works.
+func (r *Result) Ratio() float64 {
+	if len(r.Phases) < 2 || r.Phases[1].PerSecond() == 0 {
+		return 0
+	}
+	return r.Phases[0].PerSecond() / r.Phases[1].PerSecond()
+}
+
+// demo is one run's state.
+type demo struct {
+	cfg    Config
+	sim    *forgesim.Sim
+	simURL string
+	leases *lease.MemoryStore
+	runs   *server.MemoryRunStore
+	names  []string
+	live   []*replica // phase 2's replicas, which phases 3 and 4 stop
+
+	mu      sync.Mutex
+	samples []Sample
+	terms   []Span
+}
+
+// Run runs the demo's four phases and returns what they measured. It takes
+// about 2×Phase + the two takeovers + 2×Settle.
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	sim := forgesim.New(forgesim.WithBudget(10_000_000))
+	srv := httptest.NewServer(sim)
+	defer srv.Close()
+	d := &demo{cfg: cfg, sim: sim, simURL: srv.URL, leases: lease.NewMemoryStore(), runs: server.NewMemoryRunStore()}
+	for i := range cfg.Replicas {
+		d.names = append(d.names, fmt.Sprintf("replica-%d", i+1))
+	}
+	if err := seed(ctx, sim, d.runs, cfg.Runs); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(cfg.Out, "iterion demo: %d replicas in one process, sweep every %v (lease TTL %v, retry %v), %d gating runs, forge simulator at %s\n",
+		cfg.Replicas, cfg.Interval, cfg.ttl(), cfg.retry(), cfg.Runs, srv.URL)
+
+	sctx, stopSampling := context.WithCancel(ctx)
+	sampled := make(chan struct{})
+	go func() { defer close(sampled); d.sample(sctx) }()
+	res := &Result{Config: cfg, Replicas: d.names}
+	phases := []func(context.Context) (Phase, error){d.everyone, d.elected, d.cleanStop, d.crash}
+	for _, p := range phases {
+		ph, err := p(ctx)
+		if err != nil {
+			stopSampling()
+			<-sampled
+			return nil, err
+		}
+		res.Phases = append(res.Phases, ph)
+		fmt.Fprintln(cfg.Out, progressLine(len(res.Phases), ph, d.names))
+	}
+	stopSampling()
+	<-sampled
+	res.Samples, res.Terms = d.samples, d.closedTerms()
+	return res, nil
+}
+
+// counts reads the simulator's request count per replica token.
+func (d *demo) counts() []int64 {
+	out := make([]int64, len(d.names))
+	for i, n := range d.names {
+		out[i] = d.sim.Requests(forgesim.Filter{Token: n})
+	}
+	return out
+}
+
+// sample records the counts and the lease holder every 20 ms until ctx ends.
+func (d *demo) sample(ctx context.Context) {
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for {
+		now := time.Now()
+		c := d.counts()
+		holder := d.holder(ctx, now)
+		d.mu.Lock()
+		d.samples = append(d.samples, Sample{At: now, Counts: c})
+		n := len(d.terms)
+		switch {
+		case holder >= 0 && (n == 0 || !d.terms[n-1].To.IsZero() || d.terms[n-1].Replica != holder):
+			if n > 0 && d.terms[n-1].To.IsZero() {
+				d.terms[n-1].To = now
+			}
+			d.terms = append(d.terms, Span{Name: d.names[holder], Replica: holder, From: now})
+		case holder < 0 && n > 0 && d.terms[n-1].To.IsZero():
+			d.terms[n-1].To = now
+		}
+		d.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// holder is the index of the replica holding the sweeper's lease unexpired
+// at now, or -1.
+func (d *demo) holder(ctx context.Context, now time.Time) int {
+	hs, err := d.leases.Holders(ctx)
+	if err != nil {
+		return -1
+	}
+	for _, h := range hs {
+		if h.Name == sweeperLease && now.Before(h.Expires) {
+			return d.index(h.Owner)
+		}
+	}
+	return -1
+}
+
+// index is the replica whose owner identity is owner, or -1.
+func (d *demo) index(owner string) int {
+	for i, n := range d.names {
+		if owner == n || strings.HasPrefix(owner, n+"-") {
+			return i
+		}
+	}
+	return -1
+}
+
+// closedTerms returns the terms with the open one ending at the last sample.
+func (d *demo) closedTerms() []Span {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := append([]Span(nil), d.terms...)
+	if n := len(out); n > 0 && out[n-1].To.IsZero() && len(d.samples) > 0 {
+		out[n-1].To = d.samples[len(d.samples)-1].At
+	}
+	return out
+}
+
+// measure returns a phase spanning from..to with the counts' growth since
+// before.
+func (d *demo) measure(name string, from, to time.Time, before []int64) Phase {
+	after := d.counts()
+	p := Phase{Name: name, From: from, To: to, Requests: make([]int64, len(after)), Stopped: -1, Successor: -1}
+	for i := range after {
+		p.Requests[i] = after[i] - before[i]
+	}
+	return p
+}
+
+// quiesce waits until the simulator's counts stop moving: a stopped
+// replica's last request may be counted just after its client gave up on it.
+func (d *demo) quiesce() {
+	prev := d.counts()
+	for range 50 {
+		time.Sleep(20 * time.Millisecond)
+		c := d.counts()
+		if slices.Equal(c, prev) {
+			return
+		}
+		prev = c
+	}
+}
+
+// everyone is phase 1: every replica sweeps, as with --no-lease.
+func (d *demo) everyone(ctx context.Context) (Phase, error) {
+	before, from := d.counts(), time.Now()
+	rs, err := d.startAll(ctx, true)
+	if err != nil {
+		return Phase{}, err
+	}
+	time.Sleep(d.cfg.Phase)
+	to := time.Now()
+	stopAll(rs)
+	d.quiesce()
+	return d.measure("every replica sweeps (--no-lease)", from, to, before), nil
+}
+
+// elected is phase 2: the same replicas elect one sweeper through the lease.
+// Its replicas keep running into phases 3 and 4.
+func (d *demo) elected(ctx context.Context) (Phase, error) {
+	before, from := d.counts(), time.Now()
+	rs, err := d.startAll(ctx, false)
+	if err != nil {
+		return Phase{}, err
+	}
+	d.live = rs
+	time.Sleep(d.cfg.Phase)
+	return d.measure("the lease elects one", from, time.Now(), before), nil
+}
+
+// cleanStop is phase 3: the leader stops cleanly and releases its lease.
+func (d *demo) cleanStop(ctx context.Context) (Phase, error) {
+	return d.takeover(ctx, "the leader stops cleanly", d.cfg.retry()+d.cfg.Interval, func(r *replica) { r.stop() })
+}
+
+// crash is phase 4: the leader crashes: from that instant its lease store
+// answers nothing, so it neither renews nor releases.
+func (d *demo) crash(ctx context.Context) (Phase, error) {
+	p, err := d.takeover(ctx, "the leader crashes", d.cfg.ttl()+d.cfg.retry()+d.cfg.Interval, func(r *replica) { r.crash() })
+	stopAll(d.live)
+	return p, err
+}
+
+// takeover stops the current leader with stop and measures the delay until
+// another replica's first sweeper request.
+func (d *demo) takeover(ctx context.Context, name string, bound time.Duration, stop func(*replica)) (Phase, error) {
+	leader := -1
+	for deadline := time.Now().Add(bound + 5*time.Second); leader < 0; {
+		if leader = d.holder(ctx, time.Now()); leader < 0 {
+			if time.Now().After(deadline) {
+				return Phase{}, fmt.Errorf("%w: no leader before %q", ErrNoTakeover, name)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	before := d.counts()
+	from := time.Now()
+	stop(d.live[leader])
+	p := Phase{Name: name, Stopped: leader, Successor: -1, Bound: bound}
+	for deadline := from.Add(3*bound + 5*time.Second); p.Successor < 0; {
+		c := d.counts()
+		for i := range c {
+			if i != leader && c[i] > before[i] {
+				p.Successor, p.Takeover = i, time.Since(from)
+			}
+		}
+		if p.Successor < 0 {
+			if time.Now().After(deadline) {
+				return Phase{}, fmt.Errorf("%w within %v after %s stopped", ErrNoTakeover, 3*bound+5*time.Second, d.names[leader])
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}
+	time.Sleep(d.cfg.Settle)
+	m := d.measure(name, from, time.Now(), before)
+	m.Stopped, m.Successor, m.Takeover, m.Bound = p.Stopped, p.Successor, p.Takeover, p.Bound
+	return m, nil
+}
+
+func progressLine(n int, p Phase, names []string) string {
+	s := fmt.Sprintf("phase %d: %-36s %6.0f sweeper requests/s over %.1fs", n, p.Name, p.PerSecond(), p.To.Sub(p.From).Seconds())
+	if p.Stopped >= 0 {
+		s += fmt.Sprintf("; %s stopped, %s swept %v later (bound %v)", names[p.Stopped], names[p.Successor], p.Takeover.Round(time.Millisecond), p.Bound)
+	}
+	return s
+}
+
+// Table renders the result: requests per phase per replica, the ratio
+// between phases 1 and 2, and the takeovers against their bounds.
+func (r *Result) Table() string {
+	var b strings.Builder
+	nameW := len("phase")
+	for i, p := range r.Phases {
+		nameW = max(nameW, len(fmt.Sprintf("%d %s", i+1, p.Name)))
+	}
+	colW := 0
+	for _, n := range r.Replicas {
+		colW = max(colW, len(n))
+	}
+	fmt.Fprintf(&b, "%-*s", nameW, "phase")
+	for _, n := range r.Replicas {
+		fmt.Fprintf(&b, "  %*s", colW, n)
+	}
+	fmt.Fprintf(&b, "  %7s  %10s  %7s\n", "total", "requests/s", "seconds")
+	for i, p := range r.Phases {
+		fmt.Fprintf(&b, "%-*s", nameW, fmt.Sprintf("%d %s", i+1, p.Name))
+		var total int64
+		for _, c := range p.Requests {
+			fmt.Fprintf(&b, "  %*d", colW, c)
+			total += c
+		}
+		fmt.Fprintf(&b, "  %7d  %10.1f  %7.1f\n", total, p.PerSecond(), p.To.Sub(p.From).Seconds())
+	}
+	fmt.Fprintf(&b, "\nsweeper requests/s, phase 1 ÷ phase 2: %.2f (%d replicas: without the lease every one sweeps, with it one does)\n",
+		r.Ratio(), len(r.Replicas))
+	for i, p := range r.Phases {
+		if p.Stopped < 0 {
+			continue
+		}
+		verdict := "within"
+		if p.Takeover > p.Bound {
+			verdict = "OVER"
+		}
+		fmt.Fprintf(&b, "phase %d takeover: %s stopped, %s swept %v later: %s the bound %v\n",
+			i+1, r.Replicas[p.Stopped], r.Replicas[p.Successor], p.Takeover.Round(time.Millisecond), verdict, p.Bound)
+	}
+	return b.String()
+}
+
+// WriteReport writes the self-contained HTML report: the chart of sweeper
+// requests per second per replica with the lease holder's timeline, and the
+// table.
+func (r *Result) WriteReport(w io.Writer) error {
+	// Buckets of two intervals: whole passes, so the rates do not alias.
+	c := buildChart(r.Replicas, r.Samples, r.Terms, r.phaseSpans(), 2*r.Config.Interval)
+	summary := fmt.Sprintf("%d replicas in one process, sweep interval %v, lease TTL %v and retry %v. "+
+		"Every count is the forge simulator's own, per replica token.", len(r.Replicas), r.Config.Interval, r.Config.ttl(), r.Config.retry())
+	return writeHTML(w, summary, r.Table(), c)
+}
+
+// phaseLabel is phase i's short name on the chart.
+func phaseLabel(i int) string {
+	switch i {
+	case 0:
+		return "no lease"
+	case 1:
+		return "lease"
+	case 2:
+		return "clean stop"
+	}
+	return "crash"
+}
+
+func (r *Result) phaseSpans() []Span {
+	out := make([]Span, len(r.Phases))
+	for i, p := range r.Phases {
+		out[i] = Span{Name: fmt.Sprintf("%d %s", i+1, phaseLabel(i)), Replica: -1, From: p.From, To: p.To}
+	}
+	return out
+}

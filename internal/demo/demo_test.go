@@ -1,0 +1,138 @@
+package demo
+
+import (
+	"bytes"
+	"context"
+	"encoding/xml"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/net/html"
+)
+
+// TestDemo runs the demo with small durations and checks what it exists to
+// show: without the lease every replica sweeps, with it one does (a ratio
+// of about N between phases 1 and 2); both takeovers come within the ADR's
+// bounds; and the report is HTML with a well-formed SVG chart.
+func TestDemo(t *testing.T) {
+	const n = 3
+	interval := 250 * time.Millisecond
+	var out bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := Run(ctx, Config{Replicas: n, Interval: interval, Phase: 2500 * time.Millisecond, Runs: 3, Out: &out})
+	if err != nil {
+		t.Fatalf("Run: %v\n%s", err, out.String())
+	}
+	t.Log("\n" + out.String() + "\n" + res.Table())
+	if len(res.Phases) != 4 {
+		t.Fatalf("got %d phases, want 4: the demo runs four phases", len(res.Phases))
+	}
+	if lines := strings.Count(out.String(), "\nphase "); lines != 4 {
+		t.Errorf("got %d progress lines, want 4: one per phase", lines)
+	}
+	if r := res.Ratio(); r < 0.8*n || r > 1.2*n {
+		t.Errorf("got phase 1 / phase 2 ratio %.2f, want %d ± 20%%: the lease divides the sweep's cost by N", r, n)
+	}
+	for i, c := range res.Phases[0].Requests {
+		if c == 0 {
+			t.Errorf("phase 1: got 0 requests from %s, want some: without the lease every replica sweeps", res.Replicas[i])
+		}
+	}
+	sweepers := 0
+	for _, c := range res.Phases[1].Requests {
+		if c > 0 {
+			sweepers++
+		}
+	}
+	if sweepers != 1 {
+		t.Errorf("phase 2: got %d replicas sweeping, want 1: the lease elects one", sweepers)
+	}
+	for _, p := range res.Phases[2:] {
+		// One interval of slack for scheduling on a loaded machine.
+		if p.Takeover <= 0 || p.Takeover > p.Bound+interval {
+			t.Errorf("%s: got takeover %v, want in (0, %v]: bound %v plus one interval of slack", p.Name, p.Takeover, p.Bound+interval, p.Bound)
+		}
+		if p.Successor == p.Stopped {
+			t.Errorf("%s: got successor %s, the stopped replica, want another", p.Name, res.Replicas[p.Successor])
+		}
+	}
+	if want := 3*interval + interval + interval; res.Phases[3].Bound != want {
+		t.Errorf("got crash bound %v, want TTL + retry + tick = %v", res.Phases[3].Bound, want)
+	}
+
+	var page bytes.Buffer
+	if err := res.WriteReport(&page); err != nil {
+		t.Fatal(err)
+	}
+	svg, err := findSVG(page.Bytes())
+	if err != nil {
+		t.Fatalf("report: %v", err)
+	}
+	// The chart must be well-formed XML, with one band per replica and one
+	// term rectangle per lease term.
+	polygons, rects, err := countSVG(svg)
+	if err != nil {
+		t.Fatalf("got SVG that is not well-formed XML (%v), want well-formed: browsers render inline SVG strictly", err)
+	}
+	if polygons != n {
+		t.Errorf("got %d polygons in the chart, want %d: one stacked band per replica", polygons, n)
+	}
+	if rects < 1+len(res.Terms) {
+		t.Errorf("got %d rects, want at least %d: the plot frame and one per lease term", rects, 1+len(res.Terms))
+	}
+}
+
+// findSVG parses page as HTML, checks that it has an svg element, and
+// returns that element's source as written.
+func findSVG(page []byte) ([]byte, error) {
+	doc, err := html.Parse(bytes.NewReader(page))
+	if err != nil {
+		return nil, err
+	}
+	var svg *html.Node
+	var walk func(*html.Node)
+	walk = func(n *html.Node) {
+		if n.Type == html.ElementNode && n.Data == "svg" && svg == nil {
+			svg = n
+		}
+		for c := n.FirstChild; c != nil; c = c.NextSibling {
+			walk(c)
+		}
+	}
+	walk(doc)
+	if svg == nil {
+		return nil, errors.New("got no <svg> element, want the chart inline")
+	}
+	start, end := bytes.Index(page, []byte("<svg")), bytes.LastIndex(page, []byte("</svg>"))
+	if start < 0 || end < start {
+		return nil, errors.New("got an svg element without its source, want <svg ...>...</svg>")
+	}
+	return page[start : end+len("</svg>")], nil
+}
+
+// countSVG decodes svg strictly as XML and counts its polygons and rects.
+func countSVG(svg []byte) (polygons, rects int, err error) {
+	d := xml.NewDecoder(bytes.NewReader(svg))
+	d.Strict = true
+	for {
+		tok, err := d.Token()
+		if err == io.EOF {
+			return polygons, rects, nil
+		}
+		if err != nil {
+			return 0, 0, err
+		}
+		if se, ok := tok.(xml.StartElement); ok {
+			switch se.Name.Local {
+			case "polygon":
+				polygons++
+			case "rect":
+				rects++
+			}
+		}
+	}
+}

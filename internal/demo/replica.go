@@ -1,0 +1,157 @@
+package demo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"iterion.dev/iterion/pkg/forge"
+	"iterion.dev/iterion/pkg/forge/forgesim"
+	"iterion.dev/iterion/pkg/lease"
+	"iterion.dev/iterion/pkg/server"
+)
+
+// sweeperLease is the lease the demo watches.
+var sweeperLease = server.MergeGateSweeper().Name
+
+// errCrashed is what a crashed replica's lease store answers: nothing.
+var errCrashed = errors.New("demo: replica crashed: no answer")
+
+// crashStore is a replica's view of the shared lease store. Once crashed,
+// every call fails at once, as if the process had died: the replica can
+// neither renew nor release, so its lease stays until it expires. Safe for
+// concurrent use.
+type crashStore struct {
+	lease.Store
+	crashed atomic.Bool
+}
+
+func (c *crashStore) Acquire(ctx context.Context, name, owner string, now time.Time, ttl time.Duration) (bool, error) {
+	if c.crashed.Load() {
+		return false, errCrashed
+	}
+	return c.Store.Acquire(ctx, name, owner, now, ttl)
+}
+
+func (c *crashStore) Renew(ctx context.Context, name, owner string, now time.Time, ttl time.Duration) (bool, error) {
+	if c.crashed.Load() {
+		return false, errCrashed
+	}
+	return c.Store.Renew(ctx, name, owner, now, ttl)
+}
+
+func (c *crashStore) Release(ctx context.Context, name, owner string) error {
+	if c.crashed.Load() {
+		return errCrashed
+	}
+	return c.Store.Release(ctx, name, owner)
+}
+
+// replica is one pkg/server instance of the demo, with its own forge client
+// (whose token is its name) and metrics registry.
+type replica struct {
+	store  *crashStore
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// stop ends the replica cleanly: its term ends and its lease is released.
+func (r *replica) stop() {
+	r.cancel()
+	<-r.done
+}
+
+// crash cuts the replica from the lease store first, then stops it: it
+// sends nothing more, and its lease is left to expire.
+func (r *replica) crash() {
+	r.store.crashed.Store(true)
+	r.stop()
+}
+
+func stopAll(rs []*replica) {
+	var wg sync.WaitGroup
+	for _, r := range rs {
+		wg.Go(r.stop)
+	}
+	wg.Wait()
+}
+
+// startAll starts one replica per name.
+func (d *demo) startAll(ctx context.Context, noLease bool) ([]*replica, error) {
+	var rs []*replica
+	for _, name := range d.names {
+		r, err := d.start(ctx, name, noLease)
+		if err != nil {
+			stopAll(rs)
+			return nil, err
+		}
+		rs = append(rs, r)
+	}
+	return rs, nil
+}
+
+func (d *demo) start(ctx context.Context, name string, noLease bool) (*replica, error) {
+	reg := prometheus.NewRegistry()
+	fc, err := forge.New(forge.Config{BaseURL: d.simURL + "/", Token: name, Registerer: reg})
+	if err != nil {
+		return nil, fmt.Errorf("demo: forge client of %s: %w", name, err)
+	}
+	r := &replica{store: &crashStore{Store: d.leases}, done: make(chan struct{})}
+	srv, err := server.New(server.Config{
+		Runs:          d.runs,
+		Leases:        r.store,
+		Forge:         fc,
+		APIToken:      "demo",
+		WebhookSecret: "demo",
+		Owner:         name,
+		SweepInterval: d.cfg.Interval,
+		NoLease:       noLease,
+		Registry:      reg,
+	})
+	if err != nil {
+		fc.Close()
+		return nil, fmt.Errorf("demo: server %s: %w", name, err)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	r.cancel = cancel
+	go func() {
+		defer close(r.done)
+		srv.Run(rctx, nil)
+	}()
+	return r, nil
+}
+
+// demoRepo is the repository of the seeded pull requests.
+const (
+	demoOwner = "acme"
+	demoRepo  = "app"
+)
+
+// seed opens n pull requests on the simulator, each with a gating run whose
+// success verdict its commit status already shows, so every sweep pass
+// re-reads them all and writes nothing.
+func seed(ctx context.Context, sim *forgesim.Sim, runs server.RunStore, n int) error {
+	now := time.Now()
+	for i := 1; i <= n; i++ {
+		sha := fmt.Sprintf("%040x", uint64(i)*0x9e3779b97f4a7c15)
+		if err := sim.SeedPull(demoOwner, demoRepo, i, sha, "open"); err != nil {
+			return fmt.Errorf("demo: seed pull %d: %w", i, err)
+		}
+		if err := sim.SetStatus(demoOwner, demoRepo, sha, forgesim.Status{Context: server.DefaultContext, State: "success"}); err != nil {
+			return fmt.Errorf("demo: seed status %d: %w", i, err)
+		}
+		run := server.GateRun{
+			ID: server.RunID("github.com", demoOwner+"/"+demoRepo, i, sha), Host: "github.com",
+			Repo: demoOwner + "/" + demoRepo, Pull: i, HeadSHA: sha, Context: server.DefaultContext, Verdict: server.VerdictSuccess,
+		}
+		if _, err := runs.Put(ctx, run, now); err != nil {
+			return fmt.Errorf("demo: seed run %d: %w", i, err)
+		}
+	}
+	return nil
+}
