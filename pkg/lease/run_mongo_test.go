@@ -1,0 +1,293 @@
+package lease_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"iterion.dev/iterion/internal/mongotest"
+	"iterion.dev/iterion/pkg/lease"
+)
+
+// These tests run Run on the Mongo twin through the fault proxy of
+// internal/mongotest, in real time: the store's I/O is real. TTLs are short
+// and every wait is bounded by a channel or a deadline, never a sleep.
+
+// timeline records the events of several Runs in real time, in the order
+// they happened (OnEvent is synchronous), and lets a test wait for one.
+type timeline struct {
+	mu     sync.Mutex
+	events []lease.Event
+	cond   chan struct{} // closed and replaced on every event
+}
+
+func newTimeline() *timeline { return &timeline{cond: make(chan struct{})} }
+
+func (tl *timeline) record(e lease.Event) {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	tl.events = append(tl.events, e)
+	close(tl.cond)
+	tl.cond = make(chan struct{})
+}
+
+// find returns the index and event of the first event of owner and kind
+// from index from on, or -1.
+func (tl *timeline) find(from int, owner string, kind lease.EventKind) (int, lease.Event) {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	for i := from; i < len(tl.events); i++ {
+		if e := tl.events[i]; e.Owner == owner && e.Kind == kind {
+			return i, e
+		}
+	}
+	return -1, lease.Event{}
+}
+
+// await waits up to limit for an event of owner and kind from index from on,
+// and fails the test when none comes.
+func (tl *timeline) await(t *testing.T, from int, owner string, kind lease.EventKind, limit time.Duration) (int, lease.Event) {
+	t.Helper()
+	deadline := time.After(limit)
+	for {
+		tl.mu.Lock()
+		cond := tl.cond
+		tl.mu.Unlock()
+		if i, e := tl.find(from, owner, kind); i >= 0 {
+			return i, e
+		}
+		select {
+		case <-cond:
+		case <-deadline:
+			t.Fatalf("no %v event of %s within %v; events: %+v", kind, owner, limit, tl.all())
+		}
+	}
+}
+
+func (tl *timeline) all() []lease.Event {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	return append([]lease.Event(nil), tl.events...)
+}
+
+// mongoSpec is the Spec of owner for the Mongo tests.
+func mongoSpec(tl *timeline, owner string, ttl, retry time.Duration) lease.Spec {
+	return lease.Spec{Name: leaseKey, Owner: owner, TTL: ttl, Retry: retry, OnEvent: tl.record}
+}
+
+// leaseCommand matches the wire command MongoStore sends for op ("acquire":
+// the upsert, "renew": the plain update, "release": the delete, "": any of
+// them) on behalf of owner.
+func leaseCommand(op, owner string) func(mongotest.Command) bool {
+	return func(c mongotest.Command) bool {
+		if c.Collection != lease.MongoCollection {
+			return false
+		}
+		upsert, _ := c.Body.Lookup("updates", "0", "upsert").BooleanOK()
+		isAcquire := c.Name == "update" && upsert && lookupString(c, "updates", "0", "u", "$set", "owner") == owner
+		isRenew := c.Name == "update" && !upsert && lookupString(c, "updates", "0", "q", "owner") == owner
+		isRelease := c.Name == "delete" && lookupString(c, "deletes", "0", "q", "owner") == owner
+		switch op {
+		case "acquire":
+			return isAcquire
+		case "renew":
+			return isRenew
+		case "release":
+			return isRelease
+		}
+		return isAcquire || isRenew || isRelease
+	}
+}
+
+func lookupString(c mongotest.Command, keys ...string) string {
+	s, _ := c.Body.Lookup(keys...).StringValueOK()
+	return s
+}
+
+// twoClients returns two databases of the same name on srv, through two
+// clients: two replicas sharing one store.
+func twoClients(t *testing.T, srv *mongotest.Server) (*mongo.Database, *mongo.Database) {
+	a := srv.DB(t)
+	return a, srv.Client(t).Database(a.Name())
+}
+
+// runBackground starts Run and returns a function that stops it and waits
+// for it, failing the test if it does not return within limit.
+func runBackground(t *testing.T, st lease.Store, spec lease.Spec, work func(context.Context)) func() {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- lease.Run(ctx, st, spec, work) }()
+	stopped := false
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Run(%s) = %v, want nil", spec.Owner, err)
+			}
+		case <-time.After(10 * spec.TTL):
+			t.Errorf("Run(%s) did not return within %v of its ctx being done", spec.Owner, 10*spec.TTL)
+		}
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+func waitCtx(ctx context.Context) { <-ctx.Done() }
+
+func TestRunMongoRenewalHeldUntilAfterReleaseDoesNotRecreateTheLease(t *testing.T) {
+	const ttl = 600 * time.Millisecond
+	srv := mongotest.NewServer(t)
+	st := lease.NewMongoStore(srv.DB(t))
+	tl := newTimeline()
+	finish := make(chan struct{})
+	hold := srv.Proxy().Hold(leaseCommand("renew", "a"))
+	// Retry is long: after its term, a does not campaign again during the test.
+	stop := runBackground(t, st, mongoSpec(tl, "a", ttl, time.Hour), func(ctx context.Context) {
+		select {
+		case <-ctx.Done():
+		case <-finish:
+		}
+	})
+	tl.await(t, 0, "a", lease.Elected, 5*time.Second)
+	select {
+	case <-hold.Arrived():
+	case <-time.After(5 * time.Second):
+		t.Fatal("a's first renewal never reached the proxy")
+	}
+	close(finish) // the term ends while its renewal is held in the network
+	tl.await(t, 0, "a", lease.Released, 5*time.Second)
+	hs, err := st.Holders(context.Background())
+	if err != nil || len(hs) != 0 {
+		t.Fatalf("after the release: Holders = %+v, %v; want none", hs, err)
+	}
+
+	hold.Release() // the renewal lands after the release
+	select {
+	case <-hold.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the held renewal was never answered by the backend")
+	}
+	if err := hold.Err(); err != nil {
+		t.Fatalf("the held renewal was not delivered: %v", err)
+	}
+	hs, err = st.Holders(context.Background())
+	if err != nil || len(hs) != 0 {
+		t.Errorf("after the late renewal landed: Holders = %+v, %v; want none: a renewal never re-creates a released lease", hs, err)
+	}
+	stop()
+}
+
+func TestRunMongoAcquireWhoseAnswerIsDroppedIsFollowedByARelease(t *testing.T) {
+	// TTL 3s: without the release, b would wait for the landed write's
+	// expiry, 3s; with it, b's next attempt (every 100ms) wins.
+	const ttl = 3 * time.Second
+	srv := mongotest.NewServer(t)
+	dbA, dbB := twoClients(t, srv)
+	tl := newTimeline()
+	drop := srv.Proxy().DropAnswer(leaseCommand("acquire", "a"))
+	runBackground(t, lease.NewMongoStore(dbA), mongoSpec(tl, "a", ttl, time.Hour), waitCtx)
+	select {
+	case <-drop.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("a's Acquire never reached the proxy")
+	}
+	landed := time.Now()
+	runBackground(t, lease.NewMongoStore(dbB), mongoSpec(tl, "b", ttl, 100*time.Millisecond), waitCtx)
+	_, rel := tl.await(t, 0, "a", lease.Released, ttl/3+2*time.Second)
+	if rel.Reason != lease.ReasonUnanswered {
+		t.Errorf("got a release with reason %q, want %q", rel.Reason, lease.ReasonUnanswered)
+	}
+	_, won := tl.await(t, 0, "b", lease.Elected, ttl)
+	if wait := won.At.Sub(landed); wait >= ttl/2 {
+		t.Errorf("b was elected %v after a's write landed, want well under the TTL %v: the unanswered Acquire is released", wait, ttl)
+	}
+	if i, _ := tl.find(0, "a", lease.Elected); i >= 0 {
+		t.Errorf("a was elected, want not: its Acquire went unanswered and Retry is an hour")
+	}
+}
+
+func TestRunMongoPartitionedHolderStepsDownBeforeTheSuccessorIsElected(t *testing.T) {
+	const ttl = 600 * time.Millisecond
+	srv := mongotest.NewServer(t)
+	dbA, dbB := twoClients(t, srv)
+	tl := newTimeline()
+	runBackground(t, lease.NewMongoStore(dbA), mongoSpec(tl, "a", ttl, 100*time.Millisecond), waitCtx)
+	tl.await(t, 0, "a", lease.Elected, 5*time.Second)
+	runBackground(t, lease.NewMongoStore(dbB), mongoSpec(tl, "b", ttl, 50*time.Millisecond), waitCtx)
+
+	// Partition a alone: every lease command of a is held in the network
+	// from now on (Proxy.Refuse would cut b too). Its release is among them,
+	// so b must wait for the expiry of a's last renewal.
+	for range 200 {
+		srv.Proxy().Hold(leaseCommand("", "a"))
+	}
+	partitioned := time.Now()
+	iDown, down := tl.await(t, 0, "a", lease.SteppedDown, 5*time.Second)
+	iWon, won := tl.await(t, 0, "b", lease.Elected, 5*time.Second)
+	if down.Reason != lease.ReasonDeadline {
+		t.Errorf("got a's step-down reason %q, want %q", down.Reason, lease.ReasonDeadline)
+	}
+	if iDown > iWon || !down.At.Before(won.At) {
+		t.Errorf("a stepped down at +%v, b was elected at +%v (event %d vs %d): the holder must be gone before any successor",
+			down.At.Sub(partitioned), won.At.Sub(partitioned), iDown, iWon)
+	}
+	// The exact deadline is pinned in virtual time; here, in real time, the
+	// bound is the one that matters: before a's lease could expire.
+	if lag := down.At.Sub(partitioned); lag >= ttl {
+		t.Errorf("a stepped down %v after the partition, want under the TTL %v (due at TTL−TTL/6 = %v)", lag, ttl, ttl-ttl/6)
+	}
+	if i, _ := tl.find(iDown+1, "a", lease.Elected); i >= 0 {
+		t.Errorf("a was elected again while partitioned")
+	}
+}
+
+func TestRunMongoRefusingStoreStepsTheHolderDownAndElectsNobody(t *testing.T) {
+	const ttl = 600 * time.Millisecond
+	srv := mongotest.NewServer(t)
+	dbA, dbB := twoClients(t, srv)
+	tl := newTimeline()
+	runBackground(t, lease.NewMongoStore(dbA), mongoSpec(tl, "a", ttl, 50*time.Millisecond), waitCtx)
+	tl.await(t, 0, "a", lease.Elected, 5*time.Second)
+	runBackground(t, lease.NewMongoStore(dbB), mongoSpec(tl, "b", ttl, 50*time.Millisecond), waitCtx)
+
+	srv.Proxy().Refuse(true) // nobody reaches the store
+	refused := time.Now()
+	iDown, down := tl.await(t, 0, "a", lease.SteppedDown, 5*time.Second)
+	if lag := down.At.Sub(refused); lag >= ttl {
+		t.Errorf("a stepped down %v after the store became unreachable, want under the TTL %v (due at TTL−TTL/6 = %v)", lag, ttl, ttl-ttl/6)
+	}
+	// Stay partitioned for two TTLs past the step-down: nobody is elected.
+	timer := time.NewTimer(2 * ttl)
+	<-timer.C
+	for _, o := range []string{"a", "b"} {
+		if i, e := tl.find(iDown, o, lease.Elected); i >= 0 {
+			t.Errorf("%s was elected at +%v while the store refused every connection: a store that cannot answer elects nobody", o, e.At.Sub(refused))
+		}
+	}
+	srv.Proxy().Refuse(false)
+	lifted := time.Now()
+	deadline := time.After(10 * time.Second)
+	for {
+		ia, _ := tl.find(iDown, "a", lease.Elected)
+		ib, _ := tl.find(iDown, "b", lease.Elected)
+		if ia >= 0 || ib >= 0 {
+			break
+		}
+		tl.mu.Lock()
+		cond := tl.cond
+		tl.mu.Unlock()
+		select {
+		case <-cond:
+		case <-deadline:
+			t.Fatalf("nobody was elected within 10s of the store coming back (%v)", time.Since(lifted))
+		}
+	}
+}
