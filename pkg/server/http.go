@@ -150,11 +150,11 @@ func (s *Server) postRun(w http.ResponseWriter, r *http.Request) {
 	}
 	created, err := s.cfg.Runs.Put(r.Context(), run, s.cfg.Now())
 	if err != nil {
-		s.cfg.Logger.Error("run not stored", "run", run.ID, "err", err)
+		s.log.Error("run not stored", "run", run.ID, "err", err)
 		writeError(w, http.StatusServiceUnavailable, "run not stored; retry")
 		return
 	}
-	s.cfg.Logger.Info("run recorded", "run", run.ID, "repo", run.Repo, "pull", run.Pull,
+	s.log.Info("run recorded", "run", run.ID, "repo", run.Repo, "pull", run.Pull,
 		"head", run.HeadSHA, "verdict", run.Verdict, "created", created)
 	s.offerAll(r.Context(), forge.LaneAPI, []GateRun{run})
 	code := http.StatusOK
@@ -177,11 +177,16 @@ func (s *Server) offerAll(ctx context.Context, lane string, runs []GateRun) {
 	}
 }
 
-// postWebhook is POST /webhooks/github: 401 on a missing or wrong
+// postWebhook is POST /webhooks/github: 404 when no secret is configured;
+// 401 on a missing or wrong
 // X-Hub-Signature-256; pull_request and status events offer the unsettled
 // runs of the pull request or head on lane webhook (200 {"offered": n});
 // other events are ignored with 202; a payload it cannot read is 400.
 func (s *Server) postWebhook(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.WebhookSecret == "" {
+		writeError(w, http.StatusNotFound, "webhooks are off: no webhook secret configured")
+		return
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxWebhookBody))
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "body: "+err.Error())
@@ -207,11 +212,11 @@ func (s *Server) postWebhook(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err != nil {
-		s.cfg.Logger.Error("webhook: cannot list affected runs", "event", event, "err", err)
+		s.log.Error("webhook: cannot list affected runs", "event", event, "err", err)
 		writeError(w, http.StatusServiceUnavailable, "runs not read; redeliver")
 		return
 	}
-	s.cfg.Logger.Debug("webhook", "event", event, "runs", len(runs))
+	s.log.Debug("webhook", "event", event, "runs", len(runs))
 	s.offerAll(r.Context(), forge.LaneWebhook, runs)
 	writeJSON(w, http.StatusOK, map[string]int{"offered": len(runs)})
 }
@@ -295,7 +300,7 @@ func (s *Server) getLeases(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	if err := leasesTemplate.Execute(w, page); err != nil {
-		s.cfg.Logger.Warn("leases page", "err", err)
+		s.log.Warn("leases page", "err", err)
 	}
 }
 

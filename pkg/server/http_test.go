@@ -303,6 +303,25 @@ func TestWebhookEventsOfferTheAffectedRuns(t *testing.T) {
 	})
 }
 
+func TestWebhooksAreOffWithoutASecret(t *testing.T) {
+	fc := newForge(t, "http://127.0.0.1:1/", nil, "tok", nil, nil)
+	srv, err := server.New(server.Config{Runs: server.NewMemoryRunStore(), Leases: lease.NewMemoryStore(), Forge: fc, APIToken: "a"})
+	if err != nil {
+		t.Fatalf("New without a webhook secret = %v, want nil: webhooks are optional", err)
+	}
+	body := `{"sha": "abc", "repository": {"full_name": "acme/app"}}`
+	for _, sig := range []string{"", sign("", body)} {
+		req := httptest.NewRequest("POST", "/webhooks/github", strings.NewReader(body))
+		req.Header.Set("X-GitHub-Event", "status")
+		req.Header.Set("X-Hub-Signature-256", sig)
+		rec := httptest.NewRecorder()
+		srv.Handler().ServeHTTP(rec, req)
+		if rec.Code != http.StatusNotFound {
+			t.Errorf("signature %q: status %d, want 404: without a secret no event is accepted, signed with \"\" or not", sig, rec.Code)
+		}
+	}
+}
+
 func TestHealthzMetricsAndLeases(t *testing.T) {
 	f := newHTTPFixture(t)
 	if code, body := f.do(t, "GET", "/healthz", nil, ""); code != http.StatusOK || !strings.Contains(body, `"status":"ok"`) {
@@ -348,7 +367,6 @@ func TestNewRejectsBadConfigNamingTheField(t *testing.T) {
 		{"Leases", func(c *server.Config) { c.Leases = nil }},
 		{"Forge", func(c *server.Config) { c.Forge = nil }},
 		{"APIToken", func(c *server.Config) { c.APIToken = " " }},
-		{"WebhookSecret", func(c *server.Config) { c.WebhookSecret = "" }},
 		{"SweepInterval", func(c *server.Config) { c.SweepInterval = -time.Second }},
 	} {
 		cfg := good

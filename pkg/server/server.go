@@ -17,8 +17,8 @@ import (
 	"iterion.dev/iterion/pkg/lease"
 )
 
-// Config assembles a Server from its dependencies. Runs, Leases, Forge,
-// APIToken and WebhookSecret are required; a zero optional field means the
+// Config assembles a Server from its dependencies. Runs, Leases, Forge and
+// APIToken are required; a zero optional field means the
 // default its comment names.
 type Config struct {
 	// Runs keeps the gating runs (MemoryRunStore or MongoRunStore).
@@ -34,7 +34,9 @@ type Config struct {
 	ForgeHost string
 	// APIToken is the bearer token POST /api/runs requires.
 	APIToken string
-	// WebhookSecret is the secret of X-Hub-Signature-256 on POST /webhooks/github.
+	// WebhookSecret is the secret of X-Hub-Signature-256 on POST
+	// /webhooks/github; "" turns webhooks off (the endpoint answers 404),
+	// since an unsigned event is never accepted.
 	WebhookSecret string
 	// Owner is this replica's identity in the lease store, logs and
 	// /leases; "" means NewOwner().
@@ -87,6 +89,7 @@ type Config struct {
 // concurrent use.
 type Server struct {
 	cfg     Config
+	log     *slog.Logger // cfg.Logger with this replica's owner
 	rec     *Reconciler
 	sweeper *Sweeper
 	board   *BoardSync // nil: no BoardRepos, the board net does not run
@@ -112,8 +115,6 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("%w: Forge is nil", ErrConfig)
 	case strings.TrimSpace(cfg.APIToken) == "":
 		return nil, fmt.Errorf("%w: APIToken is empty", ErrConfig)
-	case strings.TrimSpace(cfg.WebhookSecret) == "":
-		return nil, fmt.Errorf("%w: WebhookSecret is empty", ErrConfig)
 	case cfg.SweepInterval < 0:
 		return nil, fmt.Errorf("%w: SweepInterval %v is negative", ErrConfig, cfg.SweepInterval)
 	case cfg.SweepInterval > 0 && cfg.SweepInterval < lease.MinTTL:
@@ -151,7 +152,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	cfg.Logger = cfg.Logger.With("owner", cfg.Owner)
+	if cfg.WebhookSecret == "" {
+		cfg.Logger.Warn("webhooks are off: no webhook secret configured")
+	}
 	if cfg.Registry == nil {
 		cfg.Registry = prometheus.NewRegistry()
 	}
@@ -160,7 +163,8 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{
 		cfg:    cfg,
-		rec:    NewReconciler(cfg.Runs, cfg.Forge, cfg.Logger),
+		log:    cfg.Logger.With("owner", cfg.Owner),
+		rec:    NewReconciler(cfg.Runs, cfg.Forge, cfg.Logger.With("owner", cfg.Owner)),
 		leases: lease.NewMetrics(cfg.Registry),
 		offers: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gate_offers_total",
@@ -172,7 +176,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.sweeper = NewSweeper(SweeperConfig{
 		Runs: cfg.Runs, Offer: laneOfferer{s, forge.LaneMergeGateSweeper}, Interval: cfg.SweepInterval,
-		Owner: cfg.Owner, Now: cfg.Now, Logger: cfg.Logger, OnPass: cfg.OnSweep,
+		Owner: cfg.Owner, Now: cfg.Now, Logger: cfg.Logger, OnPass: cfg.OnSweep, // the sweeper logs its owner
 	})
 	if len(cfg.BoardRepos) > 0 {
 		board, err := NewBoardSync(BoardSyncConfig{
@@ -229,7 +233,7 @@ func (s *Server) healthBound() time.Duration {
 // event hook. With NoLease it runs the work directly, as one endless term.
 func (s *Server) elect(ctx context.Context, n electedNet) {
 	if s.cfg.NoLease {
-		s.cfg.Logger.Warn("running without a lease (--no-lease): for comparison measurements only", "net", n.lease.Name)
+		s.log.Warn("running without a lease (--no-lease): for comparison measurements only", "net", n.lease.Name)
 		n.work(ctx)
 		return
 	}
@@ -238,13 +242,13 @@ func (s *Server) elect(ctx context.Context, n electedNet) {
 		Owner:   s.cfg.Owner,
 		TTL:     n.lease.TTL(n.interval),
 		Retry:   n.lease.Retry(n.interval),
-		Logger:  s.cfg.Logger,
+		Logger:  s.cfg.Logger, // lease.Run adds the owner itself
 		Metrics: s.leases,
 		Health:  s.health,
 		OnEvent: s.cfg.OnLeaseEvent,
 	}, n.work)
 	if err != nil {
-		s.cfg.Logger.Error("elected net not started", "net", n.lease.Name, "err", err)
+		s.log.Error("elected net not started", "net", n.lease.Name, "err", err)
 	}
 }
 
@@ -267,10 +271,10 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 		srv = &http.Server{
 			Handler:           s.handler,
 			ReadHeaderTimeout: 10 * time.Second,
-			ErrorLog:          slog.NewLogLogger(s.cfg.Logger.Handler(), slog.LevelWarn),
+			ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 		}
 		go func() { served <- srv.Serve(ln) }()
-		s.cfg.Logger.Info("listening", "addr", ln.Addr().String())
+		s.log.Info("listening", "addr", ln.Addr().String())
 	}
 	var err error
 	select {
@@ -278,18 +282,18 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	case err = <-served:
 		err = fmt.Errorf("server: serve: %w", err)
 	}
-	s.cfg.Logger.Info("shutting down: stop taking requests")
+	s.log.Info("shutting down: stop taking requests")
 	if srv != nil {
 		sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
 		if serr := srv.Shutdown(sctx); serr != nil {
-			s.cfg.Logger.Warn("requests still in flight at the shutdown timeout", "err", serr)
+			s.log.Warn("requests still in flight at the shutdown timeout", "err", serr)
 		}
 		cancel()
 	}
-	s.cfg.Logger.Info("shutting down: end the elected nets' terms")
+	s.log.Info("shutting down: end the elected nets' terms")
 	stopNets()
 	nets.Wait()
-	s.cfg.Logger.Info("shutting down: flush the forge hourly line")
+	s.log.Info("shutting down: flush the forge hourly line")
 	s.cfg.Forge.Close()
 	return err
 }

@@ -1,0 +1,235 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"iterion.dev/iterion/pkg/forge"
+	"iterion.dev/iterion/pkg/lease"
+	"iterion.dev/iterion/pkg/server"
+)
+
+// runServe runs one replica of the merge-gate server until ctx is cancelled
+// (SIGINT or SIGTERM), then shuts down gracefully and returns nil.
+func runServe(ctx context.Context, args []string) error {
+	return serve(ctx, args, os.Getenv, os.Stderr)
+}
+
+// serveConfig is iterion serve's configuration, from flags and their
+// environment twins.
+type serveConfig struct {
+	listen         string
+	mongoURI       string
+	mongoDB        string
+	forgeURL       string
+	forgeToken     string
+	appID          int64
+	installationID int64
+	privateKeyFile string
+	webhookSecret  string
+	apiToken       string
+	sweepInterval  time.Duration
+	noLease        bool
+	etagCache      int
+	logFormat      string
+	logLevel       slog.Level
+}
+
+// serveFlags declares serve's flags on fs into c; envOf maps each flag to
+// its environment twin.
+func serveFlags(fs *flag.FlagSet, c *serveConfig) (envOf map[string]string) {
+	fs.StringVar(&c.listen, "listen", ":8080", "address to serve HTTP on")
+	fs.StringVar(&c.mongoURI, "mongo-uri", "", "MongoDB URI of the shared run and lease stores; absent: in-memory stores (one process, which elects itself)")
+	fs.StringVar(&c.mongoDB, "mongo-db", "iterion", "MongoDB database name")
+	fs.StringVar(&c.forgeURL, "forge-url", "", "forge REST API root; absent: https://api.github.com/")
+	fs.StringVar(&c.forgeToken, "forge-token", "", "forge token (or use the three --github-app-* flags)")
+	fs.Int64Var(&c.appID, "github-app-id", 0, "GitHub App id")
+	fs.Int64Var(&c.installationID, "github-installation-id", 0, "GitHub App installation id")
+	fs.StringVar(&c.privateKeyFile, "github-private-key-file", "", "GitHub App private key (PEM) file")
+	fs.StringVar(&c.webhookSecret, "webhook-secret", "", "secret of X-Hub-Signature-256; absent: POST /webhooks/github answers 404")
+	fs.StringVar(&c.apiToken, "api-token", "", "bearer token of POST /api/runs (required)")
+	fs.DurationVar(&c.sweepInterval, "sweep-interval", server.DefaultSweepInterval, "merge-gate sweeper interval; its lease's TTL is 3 intervals, its retry 1")
+	fs.BoolVar(&c.noLease, "no-lease", false, "FOR COMPARISON MEASUREMENTS ONLY: sweep on every replica without a lease, as before ADR-117 (the forge cost scales with replicas)")
+	fs.IntVar(&c.etagCache, "forge-etag-cache", 0, "forge ETag cache entries; 0: the default, negative: off")
+	fs.StringVar(&c.logFormat, "log-format", "json", "log format on stderr: json or text")
+	fs.TextVar(&c.logLevel, "log-level", slog.LevelInfo, "log level: debug, info, warn or error")
+	envOf = map[string]string{}
+	fs.VisitAll(func(f *flag.Flag) {
+		env := "ITERION_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		envOf[f.Name] = env
+		f.Usage += " [$" + env + "]"
+	})
+	return envOf
+}
+
+// parseServe reads serve's flags, then the environment twin of each flag
+// not given on the command line, and validates the result. Errors name the
+// flag (and the variable, when the value came from it).
+func parseServe(args []string, getenv func(string) string, stderr io.Writer) (serveConfig, error) {
+	var c serveConfig
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	envOf := serveFlags(fs, &c)
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	var err error
+	fs.VisitAll(func(f *flag.Flag) {
+		v := getenv(envOf[f.Name])
+		if err != nil || given[f.Name] || v == "" {
+			return
+		}
+		if serr := fs.Set(f.Name, v); serr != nil {
+			err = fmt.Errorf("$%s (--%s) %q: %w", envOf[f.Name], f.Name, v, serr)
+		}
+	})
+	if err != nil {
+		return c, err
+	}
+	return c, c.validate()
+}
+
+// validate checks the configuration once, at start, naming the flag.
+func (c serveConfig) validate() error {
+	app := c.appID != 0 || c.installationID != 0 || c.privateKeyFile != ""
+	switch {
+	case strings.TrimSpace(c.apiToken) == "":
+		return errors.New("--api-token (ITERION_API_TOKEN) is required: POST /api/runs needs it")
+	case c.forgeToken != "" && app:
+		return errors.New("--forge-token and --github-app-* are both set: choose one forge credential")
+	case !app && c.forgeToken == "":
+		return errors.New("--forge-token, or --github-app-id with --github-installation-id and --github-private-key-file, is required")
+	case app && c.appID <= 0:
+		return fmt.Errorf("--github-app-id %d: want a positive App id", c.appID)
+	case app && c.installationID <= 0:
+		return fmt.Errorf("--github-installation-id %d: want a positive installation id", c.installationID)
+	case app && c.privateKeyFile == "":
+		return errors.New("--github-private-key-file is required with --github-app-id")
+	case c.sweepInterval < lease.MinTTL:
+		return fmt.Errorf("--sweep-interval %v: want at least %v", c.sweepInterval, lease.MinTTL)
+	case c.logFormat != "json" && c.logFormat != "text":
+		return fmt.Errorf("--log-format %q: want json or text", c.logFormat)
+	case c.mongoURI != "" && strings.TrimSpace(c.mongoDB) == "":
+		return fmt.Errorf("--mongo-db %q: want a database name", c.mongoDB)
+	}
+	if c.forgeURL != "" {
+		u, err := url.Parse(c.forgeURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("--forge-url %q: want an absolute http(s) URL", c.forgeURL)
+		}
+	}
+	if c.mongoURI != "" && !strings.HasPrefix(c.mongoURI, "mongodb://") && !strings.HasPrefix(c.mongoURI, "mongodb+srv://") {
+		return fmt.Errorf("--mongo-uri %q: want a mongodb:// or mongodb+srv:// URI", c.mongoURI)
+	}
+	return nil
+}
+
+// forgeHost is the host runs are recorded under: github.com for GitHub's
+// API, the forge URL's host otherwise.
+func (c serveConfig) forgeHost() string {
+	if c.forgeURL == "" {
+		return "github.com"
+	}
+	u, _ := url.Parse(c.forgeURL) // validate parsed it
+	if u.Host == "api.github.com" {
+		return "github.com"
+	}
+	return u.Host
+}
+
+// serve is runServe with its environment and log sink as arguments.
+func serve(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
+	c, err := parseServe(args, getenv, stderr)
+	if err != nil {
+		return err
+	}
+	opts := &slog.HandlerOptions{Level: c.logLevel}
+	var logger *slog.Logger
+	if c.logFormat == "text" {
+		logger = slog.New(slog.NewTextHandler(stderr, opts))
+	} else {
+		logger = slog.New(slog.NewJSONHandler(stderr, opts))
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	fcfg := forge.Config{BaseURL: c.forgeURL, Token: c.forgeToken, Logger: logger, Registerer: reg, ETagCacheEntries: c.etagCache}
+	if c.appID != 0 {
+		key, err := os.ReadFile(c.privateKeyFile)
+		if err != nil {
+			return fmt.Errorf("--github-private-key-file: %w", err)
+		}
+		fcfg.App = &forge.AppAuth{AppID: c.appID, InstallationID: c.installationID, PrivateKey: key}
+	}
+	fc, err := forge.New(fcfg)
+	if err != nil {
+		return fmt.Errorf("forge client (--forge-url, --forge-token, --github-app-*): %w", err)
+	}
+
+	var runs server.RunStore = server.NewMemoryRunStore()
+	var leases lease.Store = lease.NewMemoryStore()
+	if c.mongoURI != "" {
+		client, db, err := connectMongo(ctx, c.mongoURI, c.mongoDB)
+		if err != nil {
+			return err
+		}
+		defer client.Disconnect(context.WithoutCancel(ctx))
+		if runs, err = server.NewMongoRunStore(ctx, db); err != nil {
+			return fmt.Errorf("--mongo-uri: %w", err)
+		}
+		leases = lease.NewMongoStore(db)
+	} else {
+		logger.Info("no --mongo-uri: in-memory run and lease stores; this process elects itself")
+	}
+
+	srv, err := server.New(server.Config{
+		Runs: runs, Leases: leases, Forge: fc, ForgeHost: c.forgeHost(),
+		APIToken: c.apiToken, WebhookSecret: c.webhookSecret,
+		SweepInterval: c.sweepInterval, NoLease: c.noLease,
+		Logger: logger, Registry: reg,
+	})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", c.listen)
+	if err != nil {
+		return fmt.Errorf("--listen %q: %w", c.listen, err)
+	}
+	logger.Info("iterion serve", "owner", srv.Owner(), "forge_host", c.forgeHost(),
+		"sweep_interval", c.sweepInterval.String(), "no_lease", c.noLease, "mongo", c.mongoURI != "")
+	return srv.Run(ctx, ln)
+}
+
+// connectMongo connects to uri and checks the server answers, within 10 s.
+func connectMongo(ctx context.Context, uri, dbName string) (*mongo.Client, *mongo.Database, error) {
+	client, err := mongo.Connect(options.Client().ApplyURI(uri))
+	if err != nil {
+		return nil, nil, fmt.Errorf("--mongo-uri: %w", err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := client.Ping(pctx, nil); err != nil {
+		_ = client.Disconnect(context.WithoutCancel(ctx))
+		return nil, nil, fmt.Errorf("--mongo-uri: no answer: %w", err)
+	}
+	return client, client.Database(dbName), nil
+}

@@ -1,0 +1,262 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"iterion.dev/iterion/internal/mongotest"
+	"iterion.dev/iterion/pkg/forge/forgesim"
+	"iterion.dev/iterion/pkg/lease"
+	"iterion.dev/iterion/pkg/server"
+)
+
+// env is a fake environment for serve's and leases' variable twins.
+func env(kv ...string) func(string) string {
+	m := map[string]string{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		m[kv[i]] = kv[i+1]
+	}
+	return func(k string) string { return m[k] }
+}
+
+func TestServeValidatesConfigNamingTheFlag(t *testing.T) {
+	base := []string{"--forge-token", "t", "--api-token", "a"}
+	for _, c := range []struct {
+		name string
+		args []string
+		env  func(string) string
+		want string
+	}{
+		{"api token missing", []string{"--forge-token", "t"}, env(), "--api-token"},
+		{"no forge credential", []string{"--api-token", "a"}, env(), "--forge-token"},
+		{"token and app", append(base, "--github-app-id", "1"), env(), "--github-app-*"},
+		{"app without installation", []string{"--api-token", "a", "--github-app-id", "1", "--github-private-key-file", "k.pem"}, env(), "--github-installation-id"},
+		{"app without key", []string{"--api-token", "a", "--github-app-id", "1", "--github-installation-id", "2"}, env(), "--github-private-key-file"},
+		{"sweep interval zero", append(base, "--sweep-interval", "0s"), env(), "--sweep-interval"},
+		{"sweep interval not a duration", append(base, "--sweep-interval", "often"), env(), "sweep-interval"},
+		{"forge url relative", append(base, "--forge-url", "api.example"), env(), "--forge-url"},
+		{"mongo uri not mongodb", append(base, "--mongo-uri", "http://db"), env(), "--mongo-uri"},
+		{"log format", append(base, "--log-format", "xml"), env(), "--log-format"},
+		{"env twin bad", base, env("ITERION_SWEEP_INTERVAL", "soon"), "ITERION_SWEEP_INTERVAL"},
+		{"env twin bad bool", base, env("ITERION_NO_LEASE", "maybe"), "ITERION_NO_LEASE"},
+		{"stray argument", append(base, "extra"), env(), `"extra"`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := parseServe(c.args, c.env, io.Discard)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("parseServe(%q) = %v, want an error naming %s: config is validated at start", c.args, err, c.want)
+			}
+		})
+	}
+}
+
+func TestServeEnvironmentTwins(t *testing.T) {
+	c, err := parseServe([]string{"--sweep-interval", "2m"}, env(
+		"ITERION_API_TOKEN", "from-env", "ITERION_FORGE_TOKEN", "tok", "ITERION_SWEEP_INTERVAL", "5m",
+		"ITERION_NO_LEASE", "true", "ITERION_LISTEN", "127.0.0.1:9999", "ITERION_WEBHOOK_SECRET", "s",
+		"ITERION_MONGO_URI", "mongodb://db:27017/"), io.Discard)
+	if err != nil {
+		t.Fatalf("parseServe: %v", err)
+	}
+	if c.apiToken != "from-env" || c.forgeToken != "tok" || !c.noLease || c.listen != "127.0.0.1:9999" || c.webhookSecret != "s" || c.mongoURI != "mongodb://db:27017/" {
+		t.Errorf("config %+v, want each value from its ITERION_* twin when the flag is absent", c)
+	}
+	if c.sweepInterval != 2*time.Minute {
+		t.Errorf("sweep interval %v, want 2m: a flag given on the command line wins over its variable", c.sweepInterval)
+	}
+}
+
+// logLines collects a serve's log lines and lets a test wait for one.
+type logLines struct {
+	mu    sync.Mutex
+	lines []string
+	more  chan struct{} // closed and replaced on each line
+}
+
+func captureLog(t *testing.T) (io.WriteCloser, *logLines) {
+	r, w := io.Pipe()
+	l := &logLines{more: make(chan struct{})}
+	go func() {
+		sc := bufio.NewScanner(r)
+		for sc.Scan() {
+			l.mu.Lock()
+			l.lines = append(l.lines, sc.Text())
+			close(l.more)
+			l.more = make(chan struct{})
+			l.mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() { w.Close() })
+	return w, l
+}
+
+// waitFor returns the first log line containing sub, failing the test if
+// none comes within 30 seconds.
+func (l *logLines) waitFor(t *testing.T, sub string) string {
+	t.Helper()
+	deadline := time.After(30 * time.Second)
+	for seen := 0; ; {
+		l.mu.Lock()
+		for ; seen < len(l.lines); seen++ {
+			if strings.Contains(l.lines[seen], sub) {
+				line := l.lines[seen]
+				l.mu.Unlock()
+				return line
+			}
+		}
+		more := l.more
+		l.mu.Unlock()
+		select {
+		case <-more:
+		case <-deadline:
+			t.Fatalf("no log line with %q in 30s; log:\n%s", sub, l.String())
+		}
+	}
+}
+
+func (l *logLines) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.lines, "\n")
+}
+
+// startServe runs serve with args until the returned stop is called; it
+// returns the base URL once serve logs that it listens.
+func startServe(t *testing.T, args []string) (url string, log *logLines, stop func() error) {
+	t.Helper()
+	w, log := captureLog(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- serve(ctx, args, env(), w) }()
+	var line struct{ Addr string }
+	if err := json.Unmarshal([]byte(log.waitFor(t, `"msg":"listening"`)), &line); err != nil || line.Addr == "" {
+		t.Fatalf("listening line without addr (%v); log:\n%s", err, log)
+	}
+	return "http://" + line.Addr, log, func() error { cancel(); return <-done }
+}
+
+func getJSON(t *testing.T, url string, v any) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+}
+
+// TestServeInMemoryServesAndStopsGracefully pins iterion serve without
+// Mongo: it elects itself, records runs through the API, and on the stop
+// signal (ctx cancelled, as SIGTERM does) releases its lease, writes the
+// partial hourly forge line and returns nil (exit 0).
+func TestServeInMemoryServesAndStopsGracefully(t *testing.T) {
+	sim := forgesim.New()
+	if err := sim.SeedPull("acme", "app", 12, "abc123", "open"); err != nil {
+		t.Fatal(err)
+	}
+	simSrv := httptest.NewServer(sim)
+	defer simSrv.Close()
+	url, log, stop := startServe(t, []string{"--listen", "127.0.0.1:0", "--forge-url", simSrv.URL + "/",
+		"--forge-token", "tok", "--api-token", "api", "--webhook-secret", "w", "--sweep-interval", "1h"})
+	log.waitFor(t, `"msg":"lease: elected"`)
+
+	req, _ := http.NewRequest("POST", url+"/api/runs", strings.NewReader(`{"repo": "acme/app", "pull": 12, "head_sha": "abc123", "verdict": "success"}`))
+	req.Header.Set("Authorization", "Bearer api")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		t.Errorf("POST /api/runs = %d, want 201", resp.StatusCode)
+	}
+	var holders []server.LeaseView
+	getJSON(t, url+"/leases?format=json", &holders)
+	if len(holders) != 1 || holders[0].Name != "merge-gate-sweeper" || holders[0].Owner == "" {
+		t.Errorf("leases %+v, want this process holding merge-gate-sweeper: without Mongo it elects itself", holders)
+	}
+
+	if err := stop(); err != nil {
+		t.Errorf("serve after the stop signal = %v, want nil (exit 0)", err)
+	}
+	log.waitFor(t, `"msg":"lease: released"`)
+	if line := log.waitFor(t, "forge HTTP:"); !strings.Contains(line, "partial hour") {
+		t.Errorf("hourly line %s, want a partial hour: the stop flushes the hour being counted", line)
+	}
+}
+
+// TestServeWithMongoAndTheLeasesCommand pins serve on a shared MongoDB and
+// the operator's view of it: `iterion leases` lists the holder, a forced
+// release naming the wrong owner is refused with a clear error, and after
+// the replica stops no lease is held.
+func TestServeWithMongoAndTheLeasesCommand(t *testing.T) {
+	db := mongotest.DB(t)
+	uri := mongotest.URI(t)
+	simSrv := httptest.NewServer(forgesim.New())
+	defer simSrv.Close()
+	_, log, stop := startServe(t, []string{"--listen", "127.0.0.1:0", "--mongo-uri", uri, "--mongo-db", db.Name(),
+		"--forge-url", simSrv.URL + "/", "--forge-token", "tok", "--api-token", "api", "--sweep-interval", "1h"})
+	elected := log.waitFor(t, `"msg":"lease: elected"`)
+	var ev struct{ Owner string }
+	if err := json.Unmarshal([]byte(elected), &ev); err != nil || ev.Owner == "" {
+		t.Fatalf("elected line %s without owner", elected)
+	}
+
+	var out strings.Builder
+	if err := leases(context.Background(), []string{"--mongo-uri", uri, "--mongo-db", db.Name(), "--json"}, env(), &out, io.Discard, time.Now); err != nil {
+		t.Fatalf("leases --json: %v", err)
+	}
+	var rows []leaseRow
+	if err := json.Unmarshal([]byte(out.String()), &rows); err != nil || len(rows) != 1 || rows[0].Name != "merge-gate-sweeper" || rows[0].Owner != ev.Owner || rows[0].Expired {
+		t.Errorf("leases --json = %s (%v), want merge-gate-sweeper held by %s, unexpired", out.String(), err, ev.Owner)
+	}
+	out.Reset()
+	if err := leases(context.Background(), []string{"--mongo-uri", uri, "--mongo-db", db.Name()}, env(), &out, io.Discard, time.Now); err != nil || !strings.Contains(out.String(), ev.Owner) || !strings.Contains(out.String(), "held") {
+		t.Errorf("leases = %q, %v, want a table naming the holder", out.String(), err)
+	}
+	err := leases(context.Background(), []string{"release", "merge-gate-sweeper", "--owner", "someone-else", "--mongo-uri", uri, "--mongo-db", db.Name()}, env(), io.Discard, io.Discard, time.Now)
+	if err == nil || !strings.Contains(err.Error(), "another owner holds it") {
+		t.Errorf("release from the wrong owner = %v, want a refusal saying another owner holds it", err)
+	}
+
+	if err := stop(); err != nil {
+		t.Errorf("serve after the stop signal = %v, want nil", err)
+	}
+	holders, err := lease.NewMongoStore(db).Holders(context.Background())
+	if err != nil || len(holders) != 0 {
+		t.Errorf("holders after the stop = %v, %v, want none: the lease is released", holders, err)
+	}
+}
+
+// TestLeasesReleaseForcesAHandOver pins the operator's forced hand-over:
+// releasing from the holder removes the lease.
+func TestLeasesReleaseForcesAHandOver(t *testing.T) {
+	db := mongotest.DB(t)
+	st := lease.NewMongoStore(db)
+	if ok, err := st.Acquire(context.Background(), "merge-gate-sweeper", "stuck-replica", time.Now(), time.Hour); !ok || err != nil {
+		t.Fatalf("Acquire = %v, %v", ok, err)
+	}
+	var out strings.Builder
+	err := leases(context.Background(), []string{"release", "merge-gate-sweeper", "--owner", "stuck-replica"}, env("ITERION_MONGO_URI", mongotest.URI(t), "ITERION_MONGO_DB", db.Name()), &out, io.Discard, time.Now)
+	if err != nil || !strings.Contains(out.String(), "released merge-gate-sweeper from stuck-replica") {
+		t.Fatalf("release = %q, %v, want it released", out.String(), err)
+	}
+	if hs, _ := st.Holders(context.Background()); len(hs) != 0 {
+		t.Errorf("holders %v, want none after a forced release", hs)
+	}
+	for _, args := range [][]string{{"release", "--owner", "x", "--mongo-uri", "mongodb://h/"}, {"release", "n", "--mongo-uri", "mongodb://h/"}, {}} {
+		if err := leases(context.Background(), args, env(), io.Discard, io.Discard, time.Now); err == nil {
+			t.Errorf("leases %q = nil, want an error naming what is missing", args)
+		}
+	}
+}
