@@ -2,7 +2,6 @@ package lease_test
 
 import (
 	"context"
-	"fmt"
 	"math/rand/v2"
 	"sync"
 	"testing"
@@ -171,34 +170,5 @@ func TestStalledHolderOverlapsItsSuccessorByTheStall(t *testing.T) {
 		if overlap != 9*time.Second || overlap > stall {
 			t.Errorf("got an overlap of %v, want 9s, within the stall %v: the documented limit", overlap, stall)
 		}
-	})
-}
-
-// TestIdleTermCostsThreeRenewalsPerTTL measures the store calls of one idle
-// term over an hour, the figure BENCHMARKS.md records: with the sweeper's
-// TTL (3 minutes) a term sends one Acquire and then 3 renewals per TTL,
-// nothing more.
-func TestIdleTermCostsThreeRenewalsPerTTL(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		h := newHarness(t)
-		st := newFaultStore(lease.NewMemoryStore(), nil)
-		ctx, cancel := context.WithCancel(t.Context())
-		spec := h.spec("a", time.Minute)
-		spec.TTL = 3 * time.Minute
-		done := h.start(ctx, st, spec, h.work("a", nil))
-		h.sleepUntil(time.Hour + 30*time.Second)
-		cancel()
-		<-done
-		count := map[string]int{}
-		for _, c := range st.Calls("", "") {
-			if !c.At.After(h.at(time.Hour)) {
-				count[c.Op]++
-			}
-		}
-		want := map[string]int{"acquire": 1, "renew": 60}
-		if fmt.Sprint(count) != fmt.Sprint(want) {
-			t.Errorf("got %v store calls in the term's first hour, want %v: 3 renewals per TTL, nothing more", count, want)
-		}
-		t.Logf("one idle term, TTL 3m, first hour: %v (%.1f renewals per TTL)", count, float64(count["renew"])/20)
 	})
 }
