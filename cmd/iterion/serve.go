@@ -196,7 +196,11 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 		if runs, err = server.NewMongoRunStore(ctx, db); err != nil {
 			return fmt.Errorf("--mongo-uri: %w", err)
 		}
-		leases = lease.NewMongoStore(db)
+		ms := lease.NewMongoStore(db)
+		if err := ms.CheckServer(ctx, logger); err != nil {
+			return fmt.Errorf("--mongo-uri: %w", err)
+		}
+		leases = ms
 	} else {
 		logger.Info("no --mongo-uri: in-memory run and lease stores; this process elects itself")
 	}
