@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"slices"
 	"time"
+
+	"iterion.dev/iterion/pkg/forge"
 )
 
 // simBudget is the simulator's per-token hourly budget outside the budget
@@ -153,7 +155,7 @@ func (h *run) agreement(ctx context.Context, rs []*replica) (sim, transport int6
 			if err != nil {
 				return 0, err
 			}
-			total += c[laneSweeper]
+			total += c[forge.LaneMergeGateSweeper]
 		}
 		return total, nil
 	}
@@ -181,9 +183,6 @@ func (h *run) agreement(ctx context.Context, rs []*replica) (sim, transport int6
 	}
 	return 0, 0, fmt.Errorf("%w: no quiet instant to compare the transport's counts with the simulator's", ErrMeasure)
 }
-
-// laneSweeper is the merge-gate sweeper's lane (pkg/forge/lanes.go).
-const laneSweeper = "merge-gate-sweeper"
 
 func tokensOf(rs []*replica) []string {
 	out := make([]string, len(rs))

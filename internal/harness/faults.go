@@ -6,6 +6,8 @@ import (
 	"slices"
 	"syscall"
 	"time"
+
+	"iterion.dev/iterion/pkg/server"
 )
 
 // Check is one rule a scenario asserts, with what was measured.
@@ -43,9 +45,6 @@ func (f *FaultResult) check(rule string, ok bool, format string, args ...any) {
 	f.Checks = append(f.Checks, Check{Rule: rule, OK: ok, Detail: fmt.Sprintf(format, args...)})
 }
 
-// deepPassEvery is the sweeper's cadence of deep passes (DESIGN.md).
-const deepPassEvery = 30
-
 // faults runs each fault scenario on fresh replicas.
 func (h *run) faults(ctx context.Context) error {
 	for _, f := range []struct {
@@ -56,7 +55,7 @@ func (h *run) faults(ctx context.Context) error {
 		{"Mongo server restarted", h.mongoRestart},
 		{"rate-limited forge", h.rateLimited},
 	} {
-		res := FaultResult{Name: f.name, Bound: (deepPassEvery + 1) * h.o.Interval}
+		res := FaultResult{Name: f.name, Bound: (server.DeepEvery + 1) * h.o.Interval}
 		if _, err := h.c.startReplicas(ctx, h.o.Replicas, replicaSpec{}); err != nil {
 			return err
 		}

@@ -25,6 +25,8 @@ import (
 	"path/filepath"
 	"slices"
 	"time"
+
+	"iterion.dev/iterion/pkg/server"
 )
 
 // Errors the harness wraps; each message says which process or request.
@@ -136,8 +138,8 @@ func (o *Options) defaults() error {
 
 // ttl and retry are the sweeper lease's, as pkg/server/leases.go derives
 // them from the sweep interval.
-func (o *Options) ttl() time.Duration   { return 3 * o.Interval }
-func (o *Options) retry() time.Duration { return o.Interval }
+func (o *Options) ttl() time.Duration   { return server.MergeGateSweeper().TTL(o.Interval) }
+func (o *Options) retry() time.Duration { return server.MergeGateSweeper().Retry(o.Interval) }
 
 // Run builds the binary when needed, starts the processes, runs the chosen
 // scenarios in order and returns what they measured. The report holds the
