@@ -169,6 +169,18 @@ func (h *harness) start(ctx context.Context, st lease.Store, spec lease.Spec, wo
 	return done
 }
 
+// runUntil runs Run until d after the bubble's start, then cancels its ctx
+// and waits for it to return nil.
+func (h *harness) runUntil(d time.Duration, st lease.Store, spec lease.Spec, work func(context.Context)) {
+	ctx, cancel := context.WithCancel(h.t.Context())
+	done := h.start(ctx, st, spec, work)
+	h.sleepUntil(d)
+	cancel()
+	if err := <-done; err != nil {
+		h.t.Errorf("Run = %v, want nil once ctx is done: store failures are never returned", err)
+	}
+}
+
 // logLine is one decoded JSON log record.
 type logLine map[string]any
 

@@ -136,6 +136,15 @@ const (
 // again, Retry after the term ended. Each new term calls work afresh, so
 // state built in work's closure starts anew with each term.
 //
+// # Limits
+//
+// The timing above bounds what Run does, not what the network does with a
+// call after Run gave up on it. Besides the late Acquire above, a Release
+// held in the network until after this owner's next term began deletes that
+// term's lease: the next renewal, at most TTL/3 later, is refused and Run
+// steps down, but a successor may have been elected in between. This is the
+// store round trip among the bounds of the package doc (ADR-117 decision 4).
+//
 // # Worked example
 //
 // TTL 3 minutes, Retry 1 minute. Attempts go out once a minute and each is cut

@@ -2,6 +2,7 @@ package lease_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -51,18 +52,31 @@ func (tl *timeline) find(from int, owner string, kind lease.EventKind) (int, lea
 // and fails the test when none comes.
 func (tl *timeline) await(t *testing.T, from int, owner string, kind lease.EventKind, limit time.Duration) (int, lease.Event) {
 	t.Helper()
+	var i int
+	var e lease.Event
+	tl.waitFor(t, limit, fmt.Sprintf("%v event of %s", kind, owner), func() bool {
+		i, e = tl.find(from, owner, kind)
+		return i >= 0
+	})
+	return i, e
+}
+
+// waitFor waits up to limit for found to report true, checking it again on
+// every event, and fails the test when it does not.
+func (tl *timeline) waitFor(t *testing.T, limit time.Duration, what string, found func() bool) {
+	t.Helper()
 	deadline := time.After(limit)
 	for {
 		tl.mu.Lock()
 		cond := tl.cond
 		tl.mu.Unlock()
-		if i, e := tl.find(from, owner, kind); i >= 0 {
-			return i, e
+		if found() {
+			return
 		}
 		select {
 		case <-cond:
 		case <-deadline:
-			t.Fatalf("no %v event of %s within %v; events: %+v", kind, owner, limit, tl.all())
+			t.Fatalf("no %s within %v; events: %+v", what, limit, tl.all())
 		}
 	}
 }
@@ -142,6 +156,17 @@ func runBackground(t *testing.T, st lease.Store, spec lease.Spec, work func(cont
 
 func waitCtx(ctx context.Context) { <-ctx.Done() }
 
+// electedPair starts a on srv, waits for its election, then starts b, each
+// through its own client: a holder and a candidate.
+func electedPair(t *testing.T, srv *mongotest.Server, ttl, retryA, retryB time.Duration) *timeline {
+	dbA, dbB := twoClients(t, srv)
+	tl := newTimeline()
+	runBackground(t, lease.NewMongoStore(dbA), mongoSpec(tl, "a", ttl, retryA), waitCtx)
+	tl.await(t, 0, "a", lease.Elected, 5*time.Second)
+	runBackground(t, lease.NewMongoStore(dbB), mongoSpec(tl, "b", ttl, retryB), waitCtx)
+	return tl
+}
+
 func TestRunMongoRenewalHeldUntilAfterReleaseDoesNotRecreateTheLease(t *testing.T) {
 	const ttl = 600 * time.Millisecond
 	srv := mongotest.NewServer(t)
@@ -217,11 +242,7 @@ func TestRunMongoAcquireWhoseAnswerIsDroppedIsFollowedByARelease(t *testing.T) {
 func TestRunMongoPartitionedHolderStepsDownBeforeTheSuccessorIsElected(t *testing.T) {
 	const ttl = 600 * time.Millisecond
 	srv := mongotest.NewServer(t)
-	dbA, dbB := twoClients(t, srv)
-	tl := newTimeline()
-	runBackground(t, lease.NewMongoStore(dbA), mongoSpec(tl, "a", ttl, 100*time.Millisecond), waitCtx)
-	tl.await(t, 0, "a", lease.Elected, 5*time.Second)
-	runBackground(t, lease.NewMongoStore(dbB), mongoSpec(tl, "b", ttl, 50*time.Millisecond), waitCtx)
+	tl := electedPair(t, srv, ttl, 100*time.Millisecond, 50*time.Millisecond)
 
 	// Partition a alone: every lease command of a is held in the network
 	// from now on (Proxy.Refuse would cut b too). Its release is among them,
@@ -252,11 +273,7 @@ func TestRunMongoPartitionedHolderStepsDownBeforeTheSuccessorIsElected(t *testin
 func TestRunMongoRefusingStoreStepsTheHolderDownAndElectsNobody(t *testing.T) {
 	const ttl = 600 * time.Millisecond
 	srv := mongotest.NewServer(t)
-	dbA, dbB := twoClients(t, srv)
-	tl := newTimeline()
-	runBackground(t, lease.NewMongoStore(dbA), mongoSpec(tl, "a", ttl, 50*time.Millisecond), waitCtx)
-	tl.await(t, 0, "a", lease.Elected, 5*time.Second)
-	runBackground(t, lease.NewMongoStore(dbB), mongoSpec(tl, "b", ttl, 50*time.Millisecond), waitCtx)
+	tl := electedPair(t, srv, ttl, 50*time.Millisecond, 50*time.Millisecond)
 
 	srv.Proxy().Refuse(true) // nobody reaches the store
 	refused := time.Now()
@@ -273,21 +290,9 @@ func TestRunMongoRefusingStoreStepsTheHolderDownAndElectsNobody(t *testing.T) {
 		}
 	}
 	srv.Proxy().Refuse(false)
-	lifted := time.Now()
-	deadline := time.After(10 * time.Second)
-	for {
+	tl.waitFor(t, 10*time.Second, "election once the store came back", func() bool {
 		ia, _ := tl.find(iDown, "a", lease.Elected)
 		ib, _ := tl.find(iDown, "b", lease.Elected)
-		if ia >= 0 || ib >= 0 {
-			break
-		}
-		tl.mu.Lock()
-		cond := tl.cond
-		tl.mu.Unlock()
-		select {
-		case <-cond:
-		case <-deadline:
-			t.Fatalf("nobody was elected within 10s of the store coming back (%v)", time.Since(lifted))
-		}
-	}
+		return ia >= 0 || ib >= 0
+	})
 }

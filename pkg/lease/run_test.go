@@ -71,13 +71,7 @@ func TestCampaignSendsOneAttemptEveryRetryWithItsSendInstant(t *testing.T) {
 		mem := lease.NewMemoryStore()
 		holdByOther(t, mem)
 		st := newFaultStore(mem, nil)
-		ctx, cancel := context.WithCancel(t.Context())
-		done := h.start(ctx, st, h.spec("a", 2*time.Second), h.work("a", nil))
-		h.sleepUntil(9 * time.Second)
-		cancel()
-		if err := <-done; err != nil {
-			t.Fatalf("Run = %v, want nil once ctx is done", err)
-		}
+		h.runUntil(9*time.Second, st, h.spec("a", 2*time.Second), h.work("a", nil))
 		calls := st.Calls("acquire", "a")
 		got := h.callTimes(calls)
 		want := []time.Duration{0, 2 * time.Second, 4 * time.Second, 6 * time.Second, 8 * time.Second}
@@ -104,11 +98,7 @@ func TestRetryZeroMeansTTLOverThree(t *testing.T) {
 		mem := lease.NewMemoryStore()
 		holdByOther(t, mem)
 		st := newFaultStore(mem, nil)
-		ctx, cancel := context.WithCancel(t.Context())
-		done := h.start(ctx, st, h.spec("a", 0), h.work("a", nil))
-		h.sleepUntil(3500 * time.Millisecond)
-		cancel()
-		<-done
+		h.runUntil(3500*time.Millisecond, st, h.spec("a", 0), h.work("a", nil))
 		got := h.callTimes(st.Calls("acquire", "a"))
 		want := []time.Duration{0, time.Second, 2 * time.Second, 3 * time.Second}
 		if !slices.Equal(got, want) {
@@ -128,11 +118,7 @@ func TestCampaignAttemptIsCutAtTTLOverThreeNeverByRetry(t *testing.T) {
 					}
 					return fault{}
 				})
-				ctx, cancel := context.WithCancel(t.Context())
-				done := h.start(ctx, st, h.spec("a", retry), h.work("a", nil))
-				h.sleepUntil(5500 * time.Millisecond)
-				cancel()
-				<-done
+				h.runUntil(5500*time.Millisecond, st, h.spec("a", retry), h.work("a", nil))
 				calls := st.Calls("acquire", "a")
 				if len(calls) == 0 {
 					t.Fatal("got no attempt, want one at 0")
@@ -229,13 +215,7 @@ func TestStoreThatCannotAnswerElectsNobody(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t)
 		st := newFaultStore(lease.NewMemoryStore(), func(storeCall) fault { return fault{kind: fail} })
-		ctx, cancel := context.WithCancel(t.Context())
-		done := h.start(ctx, st, h.spec("a", time.Second), h.work("a", nil))
-		h.sleepUntil(10*ttl - 500*time.Millisecond)
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run = %v, want nil: store failures are never returned", err)
-		}
+		h.runUntil(10*ttl-500*time.Millisecond, st, h.spec("a", time.Second), h.work("a", nil))
 		if n := len(st.Calls("acquire", "a")); n != 30 {
 			t.Errorf("got %d attempts in 30s, want 30: the campaign goes on", n)
 		}
@@ -253,11 +233,7 @@ func TestRenewalsGoOutEveryTTLOverThreeFromTheWinningSend(t *testing.T) {
 		h := newHarness(t)
 		time.Sleep(700 * time.Microsecond)
 		st := newFaultStore(lease.NewMemoryStore(), nil)
-		ctx, cancel := context.WithCancel(t.Context())
-		done := h.start(ctx, st, h.spec("a", time.Second), h.work("a", nil))
-		h.sleepUntil(5500 * time.Millisecond)
-		cancel()
-		<-done
+		h.runUntil(5500*time.Millisecond, st, h.spec("a", time.Second), h.work("a", nil))
 		sent := h.at(700 * time.Microsecond)
 		var want []time.Duration
 		for k := 1; k <= 5; k++ {
@@ -344,11 +320,7 @@ func TestSuccessfulRenewalMovesTheDeadline(t *testing.T) {
 			}
 			return fault{}
 		})
-		ctx, cancel := context.WithCancel(t.Context())
-		done := h.start(ctx, st, h.spec("a", time.Hour), h.work("a", nil))
-		h.sleepUntil(6 * time.Second)
-		cancel()
-		<-done
+		h.runUntil(6*time.Second, st, h.spec("a", time.Hour), h.work("a", nil))
 		// Renewal 1 (at 2.0007s) succeeds: expiry trunc(2.0007s)+3s = 5s,
 		// deadline 4.5s.
 		terms := h.Terms("a")
@@ -367,11 +339,7 @@ func TestRefusedRenewalStepsDownAtOnce(t *testing.T) {
 			}
 			return fault{}
 		})
-		ctx, cancel := context.WithCancel(t.Context())
-		done := h.start(ctx, st, h.spec("a", time.Hour), h.work("a", nil))
-		h.sleepUntil(5 * time.Second)
-		cancel()
-		<-done
+		h.runUntil(5*time.Second, st, h.spec("a", time.Hour), h.work("a", nil))
 		terms := h.Terms("a")
 		if len(terms) != 1 || terms[0].Cancelled != h.at(3*time.Second) {
 			t.Fatalf("got terms %+v, want one stepping down at 3s, the refused renewal", terms)
@@ -390,16 +358,10 @@ func TestReleaseAfterTheTermIsOnAContextDetachedFromCtx(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t)
 		st := newFaultStore(lease.NewMemoryStore(), nil)
-		ctx, cancel := context.WithCancel(t.Context())
-		done := h.start(ctx, st, h.spec("a", time.Hour), h.work("a", func(ctx context.Context) {
+		h.runUntil(5*time.Second, st, h.spec("a", time.Hour), h.work("a", func(ctx context.Context) {
 			<-ctx.Done()
 			time.Sleep(time.Second) // work winds down
 		}))
-		h.sleepUntil(5 * time.Second)
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run = %v, want nil", err)
-		}
 		if back := time.Since(h.t0); back != 6*time.Second {
 			t.Errorf("Run returned at %v, want 6s: after work returned and the lease was released", back)
 		}
@@ -565,11 +527,7 @@ func TestEachTransitionIsLoggedOncePerEpisode(t *testing.T) {
 			}
 			return fault{}
 		})
-		ctx, cancel := context.WithCancel(t.Context())
-		done := h.start(ctx, st, h.spec("a", time.Second), h.work("a", nil))
-		h.sleepUntil(13 * time.Second)
-		cancel()
-		<-done
+		h.runUntil(13*time.Second, st, h.spec("a", time.Second), h.work("a", nil))
 
 		want := map[string]int{
 			"lease: store unreachable":     2, // the campaign's episode, the term's
