@@ -93,8 +93,6 @@ type sweepTerm struct {
 	// makes the next pass a deep one that resumes there.
 	deepCursor  Cursor
 	deepPending bool
-	// pausedUntil is the rate limit's reset: ticks before it are skipped.
-	pausedUntil time.Time
 }
 
 // Work serves one term: it makes a pass every interval until ctx is done,
@@ -109,25 +107,16 @@ type sweepTerm struct {
 // not counted as passes.
 func (s *Sweeper) Work(ctx context.Context) {
 	st := &sweepTerm{term: int(s.terms.Add(1))}
-	ctx = forge.WithLane(ctx, forge.LaneMergeGateSweeper)
-	tick := time.NewTicker(s.cfg.Interval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-		if now := s.cfg.Now(); now.Before(st.pausedUntil) {
-			s.cfg.Logger.Debug("sweep skipped: rate limited", "owner", s.cfg.Owner, "until", st.pausedUntil)
-			continue
-		}
-		s.pass(ctx, st)
-	}
+	everyInterval(forge.WithLane(ctx, forge.LaneMergeGateSweeper), s.cfg.Interval, s.cfg.Now,
+		func(ctx context.Context) time.Time { return s.pass(ctx, st) },
+		func(until time.Time) {
+			s.cfg.Logger.Debug("sweep skipped: rate limited", "owner", s.cfg.Owner, "until", until)
+		})
 }
 
-// pass makes one pass of the term st.
-func (s *Sweeper) pass(ctx context.Context, st *sweepTerm) {
+// pass makes one pass of the term st and returns the rate limit's reset
+// when one stopped it (zero otherwise).
+func (s *Sweeper) pass(ctx context.Context, st *sweepTerm) (resume time.Time) {
 	st.pass++
 	p := SweepPass{Owner: s.cfg.Owner, Term: st.term, Pass: st.pass, At: s.cfg.Now(), Complete: true}
 	p.Deep = st.pass == 1 || st.pass%DeepEvery == 0 || st.deepPending
@@ -136,7 +125,7 @@ func (s *Sweeper) pass(ctx context.Context, st *sweepTerm) {
 		window, cur = DeepWindow, st.deepCursor
 	}
 	p.Since = p.At.Add(-window)
-	p.Offered, cur, p.Complete = s.offerSince(ctx, st, p.Since, cur)
+	p.Offered, cur, p.Complete, resume = s.offerSince(ctx, p.Since, cur)
 	if p.Deep {
 		st.deepPending = !p.Complete
 		st.deepCursor = Cursor{}
@@ -153,38 +142,38 @@ func (s *Sweeper) pass(ctx context.Context, st *sweepTerm) {
 	if s.cfg.OnPass != nil {
 		s.cfg.OnPass(p)
 	}
+	return resume
 }
 
 // offerSince offers, page by page, the unsettled runs updated since that
 // come after cur. It returns how many it offered, the cursor after the last
-// run it finished with, and whether it reached the end.
-func (s *Sweeper) offerSince(ctx context.Context, st *sweepTerm, since time.Time, cur Cursor) (int, Cursor, bool) {
-	offered := 0
+// run it finished with, whether it reached the end, and, when a rate limit
+// stopped it, the limit's reset.
+func (s *Sweeper) offerSince(ctx context.Context, since time.Time, cur Cursor) (offered int, _ Cursor, complete bool, resume time.Time) {
 	for {
 		page, err := s.cfg.Runs.Unsettled(ctx, since, cur, sweepPage)
 		if err != nil {
 			s.cfg.Logger.Warn("sweep stopped: cannot list runs", "owner", s.cfg.Owner, "err", err)
-			return offered, cur, false
+			return offered, cur, false, time.Time{}
 		}
 		for _, run := range page {
 			if ctx.Err() != nil {
-				return offered, cur, false
+				return offered, cur, false, time.Time{}
 			}
 			_, err := s.cfg.Offer.Offer(ctx, run)
 			offered++
 			if errors.Is(err, forge.ErrRateLimited) {
-				st.pausedUntil = s.cfg.Now().Add(s.cfg.Interval)
+				resume = s.cfg.Now().Add(s.cfg.Interval)
 				if rl := (*forge.RateLimitError)(nil); errors.As(err, &rl) {
-					st.pausedUntil = rl.Reset
+					resume = rl.Reset
 				}
-				s.cfg.Logger.Warn("sweep stopped: rate limited", "owner", s.cfg.Owner,
-					"until", st.pausedUntil, "err", err)
-				return offered, cur, false
+				s.cfg.Logger.Warn("sweep stopped: rate limited", "owner", s.cfg.Owner, "until", resume, "err", err)
+				return offered, cur, false, resume
 			}
 			cur = CursorAt(run)
 		}
 		if len(page) < sweepPage {
-			return offered, cur, true
+			return offered, cur, true, time.Time{}
 		}
 	}
 }

@@ -61,6 +61,27 @@ type cluster struct {
 	replicas []*replica
 }
 
+// newCluster returns an empty cluster on a fresh simulator served over a
+// pipeNet (stopped at cleanup), with pulls acme/app#1..pulls open at heads
+// sha1.. and a success run for each; next reaches the simulator. Call it
+// inside a synctest bubble.
+func newCluster(t *testing.T, pulls int) (c *cluster, next http.RoundTripper) {
+	t.Helper()
+	c = &cluster{sim: forgesim.New(), leases: lease.NewMemoryStore(), runs: server.NewMemoryRunStore(), tl: &timeline{}}
+	for pull := 1; pull <= pulls; pull++ {
+		sha := fmt.Sprintf("sha%d", pull)
+		if err := c.sim.SeedPull("acme", "app", pull, sha, "open"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.runs.Put(context.Background(), gateRun(pull, sha, server.VerdictSuccess), time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tr, stopSim := serveSimOnPipe(c.sim)
+	t.Cleanup(stopSim)
+	return c, tr
+}
+
 // startReplicas starts n Servers (owners replica-1..n) sweeping every
 // interval, each forge client on its own token so the simulator tells
 // them apart.
@@ -112,20 +133,8 @@ func TestOnlyTheElectedReplicaSweeps(t *testing.T) {
 	for _, n := range []int{2, 5} {
 		t.Run(fmt.Sprintf("%d replicas", n), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				sim := forgesim.New()
-				for pull := 1; pull <= 3; pull++ {
-					if err := sim.SeedPull("acme", "app", pull, fmt.Sprintf("sha%d", pull), "open"); err != nil {
-						t.Fatal(err)
-					}
-				}
-				tr, stopSim := serveSimOnPipe(sim)
-				defer stopSim()
-				c := &cluster{sim: sim, leases: lease.NewMemoryStore(), runs: server.NewMemoryRunStore(), tl: &timeline{}}
-				for pull := 1; pull <= 3; pull++ {
-					if _, err := c.runs.Put(context.Background(), gateRun(pull, fmt.Sprintf("sha%d", pull), server.VerdictSuccess), time.Now()); err != nil {
-						t.Fatal(err)
-					}
-				}
+				c, tr := newCluster(t, 3)
+				sim := c.sim
 				startReplicas(t, c, tr, n, time.Minute, nil)
 				time.Sleep(10*time.Minute + time.Second)
 				synctest.Wait()
@@ -183,10 +192,7 @@ func TestOnlyTheElectedReplicaSweeps(t *testing.T) {
 // one interval after its election.
 func TestTakeoverAfterTheLeaderStops(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		sim := forgesim.New()
-		tr, stopSim := serveSimOnPipe(sim)
-		defer stopSim()
-		c := &cluster{sim: sim, leases: lease.NewMemoryStore(), runs: server.NewMemoryRunStore(), tl: &timeline{}}
+		c, tr := newCluster(t, 0)
 		startReplicas(t, c, tr, 2, time.Minute, nil)
 		time.Sleep(3 * time.Minute)
 		synctest.Wait()
@@ -237,23 +243,14 @@ func TestTakeoverAfterTheLeaderStops(t *testing.T) {
 // replica sweeps, as before ADR-117, so the cost scales with replicas.
 func TestNoLeaseSweepsOnEveryReplica(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		sim := forgesim.New()
-		if err := sim.SeedPull("acme", "app", 1, "sha1", "open"); err != nil {
-			t.Fatal(err)
-		}
-		tr, stopSim := serveSimOnPipe(sim)
-		defer stopSim()
-		c := &cluster{sim: sim, leases: lease.NewMemoryStore(), runs: server.NewMemoryRunStore(), tl: &timeline{}}
-		if _, err := c.runs.Put(context.Background(), gateRun(1, "sha1", server.VerdictSuccess), time.Now()); err != nil {
-			t.Fatal(err)
-		}
+		c, tr := newCluster(t, 1)
 		startReplicas(t, c, tr, 3, time.Minute, func(cfg *server.Config) { cfg.NoLease = true })
 		time.Sleep(5*time.Minute + time.Second)
 		synctest.Wait()
 		for _, r := range c.replicas {
 			r.stop()
 		}
-		if got := tokensSeen(sim); len(got) != 3 {
+		if got := tokensSeen(c.sim); len(got) != 3 {
 			t.Errorf("simulator saw tokens %v, want all 3: without a lease every replica sweeps", got)
 		}
 		if hs, _ := c.leases.Holders(context.Background()); len(hs) != 0 {
@@ -268,16 +265,8 @@ func TestNoLeaseSweepsOnEveryReplica(t *testing.T) {
 // line, and Run returns nil.
 func TestGracefulShutdown(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		sim := forgesim.New()
-		if err := sim.SeedPull("acme", "app", 1, "sha1", "open"); err != nil {
-			t.Fatal(err)
-		}
-		tr, stopSim := serveSimOnPipe(sim)
-		defer stopSim()
-		runs, leases := server.NewMemoryRunStore(), lease.NewMemoryStore()
-		if _, err := runs.Put(context.Background(), gateRun(1, "sha1", server.VerdictSuccess), time.Now()); err != nil {
-			t.Fatal(err)
-		}
+		c, tr := newCluster(t, 1)
+		runs, leases := c.runs, c.leases
 		logger, logs := textLogger()
 		fc := newForge(t, "http://sim/", tr, "tok", nil, logger)
 		tl := &timeline{}
