@@ -41,10 +41,7 @@ func NewMemoryStore() *MemoryStore { return &MemoryStore{} }
 // holds the lease unexpired, and an error, changing nothing, when an argument
 // is invalid (ErrInvalid) or ctx is done.
 func (m *MemoryStore) Acquire(ctx context.Context, name, owner string, now time.Time, ttl time.Duration) (bool, error) {
-	if err := checkArgs(name, owner, ttl); err != nil {
-		return false, err
-	}
-	if err := ctxErr(ctx, "acquire", name); err != nil {
+	if err := precheck(ctx, "acquire", name, owner, ttl); err != nil {
 		return false, err
 	}
 	m.mu.Lock()
@@ -69,10 +66,7 @@ func (m *MemoryStore) Acquire(ctx context.Context, name, owner string, now time.
 // another's. It returns an error, changing nothing, when an argument is
 // invalid (ErrInvalid) or ctx is done.
 func (m *MemoryStore) Renew(ctx context.Context, name, owner string, now time.Time, ttl time.Duration) (bool, error) {
-	if err := checkArgs(name, owner, ttl); err != nil {
-		return false, err
-	}
-	if err := ctxErr(ctx, "renew", name); err != nil {
+	if err := precheck(ctx, "renew", name, owner, ttl); err != nil {
 		return false, err
 	}
 	m.mu.Lock()
@@ -135,6 +129,15 @@ func (m *MemoryStore) put(name string, l memoryLease, exp time.Time) {
 		m.leases = make(map[string]memoryLease)
 	}
 	m.leases[name] = l
+}
+
+// precheck is what Acquire and Renew of both twins check before touching
+// their store: the arguments, then ctx (see ctxErr).
+func precheck(ctx context.Context, op, name, owner string, ttl time.Duration) error {
+	if err := checkArgs(name, owner, ttl); err != nil {
+		return err
+	}
+	return ctxErr(ctx, op, name)
 }
 
 // ctxErr is ctx's error, if ctx is done, wrapped to name the call. Both twins

@@ -94,10 +94,7 @@ func (s *MongoStore) CheckServer(ctx context.Context, logger *slog.Logger) error
 // (ErrInvalid) or ctx is done before the call. Any other error means no
 // answer: the upsert may have landed.
 func (s *MongoStore) Acquire(ctx context.Context, name, owner string, now time.Time, ttl time.Duration) (bool, error) {
-	if err := checkArgs(name, owner, ttl); err != nil {
-		return false, err
-	}
-	if err := ctxErr(ctx, "acquire", name); err != nil {
+	if err := precheck(ctx, "acquire", name, owner, ttl); err != nil {
 		return false, err
 	}
 	// The $type guards keep a malformed document out of the match, so it
@@ -137,10 +134,7 @@ func (s *MongoStore) Acquire(ctx context.Context, name, owner string, now time.T
 // false, nil when the lease is absent or another's. Errors are as for
 // Acquire.
 func (s *MongoStore) Renew(ctx context.Context, name, owner string, now time.Time, ttl time.Duration) (bool, error) {
-	if err := checkArgs(name, owner, ttl); err != nil {
-		return false, err
-	}
-	if err := ctxErr(ctx, "renew", name); err != nil {
+	if err := precheck(ctx, "renew", name, owner, ttl); err != nil {
 		return false, err
 	}
 	filter := bson.D{
