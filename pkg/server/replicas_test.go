@@ -2,11 +2,13 @@ package server_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -312,6 +314,95 @@ func TestGracefulShutdown(t *testing.T) {
 		hourAt := strings.Index(out, "forge HTTP:")
 		if stopAt < 0 || releasedAt < stopAt || hourAt < releasedAt || !strings.Contains(out[hourAt:], "partial hour") {
 			t.Errorf("log:\n%s\nwant, in order: stop taking requests, the lease released, the partial hourly forge line", out)
+		}
+	})
+}
+
+// partitionable is a replica's view of the shared lease store that a test
+// can cut: once cut, every call fails as if the store were unreachable from
+// that replica alone.
+type partitionable struct {
+	lease.Store
+	cut atomic.Bool
+}
+
+var errPartitioned = errors.New("test: partitioned from the lease store")
+
+func (p *partitionable) Acquire(ctx context.Context, name, owner string, now time.Time, ttl time.Duration) (bool, error) {
+	if p.cut.Load() {
+		return false, errPartitioned
+	}
+	return p.Store.Acquire(ctx, name, owner, now, ttl)
+}
+
+func (p *partitionable) Renew(ctx context.Context, name, owner string, now time.Time, ttl time.Duration) (bool, error) {
+	if p.cut.Load() {
+		return false, errPartitioned
+	}
+	return p.Store.Renew(ctx, name, owner, now, ttl)
+}
+
+func (p *partitionable) Release(ctx context.Context, name, owner string) error {
+	if p.cut.Load() {
+		return errPartitioned
+	}
+	return p.Store.Release(ctx, name, owner)
+}
+
+// TestPartitionedLeaderStopsSweepingBeforeTheSuccessorStarts pins the
+// fail-closed hand-over at the server level: a leader cut off from the
+// lease store (a partition, or a crash as the store sees it) stops sweeping
+// before a successor is elected, so their sweeps never overlap, and the
+// successor takes over within TTL + retry (four intervals, ADR-117).
+func TestPartitionedLeaderStopsSweepingBeforeTheSuccessorStarts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, tr := newCluster(t, 2)
+		views := map[string]*partitionable{}
+		n := 0
+		startReplicas(t, c, tr, 3, time.Minute, func(cfg *server.Config) {
+			n++
+			v := &partitionable{Store: c.leases}
+			views[fmt.Sprintf("replica-%d", n)] = v
+			cfg.Leases = v
+		})
+		time.Sleep(5 * time.Minute)
+		synctest.Wait()
+		events, _ := c.tl.snapshot()
+		leader := events[0].Owner
+		views[leader].cut.Store(true)
+		cutAt := time.Now()
+		time.Sleep(10 * time.Minute)
+		synctest.Wait()
+		for _, r := range c.replicas {
+			r.stop()
+		}
+
+		events, passes := c.tl.snapshot()
+		var stepDown, next lease.Event
+		for _, e := range events {
+			switch {
+			case e.Kind == lease.SteppedDown && e.Owner == leader && stepDown.Owner == "":
+				stepDown = e
+			case e.Kind == lease.Elected && e.Owner != leader && next.Owner == "":
+				next = e
+			}
+		}
+		if stepDown.Owner == "" || next.Owner == "" {
+			t.Fatalf("events %v, want the partitioned leader to step down and another replica to be elected", events)
+		}
+		if !stepDown.At.Before(next.At) {
+			t.Errorf("leader stepped down at %v, successor elected at %v: want the step-down first (fail-closed)", stepDown.At.Sub(cutAt), next.At.Sub(cutAt))
+		}
+		if d := next.At.Sub(cutAt); d > 4*time.Minute {
+			t.Errorf("successor elected %v after the partition, want within TTL + retry = 4m", d)
+		}
+		for _, p := range passes {
+			if p.Owner == leader && !p.At.Before(stepDown.At) {
+				t.Errorf("partitioned leader swept at %v, after its step-down at %v: a stepped-down replica does not sweep", p.At.Sub(cutAt), stepDown.At.Sub(cutAt))
+			}
+			if p.Owner != leader && p.At.Before(next.At) {
+				t.Errorf("%s swept at %v before its election at %v", p.Owner, p.At.Sub(cutAt), next.At.Sub(cutAt))
+			}
 		}
 	})
 }
