@@ -7,7 +7,7 @@ require (
 	go.mongodb.org/mongo-driver/v2 v2.10.0
 )
 
-require pgregory.net/rapid v1.3.0 // indirect
+require pgregory.net/rapid v1.3.0
 
 require (
 	filippo.io/edwards25519 v1.1.0 // indirect
