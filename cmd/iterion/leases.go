@@ -48,7 +48,9 @@ func leases(ctx context.Context, args []string, getenv func(string) string, stdo
 		fmt.Fprintln(stderr, "usage: iterion leases --mongo-uri URI [--json]\n       iterion leases release NAME --owner OWNER --mongo-uri URI")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+		return nil // -h printed the usage
+	} else if err != nil {
 		return err
 	}
 	var name string

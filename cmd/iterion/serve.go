@@ -159,6 +159,9 @@ func (c serveConfig) forgeHost() string {
 // serve is runServe with its environment and log sink as arguments.
 func serve(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
 	c, err := parseServe(args, getenv, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil // -h printed the flags
+	}
 	if err != nil {
 		return err
 	}
