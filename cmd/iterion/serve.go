@@ -43,6 +43,8 @@ type serveConfig struct {
 	webhookSecret  string
 	apiToken       string
 	sweepInterval  time.Duration
+	boardRepos     []string
+	boardInterval  time.Duration
 	noLease        bool
 	etagCache      int
 	logFormat      string
@@ -63,6 +65,16 @@ func serveFlags(fs *flag.FlagSet, c *serveConfig) (envOf map[string]string) {
 	fs.StringVar(&c.webhookSecret, "webhook-secret", "", "secret of X-Hub-Signature-256; absent: POST /webhooks/github answers 404")
 	fs.StringVar(&c.apiToken, "api-token", "", "bearer token of POST /api/runs (required)")
 	fs.DurationVar(&c.sweepInterval, "sweep-interval", server.DefaultSweepInterval, "merge-gate sweeper interval; its lease's TTL is 3 intervals, its retry 1")
+	fs.Func("board-repos", "repositories owner/name,... whose issues the forge board keeps as cards (lease forge-board-sync); absent: no board", func(v string) error {
+		c.boardRepos = nil
+		for _, r := range strings.Split(v, ",") {
+			if r = strings.TrimSpace(r); r != "" {
+				c.boardRepos = append(c.boardRepos, r)
+			}
+		}
+		return nil
+	})
+	fs.DurationVar(&c.boardInterval, "board-interval", server.DefaultBoardInterval, "forge board sync interval; its lease's TTL is 3 intervals, its retry 1")
 	fs.BoolVar(&c.noLease, "no-lease", false, "FOR COMPARISON MEASUREMENTS ONLY: sweep on every replica without a lease, as before ADR-117 (the forge cost scales with replicas)")
 	fs.IntVar(&c.etagCache, "forge-etag-cache", 0, "forge ETag cache entries; 0: the default, negative: off")
 	fs.StringVar(&c.logFormat, "log-format", "json", "log format on stderr: json or text")
@@ -126,10 +138,17 @@ func (c serveConfig) validate() error {
 		return errors.New("--github-private-key-file is required with --github-app-id")
 	case c.sweepInterval < lease.MinTTL:
 		return fmt.Errorf("--sweep-interval %v: want at least %v", c.sweepInterval, lease.MinTTL)
+	case c.boardInterval < lease.MinTTL:
+		return fmt.Errorf("--board-interval %v: want at least %v", c.boardInterval, lease.MinTTL)
 	case c.logFormat != "json" && c.logFormat != "text":
 		return fmt.Errorf("--log-format %q: want json or text", c.logFormat)
 	case c.mongoURI != "" && strings.TrimSpace(c.mongoDB) == "":
 		return fmt.Errorf("--mongo-db %q: want a database name", c.mongoDB)
+	}
+	for _, r := range c.boardRepos {
+		if owner, name, ok := strings.Cut(r, "/"); !ok || owner == "" || name == "" || strings.Contains(name, "/") {
+			return fmt.Errorf("--board-repos entry %q: want owner/name", r)
+		}
 	}
 	if c.forgeURL != "" {
 		u, err := url.Parse(c.forgeURL)
@@ -190,6 +209,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 
 	var runs server.RunStore = server.NewMemoryRunStore()
 	var leases lease.Store = lease.NewMemoryStore()
+	var board server.BoardStore // nil: in memory
 	if c.mongoURI != "" {
 		client, db, err := connectMongo(ctx, c.mongoURI, c.mongoDB)
 		if err != nil {
@@ -204,6 +224,11 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 			return fmt.Errorf("--mongo-uri: %w", err)
 		}
 		leases = ms
+		if len(c.boardRepos) > 0 {
+			if board, err = server.NewMongoBoardStore(ctx, db); err != nil {
+				return fmt.Errorf("--mongo-uri: %w", err)
+			}
+		}
 	} else {
 		logger.Info("no --mongo-uri: in-memory run and lease stores; this process elects itself")
 	}
@@ -212,6 +237,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 		Runs: runs, Leases: leases, Forge: fc, ForgeHost: c.forgeHost(),
 		APIToken: c.apiToken, WebhookSecret: c.webhookSecret,
 		SweepInterval: c.sweepInterval, NoLease: c.noLease,
+		Board: board, BoardRepos: c.boardRepos, BoardInterval: c.boardInterval,
 		Logger: logger, Registry: reg,
 	})
 	if err != nil {
@@ -222,7 +248,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 		return fmt.Errorf("--listen %q: %w", c.listen, err)
 	}
 	logger.Info("iterion serve", "owner", srv.Owner(), "forge_host", c.forgeHost(),
-		"sweep_interval", c.sweepInterval.String(), "no_lease", c.noLease, "mongo", c.mongoURI != "")
+		"sweep_interval", c.sweepInterval.String(), "board_repos", strings.Join(c.boardRepos, ","),
+		"board_interval", c.boardInterval.String(), "no_lease", c.noLease, "mongo", c.mongoURI != "")
 	return srv.Run(ctx, ln)
 }
 

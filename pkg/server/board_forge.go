@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -137,23 +136,6 @@ func NewBoardSync(cfg BoardSyncConfig) (*BoardSync, error) {
 	}
 	s.cfg = cfg
 	return s, nil
-}
-
-// ForgeHost is the host name of a forge REST root, as cards file it:
-// "github.com" for GitHub's API (api.github.com, or "" for the default),
-// the URL's host otherwise (an Enterprise server or a simulator).
-func ForgeHost(baseURL string) (string, error) {
-	if baseURL == "" {
-		baseURL = forge.DefaultBaseURL
-	}
-	u, err := url.Parse(baseURL)
-	if err != nil || u.Host == "" {
-		return "", fmt.Errorf("%w: forge base URL %q has no host", ErrBoardConfig, baseURL)
-	}
-	if u.Host == "api.github.com" {
-		return "github.com", nil
-	}
-	return u.Host, nil
 }
 
 // Interval is the time between two passes, as configured.

@@ -432,19 +432,3 @@ func TestNewBoardSyncRefusesBadConfigNamingTheField(t *testing.T) {
 		t.Errorf("got %v, %v, want interval %v: a zero interval is the default", s, err, server.DefaultBoardInterval)
 	}
 }
-
-func TestForgeHost(t *testing.T) {
-	for _, tc := range []struct{ base, want string }{
-		{"", "github.com"},
-		{"https://api.github.com/", "github.com"},
-		{"https://ghe.example.com/api/v3/", "ghe.example.com"},
-		{"http://127.0.0.1:9000/", "127.0.0.1:9000"},
-	} {
-		if got, err := server.ForgeHost(tc.base); err != nil || got != tc.want {
-			t.Errorf("ForgeHost(%q) = %q, %v, want %q: cards are filed under the forge's web host", tc.base, got, err, tc.want)
-		}
-	}
-	if _, err := server.ForgeHost("no-scheme"); !errors.Is(err, server.ErrBoardConfig) {
-		t.Errorf("ForgeHost(no-scheme) = %v, want ErrBoardConfig", err)
-	}
-}

@@ -41,7 +41,7 @@ type cardDoc struct {
 // is kept).
 func NewMongoBoardStore(ctx context.Context, db *mongo.Database) (*MongoBoardStore, error) {
 	coll := db.Collection(BoardCollection)
-	_, err := coll.Indexes().CreateMany(ctx, []mongo.IndexModel{
+	err := createIndexes(ctx, coll, []mongo.IndexModel{
 		{Keys: bson.D{{Key: "updated_at", Value: -1}, {Key: "_id", Value: 1}},
 			Options: options.Index().SetName("by_updated")},
 		{Keys: bson.D{{Key: "host", Value: 1}, {Key: "repo", Value: 1}, {Key: "updated_at", Value: -1}, {Key: "_id", Value: 1}},

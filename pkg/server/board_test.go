@@ -104,3 +104,18 @@ func TestMongoBoardStoreMalformedDocuments(t *testing.T) {
 		})
 	}
 }
+
+// TestMongoStoresStartOnAnExistingDatabase pins that a store's constructor
+// succeeds when its indexes exist already, as every replica after the
+// first, and every restart, finds them.
+func TestMongoStoresStartOnAnExistingDatabase(t *testing.T) {
+	db := mongotest.DB(t)
+	for i := range 2 {
+		if _, err := server.NewMongoBoardStore(context.Background(), db); err != nil {
+			t.Fatalf("NewMongoBoardStore, start %d: %v, want nil: existing indexes are kept", i+1, err)
+		}
+		if _, err := server.NewMongoRunStore(context.Background(), db); err != nil {
+			t.Fatalf("NewMongoRunStore, start %d: %v, want nil: existing indexes are kept", i+1, err)
+		}
+	}
+}

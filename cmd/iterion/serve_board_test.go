@@ -1,0 +1,114 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"iterion.dev/iterion/internal/mongotest"
+	"iterion.dev/iterion/pkg/forge/forgesim"
+	"iterion.dev/iterion/pkg/server"
+)
+
+func TestServeBoardFlags(t *testing.T) {
+	base := []string{"--forge-token", "t", "--api-token", "a"}
+	for _, c := range []struct {
+		name string
+		args []string
+		env  func(string) string
+		want string
+	}{
+		{"board interval zero", append(base, "--board-interval", "0s"), env(), "--board-interval"},
+		{"board repo without owner", append(base, "--board-repos", "acme/app,lib"), env(), `--board-repos entry "lib"`},
+		{"board repo with a path", append(base, "--board-repos", "acme/app/x"), env(), `--board-repos entry "acme/app/x"`},
+		{"env twin bad interval", base, env("ITERION_BOARD_INTERVAL", "hourly"), "ITERION_BOARD_INTERVAL"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if _, err := parseServe(c.args, c.env, io.Discard); err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("parseServe(%q) = %v, want an error naming %s: config is validated at start", c.args, err, c.want)
+			}
+		})
+	}
+	c, err := parseServe(base, env("ITERION_BOARD_REPOS", " acme/app, acme/lib ,", "ITERION_BOARD_INTERVAL", "2m"), io.Discard)
+	if err != nil || !slices.Equal(c.boardRepos, []string{"acme/app", "acme/lib"}) || c.boardInterval != 2*time.Minute {
+		t.Errorf("from the environment: got repos %q interval %v (%v), want [acme/app acme/lib] and 2m: ITERION_BOARD_REPOS and ITERION_BOARD_INTERVAL are the flags' twins", c.boardRepos, c.boardInterval, err)
+	}
+	c, err = parseServe(base, env(), io.Discard)
+	if err != nil || c.boardRepos != nil || c.boardInterval != server.DefaultBoardInterval {
+		t.Errorf("defaults: got repos %q interval %v (%v), want none and %v: no repositories, no board", c.boardRepos, c.boardInterval, err, server.DefaultBoardInterval)
+	}
+}
+
+// TestServeRunsTheForgeBoard pins iterion serve with --board-repos: it
+// elects itself for forge-board-sync, syncs the repository's issues, and
+// serves them on GET /board; without --board-repos, GET /board is 404.
+func TestServeRunsTheForgeBoard(t *testing.T) {
+	sim := forgesim.New()
+	if err := sim.SeedIssue("acme", "app", forgesim.Issue{Number: 7, Title: "board me", State: "open", Labels: []string{"bug"}}); err != nil {
+		t.Fatal(err)
+	}
+	simSrv := httptest.NewServer(sim)
+	defer simSrv.Close()
+	common := []string{"--listen", "127.0.0.1:0", "--forge-url", simSrv.URL + "/", "--forge-token", "tok", "--api-token", "api", "--sweep-interval", "1h"}
+
+	url, log, stop := startServe(t, append(common, "--board-repos", "acme/app", "--board-interval", "200ms"))
+	log.waitFor(t, `"msg":"board sync pass"`)
+	var cards []server.CardView
+	getJSON(t, url+"/board?format=json", &cards)
+	if len(cards) != 1 || cards[0].Number != 7 || cards[0].Title != "board me" || cards[0].Host != strings.TrimPrefix(simSrv.URL, "http://") {
+		t.Errorf("GET /board?format=json = %+v, want issue 7 filed under the forge's host: serve syncs --board-repos", cards)
+	}
+	var holders []server.LeaseView
+	getJSON(t, url+"/leases?format=json", &holders)
+	if !slices.ContainsFunc(holders, func(h server.LeaseView) bool { return h.Name == "forge-board-sync" }) {
+		t.Errorf("leases %+v, want forge-board-sync held: the board runs under its own lease", holders)
+	}
+	if err := stop(); err != nil {
+		t.Errorf("serve after the stop signal = %v, want nil", err)
+	}
+
+	url, _, stop = startServe(t, common)
+	defer stop()
+	resp, err := http.Get(url + "/board")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Errorf("GET /board without --board-repos = %d, want 404: no repositories, no board net", resp.StatusCode)
+	}
+}
+
+// TestServeKeepsTheBoardInMongo pins that with --mongo-uri the board's
+// cards are in the shared database's board_cards collection.
+func TestServeKeepsTheBoardInMongo(t *testing.T) {
+	db := mongotest.DB(t)
+	sim := forgesim.New()
+	if err := sim.SeedIssue("acme", "app", forgesim.Issue{Number: 3, Title: "shared", State: "closed"}); err != nil {
+		t.Fatal(err)
+	}
+	simSrv := httptest.NewServer(sim)
+	defer simSrv.Close()
+	_, log, stop := startServe(t, []string{"--listen", "127.0.0.1:0", "--mongo-uri", mongotest.URI(t), "--mongo-db", db.Name(),
+		"--forge-url", simSrv.URL + "/", "--forge-token", "tok", "--api-token", "api", "--sweep-interval", "1h",
+		"--board-repos", "acme/app", "--board-interval", "200ms"})
+	log.waitFor(t, `"msg":"board sync pass"`)
+	defer func() {
+		if err := stop(); err != nil {
+			t.Errorf("serve after the stop signal = %v, want nil", err)
+		}
+	}()
+	board, err := server.NewMongoBoardStore(context.Background(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cards, err := board.Cards(context.Background(), server.BoardQuery{Limit: 10})
+	if err != nil || len(cards) != 1 || cards[0].Title != "shared" || cards[0].State != "closed" {
+		t.Errorf("board_cards = %+v, %v, want issue 3, closed: with --mongo-uri the board is in the shared database", cards, err)
+	}
+}
