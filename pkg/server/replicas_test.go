@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -403,6 +404,65 @@ func TestPartitionedLeaderStopsSweepingBeforeTheSuccessorStarts(t *testing.T) {
 			if p.Owner != leader && p.At.Before(next.At) {
 				t.Errorf("%s swept at %v before its election at %v", p.Owner, p.At.Sub(cutAt), next.At.Sub(cutAt))
 			}
+		}
+	})
+}
+
+// stalledForge is a forge that never answers and ignores cancellation, as a
+// hung connection can: RoundTrip returns only once unstall is closed.
+type stalledForge struct{ unstall chan struct{} }
+
+func (f stalledForge) RoundTrip(*http.Request) (*http.Response, error) {
+	<-f.unstall
+	return nil, errors.New("test: stalled forge gave up")
+}
+
+// TestHealthzFailsWhileWorkOutlivesItsTerm pins the stuck-holder fault: a
+// sweeper stuck in a forge call that ignores cancellation keeps running
+// after its term ended (a possible overlap with a successor), and /healthz
+// answers 503 once it has outlived its term by TTL/6, so an orchestrator
+// restarts the replica; it answers 200 again once the work returns.
+func TestHealthzFailsWhileWorkOutlivesItsTerm(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, _ := newCluster(t, 1)
+		stall := stalledForge{unstall: make(chan struct{})}
+		view := &partitionable{Store: c.leases}
+		srv, err := server.New(server.Config{Runs: c.runs, Leases: view, Forge: newForge(t, "http://sim/", stall, "tok", nil, nil),
+			APIToken: "a", Owner: "replica-1", SweepInterval: time.Minute, OnLeaseEvent: c.tl.onEvent})
+		if err != nil {
+			t.Fatal(err)
+		}
+		healthz := func() int {
+			rec := httptest.NewRecorder()
+			srv.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/healthz", nil))
+			return rec.Code
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- srv.Run(ctx, nil) }()
+		time.Sleep(time.Minute + time.Second) // the first pass is stuck in GET pull
+		synctest.Wait()
+		if code := healthz(); code != http.StatusOK {
+			t.Errorf("/healthz during the term = %d, want 200: work inside its term is healthy", code)
+		}
+		view.cut.Store(true) // renewals fail: the term ends fail-closed
+		time.Sleep(3 * time.Minute)
+		synctest.Wait()
+		events, _ := c.tl.snapshot()
+		if last := events[len(events)-1]; last.Kind != lease.SteppedDown {
+			t.Fatalf("events %v, want the term to have ended", events)
+		}
+		if code := healthz(); code != http.StatusServiceUnavailable {
+			t.Errorf("/healthz with work stuck past its term = %d, want 503: a stuck holder is unhealthy", code)
+		}
+		close(stall.unstall)
+		synctest.Wait()
+		if code := healthz(); code != http.StatusOK {
+			t.Errorf("/healthz after the work returned = %d, want 200", code)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run = %v, want nil", err)
 		}
 	})
 }
