@@ -148,8 +148,6 @@ type boardTerm struct {
 	// watermarks holds, per repository, the latest forge updated time the
 	// term has stored every card up to; absent: sync in full.
 	watermarks map[string]time.Time
-	// pausedUntil is the rate limit's reset: ticks before it are skipped.
-	pausedUntil time.Time
 }
 
 // Work serves one term: it makes a pass every interval until ctx is done,
@@ -170,25 +168,16 @@ type boardTerm struct {
 // counted as passes.
 func (s *BoardSync) Work(ctx context.Context) {
 	st := &boardTerm{term: int(s.terms.Add(1)), watermarks: make(map[string]time.Time)}
-	ctx = forge.WithLane(ctx, forge.LaneBoardSync)
-	tick := time.NewTicker(s.cfg.Interval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-		if now := s.cfg.Now(); now.Before(st.pausedUntil) {
-			s.cfg.Logger.Debug("board sync skipped: rate limited", "owner", s.cfg.Owner, "until", st.pausedUntil)
-			continue
-		}
-		s.pass(ctx, st)
-	}
+	everyInterval(forge.WithLane(ctx, forge.LaneBoardSync), s.cfg.Interval, s.cfg.Now,
+		func(ctx context.Context) time.Time { return s.pass(ctx, st) },
+		func(until time.Time) {
+			s.cfg.Logger.Debug("board sync skipped: rate limited", "owner", s.cfg.Owner, "until", until)
+		})
 }
 
-// pass makes one pass of the term st.
-func (s *BoardSync) pass(ctx context.Context, st *boardTerm) {
+// pass makes one pass of the term st and returns the rate limit's reset
+// when one stopped it (zero otherwise).
+func (s *BoardSync) pass(ctx context.Context, st *boardTerm) (resume time.Time) {
 	st.pass++
 	p := BoardPass{Owner: s.cfg.Owner, Term: st.term, Pass: st.pass, At: s.cfg.Now(), Complete: true}
 	listed, changed, failed := 0, 0, 0
@@ -205,9 +194,9 @@ func (s *BoardSync) pass(ctx context.Context, st *boardTerm) {
 		}
 		failed++
 		if rl := (*forge.RateLimitError)(nil); errors.As(rp.Err, &rl) {
-			st.pausedUntil = rl.Reset
+			resume = rl.Reset
 			s.cfg.Logger.Warn("board sync stopped: rate limited", "owner", s.cfg.Owner, "repo", r.full,
-				"until", st.pausedUntil, "err", rp.Err)
+				"until", resume, "err", rp.Err)
 			p.Complete = false
 			break
 		}
@@ -219,6 +208,7 @@ func (s *BoardSync) pass(ctx context.Context, st *boardTerm) {
 	if s.cfg.OnPass != nil {
 		s.cfg.OnPass(p)
 	}
+	return resume
 }
 
 // syncRepo lists r's issues since its watermark and stores their cards,
