@@ -50,8 +50,9 @@ func (h *run) budget(ctx context.Context) error {
 		}
 	}
 	n := h.o.BudgetReplicas
-	limit := int(math.Round(adrBudgetShare * float64(n) * perPass * 60))
-	hour := 60 * h.o.Interval
+	hour := h.o.Hour
+	passes := float64(hour) / float64(h.o.Interval) // one replica's passes in the hour
+	limit := int(math.Round(adrBudgetShare * float64(n) * perPass * passes))
 	for i, lease := range []bool{false, true} {
 		tok := fmt.Sprintf("%s-%d", budgetTokenBase, i+1)
 		if err := h.c.sim.setBudget(ctx, tok, limit); err != nil {
@@ -95,7 +96,7 @@ func (h *run) budget(ctx context.Context) error {
 func budgetMarkdown(rows []BudgetRow) string {
 	var b strings.Builder
 	r0 := rows[0]
-	fmt.Fprintf(&b, "**Budget.** The compressed hour lasts %v (60 intervals). All replicas share one forge token, as the ADR's "+
+	fmt.Fprintf(&b, "**Budget.** The compressed hour lasts %v. All replicas share one forge token, as the ADR's "+
 		"share one App installation, with the ETag cache off as in the incident. The simulator's budget is %d an hour: "+
 		"sized so that it is the same share of ten replicas' demand as the ADR's 12k of its 11.7k–19.4k (%.0f%%), "+
 		"scaled to %d replicas and this population.\n\n", r0.Hour, r0.Budget, 100*adrBudgetShare, r0.Replicas)
@@ -116,7 +117,7 @@ func budgetMarkdown(rows []BudgetRow) string {
 // primary limit would not do in compressed time: the client rightly waits
 // for the reset the forge announced, a real hour after the window opened.
 func (h *run) rateLimited(ctx context.Context, res *FaultResult) error {
-	if _, _, err := h.leader(ctx); err != nil {
+	if _, err := h.leader(ctx); err != nil {
 		return err
 	}
 	tokens := tokensOf(h.c.replicas)

@@ -224,6 +224,16 @@ func (c *cluster) stopAll() {
 	c.replicas = nil
 }
 
+// byToken returns the live replica whose forge token is tok, or nil.
+func (c *cluster) byToken(tok string) *replica {
+	for _, r := range c.replicas {
+		if r.token == tok {
+			return r
+		}
+	}
+	return nil
+}
+
 // close stops every process the cluster started.
 func (c *cluster) close() {
 	c.stopAll()

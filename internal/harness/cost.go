@@ -144,23 +144,27 @@ func (h *run) costOne(ctx context.Context, n int, lease bool) (CostRow, error) {
 	return row, err
 }
 
-// agreement reads the replicas' sweeper-lane transport counts and the
-// simulator's counts for their tokens at one quiet instant: between two
-// identical reads of every /metrics, so no request was in flight.
+// agreement sums, over the replicas, the sweeper-lane count of each one's
+// transport and the simulator's count for its token, each pair read at an
+// instant when that replica had no request in flight: between two identical
+// reads of its /metrics. A pair that disagrees is read again a few times (a
+// response may be on its way); the last quiet pair stands.
 func (h *run) agreement(ctx context.Context, rs []*replica) (sim, transport int64, err error) {
-	read := func() (int64, error) {
-		var total int64
-		for _, r := range rs {
-			c, err := r.api.transportCounts(ctx)
-			if err != nil {
-				return 0, err
-			}
-			total += c[forge.LaneMergeGateSweeper]
+	for _, r := range rs {
+		s, t, err := h.agreementOf(ctx, r)
+		if err != nil {
+			return 0, 0, err
 		}
-		return total, nil
+		sim += s
+		transport += t
 	}
-	for range 50 {
-		before, err := read()
+	return sim, transport, nil
+}
+
+func (h *run) agreementOf(ctx context.Context, r *replica) (sim, transport int64, err error) {
+	quiet := false
+	for range 100 {
+		before, err := r.api.transportCounts(ctx)
 		if err != nil {
 			return 0, 0, err
 		}
@@ -168,20 +172,23 @@ func (h *run) agreement(ctx context.Context, rs []*replica) (sim, transport int6
 		if err != nil {
 			return 0, 0, err
 		}
-		after, err := read()
+		after, err := r.api.transportCounts(ctx)
 		if err != nil {
 			return 0, 0, err
 		}
-		if before == after {
-			counts := st.byToken(nil)
-			for _, r := range rs {
-				sim += counts[r.token]
+		if before[forge.LaneMergeGateSweeper] == after[forge.LaneMergeGateSweeper] {
+			quiet = true
+			sim, transport = st.byToken(nil)[r.token], after[forge.LaneMergeGateSweeper]
+			if sim == transport {
+				return sim, transport, nil
 			}
-			return sim, after, nil
 		}
 		sleep(ctx, h.o.Interval/7)
 	}
-	return 0, 0, fmt.Errorf("%w: no quiet instant to compare the transport's counts with the simulator's", ErrMeasure)
+	if !quiet {
+		return 0, 0, fmt.Errorf("%w: %s never had a quiet instant to compare its transport's counts with the simulator's", ErrMeasure, r.name)
+	}
+	return sim, transport, nil
 }
 
 func tokensOf(rs []*replica) []string {

@@ -77,6 +77,9 @@ type Options struct {
 	// BudgetReplicas is the replica count of the budget scenario. Default
 	// the largest of Ns.
 	BudgetReplicas int
+	// Hour is the budget scenario's compressed hour. Default 60 intervals,
+	// an interval standing for a minute.
+	Hour time.Duration
 	// Scenarios to run; empty: all of Scenarios.
 	Scenarios []string
 	// Progress receives one line per step; nil discards.
@@ -105,6 +108,9 @@ func (o *Options) defaults() error {
 	if o.BudgetReplicas == 0 {
 		o.BudgetReplicas = slices.Max(o.Ns)
 	}
+	if o.Hour == 0 {
+		o.Hour = 60 * o.Interval
+	}
 	if len(o.Scenarios) == 0 {
 		o.Scenarios = Scenarios
 	}
@@ -120,6 +126,8 @@ func (o *Options) defaults() error {
 		return fmt.Errorf("%w: Window %v is under 4 intervals (%v)", ErrInvalid, o.Window, 4*o.Interval)
 	case o.Replicas < 2:
 		return fmt.Errorf("%w: Replicas %d is under 2: a takeover needs a successor", ErrInvalid, o.Replicas)
+	case o.Hour < 10*o.Interval:
+		return fmt.Errorf("%w: Hour %v is under 10 intervals (%v)", ErrInvalid, o.Hour, 10*o.Interval)
 	case o.Takeovers < 1:
 		return fmt.Errorf("%w: Takeovers %d is under 1", ErrInvalid, o.Takeovers)
 	}

@@ -1,0 +1,128 @@
+package harness
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// TestQuickMode runs every scenario of the harness on real processes with
+// small N and short phases, and asserts ADR-117's consequences with tolerant
+// margins. It builds ./cmd/iterion once, into the test's temporary directory.
+func TestQuickMode(t *testing.T) {
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := ModuleRoot(wd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "iterion")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if err := build(ctx, root, bin); err != nil {
+		t.Fatal(err)
+	}
+	o := Options{
+		Bin:            bin,
+		Dir:            filepath.Join(dir, "run"),
+		Interval:       200 * time.Millisecond,
+		Runs:           8,
+		Ns:             []int{1, 3},
+		Window:         12 * 200 * time.Millisecond,
+		Hour:           30 * 200 * time.Millisecond,
+		Replicas:       3,
+		Takeovers:      3,
+		BudgetReplicas: 3,
+		Progress:       testWriter{t},
+	}
+	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Run(ctx, o)
+	if err != nil {
+		t.Fatalf("harness: %v", err)
+	}
+	t.Log("\n" + rep.Markdown("go test ./internal/harness -run TestQuickMode"))
+	if len(rep.Cost) != 4 || len(rep.Budget) != 2 || len(rep.Takeover) != 2 || len(rep.Faults) != 3 {
+		t.Fatalf("got %d cost rows, %d budget rows, %d takeover results, %d faults; want 4, 2, 2, 3: every scenario runs",
+			len(rep.Cost), len(rep.Budget), len(rep.Takeover), len(rep.Faults))
+	}
+
+	t.Run("cost", func(t *testing.T) {
+		for _, c := range rep.Cost {
+			want := c.Replicas
+			if c.Lease {
+				want = 1
+			}
+			if c.Sweepers != want {
+				t.Errorf("N=%d lease=%v: got %d replicas sweeping, want %d: with the lease one replica sweeps, without it every one", c.Replicas, c.Lease, c.Sweepers, want)
+			}
+			if !c.Agree() {
+				t.Errorf("N=%d lease=%v: got transport count %d, want the simulator's %d: the transport counts every request it sends", c.Replicas, c.Lease, c.Transport, c.Sim)
+			}
+		}
+		if r := rep.CostRatio(true); r <= 0 || r > 1.15 {
+			t.Errorf("got N=3/N=1 ratio %.3f with the lease, want at most 1.15: the sweep's cost is one replica's whatever N", r)
+		}
+		if r := rep.CostRatio(false); r < 2.4 || r > 3.6 {
+			t.Errorf("got N=3/N=1 ratio %.3f with --no-lease, want about 3: without the lease every replica sweeps", r)
+		}
+	})
+	t.Run("budget", func(t *testing.T) {
+		for _, b := range rep.Budget {
+			if b.Lease && b.RanOut {
+				t.Errorf("got the budget spent at minute %.0f with the lease at N=%d, want never: one replica's sweep fits the budget", b.Minute, b.Replicas)
+			}
+			if !b.Lease && !b.RanOut {
+				t.Errorf("got the budget never spent with --no-lease at N=%d, want it spent within the hour: the scenario sizes the budget between one and N replicas' demand", b.Replicas)
+			}
+		}
+	})
+	t.Run("takeover", func(t *testing.T) {
+		for _, tk := range rep.Takeover {
+			if len(tk.FromSignal) != o.Takeovers {
+				t.Errorf("%s: got %d stops measured, want %d", tk.Signal, len(tk.FromSignal), o.Takeovers)
+			}
+			// One interval of slack for process scheduling on a loaded
+			// 2-core machine and the 10 ms polling.
+			if limit := tk.Bound + o.Interval; tk.Max() > limit {
+				t.Errorf("%s: got max takeover %v, want at most %v (bound %v + one interval of slack): takeover is bounded", tk.Signal, tk.Max(), limit, tk.Bound)
+			}
+			if tk.Doubles != 0 {
+				t.Errorf("%s: got %d stops followed by two sweepers, want 0: one successor is elected", tk.Signal, tk.Doubles)
+			}
+		}
+	})
+	t.Run("faults", func(t *testing.T) {
+		for _, f := range rep.Faults {
+			if f.Repaired != f.Drifted {
+				t.Errorf("%s: got %d of %d drifted runs repaired, want all: nothing is lost", f.Name, f.Repaired, f.Drifted)
+			}
+			if f.RepairAfter > f.Bound {
+				t.Errorf("%s: got repair %v after the fault, want at most %v: repaired within one deep pass", f.Name, f.RepairAfter, f.Bound)
+			}
+			if limit := f.TakeoverBound + o.Interval; f.Takeover > limit {
+				t.Errorf("%s: got the successor's first sweep %v after the cut, want at most %v (bound %v + one interval of slack): a partitioned leader is replaced like a crashed one",
+					f.Name, f.Takeover, limit, f.TakeoverBound)
+			}
+			for _, c := range f.Checks {
+				if !c.OK {
+					t.Errorf("%s: got %s, want it to hold: %s", f.Name, c.Detail, c.Rule)
+				}
+			}
+		}
+	})
+}
+
+// testWriter sends the harness's progress lines to the test log.
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(string(p))
+	return len(p), nil
+}
