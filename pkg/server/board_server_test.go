@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -18,114 +19,106 @@ import (
 	"iterion.dev/iterion/pkg/server"
 )
 
-// boardReplica is one Server of an in-process cluster, with its own forge
-// client so its board-lane requests can be told apart.
-type boardReplica struct {
-	owner string
-	forge *forge.Client
-	stop  func()
+// startBoardCluster starts n replicas (newCluster, startReplicas: each its
+// own forge token) syncing repos every minute into one board, on issues
+// seeded by seed, inside a synctest bubble. Each replica's stop may be
+// called more than once; stopAll stops every replica.
+func startBoardCluster(t *testing.T, n int, noLease bool, seed func(*forgesim.Sim), repos ...string) (c *cluster, stopAll func()) {
+	t.Helper()
+	c, next := newCluster(t, 0)
+	seed(c.sim)
+	board := server.NewMemoryBoardStore()
+	startReplicas(t, c, next, n, time.Minute, func(cfg *server.Config) {
+		cfg.Board, cfg.BoardRepos, cfg.BoardInterval, cfg.NoLease = board, repos, time.Minute, noLease
+	})
+	for _, r := range c.replicas {
+		r.stop = sync.OnceFunc(r.stop)
+	}
+	return c, func() {
+		for _, r := range c.replicas {
+			r.stop()
+		}
+	}
 }
 
-// startBoardCluster starts n Servers syncing repos on sim through tr, sharing
-// one lease store (or none with noLease), inside a synctest bubble. elected
-// receives the owner of every forge-board-sync term that starts.
-func startBoardCluster(t *testing.T, n int, noLease bool, tr http.RoundTripper, elected chan<- string, repos ...string) []*boardReplica {
-	t.Helper()
-	leases := lease.NewMemoryStore()
-	board := server.NewMemoryBoardStore()
-	var out []*boardReplica
-	for i := range n {
-		r := &boardReplica{owner: fmt.Sprintf("replica-%d", i)}
-		r.forge = newForge(t, "http://forge.test/", tr, "installation", nil, nil)
-		srv, err := server.New(server.Config{
-			Runs: server.NewMemoryRunStore(), Leases: leases, Forge: r.forge, APIToken: "a", WebhookSecret: "w",
-			Owner: r.owner, Board: board, BoardRepos: repos, BoardInterval: time.Minute, NoLease: noLease,
-			OnLeaseEvent: func(e lease.Event) {
-				if e.Kind == lease.Elected && e.Name == server.ForgeBoardSync().Name {
-					elected <- e.Owner
-				}
-			},
-		})
-		if err != nil {
-			t.Fatalf("server.New: %v", err)
+// boardListsBy is how many issue lists the simulator received from token.
+func boardListsBy(sim *forgesim.Sim, token string) int64 {
+	return sim.Requests(forgesim.Filter{Token: token, Route: issuesRoute})
+}
+
+// boardTerms are the owners elected for forge-board-sync, in order.
+func boardTerms(c *cluster) []string {
+	events, _ := c.tl.snapshot()
+	var out []string
+	for _, e := range events {
+		if e.Kind == lease.Elected && e.Name == server.ForgeBoardSync().Name {
+			out = append(out, e.Owner)
 		}
-		ctx, cancel := context.WithCancel(context.Background())
-		var wg sync.WaitGroup
-		wg.Go(func() {
-			if err := srv.Run(ctx, nil); err != nil {
-				t.Errorf("Run: %v", err)
-			}
-		})
-		r.stop = sync.OnceFunc(func() { cancel(); wg.Wait() })
-		out = append(out, r)
 	}
 	return out
 }
 
-func TestBoardSyncOnlyTheElectedReplicaSpendsTheBoardLane(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		sim := forgesim.New()
-		for n := 1; n <= 3; n++ {
-			if err := sim.SeedIssue("acme", "app", forgesim.Issue{Number: n, Title: "i", State: "open"}); err != nil {
+func seedIssues(t *testing.T, specs ...string) func(*forgesim.Sim) {
+	return func(sim *forgesim.Sim) {
+		for _, spec := range specs {
+			repo, n, _ := strings.Cut(spec, "#")
+			owner, name, _ := strings.Cut(repo, "/")
+			num, _ := strconv.Atoi(n)
+			if err := sim.SeedIssue(owner, name, forgesim.Issue{Number: num, Title: spec, State: "open"}); err != nil {
 				t.Fatal(err)
 			}
 		}
-		tr, stopSim := serveSimOnPipe(sim)
-		defer stopSim()
-		elected := make(chan string, 10)
-		replicas := startBoardCluster(t, 3, false, tr, elected, "acme/app", "acme/lib")
-		defer func() {
-			for _, r := range replicas {
-				r.stop()
-			}
-		}()
-		if err := sim.SeedIssue("acme", "lib", forgesim.Issue{Number: 1, Title: "l", State: "open"}); err != nil {
-			t.Fatal(err)
-		}
+	}
+}
+
+func TestBoardSyncOnlyTheElectedReplicaSpendsTheBoardLane(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, stopAll := startBoardCluster(t, 3, false, seedIssues(t, "acme/app#1", "acme/app#2", "acme/lib#1"), "acme/app", "acme/lib")
+		defer stopAll()
 		time.Sleep(10*time.Minute + time.Second)
 		synctest.Wait()
 
-		leader := <-elected
-		if len(elected) != 0 {
-			t.Fatalf("terms started: got %d more after %s, want one: the lease is sticky", len(elected), leader)
+		terms := boardTerms(c)
+		if len(terms) != 1 {
+			t.Fatalf("board terms: got %v, want one: the lease is sticky", terms)
 		}
-		byOwner := map[string]int64{}
-		var sum int64
-		for _, r := range replicas {
-			byOwner[r.owner] = laneCount(r.forge, forge.LaneBoardSync, 0)
-			sum += byOwner[r.owner]
-		}
-		simCount := sim.Requests(forgesim.Filter{Route: issuesRoute})
-		// Ten passes, the first one interval after the election, two
-		// repositories each: one request a repository a pass.
-		if byOwner[leader] != 20 || sum != byOwner[leader] || simCount != sum {
-			t.Fatalf("board-lane requests by replica: got %v (simulator: %d), want 20 from %s alone: only the elected replica sends forge-board-sync requests", byOwner, simCount, leader)
+		leader := terms[0]
+		for _, r := range c.replicas {
+			// Ten passes, the first one interval after the election, two
+			// repositories each: one request a repository a pass.
+			want := int64(0)
+			if r.owner == leader {
+				want = 20
+			}
+			if got := boardListsBy(c.sim, r.token); got != want {
+				t.Errorf("%s: simulator counted %d issue lists, want %d: only the elected replica (%s) sends forge-board-sync requests", r.owner, got, want, leader)
+			}
+			if got := laneCount(r.forge, forge.LaneBoardSync, 0); got != boardListsBy(c.sim, r.token) {
+				t.Errorf("%s: counted %d on lane %s, the simulator %d: the client's counts match the server's", r.owner, got, forge.LaneBoardSync, boardListsBy(c.sim, r.token))
+			}
 		}
 
 		// The leader stops; a successor takes over within one retry and its
 		// first pass, a full sync, is one interval after its election.
-		var next *boardReplica
-		for _, r := range replicas {
+		for _, r := range c.replicas {
 			if r.owner == leader {
 				r.stop()
-			} else if next == nil {
-				next = r
 			}
 		}
 		time.Sleep(3 * time.Minute)
 		synctest.Wait()
-		successor := <-elected
-		if successor == leader {
-			t.Fatalf("successor: got %s, want another replica after the leader stopped", successor)
+		terms = boardTerms(c)
+		if len(terms) != 2 || terms[1] == leader {
+			t.Fatalf("board terms after the leader stopped: got %v, want a second, another replica's", terms)
 		}
-		sending := 0
-		for _, r := range replicas {
-			if r.owner != leader && laneCount(r.forge, forge.LaneBoardSync, 0) > 0 {
-				sending++
+		for _, r := range c.replicas {
+			got := boardListsBy(c.sim, r.token)
+			if r.owner != leader && r.owner != terms[1] && got != 0 {
+				t.Errorf("%s: got %d issue lists, want 0: one elected replica at a time", r.owner, got)
 			}
-		}
-		if sending != 1 {
-			t.Fatalf("replicas other than the stopped leader sending board-lane requests: got %d, want 1: one elected replica at a time", sending)
+			if r.owner == terms[1] && got == 0 {
+				t.Errorf("%s: got no issue lists, want its passes: the successor syncs", r.owner)
+			}
 		}
 	})
 }
@@ -137,19 +130,11 @@ func TestBoardSyncCostIsOneReplicasAtAnyReplicaCount(t *testing.T) {
 	cost := func(n int, noLease bool) int64 {
 		var got int64
 		synctest.Test(t, func(t *testing.T) {
-			sim := forgesim.New()
-			if err := sim.SeedIssue("acme", "app", forgesim.Issue{Number: 1, Title: "i", State: "open"}); err != nil {
-				t.Fatal(err)
-			}
-			tr, stopSim := serveSimOnPipe(sim)
-			defer stopSim()
-			replicas := startBoardCluster(t, n, noLease, tr, make(chan string, 10), "acme/app")
+			c, stopAll := startBoardCluster(t, n, noLease, seedIssues(t, "acme/app#1"), "acme/app")
 			time.Sleep(time.Hour + time.Second)
 			synctest.Wait()
-			for _, r := range replicas {
-				r.stop()
-			}
-			got = sim.Requests(forgesim.Filter{Route: issuesRoute})
+			stopAll()
+			got = c.sim.Requests(forgesim.Filter{Route: issuesRoute})
 		})
 		return got
 	}
