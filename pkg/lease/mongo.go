@@ -13,9 +13,10 @@ import (
 )
 
 // ErrMalformed reports a lease document of the wrong shape: an _id or owner
-// that is not a string, or an expiry that is not a date. MongoStore never
-// elects anyone over such a document; it answers with this error until an
-// operator removes or repairs the document.
+// that is not a string, or an expiry that is not a date (a missing field, or
+// an array even of strings or dates, is the wrong shape too). MongoStore
+// never elects anyone over such a document; it answers with this error until
+// an operator removes or repairs the document.
 var ErrMalformed = errors.New("lease: malformed lease document")
 
 // MongoCollection is the collection MongoStore keeps its leases in, one
@@ -34,12 +35,14 @@ const (
 // MongoDB replica set elect among themselves. It passes the same
 // conformance suite as [MemoryStore].
 //
-// Round trips: Acquire is one conditional upsert and Renew one conditional
-// update; each costs one round trip when it succeeds. When either is
-// refused it costs a second one, a read, to tell a lease held by another
-// (false, nil) from a document of the wrong shape ([ErrMalformed]). Release
-// is one delete, plus that read when it deleted nothing. Holders is one
-// query.
+// Round trips: Acquire and Renew are one command each, whatever the answer:
+// one ordered update command of two statements. The first, the shape probe,
+// matches the lease document only when it has the wrong shape and then
+// fails, writing nothing (it would change the immutable _id), which stops
+// the command and is reported as [ErrMalformed]. The second is the call's
+// own conditional upsert (Acquire) or update (Renew); its duplicate-key
+// refusal, or its empty match, means the lease is another's. Release is one
+// delete, plus a read when it deleted nothing. Holders is one query.
 //
 // Only MongoDB evaluates a conditional update atomically; FerretDB v1 does
 // not (see [MongoStore.CheckServer]).
@@ -92,36 +95,36 @@ func (s *MongoStore) CheckServer(ctx context.Context, logger *slog.Logger) error
 // ErrMalformed, writing nothing, when the lease's document has the wrong
 // shape; and an error, writing nothing, when an argument is invalid
 // (ErrInvalid) or ctx is done before the call. Any other error means no
-// answer: the upsert may have landed.
+// answer: the upsert may have landed. It sends one command.
 func (s *MongoStore) Acquire(ctx context.Context, name, owner string, now time.Time, ttl time.Duration) (bool, error) {
 	if err := precheck(ctx, "acquire", name, owner, ttl); err != nil {
 		return false, err
 	}
-	// The $type guards keep a malformed document out of the match, so it
-	// is never taken over. The document matches when it is owner's or
-	// expired; when it exists and does not match, the upsert's insert
-	// collides with its _id. $max keeps a same-owner expiry from moving
-	// backward, and is a plain set on a takeover, whose new expiry is after
-	// now and so after the old one.
-	filter := bson.D{
+	// The type guards keep a malformed document out of the match, so it is
+	// never taken over even if it became malformed after the probe. The
+	// document matches when it is owner's or expired; when it exists and
+	// does not match, the upsert's insert collides with its _id. $max keeps
+	// a same-owner expiry from moving backward, and is a plain set on a
+	// takeover, whose new expiry is after now and so after the old one.
+	upsert := mongo.NewUpdateOneModel().SetFilter(bson.D{
 		{Key: fieldName, Value: name},
-		{Key: fieldOwner, Value: bson.D{{Key: "$type", Value: "string"}}},
-		{Key: fieldExpires, Value: bson.D{{Key: "$type", Value: "date"}}},
+		{Key: fieldOwner, Value: typed("string")},
+		{Key: fieldExpires, Value: typed("date")},
 		{Key: "$or", Value: bson.A{
 			bson.D{{Key: fieldOwner, Value: owner}},
 			bson.D{{Key: fieldExpires, Value: bson.D{{Key: "$lte", Value: stamp(now)}}}},
 		}},
-	}
-	update := bson.D{
+	}).SetUpdate(bson.D{
 		{Key: "$set", Value: bson.D{{Key: fieldOwner, Value: owner}}},
 		{Key: "$max", Value: bson.D{{Key: fieldExpires, Value: expiry(now, ttl)}}},
-	}
-	res, err := s.coll.UpdateOne(ctx, filter, update, options.UpdateOne().SetUpsert(true))
+	}).SetUpsert(true)
+	res, err := s.probed(ctx, "acquire", name, upsert)
 	if mongo.IsDuplicateKeyError(err) {
-		return false, s.refused(ctx, "acquire", name)
+		// The upsert's insert, past a well-formed document: another's.
+		return false, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("lease: acquire %q: %w", name, err)
+		return false, err
 	}
 	// Matched, not modified: a same-millisecond re-acquire modifies nothing.
 	return res.MatchedCount+res.UpsertedCount == 1, nil
@@ -132,25 +135,20 @@ func (s *MongoStore) Acquire(ctx context.Context, name, owner string, now time.T
 // conditional update. A lease past its expiry that nobody took is still
 // owner's and renewable. Renew never creates or takes a lease: it returns
 // false, nil when the lease is absent or another's. Errors are as for
-// Acquire.
+// Acquire. It sends one command.
 func (s *MongoStore) Renew(ctx context.Context, name, owner string, now time.Time, ttl time.Duration) (bool, error) {
 	if err := precheck(ctx, "renew", name, owner, ttl); err != nil {
 		return false, err
 	}
-	filter := bson.D{
-		{Key: fieldName, Value: name},
-		{Key: fieldOwner, Value: owner},
-		{Key: fieldExpires, Value: bson.D{{Key: "$type", Value: "date"}}},
-	}
-	update := bson.D{{Key: "$max", Value: bson.D{{Key: fieldExpires, Value: expiry(now, ttl)}}}}
-	res, err := s.coll.UpdateOne(ctx, filter, update)
+	update := mongo.NewUpdateOneModel().
+		SetFilter(owned(name, owner)).
+		SetUpdate(bson.D{{Key: "$max", Value: bson.D{{Key: fieldExpires, Value: expiry(now, ttl)}}}})
+	res, err := s.probed(ctx, "renew", name, update)
 	if err != nil {
-		return false, fmt.Errorf("lease: renew %q: %w", name, err)
+		return false, err
 	}
-	if res.MatchedCount == 1 {
-		return true, nil
-	}
-	return false, s.refused(ctx, "renew", name)
+	// The probe matched nothing, or it would have failed: this is Renew's.
+	return res.MatchedCount == 1, nil
 }
 
 // Release deletes owner's lease name, expired or not. Releasing a lease
@@ -166,12 +164,7 @@ func (s *MongoStore) Release(ctx context.Context, name, owner string) error {
 	if err := ctxErr(ctx, "release", name); err != nil {
 		return err
 	}
-	filter := bson.D{
-		{Key: fieldName, Value: name},
-		{Key: fieldOwner, Value: owner},
-		{Key: fieldExpires, Value: bson.D{{Key: "$type", Value: "date"}}},
-	}
-	res, err := s.coll.DeleteOne(ctx, filter)
+	res, err := s.coll.DeleteOne(ctx, owned(name, owner))
 	if err != nil {
 		return fmt.Errorf("lease: release %q: %w", name, err)
 	}
@@ -216,12 +209,65 @@ func (s *MongoStore) Holders(ctx context.Context) ([]Holder, error) {
 	return hs, nil
 }
 
-// refused reads the lease after Acquire or Renew was refused: nil when the
-// document is well-formed or gone (the refusal stands), an ErrMalformed
-// error when it has the wrong shape, or the read's error.
-func (s *MongoStore) refused(ctx context.Context, op, name string) error {
-	_, _, err := s.find(ctx, op, name)
-	return err
+// codeImmutableField is the server's error code for an update that would
+// change a document's _id, the shape probe's failure.
+const codeImmutableField = 66
+
+// probed sends, in one ordered update command, the shape probe on the lease
+// document name and then update. The probe matches the document only when
+// it has the wrong shape, and then fails with ImmutableField before writing
+// anything ($set of _id to null, never a lease's _id), which stops the
+// command before update: that failure is returned wrapping ErrMalformed.
+// On a well-formed or absent document the probe matches nothing, so the
+// result's counts are update's alone. Any other error is update's, or the
+// command's, wrapped to name op and name.
+//
+// The probe's failure is told by its code, ImmutableField, which update
+// (no _id in its update document) never returns: FerretDB v1 reports every
+// write error of a batch at index 0 and drops the counts, so the index alone
+// cannot tell; MongoDB reports the probe's at 0 and update's at 1.
+func (s *MongoStore) probed(ctx context.Context, op, name string, update *mongo.UpdateOneModel) (*mongo.BulkWriteResult, error) {
+	probe := mongo.NewUpdateOneModel().
+		SetFilter(bson.D{
+			{Key: fieldName, Value: name},
+			{Key: "$nor", Value: bson.A{bson.D{
+				{Key: fieldOwner, Value: typed("string")},
+				{Key: fieldExpires, Value: typed("date")},
+			}}},
+		}).
+		SetUpdate(bson.D{{Key: "$set", Value: bson.D{{Key: fieldName, Value: nil}}}})
+	res, err := s.coll.BulkWrite(ctx, []mongo.WriteModel{probe, update}, options.BulkWrite().SetOrdered(true))
+	var bwe mongo.BulkWriteException
+	if errors.As(err, &bwe) {
+		for _, we := range bwe.WriteErrors {
+			if we.Index == 0 && we.Code == codeImmutableField {
+				return nil, fmt.Errorf("%w: %s %q: its %s is not a string or its %s is not a date", ErrMalformed, op, name, fieldOwner, fieldExpires)
+			}
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("lease: %s %q: %w", op, name, err)
+	}
+	return res, nil
+}
+
+// typed matches a field of the BSON type bsonType that is not an array:
+// {$type: t} alone also matches an array that holds a t.
+func typed(bsonType string) bson.D {
+	return bson.D{
+		{Key: "$type", Value: bsonType},
+		{Key: "$not", Value: bson.D{{Key: "$type", Value: "array"}}},
+	}
+}
+
+// owned matches the lease document name when it is well-formed and owner's,
+// expired or not.
+func owned(name, owner string) bson.D {
+	return bson.D{
+		{Key: fieldName, Value: name},
+		{Key: fieldOwner, Value: bson.D{{Key: "$eq", Value: owner}, {Key: "$not", Value: bson.D{{Key: "$type", Value: "array"}}}}},
+		{Key: fieldExpires, Value: typed("date")},
+	}
 }
 
 // find reads the lease document name; found is false when there is none.

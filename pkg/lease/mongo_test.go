@@ -50,6 +50,9 @@ func TestMongoMalformedDocument(t *testing.T) {
 		{"expires is a string", bson.D{{Key: "owner", Value: "a"}, {Key: "expires", Value: "2026-09-30T14:00:00Z"}}},
 		{"expires is milliseconds", bson.D{{Key: "owner", Value: "a"}, {Key: "expires", Value: past.UnixMilli()}}},
 		{"expires is missing", bson.D{{Key: "owner", Value: "a"}}},
+		{"owner is an array holding the owner", bson.D{{Key: "owner", Value: bson.A{"a"}}, {Key: "expires", Value: future}}},
+		{"owner is an array holding another", bson.D{{Key: "owner", Value: bson.A{"c"}}, {Key: "expires", Value: past}}},
+		{"expires is an array holding a past date", bson.D{{Key: "owner", Value: "a"}, {Key: "expires", Value: bson.A{past}}}},
 	}
 	for _, d := range docs {
 		t.Run(strings.ReplaceAll(d.why, " ", "_"), func(t *testing.T) {
@@ -144,13 +147,17 @@ func monitoredDB(t testing.TB) (*mongo.Database, *commandLog) {
 }
 
 // TestMongoRoundTrips pins the command counts, by the driver's command
-// monitor: a successful Acquire or Renew is one command; a refused one is
-// two (the read that tells "held by another" from "malformed"); Release is
-// at most two.
+// monitor: Acquire and Renew are one command each whatever their answer
+// (granted, refused, or a malformed document's error), so a follower's
+// retry costs one round trip; Release is at most two.
 func TestMongoRoundTrips(t *testing.T) {
 	ctx := context.Background()
 	db, log := monitoredDB(t)
 	st := lease.NewMongoStore(db)
+	bad := bson.D{{Key: "_id", Value: "bad"}, {Key: "owner", Value: 5}, {Key: "expires", Value: t0}}
+	if _, err := db.Collection(lease.MongoCollection).InsertOne(ctx, bad); err != nil {
+		t.Fatalf("insert %v: %v", bad, err)
+	}
 	_, n := log.since(0) // connection setup, if any, is not a call's
 	calls := []struct {
 		what string
@@ -162,14 +169,21 @@ func TestMongoRoundTrips(t *testing.T) {
 		{"Acquire of one's own lease", func() error { return wantBool(st.Acquire(ctx, "n", "a", t0, time.Second)) }, 1, "Acquire is one round trip"},
 		{"Renew of one's own lease", func() error { return wantBool(st.Renew(ctx, "n", "a", t0, time.Second)) }, 1, "Renew is one round trip"},
 		{"Renew of an expired, untaken lease", func() error { return wantBool(st.Renew(ctx, "n", "a", t0.Add(time.Minute), time.Second)) }, 1, "Renew is one round trip"},
-		{"Acquire refused", func() error { return wantRefused(st.Acquire(ctx, "n", "b", t0.Add(time.Minute), time.Second)) }, 2, "a refusal reads the document once"},
-		{"Renew refused", func() error { return wantRefused(st.Renew(ctx, "n", "b", t0.Add(time.Minute), time.Second)) }, 2, "a refusal reads the document once"},
+		{"Acquire refused", func() error { return wantRefused(st.Acquire(ctx, "n", "b", t0.Add(time.Minute), time.Second)) }, 1, "a refused Acquire is one round trip"},
+		{"Renew refused", func() error { return wantRefused(st.Renew(ctx, "n", "b", t0.Add(time.Minute), time.Second)) }, 1, "a refused Renew is one round trip"},
+		{"Renew of an absent lease", func() error { return wantRefused(st.Renew(ctx, "absent", "a", t0, time.Second)) }, 1, "a refused Renew is one round trip"},
+		{"Acquire of a malformed lease", func() error {
+			return wantErr(wantRefused(st.Acquire(ctx, "bad", "a", t0.Add(time.Minute), time.Second)), lease.ErrMalformed)
+		}, 1, "Acquire is one round trip, a malformed document's error too"},
+		{"Renew of a malformed lease", func() error {
+			return wantErr(wantRefused(st.Renew(ctx, "bad", "a", t0.Add(time.Minute), time.Second)), lease.ErrMalformed)
+		}, 1, "Renew is one round trip, a malformed document's error too"},
 		{"Release of another's lease", func() error { return wantErr(st.Release(ctx, "n", "b"), lease.ErrLost) }, 2, "Release is at most two round trips"},
 		{"Release of one's own lease", func() error { return st.Release(ctx, "n", "a") }, 1, "Release of one's own lease is one delete"},
 		{"Release of nobody's lease", func() error { return st.Release(ctx, "n", "a") }, 2, "Release is at most two round trips"},
 		{"Acquire of a second free lease", func() error { return wantBool(st.Acquire(ctx, "m", "a", t0, time.Second)) }, 1, "Acquire is one round trip"},
 		{"Acquire taking over an expired lease", func() error { return wantBool(st.Acquire(ctx, "m", "b", t0.Add(time.Second), time.Second)) }, 1, "Acquire is one round trip"},
-		{"Holders", func() error { _, err := st.Holders(ctx); return err }, 1, "Holders is one query"},
+		{"Holders, a malformed document among the leases", func() error { _, err := st.Holders(ctx); return wantErr(err, lease.ErrMalformed) }, 1, "Holders is one query"},
 	}
 	for _, c := range calls {
 		if err := c.call(); err != nil {

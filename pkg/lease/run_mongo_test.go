@@ -93,17 +93,18 @@ func mongoSpec(tl *timeline, owner string, ttl, retry time.Duration) lease.Spec 
 }
 
 // leaseCommand matches the wire command MongoStore sends for op ("acquire":
-// the upsert, "renew": the plain update, "release": the delete, "": any of
-// them) on behalf of owner.
+// the update whose second statement, after the shape probe, is the upsert;
+// "renew": the one whose second is a plain update; "release": the delete;
+// "": any of them) on behalf of owner.
 func leaseCommand(op, owner string) func(mongotest.Command) bool {
 	return func(c mongotest.Command) bool {
 		if c.Collection != lease.MongoCollection {
 			return false
 		}
-		upsert, _ := c.Body.Lookup("updates", "0", "upsert").BooleanOK()
-		isAcquire := c.Name == "update" && upsert && lookupString(c, "updates", "0", "u", "$set", "owner") == owner
-		isRenew := c.Name == "update" && !upsert && lookupString(c, "updates", "0", "q", "owner") == owner
-		isRelease := c.Name == "delete" && lookupString(c, "deletes", "0", "q", "owner") == owner
+		upsert, _ := c.Body.Lookup("updates", "1", "upsert").BooleanOK()
+		isAcquire := c.Name == "update" && upsert && lookupString(c, "updates", "1", "u", "$set", "owner") == owner
+		isRenew := c.Name == "update" && !upsert && lookupString(c, "updates", "1", "q", "owner", "$eq") == owner
+		isRelease := c.Name == "delete" && lookupString(c, "deletes", "0", "q", "owner", "$eq") == owner
 		switch op {
 		case "acquire":
 			return isAcquire
