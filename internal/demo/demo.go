@@ -226,7 +226,7 @@ func (d *demo) holder(ctx context.Context, now time.Time) int {
 		return -1
 	}
 	for _, h := range hs {
-		if h.Name == sweeperLease && now.Before(h.Expires) {
+		if h.Name == server.MergeGateSweeper().Name && now.Before(h.Expires) {
 			return d.index(h.Owner)
 		}
 	}

@@ -16,9 +16,6 @@ import (
 	"iterion.dev/iterion/pkg/server"
 )
 
-// sweeperLease is the lease the demo watches.
-var sweeperLease = server.MergeGateSweeper().Name
-
 // errCrashed is what a crashed replica's lease store answers: nothing.
 var errCrashed = errors.New("demo: replica crashed: no answer")
 

@@ -55,9 +55,13 @@ type chartTick struct {
 }
 
 // palette colours replicas, in order.
-var palette = []string{"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"}
+const palette = "#1f77b4 #d62728 #2ca02c #ff7f0e #9467bd #8c564b #e377c2 #7f7f7f #bcbd22 #17becf"
 
-func colour(i int) string { return palette[i%len(palette)] }
+// colour is replica i's colour; the palette repeats after ten.
+func colour(i int) string {
+	cs := strings.Fields(palette)
+	return cs[i%len(cs)]
+}
 
 // buildChart turns the samples into per-replica request rates over buckets
 // of width bucket, stacked so the top edge is the total, and the terms and
