@@ -18,7 +18,7 @@ func runBench(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	var o harness.Options
 	ns := fs.String("n", "1,3,10", "replica counts of the cost scenario, comma-separated")
-	scen := fs.String("scenarios", strings.Join(harness.Scenarios, ","), "scenarios to run, comma-separated")
+	scen := fs.String("scenarios", strings.Join(harness.Scenarios(), ","), "scenarios to run, comma-separated")
 	out := fs.String("out", "", "also write the markdown block to this file")
 	fs.DurationVar(&o.Interval, "interval", 500*time.Millisecond, "sweep interval of every replica (the compressed minute; TTL is 3 intervals, retry 1)")
 	fs.IntVar(&o.Runs, "runs", 20, "gating runs to seed")

@@ -14,14 +14,14 @@ import (
 	"github.com/prometheus/common/model"
 )
 
-// httpc is the harness's HTTP client: short timeouts, since every server it
-// talks to is on loopback.
-var httpc = &http.Client{Timeout: 5 * time.Second}
+// newHTTPClient is the harness's HTTP client: short timeouts, since every
+// server it talks to is on loopback.
+func newHTTPClient() *http.Client { return &http.Client{Timeout: 5 * time.Second} }
 
 // doJSON sends a request with an optional JSON body and decodes a JSON answer
 // into out (when out is not nil). Any status outside 2xx is an error that
 // quotes the answer.
-func doJSON(ctx context.Context, method, url, bearer string, body, out any) error {
+func doJSON(ctx context.Context, hc *http.Client, method, url, bearer string, body, out any) error {
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -40,7 +40,7 @@ func doJSON(ctx context.Context, method, url, bearer string, body, out any) erro
 	if bearer != "" {
 		req.Header.Set("Authorization", "Bearer "+bearer)
 	}
-	resp, err := httpc.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		return fmt.Errorf("%w: %s %s: %v", ErrRequest, method, url, err)
 	}
@@ -106,18 +106,19 @@ func (s simStats) byToken(keep func(simRequests) bool) map[string]int64 {
 // sim talks to an `iterion forge-sim` process over its wire contract.
 type sim struct {
 	url string // base URL, no trailing slash
+	hc  *http.Client
 }
 
 func (s sim) stats(ctx context.Context) (simStats, error) {
 	var st simStats
-	err := doJSON(ctx, http.MethodGet, s.url+"/_sim/stats", "", nil, &st)
+	err := doJSON(ctx, s.hc, http.MethodGet, s.url+"/_sim/stats", "", nil, &st)
 	return st, err
 }
 
 // seedPull creates (or replaces) an open pull request.
 func (s sim) seedPull(ctx context.Context, repo string, number int, sha string) error {
 	body := map[string]any{"number": number, "head_sha": sha, "state": "open"}
-	return doJSON(ctx, http.MethodPost, s.url+"/_sim/repos/"+repo+"/pulls", "", body, nil)
+	return doJSON(ctx, s.hc, http.MethodPost, s.url+"/_sim/repos/"+repo+"/pulls", "", body, nil)
 }
 
 // harnessToken is the forge token of the harness's own reads and writes, so
@@ -128,7 +129,7 @@ const harnessToken = "harness"
 // a human or another bot would behind the replicas' backs.
 func (s sim) setStatus(ctx context.Context, repo, sha, gateContext, state string) error {
 	body := map[string]string{"state": state, "context": gateContext, "description": "drifted by the harness"}
-	return doJSON(ctx, http.MethodPost, s.url+"/repos/"+repo+"/statuses/"+sha, harnessToken, body, nil)
+	return doJSON(ctx, s.hc, http.MethodPost, s.url+"/repos/"+repo+"/statuses/"+sha, harnessToken, body, nil)
 }
 
 // statusOf reads the state of gateContext on sha ("" when it has none).
@@ -139,7 +140,7 @@ func (s sim) statusOf(ctx context.Context, repo, sha, gateContext string) (strin
 			State   string `json:"state"`
 		} `json:"statuses"`
 	}
-	if err := doJSON(ctx, http.MethodGet, s.url+"/repos/"+repo+"/commits/"+sha+"/status", harnessToken, nil, &cs); err != nil {
+	if err := doJSON(ctx, s.hc, http.MethodGet, s.url+"/repos/"+repo+"/commits/"+sha+"/status", harnessToken, nil, &cs); err != nil {
 		return "", err
 	}
 	for _, st := range cs.Statuses {
@@ -170,15 +171,16 @@ type runRequest struct {
 type api struct {
 	url   string // base URL, no trailing slash
 	token string // the API bearer token
+	hc    *http.Client
 }
 
 func (a api) postRun(ctx context.Context, r runRequest) error {
-	return doJSON(ctx, http.MethodPost, a.url+"/api/runs", a.token, r, nil)
+	return doJSON(ctx, a.hc, http.MethodPost, a.url+"/api/runs", a.token, r, nil)
 }
 
 func (a api) leases(ctx context.Context) ([]holder, error) {
 	var hs []holder
-	err := doJSON(ctx, http.MethodGet, a.url+"/leases?format=json", "", nil, &hs)
+	err := doJSON(ctx, a.hc, http.MethodGet, a.url+"/leases?format=json", "", nil, &hs)
 	return hs, err
 }
 
@@ -188,7 +190,7 @@ func (a api) ready(ctx context.Context) bool {
 	if err != nil {
 		return false
 	}
-	resp, err := httpc.Do(req)
+	resp, err := a.hc.Do(req)
 	if err != nil {
 		return false
 	}
@@ -203,7 +205,7 @@ func (a api) transportCounts(ctx context.Context) (map[string]int64, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: metrics: %v", ErrRequest, err)
 	}
-	resp, err := httpc.Do(req)
+	resp, err := a.hc.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("%w: metrics: %v", ErrRequest, err)
 	}
@@ -233,12 +235,12 @@ func (a api) transportCounts(ctx context.Context) (map[string]int64, error) {
 // setBudget sets token's hourly budget on the simulator.
 func (s sim) setBudget(ctx context.Context, token string, limit int) error {
 	body := map[string]any{"limit": limit, "token": token}
-	return doJSON(ctx, http.MethodPost, s.url+"/_sim/budget", "", body, nil)
+	return doJSON(ctx, s.hc, http.MethodPost, s.url+"/_sim/budget", "", body, nil)
 }
 
 // secondary makes token's next count requests hit a secondary rate limit
 // with retryAfter (whole seconds).
 func (s sim) secondary(ctx context.Context, token string, retryAfter time.Duration, count int) error {
 	body := map[string]any{"token": token, "retry_after_seconds": int(retryAfter / time.Second), "count": count}
-	return doJSON(ctx, http.MethodPost, s.url+"/_sim/secondary", "", body, nil)
+	return doJSON(ctx, s.hc, http.MethodPost, s.url+"/_sim/secondary", "", body, nil)
 }

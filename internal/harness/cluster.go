@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -22,6 +23,7 @@ type cluster struct {
 	dir      string // logs and Mongo's files
 	interval time.Duration
 	apiToken string
+	hc       *http.Client // every request the harness sends
 
 	mongo     *proc
 	mongoAddr string // host:port dev-mongo listens on
@@ -46,7 +48,7 @@ type replica struct {
 // startCluster starts dev-mongo and forge-sim with their files and logs in
 // dir. budget is the simulator's per-token hourly budget.
 func startCluster(ctx context.Context, bin, dir string, interval time.Duration, budget int) (*cluster, error) {
-	c := &cluster{bin: bin, dir: dir, interval: interval, apiToken: "harness-api-token"}
+	c := &cluster{bin: bin, dir: dir, interval: interval, apiToken: "harness-api-token", hc: newHTTPClient()}
 	if err := c.startMongo(""); err != nil {
 		return nil, err
 	}
@@ -66,7 +68,7 @@ func startCluster(ctx context.Context, bin, dir string, interval time.Duration, 
 		c.close()
 		return nil, fmt.Errorf("%w: forge-sim printed %q, want its URL", ErrProcess, line)
 	}
-	c.sim = sim{url: strings.TrimRight(u, "/")}
+	c.sim = sim{url: strings.TrimRight(u, "/"), hc: c.hc}
 	return c, nil
 }
 
@@ -156,7 +158,7 @@ func (c *cluster) startReplica(ctx context.Context, seq int, spec replicaSpec) (
 		token:   spec.token,
 		noLease: spec.noLease,
 		fwd:     fwd,
-		api:     api{url: "http://" + listen, token: c.apiToken},
+		api:     api{url: "http://" + listen, token: c.apiToken, hc: c.hc},
 	}
 	if r.token == "" {
 		r.token = r.name

@@ -46,8 +46,11 @@ const (
 	ScenarioFaults   = "faults"
 )
 
-// Scenarios lists every scenario name Options.Scenarios accepts.
-var Scenarios = []string{ScenarioCost, ScenarioBudget, ScenarioTakeover, ScenarioFaults}
+// Scenarios returns every scenario name Options.Scenarios accepts, in the
+// order Run runs them.
+func Scenarios() []string {
+	return []string{ScenarioCost, ScenarioBudget, ScenarioTakeover, ScenarioFaults}
+}
 
 // Options configures one harness run. The zero value of a field means the
 // default given beside it.
@@ -80,7 +83,7 @@ type Options struct {
 	// Hour is the budget scenario's compressed hour. Default 60 intervals,
 	// an interval standing for a minute.
 	Hour time.Duration
-	// Scenarios to run; empty: all of Scenarios.
+	// Scenarios to run; empty: all of Scenarios().
 	Scenarios []string
 	// Progress receives one line per step; nil discards.
 	Progress io.Writer
@@ -112,7 +115,7 @@ func (o *Options) defaults() error {
 		o.Hour = 60 * o.Interval
 	}
 	if len(o.Scenarios) == 0 {
-		o.Scenarios = Scenarios
+		o.Scenarios = Scenarios()
 	}
 	if o.Progress == nil {
 		o.Progress = io.Discard
@@ -137,8 +140,8 @@ func (o *Options) defaults() error {
 		}
 	}
 	for _, s := range o.Scenarios {
-		if !slices.Contains(Scenarios, s) {
-			return fmt.Errorf("%w: scenario %q is not one of %v", ErrInvalid, s, Scenarios)
+		if !slices.Contains(Scenarios(), s) {
+			return fmt.Errorf("%w: scenario %q is not one of %v", ErrInvalid, s, Scenarios())
 		}
 	}
 	return nil
@@ -198,7 +201,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		ScenarioTakeover: h.takeovers,
 		ScenarioFaults:   h.faults,
 	}
-	for _, s := range Scenarios {
+	for _, s := range Scenarios() {
 		if !slices.Contains(o.Scenarios, s) {
 			continue
 		}

@@ -72,8 +72,9 @@ func (h *run) takeovers(ctx context.Context) error {
 	return nil
 }
 
-// leader waits for exactly one live replica to sweep over two intervals and
-// returns it.
+// leader waits for exactly one live replica to sweep over two intervals,
+// with GET /leases?format=json naming that replica's owner as the sweeper
+// lease's holder, and returns it.
 func (h *run) leader(ctx context.Context) (*replica, error) {
 	deadline := time.Now().Add(h.o.ttl() + 4*h.o.retry() + 10*time.Second)
 	prev, err := h.c.sim.stats(ctx)
@@ -93,7 +94,7 @@ func (h *run) leader(ctx context.Context) (*replica, error) {
 				active = append(active, r)
 			}
 		}
-		if len(active) == 1 {
+		if len(active) == 1 && h.holds(ctx, active[0]) {
 			return active[0], nil
 		}
 		if time.Now().After(deadline) {
@@ -101,6 +102,46 @@ func (h *run) leader(ctx context.Context) (*replica, error) {
 		}
 		prev = st
 	}
+}
+
+// holds reports whether a live replica's /leases names r's owner (the one
+// r logged at start) as the sweeper lease's holder.
+func (h *run) holds(ctx context.Context, r *replica) bool {
+	owner := ownerOf(r.p.stderr)
+	for _, q := range h.c.replicas {
+		hs, err := q.api.leases(ctx)
+		if err != nil {
+			continue
+		}
+		for _, x := range hs {
+			if x.Name == server.MergeGateSweeper().Name {
+				return owner != "" && x.Owner == owner
+			}
+		}
+		return false
+	}
+	return false
+}
+
+// ownerOf returns the owner identity a replica logged (the "owner" field of
+// its JSON log lines), or "".
+func ownerOf(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	for sc.Scan() {
+		var line struct {
+			Owner string `json:"owner"`
+		}
+		if json.Unmarshal(sc.Bytes(), &line) == nil && line.Owner != "" {
+			return line.Owner
+		}
+	}
+	return ""
 }
 
 // takeoverOnce stops the leader with sig at a random phase of its
