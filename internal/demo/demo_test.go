@@ -23,7 +23,7 @@ func TestDemo(t *testing.T) {
 	var out bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	res, err := Run(ctx, Config{Replicas: n, Interval: interval, Phase: 2500 * time.Millisecond, Runs: 3, Out: &out})
+	res, err := Run(ctx, Config{Replicas: n, Interval: interval, Phase: 2500 * time.Millisecond, Runs: 2, Out: &out})
 	if err != nil {
 		t.Fatalf("Run: %v\n%s", err, out.String())
 	}

@@ -41,18 +41,24 @@ type BudgetRow struct {
 // BudgetReplicas replicas sharing one token, with the ETag cache off as in
 // the ADR's incident (a 304 would cost no budget).
 func (h *run) budget(ctx context.Context) error {
-	// One replica's demand per pass: measured by the cost scenario when it
-	// ran, else the reconciler's two reads per run.
-	perPass := float64(2 * h.o.Runs)
+	// The demand of n replicas without the lease, per interval: as the cost
+	// scenario measured it on this machine when it ran at n, else n times
+	// its one-replica figure, else n times the reconciler's two reads per run.
+	n := h.o.BudgetReplicas
+	demand := float64(n * 2 * h.o.Runs)
 	for _, c := range h.rep.Cost {
 		if c.Replicas == 1 && !c.Lease && c.PerInterval > 0 {
-			perPass = c.PerInterval
+			demand = float64(n) * c.PerInterval
 		}
 	}
-	n := h.o.BudgetReplicas
+	for _, c := range h.rep.Cost {
+		if c.Replicas == n && !c.Lease && c.PerInterval > 0 {
+			demand = c.PerInterval
+		}
+	}
 	hour := h.o.Hour
-	passes := float64(hour) / float64(h.o.Interval) // one replica's passes in the hour
-	limit := int(math.Round(adrBudgetShare * float64(n) * perPass * passes))
+	passes := float64(hour) / float64(h.o.Interval) // intervals in the hour
+	limit := int(math.Round(adrBudgetShare * demand * passes))
 	for i, lease := range []bool{false, true} {
 		tok := fmt.Sprintf("%s-%d", budgetTokenBase, i+1)
 		if err := h.c.sim.setBudget(ctx, tok, limit); err != nil {
@@ -98,8 +104,8 @@ func budgetMarkdown(rows []BudgetRow) string {
 	r0 := rows[0]
 	fmt.Fprintf(&b, "**Budget.** The compressed hour lasts %v. All replicas share one forge token, as the ADR's "+
 		"share one App installation, with the ETag cache off as in the incident. The simulator's budget is %d an hour: "+
-		"sized so that it is the same share of ten replicas' demand as the ADR's 12k of its 11.7k–19.4k (%.0f%%), "+
-		"scaled to %d replicas and this population.\n\n", r0.Hour, r0.Budget, 100*adrBudgetShare, r0.Replicas)
+		"the same share of %d replicas' demand without the lease (as the cost scenario measured it) as the ADR's 12k "+
+		"of its 11.7k–19.4k at ten replicas (%.0f%%).\n\n", r0.Hour, r0.Budget, r0.Replicas, 100*adrBudgetShare)
 	b.WriteString("| replicas | lease | budget/hour | spent at minute | charged | refused (403) |\n|---:|:---|---:|---:|---:|---:|\n")
 	for _, r := range rows {
 		when := "never"
