@@ -148,7 +148,7 @@ func (h *run) partition(ctx context.Context, res *FaultResult) error {
 		return err
 	}
 	others := tokensOf(slices.DeleteFunc(slices.Clone(h.c.replicas), func(r *replica) bool { return r == l }))
-	sp := startSampler(ctx, h.c.sim, 10*time.Millisecond)
+	sp := startSampler(ctx, h.c.sim, pollEvery)
 	sleep(ctx, h.o.Interval)
 	tCut := time.Now()
 	l.fwd.cut()
@@ -160,7 +160,7 @@ func (h *run) partition(ctx context.Context, res *FaultResult) error {
 	if err != nil {
 		return err
 	}
-	if _, err := pollUntil(ctx, h.c.sim, 10*time.Millisecond, 3*bound+5*time.Second, func(st simStats) bool {
+	if _, err := pollUntil(ctx, h.c.sim, pollEvery, 3*bound+5*time.Second, func(st simStats) bool {
 		return len(grown(base, st, others)) > 0
 	}); err != nil {
 		return fmt.Errorf("no successor swept while %s was partitioned: %w", l.name, err)
@@ -232,7 +232,7 @@ func (h *run) mongoRestart(ctx context.Context, res *FaultResult) error {
 	if _, err := h.leader(ctx); err != nil {
 		return err
 	}
-	sp := startSampler(ctx, h.c.sim, 10*time.Millisecond)
+	sp := startSampler(ctx, h.c.sim, pollEvery)
 	tStop := time.Now()
 	h.c.mongo.signal(syscall.SIGTERM)
 	h.c.mongo.wait(10 * time.Second)

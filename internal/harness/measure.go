@@ -8,6 +8,11 @@ import (
 	"time"
 )
 
+// pollEvery is how often the takeover and fault scenarios poll the
+// simulator's counts: the resolution of the delays they measure, which can
+// only come out late by up to this much.
+const pollEvery = 10 * time.Millisecond
+
 // sample is the simulator's per-token request counts at one instant.
 type sample struct {
 	at     time.Time

@@ -71,13 +71,13 @@ func (r *Report) Markdown(command string) string {
 	}
 	if len(r.Takeover) > 0 {
 		b.WriteString("**Takeover.** The leader is stopped at a random phase of its interval; the delay runs to the successor's first " +
-			"sweeper request as the simulator counted it (polled every 10 ms). After SIGTERM it is measured from the instant the " +
+			"sweeper request as the simulator counted it, polled every " + pollEvery.String() + " (a delay is seen up to that much late). After SIGTERM it is measured from the instant the " +
 			"stopped leader logged its release (the ADR's clean stop), and shown from the signal too, which adds the process's " +
 			"own shutdown; after SIGKILL, from the signal. A fresh replica replaces each stopped one.\n\n")
-		b.WriteString("| signal | stops | median | max | bound | within bound | from the signal: median / max | double sweeps |\n|:---|---:|---:|---:|---:|:---|---:|---:|\n")
+		b.WriteString("| signal | stops | median | max | bound | within bound (+ polling) | from the signal: median / max | double sweeps |\n|:---|---:|---:|---:|---:|:---|---:|---:|\n")
 		for _, t := range r.Takeover {
 			fmt.Fprintf(&b, "| %s | %d | %v | %v | %v | %s | %v / %v | %d |\n", t.Signal, len(t.FromSignal),
-				t.Median().Round(time.Millisecond), t.Max().Round(time.Millisecond), t.Bound, yesNo(t.Max() <= t.Bound),
+				t.Median().Round(time.Millisecond), t.Max().Round(time.Millisecond), t.Bound, yesNo(t.Within()),
 				median(t.FromSignal).Round(time.Millisecond), maxOf(t.FromSignal).Round(time.Millisecond), t.Doubles)
 		}
 		b.WriteString("\nBounds: SIGTERM retry + one tick; SIGKILL TTL + retry + one tick.\n\n")

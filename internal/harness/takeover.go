@@ -42,6 +42,10 @@ func (t TakeoverResult) Measured() []time.Duration {
 	return t.FromSignal
 }
 
+// Within reports whether the longest measured delay is within Bound, to
+// the polling resolution: a delay is seen up to pollEvery late.
+func (t TakeoverResult) Within() bool { return t.Max() <= t.Bound+pollEvery }
+
 // Median is the median of Measured.
 func (t TakeoverResult) Median() time.Duration { return median(t.Measured()) }
 
@@ -166,7 +170,7 @@ func (h *run) takeoverOnce(ctx context.Context, sig syscall.Signal, res *Takeove
 		return err
 	}
 	others := tokensOf(slices.DeleteFunc(slices.Clone(h.c.replicas), func(r *replica) bool { return r == l }))
-	t1, err := pollUntil(ctx, h.c.sim, 10*time.Millisecond, 3*res.Bound+5*time.Second, func(st simStats) bool {
+	t1, err := pollUntil(ctx, h.c.sim, pollEvery, 3*res.Bound+5*time.Second, func(st simStats) bool {
 		return len(grown(base, st, others)) > 0
 	})
 	if err != nil {
