@@ -107,7 +107,8 @@ func (p Phase) PerSecond() float64 {
 	return float64(n) / p.To.Sub(p.From).Seconds()
 }
 
-// Result is what the demo measured.
+// Result is what the demo measured: a plain value, safe to read from
+// several goroutines once Run has returned it.
 type Result struct {
 	Config   Config
 	Replicas []string // names, which are also their forge tokens

@@ -53,7 +53,7 @@ func Scenarios() []string {
 }
 
 // Options configures one harness run. The zero value of a field means the
-// default given beside it.
+// default given beside it; Run validates the rest and names the bad field.
 type Options struct {
 	// Bin is a built iterion binary; empty: build ./cmd/iterion of the
 	// module enclosing the working directory into Dir.
@@ -167,6 +167,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			return nil, fmt.Errorf("%w: %v", ErrProcess, err)
 		}
 		dir = d
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("%w: Dir: %v", ErrProcess, err)
 	}
 	rep.Dir = dir
 	bin := o.Bin

@@ -40,9 +40,6 @@ func TestQuickMode(t *testing.T) {
 		BudgetReplicas: 3,
 		Progress:       testWriter{t},
 	}
-	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
 	rep, err := Run(ctx, o)
 	if err != nil {
 		t.Fatalf("harness: %v", err)

@@ -7,7 +7,8 @@ import (
 )
 
 // Report is what one harness run measured. Scenarios that did not run leave
-// their fields empty.
+// their fields empty. It is a plain value, safe to read from several
+// goroutines once Run has returned it.
 type Report struct {
 	Date    time.Time
 	Options Options
