@@ -22,7 +22,7 @@ func TestQuickMode(t *testing.T) {
 	}
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "iterion")
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute) // a cold build of ./cmd/iterion included
 	defer cancel()
 	if err := build(ctx, root, bin); err != nil {
 		t.Fatal(err)
