@@ -5,8 +5,11 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
+	"maps"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 )
 
@@ -19,7 +22,6 @@ type command struct {
 
 // commands lists every subcommand; each lives in a file named for it.
 var commands = map[string]command{
-	// one line per subcommand, e.g. "serve": {"run a replica of the server", runServe},
 	"forge-sim": {"serve the GitHub simulator (--listen ADDR --budget N)", runForgeSim},
 	"dev-mongo": {"serve the MongoDB-wire test server (--listen ADDR --dir DIR)", runDevMongo},
 	"demo":      {"show one replica sweeping for N, in one process (the README's first command)", runDemo},
@@ -47,11 +49,12 @@ func main() {
 	}
 }
 
-func usage() {
-	fmt.Fprintln(os.Stderr, "usage: iterion <command> [flags]\n\ncommands:")
-	for _, name := range []string{"serve", "demo", "forge-sim", "leases", "dev-mongo"} {
-		if c, ok := commands[name]; ok {
-			fmt.Fprintf(os.Stderr, "  %-10s %s\n", name, c.summary)
-		}
+// usage lists every subcommand, by name, on stderr.
+func usage() { writeUsage(os.Stderr) }
+
+func writeUsage(w io.Writer) {
+	fmt.Fprintln(w, "usage: iterion <command> [flags]\n\ncommands:")
+	for _, name := range slices.Sorted(maps.Keys(commands)) {
+		fmt.Fprintf(w, "  %-10s %s\n", name, commands[name].summary)
 	}
 }
