@@ -15,9 +15,10 @@ func runDemo(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	var cfg demo.Config
 	fs.IntVar(&cfg.Replicas, "replicas", 5, "replicas to run in this process")
-	fs.DurationVar(&cfg.Interval, "interval", 0, "sweep interval (default 200ms); the lease's TTL is 3 intervals, its retry 1")
+	fs.DurationVar(&cfg.Interval, "interval", 0, "sweep and board sync interval (default 200ms); each lease's TTL is 3 intervals, its retry 1")
 	fs.DurationVar(&cfg.Phase, "phase", 0, "how long phases 1 and 2 are measured (default 4s)")
 	fs.IntVar(&cfg.Runs, "runs", 0, "gating runs to seed (default 10)")
+	fs.IntVar(&cfg.Issues, "issues", 0, "issues to seed for the board sync (default 10)")
 	report := fs.String("report", "", "write a self-contained HTML report with a chart to this file")
 	if err := fs.Parse(args); err != nil {
 		return err

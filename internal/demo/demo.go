@@ -4,7 +4,11 @@
 // (--no-lease behaviour), the lease elects one, the leader stops cleanly, the
 // leader crashes — and reports, from the simulator's own per-token counts,
 // the sweeper requests per phase per replica, the ratio between the first two
-// phases, and each takeover's delay against the ADR's bound.
+// phases, and each takeover's delay against the ADR's bound. Every replica
+// also runs the forge board sync, the second elected net (lease
+// forge-board-sync), on a seeded repository: its requests (the simulator's
+// issue-list route) are reported per phase per replica beside the
+// sweeper's, with their own phase 1 ÷ phase 2 ratio.
 package demo
 
 import (
@@ -44,6 +48,9 @@ type Config struct {
 	Settle time.Duration
 	// Runs is the number of seeded gating runs. Default 10.
 	Runs int
+	// Issues is the number of issues seeded beside the runs' pull requests
+	// for the board sync, whose interval is Interval too. Default 10.
+	Issues int
 	// Out receives a progress line per phase and the final table; nil
 	// discards.
 	Out io.Writer
@@ -65,6 +72,9 @@ func (c *Config) defaults() error {
 	if c.Runs == 0 {
 		c.Runs = 10
 	}
+	if c.Issues == 0 {
+		c.Issues = 10
+	}
 	if c.Out == nil {
 		c.Out = io.Discard
 	}
@@ -77,6 +87,8 @@ func (c *Config) defaults() error {
 		return fmt.Errorf("%w: Phase %v is under 2 intervals", ErrInvalid, c.Phase)
 	case c.Runs < 1:
 		return fmt.Errorf("%w: Runs %d is under 1", ErrInvalid, c.Runs)
+	case c.Issues < 1:
+		return fmt.Errorf("%w: Issues %d is under 1", ErrInvalid, c.Issues)
 	}
 	return nil
 }
@@ -91,6 +103,9 @@ type Phase struct {
 	// Requests is each replica's sweeper requests in the phase, as the
 	// simulator counted them (by forge token).
 	Requests []int64
+	// Board is each replica's board-sync requests in the phase (the
+	// simulator's issue-list route, by forge token).
+	Board []int64
 	// Stopped is the replica stopped or crashed at From (-1: none), and
 	// Successor the one whose first sweeper request came Takeover later;
 	// Bound is the ADR's bound for that takeover.
@@ -99,9 +114,15 @@ type Phase struct {
 }
 
 // PerSecond is the phase's sweeper requests per second, all replicas.
-func (p Phase) PerSecond() float64 {
+func (p Phase) PerSecond() float64 { return p.rate(p.Requests) }
+
+// BoardPerSecond is the phase's board-sync requests per second, all
+// replicas.
+func (p Phase) BoardPerSecond() float64 { return p.rate(p.Board) }
+
+func (p Phase) rate(counts []int64) float64 {
 	var n int64
-	for _, r := range p.Requests {
+	for _, r := range counts {
 		n += r
 	}
 	return float64(n) / p.To.Sub(p.From).Seconds()
@@ -114,16 +135,24 @@ type Result struct {
 	Replicas []string // names, which are also their forge tokens
 	Phases   []Phase
 	Samples  []Sample
-	Terms    []Span // the lease holder over time
+	Terms    []Span // the sweeper lease's holder over time
+	// BoardTerms is the board sync lease's holder over time.
+	BoardTerms []Span
 }
 
 // Ratio is phase 1's sweeper request rate over phase 2's: the replica count
 // when the lease works.
-func (r *Result) Ratio() float64 {
-	if len(r.Phases) < 2 || r.Phases[1].PerSecond() == 0 {
+func (r *Result) Ratio() float64 { return r.ratio(Phase.PerSecond) }
+
+// BoardRatio is phase 1's board-sync request rate over phase 2's: the
+// replica count when the board's lease works.
+func (r *Result) BoardRatio() float64 { return r.ratio(Phase.BoardPerSecond) }
+
+func (r *Result) ratio(rate func(Phase) float64) float64 {
+	if len(r.Phases) < 2 || rate(r.Phases[1]) == 0 {
 		return 0
 	}
-	return r.Phases[0].PerSecond() / r.Phases[1].PerSecond()
+	return rate(r.Phases[0]) / rate(r.Phases[1])
 }
 
 // demo is one run's state.
@@ -136,9 +165,10 @@ type demo struct {
 	names  []string
 	live   []*replica // phase 2's replicas, which phases 3 and 4 stop
 
-	mu      sync.Mutex
-	samples []Sample
-	terms   []Span
+	mu         sync.Mutex
+	samples    []Sample
+	terms      []Span // the sweeper lease's
+	boardTerms []Span // the board sync lease's
 }
 
 // Run runs the demo's four phases and returns what they measured. It takes
@@ -154,11 +184,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	for i := range cfg.Replicas {
 		d.names = append(d.names, fmt.Sprintf("replica-%d", i+1))
 	}
-	if err := seed(ctx, sim, d.runs, cfg.Runs); err != nil {
+	if err := seed(ctx, sim, d.runs, cfg.Runs, cfg.Issues); err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(cfg.Out, "iterion demo: %d replicas in one process, sweep every %v (lease TTL %v, retry %v), %d gating runs, forge simulator at %s\n",
-		cfg.Replicas, cfg.Interval, cfg.ttl(), cfg.retry(), cfg.Runs, srv.URL)
+	fmt.Fprintf(cfg.Out, "iterion demo: %d replicas in one process, sweep and board sync every %v (lease TTL %v, retry %v), %d gating runs, %d board issues, forge simulator at %s\n",
+		cfg.Replicas, cfg.Interval, cfg.ttl(), cfg.retry(), cfg.Runs, cfg.Issues, srv.URL)
 
 	sctx, stopSampling := context.WithCancel(ctx)
 	sampled := make(chan struct{})
@@ -177,17 +207,30 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	stopSampling()
 	<-sampled
-	res.Samples, res.Terms = d.samples, d.closedTerms()
+	res.Samples = d.samples
+	res.Terms, res.BoardTerms = d.closedTerms(d.terms), d.closedTerms(d.boardTerms)
 	return res, nil
 }
 
-// counts reads the simulator's request count per replica token.
-func (d *demo) counts() []int64 {
-	out := make([]int64, len(d.names))
-	for i, n := range d.names {
-		out[i] = d.sim.Requests(forgesim.Filter{Token: n})
+// boardRoute is the simulator's route of the board sync's requests.
+const boardRoute = "GET /repos/{owner}/{repo}/issues"
+
+// counts reads, from one snapshot of the simulator's counts, each replica
+// token's sweeper requests (every route but the board's) and board-sync
+// requests.
+func (d *demo) counts() (sweep, board []int64) {
+	sweep, board = make([]int64, len(d.names)), make([]int64, len(d.names))
+	for _, rc := range d.sim.Stats().Requests {
+		i := slices.Index(d.names, rc.Token)
+		switch {
+		case i < 0:
+		case rc.Route == boardRoute:
+			board[i] += rc.Count
+		default:
+			sweep[i] += rc.Count
+		}
 	}
-	return out
+	return sweep, board
 }
 
 // sample records the counts and the lease holder every 20 ms until ctx ends.
@@ -196,20 +239,13 @@ func (d *demo) sample(ctx context.Context) {
 	defer t.Stop()
 	for {
 		now := time.Now()
-		c := d.counts()
-		holder := d.holder(ctx, now)
+		c, _ := d.counts()
+		holder := d.holder(ctx, now, server.MergeGateSweeper().Name)
+		boardHolder := d.holder(ctx, now, server.ForgeBoardSync().Name)
 		d.mu.Lock()
 		d.samples = append(d.samples, Sample{At: now, Counts: c})
-		n := len(d.terms)
-		switch {
-		case holder >= 0 && (n == 0 || !d.terms[n-1].To.IsZero() || d.terms[n-1].Replica != holder):
-			if n > 0 && d.terms[n-1].To.IsZero() {
-				d.terms[n-1].To = now
-			}
-			d.terms = append(d.terms, Span{Name: d.names[holder], Replica: holder, From: now})
-		case holder < 0 && n > 0 && d.terms[n-1].To.IsZero():
-			d.terms[n-1].To = now
-		}
+		d.terms = d.track(d.terms, holder, now)
+		d.boardTerms = d.track(d.boardTerms, boardHolder, now)
 		d.mu.Unlock()
 		select {
 		case <-ctx.Done():
@@ -219,15 +255,31 @@ func (d *demo) sample(ctx context.Context) {
 	}
 }
 
-// holder is the index of the replica holding the sweeper's lease unexpired
-// at now, or -1.
-func (d *demo) holder(ctx context.Context, now time.Time) int {
+// track extends terms with the lease holder seen at now (-1: none): a new
+// term when the holder changed, the open one closed when there is none.
+func (d *demo) track(terms []Span, holder int, now time.Time) []Span {
+	n := len(terms)
+	switch {
+	case holder >= 0 && (n == 0 || !terms[n-1].To.IsZero() || terms[n-1].Replica != holder):
+		if n > 0 && terms[n-1].To.IsZero() {
+			terms[n-1].To = now
+		}
+		terms = append(terms, Span{Name: d.names[holder], Replica: holder, From: now})
+	case holder < 0 && n > 0 && terms[n-1].To.IsZero():
+		terms[n-1].To = now
+	}
+	return terms
+}
+
+// holder is the index of the replica holding lease name unexpired at now,
+// or -1.
+func (d *demo) holder(ctx context.Context, now time.Time, name string) int {
 	hs, err := d.leases.Holders(ctx)
 	if err != nil {
 		return -1
 	}
 	for _, h := range hs {
-		if h.Name == server.MergeGateSweeper().Name && now.Before(h.Expires) {
+		if h.Name == name && now.Before(h.Expires) {
 			return d.index(h.Owner)
 		}
 	}
@@ -244,11 +296,12 @@ func (d *demo) index(owner string) int {
 	return -1
 }
 
-// closedTerms returns the terms with the open one ending at the last sample.
-func (d *demo) closedTerms() []Span {
+// closedTerms returns a copy of terms with the open one ending at the last
+// sample. Call it once sampling has stopped.
+func (d *demo) closedTerms(terms []Span) []Span {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	out := append([]Span(nil), d.terms...)
+	out := append([]Span(nil), terms...)
 	if n := len(out); n > 0 && out[n-1].To.IsZero() && len(d.samples) > 0 {
 		out[n-1].To = d.samples[len(d.samples)-1].At
 	}
@@ -256,12 +309,13 @@ func (d *demo) closedTerms() []Span {
 }
 
 // measure returns a phase spanning from..to with the counts' growth since
-// before.
-func (d *demo) measure(name string, from, to time.Time, before []int64) Phase {
-	after := d.counts()
-	p := Phase{Name: name, From: from, To: to, Requests: make([]int64, len(after)), Stopped: -1, Successor: -1}
+// before (sweeper) and boardBefore (board sync).
+func (d *demo) measure(name string, from, to time.Time, before, boardBefore []int64) Phase {
+	after, boardAfter := d.counts()
+	p := Phase{Name: name, From: from, To: to, Requests: make([]int64, len(after)), Board: make([]int64, len(after)), Stopped: -1, Successor: -1}
 	for i := range after {
 		p.Requests[i] = after[i] - before[i]
+		p.Board[i] = boardAfter[i] - boardBefore[i]
 	}
 	return p
 }
@@ -269,20 +323,21 @@ func (d *demo) measure(name string, from, to time.Time, before []int64) Phase {
 // quiesce waits until the simulator's counts stop moving: a stopped
 // replica's last request may be counted just after its client gave up on it.
 func (d *demo) quiesce() {
-	prev := d.counts()
+	prev, prevBoard := d.counts()
 	for range 50 {
 		time.Sleep(20 * time.Millisecond)
-		c := d.counts()
-		if slices.Equal(c, prev) {
+		c, board := d.counts()
+		if slices.Equal(c, prev) && slices.Equal(board, prevBoard) {
 			return
 		}
-		prev = c
+		prev, prevBoard = c, board
 	}
 }
 
 // everyone is phase 1: every replica sweeps, as with --no-lease.
 func (d *demo) everyone(ctx context.Context) (Phase, error) {
-	before, from := d.counts(), time.Now()
+	before, boardBefore := d.counts()
+	from := time.Now()
 	rs, err := d.startAll(ctx, true)
 	if err != nil {
 		return Phase{}, err
@@ -291,20 +346,21 @@ func (d *demo) everyone(ctx context.Context) (Phase, error) {
 	to := time.Now()
 	stopAll(rs)
 	d.quiesce()
-	return d.measure("every replica sweeps (--no-lease)", from, to, before), nil
+	return d.measure("every replica sweeps (--no-lease)", from, to, before, boardBefore), nil
 }
 
 // elected is phase 2: the same replicas elect one sweeper through the lease.
 // Its replicas keep running into phases 3 and 4.
 func (d *demo) elected(ctx context.Context) (Phase, error) {
-	before, from := d.counts(), time.Now()
+	before, boardBefore := d.counts()
+	from := time.Now()
 	rs, err := d.startAll(ctx, false)
 	if err != nil {
 		return Phase{}, err
 	}
 	d.live = rs
 	time.Sleep(d.cfg.Phase)
-	return d.measure("the lease elects one", from, time.Now(), before), nil
+	return d.measure("the lease elects one", from, time.Now(), before, boardBefore), nil
 }
 
 // cleanStop is phase 3: the leader stops cleanly and releases its lease.
@@ -325,19 +381,19 @@ func (d *demo) crash(ctx context.Context) (Phase, error) {
 func (d *demo) takeover(ctx context.Context, name string, bound time.Duration, stop func(*replica)) (Phase, error) {
 	leader := -1
 	for deadline := time.Now().Add(bound + 5*time.Second); leader < 0; {
-		if leader = d.holder(ctx, time.Now()); leader < 0 {
+		if leader = d.holder(ctx, time.Now(), server.MergeGateSweeper().Name); leader < 0 {
 			if time.Now().After(deadline) {
 				return Phase{}, fmt.Errorf("%w: no leader before %q", ErrNoTakeover, name)
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
-	before := d.counts()
+	before, boardBefore := d.counts()
 	from := time.Now()
 	stop(d.live[leader])
 	p := Phase{Name: name, Stopped: leader, Successor: -1, Bound: bound}
 	for deadline := from.Add(3*bound + 5*time.Second); p.Successor < 0; {
-		c := d.counts()
+		c, _ := d.counts()
 		for i := range c {
 			if i != leader && c[i] > before[i] {
 				p.Successor, p.Takeover = i, time.Since(from)
@@ -351,47 +407,30 @@ func (d *demo) takeover(ctx context.Context, name string, bound time.Duration, s
 		}
 	}
 	time.Sleep(d.cfg.Settle)
-	m := d.measure(name, from, time.Now(), before)
+	m := d.measure(name, from, time.Now(), before, boardBefore)
 	m.Stopped, m.Successor, m.Takeover, m.Bound = p.Stopped, p.Successor, p.Takeover, p.Bound
 	return m, nil
 }
 
 func progressLine(n int, p Phase, names []string) string {
-	s := fmt.Sprintf("phase %d: %-36s %6.0f sweeper requests/s over %.1fs", n, p.Name, p.PerSecond(), p.To.Sub(p.From).Seconds())
+	s := fmt.Sprintf("phase %d: %-36s %6.0f sweeper, %3.0f board-sync requests/s over %.1fs", n, p.Name, p.PerSecond(), p.BoardPerSecond(), p.To.Sub(p.From).Seconds())
 	if p.Stopped >= 0 {
 		s += fmt.Sprintf("; %s stopped, %s swept %v later (bound %v)", names[p.Stopped], names[p.Successor], p.Takeover.Round(time.Millisecond), p.Bound)
 	}
 	return s
 }
 
-// Table renders the result: requests per phase per replica, the ratio
-// between phases 1 and 2, and the takeovers against their bounds.
+// Table renders the result: sweeper and board-sync requests per phase per
+// replica, the ratio between phases 1 and 2 of each, and the takeovers
+// against their bounds.
 func (r *Result) Table() string {
 	var b strings.Builder
-	nameW := len("phase")
-	for i, p := range r.Phases {
-		nameW = max(nameW, len(fmt.Sprintf("%d %s", i+1, p.Name)))
-	}
-	colW := 0
-	for _, n := range r.Replicas {
-		colW = max(colW, len(n))
-	}
-	fmt.Fprintf(&b, "%-*s", nameW, "phase")
-	for _, n := range r.Replicas {
-		fmt.Fprintf(&b, "  %*s", colW, n)
-	}
-	fmt.Fprintf(&b, "  %7s  %10s  %7s\n", "total", "requests/s", "seconds")
-	for i, p := range r.Phases {
-		fmt.Fprintf(&b, "%-*s", nameW, fmt.Sprintf("%d %s", i+1, p.Name))
-		var total int64
-		for _, c := range p.Requests {
-			fmt.Fprintf(&b, "  %*d", colW, c)
-			total += c
-		}
-		fmt.Fprintf(&b, "  %7d  %10.1f  %7.1f\n", total, p.PerSecond(), p.To.Sub(p.From).Seconds())
-	}
+	r.phaseTable(&b, "sweeper requests", func(p Phase) []int64 { return p.Requests }, Phase.PerSecond)
+	b.WriteString("\n")
+	r.phaseTable(&b, "board-sync requests (lane forge-board-sync)", func(p Phase) []int64 { return p.Board }, Phase.BoardPerSecond)
 	fmt.Fprintf(&b, "\nsweeper requests/s, phase 1 ÷ phase 2: %.2f (%d replicas: without the lease every one sweeps, with it one does)\n",
 		r.Ratio(), len(r.Replicas))
+	fmt.Fprintf(&b, "board-sync requests/s, phase 1 ÷ phase 2: %.2f (the board's own lease, forge-board-sync: one replica syncs)\n", r.BoardRatio())
 	for i, p := range r.Phases {
 		if p.Stopped < 0 {
 			continue
@@ -406,12 +445,39 @@ func (r *Result) Table() string {
 	return b.String()
 }
 
+// phaseTable writes one table: the counts of each phase per replica, under
+// a header that starts with title, with their total and rate.
+func (r *Result) phaseTable(b *strings.Builder, title string, counts func(Phase) []int64, rate func(Phase) float64) {
+	nameW := len(title)
+	for i, p := range r.Phases {
+		nameW = max(nameW, len(fmt.Sprintf("%d %s", i+1, p.Name)))
+	}
+	colW := 0
+	for _, n := range r.Replicas {
+		colW = max(colW, len(n))
+	}
+	fmt.Fprintf(b, "%-*s", nameW, title)
+	for _, n := range r.Replicas {
+		fmt.Fprintf(b, "  %*s", colW, n)
+	}
+	fmt.Fprintf(b, "  %7s  %10s  %7s\n", "total", "requests/s", "seconds")
+	for i, p := range r.Phases {
+		fmt.Fprintf(b, "%-*s", nameW, fmt.Sprintf("%d %s", i+1, p.Name))
+		var total int64
+		for _, c := range counts(p) {
+			fmt.Fprintf(b, "  %*d", colW, c)
+			total += c
+		}
+		fmt.Fprintf(b, "  %7d  %10.1f  %7.1f\n", total, rate(p), p.To.Sub(p.From).Seconds())
+	}
+}
+
 // WriteReport writes the self-contained HTML report: the chart of sweeper
-// requests per second per replica with the lease holder's timeline, and the
-// table.
+// requests per second per replica with the timelines of both leases'
+// holders (sweeper, board sync), and the table.
 func (r *Result) WriteReport(w io.Writer) error {
 	// Buckets of two intervals: whole passes, so the rates do not alias.
-	c := buildChart(r.Replicas, r.Samples, r.Terms, r.phaseSpans(), 2*r.Config.Interval)
+	c := buildChart(r.Replicas, r.Samples, r.Terms, r.BoardTerms, r.phaseSpans(), 2*r.Config.Interval)
 	summary := fmt.Sprintf("%d replicas in one process, sweep interval %v, lease TTL %v and retry %v. "+
 		"Every count is the forge simulator's own, per replica token.", len(r.Replicas), r.Config.Interval, r.Config.ttl(), r.Config.retry())
 	return writeHTML(w, summary, r.Table(), c)

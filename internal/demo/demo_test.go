@@ -15,15 +15,16 @@ import (
 
 // TestDemo runs the demo with small durations and checks what it exists to
 // show: without the lease every replica sweeps, with it one does (a ratio
-// of about N between phases 1 and 2); both takeovers come within the ADR's
-// bounds; and the report is HTML with a well-formed SVG chart.
+// of about N between phases 1 and 2), and the same holds for the board
+// sync under its own lease; both takeovers come within the ADR's bounds;
+// and the report is HTML with a well-formed SVG chart.
 func TestDemo(t *testing.T) {
 	const n = 3
 	interval := 250 * time.Millisecond
 	var out bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	res, err := Run(ctx, Config{Replicas: n, Interval: interval, Phase: 2500 * time.Millisecond, Runs: 2, Out: &out})
+	res, err := Run(ctx, Config{Replicas: n, Interval: interval, Phase: 2500 * time.Millisecond, Runs: 2, Issues: 3, Out: &out})
 	if err != nil {
 		t.Fatalf("Run: %v\n%s", err, out.String())
 	}
@@ -42,14 +43,17 @@ func TestDemo(t *testing.T) {
 			t.Errorf("phase 1: got 0 requests from %s, want some: without the lease every replica sweeps", res.Replicas[i])
 		}
 	}
-	sweepers := 0
-	for _, c := range res.Phases[1].Requests {
-		if c > 0 {
-			sweepers++
-		}
-	}
-	if sweepers != 1 {
+	if sweepers := active(res.Phases[1].Requests); sweepers != 1 {
 		t.Errorf("phase 2: got %d replicas sweeping, want 1: the lease elects one", sweepers)
+	}
+	if r := res.BoardRatio(); r < 0.8*n || r > 1.2*n {
+		t.Errorf("got board-sync phase 1 / phase 2 ratio %.2f, want %d ± 20%%: the board's lease divides its cost by N", r, n)
+	}
+	if syncers := active(res.Phases[0].Board); syncers != n {
+		t.Errorf("phase 1: got %d replicas syncing the board, want %d: without the lease every replica syncs", syncers, n)
+	}
+	if syncers := active(res.Phases[1].Board); syncers != 1 {
+		t.Errorf("phase 2: got %d replicas syncing the board, want 1: the board's lease elects one", syncers)
 	}
 	for _, p := range res.Phases[2:] {
 		// One interval of slack for scheduling on a loaded machine.
@@ -81,9 +85,23 @@ func TestDemo(t *testing.T) {
 	if polygons != n {
 		t.Errorf("got %d polygons in the chart, want %d: one stacked band per replica", polygons, n)
 	}
-	if rects < 1+len(res.Terms) {
-		t.Errorf("got %d rects, want at least %d: the plot frame and one per lease term", rects, 1+len(res.Terms))
+	if len(res.BoardTerms) == 0 {
+		t.Errorf("got no board sync lease terms, want at least one: the timeline shows the board's lease too")
 	}
+	if want := 1 + len(res.Terms) + len(res.BoardTerms); rects < want {
+		t.Errorf("got %d rects, want at least %d: the plot frame and one per term of either lease", rects, want)
+	}
+}
+
+// active is how many replicas' counts are not zero.
+func active(counts []int64) int {
+	k := 0
+	for _, c := range counts {
+		if c > 0 {
+			k++
+		}
+	}
+	return k
 }
 
 // findSVG parses page as HTML, checks that it has an svg element, and

@@ -107,6 +107,8 @@ func (d *demo) start(ctx context.Context, name string, noLease bool) (*replica, 
 		WebhookSecret: "demo",
 		Owner:         name,
 		SweepInterval: d.cfg.Interval,
+		BoardRepos:    []string{demoOwner + "/" + demoRepo},
+		BoardInterval: d.cfg.Interval,
 		NoLease:       noLease,
 		Registry:      reg,
 	})
@@ -123,18 +125,26 @@ func (d *demo) start(ctx context.Context, name string, noLease bool) (*replica, 
 	return r, nil
 }
 
-// demoRepo is the repository of the seeded pull requests.
+// demoRepo is the repository of the seeded pull requests and issues, and
+// the board's one repository.
 const (
 	demoOwner = "acme"
 	demoRepo  = "app"
 )
 
-// seed opens n pull requests on the simulator, each with a gating run whose
-// success verdict its commit status already shows, so every sweep pass
-// re-reads them all and writes nothing.
-func seed(ctx context.Context, sim *forgesim.Sim, runs server.RunStore, n int) error {
+// seed opens runs pull requests on the simulator, each with a gating run
+// whose success verdict its commit status already shows, so every sweep
+// pass re-reads them all and writes nothing; and issues issues after them,
+// which the board lists with the pull requests.
+func seed(ctx context.Context, sim *forgesim.Sim, runStore server.RunStore, runs, issues int) error {
+	for i := runs + 1; i <= runs+issues; i++ {
+		is := forgesim.Issue{Number: i, Title: fmt.Sprintf("demo issue %d", i), State: "open", Labels: []string{"demo"}}
+		if err := sim.SeedIssue(demoOwner, demoRepo, is); err != nil {
+			return fmt.Errorf("demo: seed issue %d: %w", i, err)
+		}
+	}
 	now := time.Now()
-	for i := 1; i <= n; i++ {
+	for i := 1; i <= runs; i++ {
 		sha := fmt.Sprintf("%040x", uint64(i)*0x9e3779b97f4a7c15)
 		if err := sim.SeedPull(demoOwner, demoRepo, i, sha, "open"); err != nil {
 			return fmt.Errorf("demo: seed pull %d: %w", i, err)
@@ -146,7 +156,7 @@ func seed(ctx context.Context, sim *forgesim.Sim, runs server.RunStore, n int) e
 			ID: server.RunID("github.com", demoOwner+"/"+demoRepo, i, sha), Host: "github.com",
 			Repo: demoOwner + "/" + demoRepo, Pull: i, HeadSHA: sha, Context: server.DefaultContext, Verdict: server.VerdictSuccess,
 		}
-		if _, err := runs.Put(ctx, run, now); err != nil {
+		if _, err := runStore.Put(ctx, run, now); err != nil {
 			return fmt.Errorf("demo: seed run %d: %w", i, err)
 		}
 	}

@@ -27,9 +27,11 @@ type Span struct {
 type chart struct {
 	Width, Height  float64 // of the plot area
 	Left, Top      float64 // margins
-	BandY, BandH   float64 // the leader timeline's band
+	BandY, BandH   float64 // the sweeper leader timeline's band
+	BoardBandY     float64 // the board sync leader timeline's band, as high
 	Lines          []chartLine
 	Terms          []chartRect
+	BoardTerms     []chartRect
 	Phases         []chartPhase
 	YTicks, XTicks []chartTick
 	YLabel         string
@@ -64,11 +66,13 @@ func colour(i int) string {
 }
 
 // buildChart turns the samples into per-replica request rates over buckets
-// of width bucket, stacked so the top edge is the total, and the terms and
-// phases into the leader band and phase markers.
-func buildChart(names []string, samples []Sample, terms, phases []Span, bucket time.Duration) chart {
+// of width bucket, stacked so the top edge is the total, the terms and
+// boardTerms into the two leader bands (sweeper, board sync), and the
+// phases into phase markers.
+func buildChart(names []string, samples []Sample, terms, boardTerms, phases []Span, bucket time.Duration) chart {
 	c := chart{Width: 860, Height: 260, Left: 60, Top: 20, BandH: 26, YLabel: "sweeper requests/s (stacked)"}
 	c.BandY = c.Top + c.Height + 46
+	c.BoardBandY = c.BandY + c.BandH + 24
 	if len(samples) < 2 {
 		return c
 	}
@@ -114,9 +118,15 @@ func buildChart(names []string, samples []Sample, terms, phases []Span, bucket t
 		}
 		c.Lines = append(c.Lines, chartLine{Name: name, Color: colour(r), Points: strings.Join(append(upper, lower...), " ")})
 	}
+	rect := func(t Span) chartRect {
+		return chartRect{X: x(t.From), W: max(1, x(t.To)-x(t.From)), Color: colour(t.Replica),
+			Title: fmt.Sprintf("%s leads %.2fs–%.2fs", names[t.Replica], t.From.Sub(start).Seconds(), t.To.Sub(start).Seconds())}
+	}
 	for _, t := range terms {
-		c.Terms = append(c.Terms, chartRect{X: x(t.From), W: max(1, x(t.To)-x(t.From)), Color: colour(t.Replica),
-			Title: fmt.Sprintf("%s leads %.2fs–%.2fs", names[t.Replica], t.From.Sub(start).Seconds(), t.To.Sub(start).Seconds())})
+		c.Terms = append(c.Terms, rect(t))
+	}
+	for _, t := range boardTerms {
+		c.BoardTerms = append(c.BoardTerms, rect(t))
 	}
 	for _, p := range phases {
 		c.Phases = append(c.Phases, chartPhase{X: x(p.From), Name: p.Name})
@@ -161,7 +171,7 @@ pre { background: #f6f6f6; padding: 1em; overflow-x: auto; }
 <body>
 <h1>iterion demo: one sweeper, whatever the replica count</h1>
 <p>{{.Summary}}</p>
-<svg xmlns="http://www.w3.org/2000/svg" width="{{.W}}" height="{{.H}}" viewBox="0 0 {{.W}} {{.H}}" role="img" aria-label="sweeper requests per second per replica, and the lease holder over time">
+<svg xmlns="http://www.w3.org/2000/svg" width="{{.W}}" height="{{.H}}" viewBox="0 0 {{.W}} {{.H}}" role="img" aria-label="sweeper requests per second per replica, and each lease's holder over time">
 {{with .Chart}}
 <rect x="{{.Left}}" y="{{.Top}}" width="{{.Width}}" height="{{.Height}}" fill="none" stroke="#999"/>
 {{range .YTicks}}<line x1="{{$.Chart.Left}}" x2="{{$.PlotRight}}" y1="{{.Pos}}" y2="{{.Pos}}" stroke="#eee"/><text x="{{$.YTickX}}" y="{{.Pos}}" font-size="11" text-anchor="end" dominant-baseline="middle">{{.Label}}</text>
@@ -171,6 +181,8 @@ pre { background: #f6f6f6; padding: 1em; overflow-x: auto; }
 {{end}}{{range .Phases}}<line x1="{{.X}}" x2="{{.X}}" y1="{{$.Chart.Top}}" y2="{{$.BandBottom}}" stroke="#444" stroke-dasharray="4 3"/><text x="{{.X}}" y="{{$.PhaseLabelY}}" font-size="11" dx="3">{{.Name}}</text>
 {{end}}<text x="{{.Left}}" y="{{$.BandLabelY}}" font-size="11">lease holder (merge-gate-sweeper)</text>
 {{range .Terms}}<rect x="{{.X}}" y="{{$.Chart.BandY}}" width="{{.W}}" height="{{$.Chart.BandH}}" fill="{{.Color}}" opacity="0.8"><title>{{.Title}}</title></rect>
+{{end}}<text x="{{.Left}}" y="{{$.BoardBandLabelY}}" font-size="11">lease holder (forge-board-sync)</text>
+{{range .BoardTerms}}<rect x="{{.X}}" y="{{$.Chart.BoardBandY}}" width="{{.W}}" height="{{$.Chart.BandH}}" fill="{{.Color}}" opacity="0.8"><title>{{.Title}}</title></rect>
 {{end}}{{end}}
 </svg>
 <p class="legend">{{range .Chart.Lines}}<span><i style="background:{{.Color}}"></i>{{.Name}}</span>{{end}}</p>
@@ -184,17 +196,18 @@ pre { background: #f6f6f6; padding: 1em; overflow-x: auto; }
 // the demo's table.
 func writeHTML(w io.Writer, summary, table string, c chart) error {
 	return reportTmpl.Execute(w, map[string]any{
-		"Summary":     summary,
-		"Table":       table,
-		"Chart":       c,
-		"W":           c.Left + c.Width + 20,
-		"H":           c.BandY + c.BandH + 20,
-		"PlotRight":   c.Left + c.Width,
-		"YTickX":      c.Left - 6,
-		"XTickY":      c.Top + c.Height + 14,
-		"MidY":        c.Top + c.Height/2,
-		"BandBottom":  c.BandY + c.BandH,
-		"PhaseLabelY": c.Top + 12,
-		"BandLabelY":  c.BandY - 4,
+		"Summary":         summary,
+		"Table":           table,
+		"Chart":           c,
+		"W":               c.Left + c.Width + 20,
+		"H":               c.BoardBandY + c.BandH + 20,
+		"PlotRight":       c.Left + c.Width,
+		"YTickX":          c.Left - 6,
+		"XTickY":          c.Top + c.Height + 14,
+		"MidY":            c.Top + c.Height/2,
+		"BandBottom":      c.BoardBandY + c.BandH,
+		"PhaseLabelY":     c.Top + 12,
+		"BandLabelY":      c.BandY - 4,
+		"BoardBandLabelY": c.BoardBandY - 4,
 	})
 }
