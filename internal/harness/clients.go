@@ -92,6 +92,15 @@ func (s simStats) spent(token string) bool {
 	return false
 }
 
+// boardRoute is the simulator's route of the board sync's requests (lane
+// forge-board-sync): the issues list. Every other route a replica sends to
+// is its sweeper's.
+const boardRoute = "GET /repos/{owner}/{repo}/issues"
+
+// isBoard keeps the board sync's requests, isSweep every other.
+func isBoard(r simRequests) bool { return r.Route == boardRoute }
+func isSweep(r simRequests) bool { return r.Route != boardRoute }
+
 // byToken sums the rows that keep, per token.
 func (s simStats) byToken(keep func(simRequests) bool) map[string]int64 {
 	out := map[string]int64{}
@@ -119,6 +128,12 @@ func (s sim) stats(ctx context.Context) (simStats, error) {
 func (s sim) seedPull(ctx context.Context, repo string, number int, sha string) error {
 	body := map[string]any{"number": number, "head_sha": sha, "state": "open"}
 	return doJSON(ctx, s.hc, http.MethodPost, s.url+"/_sim/repos/"+repo+"/pulls", "", body, nil)
+}
+
+// seedIssue creates (or replaces) an open issue for the board sync.
+func (s sim) seedIssue(ctx context.Context, repo string, number int, title string) error {
+	body := map[string]any{"number": number, "title": title, "state": "open", "labels": []string{"harness"}}
+	return doJSON(ctx, s.hc, http.MethodPost, s.url+"/_sim/repos/"+repo+"/issues", "", body, nil)
 }
 
 // harnessToken is the forge token of the harness's own reads and writes, so

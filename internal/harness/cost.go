@@ -20,6 +20,16 @@ const gateContext = "iterion/review"
 // seedRepo is the repository every seeded pull request lives in.
 const seedRepo = "acme/app"
 
+// boardRepo is the cost scenario's board repository, and boardIssues how
+// many issues are seeded in it. The board lists the issues updated since
+// its watermark and stores each one's card every pass, a Mongo write: a
+// repository of its own with few issues keeps that load from slowing the
+// sweeper it is measured beside.
+const (
+	boardRepo   = "acme/board"
+	boardIssues = 3
+)
+
 // headSHA is the head of seeded pull request n: 40 hex digits, unique per n.
 func headSHA(n int) string {
 	return fmt.Sprintf("%040x", uint64(n)*0x9e3779b97f4a7c15)
@@ -27,8 +37,14 @@ func headSHA(n int) string {
 
 // seed opens Runs pull requests on the simulator and records a success
 // verdict for each through POST /api/runs on a seeding replica, which offers
-// it at once: every forge status then agrees with its verdict.
+// it at once: every forge status then agrees with its verdict. It also opens
+// boardIssues issues in boardRepo, for the cost scenario's board sync.
 func (h *run) seed(ctx context.Context) error {
+	for n := 1; n <= boardIssues; n++ {
+		if err := h.c.sim.seedIssue(ctx, boardRepo, n, fmt.Sprintf("harness issue %d", n)); err != nil {
+			return err
+		}
+	}
 	rs, err := h.c.startReplicas(ctx, 1, replicaSpec{})
 	if err != nil {
 		return err
@@ -44,7 +60,7 @@ func (h *run) seed(ctx context.Context) error {
 		}
 		h.population = append(h.population, r)
 	}
-	h.logf("seeded %d gating runs through %s", h.o.Runs, seeder.name)
+	h.logf("seeded %d gating runs through %s and %d board issues", h.o.Runs, seeder.name, boardIssues)
 	h.c.stopAll()
 	return nil
 }
@@ -69,10 +85,24 @@ type CostRow struct {
 	// life as the simulator counted them and as the replicas' transports
 	// counted them on lane merge-gate-sweeper, read at one quiet instant.
 	Sim, Transport int64
+	// The board sync's figures, measured alongside on the same replicas,
+	// each running it on seedRepo every interval: BoardPerMinute and
+	// BoardPerInterval are its requests (the simulator's issue-list route,
+	// lane forge-board-sync) as PerMinute and PerInterval are the
+	// sweeper's, BoardSyncers how many replicas sent them in the window,
+	// and BoardSim and BoardTransport its counts as Sim and Transport.
+	BoardPerMinute, BoardPerInterval float64
+	BoardSyncers                     int
+	BoardSim, BoardTransport         int64
 }
 
-// Agree reports whether the transport's counts equal the simulator's.
+// Agree reports whether the transport's sweeper counts equal the
+// simulator's.
 func (r CostRow) Agree() bool { return r.Sim == r.Transport }
+
+// BoardAgree reports whether the transport's board sync counts equal the
+// simulator's.
+func (r CostRow) BoardAgree() bool { return r.BoardSim == r.BoardTransport }
 
 // cost measures the sweep's request rate for every N, without and then with
 // the lease, each configuration on fresh replicas.
@@ -84,37 +114,41 @@ func (h *run) cost(ctx context.Context) error {
 				return err
 			}
 			h.rep.Cost = append(h.rep.Cost, row)
-			h.logf("N=%-2d lease=%-5v %8.0f req/min  %6.1f req/interval  sweepers %d  sim %d transport %d",
-				n, lease, row.PerMinute, row.PerInterval, row.Sweepers, row.Sim, row.Transport)
+			h.logf("N=%-2d lease=%-5v %8.0f req/min  %6.1f req/interval  sweepers %d  sim %d transport %d; board %5.0f req/min  %4.1f req/interval  syncers %d  sim %d transport %d",
+				n, lease, row.PerMinute, row.PerInterval, row.Sweepers, row.Sim, row.Transport,
+				row.BoardPerMinute, row.BoardPerInterval, row.BoardSyncers, row.BoardSim, row.BoardTransport)
 		}
 	}
 	return nil
 }
 
 func (h *run) costOne(ctx context.Context, n int, lease bool) (CostRow, error) {
-	rs, err := h.c.startReplicas(ctx, n, replicaSpec{noLease: !lease})
+	board := []string{"--board-repos", boardRepo, "--board-interval", h.o.Interval.String()}
+	rs, err := h.c.startReplicas(ctx, n, replicaSpec{noLease: !lease, extra: board})
 	if err != nil {
 		return CostRow{}, err
 	}
 	defer h.c.stopAll()
 	tokens := tokensOf(rs)
-	// Warm up: wait until the replicas that should sweep do, then one more
-	// interval so the first (deep) passes are behind.
+	// Warm up: wait until the replicas that should sweep and sync the board
+	// do, then one more interval so the first (deep, full) passes are behind.
 	want := n
 	if lease {
 		want = 1
 	}
-	if _, err := pollUntil(ctx, h.c.sim, 20*time.Millisecond, 10*h.o.Interval+10*time.Second, func(st simStats) bool {
-		c := st.byToken(nil)
+	active := func(c map[string]int64) int {
 		k := 0
 		for _, t := range tokens {
 			if c[t] > 0 {
 				k++
 			}
 		}
-		return k >= want
+		return k
+	}
+	if _, err := pollUntil(ctx, h.c.sim, 20*time.Millisecond, 10*h.o.Interval+10*time.Second, func(st simStats) bool {
+		return active(st.byToken(isSweep)) >= want && active(st.byToken(isBoard)) >= want
 	}); err != nil {
-		return CostRow{}, fmt.Errorf("N=%d lease=%v: %d replicas never swept: %w", n, lease, want, err)
+		return CostRow{}, fmt.Errorf("N=%d lease=%v: %d replicas never swept and synced the board: %w", n, lease, want, err)
 	}
 	sleep(ctx, h.o.Interval)
 	st0, err := h.c.sim.stats(ctx)
@@ -132,63 +166,76 @@ func (h *run) costOne(ctx context.Context, n int, lease bool) (CostRow, error) {
 		return CostRow{}, err
 	}
 	rate := slopePerSecond(ss, tokens)
+	bs := boardSamples(ss)
+	boardRate := slopePerSecond(bs, tokens)
 	row := CostRow{
-		Replicas:    n,
-		Lease:       lease,
-		PerMinute:   rate * 60,
-		PerInterval: rate * h.o.Interval.Seconds(),
-		Sweepers:    len(activeIn(ss, ss[0].at, ss[len(ss)-1].at, tokens)),
-		Share304:    share304(st0, st1, tokens),
+		Replicas:         n,
+		Lease:            lease,
+		PerMinute:        rate * 60,
+		PerInterval:      rate * h.o.Interval.Seconds(),
+		Sweepers:         len(activeIn(ss, ss[0].at, ss[len(ss)-1].at, tokens)),
+		Share304:         share304(st0, st1, tokens),
+		BoardPerMinute:   boardRate * 60,
+		BoardPerInterval: boardRate * h.o.Interval.Seconds(),
+		BoardSyncers:     len(activeIn(bs, bs[0].at, bs[len(bs)-1].at, tokens)),
 	}
-	row.Sim, row.Transport, err = h.agreement(ctx, rs)
+	sweep, boardSync, err := h.agreement(ctx, rs)
+	row.Sim, row.Transport = sweep.sim, sweep.transport
+	row.BoardSim, row.BoardTransport = boardSync.sim, boardSync.transport
 	return row, err
 }
 
-// agreement sums, over the replicas, the sweeper-lane count of each one's
-// transport and the simulator's count for its token, each pair read at an
-// instant when that replica had no request in flight: between two identical
-// reads of its /metrics. A pair that disagrees is read again a few times (a
-// response may be on its way); the last quiet pair stands.
-func (h *run) agreement(ctx context.Context, rs []*replica) (sim, transport int64, err error) {
+// tally is one lane's requests as the simulator and the transports counted
+// them.
+type tally struct{ sim, transport int64 }
+
+// agreement sums, over the replicas, the sweeper-lane and board-sync-lane
+// counts of each one's transport and the simulator's counts for its token
+// on the matching routes, each read at an instant when that replica had no
+// request in flight: between two identical reads of its /metrics. Counts
+// that disagree are read again a few times (a response may be on its way);
+// the last quiet reading stands.
+func (h *run) agreement(ctx context.Context, rs []*replica) (sweep, board tally, err error) {
 	for _, r := range rs {
-		s, t, err := h.agreementOf(ctx, r)
+		s, b, err := h.agreementOf(ctx, r)
 		if err != nil {
-			return 0, 0, err
+			return tally{}, tally{}, err
 		}
-		sim += s
-		transport += t
+		sweep.sim, sweep.transport = sweep.sim+s.sim, sweep.transport+s.transport
+		board.sim, board.transport = board.sim+b.sim, board.transport+b.transport
 	}
-	return sim, transport, nil
+	return sweep, board, nil
 }
 
-func (h *run) agreementOf(ctx context.Context, r *replica) (sim, transport int64, err error) {
+func (h *run) agreementOf(ctx context.Context, r *replica) (sweep, board tally, err error) {
 	quiet := false
 	for range 100 {
 		before, err := r.api.transportCounts(ctx)
 		if err != nil {
-			return 0, 0, err
+			return tally{}, tally{}, err
 		}
 		st, err := h.c.sim.stats(ctx)
 		if err != nil {
-			return 0, 0, err
+			return tally{}, tally{}, err
 		}
 		after, err := r.api.transportCounts(ctx)
 		if err != nil {
-			return 0, 0, err
+			return tally{}, tally{}, err
 		}
-		if before[forge.LaneMergeGateSweeper] == after[forge.LaneMergeGateSweeper] {
+		if before[forge.LaneMergeGateSweeper] == after[forge.LaneMergeGateSweeper] && before[forge.LaneBoardSync] == after[forge.LaneBoardSync] {
 			quiet = true
-			sim, transport = st.byToken(nil)[r.token], after[forge.LaneMergeGateSweeper]
-			if sim == transport {
-				return sim, transport, nil
+			sweep = tally{sim: st.byToken(isSweep)[r.token], transport: after[forge.LaneMergeGateSweeper]}
+			board = tally{sim: st.byToken(isBoard)[r.token], transport: after[forge.LaneBoardSync]}
+			if sweep.sim == sweep.transport && board.sim == board.transport {
+				return sweep, board, nil
 			}
 		}
 		sleep(ctx, h.o.Interval/7)
 	}
 	if !quiet {
-		return 0, 0, fmt.Errorf("%w: %s never had a quiet instant to compare its transport's counts with the simulator's", ErrMeasure, r.name)
+		return tally{}, tally{}, fmt.Errorf("%w: %s never had a quiet instant to compare its transport's counts with the simulator's", ErrMeasure, r.name)
 	}
-	return sim, transport, nil
+	return sweep, board, nil
 }
 
 func tokensOf(rs []*replica) []string {
@@ -199,10 +246,12 @@ func tokensOf(rs []*replica) []string {
 	return out
 }
 
-// share304 is the share of the tokens' GETs between a and b that were
-// answered 304 (0 when there were none).
+// share304 is the share of the tokens' sweep GETs (the board's excluded)
+// between a and b that were answered 304 (0 when there were none).
 func share304(a, b simStats, tokens []string) float64 {
-	isGet := func(r simRequests) bool { return r.Method == http.MethodGet && slices.Contains(tokens, r.Token) }
+	isGet := func(r simRequests) bool {
+		return r.Method == http.MethodGet && isSweep(r) && slices.Contains(tokens, r.Token)
+	}
 	is304 := func(r simRequests) bool { return isGet(r) && r.Status == http.StatusNotModified }
 	gets := total(b.byToken(isGet)) - total(a.byToken(isGet))
 	if gets == 0 {

@@ -70,6 +70,26 @@ func TestQuickMode(t *testing.T) {
 			t.Errorf("got N=3/N=1 ratio %.3f with --no-lease, want about 3: without the lease every replica sweeps", r)
 		}
 	})
+	t.Run("board", func(t *testing.T) {
+		for _, c := range rep.Cost {
+			want := c.Replicas
+			if c.Lease {
+				want = 1
+			}
+			if c.BoardSyncers != want {
+				t.Errorf("N=%d lease=%v: got %d replicas syncing the board, want %d: with the board's lease one replica syncs, without it every one", c.Replicas, c.Lease, c.BoardSyncers, want)
+			}
+			if c.BoardSim == 0 || !c.BoardAgree() {
+				t.Errorf("N=%d lease=%v: got board-sync transport count %d, want the simulator's %d (not 0): the transport charges every board request to lane forge-board-sync", c.Replicas, c.Lease, c.BoardTransport, c.BoardSim)
+			}
+		}
+		if r := rep.BoardRatio(true); r <= 0 || r > 1.15 {
+			t.Errorf("got board-sync N=3/N=1 ratio %.3f with the lease, want at most 1.15: the board's cost is one replica's whatever N", r)
+		}
+		if r := rep.BoardRatio(false); r < 2.4 || r > 3.6 {
+			t.Errorf("got board-sync N=3/N=1 ratio %.3f with --no-lease, want about 3: without the lease every replica syncs the board", r)
+		}
+	})
 	t.Run("budget", func(t *testing.T) {
 		for _, b := range rep.Budget {
 			if b.Lease && b.RanOut {

@@ -13,10 +13,23 @@ import (
 // only come out late by up to this much.
 const pollEvery = 10 * time.Millisecond
 
-// sample is the simulator's per-token request counts at one instant.
+// sample is the simulator's per-token request counts at one instant:
+// counts the sweeper's (every route but the issues list), board the board
+// sync's.
 type sample struct {
 	at     time.Time
 	counts map[string]int64
+	board  map[string]int64
+}
+
+// boardSamples returns ss with the board sync's counts in place of the
+// sweeper's, for the functions that read counts.
+func boardSamples(ss []sample) []sample {
+	out := make([]sample, len(ss))
+	for i, s := range ss {
+		out[i] = sample{at: s.at, counts: s.board}
+	}
+	return out
 }
 
 // sampler polls the simulator's counts in the background, the ground truth
@@ -44,7 +57,7 @@ func startSampler(ctx context.Context, s sim, every time.Duration) *sampler {
 			if err != nil && ctx.Err() == nil {
 				sp.err = err
 			} else if err == nil {
-				sp.got = append(sp.got, sample{at: at, counts: st.byToken(nil)})
+				sp.got = append(sp.got, sample{at: at, counts: st.byToken(isSweep), board: st.byToken(isBoard)})
 			}
 			sp.mu.Unlock()
 			select {

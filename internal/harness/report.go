@@ -23,6 +23,17 @@ type Report struct {
 // CostRatio is the sweep's request rate at the largest N over the rate at
 // the smallest, with or without the lease; 0 when either was not measured.
 func (r *Report) CostRatio(lease bool) float64 {
+	return r.ratio(lease, func(c CostRow) float64 { return c.PerMinute })
+}
+
+// BoardRatio is the board sync's request rate at the largest N over the
+// rate at the smallest, with or without the lease; 0 when either was not
+// measured.
+func (r *Report) BoardRatio(lease bool) float64 {
+	return r.ratio(lease, func(c CostRow) float64 { return c.BoardPerMinute })
+}
+
+func (r *Report) ratio(lease bool, rate func(CostRow) float64) float64 {
 	var lo, hi *CostRow
 	for i := range r.Cost {
 		c := &r.Cost[i]
@@ -36,10 +47,10 @@ func (r *Report) CostRatio(lease bool) float64 {
 			hi = c
 		}
 	}
-	if lo == nil || hi == nil || lo.PerMinute == 0 {
+	if lo == nil || hi == nil || rate(*lo) == 0 {
 		return 0
 	}
-	return hi.PerMinute / lo.PerMinute
+	return rate(*hi) / rate(*lo)
 }
 
 // Markdown renders the report as a BENCHMARKS.md section body; command is
@@ -66,6 +77,7 @@ func (r *Report) Markdown(command string) string {
 			"(`forge_http_requests_total{lane=\"merge-gate-sweeper\"}`), read at one quiet instant. Reads answered 304 "+
 			"(nothing changed; ETags): goal ≥ 90%%.\n\n",
 			r.CostRatio(true), r.CostRatio(false))
+		b.WriteString(boardMarkdown(r))
 	}
 	if len(r.Budget) > 0 {
 		b.WriteString(budgetMarkdown(r.Budget))
@@ -113,4 +125,23 @@ func yesNo(b bool) string {
 		return "yes"
 	}
 	return "no"
+}
+
+// boardMarkdown renders the cost scenario's board sync figures.
+func boardMarkdown(r *Report) string {
+	var b strings.Builder
+	b.WriteString("**Board sync.** The same replicas also run the forge board sync, the second elected net (lease " +
+		"`forge-board-sync`), with `--board-repos " + boardRepo + "` and `--board-interval` the sweep interval, on " +
+		fmt.Sprintf("%d seeded issues: its requests (the simulator's issue-list route, lane `forge-board-sync`), ", boardIssues) +
+		"measured as the sweeper's over the same windows.\n\n")
+	b.WriteString("| replicas | lease | requests/min | requests/interval | replicas syncing | simulator | transport | agree |\n")
+	b.WriteString("|---:|:---|---:|---:|---:|---:|---:|:---|\n")
+	for _, c := range r.Cost {
+		fmt.Fprintf(&b, "| %d | %s | %.0f | %.2f | %d | %d | %d | %s |\n",
+			c.Replicas, yesNo(c.Lease), c.BoardPerMinute, c.BoardPerInterval, c.BoardSyncers, c.BoardSim, c.BoardTransport, yesNo(c.BoardAgree()))
+	}
+	fmt.Fprintf(&b, "\nBoard ratio largest N / N=1: with the lease **%.3f** (goal ≤ 1.05); with `--no-lease` **%.2f** (≈ N). Transport: "+
+		"`forge_http_requests_total{lane=\"forge-board-sync\"}`, read at the same quiet instant as the sweeper's.\n\n",
+		r.BoardRatio(true), r.BoardRatio(false))
+	return b.String()
 }
