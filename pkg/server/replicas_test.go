@@ -106,12 +106,12 @@ func startReplicas(t *testing.T, c *cluster, next http.RoundTripper, n int, inte
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() { done <- srv.Run(ctx, nil) }()
-		r.stop = func() {
+		r.stop = sync.OnceFunc(func() { // a second stop must not wait forever on done
 			cancel()
 			if err := <-done; err != nil {
 				t.Errorf("%s: Run = %v, want nil after its context is done", r.owner, err)
 			}
-		}
+		})
 		c.replicas = append(c.replicas, r)
 	}
 }
