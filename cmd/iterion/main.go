@@ -4,6 +4,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"maps"
@@ -43,10 +45,21 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := cmd.run(ctx, os.Args[2:]); err != nil {
-		fmt.Fprintf(os.Stderr, "iterion %s: %v\n", os.Args[1], err)
-		os.Exit(1)
+	if code := exitCode(os.Stderr, os.Args[1], cmd.run(ctx, os.Args[2:])); code != 0 {
+		stop()
+		os.Exit(code)
 	}
+}
+
+// exitCode is the process's exit status for a subcommand's result: 0 for
+// success and for -h (flag.ErrHelp: the flag set has printed the usage),
+// otherwise 1 after writing "iterion NAME: ERR" to w.
+func exitCode(w io.Writer, name string, err error) int {
+	if err == nil || errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	fmt.Fprintf(w, "iterion %s: %v\n", name, err)
+	return 1
 }
 
 // usage lists every subcommand, by name, on stderr.
