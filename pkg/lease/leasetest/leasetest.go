@@ -94,6 +94,13 @@ func cases() []testCase {
 				acquire(t, st, "n", "b", t0.Add(10*time.Millisecond-time.Nanosecond), ttl, false, "t0+9.999999ms truncates to t0+9ms, before the expiry")
 				acquire(t, st, "n", "b", t0.Add(10*time.Millisecond), ttl, true, "expiry is trunc(t0+0.999999ms)+10ms = t0+10ms")
 			}},
+		{"NowTruncatedBeforeTTLAdded", "now is truncated before ttl is added: taken at t0+0.6ms for 1.6ms, it expires at trunc(t0+1.6ms) = t0+1ms, not trunc(t0+2.2ms)",
+			func(t *testing.T, st lease.Store) {
+				acquire(t, st, "n", "a", t0.Add(600*time.Microsecond), 1600*time.Microsecond, true, "the lease is free")
+				wantHolders(t, st, []lease.Holder{{Name: "n", Owner: "a", Expires: t0.Add(time.Millisecond)}}, "expiry = trunc(trunc(now)+ttl) = t0+1ms")
+				acquire(t, st, "n", "b", t0.Add(time.Millisecond-time.Nanosecond), ttl, false, "held until its expiry t0+1ms")
+				acquire(t, st, "n", "b", t0.Add(time.Millisecond), ttl, true, "expiry is trunc(trunc(t0+0.6ms)+1.6ms) = t0+1ms, not trunc(t0+0.6ms+1.6ms) = t0+2ms")
+			}},
 		{"TTLTruncated", "the expiry is truncated to the millisecond: a 1.999ms TTL from t0 expires at t0+1ms",
 			func(t *testing.T, st lease.Store) {
 				acquire(t, st, "n", "a", t0, 2*time.Millisecond-time.Microsecond, true, "the lease is free")
