@@ -515,6 +515,29 @@ func TestReleaseRefusedWithErrLostIsLoggedNotASuccess(t *testing.T) {
 	})
 }
 
+func TestTermReleaseThatFailsIsLoggedNotASuccess(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t)
+		st := newFaultStore(lease.NewMemoryStore(), func(c storeCall) fault {
+			if c.Op == "release" {
+				return fault{kind: fail}
+			}
+			return fault{}
+		})
+		h.runUntil(2*time.Second, st, h.spec("a", time.Hour), h.work("a", nil))
+		if rl := h.Events("a", lease.Released); len(rl) != 0 {
+			t.Errorf("got Released events %+v, want none: a release that got no answer is not a success", rl)
+		}
+		if n := len(h.Logs("lease: released")); n != 0 {
+			t.Errorf("got %d 'released' logs, want 0: a release that got no answer is not a success", n)
+		}
+		failed := h.Logs("lease: release failed")
+		if len(failed) != 1 || failed[0]["level"] != "WARN" || failed[0]["reason"] != lease.ReasonCanceled {
+			t.Errorf("got %v, want one WARN 'release failed' log with reason %q: a term's failed release is logged", failed, lease.ReasonCanceled)
+		}
+	})
+}
+
 func TestEachTransitionIsLoggedOncePerEpisode(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t)
