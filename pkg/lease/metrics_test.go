@@ -89,6 +89,57 @@ lease_step_downs_total{lease="beta",reason="ctx_done"} 1
 	})
 }
 
+// TestCallsCutByShutdownAreNotStoreFailures pins what Metrics' godoc and the
+// logs promise: a store call cut because Run's context was done (an attempt)
+// or the term ended (a renewal) says nothing about the store. It counts as
+// neither an error nor a latency, and opens no store-unreachable episode.
+func TestCallsCutByShutdownAreNotStoreFailures(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t)
+		reg := prometheus.NewPedanticRegistry()
+		m := lease.NewMetrics(reg)
+		// a holds "net"; its first renewal, sent at 1s, hangs. b's first
+		// attempt on "other", sent at 0.8s, hangs. Both are in flight, short
+		// of their TTL/3 cut, when ctx is done at 1.5s.
+		st := newFaultStore(lease.NewMemoryStore(), func(c storeCall) fault {
+			if (c.Owner == "a" && c.Op == "renew") || (c.Owner == "b" && c.Op == "acquire") {
+				return fault{delay: time.Hour}
+			}
+			return fault{}
+		})
+		ctx, cancel := context.WithCancel(t.Context())
+		specA, specB := h.spec("a", time.Hour), h.spec("b", time.Hour)
+		specB.Name = "other"
+		specA.Metrics, specB.Metrics = m, m
+		doneA := h.start(ctx, st, specA, h.work("a", nil))
+		h.sleepUntil(800 * time.Millisecond)
+		doneB := h.start(ctx, st, specB, h.work("b", nil))
+		h.sleepUntil(1500 * time.Millisecond)
+		cancel()
+		<-doneA
+		<-doneB
+
+		if n := len(st.Calls("renew", "a")) + len(st.Calls("acquire", "b")); n != 2 {
+			t.Fatalf("got %d cut calls, want 2 (a's renewal, b's attempt): the test must cut calls in flight", n)
+		}
+		if n, err := testutil.GatherAndCount(reg, "lease_store_call_errors_total"); err != nil || n != 0 {
+			t.Errorf("got %d lease_store_call_errors_total series (%v), want 0: a call cut by shutdown is not a store error", n, err)
+		}
+		// Counted: a's winning Acquire; a's release and b's release after
+		// its unanswered attempt. Not counted: the two cut calls.
+		for op, n := range map[string]uint64{"acquire": 1, "renew": 0, "release": 2} {
+			if got := histogramCount(t, reg, "lease_store_call_duration_seconds", op); got != n {
+				t.Errorf("got %d %s observations, want %d: a call cut by shutdown is not timed", got, op, n)
+			}
+		}
+		for _, msg := range []string{"lease: store unreachable", "lease: store reachable again", "lease: renew failed"} {
+			if logs := h.Logs(msg); len(logs) != 0 {
+				t.Errorf("got %d %q logs, want 0: a call cut by shutdown opens no episode", len(logs), msg)
+			}
+		}
+	})
+}
+
 // histogramCount is the sample count of the histogram name{op}.
 func histogramCount(t *testing.T, g prometheus.Gatherer, name, op string) uint64 {
 	t.Helper()
