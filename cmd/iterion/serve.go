@@ -253,9 +253,14 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	return srv.Run(ctx, ln)
 }
 
+// mongoSelectTimeout bounds how long a request waits for a reachable MongoDB
+// server, unless the URI sets serverSelectionTimeoutMS: the driver's 30 s
+// default kept /leases and POST /api/runs hanging that long during an outage.
+const mongoSelectTimeout = 5 * time.Second
+
 // connectMongo connects to uri and checks the server answers, within 10 s.
 func connectMongo(ctx context.Context, uri, dbName string) (*mongo.Client, *mongo.Database, error) {
-	client, err := mongo.Connect(options.Client().ApplyURI(uri))
+	client, err := mongo.Connect(options.Client().SetServerSelectionTimeout(mongoSelectTimeout).ApplyURI(uri))
 	if err != nil {
 		return nil, nil, fmt.Errorf("--mongo-uri: %w", err)
 	}

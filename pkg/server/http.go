@@ -10,6 +10,8 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"reflect"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -82,7 +84,7 @@ func decodeJSON(r io.Reader, v any) error {
 		var te *json.UnmarshalTypeError
 		switch {
 		case errors.As(err, &te) && te.Field != "":
-			return fmt.Errorf("%w: %s: got a JSON %s, want a %s", ErrInvalid, te.Field, te.Value, te.Type)
+			return fmt.Errorf("%w: %s: got a JSON %s, want a JSON %s", ErrInvalid, te.Field, te.Value, jsonKind(te.Type))
 		case errors.Is(err, io.EOF):
 			return fmt.Errorf("%w: malformed JSON: empty body", ErrInvalid)
 		}
@@ -127,13 +129,30 @@ func (q runRequest) run(host string) (GateRun, error) {
 	return run, run.Validate()
 }
 
+// jsonKind names the JSON type that decodes into t ("number" for Go's int).
+func jsonKind(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Bool:
+		return "boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64,
+		reflect.Float32, reflect.Float64:
+		return "number"
+	case reflect.String:
+		return "string"
+	case reflect.Slice, reflect.Array:
+		return "array"
+	}
+	return "object"
+}
+
 // postRun is POST /api/runs: 401 without the bearer token; 400 naming the
 // field for a body it cannot use (nothing stored); else it stores the run,
 // offers it on lane api, and answers 201 (new) or 200 (same repo, pull and
 // head again) with {"id": ...}.
 func (s *Server) postRun(w http.ResponseWriter, r *http.Request) {
-	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok || subtle.ConstantTimeCompare([]byte(token), []byte(s.cfg.APIToken)) != 1 {
+	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare([]byte(token), []byte(s.cfg.APIToken)) != 1 {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="iterion"`)
 		writeError(w, http.StatusUnauthorized, "missing or wrong bearer token")
 		return
@@ -271,9 +290,14 @@ type LeaseView struct {
 }
 
 // getLeases is GET /leases: the store's lease holders as a small HTML page,
-// or with ?format=json as [{"name", "owner", "expires"}]; 501 when the store
-// cannot list its leases.
+// or with ?format=json as [{"name", "owner", "expires"}]; 400 for another
+// format; 501 when the store cannot list its leases.
 func (s *Server) getLeases(w http.ResponseWriter, r *http.Request) {
+	format := r.URL.Query().Get("format")
+	if format != "" && format != "json" && format != "html" {
+		writeError(w, http.StatusBadRequest, "format "+strconv.Quote(format)+" is not json or html")
+		return
+	}
 	insp, ok := s.cfg.Leases.(lease.Inspector)
 	if !ok {
 		writeError(w, http.StatusNotImplemented, "the lease store cannot list its leases")
@@ -288,7 +312,7 @@ func (s *Server) getLeases(w http.ResponseWriter, r *http.Request) {
 	for i, h := range holders {
 		views[i] = LeaseView{Name: h.Name, Owner: h.Owner, Expires: h.Expires.UTC()}
 	}
-	if r.URL.Query().Get("format") == "json" {
+	if format == "json" {
 		writeJSON(w, http.StatusOK, views)
 		return
 	}

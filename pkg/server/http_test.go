@@ -128,7 +128,7 @@ func TestAPIRejectsBadInputNamingTheField(t *testing.T) {
 		{"repo missing", with("repo", nil), "repo"},
 		{"repo not owner/name", with("repo", "acme"), "repo"},
 		{"pull missing", with("pull", nil), "pull"},
-		{"pull a string", with("pull", "12"), "pull"},
+		{"pull a string", with("pull", "12"), "pull: got a JSON string, want a JSON number"},
 		{"pull negative", with("pull", -3), "pull"},
 		{"head_sha missing", with("head_sha", nil), "head_sha"},
 		{"head_sha with a space", with("head_sha", "abc def"), "head_sha"},
@@ -176,6 +176,17 @@ func TestAPIRequiresTheBearerToken(t *testing.T) {
 				t.Errorf("stored %d runs, want 0: an unauthorized call stores nothing", len(runs))
 			}
 		})
+	}
+}
+
+// TestAPIBearerSchemeIsCaseInsensitive pins RFC 9110's rule that an
+// authentication scheme name is case-insensitive.
+func TestAPIBearerSchemeIsCaseInsensitive(t *testing.T) {
+	body := `{"repo": "acme/app", "pull": 12, "head_sha": "` + headSHA + `", "verdict": "success"}`
+	f := newHTTPFixture(t)
+	code, resp := f.do(t, "POST", "/api/runs", map[string]string{"Authorization": "bearer " + apiToken}, body)
+	if code != http.StatusCreated {
+		t.Errorf("status %d %s, want 201: the scheme \"bearer\" is \"Bearer\"", code, resp)
 	}
 }
 
@@ -345,6 +356,9 @@ func TestHealthzMetricsAndLeases(t *testing.T) {
 	code, body = f.do(t, "GET", "/leases", nil, "")
 	if code != http.StatusOK || !strings.Contains(body, "<table>") || !strings.Contains(body, "replica-b") || !strings.Contains(body, "merge-gate-sweeper") {
 		t.Errorf("GET /leases = %d %s, want an HTML page naming the lease and its holder", code, body)
+	}
+	if code, body = f.do(t, "GET", "/leases?format=xml", nil, ""); code != http.StatusBadRequest || !strings.Contains(body, "xml") {
+		t.Errorf("GET /leases?format=xml = %d %s, want 400 naming the format: only json and html exist", code, body)
 	}
 
 	f.postRun(t, `{"repo": "acme/app", "pull": 12, "head_sha": "`+headSHA+`", "verdict": "success"}`)
