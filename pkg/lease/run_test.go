@@ -584,6 +584,29 @@ func TestEachTransitionIsLoggedOncePerEpisode(t *testing.T) {
 	})
 }
 
+func TestRenewFailedIsLoggedOncePerEpisodeAndAgainAfterASuccess(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t)
+		// Renewals at 1s fail, 2s succeeds, 3s and 4s fail: two episodes.
+		st := newFaultStore(lease.NewMemoryStore(), func(c storeCall) fault {
+			if c.Op == "renew" && c.N != 1 {
+				return fault{kind: fail}
+			}
+			return fault{}
+		})
+		h.runUntil(4200*time.Millisecond, st, h.spec("a", time.Hour), h.work("a", nil))
+		rf := h.Logs("lease: renew failed")
+		if len(rf) != 2 {
+			t.Fatalf("got %d 'renew failed' logs, want 2: once per episode, and a success ends the episode", len(rf))
+		}
+		// The second episode starts at 3s; the success sent at 2s moved the
+		// step-down to 4.5s.
+		if rf[1]["left"] != float64(1500*time.Millisecond) {
+			t.Errorf("got the second episode's left=%v, want 1.5s (step-down at 4.5s, failure at 3s)", rf[1]["left"])
+		}
+	})
+}
+
 func TestStickyTermKeepsWorkAndEachNewTermCallsItAfresh(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t)
