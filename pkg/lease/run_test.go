@@ -211,6 +211,48 @@ func TestAcquireLandingAfterItsReleaseKeepsTheLeaseOneTTL(t *testing.T) {
 	})
 }
 
+// answersPastCtx is a Store whose Acquire lands and answers even when the
+// caller's ctx is done meanwhile: the answer was on its way.
+type answersPastCtx struct {
+	lease.Store
+	onAcquire func() // called as the Acquire is sent
+}
+
+func (s answersPastCtx) Acquire(ctx context.Context, name, owner string, now time.Time, ttl time.Duration) (bool, error) {
+	s.onAcquire()
+	return s.Store.Acquire(context.WithoutCancel(ctx), name, owner, now, ttl)
+}
+
+func TestAcquireWonAfterCtxIsDoneStartsNoTermAndIsReleased(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t)
+		mem := lease.NewMemoryStore()
+		ctx, cancel := context.WithCancel(t.Context())
+		st := newFaultStore(answersPastCtx{Store: mem, onAcquire: cancel}, nil)
+		if err := <-h.start(ctx, st, h.spec("a", time.Hour), h.work("a", nil)); err != nil {
+			t.Fatalf("Run = %v, want nil", err)
+		}
+		if acq := st.Calls("acquire", "a"); len(acq) != 1 || !acq[0].OK {
+			t.Fatalf("got attempts %+v, want one won: the test needs a won Acquire answered after ctx is done", acq)
+		}
+		if ev := h.Events("a", lease.Elected); len(ev) != 0 {
+			t.Errorf("got Elected events %+v, want none: a term won after ctx is done does not start", ev)
+		}
+		if terms := h.Terms("a"); len(terms) != 0 {
+			t.Errorf("got terms %+v, want none: work does not start once ctx is done", terms)
+		}
+		if rel := st.Calls("release", "a"); len(rel) != 1 || rel[0].Err != nil || rel[0].CtxErr != nil {
+			t.Errorf("got releases %+v, want one on a live ctx, answered nil: the won lease is handed back", rel)
+		}
+		if hs, err := mem.Holders(t.Context()); err != nil || len(hs) != 0 {
+			t.Errorf("Holders = %+v, %v; want none: the won lease is released", hs, err)
+		}
+		if rl := h.Events("a", lease.Released); len(rl) != 1 || rl[0].Reason != lease.ReasonCanceled {
+			t.Errorf("got Released events %+v, want one with reason %q", rl, lease.ReasonCanceled)
+		}
+	})
+}
+
 func TestStoreThatCannotAnswerElectsNobody(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t)
