@@ -44,7 +44,9 @@ const (
 	// Event.Reason is one of the Reason constants.
 	SteppedDown
 	// Released: a Release was answered with success. Event.Reason is the
-	// step-down reason of the term it ends, or [ReasonUnanswered].
+	// step-down reason of the term it ends, [ReasonUnanswered] after an
+	// Acquire whose answer did not arrive, or [ReasonCanceled] after an
+	// Acquire won once ctx was done, which starts no term.
 	Released
 )
 
@@ -106,7 +108,8 @@ const (
 // have landed, so Run follows it with a Release, so that a write that landed
 // does not keep a successor waiting a TTL. The residual case is a write that
 // lands after that Release: it keeps the lease one TTL, unrenewed, which is
-// the bound of a crash.
+// the bound of a crash. An Acquire answered with a win once ctx is done
+// starts no term: Run releases the lease at once.
 //
 // # Term
 //
