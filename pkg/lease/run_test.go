@@ -530,54 +530,38 @@ func TestPanicInWorkIsReleasedThenRepanicked(t *testing.T) {
 	})
 }
 
-func TestReleaseRefusedWithErrLostIsLoggedNotASuccess(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		h := newHarness(t)
-		st := newFaultStore(lease.NewMemoryStore(), func(c storeCall) fault {
-			if c.Op == "release" {
-				return fault{kind: refuse}
-			}
-			return fault{}
+func TestTermReleaseNotAnsweredWithSuccessIsLoggedNotASuccess(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		kind faultKind
+		log  string // the one WARN log the release gets
+	}{
+		{"refused with ErrLost", refuse, "lease: release refused: the lease moved on"},
+		{"that got no answer", fail, "lease: release failed"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				h := newHarness(t)
+				st := newFaultStore(lease.NewMemoryStore(), func(sc storeCall) fault {
+					if sc.Op == "release" {
+						return fault{kind: c.kind}
+					}
+					return fault{}
+				})
+				h.runUntil(2*time.Second, st, h.spec("a", time.Hour), h.work("a", nil))
+				if rl := h.Events("a", lease.Released); len(rl) != 0 {
+					t.Errorf("got Released events %+v, want none: a release %s is not a success", rl, c.name)
+				}
+				if n := len(h.Logs("lease: released")); n != 0 {
+					t.Errorf("got %d 'released' logs, want 0: a release %s is not a success", n, c.name)
+				}
+				logs := h.Logs(c.log)
+				if len(logs) != 1 || logs[0]["level"] != "WARN" || logs[0]["reason"] != lease.ReasonCanceled {
+					t.Errorf("got %q logs %v, want one WARN with reason %q: a release %s is logged as such", c.log, logs, lease.ReasonCanceled, c.name)
+				}
+			})
 		})
-		ctx, cancel := context.WithCancel(t.Context())
-		done := h.start(ctx, st, h.spec("a", time.Hour), h.work("a", nil))
-		time.Sleep(2 * time.Second)
-		cancel()
-		<-done
-		if rl := h.Events("a", lease.Released); len(rl) != 0 {
-			t.Errorf("got Released events %+v, want none: a release refused with ErrLost is not a success", rl)
-		}
-		if n := len(h.Logs("lease: released")); n != 0 {
-			t.Errorf("got %d 'released' logs, want 0", n)
-		}
-		refused := h.Logs("lease: release refused: the lease moved on")
-		if len(refused) != 1 || refused[0]["level"] != "WARN" {
-			t.Errorf("got %v, want one WARN log of the refused release", refused)
-		}
-	})
-}
-
-func TestTermReleaseThatFailsIsLoggedNotASuccess(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		h := newHarness(t)
-		st := newFaultStore(lease.NewMemoryStore(), func(c storeCall) fault {
-			if c.Op == "release" {
-				return fault{kind: fail}
-			}
-			return fault{}
-		})
-		h.runUntil(2*time.Second, st, h.spec("a", time.Hour), h.work("a", nil))
-		if rl := h.Events("a", lease.Released); len(rl) != 0 {
-			t.Errorf("got Released events %+v, want none: a release that got no answer is not a success", rl)
-		}
-		if n := len(h.Logs("lease: released")); n != 0 {
-			t.Errorf("got %d 'released' logs, want 0: a release that got no answer is not a success", n)
-		}
-		failed := h.Logs("lease: release failed")
-		if len(failed) != 1 || failed[0]["level"] != "WARN" || failed[0]["reason"] != lease.ReasonCanceled {
-			t.Errorf("got %v, want one WARN 'release failed' log with reason %q: a term's failed release is logged", failed, lease.ReasonCanceled)
-		}
-	})
+	}
 }
 
 func TestEachTransitionIsLoggedOncePerEpisode(t *testing.T) {
