@@ -244,7 +244,7 @@ func (r *runner) run(ctx context.Context) {
 // won one when ctx is done by the time it is answered.
 func (r *runner) campaign(ctx context.Context) (sent time.Time, won bool) {
 	sent = time.Now()
-	err := r.call(ctx, opAcquire, func(ctx context.Context) error {
+	err := r.call(ctx, opAcquire, true, func(ctx context.Context) error {
 		var err error
 		won, err = r.st.Acquire(ctx, r.spec.Name, r.spec.Owner, sent, r.spec.TTL)
 		return err
@@ -391,7 +391,7 @@ func (r *runner) runWork(ctx context.Context, returned chan<- *workPanic) {
 // renew sends one Renew, bounded by TTL/3 and by termCtx.
 func (r *runner) renew(termCtx context.Context) renewal {
 	res := renewal{sent: time.Now()}
-	res.err = r.call(termCtx, opRenew, func(ctx context.Context) error {
+	res.err = r.call(termCtx, opRenew, true, func(ctx context.Context) error {
 		var err error
 		res.ok, err = r.st.Renew(ctx, r.spec.Name, r.spec.Owner, res.sent, r.spec.TTL)
 		return err
@@ -412,13 +412,17 @@ func (r *runner) deadline(sent time.Time) time.Time {
 // ReasonUnanswered, whose failures the store-unreachable episode already
 // reports.
 func (r *runner) release(ctx context.Context, reason string) {
-	err := r.call(context.WithoutCancel(ctx), opRelease, func(ctx context.Context) error {
+	err := r.call(context.WithoutCancel(ctx), opRelease, reason != ReasonUnanswered, func(ctx context.Context) error {
 		return r.st.Release(ctx, r.spec.Name, r.spec.Owner)
 	})
 	switch {
 	case err == nil:
 		r.log.Info("lease: released", "reason", reason)
 		r.event(Released, reason)
+	case errors.Is(err, ErrLost) && reason == ReasonUnanswered:
+		// The expected answer when the lost Acquire did not land: another
+		// owner holds the lease. Every follower would warn on each attempt.
+		r.log.Debug("lease: release after an unanswered attempt: another owner holds it", "error", err)
 	case errors.Is(err, ErrLost):
 		r.log.Warn("lease: release refused: the lease moved on", "reason", reason, "error", err)
 	case reason != ReasonUnanswered:
@@ -426,11 +430,14 @@ func (r *runner) release(ctx context.Context, reason string) {
 	}
 }
 
-// call runs one store call bounded by TTL/3 and by parent, times it, and
-// tracks the store-unreachable episode. A call cut because parent is done
+// call runs one store call bounded by TTL/3 and by parent, times it, and,
+// when episode is set, tracks the store-unreachable episode. The release
+// after an unanswered attempt does not: the failed attempt opened the
+// episode, and a release answering between failing attempts would split one
+// outage into an episode per attempt. A call cut because parent is done
 // (shutdown, step-down) says nothing about the store and is not counted.
 // ErrLost is an answer, not a failure.
-func (r *runner) call(parent context.Context, op string, f func(context.Context) error) error {
+func (r *runner) call(parent context.Context, op string, episode bool, f func(context.Context) error) error {
 	ctx, cancel := context.WithTimeout(parent, r.cut)
 	defer cancel()
 	start := time.Now()
@@ -441,6 +448,7 @@ func (r *runner) call(parent context.Context, op string, f func(context.Context)
 	failed := err != nil && !errors.Is(err, ErrLost)
 	r.spec.Metrics.observe(op, time.Since(start), failed)
 	switch {
+	case !episode:
 	case failed && !r.down:
 		r.down, r.downSince = true, start
 		r.log.Warn("lease: store unreachable", "op", op, "error", err)

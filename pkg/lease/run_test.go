@@ -176,6 +176,36 @@ func TestUnansweredAcquireIsFollowedByARelease(t *testing.T) {
 	})
 }
 
+// TestReleaseAfterAnUnansweredAttemptIsNoWarning pins that a follower whose
+// Acquire failed while another owner holds the lease does not warn that its
+// follow-up Release was refused: ErrLost is the expected answer there, and a
+// warning on every attempt would bury the real ones.
+func TestReleaseAfterAnUnansweredAttemptIsNoWarning(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t)
+		mem := lease.NewMemoryStore()
+		if ok, err := mem.Acquire(t.Context(), "net", "holder", time.Now(), time.Hour); !ok || err != nil {
+			t.Fatalf("Acquire = %v, %v", ok, err)
+		}
+		st := newFaultStore(mem, func(c storeCall) fault {
+			if c.Op == "acquire" {
+				return fault{kind: fail}
+			}
+			return fault{}
+		})
+		h.runUntil(3*time.Second, st, h.spec("a", time.Second), h.work("a", nil))
+		if rel := st.Calls("release", "a"); len(rel) < 2 || !errors.Is(rel[0].Err, lease.ErrLost) {
+			t.Fatalf("got a's releases %v, want several, each refused with ErrLost: the setup", h.callTimes(rel))
+		}
+		if got := h.Logs("lease: release refused: the lease moved on"); len(got) != 0 {
+			t.Errorf("got %d 'release refused' warnings, want 0: after an unanswered attempt ErrLost is the expected answer", len(got))
+		}
+		if got := h.Logs("lease: store unreachable"); len(got) != 1 {
+			t.Errorf("got %d 'store unreachable' lines, want 1: the failing Acquires are one episode", len(got))
+		}
+	})
+}
+
 func TestAcquireLandingAfterItsReleaseKeepsTheLeaseOneTTL(t *testing.T) {
 	// The residual case of ADR-117 decision 2: the write lands after the
 	// release that followed it; the lease stays a's, unrenewed, one TTL from
