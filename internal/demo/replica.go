@@ -2,57 +2,22 @@ package demo
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"iterion.dev/iterion/internal/leasecut"
 	"iterion.dev/iterion/pkg/forge"
 	"iterion.dev/iterion/pkg/forge/forgesim"
-	"iterion.dev/iterion/pkg/lease"
 	"iterion.dev/iterion/pkg/server"
 )
-
-// errCrashed is what a crashed replica's lease store answers: nothing.
-var errCrashed = errors.New("demo: replica crashed: no answer")
-
-// crashStore is a replica's view of the shared lease store. Once crashed,
-// every call fails at once, as if the process had died: the replica can
-// neither renew nor release, so its lease stays until it expires. Safe for
-// concurrent use.
-type crashStore struct {
-	lease.Store
-	crashed atomic.Bool
-}
-
-func (c *crashStore) Acquire(ctx context.Context, name, owner string, now time.Time, ttl time.Duration) (bool, error) {
-	if c.crashed.Load() {
-		return false, errCrashed
-	}
-	return c.Store.Acquire(ctx, name, owner, now, ttl)
-}
-
-func (c *crashStore) Renew(ctx context.Context, name, owner string, now time.Time, ttl time.Duration) (bool, error) {
-	if c.crashed.Load() {
-		return false, errCrashed
-	}
-	return c.Store.Renew(ctx, name, owner, now, ttl)
-}
-
-func (c *crashStore) Release(ctx context.Context, name, owner string) error {
-	if c.crashed.Load() {
-		return errCrashed
-	}
-	return c.Store.Release(ctx, name, owner)
-}
 
 // replica is one pkg/server instance of the demo, with its own forge client
 // (whose token is its name) and metrics registry.
 type replica struct {
-	store  *crashStore
+	store  *leasecut.Store // its view of the shared lease store, cut by a crash
 	cancel context.CancelFunc
 	done   chan struct{}
 }
@@ -66,7 +31,7 @@ func (r *replica) stop() {
 // crash cuts the replica from the lease store first, then stops it: it
 // sends nothing more, and its lease is left to expire.
 func (r *replica) crash() {
-	r.store.crashed.Store(true)
+	r.store.Cut()
 	r.stop()
 }
 
@@ -98,7 +63,7 @@ func (d *demo) start(ctx context.Context, name string, noLease bool) (*replica, 
 	if err != nil {
 		return nil, fmt.Errorf("demo: forge client of %s: %w", name, err)
 	}
-	r := &replica{store: &crashStore{Store: d.leases}, done: make(chan struct{})}
+	r := &replica{store: leasecut.New(d.leases), done: make(chan struct{})}
 	srv, err := server.New(server.Config{
 		Runs:          d.runs,
 		Leases:        r.store,

@@ -9,13 +9,13 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"iterion.dev/iterion/internal/leasecut"
 	"iterion.dev/iterion/pkg/forge"
 	"iterion.dev/iterion/pkg/forge/forgesim"
 	"iterion.dev/iterion/pkg/lease"
@@ -319,37 +319,6 @@ func TestGracefulShutdown(t *testing.T) {
 	})
 }
 
-// partitionable is a replica's view of the shared lease store that a test
-// can cut: once cut, every call fails as if the store were unreachable from
-// that replica alone.
-type partitionable struct {
-	lease.Store
-	cut atomic.Bool
-}
-
-var errPartitioned = errors.New("test: partitioned from the lease store")
-
-func (p *partitionable) Acquire(ctx context.Context, name, owner string, now time.Time, ttl time.Duration) (bool, error) {
-	if p.cut.Load() {
-		return false, errPartitioned
-	}
-	return p.Store.Acquire(ctx, name, owner, now, ttl)
-}
-
-func (p *partitionable) Renew(ctx context.Context, name, owner string, now time.Time, ttl time.Duration) (bool, error) {
-	if p.cut.Load() {
-		return false, errPartitioned
-	}
-	return p.Store.Renew(ctx, name, owner, now, ttl)
-}
-
-func (p *partitionable) Release(ctx context.Context, name, owner string) error {
-	if p.cut.Load() {
-		return errPartitioned
-	}
-	return p.Store.Release(ctx, name, owner)
-}
-
 // TestPartitionedLeaderStopsSweepingBeforeTheSuccessorStarts pins the
 // fail-closed hand-over at the server level: a leader cut off from the
 // lease store (a partition, or a crash as the store sees it) stops sweeping
@@ -358,11 +327,11 @@ func (p *partitionable) Release(ctx context.Context, name, owner string) error {
 func TestPartitionedLeaderStopsSweepingBeforeTheSuccessorStarts(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c, tr := newCluster(t, 2)
-		views := map[string]*partitionable{}
+		views := map[string]*leasecut.Store{}
 		n := 0
 		startReplicas(t, c, tr, 3, time.Minute, func(cfg *server.Config) {
 			n++
-			v := &partitionable{Store: c.leases}
+			v := leasecut.New(c.leases)
 			views[fmt.Sprintf("replica-%d", n)] = v
 			cfg.Leases = v
 		})
@@ -370,7 +339,7 @@ func TestPartitionedLeaderStopsSweepingBeforeTheSuccessorStarts(t *testing.T) {
 		synctest.Wait()
 		events, _ := c.tl.snapshot()
 		leader := events[0].Owner
-		views[leader].cut.Store(true)
+		views[leader].Cut()
 		cutAt := time.Now()
 		time.Sleep(10 * time.Minute)
 		synctest.Wait()
@@ -426,7 +395,7 @@ func TestHealthzFailsWhileWorkOutlivesItsTerm(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c, _ := newCluster(t, 1)
 		stall := stalledForge{unstall: make(chan struct{})}
-		view := &partitionable{Store: c.leases}
+		view := leasecut.New(c.leases)
 		srv, err := server.New(server.Config{Runs: c.runs, Leases: view, Forge: newForge(t, "http://sim/", stall, "tok", nil, nil),
 			APIToken: "a", Owner: "replica-1", SweepInterval: time.Minute, OnLeaseEvent: c.tl.onEvent})
 		if err != nil {
@@ -445,7 +414,7 @@ func TestHealthzFailsWhileWorkOutlivesItsTerm(t *testing.T) {
 		if code := healthz(); code != http.StatusOK {
 			t.Errorf("/healthz during the term = %d, want 200: work inside its term is healthy", code)
 		}
-		view.cut.Store(true) // renewals fail: the term ends fail-closed
+		view.Cut() // renewals fail: the term ends fail-closed
 		time.Sleep(3 * time.Minute)
 		synctest.Wait()
 		events, _ := c.tl.snapshot()
