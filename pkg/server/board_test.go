@@ -61,19 +61,7 @@ func TestMongoBoardStoreMalformedDocuments(t *testing.T) {
 		{Key: "number", Value: 1}, {Key: "title", Value: "t"}, {Key: "state", Value: "open"},
 		{Key: "labels", Value: bson.A{"bug"}}, {Key: "assignees", Value: bson.A{}},
 		{Key: "pull_request", Value: false}, {Key: "url", Value: ""}, {Key: "updated_at", Value: now.Add(time.Hour)}}
-	with := func(key string, v any) bson.D {
-		var d bson.D
-		for _, e := range good {
-			if e.Key == key {
-				if v == nil {
-					continue
-				}
-				e.Value = v
-			}
-			d = append(d, e)
-		}
-		return d
-	}
+	with := func(key string, v any) bson.D { return withField(good, key, v) }
 	for _, c := range []struct {
 		name string
 		doc  bson.D

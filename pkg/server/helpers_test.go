@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"iterion.dev/iterion/pkg/forge"
 	"iterion.dev/iterion/pkg/forge/forgesim"
@@ -130,4 +131,20 @@ func textLogger() (*slog.Logger, *logBuffer) {
 func rateLimited(err error) (*forge.RateLimitError, bool) {
 	var rl *forge.RateLimitError
 	return rl, errors.As(err, &rl)
+}
+
+// withField returns a copy of doc with key's value replaced by v, or with
+// key left out when v is nil: one malformed variant of a good document.
+func withField(doc bson.D, key string, v any) bson.D {
+	var d bson.D
+	for _, e := range doc {
+		if e.Key == key {
+			if v == nil {
+				continue
+			}
+			e.Value = v
+		}
+		d = append(d, e)
+	}
+	return d
 }

@@ -53,22 +53,10 @@ func TestMongoRunStoreCreatesIndexes(t *testing.T) {
 // shape is an ErrMalformed error from every read, never a panic or a run.
 func TestMongoRunStoreMalformedDocuments(t *testing.T) {
 	now := time.Date(2026, 9, 30, 9, 0, 0, 0, time.UTC)
-	good := bson.D{{Key: "host", Value: "github.com"}, {Key: "repo", Value: "acme/app"}, {Key: "pull", Value: 1},
+	good := bson.D{{Key: "_id", Value: "bad"}, {Key: "host", Value: "github.com"}, {Key: "repo", Value: "acme/app"}, {Key: "pull", Value: 1},
 		{Key: "head_sha", Value: "abc"}, {Key: "context", Value: "iterion/review"}, {Key: "verdict", Value: "success"},
 		{Key: "created_at", Value: now}, {Key: "updated_at", Value: now}, {Key: "settled", Value: false}}
-	with := func(key string, v any) bson.D {
-		d := bson.D{{Key: "_id", Value: "bad"}}
-		for _, e := range good {
-			if e.Key == key {
-				if v == nil {
-					continue
-				}
-				e.Value = v
-			}
-			d = append(d, e)
-		}
-		return d
-	}
+	with := func(key string, v any) bson.D { return withField(good, key, v) }
 	for _, c := range []struct {
 		name string
 		doc  bson.D
