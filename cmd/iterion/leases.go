@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"iterion.dev/iterion/pkg/lease"
+	"iterion.dev/iterion/pkg/lease/mongolease"
 )
 
 // runLeases lists the leases of a deployment's store, or, as
@@ -76,7 +77,7 @@ func leases(ctx context.Context, args []string, getenv func(string) string, stdo
 		return err
 	}
 	defer client.Disconnect(context.WithoutCancel(ctx))
-	st := lease.NewMongoStore(db)
+	st := mongolease.NewStore(db)
 	if release {
 		if err := st.Release(ctx, name, *owner); errors.Is(err, lease.ErrLost) {
 			return fmt.Errorf("release %q from %q: not released, another owner holds it now: %w", name, *owner, err)

@@ -20,6 +20,7 @@ import (
 
 	"iterion.dev/iterion/pkg/forge"
 	"iterion.dev/iterion/pkg/lease"
+	"iterion.dev/iterion/pkg/lease/mongolease"
 	"iterion.dev/iterion/pkg/server"
 )
 
@@ -219,7 +220,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 		if runs, err = server.NewMongoRunStore(ctx, db); err != nil {
 			return fmt.Errorf("--mongo-uri: %w", err)
 		}
-		ms := lease.NewMongoStore(db)
+		ms := mongolease.NewStore(db)
 		if err := ms.CheckServer(ctx, logger); err != nil {
 			return fmt.Errorf("--mongo-uri: %w", err)
 		}

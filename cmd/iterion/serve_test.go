@@ -14,7 +14,7 @@ import (
 
 	"iterion.dev/iterion/internal/mongotest"
 	"iterion.dev/iterion/pkg/forge/forgesim"
-	"iterion.dev/iterion/pkg/lease"
+	"iterion.dev/iterion/pkg/lease/mongolease"
 	"iterion.dev/iterion/pkg/server"
 )
 
@@ -232,7 +232,7 @@ func TestServeWithMongoAndTheLeasesCommand(t *testing.T) {
 	if err := stop(); err != nil {
 		t.Errorf("serve after the stop signal = %v, want nil", err)
 	}
-	holders, err := lease.NewMongoStore(db).Holders(context.Background())
+	holders, err := mongolease.NewStore(db).Holders(context.Background())
 	if err != nil || len(holders) != 0 {
 		t.Errorf("holders after the stop = %v, %v, want none: the lease is released", holders, err)
 	}
@@ -242,7 +242,7 @@ func TestServeWithMongoAndTheLeasesCommand(t *testing.T) {
 // releasing from the holder removes the lease.
 func TestLeasesReleaseForcesAHandOver(t *testing.T) {
 	db := mongotest.DB(t)
-	st := lease.NewMongoStore(db)
+	st := mongolease.NewStore(db)
 	if ok, err := st.Acquire(context.Background(), "merge-gate-sweeper", "stuck-replica", time.Now(), time.Hour); !ok || err != nil {
 		t.Fatalf("Acquire = %v, %v", ok, err)
 	}

@@ -4,12 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
-	"os"
 	"time"
-
-	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"iterion.dev/iterion/pkg/lease"
 )
@@ -47,25 +42,4 @@ func ExampleMemoryStore() {
 	// merge-gate-sweeper held by replica-a until 2026-09-30T15:04:00Z
 	// b acquires at a's expiry: true <nil>
 	// a's late renewal: false <nil>
-}
-
-// A MongoStore elects among the replicas that share a MongoDB replica set.
-// Check the server once at start: a FerretDB server is logged as a test
-// server, not a production lease store.
-func ExampleNewMongoStore() {
-	ctx := context.Background()
-	client, err := mongo.Connect(options.Client().ApplyURI("mongodb://localhost:27017/?replicaSet=rs0"))
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer client.Disconnect(ctx)
-	st := lease.NewMongoStore(client.Database("iterion"))
-	if err := st.CheckServer(ctx, slog.New(slog.NewTextHandler(os.Stderr, nil))); err != nil {
-		fmt.Println(err)
-		return
-	}
-	host, _ := os.Hostname()
-	ok, err := st.Acquire(ctx, "merge-gate-sweeper", host, time.Now(), 3*time.Minute)
-	fmt.Println(ok, err)
 }

@@ -3,10 +3,17 @@
 // with the replica count (ADR-117).
 //
 // A lease is a name that one owner holds until an expiry. A [Store] keeps
-// leases; [MemoryStore] and [MongoStore] are its two twins and pass one
+// leases; [MemoryStore] here and MongoStore in
+// [iterion.dev/iterion/pkg/lease/mongolease] are its two twins and pass one
 // conformance suite, [iterion.dev/iterion/pkg/lease/leasetest]. [Run] serves a
 // term: it campaigns, runs the work while the lease is held, renews, and steps
-// down fail-closed before the store could hand the lease to a successor.
+// down fail-closed before the store could hand the lease to a successor. Its
+// [Health] tracks work that outlives its term, its [Event]s report each
+// transition, and an [Observer] (Prometheus:
+// [iterion.dev/iterion/pkg/lease/leaseprom]) counts terms and store calls.
+//
+// The package imports only the standard library: a user who brings their own
+// Store compiles no database driver and no metrics library.
 //
 // # Guarantee and limits: for load, not for exclusion
 //
@@ -23,9 +30,9 @@
 // # Time
 //
 // The clock is the caller's: every Store call takes now explicitly. Both twins
-// keep instants in UTC, truncated to the millisecond, as BSON does: the expiry
-// of a lease taken at now with ttl is trunc(trunc(now)+ttl), and a lease is
-// expired at its expiry instant.
+// keep instants in UTC, truncated to the millisecond, as BSON does ([Stamp]):
+// the expiry of a lease taken at now with ttl is trunc(trunc(now)+ttl)
+// ([Expiry]), and a lease is expired at its expiry instant.
 package lease
 
 import (
@@ -77,20 +84,31 @@ type Inspector interface {
 // MinTTL is the shortest TTL a Store accepts: the stores keep milliseconds.
 const MinTTL = time.Millisecond
 
-// checkArgs validates the arguments of Acquire and Renew. A negative ttl is
-// invalid like any other under MinTTL.
-func checkArgs(name, owner string, ttl time.Duration) error {
+// CheckArgs is what Acquire and Renew check before touching their store, in
+// the order the conformance suite pins: name and owner not blank, ttl at
+// least [MinTTL] (an error wrapping [ErrInvalid] naming the field and value),
+// then ctx not done (ctx's error, wrapped to name op and name). A Store whose
+// calls start with it fail, changing nothing, on every bad argument the
+// suite tries. op names the call in the error, e.g. "acquire".
+func CheckArgs(ctx context.Context, op, name, owner string, ttl time.Duration) error {
 	if err := checkNames(name, owner); err != nil {
 		return err
 	}
 	if ttl < MinTTL {
 		return fmt.Errorf("%w: ttl %v is under %v", ErrInvalid, ttl, MinTTL)
 	}
-	return nil
+	return ctxErr(ctx, op, name)
 }
 
-// checkNames validates the arguments every Store method shares (Release has
-// no ttl).
+// CheckReleaseArgs is [CheckArgs] for Release, which has no ttl.
+func CheckReleaseArgs(ctx context.Context, name, owner string) error {
+	if err := checkNames(name, owner); err != nil {
+		return err
+	}
+	return ctxErr(ctx, "release", name)
+}
+
+// checkNames validates the arguments every Store method shares.
 func checkNames(name, owner string) error {
 	if strings.TrimSpace(name) == "" {
 		return fmt.Errorf("%w: name %q is empty", ErrInvalid, name)
@@ -101,10 +119,22 @@ func checkNames(name, owner string) error {
 	return nil
 }
 
-// stamp is now as both twins keep it: UTC, truncated to the millisecond.
-func stamp(now time.Time) time.Time { return now.UTC().Truncate(time.Millisecond) }
+// ctxErr is ctx's error, if ctx is done, wrapped to name the call. The twins
+// check it after their arguments and before touching their store, so that a
+// call on a done context changes nothing.
+func ctxErr(ctx context.Context, op, name string) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("lease: %s %q: %w", op, name, err)
+	}
+	return nil
+}
 
-// expiry is the instant a lease taken or renewed at now with ttl expires.
-func expiry(now time.Time, ttl time.Duration) time.Time {
-	return stamp(stamp(now).Add(ttl))
+// Stamp is now as a Store keeps it: UTC, truncated to the millisecond, as
+// BSON keeps instants.
+func Stamp(now time.Time) time.Time { return now.UTC().Truncate(time.Millisecond) }
+
+// Expiry is the instant a lease taken or renewed at now with ttl expires:
+// trunc(trunc(now)+ttl), UTC. A lease is expired at this instant.
+func Expiry(now time.Time, ttl time.Duration) time.Time {
+	return Stamp(Stamp(now).Add(ttl))
 }

@@ -9,10 +9,10 @@ import (
 	"time"
 )
 
-// MemoryStore is the in-memory twin of [MongoStore]: one process's leases,
-// kept in a map. It elects among the goroutines of one process, which is what
-// a deployment without Mongo runs (ADR-117: one process elects itself), and
-// what tests use.
+// MemoryStore is the in-memory twin of mongolease.MongoStore: one process's
+// leases, kept in a map. It elects among the goroutines of one process, which
+// is what a deployment without Mongo runs (ADR-117: one process elects
+// itself), and what tests use.
 //
 // The zero value is an empty store, ready to use. A MemoryStore is safe for
 // concurrent use and must not be copied after first use.
@@ -41,13 +41,13 @@ func NewMemoryStore() *MemoryStore { return &MemoryStore{} }
 // holds the lease unexpired, and an error, changing nothing, when an argument
 // is invalid (ErrInvalid) or ctx is done.
 func (m *MemoryStore) Acquire(ctx context.Context, name, owner string, now time.Time, ttl time.Duration) (bool, error) {
-	if err := precheck(ctx, "acquire", name, owner, ttl); err != nil {
+	if err := CheckArgs(ctx, "acquire", name, owner, ttl); err != nil {
 		return false, err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	l, ok := m.leases[name]
-	if ok && l.owner != owner && stamp(now).Before(l.expires) {
+	if ok && l.owner != owner && Stamp(now).Before(l.expires) {
 		return false, nil
 	}
 	if !ok || l.owner != owner {
@@ -55,7 +55,7 @@ func (m *MemoryStore) Acquire(ctx context.Context, name, owner string, now time.
 		// is at or before now, and the new one is at least now + MinTTL.
 		l = memoryLease{owner: owner}
 	}
-	m.put(name, l, expiry(now, ttl))
+	m.put(name, l, Expiry(now, ttl))
 	return true, nil
 }
 
@@ -66,7 +66,7 @@ func (m *MemoryStore) Acquire(ctx context.Context, name, owner string, now time.
 // another's. It returns an error, changing nothing, when an argument is
 // invalid (ErrInvalid) or ctx is done.
 func (m *MemoryStore) Renew(ctx context.Context, name, owner string, now time.Time, ttl time.Duration) (bool, error) {
-	if err := precheck(ctx, "renew", name, owner, ttl); err != nil {
+	if err := CheckArgs(ctx, "renew", name, owner, ttl); err != nil {
 		return false, err
 	}
 	m.mu.Lock()
@@ -75,7 +75,7 @@ func (m *MemoryStore) Renew(ctx context.Context, name, owner string, now time.Ti
 	if !ok || l.owner != owner {
 		return false, nil
 	}
-	m.put(name, l, expiry(now, ttl))
+	m.put(name, l, Expiry(now, ttl))
 	return true, nil
 }
 
@@ -84,10 +84,7 @@ func (m *MemoryStore) Renew(ctx context.Context, name, owner string, now time.Ti
 // ErrLost and changes nothing. It returns an error, changing nothing, when an
 // argument is invalid (ErrInvalid) or ctx is done.
 func (m *MemoryStore) Release(ctx context.Context, name, owner string) error {
-	if err := checkNames(name, owner); err != nil {
-		return err
-	}
-	if err := ctxErr(ctx, "release", name); err != nil {
+	if err := CheckReleaseArgs(ctx, name, owner); err != nil {
 		return err
 	}
 	m.mu.Lock()
@@ -129,23 +126,4 @@ func (m *MemoryStore) put(name string, l memoryLease, exp time.Time) {
 		m.leases = make(map[string]memoryLease)
 	}
 	m.leases[name] = l
-}
-
-// precheck is what Acquire and Renew of both twins check before touching
-// their store: the arguments, then ctx (see ctxErr).
-func precheck(ctx context.Context, op, name, owner string, ttl time.Duration) error {
-	if err := checkArgs(name, owner, ttl); err != nil {
-		return err
-	}
-	return ctxErr(ctx, op, name)
-}
-
-// ctxErr is ctx's error, if ctx is done, wrapped to name the call. Both twins
-// check it after their arguments and before touching their store, so that a
-// call on a done context changes nothing.
-func ctxErr(ctx context.Context, op, name string) error {
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("lease: %s %q: %w", op, name, err)
-	}
-	return nil
 }

@@ -11,7 +11,7 @@ import (
 )
 
 // Spec says which lease Run serves and how. The zero values of Logger,
-// Metrics, Health and OnEvent mean none; Name, Owner and TTL are required.
+// Observer, Health and OnEvent mean none; Name, Owner and TTL are required.
 type Spec struct {
 	// Name is the lease's name, shared by every candidate for it.
 	Name string
@@ -25,8 +25,9 @@ type Spec struct {
 	Retry time.Duration
 	// Logger receives the term's transitions. nil discards them.
 	Logger *slog.Logger
-	// Metrics counts terms, step-downs and store calls. nil counts nothing.
-	Metrics *Metrics
+	// Observer counts terms, step-downs and store calls (leaseprom.Metrics
+	// is one). nil counts nothing.
+	Observer Observer
 	// Health tracks work that outlives its term. nil tracks nothing.
 	Health *Health
 	// OnEvent is called synchronously, from Run's goroutine, on each
@@ -72,7 +73,7 @@ type Event struct {
 }
 
 // Reasons a term ends (Event.Reason of SteppedDown and Released, the reason
-// label of the lease_step_downs_total metric and the reason log attribute),
+// of [Observer.SteppedDown] and the reason log attribute),
 // and ReasonUnanswered, the reason of the release that follows an Acquire
 // whose answer did not arrive.
 const (
@@ -84,12 +85,38 @@ const (
 	ReasonUnanswered   = "unanswered_acquire"
 )
 
-// Store operations as the metrics and logs name them.
+// Store operations as [Observer.StoreCall] and the logs name them.
 const (
-	opAcquire = "acquire"
-	opRenew   = "renew"
-	opRelease = "release"
+	OpAcquire = "acquire"
+	OpRenew   = "renew"
+	OpRelease = "release"
 )
+
+// Observer receives what Run reports for counting: runs, terms and store
+// calls. Package iterion.dev/iterion/pkg/lease/leaseprom implements it with
+// Prometheus metrics. One Observer may serve every Run of a process, for the
+// same lease or different ones, so its methods must be safe for concurrent
+// use. Run calls them synchronously, from its own goroutines; they must not
+// block.
+type Observer interface {
+	// Campaigning is called once per Run, after its arguments are checked
+	// and before its first store call, with the lease's name.
+	Campaigning(name string)
+	// TermStarted is called when Run wins a term of the lease name, after
+	// the [Elected] event and before work starts.
+	TermStarted(name string)
+	// SteppedDown is called once for each TermStarted, when the term ends
+	// and work's context has just been cancelled, with one of the Reason
+	// constants, before the [SteppedDown] event.
+	SteppedDown(name, reason string)
+	// StoreCall is called once per store call of the lease name that got an
+	// answer or failed on its own: op is [OpAcquire], [OpRenew] or
+	// [OpRelease], d its latency, failed true when it got no answer (an
+	// error other than [ErrLost], which is an answer). A call cut because
+	// Run's context was done or the term ended says nothing about the store
+	// and is not reported.
+	StoreCall(name, op string, d time.Duration, failed bool)
+}
 
 // Run serves terms of the lease spec.Name for spec.Owner on st, running work
 // for each term, until ctx is done. It returns an error only for an unusable
@@ -163,7 +190,7 @@ const (
 // renew failed (with the time left before the step-down), stepped down (with
 // its reason), released, release failed, store unreachable and store
 // reachable again. Each is logged once per episode, not once per attempt.
-// spec.Metrics and spec.Health, when set, count and track the same.
+// spec.Observer and spec.Health, when set, count and track the same.
 func Run(ctx context.Context, st Store, spec Spec, work func(context.Context)) error {
 	if err := validate(st, spec, work); err != nil {
 		return err
@@ -183,7 +210,9 @@ func Run(ctx context.Context, st Store, spec Spec, work func(context.Context)) e
 		r.log = slog.New(slog.DiscardHandler)
 	}
 	r.log = r.log.With("lease", spec.Name, "owner", spec.Owner)
-	spec.Metrics.init(spec.Name)
+	if spec.Observer != nil {
+		spec.Observer.Campaigning(spec.Name)
+	}
 	r.run(ctx)
 	return nil
 }
@@ -210,6 +239,7 @@ func validate(st Store, spec Spec, work func(context.Context)) error {
 // runner is one Run's state. Run's goroutine owns it; a term's renewal
 // goroutine uses it (call's episode fields) only while Run's goroutine waits
 // for that renewal's answer on a channel, so they never touch it at once.
+// A term's own state is a term.
 type runner struct {
 	st    Store
 	spec  Spec
@@ -244,7 +274,7 @@ func (r *runner) run(ctx context.Context) {
 // won one when ctx is done by the time it is answered.
 func (r *runner) campaign(ctx context.Context) (sent time.Time, won bool) {
 	sent = time.Now()
-	err := r.call(ctx, opAcquire, true, func(ctx context.Context) error {
+	err := r.call(ctx, OpAcquire, func(ctx context.Context) error {
 		var err error
 		won, err = r.st.Acquire(ctx, r.spec.Name, r.spec.Owner, sent, r.spec.TTL)
 		return err
@@ -273,100 +303,171 @@ type renewal struct {
 func (r *runner) serve(ctx context.Context, sent time.Time) {
 	r.event(Elected, "")
 	r.log.Info("lease: elected", "ttl", r.spec.TTL, "step_down_by", r.deadline(sent).Sub(sent))
-	r.spec.Metrics.elected(r.spec.Name)
-
-	// The term's contexts keep ctx's values, not its cancellation: the term
-	// ends when serve says so, and the release must outlive ctx.
-	termCtx, endTerm := context.WithCancel(context.WithoutCancel(ctx))
-	defer endTerm()
-	workCtx, stopWork := context.WithCancel(termCtx)
-	returned := make(chan *workPanic, 1)
-	go r.runWork(workCtx, returned)
-
-	deadline := r.deadline(sent)
-	deadlineT := time.NewTimer(time.Until(deadline))
-	defer deadlineT.Stop()
-	next := sent.Add(r.cut)
-	renewT := time.NewTimer(time.Until(next))
-	defer renewT.Stop()
-	results := make(chan renewal, 1)
-	inFlight, due, failing := false, false, false
-	startRenewal := func() {
-		inFlight, due = true, false
-		go func() { results <- r.renew(termCtx) }()
+	if r.spec.Observer != nil {
+		r.spec.Observer.TermStarted(r.spec.Name)
 	}
+	t := r.startTerm(ctx, sent)
+	defer t.close()
+	t.stepDown(ctx, t.await(ctx))
+}
 
-	var reason string
-	var panicked *workPanic
-	workDone := false
-	for reason == "" {
+// term is one term, from the winning Acquire to the release. Run's goroutine
+// owns it; each method handles one event of the term, and await says which.
+type term struct {
+	r        *runner
+	ctx      context.Context    // ctx's values, not its cancellation: the release outlives ctx
+	end      context.CancelFunc // cancels ctx: cuts a renewal in flight
+	stopWork context.CancelFunc // cancels work's context, a child of ctx
+
+	// returned delivers work's end: nil, or its panic. Once received, it is
+	// nil (a nil channel never delivers) and panicked holds what it was.
+	returned chan *workPanic
+	panicked *workPanic
+	// answer delivers the answer of the renewal in flight; nil when none is.
+	answer chan renewal
+	// due: a tick came while a renewal was in flight; send at its answer.
+	due bool
+	// failing: the last renewal failed and "renew failed" was logged, once
+	// per episode.
+	failing bool
+
+	deadline  time.Time // step down by: the last proven send's expiry − TTL/6
+	deadlineT *time.Timer
+	next      time.Time // the next renewal: every TTL/3 from the winning send
+	renewT    *time.Timer
+}
+
+// startTerm starts work in its own goroutine and the term's timers, from
+// sent, the winning Acquire's send.
+func (r *runner) startTerm(ctx context.Context, sent time.Time) *term {
+	// The term's contexts keep ctx's values, not its cancellation: the term
+	// ends when the term says so, and the release must outlive ctx.
+	termCtx, end := context.WithCancel(context.WithoutCancel(ctx))
+	workCtx, stopWork := context.WithCancel(termCtx)
+	t := &term{r: r, ctx: termCtx, end: end, stopWork: stopWork, returned: make(chan *workPanic, 1)}
+	go r.runWork(workCtx, t.returned)
+	t.deadline = r.deadline(sent)
+	t.deadlineT = time.NewTimer(time.Until(t.deadline))
+	t.next = sent.Add(r.cut)
+	t.renewT = time.NewTimer(time.Until(t.next))
+	return t
+}
+
+// await handles the term's events until one ends it, and returns why: one
+// of the Reason constants.
+func (t *term) await(ctx context.Context) string {
+	for {
 		select {
 		case <-ctx.Done():
-			reason = ReasonCanceled
-		case panicked = <-returned:
-			workDone = true
-			reason = ReasonWorkReturned
-			if panicked != nil {
-				reason = ReasonWorkPanicked
-			}
-		case <-deadlineT.C:
-			reason = ReasonDeadline
-		case <-renewT.C:
-			next = next.Add(r.cut)
-			renewT.Reset(time.Until(next))
-			if inFlight {
-				due = true // the previous renewal answers by its bound, now
-			} else {
-				startRenewal()
-			}
-		case res := <-results:
-			inFlight = false
-			switch {
-			case res.err != nil:
-				if !failing {
-					failing = true
-					r.log.Warn("lease: renew failed", "error", res.err, "left", time.Until(deadline))
-				}
-			case !res.ok:
-				reason = ReasonRefused
-			default:
-				failing = false
-				deadline = r.deadline(res.sent)
-				deadlineT.Reset(time.Until(deadline))
-			}
-			if due && reason == "" {
-				startRenewal()
+			return ReasonCanceled
+		case p := <-t.returned:
+			return t.workReturned(p)
+		case <-t.deadlineT.C:
+			return ReasonDeadline
+		case <-t.renewT.C:
+			t.tick()
+		case res := <-t.answer:
+			if reason := t.answered(res); reason != "" {
+				return reason
 			}
 		}
 	}
+}
 
-	// Step down: from here work's context is cancelled and the lease is no
-	// longer this owner's to use.
-	stopWork()
+// tick is the renewal period's: it sends a renewal or, while one is in
+// flight, marks one due when it answers (by its bound, now).
+func (t *term) tick() {
+	t.next = t.next.Add(t.r.cut)
+	t.renewT.Reset(time.Until(t.next))
+	if t.answer != nil {
+		t.due = true
+		return
+	}
+	t.sendRenewal()
+}
+
+// sendRenewal sends one Renew in its own goroutine; its answer comes on
+// t.answer.
+func (t *term) sendRenewal() {
+	answer := make(chan renewal, 1)
+	t.answer, t.due = answer, false
+	go func() { answer <- t.r.renew(t.ctx) }()
+}
+
+// answered handles a renewal's answer and returns ReasonRefused when it ends
+// the term. A success moves the deadline; a failure leaves it running.
+func (t *term) answered(res renewal) (reason string) {
+	t.answer = nil
+	switch {
+	case res.err != nil:
+		if !t.failing {
+			t.failing = true
+			t.r.log.Warn("lease: renew failed", "error", res.err, "left", time.Until(t.deadline))
+		}
+	case !res.ok:
+		return ReasonRefused
+	default:
+		t.failing = false
+		t.deadline = t.r.deadline(res.sent)
+		t.deadlineT.Reset(time.Until(t.deadline))
+	}
+	if t.due {
+		t.sendRenewal()
+	}
+	return ""
+}
+
+// workReturned handles work's end, p its panic or nil, which ends the term.
+func (t *term) workReturned(p *workPanic) (reason string) {
+	t.returned, t.panicked = nil, p
+	if p != nil {
+		return ReasonWorkPanicked
+	}
+	return ReasonWorkReturned
+}
+
+// stepDown ends the term for reason: it cancels work's context, reports the
+// step-down, waits for a renewal in flight and for work, and releases. It
+// re-panics work's panic after the release.
+func (t *term) stepDown(ctx context.Context, reason string) {
+	r := t.r
+	// From here work's context is cancelled and the lease is no longer this
+	// owner's to use.
+	t.stopWork()
 	stuck := r.spec.Health.begin(r.spec.Name, r.spec.Owner)
-	r.spec.Metrics.steppedDown(r.spec.Name, reason)
+	if r.spec.Observer != nil {
+		r.spec.Observer.SteppedDown(r.spec.Name, reason)
+	}
 	level := slog.LevelInfo
 	if reason == ReasonRefused || reason == ReasonDeadline || reason == ReasonWorkPanicked {
 		level = slog.LevelWarn
 	}
-	if panicked != nil {
-		r.log.Error("lease: work panicked", "panic", panicked.value, "stack", string(panicked.stack))
+	if t.panicked != nil {
+		r.log.Error("lease: work panicked", "panic", t.panicked.value, "stack", string(t.panicked.stack))
 	}
 	r.log.Log(ctx, level, "lease: stepped down", "reason", reason)
 	r.event(SteppedDown, reason)
 
-	endTerm() // cuts a renewal in flight; its answer proves nothing now
-	if inFlight {
-		<-results
+	t.end() // cuts a renewal in flight; its answer proves nothing now
+	if t.answer != nil {
+		<-t.answer
 	}
-	if !workDone {
-		panicked = <-returned
+	if t.returned != nil {
+		t.panicked = <-t.returned
 	}
 	r.spec.Health.end(stuck)
 	r.release(ctx, reason)
-	if panicked != nil {
-		panic(panicked.value)
+	if t.panicked != nil {
+		panic(t.panicked.value)
 	}
+}
+
+// close stops the term's timers and ends the term, also when stepDown
+// panics.
+func (t *term) close() {
+	t.deadlineT.Stop()
+	t.renewT.Stop()
+	t.end()
 }
 
 // workPanic carries a panic out of work's goroutine.
@@ -391,7 +492,7 @@ func (r *runner) runWork(ctx context.Context, returned chan<- *workPanic) {
 // renew sends one Renew, bounded by TTL/3 and by termCtx.
 func (r *runner) renew(termCtx context.Context) renewal {
 	res := renewal{sent: time.Now()}
-	res.err = r.call(termCtx, opRenew, true, func(ctx context.Context) error {
+	res.err = r.call(termCtx, OpRenew, func(ctx context.Context) error {
 		var err error
 		res.ok, err = r.st.Renew(ctx, r.spec.Name, r.spec.Owner, res.sent, r.spec.TTL)
 		return err
@@ -404,7 +505,7 @@ func (r *runner) renew(termCtx context.Context) renewal {
 // TTL/6, carried on sent's monotonic reading. The expiry is truncated to the
 // millisecond, up to 1 ms before sent+TTL (more with a sub-millisecond TTL).
 func (r *runner) deadline(sent time.Time) time.Time {
-	return sent.Add(expiry(sent, r.spec.TTL).Sub(sent) - r.spec.TTL/6)
+	return sent.Add(Expiry(sent, r.spec.TTL).Sub(sent) - r.spec.TTL/6)
 }
 
 // release gives the lease up on a context detached from ctx, bounded by
@@ -412,7 +513,11 @@ func (r *runner) deadline(sent time.Time) time.Time {
 // ReasonUnanswered, whose failures the store-unreachable episode already
 // reports.
 func (r *runner) release(ctx context.Context, reason string) {
-	err := r.call(context.WithoutCancel(ctx), opRelease, reason != ReasonUnanswered, func(ctx context.Context) error {
+	send := r.call
+	if reason == ReasonUnanswered {
+		send = r.callOutsideEpisode
+	}
+	err := send(context.WithoutCancel(ctx), OpRelease, func(ctx context.Context) error {
 		return r.st.Release(ctx, r.spec.Name, r.spec.Owner)
 	})
 	switch {
@@ -430,25 +535,19 @@ func (r *runner) release(ctx context.Context, reason string) {
 	}
 }
 
-// call runs one store call bounded by TTL/3 and by parent, times it, and,
-// when episode is set, tracks the store-unreachable episode. The release
-// after an unanswered attempt does not: the failed attempt opened the
-// episode, and a release answering between failing attempts would split one
-// outage into an episode per attempt. A call cut because parent is done
-// (shutdown, step-down) says nothing about the store and is not counted.
-// ErrLost is an answer, not a failure.
-func (r *runner) call(parent context.Context, op string, episode bool, f func(context.Context) error) error {
-	ctx, cancel := context.WithTimeout(parent, r.cut)
-	defer cancel()
+// call sends one store call (see callOutsideEpisode) and tracks the
+// store-unreachable episode with its outcome: the first failure opens it,
+// the first answer closes it, each logged once. A call cut because parent is
+// done (shutdown, step-down) says nothing about the store and changes
+// nothing. ErrLost is an answer, not a failure.
+func (r *runner) call(parent context.Context, op string, f func(context.Context) error) error {
 	start := time.Now()
-	err := f(ctx)
-	if err != nil && parent.Err() != nil {
+	err := r.callOutsideEpisode(parent, op, f)
+	if cutShort(parent, err) {
 		return err
 	}
 	failed := err != nil && !errors.Is(err, ErrLost)
-	r.spec.Metrics.observe(op, time.Since(start), failed)
 	switch {
-	case !episode:
 	case failed && !r.down:
 		r.down, r.downSince = true, start
 		r.log.Warn("lease: store unreachable", "op", op, "error", err)
@@ -457,6 +556,30 @@ func (r *runner) call(parent context.Context, op string, episode bool, f func(co
 		r.log.Info("lease: store reachable again", "op", op, "down", time.Since(r.downSince))
 	}
 	return err
+}
+
+// callOutsideEpisode runs one store call bounded by TTL/3 and by parent, and
+// reports it to spec.Observer, unless cut short. It leaves the
+// store-unreachable episode alone: the release after an unanswered attempt
+// uses it, since the failed attempt opened the episode, and a release
+// answering between failing attempts would split one outage into an episode
+// per attempt.
+func (r *runner) callOutsideEpisode(parent context.Context, op string, f func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(parent, r.cut)
+	defer cancel()
+	start := time.Now()
+	err := f(ctx)
+	if cutShort(parent, err) || r.spec.Observer == nil {
+		return err
+	}
+	r.spec.Observer.StoreCall(r.spec.Name, op, time.Since(start), err != nil && !errors.Is(err, ErrLost))
+	return err
+}
+
+// cutShort reports whether a call failed because parent is done, which says
+// nothing about the store.
+func cutShort(parent context.Context, err error) bool {
+	return err != nil && parent.Err() != nil
 }
 
 // event reports a transition to spec.OnEvent, when set.

@@ -15,6 +15,7 @@ import (
 
 	"iterion.dev/iterion/pkg/forge"
 	"iterion.dev/iterion/pkg/lease"
+	"iterion.dev/iterion/pkg/lease/leaseprom"
 )
 
 // Config assembles a Server from its dependencies. Runs, Leases, Forge and
@@ -23,7 +24,7 @@ import (
 type Config struct {
 	// Runs keeps the gating runs (MemoryRunStore or MongoRunStore).
 	Runs RunStore
-	// Leases elects the nets (lease.MemoryStore or lease.MongoStore). It
+	// Leases elects the nets (lease.MemoryStore or mongolease.MongoStore). It
 	// should implement lease.Inspector for /leases.
 	Leases lease.Store
 	// Forge is the forge client. Run closes it when it returns, which
@@ -93,7 +94,7 @@ type Server struct {
 	rec     *Reconciler
 	sweeper *Sweeper
 	board   *BoardSync // nil: no BoardRepos, the board net does not run
-	leases  *lease.Metrics
+	leases  *leaseprom.Metrics
 	health  *lease.Health
 	offers  *prometheus.CounterVec
 	handler http.Handler
@@ -165,7 +166,7 @@ func New(cfg Config) (*Server, error) {
 		cfg:    cfg,
 		log:    cfg.Logger.With("owner", cfg.Owner),
 		rec:    NewReconciler(cfg.Runs, cfg.Forge, cfg.Logger.With("owner", cfg.Owner)),
-		leases: lease.NewMetrics(cfg.Registry),
+		leases: leaseprom.New(cfg.Registry),
 		offers: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gate_offers_total",
 			Help: "Offers of gating runs, by lane (who offered) and outcome.",
@@ -238,14 +239,14 @@ func (s *Server) elect(ctx context.Context, n electedNet) {
 		return
 	}
 	err := lease.Run(ctx, s.cfg.Leases, lease.Spec{
-		Name:    n.lease.Name,
-		Owner:   s.cfg.Owner,
-		TTL:     n.lease.TTL(n.interval),
-		Retry:   n.lease.Retry(n.interval),
-		Logger:  s.cfg.Logger, // lease.Run adds the owner itself
-		Metrics: s.leases,
-		Health:  s.health,
-		OnEvent: s.cfg.OnLeaseEvent,
+		Name:     n.lease.Name,
+		Owner:    s.cfg.Owner,
+		TTL:      n.lease.TTL(n.interval),
+		Retry:    n.lease.Retry(n.interval),
+		Logger:   s.cfg.Logger, // lease.Run adds the owner itself
+		Observer: s.leases,
+		Health:   s.health,
+		OnEvent:  s.cfg.OnLeaseEvent,
 	}, n.work)
 	if err != nil {
 		s.log.Error("elected net not started", "net", n.lease.Name, "err", err)

@@ -1,4 +1,4 @@
-package lease_test
+package mongolease_test
 
 import (
 	"bytes"
@@ -20,12 +20,13 @@ import (
 	"iterion.dev/iterion/internal/mongotest"
 	"iterion.dev/iterion/pkg/lease"
 	"iterion.dev/iterion/pkg/lease/leasetest"
+	"iterion.dev/iterion/pkg/lease/mongolease"
 )
 
 // TestMongoConformance runs the conformance suite on MongoStore, each case
 // on a fresh database of the test server.
 func TestMongoConformance(t *testing.T) {
-	leasetest.Run(t, func(t *testing.T) lease.Store { return lease.NewMongoStore(mongotest.DB(t)) })
+	leasetest.Run(t, func(t *testing.T) lease.Store { return mongolease.NewStore(mongotest.DB(t)) })
 }
 
 var t0 = time.Date(2026, 9, 30, 15, 0, 0, 0, time.UTC)
@@ -36,8 +37,8 @@ var t0 = time.Date(2026, 9, 30, 15, 0, 0, 0, time.UTC)
 func TestMongoMalformedDocument(t *testing.T) {
 	ctx := context.Background()
 	db := mongotest.DB(t)
-	st := lease.NewMongoStore(db)
-	coll := db.Collection(lease.MongoCollection)
+	st := mongolease.NewStore(db)
+	coll := db.Collection(mongolease.Collection)
 	past, future := t0.Add(-time.Hour), t0.Add(time.Hour)
 	docs := []struct {
 		why string
@@ -64,18 +65,18 @@ func TestMongoMalformedDocument(t *testing.T) {
 			before := rawDoc(t, coll, name)
 			for _, owner := range []string{"a", "b"} {
 				ok, err := st.Acquire(ctx, name, owner, t0, time.Minute)
-				if ok || !errors.Is(err, lease.ErrMalformed) {
+				if ok || !errors.Is(err, mongolease.ErrMalformed) {
 					t.Errorf("Acquire(%s) by %s = %v, %v; want false, ErrMalformed: a malformed document is an error, never an election", d.why, owner, ok, err)
 				}
 				ok, err = st.Renew(ctx, name, owner, t0, time.Minute)
-				if ok || !errors.Is(err, lease.ErrMalformed) {
+				if ok || !errors.Is(err, mongolease.ErrMalformed) {
 					t.Errorf("Renew(%s) by %s = %v, %v; want false, ErrMalformed: a malformed document is an error", d.why, owner, ok, err)
 				}
-				if err := st.Release(ctx, name, owner); !errors.Is(err, lease.ErrMalformed) {
+				if err := st.Release(ctx, name, owner); !errors.Is(err, mongolease.ErrMalformed) {
 					t.Errorf("Release(%s) by %s = %v; want ErrMalformed: a malformed document is an error", d.why, owner, err)
 				}
 			}
-			if hs, err := st.Holders(ctx); !errors.Is(err, lease.ErrMalformed) {
+			if hs, err := st.Holders(ctx); !errors.Is(err, mongolease.ErrMalformed) {
 				t.Errorf("Holders() with %s = %v, %v; want ErrMalformed: a malformed document is an error", d.why, hs, err)
 			}
 			if after := rawDoc(t, coll, name); !bytes.Equal(before, after) {
@@ -90,7 +91,7 @@ func TestMongoMalformedDocument(t *testing.T) {
 		if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: 7}, {Key: "owner", Value: "a"}, {Key: "expires", Value: future}}); err != nil {
 			t.Fatalf("insert: %v", err)
 		}
-		if hs, err := st.Holders(ctx); !errors.Is(err, lease.ErrMalformed) {
+		if hs, err := st.Holders(ctx); !errors.Is(err, mongolease.ErrMalformed) {
 			t.Errorf("Holders() with an int _id = %v, %v; want ErrMalformed: a malformed document is an error", hs, err)
 		}
 	})
@@ -153,9 +154,9 @@ func monitoredDB(t testing.TB) (*mongo.Database, *commandLog) {
 func TestMongoRoundTrips(t *testing.T) {
 	ctx := context.Background()
 	db, log := monitoredDB(t)
-	st := lease.NewMongoStore(db)
+	st := mongolease.NewStore(db)
 	bad := bson.D{{Key: "_id", Value: "bad"}, {Key: "owner", Value: 5}, {Key: "expires", Value: t0}}
-	if _, err := db.Collection(lease.MongoCollection).InsertOne(ctx, bad); err != nil {
+	if _, err := db.Collection(mongolease.Collection).InsertOne(ctx, bad); err != nil {
 		t.Fatalf("insert %v: %v", bad, err)
 	}
 	_, n := log.since(0) // connection setup, if any, is not a call's
@@ -173,17 +174,17 @@ func TestMongoRoundTrips(t *testing.T) {
 		{"Renew refused", func() error { return wantRefused(st.Renew(ctx, "n", "b", t0.Add(time.Minute), time.Second)) }, 1, "a refused Renew is one round trip"},
 		{"Renew of an absent lease", func() error { return wantRefused(st.Renew(ctx, "absent", "a", t0, time.Second)) }, 1, "a refused Renew is one round trip"},
 		{"Acquire of a malformed lease", func() error {
-			return wantErr(wantRefused(st.Acquire(ctx, "bad", "a", t0.Add(time.Minute), time.Second)), lease.ErrMalformed)
+			return wantErr(wantRefused(st.Acquire(ctx, "bad", "a", t0.Add(time.Minute), time.Second)), mongolease.ErrMalformed)
 		}, 1, "Acquire is one round trip, a malformed document's error too"},
 		{"Renew of a malformed lease", func() error {
-			return wantErr(wantRefused(st.Renew(ctx, "bad", "a", t0.Add(time.Minute), time.Second)), lease.ErrMalformed)
+			return wantErr(wantRefused(st.Renew(ctx, "bad", "a", t0.Add(time.Minute), time.Second)), mongolease.ErrMalformed)
 		}, 1, "Renew is one round trip, a malformed document's error too"},
 		{"Release of another's lease", func() error { return wantErr(st.Release(ctx, "n", "b"), lease.ErrLost) }, 2, "Release is at most two round trips"},
 		{"Release of one's own lease", func() error { return st.Release(ctx, "n", "a") }, 1, "Release of one's own lease is one delete"},
 		{"Release of nobody's lease", func() error { return st.Release(ctx, "n", "a") }, 2, "Release is at most two round trips"},
 		{"Acquire of a second free lease", func() error { return wantBool(st.Acquire(ctx, "m", "a", t0, time.Second)) }, 1, "Acquire is one round trip"},
 		{"Acquire taking over an expired lease", func() error { return wantBool(st.Acquire(ctx, "m", "b", t0.Add(time.Second), time.Second)) }, 1, "Acquire is one round trip"},
-		{"Holders, a malformed document among the leases", func() error { _, err := st.Holders(ctx); return wantErr(err, lease.ErrMalformed) }, 1, "Holders is one query"},
+		{"Holders, a malformed document among the leases", func() error { _, err := st.Holders(ctx); return wantErr(err, mongolease.ErrMalformed) }, 1, "Holders is one query"},
 	}
 	for _, c := range calls {
 		if err := c.call(); err != nil {
@@ -232,7 +233,7 @@ func TestMongoCheckServer(t *testing.T) {
 		t.Fatalf("the embedded test server's buildInfo has no ferretdbVersion: %v", info)
 	}
 	var buf bytes.Buffer
-	st := lease.NewMongoStore(db)
+	st := mongolease.NewStore(db)
 	if err := st.CheckServer(ctx, slog.New(slog.NewTextHandler(&buf, nil))); err != nil {
 		t.Fatalf("CheckServer: %v", err)
 	}

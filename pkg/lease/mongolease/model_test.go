@@ -1,4 +1,4 @@
-package lease_test
+package mongolease_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	"iterion.dev/iterion/internal/mongotest"
 	"iterion.dev/iterion/pkg/lease"
+	"iterion.dev/iterion/pkg/lease/mongolease"
 )
 
 // TestModelMongoMatchesMemory drives random sequences of Acquire, Renew and
@@ -22,8 +23,8 @@ import (
 func TestModelMongoMatchesMemory(t *testing.T) {
 	ctx := context.Background()
 	db := mongotest.DB(t)
-	coll := db.Collection(lease.MongoCollection)
-	mongoStore := lease.NewMongoStore(db)
+	coll := db.Collection(mongolease.Collection)
+	mongoStore := mongolease.NewStore(db)
 	var (
 		steps = []time.Duration{0, 0, time.Nanosecond, 999 * time.Microsecond, time.Millisecond - time.Nanosecond,
 			time.Millisecond, time.Millisecond, 2 * time.Millisecond, 5 * time.Millisecond, -time.Millisecond, -3 * time.Millisecond}

@@ -1,4 +1,10 @@
-package lease
+// Package mongolease is the MongoDB twin of lease.MemoryStore: [MongoStore]
+// keeps the leases of [iterion.dev/iterion/pkg/lease] in one collection of a
+// MongoDB replica set, so that the replicas sharing it elect among
+// themselves. It passes the conformance suite of
+// [iterion.dev/iterion/pkg/lease/leasetest]. It lives apart from pkg/lease so
+// that a user of the election seam compiles no database driver.
+package mongolease
 
 import (
 	"context"
@@ -10,18 +16,21 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"iterion.dev/iterion/pkg/lease"
 )
 
 // ErrMalformed reports a lease document of the wrong shape: an _id or owner
 // that is not a string, or an expiry that is not a date (a missing field, or
 // an array even of strings or dates, is the wrong shape too). MongoStore
 // never elects anyone over such a document; it answers with this error until
-// an operator removes or repairs the document.
-var ErrMalformed = errors.New("lease: malformed lease document")
+// an operator removes or repairs the document. It lives here, not in
+// pkg/lease, because only a document store has a shape to get wrong.
+var ErrMalformed = errors.New("mongolease: malformed lease document")
 
-// MongoCollection is the collection MongoStore keeps its leases in, one
-// document per name: {_id: name, owner: string, expires: date}.
-const MongoCollection = "leases"
+// Collection is the collection MongoStore keeps its leases in, one document
+// per name: {_id: name, owner: string, expires: date}.
+const Collection = "leases"
 
 // The lease document's fields.
 const (
@@ -30,10 +39,10 @@ const (
 	fieldExpires = "expires"
 )
 
-// MongoStore keeps leases in a MongoDB collection ([MongoCollection]), one
+// MongoStore keeps leases in a MongoDB collection ([Collection]), one
 // document per name, so that the replicas of a deployment that share a
 // MongoDB replica set elect among themselves. It passes the same
-// conformance suite as [MemoryStore].
+// conformance suite as lease.MemoryStore.
 //
 // Round trips: Acquire and Renew are one command each, whatever the answer:
 // one ordered update command of two statements. The first, the shape probe,
@@ -53,15 +62,15 @@ type MongoStore struct {
 }
 
 var (
-	_ Store     = (*MongoStore)(nil)
-	_ Inspector = (*MongoStore)(nil)
+	_ lease.Store     = (*MongoStore)(nil)
+	_ lease.Inspector = (*MongoStore)(nil)
 )
 
-// NewMongoStore returns a MongoStore that keeps its leases in db's
-// [MongoCollection] collection. It sends nothing to the server; the
-// collection needs no index beyond _id.
-func NewMongoStore(db *mongo.Database) *MongoStore {
-	return &MongoStore{coll: db.Collection(MongoCollection)}
+// NewStore returns a MongoStore that keeps its leases in db's [Collection]
+// collection. It sends nothing to the server; the collection needs no index
+// beyond _id.
+func NewStore(db *mongo.Database) *MongoStore {
+	return &MongoStore{coll: db.Collection(Collection)}
 }
 
 // CheckServer asks the server for its buildInfo, once per call, and logs a
@@ -74,7 +83,7 @@ func (s *MongoStore) CheckServer(ctx context.Context, logger *slog.Logger) error
 	var info bson.Raw
 	err := s.coll.Database().RunCommand(ctx, bson.D{{Key: "buildInfo", Value: 1}}).Decode(&info)
 	if err != nil {
-		return fmt.Errorf("lease: buildInfo: %w", err)
+		return fmt.Errorf("mongolease: buildInfo: %w", err)
 	}
 	version, err := info.LookupErr("ferretdbVersion")
 	if err != nil {
@@ -83,7 +92,7 @@ func (s *MongoStore) CheckServer(ctx context.Context, logger *slog.Logger) error
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	logger.Warn("lease: the lease store is FerretDB, a test server: FerretDB v1 does not evaluate conditional updates atomically, so a lease can elect several holders; use MongoDB in production",
+	logger.Warn("mongolease: the lease store is FerretDB, a test server: FerretDB v1 does not evaluate conditional updates atomically, so a lease can elect several holders; use MongoDB in production",
 		"ferretdbVersion", version.String(), "database", s.coll.Database().Name())
 	return nil
 }
@@ -94,10 +103,10 @@ func (s *MongoStore) CheckServer(ctx context.Context, logger *slog.Logger) error
 // false, nil when another owner holds the lease unexpired; an error wrapping
 // ErrMalformed, writing nothing, when the lease's document has the wrong
 // shape; and an error, writing nothing, when an argument is invalid
-// (ErrInvalid) or ctx is done before the call. Any other error means no
+// (lease.ErrInvalid) or ctx is done before the call. Any other error means no
 // answer: the upsert may have landed. It sends one command.
 func (s *MongoStore) Acquire(ctx context.Context, name, owner string, now time.Time, ttl time.Duration) (bool, error) {
-	if err := precheck(ctx, "acquire", name, owner, ttl); err != nil {
+	if err := lease.CheckArgs(ctx, "acquire", name, owner, ttl); err != nil {
 		return false, err
 	}
 	// The type guards keep a malformed document out of the match, so it is
@@ -112,11 +121,11 @@ func (s *MongoStore) Acquire(ctx context.Context, name, owner string, now time.T
 		{Key: fieldExpires, Value: typed("date")},
 		{Key: "$or", Value: bson.A{
 			bson.D{{Key: fieldOwner, Value: owner}},
-			bson.D{{Key: fieldExpires, Value: bson.D{{Key: "$lte", Value: stamp(now)}}}},
+			bson.D{{Key: fieldExpires, Value: bson.D{{Key: "$lte", Value: lease.Stamp(now)}}}},
 		}},
 	}).SetUpdate(bson.D{
 		{Key: "$set", Value: bson.D{{Key: fieldOwner, Value: owner}}},
-		{Key: "$max", Value: bson.D{{Key: fieldExpires, Value: expiry(now, ttl)}}},
+		{Key: "$max", Value: bson.D{{Key: fieldExpires, Value: lease.Expiry(now, ttl)}}},
 	}).SetUpsert(true)
 	res, err := s.probed(ctx, "acquire", name, upsert)
 	if mongo.IsDuplicateKeyError(err) {
@@ -137,12 +146,12 @@ func (s *MongoStore) Acquire(ctx context.Context, name, owner string, now time.T
 // false, nil when the lease is absent or another's. Errors are as for
 // Acquire. It sends one command.
 func (s *MongoStore) Renew(ctx context.Context, name, owner string, now time.Time, ttl time.Duration) (bool, error) {
-	if err := precheck(ctx, "renew", name, owner, ttl); err != nil {
+	if err := lease.CheckArgs(ctx, "renew", name, owner, ttl); err != nil {
 		return false, err
 	}
 	update := mongo.NewUpdateOneModel().
 		SetFilter(owned(name, owner)).
-		SetUpdate(bson.D{{Key: "$max", Value: bson.D{{Key: fieldExpires, Value: expiry(now, ttl)}}}})
+		SetUpdate(bson.D{{Key: "$max", Value: bson.D{{Key: fieldExpires, Value: lease.Expiry(now, ttl)}}}})
 	res, err := s.probed(ctx, "renew", name, update)
 	if err != nil {
 		return false, err
@@ -153,20 +162,17 @@ func (s *MongoStore) Renew(ctx context.Context, name, owner string, now time.Tim
 
 // Release deletes owner's lease name, expired or not. Releasing a lease
 // nobody holds is a no-op that returns nil; releasing another owner's
-// returns ErrLost and changes nothing; a malformed document is an error
+// returns lease.ErrLost and changes nothing; a malformed document is an error
 // wrapping ErrMalformed and stays. It returns an error, changing nothing,
-// when an argument is invalid (ErrInvalid) or ctx is done before the call.
+// when an argument is invalid (lease.ErrInvalid) or ctx is done before the call.
 // It costs at most two round trips.
 func (s *MongoStore) Release(ctx context.Context, name, owner string) error {
-	if err := checkNames(name, owner); err != nil {
-		return err
-	}
-	if err := ctxErr(ctx, "release", name); err != nil {
+	if err := lease.CheckReleaseArgs(ctx, name, owner); err != nil {
 		return err
 	}
 	res, err := s.coll.DeleteOne(ctx, owned(name, owner))
 	if err != nil {
-		return fmt.Errorf("lease: release %q: %w", name, err)
+		return fmt.Errorf("mongolease: release %q: %w", name, err)
 	}
 	if res.DeletedCount == 1 {
 		return nil
@@ -176,7 +182,7 @@ func (s *MongoStore) Release(ctx context.Context, name, owner string) error {
 	case err != nil || !found:
 		return err
 	case h.Owner != owner:
-		return fmt.Errorf("%w: %q is held by %q, not %q", ErrLost, name, h.Owner, owner)
+		return fmt.Errorf("%w: %q is held by %q, not %q", lease.ErrLost, name, h.Owner, owner)
 	}
 	// owner's again: a concurrent Acquire of the same owner landed after the
 	// delete missed. Calls of one owner are not ordered; this one came first.
@@ -186,16 +192,16 @@ func (s *MongoStore) Release(ctx context.Context, name, owner string) error {
 // Holders returns every lease the collection keeps, expired ones included,
 // sorted by name, with Expires in UTC, in one query. A document of the wrong
 // shape is an error wrapping ErrMalformed.
-func (s *MongoStore) Holders(ctx context.Context) ([]Holder, error) {
+func (s *MongoStore) Holders(ctx context.Context) ([]lease.Holder, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("lease: holders: %w", err)
+		return nil, fmt.Errorf("mongolease: holders: %w", err)
 	}
 	cur, err := s.coll.Find(ctx, bson.D{}, options.Find().SetSort(bson.D{{Key: fieldName, Value: 1}}))
 	if err != nil {
-		return nil, fmt.Errorf("lease: holders: %w", err)
+		return nil, fmt.Errorf("mongolease: holders: %w", err)
 	}
 	defer cur.Close(ctx)
-	var hs []Holder
+	var hs []lease.Holder
 	for cur.Next(ctx) {
 		h, err := decodeLease(cur.Current)
 		if err != nil {
@@ -204,7 +210,7 @@ func (s *MongoStore) Holders(ctx context.Context) ([]Holder, error) {
 		hs = append(hs, h)
 	}
 	if err := cur.Err(); err != nil {
-		return nil, fmt.Errorf("lease: holders: %w", err)
+		return nil, fmt.Errorf("mongolease: holders: %w", err)
 	}
 	return hs, nil
 }
@@ -246,7 +252,7 @@ func (s *MongoStore) probed(ctx context.Context, op, name string, update *mongo.
 		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("lease: %s %q: %w", op, name, err)
+		return nil, fmt.Errorf("mongolease: %s %q: %w", op, name, err)
 	}
 	return res, nil
 }
@@ -271,31 +277,31 @@ func owned(name, owner string) bson.D {
 }
 
 // find reads the lease document name; found is false when there is none.
-func (s *MongoStore) find(ctx context.Context, op, name string) (h Holder, found bool, err error) {
+func (s *MongoStore) find(ctx context.Context, op, name string) (h lease.Holder, found bool, err error) {
 	raw, err := s.coll.FindOne(ctx, bson.D{{Key: fieldName, Value: name}}).Raw()
 	if errors.Is(err, mongo.ErrNoDocuments) {
-		return Holder{}, false, nil
+		return lease.Holder{}, false, nil
 	}
 	if err != nil {
-		return Holder{}, false, fmt.Errorf("lease: %s %q: %w", op, name, err)
+		return lease.Holder{}, false, fmt.Errorf("mongolease: %s %q: %w", op, name, err)
 	}
 	h, err = decodeLease(raw)
 	return h, err == nil, err
 }
 
 // decodeLease reads a lease document, checking every field's type.
-func decodeLease(raw bson.Raw) (Holder, error) {
+func decodeLease(raw bson.Raw) (lease.Holder, error) {
 	name, ok := raw.Lookup(fieldName).StringValueOK()
 	if !ok {
-		return Holder{}, fmt.Errorf("%w: %s is not a string in %s", ErrMalformed, fieldName, raw)
+		return lease.Holder{}, fmt.Errorf("%w: %s is not a string in %s", ErrMalformed, fieldName, raw)
 	}
 	owner, ok := raw.Lookup(fieldOwner).StringValueOK()
 	if !ok {
-		return Holder{}, fmt.Errorf("%w: %s is not a string in %s", ErrMalformed, fieldOwner, raw)
+		return lease.Holder{}, fmt.Errorf("%w: %s is not a string in %s", ErrMalformed, fieldOwner, raw)
 	}
 	expires, ok := raw.Lookup(fieldExpires).TimeOK()
 	if !ok {
-		return Holder{}, fmt.Errorf("%w: %s is not a date in %s", ErrMalformed, fieldExpires, raw)
+		return lease.Holder{}, fmt.Errorf("%w: %s is not a date in %s", ErrMalformed, fieldExpires, raw)
 	}
-	return Holder{Name: name, Owner: owner, Expires: expires.UTC()}, nil
+	return lease.Holder{Name: name, Owner: owner, Expires: expires.UTC()}, nil
 }

@@ -1,20 +1,27 @@
-package lease
+// Package leaseprom holds lease.Run's Prometheus metrics: [Metrics] is a
+// [lease.Observer] that counts what Run reports (terms, step-downs and store
+// calls) on the caller's registerer. It lives apart from pkg/lease so that a
+// user of the election seam compiles no metrics library.
+package leaseprom
 
 import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"iterion.dev/iterion/pkg/lease"
 )
 
-// Metrics are Run's Prometheus metrics. One Metrics may be shared by every
-// Run of a process, for the same lease or different ones; it is safe for
-// concurrent use. A nil *Metrics counts nothing.
+// Metrics are lease.Run's Prometheus metrics; set a Run's Spec.Observer to
+// it. One Metrics may be shared by every Run of a process, for the same lease
+// or different ones; it is safe for concurrent use. A nil *Metrics counts
+// nothing.
 //
 //   - lease_held{lease}: how many Runs of this process hold the lease (a
 //     term started and has not stepped down); 0 or 1 unless several
 //     candidates for one lease share the process.
 //   - lease_terms_started_total{lease}: terms won.
-//   - lease_step_downs_total{lease,reason}: terms ended, by the Reason
+//   - lease_step_downs_total{lease,reason}: terms ended, by lease's Reason
 //     constants.
 //   - lease_store_call_duration_seconds{op}: store call latency, op acquire,
 //     renew or release, answered or not.
@@ -29,10 +36,13 @@ type Metrics struct {
 	callErrors   *prometheus.CounterVec
 }
 
-// NewMetrics creates Run's metrics and registers them on reg. It panics, as
-// prometheus.MustRegister does, when reg already has metrics of these names,
-// so call it once per registry. A nil reg registers them nowhere.
-func NewMetrics(reg prometheus.Registerer) *Metrics {
+var _ lease.Observer = (*Metrics)(nil)
+
+// New creates Run's metrics and registers them on reg, never on the global
+// registerer. It panics, as prometheus.MustRegister does, when reg already
+// has metrics of these names, so call it once per registry. A nil reg
+// registers them nowhere.
+func New(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		held: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "lease_held",
@@ -62,8 +72,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
-// init makes the lease's series visible at 0 before its first term.
-func (m *Metrics) init(name string) {
+// Campaigning makes the lease's series visible at 0 before its first term.
+func (m *Metrics) Campaigning(name string) {
 	if m == nil {
 		return
 	}
@@ -71,7 +81,8 @@ func (m *Metrics) init(name string) {
 	m.terms.WithLabelValues(name).Add(0)
 }
 
-func (m *Metrics) elected(name string) {
+// TermStarted counts a term of the lease name and marks it held.
+func (m *Metrics) TermStarted(name string) {
 	if m == nil {
 		return
 	}
@@ -79,7 +90,9 @@ func (m *Metrics) elected(name string) {
 	m.terms.WithLabelValues(name).Inc()
 }
 
-func (m *Metrics) steppedDown(name, reason string) {
+// SteppedDown counts the end of a term of the lease name, by reason, and
+// marks it no longer held.
+func (m *Metrics) SteppedDown(name, reason string) {
 	if m == nil {
 		return
 	}
@@ -87,7 +100,9 @@ func (m *Metrics) steppedDown(name, reason string) {
 	m.stepDowns.WithLabelValues(name, reason).Inc()
 }
 
-func (m *Metrics) observe(op string, d time.Duration, failed bool) {
+// StoreCall times a store call by op, and counts it as an error when it
+// failed. The lease name is not a label: the store is shared by every lease.
+func (m *Metrics) StoreCall(_, op string, d time.Duration, failed bool) {
 	if m == nil {
 		return
 	}

@@ -1,4 +1,4 @@
-package lease_test
+package mongolease_test
 
 import (
 	"context"
@@ -11,7 +11,11 @@ import (
 
 	"iterion.dev/iterion/internal/mongotest"
 	"iterion.dev/iterion/pkg/lease"
+	"iterion.dev/iterion/pkg/lease/mongolease"
 )
+
+// leaseKey is the lease these tests elect.
+const leaseKey = "net"
 
 // These tests run Run on the Mongo twin through the fault proxy of
 // internal/mongotest, in real time: the store's I/O is real. TTLs are short
@@ -98,7 +102,7 @@ func mongoSpec(tl *timeline, owner string, ttl, retry time.Duration) lease.Spec 
 // "": any of them) on behalf of owner.
 func leaseCommand(op, owner string) func(mongotest.Command) bool {
 	return func(c mongotest.Command) bool {
-		if c.Collection != lease.MongoCollection {
+		if c.Collection != mongolease.Collection {
 			return false
 		}
 		upsert, _ := c.Body.Lookup("updates", "1", "upsert").BooleanOK()
@@ -162,16 +166,16 @@ func waitCtx(ctx context.Context) { <-ctx.Done() }
 func electedPair(t *testing.T, srv *mongotest.Server, ttl, retryA, retryB time.Duration) *timeline {
 	dbA, dbB := twoClients(t, srv)
 	tl := newTimeline()
-	runBackground(t, lease.NewMongoStore(dbA), mongoSpec(tl, "a", ttl, retryA), waitCtx)
+	runBackground(t, mongolease.NewStore(dbA), mongoSpec(tl, "a", ttl, retryA), waitCtx)
 	tl.await(t, 0, "a", lease.Elected, 5*time.Second)
-	runBackground(t, lease.NewMongoStore(dbB), mongoSpec(tl, "b", ttl, retryB), waitCtx)
+	runBackground(t, mongolease.NewStore(dbB), mongoSpec(tl, "b", ttl, retryB), waitCtx)
 	return tl
 }
 
 func TestRunMongoRenewalHeldUntilAfterReleaseDoesNotRecreateTheLease(t *testing.T) {
 	const ttl = 600 * time.Millisecond
 	srv := mongotest.NewServer(t)
-	st := lease.NewMongoStore(srv.DB(t))
+	st := mongolease.NewStore(srv.DB(t))
 	tl := newTimeline()
 	finish := make(chan struct{})
 	hold := srv.Proxy().Hold(leaseCommand("renew", "a"))
@@ -219,14 +223,14 @@ func TestRunMongoAcquireWhoseAnswerIsDroppedIsFollowedByARelease(t *testing.T) {
 	dbA, dbB := twoClients(t, srv)
 	tl := newTimeline()
 	drop := srv.Proxy().DropAnswer(leaseCommand("acquire", "a"))
-	runBackground(t, lease.NewMongoStore(dbA), mongoSpec(tl, "a", ttl, time.Hour), waitCtx)
+	runBackground(t, mongolease.NewStore(dbA), mongoSpec(tl, "a", ttl, time.Hour), waitCtx)
 	select {
 	case <-drop.Done():
 	case <-time.After(5 * time.Second):
 		t.Fatal("a's Acquire never reached the proxy")
 	}
 	landed := time.Now()
-	runBackground(t, lease.NewMongoStore(dbB), mongoSpec(tl, "b", ttl, 100*time.Millisecond), waitCtx)
+	runBackground(t, mongolease.NewStore(dbB), mongoSpec(tl, "b", ttl, 100*time.Millisecond), waitCtx)
 	_, rel := tl.await(t, 0, "a", lease.Released, ttl/3+2*time.Second)
 	if rel.Reason != lease.ReasonUnanswered {
 		t.Errorf("got a release with reason %q, want %q", rel.Reason, lease.ReasonUnanswered)

@@ -1,0 +1,187 @@
+package leaseprom_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"iterion.dev/iterion/pkg/lease"
+	"iterion.dev/iterion/pkg/lease/leaseprom"
+)
+
+// TestMetricsCountTermsStepDownsAndStoreCallsPerLease runs two Runs of two
+// leases on one Metrics and pins the series they leave, exactly.
+func TestMetricsCountTermsStepDownsAndStoreCallsPerLease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		reg := prometheus.NewPedanticRegistry()
+		m := leaseprom.New(reg) // one Metrics shared by two Runs, two leases
+		// alpha: its first renewal (1s) is refused; it wins again at 2s.
+		// beta: its first two attempts fail; it wins at 2s.
+		st := &scripted{MemoryStore: lease.NewMemoryStore()}
+		ctx, cancel := context.WithCancel(t.Context())
+		doneA := run(ctx, st, lease.Spec{Name: "alpha", Owner: "a", TTL: 3 * time.Second, Retry: time.Second, Observer: m})
+		doneB := run(ctx, st, lease.Spec{Name: "beta", Owner: "b", TTL: 3 * time.Second, Retry: time.Second, Observer: m})
+
+		time.Sleep(time.Until(start.Add(2500 * time.Millisecond)))
+		synctest.Wait()
+		want := `
+# HELP lease_held Runs of this process that hold the lease.
+# TYPE lease_held gauge
+lease_held{lease="alpha"} 1
+lease_held{lease="beta"} 1
+# HELP lease_step_downs_total Terms ended, by reason.
+# TYPE lease_step_downs_total counter
+lease_step_downs_total{lease="alpha",reason="refused"} 1
+# HELP lease_store_call_errors_total Lease store calls that got no answer, by operation.
+# TYPE lease_store_call_errors_total counter
+lease_store_call_errors_total{op="acquire"} 2
+# HELP lease_terms_started_total Terms won by this process.
+# TYPE lease_terms_started_total counter
+lease_terms_started_total{lease="alpha"} 2
+lease_terms_started_total{lease="beta"} 1
+`
+		if err := testutil.GatherAndCompare(reg, strings.NewReader(want),
+			"lease_held", "lease_step_downs_total", "lease_store_call_errors_total", "lease_terms_started_total"); err != nil {
+			t.Errorf("while both hold: %v", err)
+		}
+
+		cancel()
+		<-doneA
+		<-doneB
+		want = `
+# HELP lease_held Runs of this process that hold the lease.
+# TYPE lease_held gauge
+lease_held{lease="alpha"} 0
+lease_held{lease="beta"} 0
+# HELP lease_step_downs_total Terms ended, by reason.
+# TYPE lease_step_downs_total counter
+lease_step_downs_total{lease="alpha",reason="ctx_done"} 1
+lease_step_downs_total{lease="alpha",reason="refused"} 1
+lease_step_downs_total{lease="beta",reason="ctx_done"} 1
+`
+		if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "lease_held", "lease_step_downs_total"); err != nil {
+			t.Errorf("after both stepped down: %v", err)
+		}
+		// Every store call is timed: alpha 2 attempts, 1 renewal, 2 releases;
+		// beta 3 attempts (2 failed) and 3 releases (2 after the failed ones).
+		for op, n := range map[string]uint64{"acquire": 5, "renew": 1, "release": 5} {
+			if got := histogramCount(t, reg, "lease_store_call_duration_seconds", op); got != n {
+				t.Errorf("got %d %s observations, want %d: every store call is timed", got, op, n)
+			}
+		}
+		if n, err := testutil.GatherAndCount(prometheus.DefaultGatherer, "lease_held"); err != nil || n != 0 {
+			t.Errorf("got %d lease_held series on the global registry (%v), want 0: metrics go only to the caller's registerer", n, err)
+		}
+	})
+}
+
+// scripted is a MemoryStore whose first renewal of alpha is refused and
+// whose first two Acquires of beta get no answer. Safe for concurrent use.
+type scripted struct {
+	*lease.MemoryStore
+	mu                    sync.Mutex
+	alphaRenews, betaAcqs int
+}
+
+var errUnreachable = errors.New("scripted: store unreachable")
+
+func (s *scripted) Acquire(ctx context.Context, name, owner string, now time.Time, ttl time.Duration) (bool, error) {
+	s.mu.Lock()
+	n := s.betaAcqs
+	if name == "beta" {
+		s.betaAcqs++
+	}
+	s.mu.Unlock()
+	if name == "beta" && n < 2 {
+		return false, errUnreachable
+	}
+	return s.MemoryStore.Acquire(ctx, name, owner, now, ttl)
+}
+
+func (s *scripted) Renew(ctx context.Context, name, owner string, now time.Time, ttl time.Duration) (bool, error) {
+	s.mu.Lock()
+	n := s.alphaRenews
+	if name == "alpha" {
+		s.alphaRenews++
+	}
+	s.mu.Unlock()
+	if name == "alpha" && n == 0 {
+		return false, nil
+	}
+	return s.MemoryStore.Renew(ctx, name, owner, now, ttl)
+}
+
+// run starts lease.Run with work that waits for its term to end; the
+// channel is closed when Run returns.
+func run(ctx context.Context, st lease.Store, spec lease.Spec) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = lease.Run(ctx, st, spec, func(ctx context.Context) { <-ctx.Done() })
+	}()
+	return done
+}
+
+// TestNilMetricsCountsNothing pins the godoc: a nil *Metrics is a usable
+// Observer that counts nothing.
+func TestNilMetricsCountsNothing(t *testing.T) {
+	var m *leaseprom.Metrics
+	m.Campaigning("net")
+	m.TermStarted("net")
+	m.SteppedDown("net", lease.ReasonRefused)
+	m.StoreCall("net", lease.OpRenew, time.Second, true)
+}
+
+// TestNewRegistersOnlyOnTheCallersRegisterer pins the series New registers,
+// by name and type, on reg and nowhere else, before any Run: a lease's held
+// and terms series appear at 0 once a Run campaigns.
+func TestNewRegistersOnlyOnTheCallersRegisterer(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	m := leaseprom.New(reg)
+	m.Campaigning("net")
+	want := `
+# HELP lease_held Runs of this process that hold the lease.
+# TYPE lease_held gauge
+lease_held{lease="net"} 0
+# HELP lease_terms_started_total Terms won by this process.
+# TYPE lease_terms_started_total counter
+lease_terms_started_total{lease="net"} 0
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want)); err != nil {
+		t.Errorf("after Campaigning: %v: a lease's series are visible at 0 before its first term", err)
+	}
+	if n, err := testutil.GatherAndCount(prometheus.DefaultGatherer, "lease_held", "lease_terms_started_total"); err != nil || n != 0 {
+		t.Errorf("got %d series on the global registry (%v), want 0: metrics go only to the caller's registerer", n, err)
+	}
+	leaseprom.New(nil) // registers nowhere: a second New on no registry does not panic
+}
+
+// histogramCount is the sample count of the histogram name{op}.
+func histogramCount(t *testing.T, g prometheus.Gatherer, name, op string) uint64 {
+	t.Helper()
+	mfs, err := g.Gather()
+	if err != nil {
+		t.Fatalf("gather: %v", err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "op" && l.GetValue() == op {
+					return m.GetHistogram().GetSampleCount()
+				}
+			}
+		}
+	}
+	return 0
+}
