@@ -76,6 +76,19 @@ func snapshot[V comparable](r *recorder, m map[string]V) string {
 	return fmt.Sprint(out)
 }
 
+// check is one observed count against what a rule wants.
+type check struct{ got, want, rule string }
+
+// expect reports every check whose got is not its want, when.
+func expect(t *testing.T, when string, checks []check) {
+	t.Helper()
+	for _, c := range checks {
+		if c.got != c.want {
+			t.Errorf("%s: got %s, want %s: %s", when, c.got, c.want, c.rule)
+		}
+	}
+}
+
 // TestObserverSeesTermsStepDownsAndStoreCallsPerLease pins what Run reports
 // to Spec.Observer, the feed of leaseprom's metrics: one Observer serves two
 // Runs of two leases; each Run campaigns once, each term starts and steps
@@ -105,23 +118,18 @@ func TestObserverSeesTermsStepDownsAndStoreCallsPerLease(t *testing.T) {
 
 		h.sleepUntil(2500 * time.Millisecond)
 		synctest.Wait()
-		checks := []struct{ got, want, rule string }{
+		expect(t, "while both hold", []check{
 			{snapshot(obs, obs.campaigning), "[alpha=1 beta=1]", "Campaigning once per Run"},
 			{snapshot(obs, obs.held), "[alpha=1 beta=1]", "both hold their lease"},
 			{snapshot(obs, obs.terms), "[alpha=2 beta=1]", "TermStarted once per term won"},
 			{snapshot(obs, obs.stepDowns), "[alpha/refused=1]", "SteppedDown with the reason of the term that ended"},
 			{snapshot(obs, obs.failed), "[beta/acquire=2]", "a store call with no answer is failed"},
-		}
-		for _, c := range checks {
-			if c.got != c.want {
-				t.Errorf("while both hold: got %s, want %s: %s", c.got, c.want, c.rule)
-			}
-		}
+		})
 
 		cancel()
 		<-doneA
 		<-doneB
-		checks = []struct{ got, want, rule string }{
+		expect(t, "after both stepped down", []check{
 			{snapshot(obs, obs.held), "[alpha=0 beta=0]", "every TermStarted has its SteppedDown"},
 			{snapshot(obs, obs.stepDowns), "[alpha/ctx_done=1 alpha/refused=1 beta/ctx_done=1]", "SteppedDown with the reason of the term that ended"},
 			// Every store call is reported: alpha 2 attempts, 1 renewal, 2
@@ -129,12 +137,7 @@ func TestObserverSeesTermsStepDownsAndStoreCallsPerLease(t *testing.T) {
 			// the failed ones).
 			{snapshot(obs, obs.byOp), "[acquire=5 release=5 renew=1]", "every store call is reported"},
 			{snapshot(obs, obs.calls), "[alpha/acquire=2 alpha/release=2 alpha/renew=1 beta/acquire=3 beta/release=3]", "every store call is reported under its lease"},
-		}
-		for _, c := range checks {
-			if c.got != c.want {
-				t.Errorf("after both stepped down: got %s, want %s: %s", c.got, c.want, c.rule)
-			}
-		}
+		})
 		if len(obs.negative) != 0 {
 			t.Errorf("got latencies %v, want none negative: a call's latency is its duration", obs.negative)
 		}
