@@ -88,30 +88,43 @@ type Sim struct {
 	now      func() time.Time
 	tokenTTL time.Duration
 
-	mu           sync.Mutex
-	offset       time.Duration // Advance's total
-	defaultLimit int
-	limits       map[string]int // per-token budgets set by SetBudget
-	windows      map[bucket]*window
-	secondary    map[string]*secondaryRule // by token; "" matches any
-	repos        map[string]*repo
-	stats        map[statKey]int64
-	nextID       int64
-	minted       int
+	minute   time.Duration   // WithMinute
+	limitsOn SecondaryLimits // WithSecondaryLimits
+
+	mu            sync.Mutex
+	offset        time.Duration // Advance's total
+	defaultLimit  int
+	limits        map[string]int // per-principal budgets set by SetBudget
+	windows       map[bucket]*window
+	secondary     map[string]*secondaryRule // by token; "" matches any
+	secWindows    map[secKey]*secWindow
+	inFlight      map[string]int    // by principal
+	installations map[string]int64  // minted token → installation ID
+	users         map[string]string // token → user, set by MapToken
+	repos         map[string]*repo
+	stats         map[statKey]int64
+	nextID        int64
+	minted        int
 }
 
 // New returns a Sim with no repositories and fresh budgets.
 func New(opts ...Option) *Sim {
 	s := &Sim{
-		mux:          http.NewServeMux(),
-		now:          time.Now,
-		tokenTTL:     DefaultTokenTTL,
-		defaultLimit: DefaultBudget,
-		limits:       make(map[string]int),
-		windows:      make(map[bucket]*window),
-		secondary:    make(map[string]*secondaryRule),
-		repos:        make(map[string]*repo),
-		stats:        make(map[statKey]int64),
+		mux:           http.NewServeMux(),
+		now:           time.Now,
+		tokenTTL:      DefaultTokenTTL,
+		minute:        time.Minute,
+		limitsOn:      GitHubSecondaryLimits,
+		defaultLimit:  DefaultBudget,
+		limits:        make(map[string]int),
+		windows:       make(map[bucket]*window),
+		secondary:     make(map[string]*secondaryRule),
+		secWindows:    make(map[secKey]*secWindow),
+		inFlight:      make(map[string]int),
+		installations: make(map[string]int64),
+		users:         make(map[string]string),
+		repos:         make(map[string]*repo),
+		stats:         make(map[statKey]int64),
 	}
 	for _, o := range opts {
 		o(s)
@@ -164,6 +177,8 @@ func (s *Sim) routes() {
 		"POST /_sim/repos/{owner}/{repo}/statuses/{sha}": s.ctlSetStatus,
 		"POST /_sim/repos/{owner}/{repo}/issues":         s.ctlSeedIssue,
 		"POST /_sim/budget":                              s.ctlBudget,
+		"POST /_sim/tokens":                              s.ctlMapToken,
+		"POST /_sim/repos/{owner}/{repo}/refs":           s.ctlSetRef,
 		"POST /_sim/clock/advance":                       s.ctlAdvance,
 		"POST /_sim/hour/reset":                          s.ctlResetHour,
 		"POST /_sim/secondary":                           s.ctlSecondary,
