@@ -28,7 +28,9 @@ func call(sim *forgesim.Sim, method, path, token string, body io.Reader, hdr ...
 	return rec
 }
 
-func remaining(rec *httptest.ResponseRecorder) string { return rec.Header().Get("X-Ratelimit-Remaining") }
+func remaining(rec *httptest.ResponseRecorder) string {
+	return rec.Header().Get("X-Ratelimit-Remaining")
+}
 
 // mint returns a fresh installation token for installation id.
 func mint(t *testing.T, sim *forgesim.Sim, id int) string {
