@@ -29,6 +29,8 @@ func serveForgeSim(ctx context.Context, args []string, stdout, stderr io.Writer)
 	listen := fs.String("listen", "127.0.0.1:0", "address to listen on (port 0: any free port)")
 	budget := fs.Int("budget", forgesim.DefaultBudget, "requests each token may make per hour, per resource")
 	tokenTTL := fs.Duration("token-ttl", forgesim.DefaultTokenTTL, "lifetime of minted installation tokens")
+	minute := fs.Duration("minute", time.Minute, "length of the simulator's minute, the window of its per-minute secondary limits (a harness compressing a minute into an interval passes the interval)")
+	noSecondary := fs.Bool("no-secondary-limits", false, "switch GitHub's secondary limits off (for scenarios that measure something else; say so)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -38,20 +40,28 @@ func serveForgeSim(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if *tokenTTL <= 0 {
 		return fmt.Errorf("--token-ttl %v: must be positive", *tokenTTL)
 	}
+	if *minute <= 0 {
+		return fmt.Errorf("--minute %v: must be positive", *minute)
+	}
+	limits := forgesim.GitHubSecondaryLimits
+	if *noSecondary {
+		limits = forgesim.SecondaryLimits{}
+	}
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		return fmt.Errorf("--listen %q: %w", *listen, err)
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, nil))
 	srv := &http.Server{
-		Handler:           forgesim.New(forgesim.WithBudget(*budget), forgesim.WithTokenTTL(*tokenTTL)),
+		Handler: forgesim.New(forgesim.WithBudget(*budget), forgesim.WithTokenTTL(*tokenTTL),
+			forgesim.WithMinute(*minute), forgesim.WithSecondaryLimits(limits)),
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	fmt.Fprintf(stdout, "http://%s\n", ln.Addr())
-	logger.Info("forge-sim listening", "url", "http://"+ln.Addr().String(), "budget", *budget)
+	logger.Info("forge-sim listening", "url", "http://"+ln.Addr().String(), "budget", *budget, "minute", *minute, "secondary_limits", !*noSecondary)
 	select {
 	case err := <-served:
 		return err

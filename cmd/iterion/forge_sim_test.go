@@ -61,7 +61,7 @@ func TestForgeSimPrintsItsURLAndStopsOnCancel(t *testing.T) {
 }
 
 func TestForgeSimRejectsBadFlags(t *testing.T) {
-	for _, args := range [][]string{{"--budget", "-1"}, {"--token-ttl", "0s"}, {"--listen", "nonsense"}} {
+	for _, args := range [][]string{{"--budget", "-1"}, {"--token-ttl", "0s"}, {"--minute", "0s"}, {"--listen", "nonsense"}} {
 		if err := serveForgeSim(context.Background(), args, io.Discard, io.Discard); err == nil {
 			t.Errorf("forge-sim %v: got no error, want one naming the flag", args)
 		} else if !strings.Contains(err.Error(), strings.TrimPrefix(args[0], "--")) {

@@ -77,7 +77,7 @@ func serveFlags(fs *flag.FlagSet, c *serveConfig) (envOf map[string]string) {
 	})
 	fs.DurationVar(&c.boardInterval, "board-interval", server.DefaultBoardInterval, "forge board sync interval; its lease's TTL is 3 intervals, its retry 1")
 	fs.BoolVar(&c.noLease, "no-lease", false, "FOR COMPARISON MEASUREMENTS ONLY: sweep on every replica without a lease, as before ADR-117 (the forge cost scales with replicas)")
-	fs.IntVar(&c.etagCache, "forge-etag-cache", 0, "forge ETag cache entries; 0: the default, negative: off")
+	fs.IntVar(&c.etagCache, "forge-etag-cache", 0, "forge ETag cache bound in bytes of cached answers; 0: the default (64 MiB), negative: off")
 	fs.StringVar(&c.logFormat, "log-format", "json", "log format on stderr: json or text")
 	fs.TextVar(&c.logLevel, "log-level", slog.LevelInfo, "log level: debug, info, warn or error")
 	envOf = map[string]string{}
@@ -195,7 +195,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	fcfg := forge.Config{BaseURL: c.forgeURL, Token: c.forgeToken, Logger: logger, Registerer: reg, ETagCacheEntries: c.etagCache}
+	fcfg := forge.Config{BaseURL: c.forgeURL, Token: c.forgeToken, Logger: logger, Registerer: reg, ETagCacheBytes: c.etagCache}
 	if c.appID != 0 {
 		key, err := os.ReadFile(c.privateKeyFile)
 		if err != nil {

@@ -177,7 +177,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
-	sim := forgesim.New(forgesim.WithBudget(10_000_000))
+	// The sweep interval is the compressed minute: GitHub's per-minute
+	// secondary limits apply per interval.
+	sim := forgesim.New(forgesim.WithBudget(10_000_000), forgesim.WithMinute(cfg.Interval))
 	srv := httptest.NewServer(sim)
 	defer srv.Close()
 	d := &demo{cfg: cfg, sim: sim, simURL: srv.URL, leases: lease.NewMemoryStore(), runs: server.NewMemoryRunStore()}

@@ -46,14 +46,16 @@ type replica struct {
 }
 
 // startCluster starts dev-mongo and forge-sim with their files and logs in
-// dir. budget is the simulator's per-token hourly budget.
+// dir. budget is the simulator's per-token hourly budget; interval is its
+// minute, the window of GitHub's per-minute secondary limits.
 func startCluster(ctx context.Context, bin, dir string, interval time.Duration, budget int) (*cluster, error) {
 	c := &cluster{bin: bin, dir: dir, interval: interval, apiToken: "harness-api-token", hc: newHTTPClient()}
 	if err := c.startMongo(""); err != nil {
 		return nil, err
 	}
 	var err error
-	c.simProc, err = startProc(dir, "forge-sim", bin, "forge-sim", "--listen", "127.0.0.1:0", "--budget", fmt.Sprint(budget))
+	c.simProc, err = startProc(dir, "forge-sim", bin, "forge-sim", "--listen", "127.0.0.1:0", "--budget", fmt.Sprint(budget),
+		"--minute", interval.String()) // the interval is the compressed minute of the secondary limits
 	if err != nil {
 		c.close()
 		return nil, err

@@ -41,7 +41,7 @@ func TestAppAuthRefreshesAreChargedToLaneAuth(t *testing.T) {
 			if err := sim.SeedPull("acme", "app", 1, "sha", "open"); err != nil {
 				t.Fatal(err)
 			}
-			c := newClient(t, srv, forge.Config{App: &forge.AppAuth{AppID: 42, InstallationID: 7, PrivateKey: key}, ETagCacheEntries: -1})
+			c := newClient(t, srv, forge.Config{App: &forge.AppAuth{AppID: 42, InstallationID: 7, PrivateKey: key}, ETagCacheBytes: -1})
 			for range tc.reads {
 				if _, err := c.GetPull(laneCtx(forge.LaneMergeGateSweeper), "acme", "app", 1); err != nil {
 					t.Fatal(err)

@@ -1,8 +1,6 @@
 package forge
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"net/http"
 	"strings"
@@ -52,22 +50,20 @@ func isTokenRefresh(req *http.Request) bool {
 	return i >= 0 && strings.Count(req.URL.Path[i:], "/") == 4
 }
 
-// withAuth wraps counted (the counting transport) in the configured
-// authentication, returning the transport and the identity the ETag cache
-// keys answers by.
-func withAuth(cfg *Config, counted http.RoundTripper, apiRoot string) (http.RoundTripper, string, error) {
+// withAuth wraps counted (the ETag cache or the counting transport) in the
+// configured authentication.
+func withAuth(cfg *Config, counted http.RoundTripper, apiRoot string) (http.RoundTripper, error) {
 	switch {
 	case cfg.App != nil:
 		itr, err := ghinstallation.New(&authLane{next: counted}, cfg.App.AppID, cfg.App.InstallationID, cfg.App.PrivateKey)
 		if err != nil {
-			return nil, "", fmt.Errorf("%w: App.PrivateKey: %w", ErrInvalidConfig, err)
+			return nil, fmt.Errorf("%w: App.PrivateKey: %w", ErrInvalidConfig, err)
 		}
 		itr.BaseURL = strings.TrimSuffix(apiRoot, "/")
-		return itr, fmt.Sprintf("app %d installation %d", cfg.App.AppID, cfg.App.InstallationID), nil
+		return itr, nil
 	case cfg.Token != "":
-		sum := sha256.Sum256([]byte(cfg.Token))
-		return &tokenAuth{next: counted, value: "token " + cfg.Token}, "token " + hex.EncodeToString(sum[:8]), nil
+		return &tokenAuth{next: counted, value: "token " + cfg.Token}, nil
 	default:
-		return counted, "anonymous", nil
+		return counted, nil
 	}
 }

@@ -68,6 +68,7 @@ func TestListIssuesFollowsEveryPageAndSince(t *testing.T) {
 	}
 	clk.Add(time.Minute)
 	since := clk.Now()
+	clk.Add(time.Second) // GitHub lists issues updated after since
 	if err := sim.SeedPull("acme", "app", 231, "sha", "open"); err != nil {
 		t.Fatal(err)
 	}
@@ -135,16 +136,17 @@ func TestListIssuesSendsSinceAndIsConditional(t *testing.T) {
 	if err := sim.SeedIssue("acme", "app", forgesim.Issue{Number: 1, Title: "one", State: "open", Assignees: []string{"ana"}}); err != nil {
 		t.Fatal(err)
 	}
-	since := clk.Now()
+	updated := clk.Now()
+	since := updated.Add(-time.Second) // GitHub lists issues updated after since
 	for range 2 {
 		got, err := c.ListIssues(ctx, "acme", "app", since)
-		if err != nil || len(got) != 1 || !slices.Equal(got[0].Assignees, []string{"ana"}) || !got[0].UpdatedAt.Equal(since) {
-			t.Fatalf("ListIssues: got %+v, %v, want issue 1 assigned to ana, updated at %v: since is inclusive", got, err, since)
+		if err != nil || len(got) != 1 || !slices.Equal(got[0].Assignees, []string{"ana"}) || !got[0].UpdatedAt.Equal(updated) {
+			t.Fatalf("ListIssues: got %+v, %v, want issue 1 assigned to ana, updated at %v: an issue updated after since is listed", got, err, updated)
 		}
 	}
 	q := rec.urls[0].Query()
-	if q.Get("since") != "2026-09-30T14:00:00Z" || q.Get("state") != "all" {
-		t.Fatalf("query: got %v, want since=2026-09-30T14:00:00Z and state=all: ListIssues sends since in RFC 3339 and asks for every state", q)
+	if q.Get("since") != "2026-09-30T13:59:59Z" || q.Get("state") != "all" {
+		t.Fatalf("query: got %v, want since=2026-09-30T13:59:59Z and state=all: ListIssues sends since in RFC 3339 and asks for every state", q)
 	}
 	if got := countOf(c, forge.LaneBoardSync, 304); got != 1 {
 		t.Fatalf("304s on lane %s: got %d, want 1: the second identical list is conditional and answered Not Modified", forge.LaneBoardSync, got)

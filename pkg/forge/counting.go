@@ -170,16 +170,23 @@ func codeLabel(code int) string {
 	return strconv.Itoa(code)
 }
 
-// newRequestsVec registers forge_http_requests_total on reg, or returns the
-// one already registered there, so several Clients can share a registry.
+// newRequestsVec registers forge_http_requests_total on reg (see
+// registerCounterVec).
 func newRequestsVec(reg prometheus.Registerer) (*prometheus.CounterVec, error) {
+	return registerCounterVec(reg, prometheus.CounterOpts{
+		Name: "forge_http_requests_total",
+		Help: "Forge HTTP requests sent, each redirect hop and retry included, by host, API (REST/GraphQL), lane and status code (error: no answer).",
+	}, "host", "api", "lane", "code")
+}
+
+// registerCounterVec registers a counter vector on reg, or returns the one
+// already registered there under that name, so several Clients can share a
+// registry; a nil reg is no vector.
+func registerCounterVec(reg prometheus.Registerer, opts prometheus.CounterOpts, labels ...string) (*prometheus.CounterVec, error) {
 	if reg == nil {
 		return nil, nil
 	}
-	vec := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "forge_http_requests_total",
-		Help: "Forge HTTP requests sent, each redirect hop and retry included, by host, API (REST/GraphQL), lane and status code (error: no answer).",
-	}, []string{"host", "api", "lane", "code"})
+	vec := prometheus.NewCounterVec(opts, labels)
 	if err := reg.Register(vec); err != nil {
 		var are prometheus.AlreadyRegisteredError
 		if errors.As(err, &are) {

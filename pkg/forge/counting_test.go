@@ -118,7 +118,7 @@ func TestLaneComesFromTheContext(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			c := newClient(t, srv, forge.Config{Token: "t", ETagCacheEntries: -1})
+			c := newClient(t, srv, forge.Config{Token: "t", ETagCacheBytes: -1})
 			if _, err := c.GetPull(tc.ctx, "acme", "app", 1); err != nil {
 				t.Fatal(err)
 			}

@@ -3,10 +3,14 @@ package forge
 import (
 	"bytes"
 	"container/list"
+	"crypto/sha256"
+	"encoding/hex"
 	"io"
 	"net/http"
 	"strconv"
 	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // maxCachedBody is the largest body the ETag cache keeps; bigger answers
@@ -14,18 +18,23 @@ import (
 const maxCachedBody = 1 << 20
 
 // etagCache makes GETs conditional: it sends If-None-Match with the ETag of
-// the last 200 answer for the same URL and auth identity, and serves a 304
-// from the cached answer, so the caller sees that 200 again (with the 304's
-// fresh headers and X-From-Cache: 1). GitHub does not charge an authorised
-// 304 to the primary budget; the counting transport, below this one, still
-// counts it, with code 304. The cache holds at most size entries, dropping
-// the least recently used. Safe for concurrent use.
+// the last 200 answer for the same URL and Authorization header, and serves
+// a 304 from the cached answer, so the caller sees that 200 again (with the
+// 304's fresh headers and X-From-Cache: 1). It sits below the auth
+// transport, so it sees each request's token: GitHub's answers vary by
+// Authorization (their Vary header says so), so an ETag is only ever sent
+// back with the token it was issued to, and a rotated installation token
+// starts cold. GitHub does not charge an authorised 304 to the primary
+// budget; the counting transport, below this one, still counts it, with
+// code 304. The cache holds at most maxBytes of answers (body, headers and
+// key), dropping the least recently used. Safe for concurrent use.
 type etagCache struct {
 	next     http.RoundTripper
-	identity string // who the answers were for: part of every key
-	size     int
+	maxBytes int
+	hits     *prometheus.CounterVec // by lane; nil: not exported
 
 	mu    sync.Mutex
+	used  int        // bytes held
 	lru   *list.List // of *etagEntry, most recent first
 	byKey map[string]*list.Element
 }
@@ -38,8 +47,28 @@ type etagEntry struct {
 	body   []byte
 }
 
-func newETagCache(next http.RoundTripper, identity string, size int) *etagCache {
-	return &etagCache{next: next, identity: identity, size: size, lru: list.New(), byKey: make(map[string]*list.Element)}
+// size is what e holds, as the cache's bound counts it.
+func (e *etagEntry) size() int {
+	n := len(e.key) + len(e.etag) + len(e.body)
+	for k, vs := range e.header {
+		for _, v := range vs {
+			n += len(k) + len(v)
+		}
+	}
+	return n
+}
+
+// newETagHitsVec registers forge_etag_hits_total on reg (see
+// registerCounterVec).
+func newETagHitsVec(reg prometheus.Registerer) (*prometheus.CounterVec, error) {
+	return registerCounterVec(reg, prometheus.CounterOpts{
+		Name: "forge_etag_hits_total",
+		Help: "Forge GETs the forge answered 304 and the ETag cache served, by lane.",
+	}, "lane")
+}
+
+func newETagCache(next http.RoundTripper, maxBytes int, hits *prometheus.CounterVec) *etagCache {
+	return &etagCache{next: next, maxBytes: maxBytes, hits: hits, lru: list.New(), byKey: make(map[string]*list.Element)}
 }
 
 // RoundTrip implements http.RoundTripper.
@@ -47,7 +76,9 @@ func (c *etagCache) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.Method != http.MethodGet || req.Header.Get("If-None-Match") != "" {
 		return c.next.RoundTrip(req)
 	}
-	key := c.identity + " " + req.URL.String()
+	// The token is hashed, so the cache's keys hold no credential.
+	sum := sha256.Sum256([]byte(req.Header.Get("Authorization")))
+	key := hex.EncodeToString(sum[:16]) + " " + req.URL.String()
 	cached := c.get(key)
 	if cached != nil {
 		r := req.Clone(req.Context())
@@ -61,6 +92,9 @@ func (c *etagCache) RoundTrip(req *http.Request) (*http.Response, error) {
 	switch {
 	case resp.StatusCode == http.StatusNotModified && cached != nil:
 		resp.Body.Close()
+		if c.hits != nil {
+			c.hits.WithLabelValues(laneOf(req.Context())).Inc()
+		}
 		return cached.response(req, resp.Header), nil
 	case resp.StatusCode == http.StatusOK && resp.Header.Get("ETag") != "":
 		return c.store(key, resp)
@@ -97,17 +131,23 @@ func (c *etagCache) store(key string, resp *http.Response) (*http.Response, erro
 	resp.Body.Close()
 	resp.Body = io.NopCloser(bytes.NewReader(body))
 	e := &etagEntry{key: key, etag: resp.Header.Get("ETag"), status: resp.StatusCode, header: resp.Header.Clone(), body: body}
+	size := e.size()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if el, ok := c.byKey[key]; ok {
-		el.Value = e
-		c.lru.MoveToFront(el)
+		c.used -= el.Value.(*etagEntry).size()
+		c.lru.Remove(el)
+		delete(c.byKey, key)
+	}
+	if size > c.maxBytes {
 		return resp, nil
 	}
 	c.byKey[key] = c.lru.PushFront(e)
-	for c.lru.Len() > c.size {
+	c.used += size
+	for c.used > c.maxBytes {
 		old := c.lru.Remove(c.lru.Back()).(*etagEntry)
 		delete(c.byKey, old.key)
+		c.used -= old.size()
 	}
 	return resp, nil
 }

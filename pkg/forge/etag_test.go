@@ -3,6 +3,9 @@ package forge_test
 import (
 	"net/http"
 	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"iterion.dev/iterion/pkg/forge"
 	"iterion.dev/iterion/pkg/forge/forgesim"
@@ -41,32 +44,78 @@ func TestNotModifiedIsServedFromTheCacheAndCountedAs304(t *testing.T) {
 	}
 }
 
-func TestETagCacheIsBoundedAndPerIdentity(t *testing.T) {
+func TestETagCacheIsBoundedByBytes(t *testing.T) {
 	sim, srv := startSim(t)
-	for n := 1; n <= 3; n++ {
-		if err := sim.SeedPull("acme", "app", n, "sha", "open"); err != nil {
-			t.Fatal(err)
+	if err := sim.SeedPull("acme", "app", 1, "sha", "open"); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		bytes    int
+		want304s int64
+		why      string
+	}{
+		{1, 0, "an answer bigger than the whole bound is not cached"},
+		{0, 2, "the default bound holds it"},
+		{-1, 0, "a negative bound is no cache"},
+	} {
+		c := newClient(t, srv, forge.Config{Token: "a", ETagCacheBytes: tc.bytes})
+		for range 3 {
+			if _, err := c.GetPull(laneCtx(forge.LaneAPI), "acme", "app", 1); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := countOf(c, forge.LaneAPI, http.StatusNotModified); got != tc.want304s {
+			t.Errorf("ETagCacheBytes %d, 3 reads: got %d×304, want %d: %s", tc.bytes, got, tc.want304s, tc.why)
 		}
 	}
-	c := newClient(t, srv, forge.Config{Token: "a", ETagCacheEntries: 2})
-	ctx := laneCtx(forge.LaneAPI)
-	read := func(cl *forge.Client, n int) {
-		t.Helper()
-		if _, err := cl.GetPull(ctx, "acme", "app", n); err != nil {
-			t.Fatal(err)
+}
+
+func TestETagCacheIsPerTokenAndCountsHits(t *testing.T) {
+	key := testKey(t)
+	for _, tc := range []struct {
+		name     string
+		ttl      time.Duration
+		wantHits float64
+		why      string
+	}{
+		{"one token", time.Hour, 2, "reads after the first are 304s served from the cache"},
+		{"a new token per read", 30 * time.Second, 0, "an ETag is sent back only with the token it was issued to (Vary: Authorization), so a rotated token starts cold"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sim, srv := startSim(t, forgesim.WithTokenTTL(tc.ttl))
+			if err := sim.SeedPull("acme", "app", 1, "sha", "open"); err != nil {
+				t.Fatal(err)
+			}
+			reg := prometheus.NewRegistry()
+			c := newClient(t, srv, forge.Config{App: &forge.AppAuth{AppID: 42, InstallationID: 7, PrivateKey: key}, Registerer: reg})
+			for range 3 {
+				if _, err := c.GetPull(laneCtx(forge.LaneMergeGateSweeper), "acme", "app", 1); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, err := hitsOf(reg, forge.LaneMergeGateSweeper)
+			if err != nil || got != tc.wantHits {
+				t.Errorf("forge_etag_hits_total{lane=%q}: got %v (%v), want %v: %s", forge.LaneMergeGateSweeper, got, err, tc.wantHits, tc.why)
+			}
+			if n304 := sim.Requests(forgesim.Filter{Status: http.StatusNotModified}); float64(n304) != tc.wantHits {
+				t.Errorf("304s the simulator sent: got %d, want %v: every hit is one 304", n304, tc.wantHits)
+			}
+		})
+	}
+}
+
+// hitsOf is forge_etag_hits_total{lane} in reg; 0 when never counted.
+func hitsOf(reg *prometheus.Registry, lane string) (float64, error) {
+	mfs, err := reg.Gather()
+	for _, mf := range mfs {
+		if mf.GetName() != "forge_etag_hits_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if m.GetLabel()[0].GetValue() == lane {
+				return m.GetCounter().GetValue(), err
+			}
 		}
 	}
-	read(c, 1)
-	read(c, 2)
-	read(c, 3) // evicts 1, the least recently used
-	read(c, 3)
-	read(c, 1)
-	if got := countOf(c, forge.LaneAPI, http.StatusNotModified); got != 1 {
-		t.Fatalf("304s: got %d, want 1 (pull 3 again): an entry beyond the bound is evicted, least recently used first", got)
-	}
-	other := newClient(t, srv, forge.Config{Token: "b"})
-	read(other, 3)
-	if got := countOf(other, forge.LaneAPI, http.StatusOK); got != 1 {
-		t.Fatalf("another token's first read: got %d×200, want 1: answers are cached per auth identity", got)
-	}
+	return 0, err
 }

@@ -19,7 +19,9 @@ import (
 // by a request of a later hour or by Close; a line's span lies inside its
 // hour, and it says "partial" exactly when the span is not the whole hour.
 func TestHourlyLinesAccountForEveryRequest(t *testing.T) {
-	sim, srv := startSim(t, forgesim.WithBudget(1<<30))
+	// The hourly line is measured here, not the limits: one simulator
+	// serves every rapid run, so the secondary limits are switched off.
+	sim, srv := startSim(t, forgesim.WithBudget(1<<30), forgesim.WithSecondaryLimits(forgesim.SecondaryLimits{}))
 	if err := sim.SeedPull("acme", "app", 1, "sha", "open"); err != nil {
 		t.Fatal(err)
 	}
@@ -28,7 +30,7 @@ func TestHourlyLinesAccountForEveryRequest(t *testing.T) {
 		start := time.Date(2026, 9, 30, 0, 0, 0, 0, time.UTC).Add(time.Duration(rapid.Int64Range(0, int64(24*time.Hour)).Draw(rt, "start")))
 		clk := newTestClock(start)
 		logs := &records{}
-		c := newClient(t, srv, forge.Config{Token: "prop", Now: clk.Now, Logger: slog.New(logs), ETagCacheEntries: -1})
+		c := newClient(t, srv, forge.Config{Token: "prop", Now: clk.Now, Logger: slog.New(logs), ETagCacheBytes: -1})
 		sent := map[time.Time]int64{} // by hour end
 		var total int64
 		lastWrite := map[int]time.Time{} // line index → when it was written

@@ -20,7 +20,7 @@ func hourlySetup(t *testing.T, start time.Time) (*forge.Client, *testClock, *rec
 	}
 	clk := newTestClock(start)
 	logs := &records{}
-	c := newClient(t, srv, forge.Config{Token: "t", Now: clk.Now, Logger: slog.New(logs), ETagCacheEntries: -1})
+	c := newClient(t, srv, forge.Config{Token: "t", Now: clk.Now, Logger: slog.New(logs), ETagCacheBytes: -1})
 	return c, clk, logs, strings.TrimPrefix(srv.URL, "http://")
 }
 

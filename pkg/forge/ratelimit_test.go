@@ -20,7 +20,7 @@ func rateSetup(t *testing.T, budget int, cfg forge.Config) (*forgesim.Sim, *http
 		t.Fatal(err)
 	}
 	cfg.Now = clk.Now
-	cfg.ETagCacheEntries = -1 // every read costs budget
+	cfg.ETagCacheBytes = -1 // every read costs budget
 	return sim, srv, newClient(t, srv, cfg), clk
 }
 

@@ -158,9 +158,11 @@ type boardTerm struct {
 // A pass lists, for each repository in order, the issues updated at or
 // after the repository's watermark, stores their cards, and moves the
 // watermark to the latest updated time the forge returned. The watermark
-// is the forge's clock, never this replica's, so clock skew loses nothing;
-// since is inclusive, so an issue updated in the same second as the last
-// one seen is listed again rather than missed (its unchanged card is no
+// is the forge's clock, never this replica's, so clock skew loses nothing.
+// GitHub documents since as "updated after" and timestamps are whole
+// seconds, so the list asks from one second before the watermark: an issue
+// updated in the same second as the last one seen is listed again rather
+// than missed, whether since is inclusive or not (its unchanged card is no
 // change). The first pass of a term lists everything. A repository whose
 // list or store fails keeps its watermark, so the next pass lists the same
 // issues again; the pass goes on to the next repository. A rate-limit error
@@ -216,7 +218,11 @@ func (s *BoardSync) pass(ctx context.Context, st *boardTerm) (resume time.Time) 
 func (s *BoardSync) syncRepo(ctx context.Context, st *boardTerm, r boardRepo) BoardRepoPass {
 	since := st.watermarks[r.full]
 	rp := BoardRepoPass{Repo: r.full, Since: since, Watermark: since}
-	issues, err := s.cfg.Forge.ListIssues(ctx, r.owner, r.name, since)
+	from := since
+	if !from.IsZero() {
+		from = from.Add(-time.Second) // the overlap: see Work
+	}
+	issues, err := s.cfg.Forge.ListIssues(ctx, r.owner, r.name, from)
 	if err != nil {
 		rp.Err = err
 		return rp

@@ -169,12 +169,15 @@ func combinedState(latest []*status) string {
 }
 
 // latestByContext keeps the latest status of each context, newest first.
+// Contexts compare case-insensitively: the statuses endpoint's context
+// "field is case-insensitive" (Create a commit status:
+// https://docs.github.com/rest/commits/statuses#create-a-commit-status).
 func latestByContext(all []*status) []*status {
 	seen := make(map[string]bool)
 	var out []*status
 	for i := len(all) - 1; i >= 0; i-- {
-		if st := all[i]; !seen[st.context] {
-			seen[st.context] = true
+		if st := all[i]; !seen[strings.ToLower(st.context)] {
+			seen[strings.ToLower(st.context)] = true
 			out = append(out, st)
 		}
 	}
@@ -196,12 +199,12 @@ func (s *Sim) statusJSON(r *http.Request, rp *repo, sha string, st *status) stat
 
 func (s *Sim) getCombinedStatus(r *http.Request, _ string) reply {
 	rp := s.repoFor(r.PathValue("owner"), r.PathValue("repo"), false)
-	ref := r.PathValue("ref")
 	if rp == nil {
 		return notFound()
 	}
-	if !rp.commits[ref] {
-		return errorReply(http.StatusNotFound, "No commit found for SHA: "+ref)
+	ref, ok := rp.resolve(r.PathValue("ref"))
+	if !ok {
+		return errorReply(http.StatusNotFound, "No commit found for SHA: "+r.PathValue("ref"))
 	}
 	latest := latestByContext(rp.statuses[ref])
 	page, rep := paginate(r, len(latest))
@@ -269,7 +272,11 @@ func (s *Sim) listIssues(r *http.Request, _ string) reply {
 	}
 	var list []*issue
 	for _, is := range rp.issues {
-		if (state == "all" || is.state == state) && !is.updated.Before(since) {
+		// "Only show results that were last updated after the given
+		// time" (List repository issues, parameter since:
+		// https://docs.github.com/rest/issues/issues#list-repository-issues):
+		// after, so an issue updated at since itself is not listed.
+		if (state == "all" || is.state == state) && is.updated.After(since) {
 			list = append(list, is)
 		}
 	}
@@ -399,8 +406,10 @@ func (s *Sim) createInstallationToken(r *http.Request, tok string) reply {
 		return notFound()
 	}
 	s.minted++
+	token := fmt.Sprintf("ghs_sim_%d_%d", id, s.minted)
+	s.installations[token] = id
 	return jsonReply(http.StatusCreated, tokenJSON{
-		Token:               fmt.Sprintf("ghs_sim_%d_%d", id, s.minted),
+		Token:               token,
 		ExpiresAt:           ghTime(s.clock().Add(s.tokenTTL)),
 		Permissions:         map[string]string{"pull_requests": "read", "statuses": "write", "issues": "read"},
 		RepositorySelection: "all",
@@ -421,8 +430,9 @@ func (s *Sim) graphql(r *http.Request, tok string) reply {
 		data["viewer"] = map[string]string{"login": cmp.Or(tok, "anonymous")}
 	}
 	if strings.Contains(req.Query, "rateLimit") {
-		w := s.window(tok, "graphql", s.clock())
-		limit := s.limitOf(tok)
+		p := s.principalOf(tok)
+		w := s.window(p, "graphql", s.clock())
+		limit := s.limitOf(p)
 		data["rateLimit"] = map[string]any{"limit": limit, "remaining": max(limit-w.used-1, 0), "used": w.used + 1, "resetAt": ghTime(w.reset)}
 	}
 	if len(data) == 0 {

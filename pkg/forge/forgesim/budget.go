@@ -1,14 +1,49 @@
 package forgesim
 
 import (
-	"net/http"
 	"strconv"
 	"time"
 )
 
-// bucket is one token's budget for one resource (core or graphql).
+// bucket is one principal's budget for one resource (core or graphql).
 type bucket struct {
-	token, resource string
+	principal, resource string
+}
+
+// principalOf is whose budget and secondary limits a token's requests
+// spend; s.mu is held. GitHub keeps one primary budget per App
+// installation, shared by every installation token, and one per user for a
+// user's tokens ("Rate limits for the REST API", Primary rate limit for
+// GitHub App installations and for authenticated users:
+// https://docs.github.com/rest/using-the-rest-api/rate-limits-for-the-rest-api#about-primary-rate-limits).
+// So: a token this simulator minted for installation N is
+// "installation:N"; an App's JWT is "app:<id>" (tokenOf); a plain token is
+// its user, the token itself unless MapToken named another user; "" is
+// anonymous.
+func (s *Sim) principalOf(tok string) string {
+	if id, ok := s.installations[tok]; ok {
+		return "installation:" + strconv.FormatInt(id, 10)
+	}
+	if u, ok := s.users[tok]; ok {
+		return u
+	}
+	return tok
+}
+
+// MapToken makes token a token of user: its requests spend user's budget,
+// shared with the user's other tokens, from its next request on. A blank
+// token or user is refused, naming the field.
+func (s *Sim) MapToken(token, user string) error {
+	if token == "" {
+		return badField("token", token, "required")
+	}
+	if user == "" {
+		return badField("user", user, "required")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.users[token] = user
+	return nil
 }
 
 // window is a budget's current hour: like GitHub's, it opens with the first
@@ -18,10 +53,10 @@ type window struct {
 	used  int
 }
 
-// window returns tok's current window for res, opening a new one when the
-// last has reset; s.mu is held.
-func (s *Sim) window(tok, res string, now time.Time) *window {
-	b := bucket{tok, res}
+// window returns principal's current window for res, opening a new one
+// when the last has reset; s.mu is held.
+func (s *Sim) window(principal, res string, now time.Time) *window {
+	b := bucket{principal, res}
 	w := s.windows[b]
 	if w == nil || !now.Before(w.reset) {
 		w = &window{reset: now.Add(time.Hour).Truncate(time.Second)}
@@ -30,17 +65,18 @@ func (s *Sim) window(tok, res string, now time.Time) *window {
 	return w
 }
 
-// limitOf is tok's hourly budget; s.mu is held.
-func (s *Sim) limitOf(tok string) int {
-	if n, ok := s.limits[tok]; ok {
+// limitOf is principal's hourly budget; s.mu is held.
+func (s *Sim) limitOf(principal string) int {
+	if n, ok := s.limits[principal]; ok {
 		return n
 	}
 	return s.defaultLimit
 }
 
-// SetBudget sets token's hourly budget to limit, or the default budget of
-// every token without one of its own when token is "". It takes effect at
-// once, in the current window.
+// SetBudget sets the hourly budget of token's principal (principalOf: its
+// user or installation, as mapped now; "installation:N" names installation
+// N) to limit, or the default budget of every principal without one of its
+// own when token is "". It takes effect at once, in the current window.
 func (s *Sim) SetBudget(token string, limit int) error {
 	if limit < 0 {
 		return badField("limit", strconv.Itoa(limit), "must be >= 0")
@@ -50,7 +86,7 @@ func (s *Sim) SetBudget(token string, limit int) error {
 	if token == "" {
 		s.defaultLimit = limit
 	} else {
-		s.limits[token] = limit
+		s.limits[s.principalOf(token)] = limit
 	}
 	return nil
 }
@@ -67,12 +103,13 @@ func (s *Sim) Advance(d time.Duration) error {
 	return nil
 }
 
-// ResetHour closes every budget window: each token's next request opens a
-// fresh hour with its whole budget.
+// ResetHour closes every budget window and secondary-limit window: each
+// principal's next request opens a fresh hour with its whole budget.
 func (s *Sim) ResetHour() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	clear(s.windows)
+	clear(s.secWindows)
 }
 
 // secondaryRule makes a token's next count API requests hit a secondary
@@ -84,8 +121,8 @@ type secondaryRule struct {
 
 // SecondaryLimit makes the next count API requests of token (any token when
 // "") answer 403 with a secondary-rate-limit message and retry-after (whole
-// seconds; 0: no retry-after header, as GitHub sometimes does). They cost no
-// budget.
+// seconds; 0: no retry-after header, as GitHub sometimes does), whatever the
+// enforced limits say. They cost no budget.
 func (s *Sim) SecondaryLimit(token string, retryAfter time.Duration, count int) error {
 	if retryAfter < 0 {
 		return badField("retry_after_seconds", retryAfter.String(), "must be >= 0")
@@ -111,15 +148,4 @@ func (s *Sim) takeSecondary(tok string) (time.Duration, bool) {
 		}
 	}
 	return 0, false
-}
-
-func secondaryReply(retryAfter time.Duration) reply {
-	rep := jsonReply(http.StatusForbidden, githubError{
-		Message:          "You have exceeded a secondary rate limit. Please wait a few minutes before you try again.",
-		DocumentationURL: "https://docs.github.com/rest/using-the-rest-api/rate-limits-for-the-rest-api#about-secondary-rate-limits",
-	})
-	if retryAfter > 0 {
-		rep.header = http.Header{"Retry-After": {strconv.Itoa(int(retryAfter / time.Second))}}
-	}
-	return rep
 }

@@ -136,6 +136,28 @@ func (s *Sim) ctlBudget(r *http.Request) reply {
 	return ctlReply(s.SetBudget(body.Token, *body.Limit))
 }
 
+func (s *Sim) ctlMapToken(r *http.Request) reply {
+	var body struct {
+		Token string `json:"token"`
+		User  string `json:"user"`
+	}
+	if err := decode(r, &body); err != nil {
+		return ctlReply(err)
+	}
+	return ctlReply(s.MapToken(body.Token, body.User))
+}
+
+func (s *Sim) ctlSetRef(r *http.Request) reply {
+	var body struct {
+		Ref string `json:"ref"`
+		SHA string `json:"sha"`
+	}
+	if err := decode(r, &body); err != nil {
+		return ctlReply(err)
+	}
+	return ctlReply(s.SetRef(r.PathValue("owner"), r.PathValue("repo"), body.Ref, body.SHA))
+}
+
 func (s *Sim) ctlAdvance(r *http.Request) reply {
 	var body struct {
 		Duration string `json:"duration"`

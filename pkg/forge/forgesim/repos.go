@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -58,6 +59,7 @@ type repo struct {
 	owner, name string
 	issues      map[int]*issue       // pull requests included, as on GitHub
 	commits     map[string]bool      // every head SHA ever pushed
+	refs        map[string]string    // "heads/<branch>" or "tags/<tag>" → SHA
 	statuses    map[string][]*status // by SHA, oldest first
 }
 
@@ -88,7 +90,7 @@ func (s *Sim) repoFor(owner, name string, create bool) *repo {
 	key := owner + "/" + name
 	r := s.repos[key]
 	if r == nil && create {
-		r = &repo{owner: owner, name: name, issues: make(map[int]*issue), commits: make(map[string]bool), statuses: make(map[string][]*status)}
+		r = &repo{owner: owner, name: name, issues: make(map[int]*issue), commits: make(map[string]bool), refs: make(map[string]string), statuses: make(map[string][]*status)}
 		s.repos[key] = r
 	}
 	return r
@@ -239,6 +241,45 @@ func (s *Sim) addStatus(r *repo, sha string, st Status) (*status, error) {
 	rec := &status{id: s.newID(), context: st.Context, state: st.State, description: st.Description, targetURL: st.TargetURL, created: s.clock()}
 	r.statuses[sha] = append(r.statuses[sha], rec)
 	return rec, nil
+}
+
+// SetRef points ref of owner/repo (creating both) at commit sha: ref is
+// "heads/<branch>" or "tags/<tag>", as GitHub's git refs name them. The
+// combined status endpoint then accepts the branch or tag name for the SHA.
+func (s *Sim) SetRef(owner, repo, ref, sha string) error {
+	if err := checkOwnerRepo(owner, repo); err != nil {
+		return err
+	}
+	kind, name, _ := strings.Cut(ref, "/")
+	if (kind != "heads" && kind != "tags") || name == "" {
+		return badField("ref", ref, `want "heads/<branch>" or "tags/<tag>"`)
+	}
+	if sha == "" {
+		return badField("sha", sha, "required")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.repoFor(owner, repo, true)
+	r.refs[ref] = sha
+	r.commits[sha] = true
+	return nil
+}
+
+// resolve names the commit ref means: a commit SHA, else a branch, else a
+// tag, as the combined status endpoint reads its {ref} ("The ref can be a
+// SHA, a branch name, or a tag name", Get the combined status for a
+// specific reference:
+// https://docs.github.com/rest/commits/statuses#get-the-combined-status-for-a-specific-reference).
+func (r *repo) resolve(ref string) (string, bool) {
+	if r.commits[ref] {
+		return ref, true
+	}
+	for _, kind := range []string{"heads/", "tags/"} {
+		if sha, ok := r.refs[kind+ref]; ok {
+			return sha, true
+		}
+	}
+	return "", false
 }
 
 // SeedIssue creates or replaces issue is.Number of owner/repo (not a pull

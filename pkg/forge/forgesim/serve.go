@@ -37,18 +37,31 @@ func errorReply(status int, msg string) reply {
 	return jsonReply(status, githubError{Message: msg, DocumentationURL: "https://docs.github.com/rest"})
 }
 
-// api wraps a GitHub endpoint: it names the token, enforces the secondary
-// limit and the budget, answers a matching If-None-Match with a free 304,
-// charges the budget, sets the x-ratelimit-* headers and counts the request.
+// api wraps a GitHub endpoint: it names the token and its principal,
+// enforces the concurrency limit, an injected secondary limit, the primary
+// budget and the per-minute secondary limits, in that order, answers a
+// matching If-None-Match with a 304, charges the budget, sets the
+// x-ratelimit-* headers and counts the request.
 func (s *Sim) api(h func(*http.Request, string) reply) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tok := tokenOf(r)
 		res := "core"
-		if r.URL.Path == "/graphql" {
+		if isGraphQL(r) {
 			res = "graphql"
 		}
+		s.mu.Lock()
+		principal := s.principalOf(tok)
+		admitted := s.enter(principal)
+		s.mu.Unlock()
+		if admitted {
+			defer func() {
+				s.mu.Lock()
+				s.leave(principal)
+				s.mu.Unlock()
+			}()
+		}
 		// Read the body before taking the lock, so a slow client stalls
-		// only its own request.
+		// only its own request (and counts as in flight meanwhile).
 		body, err := io.ReadAll(io.LimitReader(r.Body, maxBody))
 		if err != nil {
 			s.mu.Lock()
@@ -60,30 +73,49 @@ func (s *Sim) api(h func(*http.Request, string) reply) http.Handler {
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		s.mu.Lock()
 		now := s.clock()
-		win := s.window(tok, res, now)
-		limit := s.limitOf(tok)
+		win := s.window(principal, res, now)
+		limit := s.limitOf(principal)
 		var rep reply
 		refused := true // by a limit: nothing charged
-		retryAfter, secondary := s.takeSecondary(tok)
+		retryAfter, injected := s.takeSecondary(tok)
 		switch {
-		case secondary:
-			rep = secondaryReply(retryAfter)
+		case !admitted:
+			// In-flight requests end within seconds; no window to wait for.
+			rep = secondaryReply(http.StatusTooManyRequests, time.Second)
+		case injected:
+			rep = secondaryReply(http.StatusForbidden, retryAfter)
 		case win.used >= limit:
 			rep = jsonReply(http.StatusForbidden, githubError{
 				Message:          "API rate limit exceeded for " + tokenLabel(tok) + ". (But here's the good news: Authenticated requests get a higher rate limit. Check out the documentation for more details.)",
 				DocumentationURL: "https://docs.github.com/rest/overview/resources-in-the-rest-api#rate-limiting",
 			})
 		default:
-			refused = false
-			rep = h(r, tok)
+			var ok bool
+			if res == "graphql" {
+				rep, ok = s.chargeGraphQL(principal, graphqlPoints(body), now)
+			} else {
+				rep, ok = s.chargeREST(principal, r.Method, r.Pattern, now)
+			}
+			if ok {
+				refused = false
+				rep = h(r, tok)
+			}
 		}
-		out, etag := encode(rep)
+		out, etag := encode(rep, tok)
 		status := rep.status
 		notModified := status == http.StatusOK && r.Method == http.MethodGet && etagMatches(r.Header.Get("If-None-Match"), etag)
 		if notModified {
 			status, out = http.StatusNotModified, nil
 		}
-		if !refused && !notModified {
+		// "Making a conditional request does not count against your
+		// primary rate limit if a 304 response is returned and the request
+		// was made while correctly authorized with an Authorization
+		// header" (Best practices for using the REST API, Use conditional
+		// requests if appropriate:
+		// https://docs.github.com/rest/using-the-rest-api/best-practices-for-using-the-rest-api#use-conditional-requests-if-appropriate).
+		// An ETag names one token's answer (see encode), so another
+		// token's ETag never matches: that request gets a 200, charged.
+		if !refused && (!notModified || tok == "") {
 			win.used++
 		}
 		hd := w.Header()
@@ -97,6 +129,7 @@ func (s *Sim) api(h func(*http.Request, string) reply) http.Handler {
 		hd.Set("X-Ratelimit-Resource", res)
 		if etag != "" && r.Method == http.MethodGet && (status == http.StatusOK || status == http.StatusNotModified) {
 			hd.Set("ETag", etag)
+			hd.Set("Vary", "Accept, Authorization, Cookie")
 		}
 		s.count(r, tok, status)
 		s.mu.Unlock()
@@ -108,7 +141,7 @@ func (s *Sim) api(h func(*http.Request, string) reply) http.Handler {
 func (s *Sim) control(h func(*http.Request) reply) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rep := h(r)
-		body, _ := encode(rep)
+		body, _ := encode(rep, "")
 		for k, v := range rep.header {
 			w.Header()[k] = v
 		}
@@ -139,7 +172,10 @@ func write(w http.ResponseWriter, status int, body []byte) {
 }
 
 // encode marshals rep's body, and names it with a weak ETag as GitHub does.
-func encode(rep reply) ([]byte, string) {
+// The ETag covers the token too: GitHub's answers vary by Authorization
+// (their Vary header names it), so one token's ETag is not another's, and
+// a rotated installation token starts with no valid ETag.
+func encode(rep reply, tok string) ([]byte, string) {
 	if rep.body == nil {
 		return nil, ""
 	}
@@ -149,7 +185,7 @@ func encode(rep reply) ([]byte, string) {
 		panic("forgesim: marshal: " + err.Error())
 	}
 	body = append(body, '\n')
-	sum := sha256.Sum256(body)
+	sum := sha256.Sum256(append([]byte(tok+"\n"), body...))
 	return body, `W/"` + hex.EncodeToString(sum[:16]) + `"`
 }
 

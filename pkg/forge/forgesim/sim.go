@@ -1,7 +1,8 @@
 // Package forgesim is a GitHub simulator: the REST endpoints the forge
-// client uses, with GitHub's JSON shapes, a per-token hourly budget with
-// GitHub's x-ratelimit-* headers and 403s, ETags and free 304s, and secondary
-// rate limits on demand. It counts every request it receives, by token,
+// client uses, with GitHub's JSON shapes, an hourly budget per installation
+// or user with GitHub's x-ratelimit-* headers and 403s, per-token ETags and
+// free authorized 304s, and GitHub's secondary rate limits (secondary.go),
+// plus injected ones on demand. It counts every request it receives, by token,
 // method, route and status: the ground truth that tests and benchmarks
 // compare the client's own counts against.
 //
@@ -10,12 +11,13 @@
 // client's base URL is the server's URL plus "/". Control endpoints under
 // /_sim/ seed repositories, pull requests, statuses and issues, change the
 // budget and the clock, and read the counts; each has an in-process twin
-// method. Any token is accepted and each token has its own budget.
+// method. Any token is accepted; its budget is its principal's
+// (principalOf).
 //
 // Endpoints (GitHub's):
 //
 //	GET  /repos/{owner}/{repo}/pulls/{number}
-//	GET  /repos/{owner}/{repo}/commits/{ref}/status   (ref: a commit SHA)
+//	GET  /repos/{owner}/{repo}/commits/{ref}/status   (ref: a SHA, a branch or a tag)
 //	POST /repos/{owner}/{repo}/statuses/{sha}
 //	GET  /repos/{owner}/{repo}/issues                 (state, since, sort, direction, per_page, page)
 //	POST /app/installations/{id}/access_tokens        (needs an App JWT)
@@ -29,7 +31,9 @@
 //	POST /_sim/repos/{owner}/{repo}/pulls/{number}/merge
 //	POST /_sim/repos/{owner}/{repo}/statuses/{sha}         {"context":"…","state":"success","description":"…","target_url":"…"}
 //	POST /_sim/repos/{owner}/{repo}/issues                 {"number":3,"title":"…","state":"open","labels":["…"],"assignees":["…"]}
-//	POST /_sim/budget                                      {"limit":5000,"token":"…"} (no token: the default for all)
+//	POST /_sim/budget                                      {"limit":5000,"token":"…"} (the token's principal; no token: the default for all)
+//	POST /_sim/tokens                                      {"token":"…","user":"…"} (MapToken)
+//	POST /_sim/repos/{owner}/{repo}/refs                   {"ref":"heads/main","sha":"…"} (SetRef)
 //	POST /_sim/clock/advance                               {"duration":"1h"}
 //	POST /_sim/hour/reset                                  every token's budget window restarts now
 //	POST /_sim/secondary                                   {"token":"…","retry_after_seconds":60,"count":1}
@@ -63,7 +67,7 @@ func WithClock(now func() time.Time) Option {
 	return func(s *Sim) { s.now = now }
 }
 
-// WithBudget sets the requests each token may make per hour, per resource
+// WithBudget sets the requests each principal may make per hour, per resource
 // (core REST and graphql are separate budgets, as on GitHub); n < 0 counts
 // as 0, a budget every request exceeds.
 func WithBudget(n int) Option {
@@ -88,30 +92,43 @@ type Sim struct {
 	now      func() time.Time
 	tokenTTL time.Duration
 
-	mu           sync.Mutex
-	offset       time.Duration // Advance's total
-	defaultLimit int
-	limits       map[string]int // per-token budgets set by SetBudget
-	windows      map[bucket]*window
-	secondary    map[string]*secondaryRule // by token; "" matches any
-	repos        map[string]*repo
-	stats        map[statKey]int64
-	nextID       int64
-	minted       int
+	minute   time.Duration   // WithMinute
+	limitsOn SecondaryLimits // WithSecondaryLimits
+
+	mu            sync.Mutex
+	offset        time.Duration // Advance's total
+	defaultLimit  int
+	limits        map[string]int // per-principal budgets set by SetBudget
+	windows       map[bucket]*window
+	secondary     map[string]*secondaryRule // by token; "" matches any
+	secWindows    map[secKey]*secWindow
+	inFlight      map[string]int    // by principal
+	installations map[string]int64  // minted token → installation ID
+	users         map[string]string // token → user, set by MapToken
+	repos         map[string]*repo
+	stats         map[statKey]int64
+	nextID        int64
+	minted        int
 }
 
 // New returns a Sim with no repositories and fresh budgets.
 func New(opts ...Option) *Sim {
 	s := &Sim{
-		mux:          http.NewServeMux(),
-		now:          time.Now,
-		tokenTTL:     DefaultTokenTTL,
-		defaultLimit: DefaultBudget,
-		limits:       make(map[string]int),
-		windows:      make(map[bucket]*window),
-		secondary:    make(map[string]*secondaryRule),
-		repos:        make(map[string]*repo),
-		stats:        make(map[statKey]int64),
+		mux:           http.NewServeMux(),
+		now:           time.Now,
+		tokenTTL:      DefaultTokenTTL,
+		minute:        time.Minute,
+		limitsOn:      GitHubSecondaryLimits,
+		defaultLimit:  DefaultBudget,
+		limits:        make(map[string]int),
+		windows:       make(map[bucket]*window),
+		secondary:     make(map[string]*secondaryRule),
+		secWindows:    make(map[secKey]*secWindow),
+		inFlight:      make(map[string]int),
+		installations: make(map[string]int64),
+		users:         make(map[string]string),
+		repos:         make(map[string]*repo),
+		stats:         make(map[statKey]int64),
 	}
 	for _, o := range opts {
 		o(s)
@@ -164,6 +181,8 @@ func (s *Sim) routes() {
 		"POST /_sim/repos/{owner}/{repo}/statuses/{sha}": s.ctlSetStatus,
 		"POST /_sim/repos/{owner}/{repo}/issues":         s.ctlSeedIssue,
 		"POST /_sim/budget":                              s.ctlBudget,
+		"POST /_sim/tokens":                              s.ctlMapToken,
+		"POST /_sim/repos/{owner}/{repo}/refs":           s.ctlSetRef,
 		"POST /_sim/clock/advance":                       s.ctlAdvance,
 		"POST /_sim/hour/reset":                          s.ctlResetHour,
 		"POST /_sim/secondary":                           s.ctlSecondary,

@@ -28,7 +28,11 @@ type RequestCount struct {
 	Count  int64  `json:"count"`
 }
 
-// BudgetWindow is one token's current budget window for one resource.
+// BudgetWindow is one principal's current budget window for one resource.
+// Token names the principal, whose budget every token of it shares (JSON
+// "token", kept for existing readers): a plain token's user, which is the
+// token itself unless MapToken named another; "installation:<id>" for the
+// tokens minted for an installation; "app:<id>" for an App's JWTs.
 type BudgetWindow struct {
 	Token     string    `json:"token"`
 	Resource  string    `json:"resource"`
@@ -68,9 +72,9 @@ func (s *Sim) Stats() Stats {
 		if !now.Before(w.reset) {
 			continue
 		}
-		limit := s.limitOf(b.token)
+		limit := s.limitOf(b.principal)
 		st.Budget.Windows = append(st.Budget.Windows, BudgetWindow{
-			Token: b.token, Resource: b.resource, Limit: limit, Used: w.used, Remaining: max(limit-w.used, 0), Reset: w.reset,
+			Token: b.principal, Resource: b.resource, Limit: limit, Used: w.used, Remaining: max(limit-w.used, 0), Reset: w.reset,
 		})
 	}
 	slices.SortFunc(st.Budget.Windows, func(a, b BudgetWindow) int {
