@@ -2,12 +2,16 @@ package server_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"iterion.dev/iterion/pkg/forge"
 	"iterion.dev/iterion/pkg/server"
@@ -17,10 +21,11 @@ import (
 // (nil fail: success). The sweeper's timing tests run in a synctest bubble,
 // where the forge simulator on a real listener cannot be reached.
 type fakeOfferer struct {
-	mu     sync.Mutex
-	offers []string
-	n      int               // offers so far
-	fail   func(n int) error // n counts offers from 1
+	mu         sync.Mutex
+	offers     []string
+	n          int               // offers so far
+	fail       func(n int) error // n counts offers from 1
+	unreadable map[string]bool   // by repo: the forge will not show its pull request
 }
 
 func (f *fakeOfferer) Offer(_ context.Context, run server.GateRun) (server.Outcome, error) {
@@ -33,7 +38,29 @@ func (f *fakeOfferer) Offer(_ context.Context, run server.GateRun) (server.Outco
 			return server.OutcomeFailed, err
 		}
 	}
+	if f.unreadable[run.Repo] {
+		return server.OutcomeUnreadable, fmt.Errorf("read pull: %w", forge.ErrNotFound)
+	}
 	return server.OutcomeCurrent, nil
+}
+
+// OfferBatch offers each run in turn, as one query would answer them, and
+// stops at a rate limit, which would have failed the query: the runs not
+// reached fail.
+func (f *fakeOfferer) OfferBatch(ctx context.Context, runs []server.GateRun) ([]server.Outcome, error) {
+	outs := make([]server.Outcome, len(runs))
+	var errs []error
+	for i, run := range runs {
+		out, err := f.Offer(ctx, run)
+		outs[i], errs = out, append(errs, err)
+		if errors.Is(err, forge.ErrRateLimited) {
+			for j := i + 1; j < len(runs); j++ {
+				outs[j] = server.OutcomeFailed
+			}
+			break
+		}
+	}
+	return outs, errors.Join(errs...)
 }
 
 // take returns the offers since the last take.
@@ -179,7 +206,8 @@ func TestSweeperCadence(t *testing.T) {
 
 // TestSweeperRateLimit pins that a rate-limit error stops the pass at once,
 // that ticks before the limit's reset are skipped (not counted as passes),
-// and that a deep pass cut short resumes from its cursor on the next pass.
+// and that a deep pass cut short resumes from its cursor (the start of the
+// page it was cut in: a page is offered as one batch) on the next pass.
 func TestSweeperRateLimit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()
@@ -209,7 +237,7 @@ func TestSweeperRateLimit(t *testing.T) {
 		}
 		want := []row{
 			{1, time.Minute, true, false, []string{"acme/a#1", "acme/b#2"}},    // stopped at b's rate limit
-			{2, 6 * time.Minute, true, true, []string{"acme/b#2", "acme/c#3"}}, // at the reset: resumes the deep pass at b
+			{2, 6 * time.Minute, true, true, []string{"acme/a#1", "acme/b#2", "acme/c#3"}}, // at the reset: resumes the deep pass at its page
 			{3, 7 * time.Minute, false, true, []string{"acme/c#3"}},
 		}
 		if len(passes) != len(want) {
@@ -249,6 +277,49 @@ func TestSweeperPagesThroughManyRuns(t *testing.T) {
 		}
 		if len(slices.Compact(slices.Sorted(slices.Values(offers[0])))) != 250 {
 			t.Errorf("some run was offered twice in one pass, want each once")
+		}
+	})
+}
+
+// TestSweeperBacksOffUnreadableRuns pins the back-off of a run whose pull
+// request cannot be read: skipped for 2, 4, 8, 16 intervals, then every
+// DeepEvery intervals at most, while readable runs are offered every pass;
+// the BackingOff gauge counts it, and shows none once the term ends.
+func TestSweeperBacksOffUnreadableRuns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		runs := server.NewMemoryRunStore()
+		seedRuns(t, runs, start, []seeded{{"gone", -2 * time.Hour, false}, {"ok", -2 * time.Hour, false}}) // updated ahead: in every window
+		offer := &fakeOfferer{unreadable: map[string]bool{"acme/gone": true}}
+		log := &passLog{offer: offer}
+		gauge := prometheus.NewGauge(prometheus.GaugeOpts{Name: "g"})
+		var gaugeAt []float64
+		sw := server.NewSweeper(server.SweeperConfig{Runs: runs, Offer: offer, Interval: time.Minute, BackingOff: gauge,
+			OnPass: func(p server.SweepPass) { log.onPass(p); gaugeAt = append(gaugeAt, testutil.ToFloat64(gauge)) }})
+		stop := startSweeper(sw)
+		time.Sleep(100*time.Minute + time.Nanosecond)
+		synctest.Wait()
+
+		passes, offers := log.snapshot()
+		var gone []int
+		for i, o := range offers {
+			if slices.Contains(o, "acme/gone#1") {
+				gone = append(gone, passes[i].Pass)
+			}
+			if !slices.Contains(o, "acme/ok#2") {
+				t.Errorf("pass %d offered %v, want acme/ok#2 in it: a readable run is offered every pass", passes[i].Pass, o)
+			}
+		}
+		want := []int{1, 3, 7, 15, 31, 61, 91} // waits of 2, 4, 8, 16, then 30 (DeepEvery) intervals
+		if !slices.Equal(gone, want) {
+			t.Errorf("unreadable run offered in passes %v, want %v: it backs off exponentially, capped at the deep-pass period", gone, want)
+		}
+		if gaugeAt[0] != 1 || gaugeAt[len(gaugeAt)-1] != 1 {
+			t.Errorf("gauge after pass 1 and pass %d: %v and %v, want 1: one run backing off", len(gaugeAt), gaugeAt[0], gaugeAt[len(gaugeAt)-1])
+		}
+		stop()
+		if g := testutil.ToFloat64(gauge); g != 0 {
+			t.Errorf("gauge after the term: %v, want 0: back-offs live in the term", g)
 		}
 	})
 }
