@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"iterion.dev/iterion/pkg/forge"
+	"iterion.dev/iterion/pkg/forge/forgesim"
 	"iterion.dev/iterion/pkg/server"
 )
 
@@ -236,7 +237,7 @@ func TestSweeperRateLimit(t *testing.T) {
 			offers   []string
 		}
 		want := []row{
-			{1, time.Minute, true, false, []string{"acme/a#1", "acme/b#2"}},    // stopped at b's rate limit
+			{1, time.Minute, true, false, []string{"acme/a#1", "acme/b#2"}},                // stopped at b's rate limit
 			{2, 6 * time.Minute, true, true, []string{"acme/a#1", "acme/b#2", "acme/c#3"}}, // at the reset: resumes the deep pass at its page
 			{3, 7 * time.Minute, false, true, []string{"acme/c#3"}},
 		}
@@ -320,6 +321,75 @@ func TestSweeperBacksOffUnreadableRuns(t *testing.T) {
 		stop()
 		if g := testutil.ToFloat64(gauge); g != 0 {
 			t.Errorf("gauge after the term: %v, want 0: back-offs live in the term", g)
+		}
+	})
+}
+
+// TestSweepPassCostAgainstTheSimulator pins issue 11's goal on the
+// simulator's own counts: one pass over 250 open runs costs one GraphQL
+// query per 100 runs plus one status write per drifted run, at most
+// ceil(N/50)+5 requests; drift is repaired, merged runs settle, and the
+// next pass costs the queries alone.
+func TestSweepPassCostAgainstTheSimulator(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const n, drifted = 250, 3
+		start := time.Now()
+		sim := forgesim.New()
+		tr, stopSim := serveSimOnPipe(sim)
+		defer stopSim()
+		fc, err := forge.New(forge.Config{BaseURL: "http://sim/", Token: "tok", Next: tr})
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs := server.NewMemoryRunStore()
+		for i := 1; i <= n; i++ {
+			sha := fmt.Sprintf("%040d", i)
+			if err := sim.SeedPull("acme", "app", i, sha, "open"); err != nil {
+				t.Fatal(err)
+			}
+			state := "success"
+			if i <= drifted {
+				state = "failure" // changed behind the gate's back
+			}
+			if err := sim.SetStatus("acme", "app", sha, forgesim.Status{Context: server.DefaultContext, State: state}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := runs.Put(context.Background(), gateRun(i, sha, server.VerdictSuccess), start); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := sim.Merge("acme", "app", n); err != nil {
+			t.Fatal(err)
+		}
+		sim.ResetStats()
+		var passes []server.SweepPass
+		sw := server.NewSweeper(server.SweeperConfig{Runs: runs, Offer: server.NewReconciler(runs, fc, nil), Interval: time.Minute,
+			OnPass: func(p server.SweepPass) { passes = append(passes, p) }})
+		stop := startSweeper(sw)
+		time.Sleep(time.Minute)
+		synctest.Wait()
+
+		queries := sim.Requests(forgesim.Filter{Route: "POST /graphql"})
+		posts := sim.Requests(forgesim.Filter{Route: statusRoute})
+		total := sim.Requests(forgesim.Filter{})
+		if queries != 3 || posts != drifted || total > (n+49)/50+5 {
+			t.Fatalf("pass 1: got %d queries, %d status writes, %d requests in all; want 3 (250 runs / 100), %d (the drifted runs) and at most %d: a pass costs open runs / batch, writes only for drift",
+				queries, posts, total, drifted, (n+49)/50+5)
+		}
+		for i := 1; i <= drifted; i++ {
+			if st := gateState(t, fc, fmt.Sprintf("%040d", i)); st != "success" {
+				t.Errorf("pull %d: gate context %q, want success: drift is repaired", i, st)
+			}
+		}
+		if r, _ := runs.Get(context.Background(), gateRun(n, fmt.Sprintf("%040d", n), server.VerdictSuccess).ID); !r.Settled {
+			t.Errorf("run of the merged pull request unsettled, want settled: the batch settles as Offer does")
+		}
+		sim.ResetStats()
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		stop()
+		if q, all := sim.Requests(forgesim.Filter{Route: "POST /graphql"}), sim.Requests(forgesim.Filter{}); q != 3 || all != 3 || len(passes) != 2 || passes[1].Offered != n-1 {
+			t.Fatalf("pass 2: got %d queries of %d requests, %d passes; want 3 of 3 and %d runs offered: nothing drifted, nothing is written", q, all, len(passes), n-1)
 		}
 	})
 }
