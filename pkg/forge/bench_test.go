@@ -35,11 +35,11 @@ func BenchmarkCountingTransport(b *testing.B) {
 	}
 	next := newMemoryTransport()
 	counting := func() http.RoundTripper {
-		vec, err := newRequestsVec(prometheus.NewRegistry())
+		vecs, err := newCountingVecs(prometheus.NewRegistry())
 		if err != nil {
 			b.Fatal(err)
 		}
-		return newCountingTransport(next, time.Now, vec, newHourly(slog.New(slog.DiscardHandler), time.Now()))
+		return newCountingTransport(next, time.Now, vecs, newHourly(slog.New(slog.DiscardHandler), time.Now()))
 	}
 	promhttpCounter := func() http.RoundTripper {
 		vec := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "client_requests_total"}, []string{"code", "method"})

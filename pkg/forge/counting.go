@@ -46,12 +46,15 @@ func apiOf(path string) string {
 
 // Count is the number of requests sent to one host and API, charged to one
 // lane, that got one status code (0: a transport error, no status).
+// Points is the GraphQL points those requests cost, as the forge reported
+// them (rateLimit { cost }); REST requests carry none.
 type Count struct {
-	Host string
-	API  string
-	Lane string
-	Code int
-	N    int64
+	Host   string
+	API    string
+	Lane   string
+	Code   int
+	N      int64
+	Points int64
 }
 
 // countKey is what a request is counted by; it is comparable, so looking an
@@ -64,9 +67,9 @@ type countKey struct {
 // countEntry is one key's running total, its count in the hour being
 // counted, and its cached Prometheus child.
 type countEntry struct {
-	n     int64
-	hour  int64
-	child prometheus.Counter // nil without a Registerer
+	n, points         int64
+	hour, hourPoints  int64
+	child, pointChild prometheus.Counter // nil without a Registerer
 }
 
 // countingTransport counts every request handed to its RoundTrip once its
@@ -78,15 +81,15 @@ type countEntry struct {
 type countingTransport struct {
 	next http.RoundTripper
 	now  func() time.Time
-	vec  *prometheus.CounterVec // nil: no Prometheus
+	vecs countingVecs
 
 	mu      sync.Mutex
 	entries map[countKey]*countEntry
 	hour    hourly
 }
 
-func newCountingTransport(next http.RoundTripper, now func() time.Time, vec *prometheus.CounterVec, h hourly) *countingTransport {
-	return &countingTransport{next: next, now: now, vec: vec, entries: make(map[countKey]*countEntry), hour: h}
+func newCountingTransport(next http.RoundTripper, now func() time.Time, vecs countingVecs, h hourly) *countingTransport {
+	return &countingTransport{next: next, now: now, vecs: vecs, entries: make(map[countKey]*countEntry), hour: h}
 }
 
 // RoundTrip implements http.RoundTripper.
@@ -103,22 +106,41 @@ func (t *countingTransport) RoundTrip(req *http.Request) (*http.Response, error)
 // count charges one request to k, rolling the hour over first when the
 // request belongs to a later hour than the one being counted.
 func (t *countingTransport) count(k countKey) {
+	t.charge(k, 1, 0)
+}
+
+// chargePoints adds the points a GraphQL query to host on lane cost (its
+// 200 answer is already counted) to that request's entry.
+func (t *countingTransport) chargePoints(host, lane string, points int64) {
+	t.charge(countKey{host: host, api: APIGraphQL, lane: lane, code: http.StatusOK}, 0, points)
+}
+
+// charge adds n requests and points to k's entry, rolling the hour over first.
+func (t *countingTransport) charge(k countKey, n, points int64) {
 	now := t.now()
 	t.mu.Lock()
 	line := t.hour.roll(now, t.entries)
 	e := t.entries[k]
 	if e == nil {
 		e = &countEntry{}
-		if t.vec != nil {
-			e.child = t.vec.WithLabelValues(k.host, k.api, k.lane, codeLabel(k.code))
+		if t.vecs.requests != nil {
+			e.child = t.vecs.requests.WithLabelValues(k.host, k.api, k.lane, codeLabel(k.code))
+			if k.api == APIGraphQL {
+				e.pointChild = t.vecs.points.WithLabelValues(k.host, k.lane)
+			}
 		}
 		t.entries[k] = e
 	}
-	e.n++
-	e.hour++
+	e.n += n
+	e.hour += n
+	e.points += points
+	e.hourPoints += points
 	t.mu.Unlock()
 	if e.child != nil {
-		e.child.Inc()
+		e.child.Add(float64(n))
+	}
+	if e.pointChild != nil {
+		e.pointChild.Add(float64(points))
 	}
 	t.hour.write(line)
 }
@@ -139,7 +161,7 @@ func (t *countingTransport) counts() []Count {
 	t.mu.Lock()
 	out := make([]Count, 0, len(t.entries))
 	for k, e := range t.entries {
-		out = append(out, Count{Host: k.host, API: k.api, Lane: k.lane, Code: k.code, N: e.n})
+		out = append(out, Count{Host: k.host, API: k.api, Lane: k.lane, Code: k.code, N: e.n, Points: e.points})
 	}
 	t.mu.Unlock()
 	sortCounts(out)
@@ -170,13 +192,31 @@ func codeLabel(code int) string {
 	return strconv.Itoa(code)
 }
 
-// newRequestsVec registers forge_http_requests_total on reg (see
-// registerCounterVec).
-func newRequestsVec(reg prometheus.Registerer) (*prometheus.CounterVec, error) {
-	return registerCounterVec(reg, prometheus.CounterOpts{
+// countingVecs are the counting transport's Prometheus counters; both nil
+// without a Registerer.
+type countingVecs struct {
+	requests, points *prometheus.CounterVec
+}
+
+// newCountingVecs registers forge_http_requests_total and
+// forge_graphql_points_total on reg, or takes the ones already registered
+// there, so several Clients can share a registry.
+func newCountingVecs(reg prometheus.Registerer) (countingVecs, error) {
+	if reg == nil {
+		return countingVecs{}, nil
+	}
+	requests, err := registerCounterVec(reg, prometheus.CounterOpts{
 		Name: "forge_http_requests_total",
 		Help: "Forge HTTP requests sent, each redirect hop and retry included, by host, API (REST/GraphQL), lane and status code (error: no answer).",
 	}, "host", "api", "lane", "code")
+	if err != nil {
+		return countingVecs{}, err
+	}
+	points, err := registerCounterVec(reg, prometheus.CounterOpts{
+		Name: "forge_graphql_points_total",
+		Help: "GraphQL points the forge charged for the queries sent (their rateLimit cost), by host and lane.",
+	}, "host", "lane")
+	return countingVecs{requests: requests, points: points}, err
 }
 
 // registerCounterVec registers a counter vector on reg, or returns the one

@@ -81,8 +81,9 @@ type Config struct {
 	Next http.RoundTripper
 	// Logger receives the hourly line; nil discards it.
 	Logger *slog.Logger
-	// Registerer gets forge_http_requests_total and forge_etag_hits_total;
-	// nil: no Prometheus. Clients sharing a Registerer share the counters.
+	// Registerer gets forge_http_requests_total, forge_graphql_points_total
+	// and forge_etag_hits_total; nil: no Prometheus. Clients sharing a
+	// Registerer share the counters.
 	Registerer prometheus.Registerer
 	// Now is the clock of the hourly line and of rate-limit resets; nil: time.Now.
 	Now func() time.Time
@@ -102,10 +103,11 @@ type Config struct {
 // concurrent use; share one Client per installation or token between lanes,
 // so the rate-limit figures it learns cover all of them. Call Close when done.
 type Client struct {
-	gh       *github.Client
-	http     *http.Client
-	counting *countingTransport
-	gate     *rateGate
+	gh         *github.Client
+	http       *http.Client
+	graphqlURL string
+	counting   *countingTransport
+	gate       *rateGate
 }
 
 // New validates cfg and returns a Client. Errors wrap ErrInvalidConfig and
@@ -153,7 +155,7 @@ func New(cfg Config) (*Client, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	vec, err := newRequestsVec(cfg.Registerer)
+	vecs, err := newCountingVecs(cfg.Registerer)
 	if err != nil {
 		return nil, fmt.Errorf("%w: Registerer: %w", ErrInvalidConfig, err)
 	}
@@ -161,7 +163,7 @@ func New(cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: Registerer: %w", ErrInvalidConfig, err)
 	}
-	counting := newCountingTransport(next, now, vec, newHourly(logger, now()))
+	counting := newCountingTransport(next, now, vecs, newHourly(logger, now()))
 	var counted http.RoundTripper = counting
 	size := cfg.ETagCacheBytes
 	if size == 0 {
@@ -181,7 +183,7 @@ func New(cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: BaseURL %q: %w", ErrInvalidConfig, cfg.BaseURL, err)
 	}
-	return &Client{gh: gh, http: hc, counting: counting, gate: gate}, nil
+	return &Client{gh: gh, http: hc, graphqlURL: graphqlURL(base), counting: counting, gate: gate}, nil
 }
 
 // Close writes the hourly line for the hour being counted, as a partial

@@ -151,7 +151,8 @@ func issueOf(is *github.Issue) Issue {
 }
 
 // wrap turns go-github's errors into this package's: rate limits into a
-// *RateLimitError, 404 into ErrNotFound; op names the call.
+// *RateLimitError, 404 into ErrNotFound, another 403 into ErrForbidden; op
+// names the call.
 func (c *Client) wrap(ctx context.Context, op string, err error) error {
 	var held *RateLimitError
 	if errors.As(err, &held) {
@@ -177,6 +178,9 @@ func (c *Client) wrap(ctx context.Context, op string, err error) error {
 	}
 	if errors.As(err, &resp) && resp.Response != nil && resp.Response.StatusCode == http.StatusNotFound {
 		return fmt.Errorf("forge: %s: %w: %w", op, ErrNotFound, err)
+	}
+	if errors.As(err, &resp) && resp.Response != nil && resp.Response.StatusCode == http.StatusForbidden {
+		return fmt.Errorf("forge: %s: %w: %w", op, ErrForbidden, err)
 	}
 	return fmt.Errorf("forge: %s: %w", op, err)
 }

@@ -36,12 +36,13 @@ type hourLine struct {
 	end, from, to time.Time
 	partial       bool
 	total, n304   int64
+	points        int64 // GraphQL points
 	counts        []hourCount
 }
 
 type hourCount struct {
-	key hourKey
-	n   int64
+	key       hourKey
+	n, points int64
 }
 
 // roll starts counting the hour now falls in, returning the line of the hour
@@ -76,20 +77,24 @@ func (h *hourly) close(now time.Time, entries map[countKey]*countEntry) *hourLin
 // take empties the hour's counts into a line covering since..to, or
 // returns nil when there are none.
 func (h *hourly) take(to time.Time, entries map[countKey]*countEntry) *hourLine {
-	var total, n304 int64
-	byKey := make(map[hourKey]int64)
+	var total, n304, points int64
+	byKey := make(map[hourKey]hourCount)
 	for k, e := range entries {
-		if e.hour == 0 {
+		if e.hour == 0 && e.hourPoints == 0 {
 			continue
 		}
-		byKey[hourKey{host: k.host, api: k.api, lane: k.lane}] += e.hour
+		hk := hourKey{host: k.host, api: k.api, lane: k.lane}
+		c := byKey[hk]
+		c.key, c.n, c.points = hk, c.n+e.hour, c.points+e.hourPoints
+		byKey[hk] = c
 		total += e.hour
+		points += e.hourPoints
 		if k.code == 304 {
 			n304 += e.hour
 		}
-		e.hour = 0
+		e.hour, e.hourPoints = 0, 0
 	}
-	if total == 0 {
+	if total == 0 && points == 0 {
 		return nil
 	}
 	if to.After(h.end) {
@@ -99,11 +104,11 @@ func (h *hourly) take(to time.Time, entries map[countKey]*countEntry) *hourLine 
 	line := &hourLine{
 		end: h.end, from: h.since, to: to,
 		partial: h.since.After(start) || to.Before(h.end),
-		total:   total, n304: n304,
+		total:   total, n304: n304, points: points,
 		counts: make([]hourCount, 0, len(byKey)),
 	}
-	for k, n := range byKey {
-		line.counts = append(line.counts, hourCount{k, n})
+	for _, c := range byKey {
+		line.counts = append(line.counts, c)
 	}
 	slices.SortFunc(line.counts, func(a, b hourCount) int {
 		if c := cmp.Compare(b.n, a.n); c != 0 {
@@ -126,9 +131,18 @@ func hourEnd(t time.Time) time.Time {
 // and for a partial hour
 //
 //	forge HTTP: 12 requests in the partial hour 14:23:05Z–15:00Z ending 2026-09-30T15:00Z — api.github.com REST api 12
+//
+// An hour with GraphQL queries also gives their points, after the total and
+// after each GraphQL entry (REST entries read as before):
+//
+//	forge HTTP: 110 requests (10 GraphQL points) in the hour ending 2026-09-30T15:00Z — api.github.com REST webhook 100, api.github.com GraphQL merge-gate-sweeper 10 (10 points)
 func (l *hourLine) text() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "forge HTTP: %d requests in the ", l.total)
+	fmt.Fprintf(&b, "forge HTTP: %d requests ", l.total)
+	if l.points > 0 {
+		fmt.Fprintf(&b, "(%d GraphQL points) ", l.points)
+	}
+	b.WriteString("in the ")
 	if l.partial {
 		fmt.Fprintf(&b, "partial hour %s–%s ending ", l.from.Format("15:04:05Z"), l.to.Format("15:04:05Z"))
 	} else {
@@ -142,13 +156,16 @@ func (l *hourLine) text() string {
 			b.WriteString(", ")
 		}
 		fmt.Fprintf(&b, "%s %d", c.key, c.n)
+		if c.key.api == APIGraphQL {
+			fmt.Fprintf(&b, " (%d points)", c.points)
+		}
 	}
 	return b.String()
 }
 
 // write logs l at Info, with the same figures as structured attributes:
-// hour_end, requests, not_modified (the 304s among them), partial, from, to,
-// and a group "counts" keyed "host API lane".
+// hour_end, requests, not_modified (the 304s among them), graphql_points,
+// partial, from, to, and a group "counts" keyed "host API lane" (requests).
 func (h *hourly) write(l *hourLine) {
 	if l == nil {
 		return
@@ -161,6 +178,7 @@ func (h *hourly) write(l *hourLine) {
 		slog.Time("hour_end", l.end),
 		slog.Int64("requests", l.total),
 		slog.Int64("not_modified", l.n304),
+		slog.Int64("graphql_points", l.points),
 		slog.Bool("partial", l.partial),
 		slog.Time("from", l.from),
 		slog.Time("to", l.to),

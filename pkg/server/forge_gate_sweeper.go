@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"iterion.dev/iterion/pkg/forge"
 )
 
@@ -22,8 +24,9 @@ const (
 	// DeepEvery makes every DeepEvery-th pass of a term deep; the first
 	// pass of every term is deep too.
 	DeepEvery = 30
-	// sweepPage is how many runs one store read returns.
-	sweepPage = 100
+	// sweepPage is how many runs one store read returns, and one batch
+	// offers: one forge query reads them all.
+	sweepPage = forge.MaxPullBatch
 )
 
 // SweepPass reports one pass of the sweeper to SweeperConfig.OnPass.
@@ -37,8 +40,9 @@ type SweepPass struct {
 	Deep bool
 	// At is when the pass began; Since is the start of its window.
 	At, Since time.Time
-	// Offered is how many runs were offered.
-	Offered int
+	// Offered is how many runs were offered; BackingOff how many the pass
+	// skipped because their pull request could not be read lately.
+	Offered, BackingOff int
 	// Complete is false when the pass stopped early: a rate limit, a store
 	// error or the end of the term.
 	Complete bool
@@ -59,6 +63,9 @@ type SweeperConfig struct {
 	// OnPass is called synchronously after each pass; nil means none. It
 	// must not block.
 	OnPass func(SweepPass)
+	// BackingOff, when set, shows how many runs are backing off (runs whose
+	// pull request could not be read); nil: not shown.
+	BackingOff prometheus.Gauge
 }
 
 // Sweeper is the merge-gate sweeper: the net that re-offers unsettled runs
@@ -93,6 +100,33 @@ type sweepTerm struct {
 	// makes the next pass a deep one that resumes there.
 	deepCursor  Cursor
 	deepPending bool
+	// backoff holds the runs whose pull request could not be read, by ID.
+	backoff map[string]backoff
+}
+
+// backoff is one unreadable run's wait: it is not offered before until,
+// and each unreadable offer doubles delay, from two intervals up to the
+// deep-pass period (DeepEvery intervals), so a pull request that is gone
+// for good costs a request once per deep period, not once per pass.
+type backoff struct {
+	until time.Time
+	delay time.Duration
+}
+
+// note records the outcome of offering run at now: unreadable starts or
+// doubles its back-off, anything else but a failure ends it.
+func (st *sweepTerm) note(run GateRun, out Outcome, now time.Time, interval time.Duration) {
+	switch out {
+	case OutcomeUnreadable:
+		b := st.backoff[run.ID]
+		b.delay = min(max(2*b.delay, 2*interval), DeepEvery*interval)
+		b.until = now.Add(b.delay)
+		st.backoff[run.ID] = b
+	case OutcomeFailed:
+		// Not the pull request's fault: the back-off, if any, stands.
+	default:
+		delete(st.backoff, run.ID)
+	}
 }
 
 // Work serves one term: it makes a pass every interval until ctx is done,
@@ -105,8 +139,14 @@ type sweepTerm struct {
 // from its cursor; otherwise it is shallow (ShallowWindow). A rate-limit
 // error stops the pass; the ticks before the limit's reset are skipped and
 // not counted as passes.
+//
+// A run whose pull request cannot be read (OutcomeUnreadable) backs off on
+// its own: it is skipped for two intervals, then four, doubling up to
+// DeepEvery intervals, until an offer reads it again. The back-offs live in
+// the term, like the deep cursor.
 func (s *Sweeper) Work(ctx context.Context) {
-	st := &sweepTerm{term: int(s.terms.Add(1))}
+	st := &sweepTerm{term: int(s.terms.Add(1)), backoff: make(map[string]backoff)}
+	defer s.showBackingOff(nil)
 	everyInterval(forge.WithLane(ctx, forge.LaneMergeGateSweeper), s.cfg.Interval, s.cfg.Now,
 		func(ctx context.Context) time.Time { return s.pass(ctx, st) },
 		func(until time.Time) {
@@ -125,7 +165,8 @@ func (s *Sweeper) pass(ctx context.Context, st *sweepTerm) (resume time.Time) {
 		window, cur = DeepWindow, st.deepCursor
 	}
 	p.Since = p.At.Add(-window)
-	p.Offered, cur, p.Complete, resume = s.offerSince(ctx, p.Since, cur)
+	p.Offered, p.BackingOff, cur, p.Complete, resume = s.offerSince(ctx, st, p.At, p.Since, cur)
+	s.showBackingOff(st.backoff)
 	if p.Deep {
 		st.deepPending = !p.Complete
 		st.deepCursor = Cursor{}
@@ -138,42 +179,63 @@ func (s *Sweeper) pass(ctx context.Context, st *sweepTerm) (resume time.Time) {
 		log = s.cfg.Logger.Info
 	}
 	log("sweep pass", "owner", p.Owner, "term", p.Term, "pass", p.Pass, "deep", p.Deep,
-		"since", p.Since, "offered", p.Offered, "complete", p.Complete)
+		"since", p.Since, "offered", p.Offered, "backing_off", p.BackingOff, "complete", p.Complete)
 	if s.cfg.OnPass != nil {
 		s.cfg.OnPass(p)
 	}
 	return resume
 }
 
+// showBackingOff sets the BackingOff gauge to the runs in backoff.
+func (s *Sweeper) showBackingOff(backoff map[string]backoff) {
+	if s.cfg.BackingOff != nil {
+		s.cfg.BackingOff.Set(float64(len(backoff)))
+	}
+}
+
 // offerSince offers, page by page, the unsettled runs updated since that
-// come after cur. It returns how many it offered, the cursor after the last
-// run it finished with, whether it reached the end, and, when a rate limit
+// come after cur, each page in one batch, skipping the runs backing off at
+// now. It returns how many it offered and skipped, the cursor after the
+// last page it finished, whether it reached the end, and, when a rate limit
 // stopped it, the limit's reset.
-func (s *Sweeper) offerSince(ctx context.Context, since time.Time, cur Cursor) (offered int, _ Cursor, complete bool, resume time.Time) {
+func (s *Sweeper) offerSince(ctx context.Context, st *sweepTerm, now, since time.Time, cur Cursor) (offered, skipped int, _ Cursor, complete bool, resume time.Time) {
 	for {
 		page, err := s.cfg.Runs.Unsettled(ctx, since, cur, sweepPage)
 		if err != nil {
 			s.cfg.Logger.Warn("sweep stopped: cannot list runs", "owner", s.cfg.Owner, "err", err)
-			return offered, cur, false, time.Time{}
+			return offered, skipped, cur, false, time.Time{}
 		}
+		if ctx.Err() != nil {
+			return offered, skipped, cur, false, time.Time{}
+		}
+		batch := make([]GateRun, 0, len(page))
 		for _, run := range page {
-			if ctx.Err() != nil {
-				return offered, cur, false, time.Time{}
+			if now.Before(st.backoff[run.ID].until) {
+				skipped++
+				continue
 			}
-			_, err := s.cfg.Offer.Offer(ctx, run)
-			offered++
+			batch = append(batch, run)
+		}
+		if len(batch) > 0 {
+			outs, err := s.cfg.Offer.OfferBatch(ctx, batch)
+			offered += len(batch)
+			for i, out := range outs {
+				st.note(batch[i], out, now, s.cfg.Interval)
+			}
 			if errors.Is(err, forge.ErrRateLimited) {
 				resume = s.cfg.Now().Add(s.cfg.Interval)
 				if rl := (*forge.RateLimitError)(nil); errors.As(err, &rl) {
 					resume = rl.Reset
 				}
 				s.cfg.Logger.Warn("sweep stopped: rate limited", "owner", s.cfg.Owner, "until", resume, "err", err)
-				return offered, cur, false, resume
+				return offered, skipped, cur, false, resume
 			}
-			cur = CursorAt(run)
+		}
+		if len(page) > 0 {
+			cur = CursorAt(page[len(page)-1])
 		}
 		if len(page) < sweepPage {
-			return offered, cur, true, time.Time{}
+			return offered, skipped, cur, true, time.Time{}
 		}
 	}
 }

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -9,7 +10,11 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"iterion.dev/iterion/pkg/forge"
+	"iterion.dev/iterion/pkg/forge/forgesim"
 	"iterion.dev/iterion/pkg/server"
 )
 
@@ -17,10 +22,11 @@ import (
 // (nil fail: success). The sweeper's timing tests run in a synctest bubble,
 // where the forge simulator on a real listener cannot be reached.
 type fakeOfferer struct {
-	mu     sync.Mutex
-	offers []string
-	n      int               // offers so far
-	fail   func(n int) error // n counts offers from 1
+	mu         sync.Mutex
+	offers     []string
+	n          int               // offers so far
+	fail       func(n int) error // n counts offers from 1
+	unreadable map[string]bool   // by repo: the forge will not show its pull request
 }
 
 func (f *fakeOfferer) Offer(_ context.Context, run server.GateRun) (server.Outcome, error) {
@@ -33,7 +39,29 @@ func (f *fakeOfferer) Offer(_ context.Context, run server.GateRun) (server.Outco
 			return server.OutcomeFailed, err
 		}
 	}
+	if f.unreadable[run.Repo] {
+		return server.OutcomeUnreadable, fmt.Errorf("read pull: %w", forge.ErrNotFound)
+	}
 	return server.OutcomeCurrent, nil
+}
+
+// OfferBatch offers each run in turn, as one query would answer them, and
+// stops at a rate limit, which would have failed the query: the runs not
+// reached fail.
+func (f *fakeOfferer) OfferBatch(ctx context.Context, runs []server.GateRun) ([]server.Outcome, error) {
+	outs := make([]server.Outcome, len(runs))
+	var errs []error
+	for i, run := range runs {
+		out, err := f.Offer(ctx, run)
+		outs[i], errs = out, append(errs, err)
+		if errors.Is(err, forge.ErrRateLimited) {
+			for j := i + 1; j < len(runs); j++ {
+				outs[j] = server.OutcomeFailed
+			}
+			break
+		}
+	}
+	return outs, errors.Join(errs...)
 }
 
 // take returns the offers since the last take.
@@ -179,7 +207,8 @@ func TestSweeperCadence(t *testing.T) {
 
 // TestSweeperRateLimit pins that a rate-limit error stops the pass at once,
 // that ticks before the limit's reset are skipped (not counted as passes),
-// and that a deep pass cut short resumes from its cursor on the next pass.
+// and that a deep pass cut short resumes from its cursor (the start of the
+// page it was cut in: a page is offered as one batch) on the next pass.
 func TestSweeperRateLimit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()
@@ -208,8 +237,8 @@ func TestSweeperRateLimit(t *testing.T) {
 			offers   []string
 		}
 		want := []row{
-			{1, time.Minute, true, false, []string{"acme/a#1", "acme/b#2"}},    // stopped at b's rate limit
-			{2, 6 * time.Minute, true, true, []string{"acme/b#2", "acme/c#3"}}, // at the reset: resumes the deep pass at b
+			{1, time.Minute, true, false, []string{"acme/a#1", "acme/b#2"}},                // stopped at b's rate limit
+			{2, 6 * time.Minute, true, true, []string{"acme/a#1", "acme/b#2", "acme/c#3"}}, // at the reset: resumes the deep pass at its page
 			{3, 7 * time.Minute, false, true, []string{"acme/c#3"}},
 		}
 		if len(passes) != len(want) {
@@ -249,6 +278,118 @@ func TestSweeperPagesThroughManyRuns(t *testing.T) {
 		}
 		if len(slices.Compact(slices.Sorted(slices.Values(offers[0])))) != 250 {
 			t.Errorf("some run was offered twice in one pass, want each once")
+		}
+	})
+}
+
+// TestSweeperBacksOffUnreadableRuns pins the back-off of a run whose pull
+// request cannot be read: skipped for 2, 4, 8, 16 intervals, then every
+// DeepEvery intervals at most, while readable runs are offered every pass;
+// the BackingOff gauge counts it, and shows none once the term ends.
+func TestSweeperBacksOffUnreadableRuns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		runs := server.NewMemoryRunStore()
+		seedRuns(t, runs, start, []seeded{{"gone", -2 * time.Hour, false}, {"ok", -2 * time.Hour, false}}) // updated ahead: in every window
+		offer := &fakeOfferer{unreadable: map[string]bool{"acme/gone": true}}
+		log := &passLog{offer: offer}
+		gauge := prometheus.NewGauge(prometheus.GaugeOpts{Name: "g"})
+		var gaugeAt []float64
+		sw := server.NewSweeper(server.SweeperConfig{Runs: runs, Offer: offer, Interval: time.Minute, BackingOff: gauge,
+			OnPass: func(p server.SweepPass) { log.onPass(p); gaugeAt = append(gaugeAt, testutil.ToFloat64(gauge)) }})
+		stop := startSweeper(sw)
+		time.Sleep(100*time.Minute + time.Nanosecond)
+		synctest.Wait()
+
+		passes, offers := log.snapshot()
+		var gone []int
+		for i, o := range offers {
+			if slices.Contains(o, "acme/gone#1") {
+				gone = append(gone, passes[i].Pass)
+			}
+			if !slices.Contains(o, "acme/ok#2") {
+				t.Errorf("pass %d offered %v, want acme/ok#2 in it: a readable run is offered every pass", passes[i].Pass, o)
+			}
+		}
+		want := []int{1, 3, 7, 15, 31, 61, 91} // waits of 2, 4, 8, 16, then 30 (DeepEvery) intervals
+		if !slices.Equal(gone, want) {
+			t.Errorf("unreadable run offered in passes %v, want %v: it backs off exponentially, capped at the deep-pass period", gone, want)
+		}
+		if gaugeAt[0] != 1 || gaugeAt[len(gaugeAt)-1] != 1 {
+			t.Errorf("gauge after pass 1 and pass %d: %v and %v, want 1: one run backing off", len(gaugeAt), gaugeAt[0], gaugeAt[len(gaugeAt)-1])
+		}
+		stop()
+		if g := testutil.ToFloat64(gauge); g != 0 {
+			t.Errorf("gauge after the term: %v, want 0: back-offs live in the term", g)
+		}
+	})
+}
+
+// TestSweepPassCostAgainstTheSimulator pins issue 11's goal on the
+// simulator's own counts: one pass over 250 open runs costs one GraphQL
+// query per 100 runs plus one status write per drifted run, at most
+// ceil(N/50)+5 requests; drift is repaired, merged runs settle, and the
+// next pass costs the queries alone.
+func TestSweepPassCostAgainstTheSimulator(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const n, drifted = 250, 3
+		start := time.Now()
+		sim := forgesim.New()
+		tr, stopSim := serveSimOnPipe(sim)
+		defer stopSim()
+		fc, err := forge.New(forge.Config{BaseURL: "http://sim/", Token: "tok", Next: tr})
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs := server.NewMemoryRunStore()
+		for i := 1; i <= n; i++ {
+			sha := fmt.Sprintf("%040d", i)
+			if err := sim.SeedPull("acme", "app", i, sha, "open"); err != nil {
+				t.Fatal(err)
+			}
+			state := "success"
+			if i <= drifted {
+				state = "failure" // changed behind the gate's back
+			}
+			if err := sim.SetStatus("acme", "app", sha, forgesim.Status{Context: server.DefaultContext, State: state}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := runs.Put(context.Background(), gateRun(i, sha, server.VerdictSuccess), start); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := sim.Merge("acme", "app", n); err != nil {
+			t.Fatal(err)
+		}
+		sim.ResetStats()
+		var passes []server.SweepPass
+		sw := server.NewSweeper(server.SweeperConfig{Runs: runs, Offer: server.NewReconciler(runs, fc, nil), Interval: time.Minute,
+			OnPass: func(p server.SweepPass) { passes = append(passes, p) }})
+		stop := startSweeper(sw)
+		time.Sleep(time.Minute)
+		synctest.Wait()
+
+		queries := sim.Requests(forgesim.Filter{Route: "POST /graphql"})
+		posts := sim.Requests(forgesim.Filter{Route: statusRoute})
+		total := sim.Requests(forgesim.Filter{})
+		if queries != 3 || posts != drifted || total > (n+49)/50+5 {
+			t.Fatalf("pass 1: got %d queries, %d status writes, %d requests in all; want 3 (250 runs / 100), %d (the drifted runs) and at most %d: a pass costs open runs / batch, writes only for drift",
+				queries, posts, total, drifted, (n+49)/50+5)
+		}
+		for i := 1; i <= drifted; i++ {
+			if st := gateState(t, fc, fmt.Sprintf("%040d", i)); st != "success" {
+				t.Errorf("pull %d: gate context %q, want success: drift is repaired", i, st)
+			}
+		}
+		if r, _ := runs.Get(context.Background(), gateRun(n, fmt.Sprintf("%040d", n), server.VerdictSuccess).ID); !r.Settled {
+			t.Errorf("run of the merged pull request unsettled, want settled: the batch settles as Offer does")
+		}
+		sim.ResetStats()
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		stop()
+		if q, all := sim.Requests(forgesim.Filter{Route: "POST /graphql"}), sim.Requests(forgesim.Filter{}); q != 3 || all != 3 || len(passes) != 2 || passes[1].Offered != n-1 {
+			t.Fatalf("pass 2: got %d queries of %d requests, %d passes; want 3 of 3 and %d runs offered: nothing drifted, nothing is written", q, all, len(passes), n-1)
 		}
 	})
 }

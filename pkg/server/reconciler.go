@@ -27,12 +27,20 @@ const (
 	// OutcomeFailed: a store or forge call failed; the run is left for the
 	// next offer.
 	OutcomeFailed Outcome = "failed"
+	// OutcomeUnreadable: the forge would not show the pull request (REST
+	// 404 or 403, GraphQL NOT_FOUND or FORBIDDEN); the sweeper backs the
+	// run off.
+	OutcomeUnreadable Outcome = "unreadable"
 )
 
-// Offerer offers a run: it brings the forge in line with the run, or
+// Offerer offers runs: it brings the forge in line with each run, or
 // settles it. The sweeper and the event path use the Reconciler through it.
 type Offerer interface {
+	// Offer offers one run (the event path).
 	Offer(ctx context.Context, run GateRun) (Outcome, error)
+	// OfferBatch offers up to forge.MaxPullBatch runs, reading their pull
+	// requests together (the sweeper); one outcome per run, in order.
+	OfferBatch(ctx context.Context, runs []GateRun) ([]Outcome, error)
 }
 
 // Reconciler publishes gating runs' verdicts as commit statuses. It is safe
@@ -62,26 +70,107 @@ func NewReconciler(runs RunStore, fc *forge.Client, logger *slog.Logger) *Reconc
 // differs from the verdict. The forge requests are charged to the lane in
 // ctx (forge.WithLane).
 //
-// A failed call is logged and returned with OutcomeFailed, and the run is
-// left for the next offer. A forge rate limit comes back as an error that
+// A failed call is logged and returned with OutcomeFailed (OutcomeUnreadable
+// when the forge would not show the pull request), and the run is left for
+// the next offer. A forge rate limit comes back as an error that
 // errors.As finds a *forge.RateLimitError in, so a caller offering many runs
 // can stop until its Reset.
 func (r *Reconciler) Offer(ctx context.Context, run GateRun) (Outcome, error) {
-	fresh, err := r.runs.Get(ctx, run.ID)
-	if errors.Is(err, ErrNotFound) {
-		return OutcomeGone, nil
-	}
-	if err != nil {
-		return r.failed("read run", run, err)
-	}
-	if fresh.Settled {
-		return OutcomeGone, nil
+	fresh, out, err := r.reread(ctx, run)
+	if out != "" {
+		return out, err
 	}
 	owner, repo := fresh.ownerRepo()
 	pull, err := r.forge.GetPull(ctx, owner, repo, fresh.Pull)
 	if err != nil {
-		return r.failed("read pull", fresh, err)
+		return r.unread(fresh, err)
 	}
+	return r.decide(ctx, fresh, pull, func() ([]forge.Status, error) {
+		cs, err := r.forge.CombinedStatus(ctx, owner, repo, fresh.HeadSHA)
+		return cs.Statuses, err
+	})
+}
+
+// OfferBatch offers runs as Offer does each, and decides each the same way
+// (decide), but reads their pull requests and head statuses in one GraphQL
+// query (forge.Client.PullStates) instead of two REST reads per run; only a
+// drifted run costs a request more, its POST status. It returns one outcome
+// per run, in order, and every failure joined: a forge rate limit stopping
+// the query (errors.As finds a *forge.RateLimitError) fails every run that
+// needed it. More than forge.MaxPullBatch runs fail the forge read.
+func (r *Reconciler) OfferBatch(ctx context.Context, runs []GateRun) ([]Outcome, error) {
+	outs := make([]Outcome, len(runs))
+	var errs []error
+	var read []int // indexes of the runs whose pull request is read
+	var fresh []GateRun
+	var refs []forge.PullRef
+	for i, run := range runs {
+		f, out, err := r.reread(ctx, run)
+		if out != "" {
+			outs[i], errs = out, append(errs, err)
+			continue
+		}
+		owner, repo := f.ownerRepo()
+		read, fresh = append(read, i), append(fresh, f)
+		refs = append(refs, forge.PullRef{Owner: owner, Repo: repo, Number: f.Pull})
+	}
+	if len(refs) == 0 {
+		return outs, errors.Join(errs...)
+	}
+	states, err := r.forge.PullStates(ctx, refs)
+	if err != nil {
+		for j, i := range read {
+			outs[i], _ = r.failed("read pulls", fresh[j], err)
+		}
+		return outs, errors.Join(append(errs, fmt.Errorf("server: offer %d runs: read pulls: %w", len(refs), err))...)
+	}
+	for j, i := range read {
+		st := states[j]
+		if st.Err != nil {
+			outs[i], err = r.unread(fresh[j], st.Err)
+		} else {
+			outs[i], err = r.decide(ctx, fresh[j], st.Pull, func() ([]forge.Status, error) { return st.Statuses, nil })
+		}
+		errs = append(errs, err)
+	}
+	return outs, errors.Join(errs...)
+}
+
+// reread reads run afresh from the store. A non-empty outcome ends the
+// offer there: the run is gone or settled (nothing to do), or the read
+// failed.
+func (r *Reconciler) reread(ctx context.Context, run GateRun) (GateRun, Outcome, error) {
+	fresh, err := r.runs.Get(ctx, run.ID)
+	if errors.Is(err, ErrNotFound) {
+		return GateRun{}, OutcomeGone, nil
+	}
+	if err != nil {
+		out, err := r.failed("read run", run, err)
+		return GateRun{}, out, err
+	}
+	if fresh.Settled {
+		return GateRun{}, OutcomeGone, nil
+	}
+	return fresh, "", nil
+}
+
+// unread is the outcome of a pull request that could not be read:
+// unreadable when the forge refused to show it (not found, forbidden),
+// failed otherwise.
+func (r *Reconciler) unread(run GateRun, err error) (Outcome, error) {
+	out, err := r.failed("read pull", run, err)
+	if errors.Is(err, forge.ErrNotFound) || errors.Is(err, forge.ErrForbidden) {
+		out = OutcomeUnreadable
+	}
+	return out, err
+}
+
+// decide is the one decision of an offer, the event path's and the batch's,
+// from the pull request the forge showed: closed, merged or another head
+// settles the run; otherwise, when the gate context's latest status
+// (statuses reads the head's, lazily: a settled run needs none) differs
+// from the verdict, it creates the status.
+func (r *Reconciler) decide(ctx context.Context, fresh GateRun, pull forge.Pull, statuses func() ([]forge.Status, error)) (Outcome, error) {
 	if pull.State == "closed" || pull.Merged || pull.HeadSHA != fresh.HeadSHA {
 		if err := r.runs.Settle(ctx, fresh.ID); err != nil {
 			return r.failed("settle run", fresh, err)
@@ -90,15 +179,16 @@ func (r *Reconciler) Offer(ctx context.Context, run GateRun) (Outcome, error) {
 			"state", pull.State, "merged", pull.Merged, "head", pull.HeadSHA)
 		return OutcomeSettled, nil
 	}
-	cs, err := r.forge.CombinedStatus(ctx, owner, repo, fresh.HeadSHA)
+	sts, err := statuses()
 	if err != nil {
 		return r.failed("read status", fresh, err)
 	}
-	for _, st := range cs.Statuses {
+	for _, st := range sts {
 		if st.Context == fresh.Context && st.State == string(fresh.Verdict) {
 			return OutcomeCurrent, nil
 		}
 	}
+	owner, repo := fresh.ownerRepo()
 	err = r.forge.CreateStatus(ctx, owner, repo, fresh.HeadSHA, forge.Status{
 		Context: fresh.Context, State: string(fresh.Verdict),
 		Description: fresh.Description, TargetURL: fresh.TargetURL,

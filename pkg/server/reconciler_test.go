@@ -21,6 +21,10 @@ func gateRun(pull int, sha string, verdict server.Verdict) server.GateRun {
 	}
 }
 
+// statusRoute is the simulator's route of a status write; GraphQL reads are
+// POSTs too.
+const statusRoute = "POST /repos/{owner}/{repo}/statuses/{sha}"
+
 // testLane is where the tests' own reads are charged, apart from the server's.
 const testLane = "test"
 
@@ -91,43 +95,66 @@ func TestReconcilerOffer(t *testing.T) {
 				}
 			}, server.OutcomeSettled, true, "", 0},
 	} {
-		t.Run(c.name, func(t *testing.T) {
-			sim, srv := startSim(t)
-			if err := sim.SeedPull("acme", "app", 12, sha, "open"); err != nil {
-				t.Fatal(err)
-			}
-			c.forge(t, sim)
-			fc := newForge(t, srv.URL, nil, "tok", nil, nil)
-			runs := server.NewMemoryRunStore()
-			run := gateRun(12, sha, server.VerdictSuccess)
-			if _, err := runs.Put(context.Background(), run, time.Now()); err != nil {
-				t.Fatal(err)
-			}
-			rec := server.NewReconciler(runs, fc, nil)
-			got, err := rec.Offer(context.Background(), run)
-			if err != nil || got != c.want {
-				t.Fatalf("Offer = %q, %v, want %q, nil: %s", got, err, c.want, c.rule)
-			}
-			stored, _ := runs.Get(context.Background(), run.ID)
-			if stored.Settled != c.wantSettled {
-				t.Errorf("settled = %v, want %v: %s", stored.Settled, c.wantSettled, c.rule)
-			}
-			if posts := sim.Requests(forgesim.Filter{Method: "POST"}); posts != c.wantPosts {
-				t.Errorf("statuses created = %d, want %d: %s", posts, c.wantPosts, c.rule)
-			}
-			if !c.wantSettled {
-				if st := gateState(t, fc, sha); st != c.wantState {
-					t.Errorf("gate context = %q, want %q: %s", st, c.wantState, c.rule)
-				}
-				// Idempotence: a second offer finds the status right.
-				if again, err := rec.Offer(context.Background(), run); err != nil || again != server.OutcomeCurrent {
-					t.Errorf("second Offer = %q, %v, want current: offers are idempotent", again, err)
-				}
-				if posts := sim.Requests(forgesim.Filter{Method: "POST"}); posts != c.wantPosts {
-					t.Errorf("statuses created after a second offer = %d, want %d: offers are idempotent", posts, c.wantPosts)
-				}
-			}
-		})
+		for _, path := range []string{"event path", "batch"} {
+			t.Run(c.name+"/"+path, func(t *testing.T) {
+				testReconcilerCase(t, path, sha, c.rule, c.forge, c.want, c.wantSettled, c.wantState, c.wantPosts)
+			})
+		}
+	}
+}
+
+// testReconcilerCase runs one case of TestReconcilerOffer through Offer
+// (the event path) or OfferBatch: both decide alike.
+func testReconcilerCase(t *testing.T, path, sha, rule string, prepare func(*testing.T, *forgesim.Sim), want server.Outcome, wantSettled bool, wantState string, wantPosts int64) {
+	c := struct {
+		rule        string
+		forge       func(*testing.T, *forgesim.Sim)
+		want        server.Outcome
+		wantSettled bool
+		wantState   string
+		wantPosts   int64
+	}{rule, prepare, want, wantSettled, wantState, wantPosts}
+	sim, srv := startSim(t)
+	if err := sim.SeedPull("acme", "app", 12, sha, "open"); err != nil {
+		t.Fatal(err)
+	}
+	c.forge(t, sim)
+	fc := newForge(t, srv.URL, nil, "tok", nil, nil)
+	runs := server.NewMemoryRunStore()
+	run := gateRun(12, sha, server.VerdictSuccess)
+	if _, err := runs.Put(context.Background(), run, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	rec := server.NewReconciler(runs, fc, nil)
+	offer := rec.Offer
+	if path == "batch" {
+		offer = func(ctx context.Context, run server.GateRun) (server.Outcome, error) {
+			outs, err := rec.OfferBatch(ctx, []server.GateRun{run})
+			return outs[0], err
+		}
+	}
+	got, err := offer(context.Background(), run)
+	if err != nil || got != c.want {
+		t.Fatalf("%s: got %q, %v, want %q, nil: %s", path, got, err, c.want, c.rule)
+	}
+	stored, _ := runs.Get(context.Background(), run.ID)
+	if stored.Settled != c.wantSettled {
+		t.Errorf("settled = %v, want %v: %s", stored.Settled, c.wantSettled, c.rule)
+	}
+	if posts := sim.Requests(forgesim.Filter{Route: statusRoute}); posts != c.wantPosts {
+		t.Errorf("statuses created = %d, want %d: %s", posts, c.wantPosts, c.rule)
+	}
+	if !c.wantSettled {
+		if st := gateState(t, fc, sha); st != c.wantState {
+			t.Errorf("gate context = %q, want %q: %s", st, c.wantState, c.rule)
+		}
+		// Idempotence: a second offer finds the status right.
+		if again, err := offer(context.Background(), run); err != nil || again != server.OutcomeCurrent {
+			t.Errorf("second Offer = %q, %v, want current: offers are idempotent", again, err)
+		}
+		if posts := sim.Requests(forgesim.Filter{Route: statusRoute}); posts != c.wantPosts {
+			t.Errorf("statuses created after a second offer = %d, want %d: offers are idempotent", posts, c.wantPosts)
+		}
 	}
 }
 
@@ -198,7 +225,7 @@ func TestReconcilerRateLimited(t *testing.T) {
 	if !rl.Reset.After(time.Now()) {
 		t.Errorf("reset = %v, want in the future: the caller waits until the reset", rl.Reset)
 	}
-	if sim.Requests(forgesim.Filter{Method: "POST"}) != 0 {
+	if sim.Requests(forgesim.Filter{Route: statusRoute}) != 0 {
 		t.Errorf("a status was created, want none: a refused read writes nothing")
 	}
 	if stored, _ := runs.Get(context.Background(), run.ID); stored.Settled {

@@ -172,12 +172,19 @@ func New(cfg Config) (*Server, error) {
 			Help: "Offers of gating runs, by lane (who offered) and outcome.",
 		}, []string{"lane", "outcome"}),
 	}
-	if err := cfg.Registry.Register(s.offers); err != nil {
-		return nil, fmt.Errorf("%w: Registry: %w", ErrConfig, err)
+	backingOff := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "merge_gate_runs_backing_off",
+		Help: "Gating runs whose pull request the forge would not show (404/403, NOT_FOUND/FORBIDDEN), which the sweeper skips until their back-off ends.",
+	})
+	for _, c := range []prometheus.Collector{s.offers, backingOff} {
+		if err := cfg.Registry.Register(c); err != nil {
+			return nil, fmt.Errorf("%w: Registry: %w", ErrConfig, err)
+		}
 	}
 	s.sweeper = NewSweeper(SweeperConfig{
 		Runs: cfg.Runs, Offer: laneOfferer{s, forge.LaneMergeGateSweeper}, Interval: cfg.SweepInterval,
 		Owner: cfg.Owner, Now: cfg.Now, Logger: cfg.Logger, OnPass: cfg.OnSweep, // the sweeper logs its owner
+		BackingOff: backingOff,
 	})
 	if len(cfg.BoardRepos) > 0 {
 		board, err := NewBoardSync(BoardSyncConfig{
@@ -314,4 +321,13 @@ type laneOfferer struct {
 
 func (o laneOfferer) Offer(ctx context.Context, run GateRun) (Outcome, error) {
 	return o.s.offer(ctx, o.lane, run)
+}
+
+// OfferBatch offers runs together on the lane and counts each outcome.
+func (o laneOfferer) OfferBatch(ctx context.Context, runs []GateRun) ([]Outcome, error) {
+	outs, err := o.s.rec.OfferBatch(forge.WithLane(ctx, o.lane), runs)
+	for _, out := range outs {
+		o.s.offers.WithLabelValues(o.lane, string(out)).Inc()
+	}
+	return outs, err
 }

@@ -415,28 +415,3 @@ func (s *Sim) createInstallationToken(r *http.Request, tok string) reply {
 		RepositorySelection: "all",
 	})
 }
-
-// graphql answers the viewer { login } and rateLimit { … } queries, found by
-// name in the query text; any other query gets a GraphQL error.
-func (s *Sim) graphql(r *http.Request, tok string) reply {
-	var req struct {
-		Query string `json:"query"`
-	}
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.Query == "" {
-		return errorReply(http.StatusBadRequest, "Problems parsing JSON")
-	}
-	data := map[string]any{}
-	if strings.Contains(req.Query, "viewer") {
-		data["viewer"] = map[string]string{"login": cmp.Or(tok, "anonymous")}
-	}
-	if strings.Contains(req.Query, "rateLimit") {
-		p := s.principalOf(tok)
-		w := s.window(p, "graphql", s.clock())
-		limit := s.limitOf(p)
-		data["rateLimit"] = map[string]any{"limit": limit, "remaining": max(limit-w.used-1, 0), "used": w.used + 1, "resetAt": ghTime(w.reset)}
-	}
-	if len(data) == 0 {
-		return jsonReply(http.StatusOK, map[string]any{"data": nil, "errors": []map[string]string{{"message": "forgesim: query not simulated; only viewer { login } and rateLimit { limit remaining used resetAt } are"}}})
-	}
-	return jsonReply(http.StatusOK, map[string]any{"data": data})
-}

@@ -22,6 +22,11 @@ type reply struct {
 	status int
 	body   any // marshalled as JSON; nil: no body
 	header http.Header
+	// points is what the answer costs its budget when that is not one
+	// request: a GraphQL query's points.
+	points int
+	// free: the answer costs nothing (a refusal, an invalid GraphQL query).
+	free bool
 }
 
 func jsonReply(status int, body any) reply { return reply{status: status, body: body} }
@@ -65,7 +70,7 @@ func (s *Sim) api(h func(*http.Request, string) reply) http.Handler {
 		body, err := io.ReadAll(io.LimitReader(r.Body, maxBody))
 		if err != nil {
 			s.mu.Lock()
-			s.count(r, tok, http.StatusBadRequest)
+			s.count(r, tok, http.StatusBadRequest, 0)
 			s.mu.Unlock()
 			write(w, http.StatusBadRequest, nil)
 			return
@@ -84,7 +89,7 @@ func (s *Sim) api(h func(*http.Request, string) reply) http.Handler {
 			rep = secondaryReply(http.StatusTooManyRequests, time.Second)
 		case injected:
 			rep = secondaryReply(http.StatusForbidden, retryAfter)
-		case win.used >= limit:
+		case res == "core" && win.used >= limit: // GraphQL's refusal is graphql's own
 			rep = jsonReply(http.StatusForbidden, githubError{
 				Message:          "API rate limit exceeded for " + tokenLabel(tok) + ". (But here's the good news: Authenticated requests get a higher rate limit. Check out the documentation for more details.)",
 				DocumentationURL: "https://docs.github.com/rest/overview/resources-in-the-rest-api#rate-limiting",
@@ -115,9 +120,11 @@ func (s *Sim) api(h func(*http.Request, string) reply) http.Handler {
 		// https://docs.github.com/rest/using-the-rest-api/best-practices-for-using-the-rest-api#use-conditional-requests-if-appropriate).
 		// An ETag names one token's answer (see encode), so another
 		// token's ETag never matches: that request gets a 200, charged.
-		if !refused && (!notModified || tok == "") {
-			win.used++
+		units := 0
+		if !refused && (!notModified || tok == "") && !rep.free {
+			units = max(rep.points, 1)
 		}
+		win.used += units
 		hd := w.Header()
 		for k, v := range rep.header {
 			hd[k] = v
@@ -131,7 +138,7 @@ func (s *Sim) api(h func(*http.Request, string) reply) http.Handler {
 			hd.Set("ETag", etag)
 			hd.Set("Vary", "Accept, Authorization, Cookie")
 		}
-		s.count(r, tok, status)
+		s.count(r, tok, status, units)
 		s.mu.Unlock()
 		write(w, status, out)
 	})
@@ -146,19 +153,22 @@ func (s *Sim) control(h func(*http.Request) reply) http.Handler {
 			w.Header()[k] = v
 		}
 		s.mu.Lock()
-		s.count(r, tokenOf(r), rep.status)
+		s.count(r, tokenOf(r), rep.status, 0)
 		s.mu.Unlock()
 		write(w, rep.status, body)
 	})
 }
 
-// count counts one request received; s.mu is held.
-func (s *Sim) count(r *http.Request, tok string, status int) {
+// count counts one request received and the budget units it was charged;
+// s.mu is held.
+func (s *Sim) count(r *http.Request, tok string, status, units int) {
 	route := r.Pattern
 	if route == "/" {
 		route = RouteUnmatched
 	}
-	s.stats[statKey{token: tok, method: r.Method, route: route, status: status}]++
+	k := statKey{token: tok, method: r.Method, route: route, status: status}
+	s.stats[k]++
+	s.points[k] += int64(units)
 }
 
 // write sends an answer.

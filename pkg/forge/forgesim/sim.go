@@ -21,7 +21,7 @@
 //	POST /repos/{owner}/{repo}/statuses/{sha}
 //	GET  /repos/{owner}/{repo}/issues                 (state, since, sort, direction, per_page, page)
 //	POST /app/installations/{id}/access_tokens        (needs an App JWT)
-//	POST /graphql                                     (the viewer and rateLimit queries)
+//	POST /graphql                                     (a subset of GitHub's schema, priced as GitHub does: graphql.go)
 //
 // Control endpoints (the simulator's; no budget, no rate-limit headers):
 //
@@ -107,6 +107,7 @@ type Sim struct {
 	users         map[string]string // token → user, set by MapToken
 	repos         map[string]*repo
 	stats         map[statKey]int64
+	points        map[statKey]int64 // budget units charged, beside stats
 	nextID        int64
 	minted        int
 }
@@ -129,6 +130,7 @@ func New(opts ...Option) *Sim {
 		users:         make(map[string]string),
 		repos:         make(map[string]*repo),
 		stats:         make(map[statKey]int64),
+		points:        make(map[statKey]int64),
 	}
 	for _, o := range opts {
 		o(s)

@@ -20,12 +20,16 @@ type statKey struct {
 // method and got one status. Route is the endpoint's pattern, such as
 // "GET /repos/{owner}/{repo}/pulls/{number}"; Token is the token as sent,
 // "app:<id>" for an App's JWT, "" when anonymous.
+//
+// Points is the budget units those requests were charged: one per charged
+// REST request (a 304 or a refusal is free), a GraphQL query's points.
 type RequestCount struct {
 	Token  string `json:"token"`
 	Method string `json:"method"`
 	Route  string `json:"route"`
 	Status int    `json:"status"`
 	Count  int64  `json:"count"`
+	Points int64  `json:"points"`
 }
 
 // BudgetWindow is one principal's current budget window for one resource.
@@ -62,7 +66,7 @@ func (s *Sim) Stats() Stats {
 	now := s.clock()
 	st := Stats{Requests: []RequestCount{}, Budget: Budget{DefaultLimit: s.defaultLimit, Windows: []BudgetWindow{}}}
 	for k, n := range s.stats {
-		st.Requests = append(st.Requests, RequestCount{Token: k.token, Method: k.method, Route: k.route, Status: k.status, Count: n})
+		st.Requests = append(st.Requests, RequestCount{Token: k.token, Method: k.method, Route: k.route, Status: k.status, Count: n, Points: s.points[k]})
 	}
 	slices.SortFunc(st.Requests, func(a, b RequestCount) int {
 		return cmp.Or(strings.Compare(a.Token, b.Token), strings.Compare(a.Route, b.Route),
@@ -108,4 +112,5 @@ func (s *Sim) ResetStats() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	clear(s.stats)
+	clear(s.points)
 }

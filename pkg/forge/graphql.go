@@ -1,0 +1,275 @@
+package forge
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"reflect"
+	"strconv"
+	"strings"
+
+	"github.com/shurcooL/githubv4"
+)
+
+// ErrForbidden is wrapped when the forge refuses to show something for want
+// of permission (REST 403 that is not a rate limit, GraphQL FORBIDDEN).
+var ErrForbidden = errors.New("forge: forbidden")
+
+// ErrInvalidArgument is wrapped when a call's argument is unusable; the
+// error names it.
+var ErrInvalidArgument = errors.New("forge: invalid argument")
+
+// MaxPullBatch is the most pull requests PullStates reads in one query:
+// GitHub's page limit, which keeps the query at one point.
+const MaxPullBatch = 100
+
+// PullRef names one pull request.
+type PullRef struct {
+	Owner, Repo string
+	Number      int
+}
+
+// PullState is one pull request of a PullStates batch: the pull request and
+// the latest status of each context on its head commit (Description and
+// TargetURL are not read), or Err when that pull request could not be read.
+type PullState struct {
+	Pull     Pull
+	Statuses []Status
+	// Err, when set, is this pull request's own failure: it wraps
+	// ErrNotFound (GraphQL NOT_FOUND) or ErrForbidden (FORBIDDEN), or is
+	// another error GitHub reported for it. The batch's other entries stand.
+	Err error
+}
+
+// graphqlURL is the GraphQL endpoint beside the REST root base: GitHub's
+// https://api.github.com/graphql, an Enterprise server's /api/graphql
+// beside its /api/v3/, a simulator's /graphql.
+func graphqlURL(base string) string {
+	if root, ok := strings.CutSuffix(base, "/api/v3/"); ok {
+		return root + "/api/graphql"
+	}
+	return base + "graphql"
+}
+
+// gqlPull is the part of GitHub's PullRequest a batch reads (field names
+// from GitHub's public schema, octokit/graphql-schema).
+type gqlPull struct {
+	Number     int
+	State      string
+	Merged     bool
+	HeadRefOid string
+	Commits    struct {
+		Nodes []struct {
+			Commit struct {
+				Oid    string
+				Status *struct {
+					Contexts []struct {
+						Context string
+						State   string
+					}
+				}
+			}
+		}
+	} `graphql:"commits(last: 1)"`
+}
+
+// PullStates reads up to MaxPullBatch pull requests, each with its head
+// commit's statuses, in one GraphQL query through githubv4 (one alias per
+// pull request; GitHub prices it at one point), charged to the lane in ctx
+// like any request, with its points added to the counts (Count.Points).
+// The answer has one PullState per ref, in order.
+//
+// A pull request that cannot be read fails alone, in its PullState.Err. The
+// call fails as a whole on a transport error, a refusal (an error that
+// errors.As finds a *RateLimitError in, for GitHub's RATE_LIMITED answer as
+// for a request the gate held back), or a malformed answer; more than
+// MaxPullBatch refs, or none, wrap ErrInvalidArgument.
+func (c *Client) PullStates(ctx context.Context, refs []PullRef) ([]PullState, error) {
+	if len(refs) == 0 || len(refs) > MaxPullBatch {
+		return nil, fmt.Errorf("%w: refs: %d pull requests, want 1 to %d", ErrInvalidArgument, len(refs), MaxPullBatch)
+	}
+	op := fmt.Sprintf("GraphQL %d pull requests", len(refs))
+	q := batchQuery(refs)
+	var got captured
+	hc := &http.Client{Transport: &captureTransport{next: c.http.Transport, into: &got}, Timeout: c.http.Timeout}
+	err := githubv4.NewEnterpriseClient(c.graphqlURL, hc).Query(ctx, q.Interface(), nil)
+	if got.status != http.StatusOK {
+		return nil, c.wrapGraphQL(ctx, op, err, got)
+	}
+	// githubv4 reports GraphQL errors by message alone; their type and path
+	// say which alias failed and why, so they are read from the body.
+	var body struct {
+		Errors []struct {
+			Type    string
+			Path    []any
+			Message string
+		}
+	}
+	if jerr := json.Unmarshal(got.body, &body); jerr != nil {
+		return nil, fmt.Errorf("forge: %s: %w", op, jerr)
+	}
+	if err != nil && len(body.Errors) == 0 {
+		return nil, fmt.Errorf("forge: %s: %w", op, err)
+	}
+	out := make([]PullState, len(refs))
+	for _, e := range body.Errors {
+		if e.Type == "RATE_LIMITED" {
+			return nil, fmt.Errorf("%s: %w", op, c.graphqlLimited(ctx))
+		}
+		i := aliasIndex(e.Path, len(refs))
+		if i < 0 {
+			return nil, fmt.Errorf("forge: %s: %s (%s)", op, e.Message, e.Type)
+		}
+		var kind error
+		switch e.Type {
+		case "NOT_FOUND":
+			kind = ErrNotFound
+		case "FORBIDDEN":
+			kind = ErrForbidden
+		default:
+			out[i].Err = fmt.Errorf("forge: %s: %s: %s (%s)", op, refs[i], e.Message, e.Type)
+			continue
+		}
+		out[i].Err = fmt.Errorf("forge: %s: %s: %w: %s", op, refs[i], kind, e.Message)
+	}
+	v := q.Elem()
+	for i := range refs {
+		repo := v.Field(i)
+		if out[i].Err != nil {
+			continue
+		}
+		if repo.IsNil() || repo.Elem().Field(0).IsNil() {
+			out[i].Err = fmt.Errorf("forge: %s: %s: %w: no pull request in the answer", op, refs[i], ErrNotFound)
+			continue
+		}
+		out[i] = pullStateOf(repo.Elem().Field(0).Interface().(*gqlPull))
+	}
+	if cost := v.Field(len(refs)).Field(0).Int(); cost > 0 {
+		c.counting.chargePoints(got.host, laneOf(ctx), cost)
+	}
+	return out, nil
+}
+
+// String names the pull request as owner/repo#number.
+func (r PullRef) String() string { return r.Owner + "/" + r.Repo + "#" + strconv.Itoa(r.Number) }
+
+// batchQuery builds the query struct githubv4 sends for refs: a field
+// pN: repository(owner, name) { pullRequest(number) { … } } per ref, then
+// rateLimit { cost }. Names are inlined as literals; GitHub's owner and
+// repository names need no escaping beyond Go's quoting.
+func batchQuery(refs []PullRef) reflect.Value {
+	fields := make([]reflect.StructField, 0, len(refs)+1)
+	for i, r := range refs {
+		repo := reflect.StructOf([]reflect.StructField{{
+			Name: "PullRequest",
+			Type: reflect.TypeFor[*gqlPull](),
+			Tag:  reflect.StructTag(`graphql:"pullRequest(number: ` + strconv.Itoa(r.Number) + `)"`),
+		}})
+		tag := fmt.Sprintf("p%d: repository(owner: %s, name: %s)", i, strconv.Quote(r.Owner), strconv.Quote(r.Repo))
+		fields = append(fields, reflect.StructField{
+			Name: "P" + strconv.Itoa(i),
+			Type: reflect.PointerTo(repo),
+			Tag:  reflect.StructTag(`graphql:` + strconv.Quote(tag)),
+		})
+	}
+	fields = append(fields, reflect.StructField{
+		Name: "RateLimit",
+		Type: reflect.TypeFor[struct{ Cost int }](),
+	})
+	return reflect.New(reflect.StructOf(fields))
+}
+
+// aliasIndex is the ref an error path starts at (alias pN), or -1.
+func aliasIndex(path []any, n int) int {
+	if len(path) == 0 {
+		return -1
+	}
+	s, _ := path[0].(string)
+	i, err := strconv.Atoi(strings.TrimPrefix(s, "p"))
+	if !strings.HasPrefix(s, "p") || err != nil || i < 0 || i >= n {
+		return -1
+	}
+	return i
+}
+
+// pullStateOf turns GitHub's answer into a PullState, in REST's spelling:
+// state open or closed (GraphQL's MERGED is closed and merged), status
+// states in lower case.
+func pullStateOf(p *gqlPull) PullState {
+	st := PullState{Pull: Pull{Number: p.Number, State: "open", Merged: p.Merged, HeadSHA: p.HeadRefOid}}
+	if p.State != "OPEN" {
+		st.Pull.State = "closed"
+	}
+	for _, n := range p.Commits.Nodes {
+		if n.Commit.Status == nil {
+			continue
+		}
+		for _, sc := range n.Commit.Status.Contexts {
+			st.Statuses = append(st.Statuses, Status{Context: sc.Context, State: strings.ToLower(sc.State)})
+		}
+	}
+	return st
+}
+
+// graphqlLimited is the error of a RATE_LIMITED answer: the GraphQL point
+// budget is spent until the reset the answer's headers gave (the gate has
+// learnt them, so it holds the next query back itself).
+func (c *Client) graphqlLimited(ctx context.Context) *RateLimitError {
+	e := &RateLimitError{Cause: CausePrimary, Sent: true, Lane: laneOf(ctx), Resource: "graphql"}
+	for _, rl := range c.gate.limitsSnapshot() {
+		if rl.Resource == "graphql" {
+			e.Reset, e.Limit, e.Remaining = rl.Reset, rl.Limit, rl.Remaining
+		}
+	}
+	return e
+}
+
+// wrapGraphQL turns a query that got no 200 into this package's errors: a
+// request the gate held back, a secondary limit, or the forge's refusal.
+func (c *Client) wrapGraphQL(ctx context.Context, op string, err error, got captured) error {
+	var held *RateLimitError
+	switch {
+	case errors.As(err, &held):
+		return fmt.Errorf("%s: %w", op, held)
+	case (got.status == http.StatusForbidden || got.status == http.StatusTooManyRequests) && c.gate.secondaryUntil().After(c.gate.now()):
+		return fmt.Errorf("%s: %w", op, &RateLimitError{Reset: c.gate.secondaryUntil(), Cause: CauseSecondary, Sent: true, Lane: laneOf(ctx)})
+	case got.status == http.StatusForbidden || got.status == http.StatusTooManyRequests:
+		return fmt.Errorf("%s: %w", op, c.graphqlLimited(ctx))
+	}
+	return fmt.Errorf("forge: %s: %w", op, err)
+}
+
+// captured is a GraphQL answer as it came back: githubv4 keeps only the
+// data and the errors' messages.
+type captured struct {
+	status int // 0: no answer
+	host   string
+	body   []byte
+}
+
+// captureTransport keeps a copy of the answer's status and body for
+// PullStates, and hands the answer on untouched.
+type captureTransport struct {
+	next http.RoundTripper
+	into *captured
+}
+
+// RoundTrip implements http.RoundTripper.
+func (t *captureTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.next.RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	t.into.status, t.into.host, t.into.body = resp.StatusCode, req.URL.Host, body
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	return resp, nil
+}

@@ -1,0 +1,112 @@
+package forge_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"iterion.dev/iterion/pkg/forge"
+	"iterion.dev/iterion/pkg/forge/forgesim"
+)
+
+func TestPullStatesReadsABatchInOneCountedQuery(t *testing.T) {
+	sim, srv := startSim(t)
+	var refs []forge.PullRef
+	for i := 1; i <= forge.MaxPullBatch; i++ {
+		if err := sim.SeedPull("acme", "app", i, fmt.Sprintf("sha%d", i), "open"); err != nil {
+			t.Fatal(err)
+		}
+		refs = append(refs, forge.PullRef{Owner: "acme", Repo: "app", Number: i})
+	}
+	if err := sim.Merge("acme", "app", 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := sim.SetStatus("acme", "app", "sha1", forgesim.Status{Context: "iterion/review", State: "failure"}); err != nil {
+		t.Fatal(err)
+	}
+	refs[99] = forge.PullRef{Owner: "acme", Repo: "gone", Number: 7}
+	c := newClient(t, srv, forge.Config{Token: "t"})
+	got, err := c.PullStates(forge.WithLane(context.Background(), forge.LaneMergeGateSweeper), refs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := got[0]; p.Err != nil || p.Pull != (forge.Pull{Number: 1, State: "open", HeadSHA: "sha1"}) ||
+		fmt.Sprint(p.Statuses) != "[{iterion/review failure  }]" {
+		t.Fatalf("got %+v, want open #1 at sha1 with iterion/review failure: a pull request with its head's statuses, in REST's spelling", p)
+	}
+	if p := got[1]; p.Pull.State != "closed" || !p.Pull.Merged {
+		t.Fatalf("got %+v, want closed and merged: GraphQL's MERGED reads as REST's closed+merged", p.Pull)
+	}
+	if p := got[99]; !errors.Is(p.Err, forge.ErrNotFound) || got[98].Err != nil {
+		t.Fatalf("got %v (and %v before it), want ErrNotFound for the missing repository only: an unreadable pull request fails alone", p.Err, got[98].Err)
+	}
+	n := sim.Requests(forgesim.Filter{Token: "t", Route: "POST /graphql"})
+	var counted, points int64
+	for _, k := range c.Counts() {
+		if k.API == forge.APIGraphQL && k.Lane == forge.LaneMergeGateSweeper {
+			counted += k.N
+			points += k.Points
+		}
+	}
+	if n != 1 || counted != 1 || points != 1 {
+		t.Fatalf("got %d requests at the simulator, %d counted with %d points, want 1, 1 and 1: 100 pull requests are one GraphQL query of one point, counted on its lane", n, counted, points)
+	}
+}
+
+func TestPullStatesRefusals(t *testing.T) {
+	sim, srv := startSim(t, forgesim.WithBudget(0))
+	if err := sim.SeedPull("acme", "app", 1, "sha", "open"); err != nil {
+		t.Fatal(err)
+	}
+	c := newClient(t, srv, forge.Config{Token: "t"})
+	ctx := context.Background()
+	if _, err := c.PullStates(ctx, nil); !errors.Is(err, forge.ErrInvalidArgument) || !strings.Contains(err.Error(), "refs") {
+		t.Fatalf("got %v, want ErrInvalidArgument naming refs: an empty batch is a bad argument", err)
+	}
+	refs := []forge.PullRef{{Owner: "acme", Repo: "app", Number: 1}}
+	var rl *forge.RateLimitError
+	if _, err := c.PullStates(ctx, refs); !errors.As(err, &rl) || !rl.Sent || rl.Resource != "graphql" {
+		t.Fatalf("got %v, want a sent *RateLimitError on graphql: GitHub's RATE_LIMITED answer stops the call", err)
+	}
+	if _, err := c.PullStates(ctx, refs); !errors.As(err, &rl) || rl.Sent {
+		t.Fatalf("got %v, want a *RateLimitError held back: the gate knows the points are spent", err)
+	}
+	if n := sim.Requests(forgesim.Filter{Route: "POST /graphql"}); n != 1 {
+		t.Fatalf("got %d queries at the simulator, want 1: the held-back one is not sent", n)
+	}
+}
+
+func TestHourlyLineShowsGraphQLPoints(t *testing.T) {
+	c, clk, logs, host := hourlySetup(t, time.Date(2026, 9, 30, 14, 0, 0, 0, time.UTC))
+	ctx := forge.WithLane(context.Background(), forge.LaneMergeGateSweeper)
+	for range 2 {
+		if _, err := c.PullStates(ctx, []forge.PullRef{{Owner: "acme", Repo: "app", Number: 1}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.GetPull(forge.WithLane(context.Background(), forge.LaneWebhook), "acme", "app", 1); err != nil {
+		t.Fatal(err)
+	}
+	clk.Set(time.Date(2026, 9, 30, 15, 0, 0, 0, time.UTC))
+	c.Close()
+	want := "forge HTTP: 3 requests (2 GraphQL points) in the hour ending 2026-09-30T15:00Z — " +
+		host + " GraphQL merge-gate-sweeper 2 (2 points), " + host + " REST webhook 1"
+	got := logs.messages()
+	if len(got) != 1 || got[0] != want {
+		t.Fatalf("got %q, want %q: GraphQL points beside REST requests", got, want)
+	}
+	var pts int64 = -1
+	logs.all()[0].Attrs(func(a slog.Attr) bool {
+		if a.Key == "graphql_points" {
+			pts = a.Value.Int64()
+		}
+		return true
+	})
+	if pts != 2 {
+		t.Fatalf("got graphql_points %d, want 2: the attribute carries the line's points", pts)
+	}
+}
