@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"iterion.dev/iterion/pkg/forge"
+	"iterion.dev/iterion/pkg/lease"
 )
 
 // DefaultBoardInterval is the time between two passes of the board sync.
@@ -168,7 +169,7 @@ type boardTerm struct {
 // counted as passes.
 func (s *BoardSync) Work(ctx context.Context) {
 	st := &boardTerm{term: int(s.terms.Add(1)), watermarks: make(map[string]time.Time)}
-	everyInterval(forge.WithLane(ctx, forge.LaneBoardSync), s.cfg.Interval, s.cfg.Now,
+	lease.Every(forge.WithLane(ctx, forge.LaneBoardSync), s.cfg.Interval, s.cfg.Now,
 		func(ctx context.Context) time.Time { return s.pass(ctx, st) },
 		func(until time.Time) {
 			s.cfg.Logger.Debug("board sync skipped: rate limited", "owner", s.cfg.Owner, "until", until)

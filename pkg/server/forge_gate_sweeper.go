@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"iterion.dev/iterion/pkg/forge"
+	"iterion.dev/iterion/pkg/lease"
 )
 
 // The sweeper's cadence (ADR-117 context).
@@ -107,7 +108,7 @@ type sweepTerm struct {
 // not counted as passes.
 func (s *Sweeper) Work(ctx context.Context) {
 	st := &sweepTerm{term: int(s.terms.Add(1))}
-	everyInterval(forge.WithLane(ctx, forge.LaneMergeGateSweeper), s.cfg.Interval, s.cfg.Now,
+	lease.Every(forge.WithLane(ctx, forge.LaneMergeGateSweeper), s.cfg.Interval, s.cfg.Now,
 		func(ctx context.Context) time.Time { return s.pass(ctx, st) },
 		func(until time.Time) {
 			s.cfg.Logger.Debug("sweep skipped: rate limited", "owner", s.cfg.Owner, "until", until)
