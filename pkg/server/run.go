@@ -12,11 +12,12 @@ package server
 import (
 	"errors"
 	"fmt"
-	"regexp"
 	"strings"
 	"time"
 
 	"github.com/google/uuid"
+
+	"iterion.dev/iterion/pkg/forge"
 )
 
 // GateRun is one gating run: the review verdict for one head commit of one
@@ -84,8 +85,6 @@ func RunID(host, repo string, pull int, headSHA string) string {
 	return uuid.NewSHA1(runNamespace, fmt.Appendf(nil, "%s/%s#%d@%s", host, repo, pull, headSHA)).String()
 }
 
-var repoPattern = regexp.MustCompile(`^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$`)
-
 // ParseVerdict returns s as a Verdict, or an error wrapping ErrInvalid that
 // names the field "verdict" and the value.
 func ParseVerdict(s string) (Verdict, error) {
@@ -104,7 +103,7 @@ func (r GateRun) Validate() error {
 		return fmt.Errorf("%w: id %q is empty", ErrInvalid, r.ID)
 	case strings.TrimSpace(r.Host) == "":
 		return fmt.Errorf("%w: host %q is empty", ErrInvalid, r.Host)
-	case !repoPattern.MatchString(r.Repo):
+	case !validRepo(r.Repo):
 		return fmt.Errorf("%w: repo %q is not owner/name", ErrInvalid, r.Repo)
 	case r.Pull < 1:
 		return fmt.Errorf("%w: pull %d is not a pull request number", ErrInvalid, r.Pull)
@@ -117,6 +116,12 @@ func (r GateRun) Validate() error {
 		return err
 	}
 	return nil
+}
+
+// validRepo reports whether repo follows the forge's repository-name rule.
+func validRepo(repo string) bool {
+	_, _, err := forge.ParseRepo(repo)
+	return err == nil
 }
 
 // ownerRepo splits r.Repo, which Validate checked, into owner and name.

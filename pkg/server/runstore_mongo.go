@@ -9,6 +9,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"iterion.dev/iterion/internal/mongoidx"
 )
 
 // ErrMalformed reports a stored run document of the wrong shape; the store
@@ -47,7 +49,7 @@ type runDoc struct {
 // after creating the indexes its queries use (an existing index is kept).
 func NewMongoRunStore(ctx context.Context, db *mongo.Database) (*MongoRunStore, error) {
 	coll := db.Collection(RunsCollection)
-	err := createIndexes(ctx, coll, []mongo.IndexModel{
+	err := mongoidx.Create(ctx, coll, []mongo.IndexModel{
 		{Keys: bson.D{{Key: "settled", Value: 1}, {Key: "updated_at", Value: 1}, {Key: "_id", Value: 1}},
 			Options: options.Index().SetName("unsettled_by_updated")},
 		{Keys: bson.D{{Key: "host", Value: 1}, {Key: "repo", Value: 1}, {Key: "pull", Value: 1}},

@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"iterion.dev/iterion/pkg/board"
 	"iterion.dev/iterion/pkg/forge"
 	"iterion.dev/iterion/pkg/lease"
 )
@@ -44,16 +45,16 @@ type Config struct {
 	// SweepInterval is the sweeper's interval; 0 means DefaultSweepInterval.
 	// The sweeper's lease TTL and retry derive from it (MergeGateSweeper).
 	SweepInterval time.Duration
-	// Board keeps the forge board's cards (MemoryBoardStore or
-	// MongoBoardStore); nil means a new MemoryBoardStore. It is unused
+	// Board keeps the forge board's cards (board.MemoryStore or
+	// board.MongoStore); nil means a new board.MemoryStore. It is unused
 	// without BoardRepos, and GET /board then answers 404.
-	Board BoardStore
+	Board board.Store
 	// BoardRepos are the repositories ("owner/name") whose issues the board
 	// sync keeps as cards, under lease ForgeBoardSync(); empty: the board
 	// net does not run.
 	BoardRepos []string
 	// BoardInterval is the board sync's interval; 0 means
-	// DefaultBoardInterval. Its lease TTL and retry derive from it.
+	// board.DefaultInterval. Its lease TTL and retry derive from it.
 	BoardInterval time.Duration
 	// NoLease runs every elected net on this replica without a lease, as
 	// before ADR-117. For comparison measurements only.
@@ -80,7 +81,7 @@ type Config struct {
 	OnSweep func(SweepPass)
 	// OnBoardPass is called synchronously after each board sync pass; it
 	// must not block. nil: none.
-	OnBoardPass func(BoardPass)
+	OnBoardPass func(board.Pass)
 }
 
 // Server is one replica of the merge-gate server. Build it with New, serve
@@ -92,7 +93,7 @@ type Server struct {
 	log     *slog.Logger // cfg.Logger with this replica's owner
 	rec     *Reconciler
 	sweeper *Sweeper
-	board   *BoardSync // nil: no BoardRepos, the board net does not run
+	board   *board.Sync // nil: no BoardRepos, the board net does not run
 	leases  *lease.Metrics
 	health  *lease.Health
 	offers  *prometheus.CounterVec
@@ -138,7 +139,7 @@ func New(cfg Config) (*Server, error) {
 	case len(cfg.BoardRepos) == 0:
 		cfg.Board = nil // no board net: GET /board is not found
 	case cfg.Board == nil:
-		cfg.Board = NewMemoryBoardStore()
+		cfg.Board = board.NewMemoryStore()
 	}
 	if cfg.SweepInterval == 0 {
 		cfg.SweepInterval = DefaultSweepInterval
@@ -179,14 +180,14 @@ func New(cfg Config) (*Server, error) {
 		Owner: cfg.Owner, Now: cfg.Now, Logger: cfg.Logger, OnPass: cfg.OnSweep, // the sweeper logs its owner
 	})
 	if len(cfg.BoardRepos) > 0 {
-		board, err := NewBoardSync(BoardSyncConfig{
-			Board: cfg.Board, Forge: cfg.Forge, Host: cfg.ForgeHost, Repos: cfg.BoardRepos,
+		bs, err := board.NewSync(board.Config{
+			Store: cfg.Board, Forge: cfg.Forge, Host: cfg.ForgeHost, Repos: cfg.BoardRepos,
 			Interval: cfg.BoardInterval, Owner: cfg.Owner, Now: cfg.Now, Logger: cfg.Logger, OnPass: cfg.OnBoardPass,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 		}
-		s.board = board
+		s.board = bs
 	}
 	s.health = lease.NewHealth(s.healthBound())
 	s.handler = s.routes()
