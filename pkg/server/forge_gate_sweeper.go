@@ -15,11 +15,11 @@ import (
 const (
 	// DefaultSweepInterval is the time between two passes.
 	DefaultSweepInterval = time.Minute
-	// ShallowWindow is how far back a shallow pass looks: it offers the
+	// shallowWindow is how far back a shallow pass looks: it offers the
 	// unsettled runs updated in the last hour.
-	ShallowWindow = time.Hour
-	// DeepWindow is how far back a deep pass looks.
-	DeepWindow = 192 * time.Hour
+	shallowWindow = time.Hour
+	// deepWindow is how far back a deep pass looks.
+	deepWindow = 192 * time.Hour
 	// DeepEvery makes every DeepEvery-th pass of a term deep; the first
 	// pass of every term is deep too.
 	DeepEvery = 30
@@ -27,7 +27,7 @@ const (
 	sweepPage = 100
 )
 
-// SweepPass reports one pass of the sweeper to SweeperConfig.OnPass.
+// SweepPass reports one pass of the merge-gate sweeper to Config.OnSweep.
 type SweepPass struct {
 	// Owner is the replica that swept.
 	Owner string
@@ -45,10 +45,10 @@ type SweepPass struct {
 	Complete bool
 }
 
-// SweeperConfig assembles a Sweeper.
-type SweeperConfig struct {
+// sweeperConfig assembles a sweeper.
+type sweeperConfig struct {
 	Runs  RunStore // required
-	Offer Offerer  // required: the Reconciler, in the server
+	Offer offerer  // required: the reconciler, in the server
 	// Interval is the time between passes; 0 means DefaultSweepInterval.
 	Interval time.Duration
 	// Owner names the replica in logs and SweepPass.
@@ -62,18 +62,18 @@ type SweeperConfig struct {
 	OnPass func(SweepPass)
 }
 
-// Sweeper is the merge-gate sweeper: the net that re-offers unsettled runs
+// sweeper is the merge-gate sweeper: the net that re-offers unsettled runs
 // so a verdict lost to a failed or missed event is repaired. Its Work serves
 // one lease term; the server runs it only under the lease
 // MergeGateSweeper() (or on every replica with --no-lease). Safe for
 // concurrent use, though the lease runs one Work at a time.
-type Sweeper struct {
-	cfg   SweeperConfig
+type sweeper struct {
+	cfg   sweeperConfig
 	terms atomic.Int64
 }
 
-// NewSweeper returns a Sweeper; cfg.Runs and cfg.Offer are required.
-func NewSweeper(cfg SweeperConfig) *Sweeper {
+// newSweeper returns a sweeper; cfg.Runs and cfg.Offer are required.
+func newSweeper(cfg sweeperConfig) *sweeper {
 	if cfg.Interval <= 0 {
 		cfg.Interval = DefaultSweepInterval
 	}
@@ -83,7 +83,7 @@ func NewSweeper(cfg SweeperConfig) *Sweeper {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Sweeper{cfg: cfg}
+	return &sweeper{cfg: cfg}
 }
 
 // sweepTerm is what the sweeper keeps in memory for one term, and nothing
@@ -101,12 +101,12 @@ type sweepTerm struct {
 // one tick later"), so a term that flaps costs no forge request. Its forge
 // requests are charged to lane merge-gate-sweeper.
 //
-// A pass is deep (DeepWindow) when it is the term's first, every DeepEvery-th
+// A pass is deep (deepWindow) when it is the term's first, every DeepEvery-th
 // pass, or when the last deep pass stopped early, which it then resumes
-// from its cursor; otherwise it is shallow (ShallowWindow). A rate-limit
+// from its cursor; otherwise it is shallow (shallowWindow). A rate-limit
 // error stops the pass; the ticks before the limit's reset are skipped and
 // not counted as passes.
-func (s *Sweeper) Work(ctx context.Context) {
+func (s *sweeper) Work(ctx context.Context) {
 	st := &sweepTerm{term: int(s.terms.Add(1))}
 	lease.Every(forge.WithLane(ctx, forge.LaneMergeGateSweeper), s.cfg.Interval, s.cfg.Now,
 		func(ctx context.Context) time.Time { return s.pass(ctx, st) },
@@ -117,13 +117,13 @@ func (s *Sweeper) Work(ctx context.Context) {
 
 // pass makes one pass of the term st and returns the rate limit's reset
 // when one stopped it (zero otherwise).
-func (s *Sweeper) pass(ctx context.Context, st *sweepTerm) (resume time.Time) {
+func (s *sweeper) pass(ctx context.Context, st *sweepTerm) (resume time.Time) {
 	st.pass++
 	p := SweepPass{Owner: s.cfg.Owner, Term: st.term, Pass: st.pass, At: s.cfg.Now(), Complete: true}
 	p.Deep = st.pass == 1 || st.pass%DeepEvery == 0 || st.deepPending
-	window, cur := ShallowWindow, Cursor{}
+	window, cur := shallowWindow, Cursor{}
 	if p.Deep {
-		window, cur = DeepWindow, st.deepCursor
+		window, cur = deepWindow, st.deepCursor
 	}
 	p.Since = p.At.Add(-window)
 	p.Offered, cur, p.Complete, resume = s.offerSince(ctx, p.Since, cur)
@@ -150,7 +150,7 @@ func (s *Sweeper) pass(ctx context.Context, st *sweepTerm) (resume time.Time) {
 // come after cur. It returns how many it offered, the cursor after the last
 // run it finished with, whether it reached the end, and, when a rate limit
 // stopped it, the limit's reset.
-func (s *Sweeper) offerSince(ctx context.Context, since time.Time, cur Cursor) (offered int, _ Cursor, complete bool, resume time.Time) {
+func (s *sweeper) offerSince(ctx context.Context, since time.Time, cur Cursor) (offered int, _ Cursor, complete bool, resume time.Time) {
 	for {
 		page, err := s.cfg.Runs.Unsettled(ctx, since, cur, sweepPage)
 		if err != nil {

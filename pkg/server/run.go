@@ -85,9 +85,9 @@ func RunID(host, repo string, pull int, headSHA string) string {
 	return uuid.NewSHA1(runNamespace, fmt.Appendf(nil, "%s/%s#%d@%s", host, repo, pull, headSHA)).String()
 }
 
-// ParseVerdict returns s as a Verdict, or an error wrapping ErrInvalid that
+// parseVerdict returns s as a Verdict, or an error wrapping ErrInvalid that
 // names the field "verdict" and the value.
-func ParseVerdict(s string) (Verdict, error) {
+func parseVerdict(s string) (Verdict, error) {
 	switch v := Verdict(s); v {
 	case VerdictPending, VerdictSuccess, VerdictFailure, VerdictError:
 		return v, nil
@@ -112,7 +112,7 @@ func (r GateRun) Validate() error {
 	case strings.TrimSpace(r.Context) == "":
 		return fmt.Errorf("%w: context %q is empty", ErrInvalid, r.Context)
 	}
-	if _, err := ParseVerdict(string(r.Verdict)); err != nil {
+	if _, err := parseVerdict(string(r.Verdict)); err != nil {
 		return err
 	}
 	return nil

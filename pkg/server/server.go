@@ -1,3 +1,22 @@
+// Package server is the merge-gate server (ADR-117) and the wiring of every
+// net it elects.
+//
+// The merge gate: gating runs ([GateRun]) and their [RunStore] (twins
+// [MemoryRunStore] and [MongoRunStore], conformance suite
+// [iterion.dev/iterion/pkg/server/runstoretest]), the reconciler that
+// brings a pull request's commit status in line with a run's verdict, and
+// the merge-gate sweeper that re-offers unsettled runs.
+//
+// The wiring: a [Server] elects each periodic net through one helper that
+// runs it under its lease with [lease.Run]: the sweeper under
+// [MergeGateSweeper], and the forge board sync of
+// [iterion.dev/iterion/pkg/board] under [ForgeBoardSync]. Every lease is
+// declared in leases.go. The HTTP API serves runs, GitHub webhooks,
+// /healthz, /metrics, /leases and the board's view at /board.
+//
+// A [Server] is assembled explicitly from its dependencies with [New]; several
+// Servers can run in one process (each has its own Prometheus registry and
+// no package-level state).
 package server
 
 import (
@@ -40,7 +59,7 @@ type Config struct {
 	// since an unsigned event is never accepted.
 	WebhookSecret string
 	// Owner is this replica's identity in the lease store, logs and
-	// /leases; "" means NewOwner().
+	// /leases; "" means a fresh one: the host name plus a random suffix.
 	Owner string
 	// SweepInterval is the sweeper's interval; 0 means DefaultSweepInterval.
 	// The sweeper's lease TTL and retry derive from it (MergeGateSweeper).
@@ -91,8 +110,8 @@ type Config struct {
 type Server struct {
 	cfg     Config
 	log     *slog.Logger // cfg.Logger with this replica's owner
-	rec     *Reconciler
-	sweeper *Sweeper
+	rec     *reconciler
+	sweeper *sweeper
 	board   *board.Sync // nil: no BoardRepos, the board net does not run
 	leases  *lease.Metrics
 	health  *lease.Health
@@ -133,7 +152,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.ForgeHost = "github.com"
 	}
 	if cfg.Owner == "" {
-		cfg.Owner = NewOwner()
+		cfg.Owner = newOwner()
 	}
 	switch {
 	case len(cfg.BoardRepos) == 0:
@@ -165,7 +184,7 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{
 		cfg:    cfg,
 		log:    cfg.Logger.With("owner", cfg.Owner),
-		rec:    NewReconciler(cfg.Runs, cfg.Forge, cfg.Logger.With("owner", cfg.Owner)),
+		rec:    newReconciler(cfg.Runs, cfg.Forge, cfg.Logger.With("owner", cfg.Owner)),
 		leases: lease.NewMetrics(cfg.Registry),
 		offers: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gate_offers_total",
@@ -175,7 +194,7 @@ func New(cfg Config) (*Server, error) {
 	if err := cfg.Registry.Register(s.offers); err != nil {
 		return nil, fmt.Errorf("%w: Registry: %w", ErrConfig, err)
 	}
-	s.sweeper = NewSweeper(SweeperConfig{
+	s.sweeper = newSweeper(sweeperConfig{
 		Runs: cfg.Runs, Offer: laneOfferer{s, forge.LaneMergeGateSweeper}, Interval: cfg.SweepInterval,
 		Owner: cfg.Owner, Now: cfg.Now, Logger: cfg.Logger, OnPass: cfg.OnSweep, // the sweeper logs its owner
 	})
@@ -300,18 +319,18 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 }
 
 // offer offers run on lane and counts the outcome.
-func (s *Server) offer(ctx context.Context, lane string, run GateRun) (Outcome, error) {
+func (s *Server) offer(ctx context.Context, lane string, run GateRun) (outcome, error) {
 	out, err := s.rec.Offer(forge.WithLane(ctx, lane), run)
 	s.offers.WithLabelValues(lane, string(out)).Inc()
 	return out, err
 }
 
-// laneOfferer is the server's offer on one lane, as an Offerer.
+// laneOfferer is the server's offer on one lane, as an offerer.
 type laneOfferer struct {
 	s    *Server
 	lane string
 }
 
-func (o laneOfferer) Offer(ctx context.Context, run GateRun) (Outcome, error) {
+func (o laneOfferer) Offer(ctx context.Context, run GateRun) (outcome, error) {
 	return o.s.offer(ctx, o.lane, run)
 }
