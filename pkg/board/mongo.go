@@ -9,7 +9,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
-	"iterion.dev/iterion/internal/mongoidx"
+	"iterion.dev/iterion/internal/mongostore"
 )
 
 // Collection is the collection MongoStore keeps cards in.
@@ -43,7 +43,7 @@ type cardDoc struct {
 // is kept).
 func NewMongoStore(ctx context.Context, db *mongo.Database) (*MongoStore, error) {
 	coll := db.Collection(Collection)
-	err := mongoidx.Create(ctx, coll, []mongo.IndexModel{
+	err := mongostore.CreateIndexes(ctx, coll, []mongo.IndexModel{
 		{Keys: bson.D{{Key: "updated_at", Value: -1}, {Key: "_id", Value: 1}},
 			Options: options.Index().SetName("by_updated")},
 		{Keys: bson.D{{Key: "host", Value: 1}, {Key: "repo", Value: 1}, {Key: "updated_at", Value: -1}, {Key: "_id", Value: 1}},
@@ -120,20 +120,8 @@ func (s *MongoStore) Cards(ctx context.Context, q Query) ([]Card, error) {
 	opts := options.Find().
 		SetSort(bson.D{{Key: "updated_at", Value: -1}, {Key: "_id", Value: 1}}).
 		SetLimit(int64(q.Limit))
-	cur, err := s.coll.Find(ctx, filter, opts)
+	out, err := mongostore.FindAll(ctx, s.coll, filter, opts, decodeCard)
 	if err != nil {
-		return nil, fmt.Errorf("board: list cards: %w", err)
-	}
-	defer cur.Close(context.WithoutCancel(ctx))
-	var out []Card
-	for cur.Next(ctx) {
-		c, err := decodeCard(cur.Current)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, c)
-	}
-	if err := cur.Err(); err != nil {
 		return nil, fmt.Errorf("board: list cards: %w", err)
 	}
 	return out, nil

@@ -1,22 +1,3 @@
-// Package server is the merge-gate server (ADR-117) and the wiring of every
-// net it elects.
-//
-// The merge gate: gating runs ([GateRun]) and their [RunStore] (twins
-// [MemoryRunStore] and [MongoRunStore], conformance suite
-// [iterion.dev/iterion/pkg/server/runstoretest]), the reconciler that
-// brings a pull request's commit status in line with a run's verdict, and
-// the merge-gate sweeper that re-offers unsettled runs.
-//
-// The wiring: a [Server] elects each periodic net through one helper that
-// runs it under its lease with [lease.Run]: the sweeper under
-// [MergeGateSweeper], and the forge board sync of
-// [iterion.dev/iterion/pkg/board] under [ForgeBoardSync]. Every lease is
-// declared in leases.go. The HTTP API serves runs, GitHub webhooks,
-// /healthz, /metrics, /leases and the board's view at /board.
-//
-// A [Server] is assembled explicitly from its dependencies with [New]; several
-// Servers can run in one process (each has its own Prometheus registry and
-// no package-level state).
 package server
 
 import (

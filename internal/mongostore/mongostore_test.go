@@ -1,4 +1,4 @@
-package mongoidx_test
+package mongostore_test
 
 import (
 	"context"
@@ -9,22 +9,22 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
-	"iterion.dev/iterion/internal/mongoidx"
+	"iterion.dev/iterion/internal/mongostore"
 	"iterion.dev/iterion/internal/mongotest"
 )
 
-// TestCreateKeepsExistingIndexes pins that a store starts on a database
+// TestCreateIndexesKeepsExistingIndexes pins that a store starts on a database
 // whose indexes exist already, as every replica after the first, and every
-// restart, finds them: Create succeeds again and the indexes are there.
-func TestCreateKeepsExistingIndexes(t *testing.T) {
+// restart, finds them: CreateIndexes succeeds again and the indexes are there.
+func TestCreateIndexesKeepsExistingIndexes(t *testing.T) {
 	coll := mongotest.DB(t).Collection("things")
 	models := []mongo.IndexModel{
 		{Keys: bson.D{{Key: "a", Value: 1}}, Options: options.Index().SetName("by_a")},
 		{Keys: bson.D{{Key: "b", Value: -1}, {Key: "_id", Value: 1}}, Options: options.Index().SetName("by_b")},
 	}
 	for i := range 2 {
-		if err := mongoidx.Create(context.Background(), coll, models); err != nil {
-			t.Fatalf("Create, start %d: got %v, want nil: existing indexes are kept", i+1, err)
+		if err := mongostore.CreateIndexes(context.Background(), coll, models); err != nil {
+			t.Fatalf("CreateIndexes, start %d: got %v, want nil: existing indexes are kept", i+1, err)
 		}
 	}
 	specs, err := coll.Indexes().ListSpecifications(context.Background())
@@ -37,7 +37,7 @@ func TestCreateKeepsExistingIndexes(t *testing.T) {
 	}
 	for _, want := range []string{"by_a", "by_b"} {
 		if !slices.Contains(names, want) {
-			t.Errorf("indexes: got %v, want %s among them: Create creates every model", names, want)
+			t.Errorf("indexes: got %v, want %s among them: CreateIndexes creates every model", names, want)
 		}
 	}
 }
