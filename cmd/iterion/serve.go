@@ -18,6 +18,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
+	"iterion.dev/iterion/pkg/board"
 	"iterion.dev/iterion/pkg/forge"
 	"iterion.dev/iterion/pkg/lease"
 	"iterion.dev/iterion/pkg/lease/mongolease"
@@ -75,7 +76,7 @@ func serveFlags(fs *flag.FlagSet, c *serveConfig) (envOf map[string]string) {
 		}
 		return nil
 	})
-	fs.DurationVar(&c.boardInterval, "board-interval", server.DefaultBoardInterval, "forge board sync interval; its lease's TTL is 3 intervals, its retry 1")
+	fs.DurationVar(&c.boardInterval, "board-interval", board.DefaultInterval, "forge board sync interval; its lease's TTL is 3 intervals, its retry 1")
 	fs.BoolVar(&c.noLease, "no-lease", false, "FOR COMPARISON MEASUREMENTS ONLY: sweep on every replica without a lease, as before ADR-117 (the forge cost scales with replicas)")
 	fs.IntVar(&c.etagCache, "forge-etag-cache", 0, "forge ETag cache bound in bytes of cached answers; 0: the default (64 MiB), negative: off")
 	fs.StringVar(&c.logFormat, "log-format", "json", "log format on stderr: json or text")
@@ -147,8 +148,8 @@ func (c serveConfig) validate() error {
 		return fmt.Errorf("--mongo-db %q: want a database name", c.mongoDB)
 	}
 	for _, r := range c.boardRepos {
-		if owner, name, ok := strings.Cut(r, "/"); !ok || owner == "" || name == "" || strings.Contains(name, "/") {
-			return fmt.Errorf("--board-repos entry %q: want owner/name", r)
+		if _, _, err := forge.ParseRepo(r); err != nil {
+			return fmt.Errorf("--board-repos entry %q: want owner/name: %w", r, err)
 		}
 	}
 	if c.forgeURL != "" {
@@ -210,7 +211,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 
 	var runs server.RunStore = server.NewMemoryRunStore()
 	var leases lease.Store = lease.NewMemoryStore()
-	var board server.BoardStore // nil: in memory
+	var cards board.Store // nil: in memory
 	if c.mongoURI != "" {
 		client, db, err := connectMongo(ctx, c.mongoURI, c.mongoDB)
 		if err != nil {
@@ -226,7 +227,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 		}
 		leases = ms
 		if len(c.boardRepos) > 0 {
-			if board, err = server.NewMongoBoardStore(ctx, db); err != nil {
+			if cards, err = board.NewMongoStore(ctx, db); err != nil {
 				return fmt.Errorf("--mongo-uri: %w", err)
 			}
 		}
@@ -238,7 +239,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 		Runs: runs, Leases: leases, Forge: fc, ForgeHost: c.forgeHost(),
 		APIToken: c.apiToken, WebhookSecret: c.webhookSecret,
 		SweepInterval: c.sweepInterval, NoLease: c.noLease,
-		Board: board, BoardRepos: c.boardRepos, BoardInterval: c.boardInterval,
+		Board: cards, BoardRepos: c.boardRepos, BoardInterval: c.boardInterval,
 		Logger: logger, Registry: reg,
 	})
 	if err != nil {

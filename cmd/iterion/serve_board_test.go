@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"iterion.dev/iterion/internal/mongotest"
+	"iterion.dev/iterion/pkg/board"
 	"iterion.dev/iterion/pkg/forge/forgesim"
 	"iterion.dev/iterion/pkg/server"
 )
@@ -39,8 +40,8 @@ func TestServeBoardFlags(t *testing.T) {
 		t.Errorf("from the environment: got repos %q interval %v (%v), want [acme/app acme/lib] and 2m: ITERION_BOARD_REPOS and ITERION_BOARD_INTERVAL are the flags' twins", c.boardRepos, c.boardInterval, err)
 	}
 	c, err = parseServe(base, env(), io.Discard)
-	if err != nil || c.boardRepos != nil || c.boardInterval != server.DefaultBoardInterval {
-		t.Errorf("defaults: got repos %q interval %v (%v), want none and %v: no repositories, no board", c.boardRepos, c.boardInterval, err, server.DefaultBoardInterval)
+	if err != nil || c.boardRepos != nil || c.boardInterval != board.DefaultInterval {
+		t.Errorf("defaults: got repos %q interval %v (%v), want none and %v: no repositories, no board", c.boardRepos, c.boardInterval, err, board.DefaultInterval)
 	}
 }
 
@@ -58,7 +59,7 @@ func TestServeRunsTheForgeBoard(t *testing.T) {
 
 	url, log, stop := startServe(t, append(common, "--board-repos", "acme/app", "--board-interval", "200ms"))
 	log.waitFor(t, `"msg":"board sync pass"`)
-	var cards []server.CardView
+	var cards []board.CardView
 	getJSON(t, url+"/board?format=json", &cards)
 	if len(cards) != 1 || cards[0].Number != 7 || cards[0].Title != "board me" || cards[0].Host != strings.TrimPrefix(simSrv.URL, "http://") {
 		t.Errorf("GET /board?format=json = %+v, want issue 7 filed under the forge's host: serve syncs --board-repos", cards)
@@ -103,11 +104,11 @@ func TestServeKeepsTheBoardInMongo(t *testing.T) {
 			t.Errorf("serve after the stop signal = %v, want nil", err)
 		}
 	}()
-	board, err := server.NewMongoBoardStore(context.Background(), db)
+	store, err := board.NewMongoStore(context.Background(), db)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cards, err := board.Cards(context.Background(), server.BoardQuery{Limit: 10})
+	cards, err := store.Cards(context.Background(), board.Query{Limit: 10})
 	if err != nil || len(cards) != 1 || cards[0].Title != "shared" || cards[0].State != "closed" {
 		t.Errorf("board_cards = %+v, %v, want issue 3, closed: with --mongo-uri the board is in the shared database", cards, err)
 	}

@@ -2,8 +2,6 @@ package server_test
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -13,6 +11,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"iterion.dev/iterion/pkg/board"
 	"iterion.dev/iterion/pkg/forge"
 	"iterion.dev/iterion/pkg/forge/forgesim"
 	"iterion.dev/iterion/pkg/lease"
@@ -27,9 +26,9 @@ func startBoardCluster(t *testing.T, n int, noLease bool, seed func(*forgesim.Si
 	t.Helper()
 	c, next := newCluster(t, 0)
 	seed(c.sim)
-	board := server.NewMemoryBoardStore()
+	cards := board.NewMemoryStore()
 	startReplicas(t, c, next, n, time.Minute, func(cfg *server.Config) {
-		cfg.Board, cfg.BoardRepos, cfg.BoardInterval, cfg.NoLease = board, repos, time.Minute, noLease
+		cfg.Board, cfg.BoardRepos, cfg.BoardInterval, cfg.NoLease = cards, repos, time.Minute, noLease
 	})
 	for _, r := range c.replicas {
 		r.stop = sync.OnceFunc(r.stop)
@@ -40,6 +39,10 @@ func startBoardCluster(t *testing.T, n int, noLease bool, seed func(*forgesim.Si
 		}
 	}
 }
+
+// issuesRoute is the simulator's route of the issues list, the board
+// sync's only forge request.
+const issuesRoute = "GET /repos/{owner}/{repo}/issues"
 
 // boardListsBy is how many issue lists the simulator received from token.
 func boardListsBy(sim *forgesim.Sim, token string) int64 {
@@ -149,63 +152,35 @@ func TestBoardSyncCostIsOneReplicasAtAnyReplicaCount(t *testing.T) {
 	}
 }
 
-func TestBoardPage(t *testing.T) {
-	board := server.NewMemoryBoardStore()
-	updated := time.Date(2026, 9, 30, 14, 0, 0, 0, time.UTC)
-	for _, c := range []server.Card{
-		{Host: "github.com", Repo: "acme/app", Number: 1, Title: "crash <on> start", State: "open", Labels: []string{"bug"},
-			Assignees: []string{"ana"}, URL: "https://github.com/acme/app/issues/1", Updated: updated},
-		{Host: "github.com", Repo: "acme/app", Number: 2, Title: "fix", State: "closed", PullRequest: true, Updated: updated.Add(time.Minute)},
-		{Host: "github.com", Repo: "acme/lib", Number: 1, Title: "lib", State: "open", Updated: updated.Add(-time.Minute)},
-	} {
-		if _, err := board.Put(context.Background(), c); err != nil {
-			t.Fatal(err)
-		}
+// TestBoardRoute pins the wiring of the board's view: GET /board serves
+// board.Handler on the configured store, and without board repositories
+// there is no board (404).
+func TestBoardRoute(t *testing.T) {
+	cards := board.NewMemoryStore()
+	card := board.Card{Host: "github.com", Repo: "acme/app", Number: 1, Title: "crash", State: "open", Updated: time.Now()}
+	if _, err := cards.Put(context.Background(), card); err != nil {
+		t.Fatal(err)
 	}
 	fc := newForge(t, "http://127.0.0.1:1/", nil, "tok", nil, nil)
-	newServer := func(repos ...string) http.Handler {
+	for _, tc := range []struct {
+		repos    []string
+		code     int
+		contains string
+		why      string
+	}{
+		{[]string{"acme/app"}, http.StatusOK, `"title":"crash"`, "the board's cards, from the configured store"},
+		{nil, http.StatusNotFound, "not configured", "no repositories, no board"},
+	} {
 		srv, err := server.New(server.Config{Runs: server.NewMemoryRunStore(), Leases: lease.NewMemoryStore(), Forge: fc,
-			APIToken: "a", WebhookSecret: "w", Board: board, BoardRepos: repos})
+			APIToken: "a", WebhookSecret: "w", Board: cards, BoardRepos: tc.repos})
 		if err != nil {
 			t.Fatalf("server.New: %v", err)
 		}
-		return srv.Handler()
-	}
-	h := newServer("acme/app", "acme/lib")
-	get := func(h http.Handler, path string) (int, string) {
 		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
-		return rec.Code, rec.Body.String()
-	}
-
-	code, body := get(h, "/board?format=json")
-	var cards []map[string]any
-	if err := json.Unmarshal([]byte(body), &cards); code != 200 || err != nil || len(cards) != 3 {
-		t.Fatalf("GET /board?format=json = %d %s (%v), want 200 and 3 cards", code, body, err)
-	}
-	first := cards[0]
-	if first["repo"] != "acme/app" || first["number"] != 2.0 || first["pull_request"] != true || first["state"] != "closed" ||
-		first["updated"] != "2026-09-30T14:01:00Z" || fmt.Sprint(first["labels"]) != "[]" {
-		t.Errorf("first card %v, want acme/app#2, the closed pull request updated at 14:01Z with labels []: newest first, every field on the wire", first)
-	}
-	if code, body := get(h, "/board?format=json&repo=acme/app&state=open"); code != 200 || strings.Count(body, `"number"`) != 1 || !strings.Contains(body, `"assignees":["ana"]`) {
-		t.Errorf("GET /board filtered = %d %s, want the one open card of acme/app: repo and state filter", code, body)
-	}
-	if code, body := get(h, "/board?format=json&limit=1"); code != 200 || strings.Count(body, `"number"`) != 1 {
-		t.Errorf("GET /board?limit=1 = %d %s, want one card: limit bounds", code, body)
-	}
-	code, body = get(h, "/board")
-	if code != 200 || !strings.Contains(body, "<table>") || !strings.Contains(body, "crash &lt;on&gt; start") || !strings.Contains(body, `href="https://github.com/acme/app/issues/1"`) {
-		t.Errorf("GET /board = %d %s, want an HTML table with the escaped title linked to the issue", code, body)
-	}
-	for _, q := range []string{"state=merged", "repo=acme", "limit=0", "limit=x", "format=xml"} {
-		field, _, _ := strings.Cut(q, "=")
-		if code, body := get(h, "/board?"+q); code != 400 || !strings.Contains(body, field) {
-			t.Errorf("GET /board?%s = %d %s, want 400 naming %s: bad input names the field", q, code, body, field)
+		srv.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/board?format=json", nil))
+		if rec.Code != tc.code || !strings.Contains(rec.Body.String(), tc.contains) {
+			t.Errorf("GET /board with repos %v: got %d %s, want %d containing %s: %s", tc.repos, rec.Code, rec.Body, tc.code, tc.contains, tc.why)
 		}
-	}
-	if code, _ := get(newServer(), "/board"); code != 404 {
-		t.Errorf("GET /board without board repositories = %d, want 404: no repositories, no board", code)
 	}
 }
 

@@ -10,17 +10,18 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"iterion.dev/iterion/pkg/forge"
+	"iterion.dev/iterion/pkg/lease"
 )
 
 // The sweeper's cadence (ADR-117 context).
 const (
 	// DefaultSweepInterval is the time between two passes.
 	DefaultSweepInterval = time.Minute
-	// ShallowWindow is how far back a shallow pass looks: it offers the
+	// shallowWindow is how far back a shallow pass looks: it offers the
 	// unsettled runs updated in the last hour.
-	ShallowWindow = time.Hour
-	// DeepWindow is how far back a deep pass looks.
-	DeepWindow = 192 * time.Hour
+	shallowWindow = time.Hour
+	// deepWindow is how far back a deep pass looks.
+	deepWindow = 192 * time.Hour
 	// DeepEvery makes every DeepEvery-th pass of a term deep; the first
 	// pass of every term is deep too.
 	DeepEvery = 30
@@ -29,7 +30,7 @@ const (
 	sweepPage = forge.MaxPullBatch
 )
 
-// SweepPass reports one pass of the sweeper to SweeperConfig.OnPass.
+// SweepPass reports one pass of the sweeper to sweeperConfig.OnPass.
 type SweepPass struct {
 	// Owner is the replica that swept.
 	Owner string
@@ -48,10 +49,10 @@ type SweepPass struct {
 	Complete bool
 }
 
-// SweeperConfig assembles a Sweeper.
-type SweeperConfig struct {
+// sweeperConfig assembles a sweeper.
+type sweeperConfig struct {
 	Runs  RunStore // required
-	Offer Offerer  // required: the Reconciler, in the server
+	Offer offerer  // required: the reconciler, in the server
 	// Interval is the time between passes; 0 means DefaultSweepInterval.
 	Interval time.Duration
 	// Owner names the replica in logs and SweepPass.
@@ -68,18 +69,18 @@ type SweeperConfig struct {
 	BackingOff prometheus.Gauge
 }
 
-// Sweeper is the merge-gate sweeper: the net that re-offers unsettled runs
+// sweeper is the merge-gate sweeper: the net that re-offers unsettled runs
 // so a verdict lost to a failed or missed event is repaired. Its Work serves
 // one lease term; the server runs it only under the lease
 // MergeGateSweeper() (or on every replica with --no-lease). Safe for
 // concurrent use, though the lease runs one Work at a time.
-type Sweeper struct {
-	cfg   SweeperConfig
+type sweeper struct {
+	cfg   sweeperConfig
 	terms atomic.Int64
 }
 
-// NewSweeper returns a Sweeper; cfg.Runs and cfg.Offer are required.
-func NewSweeper(cfg SweeperConfig) *Sweeper {
+// newSweeper returns a sweeper; cfg.Runs and cfg.Offer are required.
+func newSweeper(cfg sweeperConfig) *sweeper {
 	if cfg.Interval <= 0 {
 		cfg.Interval = DefaultSweepInterval
 	}
@@ -89,7 +90,7 @@ func NewSweeper(cfg SweeperConfig) *Sweeper {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Sweeper{cfg: cfg}
+	return &sweeper{cfg: cfg}
 }
 
 // sweepTerm is what the sweeper keeps in memory for one term, and nothing
@@ -115,14 +116,14 @@ type backoff struct {
 
 // note records the outcome of offering run at now: unreadable starts or
 // doubles its back-off, anything else but a failure ends it.
-func (st *sweepTerm) note(run GateRun, out Outcome, now time.Time, interval time.Duration) {
+func (st *sweepTerm) note(run GateRun, out outcome, now time.Time, interval time.Duration) {
 	switch out {
-	case OutcomeUnreadable:
+	case outcomeUnreadable:
 		b := st.backoff[run.ID]
 		b.delay = min(max(2*b.delay, 2*interval), DeepEvery*interval)
 		b.until = now.Add(b.delay)
 		st.backoff[run.ID] = b
-	case OutcomeFailed:
+	case outcomeFailed:
 		// Not the pull request's fault: the back-off, if any, stands.
 	default:
 		delete(st.backoff, run.ID)
@@ -134,20 +135,20 @@ func (st *sweepTerm) note(run GateRun, out Outcome, now time.Time, interval time
 // one tick later"), so a term that flaps costs no forge request. Its forge
 // requests are charged to lane merge-gate-sweeper.
 //
-// A pass is deep (DeepWindow) when it is the term's first, every DeepEvery-th
+// A pass is deep (deepWindow) when it is the term's first, every DeepEvery-th
 // pass, or when the last deep pass stopped early, which it then resumes
-// from its cursor; otherwise it is shallow (ShallowWindow). A rate-limit
+// from its cursor; otherwise it is shallow (shallowWindow). A rate-limit
 // error stops the pass; the ticks before the limit's reset are skipped and
 // not counted as passes.
 //
-// A run whose pull request cannot be read (OutcomeUnreadable) backs off on
+// A run whose pull request cannot be read (outcomeUnreadable) backs off on
 // its own: it is skipped for two intervals, then four, doubling up to
 // DeepEvery intervals, until an offer reads it again. The back-offs live in
 // the term, like the deep cursor.
-func (s *Sweeper) Work(ctx context.Context) {
+func (s *sweeper) Work(ctx context.Context) {
 	st := &sweepTerm{term: int(s.terms.Add(1)), backoff: make(map[string]backoff)}
 	defer s.showBackingOff(nil)
-	everyInterval(forge.WithLane(ctx, forge.LaneMergeGateSweeper), s.cfg.Interval, s.cfg.Now,
+	lease.Every(forge.WithLane(ctx, forge.LaneMergeGateSweeper), s.cfg.Interval, s.cfg.Now,
 		func(ctx context.Context) time.Time { return s.pass(ctx, st) },
 		func(until time.Time) {
 			s.cfg.Logger.Debug("sweep skipped: rate limited", "owner", s.cfg.Owner, "until", until)
@@ -156,13 +157,13 @@ func (s *Sweeper) Work(ctx context.Context) {
 
 // pass makes one pass of the term st and returns the rate limit's reset
 // when one stopped it (zero otherwise).
-func (s *Sweeper) pass(ctx context.Context, st *sweepTerm) (resume time.Time) {
+func (s *sweeper) pass(ctx context.Context, st *sweepTerm) (resume time.Time) {
 	st.pass++
 	p := SweepPass{Owner: s.cfg.Owner, Term: st.term, Pass: st.pass, At: s.cfg.Now(), Complete: true}
 	p.Deep = st.pass == 1 || st.pass%DeepEvery == 0 || st.deepPending
-	window, cur := ShallowWindow, Cursor{}
+	window, cur := shallowWindow, Cursor{}
 	if p.Deep {
-		window, cur = DeepWindow, st.deepCursor
+		window, cur = deepWindow, st.deepCursor
 	}
 	p.Since = p.At.Add(-window)
 	p.Offered, p.BackingOff, cur, p.Complete, resume = s.offerSince(ctx, st, p.At, p.Since, cur)
@@ -187,7 +188,7 @@ func (s *Sweeper) pass(ctx context.Context, st *sweepTerm) (resume time.Time) {
 }
 
 // showBackingOff sets the BackingOff gauge to the runs in backoff.
-func (s *Sweeper) showBackingOff(backoff map[string]backoff) {
+func (s *sweeper) showBackingOff(backoff map[string]backoff) {
 	if s.cfg.BackingOff != nil {
 		s.cfg.BackingOff.Set(float64(len(backoff)))
 	}
@@ -198,7 +199,7 @@ func (s *Sweeper) showBackingOff(backoff map[string]backoff) {
 // now. It returns how many it offered and skipped, the cursor after the
 // last page it finished, whether it reached the end, and, when a rate limit
 // stopped it, the limit's reset.
-func (s *Sweeper) offerSince(ctx context.Context, st *sweepTerm, now, since time.Time, cur Cursor) (offered, skipped int, _ Cursor, complete bool, resume time.Time) {
+func (s *sweeper) offerSince(ctx context.Context, st *sweepTerm, now, since time.Time, cur Cursor) (offered, skipped int, _ Cursor, complete bool, resume time.Time) {
 	for {
 		page, err := s.cfg.Runs.Unsettled(ctx, since, cur, sweepPage)
 		if err != nil {

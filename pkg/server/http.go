@@ -19,6 +19,8 @@ import (
 	"github.com/google/go-github/v88/github"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"iterion.dev/iterion/internal/httpjson"
+	"iterion.dev/iterion/pkg/board"
 	"iterion.dev/iterion/pkg/forge"
 	"iterion.dev/iterion/pkg/lease"
 )
@@ -49,21 +51,16 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /healthz", s.getHealthz)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /leases", s.getLeases)
-	mux.Handle("GET /board", boardHandler(s.cfg.Board, s.cfg.Logger))
+	mux.Handle("GET /board", board.Handler(s.cfg.Board, s.cfg.Logger))
 	return mux
 }
 
-// writeJSON answers code with v as JSON.
-func writeJSON(w http.ResponseWriter, code int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(v) // the client is gone if this fails
-}
-
-// writeError answers code with {"error": msg}.
-func writeError(w http.ResponseWriter, code int, msg string) {
-	writeJSON(w, code, map[string]string{"error": msg})
-}
+// writeJSON and writeError answer in the one JSON shape the board's view
+// shares (internal/httpjson).
+var (
+	writeJSON  = httpjson.Write
+	writeError = httpjson.Error
+)
 
 // runRequest is the body of POST /api/runs.
 type runRequest struct {

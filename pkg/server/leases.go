@@ -50,11 +50,11 @@ func (l Lease) Retry(interval time.Duration) time.Duration {
 	return time.Duration(l.RetryIntervals) * interval
 }
 
-// NewOwner returns a fresh owner identity for this process: the host name
+// newOwner returns a fresh owner identity for this process: the host name
 // plus a random suffix ("web-7f9c-3a1b2c4d"), so two replicas on one host
 // (or a restarted one) never share an owner. It is shown in logs and on
 // /leases.
-func NewOwner() string {
+func newOwner() string {
 	host, err := os.Hostname()
 	if err != nil || host == "" {
 		host = "iterion"

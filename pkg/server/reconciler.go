@@ -9,58 +9,58 @@ import (
 	"iterion.dev/iterion/pkg/forge"
 )
 
-// Outcome is what one offer of a run did.
-type Outcome string
+// outcome is what one offer of a run did.
+type outcome string
 
 // The outcomes of an offer.
 const (
-	// OutcomeGone: the run is missing from the store or already settled;
+	// outcomeGone: the run is missing from the store or already settled;
 	// nothing was read from the forge.
-	OutcomeGone Outcome = "gone"
-	// OutcomeSettled: the pull request is closed, merged or has another
+	outcomeGone outcome = "gone"
+	// outcomeSettled: the pull request is closed, merged or has another
 	// head, so the run was settled.
-	OutcomeSettled Outcome = "settled"
-	// OutcomeCurrent: the gate context already shows the verdict.
-	OutcomeCurrent Outcome = "current"
-	// OutcomePublished: the verdict was written as a commit status.
-	OutcomePublished Outcome = "published"
-	// OutcomeFailed: a store or forge call failed; the run is left for the
+	outcomeSettled outcome = "settled"
+	// outcomeCurrent: the gate context already shows the verdict.
+	outcomeCurrent outcome = "current"
+	// outcomePublished: the verdict was written as a commit status.
+	outcomePublished outcome = "published"
+	// outcomeFailed: a store or forge call failed; the run is left for the
 	// next offer.
-	OutcomeFailed Outcome = "failed"
-	// OutcomeUnreadable: the forge would not show the pull request (REST
+	outcomeFailed outcome = "failed"
+	// outcomeUnreadable: the forge would not show the pull request (REST
 	// 404 or 403, GraphQL NOT_FOUND or FORBIDDEN); the sweeper backs the
 	// run off.
-	OutcomeUnreadable Outcome = "unreadable"
+	outcomeUnreadable outcome = "unreadable"
 )
 
-// Offerer offers runs: it brings the forge in line with each run, or
-// settles it. The sweeper and the event path use the Reconciler through it.
-type Offerer interface {
+// offerer offers runs: it brings the forge in line with each run, or
+// settles it. The sweeper and the event path use the reconciler through it.
+type offerer interface {
 	// Offer offers one run (the event path).
-	Offer(ctx context.Context, run GateRun) (Outcome, error)
+	Offer(ctx context.Context, run GateRun) (outcome, error)
 	// OfferBatch offers up to forge.MaxPullBatch runs, reading their pull
 	// requests together (the sweeper); one outcome per run, in order.
-	OfferBatch(ctx context.Context, runs []GateRun) ([]Outcome, error)
+	OfferBatch(ctx context.Context, runs []GateRun) ([]outcome, error)
 }
 
-// Reconciler publishes gating runs' verdicts as commit statuses. It is safe
+// reconciler publishes gating runs' verdicts as commit statuses. It is safe
 // for concurrent use, and its Offer is idempotent: racing offers of one run,
 // from any replicas, converge on the same status.
-type Reconciler struct {
+type reconciler struct {
 	runs   RunStore
 	forge  *forge.Client
 	logger *slog.Logger
 }
 
-var _ Offerer = (*Reconciler)(nil)
+var _ offerer = (*reconciler)(nil)
 
-// NewReconciler returns a Reconciler that reads runs from runs and talks to
+// newReconciler returns a reconciler that reads runs from runs and talks to
 // the forge through fc. A nil logger discards.
-func NewReconciler(runs RunStore, fc *forge.Client, logger *slog.Logger) *Reconciler {
+func newReconciler(runs RunStore, fc *forge.Client, logger *slog.Logger) *reconciler {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Reconciler{runs: runs, forge: fc, logger: logger}
+	return &reconciler{runs: runs, forge: fc, logger: logger}
 }
 
 // Offer re-reads run (by its ID) from the store and the pull request from
@@ -70,12 +70,12 @@ func NewReconciler(runs RunStore, fc *forge.Client, logger *slog.Logger) *Reconc
 // differs from the verdict. The forge requests are charged to the lane in
 // ctx (forge.WithLane).
 //
-// A failed call is logged and returned with OutcomeFailed (OutcomeUnreadable
+// A failed call is logged and returned with outcomeFailed (outcomeUnreadable
 // when the forge would not show the pull request), and the run is left for
 // the next offer. A forge rate limit comes back as an error that
 // errors.As finds a *forge.RateLimitError in, so a caller offering many runs
 // can stop until its Reset.
-func (r *Reconciler) Offer(ctx context.Context, run GateRun) (Outcome, error) {
+func (r *reconciler) Offer(ctx context.Context, run GateRun) (outcome, error) {
 	fresh, out, err := r.reread(ctx, run)
 	if out != "" {
 		return out, err
@@ -98,8 +98,8 @@ func (r *Reconciler) Offer(ctx context.Context, run GateRun) (Outcome, error) {
 // per run, in order, and every failure joined: a forge rate limit stopping
 // the query (errors.As finds a *forge.RateLimitError) fails every run that
 // needed it. More than forge.MaxPullBatch runs fail the forge read.
-func (r *Reconciler) OfferBatch(ctx context.Context, runs []GateRun) ([]Outcome, error) {
-	outs := make([]Outcome, len(runs))
+func (r *reconciler) OfferBatch(ctx context.Context, runs []GateRun) ([]outcome, error) {
+	outs := make([]outcome, len(runs))
 	var errs []error
 	var read []int // indexes of the runs whose pull request is read
 	var fresh []GateRun
@@ -139,17 +139,17 @@ func (r *Reconciler) OfferBatch(ctx context.Context, runs []GateRun) ([]Outcome,
 // reread reads run afresh from the store. A non-empty outcome ends the
 // offer there: the run is gone or settled (nothing to do), or the read
 // failed.
-func (r *Reconciler) reread(ctx context.Context, run GateRun) (GateRun, Outcome, error) {
+func (r *reconciler) reread(ctx context.Context, run GateRun) (GateRun, outcome, error) {
 	fresh, err := r.runs.Get(ctx, run.ID)
 	if errors.Is(err, ErrNotFound) {
-		return GateRun{}, OutcomeGone, nil
+		return GateRun{}, outcomeGone, nil
 	}
 	if err != nil {
 		out, err := r.failed("read run", run, err)
 		return GateRun{}, out, err
 	}
 	if fresh.Settled {
-		return GateRun{}, OutcomeGone, nil
+		return GateRun{}, outcomeGone, nil
 	}
 	return fresh, "", nil
 }
@@ -157,10 +157,10 @@ func (r *Reconciler) reread(ctx context.Context, run GateRun) (GateRun, Outcome,
 // unread is the outcome of a pull request that could not be read:
 // unreadable when the forge refused to show it (not found, forbidden),
 // failed otherwise.
-func (r *Reconciler) unread(run GateRun, err error) (Outcome, error) {
+func (r *reconciler) unread(run GateRun, err error) (outcome, error) {
 	out, err := r.failed("read pull", run, err)
 	if errors.Is(err, forge.ErrNotFound) || errors.Is(err, forge.ErrForbidden) {
-		out = OutcomeUnreadable
+		out = outcomeUnreadable
 	}
 	return out, err
 }
@@ -170,14 +170,14 @@ func (r *Reconciler) unread(run GateRun, err error) (Outcome, error) {
 // settles the run; otherwise, when the gate context's latest status
 // (statuses reads the head's, lazily: a settled run needs none) differs
 // from the verdict, it creates the status.
-func (r *Reconciler) decide(ctx context.Context, fresh GateRun, pull forge.Pull, statuses func() ([]forge.Status, error)) (Outcome, error) {
+func (r *reconciler) decide(ctx context.Context, fresh GateRun, pull forge.Pull, statuses func() ([]forge.Status, error)) (outcome, error) {
 	if pull.State == "closed" || pull.Merged || pull.HeadSHA != fresh.HeadSHA {
 		if err := r.runs.Settle(ctx, fresh.ID); err != nil {
 			return r.failed("settle run", fresh, err)
 		}
 		r.logger.Debug("run settled", "run", fresh.ID, "repo", fresh.Repo, "pull", fresh.Pull,
 			"state", pull.State, "merged", pull.Merged, "head", pull.HeadSHA)
-		return OutcomeSettled, nil
+		return outcomeSettled, nil
 	}
 	sts, err := statuses()
 	if err != nil {
@@ -185,7 +185,7 @@ func (r *Reconciler) decide(ctx context.Context, fresh GateRun, pull forge.Pull,
 	}
 	for _, st := range sts {
 		if st.Context == fresh.Context && st.State == string(fresh.Verdict) {
-			return OutcomeCurrent, nil
+			return outcomeCurrent, nil
 		}
 	}
 	owner, repo := fresh.ownerRepo()
@@ -198,12 +198,12 @@ func (r *Reconciler) decide(ctx context.Context, fresh GateRun, pull forge.Pull,
 	}
 	r.logger.Debug("status published", "run", fresh.ID, "repo", fresh.Repo, "pull", fresh.Pull,
 		"context", fresh.Context, "verdict", fresh.Verdict)
-	return OutcomePublished, nil
+	return outcomePublished, nil
 }
 
-// failed logs a failed step of an offer and returns it as OutcomeFailed.
-func (r *Reconciler) failed(step string, run GateRun, err error) (Outcome, error) {
+// failed logs a failed step of an offer and returns it as outcomeFailed.
+func (r *reconciler) failed(step string, run GateRun, err error) (outcome, error) {
 	r.logger.Warn("offer failed; left for the next offer", "step", step, "run", run.ID,
 		"repo", run.Repo, "pull", run.Pull, "err", err)
-	return OutcomeFailed, fmt.Errorf("server: offer run %s: %s: %w", run.ID, step, err)
+	return outcomeFailed, fmt.Errorf("server: offer run %s: %s: %w", run.ID, step, err)
 }

@@ -279,7 +279,7 @@ func TestGracefulShutdown(t *testing.T) {
 			t.Fatal(err)
 		}
 		ln := newPipeNet()
-		client := &http.Client{Transport: &http.Transport{DialContext: ln.dial}}
+		client := &http.Client{Transport: &http.Transport{DialContext: ln.Dial}}
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() { done <- srv.Run(ctx, ln) }()

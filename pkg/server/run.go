@@ -1,8 +1,18 @@
-// Package server is the merge-gate server (ADR-117): gating runs and their
-// store, the reconciler that brings a pull request's commit status in line
-// with a run's verdict, the merge-gate sweeper elected through [lease.Run],
-// the lease names and owner identity, and the HTTP API (runs, GitHub
-// webhooks, /healthz, /metrics, /leases).
+// Package server is the merge-gate server (ADR-117) and the wiring of every
+// net it elects.
+//
+// The merge gate: gating runs ([GateRun]) and their [RunStore] (twins
+// [MemoryRunStore] and [MongoRunStore], conformance suite
+// [iterion.dev/iterion/pkg/server/runstoretest]), the reconciler that
+// brings a pull request's commit status in line with a run's verdict, and
+// the merge-gate sweeper that re-offers unsettled runs.
+//
+// The wiring: a [Server] elects each periodic net through one helper that
+// runs it under its lease with [lease.Run]: the sweeper under
+// [MergeGateSweeper], and the forge board sync of
+// [iterion.dev/iterion/pkg/board] under [ForgeBoardSync]. Every lease is
+// declared in leases.go. The HTTP API serves runs, GitHub webhooks,
+// /healthz, /metrics, /leases and the board's view at /board.
 //
 // A [Server] is assembled explicitly from its dependencies with [New]; several
 // Servers can run in one process (each has its own Prometheus registry and
@@ -12,11 +22,12 @@ package server
 import (
 	"errors"
 	"fmt"
-	"regexp"
 	"strings"
 	"time"
 
 	"github.com/google/uuid"
+
+	"iterion.dev/iterion/pkg/forge"
 )
 
 // GateRun is one gating run: the review verdict for one head commit of one
@@ -84,11 +95,9 @@ func RunID(host, repo string, pull int, headSHA string) string {
 	return uuid.NewSHA1(runNamespace, fmt.Appendf(nil, "%s/%s#%d@%s", host, repo, pull, headSHA)).String()
 }
 
-var repoPattern = regexp.MustCompile(`^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$`)
-
-// ParseVerdict returns s as a Verdict, or an error wrapping ErrInvalid that
+// parseVerdict returns s as a Verdict, or an error wrapping ErrInvalid that
 // names the field "verdict" and the value.
-func ParseVerdict(s string) (Verdict, error) {
+func parseVerdict(s string) (Verdict, error) {
 	switch v := Verdict(s); v {
 	case VerdictPending, VerdictSuccess, VerdictFailure, VerdictError:
 		return v, nil
@@ -104,7 +113,7 @@ func (r GateRun) Validate() error {
 		return fmt.Errorf("%w: id %q is empty", ErrInvalid, r.ID)
 	case strings.TrimSpace(r.Host) == "":
 		return fmt.Errorf("%w: host %q is empty", ErrInvalid, r.Host)
-	case !repoPattern.MatchString(r.Repo):
+	case !validRepo(r.Repo):
 		return fmt.Errorf("%w: repo %q is not owner/name", ErrInvalid, r.Repo)
 	case r.Pull < 1:
 		return fmt.Errorf("%w: pull %d is not a pull request number", ErrInvalid, r.Pull)
@@ -113,10 +122,16 @@ func (r GateRun) Validate() error {
 	case strings.TrimSpace(r.Context) == "":
 		return fmt.Errorf("%w: context %q is empty", ErrInvalid, r.Context)
 	}
-	if _, err := ParseVerdict(string(r.Verdict)); err != nil {
+	if _, err := parseVerdict(string(r.Verdict)); err != nil {
 		return err
 	}
 	return nil
+}
+
+// validRepo reports whether repo follows the forge's repository-name rule.
+func validRepo(repo string) bool {
+	_, _, err := forge.ParseRepo(repo)
+	return err == nil
 }
 
 // ownerRepo splits r.Repo, which Validate checked, into owner and name.

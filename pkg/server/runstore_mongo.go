@@ -9,6 +9,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"iterion.dev/iterion/internal/mongostore"
 )
 
 // ErrMalformed reports a stored run document of the wrong shape; the store
@@ -47,7 +49,7 @@ type runDoc struct {
 // after creating the indexes its queries use (an existing index is kept).
 func NewMongoRunStore(ctx context.Context, db *mongo.Database) (*MongoRunStore, error) {
 	coll := db.Collection(RunsCollection)
-	err := createIndexes(ctx, coll, []mongo.IndexModel{
+	err := mongostore.CreateIndexes(ctx, coll, []mongo.IndexModel{
 		{Keys: bson.D{{Key: "settled", Value: 1}, {Key: "updated_at", Value: 1}, {Key: "_id", Value: 1}},
 			Options: options.Index().SetName("unsettled_by_updated")},
 		{Keys: bson.D{{Key: "host", Value: 1}, {Key: "repo", Value: 1}, {Key: "pull", Value: 1}},
@@ -153,20 +155,8 @@ func (s *MongoRunStore) Settle(ctx context.Context, id string) error {
 }
 
 func (s *MongoRunStore) find(ctx context.Context, filter bson.D, opts *options.FindOptionsBuilder) ([]GateRun, error) {
-	cur, err := s.coll.Find(ctx, filter, opts)
+	out, err := mongostore.FindAll(ctx, s.coll, filter, opts, decodeRun)
 	if err != nil {
-		return nil, fmt.Errorf("server: list runs: %w", err)
-	}
-	defer cur.Close(context.WithoutCancel(ctx))
-	var out []GateRun
-	for cur.Next(ctx) {
-		r, err := decodeRun(cur.Current)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	if err := cur.Err(); err != nil {
 		return nil, fmt.Errorf("server: list runs: %w", err)
 	}
 	return out, nil

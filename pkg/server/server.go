@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"iterion.dev/iterion/pkg/board"
 	"iterion.dev/iterion/pkg/forge"
 	"iterion.dev/iterion/pkg/lease"
 	"iterion.dev/iterion/pkg/lease/leaseprom"
@@ -40,21 +41,21 @@ type Config struct {
 	// since an unsigned event is never accepted.
 	WebhookSecret string
 	// Owner is this replica's identity in the lease store, logs and
-	// /leases; "" means NewOwner().
+	// /leases; "" means a fresh one: the host name plus a random suffix.
 	Owner string
 	// SweepInterval is the sweeper's interval; 0 means DefaultSweepInterval.
 	// The sweeper's lease TTL and retry derive from it (MergeGateSweeper).
 	SweepInterval time.Duration
-	// Board keeps the forge board's cards (MemoryBoardStore or
-	// MongoBoardStore); nil means a new MemoryBoardStore. It is unused
+	// Board keeps the forge board's cards (board.MemoryStore or
+	// board.MongoStore); nil means a new board.MemoryStore. It is unused
 	// without BoardRepos, and GET /board then answers 404.
-	Board BoardStore
+	Board board.Store
 	// BoardRepos are the repositories ("owner/name") whose issues the board
 	// sync keeps as cards, under lease ForgeBoardSync(); empty: the board
 	// net does not run.
 	BoardRepos []string
 	// BoardInterval is the board sync's interval; 0 means
-	// DefaultBoardInterval. Its lease TTL and retry derive from it.
+	// board.DefaultInterval. Its lease TTL and retry derive from it.
 	BoardInterval time.Duration
 	// NoLease runs every elected net on this replica without a lease, as
 	// before ADR-117. For comparison measurements only.
@@ -81,7 +82,7 @@ type Config struct {
 	OnSweep func(SweepPass)
 	// OnBoardPass is called synchronously after each board sync pass; it
 	// must not block. nil: none.
-	OnBoardPass func(BoardPass)
+	OnBoardPass func(board.Pass)
 }
 
 // Server is one replica of the merge-gate server. Build it with New, serve
@@ -91,9 +92,9 @@ type Config struct {
 type Server struct {
 	cfg     Config
 	log     *slog.Logger // cfg.Logger with this replica's owner
-	rec     *Reconciler
-	sweeper *Sweeper
-	board   *BoardSync // nil: no BoardRepos, the board net does not run
+	rec     *reconciler
+	sweeper *sweeper
+	board   *board.Sync // nil: no BoardRepos, the board net does not run
 	leases  *leaseprom.Metrics
 	health  *lease.Health
 	offers  *prometheus.CounterVec
@@ -133,13 +134,13 @@ func New(cfg Config) (*Server, error) {
 		cfg.ForgeHost = "github.com"
 	}
 	if cfg.Owner == "" {
-		cfg.Owner = NewOwner()
+		cfg.Owner = newOwner()
 	}
 	switch {
 	case len(cfg.BoardRepos) == 0:
 		cfg.Board = nil // no board net: GET /board is not found
 	case cfg.Board == nil:
-		cfg.Board = NewMemoryBoardStore()
+		cfg.Board = board.NewMemoryStore()
 	}
 	if cfg.SweepInterval == 0 {
 		cfg.SweepInterval = DefaultSweepInterval
@@ -165,7 +166,7 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{
 		cfg:    cfg,
 		log:    cfg.Logger.With("owner", cfg.Owner),
-		rec:    NewReconciler(cfg.Runs, cfg.Forge, cfg.Logger.With("owner", cfg.Owner)),
+		rec:    newReconciler(cfg.Runs, cfg.Forge, cfg.Logger.With("owner", cfg.Owner)),
 		leases: leaseprom.New(cfg.Registry),
 		offers: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gate_offers_total",
@@ -181,20 +182,20 @@ func New(cfg Config) (*Server, error) {
 			return nil, fmt.Errorf("%w: Registry: %w", ErrConfig, err)
 		}
 	}
-	s.sweeper = NewSweeper(SweeperConfig{
+	s.sweeper = newSweeper(sweeperConfig{
 		Runs: cfg.Runs, Offer: laneOfferer{s, forge.LaneMergeGateSweeper}, Interval: cfg.SweepInterval,
 		Owner: cfg.Owner, Now: cfg.Now, Logger: cfg.Logger, OnPass: cfg.OnSweep, // the sweeper logs its owner
 		BackingOff: backingOff,
 	})
 	if len(cfg.BoardRepos) > 0 {
-		board, err := NewBoardSync(BoardSyncConfig{
-			Board: cfg.Board, Forge: cfg.Forge, Host: cfg.ForgeHost, Repos: cfg.BoardRepos,
+		bs, err := board.NewSync(board.Config{
+			Store: cfg.Board, Forge: cfg.Forge, Host: cfg.ForgeHost, Repos: cfg.BoardRepos,
 			Interval: cfg.BoardInterval, Owner: cfg.Owner, Now: cfg.Now, Logger: cfg.Logger, OnPass: cfg.OnBoardPass,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 		}
-		s.board = board
+		s.board = bs
 	}
 	s.health = lease.NewHealth(s.healthBound())
 	s.handler = s.routes()
@@ -307,24 +308,24 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 }
 
 // offer offers run on lane and counts the outcome.
-func (s *Server) offer(ctx context.Context, lane string, run GateRun) (Outcome, error) {
+func (s *Server) offer(ctx context.Context, lane string, run GateRun) (outcome, error) {
 	out, err := s.rec.Offer(forge.WithLane(ctx, lane), run)
 	s.offers.WithLabelValues(lane, string(out)).Inc()
 	return out, err
 }
 
-// laneOfferer is the server's offer on one lane, as an Offerer.
+// laneOfferer is the server's offer on one lane, as an offerer.
 type laneOfferer struct {
 	s    *Server
 	lane string
 }
 
-func (o laneOfferer) Offer(ctx context.Context, run GateRun) (Outcome, error) {
+func (o laneOfferer) Offer(ctx context.Context, run GateRun) (outcome, error) {
 	return o.s.offer(ctx, o.lane, run)
 }
 
 // OfferBatch offers runs together on the lane and counts each outcome.
-func (o laneOfferer) OfferBatch(ctx context.Context, runs []GateRun) ([]Outcome, error) {
+func (o laneOfferer) OfferBatch(ctx context.Context, runs []GateRun) ([]outcome, error) {
 	outs, err := o.s.rec.OfferBatch(forge.WithLane(ctx, o.lane), runs)
 	for _, out := range outs {
 		o.s.offers.WithLabelValues(o.lane, string(out)).Inc()

@@ -1,4 +1,4 @@
-package server
+package board
 
 import (
 	"context"
@@ -8,18 +8,20 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"iterion.dev/iterion/internal/mongostore"
 )
 
-// BoardCollection is the collection MongoBoardStore keeps cards in.
-const BoardCollection = "board_cards"
+// Collection is the collection MongoStore keeps cards in.
+const Collection = "board_cards"
 
-// MongoBoardStore is the MongoDB BoardStore twin: collection board_cards,
+// MongoStore is the MongoDB Store twin: collection board_cards,
 // one document per card, _id its Card.ID. It is safe for concurrent use.
-type MongoBoardStore struct {
+type MongoStore struct {
 	coll *mongo.Collection
 }
 
-var _ BoardStore = (*MongoBoardStore)(nil)
+var _ Store = (*MongoStore)(nil)
 
 // cardDoc is a card as board_cards keeps it.
 type cardDoc struct {
@@ -36,28 +38,28 @@ type cardDoc struct {
 	Updated     time.Time `bson:"updated_at"`
 }
 
-// NewMongoBoardStore returns a MongoBoardStore on db's board_cards
+// NewMongoStore returns a MongoStore on db's board_cards
 // collection, after creating the indexes its queries use (an existing index
 // is kept).
-func NewMongoBoardStore(ctx context.Context, db *mongo.Database) (*MongoBoardStore, error) {
-	coll := db.Collection(BoardCollection)
-	err := createIndexes(ctx, coll, []mongo.IndexModel{
+func NewMongoStore(ctx context.Context, db *mongo.Database) (*MongoStore, error) {
+	coll := db.Collection(Collection)
+	err := mongostore.CreateIndexes(ctx, coll, []mongo.IndexModel{
 		{Keys: bson.D{{Key: "updated_at", Value: -1}, {Key: "_id", Value: 1}},
 			Options: options.Index().SetName("by_updated")},
 		{Keys: bson.D{{Key: "host", Value: 1}, {Key: "repo", Value: 1}, {Key: "updated_at", Value: -1}, {Key: "_id", Value: 1}},
 			Options: options.Index().SetName("repo_by_updated")},
 	})
 	if err != nil {
-		return nil, fmt.Errorf("server: create %s indexes: %w", BoardCollection, err)
+		return nil, fmt.Errorf("board: create %s indexes: %w", Collection, err)
 	}
-	return &MongoBoardStore{coll: coll}, nil
+	return &MongoStore{coll: coll}, nil
 }
 
-// Put implements BoardStore in one conditional upsert: it matches the
+// Put implements Store in one conditional upsert: it matches the
 // card's document only when that is not newer, so a newer document makes
 // the upsert's insert collide on _id, which is the refusal. Only then, or
 // when two first puts race, does it read the document back.
-func (s *MongoBoardStore) Put(ctx context.Context, c Card) (bool, error) {
+func (s *MongoStore) Put(ctx context.Context, c Card) (bool, error) {
 	if err := c.Validate(); err != nil {
 		return false, err
 	}
@@ -80,11 +82,11 @@ func (s *MongoBoardStore) Put(ctx context.Context, c Card) (bool, error) {
 			return res.UpsertedCount == 1 || res.ModifiedCount == 1, nil
 		}
 		if !mongo.IsDuplicateKeyError(err) {
-			return false, fmt.Errorf("server: put card %q: %w", id, err)
+			return false, fmt.Errorf("board: put card %q: %w", id, err)
 		}
 		raw, err := s.coll.FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Raw()
 		if err != nil {
-			return false, fmt.Errorf("server: put card %q: read back: %w", id, err)
+			return false, fmt.Errorf("board: put card %q: read back: %w", id, err)
 		}
 		stored, err := decodeCard(raw)
 		if err != nil {
@@ -94,7 +96,7 @@ func (s *MongoBoardStore) Put(ctx context.Context, c Card) (bool, error) {
 			return false, nil
 		}
 	}
-	return false, fmt.Errorf("server: put card %q: raced twice with other writers", id)
+	return false, fmt.Errorf("board: put card %q: raced twice with other writers", id)
 }
 
 func nonNil(s []string) []string {
@@ -104,8 +106,8 @@ func nonNil(s []string) []string {
 	return s
 }
 
-// Cards implements BoardStore.
-func (s *MongoBoardStore) Cards(ctx context.Context, q BoardQuery) ([]Card, error) {
+// Cards implements Store.
+func (s *MongoStore) Cards(ctx context.Context, q Query) ([]Card, error) {
 	if err := q.check(); err != nil {
 		return nil, err
 	}
@@ -118,21 +120,9 @@ func (s *MongoBoardStore) Cards(ctx context.Context, q BoardQuery) ([]Card, erro
 	opts := options.Find().
 		SetSort(bson.D{{Key: "updated_at", Value: -1}, {Key: "_id", Value: 1}}).
 		SetLimit(int64(q.Limit))
-	cur, err := s.coll.Find(ctx, filter, opts)
+	out, err := mongostore.FindAll(ctx, s.coll, filter, opts, decodeCard)
 	if err != nil {
-		return nil, fmt.Errorf("server: list cards: %w", err)
-	}
-	defer cur.Close(context.WithoutCancel(ctx))
-	var out []Card
-	for cur.Next(ctx) {
-		c, err := decodeCard(cur.Current)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, c)
-	}
-	if err := cur.Err(); err != nil {
-		return nil, fmt.Errorf("server: list cards: %w", err)
+		return nil, fmt.Errorf("board: list cards: %w", err)
 	}
 	return out, nil
 }
@@ -143,7 +133,7 @@ func (s *MongoBoardStore) Cards(ctx context.Context, q BoardQuery) ([]Card, erro
 func decodeCard(raw bson.Raw) (Card, error) {
 	var d cardDoc
 	if err := bson.Unmarshal(raw, &d); err != nil {
-		return Card{}, fmt.Errorf("%w: _id %v: %w", ErrMalformedCard, raw.Lookup("_id"), err)
+		return Card{}, fmt.Errorf("%w: _id %v: %w", ErrMalformed, raw.Lookup("_id"), err)
 	}
 	c := Card{
 		Host: d.Host, Repo: d.Repo, Number: d.Number, Title: d.Title, State: d.State,
@@ -151,10 +141,10 @@ func decodeCard(raw bson.Raw) (Card, error) {
 		PullRequest: d.PullRequest, URL: d.URL, Updated: d.Updated.UTC(),
 	}
 	if err := c.Validate(); err != nil {
-		return Card{}, fmt.Errorf("%w: _id %q: %w", ErrMalformedCard, d.ID, err)
+		return Card{}, fmt.Errorf("%w: _id %q: %w", ErrMalformed, d.ID, err)
 	}
 	if c.ID() != d.ID {
-		return Card{}, fmt.Errorf("%w: _id %q is not its card's id %q", ErrMalformedCard, d.ID, c.ID())
+		return Card{}, fmt.Errorf("%w: _id %q is not its card's id %q", ErrMalformed, d.ID, c.ID())
 	}
 	return c, nil
 }

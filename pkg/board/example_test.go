@@ -1,4 +1,4 @@
-package server_test
+package board_test
 
 import (
 	"context"
@@ -6,16 +6,17 @@ import (
 	"net/http/httptest"
 	"time"
 
+	"iterion.dev/iterion/pkg/board"
 	"iterion.dev/iterion/pkg/forge"
 	"iterion.dev/iterion/pkg/forge/forgesim"
 	"iterion.dev/iterion/pkg/lease"
-	"iterion.dev/iterion/pkg/server"
 )
 
-// ExampleBoardSync elects the board sync as the Server does: one lease.Run
-// call under the lease ForgeBoardSync(), whose TTL and retry follow the
-// sync's interval, with the sync's Work as the term.
-func ExampleBoardSync() {
+// ExampleSync elects the board sync as the server does: one lease.Run call
+// whose term is the sync's Work. The server names the lease
+// forge-board-sync (server.ForgeBoardSync) and derives its TTL (three
+// intervals) and retry (one) from the sync's interval.
+func ExampleSync() {
 	sim := forgesim.New()
 	_ = sim.SeedIssue("acme", "app", forgesim.Issue{Number: 1, Title: "crash on start", State: "open", Labels: []string{"bug"}})
 	simSrv := httptest.NewServer(sim)
@@ -24,11 +25,11 @@ func ExampleBoardSync() {
 	if err != nil {
 		panic(err)
 	}
-	board := server.NewMemoryBoardStore()
-	passed := make(chan server.BoardPass, 1)
-	bs, err := server.NewBoardSync(server.BoardSyncConfig{
-		Board: board, Forge: fc, Host: "github.com", Repos: []string{"acme/app"}, Interval: 50 * time.Millisecond,
-		OnPass: func(p server.BoardPass) {
+	store := board.NewMemoryStore()
+	passed := make(chan board.Pass, 1)
+	bs, err := board.NewSync(board.Config{
+		Store: store, Forge: fc, Host: "github.com", Repos: []string{"acme/app"}, Interval: 50 * time.Millisecond,
+		OnPass: func(p board.Pass) {
 			select {
 			case passed <- p:
 			default:
@@ -40,11 +41,10 @@ func ExampleBoardSync() {
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
-	l := server.ForgeBoardSync()
 	done := make(chan error)
 	go func() {
 		done <- lease.Run(ctx, lease.NewMemoryStore(), lease.Spec{
-			Name: l.Name, Owner: "replica-a", TTL: l.TTL(bs.Interval()), Retry: l.Retry(bs.Interval()),
+			Name: "forge-board-sync", Owner: "replica-a", TTL: 3 * bs.Interval(), Retry: bs.Interval(),
 		}, bs.Work)
 	}()
 	p := <-passed
@@ -52,7 +52,7 @@ func ExampleBoardSync() {
 	<-done
 
 	fmt.Printf("term %d pass %d: %d listed, %d changed\n", p.Term, p.Pass, p.Repos[0].Listed, p.Repos[0].Changed)
-	cards, _ := board.Cards(context.Background(), server.BoardQuery{Limit: 10})
+	cards, _ := store.Cards(context.Background(), board.Query{Limit: 10})
 	for _, c := range cards {
 		fmt.Println(c.ID(), c.State, c.Title, c.Labels)
 	}

@@ -1,4 +1,4 @@
-package server_test
+package board_test
 
 import (
 	"context"
@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,9 +14,10 @@ import (
 	"testing/synctest"
 	"time"
 
+	"iterion.dev/iterion/internal/forgetest"
+	"iterion.dev/iterion/pkg/board"
 	"iterion.dev/iterion/pkg/forge"
 	"iterion.dev/iterion/pkg/forge/forgesim"
-	"iterion.dev/iterion/pkg/server"
 )
 
 // issuesRoute is the simulator's route of the issues list.
@@ -64,10 +64,10 @@ type boardRig struct {
 	sim    *forgesim.Sim
 	net    *watchedTransport
 	client *forge.Client
-	board  *server.MemoryBoardStore
-	sync   *server.BoardSync
-	passes chan server.BoardPass
-	logs   *logBuffer
+	board  *board.MemoryStore
+	sync   *board.Sync
+	passes chan board.Pass
+	logs   *forgetest.LogBuffer
 }
 
 const (
@@ -78,20 +78,20 @@ const (
 // newBoardRig must be called inside a synctest bubble.
 func newBoardRig(t *testing.T, repos ...string) *boardRig {
 	t.Helper()
-	r := &boardRig{sim: forgesim.New(), board: server.NewMemoryBoardStore(), passes: make(chan server.BoardPass, 100)}
-	tr, stop := serveSimOnPipe(r.sim)
+	r := &boardRig{sim: forgesim.New(), board: board.NewMemoryStore(), passes: make(chan board.Pass, 100)}
+	tr, stop := forgetest.ServeSimOnPipe(r.sim)
 	t.Cleanup(stop)
 	r.net = &watchedTransport{next: tr}
-	r.client = newForge(t, "http://forge.test/", r.net, boardToken, nil, nil)
+	r.client = forgetest.NewForge(t, "http://forge.test/", r.net, boardToken, nil, nil)
 	var logger *slog.Logger
-	logger, r.logs = textLogger()
+	logger, r.logs = forgetest.TextLogger()
 	var err error
-	r.sync, err = server.NewBoardSync(server.BoardSyncConfig{
-		Board: r.board, Forge: r.client, Host: "github.com", Repos: repos, Interval: boardInterval,
-		Owner: "replica-a", Logger: logger, OnPass: func(p server.BoardPass) { r.passes <- p },
+	r.sync, err = board.NewSync(board.Config{
+		Store: r.board, Forge: r.client, Host: "github.com", Repos: repos, Interval: boardInterval,
+		Owner: "replica-a", Logger: logger, OnPass: func(p board.Pass) { r.passes <- p },
 	})
 	if err != nil {
-		t.Fatalf("NewBoardSync: %v", err)
+		t.Fatalf("NewSync: %v", err)
 	}
 	return r
 }
@@ -107,7 +107,7 @@ func (r *boardRig) start(t *testing.T) (stop func()) {
 }
 
 // next lets one interval pass and returns the pass it made.
-func (r *boardRig) next(t *testing.T) server.BoardPass {
+func (r *boardRig) next(t *testing.T) board.Pass {
 	t.Helper()
 	time.Sleep(boardInterval)
 	synctest.Wait()
@@ -116,7 +116,7 @@ func (r *boardRig) next(t *testing.T) server.BoardPass {
 		return p
 	default:
 		t.Fatalf("no pass after one interval: the sync passes every interval")
-		return server.BoardPass{}
+		return board.Pass{}
 	}
 }
 
@@ -128,13 +128,13 @@ func (r *boardRig) seed(t *testing.T, repo string, is forgesim.Issue) {
 	}
 }
 
-func (r *boardRig) cards(t *testing.T) map[int]server.Card {
+func (r *boardRig) cards(t *testing.T) map[int]board.Card {
 	t.Helper()
-	cards, err := r.board.Cards(context.Background(), server.BoardQuery{Limit: 10000})
+	cards, err := r.board.Cards(context.Background(), board.Query{Limit: 10000})
 	if err != nil {
 		t.Fatalf("Cards: %v", err)
 	}
-	out := map[int]server.Card{}
+	out := map[int]board.Card{}
 	for _, c := range cards {
 		out[c.Number] = c
 	}
@@ -147,7 +147,7 @@ func (r *boardRig) listRequests(code int) int64 {
 	return r.sim.Requests(forgesim.Filter{Token: boardToken, Route: issuesRoute, Status: code})
 }
 
-func TestBoardSyncStoresNewChangedAndClosedIssues(t *testing.T) {
+func TestSyncStoresNewChangedAndClosedIssues(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newBoardRig(t, "acme/app")
 		r.seed(t, "acme/app", forgesim.Issue{Number: 1, Title: "crash on start", State: "open", Labels: []string{"bug"}, Assignees: []string{"ana"}})
@@ -185,13 +185,13 @@ func TestBoardSyncStoresNewChangedAndClosedIssues(t *testing.T) {
 		if cards[4].Title != "new idea" || len(cards) != 4 {
 			t.Errorf("cards: got %d, card 4 %+v, want 4 with the new idea: a new issue becomes a card", len(cards), cards[4])
 		}
-		if got := logged(r.logs, "board sync pass"); got != 2 {
+		if got := r.logs.Logged("board sync pass"); got != 2 {
 			t.Errorf("pass log lines: got %d, want 2: one structured line per pass", got)
 		}
 	})
 }
 
-func TestBoardSyncWatermarkAnd304s(t *testing.T) {
+func TestSyncWatermarkAnd304s(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newBoardRig(t, "acme/app")
 		r.seed(t, "acme/app", forgesim.Issue{Number: 1, Title: "one", State: "open"})
@@ -223,29 +223,13 @@ func TestBoardSyncWatermarkAnd304s(t *testing.T) {
 		if got := r.listRequests(http.StatusNotModified); got != 1 {
 			t.Errorf("simulator 304s: got %d, want 1: the fourth pass asks what the third did of an unchanged repository, which answers 304", got)
 		}
-		if got := laneCount(r.client, forge.LaneBoardSync, http.StatusNotModified); got != 1 {
+		if got := forgetest.LaneCount(r.client, forge.LaneBoardSync, http.StatusNotModified); got != 1 {
 			t.Errorf("client 304s on lane %s: got %d, want 1: the counts show the 304", forge.LaneBoardSync, got)
 		}
 	})
 }
 
-// logged is how many records of logs carry msg.
-func logged(logs *logBuffer, msg string) int {
-	return strings.Count(logs.String(), "msg="+strconv.Quote(msg))
-}
-
-// laneCount sums c's counts on lane that got code (0: any).
-func laneCount(c *forge.Client, lane string, code int) int64 {
-	var n int64
-	for _, k := range c.Counts() {
-		if k.Lane == lane && (code == 0 || k.Code == code) {
-			n += k.N
-		}
-	}
-	return n
-}
-
-func TestBoardSyncFollowsEveryPage(t *testing.T) {
+func TestSyncFollowsEveryPage(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newBoardRig(t, "acme/app")
 		for n := 1; n <= 250; n++ {
@@ -262,7 +246,7 @@ func TestBoardSyncFollowsEveryPage(t *testing.T) {
 	})
 }
 
-func TestBoardSyncForgeErrorKeepsTheWatermark(t *testing.T) {
+func TestSyncForgeErrorKeepsTheWatermark(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newBoardRig(t, "acme/app", "acme/lib")
 		r.seed(t, "acme/app", forgesim.Issue{Number: 1, Title: "one", State: "open"})
@@ -277,7 +261,7 @@ func TestBoardSyncForgeErrorKeepsTheWatermark(t *testing.T) {
 		if len(p.Repos) != 2 || !errors.Is(p.Repos[0].Err, errUnreachable) || !p.Repos[0].Watermark.Equal(first) || p.Repos[1].Err == nil || !p.Complete {
 			t.Fatalf("failed pass: got %+v, want both repositories failed with the injected error, app's watermark still %v, the pass complete: a forge error leaves the watermark unmoved and the pass goes on", p, first)
 		}
-		if got := logged(r.logs, "board sync: repository not synced"); got != 2 {
+		if got := r.logs.Logged("board sync: repository not synced"); got != 2 {
 			t.Errorf("warnings: got %d, want 2: each repository not synced is logged", got)
 		}
 
@@ -288,14 +272,14 @@ func TestBoardSyncForgeErrorKeepsTheWatermark(t *testing.T) {
 	})
 }
 
-func TestBoardSyncStoreErrorKeepsTheWatermark(t *testing.T) {
+func TestSyncStoreErrorKeepsTheWatermark(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newBoardRig(t, "acme/app")
 		r.seed(t, "acme/app", forgesim.Issue{Number: 1, Title: "one", State: "open"})
-		flaky := &flakyBoard{BoardStore: r.board}
+		flaky := &flakyBoard{Store: r.board}
 		var err error
-		r.sync, err = server.NewBoardSync(server.BoardSyncConfig{Board: flaky, Forge: r.client, Host: "github.com",
-			Repos: []string{"acme/app"}, Interval: boardInterval, OnPass: func(p server.BoardPass) { r.passes <- p }})
+		r.sync, err = board.NewSync(board.Config{Store: flaky, Forge: r.client, Host: "github.com",
+			Repos: []string{"acme/app"}, Interval: boardInterval, OnPass: func(p board.Pass) { r.passes <- p }})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -319,18 +303,18 @@ var errStoreDown = errors.New("board store down (injected)")
 
 // flakyBoard fails every Put while fail is set.
 type flakyBoard struct {
-	server.BoardStore
+	board.Store
 	fail atomic.Bool
 }
 
-func (f *flakyBoard) Put(ctx context.Context, c server.Card) (bool, error) {
+func (f *flakyBoard) Put(ctx context.Context, c board.Card) (bool, error) {
 	if f.fail.Load() {
 		return false, errStoreDown
 	}
-	return f.BoardStore.Put(ctx, c)
+	return f.Store.Put(ctx, c)
 }
 
-func TestBoardSyncRateLimitStopsThePassUntilTheReset(t *testing.T) {
+func TestSyncRateLimitStopsThePassUntilTheReset(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newBoardRig(t, "acme/app", "acme/lib")
 		r.seed(t, "acme/app", forgesim.Issue{Number: 1, Title: "one", State: "open"})
@@ -359,13 +343,13 @@ func TestBoardSyncRateLimitStopsThePassUntilTheReset(t *testing.T) {
 		if !p.At.Equal(rl.Reset) || !p.Complete || len(p.Repos) != 2 || p.Repos[0].Changed != 1 || p.Repos[1].Changed != 1 {
 			t.Fatalf("pass at the reset: got %+v, want it at %v, both repositories synced with their new issue: nothing is lost to a rate limit", p, rl.Reset)
 		}
-		if got := logged(r.logs, "board sync stopped: rate limited"); got != 1 {
+		if got := r.logs.Logged("board sync stopped: rate limited"); got != 1 {
 			t.Errorf("rate-limit warnings: got %d, want 1: the stop is logged once, skipped ticks at debug", got)
 		}
 	})
 }
 
-func TestBoardSyncEachTermStartsWithAFullSync(t *testing.T) {
+func TestSyncEachTermStartsWithAFullSync(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newBoardRig(t, "acme/app")
 		r.seed(t, "acme/app", forgesim.Issue{Number: 1, Title: "one", State: "open"})
@@ -383,7 +367,7 @@ func TestBoardSyncEachTermStartsWithAFullSync(t *testing.T) {
 	})
 }
 
-func TestBoardSyncCadence(t *testing.T) {
+func TestSyncCadence(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newBoardRig(t, "acme/app")
 		r.seed(t, "acme/app", forgesim.Issue{Number: 1, Title: "one", State: "open"})
@@ -406,30 +390,30 @@ func TestBoardSyncCadence(t *testing.T) {
 	})
 }
 
-func TestNewBoardSyncRefusesBadConfigNamingTheField(t *testing.T) {
-	good := func() server.BoardSyncConfig {
-		return server.BoardSyncConfig{Board: server.NewMemoryBoardStore(), Forge: &forge.Client{}, Host: "github.com", Repos: []string{"acme/app"}}
+func TestNewSyncRefusesBadConfigNamingTheField(t *testing.T) {
+	good := func() board.Config {
+		return board.Config{Store: board.NewMemoryStore(), Forge: &forge.Client{}, Host: "github.com", Repos: []string{"acme/app"}}
 	}
 	for _, tc := range []struct {
 		field string
-		bad   func(*server.BoardSyncConfig)
+		bad   func(*board.Config)
 	}{
-		{"Board", func(c *server.BoardSyncConfig) { c.Board = nil }},
-		{"Forge", func(c *server.BoardSyncConfig) { c.Forge = nil }},
-		{`Host ""`, func(c *server.BoardSyncConfig) { c.Host = "" }},
-		{"Repos is empty", func(c *server.BoardSyncConfig) { c.Repos = nil }},
-		{`Repos entry "acme"`, func(c *server.BoardSyncConfig) { c.Repos = []string{"acme"} }},
-		{`Repos entry "acme/app" is listed twice`, func(c *server.BoardSyncConfig) { c.Repos = []string{"acme/app", "acme/app"} }},
-		{"Interval -1s", func(c *server.BoardSyncConfig) { c.Interval = -time.Second }},
+		{"Store", func(c *board.Config) { c.Store = nil }},
+		{"Forge", func(c *board.Config) { c.Forge = nil }},
+		{`Host ""`, func(c *board.Config) { c.Host = "" }},
+		{"Repos is empty", func(c *board.Config) { c.Repos = nil }},
+		{`Repos entry "acme"`, func(c *board.Config) { c.Repos = []string{"acme"} }},
+		{`Repos entry "acme/app" is listed twice`, func(c *board.Config) { c.Repos = []string{"acme/app", "acme/app"} }},
+		{"Interval -1s", func(c *board.Config) { c.Interval = -time.Second }},
 	} {
 		cfg := good()
 		tc.bad(&cfg)
-		if _, err := server.NewBoardSync(cfg); !errors.Is(err, server.ErrBoardConfig) || !strings.Contains(err.Error(), tc.field) {
-			t.Errorf("got %v, want ErrBoardConfig naming %s: bad config names the field and value", err, tc.field)
+		if _, err := board.NewSync(cfg); !errors.Is(err, board.ErrConfig) || !strings.Contains(err.Error(), tc.field) {
+			t.Errorf("got %v, want ErrConfig naming %s: bad config names the field and value", err, tc.field)
 		}
 	}
-	s, err := server.NewBoardSync(good())
-	if err != nil || s.Interval() != server.DefaultBoardInterval {
-		t.Errorf("got %v, %v, want interval %v: a zero interval is the default", s, err, server.DefaultBoardInterval)
+	s, err := board.NewSync(good())
+	if err != nil || s.Interval() != board.DefaultInterval {
+		t.Errorf("got %v, %v, want interval %v: a zero interval is the default", s, err, board.DefaultInterval)
 	}
 }

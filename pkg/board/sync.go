@@ -1,4 +1,4 @@
-package server
+package board
 
 import (
 	"context"
@@ -10,10 +10,11 @@ import (
 	"time"
 
 	"iterion.dev/iterion/pkg/forge"
+	"iterion.dev/iterion/pkg/lease"
 )
 
-// DefaultBoardInterval is the time between two passes of the board sync.
-const DefaultBoardInterval = 5 * time.Minute
+// DefaultInterval is the time between two passes of the board sync.
+const DefaultInterval = 5 * time.Minute
 
 // IssueLister lists a repository's issues and pull requests updated at or
 // after since (zero: all), every page; *forge.Client is one. The board
@@ -24,8 +25,8 @@ type IssueLister interface {
 
 var _ IssueLister = (*forge.Client)(nil)
 
-// BoardRepoPass is what one pass of the board sync did for one repository.
-type BoardRepoPass struct {
+// RepoPass is what one pass of the board sync did for one repository.
+type RepoPass struct {
 	// Repo is "owner/name".
 	Repo string
 	// Since is the watermark the pass listed from; zero for a full sync.
@@ -40,8 +41,8 @@ type BoardRepoPass struct {
 	Err error
 }
 
-// BoardPass reports one pass of the board sync to BoardSyncConfig.OnPass.
-type BoardPass struct {
+// Pass reports one pass of the board sync to Config.OnPass.
+type Pass struct {
 	// Owner is the replica that synced.
 	Owner string
 	// Term counts the terms this sync served, from 1; Pass counts the
@@ -51,26 +52,26 @@ type BoardPass struct {
 	At time.Time
 	// Repos has one entry per repository the pass reached, in the
 	// configured order; a pass stopped early has fewer.
-	Repos []BoardRepoPass
+	Repos []RepoPass
 	// Complete is false when the pass stopped early: a rate limit or the
 	// end of the term.
 	Complete bool
 }
 
-// BoardSyncConfig assembles a BoardSync.
-type BoardSyncConfig struct {
-	Board BoardStore  // required
+// Config assembles a Sync.
+type Config struct {
+	Store Store       // required: where the cards are kept
 	Forge IssueLister // required: the forge client, in the server
 	// Host is the forge host the cards are filed under, e.g. "github.com";
 	// required.
 	Host string
 	// Repos are the repositories to sync, "owner/name"; at least one.
 	Repos []string
-	// Interval is the time between passes; 0 means DefaultBoardInterval.
+	// Interval is the time between passes; 0 means DefaultInterval.
 	Interval time.Duration
-	// Owner names the replica in logs and BoardPass.
+	// Owner names the replica in logs and Pass.
 	Owner string
-	// Now is the clock of rate-limit pauses and BoardPass.At; nil means
+	// Now is the clock of rate-limit pauses and Pass.At; nil means
 	// time.Now.
 	Now func() time.Time
 	// Logger receives one line per pass, and each repository that failed;
@@ -78,55 +79,55 @@ type BoardSyncConfig struct {
 	Logger *slog.Logger
 	// OnPass is called synchronously after each pass; nil means none. It
 	// must not block.
-	OnPass func(BoardPass)
+	OnPass func(Pass)
 }
 
-// ErrBoardConfig is wrapped by NewBoardSync's errors about a bad field.
-var ErrBoardConfig = errors.New("server: invalid board sync config")
+// ErrConfig is wrapped by NewSync's errors about a bad field.
+var ErrConfig = errors.New("board: invalid sync config")
 
-// BoardSync is the forge board's issue sync: the net that keeps one card
+// Sync is the forge board's issue sync: the net that keeps one card
 // per issue and pull request of the configured repositories. Its Work
 // serves one lease term; the server runs it only under the lease
 // ForgeBoardSync() (or on every replica with --no-lease). Safe for
 // concurrent use, though the lease runs one Work at a time.
-type BoardSync struct {
-	cfg   BoardSyncConfig
+type Sync struct {
+	cfg   Config
 	repos []boardRepo
 	terms atomic.Int64
 }
 
 type boardRepo struct{ full, owner, name string }
 
-// NewBoardSync validates cfg and returns a BoardSync. Errors wrap
-// ErrBoardConfig and name the field and value.
-func NewBoardSync(cfg BoardSyncConfig) (*BoardSync, error) {
+// NewSync validates cfg and returns a Sync. Errors wrap
+// ErrConfig and name the field and value.
+func NewSync(cfg Config) (*Sync, error) {
 	switch {
-	case cfg.Board == nil:
-		return nil, fmt.Errorf("%w: Board is nil", ErrBoardConfig)
+	case cfg.Store == nil:
+		return nil, fmt.Errorf("%w: Store is nil", ErrConfig)
 	case cfg.Forge == nil:
-		return nil, fmt.Errorf("%w: Forge is nil", ErrBoardConfig)
+		return nil, fmt.Errorf("%w: Forge is nil", ErrConfig)
 	case strings.TrimSpace(cfg.Host) == "" || strings.ContainsAny(cfg.Host, "/# \t\r\n"):
-		return nil, fmt.Errorf("%w: Host %q is not a host name", ErrBoardConfig, cfg.Host)
+		return nil, fmt.Errorf("%w: Host %q is not a host name", ErrConfig, cfg.Host)
 	case len(cfg.Repos) == 0:
-		return nil, fmt.Errorf("%w: Repos is empty", ErrBoardConfig)
+		return nil, fmt.Errorf("%w: Repos is empty", ErrConfig)
 	case cfg.Interval < 0:
-		return nil, fmt.Errorf("%w: Interval %v is negative", ErrBoardConfig, cfg.Interval)
+		return nil, fmt.Errorf("%w: Interval %v is negative", ErrConfig, cfg.Interval)
 	}
-	s := &BoardSync{}
+	s := &Sync{}
 	seen := map[string]bool{}
 	for _, r := range cfg.Repos {
-		if !repoPattern.MatchString(r) {
-			return nil, fmt.Errorf("%w: Repos entry %q is not owner/name", ErrBoardConfig, r)
+		owner, name, err := forge.ParseRepo(r)
+		if err != nil {
+			return nil, fmt.Errorf("%w: Repos entry %q: %w", ErrConfig, r, err)
 		}
 		if seen[r] {
-			return nil, fmt.Errorf("%w: Repos entry %q is listed twice", ErrBoardConfig, r)
+			return nil, fmt.Errorf("%w: Repos entry %q is listed twice", ErrConfig, r)
 		}
 		seen[r] = true
-		owner, name, _ := strings.Cut(r, "/")
 		s.repos = append(s.repos, boardRepo{full: r, owner: owner, name: name})
 	}
 	if cfg.Interval == 0 {
-		cfg.Interval = DefaultBoardInterval
+		cfg.Interval = DefaultInterval
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -139,7 +140,7 @@ func NewBoardSync(cfg BoardSyncConfig) (*BoardSync, error) {
 }
 
 // Interval is the time between two passes, as configured.
-func (s *BoardSync) Interval() time.Duration { return s.cfg.Interval }
+func (s *Sync) Interval() time.Duration { return s.cfg.Interval }
 
 // boardTerm is what the sync keeps in memory for one term, and nothing
 // outlives it: the next term starts afresh, with a full sync.
@@ -168,9 +169,9 @@ type boardTerm struct {
 // issues again; the pass goes on to the next repository. A rate-limit error
 // stops the pass; the ticks before the limit's reset are skipped and not
 // counted as passes.
-func (s *BoardSync) Work(ctx context.Context) {
+func (s *Sync) Work(ctx context.Context) {
 	st := &boardTerm{term: int(s.terms.Add(1)), watermarks: make(map[string]time.Time)}
-	everyInterval(forge.WithLane(ctx, forge.LaneBoardSync), s.cfg.Interval, s.cfg.Now,
+	lease.Every(forge.WithLane(ctx, forge.LaneBoardSync), s.cfg.Interval, s.cfg.Now,
 		func(ctx context.Context) time.Time { return s.pass(ctx, st) },
 		func(until time.Time) {
 			s.cfg.Logger.Debug("board sync skipped: rate limited", "owner", s.cfg.Owner, "until", until)
@@ -179,9 +180,9 @@ func (s *BoardSync) Work(ctx context.Context) {
 
 // pass makes one pass of the term st and returns the rate limit's reset
 // when one stopped it (zero otherwise).
-func (s *BoardSync) pass(ctx context.Context, st *boardTerm) (resume time.Time) {
+func (s *Sync) pass(ctx context.Context, st *boardTerm) (resume time.Time) {
 	st.pass++
-	p := BoardPass{Owner: s.cfg.Owner, Term: st.term, Pass: st.pass, At: s.cfg.Now(), Complete: true}
+	p := Pass{Owner: s.cfg.Owner, Term: st.term, Pass: st.pass, At: s.cfg.Now(), Complete: true}
 	listed, changed, failed := 0, 0, 0
 	for _, r := range s.repos {
 		if ctx.Err() != nil {
@@ -215,9 +216,9 @@ func (s *BoardSync) pass(ctx context.Context, st *boardTerm) (resume time.Time) 
 
 // syncRepo lists r's issues since its watermark and stores their cards,
 // moving the watermark only when every card was stored.
-func (s *BoardSync) syncRepo(ctx context.Context, st *boardTerm, r boardRepo) BoardRepoPass {
+func (s *Sync) syncRepo(ctx context.Context, st *boardTerm, r boardRepo) RepoPass {
 	since := st.watermarks[r.full]
-	rp := BoardRepoPass{Repo: r.full, Since: since, Watermark: since}
+	rp := RepoPass{Repo: r.full, Since: since, Watermark: since}
 	from := since
 	if !from.IsZero() {
 		from = from.Add(-time.Second) // the overlap: see Work
@@ -230,13 +231,13 @@ func (s *BoardSync) syncRepo(ctx context.Context, st *boardTerm, r boardRepo) Bo
 	rp.Listed = len(issues)
 	mark := since
 	for _, is := range issues {
-		changed, err := s.cfg.Board.Put(ctx, Card{
+		changed, err := s.cfg.Store.Put(ctx, Card{
 			Host: s.cfg.Host, Repo: r.full, Number: is.Number, Title: is.Title, State: is.State,
 			Labels: is.Labels, Assignees: is.Assignees, PullRequest: is.PullRequest, URL: is.HTMLURL,
 			Updated: is.UpdatedAt,
 		})
 		if err != nil {
-			rp.Err = fmt.Errorf("server: board card %s: %w", CardID(s.cfg.Host, r.full, is.Number), err)
+			rp.Err = fmt.Errorf("board: board card %s: %w", CardID(s.cfg.Host, r.full, is.Number), err)
 			return rp
 		}
 		if changed {

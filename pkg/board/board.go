@@ -1,4 +1,15 @@
-package server
+// Package board is the forge board issue sync, the second net ADR-117
+// elects: it keeps one [Card] per issue and pull request of the configured
+// repositories, as the forge last showed it.
+//
+// It holds the cards and their [Store], with two twins ([MemoryStore] and
+// [MongoStore]) that pass one conformance suite,
+// [iterion.dev/iterion/pkg/board/boardtest]; the [Sync], whose Work serves
+// one lease term and lists each repository's issues since a watermark every
+// interval ([lease.Every]); and [Handler], the board's HTTP view. The
+// package knows nothing of the merge gate: the server elects the Sync under
+// its lease and serves the Handler at /board.
+package board
 
 import (
 	"cmp"
@@ -9,7 +20,13 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"iterion.dev/iterion/pkg/forge"
 )
+
+// ErrInvalid reports a card or query field a store cannot use; errors that
+// wrap it name the field and value.
+var ErrInvalid = errors.New("board: invalid")
 
 // Card is the board's card for one forge issue or pull request, as the
 // board sync last read it from the forge.
@@ -38,7 +55,7 @@ type Card struct {
 	Updated time.Time
 }
 
-// ID is the card's key in a BoardStore: host, repo and number, as in
+// ID is the card's key in a Store: host, repo and number, as in
 // "github.com/acme/app#12".
 func (c Card) ID() string { return CardID(c.Host, c.Repo, c.Number) }
 
@@ -54,7 +71,7 @@ func (c Card) Validate() error {
 	switch {
 	case strings.TrimSpace(c.Host) == "" || strings.ContainsAny(c.Host, "/# \t\r\n"):
 		return fmt.Errorf("%w: host %q is not a host name", ErrInvalid, c.Host)
-	case !repoPattern.MatchString(c.Repo):
+	case !validRepo(c.Repo):
 		return fmt.Errorf("%w: repo %q is not owner/name", ErrInvalid, c.Repo)
 	case c.Number < 1:
 		return fmt.Errorf("%w: number %d is not an issue number", ErrInvalid, c.Number)
@@ -65,6 +82,16 @@ func (c Card) Validate() error {
 	}
 	return nil
 }
+
+// validRepo reports whether repo follows the forge's repository-name rule.
+func validRepo(repo string) bool {
+	_, _, err := forge.ParseRepo(repo)
+	return err == nil
+}
+
+// stamp is t as the stores keep it: UTC, truncated to the millisecond, as
+// BSON keeps instants.
+func stamp(t time.Time) time.Time { return t.UTC().Truncate(time.Millisecond) }
 
 // stamped is c as the stores keep it: Updated stamped, empty lists nil,
 // lists copied so the caller's slices are never shared.
@@ -88,14 +115,14 @@ func sameCard(a, b Card) bool {
 		a.PullRequest == b.PullRequest && a.URL == b.URL && a.Updated.Equal(b.Updated)
 }
 
-// BoardQuery selects cards; an empty Host, Repo or State matches any.
-type BoardQuery struct {
+// Query selects cards; an empty Host, Repo or State matches any.
+type Query struct {
 	Host, Repo, State string
 	// Limit is the most cards returned, at least 1.
 	Limit int
 }
 
-func (q BoardQuery) check() error {
+func (q Query) check() error {
 	if q.Limit < 1 {
 		return fmt.Errorf("%w: limit %d is under 1", ErrInvalid, q.Limit)
 	}
@@ -105,7 +132,7 @@ func (q BoardQuery) check() error {
 	return nil
 }
 
-func (q BoardQuery) matches(c Card) bool {
+func (q Query) matches(c Card) bool {
 	return (q.Host == "" || c.Host == q.Host) && (q.Repo == "" || c.Repo == q.Repo) &&
 		(q.State == "" || c.State == q.State)
 }
@@ -116,15 +143,15 @@ func compareCards(a, b Card) int {
 	return cmp.Or(b.Updated.Compare(a.Updated), cmp.Compare(a.ID(), b.ID()))
 }
 
-// ErrMalformedCard reports a stored card document of the wrong shape; the
+// ErrMalformed reports a stored card document of the wrong shape; the
 // store returns it (wrapped, naming the document) instead of a card.
-var ErrMalformedCard = errors.New("server: malformed board card document")
+var ErrMalformed = errors.New("board: malformed card document")
 
-// BoardStore keeps the board's cards, one per Card.ID. Implementations are
+// Store keeps the board's cards, one per Card.ID. Implementations are
 // safe for concurrent use, keep Updated in UTC truncated to the
-// millisecond, and pass the conformance suite in package boardstoretest.
+// millisecond, and pass the conformance suite in package boardtest.
 // An error means the call may or may not have landed.
-type BoardStore interface {
+type Store interface {
 	// Put stores c unless the store keeps a card with the same ID updated
 	// later: an older read of an issue (a replica overlapping its
 	// successor, say) never overwrites a newer one. changed reports whether
@@ -135,26 +162,26 @@ type BoardStore interface {
 	// Cards returns at most q.Limit cards that match q, most recently
 	// updated first (ties by ID). A q.Limit under 1 or an unknown q.State
 	// is refused with an error wrapping ErrInvalid.
-	Cards(ctx context.Context, q BoardQuery) ([]Card, error)
+	Cards(ctx context.Context, q Query) ([]Card, error)
 }
 
-// MemoryBoardStore is the in-memory BoardStore twin, for a single process
+// MemoryStore is the in-memory Store twin, for a single process
 // and for tests. The zero value is ready to use; it is safe for concurrent
 // use.
-type MemoryBoardStore struct {
+type MemoryStore struct {
 	mu    sync.Mutex
 	cards map[string]Card
 }
 
-var _ BoardStore = (*MemoryBoardStore)(nil)
+var _ Store = (*MemoryStore)(nil)
 
-// NewMemoryBoardStore returns an empty MemoryBoardStore.
-func NewMemoryBoardStore() *MemoryBoardStore { return &MemoryBoardStore{} }
+// NewMemoryStore returns an empty MemoryStore.
+func NewMemoryStore() *MemoryStore { return &MemoryStore{} }
 
-// Put implements BoardStore.
-func (s *MemoryBoardStore) Put(ctx context.Context, c Card) (bool, error) {
+// Put implements Store.
+func (s *MemoryStore) Put(ctx context.Context, c Card) (bool, error) {
 	if err := ctx.Err(); err != nil {
-		return false, fmt.Errorf("server: put card: %w", err)
+		return false, fmt.Errorf("board: put card: %w", err)
 	}
 	if err := c.Validate(); err != nil {
 		return false, err
@@ -173,10 +200,10 @@ func (s *MemoryBoardStore) Put(ctx context.Context, c Card) (bool, error) {
 	return true, nil
 }
 
-// Cards implements BoardStore.
-func (s *MemoryBoardStore) Cards(ctx context.Context, q BoardQuery) ([]Card, error) {
+// Cards implements Store.
+func (s *MemoryStore) Cards(ctx context.Context, q Query) ([]Card, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("server: list cards: %w", err)
+		return nil, fmt.Errorf("board: list cards: %w", err)
 	}
 	if err := q.check(); err != nil {
 		return nil, err

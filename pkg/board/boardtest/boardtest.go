@@ -1,10 +1,10 @@
-// Package boardstoretest is the conformance suite for server.BoardStore:
+// Package boardtest is the conformance suite for board.Store:
 // any store, ours or a user's, proves itself with one line,
 //
-//	func TestConformance(t *testing.T) { boardstoretest.Run(t, newStore) }
+//	func TestConformance(t *testing.T) { boardtest.Run(t, newStore) }
 //
 // Each case runs as a subtest on a fresh store and treats it as a black box.
-package boardstoretest
+package boardtest
 
 import (
 	"context"
@@ -15,11 +15,11 @@ import (
 	"testing"
 	"time"
 
-	"iterion.dev/iterion/pkg/server"
+	"iterion.dev/iterion/pkg/board"
 )
 
 // Run runs every conformance case against a fresh store from newStore.
-func Run(t *testing.T, newStore func(t *testing.T) server.BoardStore) {
+func Run(t *testing.T, newStore func(t *testing.T) board.Store) {
 	t.Helper()
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -39,15 +39,15 @@ func at(d time.Duration) time.Time { return base.Add(d) }
 func ms(t time.Time) time.Time { return t.UTC().Truncate(time.Millisecond) }
 
 // newCard returns a valid card for issue n of repo, updated at u.
-func newCard(repo string, n int, u time.Time) server.Card {
-	return server.Card{
+func newCard(repo string, n int, u time.Time) board.Card {
+	return board.Card{
 		Host: "github.com", Repo: repo, Number: n, Title: fmt.Sprintf("issue %d", n), State: "open",
 		Labels: []string{"bug", "p1"}, Assignees: []string{"ana"},
 		URL: fmt.Sprintf("https://github.com/%s/issues/%d", repo, n), Updated: u,
 	}
 }
 
-func put(t *testing.T, s server.BoardStore, c server.Card) bool {
+func put(t *testing.T, s board.Store, c board.Card) bool {
 	t.Helper()
 	changed, err := s.Put(context.Background(), c)
 	if err != nil {
@@ -57,7 +57,7 @@ func put(t *testing.T, s server.BoardStore, c server.Card) bool {
 }
 
 // all returns every card of the store, in its order.
-func all(t *testing.T, s server.BoardStore, q server.BoardQuery) []server.Card {
+func all(t *testing.T, s board.Store, q board.Query) []board.Card {
 	t.Helper()
 	if q.Limit == 0 {
 		q.Limit = 1000
@@ -70,18 +70,18 @@ func all(t *testing.T, s server.BoardStore, q server.BoardQuery) []server.Card {
 }
 
 // one returns the stored card with c's ID, failing when there is none.
-func one(t *testing.T, s server.BoardStore, c server.Card) server.Card {
+func one(t *testing.T, s board.Store, c board.Card) board.Card {
 	t.Helper()
-	for _, got := range all(t, s, server.BoardQuery{Host: c.Host, Repo: c.Repo}) {
+	for _, got := range all(t, s, board.Query{Host: c.Host, Repo: c.Repo}) {
 		if got.ID() == c.ID() {
 			return got
 		}
 	}
 	t.Fatalf("card %s not stored", c.ID())
-	return server.Card{}
+	return board.Card{}
 }
 
-func ids(cards []server.Card) []string {
+func ids(cards []board.Card) []string {
 	out := make([]string, len(cards))
 	for i, c := range cards {
 		out[i] = c.ID()
@@ -90,7 +90,7 @@ func ids(cards []server.Card) []string {
 }
 
 // same reports whether a and b are equal card for card, field for field.
-func same(a, b server.Card) bool {
+func same(a, b board.Card) bool {
 	return a.Host == b.Host && a.Repo == b.Repo && a.Number == b.Number && a.Title == b.Title &&
 		a.State == b.State && slices.Equal(a.Labels, b.Labels) && slices.Equal(a.Assignees, b.Assignees) &&
 		a.PullRequest == b.PullRequest && a.URL == b.URL && a.Updated.Equal(b.Updated)
@@ -98,9 +98,9 @@ func same(a, b server.Card) bool {
 
 var cases = []struct {
 	name, rule string
-	check      func(t *testing.T, s server.BoardStore)
+	check      func(t *testing.T, s board.Store)
 }{
-	{"PutReportsChange", "Put reports changed for a new card and for a changed field, not for the same card again", func(t *testing.T, s server.BoardStore) {
+	{"PutReportsChange", "Put reports changed for a new card and for a changed field, not for the same card again", func(t *testing.T, s board.Store) {
 		c := newCard("acme/app", 1, at(0))
 		if !put(t, s, c) {
 			t.Errorf("first Put changed = false, want true: a new card is a change")
@@ -122,7 +122,7 @@ var cases = []struct {
 			t.Errorf("got state %q updated %v, want closed at %v: the change is stored", got.State, got.Updated, ms(at(time.Minute)))
 		}
 	}},
-	{"RoundTrip", "every field of a stored card reads back as stored, Updated in UTC to the millisecond, empty lists as nil", func(t *testing.T, s server.BoardStore) {
+	{"RoundTrip", "every field of a stored card reads back as stored, Updated in UTC to the millisecond, empty lists as nil", func(t *testing.T, s board.Store) {
 		c := newCard("acme/app", 7, at(0).In(time.FixedZone("x", 3600)))
 		c.PullRequest = true
 		put(t, s, c)
@@ -139,7 +139,7 @@ var cases = []struct {
 			t.Errorf("got labels %#v assignees %#v url %q title %q, want nil, nil, empty, empty: empty lists read back as nil", got.Labels, got.Assignees, got.URL, got.Title)
 		}
 	}},
-	{"NewerNeverOverwritten", "a card updated earlier than the stored one changes nothing; one updated at the same instant replaces it", func(t *testing.T, s server.BoardStore) {
+	{"NewerNeverOverwritten", "a card updated earlier than the stored one changes nothing; one updated at the same instant replaces it", func(t *testing.T, s board.Store) {
 		newer := newCard("acme/app", 2, at(time.Hour))
 		newer.Title = "newer"
 		put(t, s, newer)
@@ -160,60 +160,60 @@ var cases = []struct {
 			t.Errorf("got title %q, want %q: a card at the same instant replaces the stored one", got.Title, tie.Title)
 		}
 	}},
-	{"PutRefusesInvalid", "a card Validate refuses is ErrInvalid and nothing is written", func(t *testing.T, s server.BoardStore) {
-		for _, bad := range []func(*server.Card){
-			func(c *server.Card) { c.Host = "" },
-			func(c *server.Card) { c.Host = "git/hub" },
-			func(c *server.Card) { c.Repo = "no-slash" },
-			func(c *server.Card) { c.Number = 0 },
-			func(c *server.Card) { c.State = "merged" },
-			func(c *server.Card) { c.Updated = time.Time{} },
+	{"PutRefusesInvalid", "a card Validate refuses is ErrInvalid and nothing is written", func(t *testing.T, s board.Store) {
+		for _, bad := range []func(*board.Card){
+			func(c *board.Card) { c.Host = "" },
+			func(c *board.Card) { c.Host = "git/hub" },
+			func(c *board.Card) { c.Repo = "no-slash" },
+			func(c *board.Card) { c.Number = 0 },
+			func(c *board.Card) { c.State = "merged" },
+			func(c *board.Card) { c.Updated = time.Time{} },
 		} {
 			c := newCard("acme/app", 3, at(0))
 			bad(&c)
-			if _, err := s.Put(context.Background(), c); !errors.Is(err, server.ErrInvalid) {
+			if _, err := s.Put(context.Background(), c); !errors.Is(err, board.ErrInvalid) {
 				t.Errorf("Put(%+v) = %v, want ErrInvalid: invalid cards are refused", c, err)
 			}
 		}
-		if got := all(t, s, server.BoardQuery{}); len(got) != 0 {
+		if got := all(t, s, board.Query{}); len(got) != 0 {
 			t.Errorf("got cards %v after refused puts, want none: nothing is written", ids(got))
 		}
 	}},
-	{"CardsOrderFilterLimit", "Cards lists the most recently updated first, ties by ID, filtered by host, repo and state, at most Limit", func(t *testing.T, s server.BoardStore) {
+	{"CardsOrderFilterLimit", "Cards lists the most recently updated first, ties by ID, filtered by host, repo and state, at most Limit", func(t *testing.T, s board.Store) {
 		a1, a2, a3 := newCard("acme/app", 1, at(0)), newCard("acme/app", 2, at(time.Hour)), newCard("acme/app", 3, at(time.Hour))
 		a3.State = "closed"
 		lib := newCard("acme/lib", 1, at(2*time.Hour))
 		ghe := newCard("acme/app", 1, at(3*time.Hour))
 		ghe.Host = "ghe.example"
-		for _, c := range []server.Card{a1, a2, a3, lib, ghe} {
+		for _, c := range []board.Card{a1, a2, a3, lib, ghe} {
 			put(t, s, c)
 		}
 		tie := []string{a2.ID(), a3.ID()}
 		slices.Sort(tie)
 		for _, tc := range []struct {
-			q    server.BoardQuery
+			q    board.Query
 			want []string
 			rule string
 		}{
-			{server.BoardQuery{}, append(append([]string{ghe.ID(), lib.ID()}, tie...), a1.ID()), "newest first, ties by ID"},
-			{server.BoardQuery{Host: "github.com", Repo: "acme/app"}, append(slices.Clone(tie), a1.ID()), "one repo of one host"},
-			{server.BoardQuery{Repo: "acme/app", State: "open"}, []string{ghe.ID(), a2.ID(), a1.ID()}, "open cards of a repo on any host"},
-			{server.BoardQuery{State: "closed"}, []string{a3.ID()}, "closed cards"},
-			{server.BoardQuery{Limit: 2}, []string{ghe.ID(), lib.ID()}, "at most Limit, the newest"},
+			{board.Query{}, append(append([]string{ghe.ID(), lib.ID()}, tie...), a1.ID()), "newest first, ties by ID"},
+			{board.Query{Host: "github.com", Repo: "acme/app"}, append(slices.Clone(tie), a1.ID()), "one repo of one host"},
+			{board.Query{Repo: "acme/app", State: "open"}, []string{ghe.ID(), a2.ID(), a1.ID()}, "open cards of a repo on any host"},
+			{board.Query{State: "closed"}, []string{a3.ID()}, "closed cards"},
+			{board.Query{Limit: 2}, []string{ghe.ID(), lib.ID()}, "at most Limit, the newest"},
 		} {
 			if got := ids(all(t, s, tc.q)); !slices.Equal(got, tc.want) {
 				t.Errorf("Cards(%+v) = %v, want %v: %s", tc.q, got, tc.want, tc.rule)
 			}
 		}
 	}},
-	{"CardsRefusesBadQuery", "a limit under 1 or an unknown state is ErrInvalid", func(t *testing.T, s server.BoardStore) {
-		for _, q := range []server.BoardQuery{{Limit: 0}, {Limit: -1}, {Limit: 1, State: "merged"}} {
-			if _, err := s.Cards(context.Background(), q); !errors.Is(err, server.ErrInvalid) {
+	{"CardsRefusesBadQuery", "a limit under 1 or an unknown state is ErrInvalid", func(t *testing.T, s board.Store) {
+		for _, q := range []board.Query{{Limit: 0}, {Limit: -1}, {Limit: 1, State: "merged"}} {
+			if _, err := s.Cards(context.Background(), q); !errors.Is(err, board.ErrInvalid) {
 				t.Errorf("Cards(%+v) = %v, want ErrInvalid: bad queries are refused", q, err)
 			}
 		}
 	}},
-	{"SlicesNotShared", "the store keeps its own copy of a card's lists, and hands out copies", func(t *testing.T, s server.BoardStore) {
+	{"SlicesNotShared", "the store keeps its own copy of a card's lists, and hands out copies", func(t *testing.T, s board.Store) {
 		c := newCard("acme/app", 4, at(0))
 		put(t, s, c)
 		c.Labels[0] = "changed-by-caller"
@@ -226,7 +226,7 @@ var cases = []struct {
 			t.Errorf("got assignee %q, want ana: a reader's slice is not the store's", again.Assignees[0])
 		}
 	}},
-	{"RacingPutsKeepTheNewest", "whatever the order racing puts land in, the newest read of a card is the one stored", func(t *testing.T, s server.BoardStore) {
+	{"RacingPutsKeepTheNewest", "whatever the order racing puts land in, the newest read of a card is the one stored", func(t *testing.T, s board.Store) {
 		const n = 8
 		var wg sync.WaitGroup
 		for i := range n {
@@ -244,16 +244,16 @@ var cases = []struct {
 			t.Errorf("got %q, want %q: the newest read wins a race", got.Title, want)
 		}
 	}},
-	{"DoneContext", "a call on a done context fails and writes nothing", func(t *testing.T, s server.BoardStore) {
+	{"DoneContext", "a call on a done context fails and writes nothing", func(t *testing.T, s board.Store) {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		if _, err := s.Put(ctx, newCard("acme/app", 6, at(0))); err == nil {
 			t.Errorf("Put on a done context = nil, want an error")
 		}
-		if got := all(t, s, server.BoardQuery{}); len(got) != 0 {
+		if got := all(t, s, board.Query{}); len(got) != 0 {
 			t.Errorf("got cards %v after a Put on a done context, want none: nothing is written", ids(got))
 		}
-		if _, err := s.Cards(ctx, server.BoardQuery{Limit: 1}); err == nil {
+		if _, err := s.Cards(ctx, board.Query{Limit: 1}); err == nil {
 			t.Errorf("Cards on a done context = nil, want an error")
 		}
 	}},

@@ -1,4 +1,4 @@
-package server
+package board
 
 import (
 	"html/template"
@@ -7,13 +7,15 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"iterion.dev/iterion/internal/httpjson"
 )
 
-// Board page limits: GET /board shows DefaultBoardLimit cards unless
-// ?limit= asks for more, up to MaxBoardLimit.
+// Board page limits: GET /board shows DefaultLimit cards unless
+// ?limit= asks for more, up to MaxLimit.
 const (
-	DefaultBoardLimit = 500
-	MaxBoardLimit     = 5000
+	DefaultLimit = 500
+	MaxLimit     = 5000
 )
 
 // CardView is one card as GET /board?format=json shows it.
@@ -30,25 +32,29 @@ type CardView struct {
 	Updated     time.Time `json:"updated"` // RFC 3339
 }
 
-// boardHandler is GET /board: the cards of board, most recently updated
+// Handler serves GET /board: the cards of store, most recently updated
 // first, as a small HTML page, or with ?format=json as a JSON array of
 // CardView. ?repo=owner/name and ?state=open|closed filter, ?limit=N bounds
-// (DefaultBoardLimit, at most MaxBoardLimit); a bad parameter answers 400
-// naming it. A nil board (no repositories configured) answers 404.
-func boardHandler(board BoardStore, logger *slog.Logger) http.HandlerFunc {
+// (DefaultLimit, at most MaxLimit); a bad parameter answers 400
+// naming it. A nil store (no repositories configured) answers 404; a nil
+// logger discards the page's rendering errors.
+func Handler(store Store, logger *slog.Logger) http.HandlerFunc {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
 	return func(w http.ResponseWriter, r *http.Request) {
-		if board == nil {
-			writeError(w, http.StatusNotFound, "the forge board is not configured: no repositories to sync (--board-repos)")
+		if store == nil {
+			httpjson.Error(w, http.StatusNotFound, "the forge board is not configured: no repositories to sync (--board-repos)")
 			return
 		}
 		q, msg := boardQueryOf(r)
 		if msg != "" {
-			writeError(w, http.StatusBadRequest, msg)
+			httpjson.Error(w, http.StatusBadRequest, msg)
 			return
 		}
-		cards, err := board.Cards(r.Context(), q)
+		cards, err := store.Cards(r.Context(), q)
 		if err != nil {
-			writeError(w, http.StatusServiceUnavailable, "board not read: "+err.Error())
+			httpjson.Error(w, http.StatusServiceUnavailable, "board not read: "+err.Error())
 			return
 		}
 		views := make([]CardView, len(cards))
@@ -58,7 +64,7 @@ func boardHandler(board BoardStore, logger *slog.Logger) http.HandlerFunc {
 				Updated: c.Updated.UTC()}
 		}
 		if r.URL.Query().Get("format") == "json" {
-			writeJSON(w, http.StatusOK, views)
+			httpjson.Write(w, http.StatusOK, views)
 			return
 		}
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
@@ -69,10 +75,10 @@ func boardHandler(board BoardStore, logger *slog.Logger) http.HandlerFunc {
 }
 
 // boardQueryOf reads GET /board's parameters; msg names a bad one.
-func boardQueryOf(r *http.Request) (q BoardQuery, msg string) {
+func boardQueryOf(r *http.Request) (q Query, msg string) {
 	v := r.URL.Query()
-	q = BoardQuery{Repo: v.Get("repo"), State: v.Get("state"), Limit: DefaultBoardLimit}
-	if q.Repo != "" && !repoPattern.MatchString(q.Repo) {
+	q = Query{Repo: v.Get("repo"), State: v.Get("state"), Limit: DefaultLimit}
+	if q.Repo != "" && !validRepo(q.Repo) {
 		return q, "repo " + strconv.Quote(q.Repo) + " is not owner/name"
 	}
 	if q.State != "" && q.State != "open" && q.State != "closed" {
@@ -80,8 +86,8 @@ func boardQueryOf(r *http.Request) (q BoardQuery, msg string) {
 	}
 	if s := v.Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > MaxBoardLimit {
-			return q, "limit " + strconv.Quote(s) + " is not a number from 1 to " + strconv.Itoa(MaxBoardLimit)
+		if err != nil || n < 1 || n > MaxLimit {
+			return q, "limit " + strconv.Quote(s) + " is not a number from 1 to " + strconv.Itoa(MaxLimit)
 		}
 		q.Limit = n
 	}
@@ -92,7 +98,7 @@ func boardQueryOf(r *http.Request) (q BoardQuery, msg string) {
 }
 
 type boardPage struct {
-	Query BoardQuery
+	Query Query
 	Cards []CardView
 }
 

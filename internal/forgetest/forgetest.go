@@ -1,0 +1,155 @@
+// Package forgetest is what the tests of the forge's nets (the merge gate in
+// pkg/server, the board sync in pkg/board) share: the forge simulator served
+// on loopback or on an in-memory network a synctest bubble can wait on, a
+// counting forge client on it, and a log sink whose lines a test can count.
+// It is for tests only.
+package forgetest
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"iterion.dev/iterion/pkg/forge"
+	"iterion.dev/iterion/pkg/forge/forgesim"
+)
+
+// StartSim serves a forge simulator on an httptest.Server closed at cleanup.
+func StartSim(t *testing.T, opts ...forgesim.Option) (*forgesim.Sim, *httptest.Server) {
+	t.Helper()
+	sim := forgesim.New(opts...)
+	srv := httptest.NewServer(sim)
+	t.Cleanup(srv.Close)
+	return sim, srv
+}
+
+// NewForge returns a forge client for baseURL sending through next with
+// token, counting into reg (may be nil) and logging to logger (may be nil).
+func NewForge(t *testing.T, baseURL string, next http.RoundTripper, token string, reg prometheus.Registerer, logger *slog.Logger) *forge.Client {
+	t.Helper()
+	fc, err := forge.New(forge.Config{BaseURL: baseURL, Token: token, Next: next, Registerer: reg, Logger: logger})
+	if err != nil {
+		t.Fatalf("forge.New: %v", err)
+	}
+	return fc
+}
+
+// LaneCount sums c's counts on lane that got code (0: any).
+func LaneCount(c *forge.Client, lane string, code int) int64 {
+	var n int64
+	for _, k := range c.Counts() {
+		if k.Lane == lane && (code == 0 || k.Code == code) {
+			n += k.N
+		}
+	}
+	return n
+}
+
+// PipeNet is an in-memory network of net.Pipe connections, a net.Listener
+// whose clients connect with Dial: an HTTP server and client on it work
+// inside a synctest bubble, where the loopback network does not (its waits
+// are not durably blocking). Safe for concurrent use.
+type PipeNet struct {
+	conns     chan net.Conn
+	done      chan struct{}
+	closeOnce sync.Once
+}
+
+// NewPipeNet returns an open PipeNet.
+func NewPipeNet() *PipeNet {
+	return &PipeNet{conns: make(chan net.Conn), done: make(chan struct{})}
+}
+
+// Accept implements net.Listener.
+func (p *PipeNet) Accept() (net.Conn, error) {
+	select {
+	case c := <-p.conns:
+		return c, nil
+	case <-p.done:
+		return nil, net.ErrClosed
+	}
+}
+
+// Close implements net.Listener; Accept and Dial then fail with
+// net.ErrClosed.
+func (p *PipeNet) Close() error {
+	p.closeOnce.Do(func() { close(p.done) })
+	return nil
+}
+
+// Addr implements net.Listener.
+func (p *PipeNet) Addr() net.Addr { return pipeAddr{} }
+
+// Dial connects a client to the listener; it has the signature of
+// http.Transport's DialContext.
+func (p *PipeNet) Dial(ctx context.Context, _, _ string) (net.Conn, error) {
+	client, server := net.Pipe()
+	select {
+	case p.conns <- server:
+		return client, nil
+	case <-p.done:
+		return nil, net.ErrClosed
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+type pipeAddr struct{}
+
+func (pipeAddr) Network() string { return "pipe" }
+func (pipeAddr) String() string  { return "pipe" }
+
+// ServeSimOnPipe serves sim over a PipeNet and returns the transport that
+// reaches it; stop ends both, so a synctest bubble can finish.
+func ServeSimOnPipe(sim *forgesim.Sim) (tr *http.Transport, stop func()) {
+	pn := NewPipeNet()
+	srv := &http.Server{Handler: sim}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(pn) }()
+	tr = &http.Transport{DialContext: pn.Dial}
+	return tr, func() {
+		tr.CloseIdleConnections()
+		_ = srv.Close()
+		<-served
+	}
+}
+
+// LogBuffer is a log sink safe for concurrent use.
+type LogBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+// Write implements io.Writer.
+func (b *LogBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// String returns everything written so far.
+func (b *LogBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// Logged is how many text records written to b carry msg.
+func (b *LogBuffer) Logged(msg string) int {
+	return strings.Count(b.String(), "msg="+strconv.Quote(msg))
+}
+
+// TextLogger logs every level as text into a new LogBuffer.
+func TextLogger() (*slog.Logger, *LogBuffer) {
+	b := &LogBuffer{}
+	return slog.New(slog.NewTextHandler(b, &slog.HandlerOptions{Level: slog.LevelDebug})), b
+}

@@ -1,0 +1,51 @@
+// Package mongostore is what the project's MongoDB stores (the gating runs
+// of pkg/server, the board's cards of pkg/board) share: creating their
+// indexes in a way every MongoDB-wire server this project runs on accepts,
+// the test server included, and reading a query's documents through the
+// store's own decoder.
+package mongostore
+
+import (
+	"context"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+)
+
+// CreateIndexes creates models on coll one at a time; an existing index of the
+// same name and keys is kept. One at a time because the MongoDB-wire test
+// server (FerretDB v1, internal/mongotest, iterion dev-mongo) drops the
+// connection when one createIndexes names two or more indexes that already
+// exist, which every replica after the first would send. The first error
+// is returned unwrapped; the indexes before it stay created.
+func CreateIndexes(ctx context.Context, coll *mongo.Collection, models []mongo.IndexModel) error {
+	for _, m := range models {
+		if _, err := coll.Indexes().CreateOne(ctx, m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// FindAll runs a find of filter with opts on coll and returns every
+// document turned into a T by decode, in the cursor's order. It stops at
+// the first error: the find's or the cursor's, returned unwrapped, or
+// decode's, returned as decode made it.
+func FindAll[T any](ctx context.Context, coll *mongo.Collection, filter bson.D, opts *options.FindOptionsBuilder,
+	decode func(bson.Raw) (T, error)) ([]T, error) {
+	cur, err := coll.Find(ctx, filter, opts)
+	if err != nil {
+		return nil, err
+	}
+	defer cur.Close(context.WithoutCancel(ctx))
+	var out []T
+	for cur.Next(ctx) {
+		v, err := decode(cur.Current)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, cur.Err()
+}

@@ -1,0 +1,68 @@
+package board_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"iterion.dev/iterion/pkg/board"
+)
+
+// TestHandler pins GET /board: newest first, every field on the wire, the
+// repo, state and limit filters, an escaped HTML table, 400 naming a bad
+// parameter, and 404 without a store.
+func TestHandler(t *testing.T) {
+	store := board.NewMemoryStore()
+	updated := time.Date(2026, 9, 30, 14, 0, 0, 0, time.UTC)
+	for _, c := range []board.Card{
+		{Host: "github.com", Repo: "acme/app", Number: 1, Title: "crash <on> start", State: "open", Labels: []string{"bug"},
+			Assignees: []string{"ana"}, URL: "https://github.com/acme/app/issues/1", Updated: updated},
+		{Host: "github.com", Repo: "acme/app", Number: 2, Title: "fix", State: "closed", PullRequest: true, Updated: updated.Add(time.Minute)},
+		{Host: "github.com", Repo: "acme/lib", Number: 1, Title: "lib", State: "open", Updated: updated.Add(-time.Minute)},
+	} {
+		if _, err := store.Put(context.Background(), c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h := board.Handler(store, nil)
+	get := func(h http.Handler, path string) (int, string) {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
+		return rec.Code, rec.Body.String()
+	}
+
+	code, body := get(h, "/board?format=json")
+	var cards []map[string]any
+	if err := json.Unmarshal([]byte(body), &cards); code != 200 || err != nil || len(cards) != 3 {
+		t.Fatalf("GET /board?format=json = %d %s (%v), want 200 and 3 cards", code, body, err)
+	}
+	first := cards[0]
+	if first["repo"] != "acme/app" || first["number"] != 2.0 || first["pull_request"] != true || first["state"] != "closed" ||
+		first["updated"] != "2026-09-30T14:01:00Z" || fmt.Sprint(first["labels"]) != "[]" {
+		t.Errorf("first card %v, want acme/app#2, the closed pull request updated at 14:01Z with labels []: newest first, every field on the wire", first)
+	}
+	if code, body := get(h, "/board?format=json&repo=acme/app&state=open"); code != 200 || strings.Count(body, `"number"`) != 1 || !strings.Contains(body, `"assignees":["ana"]`) {
+		t.Errorf("GET /board filtered = %d %s, want the one open card of acme/app: repo and state filter", code, body)
+	}
+	if code, body := get(h, "/board?format=json&limit=1"); code != 200 || strings.Count(body, `"number"`) != 1 {
+		t.Errorf("GET /board?limit=1 = %d %s, want one card: limit bounds", code, body)
+	}
+	code, body = get(h, "/board")
+	if code != 200 || !strings.Contains(body, "<table>") || !strings.Contains(body, "crash &lt;on&gt; start") || !strings.Contains(body, `href="https://github.com/acme/app/issues/1"`) {
+		t.Errorf("GET /board = %d %s, want an HTML table with the escaped title linked to the issue", code, body)
+	}
+	for _, q := range []string{"state=merged", "repo=acme", "limit=0", "limit=x", "format=xml"} {
+		field, _, _ := strings.Cut(q, "=")
+		if code, body := get(h, "/board?"+q); code != 400 || !strings.Contains(body, field) {
+			t.Errorf("GET /board?%s = %d %s, want 400 naming %s: bad input names the field", q, code, body, field)
+		}
+	}
+	if code, _ := get(board.Handler(nil, nil), "/board"); code != 404 {
+		t.Errorf("GET /board without a store = %d, want 404: no repositories, no board", code)
+	}
+}

@@ -1,0 +1,27 @@
+package server
+
+// The merge gate's inner parts, exported to this package's tests only,
+// which drive them directly.
+type (
+	Reconciler    = reconciler
+	Offerer       = offerer
+	Outcome       = outcome
+	Sweeper       = sweeper
+	SweeperConfig = sweeperConfig
+)
+
+const (
+	OutcomeGone       = outcomeGone
+	OutcomeSettled    = outcomeSettled
+	OutcomeCurrent    = outcomeCurrent
+	OutcomePublished  = outcomePublished
+	OutcomeFailed     = outcomeFailed
+	OutcomeUnreadable = outcomeUnreadable
+	ShallowWindow     = shallowWindow
+	DeepWindow        = deepWindow
+)
+
+var (
+	NewReconciler = newReconciler
+	NewSweeper    = newSweeper
+)
