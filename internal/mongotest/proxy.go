@@ -30,7 +30,7 @@ var ErrBackendDown = errors.New("mongotest: backend down")
 // collection does not hold up the lease's calls on another. A command that
 // names no single collection (dropDatabase, listCollections, a
 // database-level aggregate, bulkWrite) waits for every exchange and runs
-// alone; the connection handshake and monitoring commands (hello, ping,
+// alone (exchanges arriving while it waits queue behind it); the connection handshake and monitoring commands (hello, ping,
 // saslStart, endSessions and the like) touch no collection and wait for none.
 // SetQueue(QueueGlobal) restores one exchange at a time across all
 // connections, for measuring the difference.
@@ -255,7 +255,8 @@ func (p *Proxy) Hold(match func(Command) bool) *Hold { return p.arm(match, false
 // inside its exchange: it has taken its place in its collection's queue
 // (every queue, for a command of no single collection or under QueueGlobal)
 // and keeps it until released, as a slow query would. Exchanges of other
-// collections go on meanwhile; those of its own wait behind it.
+// collections go on meanwhile; those of its own wait behind it. Unlike a
+// Hold's, its command is matched against drops when it arrives.
 func (p *Proxy) HoldExchange(match func(Command) bool) *Hold { return p.arm(match, true) }
 
 // arm arms a hold, held before (Hold) or inside (HoldExchange) its queue.
