@@ -28,6 +28,7 @@ func runBench(ctx context.Context, args []string) error {
 	fs.IntVar(&o.BudgetReplicas, "budget-replicas", 0, "replicas in the budget scenario (default the largest -n)")
 	fs.DurationVar(&o.Hour, "hour", 0, "the budget scenario's compressed hour (default 60 intervals)")
 	fs.StringVar(&o.Bin, "bin", "", "a built iterion binary (default: build ./cmd/iterion of the enclosing module)")
+	fs.StringVar(&o.DevMongoBin, "dev-mongo-bin", "", "a built dev-mongo binary (default: build ./cmd/dev-mongo of the enclosing module)")
 	fs.StringVar(&o.Dir, "dir", "", "keep logs and Mongo's files here (default: a temporary directory, removed on success)")
 	if err := fs.Parse(args); err != nil {
 		return err

@@ -25,7 +25,6 @@ type command struct {
 // commands lists every subcommand; each lives in a file named for it.
 var commands = map[string]command{
 	"forge-sim": {"serve the GitHub simulator (--listen ADDR --budget N)", runForgeSim},
-	"dev-mongo": {"serve the MongoDB-wire test server (--listen ADDR --dir DIR)", runDevMongo},
 	"demo":      {"show one replica sweeping for N, in one process (the README's first command)", runDemo},
 	"bench":     {"measure ADR-117's consequences on real processes (the multi-process harness, full mode)", runBench},
 	"serve":     {"run a replica of the merge-gate server (flags or ITERION_* variables; see iterion serve -h)", runServe},

@@ -22,6 +22,7 @@ import (
 	"sync"
 	"time"
 
+	"iterion.dev/iterion/internal/clock"
 	"iterion.dev/iterion/pkg/forge/forgesim"
 	"iterion.dev/iterion/pkg/lease"
 	"iterion.dev/iterion/pkg/server"
@@ -38,8 +39,8 @@ var ErrNoTakeover = errors.New("demo: no successor swept")
 type Config struct {
 	// Replicas is how many replicas run. Default 5.
 	Replicas int
-	// Interval is the sweep interval; the lease's TTL is 3 intervals and
-	// its retry 1, as pkg/server/leases.go derives them. Default 200ms.
+	// Interval is the sweep interval; each lease's TTL and retry are the
+	// multiples of it that pkg/server/leases.go declares. Default 200ms.
 	Interval time.Duration
 	// Phase is how long phases 1 and 2 are measured. Default 4s.
 	Phase time.Duration
@@ -93,8 +94,20 @@ func (c *Config) defaults() error {
 	return nil
 }
 
-func (c *Config) ttl() time.Duration   { return 3 * c.Interval }
-func (c *Config) retry() time.Duration { return c.Interval }
+// ttl and retry are the sweeper lease's, as pkg/server/leases.go derives
+// them from the interval; the demo measures the sweeper's takeovers.
+func (c *Config) ttl() time.Duration   { return server.MergeGateSweeper().TTL(c.Interval) }
+func (c *Config) retry() time.Duration { return server.MergeGateSweeper().Retry(c.Interval) }
+
+// leaseTiming names each elected net's TTL and retry at the interval, as
+// pkg/server/leases.go declares them, for the header and the report.
+func (c *Config) leaseTiming() string {
+	var parts []string
+	for _, l := range []server.Lease{server.MergeGateSweeper(), server.ForgeBoardSync()} {
+		parts = append(parts, fmt.Sprintf("%s TTL %v, retry %v", l.Name, l.TTL(c.Interval), l.Retry(c.Interval)))
+	}
+	return strings.Join(parts, "; ")
+}
 
 // Phase is what one phase measured.
 type Phase struct {
@@ -189,8 +202,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err := seed(ctx, sim, d.runs, cfg.Runs, cfg.Issues); err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(cfg.Out, "iterion demo: %d replicas in one process, sweep and board sync every %v (lease TTL %v, retry %v), %d gating runs, %d board issues, forge simulator at %s\n",
-		cfg.Replicas, cfg.Interval, cfg.ttl(), cfg.retry(), cfg.Runs, cfg.Issues, srv.URL)
+	fmt.Fprintf(cfg.Out, "iterion demo: %d replicas in one process, sweep and board sync every %v (%s), %d gating runs, %d board issues, forge simulator at %s\n",
+		cfg.Replicas, cfg.Interval, cfg.leaseTiming(), cfg.Runs, cfg.Issues, srv.URL)
 
 	sctx, stopSampling := context.WithCancel(ctx)
 	sampled := make(chan struct{})
@@ -344,7 +357,7 @@ func (d *demo) everyone(ctx context.Context) (Phase, error) {
 	if err != nil {
 		return Phase{}, err
 	}
-	time.Sleep(d.cfg.Phase)
+	clock.Sleep(ctx, d.cfg.Phase)
 	to := time.Now()
 	stopAll(rs)
 	d.quiesce()
@@ -361,7 +374,7 @@ func (d *demo) elected(ctx context.Context) (Phase, error) {
 		return Phase{}, err
 	}
 	d.live = rs
-	time.Sleep(d.cfg.Phase)
+	clock.Sleep(ctx, d.cfg.Phase)
 	return d.measure("the lease elects one", from, time.Now(), before, boardBefore), nil
 }
 
@@ -408,7 +421,7 @@ func (d *demo) takeover(ctx context.Context, name string, bound time.Duration, s
 			time.Sleep(2 * time.Millisecond)
 		}
 	}
-	time.Sleep(d.cfg.Settle)
+	clock.Sleep(ctx, d.cfg.Settle)
 	m := d.measure(name, from, time.Now(), before, boardBefore)
 	m.Stopped, m.Successor, m.Takeover, m.Bound = p.Stopped, p.Successor, p.Takeover, p.Bound
 	return m, nil
@@ -480,8 +493,8 @@ func (r *Result) phaseTable(b *strings.Builder, title string, counts func(Phase)
 func (r *Result) WriteReport(w io.Writer) error {
 	// Buckets of two intervals: whole passes, so the rates do not alias.
 	c := buildChart(r.Replicas, r.Samples, r.Terms, r.BoardTerms, r.phaseSpans(), 2*r.Config.Interval)
-	summary := fmt.Sprintf("%d replicas in one process, sweep interval %v, lease TTL %v and retry %v. "+
-		"Every count is the forge simulator's own, per replica token.", len(r.Replicas), r.Config.Interval, r.Config.ttl(), r.Config.retry())
+	summary := fmt.Sprintf("%d replicas in one process, sweep and board sync interval %v (%s). "+
+		"Every count is the forge simulator's own, per replica token.", len(r.Replicas), r.Config.Interval, r.Config.leaseTiming())
 	return writeHTML(w, summary, r.Table(), c)
 }
 

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 )
@@ -213,9 +214,8 @@ func (a api) ready(ctx context.Context) bool {
 	return resp.StatusCode == http.StatusOK
 }
 
-// transportCounts reads forge_http_requests_total from the replica's
-// /metrics, summed by lane over hosts, APIs and codes.
-func (a api) transportCounts(ctx context.Context) (map[string]int64, error) {
+// metrics reads and parses the replica's /metrics.
+func (a api) metrics(ctx context.Context) (map[string]*dto.MetricFamily, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, a.url+"/metrics", nil)
 	if err != nil {
 		return nil, fmt.Errorf("%w: metrics: %v", ErrRequest, err)
@@ -230,21 +230,70 @@ func (a api) transportCounts(ctx context.Context) (map[string]int64, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: metrics of %s: %v", ErrRequest, a.url, err)
 	}
-	out := map[string]int64{}
-	fam := fams["forge_http_requests_total"]
-	if fam == nil {
-		return out, nil
-	}
-	for _, m := range fam.GetMetric() {
-		lane := ""
-		for _, l := range m.GetLabel() {
-			if l.GetName() == "lane" {
-				lane = l.GetValue()
-			}
+	return fams, nil
+}
+
+// label returns the value of m's label name, or "".
+func label(m *dto.Metric, name string) string {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue()
 		}
-		out[lane] += int64(m.GetCounter().GetValue())
+	}
+	return ""
+}
+
+// transportCounts reads forge_http_requests_total from the replica's
+// /metrics, summed by lane over hosts, APIs and codes.
+func (a api) transportCounts(ctx context.Context) (map[string]int64, error) {
+	fams, err := a.metrics(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int64{}
+	for _, m := range fams["forge_http_requests_total"].GetMetric() {
+		out[label(m, "lane")] += int64(m.GetCounter().GetValue())
 	}
 	return out, nil
+}
+
+// holdsLease reads lease_held{lease} from the replica's /metrics: whether
+// one of its Runs is in a term of that lease (pkg/lease's metrics).
+func (a api) holdsLease(ctx context.Context, lease string) (bool, error) {
+	fams, err := a.metrics(ctx)
+	if err != nil {
+		return false, err
+	}
+	for _, m := range fams["lease_held"].GetMetric() {
+		if label(m, "lease") == lease {
+			return m.GetGauge().GetValue() > 0, nil
+		}
+	}
+	return false, nil
+}
+
+// owner reads the replica's lease owner identity from GET /healthz.
+func (a api) owner(ctx context.Context) (string, error) {
+	var h struct {
+		Owner string `json:"owner"`
+	}
+	err := doJSON(ctx, a.hc, http.MethodGet, a.url+"/healthz", "", nil, &h)
+	return h.Owner, err
+}
+
+// leaseOwner reads, through the replica's GET /leases?format=json, the
+// owner the lease store names for lease ("" when it has no document).
+func (a api) leaseOwner(ctx context.Context, lease string) (string, error) {
+	hs, err := a.leases(ctx)
+	if err != nil {
+		return "", err
+	}
+	for _, x := range hs {
+		if x.Name == lease {
+			return x.Owner, nil
+		}
+	}
+	return "", nil
 }
 
 // setBudget sets token's hourly budget on the simulator.

@@ -15,11 +15,11 @@ import (
 )
 
 // cluster is the set of processes one harness run drives: one
-// `iterion dev-mongo`, one `iterion forge-sim`, and the `iterion serve`
+// `dev-mongo`, one `iterion forge-sim`, and the `iterion serve`
 // replicas, each behind its own forwarder to Mongo. Methods are called from
 // one goroutine at a time.
 type cluster struct {
-	bin      string
+	bins     binaries
 	dir      string // logs and Mongo's files
 	interval time.Duration
 	apiToken string
@@ -34,11 +34,18 @@ type cluster struct {
 	seq       int // replicas started so far, for unique names and tokens
 }
 
+// binaries are the built commands a cluster runs.
+type binaries struct {
+	iterion  string // ./cmd/iterion: forge-sim and the serve replicas
+	devMongo string // ./cmd/dev-mongo
+}
+
 // replica is one `iterion serve` process. Its forge token is unique to it, so
 // the simulator's per-token counts are its requests and nobody else's.
 type replica struct {
 	name    string
 	token   string
+	owner   string // its lease owner identity, from GET /healthz
 	noLease bool
 	p       *proc
 	fwd     *forwarder
@@ -48,13 +55,13 @@ type replica struct {
 // startCluster starts dev-mongo and forge-sim with their files and logs in
 // dir. budget is the simulator's per-token hourly budget; interval is its
 // minute, the window of GitHub's per-minute secondary limits.
-func startCluster(ctx context.Context, bin, dir string, interval time.Duration, budget int) (*cluster, error) {
-	c := &cluster{bin: bin, dir: dir, interval: interval, apiToken: "harness-api-token", hc: newHTTPClient()}
+func startCluster(ctx context.Context, bins binaries, dir string, interval time.Duration, budget int) (*cluster, error) {
+	c := &cluster{bins: bins, dir: dir, interval: interval, apiToken: "harness-api-token", hc: newHTTPClient()}
 	if err := c.startMongo(""); err != nil {
 		return nil, err
 	}
 	var err error
-	c.simProc, err = startProc(dir, "forge-sim", bin, "forge-sim", "--listen", "127.0.0.1:0", "--budget", fmt.Sprint(budget),
+	c.simProc, err = startProc(dir, "forge-sim", bins.iterion, "forge-sim", "--listen", "127.0.0.1:0", "--budget", fmt.Sprint(budget),
 		"--minute", interval.String()) // the interval is the compressed minute of the secondary limits
 	if err != nil {
 		c.close()
@@ -87,7 +94,7 @@ func (c *cluster) startMongo(addr string) error {
 	if err := os.MkdirAll(mdir, 0o755); err != nil {
 		return fmt.Errorf("%w: %v", ErrProcess, err)
 	}
-	p, err := startProc(c.dir, "dev-mongo", c.bin, "dev-mongo", "--listen", addr, "--dir", mdir)
+	p, err := startProc(c.dir, "dev-mongo", c.bins.devMongo, "--listen", addr, "--dir", mdir)
 	if err != nil {
 		return err
 	}
@@ -178,7 +185,7 @@ func (c *cluster) startReplica(ctx context.Context, seq int, spec replicaSpec) (
 		args = append(args, "--no-lease")
 	}
 	args = append(args, spec.extra...)
-	r.p, err = startProc(c.dir, r.name, c.bin, args...)
+	r.p, err = startProc(c.dir, r.name, c.bins.iterion, args...)
 	if err != nil {
 		fwd.close()
 		return nil, err
@@ -191,6 +198,11 @@ func (c *cluster) startReplica(ctx context.Context, seq int, spec replicaSpec) (
 			return nil, fmt.Errorf("%w: %s did not answer /metrics: %s", ErrProcess, r.name, r.p.tail(5))
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+	if r.owner, err = r.api.owner(ctx); err != nil || r.owner == "" {
+		r.p.stop(time.Second)
+		fwd.close()
+		return nil, fmt.Errorf("%w: %s named no owner on /healthz (%v)", ErrProcess, r.name, err)
 	}
 	return r, nil
 }

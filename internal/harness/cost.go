@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"iterion.dev/iterion/internal/clock"
 	"iterion.dev/iterion/pkg/forge"
 )
 
@@ -150,13 +151,13 @@ func (h *run) costOne(ctx context.Context, n int, lease bool) (CostRow, error) {
 	}); err != nil {
 		return CostRow{}, fmt.Errorf("N=%d lease=%v: %d replicas never swept and synced the board: %w", n, lease, want, err)
 	}
-	sleep(ctx, h.o.Interval)
+	clock.Sleep(ctx, h.o.Interval)
 	st0, err := h.c.sim.stats(ctx)
 	if err != nil {
 		return CostRow{}, err
 	}
 	sp := startSampler(ctx, h.c.sim, 20*time.Millisecond)
-	sleep(ctx, h.o.Window)
+	clock.Sleep(ctx, h.o.Window)
 	ss, err := sp.stop()
 	if err != nil {
 		return CostRow{}, err
@@ -230,7 +231,7 @@ func (h *run) agreementOf(ctx context.Context, r *replica) (sweep, board tally, 
 				return sweep, board, nil
 			}
 		}
-		sleep(ctx, h.o.Interval/7)
+		clock.Sleep(ctx, h.o.Interval/7)
 	}
 	if !quiet {
 		return tally{}, tally{}, fmt.Errorf("%w: %s never had a quiet instant to compare its transport's counts with the simulator's", ErrMeasure, r.name)

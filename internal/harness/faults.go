@@ -3,10 +3,12 @@ package harness
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"slices"
 	"syscall"
 	"time"
 
+	"iterion.dev/iterion/internal/clock"
 	"iterion.dev/iterion/pkg/server"
 )
 
@@ -122,7 +124,7 @@ func (h *run) awaitRepair(ctx context.Context, res *FaultResult, from time.Time)
 			res.RepairAfter = now.Sub(from)
 			return nil
 		}
-		sleep(ctx, 50*time.Millisecond)
+		clock.Sleep(ctx, 50*time.Millisecond)
 	}
 }
 
@@ -130,7 +132,7 @@ func (h *run) awaitRepair(ctx context.Context, res *FaultResult, from time.Time)
 // intervals from now.
 func (h *run) soleSweeper(ctx context.Context, res *FaultResult, rule string) error {
 	sp := startSampler(ctx, h.c.sim, 50*time.Millisecond)
-	sleep(ctx, 3*h.o.Interval)
+	clock.Sleep(ctx, 3*h.o.Interval)
 	ss, err := sp.stop()
 	if err != nil {
 		return err
@@ -147,9 +149,20 @@ func (h *run) partition(ctx context.Context, res *FaultResult) error {
 	if err != nil {
 		return err
 	}
-	others := tokensOf(slices.DeleteFunc(slices.Clone(h.c.replicas), func(r *replica) bool { return r == l }))
+	followers := slices.DeleteFunc(slices.Clone(h.c.replicas), func(r *replica) bool { return r == l })
+	others := tokensOf(followers)
+	sweeper := server.MergeGateSweeper().Name
+	// Structured sources, not log text: the old leader's own lease_held
+	// gauge says when it stepped down, a follower's /leases when the
+	// store's owner changed (the successor's election).
+	held := startWatch(ctx, pollEvery, func(ctx context.Context) (bool, error) { return l.api.holdsLease(ctx, sweeper) })
+	owners := startWatch(ctx, pollEvery, func(ctx context.Context) (string, error) {
+		return followers[0].api.leaseOwner(ctx, sweeper)
+	})
+	defer held.stop()
+	defer owners.stop()
 	sp := startSampler(ctx, h.c.sim, pollEvery)
-	sleep(ctx, h.o.Interval)
+	clock.Sleep(ctx, h.o.Interval)
 	tCut := time.Now()
 	l.fwd.cut()
 	if err := h.drift(ctx); err != nil {
@@ -165,7 +178,7 @@ func (h *run) partition(ctx context.Context, res *FaultResult) error {
 	}); err != nil {
 		return fmt.Errorf("no successor swept while %s was partitioned: %w", l.name, err)
 	}
-	sleep(ctx, 2*h.o.Interval)
+	clock.Sleep(ctx, 2*h.o.Interval)
 	tHeal := time.Now()
 	l.fwd.heal()
 	if err := h.awaitRepair(ctx, res, tHeal); err != nil {
@@ -201,29 +214,65 @@ func (h *run) partition(ctx context.Context, res *FaultResult) error {
 		"%s last swept %v after the cut, %s first swept %v after it; old leader swept again after that: %v",
 		l.name, lastOld.Sub(tCut).Round(time.Millisecond), successor, firstNew.Sub(tCut).Round(time.Millisecond), laterOld >= 0)
 	res.Takeover, res.TakeoverBound = firstNew.Sub(tCut), bound
-	stepped, okS := firstAfter(logTimes(l.p.stderr, "lease: stepped down"), tCut)
-	var elected time.Time
+	stepped, okS := firstChange(held.stop(), tCut, func(held bool) bool { return !held })
+	var elected change[string]
 	okE := false
 	if succ := h.c.byToken(successor); succ != nil {
-		elected, okE = firstAfter(logTimes(succ.p.stderr, "lease: elected"), tCut)
+		elected, okE = firstChange(owners.stop(), tCut, func(o string) bool { return o == succ.owner })
 	}
-	res.check("the partitioned leader steps down before its successor is elected (replica logs)",
-		okS && okE && stepped.Before(elected),
-		"%s stepped down %v after the cut (logged: %v), %s elected %v after it (logged: %v)",
-		l.name, stepped.Sub(tCut).Round(time.Millisecond), okS, successor, elected.Sub(tCut).Round(time.Millisecond), okE)
+	// Both are polled every pollEvery: the step-down happened by stepped.at,
+	// the election after elected.since, so stepped.at <= elected.since
+	// proves the order; closer than one poll apart it is not proven.
+	res.check("the partitioned leader steps down before its successor is elected (its lease_held gauge, a follower's /leases, polled every "+pollEvery.String()+")",
+		okS && okE && !stepped.at.After(elected.since),
+		"%s seen stepped down %v after the cut (seen: %v), %s seen elected between %v and %v after it (seen: %v)",
+		l.name, stepped.at.Sub(tCut).Round(time.Millisecond), okS, successor,
+		elected.since.Sub(tCut).Round(time.Millisecond), elected.at.Sub(tCut).Round(time.Millisecond), okE)
 	return nil
 }
 
-// grown returns the tokens among those given whose counts grew from a to b.
-func grown(a, b simStats, tokens []string) []string {
-	ca, cb := a.byToken(nil), b.byToken(nil)
-	var out []string
+// rateLimited holds every replica's forge requests behind a secondary rate
+// limit (403 with Retry-After) while statuses drift, then lifts it. A
+// primary limit would not do in compressed time: the client rightly waits
+// for the reset the forge announced, a real hour after the window opened.
+func (h *run) rateLimited(ctx context.Context, res *FaultResult) error {
+	if _, err := h.leader(ctx); err != nil {
+		return err
+	}
+	tokens := tokensOf(h.c.replicas)
 	for _, t := range tokens {
-		if cb[t] > ca[t] {
-			out = append(out, t)
+		if err := h.c.sim.secondary(ctx, t, time.Second, 1_000_000); err != nil {
+			return err
 		}
 	}
-	return out
+	tStart := time.Now()
+	if err := h.drift(ctx); err != nil {
+		return err
+	}
+	clock.Sleep(ctx, h.o.ttl()+h.o.retry())
+	st, err := h.c.sim.stats(ctx)
+	if err != nil {
+		return err
+	}
+	limited := st.byToken(func(r simRequests) bool { return r.Status == http.StatusForbidden })
+	var n int64
+	for _, t := range tokens {
+		n += limited[t]
+	}
+	res.check("the forge rate-limits the replicas during the fault", n > 0,
+		"%d requests answered 403 in %v", n, time.Since(tStart).Round(time.Millisecond))
+	// Lift it: one last limited request, with a Retry-After of a second
+	// (without one, a client rightly backs off a minute, as GitHub asks).
+	for _, t := range tokens {
+		if err := h.c.sim.secondary(ctx, t, time.Second, 1); err != nil {
+			return err
+		}
+	}
+	tEnd := time.Now()
+	if err := h.awaitRepair(ctx, res, tEnd); err != nil {
+		return err
+	}
+	return h.soleSweeper(ctx, res, "one replica sweeps after the rate limit")
 }
 
 // mongoRestart stops the Mongo server for TTL + 2 retries, drifting
@@ -239,7 +288,7 @@ func (h *run) mongoRestart(ctx context.Context, res *FaultResult) error {
 	if err := h.drift(ctx); err != nil {
 		return err
 	}
-	sleep(ctx, h.o.ttl()+2*h.o.retry())
+	clock.Sleep(ctx, h.o.ttl()+2*h.o.retry())
 	tStart := time.Now()
 	if err := h.c.startMongoRetry(); err != nil {
 		return err

@@ -1,5 +1,5 @@
 // Package harness measures ADR-117's consequences on real processes: it
-// builds the iterion binary, starts `iterion dev-mongo`, `iterion forge-sim`
+// builds the iterion and dev-mongo binaries, starts `dev-mongo`, `iterion forge-sim`
 // and N `iterion serve` replicas on loopback ports, seeds gating runs through
 // the wire contracts, and measures the sweep's forge cost, the budget it
 // spends, takeover delays and what faults lose. Every count comes from the
@@ -58,6 +58,9 @@ type Options struct {
 	// Bin is a built iterion binary; empty: build ./cmd/iterion of the
 	// module enclosing the working directory into Dir.
 	Bin string
+	// DevMongoBin is a built dev-mongo binary; empty: build ./cmd/dev-mongo
+	// of the module enclosing the working directory into Dir.
+	DevMongoBin string
 	// Dir keeps the processes' logs and Mongo's files; empty: a new
 	// temporary directory, removed when Run succeeds.
 	Dir string
@@ -172,25 +175,12 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return nil, fmt.Errorf("%w: Dir: %v", ErrProcess, err)
 	}
 	rep.Dir = dir
-	bin := o.Bin
-	if bin == "" {
-		wd, err := os.Getwd()
-		if err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrBuild, err)
-		}
-		root, err := ModuleRoot(wd)
-		if err != nil {
-			return nil, err
-		}
-		bin = filepath.Join(dir, "iterion")
-		fmt.Fprintf(o.Progress, "building %s\n", bin)
-		if err := build(ctx, root, bin); err != nil {
-			return nil, err
-		}
+	bins, err := buildMissing(ctx, o, dir)
+	if err != nil {
+		return nil, err
 	}
 	h := &run{o: o, rep: rep}
-	var err error
-	h.c, err = startCluster(ctx, bin, dir, o.Interval, simBudget)
+	h.c, err = startCluster(ctx, bins, dir, o.Interval, simBudget)
 	if err != nil {
 		return rep, err
 	}
@@ -219,6 +209,34 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		rep.Dir = ""
 	}
 	return rep, nil
+}
+
+// buildMissing returns o's binaries, building into dir those it leaves empty
+// from the module enclosing the working directory.
+func buildMissing(ctx context.Context, o Options, dir string) (binaries, error) {
+	bins := binaries{iterion: o.Bin, devMongo: o.DevMongoBin}
+	for _, b := range []struct {
+		path *string
+		pkg  string
+	}{{&bins.iterion, iterionPkg}, {&bins.devMongo, devMongoPkg}} {
+		if *b.path != "" {
+			continue
+		}
+		wd, err := os.Getwd()
+		if err != nil {
+			return bins, fmt.Errorf("%w: %v", ErrBuild, err)
+		}
+		root, err := ModuleRoot(wd)
+		if err != nil {
+			return bins, err
+		}
+		*b.path = filepath.Join(dir, filepath.Base(b.pkg))
+		fmt.Fprintf(o.Progress, "building %s\n", *b.path)
+		if err := build(ctx, root, b.pkg, *b.path); err != nil {
+			return bins, err
+		}
+	}
+	return bins, nil
 }
 
 // run is the state of one harness run.

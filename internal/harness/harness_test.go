@@ -10,7 +10,8 @@ import (
 
 // TestQuickMode runs every scenario of the harness on real processes with
 // small N and short phases, and asserts ADR-117's consequences with tolerant
-// margins. It builds ./cmd/iterion once, into the test's temporary directory.
+// margins. It builds ./cmd/iterion and ./cmd/dev-mongo once, into the test's
+// temporary directory.
 func TestQuickMode(t *testing.T) {
 	wd, err := os.Getwd()
 	if err != nil {
@@ -21,14 +22,18 @@ func TestQuickMode(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "iterion")
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute) // a cold build of ./cmd/iterion included
+	bin, devMongo := filepath.Join(dir, "iterion"), filepath.Join(dir, "dev-mongo")
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute) // cold builds of both commands included
 	defer cancel()
-	if err := build(ctx, root, bin); err != nil {
+	if err := build(ctx, root, iterionPkg, bin); err != nil {
+		t.Fatal(err)
+	}
+	if err := build(ctx, root, devMongoPkg, devMongo); err != nil {
 		t.Fatal(err)
 	}
 	o := Options{
 		Bin:            bin,
+		DevMongoBin:    devMongo,
 		Dir:            filepath.Join(dir, "run"),
 		Interval:       200 * time.Millisecond,
 		Runs:           8,

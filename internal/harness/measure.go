@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"iterion.dev/iterion/internal/clock"
 )
 
 // pollEvery is how often the takeover and fault scenarios poll the
@@ -186,21 +188,79 @@ func pollUntil(ctx context.Context, s sim, every, timeout time.Duration, cond fu
 			}
 			return at, fmt.Errorf("%w: condition not met within %v", ErrMeasure, timeout)
 		}
-		select {
-		case <-ctx.Done():
+		if !clock.Sleep(ctx, every) {
 			return at, ctx.Err()
-		case <-time.After(every):
 		}
 	}
 }
 
-// sleep waits d or until ctx ends, whichever comes first; a cancelled run
-// then fails at its next request.
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
+// grown returns the tokens among those given whose counts grew from a to b.
+func grown(a, b simStats, tokens []string) []string {
+	ca, cb := a.byToken(nil), b.byToken(nil)
+	var out []string
+	for _, t := range tokens {
+		if cb[t] > ca[t] {
+			out = append(out, t)
+		}
 	}
+	return out
+}
+
+// change is a watched value seen at `at` by the first poll that read it,
+// while the poll before it, at `since`, still read the previous value: the
+// change happened in (since, at], the watch's polling resolution.
+type change[T comparable] struct {
+	since, at time.Time
+	v         T
+}
+
+// watch polls a value in the background and keeps its changes; a poll that
+// fails is skipped (the value is unknown then, not changed).
+type watch[T comparable] struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	got    []change[T]
+}
+
+// startWatch polls read every `every` until stop. The first successful poll
+// is the first change, with a zero since.
+func startWatch[T comparable](ctx context.Context, every time.Duration, read func(context.Context) (T, error)) *watch[T] {
+	ctx, cancel := context.WithCancel(ctx)
+	w := &watch[T]{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		var last time.Time
+		for {
+			v, err := read(ctx)
+			at := time.Now()
+			if err == nil {
+				if n := len(w.got); n == 0 || w.got[n-1].v != v {
+					w.got = append(w.got, change[T]{since: last, at: at, v: v})
+				}
+				last = at
+			}
+			if !clock.Sleep(ctx, every) {
+				return
+			}
+		}
+	}()
+	return w
+}
+
+// stop ends the polling and returns every change seen.
+func (w *watch[T]) stop() []change[T] {
+	w.cancel()
+	<-w.done
+	return w.got
+}
+
+// firstChange returns the first change after t to a value for which ok
+// holds.
+func firstChange[T comparable](cs []change[T], t time.Time, ok func(T) bool) (change[T], bool) {
+	for _, c := range cs {
+		if c.at.After(t) && ok(c.v) {
+			return c, true
+		}
+	}
+	return change[T]{}, false
 }

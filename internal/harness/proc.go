@@ -150,12 +150,19 @@ func (p *proc) tail(n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// build compiles ./cmd/iterion of the module rooted at root into out.
-func build(ctx context.Context, root, out string) error {
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/iterion")
+// The commands the harness runs, as packages of the module.
+const (
+	iterionPkg  = "./cmd/iterion"
+	devMongoPkg = "./cmd/dev-mongo"
+)
+
+// build compiles the command pkg (iterionPkg, devMongoPkg) of the module
+// rooted at root into out.
+func build(ctx context.Context, root, pkg, out string) error {
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, pkg)
 	cmd.Dir = root
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("%w: go build ./cmd/iterion: %v\n%s", ErrBuild, err, b)
+		return fmt.Errorf("%w: go build %s: %v\n%s", ErrBuild, pkg, err, b)
 	}
 	return nil
 }

@@ -59,7 +59,7 @@ func (r *Report) Markdown(command string) string {
 	var b strings.Builder
 	o := r.Options
 	fmt.Fprintf(&b, "Measured %s on this project's 2-core machine with:\n\n    %s\n\n", r.Date.Format("2006-01-02 15:04 MST"), command)
-	fmt.Fprintf(&b, "Real processes: `iterion dev-mongo`, `iterion forge-sim` and `iterion serve` replicas on loopback, "+
+	fmt.Fprintf(&b, "Real processes: `dev-mongo`, `iterion forge-sim` and `iterion serve` replicas on loopback, "+
 		"each replica with its own forge token so the simulator's counts (`GET /_sim/stats`) attribute every request. "+
 		"Sweep interval %v (the compressed minute), so the lease's TTL is %v and its retry %v; %d seeded gating runs.\n\n",
 		o.Interval, o.ttl(), o.retry(), o.Runs)
@@ -84,8 +84,9 @@ func (r *Report) Markdown(command string) string {
 	}
 	if len(r.Takeover) > 0 {
 		b.WriteString("**Takeover.** The leader is stopped at a random phase of its interval; the delay runs to the successor's first " +
-			"sweeper request as the simulator counted it, polled every " + pollEvery.String() + " (a delay is seen up to that much late). After SIGTERM it is measured from the instant the " +
-			"stopped leader logged its release (the ADR's clean stop), and shown from the signal too, which adds the process's " +
+			"sweeper request as the simulator counted it, polled every " + pollEvery.String() + " (a delay is seen up to that much late). After SIGTERM it is measured from the stopped " +
+			"leader's release (the ADR's clean stop: the last poll, every " + pollEvery.String() + ", of a follower's GET /leases?format=json " +
+			"that still named it, so the delay errs long), and shown from the signal too, which adds the process's " +
 			"own shutdown; after SIGKILL, from the signal. A fresh replica replaces each stopped one.\n\n")
 		b.WriteString("| signal | stops | median | max | bound | within bound (+ polling) | from the signal: median / max | double sweeps |\n|:---|---:|---:|---:|---:|:---|---:|---:|\n")
 		for _, t := range r.Takeover {

@@ -1,16 +1,14 @@
 package harness
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"slices"
 	"syscall"
 	"time"
 
+	"iterion.dev/iterion/internal/clock"
 	"iterion.dev/iterion/pkg/server"
 )
 
@@ -20,9 +18,12 @@ type TakeoverResult struct {
 	// FromSignal are, per stop, from the signal to the successor's first
 	// sweeper request as the simulator counted it.
 	FromSignal []time.Duration
-	// FromRelease are, per SIGTERM stop, from the instant the stopped
-	// leader logged its release to the successor's first request: the
-	// ADR's "after a clean stop", without the process's own shutdown.
+	// FromRelease are, per SIGTERM stop, from the release of the stopped
+	// leader to the successor's first request: the ADR's "after a clean
+	// stop", without the process's own shutdown. The release is the last
+	// poll of a follower's GET /leases?format=json that still named the
+	// stopped leader (polled every pollEvery), so it is early by up to one
+	// poll: the delay errs long.
 	FromRelease []time.Duration
 	// Bound is the ADR's: retry + one tick after a clean stop, TTL + retry +
 	// one tick after a crash.
@@ -86,7 +87,7 @@ func (h *run) leader(ctx context.Context) (*replica, error) {
 		return nil, err
 	}
 	for {
-		sleep(ctx, 2*h.o.Interval)
+		clock.Sleep(ctx, 2*h.o.Interval)
 		st, err := h.c.sim.stats(ctx)
 		if err != nil {
 			return nil, err
@@ -108,44 +109,17 @@ func (h *run) leader(ctx context.Context) (*replica, error) {
 	}
 }
 
-// holds reports whether a live replica's /leases names r's owner (the one
-// r logged at start) as the sweeper lease's holder.
+// holds reports whether a live replica's /leases names r's owner as the
+// sweeper lease's holder.
 func (h *run) holds(ctx context.Context, r *replica) bool {
-	owner := ownerOf(r.p.stderr)
 	for _, q := range h.c.replicas {
-		hs, err := q.api.leases(ctx)
+		owner, err := q.api.leaseOwner(ctx, server.MergeGateSweeper().Name)
 		if err != nil {
 			continue
 		}
-		for _, x := range hs {
-			if x.Name == server.MergeGateSweeper().Name {
-				return owner != "" && x.Owner == owner
-			}
-		}
-		return false
+		return owner == r.owner
 	}
 	return false
-}
-
-// ownerOf returns the owner identity a replica logged (the "owner" field of
-// its JSON log lines), or "".
-func ownerOf(path string) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64*1024), 1024*1024)
-	for sc.Scan() {
-		var line struct {
-			Owner string `json:"owner"`
-		}
-		if json.Unmarshal(sc.Bytes(), &line) == nil && line.Owner != "" {
-			return line.Owner
-		}
-	}
-	return ""
 }
 
 // takeoverOnce stops the leader with sig at a random phase of its
@@ -159,17 +133,22 @@ func (h *run) takeoverOnce(ctx context.Context, sig syscall.Signal, res *Takeove
 	// The harness's own steps are multiples of the interval; without a
 	// random phase every stop would land at the same point of the
 	// followers' campaign cycle and measure one delay twenty times.
-	sleep(ctx, rand.N(h.o.Interval))
+	clock.Sleep(ctx, rand.N(h.o.Interval))
 	// The followers' counts at the signal: none of them sweeps.
 	base, err := h.c.sim.stats(ctx)
 	if err != nil {
 		return err
 	}
+	followers := slices.DeleteFunc(slices.Clone(h.c.replicas), func(r *replica) bool { return r == l })
+	others := tokensOf(followers)
+	owners := startWatch(ctx, pollEvery, func(ctx context.Context) (string, error) {
+		return followers[0].api.leaseOwner(ctx, server.MergeGateSweeper().Name)
+	})
+	defer owners.stop()
 	t0 := time.Now()
 	if err := l.p.signal(sig); err != nil {
 		return err
 	}
-	others := tokensOf(slices.DeleteFunc(slices.Clone(h.c.replicas), func(r *replica) bool { return r == l }))
 	t1, err := pollUntil(ctx, h.c.sim, pollEvery, 3*res.Bound+5*time.Second, func(st simStats) bool {
 		return len(grown(base, st, others)) > 0
 	})
@@ -179,7 +158,7 @@ func (h *run) takeoverOnce(ctx context.Context, sig syscall.Signal, res *Takeove
 	res.FromSignal = append(res.FromSignal, t1.Sub(t0))
 	// Two intervals after the successor's first request, it must be the
 	// only one of the others that swept.
-	sleep(ctx, 2*h.o.Interval)
+	clock.Sleep(ctx, 2*h.o.Interval)
 	after, err := h.c.sim.stats(ctx)
 	if err != nil {
 		return err
@@ -188,50 +167,24 @@ func (h *run) takeoverOnce(ctx context.Context, sig syscall.Signal, res *Takeove
 		res.Doubles++
 	}
 	h.c.stopReplica(l, syscall.SIGKILL) // already exiting or dead: reap it
+	changes := owners.stop()
 	if sig == syscall.SIGTERM {
-		rels := logTimes(l.p.stderr, "lease: released")
-		rel, ok := firstAfter(rels, t0)
+		// The release deletes the lease document: the store stops naming
+		// the stopped leader. It happened after the last poll that still
+		// named it, which is where the delay is measured from, so it comes
+		// out long by up to one poll, never short.
+		rel, ok := firstChange(changes, t0, func(o string) bool { return o != l.owner })
 		if !ok {
-			return fmt.Errorf("%w: %s logged no release of %s after SIGTERM (see %s)", ErrMeasure, l.name, server.MergeGateSweeper().Name, l.p.stderr)
+			return fmt.Errorf("%w: /leases of %s never stopped naming %s as the holder of %s after SIGTERM", ErrMeasure, followers[0].name, l.owner, server.MergeGateSweeper().Name)
 		}
-		res.FromRelease = append(res.FromRelease, t1.Sub(rel))
+		from := rel.since
+		if from.Before(t0) {
+			from = t0
+		}
+		res.FromRelease = append(res.FromRelease, t1.Sub(from))
 	}
 	_, err = h.c.startReplicas(ctx, 1, replicaSpec{})
 	return err
-}
-
-// logTimes returns the instants of a replica's JSON log lines (serve's
-// default --log-format) whose message is msg, for the sweeper's lease.
-func logTimes(path, msg string) []time.Time {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil
-	}
-	defer f.Close()
-	var out []time.Time
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64*1024), 1024*1024)
-	for sc.Scan() {
-		var line struct {
-			Time  time.Time `json:"time"`
-			Msg   string    `json:"msg"`
-			Lease string    `json:"lease"`
-		}
-		if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == msg && line.Lease == server.MergeGateSweeper().Name {
-			out = append(out, line.Time)
-		}
-	}
-	return out
-}
-
-// firstAfter returns the first of ts after t.
-func firstAfter(ts []time.Time, t time.Time) (time.Time, bool) {
-	for _, x := range ts {
-		if x.After(t) {
-			return x, true
-		}
-	}
-	return time.Time{}, false
 }
 
 func sigName(s syscall.Signal) string {

@@ -11,7 +11,7 @@ import (
 	"iterion.dev/iterion/internal/mongotest"
 )
 
-// ExampleStart runs the server as `iterion dev-mongo` does, holds one
+// ExampleStart runs the server as `dev-mongo` (cmd/dev-mongo) does, holds one
 // command at the proxy, and shows that it lands only once released.
 func ExampleStart() {
 	ctx := context.Background()

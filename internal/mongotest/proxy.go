@@ -10,6 +10,8 @@ import (
 	"net"
 	"sync"
 	"time"
+
+	"iterion.dev/iterion/internal/clock"
 )
 
 // ErrBackendDown is returned by RestartBackend once the server is closed,
@@ -18,12 +20,20 @@ import (
 var ErrBackendDown = errors.New("mongotest: backend down")
 
 // Proxy is the MongoDB-wire proxy in front of the test server's FerretDB. It
-// forwards one request/response exchange at a time across all client
-// connections: a request is read whole, forwarded, and its whole answer read
-// back before any other request reaches the backend. FerretDB v1 evaluates an
-// update's filter and applies its write in two steps, so concurrent
-// conditional upserts would elect several winners; serialised, they elect one,
-// as MongoDB's per-document atomicity does.
+// forwards one request/response exchange at a time per collection: a
+// request is read whole, forwarded, and its whole answer read back before any
+// other request on the same collection (database and name) reaches the
+// backend. FerretDB v1 evaluates an update's filter and applies its write in
+// two steps, so concurrent conditional upserts would elect several winners;
+// serialised, they elect one, as MongoDB's per-document atomicity does.
+// Exchanges on different collections run side by side, so a slow query of one
+// collection does not hold up the lease's calls on another. A command that
+// names no single collection (dropDatabase, listCollections, a
+// database-level aggregate, bulkWrite) waits for every exchange and runs
+// alone (exchanges arriving while it waits queue behind it); the connection handshake and monitoring commands (hello, ping,
+// saslStart, endSessions and the like) touch no collection and wait for none.
+// SetQueue(QueueGlobal) restores one exchange at a time across all
+// connections, for measuring the difference.
 //
 // It lives as long as its Server. Each client connection gets its own backend
 // connection. The fault controls
@@ -35,17 +45,22 @@ type Proxy struct {
 	logger  *slog.Logger
 	backend *ferret
 
-	// exchange is held from forwarding a request until its whole answer has
-	// been read back: the serialisation the type doc describes. Never held
-	// while a command waits (delay, hold) or while an answer is written to a
-	// client.
-	exchange sync.Mutex
+	// all and the per-collection locks in colls are held from forwarding a
+	// request until its whole answer has been read back: the serialisation
+	// the type doc describes. A collection's exchange holds all for reading
+	// and its own lock; a command of no single collection, or any command
+	// under QueueGlobal, holds all for writing. Never held while a command
+	// waits for a delay or a Hold, or while an answer is written to a
+	// client; held while a HoldExchange keeps its command.
+	all sync.RWMutex
 
 	// restart serialises RestartBackend calls.
 	restart sync.Mutex
 
 	mu      sync.Mutex // guards the fields below
 	addr    string     // backend address; "" while the backend is down
+	queue   Queue
+	colls   map[string]*sync.Mutex // by "database.collection"
 	delay   time.Duration
 	holds   []*Hold
 	drops   []*Drop
@@ -60,8 +75,10 @@ type Proxy struct {
 // clientConn is one accepted client connection and the backend connection
 // serving it.
 type clientConn struct {
-	c    net.Conn
-	done chan struct{} // closed by close
+	c   net.Conn
+	ctx context.Context // done once the connection or the proxy closed
+	// cancel ends ctx; called by close.
+	cancel context.CancelFunc
 
 	mu      sync.Mutex // guards the fields below
 	closed  bool
@@ -76,7 +93,7 @@ func (cc *clientConn) close() {
 		return
 	}
 	cc.closed = true
-	close(cc.done)
+	cc.cancel()
 	_ = cc.c.Close()
 	if cc.backend != nil {
 		_ = cc.backend.Close()
@@ -110,6 +127,7 @@ func (cc *clientConn) backendConn(addr string) (conn net.Conn, detached bool, er
 // command. Its methods are safe for concurrent use.
 type Hold struct {
 	match    func(Command) bool
+	exchange bool // held inside its queue (HoldExchange), not before it
 	arrived  chan struct{}
 	release  chan struct{}
 	done     chan struct{}
@@ -181,6 +199,7 @@ func newProxy(listen string, backend *ferret, logger *slog.Logger) (*Proxy, erro
 		logger:  logger,
 		backend: backend,
 		addr:    backend.addr,
+		colls:   map[string]*sync.Mutex{},
 		conns:   map[*clientConn]struct{}{},
 		counts:  map[string]int{},
 		closing: make(chan struct{}),
@@ -193,10 +212,31 @@ func newProxy(listen string, backend *ferret, logger *slog.Logger) (*Proxy, erro
 // Addr returns the address clients connect to.
 func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 
+// Queue is how the proxy serialises exchanges (see Proxy).
+type Queue int
+
+const (
+	// QueuePerCollection, the default, serialises the exchanges of each
+	// collection, and runs a command of no single collection alone.
+	QueuePerCollection Queue = iota
+	// QueueGlobal forwards one exchange at a time across all connections,
+	// handshakes included: the proxy's first design, kept to measure what
+	// per-collection queues change.
+	QueueGlobal
+)
+
+// SetQueue sets how exchanges arriving from now on are serialised. Safe at
+// any time: an exchange keeps the locks it took, and either queue excludes a
+// same-collection exchange of the other.
+func (p *Proxy) SetQueue(q Queue) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.queue = q
+}
+
 // SetDelay adds d of latency before each request is forwarded, from the next
-// request on; 0 removes it. The wait happens outside the one-exchange-at-a-
-// time section, so delayed requests on different connections wait side by
-// side.
+// request on; 0 removes it. The wait happens outside the exchange queues, so
+// delayed requests on different connections wait side by side.
 func (p *Proxy) SetDelay(d time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -209,12 +249,24 @@ func (p *Proxy) SetDelay(d time.Duration) {
 // earlier are matched first. match runs with the proxy's lock held and must
 // not call the Proxy. When the server closes, a command still held is never
 // forwarded.
-func (p *Proxy) Hold(match func(Command) bool) *Hold {
+func (p *Proxy) Hold(match func(Command) bool) *Hold { return p.arm(match, false) }
+
+// HoldExchange arms a hold like Hold, but the matching command is held
+// inside its exchange: it has taken its place in its collection's queue
+// (every queue, for a command of no single collection or under QueueGlobal)
+// and keeps it until released, as a slow query would. Exchanges of other
+// collections go on meanwhile; those of its own wait behind it. Unlike a
+// Hold's, its command is matched against drops when it arrives.
+func (p *Proxy) HoldExchange(match func(Command) bool) *Hold { return p.arm(match, true) }
+
+// arm arms a hold, held before (Hold) or inside (HoldExchange) its queue.
+func (p *Proxy) arm(match func(Command) bool, exchange bool) *Hold {
 	h := &Hold{
-		match:   match,
-		arrived: make(chan struct{}),
-		release: make(chan struct{}),
-		done:    make(chan struct{}),
+		match:    match,
+		exchange: exchange,
+		arrived:  make(chan struct{}),
+		release:  make(chan struct{}),
+		done:     make(chan struct{}),
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -322,7 +374,8 @@ func (p *Proxy) accept() {
 		if err != nil {
 			return // closed
 		}
-		cc := &clientConn{c: c, done: make(chan struct{})}
+		ctx, cancel := context.WithCancel(context.Background())
+		cc := &clientConn{c: c, ctx: ctx, cancel: cancel}
 		p.mu.Lock()
 		if p.closed || p.refuse {
 			p.mu.Unlock()
@@ -356,7 +409,7 @@ func (p *Proxy) serve(cc *clientConn) {
 			return
 		}
 		h := p.takeHold(cmd)
-		if h != nil {
+		if h != nil && !h.exchange {
 			select {
 			case <-h.release:
 			case <-p.closing:
@@ -365,7 +418,7 @@ func (p *Proxy) serve(cc *clientConn) {
 			}
 		}
 		d := p.takeDrop(cmd)
-		answer, err := p.forward(cc, msg, cmd)
+		answer, err := p.forward(cc, msg, cmd, h)
 		if h != nil {
 			h.finish(err)
 		}
@@ -390,24 +443,12 @@ func (p *Proxy) serve(cc *clientConn) {
 }
 
 // wait sleeps the configured delay; false when the connection or the proxy
-// closed meanwhile.
+// closed meanwhile (closing the proxy cuts every connection).
 func (p *Proxy) wait(cc *clientConn) bool {
 	p.mu.Lock()
 	d := p.delay
 	p.mu.Unlock()
-	if d <= 0 {
-		return true
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-cc.done:
-		return false
-	case <-p.closing:
-		return false
-	}
+	return clock.Sleep(cc.ctx, d)
 }
 
 // takeHold returns (and disarms) the first armed hold matching cmd, marked
@@ -465,12 +506,23 @@ func (p *Proxy) rearm(d *Drop) {
 	p.drops = append([]*Drop{d}, p.drops...)
 }
 
-// forward performs one exchange: it sends msg to cc's backend connection and
-// reads the answer back, holding the exchange lock throughout. FerretDB v1
+// forward performs one exchange: it takes cmd's place in its queue, waits
+// there for h when h was armed by HoldExchange, sends msg to cc's backend
+// connection and reads the answer back before leaving the queue. FerretDB v1
 // answers every request, even one flagged moreToCome (an unacknowledged
 // write, whose client expects no answer): that answer is read and discarded,
-// so the write has landed before the next exchange, and nil is returned.
-func (p *Proxy) forward(cc *clientConn, msg []byte, cmd Command) ([]byte, error) {
+// so the write has landed before the next exchange of its queue, and nil is
+// returned.
+func (p *Proxy) forward(cc *clientConn, msg []byte, cmd Command, h *Hold) ([]byte, error) {
+	unlock := p.enqueue(cmd)
+	defer unlock()
+	if h != nil && h.exchange {
+		select {
+		case <-h.release:
+		case <-p.closing:
+			return nil, ErrBackendDown
+		}
+	}
 	p.mu.Lock()
 	addr := p.addr
 	p.mu.Unlock()
@@ -481,8 +533,6 @@ func (p *Proxy) forward(cc *clientConn, msg []byte, cmd Command) ([]byte, error)
 	if detached {
 		defer be.Close()
 	}
-	p.exchange.Lock()
-	defer p.exchange.Unlock()
 	if _, err := be.Write(msg); err != nil {
 		return nil, fmt.Errorf("mongotest: write to backend: %w", err)
 	}
@@ -497,6 +547,37 @@ func (p *Proxy) forward(cc *clientConn, msg []byte, cmd Command) ([]byte, error)
 		return nil, nil
 	}
 	return answer, nil
+}
+
+// enqueue waits for cmd's turn in its queue (see Proxy) and returns what
+// ends it.
+func (p *Proxy) enqueue(cmd Command) (unlock func()) {
+	p.mu.Lock()
+	global := p.queue == QueueGlobal
+	var coll *sync.Mutex
+	key, scoped := cmd.queueKey()
+	if !global && scoped && key != "" {
+		if coll = p.colls[key]; coll == nil {
+			coll = new(sync.Mutex)
+			p.colls[key] = coll
+		}
+	}
+	p.mu.Unlock()
+	switch {
+	case global || (scoped && coll == nil):
+		// QueueGlobal, or a command of no single collection: alone.
+		p.all.Lock()
+		return p.all.Unlock
+	case coll == nil:
+		// A handshake or monitoring command: no queue.
+		return func() {}
+	}
+	p.all.RLock()
+	coll.Lock()
+	return func() {
+		coll.Unlock()
+		p.all.RUnlock()
+	}
 }
 
 // reply writes answer to the client; false when the client is gone.

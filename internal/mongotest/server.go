@@ -1,13 +1,14 @@
 // Package mongotest runs a real MongoDB-wire server for tests and local runs:
 // FerretDB v1 (SQLite backend) embedded in-process, behind a wire proxy that
-// forwards one request/response exchange at a time and injects faults.
+// forwards one request/response exchange at a time per collection and
+// injects faults.
 //
 // FerretDB v1 evaluates an update's filter and applies its write in two
 // steps, so on its own it lets several concurrent conditional upserts win
 // (several winners in 97 of 100 measured lease takeover races). Behind the
-// proxy, which serialises exchanges across all connections, the same race
-// elects exactly one, as MongoDB does. It is a test server, not a production
-// lease store.
+// proxy, which serialises each collection's exchanges across all
+// connections, the same race elects exactly one, as MongoDB does. It is a
+// test server, not a production lease store.
 //
 // Tests call DB for a fresh database on a server shared by the test binary,
 // or NewServer for a dedicated server whose Proxy injects faults. With

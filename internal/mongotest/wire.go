@@ -187,3 +187,33 @@ func describe(doc bsoncore.Document) Command {
 	}
 	return cmd
 }
+
+// unqueued are the commands of the connection handshake, authentication,
+// sessions and server monitoring: they read and write no collection, so
+// they need no place in an exchange queue.
+var unqueued = map[string]bool{
+	"hello": true, "isMaster": true, "ismaster": true, "ping": true,
+	"buildInfo": true, "buildinfo": true, "getParameter": true, "hostInfo": true,
+	"saslStart": true, "saslContinue": true, "authenticate": true, "logout": true,
+	"connectionStatus": true, "whatsmyuri": true, "getCmdLineOpts": true,
+	"endSessions": true, "killSessions": true, "startSession": true,
+}
+
+// queueKey names the queue the proxy serialises c in: "database.collection"
+// for a command on one collection (a getMore names its collection in its
+// "collection" field). scoped is false for the commands that touch no
+// collection; a scoped command with an empty key names no single collection
+// and must run alone.
+func (c Command) queueKey() (key string, scoped bool) {
+	if unqueued[c.Name] {
+		return "", false
+	}
+	coll := c.Collection
+	if c.Name == "getMore" {
+		coll, _ = c.Body.Lookup("collection").StringValueOK()
+	}
+	if coll == "" {
+		return "", true
+	}
+	return c.Database + "." + coll, true
+}

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"iterion.dev/iterion/internal/clock"
 	"iterion.dev/iterion/pkg/lease"
 )
 
@@ -140,14 +141,8 @@ func (f *faultStore) apply(ctx context.Context, op string, flt fault, call func(
 			return false, ctx.Err()
 		}
 	}
-	if flt.delay > 0 {
-		t := time.NewTimer(flt.delay)
-		defer t.Stop()
-		select {
-		case <-ctx.Done():
-			return false, ctx.Err()
-		case <-t.C:
-		}
+	if flt.delay > 0 && !clock.Sleep(ctx, flt.delay) {
+		return false, ctx.Err()
 	}
 	switch flt.kind {
 	case refuse:
