@@ -13,6 +13,7 @@ import (
 	"iterion.dev/iterion/internal/clock"
 	"iterion.dev/iterion/internal/mongotest"
 	"iterion.dev/iterion/pkg/lease"
+	"iterion.dev/iterion/pkg/lease/mongolease"
 )
 
 // BenchmarkLeaderStabilityUnderLoad measures what the proxy's queues do to
@@ -64,7 +65,7 @@ func BenchmarkLeaderStabilityUnderLoad(b *testing.B) {
 				var st stability
 				start := time.Now()
 				for i := range candidates {
-					store := lease.NewMongoStore(srv.Client(b).Database(db.Name()))
+					store := mongolease.NewStore(srv.Client(b).Database(db.Name()))
 					spec := lease.Spec{
 						Name: "merge-gate-sweeper", Owner: fmt.Sprintf("replica-%d", i+1),
 						TTL: 3 * interval, Retry: interval, OnEvent: st.record,
