@@ -51,7 +51,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /runs", s.getRunsPage)
 	mux.HandleFunc("GET /api/runs", s.listRuns)
 	mux.HandleFunc("GET /api/runs/{id}", s.getRun)
-	mux.Handle("GET /board", boardHandler(s.cfg.Board, s.cfg.Logger))
+	mux.Handle("GET /board", boardHandler(s.cfg.Board, s.render))
 	return mux
 }
 
