@@ -7,7 +7,15 @@ require (
 	go.mongodb.org/mongo-driver/v2 v2.10.0
 )
 
-require pgregory.net/rapid v1.3.0
+require (
+	github.com/chromedp/chromedp v0.23.0
+	pgregory.net/rapid v1.3.0
+)
+
+require (
+	github.com/chromedp/cdproto v0.159.0 // indirect
+	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
+)
 
 require (
 	github.com/agnivade/levenshtein v1.2.2 // indirect

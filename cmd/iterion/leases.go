@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"iterion.dev/iterion/internal/page"
 	"iterion.dev/iterion/pkg/lease"
 	"iterion.dev/iterion/pkg/lease/mongolease"
 )
@@ -79,36 +80,94 @@ func leases(ctx context.Context, args []string, getenv func(string) string, stdo
 	defer client.Disconnect(context.WithoutCancel(ctx))
 	st := mongolease.NewStore(db)
 	if release {
-		if err := st.Release(ctx, name, *owner); errors.Is(err, lease.ErrLost) {
-			return fmt.Errorf("release %q from %q: not released, another owner holds it now: %w", name, *owner, err)
-		} else if err != nil {
-			return fmt.Errorf("release %q from %q: %w", name, *owner, err)
-		}
-		fmt.Fprintf(stdout, "released %s from %s (if it held it); a replica takes it over within one retry\n", name, *owner)
-		return nil
+		return releaseLease(ctx, st, name, *owner, stdout)
 	}
+	return listLeases(ctx, st, *asJSON, stdout, now())
+}
+
+// inspectableStore is a lease store that can list its leases, as both
+// twins can.
+type inspectableStore interface {
+	lease.Store
+	lease.Inspector
+}
+
+// errNoSuchLease reports a release of a lease the store does not keep.
+var errNoSuchLease = errors.New("no such lease")
+
+// heldError reports a release refused because another owner holds the
+// lease.
+type heldError struct{ holder, owner string }
+
+func (e *heldError) Error() string { return fmt.Sprintf("held by %s, not %s", e.holder, e.owner) }
+
+// holderOf is the owner of lease name in st, "" when st keeps none.
+func holderOf(ctx context.Context, st lease.Inspector, name string) (string, error) {
+	hs, err := st.Holders(ctx)
+	if err != nil {
+		return "", fmt.Errorf("list leases: %w", err)
+	}
+	for _, h := range hs {
+		if h.Name == name {
+			return h.Owner, nil
+		}
+	}
+	return "", nil
+}
+
+// releaseLease is `leases release NAME --owner OWNER`: it prints "released"
+// when owner held name and no longer does; otherwise it returns
+// errNoSuchLease or a *heldError naming the holder, and releases nothing.
+// The store's answer decides: a lease that moves between the read and the
+// release is reported as the release found it.
+func releaseLease(ctx context.Context, st inspectableStore, name, owner string, stdout io.Writer) error {
+	holder, err := holderOf(ctx, st, name)
+	switch {
+	case err != nil:
+		return fmt.Errorf("release %s: %w", name, err)
+	case holder == "":
+		return fmt.Errorf("release %s: %w", name, errNoSuchLease)
+	case holder != owner:
+		return fmt.Errorf("release %s: %w", name, &heldError{holder: holder, owner: owner})
+	}
+	if err := st.Release(ctx, name, owner); errors.Is(err, lease.ErrLost) {
+		// It moved on since the read: name the new holder once, not the
+		// store's own wording of the same refusal.
+		if holder, herr := holderOf(ctx, st, name); herr == nil && holder != "" {
+			return fmt.Errorf("release %s: %w", name, &heldError{holder: holder, owner: owner})
+		}
+		return fmt.Errorf("release %s: %w", name, err)
+	} else if err != nil {
+		return fmt.Errorf("release %s: %w", name, err)
+	}
+	fmt.Fprintf(stdout, "released %s from %s; a replica takes it over within one retry\n", name, owner)
+	return nil
+}
+
+// listLeases prints every lease in st with its expiry relative to now, or
+// with asJSON as [{"name","owner","expires","expired"}].
+func listLeases(ctx context.Context, st lease.Inspector, asJSON bool, stdout io.Writer, now time.Time) error {
 	holders, err := st.Holders(ctx)
 	if err != nil {
 		return fmt.Errorf("list leases: %w", err)
 	}
-	t := now()
 	rows := make([]leaseRow, len(holders))
 	for i, h := range holders {
-		rows[i] = leaseRow{Name: h.Name, Owner: h.Owner, Expires: h.Expires.UTC(), Expired: !t.Before(h.Expires)}
+		rows[i] = leaseRow{Name: h.Name, Owner: h.Owner, Expires: h.Expires.UTC(), Expired: !now.Before(h.Expires)}
 	}
-	if *asJSON {
+	if asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(rows)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tOWNER\tEXPIRES\tSTATE")
+	fmt.Fprintln(tw, "NAME\tOWNER\tEXPIRES\tAT\tSTATE")
 	for _, r := range rows {
 		state := "held"
 		if r.Expired {
 			state = "expired"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.Name, r.Owner, r.Expires.Format(time.RFC3339Nano), state)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.Name, r.Owner, page.Relative(r.Expires, now), page.Stamp(r.Expires), state)
 	}
 	return tw.Flush()
 }

@@ -225,8 +225,8 @@ func TestServeWithMongoAndTheLeasesCommand(t *testing.T) {
 		t.Errorf("leases = %q, %v, want a table naming the holder", out.String(), err)
 	}
 	err := leases(context.Background(), []string{"release", "merge-gate-sweeper", "--owner", "someone-else", "--mongo-uri", uri, "--mongo-db", db.Name()}, env(), io.Discard, io.Discard, time.Now)
-	if err == nil || !strings.Contains(err.Error(), "another owner holds it") {
-		t.Errorf("release from the wrong owner = %v, want a refusal saying another owner holds it", err)
+	if want := "release merge-gate-sweeper: held by " + ev.Owner + ", not someone-else"; err == nil || err.Error() != want {
+		t.Errorf("release from the wrong owner = %v, want %q: a refusal naming the owner, once", err, want)
 	}
 
 	if err := stop(); err != nil {

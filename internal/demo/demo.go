@@ -21,6 +21,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"iterion.dev/iterion/internal/clock"
 	"iterion.dev/iterion/pkg/forge/forgesim"
@@ -440,12 +441,27 @@ func progressLine(n int, p Phase, names []string) string {
 // against their bounds.
 func (r *Result) Table() string {
 	var b strings.Builder
-	r.phaseTable(&b, "sweeper requests", func(p Phase) []int64 { return p.Requests }, Phase.PerSecond)
+	for i, t := range r.tables() {
+		if i > 0 {
+			b.WriteString("\n")
+		}
+		t.writeText(&b)
+	}
 	b.WriteString("\n")
-	r.phaseTable(&b, "board-sync requests (lane forge-board-sync)", func(p Phase) []int64 { return p.Board }, Phase.BoardPerSecond)
-	fmt.Fprintf(&b, "\nsweeper requests/s, phase 1 ÷ phase 2: %.2f (%d replicas: without the lease every one sweeps, with it one does)\n",
-		r.Ratio(), len(r.Replicas))
-	fmt.Fprintf(&b, "board-sync requests/s, phase 1 ÷ phase 2: %.2f (the board's own lease, forge-board-sync: one replica syncs)\n", r.BoardRatio())
+	for _, line := range r.findings() {
+		b.WriteString(line + "\n")
+	}
+	return b.String()
+}
+
+// findings are the ratios and each takeover against its bound, one line
+// each.
+func (r *Result) findings() []string {
+	out := []string{
+		fmt.Sprintf("sweeper requests/s, phase 1 ÷ phase 2: %.2f (%d replicas: without the lease every one sweeps, with it one does)",
+			r.Ratio(), len(r.Replicas)),
+		fmt.Sprintf("board-sync requests/s, phase 1 ÷ phase 2: %.2f (the board's own lease, forge-board-sync: one replica syncs)", r.BoardRatio()),
+	}
 	for i, p := range r.Phases {
 		if p.Stopped < 0 {
 			continue
@@ -454,36 +470,64 @@ func (r *Result) Table() string {
 		if p.Takeover > p.Bound {
 			verdict = "OVER"
 		}
-		fmt.Fprintf(&b, "phase %d takeover: %s stopped, %s swept %v later: %s the bound %v\n",
-			i+1, r.Replicas[p.Stopped], r.Replicas[p.Successor], p.Takeover.Round(time.Millisecond), verdict, p.Bound)
+		out = append(out, fmt.Sprintf("phase %d takeover: %s stopped, %s swept %v later: %s the bound %v",
+			i+1, r.Replicas[p.Stopped], r.Replicas[p.Successor], p.Takeover.Round(time.Millisecond), verdict, p.Bound))
 	}
-	return b.String()
+	return out
 }
 
-// phaseTable writes one table: the counts of each phase per replica, under
-// a header that starts with title, with their total and rate.
-func (r *Result) phaseTable(b *strings.Builder, title string, counts func(Phase) []int64, rate func(Phase) float64) {
-	nameW := len(title)
+// table is one table of the report: a header row and rows of cells, the
+// first column a label, the others numbers.
+type table struct {
+	Header []string
+	Rows   [][]string
+}
+
+// tables are the sweeper's and the board sync's requests per phase per
+// replica.
+func (r *Result) tables() []table {
+	return []table{
+		r.phaseTable("sweeper requests", func(p Phase) []int64 { return p.Requests }, Phase.PerSecond),
+		r.phaseTable("board-sync requests (lane forge-board-sync)", func(p Phase) []int64 { return p.Board }, Phase.BoardPerSecond),
+	}
+}
+
+// phaseTable is the counts of each phase per replica, under a header that
+// starts with title, with their total and rate.
+func (r *Result) phaseTable(title string, counts func(Phase) []int64, rate func(Phase) float64) table {
+	t := table{Header: append(append([]string{title}, r.Replicas...), "total", "requests/s", "seconds")}
 	for i, p := range r.Phases {
-		nameW = max(nameW, len(fmt.Sprintf("%d %s", i+1, p.Name)))
-	}
-	colW := 0
-	for _, n := range r.Replicas {
-		colW = max(colW, len(n))
-	}
-	fmt.Fprintf(b, "%-*s", nameW, title)
-	for _, n := range r.Replicas {
-		fmt.Fprintf(b, "  %*s", colW, n)
-	}
-	fmt.Fprintf(b, "  %7s  %10s  %7s\n", "total", "requests/s", "seconds")
-	for i, p := range r.Phases {
-		fmt.Fprintf(b, "%-*s", nameW, fmt.Sprintf("%d %s", i+1, p.Name))
+		row := []string{fmt.Sprintf("%d %s", i+1, p.Name)}
 		var total int64
 		for _, c := range counts(p) {
-			fmt.Fprintf(b, "  %*d", colW, c)
+			row = append(row, fmt.Sprint(c))
 			total += c
 		}
-		fmt.Fprintf(b, "  %7d  %10.1f  %7.1f\n", total, rate(p), p.To.Sub(p.From).Seconds())
+		t.Rows = append(t.Rows, append(row, fmt.Sprint(total), fmt.Sprintf("%.1f", rate(p)), fmt.Sprintf("%.1f", p.To.Sub(p.From).Seconds())))
+	}
+	return t
+}
+
+// writeText writes t as aligned text: the label column left, the others
+// right, two spaces apart.
+func (t table) writeText(b *strings.Builder) {
+	widths := make([]int, len(t.Header))
+	for _, row := range append([][]string{t.Header}, t.Rows...) {
+		for i, c := range row {
+			widths[i] = max(widths[i], utf8.RuneCountInString(c))
+		}
+	}
+	for _, row := range append([][]string{t.Header}, t.Rows...) {
+		for i, c := range row {
+			pad := strings.Repeat(" ", widths[i]-utf8.RuneCountInString(c))
+			switch {
+			case i == 0:
+				b.WriteString(c + pad)
+			default:
+				b.WriteString("  " + pad + c)
+			}
+		}
+		b.WriteString("\n")
 	}
 }
 
@@ -492,10 +536,21 @@ func (r *Result) phaseTable(b *strings.Builder, title string, counts func(Phase)
 // holders (sweeper, board sync), and the table.
 func (r *Result) WriteReport(w io.Writer) error {
 	// Buckets of two intervals: whole passes, so the rates do not alias.
-	c := buildChart(r.Replicas, r.Samples, r.Terms, r.BoardTerms, r.phaseSpans(), 2*r.Config.Interval)
+	c := buildChart(r.Replicas, r.Samples, r.Terms, r.BoardTerms, r.phaseSpans(), r.takeovers(), 2*r.Config.Interval)
 	summary := fmt.Sprintf("%d replicas in one process, sweep and board sync interval %v (%s). "+
 		"Every count is the forge simulator's own, per replica token.", len(r.Replicas), r.Config.Interval, r.Config.leaseTiming())
-	return writeHTML(w, summary, r.Table(), c)
+	return writeHTML(w, summary, r.tables(), r.findings(), c)
+}
+
+// takeovers are the phases' takeovers, for the chart.
+func (r *Result) takeovers() []takeover {
+	var out []takeover
+	for _, p := range r.Phases {
+		if p.Stopped >= 0 {
+			out = append(out, takeover{At: p.From, Delay: p.Takeover, Bound: p.Bound})
+		}
+	}
+	return out
 }
 
 // phaseLabel is phase i's short name on the chart.

@@ -91,6 +91,25 @@ func TestDemo(t *testing.T) {
 	if want := 1 + len(res.Terms) + len(res.BoardTerms); rects < want {
 		t.Errorf("got %d rects, want at least %d: the plot frame and one per term of either lease", rects, want)
 	}
+	report := page.String()
+	for _, want := range []string{
+		`name="viewport"`, `width="100%" viewBox="0 0 `, "<table>", "<th>sweeper requests</th>", "#0072B2",
+		"(bound " + res.Phases[2].Bound.String() + ")", "(bound " + res.Phases[3].Bound.String() + ")",
+	} {
+		if !strings.Contains(report, want) {
+			t.Errorf("report lacks %q, want it: a viewport, an SVG that scales, real tables, the Okabe–Ito palette, each takeover's bound on the chart", want)
+		}
+	}
+	if strings.Contains(report, "<pre>") {
+		t.Errorf("report has a <pre>, want real tables: a <pre> scrolls sideways and cuts columns")
+	}
+	labelled := false
+	for _, name := range res.Replicas {
+		labelled = labelled || strings.Contains(string(svg), `paint-order="stroke">`+name+`</text>`)
+	}
+	if !labelled {
+		t.Errorf("got no holder bar labelled with a replica's name, want the long terms labelled")
+	}
 }
 
 // active is how many replicas' counts are not zero.

@@ -27,12 +27,14 @@ type Span struct {
 type chart struct {
 	Width, Height  float64 // of the plot area
 	Left, Top      float64 // margins
+	TakeoverY      float64 // the row of the takeover marks
 	BandY, BandH   float64 // the sweeper leader timeline's band
 	BoardBandY     float64 // the board sync leader timeline's band, as high
 	Lines          []chartLine
 	Terms          []chartRect
 	BoardTerms     []chartRect
 	Phases         []chartPhase
+	Takeovers      []chartTakeover
 	YTicks, XTicks []chartTick
 	YLabel         string
 }
@@ -44,6 +46,22 @@ type chartLine struct {
 type chartRect struct {
 	X, W         float64
 	Color, Title string
+	// Label is the holder's name, drawn on the bar when it fits ("" when not).
+	Label string
+}
+
+// takeover is a stop and the delay to the successor's first request,
+// against the ADR's bound.
+type takeover struct {
+	At           time.Time
+	Delay, Bound time.Duration
+}
+
+// chartTakeover is a takeover on the chart: a bar from the stop (X) to the
+// successor's first request (X+W), and a mark at the bound (BoundX).
+type chartTakeover struct {
+	X, W, BoundX       float64
+	Delay, Bound, Over string
 }
 
 type chartPhase struct {
@@ -56,10 +74,13 @@ type chartTick struct {
 	Label string
 }
 
-// palette colours replicas, in order.
-const palette = "#1f77b4 #d62728 #2ca02c #ff7f0e #9467bd #8c564b #e377c2 #7f7f7f #bcbd22 #17becf"
+// palette colours replicas, in order: Okabe and Ito's colour-blind-safe
+// palette (blue, orange, bluish green, reddish purple, sky blue,
+// vermillion, yellow, black), so no two replicas differ by red and green
+// alone.
+const palette = "#0072B2 #E69F00 #009E73 #CC79A7 #56B4E9 #D55E00 #F0E442 #000000"
 
-// colour is replica i's colour; the palette repeats after ten.
+// colour is replica i's colour; the palette repeats after eight.
 func colour(i int) string {
 	cs := strings.Fields(palette)
 	return cs[i%len(cs)]
@@ -69,9 +90,10 @@ func colour(i int) string {
 // of width bucket, stacked so the top edge is the total, the terms and
 // boardTerms into the two leader bands (sweeper, board sync), and the
 // phases into phase markers.
-func buildChart(names []string, samples []Sample, terms, boardTerms, phases []Span, bucket time.Duration) chart {
+func buildChart(names []string, samples []Sample, terms, boardTerms, phases []Span, takeovers []takeover, bucket time.Duration) chart {
 	c := chart{Width: 860, Height: 260, Left: 60, Top: 20, BandH: 26, YLabel: "sweeper requests/s (stacked)"}
-	c.BandY = c.Top + c.Height + 46
+	c.TakeoverY = c.Top + c.Height + 40
+	c.BandY = c.TakeoverY + 46
 	c.BoardBandY = c.BandY + c.BandH + 24
 	if len(samples) < 2 {
 		return c
@@ -119,8 +141,20 @@ func buildChart(names []string, samples []Sample, terms, boardTerms, phases []Sp
 		c.Lines = append(c.Lines, chartLine{Name: name, Color: colour(r), Points: strings.Join(append(upper, lower...), " ")})
 	}
 	rect := func(t Span) chartRect {
-		return chartRect{X: x(t.From), W: max(1, x(t.To)-x(t.From)), Color: colour(t.Replica),
+		r := chartRect{X: x(t.From), W: max(1, x(t.To)-x(t.From)), Color: colour(t.Replica),
 			Title: fmt.Sprintf("%s leads %.2fs–%.2fs", names[t.Replica], t.From.Sub(start).Seconds(), t.To.Sub(start).Seconds())}
+		if r.W >= labelWidth(names[t.Replica]) {
+			r.Label = names[t.Replica]
+		}
+		return r
+	}
+	for _, tk := range takeovers {
+		ct := chartTakeover{X: x(tk.At), W: max(1, x(tk.At.Add(tk.Delay))-x(tk.At)), BoundX: x(tk.At.Add(tk.Bound)),
+			Delay: tk.Delay.Round(time.Millisecond).String(), Bound: tk.Bound.String()}
+		if tk.Delay > tk.Bound {
+			ct.Over = " (over)"
+		}
+		c.Takeovers = append(c.Takeovers, ct)
 	}
 	for _, t := range terms {
 		c.Terms = append(c.Terms, rect(t))
@@ -142,6 +176,10 @@ func buildChart(names []string, samples []Sample, terms, boardTerms, phases []Sp
 	return c
 }
 
+// labelWidth is about how wide name is at the chart's 11 px font, with a
+// margin: a bar narrower than this carries its name in its tooltip only.
+func labelWidth(name string) float64 { return 6.5*float64(len(name)) + 8 }
+
 // niceCeil rounds v up to 1, 2 or 5 times a power of ten.
 func niceCeil(v float64) float64 {
 	if v <= 0 {
@@ -160,10 +198,17 @@ var reportTmpl = template.Must(template.New("report").Parse(`<!DOCTYPE html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
 <title>iterion demo: one sweeper, whatever the replica count</title>
 <style>
-body { font-family: system-ui, sans-serif; margin: 2em; color: #222; max-width: 1000px; }
-pre { background: #f6f6f6; padding: 1em; overflow-x: auto; }
+* { box-sizing: border-box; }
+body { font-family: system-ui, sans-serif; margin: 0 auto; padding: 1em; color: #1b1b1b; max-width: 1100px; }
+svg { width: 100%; height: auto; display: block; }
+.scroll { overflow-x: auto; max-width: 100%; }
+table { border-collapse: collapse; margin: .5em 0 1.5em; }
+th, td { border: 1px solid #c8ccd2; padding: .25em .6em; text-align: right; font-variant-numeric: tabular-nums; }
+th:first-child, td:first-child { text-align: left; }
+th { background: #eef0f3; }
 .legend span { display: inline-block; margin-right: 1.2em; }
 .legend i { display: inline-block; width: 12px; height: 12px; margin-right: 4px; vertical-align: middle; }
 </style>
@@ -171,43 +216,55 @@ pre { background: #f6f6f6; padding: 1em; overflow-x: auto; }
 <body>
 <h1>iterion demo: one sweeper, whatever the replica count</h1>
 <p>{{.Summary}}</p>
-<svg xmlns="http://www.w3.org/2000/svg" width="{{.W}}" height="{{.H}}" viewBox="0 0 {{.W}} {{.H}}" role="img" aria-label="sweeper requests per second per replica, and each lease's holder over time">
+<svg xmlns="http://www.w3.org/2000/svg" width="100%" viewBox="0 0 {{.W}} {{.H}}" role="img" aria-label="sweeper requests per second per replica, each takeover's delay against its bound, and each lease's holder over time">
 {{with .Chart}}
-<rect x="{{.Left}}" y="{{.Top}}" width="{{.Width}}" height="{{.Height}}" fill="none" stroke="#999"/>
-{{range .YTicks}}<line x1="{{$.Chart.Left}}" x2="{{$.PlotRight}}" y1="{{.Pos}}" y2="{{.Pos}}" stroke="#eee"/><text x="{{$.YTickX}}" y="{{.Pos}}" font-size="11" text-anchor="end" dominant-baseline="middle">{{.Label}}</text>
+<rect x="{{.Left}}" y="{{.Top}}" width="{{.Width}}" height="{{.Height}}" fill="none" stroke="#767676"/>
+{{range .YTicks}}<line x1="{{$.Chart.Left}}" x2="{{$.PlotRight}}" y1="{{.Pos}}" y2="{{.Pos}}" stroke="#e4e4e4"/><text x="{{$.YTickX}}" y="{{.Pos}}" font-size="11" text-anchor="end" dominant-baseline="middle">{{.Label}}</text>
 {{end}}{{range .XTicks}}<text x="{{.Pos}}" y="{{$.XTickY}}" font-size="11" text-anchor="middle">{{.Label}}</text>
 {{end}}<text x="14" y="{{$.MidY}}" font-size="12" transform="rotate(-90 14 {{$.MidY}})" text-anchor="middle">{{.YLabel}}</text>
-{{range .Lines}}<polygon fill="{{.Color}}" fill-opacity="0.75" stroke="{{.Color}}" stroke-width="0.5" points="{{.Points}}"><title>{{.Name}}</title></polygon>
+{{range .Lines}}<polygon fill="{{.Color}}" fill-opacity="0.8" stroke="{{.Color}}" stroke-width="0.5" points="{{.Points}}"><title>{{.Name}}</title></polygon>
 {{end}}{{range .Phases}}<line x1="{{.X}}" x2="{{.X}}" y1="{{$.Chart.Top}}" y2="{{$.BandBottom}}" stroke="#444" stroke-dasharray="4 3"/><text x="{{.X}}" y="{{$.PhaseLabelY}}" font-size="11" dx="3">{{.Name}}</text>
+{{end}}<text x="{{.Left}}" y="{{$.TakeoverLabelY}}" font-size="11">takeover: stop → successor's first request (bar), ADR bound (mark)</text>
+{{range .Takeovers}}<g><title>takeover {{.Delay}}, bound {{.Bound}}{{.Over}}</title><rect x="{{.X}}" y="{{$.Chart.TakeoverY}}" width="{{.W}}" height="8" fill="#1b1b1b"/><line x1="{{.BoundX}}" x2="{{.BoundX}}" y1="{{$.TakeoverMarkTop}}" y2="{{$.TakeoverMarkBottom}}" stroke="#D55E00" stroke-width="2"/><text x="{{.X}}" y="{{$.TakeoverTextY}}" font-size="11">{{.Delay}} (bound {{.Bound}}){{.Over}}</text></g>
 {{end}}<text x="{{.Left}}" y="{{$.BandLabelY}}" font-size="11">lease holder (merge-gate-sweeper)</text>
-{{range .Terms}}<rect x="{{.X}}" y="{{$.Chart.BandY}}" width="{{.W}}" height="{{$.Chart.BandH}}" fill="{{.Color}}" opacity="0.8"><title>{{.Title}}</title></rect>
+{{range .Terms}}<rect x="{{.X}}" y="{{$.Chart.BandY}}" width="{{.W}}" height="{{$.Chart.BandH}}" fill="{{.Color}}"><title>{{.Title}}</title></rect>{{if .Label}}<text x="{{.X}}" dx="4" y="{{$.TermLabelY}}" font-size="11" stroke="#fff" stroke-width="3" paint-order="stroke">{{.Label}}</text>{{end}}
 {{end}}<text x="{{.Left}}" y="{{$.BoardBandLabelY}}" font-size="11">lease holder (forge-board-sync)</text>
-{{range .BoardTerms}}<rect x="{{.X}}" y="{{$.Chart.BoardBandY}}" width="{{.W}}" height="{{$.Chart.BandH}}" fill="{{.Color}}" opacity="0.8"><title>{{.Title}}</title></rect>
+{{range .BoardTerms}}<rect x="{{.X}}" y="{{$.Chart.BoardBandY}}" width="{{.W}}" height="{{$.Chart.BandH}}" fill="{{.Color}}"><title>{{.Title}}</title></rect>{{if .Label}}<text x="{{.X}}" dx="4" y="{{$.BoardTermLabelY}}" font-size="11" stroke="#fff" stroke-width="3" paint-order="stroke">{{.Label}}</text>{{end}}
 {{end}}{{end}}
 </svg>
 <p class="legend">{{range .Chart.Lines}}<span><i style="background:{{.Color}}"></i>{{.Name}}</span>{{end}}</p>
 <h2>Figures (from the simulator's own counts)</h2>
-<pre>{{.Table}}</pre>
+{{range .Tables}}<div class="scroll"><table><thead><tr>{{range .Header}}<th>{{.}}</th>{{end}}</tr></thead><tbody>
+{{range .Rows}}<tr>{{range .}}<td>{{.}}</td>{{end}}</tr>
+{{end}}</tbody></table></div>
+{{end}}<ul>{{range .Findings}}<li>{{.}}</li>{{end}}</ul>
 </body>
 </html>
 `))
 
 // writeHTML writes the self-contained report: the chart as inline SVG and
-// the demo's table.
-func writeHTML(w io.Writer, summary, table string, c chart) error {
+// the demo's tables and findings.
+func writeHTML(w io.Writer, summary string, tables []table, findings []string, c chart) error {
 	return reportTmpl.Execute(w, map[string]any{
-		"Summary":         summary,
-		"Table":           table,
-		"Chart":           c,
-		"W":               c.Left + c.Width + 20,
-		"H":               c.BoardBandY + c.BandH + 20,
-		"PlotRight":       c.Left + c.Width,
-		"YTickX":          c.Left - 6,
-		"XTickY":          c.Top + c.Height + 14,
-		"MidY":            c.Top + c.Height/2,
-		"BandBottom":      c.BoardBandY + c.BandH,
-		"PhaseLabelY":     c.Top + 12,
-		"BandLabelY":      c.BandY - 4,
-		"BoardBandLabelY": c.BoardBandY - 4,
+		"Summary":            summary,
+		"Tables":             tables,
+		"Findings":           findings,
+		"Chart":              c,
+		"W":                  c.Left + c.Width + 20,
+		"H":                  c.BoardBandY + c.BandH + 20,
+		"PlotRight":          c.Left + c.Width,
+		"YTickX":             c.Left - 6,
+		"XTickY":             c.Top + c.Height + 14,
+		"MidY":               c.Top + c.Height/2,
+		"BandBottom":         c.BoardBandY + c.BandH,
+		"PhaseLabelY":        c.Top + 12,
+		"BandLabelY":         c.BandY - 4,
+		"BoardBandLabelY":    c.BoardBandY - 4,
+		"TakeoverLabelY":     c.TakeoverY - 18,
+		"TermLabelY":         c.BandY + c.BandH/2 + 4,
+		"BoardTermLabelY":    c.BoardBandY + c.BandH/2 + 4,
+		"TakeoverTextY":      c.TakeoverY - 4,
+		"TakeoverMarkTop":    c.TakeoverY - 2,
+		"TakeoverMarkBottom": c.TakeoverY + 10,
 	})
 }

@@ -1,14 +1,17 @@
 package board
 
 import (
+	"cmp"
 	"html/template"
-	"log/slog"
 	"net/http"
+	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"iterion.dev/iterion/internal/httpjson"
+	"iterion.dev/iterion/internal/page"
 )
 
 // Board page limits: GET /board shows DefaultLimit cards unless
@@ -35,12 +38,17 @@ type CardView struct {
 // Handler serves GET /board: the cards of store, most recently updated
 // first, as a small HTML page, or with ?format=json as a JSON array of
 // CardView. ?repo=owner/name and ?state=open|closed filter, ?limit=N bounds
-// (DefaultLimit, at most MaxLimit); a bad parameter answers 400
-// naming it. A nil store (no repositories configured) answers 404; a nil
-// logger discards the page's rendering errors.
-func Handler(store Store, logger *slog.Logger) http.HandlerFunc {
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
+// (DefaultLimit, at most MaxLimit); a bad parameter answers 400 naming it.
+// A nil store (no repositories configured) answers 404. Cards updated in
+// the same second come by repository, then number as a number. render
+// writes the HTML page in the server's shared layout; nil renders it in
+// that layout with no navigation, logging nothing.
+func Handler(store Store, render func(http.ResponseWriter, *page.Template, string, any)) http.HandlerFunc {
+	if render == nil {
+		render = func(w http.ResponseWriter, t *page.Template, title string, body any) {
+			w.Header().Set("Content-Type", "text/html; charset=utf-8")
+			_ = t.Execute(w, page.Data{Title: title, Now: time.Now(), Body: body})
+		}
 	}
 	return func(w http.ResponseWriter, r *http.Request) {
 		if store == nil {
@@ -57,6 +65,10 @@ func Handler(store Store, logger *slog.Logger) http.HandlerFunc {
 			httpjson.Error(w, http.StatusServiceUnavailable, "board not read: "+err.Error())
 			return
 		}
+		slices.SortStableFunc(cards, func(a, b Card) int {
+			return cmp.Or(b.Updated.Truncate(time.Second).Compare(a.Updated.Truncate(time.Second)),
+				cmp.Compare(a.Repo, b.Repo), cmp.Compare(a.Number, b.Number))
+		})
 		views := make([]CardView, len(cards))
 		for i, c := range cards {
 			views[i] = CardView{Host: c.Host, Repo: c.Repo, Number: c.Number, Title: c.Title, State: c.State,
@@ -67,10 +79,18 @@ func Handler(store Store, logger *slog.Logger) http.HandlerFunc {
 			httpjson.Write(w, http.StatusOK, views)
 			return
 		}
-		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		if err := boardTemplate.Execute(w, boardPage{Query: q, Cards: views}); err != nil {
-			logger.Warn("board page", "err", err)
+		filters := url.Values{}
+		for k, v := range map[string]string{"repo": q.Repo, "state": q.State} {
+			if v != "" {
+				filters.Set(k, v)
+			}
 		}
+		if l := r.URL.Query().Get("limit"); l != "" {
+			filters.Set("limit", l)
+		}
+		filters.Set("format", "json")
+		render(w, boardTemplate, "Forge board", boardPage{Query: q, Cards: views, JSON: "?" + filters.Encode(),
+			Filtered: q.Repo != "" || q.State != ""})
 	}
 }
 
@@ -100,20 +120,17 @@ func boardQueryOf(r *http.Request) (q Query, msg string) {
 type boardPage struct {
 	Query Query
 	Cards []CardView
+	// JSON is the page's JSON link, with its filters.
+	JSON string
+	// Filtered: a repo or state filter is set, so no card means none
+	// matches, not that the board has not synced yet.
+	Filtered bool
 }
 
-var boardTemplate = template.Must(template.New("board").Funcs(template.FuncMap{
-	"join": func(s []string) string { return strings.Join(s, ", ") },
-	"time": func(t time.Time) string { return t.Format(time.RFC3339) },
-}).Parse(`<!doctype html>
-<html><head><meta charset="utf-8"><title>iterion board</title>
-<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.3em .8em;text-align:left}.closed{color:#999}</style>
-</head><body>
-<h1>Forge board</h1>
-<p>{{len .Cards}} cards{{with .Query.Repo}} of {{.}}{{end}}{{with .Query.State}}, {{.}}{{end}}, most recently updated first · <a href="?format=json">JSON</a></p>
-<table><tr><th>repository</th><th>#</th><th>kind</th><th>title</th><th>state</th><th>labels</th><th>assignees</th><th>updated</th></tr>
-{{range .Cards}}<tr class="{{.State}}"><td>{{.Host}}/{{.Repo}}</td><td>{{.Number}}</td><td>{{if .PullRequest}}pull request{{else}}issue{{end}}</td><td>{{if .URL}}<a href="{{.URL}}">{{.Title}}</a>{{else}}{{.Title}}{{end}}</td><td>{{.State}}</td><td>{{join .Labels}}</td><td>{{join .Assignees}}</td><td>{{time .Updated}}</td></tr>
-{{else}}<tr><td colspan="8">no cards yet: the first pass is one interval after a replica is elected</td></tr>
-{{end}}</table>
-</body></html>
-`))
+var boardTemplate = page.New(`{{define "content"}}{{with .Body}}
+<p>{{len .Cards}} card{{if ne (len .Cards) 1}}s{{end}}{{with .Query.Repo}} of {{.}}{{end}}{{with .Query.State}}, {{.}}{{end}}, most recently updated first · <a href="{{.JSON}}">JSON</a></p>
+<div class="scroll"><table><thead><tr><th>repository</th><th class="num">#</th><th>kind</th><th>title</th><th>state</th><th>labels</th><th>assignees</th><th>updated</th></tr></thead><tbody>
+{{range .Cards}}<tr class="{{.State}}"><td>{{.Host}}/{{.Repo}}</td><td class="num">{{.Number}}</td><td>{{if .PullRequest}}pull request{{else}}issue{{end}}</td><td>{{if .URL}}<a href="{{.URL}}">{{.Title}}</a>{{else}}{{.Title}}{{end}}</td><td>{{.State}}</td><td>{{join .Labels}}</td><td>{{join .Assignees}}</td><td>{{when .Updated}}</td></tr>
+{{else}}<tr><td colspan="8">{{if .Filtered}}no cards match these filters{{else}}no cards yet: the first pass is one interval after a replica is elected{{end}}</td></tr>
+{{end}}</tbody></table></div>
+{{end}}{{end}}`, template.FuncMap{"join": func(s []string) string { return strings.Join(s, ", ") }})

@@ -14,7 +14,9 @@ import (
 )
 
 // TestHandler pins GET /board: newest first, every field on the wire, the
-// repo, state and limit filters, an escaped HTML table, 400 naming a bad
+// repo, state and limit filters, an escaped HTML table, a card count that
+// agrees in number, a JSON link that keeps the filters, "no cards match"
+// apart from "not synced yet", numbers sorted as numbers, 400 naming a bad
 // parameter, and 404 without a store.
 func TestHandler(t *testing.T) {
 	store := board.NewMemoryStore()
@@ -55,6 +57,22 @@ func TestHandler(t *testing.T) {
 	code, body = get(h, "/board")
 	if code != 200 || !strings.Contains(body, "<table>") || !strings.Contains(body, "crash &lt;on&gt; start") || !strings.Contains(body, `href="https://github.com/acme/app/issues/1"`) {
 		t.Errorf("GET /board = %d %s, want an HTML table with the escaped title linked to the issue", code, body)
+	}
+	_, body = get(h, "/board?repo=acme/app&state=open")
+	if !strings.Contains(body, "1 card of acme/app, open") || !strings.Contains(body, `href="?format=json&amp;repo=acme%2Fapp&amp;state=open"`) {
+		t.Errorf("GET /board filtered lacks \"1 card\" or a JSON link with its filters:\n%s", body)
+	}
+	if _, body = get(h, "/board?repo=acme/none"); !strings.Contains(body, "no cards match these filters") {
+		t.Errorf("GET /board?repo=acme/none lacks \"no cards match\", want it: a filter that matches nothing is not an unsynced board\n%s", body)
+	}
+	for _, n := range []int{13, 2} { // same second as #1: numbers sort as numbers
+		if _, err := store.Put(context.Background(), board.Card{Host: "github.com", Repo: "acme/lib", Number: n, Title: "t", State: "open",
+			URL: fmt.Sprintf("https://github.com/acme/lib/issues/%d", n), Updated: time.Date(2026, 9, 30, 15, 0, 0, 0, time.UTC)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, body = get(h, "/board?repo=acme/lib"); strings.Index(body, "issues/2\"") > strings.Index(body, "issues/13\"") {
+		t.Errorf("GET /board lists acme/lib#13 before #2, want numbers sorted as numbers within one second:\n%s", body)
 	}
 	for _, q := range []string{"state=merged", "repo=acme", "limit=0", "limit=x", "format=xml"} {
 		field, _, _ := strings.Cut(q, "=")

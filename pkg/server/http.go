@@ -2,18 +2,13 @@ package server
 
 import (
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"html/template"
 	"io"
 	"net/http"
 	"net/url"
 	"reflect"
-	"strconv"
-	"strings"
-	"time"
 	"unicode/utf8"
 
 	"github.com/google/go-github/v88/github"
@@ -22,7 +17,6 @@ import (
 	"iterion.dev/iterion/internal/httpjson"
 	"iterion.dev/iterion/pkg/board"
 	"iterion.dev/iterion/pkg/forge"
-	"iterion.dev/iterion/pkg/lease"
 )
 
 // Request body limits: a run report is small; GitHub caps webhook payloads
@@ -40,7 +34,11 @@ const (
 //	POST /webhooks/github   pull_request and status events (X-Hub-Signature-256)
 //	GET  /healthz           200, or 503 when an elected net's work is stuck
 //	GET  /metrics           Prometheus
+//	GET  /                  index: every page, this replica's owner and terms
 //	GET  /leases            lease holders, HTML; ?format=json for JSON
+//	GET  /runs              unsettled runs and their last offer here, HTML
+//	GET  /api/runs          runs by repo, pull and state, paginated (bearer token)
+//	GET  /api/runs/{id}     one run (bearer token)
 //	GET  /board             the forge board's cards, HTML; ?format=json for JSON
 func (s *Server) Handler() http.Handler { return s.handler }
 
@@ -51,7 +49,11 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /healthz", s.getHealthz)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /leases", s.getLeases)
-	mux.Handle("GET /board", board.Handler(s.cfg.Board, s.cfg.Logger))
+	mux.HandleFunc("GET /{$}", s.getIndex)
+	mux.HandleFunc("GET /runs", s.getRunsPage)
+	mux.HandleFunc("GET /api/runs", s.listRuns)
+	mux.HandleFunc("GET /api/runs/{id}", s.getRun)
+	mux.Handle("GET /board", board.Handler(s.cfg.Board, s.render))
 	return mux
 }
 
@@ -148,10 +150,7 @@ func jsonKind(t reflect.Type) string {
 // offers it on lane api, and answers 201 (new) or 200 (same repo, pull and
 // head again) with {"id": ...}.
 func (s *Server) postRun(w http.ResponseWriter, r *http.Request) {
-	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare([]byte(token), []byte(s.cfg.APIToken)) != 1 {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="iterion"`)
-		writeError(w, http.StatusUnauthorized, "missing or wrong bearer token")
+	if !s.authorized(w, r) {
 		return
 	}
 	var q runRequest
@@ -278,73 +277,3 @@ func (s *Server) getHealthz(w http.ResponseWriter, _ *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "owner": s.cfg.Owner})
 }
-
-// LeaseView is one lease as GET /leases?format=json shows it.
-type LeaseView struct {
-	Name    string    `json:"name"`
-	Owner   string    `json:"owner"`
-	Expires time.Time `json:"expires"` // RFC 3339
-}
-
-// getLeases is GET /leases: the store's lease holders as a small HTML page,
-// or with ?format=json as [{"name", "owner", "expires"}]; 400 for another
-// format; 501 when the store cannot list its leases.
-func (s *Server) getLeases(w http.ResponseWriter, r *http.Request) {
-	format := r.URL.Query().Get("format")
-	if format != "" && format != "json" && format != "html" {
-		writeError(w, http.StatusBadRequest, "format "+strconv.Quote(format)+" is not json or html")
-		return
-	}
-	insp, ok := s.cfg.Leases.(lease.Inspector)
-	if !ok {
-		writeError(w, http.StatusNotImplemented, "the lease store cannot list its leases")
-		return
-	}
-	holders, err := insp.Holders(r.Context())
-	if err != nil {
-		writeError(w, http.StatusServiceUnavailable, "leases not read: "+err.Error())
-		return
-	}
-	views := make([]LeaseView, len(holders))
-	for i, h := range holders {
-		views[i] = LeaseView{Name: h.Name, Owner: h.Owner, Expires: h.Expires.UTC()}
-	}
-	if format == "json" {
-		writeJSON(w, http.StatusOK, views)
-		return
-	}
-	now := s.cfg.Now()
-	page := leasesPage{Self: s.cfg.Owner, Now: now.UTC().Format(time.RFC3339)}
-	for _, v := range views {
-		page.Rows = append(page.Rows, leaseRow{LeaseView: v, Expired: !now.Before(v.Expires), Self: v.Owner == s.cfg.Owner,
-			ExpiresText: v.Expires.Format(time.RFC3339Nano)})
-	}
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	if err := leasesTemplate.Execute(w, page); err != nil {
-		s.log.Warn("leases page", "err", err)
-	}
-}
-
-type leasesPage struct {
-	Self, Now string
-	Rows      []leaseRow
-}
-
-type leaseRow struct {
-	LeaseView
-	ExpiresText   string
-	Expired, Self bool
-}
-
-var leasesTemplate = template.Must(template.New("leases").Parse(`<!doctype html>
-<html><head><meta charset="utf-8"><title>iterion leases</title>
-<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.3em .8em;text-align:left}.self{font-weight:bold}.expired{color:#999}</style>
-</head><body>
-<h1>Leases</h1>
-<p>This replica: <code>{{.Self}}</code> · now {{.Now}} · <a href="?format=json">JSON</a></p>
-<table><tr><th>lease</th><th>holder</th><th>expires</th><th></th></tr>
-{{range .Rows}}<tr class="{{if .Self}}self{{end}} {{if .Expired}}expired{{end}}"><td>{{.Name}}</td><td><code>{{.Owner}}</code></td><td>{{.ExpiresText}}</td><td>{{if .Expired}}expired{{else if .Self}}held by this replica{{end}}</td></tr>
-{{else}}<tr><td colspan="4">no leases</td></tr>
-{{end}}</table>
-</body></html>
-`))

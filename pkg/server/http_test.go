@@ -38,7 +38,8 @@ type httpFixture struct {
 	srv    *server.Server
 }
 
-func newHTTPFixture(t *testing.T) *httpFixture {
+// newHTTPFixture builds the fixture; each opt adjusts the server's Config.
+func newHTTPFixture(t *testing.T, opts ...func(*server.Config)) *httpFixture {
 	t.Helper()
 	sim, simSrv := startSim(t)
 	if err := sim.SeedPull("acme", "app", 12, headSHA, "open"); err != nil {
@@ -47,8 +48,12 @@ func newHTTPFixture(t *testing.T) *httpFixture {
 	reg := prometheus.NewRegistry()
 	f := &httpFixture{runs: server.NewMemoryRunStore(), leases: lease.NewMemoryStore(), sim: sim,
 		forge: newForge(t, simSrv.URL, nil, "tok", reg, nil)}
-	srv, err := server.New(server.Config{Runs: f.runs, Leases: f.leases, Forge: f.forge,
-		APIToken: apiToken, WebhookSecret: webhookSecret, Owner: "replica-a", Registry: reg})
+	cfg := server.Config{Runs: f.runs, Leases: f.leases, Forge: f.forge,
+		APIToken: apiToken, WebhookSecret: webhookSecret, Owner: "replica-a", Registry: reg}
+	for _, opt := range opts {
+		opt(&cfg)
+	}
+	srv, err := server.New(cfg)
 	if err != nil {
 		t.Fatalf("server.New: %v", err)
 	}
@@ -343,14 +348,14 @@ func TestHealthzMetricsAndLeases(t *testing.T) {
 		t.Fatalf("Acquire = %v, %v", ok, err)
 	}
 	code, body := f.do(t, "GET", "/leases?format=json", nil, "")
-	var got []map[string]string
+	var got []map[string]any
 	if err := json.Unmarshal([]byte(body), &got); code != http.StatusOK || err != nil {
 		t.Fatalf("GET /leases?format=json = %d %s (%v), want 200 JSON", code, body, err)
 	}
-	if len(got) != 1 || len(got[0]) != 3 || got[0]["name"] != "merge-gate-sweeper" || got[0]["owner"] != "replica-b" {
-		t.Errorf("leases %v, want [{name merge-gate-sweeper, owner replica-b, expires}]: the wire contract", got)
+	if len(got) != 1 || len(got[0]) != 4 || got[0]["name"] != "merge-gate-sweeper" || got[0]["owner"] != "replica-b" || got[0]["expired"] != false {
+		t.Errorf("leases %v, want [{name merge-gate-sweeper, owner replica-b, expires, expired false}]: the wire contract, and expired as the CLI's", got)
 	}
-	if at, err := time.Parse(time.RFC3339, got[0]["expires"]); err != nil || !at.Equal(expires) {
+	if at, err := time.Parse(time.RFC3339, got[0]["expires"].(string)); err != nil || !at.Equal(expires) {
 		t.Errorf("expires %q (%v), want RFC 3339 %v", got[0]["expires"], err, expires)
 	}
 	code, body = f.do(t, "GET", "/leases", nil, "")

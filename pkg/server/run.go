@@ -160,5 +160,53 @@ func (c Cursor) Before(r GateRun) bool {
 // the run after r.
 func CursorAt(r GateRun) Cursor { return Cursor{Updated: r.Updated, ID: r.ID} }
 
+// RunState selects runs by whether they are settled.
+type RunState string
+
+// The states a RunQuery selects; the zero RunState selects every run.
+const (
+	RunsAll       RunState = ""
+	RunsUnsettled RunState = "unsettled"
+	RunsSettled   RunState = "settled"
+)
+
+// RunQuery selects runs for RunStore.List. A zero field matches every run.
+type RunQuery struct {
+	// Host and Repo ("owner/name") select one repository; Pull one pull
+	// request (at least 1) of it.
+	Host, Repo string
+	Pull       int
+	// State selects settled or unsettled runs.
+	State RunState
+	// After is where the page starts: the runs after it in listing order.
+	After Cursor
+	// Limit is the most runs one page holds, at least 1.
+	Limit int
+}
+
+// Validate reports the first field of q a store would refuse, as an error
+// wrapping ErrInvalid that names the field and value.
+func (q RunQuery) Validate() error {
+	switch {
+	case q.Repo != "" && !validRepo(q.Repo):
+		return fmt.Errorf("%w: repo %q is not owner/name", ErrInvalid, q.Repo)
+	case q.Pull < 0:
+		return fmt.Errorf("%w: pull %d is not a pull request number", ErrInvalid, q.Pull)
+	case q.State != RunsAll && q.State != RunsUnsettled && q.State != RunsSettled:
+		return fmt.Errorf("%w: state %q is not settled or unsettled", ErrInvalid, q.State)
+	case q.Limit < 1:
+		return fmt.Errorf("%w: limit %d is under 1", ErrInvalid, q.Limit)
+	}
+	return nil
+}
+
+// Matches reports whether r has q's host, repo, pull and state (the cursor
+// and limit aside).
+func (q RunQuery) Matches(r GateRun) bool {
+	return (q.Host == "" || r.Host == q.Host) && (q.Repo == "" || r.Repo == q.Repo) &&
+		(q.Pull == 0 || r.Pull == q.Pull) &&
+		(q.State == RunsAll || r.Settled == (q.State == RunsSettled))
+}
+
 // stamp is t as the stores keep it: UTC, truncated to the millisecond.
 func stamp(t time.Time) time.Time { return t.UTC().Truncate(time.Millisecond) }

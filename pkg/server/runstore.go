@@ -33,6 +33,12 @@ type RunStore interface {
 	ForPull(ctx context.Context, host, repo string, pull int) ([]GateRun, error)
 	// ForHead returns the unsettled runs whose head is sha in repo.
 	ForHead(ctx context.Context, host, repo, sha string) ([]GateRun, error)
+	// List returns at most q.Limit runs that match q and come after
+	// q.After, in listing order (Updated, then ID), settled ones included
+	// unless q.State says otherwise. Resume with CursorAt(last run of the
+	// page); a page shorter than q.Limit is the last. A q that fails
+	// Validate is refused with an error wrapping ErrInvalid.
+	List(ctx context.Context, q RunQuery) ([]GateRun, error)
 	// Settle marks the run with id settled; settling a settled run is a
 	// no-op. A missing id is an error wrapping ErrNotFound.
 	Settle(ctx context.Context, id string) error
@@ -133,6 +139,28 @@ func (s *MemoryRunStore) filter(ctx context.Context, keep func(GateRun) bool) ([
 	}
 	slices.SortFunc(out, func(a, b GateRun) int { return cmp.Compare(a.ID, b.ID) })
 	return out, nil
+}
+
+// List implements RunStore.
+func (s *MemoryRunStore) List(ctx context.Context, q RunQuery) ([]GateRun, error) {
+	if err := q.Validate(); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("server: list runs: %w", err)
+	}
+	s.mu.Lock()
+	var out []GateRun
+	for _, r := range s.runs {
+		if q.Matches(r) && q.After.Before(r) {
+			out = append(out, r)
+		}
+	}
+	s.mu.Unlock()
+	slices.SortFunc(out, func(a, b GateRun) int {
+		return cmp.Or(a.Updated.Compare(b.Updated), cmp.Compare(a.ID, b.ID))
+	})
+	return out[:min(q.Limit, len(out))], nil
 }
 
 // Settle implements RunStore.

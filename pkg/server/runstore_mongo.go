@@ -112,6 +112,33 @@ func (s *MongoRunStore) Unsettled(ctx context.Context, since time.Time, after Cu
 		{Key: "settled", Value: false},
 		{Key: "updated_at", Value: bson.D{{Key: "$gte", Value: stamp(since)}}},
 	}
+	return s.page(ctx, filter, after, limit)
+}
+
+// List implements RunStore.
+func (s *MongoRunStore) List(ctx context.Context, q RunQuery) ([]GateRun, error) {
+	if err := q.Validate(); err != nil {
+		return nil, err
+	}
+	filter := bson.D{}
+	if q.Host != "" {
+		filter = append(filter, bson.E{Key: "host", Value: q.Host})
+	}
+	if q.Repo != "" {
+		filter = append(filter, bson.E{Key: "repo", Value: q.Repo})
+	}
+	if q.Pull != 0 {
+		filter = append(filter, bson.E{Key: "pull", Value: q.Pull})
+	}
+	if q.State != RunsAll {
+		filter = append(filter, bson.E{Key: "settled", Value: q.State == RunsSettled})
+	}
+	return s.page(ctx, filter, q.After, q.Limit)
+}
+
+// page finds at most limit runs that match filter and come after the
+// cursor, in listing order (updated_at, then _id).
+func (s *MongoRunStore) page(ctx context.Context, filter bson.D, after Cursor, limit int) ([]GateRun, error) {
 	if after != (Cursor{}) {
 		at := stamp(after.Updated)
 		filter = append(filter, bson.E{Key: "$or", Value: bson.A{

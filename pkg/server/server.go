@@ -98,6 +98,7 @@ type Server struct {
 	leases  *leaseprom.Metrics
 	health  *lease.Health
 	offers  *prometheus.CounterVec
+	seen    observed
 	handler http.Handler
 }
 
@@ -254,7 +255,7 @@ func (s *Server) elect(ctx context.Context, n electedNet) {
 		Logger:   s.cfg.Logger, // lease.Run adds the owner itself
 		Observer: s.leases,
 		Health:   s.health,
-		OnEvent:  s.cfg.OnLeaseEvent,
+		OnEvent:  s.leaseEvent,
 	}, n.work)
 	if err != nil {
 		s.log.Error("elected net not started", "net", n.lease.Name, "err", err)
@@ -311,7 +312,17 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 func (s *Server) offer(ctx context.Context, lane string, run GateRun) (outcome, error) {
 	out, err := s.rec.Offer(forge.WithLane(ctx, lane), run)
 	s.offers.WithLabelValues(lane, string(out)).Inc()
+	s.seen.offered(run.ID, lane, out, err, s.cfg.Now())
 	return out, err
+}
+
+// leaseEvent notes this replica's terms for the pages, then passes ev on to
+// Config.OnLeaseEvent.
+func (s *Server) leaseEvent(ev lease.Event) {
+	s.seen.leaseEvent(ev, s.cfg.Now())
+	if s.cfg.OnLeaseEvent != nil {
+		s.cfg.OnLeaseEvent(ev)
+	}
 }
 
 // laneOfferer is the server's offer on one lane, as an offerer.

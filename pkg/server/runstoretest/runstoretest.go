@@ -237,6 +237,45 @@ var cases = []struct {
 			t.Errorf("ForHead = %v, %v, want #9@e1 and #10@e1 by id: one head, one repo, one host", ids(got), err)
 		}
 	}},
+	{"ListFilters", "List selects by host, repo, pull and state; a zero field matches every run; settled runs are listed unless State leaves them out", func(t *testing.T, s server.RunStore) {
+		a9, a9b, a10, lib9 := newRun("acme/app", 9, "g1"), newRun("acme/app", 9, "g2"), newRun("acme/app", 10, "g3"), newRun("acme/lib", 9, "g4")
+		otherHost := newRun("acme/app", 9, "g5")
+		otherHost.Host, otherHost.ID = "ghe.example", server.RunID("ghe.example", "acme/app", 9, "g5")
+		for i, r := range []server.GateRun{a9, a9b, a10, lib9, otherHost} {
+			put(t, s, r, at(time.Duration(i)*time.Second))
+		}
+		if err := s.Settle(context.Background(), a9b.ID); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []struct {
+			why  string
+			q    server.RunQuery
+			want []server.GateRun
+		}{
+			{"no filter: every run, settled included, by Updated", server.RunQuery{Limit: 10}, []server.GateRun{a9, a9b, a10, lib9, otherHost}},
+			{"one host", server.RunQuery{Host: "github.com", Limit: 10}, []server.GateRun{a9, a9b, a10, lib9}},
+			{"one repo, any host", server.RunQuery{Repo: "acme/app", Limit: 10}, []server.GateRun{a9, a9b, a10, otherHost}},
+			{"one pull of one repo and host", server.RunQuery{Host: "github.com", Repo: "acme/app", Pull: 9, Limit: 10}, []server.GateRun{a9, a9b}},
+			{"unsettled only", server.RunQuery{Host: "github.com", Repo: "acme/app", Pull: 9, State: server.RunsUnsettled, Limit: 10}, []server.GateRun{a9}},
+			{"settled only", server.RunQuery{State: server.RunsSettled, Limit: 10}, []server.GateRun{a9b}},
+			{"the limit bounds the page", server.RunQuery{Limit: 2}, []server.GateRun{a9, a9b}},
+			{"the cursor starts the page after it", server.RunQuery{After: server.Cursor{Updated: ms(at(time.Second)), ID: a9b.ID}, Limit: 10}, []server.GateRun{a10, lib9, otherHost}},
+		} {
+			got, err := s.List(context.Background(), c.q)
+			if err != nil || !sameIDs(got, c.want...) {
+				t.Errorf("List(%+v) = %v, %v, want %v: %s", c.q, ids(got), err, ids(c.want), c.why)
+			}
+		}
+	}},
+	{"ListRefusesBadQuery", "a query Validate refuses (bad repo, negative pull, unknown state, limit under 1) is ErrInvalid", func(t *testing.T, s server.RunStore) {
+		for _, q := range []server.RunQuery{
+			{Repo: "app", Limit: 1}, {Pull: -1, Limit: 1}, {State: "open", Limit: 1}, {Limit: 0},
+		} {
+			if _, err := s.List(context.Background(), q); !errors.Is(err, server.ErrInvalid) {
+				t.Errorf("List(%+v) = %v, want ErrInvalid naming the field", q, err)
+			}
+		}
+	}},
 	{"DoneContext", "a call on a done context fails and writes nothing", func(t *testing.T, s server.RunStore) {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()

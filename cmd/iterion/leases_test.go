@@ -1,0 +1,88 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"iterion.dev/iterion/pkg/lease"
+)
+
+func TestLeasesReleaseTellsReleasedNoSuchLeaseAndHeldApart(t *testing.T) {
+	now := time.Now()
+	for _, c := range []struct {
+		why       string
+		holder    string // "" : nobody holds the lease
+		wantErr   string
+		wantOut   string
+		wantCode  int
+		wantGone  bool
+		wantIsErr error
+	}{
+		{"the owner's lease is released", "web-1", "", "released merge-gate-sweeper from web-1", 0, true, nil},
+		{"a lease nobody holds is not found, as kubectl says NotFound", "", "release merge-gate-sweeper: no such lease", "", 1, true, errNoSuchLease},
+		{"another owner's lease is refused, naming that owner once", "web-2", "release merge-gate-sweeper: held by web-2, not web-1", "", 1, false, nil},
+	} {
+		st := lease.NewMemoryStore()
+		if c.holder != "" {
+			if ok, err := st.Acquire(context.Background(), "merge-gate-sweeper", c.holder, now, time.Minute); !ok || err != nil {
+				t.Fatalf("Acquire = %v, %v", ok, err)
+			}
+		}
+		var out strings.Builder
+		err := releaseLease(context.Background(), st, "merge-gate-sweeper", "web-1", &out)
+		gotErr := ""
+		if err != nil {
+			gotErr = err.Error()
+		}
+		if gotErr != c.wantErr || !strings.Contains(out.String(), c.wantOut) {
+			t.Errorf("release = %q, %q; want %q, %q: %s", out.String(), gotErr, c.wantOut, c.wantErr, c.why)
+		}
+		if c.wantIsErr != nil && !errors.Is(err, c.wantIsErr) {
+			t.Errorf("release = %v, want it to wrap %v: %s", err, c.wantIsErr, c.why)
+		}
+		if code := exitCode(io.Discard, "leases", err); code != c.wantCode {
+			t.Errorf("exit code %d, want %d: %s", code, c.wantCode, c.why)
+		}
+		hs, _ := st.Holders(context.Background())
+		if gone := len(hs) == 0; gone != c.wantGone {
+			t.Errorf("lease gone after release = %v, want %v: %s", gone, c.wantGone, c.why)
+		}
+	}
+}
+
+func TestLeasesListShowsExpiryRelativeToNow(t *testing.T) {
+	now := time.Date(2026, 9, 30, 15, 0, 0, 0, time.UTC)
+	st := lease.NewMemoryStore()
+	for _, h := range []struct {
+		name, owner string
+		from        time.Duration
+	}{{"forge-board-sync", "web-2", -2 * time.Minute}, {"merge-gate-sweeper", "web-1", 0}} {
+		if ok, err := st.Acquire(context.Background(), h.name, h.owner, now.Add(h.from), 90*time.Second); !ok || err != nil {
+			t.Fatalf("Acquire = %v, %v", ok, err)
+		}
+	}
+	var out strings.Builder
+	if err := listLeases(context.Background(), st, false, &out, now); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	want := [][]string{
+		{"NAME", "OWNER", "EXPIRES", "AT", "STATE"},
+		{"forge-board-sync", "web-2", "30 s ago", "2026-09-30T14:59:30.000Z", "expired"},
+		{"merge-gate-sweeper", "web-1", "in 1.5 m", "2026-09-30T15:01:30.000Z", "held"},
+	}
+	if len(lines) != len(want) {
+		t.Fatalf("got %d lines, want %d:\n%s", len(lines), len(want), out.String())
+	}
+	for i, w := range want {
+		for _, cell := range w {
+			if !strings.Contains(lines[i], cell) {
+				t.Errorf("line %d %q lacks %q: expiry relative to now, then the instant at fixed width", i, lines[i], cell)
+			}
+		}
+	}
+}

@@ -1,0 +1,161 @@
+package pagetest
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"iterion.dev/iterion/internal/demo"
+	"iterion.dev/iterion/pkg/forge"
+	"iterion.dev/iterion/pkg/forge/forgesim"
+	"iterion.dev/iterion/pkg/lease"
+	"iterion.dev/iterion/pkg/server"
+)
+
+// chromium finds the browser; outside CI a missing one skips the test, in
+// CI (CI=true) it fails it, since .ci/run installs it.
+func chromium(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal("got no chromium on PATH, want one in CI: .ci/run installs Debian's chromium package")
+	}
+	t.Skip("skipped: no chromium on PATH (apt-get install -y chromium); with CI=true this fails")
+	return ""
+}
+
+// startServer serves one replica of pkg/server, elected for its nets, over
+// a forge simulator, with an unsettled run whose offer failed and a long
+// owner name, as an operator would see it.
+func startServer(t *testing.T) string {
+	t.Helper()
+	sim := forgesim.New()
+	simSrv := httptest.NewServer(sim)
+	t.Cleanup(simSrv.Close)
+	fc, err := forge.New(forge.Config{BaseURL: simSrv.URL + "/", Token: "tok"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	elected := make(chan struct{}, 2)
+	srv, err := server.New(server.Config{
+		Runs: server.NewMemoryRunStore(), Leases: lease.NewMemoryStore(), Forge: fc, APIToken: "api",
+		Owner: "web-7f9c8d6b5a-replica-with-a-long-host-name-3a1b2c4d", SweepInterval: time.Hour,
+		BoardRepos: []string{"acme/app"}, BoardInterval: time.Hour,
+		OnLeaseEvent: func(ev lease.Event) {
+			if ev.Kind == lease.Elected {
+				elected <- struct{}{}
+			}
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(hs.Close)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx, nil) }()
+	t.Cleanup(func() { cancel(); <-done })
+	<-elected
+	<-elected
+	req, _ := http.NewRequest("POST", hs.URL+"/api/runs", strings.NewReader(
+		`{"repo": "acme/app", "pull": 77, "head_sha": "abcdef0123456789abcdef0123456789abcdef01", "verdict": "success"}`))
+	req.Header.Set("Authorization", "Bearer api")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != http.StatusCreated {
+		t.Fatalf("POST /api/runs = %v, %v, want 201", resp, err)
+	}
+	resp.Body.Close()
+	return hs.URL
+}
+
+// writeReport runs a short demo and writes its report to a file.
+func writeReport(t *testing.T) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := demo.Run(ctx, demo.Config{Replicas: 3, Interval: 250 * time.Millisecond, Phase: 2 * time.Second, Runs: 2, Issues: 3, Out: &bytes.Buffer{}})
+	if err != nil {
+		t.Fatalf("demo.Run: %v", err)
+	}
+	path := filepath.Join(t.TempDir(), "report.html")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := res.WriteReport(f); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return "file://" + path
+}
+
+func TestPagesFitAndSayWhatTheyShow(t *testing.T) {
+	exe := chromium(t)
+	base := startServer(t)
+	if resp, err := http.Get(base + "/healthz"); err != nil || resp.StatusCode != http.StatusOK {
+		t.Errorf("GET /healthz = %v, %v, want 200: it is JSON, checked by status", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	pages := []struct {
+		url  string
+		want []string // key text, as the page renders it
+	}{
+		{base + "/", []string{"This replica is", "Its terms", "merge-gate-sweeper", "/metrics", "/healthz"}},
+		{base + "/leases", []string{"owner", "held by this replica", "forge-board-sync", "TTL"}},
+		{base + "/runs", []string{"1 unsettled run", "acme/app#77", "failed", "backoff"}},
+		{base + "/board", []string{"Forge board"}},
+		{writeReport(t), []string{"one sweeper, whatever the replica count", "sweeper requests", "takeover"}},
+	}
+
+	alloc, cancel := chromedp.NewExecAllocator(context.Background(), append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.DisableGPU)...)
+	defer cancel()
+	ctx, cancel := chromedp.NewContext(alloc)
+	defer cancel()
+	ctx, cancel = context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	for _, width := range []int64{400, 1400} {
+		for _, p := range pages {
+			name := fmt.Sprintf("%s at %d px", strings.TrimPrefix(p.url, base), width)
+			if err := chromedp.Do(ctx, chromedp.EmulateViewport(width, 900), chromedp.Navigate(p.url)); err != nil {
+				t.Errorf("%s: %v", name, err)
+				continue
+			}
+			got, err := chromedp.Run(ctx, chromedp.Evaluate[struct {
+				Scroll, Client int
+				Text           string
+			}](`({Scroll: document.documentElement.scrollWidth, Client: document.documentElement.clientWidth, Text: document.body.innerText})`))
+			if err != nil {
+				t.Errorf("%s: %v", name, err)
+				continue
+			}
+			scroll, client, text := got.Scroll, got.Client, got.Text
+			if scroll > client {
+				t.Errorf("%s: got scrollWidth %d > clientWidth %d, want no horizontal overflow: pages fit 400 px", name, scroll, client)
+			}
+			for _, w := range p.want {
+				if !strings.Contains(text, w) {
+					t.Errorf("%s: got text without %q, want it: the page's key text\n%s", name, w, text)
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,92 @@
+package server
+
+import (
+	"errors"
+	"sync"
+	"time"
+
+	"iterion.dev/iterion/pkg/forge"
+	"iterion.dev/iterion/pkg/lease"
+)
+
+// observed is what this replica has seen that the stores do not keep: when
+// each of its current terms began, and each unsettled run's last offer
+// here. It is in memory, this replica's alone, and gone on restart. Safe for
+// concurrent use.
+type observed struct {
+	mu     sync.Mutex
+	terms  map[string]time.Time   // lease name → start of this replica's term
+	offers map[string]OfferRecord // run id → its last offer on this replica
+}
+
+// OfferRecord is a run's last offer on one replica, as GET /api/runs and
+// /runs show it.
+type OfferRecord struct {
+	// Lane is who offered it: api, webhook or merge-gate-sweeper.
+	Lane string `json:"lane"`
+	// Outcome is what the offer did: gone, settled, current, published,
+	// failed or unreadable.
+	Outcome string `json:"outcome"`
+	// At is when it ended.
+	At time.Time `json:"at"`
+	// Error is the failure of an outcomeFailed offer; "" otherwise.
+	Error string `json:"error,omitempty"`
+	// RetryAt, for an offer a forge rate limit refused, is the limit's
+	// reset: no offer reaches the forge before it (the backoff).
+	RetryAt time.Time `json:"retry_at,omitzero"`
+}
+
+// leaseEvent notes the start and end of this replica's terms.
+func (o *observed) leaseEvent(ev lease.Event, now time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	switch ev.Kind {
+	case lease.Elected:
+		if o.terms == nil {
+			o.terms = make(map[string]time.Time)
+		}
+		o.terms[ev.Name] = now
+	case lease.SteppedDown:
+		delete(o.terms, ev.Name)
+	}
+}
+
+// termStart is when this replica's current term of lease name began; false
+// when it holds none.
+func (o *observed) termStart(name string) (time.Time, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	t, ok := o.terms[name]
+	return t, ok
+}
+
+// offered notes an offer of run id; a settled or gone run is forgotten, as
+// it will not be offered again.
+func (o *observed) offered(id, lane string, out outcome, err error, now time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if out == outcomeSettled || out == outcomeGone {
+		delete(o.offers, id)
+		return
+	}
+	if o.offers == nil {
+		o.offers = make(map[string]OfferRecord)
+	}
+	rec := OfferRecord{Lane: lane, Outcome: string(out), At: stamp(now)}
+	if err != nil {
+		rec.Error = err.Error()
+	}
+	if rl := (*forge.RateLimitError)(nil); errors.As(err, &rl) {
+		rec.RetryAt = stamp(rl.Reset)
+	}
+	o.offers[id] = rec
+}
+
+// lastOffer is run id's last offer on this replica; false when none since
+// the process started.
+func (o *observed) lastOffer(id string) (OfferRecord, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	r, ok := o.offers[id]
+	return r, ok
+}

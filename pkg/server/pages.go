@@ -1,0 +1,150 @@
+package server
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"iterion.dev/iterion/internal/page"
+	"iterion.dev/iterion/pkg/lease"
+)
+
+// nav is the navigation bar of every page: each page, /metrics and /healthz.
+func (s *Server) nav() []page.Link {
+	links := []page.Link{{Href: "/", Text: "iterion"}, {Href: "/leases", Text: "leases"}, {Href: "/runs", Text: "runs"}}
+	if s.cfg.Board != nil {
+		links = append(links, page.Link{Href: "/board", Text: "board"})
+	}
+	return append(links, page.Link{Href: "/metrics", Text: "metrics"}, page.Link{Href: "/healthz", Text: "healthz"})
+}
+
+// render writes the page tmpl titled title with body, logging a failure
+// (the client is usually gone).
+func (s *Server) render(w http.ResponseWriter, tmpl *page.Template, title string, body any) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	err := tmpl.Execute(w, page.Data{Title: title, Owner: s.cfg.Owner, Now: s.cfg.Now(), Nav: s.nav(), Body: body})
+	if err != nil {
+		s.log.Warn("page not written", "page", title, "err", err)
+	}
+}
+
+// LeaseView is one lease as GET /leases?format=json shows it.
+type LeaseView struct {
+	Name    string    `json:"name"`
+	Owner   string    `json:"owner"`
+	Expires time.Time `json:"expires"` // RFC 3339
+	// Expired is true when Expires is not after the replica's now: any
+	// candidate may take the lease.
+	Expired bool `json:"expired"`
+}
+
+// termRow is one lease on the index and /leases pages.
+type termRow struct {
+	LeaseView
+	// Self: this replica holds it. Started is its term's start, known for
+	// this replica's own terms only (zero otherwise).
+	Self    bool
+	Started time.Time
+	// TTL is this replica's TTL for the lease (its Lease × its net's
+	// interval); 0 for a lease it does not elect.
+	TTL time.Duration
+}
+
+// leaseRows reads the lease store's holders; 501 or 503 is answered and ok
+// is false when it cannot.
+func (s *Server) leaseRows(w http.ResponseWriter, r *http.Request) (rows []termRow, ok bool) {
+	insp, ok := s.cfg.Leases.(lease.Inspector)
+	if !ok {
+		writeError(w, http.StatusNotImplemented, "the lease store cannot list its leases")
+		return nil, false
+	}
+	holders, err := insp.Holders(r.Context())
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, "leases not read: "+err.Error())
+		return nil, false
+	}
+	ttls := map[string]time.Duration{}
+	for _, n := range s.nets() {
+		ttls[n.lease.Name] = n.lease.TTL(n.interval)
+	}
+	now := s.cfg.Now()
+	rows = make([]termRow, len(holders))
+	for i, h := range holders {
+		row := termRow{LeaseView: LeaseView{Name: h.Name, Owner: h.Owner, Expires: h.Expires.UTC(), Expired: !now.Before(h.Expires)},
+			Self: h.Owner == s.cfg.Owner, TTL: ttls[h.Name]}
+		if row.Self {
+			row.Started, _ = s.seen.termStart(h.Name)
+		}
+		rows[i] = row
+	}
+	return rows, true
+}
+
+// getIndex is GET /: links to every page, this replica's owner and the
+// leases it holds.
+func (s *Server) getIndex(w http.ResponseWriter, r *http.Request) {
+	rows, ok := s.leaseRows(w, r)
+	if !ok {
+		return
+	}
+	var held []termRow
+	for _, row := range rows {
+		if row.Self && !row.Expired {
+			held = append(held, row)
+		}
+	}
+	s.render(w, indexPage, "iterion", indexBody{Links: s.nav()[1:], Held: held, Nets: len(s.nets())})
+}
+
+type indexBody struct {
+	Links []page.Link
+	Held  []termRow
+	Nets  int
+}
+
+var indexPage = page.New(`{{define "content"}}{{with .Body}}
+<p>This replica is <code>{{$.Owner}}</code>. It campaigns for {{.Nets}} lease{{if ne .Nets 1}}s{{end}} and holds {{len .Held}}.</p>
+<h2>Its terms</h2>
+{{if .Held}}<div class="scroll"><table><thead><tr><th>lease</th><th>term began</th><th>expires</th><th class="num">TTL</th></tr></thead><tbody>
+{{range .Held}}<tr><td>{{.Name}}</td><td>{{when .Started}}</td><td>{{when .Expires}}</td><td class="num">{{dur .TTL}}</td></tr>
+{{end}}</tbody></table></div>
+{{else}}<p class="muted">none: another replica holds each lease, or none is elected yet.</p>{{end}}
+<h2>Pages</h2>
+<ul>{{range .Links}}<li><a href="{{.Href}}">{{.Href}}</a></li>{{end}}</ul>
+{{end}}{{end}}`, nil)
+
+// getLeases is GET /leases: the store's leases as a page, or with
+// ?format=json as [{"name", "owner", "expires", "expired"}]; 400 for another
+// format; 501 when the store cannot list its leases.
+func (s *Server) getLeases(w http.ResponseWriter, r *http.Request) {
+	format := r.URL.Query().Get("format")
+	if format != "" && format != "json" && format != "html" {
+		writeError(w, http.StatusBadRequest, "format "+strconv.Quote(format)+" is not json or html")
+		return
+	}
+	rows, ok := s.leaseRows(w, r)
+	if !ok {
+		return
+	}
+	if format == "json" {
+		views := make([]LeaseView, len(rows))
+		for i, row := range rows {
+			views[i] = row.LeaseView
+		}
+		writeJSON(w, http.StatusOK, views)
+		return
+	}
+	s.render(w, leasesPage, "Leases", rows)
+}
+
+var leasesPage = page.New(`{{define "content"}}
+<p>Every lease in the store, its owner and its term. <a href="?format=json">JSON</a></p>
+<div class="scroll"><table><thead><tr><th>lease</th><th>owner</th><th>term age</th><th class="num">TTL</th><th>expires</th><th>state</th></tr></thead><tbody>
+{{range .Body}}<tr class="{{if .Self}}self{{end}}{{if .Expired}} expired{{end}}"><td>{{.Name}}</td><td><code>{{.Owner}}</code></td>
+<td>{{if .Self}}{{if .Started.IsZero}}<span class="muted">not seen</span>{{else}}{{dur (age .Started $.Now)}}{{end}}{{else}}<span class="muted" title="the term began on its owner's replica">not known here</span>{{end}}</td>
+<td class="num">{{if .TTL}}{{dur .TTL}}{{else}}<span class="muted">not elected here</span>{{end}}</td>
+<td>{{when .Expires}}</td><td>{{if .Expired}}expired{{else if .Self}}held by this replica{{else}}held{{end}}</td></tr>
+{{else}}<tr><td colspan="6">no leases</td></tr>
+{{end}}</tbody></table></div>
+<p class="muted">A term's age is known for this replica's own terms. TTL is this replica's (the lease's intervals × its net's interval); the replicas of one deployment share it.</p>
+{{end}}`, map[string]any{"age": func(from, now time.Time) time.Duration { return now.Sub(from) }})

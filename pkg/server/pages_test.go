@@ -1,0 +1,83 @@
+package server_test
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"iterion.dev/iterion/pkg/lease"
+	"iterion.dev/iterion/pkg/server"
+)
+
+// pageNow is the fixed clock of the page tests.
+var pageNow = time.Date(2026, 9, 30, 15, 0, 0, 0, time.UTC)
+
+func atPageNow(c *server.Config) { c.Now = func() time.Time { return pageNow } }
+
+// wantAll fails for each of wants that body lacks.
+func wantAll(t *testing.T, what, body string, why string, wants ...string) {
+	t.Helper()
+	for _, w := range wants {
+		if !strings.Contains(body, w) {
+			t.Errorf("%s lacks %q, want it: %s\n%s", what, w, why, body)
+		}
+	}
+}
+
+func TestIndexLinksEveryPageAndShowsTheOwnersTerms(t *testing.T) {
+	elected := make(chan struct{})
+	var once sync.Once
+	f := newHTTPFixture(t, atPageNow, func(c *server.Config) {
+		c.OnLeaseEvent = func(ev lease.Event) {
+			if ev.Kind == lease.Elected {
+				once.Do(func() { close(elected) })
+			}
+		}
+	})
+	code, body := f.do(t, "GET", "/", nil, "")
+	if code != http.StatusOK {
+		t.Fatalf("GET / = %d, want 200: the index exists", code)
+	}
+	wantAll(t, "GET /", body, "the index links every page, /metrics and /healthz, and names the owner",
+		`href="/leases"`, `href="/runs"`, `href="/metrics"`, `href="/healthz"`, `<html lang="en">`, `<code>replica-a</code>`, "holds 0")
+	if code, _ := f.do(t, "GET", "/nope", nil, ""); code != http.StatusNotFound {
+		t.Errorf("GET /nope = %d, want 404: only / itself is the index", code)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- f.srv.Run(ctx, nil) }()
+	<-elected
+	_, body = f.do(t, "GET", "/", nil, "")
+	wantAll(t, "GET / while elected", body, "the index lists the replica's own terms with their TTL",
+		"holds 1", "<td>merge-gate-sweeper</td>", `<td class="num">3 m</td>`)
+	_, body = f.do(t, "GET", "/leases", nil, "")
+	wantAll(t, "GET /leases while elected", body, "an own term shows its age (0 on this fixed clock) and TTL",
+		"held by this replica", `<td>0 ms</td>`, `<td class="num">3 m</td>`)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+}
+
+func TestLeasesPageSaysOwnerAndWhatIsKnown(t *testing.T) {
+	f := newHTTPFixture(t, atPageNow)
+	for _, h := range []struct {
+		name, owner string
+		from        time.Duration
+	}{{"merge-gate-sweeper", "replica-b", 0}, {"old-net", "replica-c", -2 * time.Minute}} {
+		if ok, err := f.leases.Acquire(context.Background(), h.name, h.owner, pageNow.Add(h.from), 90*time.Second); !ok || err != nil {
+			t.Fatalf("Acquire(%s) = %v, %v", h.name, ok, err)
+		}
+	}
+	_, body := f.do(t, "GET", "/leases", nil, "")
+	wantAll(t, "GET /leases", body, "one word, owner; a header on every column; another owner's term age is not known here; expired rows say so",
+		"<th>owner</th>", "<th>state</th>", "not known here", "<td>expired</td>", `<td class="num">3 m</td>`, "not elected here",
+		`title="2026-09-30T15:01:30.000Z">in 1.5 m</time>`, `title="2026-09-30T14:59:30.000Z">30 s ago</time>`)
+	if strings.Contains(body, "holder") || strings.Contains(body, "#999") {
+		t.Errorf("GET /leases says holder or uses #999, want owner and AA contrast\n%s", body)
+	}
+}

@@ -1,0 +1,199 @@
+package server
+
+import (
+	"crypto/subtle"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"iterion.dev/iterion/internal/page"
+)
+
+// Run listing limits: GET /api/runs answers DefaultRunsLimit runs a page
+// unless ?limit= asks for another number, up to MaxRunsLimit; /runs shows
+// the first DefaultRunsLimit unsettled runs.
+const (
+	DefaultRunsLimit = 100
+	MaxRunsLimit     = 1000
+)
+
+// RunView is one run as GET /api/runs and GET /api/runs/{id} show it.
+type RunView struct {
+	ID          string    `json:"id"`
+	Host        string    `json:"host"`
+	Repo        string    `json:"repo"`
+	Pull        int       `json:"pull"`
+	HeadSHA     string    `json:"head_sha"`
+	Context     string    `json:"context"`
+	Verdict     Verdict   `json:"verdict"`
+	Description string    `json:"description"`
+	TargetURL   string    `json:"target_url"`
+	Created     time.Time `json:"created"` // RFC 3339
+	Updated     time.Time `json:"updated"` // RFC 3339
+	Settled     bool      `json:"settled"`
+	// LastOffer is the run's last offer on the replica that answered,
+	// absent when it made none since it started (another replica may have).
+	LastOffer *OfferRecord `json:"last_offer,omitempty"`
+}
+
+// RunsPage is the answer of GET /api/runs.
+type RunsPage struct {
+	Runs []RunView `json:"runs"`
+	// Next, when present, is the cursor of the next page: pass it back as
+	// ?cursor= with the same filters. Absent on the last page.
+	Next string `json:"next,omitempty"`
+}
+
+// view is run as the API shows it, with its last offer on this replica.
+func (s *Server) view(run GateRun) RunView {
+	v := RunView{ID: run.ID, Host: run.Host, Repo: run.Repo, Pull: run.Pull, HeadSHA: run.HeadSHA,
+		Context: run.Context, Verdict: run.Verdict, Description: run.Description, TargetURL: run.TargetURL,
+		Created: run.Created, Updated: run.Updated, Settled: run.Settled}
+	if rec, ok := s.seen.lastOffer(run.ID); ok {
+		v.LastOffer = &rec
+	}
+	return v
+}
+
+// authorized reports whether r carries the API's bearer token; when not, it
+// has answered 401.
+func (s *Server) authorized(w http.ResponseWriter, r *http.Request) bool {
+	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare([]byte(token), []byte(s.cfg.APIToken)) != 1 {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="iterion"`)
+		writeError(w, http.StatusUnauthorized, "missing or wrong bearer token")
+		return false
+	}
+	return true
+}
+
+// getRun is GET /api/runs/{id}: 401 without the bearer token, 404 for an
+// unknown id, else the run as a RunView.
+func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
+	if !s.authorized(w, r) {
+		return
+	}
+	run, err := s.cfg.Runs.Get(r.Context(), r.PathValue("id"))
+	switch {
+	case errors.Is(err, ErrNotFound):
+		writeError(w, http.StatusNotFound, "no run with id "+strconv.Quote(r.PathValue("id")))
+	case err != nil:
+		writeError(w, http.StatusServiceUnavailable, "run not read: "+err.Error())
+	default:
+		writeJSON(w, http.StatusOK, s.view(run))
+	}
+}
+
+// listRuns is GET /api/runs?repo=&pull=&state=&limit=&cursor=: 401 without
+// the bearer token; 400 naming a bad parameter; else a RunsPage of this
+// forge host's runs in listing order (Updated, then ID).
+func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
+	if !s.authorized(w, r) {
+		return
+	}
+	q, err := s.runQueryOf(r)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	limit := q.Limit
+	q.Limit++ // one more tells whether a next page exists
+	runs, err := s.cfg.Runs.List(r.Context(), q)
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, "runs not read: "+err.Error())
+		return
+	}
+	out := RunsPage{Runs: []RunView{}}
+	if len(runs) > limit {
+		runs = runs[:limit]
+		out.Next = encodeCursor(CursorAt(runs[limit-1]))
+	}
+	for _, run := range runs {
+		out.Runs = append(out.Runs, s.view(run))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// runQueryOf reads GET /api/runs's parameters; an error wraps ErrInvalid
+// and names the bad one.
+func (s *Server) runQueryOf(r *http.Request) (RunQuery, error) {
+	v := r.URL.Query()
+	q := RunQuery{Host: s.cfg.ForgeHost, Repo: v.Get("repo"), State: RunState(v.Get("state")), Limit: DefaultRunsLimit}
+	if p := v.Get("pull"); p != "" {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 1 {
+			return q, fmt.Errorf("%w: pull %q is not a pull request number", ErrInvalid, p)
+		}
+		q.Pull = n
+	}
+	if l := v.Get("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 || n > MaxRunsLimit {
+			return q, fmt.Errorf("%w: limit %q is not a number from 1 to %d", ErrInvalid, l, MaxRunsLimit)
+		}
+		q.Limit = n
+	}
+	if c := v.Get("cursor"); c != "" {
+		cur, ok := decodeCursor(c)
+		if !ok {
+			return q, fmt.Errorf("%w: cursor %q is not a next value of this API", ErrInvalid, c)
+		}
+		q.After = cur
+	}
+	return q, q.Validate()
+}
+
+// encodeCursor is c as GET /api/runs's opaque cursor: base64url of the
+// instant (Unix milliseconds) and the run id.
+func encodeCursor(c Cursor) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(c.Updated.UnixMilli(), 10) + " " + c.ID))
+}
+
+// decodeCursor reads a cursor encodeCursor wrote.
+func decodeCursor(s string) (Cursor, bool) {
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return Cursor{}, false
+	}
+	ms, id, ok := strings.Cut(string(b), " ")
+	n, err := strconv.ParseInt(ms, 10, 64)
+	if !ok || err != nil || id == "" {
+		return Cursor{}, false
+	}
+	return Cursor{Updated: time.UnixMilli(n).UTC(), ID: id}, true
+}
+
+// getRunsPage is GET /runs: the first DefaultRunsLimit unsettled runs, the
+// longest unchanged first, each with its last offer on this replica and its
+// backoff.
+func (s *Server) getRunsPage(w http.ResponseWriter, r *http.Request) {
+	runs, err := s.cfg.Runs.List(r.Context(), RunQuery{Host: s.cfg.ForgeHost, State: RunsUnsettled, Limit: DefaultRunsLimit})
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, "runs not read: "+err.Error())
+		return
+	}
+	views := make([]RunView, len(runs))
+	for i, run := range runs {
+		views[i] = s.view(run)
+	}
+	s.render(w, runsPage, "Runs", runsBody{Runs: views, Limit: DefaultRunsLimit})
+}
+
+type runsBody struct {
+	Runs  []RunView
+	Limit int
+}
+
+var runsPage = page.New(`{{define "content"}}{{with .Body}}
+<p>{{len .Runs}} unsettled run{{if ne (len .Runs) 1}}s{{end}}{{if eq (len .Runs) .Limit}} (the first {{.Limit}}){{end}}, the longest unchanged first. The last offer is this replica's; the sweeper's leader may be another. JSON: <code>GET /api/runs?state=unsettled</code> with the API token.</p>
+<div class="scroll"><table><thead><tr><th>pull request</th><th>head</th><th>verdict</th><th>updated</th><th>last offer here</th><th>backoff</th></tr></thead><tbody>
+{{range .Runs}}<tr><td class="nowrap">{{.Repo}}#{{.Pull}}</td><td><code title="{{.HeadSHA}}">{{short .HeadSHA}}</code></td><td>{{.Verdict}}</td><td>{{when .Updated}}</td>
+<td>{{with .LastOffer}}<span class="{{if eq .Outcome "failed"}}bad{{end}}"{{with .Error}} title="{{.}}"{{end}}>{{.Outcome}}</span> ({{.Lane}}) {{when .At}}{{else}}<span class="muted">none here</span>{{end}}</td>
+<td>{{with .LastOffer}}{{if .RetryAt.IsZero}}{{if eq .Outcome "failed"}}next offer{{else}}<span class="muted">none</span>{{end}}{{else}}rate limited until {{when .RetryAt}}{{end}}{{else}}<span class="muted">none</span>{{end}}</td></tr>
+{{else}}<tr><td colspan="6">no unsettled runs</td></tr>
+{{end}}</tbody></table></div>
+{{end}}{{end}}`, map[string]any{"short": func(sha string) string { return sha[:min(len(sha), 12)] }})

@@ -1,0 +1,124 @@
+package server_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"iterion.dev/iterion/pkg/server"
+)
+
+// getAPI sends an authorized GET.
+func (f *httpFixture) getAPI(t *testing.T, path string) (int, string) {
+	t.Helper()
+	return f.do(t, "GET", path, map[string]string{"Authorization": "Bearer " + apiToken}, "")
+}
+
+func TestGetRunAnswersTheRunWithItsLastOffer(t *testing.T) {
+	f := newHTTPFixture(t, atPageNow)
+	_, body := f.postRun(t, `{"repo": "acme/app", "pull": 12, "head_sha": "`+headSHA+`", "verdict": "success"}`)
+	var id struct{ ID string }
+	if err := json.Unmarshal([]byte(body), &id); err != nil {
+		t.Fatal(err)
+	}
+	code, body := f.getAPI(t, "/api/runs/"+id.ID)
+	var got server.RunView
+	if err := json.Unmarshal([]byte(body), &got); code != http.StatusOK || err != nil {
+		t.Fatalf("GET /api/runs/{id} = %d %s (%v), want 200 JSON", code, body, err)
+	}
+	if got.ID != id.ID || got.Repo != "acme/app" || got.Pull != 12 || got.Verdict != server.VerdictSuccess ||
+		got.LastOffer == nil || got.LastOffer.Outcome != string(server.OutcomePublished) || got.LastOffer.Lane != "api" || !got.LastOffer.At.Equal(pageNow) {
+		t.Errorf("got %+v (last offer %+v), want the run with its last offer (published on lane api at %v): the run as stored, and what this replica did with it", got, got.LastOffer, pageNow)
+	}
+	if code, _ := f.getAPI(t, "/api/runs/nope"); code != http.StatusNotFound {
+		t.Errorf("GET /api/runs/nope = %d, want 404: an unknown id", code)
+	}
+	if code, _ := f.do(t, "GET", "/api/runs/"+id.ID, nil, ""); code != http.StatusUnauthorized {
+		t.Errorf("GET /api/runs/{id} without a token = %d, want 401: the API needs the bearer token", code)
+	}
+}
+
+func TestListRunsFiltersAndPages(t *testing.T) {
+	f := newHTTPFixture(t, atPageNow)
+	for i := range 5 {
+		sha := fmt.Sprintf("%040x", i+1)
+		pull := 12 + i%2 // pulls 12 and 13
+		if code, body := f.postRun(t, fmt.Sprintf(`{"repo": "acme/app", "pull": %d, "head_sha": %q, "verdict": "success"}`, pull, sha)); code != http.StatusCreated {
+			t.Fatalf("POST /api/runs = %d %s", code, body)
+		}
+	}
+	// Pull 12's forge head is headSHA, so offering its runs settled them;
+	// pull 13 does not exist on the forge, so its runs stay unsettled.
+	list := func(query string) (server.RunsPage, int, string) {
+		t.Helper()
+		code, body := f.getAPI(t, "/api/runs"+query)
+		var p server.RunsPage
+		if code == http.StatusOK {
+			if err := json.Unmarshal([]byte(body), &p); err != nil {
+				t.Fatalf("GET /api/runs%s: %v", query, err)
+			}
+		}
+		return p, code, body
+	}
+	seen := map[string]bool{}
+	cursor, pages := "", 0
+	for {
+		p, code, body := list("?limit=2&cursor=" + cursor)
+		if code != http.StatusOK {
+			t.Fatalf("GET /api/runs?limit=2 = %d %s", code, body)
+		}
+		pages++
+		for _, r := range p.Runs {
+			if seen[r.ID] {
+				t.Errorf("run %s listed twice: the cursor resumes after the last run", r.ID)
+			}
+			seen[r.ID] = true
+		}
+		if p.Next == "" {
+			break
+		}
+		cursor = p.Next
+	}
+	if len(seen) != 5 || pages != 3 {
+		t.Errorf("got %d runs in %d pages, want 5 in 3: limit 2 pages through every run once", len(seen), pages)
+	}
+	p, _, _ := list("?repo=acme/app&pull=13&state=unsettled")
+	if len(p.Runs) != 2 || p.Next != "" {
+		t.Errorf("got %d runs (next %q), want pull 13's 2 unsettled runs and no next page: filters", len(p.Runs), p.Next)
+	}
+	for _, r := range p.Runs {
+		if r.Pull != 13 || r.Settled {
+			t.Errorf("got %+v, want only pull 13, unsettled", r)
+		}
+	}
+	p, _, _ = list("?state=settled")
+	if len(p.Runs) != 3 {
+		t.Errorf("got %d settled runs, want pull 12's 3: state=settled", len(p.Runs))
+	}
+	for _, bad := range []struct{ query, field string }{
+		{"?pull=x", "pull"}, {"?pull=0", "pull"}, {"?state=open", "state"}, {"?repo=app", "repo"},
+		{"?limit=0", "limit"}, {"?limit=1001", "limit"}, {"?cursor=%21%21", "cursor"},
+	} {
+		if _, code, body := list(bad.query); code != http.StatusBadRequest || !strings.Contains(body, bad.field) {
+			t.Errorf("GET /api/runs%s = %d %s, want 400 naming %s", bad.query, code, body, bad.field)
+		}
+	}
+	if code, _ := f.do(t, "GET", "/api/runs", nil, ""); code != http.StatusUnauthorized {
+		t.Errorf("GET /api/runs without a token = %d, want 401", code)
+	}
+}
+
+func TestRunsPageShowsUnsettledRunsAndTheirLastOffer(t *testing.T) {
+	f := newHTTPFixture(t, atPageNow)
+	if code, body := f.postRun(t, `{"repo": "acme/app", "pull": 99, "head_sha": "`+headSHA+`", "verdict": "failure"}`); code != http.StatusCreated {
+		t.Fatalf("POST /api/runs = %d %s", code, body)
+	}
+	code, body := f.do(t, "GET", "/runs", nil, "")
+	if code != http.StatusOK {
+		t.Fatalf("GET /runs = %d", code)
+	}
+	wantAll(t, "GET /runs", body, "an unsettled run with its last offer's outcome, lane and time, and the backoff",
+		"1 unsettled run,", "acme/app#99", `class="bad"`, "failed</span> (api)", `title="2026-09-30T15:00:00.000Z">now</time>`, "<th>backoff</th>", "next offer")
+}
