@@ -192,8 +192,8 @@ var runsPage = page.New(`{{define "content"}}{{with .Body}}
 <p>{{len .Runs}} unsettled run{{if ne (len .Runs) 1}}s{{end}}{{if eq (len .Runs) .Limit}} (the first {{.Limit}}){{end}}, the longest unchanged first. The last offer is this replica's; the sweeper's leader may be another. JSON: <code>GET /api/runs?state=unsettled</code> with the API token.</p>
 <div class="scroll"><table><thead><tr><th>pull request</th><th>head</th><th>verdict</th><th>updated</th><th>last offer here</th><th>backoff</th></tr></thead><tbody>
 {{range .Runs}}<tr><td class="nowrap">{{.Repo}}#{{.Pull}}</td><td><code title="{{.HeadSHA}}">{{short .HeadSHA}}</code></td><td>{{.Verdict}}</td><td>{{when .Updated}}</td>
-<td>{{with .LastOffer}}<span class="{{if eq .Outcome "failed"}}bad{{end}}"{{with .Error}} title="{{.}}"{{end}}>{{.Outcome}}</span> ({{.Lane}}) {{when .At}}{{else}}<span class="muted">none here</span>{{end}}</td>
-<td>{{with .LastOffer}}{{if .RetryAt.IsZero}}{{if eq .Outcome "failed"}}next offer{{else}}<span class="muted">none</span>{{end}}{{else}}rate limited until {{when .RetryAt}}{{end}}{{else}}<span class="muted">none</span>{{end}}</td></tr>
+<td>{{with .LastOffer}}<span class="{{if or (eq .Outcome "failed") (eq .Outcome "unreadable")}}bad{{end}}"{{with .Error}} title="{{.}}"{{end}}>{{.Outcome}}</span> ({{.Lane}}) {{when .At}}{{else}}<span class="muted">none here</span>{{end}}</td>
+<td>{{with .LastOffer}}{{if .RetryAt.IsZero}}{{if eq .Outcome "failed"}}next offer{{else if eq .Outcome "unreadable"}}the sweeper backs off, doubling up to a deep pass{{else}}<span class="muted">none</span>{{end}}{{else}}rate limited until {{when .RetryAt}}{{end}}{{else}}<span class="muted">none</span>{{end}}</td></tr>
 {{else}}<tr><td colspan="6">no unsettled runs</td></tr>
 {{end}}</tbody></table></div>
 {{end}}{{end}}`, map[string]any{"short": func(sha string) string { return sha[:min(len(sha), 12)] }})

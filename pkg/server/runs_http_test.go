@@ -120,5 +120,5 @@ func TestRunsPageShowsUnsettledRunsAndTheirLastOffer(t *testing.T) {
 		t.Fatalf("GET /runs = %d", code)
 	}
 	wantAll(t, "GET /runs", body, "an unsettled run with its last offer's outcome, lane and time, and the backoff",
-		"1 unsettled run,", "acme/app#99", `class="bad"`, "failed</span> (api)", `title="2026-09-30T15:00:00.000Z">now</time>`, "<th>backoff</th>", "next offer")
+		"1 unsettled run,", "acme/app#99", `class="bad"`, "unreadable</span> (api)", `title="2026-09-30T15:00:00.000Z">now</time>`, "<th>backoff</th>", "the sweeper backs off")
 }
