@@ -173,21 +173,28 @@ func codeLabel(code int) string {
 // newRequestsVec registers forge_http_requests_total on reg, or returns the
 // one already registered there, so several Clients can share a registry.
 func newRequestsVec(reg prometheus.Registerer) (*prometheus.CounterVec, error) {
-	if reg == nil {
-		return nil, nil
-	}
-	vec := prometheus.NewCounterVec(prometheus.CounterOpts{
+	return registerShared(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "forge_http_requests_total",
 		Help: "Forge HTTP requests sent, each redirect hop and retry included, by host, API (REST/GraphQL), lane and status code (error: no answer).",
-	}, []string{"host", "api", "lane", "code"})
-	if err := reg.Register(vec); err != nil {
+	}, []string{"host", "api", "lane", "code"}))
+}
+
+// registerShared registers c on reg and returns it, or returns the collector
+// of the same description already registered there, so several Clients can
+// share a registry. A nil reg registers nothing and returns nil.
+func registerShared[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
+	var none C
+	if reg == nil {
+		return none, nil
+	}
+	if err := reg.Register(c); err != nil {
 		var are prometheus.AlreadyRegisteredError
 		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(*prometheus.CounterVec); ok {
+			if existing, ok := are.ExistingCollector.(C); ok {
 				return existing, nil
 			}
 		}
-		return nil, err
+		return none, err
 	}
-	return vec, nil
+	return c, nil
 }
