@@ -195,7 +195,7 @@ forge_rate_limit_remaining{host=%[1]q,resource="graphql"} %[3]d
 # TYPE forge_rate_limit_reset_timestamp_seconds gauge
 forge_rate_limit_reset_timestamp_seconds{host=%[1]q,resource="core"} %[2]d
 forge_rate_limit_reset_timestamp_seconds{host=%[1]q,resource="graphql"} %[2]d
-`, host, reset, simRemaining(t, sim, "t", "graphql"))+reserveOnly
+`, host, reset, simRemaining(t, sim, "t", "graphql")) + reserveOnly
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), gauges...); err != nil {
 		t.Fatalf("after 3 REST reads and 1 GraphQL query on a budget of 10: %v: the gauges hold the latest answer's figures per host and resource", err)
 	}
