@@ -205,36 +205,36 @@ func newCountingVecs(reg prometheus.Registerer) (countingVecs, error) {
 	if reg == nil {
 		return countingVecs{}, nil
 	}
-	requests, err := registerCounterVec(reg, prometheus.CounterOpts{
+	requests, err := registerShared(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "forge_http_requests_total",
 		Help: "Forge HTTP requests sent, each redirect hop and retry included, by host, API (REST/GraphQL), lane and status code (error: no answer).",
-	}, "host", "api", "lane", "code")
+	}, []string{"host", "api", "lane", "code"}))
 	if err != nil {
 		return countingVecs{}, err
 	}
-	points, err := registerCounterVec(reg, prometheus.CounterOpts{
+	points, err := registerShared(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "forge_graphql_points_total",
 		Help: "GraphQL points the forge charged for the queries sent (their rateLimit cost), by host and lane.",
-	}, "host", "lane")
+	}, []string{"host", "lane"}))
 	return countingVecs{requests: requests, points: points}, err
 }
 
-// registerCounterVec registers a counter vector on reg, or returns the one
-// already registered there under that name, so several Clients can share a
-// registry; a nil reg is no vector.
-func registerCounterVec(reg prometheus.Registerer, opts prometheus.CounterOpts, labels ...string) (*prometheus.CounterVec, error) {
+// registerShared registers c on reg and returns it, or returns the collector
+// of the same description already registered there, so several Clients can
+// share a registry. A nil reg registers nothing and returns nil.
+func registerShared[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
+	var none C
 	if reg == nil {
-		return nil, nil
+		return none, nil
 	}
-	vec := prometheus.NewCounterVec(opts, labels)
-	if err := reg.Register(vec); err != nil {
+	if err := reg.Register(c); err != nil {
 		var are prometheus.AlreadyRegisteredError
 		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(*prometheus.CounterVec); ok {
+			if existing, ok := are.ExistingCollector.(C); ok {
 				return existing, nil
 			}
 		}
-		return nil, err
+		return none, err
 	}
-	return vec, nil
+	return c, nil
 }

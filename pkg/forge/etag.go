@@ -59,12 +59,12 @@ func (e *etagEntry) size() int {
 }
 
 // newETagHitsVec registers forge_etag_hits_total on reg (see
-// registerCounterVec).
+// registerShared).
 func newETagHitsVec(reg prometheus.Registerer) (*prometheus.CounterVec, error) {
-	return registerCounterVec(reg, prometheus.CounterOpts{
+	return registerShared(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "forge_etag_hits_total",
 		Help: "Forge GETs the forge answered 304 and the ETag cache served, by lane.",
-	}, "lane")
+	}, []string{"lane"}))
 }
 
 func newETagCache(next http.RoundTripper, maxBytes int, hits *prometheus.CounterVec) *etagCache {

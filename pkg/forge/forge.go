@@ -81,9 +81,12 @@ type Config struct {
 	Next http.RoundTripper
 	// Logger receives the hourly line; nil discards it.
 	Logger *slog.Logger
-	// Registerer gets forge_http_requests_total, forge_graphql_points_total
-	// and forge_etag_hits_total; nil: no Prometheus. Clients sharing a
-	// Registerer share the counters.
+	// Registerer gets forge_http_requests_total, forge_graphql_points_total,
+	// forge_etag_hits_total and the rate-limit gauges
+	// (forge_rate_limit_remaining, _limit and _reset_timestamp_seconds by
+	// host and resource, forge_rate_limit_reserve by lane); nil: no
+	// Prometheus. Clients sharing a Registerer share them: the gauges hold
+	// the latest figure any of them learned.
 	Registerer prometheus.Registerer
 	// Now is the clock of the hourly line and of rate-limit resets; nil: time.Now.
 	Now func() time.Time
@@ -159,6 +162,10 @@ func New(cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: Registerer: %w", ErrInvalidConfig, err)
 	}
+	rates, err := newRateMetrics(cfg.Registerer, cfg.Reserves)
+	if err != nil {
+		return nil, fmt.Errorf("%w: Registerer: %w", ErrInvalidConfig, err)
+	}
 	hits, err := newETagHitsVec(cfg.Registerer)
 	if err != nil {
 		return nil, fmt.Errorf("%w: Registerer: %w", ErrInvalidConfig, err)
@@ -176,7 +183,7 @@ func New(cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	gate := newRateGate(authed, now, cfg.Reserves)
+	gate := newRateGate(authed, now, cfg.Reserves, rates)
 	var top http.RoundTripper = gate
 	hc := &http.Client{Transport: top, Timeout: cfg.Timeout}
 	gh, err := github.NewClient(github.WithHTTPClient(hc), github.WithURLs(&base, nil), github.WithDisableRateLimitCheck())

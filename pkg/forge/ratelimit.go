@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // ErrRateLimited is wrapped by every *RateLimitError.
@@ -97,6 +99,7 @@ type rateGate struct {
 	next     http.RoundTripper
 	now      func() time.Time
 	reserves map[string]int
+	metrics  *rateMetrics // nil: no Prometheus
 
 	mu        sync.Mutex
 	limits    map[string]RateLimit
@@ -104,8 +107,8 @@ type rateGate struct {
 	strikes   int       // consecutive secondary limits without retry-after
 }
 
-func newRateGate(next http.RoundTripper, now func() time.Time, reserves map[string]int) *rateGate {
-	return &rateGate{next: next, now: now, reserves: reserves, limits: make(map[string]RateLimit)}
+func newRateGate(next http.RoundTripper, now func() time.Time, reserves map[string]int, metrics *rateMetrics) *rateGate {
+	return &rateGate{next: next, now: now, reserves: reserves, metrics: metrics, limits: make(map[string]RateLimit)}
 }
 
 // resourceOf is the budget a request draws on.
@@ -128,7 +131,7 @@ func (g *rateGate) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	g.learn(resp)
+	g.learn(req.URL.Host, resp)
 	return resp, nil
 }
 
@@ -154,9 +157,9 @@ func (g *rateGate) admit(req *http.Request) error {
 	return e
 }
 
-// learn records the budget figures of resp, and the back-off of a
-// secondary limit.
-func (g *rateGate) learn(resp *http.Response) {
+// learn records the budget figures of resp, an answer from host, and the
+// back-off of a secondary limit.
+func (g *rateGate) learn(host string, resp *http.Response) {
 	now := g.now()
 	h := resp.Header
 	rl, ok := parseRateLimit(h)
@@ -170,6 +173,7 @@ func (g *rateGate) learn(resp *http.Response) {
 		if old, seen := g.limits[rl.Resource]; !seen || !old.Reset.Equal(rl.Reset) || rl.Remaining < old.Remaining {
 			g.limits[rl.Resource] = rl
 		}
+		g.metrics.set(host, g.limits[rl.Resource])
 	}
 	switch {
 	case secondary:
@@ -247,4 +251,54 @@ func isSecondary(resp *http.Response) bool {
 	}
 	return bytes.Contains(bytes.ToLower(body), []byte("secondary rate limit")) ||
 		strings.Contains(string(body), "abuse-rate-limits")
+}
+
+// rateMetrics exports the budget figures a rate gate learns. Clients sharing
+// a Registerer share them: each gauge holds the latest figure any of them
+// learned for a host and resource. Safe for concurrent use; a nil
+// *rateMetrics exports nothing.
+type rateMetrics struct {
+	remaining, limit, reset *prometheus.GaugeVec
+}
+
+// newRateMetrics registers the rate-limit gauges on reg (or finds the ones
+// already there) and sets forge_rate_limit_reserve for each lane of
+// reserves. A nil reg: nil, no Prometheus.
+func newRateMetrics(reg prometheus.Registerer, reserves map[string]int) (*rateMetrics, error) {
+	if reg == nil {
+		return nil, nil
+	}
+	gauge := func(name, help string, labels ...string) (*prometheus.GaugeVec, error) {
+		return registerShared(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels))
+	}
+	var (
+		m       rateMetrics
+		reserve *prometheus.GaugeVec
+		errs    [4]error
+	)
+	m.remaining, errs[0] = gauge("forge_rate_limit_remaining",
+		"Requests left in the forge's rate-limit window, as the latest answer's x-ratelimit-remaining said, by host and x-ratelimit-resource.", "host", "resource")
+	m.limit, errs[1] = gauge("forge_rate_limit_limit",
+		"Requests allowed in the forge's rate-limit window (x-ratelimit-limit), by host and resource.", "host", "resource")
+	m.reset, errs[2] = gauge("forge_rate_limit_reset_timestamp_seconds",
+		"When the forge's rate-limit window resets (x-ratelimit-reset, Unix seconds), by host and resource.", "host", "resource")
+	reserve, errs[3] = gauge("forge_rate_limit_reserve",
+		"Budget a lane leaves to the others (Config.Reserves): the lane yields while the remaining budget is below it.", "lane")
+	if err := errors.Join(errs[:]...); err != nil {
+		return nil, err
+	}
+	for lane, n := range reserves {
+		reserve.WithLabelValues(lane).Set(float64(n))
+	}
+	return &m, nil
+}
+
+// set exports rl as the latest figure for host.
+func (m *rateMetrics) set(host string, rl RateLimit) {
+	if m == nil {
+		return
+	}
+	m.remaining.WithLabelValues(host, rl.Resource).Set(float64(rl.Remaining))
+	m.limit.WithLabelValues(host, rl.Resource).Set(float64(rl.Limit))
+	m.reset.WithLabelValues(host, rl.Resource).Set(float64(rl.Reset.Unix()))
 }

@@ -3,9 +3,14 @@ package forge_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"iterion.dev/iterion/pkg/forge"
 	"iterion.dev/iterion/pkg/forge/forgesim"
@@ -144,4 +149,66 @@ func TestSecondaryLimitBacksOff(t *testing.T) {
 	if _, err := c.GetPull(laneCtx(forge.LaneAPI), "acme", "app", 1); err != nil {
 		t.Fatalf("after the back-off: %v, want success", err)
 	}
+}
+
+// TestRateLimitGaugesFollowTheLatestAnswer pins the rate-limit gauges: after
+// each answer, forge_rate_limit_remaining, _limit and _reset_timestamp_seconds
+// hold that answer's x-ratelimit-* figures for its host and
+// x-ratelimit-resource (core and graphql apart), and forge_rate_limit_reserve
+// holds each lane's configured reserve from the start.
+func TestRateLimitGaugesFollowTheLatestAnswer(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	sim, srv, c, clk := rateSetup(t, 10, forge.Config{Token: "t", Registerer: reg, Reserves: map[string]int{forge.LaneMergeGateSweeper: 4}})
+	host := strings.TrimPrefix(srv.URL, "http://")
+	reset := clk.Now().Add(time.Hour).Unix()
+	gauges := []string{"forge_rate_limit_remaining", "forge_rate_limit_limit", "forge_rate_limit_reset_timestamp_seconds", "forge_rate_limit_reserve"}
+	reserveOnly := `
+# HELP forge_rate_limit_reserve Budget a lane leaves to the others (Config.Reserves): the lane yields while the remaining budget is below it.
+# TYPE forge_rate_limit_reserve gauge
+forge_rate_limit_reserve{lane="merge-gate-sweeper"} 4
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(reserveOnly), gauges...); err != nil {
+		t.Fatalf("before any answer: %v: want only the reserve, no budget figure is known yet", err)
+	}
+
+	for range 3 {
+		if _, err := c.GetPull(laneCtx(forge.LaneWebhook), "acme", "app", 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	resp, err := c.HTTPClient().Post(srv.URL+"/graphql", "application/json", strings.NewReader(`{"query":"{ viewer { login } }"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+
+	want := fmt.Sprintf(`
+# HELP forge_rate_limit_limit Requests allowed in the forge's rate-limit window (x-ratelimit-limit), by host and resource.
+# TYPE forge_rate_limit_limit gauge
+forge_rate_limit_limit{host=%[1]q,resource="core"} 10
+forge_rate_limit_limit{host=%[1]q,resource="graphql"} 10
+# HELP forge_rate_limit_remaining Requests left in the forge's rate-limit window, as the latest answer's x-ratelimit-remaining said, by host and x-ratelimit-resource.
+# TYPE forge_rate_limit_remaining gauge
+forge_rate_limit_remaining{host=%[1]q,resource="core"} 7
+forge_rate_limit_remaining{host=%[1]q,resource="graphql"} %[3]d
+# HELP forge_rate_limit_reset_timestamp_seconds When the forge's rate-limit window resets (x-ratelimit-reset, Unix seconds), by host and resource.
+# TYPE forge_rate_limit_reset_timestamp_seconds gauge
+forge_rate_limit_reset_timestamp_seconds{host=%[1]q,resource="core"} %[2]d
+forge_rate_limit_reset_timestamp_seconds{host=%[1]q,resource="graphql"} %[2]d
+`, host, reset, simRemaining(t, sim, "t", "graphql")) + reserveOnly
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), gauges...); err != nil {
+		t.Fatalf("after 3 REST reads and 1 GraphQL query on a budget of 10: %v: the gauges hold the latest answer's figures per host and resource", err)
+	}
+}
+
+// simRemaining is the budget the simulator has left for token and resource.
+func simRemaining(t *testing.T, sim *forgesim.Sim, token, resource string) int {
+	t.Helper()
+	for _, w := range sim.Stats().Budget.Windows {
+		if w.Token == token && w.Resource == resource {
+			return w.Remaining
+		}
+	}
+	t.Fatalf("simulator budget windows %+v: want one for token %q, resource %q", sim.Stats().Budget.Windows, token, resource)
+	return 0
 }

@@ -99,6 +99,7 @@ type Server struct {
 	health  *lease.Health
 	offers  *prometheus.CounterVec
 	seen    observed
+	passes  *netMetrics
 	handler http.Handler
 }
 
@@ -183,20 +184,27 @@ func New(cfg Config) (*Server, error) {
 			return nil, fmt.Errorf("%w: Registry: %w", ErrConfig, err)
 		}
 	}
+	var err error
+	if s.passes, err = newNetMetrics(cfg.Registry); err != nil {
+		return nil, fmt.Errorf("%w: Registry: %w", ErrConfig, err)
+	}
 	s.sweeper = newSweeper(sweeperConfig{
 		Runs: cfg.Runs, Offer: laneOfferer{s, forge.LaneMergeGateSweeper}, Interval: cfg.SweepInterval,
-		Owner: cfg.Owner, Now: cfg.Now, Logger: cfg.Logger, OnPass: cfg.OnSweep, // the sweeper logs its owner
+		Owner: cfg.Owner, Now: cfg.Now, Logger: cfg.Logger, OnPass: s.passes.sweepPass(cfg.Now, cfg.OnSweep), // the sweeper logs its owner
 		BackingOff: backingOff,
 	})
 	if len(cfg.BoardRepos) > 0 {
 		bs, err := board.NewSync(board.Config{
 			Store: cfg.Board, Forge: cfg.Forge, Host: cfg.ForgeHost, Repos: cfg.BoardRepos,
-			Interval: cfg.BoardInterval, Owner: cfg.Owner, Now: cfg.Now, Logger: cfg.Logger, OnPass: cfg.OnBoardPass,
+			Interval: cfg.BoardInterval, Owner: cfg.Owner, Now: cfg.Now, Logger: cfg.Logger, OnPass: s.passes.boardPass(cfg.Now, cfg.OnBoardPass),
 		})
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 		}
 		s.board = bs
+	}
+	for _, n := range s.nets() {
+		s.passes.interval.WithLabelValues(n.lease.Name).Set(n.interval.Seconds())
 	}
 	s.health = lease.NewHealth(s.healthBound())
 	s.handler = s.routes()

@@ -1,0 +1,207 @@
+// Package prometheus_test checks the shipped alert rules,
+// iterion-rules.yaml, with Prometheus's own rule parser and PromQL engine.
+// It is a test-only package: no binary links Prometheus.
+package prometheus_test
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/rulefmt"
+	"github.com/prometheus/prometheus/promql"
+	"github.com/prometheus/prometheus/promql/parser"
+	"github.com/prometheus/prometheus/promql/promqltest"
+)
+
+const rulesFile = "iterion-rules.yaml"
+
+// fixture is a set of series (promqltest's load syntax, from time 0) and
+// the instant an alert is judged at.
+type fixture struct {
+	why    string // what the series show, in the operator's words
+	series string
+	at     time.Duration
+}
+
+// alertCase is one alert's failing fixture (it must fire) and healthy ones
+// (it must stay quiet).
+type alertCase struct {
+	alert   string
+	fires   fixture
+	healthy []fixture
+}
+
+var cases = []alertCase{{
+	alert: "IterionNetNoPass",
+	fires: fixture{"the sweeper's last pass ended at 1m, and it is 10m now: 9 intervals of 1m", `
+load 1m
+  iterion_net_interval_seconds{net="merge-gate-sweeper", instance="a"} 60x20
+  iterion_net_last_success_timestamp_seconds{net="merge-gate-sweeper", instance="a"} 60x20
+`, 10 * time.Minute},
+	healthy: []fixture{{"the sweeper passes every minute on a; b passed once long ago (it lost the lease): the fleet's latest pass counts", `
+load 1m
+  iterion_net_interval_seconds{net="merge-gate-sweeper", instance="a"} 60x20
+  iterion_net_interval_seconds{net="merge-gate-sweeper", instance="b"} 60x20
+  iterion_net_last_success_timestamp_seconds{net="merge-gate-sweeper", instance="a"} 0+60x20
+  iterion_net_last_success_timestamp_seconds{net="merge-gate-sweeper", instance="b"} 60x20
+`, 10 * time.Minute}, {"the board (interval 5m) passed 10m ago: 2 intervals, under 3", `
+load 1m
+  iterion_net_interval_seconds{net="forge-board-sync", instance="a"} 300x20
+  iterion_net_last_success_timestamp_seconds{net="forge-board-sync", instance="a"} 0x20
+`, 10 * time.Minute}},
+}, {
+	alert: "IterionNetNeverPassed",
+	fires: fixture{"the replicas have run the sweeper for 40m and none completed a pass", `
+load 1m
+  iterion_net_interval_seconds{net="merge-gate-sweeper", instance="a"} 60x60
+  iterion_net_interval_seconds{net="merge-gate-sweeper", instance="b"} 60x60
+`, 40 * time.Minute},
+	healthy: []fixture{{"one replica completes passes", `
+load 1m
+  iterion_net_interval_seconds{net="merge-gate-sweeper", instance="a"} 60x60
+  iterion_net_interval_seconds{net="merge-gate-sweeper", instance="b"} 60x60
+  iterion_net_last_success_timestamp_seconds{net="merge-gate-sweeper", instance="b"} 0+60x60
+`, 40 * time.Minute}},
+}, {
+	alert: "IterionForgeBudgetBelowReserve",
+	fires: fixture{"300 core requests left, the sweeper's reserve is 1000, the window resets at 1h", `
+load 1m
+  forge_rate_limit_remaining{host="api.github.com", resource="core", instance="a"} 300x20
+  forge_rate_limit_reset_timestamp_seconds{host="api.github.com", resource="core", instance="a"} 3600x20
+  forge_rate_limit_reserve{lane="merge-gate-sweeper", instance="a"} 1000x20
+`, 10 * time.Minute},
+	healthy: []fixture{{"4000 core requests left, above the reserve of 1000", `
+load 1m
+  forge_rate_limit_remaining{host="api.github.com", resource="core", instance="a"} 4000x20
+  forge_rate_limit_reset_timestamp_seconds{host="api.github.com", resource="core", instance="a"} 3600x20
+  forge_rate_limit_reserve{lane="merge-gate-sweeper", instance="a"} 1000x20
+`, 10 * time.Minute}, {"300 left, but that window reset at 5m: the figure is from before the reset", `
+load 1m
+  forge_rate_limit_remaining{host="api.github.com", resource="core", instance="a"} 300x20
+  forge_rate_limit_reset_timestamp_seconds{host="api.github.com", resource="core", instance="a"} 300x20
+  forge_rate_limit_reserve{lane="merge-gate-sweeper", instance="a"} 1000x20
+`, 10 * time.Minute}, {"300 graphql points left: the reserve is the core budget's", `
+load 1m
+  forge_rate_limit_remaining{host="api.github.com", resource="graphql", instance="a"} 300x20
+  forge_rate_limit_reset_timestamp_seconds{host="api.github.com", resource="graphql", instance="a"} 3600x20
+  forge_rate_limit_reserve{lane="merge-gate-sweeper", instance="a"} 1000x20
+`, 10 * time.Minute}},
+}, {
+	alert: "IterionLeaseStoreUnreachable",
+	fires: fixture{"every renewal and acquire of replica a for 15m got no answer", `
+load 1m
+  lease_store_call_errors_total{op="renew", instance="a"} 0+1x20
+  lease_store_call_duration_seconds_count{op="renew", instance="a"} 0+1x20
+  lease_store_call_errors_total{op="acquire", instance="a"} 0+2x20
+  lease_store_call_duration_seconds_count{op="acquire", instance="a"} 0+2x20
+`, 15 * time.Minute},
+	healthy: []fixture{{"one renewal in ten fails", `
+load 1m
+  lease_store_call_errors_total{op="renew", instance="a"} 0+0.1x20
+  lease_store_call_duration_seconds_count{op="renew", instance="a"} 0+1x20
+`, 15 * time.Minute}},
+}, {
+	alert: "IterionLeaseNoHolder",
+	fires: fixture{"neither replica has held the sweeper's lease for 10m", `
+load 1m
+  lease_held{lease="merge-gate-sweeper", instance="a"} 0x20
+  lease_held{lease="merge-gate-sweeper", instance="b"} 0x20
+`, 10 * time.Minute},
+	healthy: []fixture{{"b holds the sweeper's lease", `
+load 1m
+  lease_held{lease="merge-gate-sweeper", instance="a"} 0x20
+  lease_held{lease="merge-gate-sweeper", instance="b"} 1x20
+`, 10 * time.Minute}, {"nobody has held the board's lease for 10m: within its crash takeover (TTL 15m + retry 5m)", `
+load 1m
+  lease_held{lease="forge-board-sync", instance="a"} 0x20
+  lease_held{lease="forge-board-sync", instance="b"} 0x20
+`, 10 * time.Minute}},
+}, {
+	alert: "IterionLeaseNoHolder",
+	fires: fixture{"nobody has held the board's lease for 30m", `
+load 1m
+  lease_held{lease="forge-board-sync", instance="a"} 0x40
+`, 30 * time.Minute},
+}}
+
+// TestAlertRules loads iterion-rules.yaml with Prometheus's rule parser
+// and, for each alert, evaluates its expression with Prometheus's PromQL
+// engine over fixture series: it must hold at every 15 s evaluation through
+// the rule's `for` on the failing fixture (the alert fires), and not at the
+// judged instant on a healthy one (it stays quiet).
+func TestAlertRules(t *testing.T) {
+	groups, errs := rulefmt.ParseFile(rulesFile, false, model.UTF8Validation, parser.NewParser(parser.Options{}), slog.New(slog.DiscardHandler))
+	if len(errs) > 0 {
+		t.Fatalf("rulefmt.ParseFile(%s): %v, want a valid rules file", rulesFile, errs)
+	}
+	rules := map[string][]rulefmt.Rule{}
+	for _, g := range groups.Groups {
+		for _, r := range g.Rules {
+			if r.Alert != "" {
+				rules[r.Alert] = append(rules[r.Alert], r)
+			}
+		}
+	}
+	var tested []string
+	for _, c := range cases {
+		tested = append(tested, c.alert)
+	}
+	for name := range rules {
+		if !slices.Contains(tested, name) {
+			t.Errorf("alert %s has no fixture: got untested, want a failing and a healthy fixture for every alert", name)
+		}
+	}
+	engine := promqltest.NewTestEngine(t, false, 0, promqltest.DefaultMaxSamplesPerQuery)
+
+	for _, c := range cases {
+		rs := rules[c.alert]
+		if len(rs) == 0 {
+			t.Errorf("alert %s: got no rule of that name in %s, want one", c.alert, rulesFile)
+			continue
+		}
+		t.Run(c.alert+"/fires", func(t *testing.T) {
+			if !slices.ContainsFunc(rs, func(r rulefmt.Rule) bool { return firing(t, engine, r, c.fires) }) {
+				t.Errorf("got quiet, want firing at %v: %s", c.fires.at, c.fires.why)
+			}
+		})
+		for _, h := range c.healthy {
+			t.Run(c.alert+"/quiet", func(t *testing.T) {
+				for _, r := range rs {
+					if firing(t, engine, r, h) {
+						t.Errorf("got firing (%s), want quiet at %v: %s", r.Expr, h.at, h.why)
+					}
+				}
+			})
+		}
+	}
+}
+
+// firing reports whether r fires at f.at on f's series: its expression
+// returns a sample at every 15 s evaluation from f.at minus r's `for`
+// through f.at, as Prometheus's rule evaluation would see it.
+func firing(t *testing.T, engine *promql.Engine, r rulefmt.Rule, f fixture) bool {
+	t.Helper()
+	st := promqltest.LoadedStorage(t, f.series)
+	defer st.Close()
+	hold := time.Duration(r.For)
+	for at := f.at - hold; at <= f.at; at += 15 * time.Second {
+		q, err := engine.NewInstantQuery(context.Background(), st, nil, r.Expr, time.Unix(0, 0).Add(at))
+		if err != nil {
+			t.Fatalf("alert %s: %v: want an expression the engine accepts", r.Alert, err)
+		}
+		res := q.Exec(context.Background())
+		q.Close()
+		v, err := res.Vector()
+		if err != nil {
+			t.Fatalf("alert %s at %v: %v: want an instant vector", r.Alert, at, err)
+		}
+		if len(v) == 0 {
+			return false
+		}
+	}
+	return true
+}

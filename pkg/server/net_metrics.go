@@ -1,0 +1,85 @@
+package server
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"iterion.dev/iterion/pkg/board"
+)
+
+// netMetrics are the elected nets' pass metrics, the ones an operator
+// alerts on (deploy/prometheus/iterion-rules.yaml). The net label is the
+// net's lease name. Each replica exports what it ran itself: a replica that
+// never held a net's lease has no pass series for it. Safe for concurrent
+// use.
+//
+//   - iterion_net_last_success_timestamp_seconds{net}: when this replica's
+//     last complete pass of the net ended (Unix seconds); absent until one has.
+//   - iterion_net_pass_duration_seconds{net}: every pass, complete or not.
+//   - iterion_net_interval_seconds{net}: the net's configured interval, so a
+//     rule can say "no pass in 3 intervals" whatever the interval.
+type netMetrics struct {
+	lastSuccess *prometheus.GaugeVec
+	duration    *prometheus.HistogramVec
+	interval    *prometheus.GaugeVec
+}
+
+// newNetMetrics registers the pass metrics on reg.
+func newNetMetrics(reg prometheus.Registerer) (*netMetrics, error) {
+	m := &netMetrics{
+		lastSuccess: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "iterion_net_last_success_timestamp_seconds",
+			Help: "When this replica's last complete pass of the elected net ended, in Unix seconds.",
+		}, []string{"net"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "iterion_net_pass_duration_seconds",
+			Help:    "Duration of the elected net's passes on this replica, complete or not.",
+			Buckets: prometheus.ExponentialBuckets(0.01, 4, 8), // 10ms to about 2m44s
+		}, []string{"net"}),
+		interval: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "iterion_net_interval_seconds",
+			Help: "The elected net's configured interval between passes, in seconds.",
+		}, []string{"net"}),
+	}
+	for _, c := range []prometheus.Collector{m.lastSuccess, m.duration, m.interval} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// pass records one pass of net that began at began and ended at ended;
+// complete passes move the last-success timestamp.
+func (m *netMetrics) pass(net string, began, ended time.Time, complete bool) {
+	m.duration.WithLabelValues(net).Observe(ended.Sub(began).Seconds())
+	if complete {
+		m.lastSuccess.WithLabelValues(net).Set(float64(ended.UnixNano()) / 1e9)
+	}
+}
+
+// sweepPass records p, then hands it to next (nil: nobody).
+func (m *netMetrics) sweepPass(now func() time.Time, next func(SweepPass)) func(SweepPass) {
+	return func(p SweepPass) {
+		m.pass(MergeGateSweeper().Name, p.At, now(), p.Complete)
+		if next != nil {
+			next(p)
+		}
+	}
+}
+
+// boardPass records p, complete when the pass reached every repository and
+// synced each, then hands it to next (nil: nobody).
+func (m *netMetrics) boardPass(now func() time.Time, next func(board.Pass)) func(board.Pass) {
+	return func(p board.Pass) {
+		ok := p.Complete
+		for _, r := range p.Repos {
+			ok = ok && r.Err == nil
+		}
+		m.pass(ForgeBoardSync().Name, p.At, now(), ok)
+		if next != nil {
+			next(p)
+		}
+	}
+}

@@ -1,0 +1,172 @@
+package server_test
+
+import (
+	"net/http"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"iterion.dev/iterion/pkg/forge"
+	"iterion.dev/iterion/pkg/forge/forgesim"
+	"iterion.dev/iterion/pkg/server"
+)
+
+// slowForge delays every forge request by d (virtual time in a synctest
+// bubble), so a pass lasts d per request it sends.
+type slowForge struct {
+	next http.RoundTripper
+	d    time.Duration
+}
+
+func (s slowForge) RoundTrip(req *http.Request) (*http.Response, error) {
+	time.Sleep(s.d)
+	return s.next.RoundTrip(req)
+}
+
+// metric finds name's series with label name=value in reg; nil when absent.
+func metric(t *testing.T, reg *prometheus.Registry, name, label, value string) *dto.Metric {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatalf("Gather: %v", err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == label && lp.GetValue() == value {
+					return m
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// laneRequests is how many requests c sent on lane, whatever the answer.
+func laneRequests(c *forge.Client, lane string) int64 {
+	var n int64
+	for _, k := range c.Counts() {
+		if k.Lane == lane {
+			n += k.N
+		}
+	}
+	return n
+}
+
+// unix is t as the float seconds a timestamp gauge holds.
+func unix(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
+
+// TestNetPassMetricsAfterAPass pins the pass metrics of each elected net:
+// after a complete pass, iterion_net_last_success_timestamp_seconds{net} is
+// the instant it ended and iterion_net_pass_duration_seconds{net} has
+// observed its duration; iterion_net_interval_seconds{net} is the net's
+// interval from the start; forge_rate_limit_remaining is the simulator's
+// own figure for the replica's token.
+func TestNetPassMetricsAfterAPass(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, next := newCluster(t, 2)
+		if err := c.sim.SeedIssue("acme", "app", forgesim.Issue{Number: 10, Title: "an issue", State: "open"}); err != nil {
+			t.Fatal(err)
+		}
+		const delay = 2 * time.Second
+		var reg *prometheus.Registry
+		startReplicas(t, c, slowForge{next, delay}, 1, time.Minute, func(cfg *server.Config) {
+			reg = cfg.Registry
+			cfg.BoardRepos, cfg.BoardInterval = []string{"acme/app"}, 2*time.Minute
+		})
+		r := c.replicas[0]
+		defer r.stop()
+		start := time.Now()
+		sweeper, board := server.MergeGateSweeper().Name, server.ForgeBoardSync().Name
+
+		for net, want := range map[string]float64{sweeper: 60, board: 120} {
+			if m := metric(t, reg, "iterion_net_interval_seconds", "net", net); m.GetGauge().GetValue() != want {
+				t.Errorf("iterion_net_interval_seconds{net=%q}: got %v, want %v: the configured interval, from the start", net, m, want)
+			}
+			if m := metric(t, reg, "iterion_net_last_success_timestamp_seconds", "net", net); m != nil {
+				t.Errorf("iterion_net_last_success_timestamp_seconds{net=%q} before any pass: got %v, want absent", net, m)
+			}
+		}
+
+		// The sweeper's first pass is one interval after the election, at
+		// 1m; the board's at 2m. Look just before the board's.
+		time.Sleep(2*time.Minute - time.Second)
+		synctest.Wait()
+		took := time.Duration(laneRequests(r.forge, forge.LaneMergeGateSweeper)) * delay
+		if took == 0 {
+			t.Fatalf("sweeper lane requests after its first pass: got 0, want some: the pass offers 2 runs")
+		}
+		if got, want := metric(t, reg, "iterion_net_last_success_timestamp_seconds", "net", sweeper).GetGauge().GetValue(), unix(start.Add(time.Minute+took)); got != want {
+			t.Errorf("sweeper last success: got %v, want %v (start + 1m + %v): the end of its complete first pass", got, want, took)
+		}
+		h := metric(t, reg, "iterion_net_pass_duration_seconds", "net", sweeper).GetHistogram()
+		if h.GetSampleCount() != 1 || h.GetSampleSum() != took.Seconds() {
+			t.Errorf("sweeper pass durations: got count %d sum %v, want 1 and %v: one pass, %v per request", h.GetSampleCount(), h.GetSampleSum(), took.Seconds(), delay)
+		}
+		if m := metric(t, reg, "iterion_net_pass_duration_seconds", "net", board); m != nil {
+			t.Errorf("board pass durations before its first pass: got %v, want absent", m)
+		}
+
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		took = time.Duration(laneRequests(r.forge, forge.LaneBoardSync)) * delay
+		if got, want := metric(t, reg, "iterion_net_last_success_timestamp_seconds", "net", board).GetGauge().GetValue(), unix(start.Add(2*time.Minute+took)); took == 0 || got != want {
+			t.Errorf("board last success: got %v, want %v (start + 2m + %v): the end of its complete first pass", got, want, took)
+		}
+		h = metric(t, reg, "iterion_net_pass_duration_seconds", "net", board).GetHistogram()
+		if h.GetSampleCount() != 1 || h.GetSampleSum() != took.Seconds() {
+			t.Errorf("board pass durations: got count %d sum %v, want 1 and %v", h.GetSampleCount(), h.GetSampleSum(), took.Seconds())
+		}
+
+		if got, want := metric(t, reg, "forge_rate_limit_remaining", "resource", "core").GetGauge().GetValue(), float64(simRemaining(t, c.sim, r.token)); got != want {
+			t.Errorf("forge_rate_limit_remaining{resource=core}: got %v, want %v: the simulator's remaining budget for %s", got, want, r.token)
+		}
+	})
+}
+
+// TestNetPassMetricsIncompletePassMovesNoTimestamp pins that a pass a rate
+// limit stopped is observed in iterion_net_pass_duration_seconds but does
+// not move iterion_net_last_success_timestamp_seconds: only a complete pass
+// is a success.
+func TestNetPassMetricsIncompletePassMovesNoTimestamp(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, next := newCluster(t, 2)
+		var reg *prometheus.Registry
+		startReplicas(t, c, next, 1, time.Minute, func(cfg *server.Config) { reg = cfg.Registry })
+		r := c.replicas[0]
+		defer r.stop()
+		if err := c.sim.SetBudget(r.token, 1); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Minute + time.Second)
+		synctest.Wait()
+		sweeper := server.MergeGateSweeper().Name
+		if h := metric(t, reg, "iterion_net_pass_duration_seconds", "net", sweeper).GetHistogram(); h.GetSampleCount() != 1 {
+			t.Errorf("sweeper pass durations: got count %d, want 1: a rate-limited pass is still a pass", h.GetSampleCount())
+		}
+		if m := metric(t, reg, "iterion_net_last_success_timestamp_seconds", "net", sweeper); m != nil {
+			t.Errorf("sweeper last success after a rate-limited pass: got %v, want absent: an incomplete pass is no success", m)
+		}
+		if got := metric(t, reg, "forge_rate_limit_remaining", "resource", "core").GetGauge().GetValue(); got != 0 {
+			t.Errorf("forge_rate_limit_remaining{resource=core}: got %v, want 0: the budget of 1 is spent", got)
+		}
+	})
+}
+
+// simRemaining is the simulator's remaining core budget for token.
+func simRemaining(t *testing.T, sim *forgesim.Sim, token string) int {
+	t.Helper()
+	for _, w := range sim.Stats().Budget.Windows {
+		if w.Token == token && w.Resource == "core" {
+			return w.Remaining
+		}
+	}
+	t.Fatalf("simulator budget windows %+v: want a core window for %s", sim.Stats().Budget.Windows, token)
+	return 0
+}
