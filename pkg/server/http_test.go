@@ -38,7 +38,8 @@ type httpFixture struct {
 	srv    *server.Server
 }
 
-func newHTTPFixture(t *testing.T) *httpFixture {
+// newHTTPFixture builds the fixture; each opt may change the Config first.
+func newHTTPFixture(t *testing.T, opts ...func(*server.Config)) *httpFixture {
 	t.Helper()
 	sim, simSrv := startSim(t)
 	if err := sim.SeedPull("acme", "app", 12, headSHA, "open"); err != nil {
@@ -47,8 +48,12 @@ func newHTTPFixture(t *testing.T) *httpFixture {
 	reg := prometheus.NewRegistry()
 	f := &httpFixture{runs: server.NewMemoryRunStore(), leases: lease.NewMemoryStore(), sim: sim,
 		forge: newForge(t, simSrv.URL, nil, "tok", reg, nil)}
-	srv, err := server.New(server.Config{Runs: f.runs, Leases: f.leases, Forge: f.forge,
-		APIToken: apiToken, WebhookSecret: webhookSecret, Owner: "replica-a", Registry: reg})
+	cfg := server.Config{Runs: f.runs, Leases: f.leases, Forge: f.forge,
+		APIToken: apiToken, WebhookSecret: webhookSecret, Owner: "replica-a", Registry: reg}
+	for _, opt := range opts {
+		opt(&cfg)
+	}
+	srv, err := server.New(cfg)
 	if err != nil {
 		t.Fatalf("server.New: %v", err)
 	}
@@ -128,7 +133,7 @@ func TestAPIRejectsBadInputNamingTheField(t *testing.T) {
 		{"repo missing", with("repo", nil), "repo"},
 		{"repo not owner/name", with("repo", "acme"), "repo"},
 		{"pull missing", with("pull", nil), "pull"},
-		{"pull a string", with("pull", "12"), "pull: got a JSON string, want a JSON number"},
+		{"pull a string", with("pull", "12"), "pull: got a JSON string, want a JSON integer"},
 		{"pull negative", with("pull", -3), "pull"},
 		{"head_sha missing", with("head_sha", nil), "head_sha"},
 		{"head_sha with a space", with("head_sha", "abc def"), "head_sha"},
@@ -137,6 +142,25 @@ func TestAPIRejectsBadInputNamingTheField(t *testing.T) {
 		{"verdict a number", with("verdict", 1), "verdict"},
 		{"target_url not http", with("target_url", "ftp://ci.example/1"), "target_url"},
 		{"description too long", with("description", strings.Repeat("x", 141)), "description"},
+		// Issue 12: input that is never a GitHub repository or commit.
+		{"repo a path up", with("repo", "../.."), "repo"},
+		{"repo owner a dot", with("repo", "./x"), "repo"},
+		{"repo name dot-dot", with("repo", "acme/.."), "repo"},
+		{"repo owner with a leading hyphen", with("repo", "-acme/app"), "repo"},
+		{"repo owner of 40 characters", with("repo", strings.Repeat("a", 40)+"/app"), "repo"},
+		{"repo name of 101 characters", with("repo", "acme/"+strings.Repeat("n", 101)), "repo"},
+		{"head_sha with a query", with("head_sha", "abc?x=1"), "head_sha"},
+		{"head_sha with NUL", with("head_sha", strings.Repeat("a", 39)+"\x00"), "head_sha"},
+		{"head_sha with a control character", with("head_sha", strings.Repeat("a", 39)+"\x1b"), "head_sha"},
+		{"head_sha of 60 KB", with("head_sha", strings.Repeat("a", 60<<10)), "head_sha"},
+		{"head_sha of 41 hex digits", with("head_sha", headSHA+"0"), "head_sha"},
+		{"head_sha short", with("head_sha", "abcdef0"), "head_sha"},
+		{"pull fractional", with("pull", 1.5), "pull: got a JSON number 1.5, want a JSON integer"},
+		{"pull zero", `{"repo": "acme/app", "pull": 0, "head_sha": "` + headSHA + `", "verdict": "success"}`, "pull"},
+		{"context too long", with("context", strings.Repeat("c", 256)), "context"},
+		{"context with a newline", with("context", "iterion\nreview"), "context"},
+		{"description with a control character", with("description", "ok\x07"), "description"},
+		{"target_url too long", with("target_url", "https://ci.example/"+strings.Repeat("u", 2048)), "target_url"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			f := newHTTPFixture(t)
