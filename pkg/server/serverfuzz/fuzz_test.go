@@ -1,6 +1,9 @@
-package server_test
+package serverfuzz_test
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +16,20 @@ import (
 	"iterion.dev/iterion/pkg/lease"
 	"iterion.dev/iterion/pkg/server"
 )
+
+const (
+	apiToken      = "api-secret"
+	webhookSecret = "hook-secret"
+	headSHA       = "abcdef0123456789abcdef0123456789abcdef01"
+	pullClosed    = `{"action": "closed", "number": 12, "pull_request": {"number": 12}, "repository": {"full_name": "acme/app"}}`
+)
+
+// sign is GitHub's X-Hub-Signature-256 of body.
+func sign(secret, body string) string {
+	m := hmac.New(sha256.New, []byte(secret))
+	m.Write([]byte(body))
+	return "sha256=" + hex.EncodeToString(m.Sum(nil))
+}
 
 // fuzzServer is a Server whose forge is unreachable (every offer fails
 // fast), so a fuzz input costs no network; the handler is called directly.
