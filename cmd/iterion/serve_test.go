@@ -178,7 +178,7 @@ func getJSON(t *testing.T, url string, v any) {
 // partial hourly forge line and returns nil (exit 0).
 func TestServeInMemoryServesAndStopsGracefully(t *testing.T) {
 	sim := forgesim.New()
-	if err := sim.SeedPull("acme", "app", 12, "abc123", "open"); err != nil {
+	if err := sim.SeedPull("acme", "app", 12, "abc1230000000000000000000000000000000000", "open"); err != nil {
 		t.Fatal(err)
 	}
 	simSrv := httptest.NewServer(sim)
@@ -187,7 +187,7 @@ func TestServeInMemoryServesAndStopsGracefully(t *testing.T) {
 		"--forge-token", "tok", "--api-token", "api", "--webhook-secret", "w", "--sweep-interval", "1h"})
 	log.waitFor(t, `"msg":"lease: elected"`)
 
-	req, _ := http.NewRequest("POST", url+"/api/runs", strings.NewReader(`{"repo": "acme/app", "pull": 12, "head_sha": "abc123", "verdict": "success"}`))
+	req, _ := http.NewRequest("POST", url+"/api/runs", strings.NewReader(`{"repo": "acme/app", "pull": 12, "head_sha": "abc1230000000000000000000000000000000000", "verdict": "success"}`))
 	req.Header.Set("Authorization", "Bearer api")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
