@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -51,6 +52,14 @@ type serveConfig struct {
 	etagCache      int
 	logFormat      string
 	logLevel       slog.Level
+	// The *File fields name files holding a secret, as Kubernetes mounts
+	// them; parseServe reads each into its secret.
+	apiTokenFile      string
+	webhookSecretFile string
+	forgeTokenFile    string
+	storeTimeout      time.Duration
+	deliveryWindow    time.Duration
+	limits            server.Limits
 }
 
 // serveFlags declares serve's flags on fs into c; envOf maps each flag to
@@ -79,6 +88,19 @@ func serveFlags(fs *flag.FlagSet, c *serveConfig) (envOf map[string]string) {
 	fs.DurationVar(&c.boardInterval, "board-interval", board.DefaultInterval, "forge board sync interval; its lease's TTL is 3 intervals, its retry 1")
 	fs.BoolVar(&c.noLease, "no-lease", false, "FOR COMPARISON MEASUREMENTS ONLY: sweep on every replica without a lease, as before ADR-117 (the forge cost scales with replicas)")
 	fs.IntVar(&c.etagCache, "forge-etag-cache", 0, "forge ETag cache bound in bytes of cached answers; 0: the default (64 MiB), negative: off")
+	fs.StringVar(&c.apiTokenFile, "api-token-file", "", "file holding the bearer token of POST /api/runs (instead of --api-token, which ps shows)")
+	fs.StringVar(&c.webhookSecretFile, "webhook-secret-file", "", "file holding the webhook secret (instead of --webhook-secret)")
+	fs.StringVar(&c.forgeTokenFile, "forge-token-file", "", "file holding the forge token (instead of --forge-token)")
+	fs.DurationVar(&c.storeTimeout, "store-timeout", server.DefaultStoreTimeout, "deadline of each store call a request makes; past it the request answers 503 with Retry-After")
+	fs.DurationVar(&c.deliveryWindow, "delivery-window", server.DefaultDeliveryWindow, "how long a webhook X-GitHub-Delivery id is remembered, so its replay is not processed again")
+	d := server.DefaultLimits
+	fs.DurationVar(&c.limits.ReadHeaderTimeout, "read-header-timeout", d.ReadHeaderTimeout, "HTTP: deadline to read a request's headers")
+	fs.DurationVar(&c.limits.ReadTimeout, "read-timeout", d.ReadTimeout, "HTTP: deadline to read a whole request, body included")
+	fs.DurationVar(&c.limits.WriteTimeout, "write-timeout", d.WriteTimeout, "HTTP: deadline from a request's headers to the end of its answer")
+	fs.DurationVar(&c.limits.IdleTimeout, "idle-timeout", d.IdleTimeout, "HTTP: how long an idle keep-alive connection stays open")
+	fs.IntVar(&c.limits.MaxHeaderBytes, "max-header-bytes", d.MaxHeaderBytes, "HTTP: largest request header block, in bytes")
+	fs.Int64Var(&c.limits.MaxRunBodyBytes, "max-run-body-bytes", d.MaxRunBodyBytes, "largest POST /api/runs body, in bytes; larger answers 413")
+	fs.IntVar(&c.limits.LargeWebhookReads, "large-webhook-reads", d.LargeWebhookReads, "webhook bodies over 1 MiB read at once; one more answers 503")
 	fs.StringVar(&c.logFormat, "log-format", "json", "log format on stderr: json or text")
 	fs.TextVar(&c.logLevel, "log-level", slog.LevelInfo, "log level: debug, info, warn or error")
 	envOf = map[string]string{}
@@ -119,7 +141,42 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	if err != nil {
 		return c, err
 	}
+	for _, sf := range []struct {
+		flag   string
+		secret *string
+		file   string
+	}{
+		{"api-token", &c.apiToken, c.apiTokenFile},
+		{"webhook-secret", &c.webhookSecret, c.webhookSecretFile},
+		{"forge-token", &c.forgeToken, c.forgeTokenFile},
+	} {
+		if sf.file == "" {
+			continue
+		}
+		if *sf.secret != "" {
+			return c, fmt.Errorf("--%s (%s) and --%s-file (%s_FILE) are both set: choose one",
+				sf.flag, envOf[sf.flag], sf.flag, envOf[sf.flag])
+		}
+		if *sf.secret, err = readSecretFile(sf.file); err != nil {
+			return c, fmt.Errorf("--%s-file: %w", sf.flag, err)
+		}
+	}
 	return c, c.validate()
+}
+
+// readSecretFile returns the secret in path without its trailing newline,
+// as a Kubernetes secret volume or an editor leaves it. An empty secret is
+// an error.
+func readSecretFile(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	secret := strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r")
+	if strings.TrimSpace(secret) == "" {
+		return "", fmt.Errorf("%q is empty", path)
+	}
+	return secret, nil
 }
 
 // validate checks the configuration once, at start, naming the flag.
@@ -146,6 +203,26 @@ func (c serveConfig) validate() error {
 		return fmt.Errorf("--log-format %q: want json or text", c.logFormat)
 	case c.mongoURI != "" && strings.TrimSpace(c.mongoDB) == "":
 		return fmt.Errorf("--mongo-db %q: want a database name", c.mongoDB)
+	case c.storeTimeout <= 0:
+		return fmt.Errorf("--store-timeout %v: want a positive duration", c.storeTimeout)
+	case c.deliveryWindow <= 0:
+		return fmt.Errorf("--delivery-window %v: want a positive duration", c.deliveryWindow)
+	}
+	for _, l := range []struct {
+		flag string
+		v    int64
+	}{
+		{"read-header-timeout", int64(c.limits.ReadHeaderTimeout)}, {"read-timeout", int64(c.limits.ReadTimeout)},
+		{"write-timeout", int64(c.limits.WriteTimeout)}, {"idle-timeout", int64(c.limits.IdleTimeout)},
+		{"max-header-bytes", int64(c.limits.MaxHeaderBytes)}, {"max-run-body-bytes", c.limits.MaxRunBodyBytes},
+		{"large-webhook-reads", int64(c.limits.LargeWebhookReads)},
+	} {
+		if l.v <= 0 {
+			return fmt.Errorf("--%s %s: want a positive value", l.flag, strconv.FormatInt(l.v, 10))
+		}
+	}
+	if c.limits.WriteTimeout <= c.storeTimeout {
+		return fmt.Errorf("--write-timeout %v: want more than --store-timeout %v, or a slow store cuts the 503 off", c.limits.WriteTimeout, c.storeTimeout)
 	}
 	for _, r := range c.boardRepos {
 		if _, _, err := forge.ParseRepo(r); err != nil {
@@ -159,7 +236,7 @@ func (c serveConfig) validate() error {
 		}
 	}
 	if c.mongoURI != "" && !strings.HasPrefix(c.mongoURI, "mongodb://") && !strings.HasPrefix(c.mongoURI, "mongodb+srv://") {
-		return fmt.Errorf("--mongo-uri %q: want a mongodb:// or mongodb+srv:// URI", c.mongoURI)
+		return fmt.Errorf("--mongo-uri %q: want a mongodb:// or mongodb+srv:// URI", redactURI(c.mongoURI))
 	}
 	return nil
 }
@@ -211,11 +288,12 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 
 	var runs server.RunStore = server.NewMemoryRunStore()
 	var leases lease.Store = lease.NewMemoryStore()
-	var cards board.Store // nil: in memory
+	var cards board.Store               // nil: in memory
+	var deliveries server.DeliveryStore // nil: in memory
 	if c.mongoURI != "" {
 		client, db, err := connectMongo(ctx, c.mongoURI, c.mongoDB)
 		if err != nil {
-			return err
+			return redactErr(err, c.mongoURI)
 		}
 		defer client.Disconnect(context.WithoutCancel(ctx))
 		if runs, err = server.NewMongoRunStore(ctx, db); err != nil {
@@ -226,6 +304,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 			return fmt.Errorf("--mongo-uri: %w", err)
 		}
 		leases = ms
+		if deliveries, err = server.NewMongoDeliveryStore(ctx, db); err != nil {
+			return fmt.Errorf("--mongo-uri: %w", err)
+		}
 		if len(c.boardRepos) > 0 {
 			if cards, err = board.NewMongoStore(ctx, db); err != nil {
 				return fmt.Errorf("--mongo-uri: %w", err)
@@ -240,6 +321,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 		APIToken: c.apiToken, WebhookSecret: c.webhookSecret,
 		SweepInterval: c.sweepInterval, NoLease: c.noLease,
 		Board: cards, BoardRepos: c.boardRepos, BoardInterval: c.boardInterval,
+		StoreTimeout: c.storeTimeout, Deliveries: deliveries, DeliveryWindow: c.deliveryWindow, Limits: c.limits,
 		Logger: logger, Registry: reg,
 	})
 	if err != nil {
@@ -274,3 +356,44 @@ func connectMongo(ctx context.Context, uri, dbName string) (*mongo.Client, *mong
 	}
 	return client, client.Database(dbName), nil
 }
+
+// redactURI is uri with its password, if any, replaced by "xxxxx"; a URI
+// that does not parse is replaced whole, since its password cannot be told
+// apart.
+func redactURI(uri string) string {
+	u, err := url.Parse(uri)
+	if err != nil {
+		return "<unparsable URI>"
+	}
+	return u.Redacted()
+}
+
+// redactErr returns err with the password of uri, wherever its text holds
+// it, replaced by "xxxxx"; errors.Is and errors.As still see err.
+func redactErr(err error, uri string) error {
+	u, perr := url.Parse(uri)
+	if err == nil || perr != nil || u.User == nil {
+		return err
+	}
+	pw, ok := u.User.Password()
+	if !ok || pw == "" {
+		return err
+	}
+	return redactedError{err: err, secrets: []string{pw, url.QueryEscape(pw), url.PathEscape(pw)}}
+}
+
+// redactedError is an error whose text hides secrets.
+type redactedError struct {
+	err     error
+	secrets []string
+}
+
+func (e redactedError) Error() string {
+	msg := e.err.Error()
+	for _, s := range e.secrets {
+		msg = strings.ReplaceAll(msg, s, "xxxxx")
+	}
+	return msg
+}
+
+func (e redactedError) Unwrap() error { return e.err }

@@ -4,9 +4,13 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -48,6 +52,19 @@ func TestServeValidatesConfigNamingTheFlag(t *testing.T) {
 		{"env twin bad", base, env("ITERION_SWEEP_INTERVAL", "soon"), "ITERION_SWEEP_INTERVAL"},
 		{"env twin bad bool", base, env("ITERION_NO_LEASE", "maybe"), "ITERION_NO_LEASE"},
 		{"stray argument", append(base, "extra"), env(), `"extra"`},
+		{"store timeout zero", append(base, "--store-timeout", "0s"), env(), "--store-timeout"},
+		{"delivery window zero", append(base, "--delivery-window", "0s"), env(), "--delivery-window"},
+		{"read timeout zero", append(base, "--read-timeout", "0s"), env(), "--read-timeout"},
+		{"read header timeout negative", append(base, "--read-header-timeout", "-1s"), env(), "--read-header-timeout"},
+		{"idle timeout zero", append(base, "--idle-timeout", "0s"), env(), "--idle-timeout"},
+		{"max header bytes zero", append(base, "--max-header-bytes", "0"), env(), "--max-header-bytes"},
+		{"run body zero", append(base, "--max-run-body-bytes", "0"), env(), "--max-run-body-bytes"},
+		{"large webhook reads zero", append(base, "--large-webhook-reads", "0"), env(), "--large-webhook-reads"},
+		{"write timeout under store timeout", append(base, "--write-timeout", "2s", "--store-timeout", "3s"), env(), "--write-timeout"},
+		{"env twin of a limit bad", base, env("ITERION_STORE_TIMEOUT", "soon"), "ITERION_STORE_TIMEOUT"},
+		{"api token and its file", append(base, "--api-token-file", "x"), env(), "--api-token (ITERION_API_TOKEN) and --api-token-file"},
+		{"forge token and its file twin", base, env("ITERION_FORGE_TOKEN_FILE", "x"), "--forge-token (ITERION_FORGE_TOKEN) and --forge-token-file"},
+		{"secret file missing", []string{"--forge-token", "t", "--api-token-file", "/nonexistent/api-token"}, env(), "--api-token-file"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := parseServe(c.args, c.env, io.Discard)
@@ -161,7 +178,7 @@ func getJSON(t *testing.T, url string, v any) {
 // partial hourly forge line and returns nil (exit 0).
 func TestServeInMemoryServesAndStopsGracefully(t *testing.T) {
 	sim := forgesim.New()
-	if err := sim.SeedPull("acme", "app", 12, "abc123", "open"); err != nil {
+	if err := sim.SeedPull("acme", "app", 12, "abc1230000000000000000000000000000000000", "open"); err != nil {
 		t.Fatal(err)
 	}
 	simSrv := httptest.NewServer(sim)
@@ -170,7 +187,7 @@ func TestServeInMemoryServesAndStopsGracefully(t *testing.T) {
 		"--forge-token", "tok", "--api-token", "api", "--webhook-secret", "w", "--sweep-interval", "1h"})
 	log.waitFor(t, `"msg":"lease: elected"`)
 
-	req, _ := http.NewRequest("POST", url+"/api/runs", strings.NewReader(`{"repo": "acme/app", "pull": 12, "head_sha": "abc123", "verdict": "success"}`))
+	req, _ := http.NewRequest("POST", url+"/api/runs", strings.NewReader(`{"repo": "acme/app", "pull": 12, "head_sha": "abc1230000000000000000000000000000000000", "verdict": "success"}`))
 	req.Header.Set("Authorization", "Bearer api")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -258,5 +275,41 @@ func TestLeasesReleaseForcesAHandOver(t *testing.T) {
 		if err := leases(context.Background(), args, env(), io.Discard, io.Discard, time.Now); err == nil {
 			t.Errorf("leases %q = nil, want an error naming what is missing", args)
 		}
+	}
+}
+
+// writeSecret writes a secret file as Kubernetes mounts one: the value and
+// a trailing newline.
+func writeSecret(t *testing.T, value string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(path, []byte(value+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestServeReadsSecretsFromFiles(t *testing.T) {
+	c, err := parseServe([]string{"--api-token-file", writeSecret(t, "api-s3cret"), "--forge-token-file", writeSecret(t, "forge-s3cret")},
+		env("ITERION_WEBHOOK_SECRET_FILE", writeSecret(t, "hook-s3cret")), io.Discard)
+	if err != nil {
+		t.Fatalf("parseServe: %v", err)
+	}
+	if c.apiToken != "api-s3cret" || c.forgeToken != "forge-s3cret" || c.webhookSecret != "hook-s3cret" {
+		t.Errorf("secrets: got %q, %q, %q, want each file's value without its trailing newline (flag or ITERION_*_FILE twin)",
+			c.apiToken, c.forgeToken, c.webhookSecret)
+	}
+}
+
+func TestServeErrorsHideTheMongoPassword(t *testing.T) {
+	const pw = "hunter2-pw"
+	_, err := parseServe([]string{"--forge-token", "t", "--api-token", "a", "--mongo-uri", "mongo://admin:" + pw + "@db:27017/"}, env(), io.Discard)
+	if err == nil || strings.Contains(err.Error(), pw) || !strings.Contains(err.Error(), "--mongo-uri") {
+		t.Errorf("bad scheme: got %v, want an error naming --mongo-uri without the password: no secret in any output", err)
+	}
+	cause := errors.New("connection refused")
+	wrapped := redactErr(fmt.Errorf("dial mongodb://admin:%s@db: %w", pw, cause), "mongodb://admin:"+pw+"@db/")
+	if strings.Contains(wrapped.Error(), pw) || !errors.Is(wrapped, cause) {
+		t.Errorf("redactErr: got %q (wraps cause %v), want the password hidden and the cause kept", wrapped, errors.Is(wrapped, cause))
 	}
 }

@@ -9,9 +9,10 @@ import (
 	"net/http"
 	"net/url"
 	"reflect"
+	"strings"
+	"unicode"
 	"unicode/utf8"
 
-	"github.com/google/go-github/v88/github"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"iterion.dev/iterion/internal/httpjson"
@@ -19,13 +20,16 @@ import (
 	"iterion.dev/iterion/pkg/forge"
 )
 
-// Request body limits: a run report is small; GitHub caps webhook payloads
-// at 25 MB.
+// Bounds of a run report's fields, GitHub's where it has one.
 const (
-	maxRunBody     = 1 << 20
-	maxWebhookBody = 25 << 20
-	// maxDescription is the longest status description GitHub accepts.
+	// maxDescription is the longest commit status description GitHub
+	// accepts: longer answers 422 "description is too long (maximum is 140
+	// characters)" (https://docs.github.com/en/rest/commits/statuses#create-a-commit-status).
 	maxDescription = 140
+	// maxContext bounds a status context, in characters.
+	maxContext = 255
+	// maxTargetURL bounds a status target URL, in bytes.
+	maxTargetURL = 2048
 )
 
 // Handler is the server's HTTP API:
@@ -53,7 +57,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /runs", s.getRunsPage)
 	mux.HandleFunc("GET /api/runs", s.listRuns)
 	mux.HandleFunc("GET /api/runs/{id}", s.getRun)
-	mux.Handle("GET /board", board.Handler(s.cfg.Board, s.render))
+	mux.Handle("GET /board", s.storeDeadline(board.Handler(s.cfg.Board, s.render)))
 	return mux
 }
 
@@ -83,7 +87,7 @@ func decodeJSON(r io.Reader, v any) error {
 		var te *json.UnmarshalTypeError
 		switch {
 		case errors.As(err, &te) && te.Field != "":
-			return fmt.Errorf("%w: %s: got a JSON %s, want a JSON %s", ErrInvalid, te.Field, te.Value, jsonKind(te.Type))
+			return fmt.Errorf("%w: %s: got a JSON %s, want a JSON %s", ErrInvalid, te.Field, clip(te.Value), jsonKind(te.Type))
 		case errors.Is(err, io.EOF):
 			return fmt.Errorf("%w: malformed JSON: empty body", ErrInvalid)
 		}
@@ -95,21 +99,36 @@ func decodeJSON(r io.Reader, v any) error {
 	return nil
 }
 
-// run validates the request, naming the first bad field, and returns the
-// run it reports.
+// run validates the request to GitHub's rules, naming the first bad field
+// and its value, and returns the run it reports. A head SHA is stored in
+// lower case, as GitHub writes it.
 func (q runRequest) run(host string) (GateRun, error) {
-	switch {
-	case q.Repo == "":
+	if q.Repo == "" {
 		return GateRun{}, fmt.Errorf("%w: repo is required", ErrInvalid)
+	}
+	if _, _, err := forge.ParseRepo(q.Repo); err != nil {
+		return GateRun{}, fmt.Errorf("%w: repo: %w", ErrInvalid, err)
+	}
+	switch {
 	case q.Pull == 0:
 		return GateRun{}, fmt.Errorf("%w: pull is required", ErrInvalid)
+	case q.Pull < 0:
+		return GateRun{}, fmt.Errorf("%w: pull %d: want a positive integer", ErrInvalid, q.Pull)
 	case q.HeadSHA == "":
 		return GateRun{}, fmt.Errorf("%w: head_sha is required", ErrInvalid)
+	case !isCommitSHA(q.HeadSHA):
+		return GateRun{}, fmt.Errorf("%w: head_sha %q: want 40 or 64 hex digits", ErrInvalid, clip(q.HeadSHA))
 	case q.Verdict == "":
 		return GateRun{}, fmt.Errorf("%w: verdict is required", ErrInvalid)
+	case utf8.RuneCountInString(q.Context) > maxContext || hasControl(q.Context):
+		return GateRun{}, fmt.Errorf("%w: context %q: want at most %d printable characters", ErrInvalid, clip(q.Context), maxContext)
 	case utf8.RuneCountInString(q.Description) > maxDescription:
 		return GateRun{}, fmt.Errorf("%w: description has %d characters, the forge keeps at most %d",
 			ErrInvalid, utf8.RuneCountInString(q.Description), maxDescription)
+	case hasControl(q.Description):
+		return GateRun{}, fmt.Errorf("%w: description %q: want printable characters", ErrInvalid, q.Description)
+	case len(q.TargetURL) > maxTargetURL:
+		return GateRun{}, fmt.Errorf("%w: target_url has %d bytes, want at most %d", ErrInvalid, len(q.TargetURL), maxTargetURL)
 	}
 	if q.TargetURL != "" {
 		u, err := url.Parse(q.TargetURL)
@@ -120,22 +139,54 @@ func (q runRequest) run(host string) (GateRun, error) {
 	if q.Context == "" {
 		q.Context = DefaultContext
 	}
+	sha := strings.ToLower(q.HeadSHA)
 	run := GateRun{
-		ID: RunID(host, q.Repo, q.Pull, q.HeadSHA), Host: host, Repo: q.Repo, Pull: q.Pull,
-		HeadSHA: q.HeadSHA, Context: q.Context, Verdict: Verdict(q.Verdict),
+		ID: RunID(host, q.Repo, q.Pull, sha), Host: host, Repo: q.Repo, Pull: q.Pull,
+		HeadSHA: sha, Context: q.Context, Verdict: Verdict(q.Verdict),
 		Description: q.Description, TargetURL: q.TargetURL,
 	}
 	return run, run.Validate()
 }
 
-// jsonKind names the JSON type that decodes into t ("number" for Go's int).
+// isCommitSHA reports whether s is a SHA-1 or SHA-256 object name: 40 or
+// 64 hex digits.
+func isCommitSHA(s string) bool {
+	if len(s) != 40 && len(s) != 64 {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
+			return false
+		}
+	}
+	return true
+}
+
+// hasControl reports whether s holds a control character (NUL, newline,
+// escape...), which no status field needs.
+func hasControl(s string) bool {
+	return strings.ContainsFunc(s, unicode.IsControl)
+}
+
+// clip shortens a value quoted in an error, so a 1 MB field does not make a
+// 1 MB answer or log line.
+func clip(s string) string {
+	const n = 80
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}
+
+// jsonKind names the JSON type that decodes into t ("integer" for Go's int).
 func jsonKind(t reflect.Type) string {
 	switch t.Kind() {
 	case reflect.Bool:
 		return "boolean"
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64,
-		reflect.Float32, reflect.Float64:
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "integer"
+	case reflect.Float32, reflect.Float64:
 		return "number"
 	case reflect.String:
 		return "string"
@@ -145,16 +196,22 @@ func jsonKind(t reflect.Type) string {
 	return "object"
 }
 
-// postRun is POST /api/runs: 401 without the bearer token; 400 naming the
-// field for a body it cannot use (nothing stored); else it stores the run,
-// offers it on lane api, and answers 201 (new) or 200 (same repo, pull and
-// head again) with {"id": ...}.
+// postRun is POST /api/runs: 401 without the bearer token; 413 for a body
+// over Limits.MaxRunBodyBytes; 400 naming the field for a body it cannot
+// use (nothing stored); 503 with Retry-After when the store does not answer
+// within StoreTimeout; else it stores the run, offers it on lane api, and
+// answers 201 (new) or 200 (same repo, pull and head again) with
+// {"id": ...}.
 func (s *Server) postRun(w http.ResponseWriter, r *http.Request) {
 	if !s.authorized(w, r) {
 		return
 	}
 	var q runRequest
-	if err := decodeJSON(http.MaxBytesReader(w, r.Body, maxRunBody), &q); err != nil {
+	if err := decodeJSON(http.MaxBytesReader(w, r.Body, s.cfg.Limits.MaxRunBodyBytes), &q); err != nil {
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("body over %d bytes", s.cfg.Limits.MaxRunBodyBytes))
+			return
+		}
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
@@ -163,10 +220,12 @@ func (s *Server) postRun(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	created, err := s.cfg.Runs.Put(r.Context(), run, s.cfg.Now())
+	ctx, cancel := s.storeCtx(r)
+	created, err := s.cfg.Runs.Put(ctx, run, s.cfg.Now())
+	cancel()
 	if err != nil {
 		s.log.Error("run not stored", "run", run.ID, "err", err)
-		writeError(w, http.StatusServiceUnavailable, "run not stored; retry")
+		s.unavailable(w, "run not stored; retry")
 		return
 	}
 	s.log.Info("run recorded", "run", run.ID, "repo", run.Repo, "pull", run.Pull,
@@ -190,82 +249,6 @@ func (s *Server) offerAll(ctx context.Context, lane string, runs []GateRun) {
 			return // the rest would be refused too; the sweeper repairs them
 		}
 	}
-}
-
-// postWebhook is POST /webhooks/github: 404 when no secret is configured;
-// 401 on a missing or wrong
-// X-Hub-Signature-256; pull_request and status events offer the unsettled
-// runs of the pull request or head on lane webhook (200 {"offered": n});
-// other events are ignored with 202; a payload it cannot read is 400.
-func (s *Server) postWebhook(w http.ResponseWriter, r *http.Request) {
-	if s.cfg.WebhookSecret == "" {
-		writeError(w, http.StatusNotFound, "webhooks are off: no webhook secret configured")
-		return
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxWebhookBody))
-	if err != nil {
-		writeError(w, http.StatusBadRequest, "body: "+err.Error())
-		return
-	}
-	sig := r.Header.Get(github.SHA256SignatureHeader)
-	if sig == "" {
-		writeError(w, http.StatusUnauthorized, "missing "+github.SHA256SignatureHeader)
-		return
-	}
-	if err := github.ValidateSignature(sig, body, []byte(s.cfg.WebhookSecret)); err != nil {
-		writeError(w, http.StatusUnauthorized, "wrong "+github.SHA256SignatureHeader)
-		return
-	}
-	event := github.WebHookType(r)
-	runs, err := s.affected(r.Context(), event, body)
-	if errors.Is(err, errIgnored) {
-		writeJSON(w, http.StatusAccepted, map[string]string{"ignored": event})
-		return
-	}
-	if errors.Is(err, ErrInvalid) {
-		writeError(w, http.StatusBadRequest, err.Error())
-		return
-	}
-	if err != nil {
-		s.log.Error("webhook: cannot list affected runs", "event", event, "err", err)
-		writeError(w, http.StatusServiceUnavailable, "runs not read; redeliver")
-		return
-	}
-	s.log.Debug("webhook", "event", event, "runs", len(runs))
-	s.offerAll(r.Context(), forge.LaneWebhook, runs)
-	writeJSON(w, http.StatusOK, map[string]int{"offered": len(runs)})
-}
-
-// errIgnored marks a webhook event the gate does not act on.
-var errIgnored = errors.New("server: webhook event ignored")
-
-// affected returns the unsettled runs a webhook event concerns.
-func (s *Server) affected(ctx context.Context, event string, body []byte) ([]GateRun, error) {
-	if event != "pull_request" && event != "status" {
-		return nil, errIgnored
-	}
-	payload, err := github.ParseWebHook(event, body)
-	if err != nil {
-		return nil, fmt.Errorf("%w: malformed %s payload: %w", ErrInvalid, event, err)
-	}
-	switch ev := payload.(type) {
-	case *github.PullRequestEvent:
-		repo, number := ev.GetRepo().GetFullName(), ev.GetPullRequest().GetNumber()
-		if number == 0 {
-			number = ev.GetNumber()
-		}
-		if repo == "" || number == 0 {
-			return nil, fmt.Errorf("%w: pull_request payload: repository.full_name %q or pull_request.number %d missing", ErrInvalid, repo, number)
-		}
-		return s.cfg.Runs.ForPull(ctx, s.cfg.ForgeHost, repo, number)
-	case *github.StatusEvent:
-		repo, sha := ev.GetRepo().GetFullName(), ev.GetSHA()
-		if repo == "" || sha == "" {
-			return nil, fmt.Errorf("%w: status payload: repository.full_name %q or sha %q missing", ErrInvalid, repo, sha)
-		}
-		return s.cfg.Runs.ForHead(ctx, s.cfg.ForgeHost, repo, sha)
-	}
-	return nil, errIgnored
 }
 
 // getHealthz is GET /healthz: 200 {"status": "ok"}, or 503 with the lease

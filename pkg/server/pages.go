@@ -58,9 +58,11 @@ func (s *Server) leaseRows(w http.ResponseWriter, r *http.Request) (rows []termR
 		writeError(w, http.StatusNotImplemented, "the lease store cannot list its leases")
 		return nil, false
 	}
-	holders, err := insp.Holders(r.Context())
+	ctx, cancel := s.storeCtx(r)
+	holders, err := insp.Holders(ctx)
+	cancel()
 	if err != nil {
-		writeError(w, http.StatusServiceUnavailable, "leases not read: "+err.Error())
+		s.unavailable(w, "leases not read: "+err.Error())
 		return nil, false
 	}
 	ttls := map[string]time.Duration{}

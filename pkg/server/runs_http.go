@@ -77,12 +77,14 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
 	if !s.authorized(w, r) {
 		return
 	}
-	run, err := s.cfg.Runs.Get(r.Context(), r.PathValue("id"))
+	ctx, cancel := s.storeCtx(r)
+	run, err := s.cfg.Runs.Get(ctx, r.PathValue("id"))
+	cancel()
 	switch {
 	case errors.Is(err, ErrNotFound):
 		writeError(w, http.StatusNotFound, "no run with id "+strconv.Quote(r.PathValue("id")))
 	case err != nil:
-		writeError(w, http.StatusServiceUnavailable, "run not read: "+err.Error())
+		s.unavailable(w, "run not read: "+err.Error())
 	default:
 		writeJSON(w, http.StatusOK, s.view(run))
 	}
@@ -102,9 +104,11 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
 	}
 	limit := q.Limit
 	q.Limit++ // one more tells whether a next page exists
-	runs, err := s.cfg.Runs.List(r.Context(), q)
+	ctx, cancel := s.storeCtx(r)
+	runs, err := s.cfg.Runs.List(ctx, q)
+	cancel()
 	if err != nil {
-		writeError(w, http.StatusServiceUnavailable, "runs not read: "+err.Error())
+		s.unavailable(w, "runs not read: "+err.Error())
 		return
 	}
 	out := RunsPage{Runs: []RunView{}}
@@ -171,9 +175,11 @@ func decodeCursor(s string) (Cursor, bool) {
 // longest unchanged first, each with its last offer on this replica and its
 // backoff.
 func (s *Server) getRunsPage(w http.ResponseWriter, r *http.Request) {
-	runs, err := s.cfg.Runs.List(r.Context(), RunQuery{Host: s.cfg.ForgeHost, State: RunsUnsettled, Limit: DefaultRunsLimit})
+	ctx, cancel := s.storeCtx(r)
+	runs, err := s.cfg.Runs.List(ctx, RunQuery{Host: s.cfg.ForgeHost, State: RunsUnsettled, Limit: DefaultRunsLimit})
+	cancel()
 	if err != nil {
-		writeError(w, http.StatusServiceUnavailable, "runs not read: "+err.Error())
+		s.unavailable(w, "runs not read: "+err.Error())
 		return
 	}
 	views := make([]RunView, len(runs))

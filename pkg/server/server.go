@@ -63,6 +63,21 @@ type Config struct {
 	// OfferTimeout bounds the offers of one API or webhook request;
 	// 0 means 10 seconds.
 	OfferTimeout time.Duration
+	// StoreTimeout bounds each store call a request makes (the run put, a
+	// webhook's lookups, /leases); past it the request answers 503 with
+	// Retry-After. 0 means DefaultStoreTimeout.
+	StoreTimeout time.Duration
+	// Deliveries remembers processed webhook delivery ids, so a replayed
+	// X-GitHub-Delivery is acknowledged and not processed again; nil means
+	// a new MemoryDeliveryStore, which only this replica sees. Share a
+	// MongoDeliveryStore between replicas.
+	Deliveries DeliveryStore
+	// DeliveryWindow is how long a delivery id is remembered; 0 means
+	// DefaultDeliveryWindow.
+	DeliveryWindow time.Duration
+	// Limits bound the HTTP server (timeouts, header and body sizes); a
+	// zero field means its DefaultLimits value.
+	Limits Limits
 	// ShutdownTimeout bounds the wait for in-flight requests when Run
 	// stops; 0 means 10 seconds.
 	ShutdownTimeout time.Duration
@@ -101,6 +116,8 @@ type Server struct {
 	seen    observed
 	passes  *netMetrics
 	handler http.Handler
+	// largeReads holds a token per webhook body over 1 MiB being read.
+	largeReads chan struct{}
 }
 
 // ErrConfig reports a Config New cannot use; errors that wrap it name the
@@ -131,7 +148,16 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("%w: OfferTimeout %v is negative", ErrConfig, cfg.OfferTimeout)
 	case cfg.ShutdownTimeout < 0:
 		return nil, fmt.Errorf("%w: ShutdownTimeout %v is negative", ErrConfig, cfg.ShutdownTimeout)
+	case cfg.StoreTimeout < 0:
+		return nil, fmt.Errorf("%w: StoreTimeout %v is negative", ErrConfig, cfg.StoreTimeout)
+	case cfg.DeliveryWindow < 0:
+		return nil, fmt.Errorf("%w: DeliveryWindow %v is negative", ErrConfig, cfg.DeliveryWindow)
 	}
+	limits, err := cfg.Limits.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	cfg.Limits = limits
 	if cfg.ForgeHost == "" {
 		cfg.ForgeHost = "github.com"
 	}
@@ -152,6 +178,15 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.ShutdownTimeout == 0 {
 		cfg.ShutdownTimeout = 10 * time.Second
+	}
+	if cfg.StoreTimeout == 0 {
+		cfg.StoreTimeout = DefaultStoreTimeout
+	}
+	if cfg.Deliveries == nil {
+		cfg.Deliveries = NewMemoryDeliveryStore()
+	}
+	if cfg.DeliveryWindow == 0 {
+		cfg.DeliveryWindow = DefaultDeliveryWindow
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -174,6 +209,7 @@ func New(cfg Config) (*Server, error) {
 			Name: "gate_offers_total",
 			Help: "Offers of gating runs, by lane (who offered) and outcome.",
 		}, []string{"lane", "outcome"}),
+		largeReads: make(chan struct{}, cfg.Limits.LargeWebhookReads),
 	}
 	backingOff := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "merge_gate_runs_backing_off",
@@ -184,7 +220,6 @@ func New(cfg Config) (*Server, error) {
 			return nil, fmt.Errorf("%w: Registry: %w", ErrConfig, err)
 		}
 	}
-	var err error
 	if s.passes, err = newNetMetrics(cfg.Registry); err != nil {
 		return nil, fmt.Errorf("%w: Registry: %w", ErrConfig, err)
 	}
@@ -286,11 +321,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	var srv *http.Server
 	served := make(chan error, 1)
 	if ln != nil {
-		srv = &http.Server{
-			Handler:           s.handler,
-			ReadHeaderTimeout: 10 * time.Second,
-			ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
-		}
+		srv = s.HTTPServer()
 		go func() { served <- srv.Serve(ln) }()
 		s.log.Info("listening", "addr", ln.Addr().String())
 	}

@@ -1,0 +1,67 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"iterion.dev/iterion/internal/mongotest"
+	"iterion.dev/iterion/pkg/server"
+	"iterion.dev/iterion/pkg/server/deliverystoretest"
+)
+
+func TestMemoryDeliveryStoreConformance(t *testing.T) {
+	deliverystoretest.Run(t, func(*testing.T) server.DeliveryStore { return server.NewMemoryDeliveryStore() })
+}
+
+func TestMongoDeliveryStoreConformance(t *testing.T) {
+	deliverystoretest.Run(t, func(t *testing.T) server.DeliveryStore {
+		s, err := server.NewMongoDeliveryStore(context.Background(), mongotest.DB(t))
+		if err != nil {
+			t.Fatalf("NewMongoDeliveryStore: %v", err)
+		}
+		return s
+	})
+}
+
+// TestMongoDeliveryStoreExpiresIDs pins that expired delivery ids are
+// deleted, so the collection does not grow forever: by MongoDB through a
+// TTL index, or, on a server without TTL indexes (FerretDB v1), by the
+// store itself every 256 claims.
+func TestMongoDeliveryStoreExpiresIDs(t *testing.T) {
+	db := mongotest.DB(t)
+	s, err := server.NewMongoDeliveryStore(context.Background(), db)
+	if err != nil {
+		t.Fatalf("NewMongoDeliveryStore: %v", err)
+	}
+	coll := db.Collection(server.DeliveriesCollection)
+	specs, err := coll.Indexes().ListSpecifications(context.Background())
+	if err != nil {
+		t.Fatalf("ListSpecifications: %v", err)
+	}
+	for _, sp := range specs {
+		if sp.Name == "ttl_expires" {
+			if sp.ExpireAfterSeconds == nil || *sp.ExpireAfterSeconds != 0 {
+				t.Errorf("ttl_expires expireAfterSeconds: got %v, want 0: a document expires at its own instant", sp.ExpireAfterSeconds)
+			}
+			return
+		}
+	}
+	t.Log("no TTL index on this server: checking the store's own pruning")
+	ctx := context.Background()
+	base := time.Date(2026, 9, 30, 9, 0, 0, 0, time.UTC)
+	for i := range 255 { // the 256th claim, below, prunes
+		if _, err := s.Claim(ctx, fmt.Sprintf("old-%d", i), base, time.Minute); err != nil {
+			t.Fatalf("Claim: %v", err)
+		}
+	}
+	if _, err := s.Claim(ctx, "new", base.Add(time.Hour), time.Minute); err != nil {
+		t.Fatalf("Claim: %v", err)
+	}
+	if n, err := coll.CountDocuments(ctx, bson.D{}); err != nil || n != 1 {
+		t.Errorf("documents after 255 expired claims and a new one: got %d (err %v), want 1: the 256th claim deletes the expired ids", n, err)
+	}
+}

@@ -1,0 +1,125 @@
+// Package deliverystoretest is the conformance suite for
+// server.DeliveryStore: any store proves itself with one line,
+//
+//	func TestConformance(t *testing.T) { deliverystoretest.Run(t, newStore) }
+//
+// Each case runs as a subtest on a fresh store and treats it as a black box.
+package deliverystoretest
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"iterion.dev/iterion/pkg/server"
+)
+
+// Run runs every conformance case against a fresh store from newStore.
+func Run(t *testing.T, newStore func(t *testing.T) server.DeliveryStore) {
+	t.Helper()
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Logf("rule: %s", c.rule)
+			c.check(t, newStore(t))
+		})
+	}
+}
+
+var base = time.Date(2026, 9, 30, 9, 0, 0, 123456789, time.UTC)
+
+const window = time.Hour
+
+func claim(t *testing.T, s server.DeliveryStore, id string, now time.Time) bool {
+	t.Helper()
+	first, err := s.Claim(context.Background(), id, now, window)
+	if err != nil {
+		t.Fatalf("Claim(%q): %v", id, err)
+	}
+	return first
+}
+
+var cases = []struct {
+	name, rule string
+	check      func(t *testing.T, s server.DeliveryStore)
+}{
+	{"FirstClaimWinsRepeatLoses", "an id is processed once: the first claim is first, a repeat within the window is not", func(t *testing.T, s server.DeliveryStore) {
+		if got := claim(t, s, "d-1", base); !got {
+			t.Errorf("first claim: got %v, want true: a new id is first", got)
+		}
+		if got := claim(t, s, "d-1", base.Add(window-time.Millisecond)); got {
+			t.Errorf("repeat within the window: got %v, want false: a replay is not processed again", got)
+		}
+		if got := claim(t, s, "d-2", base); !got {
+			t.Errorf("another id: got %v, want true: ids are independent", got)
+		}
+	}},
+	{"ForgottenAfterTheWindow", "an id is remembered until claim time + window (exclusive), then claimable again", func(t *testing.T, s server.DeliveryStore) {
+		claim(t, s, "d-1", base)
+		if got := claim(t, s, "d-1", base.Add(window)); !got {
+			t.Errorf("claim at the window's end: got %v, want true: the window has passed", got)
+		}
+		if got := claim(t, s, "d-1", base.Add(window+time.Second)); got {
+			t.Errorf("claim after the re-claim: got %v, want false: the re-claim opened a new window", got)
+		}
+	}},
+	{"ForgetGivesTheIdBack", "a forgotten id is processed on its next delivery; forgetting an unknown id is a no-op", func(t *testing.T, s server.DeliveryStore) {
+		claim(t, s, "d-1", base)
+		if err := s.Forget(context.Background(), "d-1"); err != nil {
+			t.Fatalf("Forget: %v", err)
+		}
+		if got := claim(t, s, "d-1", base); !got {
+			t.Errorf("claim after Forget: got %v, want true", got)
+		}
+		if err := s.Forget(context.Background(), "never-seen"); err != nil {
+			t.Errorf("Forget(unknown): got %v, want nil: no-op", err)
+		}
+	}},
+	{"BadArgumentsAreRefused", "an empty id or a window under 1ms is ErrInvalid and writes nothing", func(t *testing.T, s server.DeliveryStore) {
+		if _, err := s.Claim(context.Background(), "", base, window); !errors.Is(err, server.ErrInvalid) {
+			t.Errorf("empty id: got %v, want ErrInvalid", err)
+		}
+		if _, err := s.Claim(context.Background(), "d-1", base, 0); !errors.Is(err, server.ErrInvalid) {
+			t.Errorf("zero window: got %v, want ErrInvalid", err)
+		}
+		if got := claim(t, s, "d-1", base); !got {
+			t.Errorf("claim after a refused one: got %v, want true: a refused claim writes nothing", got)
+		}
+	}},
+	{"DoneContextFails", "a call on a done context fails and records nothing", func(t *testing.T, s server.DeliveryStore) {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		if _, err := s.Claim(ctx, "d-1", base, window); err == nil {
+			t.Errorf("Claim on a done context: got nil error, want one")
+		}
+		if got := claim(t, s, "d-1", base); !got {
+			t.Errorf("claim after the failed one: got %v, want true: it recorded nothing", got)
+		}
+	}},
+	{"RacingClaimsElectOne", "of many concurrent claims of one id exactly one is first", func(t *testing.T, s server.DeliveryStore) {
+		const n = 8
+		var wg sync.WaitGroup
+		firsts := make(chan bool, n)
+		for range n {
+			wg.Go(func() {
+				first, err := s.Claim(context.Background(), "d-race", base, window)
+				if err != nil {
+					t.Errorf("Claim: %v", err)
+				}
+				firsts <- first
+			})
+		}
+		wg.Wait()
+		close(firsts)
+		won := 0
+		for f := range firsts {
+			if f {
+				won++
+			}
+		}
+		if won != 1 {
+			t.Errorf("first claims: got %d, want 1: a delivery is processed once across replicas", won)
+		}
+	}},
+}

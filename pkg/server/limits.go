@@ -1,0 +1,138 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// Limits bound what one client can hold of the server: time on a
+// connection, header and body sizes, and large webhook bodies in flight. A
+// zero field means its value in DefaultLimits.
+type Limits struct {
+	// ReadHeaderTimeout bounds reading a request's headers.
+	ReadHeaderTimeout time.Duration
+	// ReadTimeout bounds reading a whole request, body included: a client
+	// trickling its body is cut off after it.
+	ReadTimeout time.Duration
+	// WriteTimeout bounds a request from the end of its headers to the end
+	// of its answer; it must exceed the store timeout and the offer timeout.
+	WriteTimeout time.Duration
+	// IdleTimeout bounds an idle keep-alive connection.
+	IdleTimeout time.Duration
+	// MaxHeaderBytes bounds a request's header block, in bytes.
+	MaxHeaderBytes int
+	// MaxRunBodyBytes bounds a POST /api/runs body, in bytes; a larger one
+	// answers 413. Webhook bodies are bounded by GitHub's payload cap
+	// (MaxWebhookBodyBytes) instead.
+	MaxRunBodyBytes int64
+	// LargeWebhookReads caps the webhook bodies over 1 MiB (or of unknown
+	// length) read at once; one more answers 503 with Retry-After.
+	LargeWebhookReads int
+}
+
+// DefaultLimits are the limits a zero Limits field takes.
+var DefaultLimits = Limits{
+	ReadHeaderTimeout: 5 * time.Second,
+	ReadTimeout:       20 * time.Second,
+	WriteTimeout:      30 * time.Second,
+	IdleTimeout:       60 * time.Second,
+	MaxHeaderBytes:    64 << 10,
+	MaxRunBodyBytes:   64 << 10,
+	LargeWebhookReads: 2,
+}
+
+// MaxWebhookBodyBytes is the largest webhook body read: GitHub does not
+// deliver a payload over 25 MB
+// (https://docs.github.com/en/webhooks/webhook-events-and-payloads#payload-cap).
+// A larger body answers 413.
+const MaxWebhookBodyBytes = 25 << 20
+
+// DefaultStoreTimeout bounds each store call a request makes when
+// Config.StoreTimeout is zero.
+const DefaultStoreTimeout = 3 * time.Second
+
+// withDefaults fills l's zero fields from DefaultLimits and checks the
+// rest, naming the field.
+func (l Limits) withDefaults() (Limits, error) {
+	d := DefaultLimits
+	for _, f := range []struct {
+		name string
+		v    *time.Duration
+		def  time.Duration
+	}{
+		{"ReadHeaderTimeout", &l.ReadHeaderTimeout, d.ReadHeaderTimeout},
+		{"ReadTimeout", &l.ReadTimeout, d.ReadTimeout},
+		{"WriteTimeout", &l.WriteTimeout, d.WriteTimeout},
+		{"IdleTimeout", &l.IdleTimeout, d.IdleTimeout},
+	} {
+		if *f.v < 0 {
+			return l, fmt.Errorf("%w: Limits.%s %v is negative", ErrConfig, f.name, *f.v)
+		}
+		if *f.v == 0 {
+			*f.v = f.def
+		}
+	}
+	switch {
+	case l.MaxHeaderBytes < 0:
+		return l, fmt.Errorf("%w: Limits.MaxHeaderBytes %d is negative", ErrConfig, l.MaxHeaderBytes)
+	case l.MaxRunBodyBytes < 0:
+		return l, fmt.Errorf("%w: Limits.MaxRunBodyBytes %d is negative", ErrConfig, l.MaxRunBodyBytes)
+	case l.LargeWebhookReads < 0:
+		return l, fmt.Errorf("%w: Limits.LargeWebhookReads %d is negative", ErrConfig, l.LargeWebhookReads)
+	}
+	if l.MaxHeaderBytes == 0 {
+		l.MaxHeaderBytes = d.MaxHeaderBytes
+	}
+	if l.MaxRunBodyBytes == 0 {
+		l.MaxRunBodyBytes = d.MaxRunBodyBytes
+	}
+	if l.LargeWebhookReads == 0 {
+		l.LargeWebhookReads = d.LargeWebhookReads
+	}
+	return l, nil
+}
+
+// HTTPServer returns a new http.Server that serves Handler with the
+// configured Limits; Run serves one. Use it to serve the API yourself
+// (TLS, another listener) with the same limits.
+func (s *Server) HTTPServer() *http.Server {
+	l := s.cfg.Limits
+	return &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: l.ReadHeaderTimeout,
+		ReadTimeout:       l.ReadTimeout,
+		WriteTimeout:      l.WriteTimeout,
+		IdleTimeout:       l.IdleTimeout,
+		MaxHeaderBytes:    l.MaxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+}
+
+// storeCtx bounds the store calls of one request by StoreTimeout.
+func (s *Server) storeCtx(r *http.Request) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(r.Context(), s.cfg.StoreTimeout)
+}
+
+// storeDeadline serves h with the request's context bounded by
+// StoreTimeout, for a handler of another package whose store calls take the
+// request's context (GET /board): past it the handler's store call fails
+// and it answers 503.
+func (s *Server) storeDeadline(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := s.storeCtx(r)
+		defer cancel()
+		h.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
+// unavailable answers 503 with msg and a Retry-After of the store timeout
+// (whole seconds, at least 1): the store did not answer in time.
+func (s *Server) unavailable(w http.ResponseWriter, msg string) {
+	w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(max(s.cfg.StoreTimeout.Seconds(), 1)))))
+	writeError(w, http.StatusServiceUnavailable, msg)
+}

@@ -1,0 +1,355 @@
+package server_test
+
+// Issue 12, "Serve safely on an open network": one test per defect found
+// by hand, each named for the rule it pins.
+
+import (
+	"bufio"
+	"context"
+	"crypto/hmac"
+	"crypto/sha1"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"iterion.dev/iterion/internal/forgetest"
+	"iterion.dev/iterion/internal/mongotest"
+	"iterion.dev/iterion/pkg/forge/forgesim"
+	"iterion.dev/iterion/pkg/lease"
+	"iterion.dev/iterion/pkg/lease/mongolease"
+	"iterion.dev/iterion/pkg/server"
+)
+
+// pipeServer is a Server's HTTPServer on a pipeNet, inside a synctest
+// bubble; stop ends it so the bubble can finish.
+type pipeServer struct {
+	srv  *server.Server
+	pn   *forgetest.PipeNet
+	stop func()
+}
+
+// newPipeServer must be called inside a synctest bubble.
+func newPipeServer(t *testing.T, opts ...func(*server.Config)) *pipeServer {
+	t.Helper()
+	sim := forgesim.New()
+	if err := sim.SeedPull("acme", "app", 12, headSHA, "open"); err != nil {
+		t.Fatal(err)
+	}
+	tr, stopSim := serveSimOnPipe(sim)
+	fc := newForge(t, "http://forge.test/", tr, "tok", nil, nil)
+	cfg := server.Config{Runs: server.NewMemoryRunStore(), Leases: lease.NewMemoryStore(), Forge: fc,
+		APIToken: apiToken, WebhookSecret: webhookSecret, Owner: "replica-a"}
+	for _, opt := range opts {
+		opt(&cfg)
+	}
+	srv, err := server.New(cfg)
+	if err != nil {
+		t.Fatalf("server.New: %v", err)
+	}
+	pn := newPipeNet()
+	hs := srv.HTTPServer()
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(pn) }()
+	return &pipeServer{srv: srv, pn: pn, stop: func() {
+		_ = hs.Close()
+		<-served
+		time.Sleep(time.Second) // a closing connection lingers 500ms for its client
+		synctest.Wait()
+		fc.Close()
+		stopSim()
+	}}
+}
+
+// send writes a raw request head (and any body bytes) on a new connection
+// and returns it with a channel that receives the answer's status line (""
+// when the server closed the connection without one).
+func (p *pipeServer) send(t *testing.T, head string) (io.ReadWriteCloser, <-chan string) {
+	t.Helper()
+	conn, err := p.pn.Dial(context.Background(), "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	status := make(chan string, 1)
+	go func() {
+		line, _ := bufio.NewReader(conn).ReadString('\n')
+		status <- strings.TrimSpace(line)
+	}()
+	go func() { _, _ = io.WriteString(conn, head) }()
+	return conn, status
+}
+
+func TestSlowBodyIsCutOffAtTheReadTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := newPipeServer(t)
+		defer p.stop()
+		conn, status := p.send(t, "POST /api/runs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "+apiToken+
+			"\r\nContent-Length: 100\r\n\r\n{")
+		defer conn.Close()
+		time.Sleep(server.DefaultLimits.ReadTimeout + time.Second)
+		synctest.Wait()
+		select {
+		case line := <-status:
+			t.Logf("answer after the read timeout: %q", line)
+		default:
+			t.Errorf("connection trickling its body: got still open after %v, want answered or closed: Limits.ReadTimeout bounds a request's body",
+				server.DefaultLimits.ReadTimeout+time.Second)
+		}
+	})
+}
+
+func TestSlowHeadersAreCutOffAtTheReadHeaderTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := newPipeServer(t)
+		defer p.stop()
+		conn, status := p.send(t, "POST /api/runs HTTP/1.1\r\nHost: x\r\n")
+		defer conn.Close()
+		time.Sleep(server.DefaultLimits.ReadHeaderTimeout + time.Second)
+		synctest.Wait()
+		select {
+		case <-status:
+		default:
+			t.Errorf("connection trickling its headers: got still open after %v, want closed: Limits.ReadHeaderTimeout",
+				server.DefaultLimits.ReadHeaderTimeout+time.Second)
+		}
+	})
+}
+
+func TestWebhookSignatureIsCheckedBeforeTheBodyIsRead(t *testing.T) {
+	for _, c := range []struct{ name, header string }{
+		{"no signature", ""},
+		{"sha1 signature", "X-Hub-Signature-256: sha1=" + strings.Repeat("0", 40) + "\r\n"},
+		{"malformed signature", "X-Hub-Signature-256: sha256=zz\r\n"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				p := newPipeServer(t)
+				defer p.stop()
+				// 24 MB announced, none sent: a server that reads first never answers.
+				conn, status := p.send(t, "POST /webhooks/github HTTP/1.1\r\nHost: x\r\nX-GitHub-Event: pull_request\r\n"+
+					c.header+"Content-Length: 25165824\r\n\r\n")
+				defer conn.Close()
+				synctest.Wait()
+				select {
+				case line := <-status:
+					if !strings.Contains(line, " 401 ") {
+						t.Errorf("answer: got %q, want 401: a request without a well-formed sha256 signature is refused", line)
+					}
+				default:
+					t.Errorf("answer: got none while the body is unsent, want 401: the signature header is checked before the body is read")
+				}
+			})
+		})
+	}
+}
+
+func TestWebhookRefusesAValidSHA1Signature(t *testing.T) {
+	body := `{"action": "closed", "number": 12, "pull_request": {"number": 12}, "repository": {"full_name": "acme/app"}}`
+	m := hmac.New(sha1.New, []byte(webhookSecret))
+	m.Write([]byte(body))
+	f := newHTTPFixture(t)
+	f.putRun(t, server.VerdictSuccess)
+	for _, sig := range []string{"sha1=" + hex.EncodeToString(m.Sum(nil)), "SHA256=" + sign(webhookSecret, body)[len("sha256="):]} {
+		if code, _ := f.postHook(t, "pull_request", sig, body); code != http.StatusUnauthorized {
+			t.Errorf("X-Hub-Signature-256 %.12s...: got %d, want 401: only sha256= is accepted (no downgrade)", sig, code)
+		}
+	}
+	if n := f.sim.Requests(forgesim.Filter{}); n != 0 {
+		t.Errorf("forge requests: got %d, want 0: a refused event offers nothing", n)
+	}
+}
+
+func TestWebhookBodyOverGitHubsCapIs413(t *testing.T) {
+	f := newHTTPFixture(t)
+	big := strings.Repeat(" ", server.MaxWebhookBodyBytes+1)
+	code, _ := f.postHook(t, "pull_request", sign(webhookSecret, big), big)
+	if code != http.StatusRequestEntityTooLarge {
+		t.Errorf("signed body of 25 MB + 1: got %d, want 413: GitHub never sends more than 25 MB", code)
+	}
+}
+
+func TestWebhookLargeSignedBodyIsProcessed(t *testing.T) {
+	f := newHTTPFixture(t)
+	f.putRun(t, server.VerdictSuccess)
+	// Padding past 1 MiB takes the spooled path.
+	body := `{"action": "closed", "number": 12, "pull_request": {"number": 12}, "repository": {"full_name": "acme/app"}}` +
+		strings.Repeat(" ", 2<<20)
+	code, answer := f.postHook(t, "pull_request", sign(webhookSecret, body), body)
+	if code != http.StatusOK || !strings.Contains(answer, `"offered":1`) {
+		t.Errorf("signed 2 MB pull_request: got %d %s, want 200 offered 1: a large signed body is read in full", code, answer)
+	}
+	unsigned := body + " "
+	if code, _ := f.postHook(t, "pull_request", sign(webhookSecret, body), unsigned); code != http.StatusUnauthorized {
+		t.Errorf("2 MB body under another body's signature: got %d, want 401", code)
+	}
+}
+
+func TestWebhookLargeReadsAreCapped(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := newPipeServer(t, func(c *server.Config) { c.Limits.LargeWebhookReads = 2 })
+		defer p.stop()
+		head := "POST /webhooks/github HTTP/1.1\r\nHost: x\r\nX-GitHub-Event: pull_request\r\nX-Hub-Signature-256: sha256=" +
+			strings.Repeat("0", 64) + "\r\nContent-Length: 20000000\r\n\r\n{"
+		for range 2 { // two large bodies, trickling
+			conn, _ := p.send(t, head)
+			defer conn.Close()
+		}
+		synctest.Wait()
+		conn, status := p.send(t, head)
+		defer conn.Close()
+		synctest.Wait()
+		select {
+		case line := <-status:
+			if !strings.Contains(line, " 503 ") {
+				t.Errorf("third large body: got %q, want 503: Limits.LargeWebhookReads caps large bodies in flight", line)
+			}
+		default:
+			t.Errorf("third large body: got no answer, want 503 at once: Limits.LargeWebhookReads caps large bodies in flight")
+		}
+	})
+}
+
+func TestRunBodyOverTheLimitIs413(t *testing.T) {
+	f := newHTTPFixture(t, func(c *server.Config) { c.Limits.MaxRunBodyBytes = 1024 })
+	body := `{"repo": "acme/app", "pull": 12, "head_sha": "` + headSHA + `", "verdict": "success", "description": "` +
+		strings.Repeat("x", 1024) + `"}`
+	if code, _ := f.postRun(t, body); code != http.StatusRequestEntityTooLarge {
+		t.Errorf("run body of %d bytes over a 1024-byte limit: got %d, want 413", len(body), code)
+	}
+}
+
+func TestAPIAcceptsGitHubsCommitShapes(t *testing.T) {
+	f := newHTTPFixture(t)
+	sha256Head := strings.Repeat("ab", 32)
+	for _, sha := range []string{strings.ToUpper(headSHA), sha256Head} {
+		code, body := f.postRun(t, `{"repo": "acme/app", "pull": 12, "head_sha": "`+sha+`", "verdict": "success"}`)
+		if code != http.StatusCreated && code != http.StatusOK {
+			t.Errorf("head_sha %s: got %d %s, want 201: 40 or 64 hex digits are a commit", sha, code, body)
+		}
+	}
+	for _, r := range f.stored(t) {
+		if r.HeadSHA != headSHA && r.HeadSHA != sha256Head {
+			t.Errorf("stored head_sha: got %q, want lower case: a head is stored as GitHub writes it", r.HeadSHA)
+		}
+	}
+}
+
+// pullClosed is a pull_request event for acme/app#12.
+const pullClosed = `{"action": "closed", "number": 12, "pull_request": {"number": 12}, "repository": {"full_name": "acme/app"}}`
+
+func (f *httpFixture) postDelivery(t *testing.T, id string) (int, string) {
+	return f.do(t, "POST", "/webhooks/github", map[string]string{"X-GitHub-Event": "pull_request",
+		"X-Hub-Signature-256": sign(webhookSecret, pullClosed), "X-GitHub-Delivery": id}, pullClosed)
+}
+
+func TestReplayedDeliveryIsAcknowledgedNotProcessed(t *testing.T) {
+	shared := server.NewMemoryDeliveryStore()
+	share := func(c *server.Config) { c.Deliveries = shared }
+	a, b := newHTTPFixture(t, share), newHTTPFixture(t, share)
+	a.putRun(t, server.VerdictSuccess)
+	b.putRun(t, server.VerdictSuccess)
+	if code, body := a.postDelivery(t, "guid-1"); code != http.StatusOK || !strings.Contains(body, `"offered":1`) {
+		t.Fatalf("first delivery: got %d %s, want 200 offered 1", code, body)
+	}
+	spent := a.sim.Requests(forgesim.Filter{})
+	for _, f := range []*httpFixture{a, b} {
+		code, body := f.postDelivery(t, "guid-1")
+		if code != http.StatusOK || !strings.Contains(body, `"duplicate":"guid-1"`) {
+			t.Errorf("replay: got %d %s, want 200 duplicate: a delivery seen before is acknowledged", code, body)
+		}
+	}
+	if n := a.sim.Requests(forgesim.Filter{}) + b.sim.Requests(forgesim.Filter{}); n != spent {
+		t.Errorf("forge requests after two replays: got %d, want %d: a replay is not processed again, on any replica", n, spent)
+	}
+	if code, body := b.postDelivery(t, "guid-2"); code != http.StatusOK || !strings.Contains(body, `"offered"`) {
+		t.Errorf("another delivery: got %d %s, want 200 offered: only the same id is a replay", code, body)
+	}
+}
+
+// frozenMongo is a Mongo-backed fixture whose proxy holds every command on
+// the named collection until the test ends.
+func frozenMongo(t *testing.T, collection string) (*httpFixture, *mongo.Database) {
+	t.Helper()
+	ms := mongotest.NewServer(t)
+	db := ms.DB(t)
+	runs, err := server.NewMongoRunStore(context.Background(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deliveries, err := server.NewMongoDeliveryStore(context.Background(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newHTTPFixture(t, func(c *server.Config) {
+		c.Runs, c.Deliveries, c.Leases = runs, deliveries, mongolease.NewStore(db)
+		c.StoreTimeout = 200 * time.Millisecond
+	})
+	hold := ms.Proxy().Hold(func(c mongotest.Command) bool { return c.Collection == collection })
+	t.Cleanup(hold.Release)
+	return f, db
+}
+
+func TestFrozenStoreAnswers503WithRetryAfter(t *testing.T) {
+	for _, c := range []struct {
+		name, collection, method, path string
+		header                         map[string]string
+		body                           string
+	}{
+		{"POST /api/runs", server.RunsCollection, "POST", "/api/runs", map[string]string{"Authorization": "Bearer " + apiToken},
+			`{"repo": "acme/app", "pull": 12, "head_sha": "` + headSHA + `", "verdict": "success"}`},
+		{"GET /leases", "leases", "GET", "/leases?format=json", nil, ""},
+		{"GET /api/runs", server.RunsCollection, "GET", "/api/runs", map[string]string{"Authorization": "Bearer " + apiToken}, ""},
+		{"GET /api/runs/{id}", server.RunsCollection, "GET", "/api/runs/some-id", map[string]string{"Authorization": "Bearer " + apiToken}, ""},
+		{"GET /runs", server.RunsCollection, "GET", "/runs", nil, ""},
+		{"webhook, runs frozen", server.RunsCollection, "POST", "/webhooks/github", map[string]string{"X-GitHub-Event": "pull_request",
+			"X-Hub-Signature-256": sign(webhookSecret, pullClosed), "X-GitHub-Delivery": "guid-frozen"}, pullClosed},
+		{"webhook, deliveries frozen", server.DeliveriesCollection, "POST", "/webhooks/github", map[string]string{"X-GitHub-Event": "pull_request",
+			"X-Hub-Signature-256": sign(webhookSecret, pullClosed), "X-GitHub-Delivery": "guid-frozen"}, pullClosed},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f, _ := frozenMongo(t, c.collection)
+			req, err := http.NewRequest(c.method, f.url+c.path, strings.NewReader(c.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for k, v := range c.header {
+				req.Header.Set(k, v)
+			}
+			// The hold is released only at cleanup: a handler that waits for
+			// the store never answers and the test times out.
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var e struct{ Error string }
+			_ = json.NewDecoder(resp.Body).Decode(&e)
+			if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+				t.Errorf("store frozen: got %d Retry-After %q (%s), want 503 with Retry-After: every store call of a request has a deadline",
+					resp.StatusCode, resp.Header.Get("Retry-After"), e.Error)
+			}
+		})
+	}
+}
+
+// TestUnprocessedDeliveryIsForgotten pins that a delivery whose processing
+// failed is processed when GitHub redelivers it.
+func TestUnprocessedDeliveryIsForgotten(t *testing.T) {
+	shared := server.NewMemoryDeliveryStore()
+	f := newHTTPFixture(t, func(c *server.Config) { c.Deliveries = shared })
+	bad := `{"action": "closed", "repository": {"full_name": "acme/app"}}` // no number: 400
+	h := map[string]string{"X-GitHub-Event": "pull_request", "X-Hub-Signature-256": sign(webhookSecret, bad), "X-GitHub-Delivery": "guid-9"}
+	if code, _ := f.do(t, "POST", "/webhooks/github", h, bad); code != http.StatusBadRequest {
+		t.Fatalf("payload without a number: got %d, want 400", code)
+	}
+	first, err := shared.Claim(context.Background(), "guid-9", time.Now(), time.Hour)
+	if err != nil || !first {
+		t.Errorf("claim after a 400: got first=%v err=%v, want true: an unprocessed delivery is forgotten", first, err)
+	}
+}

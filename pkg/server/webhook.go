@@ -1,0 +1,225 @@
+package server
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+
+	"github.com/google/go-github/v88/github"
+
+	"iterion.dev/iterion/pkg/forge"
+)
+
+// Webhook reading: GitHub signs the body with HMAC-SHA256 of the webhook
+// secret, hex-encoded after "sha256=" in X-Hub-Signature-256
+// (https://docs.github.com/en/webhooks/using-webhooks/validating-webhook-deliveries).
+// The legacy X-Hub-Signature (HMAC-SHA1) is never accepted, in either header.
+const (
+	signaturePrefix = "sha256="
+	// deliveryHeader is the GUID of one delivery; a redelivery keeps it
+	// (https://docs.github.com/en/webhooks/webhook-events-and-payloads#delivery-headers).
+	deliveryHeader = "X-GitHub-Delivery"
+	// smallWebhookBody is the largest body read into memory while its
+	// signature is checked; a larger one (or one of unknown length) streams
+	// through the HMAC into a temporary file, under Limits.LargeWebhookReads.
+	smallWebhookBody = 1 << 20
+)
+
+var (
+	// errBadSignature: the body does not match X-Hub-Signature-256.
+	errBadSignature = errors.New("server: webhook signature does not match")
+	// errBusy: every large-read slot is taken.
+	errBusy = errors.New("server: too many large webhook bodies in flight")
+)
+
+// postWebhook is POST /webhooks/github: 404 when no secret is configured;
+// 401 on a missing X-Hub-Signature-256 or one not of the form
+// sha256=<64 hex digits>, before any of the body is read; 413 for a body
+// over GitHub's 25 MB cap; 401 when the body does not match the signature;
+// 503 with Retry-After when too many large bodies are in flight or the
+// stores do not answer within StoreTimeout. Events other than pull_request
+// and status are ignored with 202. A delivery whose X-GitHub-Delivery was
+// processed within DeliveryWindow, on any replica sharing Deliveries, is
+// acknowledged with 200 {"duplicate": id} and not processed again. Else the
+// unsettled runs of the pull request or head are offered on lane webhook
+// (200 {"offered": n}); a payload it cannot read is 400. A delivery that
+// was not processed (400, 503) is forgotten, so its redelivery is.
+func (s *Server) postWebhook(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.WebhookSecret == "" {
+		writeError(w, http.StatusNotFound, "webhooks are off: no webhook secret configured")
+		return
+	}
+	want, err := parseSignature(r.Header.Get(github.SHA256SignatureHeader))
+	if err != nil {
+		writeError(w, http.StatusUnauthorized, err.Error())
+		return
+	}
+	if r.ContentLength > MaxWebhookBodyBytes {
+		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("body over GitHub's cap of %d bytes", MaxWebhookBodyBytes))
+		return
+	}
+	body, err := s.readSigned(w, r, want)
+	if err != nil {
+		s.refuseBody(w, err)
+		return
+	}
+	event := github.WebHookType(r)
+	if event != "pull_request" && event != "status" {
+		writeJSON(w, http.StatusAccepted, map[string]string{"ignored": event})
+		return
+	}
+	delivery := r.Header.Get(deliveryHeader)
+	if delivery != "" {
+		ctx, cancel := s.storeCtx(r)
+		first, err := s.cfg.Deliveries.Claim(ctx, delivery, s.cfg.Now(), s.cfg.DeliveryWindow)
+		cancel()
+		switch {
+		case errors.Is(err, ErrInvalid):
+			writeError(w, http.StatusBadRequest, deliveryHeader+": "+err.Error())
+			return
+		case err != nil:
+			s.log.Error("webhook: delivery not claimed", "delivery", delivery, "err", err)
+			s.unavailable(w, "delivery not recorded; redeliver")
+			return
+		case !first:
+			s.log.Info("webhook: delivery seen before, not processed again", "delivery", delivery, "event", event)
+			writeJSON(w, http.StatusOK, map[string]string{"duplicate": delivery})
+			return
+		}
+	}
+	ctx, cancel := s.storeCtx(r)
+	runs, err := s.affected(ctx, event, body)
+	cancel()
+	if err != nil {
+		s.forget(r, delivery)
+		if errors.Is(err, ErrInvalid) {
+			writeError(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		s.log.Error("webhook: cannot list affected runs", "event", event, "err", err)
+		s.unavailable(w, "runs not read; redeliver")
+		return
+	}
+	s.log.Debug("webhook", "event", event, "delivery", delivery, "runs", len(runs))
+	s.offerAll(r.Context(), forge.LaneWebhook, runs)
+	writeJSON(w, http.StatusOK, map[string]int{"offered": len(runs)})
+}
+
+// parseSignature returns the MAC an X-Hub-Signature-256 value carries, or
+// an error naming the header when it is not sha256=<64 hex digits>.
+func parseSignature(header string) ([]byte, error) {
+	if header == "" {
+		return nil, fmt.Errorf("missing %s", github.SHA256SignatureHeader)
+	}
+	hexMAC, ok := strings.CutPrefix(header, signaturePrefix)
+	mac, err := hex.DecodeString(hexMAC)
+	if !ok || err != nil || len(mac) != sha256.Size {
+		return nil, fmt.Errorf("%s: want sha256=<64 hex digits>", github.SHA256SignatureHeader)
+	}
+	return mac, nil
+}
+
+// readSigned reads r's body, at most MaxWebhookBodyBytes, through an
+// HMAC-SHA256 of the webhook secret and returns it when it matches want.
+// A body over smallWebhookBody (or of unknown length) takes a large-read
+// slot (errBusy when none is free) and is spooled to a temporary file, so
+// an unsigned large body costs disk for a moment, never memory.
+func (s *Server) readSigned(w http.ResponseWriter, r *http.Request, want []byte) ([]byte, error) {
+	body := http.MaxBytesReader(w, r.Body, MaxWebhookBodyBytes)
+	mac := hmac.New(sha256.New, []byte(s.cfg.WebhookSecret))
+	if r.ContentLength >= 0 && r.ContentLength <= smallWebhookBody {
+		b, err := io.ReadAll(io.TeeReader(body, mac))
+		if err != nil {
+			return nil, err
+		}
+		if !hmac.Equal(mac.Sum(nil), want) {
+			return nil, errBadSignature
+		}
+		return b, nil
+	}
+	select {
+	case s.largeReads <- struct{}{}:
+		defer func() { <-s.largeReads }()
+	default:
+		return nil, errBusy
+	}
+	f, err := os.CreateTemp("", "iterion-webhook-*")
+	if err != nil {
+		return nil, fmt.Errorf("%w: spool: %w", errBusy, err)
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	if _, err := io.Copy(io.MultiWriter(f, mac), body); err != nil {
+		return nil, err
+	}
+	if !hmac.Equal(mac.Sum(nil), want) {
+		return nil, errBadSignature
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return nil, fmt.Errorf("%w: spool: %w", errBusy, err)
+	}
+	return io.ReadAll(f) // signed by GitHub, at most 25 MB
+}
+
+// refuseBody answers a webhook body readSigned did not return.
+func (s *Server) refuseBody(w http.ResponseWriter, err error) {
+	switch {
+	case errors.Is(err, errBadSignature):
+		writeError(w, http.StatusUnauthorized, "wrong "+github.SHA256SignatureHeader)
+	case errors.Is(err, errBusy):
+		s.log.Warn("webhook: body not read", "err", err)
+		s.unavailable(w, "too many large webhook bodies in flight; redeliver")
+	default:
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("body over GitHub's cap of %d bytes", MaxWebhookBodyBytes))
+			return
+		}
+		writeError(w, http.StatusBadRequest, "body: "+err.Error())
+	}
+}
+
+// forget gives a delivery that was not processed back, so its redelivery
+// is; on its own bounded context, since the request's may be done.
+func (s *Server) forget(r *http.Request, delivery string) {
+	if delivery == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), s.cfg.StoreTimeout)
+	defer cancel()
+	if err := s.cfg.Deliveries.Forget(ctx, delivery); err != nil {
+		s.log.Warn("webhook: delivery not forgotten; its redelivery will be skipped until the window ends", "delivery", delivery, "err", err)
+	}
+}
+
+// affected returns the unsettled runs a webhook event concerns.
+func (s *Server) affected(ctx context.Context, event string, body []byte) ([]GateRun, error) {
+	payload, err := github.ParseWebHook(event, body)
+	if err != nil {
+		return nil, fmt.Errorf("%w: malformed %s payload: %w", ErrInvalid, event, err)
+	}
+	switch ev := payload.(type) {
+	case *github.PullRequestEvent:
+		repo, number := ev.GetRepo().GetFullName(), ev.GetPullRequest().GetNumber()
+		if number == 0 {
+			number = ev.GetNumber()
+		}
+		if repo == "" || number == 0 {
+			return nil, fmt.Errorf("%w: pull_request payload: repository.full_name %q or pull_request.number %d missing", ErrInvalid, clip(repo), number)
+		}
+		return s.cfg.Runs.ForPull(ctx, s.cfg.ForgeHost, repo, number)
+	case *github.StatusEvent:
+		repo, sha := ev.GetRepo().GetFullName(), ev.GetSHA()
+		if repo == "" || sha == "" {
+			return nil, fmt.Errorf("%w: status payload: repository.full_name %q or sha %q missing", ErrInvalid, clip(repo), clip(sha))
+		}
+		return s.cfg.Runs.ForHead(ctx, s.cfg.ForgeHost, repo, strings.ToLower(sha))
+	}
+	return nil, fmt.Errorf("%w: %s payload parsed as %T", ErrInvalid, event, payload)
+}
