@@ -120,7 +120,7 @@ func TestPagesFitAndSayWhatTheyShow(t *testing.T) {
 	}{
 		{base + "/", []string{"This replica is", "Its terms", "merge-gate-sweeper", "/metrics", "/healthz"}},
 		{base + "/leases", []string{"owner", "held by this replica", "forge-board-sync", "TTL"}},
-		{base + "/runs", []string{"1 unsettled run", "acme/app#77", "failed", "backoff"}},
+		{base + "/runs", []string{"1 unsettled run", "acme/app#77", "unreadable", "backoff"}},
 		{base + "/board", []string{"Forge board"}},
 		{writeReport(t), []string{"one sweeper, whatever the replica count", "sweeper requests", "takeover"}},
 	}
