@@ -2,6 +2,7 @@ package lease
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -46,8 +47,9 @@ const (
 	SteppedDown
 	// Released: a Release was answered with success. Event.Reason is the
 	// step-down reason of the term it ends, [ReasonUnanswered] after an
-	// Acquire whose answer did not arrive, or [ReasonCanceled] after an
-	// Acquire won once ctx was done, which starts no term.
+	// Acquire whose answer did not arrive (reported once per
+	// store-unreachable episode, not once per attempt), or [ReasonCanceled]
+	// after an Acquire won once ctx was done, which starts no term.
 	Released
 )
 
@@ -158,7 +160,9 @@ type Observer interface {
 // After stepping down, Run waits for work to return, then releases the lease
 // on a context detached from ctx with its own TTL/3 timeout, so a rollout
 // hands over within one Retry instead of a TTL. A release refused with
-// [ErrLost] is logged as such, not as a success. If work panicked, Run
+// [ErrLost] is logged as such, not as a success: a warning, except after a
+// refused renewal or an unanswered attempt, where ErrLost is the expected
+// answer (the step-down or the episode already warned), a debug line. If work panicked, Run
 // re-panics with its value after the release. Timers use the monotonic clock.
 //
 // The lease is sticky: a healthy holder keeps its term for as long as work
@@ -210,6 +214,7 @@ func Run(ctx context.Context, st Store, spec Spec, work func(context.Context)) e
 		r.log = slog.New(slog.DiscardHandler)
 	}
 	r.log = r.log.With("lease", spec.Name, "owner", spec.Owner)
+	r.terms, _ = st.(TermStore)
 	if spec.Observer != nil {
 		spec.Observer.Campaigning(spec.Name)
 	}
@@ -248,16 +253,21 @@ type runner struct {
 	retry time.Duration
 	log   *slog.Logger
 
+	terms TermStore // st as a TermStore, when it is one; nil otherwise
+
 	down      bool      // in a store-unreachable episode
 	downSince time.Time // when that episode started
+	// quiet: this episode's release after an unanswered attempt was already
+	// reported; the next ones in the same episode are not.
+	quiet bool
 }
 
 // run campaigns until ctx is done, serving each term it wins.
 func (r *runner) run(ctx context.Context) {
 	for ctx.Err() == nil {
 		start := time.Now()
-		if sent, won := r.campaign(ctx); won {
-			r.serve(ctx, sent)
+		if sent, token, won := r.campaign(ctx); won {
+			r.serve(ctx, sent, token)
 			start = time.Now()
 		}
 		t := time.NewTimer(time.Until(start.Add(r.retry)))
@@ -269,25 +279,33 @@ func (r *runner) run(ctx context.Context) {
 	}
 }
 
-// campaign sends one Acquire and reports its send instant and whether it won
-// a term to serve. An unanswered Acquire is followed by a Release; so is a
-// won one when ctx is done by the time it is answered.
-func (r *runner) campaign(ctx context.Context) (sent time.Time, won bool) {
+// campaign sends one Acquire and reports its send instant, its term token
+// ("" when the store is no TermStore) and whether it won a term to serve. An
+// unanswered Acquire is followed by a Release; so is a won one when ctx is
+// done by the time it is answered.
+func (r *runner) campaign(ctx context.Context) (sent time.Time, token string, won bool) {
 	sent = time.Now()
+	if r.terms != nil {
+		token = rand.Text()
+	}
 	err := r.call(ctx, OpAcquire, func(ctx context.Context) error {
 		var err error
-		won, err = r.st.Acquire(ctx, r.spec.Name, r.spec.Owner, sent, r.spec.TTL)
+		if r.terms != nil {
+			won, err = r.terms.AcquireTerm(ctx, r.spec.Name, r.spec.Owner, sent, r.spec.TTL, token)
+		} else {
+			won, err = r.st.Acquire(ctx, r.spec.Name, r.spec.Owner, sent, r.spec.TTL)
+		}
 		return err
 	})
 	switch {
 	case err != nil:
-		r.release(ctx, ReasonUnanswered)
-		return sent, false
+		r.release(ctx, ReasonUnanswered, token)
+		return sent, token, false
 	case won && ctx.Err() != nil:
-		r.release(ctx, ReasonCanceled)
-		return sent, false
+		r.release(ctx, ReasonCanceled, token)
+		return sent, token, false
 	}
-	return sent, won
+	return sent, token, won
 }
 
 // renewal is the outcome of one Renew.
@@ -297,16 +315,16 @@ type renewal struct {
 	err  error
 }
 
-// serve runs one term whose first proven instant is sent: it starts work,
-// renews, steps down, waits for work, and releases. It re-panics work's
-// panic after the release.
-func (r *runner) serve(ctx context.Context, sent time.Time) {
+// serve runs one term whose first proven instant is sent and whose term
+// token is token: it starts work, renews, steps down, waits for work, and
+// releases. It re-panics work's panic after the release.
+func (r *runner) serve(ctx context.Context, sent time.Time, token string) {
 	r.event(Elected, "")
 	r.log.Info("lease: elected", "ttl", r.spec.TTL, "step_down_by", r.deadline(sent).Sub(sent))
 	if r.spec.Observer != nil {
 		r.spec.Observer.TermStarted(r.spec.Name)
 	}
-	t := r.startTerm(ctx, sent)
+	t := r.startTerm(ctx, sent, token)
 	defer t.close()
 	t.stepDown(ctx, t.await(ctx))
 }
@@ -318,6 +336,7 @@ type term struct {
 	ctx      context.Context    // ctx's values, not its cancellation: the release outlives ctx
 	end      context.CancelFunc // cancels ctx: cuts a renewal in flight
 	stopWork context.CancelFunc // cancels work's context, a child of ctx
+	token    string             // the term's token ("" without a TermStore)
 
 	// returned delivers work's end: nil, or its panic. Once received, it is
 	// nil (a nil channel never delivers) and panicked holds what it was.
@@ -338,13 +357,13 @@ type term struct {
 }
 
 // startTerm starts work in its own goroutine and the term's timers, from
-// sent, the winning Acquire's send.
-func (r *runner) startTerm(ctx context.Context, sent time.Time) *term {
+// sent, the winning Acquire's send; token is the term's.
+func (r *runner) startTerm(ctx context.Context, sent time.Time, token string) *term {
 	// The term's contexts keep ctx's values, not its cancellation: the term
 	// ends when the term says so, and the release must outlive ctx.
 	termCtx, end := context.WithCancel(context.WithoutCancel(ctx))
 	workCtx, stopWork := context.WithCancel(termCtx)
-	t := &term{r: r, ctx: termCtx, end: end, stopWork: stopWork, returned: make(chan *workPanic, 1)}
+	t := &term{r: r, ctx: termCtx, end: end, stopWork: stopWork, token: token, returned: make(chan *workPanic, 1)}
 	go r.runWork(workCtx, t.returned)
 	t.deadline = r.deadline(sent)
 	t.deadlineT = time.NewTimer(time.Until(t.deadline))
@@ -456,7 +475,7 @@ func (t *term) stepDown(ctx context.Context, reason string) {
 		t.panicked = <-t.returned
 	}
 	r.spec.Health.end(stuck)
-	r.release(ctx, reason)
+	r.release(ctx, reason, t.token)
 	if t.panicked != nil {
 		panic(t.panicked.value)
 	}
@@ -511,23 +530,36 @@ func (r *runner) deadline(sent time.Time) time.Time {
 // release gives the lease up on a context detached from ctx, bounded by
 // TTL/3, and logs the outcome. reason says why: a step-down reason, or
 // ReasonUnanswered, whose failures the store-unreachable episode already
-// reports.
-func (r *runner) release(ctx context.Context, reason string) {
+// reports. token is the term's (or the attempt's): with a TermStore, the
+// release deletes only the lease that token's Acquire took.
+func (r *runner) release(ctx context.Context, reason, token string) {
 	send := r.call
 	if reason == ReasonUnanswered {
 		send = r.callOutsideEpisode
 	}
 	err := send(context.WithoutCancel(ctx), OpRelease, func(ctx context.Context) error {
+		if r.terms != nil {
+			return r.terms.ReleaseTerm(ctx, r.spec.Name, r.spec.Owner, token)
+		}
 		return r.st.Release(ctx, r.spec.Name, r.spec.Owner)
 	})
 	switch {
+	case err == nil && reason == ReasonUnanswered && r.down && r.quiet:
+		// This episode's first such release was reported: a store that
+		// fails every Acquire but answers its Release would report one
+		// per attempt.
 	case err == nil:
+		if reason == ReasonUnanswered && r.down {
+			r.quiet = true
+		}
 		r.log.Info("lease: released", "reason", reason)
 		r.event(Released, reason)
-	case errors.Is(err, ErrLost) && reason == ReasonUnanswered:
-		// The expected answer when the lost Acquire did not land: another
-		// owner holds the lease. Every follower would warn on each attempt.
-		r.log.Debug("lease: release after an unanswered attempt: another owner holds it", "error", err)
+	case errors.Is(err, ErrLost) && (reason == ReasonUnanswered || reason == ReasonRefused):
+		// The expected answer: after an unanswered attempt that did not
+		// land, or a refused renewal, another owner holds the lease. The
+		// step-down already warned of the refusal, and every follower
+		// would warn on each attempt.
+		r.log.Debug("lease: release refused as expected: another owner holds it", "reason", reason, "error", err)
 	case errors.Is(err, ErrLost):
 		r.log.Warn("lease: release refused: the lease moved on", "reason", reason, "error", err)
 	case reason != ReasonUnanswered:
@@ -549,7 +581,7 @@ func (r *runner) call(parent context.Context, op string, f func(context.Context)
 	failed := err != nil && !errors.Is(err, ErrLost)
 	switch {
 	case failed && !r.down:
-		r.down, r.downSince = true, start
+		r.down, r.downSince, r.quiet = true, start, false
 		r.log.Warn("lease: store unreachable", "op", op, "error", err)
 	case !failed && r.down:
 		r.down = false
