@@ -20,6 +20,7 @@ const (
 	landLose                  // forward to the inner store, then answer errLostAnswer
 	late                      // forward to the inner store after the delay even if the caller gave up
 	stolen                    // thief takes the lease in the inner store, then forward: a real refusal
+	landSlow                  // forward to the inner store at once, answer after the delay (ctx's error if it ends first)
 )
 
 // thief is the owner a stolen fault hands the lease to.
@@ -180,6 +181,17 @@ func (f *faultStore) apply(ctx context.Context, op string, flt fault, call func(
 			return ok, err
 		case <-ctx.Done():
 			return false, ctx.Err()
+		}
+	}
+	if flt.kind == landSlow {
+		ok, err := call(ctx)
+		t := time.NewTimer(flt.delay)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-t.C:
+			return ok, err
 		}
 	}
 	if flt.delay > 0 {

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -335,7 +336,12 @@ type term struct {
 	r        *runner
 	ctx      context.Context    // ctx's values, not its cancellation: the release outlives ctx
 	end      context.CancelFunc // cancels ctx: cuts a renewal in flight
-	stopWork context.CancelFunc // cancels work's context, a child of ctx
+	stopWork context.CancelFunc // cancels work's context, a child of ctx; use stopFor
+	// mu guards cause: the reason the first stopFor gave. The deadline's
+	// timer and a refused renewal's goroutine step down without waiting
+	// for Run's goroutine.
+	mu    sync.Mutex
+	cause string
 	token    string             // the term's token ("" without a TermStore)
 
 	// returned delivers work's end: nil, or its panic. Once received, it is
@@ -350,8 +356,12 @@ type term struct {
 	// per episode.
 	failing bool
 
-	deadline  time.Time // step down by: the last proven send's expiry − TTL/6
+	deadline time.Time // step down by: the last proven send's expiry − TTL/6
+	// deadlineT cancels work's context at the deadline from its own
+	// goroutine, so that nothing Run's goroutine is doing (a slow log sink)
+	// delays the step-down, then signals expired.
 	deadlineT *time.Timer
+	expired   chan struct{}
 	next      time.Time // the next renewal: every TTL/3 from the winning send
 	renewT    *time.Timer
 }
@@ -363,34 +373,59 @@ func (r *runner) startTerm(ctx context.Context, sent time.Time, token string) *t
 	// ends when the term says so, and the release must outlive ctx.
 	termCtx, end := context.WithCancel(context.WithoutCancel(ctx))
 	workCtx, stopWork := context.WithCancel(termCtx)
-	t := &term{r: r, ctx: termCtx, end: end, stopWork: stopWork, token: token, returned: make(chan *workPanic, 1)}
+	t := &term{r: r, ctx: termCtx, end: end, stopWork: stopWork, token: token,
+		returned: make(chan *workPanic, 1), expired: make(chan struct{}, 1)}
 	go r.runWork(workCtx, t.returned)
 	t.deadline = r.deadline(sent)
-	t.deadlineT = time.NewTimer(time.Until(t.deadline))
+	t.deadlineT = time.AfterFunc(time.Until(t.deadline), func() {
+		t.stopFor(ReasonDeadline)
+		t.expired <- struct{}{}
+	})
 	t.next = sent.Add(r.cut)
 	t.renewT = time.NewTimer(time.Until(t.next))
 	return t
 }
 
 // await handles the term's events until one ends it, and returns why: one
-// of the Reason constants.
+// of the Reason constants, the step-down's cause when the deadline or a
+// refusal already stepped the term down (work returning, say, is then its
+// consequence).
 func (t *term) await(ctx context.Context) string {
 	for {
+		var reason string
 		select {
 		case <-ctx.Done():
-			return ReasonCanceled
+			reason = ReasonCanceled
 		case p := <-t.returned:
-			return t.workReturned(p)
-		case <-t.deadlineT.C:
-			return ReasonDeadline
+			reason = t.workReturned(p)
+		case <-t.expired:
+			reason = ReasonDeadline
 		case <-t.renewT.C:
 			t.tick()
 		case res := <-t.answer:
-			if reason := t.answered(res); reason != "" {
-				return reason
-			}
+			reason = t.answered(res)
 		}
+		if reason == "" {
+			continue
+		}
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		if t.cause != "" {
+			return t.cause
+		}
+		return reason
 	}
+}
+
+// stopFor cancels work's context for reason; the first call's reason is
+// the step-down's cause. Safe for concurrent use.
+func (t *term) stopFor(reason string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.cause == "" {
+		t.cause = reason
+	}
+	t.stopWork()
 }
 
 // tick is the renewal period's: it sends a renewal or, while one is in
@@ -410,7 +445,15 @@ func (t *term) tick() {
 func (t *term) sendRenewal() {
 	answer := make(chan renewal, 1)
 	t.answer, t.due = answer, false
-	go func() { answer <- t.r.renew(t.ctx) }()
+	go func() {
+		res := t.r.renew(t.ctx)
+		if res.err == nil && !res.ok {
+			// Refused: the lease moved on. Step down here, not once Run's
+			// goroutine (perhaps in a slow log call) gets the answer.
+			t.stopFor(ReasonRefused)
+		}
+		answer <- res
+	}()
 }
 
 // answered handles a renewal's answer and returns ReasonRefused when it ends
@@ -427,8 +470,12 @@ func (t *term) answered(res renewal) (reason string) {
 		return ReasonRefused
 	default:
 		t.failing = false
-		t.deadline = t.r.deadline(res.sent)
-		t.deadlineT.Reset(time.Until(t.deadline))
+		// A deadline that already fired stepped the term down; await
+		// receives it next.
+		if t.deadlineT.Stop() {
+			t.deadline = t.r.deadline(res.sent)
+			t.deadlineT.Reset(time.Until(t.deadline))
+		}
 	}
 	if t.due {
 		t.sendRenewal()
@@ -451,8 +498,9 @@ func (t *term) workReturned(p *workPanic) (reason string) {
 func (t *term) stepDown(ctx context.Context, reason string) {
 	r := t.r
 	// From here work's context is cancelled and the lease is no longer this
-	// owner's to use.
-	t.stopWork()
+	// owner's to use. The step-down is reported before it is logged, so a
+	// slow log sink delays neither.
+	t.stopFor(reason)
 	stuck := r.spec.Health.begin(r.spec.Name, r.spec.Owner)
 	if r.spec.Observer != nil {
 		r.spec.Observer.SteppedDown(r.spec.Name, reason)
@@ -461,11 +509,11 @@ func (t *term) stepDown(ctx context.Context, reason string) {
 	if reason == ReasonRefused || reason == ReasonDeadline || reason == ReasonWorkPanicked {
 		level = slog.LevelWarn
 	}
+	r.event(SteppedDown, reason)
 	if t.panicked != nil {
 		r.log.Error("lease: work panicked", "panic", t.panicked.value, "stack", string(t.panicked.stack))
 	}
 	r.log.Log(ctx, level, "lease: stepped down", "reason", reason)
-	r.event(SteppedDown, reason)
 
 	t.end() // cuts a renewal in flight; its answer proves nothing now
 	if t.answer != nil {
