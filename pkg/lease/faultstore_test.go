@@ -49,6 +49,7 @@ type storeCall struct {
 	Deadline  time.Duration
 	OK        bool  // the answer
 	Err       error // the answer
+	Fault     fault // what the plan did with it
 }
 
 // faultStore wraps a Store and applies a scripted fault to each call,
@@ -146,6 +147,7 @@ func (f *faultStore) do(ctx context.Context, op, name, owner string, now time.Ti
 	if flt.kind == stolen {
 		f.steal(ctx, name, owner)
 	}
+	c.Fault = flt
 	c.OK, c.Err = f.apply(ctx, op, flt, call)
 	c.End = time.Now()
 	f.mu.Lock()
