@@ -175,10 +175,18 @@ type Observer interface {
 //
 // The timing above bounds what Run does, not what the network does with a
 // call after Run gave up on it. Besides the late Acquire above, a Release
-// held in the network until after this owner's next term began deletes that
-// term's lease: the next renewal, at most TTL/3 later, is refused and Run
-// steps down, but a successor may have been elected in between. This is the
-// store round trip among the bounds of the package doc (ADR-117 decision 4).
+// may be held in the network until after this owner's next term began.
+// When st is a [TermStore] (both twins are), each attempt draws a random
+// token, acquires with AcquireTerm and releases with ReleaseTerm, so that
+// late Release deletes nothing. With a plain Store, Run falls back to
+// Release, and the late Release deletes the later term's lease: its next
+// renewal, at most TTL/3 later, is refused and Run steps down, but a
+// successor may have been elected in between and overlap it for up to
+// TTL/3. This is the store round trip among the bounds of the package doc
+// (ADR-117 decision 4).
+//
+// The deadline and a refused renewal cancel work's context from their own
+// goroutines, before anything is logged: a slow log sink delays neither.
 //
 // # Worked example
 //

@@ -47,9 +47,10 @@ const (
 // writeConcern is every lease write's: acknowledged by a majority of the
 // replica set's voting members, each having written it to its journal, so
 // that an acknowledged take survives a failover rather than trusting the
-// server's default, which is w:1 on a primary-secondary-arbiter set whose
-// arbiter counts toward the majority of voting members
-// (https://www.mongodb.com/docs/manual/reference/write-concern/#implicit-default-write-concern).
+// server's default, which is w:1 on a set with arbiters whose data-bearing
+// voting members are no more than the voting majority, such as
+// primary-secondary-arbiter
+// (https://www.mongodb.com/docs/manual/reference/mongodb-defaults/).
 var writeConcern = &writeconcern.WriteConcern{W: writeconcern.WCMajority, Journal: new(true)}
 
 // MongoStore keeps leases in a MongoDB collection ([Collection]), one
