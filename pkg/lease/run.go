@@ -350,7 +350,7 @@ type term struct {
 	// for Run's goroutine.
 	mu    sync.Mutex
 	cause string
-	token    string             // the term's token ("" without a TermStore)
+	token string // the term's token ("" without a TermStore)
 
 	// returned delivers work's end: nil, or its panic. Once received, it is
 	// nil (a nil channel never delivers) and panicked holds what it was.
