@@ -156,6 +156,21 @@ func (f *faultStore) do(ctx context.Context, op, name, owner string, now time.Ti
 	return c.OK, c.Err
 }
 
+// wait blocks for d, or until ctx ends, and then returns ctx's error.
+func wait(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
 // steal hands owner's lease name to thief in the inner store, for an hour.
 func (f *faultStore) steal(ctx context.Context, name, owner string) {
 	if err := f.inner.Release(ctx, name, owner); err != nil {
@@ -187,23 +202,13 @@ func (f *faultStore) apply(ctx context.Context, op string, flt fault, call func(
 	}
 	if flt.kind == landSlow {
 		ok, err := call(ctx)
-		t := time.NewTimer(flt.delay)
-		defer t.Stop()
-		select {
-		case <-ctx.Done():
-			return false, ctx.Err()
-		case <-t.C:
-			return ok, err
+		if werr := wait(ctx, flt.delay); werr != nil {
+			return false, werr
 		}
+		return ok, err
 	}
-	if flt.delay > 0 {
-		t := time.NewTimer(flt.delay)
-		defer t.Stop()
-		select {
-		case <-ctx.Done():
-			return false, ctx.Err()
-		case <-t.C:
-		}
+	if err := wait(ctx, flt.delay); err != nil {
+		return false, err
 	}
 	switch flt.kind {
 	case refuse:
