@@ -20,7 +20,12 @@ const (
 	fail                      // answer errUnreachable, inner untouched
 	landLose                  // forward to the inner store, then answer errLostAnswer
 	late                      // forward to the inner store after the delay even if the caller gave up
+	stolen                    // thief takes the lease in the inner store, then forward: a real refusal
+	landSlow                  // forward to the inner store at once, answer after the delay (ctx's error if it ends first)
 )
+
+// thief is the owner a stolen fault hands the lease to.
+const thief = "thief"
 
 // fault scripts one call: block for delay (or until the caller's ctx ends,
 // which answers ctx's error and, except for late, changes nothing), then do
@@ -45,6 +50,7 @@ type storeCall struct {
 	Deadline  time.Duration
 	OK        bool  // the answer
 	Err       error // the answer
+	Fault     fault // what the plan did with it
 }
 
 // faultStore wraps a Store and applies a scripted fault to each call,
@@ -81,25 +87,50 @@ func (f *faultStore) Calls(op, owner string) []storeCall {
 }
 
 func (f *faultStore) Acquire(ctx context.Context, name, owner string, now time.Time, ttl time.Duration) (bool, error) {
-	return f.do(ctx, "acquire", owner, now, func(ctx context.Context) (bool, error) {
+	return f.do(ctx, "acquire", name, owner, now, func(ctx context.Context) (bool, error) {
 		return f.inner.Acquire(ctx, name, owner, now, ttl)
 	})
 }
 
 func (f *faultStore) Renew(ctx context.Context, name, owner string, now time.Time, ttl time.Duration) (bool, error) {
-	return f.do(ctx, "renew", owner, now, func(ctx context.Context) (bool, error) {
+	return f.do(ctx, "renew", name, owner, now, func(ctx context.Context) (bool, error) {
 		return f.inner.Renew(ctx, name, owner, now, ttl)
 	})
 }
 
 func (f *faultStore) Release(ctx context.Context, name, owner string) error {
-	_, err := f.do(ctx, "release", owner, time.Time{}, func(ctx context.Context) (bool, error) {
+	_, err := f.do(ctx, "release", name, owner, time.Time{}, func(ctx context.Context) (bool, error) {
 		return true, f.inner.Release(ctx, name, owner)
 	})
 	return err
 }
 
-func (f *faultStore) do(ctx context.Context, op, owner string, now time.Time, call func(context.Context) (bool, error)) (bool, error) {
+// termFaultStore is a faultStore over a TermStore that is a TermStore too:
+// Run scopes its releases to the term through it. Its AcquireTerm and
+// ReleaseTerm are recorded as "acquire" and "release".
+type termFaultStore struct {
+	*faultStore
+	terms lease.TermStore
+}
+
+func newTermFaultStore(inner lease.TermStore, plan func(c storeCall) fault) *termFaultStore {
+	return &termFaultStore{faultStore: newFaultStore(inner, plan), terms: inner}
+}
+
+func (f *termFaultStore) AcquireTerm(ctx context.Context, name, owner string, now time.Time, ttl time.Duration, token string) (bool, error) {
+	return f.do(ctx, "acquire", name, owner, now, func(ctx context.Context) (bool, error) {
+		return f.terms.AcquireTerm(ctx, name, owner, now, ttl, token)
+	})
+}
+
+func (f *termFaultStore) ReleaseTerm(ctx context.Context, name, owner, token string) error {
+	_, err := f.do(ctx, "release", name, owner, time.Time{}, func(ctx context.Context) (bool, error) {
+		return true, f.terms.ReleaseTerm(ctx, name, owner, token)
+	})
+	return err
+}
+
+func (f *faultStore) do(ctx context.Context, op, name, owner string, now time.Time, call func(context.Context) (bool, error)) (bool, error) {
 	c := storeCall{Op: op, Owner: owner, Now: now, At: time.Now(), CtxErr: ctx.Err()}
 	if d, ok := ctx.Deadline(); ok {
 		c.Deadline = time.Until(d)
@@ -114,12 +145,26 @@ func (f *faultStore) do(ctx context.Context, op, owner string, now time.Time, ca
 	if f.plan != nil {
 		flt = f.plan(c)
 	}
+	if flt.kind == stolen {
+		f.steal(ctx, name, owner)
+	}
+	c.Fault = flt
 	c.OK, c.Err = f.apply(ctx, op, flt, call)
 	c.End = time.Now()
 	f.mu.Lock()
 	f.calls = append(f.calls, c)
 	f.mu.Unlock()
 	return c.OK, c.Err
+}
+
+// steal hands owner's lease name to thief in the inner store, for an hour.
+func (f *faultStore) steal(ctx context.Context, name, owner string) {
+	if err := f.inner.Release(ctx, name, owner); err != nil {
+		panic(fmt.Sprintf("faultstore: steal: release: %v", err))
+	}
+	if ok, err := f.inner.Acquire(ctx, name, thief, time.Now(), time.Hour); !ok || err != nil {
+		panic(fmt.Sprintf("faultstore: steal: acquire = %v, %v", ok, err))
+	}
 }
 
 func (f *faultStore) apply(ctx context.Context, op string, flt fault, call func(context.Context) (bool, error)) (bool, error) {
@@ -140,6 +185,13 @@ func (f *faultStore) apply(ctx context.Context, op string, flt fault, call func(
 		case <-ctx.Done():
 			return false, ctx.Err()
 		}
+	}
+	if flt.kind == landSlow {
+		ok, err := call(ctx)
+		if !clock.Sleep(ctx, flt.delay) {
+			return false, ctx.Err()
+		}
+		return ok, err
 	}
 	if flt.delay > 0 && !clock.Sleep(ctx, flt.delay) {
 		return false, ctx.Err()

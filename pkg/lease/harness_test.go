@@ -186,6 +186,16 @@ type logLine map[string]any
 
 // Logs returns the records logged with message msg.
 func (h *harness) Logs(msg string) []logLine {
+	return h.logsWhere(func(l logLine) bool { return l["msg"] == msg })
+}
+
+// LogsAt returns the records logged at level, e.g. "WARN".
+func (h *harness) LogsAt(level string) []logLine {
+	return h.logsWhere(func(l logLine) bool { return l["level"] == level })
+}
+
+// logsWhere returns the records for which keep is true.
+func (h *harness) logsWhere(keep func(logLine) bool) []logLine {
 	var out []logLine
 	for _, line := range bytes.Split(h.logs.Bytes(), []byte("\n")) {
 		if len(line) == 0 {
@@ -196,7 +206,7 @@ func (h *harness) Logs(msg string) []logLine {
 			h.t.Errorf("log line %q is not JSON: %v", line, err)
 			continue
 		}
-		if l["msg"] == msg {
+		if keep(l) {
 			out = append(out, l)
 		}
 	}

@@ -65,6 +65,40 @@ type Store interface {
 	Release(ctx context.Context, name, owner string) error
 }
 
+// TermStore is implemented by stores that can scope a release to one term,
+// so that a late Release of an earlier term never deletes a later term's
+// lease. It is optional: [Run] uses it when its store implements it and
+// falls back to Store.Release otherwise; both twins implement it.
+//
+// A term is named by a token its caller chooses, unique per Acquire (Run
+// draws 128 random bits per attempt). The three Store methods keep their
+// meaning: Acquire records no token (it clears any), Renew keeps the token,
+// and Release deletes owner's lease whatever its token.
+type TermStore interface {
+	Store
+	// AcquireTerm is Acquire that, when it succeeds, records token as the
+	// lease's term, also when the lease was already owner's: the term is
+	// the last successful AcquireTerm's. A refusal or an error records
+	// nothing. token must not be blank (ErrInvalid).
+	AcquireTerm(ctx context.Context, name, owner string, now time.Time, ttl time.Duration, token string) (bool, error)
+	// ReleaseTerm is Release scoped to the term token: it deletes owner's
+	// lease when its term is token, or when it has none (a plain Acquire
+	// took it). Nobody's lease: no-op. Another owner's lease, or owner's
+	// lease of another term: ErrLost, changing nothing. token must not be
+	// blank (ErrInvalid).
+	ReleaseTerm(ctx context.Context, name, owner, token string) error
+}
+
+// CheckToken is what AcquireTerm and ReleaseTerm check after [CheckArgs] or
+// [CheckReleaseArgs]: token not blank, else an error wrapping [ErrInvalid]
+// naming the field and value.
+func CheckToken(token string) error {
+	if strings.TrimSpace(token) == "" {
+		return fmt.Errorf("%w: token %q is empty", ErrInvalid, token)
+	}
+	return nil
+}
+
 // Holder is who holds a lease and until when, as a store last recorded it.
 // A Holder whose Expires is at or before now is expired but, until someone
 // takes it, still its owner's.

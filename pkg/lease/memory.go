@@ -25,10 +25,12 @@ type MemoryStore struct {
 type memoryLease struct {
 	owner   string
 	expires time.Time
+	token   string // the term's, "" when a plain Acquire took it
 }
 
 var (
 	_ Store     = (*MemoryStore)(nil)
+	_ TermStore = (*MemoryStore)(nil)
 	_ Inspector = (*MemoryStore)(nil)
 )
 
@@ -44,19 +46,38 @@ func (m *MemoryStore) Acquire(ctx context.Context, name, owner string, now time.
 	if err := CheckArgs(ctx, "acquire", name, owner, ttl); err != nil {
 		return false, err
 	}
+	return m.acquire(name, owner, now, ttl, ""), nil
+}
+
+// AcquireTerm is Acquire that records token as the lease's term when it
+// succeeds (see [TermStore]). A blank token is an error wrapping ErrInvalid.
+func (m *MemoryStore) AcquireTerm(ctx context.Context, name, owner string, now time.Time, ttl time.Duration, token string) (bool, error) {
+	if err := CheckArgs(ctx, "acquire", name, owner, ttl); err != nil {
+		return false, err
+	}
+	if err := CheckToken(token); err != nil {
+		return false, err
+	}
+	return m.acquire(name, owner, now, ttl, token), nil
+}
+
+// acquire is Acquire's and AcquireTerm's write, recording token ("" for
+// none) on success.
+func (m *MemoryStore) acquire(name, owner string, now time.Time, ttl time.Duration, token string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	l, ok := m.leases[name]
 	if ok && l.owner != owner && Stamp(now).Before(l.expires) {
-		return false, nil
+		return false
 	}
 	if !ok || l.owner != owner {
 		// A takeover's expiry is always later than the old one: the old one
 		// is at or before now, and the new one is at least now + MinTTL.
 		l = memoryLease{owner: owner}
 	}
+	l.token = token
 	m.put(name, l, Expiry(now, ttl))
-	return true, nil
+	return true
 }
 
 // Renew extends owner's own lease name to trunc(trunc(now)+ttl), unless it
@@ -87,6 +108,25 @@ func (m *MemoryStore) Release(ctx context.Context, name, owner string) error {
 	if err := CheckReleaseArgs(ctx, name, owner); err != nil {
 		return err
 	}
+	return m.release(name, owner, "")
+}
+
+// ReleaseTerm deletes owner's lease name when its term is token or it has
+// none (see [TermStore]). Nobody's lease: no-op, nil; another owner's, or
+// owner's of another term: ErrLost, changing nothing. It returns an error,
+// changing nothing, when an argument is invalid (ErrInvalid) or ctx is done.
+func (m *MemoryStore) ReleaseTerm(ctx context.Context, name, owner, token string) error {
+	if err := CheckReleaseArgs(ctx, name, owner); err != nil {
+		return err
+	}
+	if err := CheckToken(token); err != nil {
+		return err
+	}
+	return m.release(name, owner, token)
+}
+
+// release is Release's (token "") and ReleaseTerm's delete.
+func (m *MemoryStore) release(name, owner, token string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	l, ok := m.leases[name]
@@ -95,6 +135,8 @@ func (m *MemoryStore) Release(ctx context.Context, name, owner string) error {
 		return nil
 	case l.owner != owner:
 		return fmt.Errorf("%w: %q is held by %q, not %q", ErrLost, name, l.owner, owner)
+	case token != "" && l.token != "" && l.token != token:
+		return fmt.Errorf("%w: %q is %q's term %q, not %q", ErrLost, name, owner, l.token, token)
 	}
 	delete(m.leases, name)
 	return nil

@@ -2,11 +2,13 @@ package lease
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -46,8 +48,9 @@ const (
 	SteppedDown
 	// Released: a Release was answered with success. Event.Reason is the
 	// step-down reason of the term it ends, [ReasonUnanswered] after an
-	// Acquire whose answer did not arrive, or [ReasonCanceled] after an
-	// Acquire won once ctx was done, which starts no term.
+	// Acquire whose answer did not arrive (reported once per
+	// store-unreachable episode, not once per attempt), or [ReasonCanceled]
+	// after an Acquire won once ctx was done, which starts no term.
 	Released
 )
 
@@ -158,7 +161,9 @@ type Observer interface {
 // After stepping down, Run waits for work to return, then releases the lease
 // on a context detached from ctx with its own TTL/3 timeout, so a rollout
 // hands over within one Retry instead of a TTL. A release refused with
-// [ErrLost] is logged as such, not as a success. If work panicked, Run
+// [ErrLost] is logged as such, not as a success: a warning, except after a
+// refused renewal or an unanswered attempt, where ErrLost is the expected
+// answer (the step-down or the episode already warned), a debug line. If work panicked, Run
 // re-panics with its value after the release. Timers use the monotonic clock.
 //
 // The lease is sticky: a healthy holder keeps its term for as long as work
@@ -170,10 +175,18 @@ type Observer interface {
 //
 // The timing above bounds what Run does, not what the network does with a
 // call after Run gave up on it. Besides the late Acquire above, a Release
-// held in the network until after this owner's next term began deletes that
-// term's lease: the next renewal, at most TTL/3 later, is refused and Run
-// steps down, but a successor may have been elected in between. This is the
-// store round trip among the bounds of the package doc (ADR-117 decision 4).
+// may be held in the network until after this owner's next term began.
+// When st is a [TermStore] (both twins are), each attempt draws a random
+// token, acquires with AcquireTerm and releases with ReleaseTerm, so that
+// late Release deletes nothing. With a plain Store, Run falls back to
+// Release, and the late Release deletes the later term's lease: its next
+// renewal, at most TTL/3 later, is refused and Run steps down, but a
+// successor may have been elected in between and overlap it for up to
+// TTL/3. This is the store round trip among the bounds of the package doc
+// (ADR-117 decision 4).
+//
+// The deadline and a refused renewal cancel work's context from their own
+// goroutines, before anything is logged: a slow log sink delays neither.
 //
 // # Worked example
 //
@@ -210,6 +223,7 @@ func Run(ctx context.Context, st Store, spec Spec, work func(context.Context)) e
 		r.log = slog.New(slog.DiscardHandler)
 	}
 	r.log = r.log.With("lease", spec.Name, "owner", spec.Owner)
+	r.terms, _ = st.(TermStore)
 	if spec.Observer != nil {
 		spec.Observer.Campaigning(spec.Name)
 	}
@@ -248,16 +262,21 @@ type runner struct {
 	retry time.Duration
 	log   *slog.Logger
 
+	terms TermStore // st as a TermStore, when it is one; nil otherwise
+
 	down      bool      // in a store-unreachable episode
 	downSince time.Time // when that episode started
+	// quiet: this episode's release after an unanswered attempt was already
+	// reported; the next ones in the same episode are not.
+	quiet bool
 }
 
 // run campaigns until ctx is done, serving each term it wins.
 func (r *runner) run(ctx context.Context) {
 	for ctx.Err() == nil {
 		start := time.Now()
-		if sent, won := r.campaign(ctx); won {
-			r.serve(ctx, sent)
+		if sent, token, won := r.campaign(ctx); won {
+			r.serve(ctx, sent, token)
 			start = time.Now()
 		}
 		t := time.NewTimer(time.Until(start.Add(r.retry)))
@@ -269,25 +288,33 @@ func (r *runner) run(ctx context.Context) {
 	}
 }
 
-// campaign sends one Acquire and reports its send instant and whether it won
-// a term to serve. An unanswered Acquire is followed by a Release; so is a
-// won one when ctx is done by the time it is answered.
-func (r *runner) campaign(ctx context.Context) (sent time.Time, won bool) {
+// campaign sends one Acquire and reports its send instant, its term token
+// ("" when the store is no TermStore) and whether it won a term to serve. An
+// unanswered Acquire is followed by a Release; so is a won one when ctx is
+// done by the time it is answered.
+func (r *runner) campaign(ctx context.Context) (sent time.Time, token string, won bool) {
 	sent = time.Now()
+	if r.terms != nil {
+		token = rand.Text()
+	}
 	err := r.call(ctx, OpAcquire, func(ctx context.Context) error {
 		var err error
-		won, err = r.st.Acquire(ctx, r.spec.Name, r.spec.Owner, sent, r.spec.TTL)
+		if r.terms != nil {
+			won, err = r.terms.AcquireTerm(ctx, r.spec.Name, r.spec.Owner, sent, r.spec.TTL, token)
+		} else {
+			won, err = r.st.Acquire(ctx, r.spec.Name, r.spec.Owner, sent, r.spec.TTL)
+		}
 		return err
 	})
 	switch {
 	case err != nil:
-		r.release(ctx, ReasonUnanswered)
-		return sent, false
+		r.release(ctx, ReasonUnanswered, token)
+		return sent, token, false
 	case won && ctx.Err() != nil:
-		r.release(ctx, ReasonCanceled)
-		return sent, false
+		r.release(ctx, ReasonCanceled, token)
+		return sent, token, false
 	}
-	return sent, won
+	return sent, token, won
 }
 
 // renewal is the outcome of one Renew.
@@ -297,16 +324,16 @@ type renewal struct {
 	err  error
 }
 
-// serve runs one term whose first proven instant is sent: it starts work,
-// renews, steps down, waits for work, and releases. It re-panics work's
-// panic after the release.
-func (r *runner) serve(ctx context.Context, sent time.Time) {
+// serve runs one term whose first proven instant is sent and whose term
+// token is token: it starts work, renews, steps down, waits for work, and
+// releases. It re-panics work's panic after the release.
+func (r *runner) serve(ctx context.Context, sent time.Time, token string) {
 	r.event(Elected, "")
 	r.log.Info("lease: elected", "ttl", r.spec.TTL, "step_down_by", r.deadline(sent).Sub(sent))
 	if r.spec.Observer != nil {
 		r.spec.Observer.TermStarted(r.spec.Name)
 	}
-	t := r.startTerm(ctx, sent)
+	t := r.startTerm(ctx, sent, token)
 	defer t.close()
 	t.stepDown(ctx, t.await(ctx))
 }
@@ -317,7 +344,13 @@ type term struct {
 	r        *runner
 	ctx      context.Context    // ctx's values, not its cancellation: the release outlives ctx
 	end      context.CancelFunc // cancels ctx: cuts a renewal in flight
-	stopWork context.CancelFunc // cancels work's context, a child of ctx
+	stopWork context.CancelFunc // cancels work's context, a child of ctx; use stopFor
+	// mu guards cause: the reason the first stopFor gave. The deadline's
+	// timer and a refused renewal's goroutine step down without waiting
+	// for Run's goroutine.
+	mu    sync.Mutex
+	cause string
+	token string // the term's token ("" without a TermStore)
 
 	// returned delivers work's end: nil, or its panic. Once received, it is
 	// nil (a nil channel never delivers) and panicked holds what it was.
@@ -331,47 +364,76 @@ type term struct {
 	// per episode.
 	failing bool
 
-	deadline  time.Time // step down by: the last proven send's expiry − TTL/6
+	deadline time.Time // step down by: the last proven send's expiry − TTL/6
+	// deadlineT cancels work's context at the deadline from its own
+	// goroutine, so that nothing Run's goroutine is doing (a slow log sink)
+	// delays the step-down, then signals expired.
 	deadlineT *time.Timer
+	expired   chan struct{}
 	next      time.Time // the next renewal: every TTL/3 from the winning send
 	renewT    *time.Timer
 }
 
 // startTerm starts work in its own goroutine and the term's timers, from
-// sent, the winning Acquire's send.
-func (r *runner) startTerm(ctx context.Context, sent time.Time) *term {
+// sent, the winning Acquire's send; token is the term's.
+func (r *runner) startTerm(ctx context.Context, sent time.Time, token string) *term {
 	// The term's contexts keep ctx's values, not its cancellation: the term
 	// ends when the term says so, and the release must outlive ctx.
 	termCtx, end := context.WithCancel(context.WithoutCancel(ctx))
 	workCtx, stopWork := context.WithCancel(termCtx)
-	t := &term{r: r, ctx: termCtx, end: end, stopWork: stopWork, returned: make(chan *workPanic, 1)}
+	t := &term{r: r, ctx: termCtx, end: end, stopWork: stopWork, token: token,
+		returned: make(chan *workPanic, 1), expired: make(chan struct{}, 1)}
 	go r.runWork(workCtx, t.returned)
 	t.deadline = r.deadline(sent)
-	t.deadlineT = time.NewTimer(time.Until(t.deadline))
+	t.deadlineT = time.AfterFunc(time.Until(t.deadline), func() {
+		t.stopFor(ReasonDeadline)
+		t.expired <- struct{}{}
+	})
 	t.next = sent.Add(r.cut)
 	t.renewT = time.NewTimer(time.Until(t.next))
 	return t
 }
 
 // await handles the term's events until one ends it, and returns why: one
-// of the Reason constants.
+// of the Reason constants, the step-down's cause when the deadline or a
+// refusal already stepped the term down (work returning, say, is then its
+// consequence).
 func (t *term) await(ctx context.Context) string {
 	for {
+		var reason string
 		select {
 		case <-ctx.Done():
-			return ReasonCanceled
+			reason = ReasonCanceled
 		case p := <-t.returned:
-			return t.workReturned(p)
-		case <-t.deadlineT.C:
-			return ReasonDeadline
+			reason = t.workReturned(p)
+		case <-t.expired:
+			reason = ReasonDeadline
 		case <-t.renewT.C:
 			t.tick()
 		case res := <-t.answer:
-			if reason := t.answered(res); reason != "" {
-				return reason
-			}
+			reason = t.answered(res)
 		}
+		if reason == "" {
+			continue
+		}
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		if t.cause != "" {
+			return t.cause
+		}
+		return reason
 	}
+}
+
+// stopFor cancels work's context for reason; the first call's reason is
+// the step-down's cause. Safe for concurrent use.
+func (t *term) stopFor(reason string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.cause == "" {
+		t.cause = reason
+	}
+	t.stopWork()
 }
 
 // tick is the renewal period's: it sends a renewal or, while one is in
@@ -391,7 +453,15 @@ func (t *term) tick() {
 func (t *term) sendRenewal() {
 	answer := make(chan renewal, 1)
 	t.answer, t.due = answer, false
-	go func() { answer <- t.r.renew(t.ctx) }()
+	go func() {
+		res := t.r.renew(t.ctx)
+		if res.err == nil && !res.ok {
+			// Refused: the lease moved on. Step down here, not once Run's
+			// goroutine (perhaps in a slow log call) gets the answer.
+			t.stopFor(ReasonRefused)
+		}
+		answer <- res
+	}()
 }
 
 // answered handles a renewal's answer and returns ReasonRefused when it ends
@@ -408,8 +478,12 @@ func (t *term) answered(res renewal) (reason string) {
 		return ReasonRefused
 	default:
 		t.failing = false
-		t.deadline = t.r.deadline(res.sent)
-		t.deadlineT.Reset(time.Until(t.deadline))
+		// A deadline that already fired stepped the term down; await
+		// receives it next.
+		if t.deadlineT.Stop() {
+			t.deadline = t.r.deadline(res.sent)
+			t.deadlineT.Reset(time.Until(t.deadline))
+		}
 	}
 	if t.due {
 		t.sendRenewal()
@@ -432,8 +506,9 @@ func (t *term) workReturned(p *workPanic) (reason string) {
 func (t *term) stepDown(ctx context.Context, reason string) {
 	r := t.r
 	// From here work's context is cancelled and the lease is no longer this
-	// owner's to use.
-	t.stopWork()
+	// owner's to use. The step-down is reported before it is logged, so a
+	// slow log sink delays neither.
+	t.stopFor(reason)
 	stuck := r.spec.Health.begin(r.spec.Name, r.spec.Owner)
 	if r.spec.Observer != nil {
 		r.spec.Observer.SteppedDown(r.spec.Name, reason)
@@ -442,11 +517,11 @@ func (t *term) stepDown(ctx context.Context, reason string) {
 	if reason == ReasonRefused || reason == ReasonDeadline || reason == ReasonWorkPanicked {
 		level = slog.LevelWarn
 	}
+	r.event(SteppedDown, reason)
 	if t.panicked != nil {
 		r.log.Error("lease: work panicked", "panic", t.panicked.value, "stack", string(t.panicked.stack))
 	}
 	r.log.Log(ctx, level, "lease: stepped down", "reason", reason)
-	r.event(SteppedDown, reason)
 
 	t.end() // cuts a renewal in flight; its answer proves nothing now
 	if t.answer != nil {
@@ -456,7 +531,7 @@ func (t *term) stepDown(ctx context.Context, reason string) {
 		t.panicked = <-t.returned
 	}
 	r.spec.Health.end(stuck)
-	r.release(ctx, reason)
+	r.release(ctx, reason, t.token)
 	if t.panicked != nil {
 		panic(t.panicked.value)
 	}
@@ -511,23 +586,36 @@ func (r *runner) deadline(sent time.Time) time.Time {
 // release gives the lease up on a context detached from ctx, bounded by
 // TTL/3, and logs the outcome. reason says why: a step-down reason, or
 // ReasonUnanswered, whose failures the store-unreachable episode already
-// reports.
-func (r *runner) release(ctx context.Context, reason string) {
+// reports. token is the term's (or the attempt's): with a TermStore, the
+// release deletes only the lease that token's Acquire took.
+func (r *runner) release(ctx context.Context, reason, token string) {
 	send := r.call
 	if reason == ReasonUnanswered {
 		send = r.callOutsideEpisode
 	}
 	err := send(context.WithoutCancel(ctx), OpRelease, func(ctx context.Context) error {
+		if r.terms != nil {
+			return r.terms.ReleaseTerm(ctx, r.spec.Name, r.spec.Owner, token)
+		}
 		return r.st.Release(ctx, r.spec.Name, r.spec.Owner)
 	})
 	switch {
+	case err == nil && reason == ReasonUnanswered && r.down && r.quiet:
+		// This episode's first such release was reported: a store that
+		// fails every Acquire but answers its Release would report one
+		// per attempt.
 	case err == nil:
+		if reason == ReasonUnanswered && r.down {
+			r.quiet = true
+		}
 		r.log.Info("lease: released", "reason", reason)
 		r.event(Released, reason)
-	case errors.Is(err, ErrLost) && reason == ReasonUnanswered:
-		// The expected answer when the lost Acquire did not land: another
-		// owner holds the lease. Every follower would warn on each attempt.
-		r.log.Debug("lease: release after an unanswered attempt: another owner holds it", "error", err)
+	case errors.Is(err, ErrLost) && (reason == ReasonUnanswered || reason == ReasonRefused):
+		// The expected answer: after an unanswered attempt that did not
+		// land, or a refused renewal, another owner holds the lease. The
+		// step-down already warned of the refusal, and every follower
+		// would warn on each attempt.
+		r.log.Debug("lease: release refused as expected: another owner holds it", "reason", reason, "error", err)
 	case errors.Is(err, ErrLost):
 		r.log.Warn("lease: release refused: the lease moved on", "reason", reason, "error", err)
 	case reason != ReasonUnanswered:
@@ -549,7 +637,7 @@ func (r *runner) call(parent context.Context, op string, f func(context.Context)
 	failed := err != nil && !errors.Is(err, ErrLost)
 	switch {
 	case failed && !r.down:
-		r.down, r.downSince = true, start
+		r.down, r.downSince, r.quiet = true, start, false
 		r.log.Warn("lease: store unreachable", "op", op, "error", err)
 	case !failed && r.down:
 		r.down = false

@@ -25,7 +25,7 @@ func TestMetricsCountTermsStepDownsAndStoreCallsPerLease(t *testing.T) {
 		m := leaseprom.New(reg) // one Metrics shared by two Runs, two leases
 		// alpha: its first renewal (1s) is refused; it wins again at 2s.
 		// beta: its first two attempts fail; it wins at 2s.
-		st := &scripted{MemoryStore: lease.NewMemoryStore()}
+		st := &scripted{Store: lease.NewMemoryStore()}
 		ctx, cancel := context.WithCancel(t.Context())
 		doneA := run(ctx, st, lease.Spec{Name: "alpha", Owner: "a", TTL: 3 * time.Second, Retry: time.Second, Observer: m})
 		doneB := run(ctx, st, lease.Spec{Name: "beta", Owner: "b", TTL: 3 * time.Second, Retry: time.Second, Observer: m})
@@ -86,7 +86,9 @@ lease_step_downs_total{lease="beta",reason="ctx_done"} 1
 // scripted is a MemoryStore whose first renewal of alpha is refused and
 // whose first two Acquires of beta get no answer. Safe for concurrent use.
 type scripted struct {
-	*lease.MemoryStore
+	// A plain Store: an embedded *MemoryStore would promote AcquireTerm,
+	// which Run prefers, past the scripted Acquire.
+	lease.Store
 	mu                    sync.Mutex
 	alphaRenews, betaAcqs int
 }
@@ -103,7 +105,7 @@ func (s *scripted) Acquire(ctx context.Context, name, owner string, now time.Tim
 	if name == "beta" && n < 2 {
 		return false, errUnreachable
 	}
-	return s.MemoryStore.Acquire(ctx, name, owner, now, ttl)
+	return s.Store.Acquire(ctx, name, owner, now, ttl)
 }
 
 func (s *scripted) Renew(ctx context.Context, name, owner string, now time.Time, ttl time.Duration) (bool, error) {
@@ -116,7 +118,7 @@ func (s *scripted) Renew(ctx context.Context, name, owner string, now time.Time,
 	if name == "alpha" && n == 0 {
 		return false, nil
 	}
-	return s.MemoryStore.Renew(ctx, name, owner, now, ttl)
+	return s.Store.Renew(ctx, name, owner, now, ttl)
 }
 
 // run starts lease.Run with work that waits for its term to end; the

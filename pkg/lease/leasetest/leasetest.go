@@ -7,7 +7,8 @@
 // one-line statement of the rule it checks (the rules of DESIGN.md's
 // pkg/lease contract), each run as a subtest on a fresh store. It treats the
 // store as a black box: it calls only the Store methods, and Holders when the
-// store implements [lease.Inspector].
+// store implements [lease.Inspector], and AcquireTerm and ReleaseTerm when
+// it implements [lease.TermStore] (the Term cases skip otherwise).
 package leasetest
 
 import (
@@ -281,6 +282,108 @@ func cases() []testCase {
 					{Name: "b", Owner: "y", Expires: t0.Add(time.Second + ttl)},
 				}, "acquisitions, renewals and releases, sorted by name")
 			}},
+		{"TermReleaseOwnTerm", "a TermStore's ReleaseTerm of the term that took the lease deletes it",
+			termCase(func(t *testing.T, st lease.TermStore) {
+				acquireTerm(t, st, "n", "a", t0, "T1", true, "the lease is free")
+				releaseTerm(t, st, "n", "a", "T1", nil, "T1 took the lease")
+				wantHolders(t, st, nil, "the release deleted the lease")
+				acquire(t, st, "n", "b", t0, ttl, true, "the lease is free again")
+			})},
+		{"TermLateReleaseKeepsLaterTerm", "a late ReleaseTerm of an earlier term of the same owner never deletes a later term's lease",
+			termCase(func(t *testing.T, st lease.TermStore) {
+				acquireTerm(t, st, "n", "a", t0, "T1", true, "the lease is free")
+				releaseTerm(t, st, "n", "a", "T1", nil, "T1 took the lease")
+				acquireTerm(t, st, "n", "a", t0.Add(time.Second), "T2", true, "the lease is free")
+				releaseTerm(t, st, "n", "a", "T1", lease.ErrLost, "T2 holds the lease now: a late release of T1")
+				acquire(t, st, "n", "b", t0.Add(time.Second), ttl, false, "T2's lease survived T1's late release")
+				releaseTerm(t, st, "n", "a", "T2", nil, "T2 holds the lease")
+			})},
+		{"TermReacquireMovesTerm", "a successful AcquireTerm of the owner's own lease makes its token the term",
+			termCase(func(t *testing.T, st lease.TermStore) {
+				acquireTerm(t, st, "n", "a", t0, "T1", true, "the lease is free")
+				acquireTerm(t, st, "n", "a", t0.Add(time.Second), "T2", true, "the lease is already a's")
+				releaseTerm(t, st, "n", "a", "T1", lease.ErrLost, "T2 re-took the lease")
+				releaseTerm(t, st, "n", "a", "T2", nil, "T2 is the term")
+			})},
+		{"TermTakeover", "an AcquireTerm taking over an expired lease starts a new term: the old term's release is refused",
+			termCase(func(t *testing.T, st lease.TermStore) {
+				acquireTerm(t, st, "n", "a", t0, "T1", true, "the lease is free")
+				acquireTerm(t, st, "n", "b", t0.Add(ttl), "T2", true, "a's lease is expired at t0+ttl")
+				releaseTerm(t, st, "n", "a", "T1", lease.ErrLost, "b took the lease over")
+				releaseTerm(t, st, "n", "b", "T1", lease.ErrLost, "b's term is T2, whatever the token's origin")
+				releaseTerm(t, st, "n", "b", "T2", nil, "b's term is T2")
+			})},
+		{"TermRefusedRecordsNothing", "a refused AcquireTerm leaves the holder's term alone",
+			termCase(func(t *testing.T, st lease.TermStore) {
+				acquireTerm(t, st, "n", "a", t0, "T1", true, "the lease is free")
+				acquireTerm(t, st, "n", "b", t0, "T2", false, "a holds the lease unexpired")
+				releaseTerm(t, st, "n", "a", "T1", nil, "the refusal recorded nothing")
+			})},
+		{"TermRenewKeepsTerm", "Renew keeps the term; a plain Release deletes the lease whatever its term",
+			termCase(func(t *testing.T, st lease.TermStore) {
+				acquireTerm(t, st, "n", "a", t0, "T1", true, "the lease is free")
+				renew(t, st, "n", "a", t0.Add(time.Second), ttl, true, "a holds the lease")
+				releaseTerm(t, st, "n", "a", "T2", lease.ErrLost, "the renewal kept T1")
+				releaseTerm(t, st, "n", "a", "T1", nil, "the renewal kept T1")
+				acquireTerm(t, st, "n", "a", t0, "T3", true, "the lease is free")
+				release(t, st, "n", "a", nil, "a plain Release ignores the term")
+				wantHolders(t, st, nil, "the plain Release deleted the lease")
+			})},
+		{"TermPlainAcquireClearsTerm", "a plain Acquire records no term, so any ReleaseTerm of its owner deletes its lease",
+			termCase(func(t *testing.T, st lease.TermStore) {
+				acquireTerm(t, st, "n", "a", t0, "T1", true, "the lease is free")
+				acquire(t, st, "n", "a", t0.Add(time.Second), ttl, true, "the lease is a's")
+				releaseTerm(t, st, "n", "a", "T2", nil, "the plain Acquire cleared T1: a lease without a term")
+				acquire(t, st, "n", "a", t0, ttl, true, "the lease is free")
+				releaseTerm(t, st, "n", "b", "T2", lease.ErrLost, "a holds the lease, whatever the token")
+				releaseTerm(t, st, "m", "a", "T2", nil, "nobody holds m")
+			})},
+		{"TermInvalidArguments", "a blank token is ErrInvalid naming the token, and writes nothing",
+			termCase(func(t *testing.T, st lease.TermStore) {
+				ctx := context.Background()
+				for _, blank := range []string{"", " "} {
+					ok, err := st.AcquireTerm(ctx, "n", "a", t0, ttl, blank)
+					wantInvalid(t, ok, err, "token", fmt.Sprintf("AcquireTerm(token %q)", blank))
+				}
+				wantHolders(t, st, nil, "invalid calls write nothing")
+				acquireTerm(t, st, "n", "a", t0, "T1", true, "the invalid AcquireTerms left the lease free")
+				wantInvalid(t, false, st.ReleaseTerm(ctx, "n", "a", ""), "token", `ReleaseTerm(token "")`)
+				acquire(t, st, "n", "b", t0, ttl, false, "the invalid ReleaseTerm left a's lease")
+				done, cancel := context.WithCancel(ctx)
+				cancel()
+				ok, err := st.AcquireTerm(done, "n", "b", t0.Add(ttl), ttl, "T2")
+				wantCtxErr(t, done, ok, err, "AcquireTerm")
+				wantCtxErr(t, done, false, st.ReleaseTerm(done, "n", "a", "T1"), "ReleaseTerm")
+				releaseTerm(t, st, "n", "a", "T1", nil, "calls on a done context change nothing")
+			})},
+	}
+}
+
+// termCase is a case for stores that implement lease.TermStore; it skips
+// the others, which Run serves with the plain Release.
+func termCase(f func(t *testing.T, st lease.TermStore)) func(t *testing.T, st lease.Store) {
+	return func(t *testing.T, st lease.Store) {
+		ts, ok := st.(lease.TermStore)
+		if !ok {
+			t.Skip("the store does not implement lease.TermStore")
+		}
+		f(t, ts)
+	}
+}
+
+func acquireTerm(t *testing.T, st lease.TermStore, name, owner string, now time.Time, token string, want bool, why string) {
+	t.Helper()
+	ok, err := st.AcquireTerm(context.Background(), name, owner, now, ttl, token)
+	if ok != want || err != nil {
+		t.Errorf("AcquireTerm(%q, %q, %s, %v, %q) = %v, %v; want %v, nil: %s", name, owner, at(now), ttl, token, ok, err, want, why)
+	}
+}
+
+func releaseTerm(t *testing.T, st lease.TermStore, name, owner, token string, want error, why string) {
+	t.Helper()
+	err := st.ReleaseTerm(context.Background(), name, owner, token)
+	if want == nil && err != nil || want != nil && !errors.Is(err, want) {
+		t.Errorf("ReleaseTerm(%q, %q, %q) = %v; want %v: %s", name, owner, token, err, want, why)
 	}
 }
 

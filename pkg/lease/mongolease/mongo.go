@@ -16,6 +16,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
 
 	"iterion.dev/iterion/pkg/lease"
 )
@@ -29,7 +30,10 @@ import (
 var ErrMalformed = errors.New("mongolease: malformed lease document")
 
 // Collection is the collection MongoStore keeps its leases in, one document
-// per name: {_id: name, owner: string, expires: date}.
+// per name: {_id: name, owner: string, expires: date, term: string}. term is
+// the token of the AcquireTerm that took or last re-took the lease; it is
+// absent when a plain Acquire did, and in documents written before it
+// existed.
 const Collection = "leases"
 
 // The lease document's fields.
@@ -37,7 +41,17 @@ const (
 	fieldName    = "_id"
 	fieldOwner   = "owner"
 	fieldExpires = "expires"
+	fieldTerm    = "term"
 )
+
+// writeConcern is every lease write's: acknowledged by a majority of the
+// replica set's voting members, each having written it to its journal, so
+// that an acknowledged take survives a failover rather than trusting the
+// server's default, which is w:1 on a set with arbiters whose data-bearing
+// voting members are no more than the voting majority, such as
+// primary-secondary-arbiter
+// (https://www.mongodb.com/docs/manual/reference/mongodb-defaults/).
+var writeConcern = &writeconcern.WriteConcern{W: writeconcern.WCMajority, Journal: new(true)}
 
 // MongoStore keeps leases in a MongoDB collection ([Collection]), one
 // document per name, so that the replicas of a deployment that share a
@@ -50,8 +64,13 @@ const (
 // fails, writing nothing (it would change the immutable _id), which stops
 // the command and is reported as [ErrMalformed]. The second is the call's
 // own conditional upsert (Acquire) or update (Renew); its duplicate-key
-// refusal, or its empty match, means the lease is another's. Release is one
+// refusal, or its empty match, means the lease is another's. AcquireTerm is
+// Acquire's command, setting the term. Release and ReleaseTerm are one
 // delete, plus a read when it deleted nothing. Holders is one query.
+//
+// Every write (update, delete) asks for write concern {w: "majority", j:
+// true}, whatever the server's default, so that an answered Acquire is one
+// a failover does not roll back.
 //
 // Only MongoDB evaluates a conditional update atomically; FerretDB v1 does
 // not (see [MongoStore.CheckServer]).
@@ -63,14 +82,16 @@ type MongoStore struct {
 
 var (
 	_ lease.Store     = (*MongoStore)(nil)
+	_ lease.TermStore = (*MongoStore)(nil)
 	_ lease.Inspector = (*MongoStore)(nil)
 )
 
 // NewStore returns a MongoStore that keeps its leases in db's [Collection]
-// collection. It sends nothing to the server; the collection needs no index
+// collection, writing with majority, journaled write concern (whatever db's
+// own). It sends nothing to the server; the collection needs no index
 // beyond _id.
 func NewStore(db *mongo.Database) *MongoStore {
-	return &MongoStore{coll: db.Collection(Collection)}
+	return &MongoStore{coll: db.Collection(Collection, options.Collection().SetWriteConcern(writeConcern))}
 }
 
 // CheckServer asks the server for its buildInfo, once per call, and logs a
@@ -109,6 +130,25 @@ func (s *MongoStore) Acquire(ctx context.Context, name, owner string, now time.T
 	if err := lease.CheckArgs(ctx, "acquire", name, owner, ttl); err != nil {
 		return false, err
 	}
+	return s.acquire(ctx, name, owner, now, ttl, "")
+}
+
+// AcquireTerm is Acquire that records token as the lease's term when it
+// succeeds (see [lease.TermStore]), in the same one command. A blank token
+// is an error wrapping lease.ErrInvalid, writing nothing.
+func (s *MongoStore) AcquireTerm(ctx context.Context, name, owner string, now time.Time, ttl time.Duration, token string) (bool, error) {
+	if err := lease.CheckArgs(ctx, "acquire", name, owner, ttl); err != nil {
+		return false, err
+	}
+	if err := lease.CheckToken(token); err != nil {
+		return false, err
+	}
+	return s.acquire(ctx, name, owner, now, ttl, token)
+}
+
+// acquire is Acquire's (token "": it unsets the term) and AcquireTerm's
+// one command.
+func (s *MongoStore) acquire(ctx context.Context, name, owner string, now time.Time, ttl time.Duration, token string) (bool, error) {
 	// The type guards keep a malformed document out of the match, so it is
 	// never taken over even if it became malformed after the probe. The
 	// document matches when it is owner's or expired; when it exists and
@@ -123,10 +163,7 @@ func (s *MongoStore) Acquire(ctx context.Context, name, owner string, now time.T
 			bson.D{{Key: fieldOwner, Value: owner}},
 			bson.D{{Key: fieldExpires, Value: bson.D{{Key: "$lte", Value: lease.Stamp(now)}}}},
 		}},
-	}).SetUpdate(bson.D{
-		{Key: "$set", Value: bson.D{{Key: fieldOwner, Value: owner}}},
-		{Key: "$max", Value: bson.D{{Key: fieldExpires, Value: lease.Expiry(now, ttl)}}},
-	}).SetUpsert(true)
+	}).SetUpdate(acquireUpdate(owner, lease.Expiry(now, ttl), token)).SetUpsert(true)
 	res, err := s.probed(ctx, "acquire", name, upsert)
 	if mongo.IsDuplicateKeyError(err) {
 		// The upsert's insert, past a well-formed document: another's.
@@ -137,6 +174,24 @@ func (s *MongoStore) Acquire(ctx context.Context, name, owner string, now time.T
 	}
 	// Matched, not modified: a same-millisecond re-acquire modifies nothing.
 	return res.MatchedCount+res.UpsertedCount == 1, nil
+}
+
+// acquireUpdate is the update of an Acquire by owner: owner set, the expiry
+// moved to expires unless it is later, and the term set to token, or unset
+// when token is "".
+func acquireUpdate(owner string, expires time.Time, token string) bson.D {
+	set := bson.D{{Key: fieldOwner, Value: owner}}
+	if token != "" {
+		set = append(set, bson.E{Key: fieldTerm, Value: token})
+	}
+	update := bson.D{
+		{Key: "$set", Value: set},
+		{Key: "$max", Value: bson.D{{Key: fieldExpires, Value: expires}}},
+	}
+	if token == "" {
+		update = append(update, bson.E{Key: "$unset", Value: bson.D{{Key: fieldTerm, Value: ""}}})
+	}
+	return update
 }
 
 // Renew extends owner's own lease name to trunc(trunc(now)+ttl), unless it
@@ -170,19 +225,49 @@ func (s *MongoStore) Release(ctx context.Context, name, owner string) error {
 	if err := lease.CheckReleaseArgs(ctx, name, owner); err != nil {
 		return err
 	}
-	res, err := s.coll.DeleteOne(ctx, owned(name, owner))
+	return s.release(ctx, name, owner, "")
+}
+
+// ReleaseTerm deletes owner's lease name when its term is token or it has
+// none (see [lease.TermStore]): a document written before terms existed is
+// released as Release would. Nobody's lease: no-op, nil; another owner's, or
+// owner's of another term: lease.ErrLost, changing nothing. Other errors are
+// as for Release; it costs at most two round trips.
+func (s *MongoStore) ReleaseTerm(ctx context.Context, name, owner, token string) error {
+	if err := lease.CheckReleaseArgs(ctx, name, owner); err != nil {
+		return err
+	}
+	if err := lease.CheckToken(token); err != nil {
+		return err
+	}
+	return s.release(ctx, name, owner, token)
+}
+
+// release is Release's (token "") and ReleaseTerm's delete, and the read
+// that explains a delete that matched nothing.
+func (s *MongoStore) release(ctx context.Context, name, owner, token string) error {
+	filter := owned(name, owner)
+	if token != "" {
+		filter = append(filter, bson.E{Key: "$or", Value: bson.A{
+			bson.D{{Key: fieldTerm, Value: token}},
+			bson.D{{Key: fieldTerm, Value: bson.D{{Key: "$exists", Value: false}}}},
+		}})
+	}
+	res, err := s.coll.DeleteOne(ctx, filter)
 	if err != nil {
 		return fmt.Errorf("mongolease: release %q: %w", name, err)
 	}
 	if res.DeletedCount == 1 {
 		return nil
 	}
-	h, found, err := s.find(ctx, "release", name)
+	h, term, found, err := s.find(ctx, "release", name)
 	switch {
 	case err != nil || !found:
 		return err
 	case h.Owner != owner:
 		return fmt.Errorf("%w: %q is held by %q, not %q", lease.ErrLost, name, h.Owner, owner)
+	case token != "" && otherTerm(term, token):
+		return fmt.Errorf("%w: %q is %q's term %s, not %q", lease.ErrLost, name, owner, term, token)
 	}
 	// owner's again: a concurrent Acquire of the same owner landed after the
 	// delete missed. Calls of one owner are not ordered; this one came first.
@@ -276,17 +361,28 @@ func owned(name, owner string) bson.D {
 	}
 }
 
-// find reads the lease document name; found is false when there is none.
-func (s *MongoStore) find(ctx context.Context, op, name string) (h lease.Holder, found bool, err error) {
+// find reads the lease document name and its term (zero when it has none);
+// found is false when there is no document.
+func (s *MongoStore) find(ctx context.Context, op, name string) (h lease.Holder, term bson.RawValue, found bool, err error) {
 	raw, err := s.coll.FindOne(ctx, bson.D{{Key: fieldName, Value: name}}).Raw()
 	if errors.Is(err, mongo.ErrNoDocuments) {
-		return lease.Holder{}, false, nil
+		return lease.Holder{}, term, false, nil
 	}
 	if err != nil {
-		return lease.Holder{}, false, fmt.Errorf("mongolease: %s %q: %w", op, name, err)
+		return lease.Holder{}, term, false, fmt.Errorf("mongolease: %s %q: %w", op, name, err)
 	}
 	h, err = decodeLease(raw)
-	return h, err == nil, err
+	return h, raw.Lookup(fieldTerm), err == nil, err
+}
+
+// otherTerm reports whether a document's term (zero when absent) is not
+// token: a term of any other value or type.
+func otherTerm(term bson.RawValue, token string) bool {
+	if term.IsZero() {
+		return false
+	}
+	got, ok := term.StringValueOK()
+	return !ok || got != token
 }
 
 // decodeLease reads a lease document, checking every field's type.

@@ -109,14 +109,25 @@ func rawDoc(t *testing.T, coll *mongo.Collection, name string) bson.Raw {
 // commandLog counts the commands a client sends, by the driver's command
 // monitor. Safe for concurrent use.
 type commandLog struct {
-	mu    sync.Mutex
-	names []string
+	mu     sync.Mutex
+	names  []string
+	writes []bson.Raw // the update and delete commands, as sent
 }
 
 func (l *commandLog) started(_ context.Context, e *event.CommandStartedEvent) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.names = append(l.names, e.CommandName)
+	if e.CommandName == "update" || e.CommandName == "delete" {
+		l.writes = append(l.writes, bytes.Clone(e.Command))
+	}
+}
+
+// Writes returns the update and delete commands sent so far.
+func (l *commandLog) Writes() []bson.Raw {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]bson.Raw(nil), l.writes...)
 }
 
 // since returns the commands sent since the log held n of them, and the
@@ -217,6 +228,51 @@ func wantErr(err, want error) error {
 		return errors.Join(errors.New("want "+want.Error()), err)
 	}
 	return nil
+}
+
+// TestMongoLeaseWritesAreMajorityJournaled pins, by the driver's command
+// monitor, that every lease write (update, delete) of every method carries
+// write concern {w: "majority", j: true} whatever the database's own, and
+// that the test server accepts it: an answered Acquire must survive a
+// failover, which the server's default (w:1 on a primary-secondary-arbiter
+// set) does not promise.
+func TestMongoLeaseWritesAreMajorityJournaled(t *testing.T) {
+	ctx := context.Background()
+	db, log := monitoredDB(t)
+	st := mongolease.NewStore(db)
+	calls := []struct {
+		what string
+		call func() error
+	}{
+		{"Acquire", func() error { return wantBool(st.Acquire(ctx, "n", "a", t0, time.Second)) }},
+		{"Renew", func() error { return wantBool(st.Renew(ctx, "n", "a", t0, time.Second)) }},
+		{"Release", func() error { return st.Release(ctx, "n", "a") }},
+		{"AcquireTerm", func() error { return wantBool(st.AcquireTerm(ctx, "n", "a", t0, time.Second, "T1")) }},
+		{"ReleaseTerm refused", func() error { return wantErr(st.ReleaseTerm(ctx, "n", "a", "T0"), lease.ErrLost) }},
+		{"ReleaseTerm", func() error { return st.ReleaseTerm(ctx, "n", "a", "T1") }},
+	}
+	for _, c := range calls {
+		if err := c.call(); err != nil {
+			t.Fatalf("%s: %v: the server must accept majority, journaled writes", c.what, err)
+		}
+	}
+	writes := log.Writes()
+	if len(writes) != len(calls) {
+		t.Fatalf("got %d lease writes, want %d, one per call", len(writes), len(calls))
+	}
+	for i, w := range writes {
+		wc, err := w.LookupErr("writeConcern")
+		if err != nil {
+			t.Errorf("%s's %s carries no writeConcern, want {w: \"majority\", j: true}: lease writes state their write concern", calls[i].what, w.Index(0).Key())
+			continue
+		}
+		doc := wc.Document()
+		wv, _ := doc.Lookup("w").StringValueOK()
+		j, _ := doc.Lookup("j").BooleanOK()
+		if wv != "majority" || !j {
+			t.Errorf("%s's writeConcern is %s, want {w: \"majority\", j: true}: lease writes are majority, journaled", calls[i].what, doc)
+		}
+	}
 }
 
 // TestMongoCheckServer pins: CheckServer warns when the server is FerretDB

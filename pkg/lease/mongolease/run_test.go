@@ -301,3 +301,101 @@ func TestRunMongoRefusingStoreStepsTheHolderDownAndElectsNobody(t *testing.T) {
 		return ia >= 0 || ib >= 0
 	})
 }
+
+// TestRunMongoLateReleaseOfAnEarlierTermKeepsTheLaterTerm pins the
+// term-scoped release: a's release of its first term is held in the network
+// until a has won its next term; when it lands, it deletes nothing, and the
+// later term's lease survives.
+func TestRunMongoLateReleaseOfAnEarlierTermKeepsTheLaterTerm(t *testing.T) {
+	const ttl = 600 * time.Millisecond
+	srv := mongotest.NewServer(t)
+	st := mongolease.NewStore(srv.DB(t))
+	tl := newTimeline()
+	finish := make(chan struct{})
+	hold := srv.Proxy().Hold(leaseCommand("release", "a"))
+	defer hold.Release()
+	terms := 0
+	runBackground(t, st, mongoSpec(tl, "a", ttl, 100*time.Millisecond), func(ctx context.Context) {
+		terms++
+		if terms == 1 {
+			<-finish // the first term ends when the test says so
+			return
+		}
+		<-ctx.Done()
+	})
+	first, _ := tl.await(t, 0, "a", lease.Elected, 5*time.Second)
+	close(finish)
+	select {
+	case <-hold.Arrived():
+	case <-time.After(5 * time.Second):
+		t.Fatal("a's release of its first term never reached the proxy")
+	}
+	// The held release is cut after TTL/3; a campaigns again and wins.
+	tl.await(t, first+1, "a", lease.Elected, 5*time.Second)
+
+	hold.Release() // the first term's release lands during the second term
+	select {
+	case <-hold.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the held release was never answered by the backend")
+	}
+	if err := hold.Err(); err != nil {
+		t.Fatalf("the held release was not delivered: %v", err)
+	}
+	hs, err := st.Holders(context.Background())
+	if err != nil || len(hs) != 1 || hs[0].Owner != "a" {
+		t.Fatalf("after the late release landed: Holders = %+v, %v; want a's lease: a late release of an earlier term never deletes a later term's lease", hs, err)
+	}
+	if ok, err := st.Acquire(context.Background(), leaseKey, "b", time.Now(), ttl); ok || err != nil {
+		t.Errorf("b's Acquire after the late release = %v, %v; want false, nil: the later term still holds the lease", ok, err)
+	}
+}
+
+// TestRunMongoShutdownWithHeldRenewalAndReleaseLandingFirst pins a
+// shutdown whose renewal and release are both held in the network, the
+// release landing first: the release frees the lease, and the renewal,
+// landing after it, does not re-create it.
+func TestRunMongoShutdownWithHeldRenewalAndReleaseLandingFirst(t *testing.T) {
+	const ttl = 600 * time.Millisecond
+	srv := mongotest.NewServer(t)
+	st := mongolease.NewStore(srv.DB(t))
+	tl := newTimeline()
+	renewal := srv.Proxy().Hold(leaseCommand("renew", "a"))
+	defer renewal.Release()
+	release := srv.Proxy().Hold(leaseCommand("release", "a"))
+	defer release.Release()
+	// Retry is short: a first attempt slower than TTL/3 (a loaded test
+	// server) is retried rather than failing the test.
+	stop := runBackground(t, st, mongoSpec(tl, "a", ttl, 100*time.Millisecond), waitCtx)
+	tl.await(t, 0, "a", lease.Elected, 5*time.Second)
+	select {
+	case <-renewal.Arrived():
+	case <-time.After(5 * time.Second):
+		t.Fatal("a's first renewal never reached the proxy")
+	}
+	stopped := make(chan struct{})
+	go func() { stop(); close(stopped) }() // shutdown while the renewal is held
+	select {
+	case <-release.Arrived():
+	case <-time.After(5 * time.Second):
+		t.Fatal("a's release never reached the proxy")
+	}
+	release.Release()
+	<-release.Done()
+	if err := release.Err(); err != nil {
+		t.Fatalf("the held release was not delivered: %v", err)
+	}
+	<-stopped
+	renewal.Release() // the renewal lands after the release
+	<-renewal.Done()
+	if err := renewal.Err(); err != nil {
+		t.Fatalf("the held renewal was not delivered: %v", err)
+	}
+	hs, err := st.Holders(context.Background())
+	if err != nil || len(hs) != 0 {
+		t.Errorf("after the release, then the renewal, landed: Holders = %+v, %v; want none: the release frees the lease and a late renewal never re-creates it", hs, err)
+	}
+	if _, rel := tl.await(t, 0, "a", lease.Released, time.Second); rel.Reason != lease.ReasonCanceled {
+		t.Errorf("got a release with reason %q, want %q", rel.Reason, lease.ReasonCanceled)
+	}
+}

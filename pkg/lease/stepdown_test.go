@@ -1,0 +1,273 @@
+package lease_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"iterion.dev/iterion/pkg/lease"
+)
+
+// slowSink is a slog.Handler that blocks on every record whose message is
+// in slow for delay (virtual time), and records, for each record, whether
+// work's context was already cancelled when the record reached it.
+type slowSink struct {
+	slow  map[string]bool
+	delay time.Duration
+
+	mu        sync.Mutex
+	workCtx   context.Context
+	cancelled map[string]bool // message → work's ctx was done when it was handled
+}
+
+func (s *slowSink) Enabled(context.Context, slog.Level) bool { return true }
+func (s *slowSink) WithAttrs([]slog.Attr) slog.Handler       { return s }
+func (s *slowSink) WithGroup(string) slog.Handler            { return s }
+
+func (s *slowSink) Handle(_ context.Context, r slog.Record) error {
+	s.mu.Lock()
+	if s.workCtx != nil {
+		s.cancelled[r.Message] = s.workCtx.Err() != nil
+	}
+	s.mu.Unlock()
+	if s.slow[r.Message] {
+		time.Sleep(s.delay)
+	}
+	return nil
+}
+
+func (s *slowSink) setWork(ctx context.Context) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.workCtx = ctx
+}
+
+// TestStepDownPrecedesItsLogLineEvenWithASlowLogSink pins that the
+// step-down (work's context cancelled) never waits for the logs: at the
+// deadline, even while Run's goroutine is stuck 3s in a slow sink's "renew
+// failed" record, and on a refusal; and that work's context is already
+// cancelled when the "stepped down" record reaches the sink.
+func TestStepDownPrecedesItsLogLineEvenWithASlowLogSink(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		plan   func(storeCall) fault
+		reason string
+		at     time.Duration // the step-down: work's context cancelled
+	}{
+		// Renewals fail: "renew failed" at 1s blocks Run's goroutine until
+		// 4s; the deadline is 2.5s.
+		{"deadline", func(c storeCall) fault {
+			if c.Op == "renew" {
+				return fault{kind: fail}
+			}
+			return fault{}
+		}, lease.ReasonDeadline, 2500 * time.Millisecond},
+		// The renewal at 2s finds the lease another's.
+		{"refused", func(c storeCall) fault {
+			if c.Op == "renew" && c.N == 1 {
+				return fault{kind: stolen}
+			}
+			return fault{}
+		}, lease.ReasonRefused, 2 * time.Second},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				h := newHarness(t)
+				sink := &slowSink{
+					slow:      map[string]bool{"lease: renew failed": true, "lease: stepped down": true},
+					delay:     3 * time.Second,
+					cancelled: map[string]bool{},
+				}
+				spec := h.spec("a", time.Hour)
+				spec.Logger = slog.New(sink)
+				st := newTermFaultStore(lease.NewMemoryStore(), c.plan)
+				h.runUntil(10*time.Second, st, spec, h.work("a", func(ctx context.Context) {
+					sink.setWork(ctx)
+					<-ctx.Done()
+				}))
+				terms := h.Terms("a")
+				if len(terms) != 1 || terms[0].Cancelled != h.at(c.at) {
+					t.Fatalf("got terms %+v, want one whose work's context is cancelled at %v: the step-down does not wait for a slow log sink", terms, c.at)
+				}
+				sink.mu.Lock()
+				defer sink.mu.Unlock()
+				if got, logged := sink.cancelled["lease: stepped down"]; !logged || !got {
+					t.Errorf("got work's context cancelled=%v (logged %v) when the step-down reached the sink, want true: the step-down precedes its log line", got, logged)
+				}
+				if sd := h.Events("a", lease.SteppedDown); len(sd) != 1 || sd[0].Reason != c.reason {
+					t.Errorf("got step-downs %+v, want one with reason %q", sd, c.reason)
+				}
+			})
+		})
+	}
+}
+
+// TestStepDownDeadlineKeepsTheMonotonicReading pins that the deadline is an
+// instant on the monotonic clock. synctest's clock cannot jump its wall
+// reading, so the test checks the property that makes a jump harmless: the
+// deadline computed from a send instant read by time.Now keeps its monotonic
+// reading ("m=" in its String), so time.Until and the timers measure it on
+// the monotonic clock. Expiry alone (UTC, truncated) would drop it.
+func TestStepDownDeadlineKeepsTheMonotonicReading(t *testing.T) {
+	sent := time.Now()
+	if !strings.Contains(sent.String(), "m=") {
+		t.Fatalf("time.Now() = %v has no monotonic reading: the test's premise", sent)
+	}
+	if strings.Contains(lease.Expiry(sent, ttl).String(), "m=") {
+		t.Fatalf("Expiry keeps the monotonic reading; the test would not tell the deadline from it")
+	}
+	d := lease.StepDownDeadline(ttl, sent)
+	if !strings.Contains(d.String(), "m=") {
+		t.Errorf("got deadline %v, want it to keep sent's monotonic reading: a wall-clock jump must not move the step-down", d)
+	}
+	// Monotonic arithmetic and wall arithmetic agree on the offset.
+	if got, want := d.Sub(sent), lease.Expiry(sent, ttl).Sub(sent.Round(0))-ttl/6; got != want {
+		t.Errorf("got deadline sent+%v, want sent+%v: expiry − TTL/6", got, want)
+	}
+}
+
+// TestStepDownMarginHoldsForUnevenTTLsAndSubMillisecondSends pins that Run
+// steps down exactly TTL/6 before the store's expiry of the winning send,
+// never later, for TTLs that are not whole milliseconds and sends at
+// sub-millisecond offsets (the store truncates to the millisecond).
+func TestStepDownMarginHoldsForUnevenTTLsAndSubMillisecondSends(t *testing.T) {
+	for _, ttl := range []time.Duration{3700 * time.Microsecond, 1000300 * time.Microsecond} {
+		for _, offset := range []time.Duration{0, time.Nanosecond, 250 * time.Microsecond, 500 * time.Microsecond, 999999 * time.Nanosecond} {
+			t.Run(fmt.Sprintf("ttl %v send +%v", ttl, offset), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					h := newHarness(t)
+					time.Sleep(offset)
+					mem := lease.NewMemoryStore()
+					st := newTermFaultStore(mem, func(c storeCall) fault {
+						if c.Op == "renew" {
+							return fault{kind: fail}
+						}
+						return fault{}
+					})
+					spec := h.spec("a", time.Hour)
+					spec.TTL = ttl
+					var expires time.Time
+					h.runUntil(2*ttl, st, spec, h.work("a", func(ctx context.Context) {
+						hs, err := mem.Holders(ctx)
+						if err != nil || len(hs) != 1 {
+							t.Errorf("Holders = %+v, %v; want a's lease", hs, err)
+							return
+						}
+						expires = hs[0].Expires
+						<-ctx.Done()
+					}))
+					terms := h.Terms("a")
+					if len(terms) != 1 {
+						t.Fatalf("got terms %+v, want one", terms)
+					}
+					if margin := expires.Sub(terms[0].Cancelled); margin != ttl/6 {
+						t.Errorf("got the step-down %v before the store's expiry %v, want TTL/6 = %v: the margin holds", margin, h.since(expires), ttl/6)
+					}
+				})
+			})
+		}
+	}
+}
+
+// TestCancelWhileALandedAcquireIsInFlightLeavesTheLeaseFree pins that a
+// shutdown during an Acquire whose write landed but whose answer is still
+// on its way frees the lease: the cut attempt is released.
+func TestCancelWhileALandedAcquireIsInFlightLeavesTheLeaseFree(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		st   func(*lease.MemoryStore, func(storeCall) fault) lease.Store
+	}{
+		{"Release", func(m *lease.MemoryStore, p func(storeCall) fault) lease.Store { return newFaultStore(m, p) }},
+		{"ReleaseTerm", func(m *lease.MemoryStore, p func(storeCall) fault) lease.Store { return newTermFaultStore(m, p) }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				h := newHarness(t)
+				mem := lease.NewMemoryStore()
+				st := c.st(mem, func(c storeCall) fault {
+					if c.Op == "acquire" {
+						return fault{kind: landSlow, delay: 900 * time.Millisecond}
+					}
+					return fault{}
+				})
+				h.runUntil(300*time.Millisecond, st, h.spec("a", time.Hour), h.work("a", nil))
+				if hs, err := mem.Holders(t.Context()); err != nil || len(hs) != 0 {
+					t.Errorf("Holders = %+v, %v after Run returned; want none: the landed write of the cut attempt is released", hs, err)
+				}
+				if terms := h.Terms("a"); len(terms) != 0 {
+					t.Errorf("got terms %+v, want none: the attempt's answer never arrived", terms)
+				}
+			})
+		})
+	}
+}
+
+// TestSlowGrantDoesNotExtendTheDeadline pins that the deadline runs from a
+// call's send, not its answer: a granted Acquire or renewal answered 800ms
+// late moves the deadline to its send's expiry − TTL/6, not later.
+func TestSlowGrantDoesNotExtendTheDeadline(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		slow func(storeCall) bool
+		at   time.Duration // the step-down: the slow call's send + 2.5s
+	}{
+		{"acquire", func(c storeCall) bool { return c.Op == "acquire" }, 2500 * time.Millisecond},
+		{"renewal", func(c storeCall) bool { return c.Op == "renew" && c.N == 0 }, 3500 * time.Millisecond},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				h := newHarness(t)
+				st := newTermFaultStore(lease.NewMemoryStore(), func(sc storeCall) fault {
+					switch {
+					case c.slow(sc):
+						return fault{kind: landSlow, delay: 800 * time.Millisecond}
+					case sc.Op == "renew":
+						return fault{kind: fail}
+					}
+					return fault{}
+				})
+				h.runUntil(6*time.Second, st, h.spec("a", time.Hour), h.work("a", nil))
+				terms := h.Terms("a")
+				if len(terms) != 1 || terms[0].Cancelled != h.at(c.at) {
+					t.Errorf("got terms %+v, want one stepping down at %v: a slow answer does not extend the deadline, computed from the send", terms, c.at)
+				}
+			})
+		})
+	}
+}
+
+// TestFiveHealthyCandidatesKeepOneUninterruptedTerm pins stickiness under
+// competition: five candidates on one healthy store elect one holder, whose
+// term runs uninterrupted across ten TTLs; the others never win.
+func TestFiveHealthyCandidatesKeepOneUninterruptedTerm(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t)
+		st := newTermFaultStore(lease.NewMemoryStore(), nil)
+		ctx, cancel := context.WithCancel(t.Context())
+		var dones []<-chan error
+		for i, o := range []string{"a", "b", "c", "d", "e"} {
+			time.Sleep(time.Duration(i) * 37 * time.Millisecond)
+			dones = append(dones, h.start(ctx, st, h.spec(o, 200*time.Millisecond), h.work(o, nil)))
+		}
+		h.sleepUntil(10 * ttl)
+		terms := h.Terms("")
+		cancel()
+		for _, d := range dones {
+			<-d
+		}
+		if len(terms) != 1 || terms[0].Owner != "a" || !terms[0].Cancelled.IsZero() {
+			t.Fatalf("got terms %+v at 10 TTLs, want one, a's, still running: five healthy candidates keep one uninterrupted term", terms)
+		}
+		if ev := h.Events("", lease.Elected); len(ev) != 1 {
+			t.Errorf("got %d elections, want 1", len(ev))
+		}
+		if sd := h.Events("", lease.SteppedDown); len(sd) != 1 || sd[0].Reason != lease.ReasonCanceled {
+			t.Errorf("got step-downs %+v, want one, at shutdown", sd)
+		}
+	})
+}
