@@ -472,7 +472,7 @@ func (t *term) answered(res renewal) (reason string) {
 	case res.err != nil:
 		if !t.failing {
 			t.failing = true
-			t.r.log.Warn("lease: renew failed", "error", res.err, "left", time.Until(t.deadline))
+			t.r.log.Warn("lease: renew failed", "err", res.err, "left", time.Until(t.deadline))
 		}
 	case !res.ok:
 		return ReasonRefused
@@ -615,11 +615,11 @@ func (r *runner) release(ctx context.Context, reason, token string) {
 		// land, or a refused renewal, another owner holds the lease. The
 		// step-down already warned of the refusal, and every follower
 		// would warn on each attempt.
-		r.log.Debug("lease: release refused as expected: another owner holds it", "reason", reason, "error", err)
+		r.log.Debug("lease: release refused as expected: another owner holds it", "reason", reason, "err", err)
 	case errors.Is(err, ErrLost):
-		r.log.Warn("lease: release refused: the lease moved on", "reason", reason, "error", err)
+		r.log.Warn("lease: release refused: the lease moved on", "reason", reason, "err", err)
 	case reason != ReasonUnanswered:
-		r.log.Warn("lease: release failed", "reason", reason, "error", err)
+		r.log.Warn("lease: release failed", "reason", reason, "err", err)
 	}
 }
 
@@ -638,7 +638,7 @@ func (r *runner) call(parent context.Context, op string, f func(context.Context)
 	switch {
 	case failed && !r.down:
 		r.down, r.downSince, r.quiet = true, start, false
-		r.log.Warn("lease: store unreachable", "op", op, "error", err)
+		r.log.Warn("lease: store unreachable", "op", op, "err", err)
 	case !failed && r.down:
 		r.down = false
 		r.log.Info("lease: store reachable again", "op", op, "down", time.Since(r.downSince))
