@@ -21,6 +21,7 @@ import (
 
 	"iterion.dev/iterion/internal/forgetest"
 	"iterion.dev/iterion/internal/mongotest"
+	"iterion.dev/iterion/pkg/delivery"
 	"iterion.dev/iterion/pkg/forge/forgesim"
 	"iterion.dev/iterion/pkg/lease"
 	"iterion.dev/iterion/pkg/lease/mongolease"
@@ -249,7 +250,7 @@ func (f *httpFixture) postDelivery(t *testing.T, id string) (int, string) {
 }
 
 func TestReplayedDeliveryIsAcknowledgedNotProcessed(t *testing.T) {
-	shared := server.NewMemoryDeliveryStore()
+	shared := delivery.NewMemoryStore()
 	share := func(c *server.Config) { c.Deliveries = shared }
 	a, b := newHTTPFixture(t, share), newHTTPFixture(t, share)
 	a.putRun(t, server.VerdictSuccess)
@@ -282,7 +283,7 @@ func frozenMongo(t *testing.T, collection string) (*httpFixture, *mongo.Database
 	if err != nil {
 		t.Fatal(err)
 	}
-	deliveries, err := server.NewMongoDeliveryStore(context.Background(), db)
+	deliveries, err := delivery.NewMongoStore(context.Background(), db)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -309,7 +310,7 @@ func TestFrozenStoreAnswers503WithRetryAfter(t *testing.T) {
 		{"GET /runs", server.RunsCollection, "GET", "/runs", nil, ""},
 		{"webhook, runs frozen", server.RunsCollection, "POST", "/webhooks/github", map[string]string{"X-GitHub-Event": "pull_request",
 			"X-Hub-Signature-256": sign(webhookSecret, pullClosed), "X-GitHub-Delivery": "guid-frozen"}, pullClosed},
-		{"webhook, deliveries frozen", server.DeliveriesCollection, "POST", "/webhooks/github", map[string]string{"X-GitHub-Event": "pull_request",
+		{"webhook, deliveries frozen", delivery.Collection, "POST", "/webhooks/github", map[string]string{"X-GitHub-Event": "pull_request",
 			"X-Hub-Signature-256": sign(webhookSecret, pullClosed), "X-GitHub-Delivery": "guid-frozen"}, pullClosed},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -341,7 +342,7 @@ func TestFrozenStoreAnswers503WithRetryAfter(t *testing.T) {
 // TestUnprocessedDeliveryIsForgotten pins that a delivery whose processing
 // failed is processed when GitHub redelivers it.
 func TestUnprocessedDeliveryIsForgotten(t *testing.T) {
-	shared := server.NewMemoryDeliveryStore()
+	shared := delivery.NewMemoryStore()
 	f := newHTTPFixture(t, func(c *server.Config) { c.Deliveries = shared })
 	bad := `{"action": "closed", "repository": {"full_name": "acme/app"}}` // no number: 400
 	h := map[string]string{"X-GitHub-Event": "pull_request", "X-Hub-Signature-256": sign(webhookSecret, bad), "X-GitHub-Delivery": "guid-9"}

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"iterion.dev/iterion/pkg/board"
+	"iterion.dev/iterion/pkg/delivery"
 	"iterion.dev/iterion/pkg/forge"
 	"iterion.dev/iterion/pkg/lease"
 	"iterion.dev/iterion/pkg/lease/leaseprom"
@@ -69,11 +70,11 @@ type Config struct {
 	StoreTimeout time.Duration
 	// Deliveries remembers processed webhook delivery ids, so a replayed
 	// X-GitHub-Delivery is acknowledged and not processed again; nil means
-	// a new MemoryDeliveryStore, which only this replica sees. Share a
-	// MongoDeliveryStore between replicas.
-	Deliveries DeliveryStore
+	// a new delivery.MemoryStore, which only this replica sees. Share a
+	// delivery.MongoStore between replicas.
+	Deliveries delivery.Store
 	// DeliveryWindow is how long a delivery id is remembered; 0 means
-	// DefaultDeliveryWindow.
+	// delivery.DefaultWindow.
 	DeliveryWindow time.Duration
 	// Limits bound the HTTP server (timeouts, header and body sizes); a
 	// zero field means its DefaultLimits value.
@@ -183,10 +184,10 @@ func New(cfg Config) (*Server, error) {
 		cfg.StoreTimeout = DefaultStoreTimeout
 	}
 	if cfg.Deliveries == nil {
-		cfg.Deliveries = NewMemoryDeliveryStore()
+		cfg.Deliveries = delivery.NewMemoryStore()
 	}
 	if cfg.DeliveryWindow == 0 {
-		cfg.DeliveryWindow = DefaultDeliveryWindow
+		cfg.DeliveryWindow = delivery.DefaultWindow
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
