@@ -22,6 +22,7 @@ import (
 	"iterion.dev/iterion/pkg/board"
 	"iterion.dev/iterion/pkg/delivery"
 	"iterion.dev/iterion/pkg/forge"
+	"iterion.dev/iterion/pkg/gaterun"
 	"iterion.dev/iterion/pkg/lease"
 	"iterion.dev/iterion/pkg/lease/mongolease"
 	"iterion.dev/iterion/pkg/server"
@@ -287,7 +288,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 		return fmt.Errorf("forge client (--forge-url, --forge-token, --github-app-*): %w", err)
 	}
 
-	var runs server.RunStore = server.NewMemoryRunStore()
+	var runs gaterun.Store = gaterun.NewMemoryStore()
 	var leases lease.Store = lease.NewMemoryStore()
 	var cards board.Store         // nil: in memory
 	var deliveries delivery.Store // nil: in memory
@@ -297,7 +298,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 			return redactErr(err, c.mongoURI)
 		}
 		defer client.Disconnect(context.WithoutCancel(ctx))
-		if runs, err = server.NewMongoRunStore(ctx, db); err != nil {
+		if runs, err = gaterun.NewMongoStore(ctx, db); err != nil {
 			return fmt.Errorf("--mongo-uri: %w", err)
 		}
 		ms := mongolease.NewStore(db)

@@ -16,6 +16,7 @@ import (
 
 	"iterion.dev/iterion/pkg/delivery"
 	"iterion.dev/iterion/pkg/forge"
+	"iterion.dev/iterion/pkg/gaterun"
 )
 
 // Webhook reading: GitHub signs the body with HMAC-SHA256 of the webhook
@@ -100,7 +101,7 @@ func (s *Server) postWebhook(w http.ResponseWriter, r *http.Request) {
 	cancel()
 	if err != nil {
 		s.forget(r, deliveryID)
-		if errors.Is(err, ErrInvalid) {
+		if errors.Is(err, errInvalid) {
 			writeError(w, http.StatusBadRequest, err.Error())
 			return
 		}
@@ -200,10 +201,10 @@ func (s *Server) forget(r *http.Request, deliveryID string) {
 }
 
 // affected returns the unsettled runs a webhook event concerns.
-func (s *Server) affected(ctx context.Context, event string, body []byte) ([]GateRun, error) {
+func (s *Server) affected(ctx context.Context, event string, body []byte) ([]gaterun.Run, error) {
 	payload, err := github.ParseWebHook(event, body)
 	if err != nil {
-		return nil, fmt.Errorf("%w: malformed %s payload: %w", ErrInvalid, event, err)
+		return nil, fmt.Errorf("%w: malformed %s payload: %w", errInvalid, event, err)
 	}
 	switch ev := payload.(type) {
 	case *github.PullRequestEvent:
@@ -212,15 +213,15 @@ func (s *Server) affected(ctx context.Context, event string, body []byte) ([]Gat
 			number = ev.GetNumber()
 		}
 		if repo == "" || number == 0 {
-			return nil, fmt.Errorf("%w: pull_request payload: repository.full_name %q or pull_request.number %d missing", ErrInvalid, clip(repo), number)
+			return nil, fmt.Errorf("%w: pull_request payload: repository.full_name %q or pull_request.number %d missing", errInvalid, clip(repo), number)
 		}
 		return s.cfg.Runs.ForPull(ctx, s.cfg.ForgeHost, repo, number)
 	case *github.StatusEvent:
 		repo, sha := ev.GetRepo().GetFullName(), ev.GetSHA()
 		if repo == "" || sha == "" {
-			return nil, fmt.Errorf("%w: status payload: repository.full_name %q or sha %q missing", ErrInvalid, clip(repo), clip(sha))
+			return nil, fmt.Errorf("%w: status payload: repository.full_name %q or sha %q missing", errInvalid, clip(repo), clip(sha))
 		}
 		return s.cfg.Runs.ForHead(ctx, s.cfg.ForgeHost, repo, strings.ToLower(sha))
 	}
-	return nil, fmt.Errorf("%w: %s payload parsed as %T", ErrInvalid, event, payload)
+	return nil, fmt.Errorf("%w: %s payload parsed as %T", errInvalid, event, payload)
 }
