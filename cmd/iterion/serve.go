@@ -20,7 +20,9 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"iterion.dev/iterion/pkg/board"
+	"iterion.dev/iterion/pkg/delivery"
 	"iterion.dev/iterion/pkg/forge"
+	"iterion.dev/iterion/pkg/gaterun"
 	"iterion.dev/iterion/pkg/lease"
 	"iterion.dev/iterion/pkg/lease/mongolease"
 	"iterion.dev/iterion/pkg/server"
@@ -92,7 +94,7 @@ func serveFlags(fs *flag.FlagSet, c *serveConfig) (envOf map[string]string) {
 	fs.StringVar(&c.webhookSecretFile, "webhook-secret-file", "", "file holding the webhook secret (instead of --webhook-secret)")
 	fs.StringVar(&c.forgeTokenFile, "forge-token-file", "", "file holding the forge token (instead of --forge-token)")
 	fs.DurationVar(&c.storeTimeout, "store-timeout", server.DefaultStoreTimeout, "deadline of each store call a request makes; past it the request answers 503 with Retry-After")
-	fs.DurationVar(&c.deliveryWindow, "delivery-window", server.DefaultDeliveryWindow, "how long a webhook X-GitHub-Delivery id is remembered, so its replay is not processed again")
+	fs.DurationVar(&c.deliveryWindow, "delivery-window", delivery.DefaultWindow, "how long a webhook X-GitHub-Delivery id is remembered, so its replay is not processed again")
 	d := server.DefaultLimits
 	fs.DurationVar(&c.limits.ReadHeaderTimeout, "read-header-timeout", d.ReadHeaderTimeout, "HTTP: deadline to read a request's headers")
 	fs.DurationVar(&c.limits.ReadTimeout, "read-timeout", d.ReadTimeout, "HTTP: deadline to read a whole request, body included")
@@ -286,17 +288,17 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 		return fmt.Errorf("forge client (--forge-url, --forge-token, --github-app-*): %w", err)
 	}
 
-	var runs server.RunStore = server.NewMemoryRunStore()
+	var runs gaterun.Store = gaterun.NewMemoryStore()
 	var leases lease.Store = lease.NewMemoryStore()
-	var cards board.Store               // nil: in memory
-	var deliveries server.DeliveryStore // nil: in memory
+	var cards board.Store         // nil: in memory
+	var deliveries delivery.Store // nil: in memory
 	if c.mongoURI != "" {
 		client, db, err := connectMongo(ctx, c.mongoURI, c.mongoDB)
 		if err != nil {
 			return redactErr(err, c.mongoURI)
 		}
 		defer client.Disconnect(context.WithoutCancel(ctx))
-		if runs, err = server.NewMongoRunStore(ctx, db); err != nil {
+		if runs, err = gaterun.NewMongoStore(ctx, db); err != nil {
 			return fmt.Errorf("--mongo-uri: %w", err)
 		}
 		ms := mongolease.NewStore(db)
@@ -304,7 +306,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 			return fmt.Errorf("--mongo-uri: %w", err)
 		}
 		leases = ms
-		if deliveries, err = server.NewMongoDeliveryStore(ctx, db); err != nil {
+		if deliveries, err = delivery.NewMongoStore(ctx, db); err != nil {
 			return fmt.Errorf("--mongo-uri: %w", err)
 		}
 		if len(c.boardRepos) > 0 {

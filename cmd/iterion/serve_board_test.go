@@ -13,7 +13,6 @@ import (
 	"iterion.dev/iterion/internal/mongotest"
 	"iterion.dev/iterion/pkg/board"
 	"iterion.dev/iterion/pkg/forge/forgesim"
-	"iterion.dev/iterion/pkg/server"
 )
 
 func TestServeBoardFlags(t *testing.T) {
@@ -64,9 +63,9 @@ func TestServeRunsTheForgeBoard(t *testing.T) {
 	if len(cards) != 1 || cards[0].Number != 7 || cards[0].Title != "board me" || cards[0].Host != strings.TrimPrefix(simSrv.URL, "http://") {
 		t.Errorf("GET /board?format=json = %+v, want issue 7 filed under the forge's host: serve syncs --board-repos", cards)
 	}
-	var holders []server.LeaseView
+	var holders []leaseRow
 	getJSON(t, url+"/leases?format=json", &holders)
-	if !slices.ContainsFunc(holders, func(h server.LeaseView) bool { return h.Name == "forge-board-sync" }) {
+	if !slices.ContainsFunc(holders, func(h leaseRow) bool { return h.Name == "forge-board-sync" }) {
 		t.Errorf("leases %+v, want forge-board-sync held: the board runs under its own lease", holders)
 	}
 	if err := stop(); err != nil {

@@ -19,7 +19,6 @@ import (
 	"iterion.dev/iterion/internal/mongotest"
 	"iterion.dev/iterion/pkg/forge/forgesim"
 	"iterion.dev/iterion/pkg/lease/mongolease"
-	"iterion.dev/iterion/pkg/server"
 )
 
 // env is a fake environment for serve's and leases' variable twins.
@@ -197,7 +196,7 @@ func TestServeInMemoryServesAndStopsGracefully(t *testing.T) {
 	if resp.StatusCode != http.StatusCreated {
 		t.Errorf("POST /api/runs = %d, want 201", resp.StatusCode)
 	}
-	var holders []server.LeaseView
+	var holders []leaseRow
 	getJSON(t, url+"/leases?format=json", &holders)
 	if len(holders) != 1 || holders[0].Name != "merge-gate-sweeper" || holders[0].Owner == "" {
 		t.Errorf("leases %+v, want this process holding merge-gate-sweeper: without Mongo it elects itself", holders)

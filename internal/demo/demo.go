@@ -25,6 +25,7 @@ import (
 
 	"iterion.dev/iterion/internal/clock"
 	"iterion.dev/iterion/pkg/forge/forgesim"
+	"iterion.dev/iterion/pkg/gaterun"
 	"iterion.dev/iterion/pkg/lease"
 	"iterion.dev/iterion/pkg/server"
 )
@@ -175,7 +176,7 @@ type demo struct {
 	sim    *forgesim.Sim
 	simURL string
 	leases *lease.MemoryStore
-	runs   *server.MemoryRunStore
+	runs   *gaterun.MemoryStore
 	names  []string
 	live   []*replica // phase 2's replicas, which phases 3 and 4 stop
 
@@ -196,7 +197,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	sim := forgesim.New(forgesim.WithBudget(10_000_000), forgesim.WithMinute(cfg.Interval))
 	srv := httptest.NewServer(sim)
 	defer srv.Close()
-	d := &demo{cfg: cfg, sim: sim, simURL: srv.URL, leases: lease.NewMemoryStore(), runs: server.NewMemoryRunStore()}
+	d := &demo{cfg: cfg, sim: sim, simURL: srv.URL, leases: lease.NewMemoryStore(), runs: gaterun.NewMemoryStore()}
 	for i := range cfg.Replicas {
 		d.names = append(d.names, fmt.Sprintf("replica-%d", i+1))
 	}

@@ -11,6 +11,7 @@ import (
 	"iterion.dev/iterion/internal/leasecut"
 	"iterion.dev/iterion/pkg/forge"
 	"iterion.dev/iterion/pkg/forge/forgesim"
+	"iterion.dev/iterion/pkg/gaterun"
 	"iterion.dev/iterion/pkg/server"
 )
 
@@ -101,7 +102,7 @@ const (
 // whose success verdict its commit status already shows, so every sweep
 // pass re-reads them all and writes nothing; and issues issues after them,
 // which the board lists with the pull requests.
-func seed(ctx context.Context, sim *forgesim.Sim, runStore server.RunStore, runs, issues int) error {
+func seed(ctx context.Context, sim *forgesim.Sim, runStore gaterun.Store, runs, issues int) error {
 	for i := runs + 1; i <= runs+issues; i++ {
 		is := forgesim.Issue{Number: i, Title: fmt.Sprintf("demo issue %d", i), State: "open", Labels: []string{"demo"}}
 		if err := sim.SeedIssue(demoOwner, demoRepo, is); err != nil {
@@ -114,12 +115,12 @@ func seed(ctx context.Context, sim *forgesim.Sim, runStore server.RunStore, runs
 		if err := sim.SeedPull(demoOwner, demoRepo, i, sha, "open"); err != nil {
 			return fmt.Errorf("demo: seed pull %d: %w", i, err)
 		}
-		if err := sim.SetStatus(demoOwner, demoRepo, sha, forgesim.Status{Context: server.DefaultContext, State: "success"}); err != nil {
+		if err := sim.SetStatus(demoOwner, demoRepo, sha, forgesim.Status{Context: gaterun.DefaultContext, State: "success"}); err != nil {
 			return fmt.Errorf("demo: seed status %d: %w", i, err)
 		}
-		run := server.GateRun{
-			ID: server.RunID("github.com", demoOwner+"/"+demoRepo, i, sha), Host: "github.com",
-			Repo: demoOwner + "/" + demoRepo, Pull: i, HeadSHA: sha, Context: server.DefaultContext, Verdict: server.VerdictSuccess,
+		run := gaterun.Run{
+			ID: gaterun.ID("github.com", demoOwner+"/"+demoRepo, i, sha), Host: "github.com",
+			Repo: demoOwner + "/" + demoRepo, Pull: i, HeadSHA: sha, Context: gaterun.DefaultContext, Verdict: gaterun.VerdictSuccess,
 		}
 		if _, err := runStore.Put(ctx, run, now); err != nil {
 			return fmt.Errorf("demo: seed run %d: %w", i, err)

@@ -91,7 +91,7 @@ func BenchmarkLeaderStabilityUnderLoad(b *testing.B) {
 	}
 }
 
-// seedGateRuns inserts n documents shaped like pkg/server's gating runs.
+// seedGateRuns inserts n documents shaped like pkg/gaterun's gating runs.
 func seedGateRuns(b *testing.B, coll *mongo.Collection, n int) {
 	b.Helper()
 	now := time.Now().UTC()

@@ -18,6 +18,7 @@ import (
 	"iterion.dev/iterion/internal/demo"
 	"iterion.dev/iterion/pkg/forge"
 	"iterion.dev/iterion/pkg/forge/forgesim"
+	"iterion.dev/iterion/pkg/gaterun"
 	"iterion.dev/iterion/pkg/lease"
 	"iterion.dev/iterion/pkg/server"
 )
@@ -52,7 +53,7 @@ func startServer(t *testing.T) string {
 	}
 	elected := make(chan struct{}, 2)
 	srv, err := server.New(server.Config{
-		Runs: server.NewMemoryRunStore(), Leases: lease.NewMemoryStore(), Forge: fc, APIToken: "api",
+		Runs: gaterun.NewMemoryStore(), Leases: lease.NewMemoryStore(), Forge: fc, APIToken: "api",
 		Owner: "web-7f9c8d6b5a-replica-with-a-long-host-name-3a1b2c4d", SweepInterval: time.Hour,
 		BoardRepos: []string{"acme/app"}, BoardInterval: time.Hour,
 		OnLeaseEvent: func(ev lease.Event) {

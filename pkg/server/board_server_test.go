@@ -14,6 +14,7 @@ import (
 	"iterion.dev/iterion/pkg/board"
 	"iterion.dev/iterion/pkg/forge"
 	"iterion.dev/iterion/pkg/forge/forgesim"
+	"iterion.dev/iterion/pkg/gaterun"
 	"iterion.dev/iterion/pkg/lease"
 	"iterion.dev/iterion/pkg/server"
 )
@@ -171,7 +172,7 @@ func TestBoardRoute(t *testing.T) {
 		{[]string{"acme/app"}, http.StatusOK, `"title":"crash"`, "the board's cards, from the configured store"},
 		{nil, http.StatusNotFound, "not configured", "no repositories, no board"},
 	} {
-		srv, err := server.New(server.Config{Runs: server.NewMemoryRunStore(), Leases: lease.NewMemoryStore(), Forge: fc,
+		srv, err := server.New(server.Config{Runs: gaterun.NewMemoryStore(), Leases: lease.NewMemoryStore(), Forge: fc,
 			APIToken: "a", WebhookSecret: "w", Board: cards, BoardRepos: tc.repos})
 		if err != nil {
 			t.Fatalf("server.New: %v", err)
@@ -193,7 +194,7 @@ func TestNewRejectsBadBoardConfigNamingTheField(t *testing.T) {
 		{"BoardInterval", func(c *server.Config) { c.BoardInterval = -time.Second }},
 		{`Repos entry "nope"`, func(c *server.Config) { c.BoardRepos = []string{"nope"} }},
 	} {
-		cfg := server.Config{Runs: server.NewMemoryRunStore(), Leases: lease.NewMemoryStore(), Forge: fc, APIToken: "a", WebhookSecret: "w", BoardRepos: []string{"acme/app"}}
+		cfg := server.Config{Runs: gaterun.NewMemoryStore(), Leases: lease.NewMemoryStore(), Forge: fc, APIToken: "a", WebhookSecret: "w", BoardRepos: []string{"acme/app"}}
 		c.mod(&cfg)
 		if _, err := server.New(cfg); err == nil || !strings.Contains(err.Error(), c.field) {
 			t.Errorf("New with a bad %s = %v, want an error naming it", c.field, err)

@@ -8,6 +8,7 @@ import (
 
 	"iterion.dev/iterion/pkg/forge"
 	"iterion.dev/iterion/pkg/forge/forgesim"
+	"iterion.dev/iterion/pkg/gaterun"
 	"iterion.dev/iterion/pkg/lease"
 	"iterion.dev/iterion/pkg/server"
 )
@@ -24,7 +25,7 @@ func Example() {
 	}
 	events := make(chan lease.Event, 8)
 	srv, err := server.New(server.Config{
-		Runs:          server.NewMemoryRunStore(),
+		Runs:          gaterun.NewMemoryStore(),
 		Leases:        lease.NewMemoryStore(),
 		Forge:         fc,
 		APIToken:      "secret",

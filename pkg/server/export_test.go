@@ -25,3 +25,9 @@ var (
 	NewReconciler = newReconciler
 	NewSweeper    = newSweeper
 )
+
+// The JSON answers of GET /api/runs, which the tests decode.
+type (
+	RunView  = runView
+	RunsPage = runsList
+)

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"iterion.dev/iterion/pkg/forge"
+	"iterion.dev/iterion/pkg/gaterun"
 	"iterion.dev/iterion/pkg/lease"
 )
 
@@ -51,8 +52,8 @@ type SweepPass struct {
 
 // sweeperConfig assembles a sweeper.
 type sweeperConfig struct {
-	Runs  RunStore // required
-	Offer offerer  // required: the reconciler, in the server
+	Runs  gaterun.Store // required
+	Offer offerer       // required: the reconciler, in the server
 	// Interval is the time between passes; 0 means DefaultSweepInterval.
 	Interval time.Duration
 	// Owner names the replica in logs and SweepPass.
@@ -99,7 +100,7 @@ type sweepTerm struct {
 	term, pass int
 	// deepCursor is where an unfinished deep pass stopped; deepPending
 	// makes the next pass a deep one that resumes there.
-	deepCursor  Cursor
+	deepCursor  gaterun.Cursor
 	deepPending bool
 	// backoff holds the runs whose pull request could not be read, by ID.
 	backoff map[string]backoff
@@ -116,7 +117,7 @@ type backoff struct {
 
 // note records the outcome of offering run at now: unreadable starts or
 // doubles its back-off, anything else but a failure ends it.
-func (st *sweepTerm) note(run GateRun, out outcome, now time.Time, interval time.Duration) {
+func (st *sweepTerm) note(run gaterun.Run, out outcome, now time.Time, interval time.Duration) {
 	switch out {
 	case outcomeUnreadable:
 		b := st.backoff[run.ID]
@@ -161,7 +162,7 @@ func (s *sweeper) pass(ctx context.Context, st *sweepTerm) (resume time.Time) {
 	st.pass++
 	p := SweepPass{Owner: s.cfg.Owner, Term: st.term, Pass: st.pass, At: s.cfg.Now(), Complete: true}
 	p.Deep = st.pass == 1 || st.pass%DeepEvery == 0 || st.deepPending
-	window, cur := shallowWindow, Cursor{}
+	window, cur := shallowWindow, gaterun.Cursor{}
 	if p.Deep {
 		window, cur = deepWindow, st.deepCursor
 	}
@@ -170,7 +171,7 @@ func (s *sweeper) pass(ctx context.Context, st *sweepTerm) (resume time.Time) {
 	s.showBackingOff(st.backoff)
 	if p.Deep {
 		st.deepPending = !p.Complete
-		st.deepCursor = Cursor{}
+		st.deepCursor = gaterun.Cursor{}
 		if !p.Complete {
 			st.deepCursor = cur
 		}
@@ -199,7 +200,7 @@ func (s *sweeper) showBackingOff(backoff map[string]backoff) {
 // now. It returns how many it offered and skipped, the cursor after the
 // last page it finished, whether it reached the end, and, when a rate limit
 // stopped it, the limit's reset.
-func (s *sweeper) offerSince(ctx context.Context, st *sweepTerm, now, since time.Time, cur Cursor) (offered, skipped int, _ Cursor, complete bool, resume time.Time) {
+func (s *sweeper) offerSince(ctx context.Context, st *sweepTerm, now, since time.Time, cur gaterun.Cursor) (offered, skipped int, _ gaterun.Cursor, complete bool, resume time.Time) {
 	for {
 		page, err := s.cfg.Runs.Unsettled(ctx, since, cur, sweepPage)
 		if err != nil {
@@ -209,7 +210,7 @@ func (s *sweeper) offerSince(ctx context.Context, st *sweepTerm, now, since time
 		if ctx.Err() != nil {
 			return offered, skipped, cur, false, time.Time{}
 		}
-		batch := make([]GateRun, 0, len(page))
+		batch := make([]gaterun.Run, 0, len(page))
 		for _, run := range page {
 			if now.Before(st.backoff[run.ID].until) {
 				skipped++
@@ -233,7 +234,7 @@ func (s *sweeper) offerSince(ctx context.Context, st *sweepTerm, now, since time
 			}
 		}
 		if len(page) > 0 {
-			cur = CursorAt(page[len(page)-1])
+			cur = gaterun.CursorAt(page[len(page)-1])
 		}
 		if len(page) < sweepPage {
 			return offered, skipped, cur, true, time.Time{}

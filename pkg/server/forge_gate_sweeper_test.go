@@ -15,6 +15,7 @@ import (
 
 	"iterion.dev/iterion/pkg/forge"
 	"iterion.dev/iterion/pkg/forge/forgesim"
+	"iterion.dev/iterion/pkg/gaterun"
 	"iterion.dev/iterion/pkg/server"
 )
 
@@ -29,7 +30,7 @@ type fakeOfferer struct {
 	unreadable map[string]bool   // by repo: the forge will not show its pull request
 }
 
-func (f *fakeOfferer) Offer(_ context.Context, run server.GateRun) (server.Outcome, error) {
+func (f *fakeOfferer) Offer(_ context.Context, run gaterun.Run) (server.Outcome, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.offers = append(f.offers, run.Repo+"#"+fmt.Sprint(run.Pull))
@@ -48,7 +49,7 @@ func (f *fakeOfferer) Offer(_ context.Context, run server.GateRun) (server.Outco
 // OfferBatch offers each run in turn, as one query would answer them, and
 // stops at a rate limit, which would have failed the query: the runs not
 // reached fail.
-func (f *fakeOfferer) OfferBatch(ctx context.Context, runs []server.GateRun) ([]server.Outcome, error) {
+func (f *fakeOfferer) OfferBatch(ctx context.Context, runs []gaterun.Run) ([]server.Outcome, error) {
 	outs := make([]server.Outcome, len(runs))
 	var errs []error
 	for i, run := range runs {
@@ -102,12 +103,12 @@ type seeded struct {
 }
 
 // seedRuns puts one run per entry (pulls numbered from 1, in order).
-func seedRuns(t *testing.T, runs server.RunStore, start time.Time, entries []seeded) {
+func seedRuns(t *testing.T, runs gaterun.Store, start time.Time, entries []seeded) {
 	t.Helper()
 	for i, e := range entries {
-		r := gateRun(i+1, fmt.Sprintf("sha%d", i+1), server.VerdictSuccess)
+		r := gateRun(i+1, fmt.Sprintf("sha%d", i+1), gaterun.VerdictSuccess)
 		r.Repo = "acme/" + e.name
-		r.ID = server.RunID(r.Host, r.Repo, r.Pull, r.HeadSHA)
+		r.ID = gaterun.ID(r.Host, r.Repo, r.Pull, r.HeadSHA)
 		if _, err := runs.Put(context.Background(), r, start.Add(-e.age)); err != nil {
 			t.Fatal(err)
 		}
@@ -143,7 +144,7 @@ func TestSweeperCadence(t *testing.T) {
 			{"ancient", 200 * time.Hour, false},
 			{"settled", 5 * time.Minute, true},
 		}
-		runs := server.NewMemoryRunStore()
+		runs := gaterun.NewMemoryStore()
 		seedRuns(t, runs, start, entries)
 		offer := &fakeOfferer{}
 		log := &passLog{offer: offer}
@@ -212,7 +213,7 @@ func TestSweeperCadence(t *testing.T) {
 func TestSweeperRateLimit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()
-		runs := server.NewMemoryRunStore()
+		runs := gaterun.NewMemoryStore()
 		seedRuns(t, runs, start, []seeded{{"a", 100 * time.Hour, false}, {"b", 50 * time.Hour, false}, {"c", time.Minute, false}})
 		reset := start.Add(6 * time.Minute)
 		offer := &fakeOfferer{fail: func(n int) error {
@@ -259,7 +260,7 @@ func TestSweeperRateLimit(t *testing.T) {
 func TestSweeperPagesThroughManyRuns(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()
-		runs := server.NewMemoryRunStore()
+		runs := gaterun.NewMemoryStore()
 		var entries []seeded
 		for i := range 250 {
 			entries = append(entries, seeded{fmt.Sprintf("r%03d", i), time.Duration(i%7) * time.Hour, false})
@@ -289,7 +290,7 @@ func TestSweeperPagesThroughManyRuns(t *testing.T) {
 func TestSweeperBacksOffUnreadableRuns(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()
-		runs := server.NewMemoryRunStore()
+		runs := gaterun.NewMemoryStore()
 		seedRuns(t, runs, start, []seeded{{"gone", -2 * time.Hour, false}, {"ok", -2 * time.Hour, false}}) // updated ahead: in every window
 		offer := &fakeOfferer{unreadable: map[string]bool{"acme/gone": true}}
 		log := &passLog{offer: offer}
@@ -341,7 +342,7 @@ func TestSweepPassCostAgainstTheSimulator(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		runs := server.NewMemoryRunStore()
+		runs := gaterun.NewMemoryStore()
 		for i := 1; i <= n; i++ {
 			sha := fmt.Sprintf("%040d", i)
 			if err := sim.SeedPull("acme", "app", i, sha, "open"); err != nil {
@@ -351,10 +352,10 @@ func TestSweepPassCostAgainstTheSimulator(t *testing.T) {
 			if i <= drifted {
 				state = "failure" // changed behind the gate's back
 			}
-			if err := sim.SetStatus("acme", "app", sha, forgesim.Status{Context: server.DefaultContext, State: state}); err != nil {
+			if err := sim.SetStatus("acme", "app", sha, forgesim.Status{Context: gaterun.DefaultContext, State: state}); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := runs.Put(context.Background(), gateRun(i, sha, server.VerdictSuccess), start); err != nil {
+			if _, err := runs.Put(context.Background(), gateRun(i, sha, gaterun.VerdictSuccess), start); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -381,7 +382,7 @@ func TestSweepPassCostAgainstTheSimulator(t *testing.T) {
 				t.Errorf("pull %d: gate context %q, want success: drift is repaired", i, st)
 			}
 		}
-		if r, _ := runs.Get(context.Background(), gateRun(n, fmt.Sprintf("%040d", n), server.VerdictSuccess).ID); !r.Settled {
+		if r, _ := runs.Get(context.Background(), gateRun(n, fmt.Sprintf("%040d", n), gaterun.VerdictSuccess).ID); !r.Settled {
 			t.Errorf("run of the merged pull request unsettled, want settled: the batch settles as Offer does")
 		}
 		sim.ResetStats()

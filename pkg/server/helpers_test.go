@@ -4,7 +4,6 @@ import (
 	"errors"
 
 	"iterion.dev/iterion/internal/forgetest"
-	"iterion.dev/iterion/internal/mongotest"
 	"iterion.dev/iterion/pkg/forge"
 )
 
@@ -16,7 +15,6 @@ var (
 	newPipeNet     = forgetest.NewPipeNet
 	textLogger     = forgetest.TextLogger
 	laneCount      = forgetest.LaneCount
-	withField      = mongotest.WithField
 )
 
 // rateLimited reports whether err carries a forge rate limit.

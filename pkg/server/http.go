@@ -18,6 +18,7 @@ import (
 	"iterion.dev/iterion/internal/httpjson"
 	"iterion.dev/iterion/pkg/board"
 	"iterion.dev/iterion/pkg/forge"
+	"iterion.dev/iterion/pkg/gaterun"
 )
 
 // Bounds of a run report's fields, GitHub's where it has one.
@@ -68,6 +69,11 @@ var (
 	writeError = httpjson.Error
 )
 
+// errInvalid reports a request field, query parameter or webhook payload
+// the server cannot use; errors that wrap it name the field and value, and
+// the API answers them 400.
+var errInvalid = errors.New("server: invalid")
+
 // runRequest is the body of POST /api/runs.
 type runRequest struct {
 	Repo        string `json:"repo"`
@@ -87,14 +93,14 @@ func decodeJSON(r io.Reader, v any) error {
 		var te *json.UnmarshalTypeError
 		switch {
 		case errors.As(err, &te) && te.Field != "":
-			return fmt.Errorf("%w: %s: got a JSON %s, want a JSON %s", ErrInvalid, te.Field, clip(te.Value), jsonKind(te.Type))
+			return fmt.Errorf("%w: %s: got a JSON %s, want a JSON %s", errInvalid, te.Field, clip(te.Value), jsonKind(te.Type))
 		case errors.Is(err, io.EOF):
-			return fmt.Errorf("%w: malformed JSON: empty body", ErrInvalid)
+			return fmt.Errorf("%w: malformed JSON: empty body", errInvalid)
 		}
-		return fmt.Errorf("%w: malformed JSON: %w", ErrInvalid, err)
+		return fmt.Errorf("%w: malformed JSON: %w", errInvalid, err)
 	}
 	if dec.More() {
-		return fmt.Errorf("%w: malformed JSON: data after the object", ErrInvalid)
+		return fmt.Errorf("%w: malformed JSON: data after the object", errInvalid)
 	}
 	return nil
 }
@@ -102,47 +108,47 @@ func decodeJSON(r io.Reader, v any) error {
 // run validates the request to GitHub's rules, naming the first bad field
 // and its value, and returns the run it reports. A head SHA is stored in
 // lower case, as GitHub writes it.
-func (q runRequest) run(host string) (GateRun, error) {
+func (q runRequest) run(host string) (gaterun.Run, error) {
 	if q.Repo == "" {
-		return GateRun{}, fmt.Errorf("%w: repo is required", ErrInvalid)
+		return gaterun.Run{}, fmt.Errorf("%w: repo is required", errInvalid)
 	}
 	if _, _, err := forge.ParseRepo(q.Repo); err != nil {
-		return GateRun{}, fmt.Errorf("%w: repo: %w", ErrInvalid, err)
+		return gaterun.Run{}, fmt.Errorf("%w: repo: %w", errInvalid, err)
 	}
 	switch {
 	case q.Pull == 0:
-		return GateRun{}, fmt.Errorf("%w: pull is required", ErrInvalid)
+		return gaterun.Run{}, fmt.Errorf("%w: pull is required", errInvalid)
 	case q.Pull < 0:
-		return GateRun{}, fmt.Errorf("%w: pull %d: want a positive integer", ErrInvalid, q.Pull)
+		return gaterun.Run{}, fmt.Errorf("%w: pull %d: want a positive integer", errInvalid, q.Pull)
 	case q.HeadSHA == "":
-		return GateRun{}, fmt.Errorf("%w: head_sha is required", ErrInvalid)
+		return gaterun.Run{}, fmt.Errorf("%w: head_sha is required", errInvalid)
 	case !isCommitSHA(q.HeadSHA):
-		return GateRun{}, fmt.Errorf("%w: head_sha %q: want 40 or 64 hex digits", ErrInvalid, clip(q.HeadSHA))
+		return gaterun.Run{}, fmt.Errorf("%w: head_sha %q: want 40 or 64 hex digits", errInvalid, clip(q.HeadSHA))
 	case q.Verdict == "":
-		return GateRun{}, fmt.Errorf("%w: verdict is required", ErrInvalid)
+		return gaterun.Run{}, fmt.Errorf("%w: verdict is required", errInvalid)
 	case utf8.RuneCountInString(q.Context) > maxContext || hasControl(q.Context):
-		return GateRun{}, fmt.Errorf("%w: context %q: want at most %d printable characters", ErrInvalid, clip(q.Context), maxContext)
+		return gaterun.Run{}, fmt.Errorf("%w: context %q: want at most %d printable characters", errInvalid, clip(q.Context), maxContext)
 	case utf8.RuneCountInString(q.Description) > maxDescription:
-		return GateRun{}, fmt.Errorf("%w: description has %d characters, the forge keeps at most %d",
-			ErrInvalid, utf8.RuneCountInString(q.Description), maxDescription)
+		return gaterun.Run{}, fmt.Errorf("%w: description has %d characters, the forge keeps at most %d",
+			errInvalid, utf8.RuneCountInString(q.Description), maxDescription)
 	case hasControl(q.Description):
-		return GateRun{}, fmt.Errorf("%w: description %q: want printable characters", ErrInvalid, q.Description)
+		return gaterun.Run{}, fmt.Errorf("%w: description %q: want printable characters", errInvalid, q.Description)
 	case len(q.TargetURL) > maxTargetURL:
-		return GateRun{}, fmt.Errorf("%w: target_url has %d bytes, want at most %d", ErrInvalid, len(q.TargetURL), maxTargetURL)
+		return gaterun.Run{}, fmt.Errorf("%w: target_url has %d bytes, want at most %d", errInvalid, len(q.TargetURL), maxTargetURL)
 	}
 	if q.TargetURL != "" {
 		u, err := url.Parse(q.TargetURL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return GateRun{}, fmt.Errorf("%w: target_url %q is not an absolute http(s) URL", ErrInvalid, q.TargetURL)
+			return gaterun.Run{}, fmt.Errorf("%w: target_url %q is not an absolute http(s) URL", errInvalid, q.TargetURL)
 		}
 	}
 	if q.Context == "" {
-		q.Context = DefaultContext
+		q.Context = gaterun.DefaultContext
 	}
 	sha := strings.ToLower(q.HeadSHA)
-	run := GateRun{
-		ID: RunID(host, q.Repo, q.Pull, sha), Host: host, Repo: q.Repo, Pull: q.Pull,
-		HeadSHA: sha, Context: q.Context, Verdict: Verdict(q.Verdict),
+	run := gaterun.Run{
+		ID: gaterun.ID(host, q.Repo, q.Pull, sha), Host: host, Repo: q.Repo, Pull: q.Pull,
+		HeadSHA: sha, Context: q.Context, Verdict: gaterun.Verdict(q.Verdict),
 		Description: q.Description, TargetURL: q.TargetURL,
 	}
 	return run, run.Validate()
@@ -230,7 +236,7 @@ func (s *Server) postRun(w http.ResponseWriter, r *http.Request) {
 	}
 	s.log.Info("run recorded", "run", run.ID, "repo", run.Repo, "pull", run.Pull,
 		"head", run.HeadSHA, "verdict", run.Verdict, "created", created)
-	s.offerAll(r.Context(), forge.LaneAPI, []GateRun{run})
+	s.offerAll(r.Context(), forge.LaneAPI, []gaterun.Run{run})
 	code := http.StatusOK
 	if created {
 		code = http.StatusCreated
@@ -241,7 +247,7 @@ func (s *Server) postRun(w http.ResponseWriter, r *http.Request) {
 // offerAll offers runs on lane within OfferTimeout, on a context that
 // outlives the client's: an offer once started is finished. Failures are
 // logged by the reconciler and left for the sweeper.
-func (s *Server) offerAll(ctx context.Context, lane string, runs []GateRun) {
+func (s *Server) offerAll(ctx context.Context, lane string, runs []gaterun.Run) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.OfferTimeout)
 	defer cancel()
 	for _, run := range runs {

@@ -17,6 +17,7 @@ import (
 
 	"iterion.dev/iterion/pkg/forge"
 	"iterion.dev/iterion/pkg/forge/forgesim"
+	"iterion.dev/iterion/pkg/gaterun"
 	"iterion.dev/iterion/pkg/lease"
 	"iterion.dev/iterion/pkg/server"
 )
@@ -31,7 +32,7 @@ const (
 // forge simulator with pull acme/app#12 open at headSHA.
 type httpFixture struct {
 	url    string
-	runs   *server.MemoryRunStore
+	runs   *gaterun.MemoryStore
 	leases *lease.MemoryStore
 	sim    *forgesim.Sim
 	forge  *forge.Client
@@ -46,7 +47,7 @@ func newHTTPFixture(t *testing.T, opts ...func(*server.Config)) *httpFixture {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	f := &httpFixture{runs: server.NewMemoryRunStore(), leases: lease.NewMemoryStore(), sim: sim,
+	f := &httpFixture{runs: gaterun.NewMemoryStore(), leases: lease.NewMemoryStore(), sim: sim,
 		forge: newForge(t, simSrv.URL, nil, "tok", reg, nil)}
 	cfg := server.Config{Runs: f.runs, Leases: f.leases, Forge: f.forge,
 		APIToken: apiToken, WebhookSecret: webhookSecret, Owner: "replica-a", Registry: reg}
@@ -88,9 +89,9 @@ func (f *httpFixture) postRun(t *testing.T, body string) (int, string) {
 }
 
 // stored is every unsettled run in the store.
-func (f *httpFixture) stored(t *testing.T) []server.GateRun {
+func (f *httpFixture) stored(t *testing.T) []gaterun.Run {
 	t.Helper()
-	runs, err := f.runs.Unsettled(context.Background(), time.Time{}, server.Cursor{}, 100)
+	runs, err := f.runs.Unsettled(context.Background(), time.Time{}, gaterun.Cursor{}, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +218,7 @@ func TestAPIBearerSchemeIsCaseInsensitive(t *testing.T) {
 func TestAPIRecordsTheVerdictAndOffersIt(t *testing.T) {
 	f := newHTTPFixture(t)
 	code, body := f.postRun(t, `{"repo": "acme/app", "pull": 12, "head_sha": "`+headSHA+`", "verdict": "pending", "description": "reviewing"}`)
-	wantID := server.RunID("github.com", "acme/app", 12, headSHA)
+	wantID := gaterun.ID("github.com", "acme/app", 12, headSHA)
 	if code != http.StatusCreated || body != `{"id":"`+wantID+`"}`+"\n" {
 		t.Fatalf("got %d %s, want 201 {\"id\":%q}: a new run is created", code, body, wantID)
 	}
@@ -252,7 +253,7 @@ func (f *httpFixture) postHook(t *testing.T, event, sig, body string) (int, stri
 	return f.do(t, "POST", "/webhooks/github", h, body)
 }
 
-func (f *httpFixture) putRun(t *testing.T, verdict server.Verdict) server.GateRun {
+func (f *httpFixture) putRun(t *testing.T, verdict gaterun.Verdict) gaterun.Run {
 	t.Helper()
 	r := gateRun(12, headSHA, verdict)
 	if _, err := f.runs.Put(context.Background(), r, time.Now()); err != nil {
@@ -272,7 +273,7 @@ func TestWebhookSignature(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			f := newHTTPFixture(t)
-			f.putRun(t, server.VerdictSuccess)
+			f.putRun(t, gaterun.VerdictSuccess)
 			if code, _ := f.postHook(t, "pull_request", c.sig, body); code != http.StatusUnauthorized {
 				t.Errorf("status %d, want 401: a missing or wrong X-Hub-Signature-256 is refused", code)
 			}
@@ -286,7 +287,7 @@ func TestWebhookSignature(t *testing.T) {
 func TestWebhookEventsOfferTheAffectedRuns(t *testing.T) {
 	t.Run("pull_request closed settles", func(t *testing.T) {
 		f := newHTTPFixture(t)
-		r := f.putRun(t, server.VerdictSuccess)
+		r := f.putRun(t, gaterun.VerdictSuccess)
 		if err := f.sim.Close("acme", "app", 12); err != nil {
 			t.Fatal(err)
 		}
@@ -301,8 +302,8 @@ func TestWebhookEventsOfferTheAffectedRuns(t *testing.T) {
 	})
 	t.Run("status repairs the gate context", func(t *testing.T) {
 		f := newHTTPFixture(t)
-		f.putRun(t, server.VerdictFailure)
-		if err := f.sim.SetStatus("acme", "app", headSHA, forgesim.Status{Context: server.DefaultContext, State: "success"}); err != nil {
+		f.putRun(t, gaterun.VerdictFailure)
+		if err := f.sim.SetStatus("acme", "app", headSHA, forgesim.Status{Context: gaterun.DefaultContext, State: "success"}); err != nil {
 			t.Fatal(err)
 		}
 		body := `{"sha": "` + headSHA + `", "state": "success", "context": "iterion/review", "repository": {"full_name": "acme/app"}}`
@@ -319,7 +320,7 @@ func TestWebhookEventsOfferTheAffectedRuns(t *testing.T) {
 	})
 	t.Run("other events are ignored", func(t *testing.T) {
 		f := newHTTPFixture(t)
-		f.putRun(t, server.VerdictSuccess)
+		f.putRun(t, gaterun.VerdictSuccess)
 		body := `{"zen": "Keep it logically awesome."}`
 		if code, _ := f.postHook(t, "ping", sign(webhookSecret, body), body); code != http.StatusAccepted {
 			t.Errorf("status %d, want 202: events the gate does not use are acknowledged and ignored", code)
@@ -340,7 +341,7 @@ func TestWebhookEventsOfferTheAffectedRuns(t *testing.T) {
 
 func TestWebhooksAreOffWithoutASecret(t *testing.T) {
 	fc := newForge(t, "http://127.0.0.1:1/", nil, "tok", nil, nil)
-	srv, err := server.New(server.Config{Runs: server.NewMemoryRunStore(), Leases: lease.NewMemoryStore(), Forge: fc, APIToken: "a"})
+	srv, err := server.New(server.Config{Runs: gaterun.NewMemoryStore(), Leases: lease.NewMemoryStore(), Forge: fc, APIToken: "a"})
 	if err != nil {
 		t.Fatalf("New without a webhook secret = %v, want nil: webhooks are optional", err)
 	}
@@ -396,7 +397,7 @@ func TestHealthzMetricsAndLeases(t *testing.T) {
 
 func TestNewRejectsBadConfigNamingTheField(t *testing.T) {
 	fc := newForge(t, "http://127.0.0.1:1/", nil, "tok", nil, nil)
-	good := server.Config{Runs: server.NewMemoryRunStore(), Leases: lease.NewMemoryStore(), Forge: fc, APIToken: "a", WebhookSecret: "w"}
+	good := server.Config{Runs: gaterun.NewMemoryStore(), Leases: lease.NewMemoryStore(), Forge: fc, APIToken: "a", WebhookSecret: "w"}
 	for _, c := range []struct {
 		field string
 		mod   func(*server.Config)

@@ -16,12 +16,12 @@ import (
 type observed struct {
 	mu     sync.Mutex
 	terms  map[string]time.Time   // lease name → start of this replica's term
-	offers map[string]OfferRecord // run id → its last offer on this replica
+	offers map[string]offerRecord // run id → its last offer on this replica
 }
 
-// OfferRecord is a run's last offer on one replica, as GET /api/runs and
+// offerRecord is a run's last offer on one replica, as GET /api/runs and
 // /runs show it.
-type OfferRecord struct {
+type offerRecord struct {
 	// Lane is who offered it: api, webhook or merge-gate-sweeper.
 	Lane string `json:"lane"`
 	// Outcome is what the offer did: gone, settled, current, published,
@@ -70,9 +70,9 @@ func (o *observed) offered(id, lane string, out outcome, err error, now time.Tim
 		return
 	}
 	if o.offers == nil {
-		o.offers = make(map[string]OfferRecord)
+		o.offers = make(map[string]offerRecord)
 	}
-	rec := OfferRecord{Lane: lane, Outcome: string(out), At: stamp(now)}
+	rec := offerRecord{Lane: lane, Outcome: string(out), At: stamp(now)}
 	if err != nil {
 		rec.Error = err.Error()
 	}
@@ -84,9 +84,12 @@ func (o *observed) offered(id, lane string, out outcome, err error, now time.Tim
 
 // lastOffer is run id's last offer on this replica; false when none since
 // the process started.
-func (o *observed) lastOffer(id string) (OfferRecord, bool) {
+func (o *observed) lastOffer(id string) (offerRecord, bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	r, ok := o.offers[id]
 	return r, ok
 }
+
+// stamp is t as the stores keep it: UTC, truncated to the millisecond.
+func stamp(t time.Time) time.Time { return t.UTC().Truncate(time.Millisecond) }

@@ -28,8 +28,8 @@ func (s *Server) render(w http.ResponseWriter, tmpl *page.Template, title string
 	}
 }
 
-// LeaseView is one lease as GET /leases?format=json shows it.
-type LeaseView struct {
+// leaseView is one lease as GET /leases?format=json shows it.
+type leaseView struct {
 	Name    string    `json:"name"`
 	Owner   string    `json:"owner"`
 	Expires time.Time `json:"expires"` // RFC 3339
@@ -40,7 +40,7 @@ type LeaseView struct {
 
 // termRow is one lease on the index and /leases pages.
 type termRow struct {
-	LeaseView
+	leaseView
 	// Self: this replica holds it. Started is its term's start, known for
 	// this replica's own terms only (zero otherwise).
 	Self    bool
@@ -72,7 +72,7 @@ func (s *Server) leaseRows(w http.ResponseWriter, r *http.Request) (rows []termR
 	now := s.cfg.Now()
 	rows = make([]termRow, len(holders))
 	for i, h := range holders {
-		row := termRow{LeaseView: LeaseView{Name: h.Name, Owner: h.Owner, Expires: h.Expires.UTC(), Expired: !now.Before(h.Expires)},
+		row := termRow{leaseView: leaseView{Name: h.Name, Owner: h.Owner, Expires: h.Expires.UTC(), Expired: !now.Before(h.Expires)},
 			Self: h.Owner == s.cfg.Owner, TTL: ttls[h.Name]}
 		if row.Self {
 			row.Started, _ = s.seen.termStart(h.Name)
@@ -129,9 +129,9 @@ func (s *Server) getLeases(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if format == "json" {
-		views := make([]LeaseView, len(rows))
+		views := make([]leaseView, len(rows))
 		for i, row := range rows {
-			views[i] = row.LeaseView
+			views[i] = row.leaseView
 		}
 		writeJSON(w, http.StatusOK, views)
 		return

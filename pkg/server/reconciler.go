@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 
 	"iterion.dev/iterion/pkg/forge"
+	"iterion.dev/iterion/pkg/gaterun"
 )
 
 // outcome is what one offer of a run did.
@@ -37,17 +39,17 @@ const (
 // settles it. The sweeper and the event path use the reconciler through it.
 type offerer interface {
 	// Offer offers one run (the event path).
-	Offer(ctx context.Context, run GateRun) (outcome, error)
+	Offer(ctx context.Context, run gaterun.Run) (outcome, error)
 	// OfferBatch offers up to forge.MaxPullBatch runs, reading their pull
 	// requests together (the sweeper); one outcome per run, in order.
-	OfferBatch(ctx context.Context, runs []GateRun) ([]outcome, error)
+	OfferBatch(ctx context.Context, runs []gaterun.Run) ([]outcome, error)
 }
 
 // reconciler publishes gating runs' verdicts as commit statuses. It is safe
 // for concurrent use, and its Offer is idempotent: racing offers of one run,
 // from any replicas, converge on the same status.
 type reconciler struct {
-	runs   RunStore
+	runs   gaterun.Store
 	forge  *forge.Client
 	logger *slog.Logger
 }
@@ -56,7 +58,7 @@ var _ offerer = (*reconciler)(nil)
 
 // newReconciler returns a reconciler that reads runs from runs and talks to
 // the forge through fc. A nil logger discards.
-func newReconciler(runs RunStore, fc *forge.Client, logger *slog.Logger) *reconciler {
+func newReconciler(runs gaterun.Store, fc *forge.Client, logger *slog.Logger) *reconciler {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -75,12 +77,12 @@ func newReconciler(runs RunStore, fc *forge.Client, logger *slog.Logger) *reconc
 // the next offer. A forge rate limit comes back as an error that
 // errors.As finds a *forge.RateLimitError in, so a caller offering many runs
 // can stop until its Reset.
-func (r *reconciler) Offer(ctx context.Context, run GateRun) (outcome, error) {
+func (r *reconciler) Offer(ctx context.Context, run gaterun.Run) (outcome, error) {
 	fresh, out, err := r.reread(ctx, run)
 	if out != "" {
 		return out, err
 	}
-	owner, repo := fresh.ownerRepo()
+	owner, repo := ownerRepo(fresh)
 	pull, err := r.forge.GetPull(ctx, owner, repo, fresh.Pull)
 	if err != nil {
 		return r.unread(fresh, err)
@@ -98,11 +100,11 @@ func (r *reconciler) Offer(ctx context.Context, run GateRun) (outcome, error) {
 // per run, in order, and every failure joined: a forge rate limit stopping
 // the query (errors.As finds a *forge.RateLimitError) fails every run that
 // needed it. More than forge.MaxPullBatch runs fail the forge read.
-func (r *reconciler) OfferBatch(ctx context.Context, runs []GateRun) ([]outcome, error) {
+func (r *reconciler) OfferBatch(ctx context.Context, runs []gaterun.Run) ([]outcome, error) {
 	outs := make([]outcome, len(runs))
 	var errs []error
 	var read []int // indexes of the runs whose pull request is read
-	var fresh []GateRun
+	var fresh []gaterun.Run
 	var refs []forge.PullRef
 	for i, run := range runs {
 		f, out, err := r.reread(ctx, run)
@@ -110,7 +112,7 @@ func (r *reconciler) OfferBatch(ctx context.Context, runs []GateRun) ([]outcome,
 			outs[i], errs = out, append(errs, err)
 			continue
 		}
-		owner, repo := f.ownerRepo()
+		owner, repo := ownerRepo(f)
 		read, fresh = append(read, i), append(fresh, f)
 		refs = append(refs, forge.PullRef{Owner: owner, Repo: repo, Number: f.Pull})
 	}
@@ -139,17 +141,17 @@ func (r *reconciler) OfferBatch(ctx context.Context, runs []GateRun) ([]outcome,
 // reread reads run afresh from the store. A non-empty outcome ends the
 // offer there: the run is gone or settled (nothing to do), or the read
 // failed.
-func (r *reconciler) reread(ctx context.Context, run GateRun) (GateRun, outcome, error) {
+func (r *reconciler) reread(ctx context.Context, run gaterun.Run) (gaterun.Run, outcome, error) {
 	fresh, err := r.runs.Get(ctx, run.ID)
-	if errors.Is(err, ErrNotFound) {
-		return GateRun{}, outcomeGone, nil
+	if errors.Is(err, gaterun.ErrNotFound) {
+		return gaterun.Run{}, outcomeGone, nil
 	}
 	if err != nil {
 		out, err := r.failed("read run", run, err)
-		return GateRun{}, out, err
+		return gaterun.Run{}, out, err
 	}
 	if fresh.Settled {
-		return GateRun{}, outcomeGone, nil
+		return gaterun.Run{}, outcomeGone, nil
 	}
 	return fresh, "", nil
 }
@@ -157,7 +159,7 @@ func (r *reconciler) reread(ctx context.Context, run GateRun) (GateRun, outcome,
 // unread is the outcome of a pull request that could not be read:
 // unreadable when the forge refused to show it (not found, forbidden),
 // failed otherwise.
-func (r *reconciler) unread(run GateRun, err error) (outcome, error) {
+func (r *reconciler) unread(run gaterun.Run, err error) (outcome, error) {
 	out, err := r.failed("read pull", run, err)
 	if errors.Is(err, forge.ErrNotFound) || errors.Is(err, forge.ErrForbidden) {
 		out = outcomeUnreadable
@@ -170,7 +172,7 @@ func (r *reconciler) unread(run GateRun, err error) (outcome, error) {
 // settles the run; otherwise, when the gate context's latest status
 // (statuses reads the head's, lazily: a settled run needs none) differs
 // from the verdict, it creates the status.
-func (r *reconciler) decide(ctx context.Context, fresh GateRun, pull forge.Pull, statuses func() ([]forge.Status, error)) (outcome, error) {
+func (r *reconciler) decide(ctx context.Context, fresh gaterun.Run, pull forge.Pull, statuses func() ([]forge.Status, error)) (outcome, error) {
 	if pull.State == "closed" || pull.Merged || pull.HeadSHA != fresh.HeadSHA {
 		if err := r.runs.Settle(ctx, fresh.ID); err != nil {
 			return r.failed("settle run", fresh, err)
@@ -188,7 +190,7 @@ func (r *reconciler) decide(ctx context.Context, fresh GateRun, pull forge.Pull,
 			return outcomeCurrent, nil
 		}
 	}
-	owner, repo := fresh.ownerRepo()
+	owner, repo := ownerRepo(fresh)
 	err = r.forge.CreateStatus(ctx, owner, repo, fresh.HeadSHA, forge.Status{
 		Context: fresh.Context, State: string(fresh.Verdict),
 		Description: fresh.Description, TargetURL: fresh.TargetURL,
@@ -202,8 +204,14 @@ func (r *reconciler) decide(ctx context.Context, fresh GateRun, pull forge.Pull,
 }
 
 // failed logs a failed step of an offer and returns it as outcomeFailed.
-func (r *reconciler) failed(step string, run GateRun, err error) (outcome, error) {
+func (r *reconciler) failed(step string, run gaterun.Run, err error) (outcome, error) {
 	r.logger.Warn("offer failed; left for the next offer", "step", step, "run", run.ID,
 		"repo", run.Repo, "pull", run.Pull, "err", err)
 	return outcomeFailed, fmt.Errorf("server: offer run %s: %s: %w", run.ID, step, err)
+}
+
+// ownerRepo splits run.Repo, which the store validated, into owner and name.
+func ownerRepo(run gaterun.Run) (owner, name string) {
+	owner, name, _ = strings.Cut(run.Repo, "/")
+	return owner, name
 }

@@ -9,14 +9,15 @@ import (
 
 	"iterion.dev/iterion/pkg/forge"
 	"iterion.dev/iterion/pkg/forge/forgesim"
+	"iterion.dev/iterion/pkg/gaterun"
 	"iterion.dev/iterion/pkg/server"
 )
 
 // gateRun is a valid run of acme/app on github.com.
-func gateRun(pull int, sha string, verdict server.Verdict) server.GateRun {
-	return server.GateRun{
-		ID: server.RunID("github.com", "acme/app", pull, sha), Host: "github.com", Repo: "acme/app",
-		Pull: pull, HeadSHA: sha, Context: server.DefaultContext, Verdict: verdict,
+func gateRun(pull int, sha string, verdict gaterun.Verdict) gaterun.Run {
+	return gaterun.Run{
+		ID: gaterun.ID("github.com", "acme/app", pull, sha), Host: "github.com", Repo: "acme/app",
+		Pull: pull, HeadSHA: sha, Context: gaterun.DefaultContext, Verdict: verdict,
 		Description: "review " + string(verdict), TargetURL: "https://ci.example/r/1",
 	}
 }
@@ -37,7 +38,7 @@ func gateState(t *testing.T, fc *forge.Client, sha string) string {
 		t.Fatalf("CombinedStatus: %v", err)
 	}
 	for _, st := range cs.Statuses {
-		if st.Context == server.DefaultContext {
+		if st.Context == gaterun.DefaultContext {
 			return st.State
 		}
 	}
@@ -60,13 +61,13 @@ func TestReconcilerOffer(t *testing.T) {
 			func(*testing.T, *forgesim.Sim) {}, server.OutcomePublished, false, "success", 1},
 		{"status wrong", "a gate context whose state differs from the verdict is overwritten",
 			func(t *testing.T, sim *forgesim.Sim) {
-				if err := sim.SetStatus("acme", "app", sha, forgesim.Status{Context: server.DefaultContext, State: "failure"}); err != nil {
+				if err := sim.SetStatus("acme", "app", sha, forgesim.Status{Context: gaterun.DefaultContext, State: "failure"}); err != nil {
 					t.Fatal(err)
 				}
 			}, server.OutcomePublished, false, "success", 1},
 		{"status right", "a gate context that already shows the verdict is left alone: no write",
 			func(t *testing.T, sim *forgesim.Sim) {
-				if err := sim.SetStatus("acme", "app", sha, forgesim.Status{Context: server.DefaultContext, State: "success"}); err != nil {
+				if err := sim.SetStatus("acme", "app", sha, forgesim.Status{Context: gaterun.DefaultContext, State: "success"}); err != nil {
 					t.Fatal(err)
 				}
 			}, server.OutcomeCurrent, false, "success", 0},
@@ -120,16 +121,16 @@ func testReconcilerCase(t *testing.T, path, sha, rule string, prepare func(*test
 	}
 	c.forge(t, sim)
 	fc := newForge(t, srv.URL, nil, "tok", nil, nil)
-	runs := server.NewMemoryRunStore()
-	run := gateRun(12, sha, server.VerdictSuccess)
+	runs := gaterun.NewMemoryStore()
+	run := gateRun(12, sha, gaterun.VerdictSuccess)
 	if _, err := runs.Put(context.Background(), run, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	rec := server.NewReconciler(runs, fc, nil)
 	offer := rec.Offer
 	if path == "batch" {
-		offer = func(ctx context.Context, run server.GateRun) (server.Outcome, error) {
-			outs, err := rec.OfferBatch(ctx, []server.GateRun{run})
+		offer = func(ctx context.Context, run gaterun.Run) (server.Outcome, error) {
+			outs, err := rec.OfferBatch(ctx, []gaterun.Run{run})
 			return outs[0], err
 		}
 	}
@@ -168,12 +169,12 @@ func TestReconcilerRereadsTheRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	fc := newForge(t, srv.URL, nil, "tok", nil, nil)
-	runs := server.NewMemoryRunStore()
-	stale := gateRun(7, sha, server.VerdictPending)
+	runs := gaterun.NewMemoryStore()
+	stale := gateRun(7, sha, gaterun.VerdictPending)
 	if _, err := runs.Put(context.Background(), stale, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := runs.Put(context.Background(), gateRun(7, sha, server.VerdictFailure), time.Now()); err != nil {
+	if _, err := runs.Put(context.Background(), gateRun(7, sha, gaterun.VerdictFailure), time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	rec := server.NewReconciler(runs, fc, nil)
@@ -193,7 +194,7 @@ func TestReconcilerRereadsTheRun(t *testing.T) {
 	if n := sim.Requests(forgesim.Filter{}); n != 0 {
 		t.Errorf("forge requests for a settled run = %d, want 0: a settled run is never read from the forge", n)
 	}
-	if out, err := rec.Offer(context.Background(), gateRun(99, sha, server.VerdictSuccess)); err != nil || out != server.OutcomeGone {
+	if out, err := rec.Offer(context.Background(), gateRun(99, sha, gaterun.VerdictSuccess)); err != nil || out != server.OutcomeGone {
 		t.Errorf("Offer of an unknown run = %q, %v, want gone", out, err)
 	}
 }
@@ -208,8 +209,8 @@ func TestReconcilerRateLimited(t *testing.T) {
 		t.Fatal(err)
 	}
 	fc := newForge(t, srv.URL, nil, "tok", nil, nil)
-	runs := server.NewMemoryRunStore()
-	run := gateRun(5, sha, server.VerdictSuccess)
+	runs := gaterun.NewMemoryStore()
+	run := gateRun(5, sha, gaterun.VerdictSuccess)
 	if _, err := runs.Put(context.Background(), run, time.Now()); err != nil {
 		t.Fatal(err)
 	}

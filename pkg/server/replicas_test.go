@@ -18,6 +18,7 @@ import (
 	"iterion.dev/iterion/internal/leasecut"
 	"iterion.dev/iterion/pkg/forge"
 	"iterion.dev/iterion/pkg/forge/forgesim"
+	"iterion.dev/iterion/pkg/gaterun"
 	"iterion.dev/iterion/pkg/lease"
 	"iterion.dev/iterion/pkg/server"
 )
@@ -59,7 +60,7 @@ type replica struct {
 type cluster struct {
 	sim      *forgesim.Sim
 	leases   *lease.MemoryStore
-	runs     *server.MemoryRunStore
+	runs     *gaterun.MemoryStore
 	tl       *timeline
 	replicas []*replica
 }
@@ -70,13 +71,13 @@ type cluster struct {
 // inside a synctest bubble.
 func newCluster(t *testing.T, pulls int) (c *cluster, next http.RoundTripper) {
 	t.Helper()
-	c = &cluster{sim: forgesim.New(), leases: lease.NewMemoryStore(), runs: server.NewMemoryRunStore(), tl: &timeline{}}
+	c = &cluster{sim: forgesim.New(), leases: lease.NewMemoryStore(), runs: gaterun.NewMemoryStore(), tl: &timeline{}}
 	for pull := 1; pull <= pulls; pull++ {
 		sha := fmt.Sprintf("sha%d", pull)
 		if err := c.sim.SeedPull("acme", "app", pull, sha, "open"); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := c.runs.Put(context.Background(), gateRun(pull, sha, server.VerdictSuccess), time.Now()); err != nil {
+		if _, err := c.runs.Put(context.Background(), gateRun(pull, sha, gaterun.VerdictSuccess), time.Now()); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"iterion.dev/iterion/internal/page"
+	"iterion.dev/iterion/pkg/gaterun"
 )
 
 // Run listing limits: GET /api/runs answers DefaultRunsLimit runs a page
@@ -21,36 +22,36 @@ const (
 	MaxRunsLimit     = 1000
 )
 
-// RunView is one run as GET /api/runs and GET /api/runs/{id} show it.
-type RunView struct {
-	ID          string    `json:"id"`
-	Host        string    `json:"host"`
-	Repo        string    `json:"repo"`
-	Pull        int       `json:"pull"`
-	HeadSHA     string    `json:"head_sha"`
-	Context     string    `json:"context"`
-	Verdict     Verdict   `json:"verdict"`
-	Description string    `json:"description"`
-	TargetURL   string    `json:"target_url"`
-	Created     time.Time `json:"created"` // RFC 3339
-	Updated     time.Time `json:"updated"` // RFC 3339
-	Settled     bool      `json:"settled"`
+// runView is one run as GET /api/runs and GET /api/runs/{id} show it.
+type runView struct {
+	ID          string          `json:"id"`
+	Host        string          `json:"host"`
+	Repo        string          `json:"repo"`
+	Pull        int             `json:"pull"`
+	HeadSHA     string          `json:"head_sha"`
+	Context     string          `json:"context"`
+	Verdict     gaterun.Verdict `json:"verdict"`
+	Description string          `json:"description"`
+	TargetURL   string          `json:"target_url"`
+	Created     time.Time       `json:"created"` // RFC 3339
+	Updated     time.Time       `json:"updated"` // RFC 3339
+	Settled     bool            `json:"settled"`
 	// LastOffer is the run's last offer on the replica that answered,
 	// absent when it made none since it started (another replica may have).
-	LastOffer *OfferRecord `json:"last_offer,omitempty"`
+	LastOffer *offerRecord `json:"last_offer,omitempty"`
 }
 
-// RunsPage is the answer of GET /api/runs.
-type RunsPage struct {
-	Runs []RunView `json:"runs"`
+// runsList is the answer of GET /api/runs.
+type runsList struct {
+	Runs []runView `json:"runs"`
 	// Next, when present, is the cursor of the next page: pass it back as
 	// ?cursor= with the same filters. Absent on the last page.
 	Next string `json:"next,omitempty"`
 }
 
 // view is run as the API shows it, with its last offer on this replica.
-func (s *Server) view(run GateRun) RunView {
-	v := RunView{ID: run.ID, Host: run.Host, Repo: run.Repo, Pull: run.Pull, HeadSHA: run.HeadSHA,
+func (s *Server) view(run gaterun.Run) runView {
+	v := runView{ID: run.ID, Host: run.Host, Repo: run.Repo, Pull: run.Pull, HeadSHA: run.HeadSHA,
 		Context: run.Context, Verdict: run.Verdict, Description: run.Description, TargetURL: run.TargetURL,
 		Created: run.Created, Updated: run.Updated, Settled: run.Settled}
 	if rec, ok := s.seen.lastOffer(run.ID); ok {
@@ -72,7 +73,7 @@ func (s *Server) authorized(w http.ResponseWriter, r *http.Request) bool {
 }
 
 // getRun is GET /api/runs/{id}: 401 without the bearer token, 404 for an
-// unknown id, else the run as a RunView.
+// unknown id, else the run as a runView.
 func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
 	if !s.authorized(w, r) {
 		return
@@ -81,7 +82,7 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
 	run, err := s.cfg.Runs.Get(ctx, r.PathValue("id"))
 	cancel()
 	switch {
-	case errors.Is(err, ErrNotFound):
+	case errors.Is(err, gaterun.ErrNotFound):
 		writeError(w, http.StatusNotFound, "no run with id "+strconv.Quote(r.PathValue("id")))
 	case err != nil:
 		s.unavailable(w, "run not read: "+err.Error())
@@ -91,7 +92,7 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
 }
 
 // listRuns is GET /api/runs?repo=&pull=&state=&limit=&cursor=: 401 without
-// the bearer token; 400 naming a bad parameter; else a RunsPage of this
+// the bearer token; 400 naming a bad parameter; else a runsList of this
 // forge host's runs in listing order (Updated, then ID).
 func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
 	if !s.authorized(w, r) {
@@ -111,10 +112,10 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
 		s.unavailable(w, "runs not read: "+err.Error())
 		return
 	}
-	out := RunsPage{Runs: []RunView{}}
+	out := runsList{Runs: []runView{}}
 	if len(runs) > limit {
 		runs = runs[:limit]
-		out.Next = encodeCursor(CursorAt(runs[limit-1]))
+		out.Next = encodeCursor(gaterun.CursorAt(runs[limit-1]))
 	}
 	for _, run := range runs {
 		out.Runs = append(out.Runs, s.view(run))
@@ -122,29 +123,29 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-// runQueryOf reads GET /api/runs's parameters; an error wraps ErrInvalid
-// and names the bad one.
-func (s *Server) runQueryOf(r *http.Request) (RunQuery, error) {
+// runQueryOf reads GET /api/runs's parameters; an error wraps errInvalid,
+// or gaterun.ErrInvalid from the query's Validate, and names the bad one.
+func (s *Server) runQueryOf(r *http.Request) (gaterun.Query, error) {
 	v := r.URL.Query()
-	q := RunQuery{Host: s.cfg.ForgeHost, Repo: v.Get("repo"), State: RunState(v.Get("state")), Limit: DefaultRunsLimit}
+	q := gaterun.Query{Host: s.cfg.ForgeHost, Repo: v.Get("repo"), State: gaterun.State(v.Get("state")), Limit: DefaultRunsLimit}
 	if p := v.Get("pull"); p != "" {
 		n, err := strconv.Atoi(p)
 		if err != nil || n < 1 {
-			return q, fmt.Errorf("%w: pull %q is not a pull request number", ErrInvalid, p)
+			return q, fmt.Errorf("%w: pull %q is not a pull request number", errInvalid, p)
 		}
 		q.Pull = n
 	}
 	if l := v.Get("limit"); l != "" {
 		n, err := strconv.Atoi(l)
 		if err != nil || n < 1 || n > MaxRunsLimit {
-			return q, fmt.Errorf("%w: limit %q is not a number from 1 to %d", ErrInvalid, l, MaxRunsLimit)
+			return q, fmt.Errorf("%w: limit %q is not a number from 1 to %d", errInvalid, l, MaxRunsLimit)
 		}
 		q.Limit = n
 	}
 	if c := v.Get("cursor"); c != "" {
 		cur, ok := decodeCursor(c)
 		if !ok {
-			return q, fmt.Errorf("%w: cursor %q is not a next value of this API", ErrInvalid, c)
+			return q, fmt.Errorf("%w: cursor %q is not a next value of this API", errInvalid, c)
 		}
 		q.After = cur
 	}
@@ -153,22 +154,22 @@ func (s *Server) runQueryOf(r *http.Request) (RunQuery, error) {
 
 // encodeCursor is c as GET /api/runs's opaque cursor: base64url of the
 // instant (Unix milliseconds) and the run id.
-func encodeCursor(c Cursor) string {
+func encodeCursor(c gaterun.Cursor) string {
 	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(c.Updated.UnixMilli(), 10) + " " + c.ID))
 }
 
 // decodeCursor reads a cursor encodeCursor wrote.
-func decodeCursor(s string) (Cursor, bool) {
+func decodeCursor(s string) (gaterun.Cursor, bool) {
 	b, err := base64.RawURLEncoding.DecodeString(s)
 	if err != nil {
-		return Cursor{}, false
+		return gaterun.Cursor{}, false
 	}
 	ms, id, ok := strings.Cut(string(b), " ")
 	n, err := strconv.ParseInt(ms, 10, 64)
 	if !ok || err != nil || id == "" {
-		return Cursor{}, false
+		return gaterun.Cursor{}, false
 	}
-	return Cursor{Updated: time.UnixMilli(n).UTC(), ID: id}, true
+	return gaterun.Cursor{Updated: time.UnixMilli(n).UTC(), ID: id}, true
 }
 
 // getRunsPage is GET /runs: the first DefaultRunsLimit unsettled runs, the
@@ -176,13 +177,13 @@ func decodeCursor(s string) (Cursor, bool) {
 // backoff.
 func (s *Server) getRunsPage(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := s.storeCtx(r)
-	runs, err := s.cfg.Runs.List(ctx, RunQuery{Host: s.cfg.ForgeHost, State: RunsUnsettled, Limit: DefaultRunsLimit})
+	runs, err := s.cfg.Runs.List(ctx, gaterun.Query{Host: s.cfg.ForgeHost, State: gaterun.StateUnsettled, Limit: DefaultRunsLimit})
 	cancel()
 	if err != nil {
 		s.unavailable(w, "runs not read: "+err.Error())
 		return
 	}
-	views := make([]RunView, len(runs))
+	views := make([]runView, len(runs))
 	for i, run := range runs {
 		views[i] = s.view(run)
 	}
@@ -190,7 +191,7 @@ func (s *Server) getRunsPage(w http.ResponseWriter, r *http.Request) {
 }
 
 type runsBody struct {
-	Runs  []RunView
+	Runs  []runView
 	Limit int
 }
 

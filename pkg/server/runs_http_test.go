@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"iterion.dev/iterion/pkg/gaterun"
 	"iterion.dev/iterion/pkg/server"
 )
 
@@ -28,7 +29,7 @@ func TestGetRunAnswersTheRunWithItsLastOffer(t *testing.T) {
 	if err := json.Unmarshal([]byte(body), &got); code != http.StatusOK || err != nil {
 		t.Fatalf("GET /api/runs/{id} = %d %s (%v), want 200 JSON", code, body, err)
 	}
-	if got.ID != id.ID || got.Repo != "acme/app" || got.Pull != 12 || got.Verdict != server.VerdictSuccess ||
+	if got.ID != id.ID || got.Repo != "acme/app" || got.Pull != 12 || got.Verdict != gaterun.VerdictSuccess ||
 		got.LastOffer == nil || got.LastOffer.Outcome != string(server.OutcomePublished) || got.LastOffer.Lane != "api" || !got.LastOffer.At.Equal(pageNow) {
 		t.Errorf("got %+v (last offer %+v), want the run with its last offer (published on lane api at %v): the run as stored, and what this replica did with it", got, got.LastOffer, pageNow)
 	}

@@ -21,7 +21,9 @@ import (
 
 	"iterion.dev/iterion/internal/forgetest"
 	"iterion.dev/iterion/internal/mongotest"
+	"iterion.dev/iterion/pkg/delivery"
 	"iterion.dev/iterion/pkg/forge/forgesim"
+	"iterion.dev/iterion/pkg/gaterun"
 	"iterion.dev/iterion/pkg/lease"
 	"iterion.dev/iterion/pkg/lease/mongolease"
 	"iterion.dev/iterion/pkg/server"
@@ -44,7 +46,7 @@ func newPipeServer(t *testing.T, opts ...func(*server.Config)) *pipeServer {
 	}
 	tr, stopSim := serveSimOnPipe(sim)
 	fc := newForge(t, "http://forge.test/", tr, "tok", nil, nil)
-	cfg := server.Config{Runs: server.NewMemoryRunStore(), Leases: lease.NewMemoryStore(), Forge: fc,
+	cfg := server.Config{Runs: gaterun.NewMemoryStore(), Leases: lease.NewMemoryStore(), Forge: fc,
 		APIToken: apiToken, WebhookSecret: webhookSecret, Owner: "replica-a"}
 	for _, opt := range opts {
 		opt(&cfg)
@@ -154,7 +156,7 @@ func TestWebhookRefusesAValidSHA1Signature(t *testing.T) {
 	m := hmac.New(sha1.New, []byte(webhookSecret))
 	m.Write([]byte(body))
 	f := newHTTPFixture(t)
-	f.putRun(t, server.VerdictSuccess)
+	f.putRun(t, gaterun.VerdictSuccess)
 	for _, sig := range []string{"sha1=" + hex.EncodeToString(m.Sum(nil)), "SHA256=" + sign(webhookSecret, body)[len("sha256="):]} {
 		if code, _ := f.postHook(t, "pull_request", sig, body); code != http.StatusUnauthorized {
 			t.Errorf("X-Hub-Signature-256 %.12s...: got %d, want 401: only sha256= is accepted (no downgrade)", sig, code)
@@ -176,7 +178,7 @@ func TestWebhookBodyOverGitHubsCapIs413(t *testing.T) {
 
 func TestWebhookLargeSignedBodyIsProcessed(t *testing.T) {
 	f := newHTTPFixture(t)
-	f.putRun(t, server.VerdictSuccess)
+	f.putRun(t, gaterun.VerdictSuccess)
 	// Padding past 1 MiB takes the spooled path.
 	body := `{"action": "closed", "number": 12, "pull_request": {"number": 12}, "repository": {"full_name": "acme/app"}}` +
 		strings.Repeat(" ", 2<<20)
@@ -249,11 +251,11 @@ func (f *httpFixture) postDelivery(t *testing.T, id string) (int, string) {
 }
 
 func TestReplayedDeliveryIsAcknowledgedNotProcessed(t *testing.T) {
-	shared := server.NewMemoryDeliveryStore()
+	shared := delivery.NewMemoryStore()
 	share := func(c *server.Config) { c.Deliveries = shared }
 	a, b := newHTTPFixture(t, share), newHTTPFixture(t, share)
-	a.putRun(t, server.VerdictSuccess)
-	b.putRun(t, server.VerdictSuccess)
+	a.putRun(t, gaterun.VerdictSuccess)
+	b.putRun(t, gaterun.VerdictSuccess)
 	if code, body := a.postDelivery(t, "guid-1"); code != http.StatusOK || !strings.Contains(body, `"offered":1`) {
 		t.Fatalf("first delivery: got %d %s, want 200 offered 1", code, body)
 	}
@@ -278,11 +280,11 @@ func frozenMongo(t *testing.T, collection string) (*httpFixture, *mongo.Database
 	t.Helper()
 	ms := mongotest.NewServer(t)
 	db := ms.DB(t)
-	runs, err := server.NewMongoRunStore(context.Background(), db)
+	runs, err := gaterun.NewMongoStore(context.Background(), db)
 	if err != nil {
 		t.Fatal(err)
 	}
-	deliveries, err := server.NewMongoDeliveryStore(context.Background(), db)
+	deliveries, err := delivery.NewMongoStore(context.Background(), db)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -301,15 +303,15 @@ func TestFrozenStoreAnswers503WithRetryAfter(t *testing.T) {
 		header                         map[string]string
 		body                           string
 	}{
-		{"POST /api/runs", server.RunsCollection, "POST", "/api/runs", map[string]string{"Authorization": "Bearer " + apiToken},
+		{"POST /api/runs", gaterun.Collection, "POST", "/api/runs", map[string]string{"Authorization": "Bearer " + apiToken},
 			`{"repo": "acme/app", "pull": 12, "head_sha": "` + headSHA + `", "verdict": "success"}`},
 		{"GET /leases", "leases", "GET", "/leases?format=json", nil, ""},
-		{"GET /api/runs", server.RunsCollection, "GET", "/api/runs", map[string]string{"Authorization": "Bearer " + apiToken}, ""},
-		{"GET /api/runs/{id}", server.RunsCollection, "GET", "/api/runs/some-id", map[string]string{"Authorization": "Bearer " + apiToken}, ""},
-		{"GET /runs", server.RunsCollection, "GET", "/runs", nil, ""},
-		{"webhook, runs frozen", server.RunsCollection, "POST", "/webhooks/github", map[string]string{"X-GitHub-Event": "pull_request",
+		{"GET /api/runs", gaterun.Collection, "GET", "/api/runs", map[string]string{"Authorization": "Bearer " + apiToken}, ""},
+		{"GET /api/runs/{id}", gaterun.Collection, "GET", "/api/runs/some-id", map[string]string{"Authorization": "Bearer " + apiToken}, ""},
+		{"GET /runs", gaterun.Collection, "GET", "/runs", nil, ""},
+		{"webhook, runs frozen", gaterun.Collection, "POST", "/webhooks/github", map[string]string{"X-GitHub-Event": "pull_request",
 			"X-Hub-Signature-256": sign(webhookSecret, pullClosed), "X-GitHub-Delivery": "guid-frozen"}, pullClosed},
-		{"webhook, deliveries frozen", server.DeliveriesCollection, "POST", "/webhooks/github", map[string]string{"X-GitHub-Event": "pull_request",
+		{"webhook, deliveries frozen", delivery.Collection, "POST", "/webhooks/github", map[string]string{"X-GitHub-Event": "pull_request",
 			"X-Hub-Signature-256": sign(webhookSecret, pullClosed), "X-GitHub-Delivery": "guid-frozen"}, pullClosed},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -341,7 +343,7 @@ func TestFrozenStoreAnswers503WithRetryAfter(t *testing.T) {
 // TestUnprocessedDeliveryIsForgotten pins that a delivery whose processing
 // failed is processed when GitHub redelivers it.
 func TestUnprocessedDeliveryIsForgotten(t *testing.T) {
-	shared := server.NewMemoryDeliveryStore()
+	shared := delivery.NewMemoryStore()
 	f := newHTTPFixture(t, func(c *server.Config) { c.Deliveries = shared })
 	bad := `{"action": "closed", "repository": {"full_name": "acme/app"}}` // no number: 400
 	h := map[string]string{"X-GitHub-Event": "pull_request", "X-Hub-Signature-256": sign(webhookSecret, bad), "X-GitHub-Delivery": "guid-9"}

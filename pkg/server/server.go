@@ -1,3 +1,22 @@
+// Package server is the merge-gate server (ADR-117) and the wiring of every
+// net it elects.
+//
+// The merge gate: the reconciler that brings a pull request's commit status
+// in line with a gating run's verdict, and the merge-gate sweeper that
+// re-offers unsettled runs. The runs and their stores are
+// [iterion.dev/iterion/pkg/gaterun]'s; the webhook delivery ids already
+// processed are [iterion.dev/iterion/pkg/delivery]'s.
+//
+// The wiring: a [Server] elects each periodic net through one helper that
+// runs it under its lease with [lease.Run]: the sweeper under
+// [MergeGateSweeper], and the forge board sync of
+// [iterion.dev/iterion/pkg/board] under [ForgeBoardSync]. Every lease is
+// declared in leases.go. The HTTP API serves runs, GitHub webhooks,
+// /healthz, /metrics, /leases and the board's view at /board.
+//
+// A [Server] is assembled explicitly from its dependencies with [New]; several
+// Servers can run in one process (each has its own Prometheus registry and
+// no package-level state).
 package server
 
 import (
@@ -14,7 +33,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"iterion.dev/iterion/pkg/board"
+	"iterion.dev/iterion/pkg/delivery"
 	"iterion.dev/iterion/pkg/forge"
+	"iterion.dev/iterion/pkg/gaterun"
 	"iterion.dev/iterion/pkg/lease"
 	"iterion.dev/iterion/pkg/lease/leaseprom"
 )
@@ -23,8 +44,8 @@ import (
 // APIToken are required; a zero optional field means the
 // default its comment names.
 type Config struct {
-	// Runs keeps the gating runs (MemoryRunStore or MongoRunStore).
-	Runs RunStore
+	// Runs keeps the gating runs (gaterun.MemoryStore or gaterun.MongoStore).
+	Runs gaterun.Store
 	// Leases elects the nets (lease.MemoryStore or mongolease.MongoStore). It
 	// should implement lease.Inspector for /leases.
 	Leases lease.Store
@@ -69,11 +90,11 @@ type Config struct {
 	StoreTimeout time.Duration
 	// Deliveries remembers processed webhook delivery ids, so a replayed
 	// X-GitHub-Delivery is acknowledged and not processed again; nil means
-	// a new MemoryDeliveryStore, which only this replica sees. Share a
-	// MongoDeliveryStore between replicas.
-	Deliveries DeliveryStore
+	// a new delivery.MemoryStore, which only this replica sees. Share a
+	// delivery.MongoStore between replicas.
+	Deliveries delivery.Store
 	// DeliveryWindow is how long a delivery id is remembered; 0 means
-	// DefaultDeliveryWindow.
+	// delivery.DefaultWindow.
 	DeliveryWindow time.Duration
 	// Limits bound the HTTP server (timeouts, header and body sizes); a
 	// zero field means its DefaultLimits value.
@@ -183,10 +204,10 @@ func New(cfg Config) (*Server, error) {
 		cfg.StoreTimeout = DefaultStoreTimeout
 	}
 	if cfg.Deliveries == nil {
-		cfg.Deliveries = NewMemoryDeliveryStore()
+		cfg.Deliveries = delivery.NewMemoryStore()
 	}
 	if cfg.DeliveryWindow == 0 {
-		cfg.DeliveryWindow = DefaultDeliveryWindow
+		cfg.DeliveryWindow = delivery.DefaultWindow
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -348,7 +369,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 }
 
 // offer offers run on lane and counts the outcome.
-func (s *Server) offer(ctx context.Context, lane string, run GateRun) (outcome, error) {
+func (s *Server) offer(ctx context.Context, lane string, run gaterun.Run) (outcome, error) {
 	out, err := s.rec.Offer(forge.WithLane(ctx, lane), run)
 	s.offers.WithLabelValues(lane, string(out)).Inc()
 	s.seen.offered(run.ID, lane, out, err, s.cfg.Now())
@@ -370,12 +391,12 @@ type laneOfferer struct {
 	lane string
 }
 
-func (o laneOfferer) Offer(ctx context.Context, run GateRun) (outcome, error) {
+func (o laneOfferer) Offer(ctx context.Context, run gaterun.Run) (outcome, error) {
 	return o.s.offer(ctx, o.lane, run)
 }
 
 // OfferBatch offers runs together on the lane and counts each outcome.
-func (o laneOfferer) OfferBatch(ctx context.Context, runs []GateRun) ([]outcome, error) {
+func (o laneOfferer) OfferBatch(ctx context.Context, runs []gaterun.Run) ([]outcome, error) {
 	outs, err := o.s.rec.OfferBatch(forge.WithLane(ctx, o.lane), runs)
 	for _, out := range outs {
 		o.s.offers.WithLabelValues(o.lane, string(out)).Inc()

@@ -14,7 +14,9 @@ import (
 
 	"github.com/google/go-github/v88/github"
 
+	"iterion.dev/iterion/pkg/delivery"
 	"iterion.dev/iterion/pkg/forge"
+	"iterion.dev/iterion/pkg/gaterun"
 )
 
 // Webhook reading: GitHub signs the body with HMAC-SHA256 of the webhook
@@ -75,22 +77,22 @@ func (s *Server) postWebhook(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusAccepted, map[string]string{"ignored": event})
 		return
 	}
-	delivery := r.Header.Get(deliveryHeader)
-	if delivery != "" {
+	deliveryID := r.Header.Get(deliveryHeader)
+	if deliveryID != "" {
 		ctx, cancel := s.storeCtx(r)
-		first, err := s.cfg.Deliveries.Claim(ctx, delivery, s.cfg.Now(), s.cfg.DeliveryWindow)
+		first, err := s.cfg.Deliveries.Claim(ctx, deliveryID, s.cfg.Now(), s.cfg.DeliveryWindow)
 		cancel()
 		switch {
-		case errors.Is(err, ErrInvalid):
+		case errors.Is(err, delivery.ErrInvalid):
 			writeError(w, http.StatusBadRequest, deliveryHeader+": "+err.Error())
 			return
 		case err != nil:
-			s.log.Error("webhook: delivery not claimed", "delivery", delivery, "err", err)
+			s.log.Error("webhook: delivery not claimed", "delivery", deliveryID, "err", err)
 			s.unavailable(w, "delivery not recorded; redeliver")
 			return
 		case !first:
-			s.log.Info("webhook: delivery seen before, not processed again", "delivery", delivery, "event", event)
-			writeJSON(w, http.StatusOK, map[string]string{"duplicate": delivery})
+			s.log.Info("webhook: delivery seen before, not processed again", "delivery", deliveryID, "event", event)
+			writeJSON(w, http.StatusOK, map[string]string{"duplicate": deliveryID})
 			return
 		}
 	}
@@ -98,8 +100,8 @@ func (s *Server) postWebhook(w http.ResponseWriter, r *http.Request) {
 	runs, err := s.affected(ctx, event, body)
 	cancel()
 	if err != nil {
-		s.forget(r, delivery)
-		if errors.Is(err, ErrInvalid) {
+		s.forget(r, deliveryID)
+		if errors.Is(err, errInvalid) {
 			writeError(w, http.StatusBadRequest, err.Error())
 			return
 		}
@@ -107,7 +109,7 @@ func (s *Server) postWebhook(w http.ResponseWriter, r *http.Request) {
 		s.unavailable(w, "runs not read; redeliver")
 		return
 	}
-	s.log.Debug("webhook", "event", event, "delivery", delivery, "runs", len(runs))
+	s.log.Debug("webhook", "event", event, "delivery", deliveryID, "runs", len(runs))
 	s.offerAll(r.Context(), forge.LaneWebhook, runs)
 	writeJSON(w, http.StatusOK, map[string]int{"offered": len(runs)})
 }
@@ -187,22 +189,22 @@ func (s *Server) refuseBody(w http.ResponseWriter, err error) {
 
 // forget gives a delivery that was not processed back, so its redelivery
 // is; on its own bounded context, since the request's may be done.
-func (s *Server) forget(r *http.Request, delivery string) {
-	if delivery == "" {
+func (s *Server) forget(r *http.Request, deliveryID string) {
+	if deliveryID == "" {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), s.cfg.StoreTimeout)
 	defer cancel()
-	if err := s.cfg.Deliveries.Forget(ctx, delivery); err != nil {
-		s.log.Warn("webhook: delivery not forgotten; its redelivery will be skipped until the window ends", "delivery", delivery, "err", err)
+	if err := s.cfg.Deliveries.Forget(ctx, deliveryID); err != nil {
+		s.log.Warn("webhook: delivery not forgotten; its redelivery will be skipped until the window ends", "delivery", deliveryID, "err", err)
 	}
 }
 
 // affected returns the unsettled runs a webhook event concerns.
-func (s *Server) affected(ctx context.Context, event string, body []byte) ([]GateRun, error) {
+func (s *Server) affected(ctx context.Context, event string, body []byte) ([]gaterun.Run, error) {
 	payload, err := github.ParseWebHook(event, body)
 	if err != nil {
-		return nil, fmt.Errorf("%w: malformed %s payload: %w", ErrInvalid, event, err)
+		return nil, fmt.Errorf("%w: malformed %s payload: %w", errInvalid, event, err)
 	}
 	switch ev := payload.(type) {
 	case *github.PullRequestEvent:
@@ -211,15 +213,15 @@ func (s *Server) affected(ctx context.Context, event string, body []byte) ([]Gat
 			number = ev.GetNumber()
 		}
 		if repo == "" || number == 0 {
-			return nil, fmt.Errorf("%w: pull_request payload: repository.full_name %q or pull_request.number %d missing", ErrInvalid, clip(repo), number)
+			return nil, fmt.Errorf("%w: pull_request payload: repository.full_name %q or pull_request.number %d missing", errInvalid, clip(repo), number)
 		}
 		return s.cfg.Runs.ForPull(ctx, s.cfg.ForgeHost, repo, number)
 	case *github.StatusEvent:
 		repo, sha := ev.GetRepo().GetFullName(), ev.GetSHA()
 		if repo == "" || sha == "" {
-			return nil, fmt.Errorf("%w: status payload: repository.full_name %q or sha %q missing", ErrInvalid, clip(repo), clip(sha))
+			return nil, fmt.Errorf("%w: status payload: repository.full_name %q or sha %q missing", errInvalid, clip(repo), clip(sha))
 		}
 		return s.cfg.Runs.ForHead(ctx, s.cfg.ForgeHost, repo, strings.ToLower(sha))
 	}
-	return nil, fmt.Errorf("%w: %s payload parsed as %T", ErrInvalid, event, payload)
+	return nil, fmt.Errorf("%w: %s payload parsed as %T", errInvalid, event, payload)
 }

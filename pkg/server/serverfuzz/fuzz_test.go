@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"iterion.dev/iterion/pkg/forge"
+	"iterion.dev/iterion/pkg/gaterun"
 	"iterion.dev/iterion/pkg/lease"
 	"iterion.dev/iterion/pkg/server"
 )
@@ -33,8 +34,8 @@ func sign(secret, body string) string {
 
 // fuzzServer is a Server whose forge is unreachable (every offer fails
 // fast), so a fuzz input costs no network; the handler is called directly.
-func fuzzServer(f *testing.F) (http.Handler, *server.MemoryRunStore) {
-	runs := server.NewMemoryRunStore()
+func fuzzServer(f *testing.F) (http.Handler, *gaterun.MemoryStore) {
+	runs := gaterun.NewMemoryStore()
 	fc, err := forge.New(forge.Config{BaseURL: "http://forge.invalid/", Token: "tok", Next: refuseAll{}, Registerer: prometheus.NewRegistry()})
 	if err != nil {
 		f.Fatal(err)

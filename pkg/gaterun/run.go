@@ -1,23 +1,20 @@
-// Package server is the merge-gate server (ADR-117) and the wiring of every
-// net it elects.
+// Package gaterun holds the merge gate's gating runs: a [Run] is the review
+// verdict for one head commit of one pull request, which the server
+// publishes as a commit status.
 //
-// The merge gate: gating runs ([GateRun]) and their [RunStore] (twins
-// [MemoryRunStore] and [MongoRunStore], conformance suite
-// [iterion.dev/iterion/pkg/server/runstoretest]), the reconciler that
-// brings a pull request's commit status in line with a run's verdict, and
-// the merge-gate sweeper that re-offers unsettled runs.
+// It holds the run and its [Verdict], the run [ID] every replica derives
+// alike, the listing order ([Cursor]) and [Query], and the [Store] contract
+// with two twins, [MemoryStore] for one process and [MongoStore] shared by
+// every replica, which pass one conformance suite,
+// [iterion.dev/iterion/pkg/gaterun/gateruntest]. The reconciler, the sweeper
+// and the HTTP API that use them live in [iterion.dev/iterion/pkg/server].
 //
-// The wiring: a [Server] elects each periodic net through one helper that
-// runs it under its lease with [lease.Run]: the sweeper under
-// [MergeGateSweeper], and the forge board sync of
-// [iterion.dev/iterion/pkg/board] under [ForgeBoardSync]. Every lease is
-// declared in leases.go. The HTTP API serves runs, GitHub webhooks,
-// /healthz, /metrics, /leases and the board's view at /board.
-//
-// A [Server] is assembled explicitly from its dependencies with [New]; several
-// Servers can run in one process (each has its own Prometheus registry and
-// no package-level state).
-package server
+// The name is the concept's, a gating run, and reads whole at call sites:
+// gaterun.Run, gaterun.Store, gaterun.Query. A package named run would
+// shadow the run variables every caller holds, and one named gate would
+// read gate.Run as a verb and claim the reconciler, which stays in the
+// server.
+package gaterun
 
 import (
 	"errors"
@@ -30,15 +27,15 @@ import (
 	"iterion.dev/iterion/pkg/forge"
 )
 
-// GateRun is one gating run: the review verdict for one head commit of one
+// Run is one gating run: the review verdict for one head commit of one
 // pull request, which the reconciler publishes as a commit status under
 // Context until the pull request is closed, merged or its head moves (then
 // the run is settled and no longer offered).
 //
 // Instants are UTC truncated to the millisecond, as the stores keep them.
-type GateRun struct {
-	// ID is derived from Host, Repo, Pull and HeadSHA by [RunID], so a
-	// second report for the same head updates the same run.
+type Run struct {
+	// ID is derived from Host, Repo, Pull and HeadSHA by the function
+	// [ID], so a second report for the same head updates the same run.
 	ID string
 	// Host is the forge host, e.g. "github.com".
 	Host string
@@ -77,21 +74,21 @@ const (
 // DefaultContext is the commit status context of a run that names none.
 const DefaultContext = "iterion/review"
 
-// ErrInvalid reports a run or request field the server cannot use; errors
-// that wrap it name the field and value.
-var ErrInvalid = errors.New("server: invalid")
+// ErrInvalid reports a run or query field a store cannot use; errors that
+// wrap it name the field and value.
+var ErrInvalid = errors.New("gaterun: invalid")
 
 // ErrNotFound reports that a run store has no run with the given id.
-var ErrNotFound = errors.New("server: run not found")
+var ErrNotFound = errors.New("gaterun: run not found")
 
 // runNamespace is the UUIDv5 namespace of run ids (itself UUIDv5 of a URL
 // under the project's name, so ids are stable across releases).
 var runNamespace = uuid.NewSHA1(uuid.NameSpaceURL, []byte("https://iterion.dev/gate-run"))
 
-// RunID is the id of the run for host, repo, pull and head: a UUIDv5, so
+// ID is the id of the run for host, repo, pull and head: a UUIDv5, so
 // every replica derives the same id for the same head without asking the
 // store.
-func RunID(host, repo string, pull int, headSHA string) string {
+func ID(host, repo string, pull int, headSHA string) string {
 	return uuid.NewSHA1(runNamespace, fmt.Appendf(nil, "%s/%s#%d@%s", host, repo, pull, headSHA)).String()
 }
 
@@ -107,7 +104,7 @@ func parseVerdict(s string) (Verdict, error) {
 
 // Validate reports the first field of r a store would refuse, as an error
 // wrapping ErrInvalid that names the field and value; nil when r is whole.
-func (r GateRun) Validate() error {
+func (r Run) Validate() error {
 	switch {
 	case strings.TrimSpace(r.ID) == "":
 		return fmt.Errorf("%w: id %q is empty", ErrInvalid, r.ID)
@@ -134,12 +131,6 @@ func validRepo(repo string) bool {
 	return err == nil
 }
 
-// ownerRepo splits r.Repo, which Validate checked, into owner and name.
-func (r GateRun) ownerRepo() (owner, name string) {
-	owner, name, _ = strings.Cut(r.Repo, "/")
-	return owner, name
-}
-
 // Cursor is a position in the order the sweeper lists runs in: by Updated,
 // then ID. The zero Cursor is before every run.
 type Cursor struct {
@@ -149,7 +140,7 @@ type Cursor struct {
 
 // Before reports whether c comes before r in listing order, i.e. whether a
 // listing that resumes at c includes r.
-func (c Cursor) Before(r GateRun) bool {
+func (c Cursor) Before(r Run) bool {
 	if !r.Updated.Equal(c.Updated) {
 		return r.Updated.After(c.Updated)
 	}
@@ -158,26 +149,26 @@ func (c Cursor) Before(r GateRun) bool {
 
 // CursorAt is the cursor just past r: a listing resumed at it starts with
 // the run after r.
-func CursorAt(r GateRun) Cursor { return Cursor{Updated: r.Updated, ID: r.ID} }
+func CursorAt(r Run) Cursor { return Cursor{Updated: r.Updated, ID: r.ID} }
 
-// RunState selects runs by whether they are settled.
-type RunState string
+// State selects runs by whether they are settled.
+type State string
 
-// The states a RunQuery selects; the zero RunState selects every run.
+// The states a Query selects; the zero State selects every run.
 const (
-	RunsAll       RunState = ""
-	RunsUnsettled RunState = "unsettled"
-	RunsSettled   RunState = "settled"
+	StateAll       State = ""
+	StateUnsettled State = "unsettled"
+	StateSettled   State = "settled"
 )
 
-// RunQuery selects runs for RunStore.List. A zero field matches every run.
-type RunQuery struct {
+// Query selects runs for Store.List. A zero field matches every run.
+type Query struct {
 	// Host and Repo ("owner/name") select one repository; Pull one pull
 	// request (at least 1) of it.
 	Host, Repo string
 	Pull       int
 	// State selects settled or unsettled runs.
-	State RunState
+	State State
 	// After is where the page starts: the runs after it in listing order.
 	After Cursor
 	// Limit is the most runs one page holds, at least 1.
@@ -186,13 +177,13 @@ type RunQuery struct {
 
 // Validate reports the first field of q a store would refuse, as an error
 // wrapping ErrInvalid that names the field and value.
-func (q RunQuery) Validate() error {
+func (q Query) Validate() error {
 	switch {
 	case q.Repo != "" && !validRepo(q.Repo):
 		return fmt.Errorf("%w: repo %q is not owner/name", ErrInvalid, q.Repo)
 	case q.Pull < 0:
 		return fmt.Errorf("%w: pull %d is not a pull request number", ErrInvalid, q.Pull)
-	case q.State != RunsAll && q.State != RunsUnsettled && q.State != RunsSettled:
+	case q.State != StateAll && q.State != StateUnsettled && q.State != StateSettled:
 		return fmt.Errorf("%w: state %q is not settled or unsettled", ErrInvalid, q.State)
 	case q.Limit < 1:
 		return fmt.Errorf("%w: limit %d is under 1", ErrInvalid, q.Limit)
@@ -202,10 +193,10 @@ func (q RunQuery) Validate() error {
 
 // Matches reports whether r has q's host, repo, pull and state (the cursor
 // and limit aside).
-func (q RunQuery) Matches(r GateRun) bool {
+func (q Query) Matches(r Run) bool {
 	return (q.Host == "" || r.Host == q.Host) && (q.Repo == "" || r.Repo == q.Repo) &&
 		(q.Pull == 0 || r.Pull == q.Pull) &&
-		(q.State == RunsAll || r.Settled == (q.State == RunsSettled))
+		(q.State == StateAll || r.Settled == (q.State == StateSettled))
 }
 
 // stamp is t as the stores keep it: UTC, truncated to the millisecond.

@@ -1,28 +1,43 @@
-package server
+// Package delivery remembers which GitHub webhook deliveries were
+// processed, so a replayed or redelivered one is acknowledged but not
+// processed again, on whichever replica it lands.
+//
+// It holds the [Store] contract and its two twins, [MemoryStore] for one
+// process and [MongoStore] shared by every replica, which pass one
+// conformance suite, [iterion.dev/iterion/pkg/delivery/deliverytest]. The
+// package knows nothing of webhooks' contents: the server claims the
+// X-GitHub-Delivery id before processing an event and forgets it when
+// processing fails.
+package delivery
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
 	"time"
 )
 
-// DefaultDeliveryWindow is how long a webhook delivery id is remembered:
+// DefaultWindow is how long a webhook delivery id is remembered:
 // GitHub lets a delivery be redelivered for 3 days after it was sent
 // (https://docs.github.com/en/webhooks/testing-and-troubleshooting-webhooks/redelivering-webhooks).
-const DefaultDeliveryWindow = 72 * time.Hour
+const DefaultWindow = 72 * time.Hour
+
+// ErrInvalid reports a delivery id or window a store cannot use; errors
+// that wrap it name the field and value.
+var ErrInvalid = errors.New("delivery: invalid")
 
 // maxDeliveryID bounds an X-GitHub-Delivery id; GitHub's are GUIDs of 36
 // characters (https://docs.github.com/en/webhooks/webhook-events-and-payloads#delivery-headers).
 const maxDeliveryID = 100
 
-// DeliveryStore remembers which webhook deliveries (X-GitHub-Delivery ids)
+// Store remembers which webhook deliveries (X-GitHub-Delivery ids)
 // were processed, so a replayed or redelivered one is acknowledged but not
 // processed again, on whichever replica it lands. Implementations are safe
-// for concurrent use and pass the suite in package deliverystoretest. An
+// for concurrent use and pass the suite in package deliverytest. An
 // error means "no answer": the claim may or may not have landed.
-type DeliveryStore interface {
+type Store interface {
 	// Claim records id as seen at now, remembered until now+window. first
 	// is true for exactly one of any number of concurrent claims of an id
 	// not remembered at now; false while an earlier claim is remembered.
@@ -45,24 +60,24 @@ func checkClaim(id string, window time.Duration) error {
 	return nil
 }
 
-// MemoryDeliveryStore is the in-memory DeliveryStore twin, for one process
+// MemoryStore is the in-memory Store twin, for one process
 // and for tests: replicas do not share it. The zero value is ready to use;
 // it is safe for concurrent use. Expired ids are dropped as it grows.
-type MemoryDeliveryStore struct {
+type MemoryStore struct {
 	mu      sync.Mutex
 	expires map[string]time.Time
 	pruneAt int // prune expired ids when the map reaches this size
 }
 
-var _ DeliveryStore = (*MemoryDeliveryStore)(nil)
+var _ Store = (*MemoryStore)(nil)
 
-// NewMemoryDeliveryStore returns an empty MemoryDeliveryStore.
-func NewMemoryDeliveryStore() *MemoryDeliveryStore { return &MemoryDeliveryStore{} }
+// NewMemoryStore returns an empty MemoryStore.
+func NewMemoryStore() *MemoryStore { return &MemoryStore{} }
 
-// Claim implements DeliveryStore.
-func (s *MemoryDeliveryStore) Claim(ctx context.Context, id string, now time.Time, window time.Duration) (bool, error) {
+// Claim implements Store.
+func (s *MemoryStore) Claim(ctx context.Context, id string, now time.Time, window time.Duration) (bool, error) {
 	if err := ctx.Err(); err != nil {
-		return false, fmt.Errorf("server: claim delivery: %w", err)
+		return false, fmt.Errorf("delivery: claim delivery: %w", err)
 	}
 	if err := checkClaim(id, window); err != nil {
 		return false, err
@@ -88,13 +103,16 @@ func (s *MemoryDeliveryStore) Claim(ctx context.Context, id string, now time.Tim
 	return true, nil
 }
 
-// Forget implements DeliveryStore.
-func (s *MemoryDeliveryStore) Forget(ctx context.Context, id string) error {
+// Forget implements Store.
+func (s *MemoryStore) Forget(ctx context.Context, id string) error {
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("server: forget delivery: %w", err)
+		return fmt.Errorf("delivery: forget delivery: %w", err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.expires, id)
 	return nil
 }
+
+// stamp is t as the stores keep it: UTC, truncated to the millisecond.
+func stamp(t time.Time) time.Time { return t.UTC().Truncate(time.Millisecond) }

@@ -1,4 +1,4 @@
-package server_test
+package delivery_test
 
 import (
 	"context"
@@ -9,35 +9,35 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"iterion.dev/iterion/internal/mongotest"
-	"iterion.dev/iterion/pkg/server"
-	"iterion.dev/iterion/pkg/server/deliverystoretest"
+	"iterion.dev/iterion/pkg/delivery"
+	"iterion.dev/iterion/pkg/delivery/deliverytest"
 )
 
-func TestMemoryDeliveryStoreConformance(t *testing.T) {
-	deliverystoretest.Run(t, func(*testing.T) server.DeliveryStore { return server.NewMemoryDeliveryStore() })
+func TestMemoryStoreConformance(t *testing.T) {
+	deliverytest.Run(t, func(*testing.T) delivery.Store { return delivery.NewMemoryStore() })
 }
 
-func TestMongoDeliveryStoreConformance(t *testing.T) {
-	deliverystoretest.Run(t, func(t *testing.T) server.DeliveryStore {
-		s, err := server.NewMongoDeliveryStore(context.Background(), mongotest.DB(t))
+func TestMongoStoreConformance(t *testing.T) {
+	deliverytest.Run(t, func(t *testing.T) delivery.Store {
+		s, err := delivery.NewMongoStore(context.Background(), mongotest.DB(t))
 		if err != nil {
-			t.Fatalf("NewMongoDeliveryStore: %v", err)
+			t.Fatalf("NewMongoStore: %v", err)
 		}
 		return s
 	})
 }
 
-// TestMongoDeliveryStoreExpiresIDs pins that expired delivery ids are
+// TestMongoStoreExpiresIDs pins that expired delivery ids are
 // deleted, so the collection does not grow forever: by MongoDB through a
 // TTL index, or, on a server without TTL indexes (FerretDB v1), by the
 // store itself every 256 claims.
-func TestMongoDeliveryStoreExpiresIDs(t *testing.T) {
+func TestMongoStoreExpiresIDs(t *testing.T) {
 	db := mongotest.DB(t)
-	s, err := server.NewMongoDeliveryStore(context.Background(), db)
+	s, err := delivery.NewMongoStore(context.Background(), db)
 	if err != nil {
-		t.Fatalf("NewMongoDeliveryStore: %v", err)
+		t.Fatalf("NewMongoStore: %v", err)
 	}
-	coll := db.Collection(server.DeliveriesCollection)
+	coll := db.Collection(delivery.Collection)
 	specs, err := coll.Indexes().ListSpecifications(context.Background())
 	if err != nil {
 		t.Fatalf("ListSpecifications: %v", err)

@@ -1,4 +1,4 @@
-package server
+package gaterun
 
 import (
 	"context"
@@ -15,18 +15,18 @@ import (
 
 // ErrMalformed reports a stored run document of the wrong shape; the store
 // returns it (wrapped, naming the document) instead of a run.
-var ErrMalformed = errors.New("server: malformed run document")
+var ErrMalformed = errors.New("gaterun: malformed run document")
 
-// RunsCollection is the collection MongoRunStore keeps runs in.
-const RunsCollection = "gate_runs"
+// Collection is the collection MongoStore keeps runs in.
+const Collection = "gate_runs"
 
-// MongoRunStore is the MongoDB RunStore twin: collection gate_runs, one
+// MongoStore is the MongoDB Store twin: collection gate_runs, one
 // document per run, _id the run id. It is safe for concurrent use.
-type MongoRunStore struct {
+type MongoStore struct {
 	coll *mongo.Collection
 }
 
-var _ RunStore = (*MongoRunStore)(nil)
+var _ Store = (*MongoStore)(nil)
 
 // runDoc is a run as gate_runs keeps it.
 type runDoc struct {
@@ -45,10 +45,10 @@ type runDoc struct {
 	Settled bson.RawValue `bson:"settled"`
 }
 
-// NewMongoRunStore returns a MongoRunStore on db's gate_runs collection,
+// NewMongoStore returns a MongoStore on db's gate_runs collection,
 // after creating the indexes its queries use (an existing index is kept).
-func NewMongoRunStore(ctx context.Context, db *mongo.Database) (*MongoRunStore, error) {
-	coll := db.Collection(RunsCollection)
+func NewMongoStore(ctx context.Context, db *mongo.Database) (*MongoStore, error) {
+	coll := db.Collection(Collection)
 	err := mongostore.CreateIndexes(ctx, coll, []mongo.IndexModel{
 		{Keys: bson.D{{Key: "settled", Value: 1}, {Key: "updated_at", Value: 1}, {Key: "_id", Value: 1}},
 			Options: options.Index().SetName("unsettled_by_updated")},
@@ -58,13 +58,13 @@ func NewMongoRunStore(ctx context.Context, db *mongo.Database) (*MongoRunStore, 
 			Options: options.Index().SetName("by_head")},
 	})
 	if err != nil {
-		return nil, fmt.Errorf("server: create %s indexes: %w", RunsCollection, err)
+		return nil, fmt.Errorf("gaterun: create %s indexes: %w", Collection, err)
 	}
-	return &MongoRunStore{coll: coll}, nil
+	return &MongoStore{coll: coll}, nil
 }
 
-// Put implements RunStore, in one conditional upsert.
-func (s *MongoRunStore) Put(ctx context.Context, run GateRun, now time.Time) (bool, error) {
+// Put implements Store, in one conditional upsert.
+func (s *MongoStore) Put(ctx context.Context, run Run, now time.Time) (bool, error) {
 	if err := run.Validate(); err != nil {
 		return false, err
 	}
@@ -86,25 +86,25 @@ func (s *MongoRunStore) Put(ctx context.Context, run GateRun, now time.Time) (bo
 		res, err = s.coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: run.ID}}, update, opts)
 	}
 	if err != nil {
-		return false, fmt.Errorf("server: put run %q: %w", run.ID, err)
+		return false, fmt.Errorf("gaterun: put run %q: %w", run.ID, err)
 	}
 	return res.UpsertedCount == 1, nil
 }
 
-// Get implements RunStore.
-func (s *MongoRunStore) Get(ctx context.Context, id string) (GateRun, error) {
+// Get implements Store.
+func (s *MongoStore) Get(ctx context.Context, id string) (Run, error) {
 	raw, err := s.coll.FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Raw()
 	if errors.Is(err, mongo.ErrNoDocuments) {
-		return GateRun{}, fmt.Errorf("%w: id %q", ErrNotFound, id)
+		return Run{}, fmt.Errorf("%w: id %q", ErrNotFound, id)
 	}
 	if err != nil {
-		return GateRun{}, fmt.Errorf("server: get run %q: %w", id, err)
+		return Run{}, fmt.Errorf("gaterun: get run %q: %w", id, err)
 	}
 	return decodeRun(raw)
 }
 
-// Unsettled implements RunStore.
-func (s *MongoRunStore) Unsettled(ctx context.Context, since time.Time, after Cursor, limit int) ([]GateRun, error) {
+// Unsettled implements Store.
+func (s *MongoStore) Unsettled(ctx context.Context, since time.Time, after Cursor, limit int) ([]Run, error) {
 	if limit < 1 {
 		return nil, fmt.Errorf("%w: limit %d is under 1", ErrInvalid, limit)
 	}
@@ -115,8 +115,8 @@ func (s *MongoRunStore) Unsettled(ctx context.Context, since time.Time, after Cu
 	return s.page(ctx, filter, after, limit)
 }
 
-// List implements RunStore.
-func (s *MongoRunStore) List(ctx context.Context, q RunQuery) ([]GateRun, error) {
+// List implements Store.
+func (s *MongoStore) List(ctx context.Context, q Query) ([]Run, error) {
 	if err := q.Validate(); err != nil {
 		return nil, err
 	}
@@ -130,15 +130,15 @@ func (s *MongoRunStore) List(ctx context.Context, q RunQuery) ([]GateRun, error)
 	if q.Pull != 0 {
 		filter = append(filter, bson.E{Key: "pull", Value: q.Pull})
 	}
-	if q.State != RunsAll {
-		filter = append(filter, bson.E{Key: "settled", Value: q.State == RunsSettled})
+	if q.State != StateAll {
+		filter = append(filter, bson.E{Key: "settled", Value: q.State == StateSettled})
 	}
 	return s.page(ctx, filter, q.After, q.Limit)
 }
 
 // page finds at most limit runs that match filter and come after the
 // cursor, in listing order (updated_at, then _id).
-func (s *MongoRunStore) page(ctx context.Context, filter bson.D, after Cursor, limit int) ([]GateRun, error) {
+func (s *MongoStore) page(ctx context.Context, filter bson.D, after Cursor, limit int) ([]Run, error) {
 	if after != (Cursor{}) {
 		at := stamp(after.Updated)
 		filter = append(filter, bson.E{Key: "$or", Value: bson.A{
@@ -152,28 +152,28 @@ func (s *MongoRunStore) page(ctx context.Context, filter bson.D, after Cursor, l
 	return s.find(ctx, filter, opts)
 }
 
-// ForPull implements RunStore.
-func (s *MongoRunStore) ForPull(ctx context.Context, host, repo string, pull int) ([]GateRun, error) {
+// ForPull implements Store.
+func (s *MongoStore) ForPull(ctx context.Context, host, repo string, pull int) ([]Run, error) {
 	return s.find(ctx, bson.D{
 		{Key: "host", Value: host}, {Key: "repo", Value: repo}, {Key: "pull", Value: pull},
 		{Key: "settled", Value: false},
 	}, options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}))
 }
 
-// ForHead implements RunStore.
-func (s *MongoRunStore) ForHead(ctx context.Context, host, repo, sha string) ([]GateRun, error) {
+// ForHead implements Store.
+func (s *MongoStore) ForHead(ctx context.Context, host, repo, sha string) ([]Run, error) {
 	return s.find(ctx, bson.D{
 		{Key: "host", Value: host}, {Key: "repo", Value: repo}, {Key: "head_sha", Value: sha},
 		{Key: "settled", Value: false},
 	}, options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}))
 }
 
-// Settle implements RunStore.
-func (s *MongoRunStore) Settle(ctx context.Context, id string) error {
+// Settle implements Store.
+func (s *MongoStore) Settle(ctx context.Context, id string) error {
 	res, err := s.coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: id}},
 		bson.D{{Key: "$set", Value: bson.D{{Key: "settled", Value: true}}}})
 	if err != nil {
-		return fmt.Errorf("server: settle run %q: %w", id, err)
+		return fmt.Errorf("gaterun: settle run %q: %w", id, err)
 	}
 	if res.MatchedCount == 0 {
 		return fmt.Errorf("%w: id %q", ErrNotFound, id)
@@ -181,35 +181,35 @@ func (s *MongoRunStore) Settle(ctx context.Context, id string) error {
 	return nil
 }
 
-func (s *MongoRunStore) find(ctx context.Context, filter bson.D, opts *options.FindOptionsBuilder) ([]GateRun, error) {
+func (s *MongoStore) find(ctx context.Context, filter bson.D, opts *options.FindOptionsBuilder) ([]Run, error) {
 	out, err := mongostore.FindAll(ctx, s.coll, filter, opts, decodeRun)
 	if err != nil {
-		return nil, fmt.Errorf("server: list runs: %w", err)
+		return nil, fmt.Errorf("gaterun: list runs: %w", err)
 	}
 	return out, nil
 }
 
 // decodeRun turns a gate_runs document into a run, refusing any document
 // of the wrong shape or with a field Validate refuses.
-func decodeRun(raw bson.Raw) (GateRun, error) {
+func decodeRun(raw bson.Raw) (Run, error) {
 	var d runDoc
 	if err := bson.Unmarshal(raw, &d); err != nil {
-		return GateRun{}, fmt.Errorf("%w: _id %v: %w", ErrMalformed, raw.Lookup("_id"), err)
+		return Run{}, fmt.Errorf("%w: _id %v: %w", ErrMalformed, raw.Lookup("_id"), err)
 	}
 	settled, ok := d.Settled.BooleanOK()
 	if !ok {
-		return GateRun{}, fmt.Errorf("%w: _id %q: settled is %v, want a boolean", ErrMalformed, d.ID, d.Settled.Type)
+		return Run{}, fmt.Errorf("%w: _id %q: settled is %v, want a boolean", ErrMalformed, d.ID, d.Settled.Type)
 	}
-	r := GateRun{
+	r := Run{
 		ID: d.ID, Host: d.Host, Repo: d.Repo, Pull: d.Pull, HeadSHA: d.HeadSHA,
 		Context: d.Context, Verdict: Verdict(d.Verdict), Description: d.Description,
 		TargetURL: d.TargetURL, Created: d.Created.UTC(), Updated: d.Updated.UTC(), Settled: settled,
 	}
 	if err := r.Validate(); err != nil {
-		return GateRun{}, fmt.Errorf("%w: _id %q: %w", ErrMalformed, d.ID, err)
+		return Run{}, fmt.Errorf("%w: _id %q: %w", ErrMalformed, d.ID, err)
 	}
 	if r.Created.IsZero() || r.Updated.IsZero() {
-		return GateRun{}, fmt.Errorf("%w: _id %q: created_at or updated_at missing", ErrMalformed, d.ID)
+		return Run{}, fmt.Errorf("%w: _id %q: created_at or updated_at missing", ErrMalformed, d.ID)
 	}
 	return r, nil
 }

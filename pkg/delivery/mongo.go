@@ -1,4 +1,4 @@
-package server
+package delivery
 
 import (
 	"context"
@@ -14,11 +14,11 @@ import (
 	"iterion.dev/iterion/internal/mongostore"
 )
 
-// DeliveriesCollection is the collection MongoDeliveryStore keeps delivery
+// Collection is the collection MongoStore keeps delivery
 // ids in.
-const DeliveriesCollection = "webhook_deliveries"
+const Collection = "webhook_deliveries"
 
-// MongoDeliveryStore is the MongoDB DeliveryStore twin, shared by every
+// MongoStore is the MongoDB Store twin, shared by every
 // replica: collection webhook_deliveries, one document per delivery id
 // ({_id, expires}), with a TTL index that lets MongoDB delete a document
 // once its expiry has passed. MongoDB's TTL monitor runs about once a
@@ -26,7 +26,7 @@ const DeliveriesCollection = "webhook_deliveries"
 // a server without TTL indexes (FerretDB v1, the test server and dev-mongo)
 // it indexes expires plainly and deletes expired ids itself, on every
 // pruneEvery-th claim. It is safe for concurrent use.
-type MongoDeliveryStore struct {
+type MongoStore struct {
 	coll      *mongo.Collection
 	selfPrune bool          // no TTL index: Claim deletes expired ids
 	claims    atomic.Uint64 // claims so far, to prune every pruneEvery
@@ -40,14 +40,14 @@ const pruneEvery = 256
 // option it lacks, such as expireAfterSeconds.
 const codeNotImplemented = 238
 
-var _ DeliveryStore = (*MongoDeliveryStore)(nil)
+var _ Store = (*MongoStore)(nil)
 
-// NewMongoDeliveryStore returns a MongoDeliveryStore on db's
+// NewMongoStore returns a MongoStore on db's
 // webhook_deliveries collection, after creating its TTL index (an existing
 // one is kept).
-func NewMongoDeliveryStore(ctx context.Context, db *mongo.Database) (*MongoDeliveryStore, error) {
-	coll := db.Collection(DeliveriesCollection)
-	s := &MongoDeliveryStore{coll: coll}
+func NewMongoStore(ctx context.Context, db *mongo.Database) (*MongoStore, error) {
+	coll := db.Collection(Collection)
+	s := &MongoStore{coll: coll}
 	err := mongostore.CreateIndexes(ctx, coll, []mongo.IndexModel{{
 		Keys:    bson.D{{Key: "expires", Value: 1}},
 		Options: options.Index().SetName("ttl_expires").SetExpireAfterSeconds(0),
@@ -59,14 +59,14 @@ func NewMongoDeliveryStore(ctx context.Context, db *mongo.Database) (*MongoDeliv
 		}})
 	}
 	if err != nil {
-		return nil, fmt.Errorf("server: create %s indexes: %w", DeliveriesCollection, err)
+		return nil, fmt.Errorf("delivery: create %s indexes: %w", Collection, err)
 	}
 	return s, nil
 }
 
-// Claim implements DeliveryStore: an insert, and on a duplicate id one
+// Claim implements Store: an insert, and on a duplicate id one
 // conditional update that takes over the id only when its expiry passed.
-func (s *MongoDeliveryStore) Claim(ctx context.Context, id string, now time.Time, window time.Duration) (bool, error) {
+func (s *MongoStore) Claim(ctx context.Context, id string, now time.Time, window time.Duration) (bool, error) {
 	if err := checkClaim(id, window); err != nil {
 		return false, err
 	}
@@ -74,7 +74,7 @@ func (s *MongoDeliveryStore) Claim(ctx context.Context, id string, now time.Time
 	expires := stamp(now.Add(window))
 	if s.selfPrune && s.claims.Add(1)%pruneEvery == 0 {
 		if _, err := s.coll.DeleteMany(ctx, bson.D{{Key: "expires", Value: bson.D{{Key: "$lte", Value: now}}}}); err != nil {
-			return false, fmt.Errorf("server: prune deliveries: %w", err)
+			return false, fmt.Errorf("delivery: prune deliveries: %w", err)
 		}
 	}
 	_, err := s.coll.InsertOne(ctx, bson.D{{Key: "_id", Value: id}, {Key: "expires", Value: expires}})
@@ -82,21 +82,21 @@ func (s *MongoDeliveryStore) Claim(ctx context.Context, id string, now time.Time
 		return true, nil
 	}
 	if !mongo.IsDuplicateKeyError(err) {
-		return false, fmt.Errorf("server: claim delivery %q: %w", id, err)
+		return false, fmt.Errorf("delivery: claim delivery %q: %w", id, err)
 	}
 	res, err := s.coll.UpdateOne(ctx,
 		bson.D{{Key: "_id", Value: id}, {Key: "expires", Value: bson.D{{Key: "$lte", Value: now}}}},
 		bson.D{{Key: "$set", Value: bson.D{{Key: "expires", Value: expires}}}})
 	if err != nil {
-		return false, fmt.Errorf("server: claim delivery %q: %w", id, err)
+		return false, fmt.Errorf("delivery: claim delivery %q: %w", id, err)
 	}
 	return res.MatchedCount == 1, nil
 }
 
-// Forget implements DeliveryStore.
-func (s *MongoDeliveryStore) Forget(ctx context.Context, id string) error {
+// Forget implements Store.
+func (s *MongoStore) Forget(ctx context.Context, id string) error {
 	if _, err := s.coll.DeleteOne(ctx, bson.D{{Key: "_id", Value: id}}); err != nil {
-		return fmt.Errorf("server: forget delivery %q: %w", id, err)
+		return fmt.Errorf("delivery: forget delivery %q: %w", id, err)
 	}
 	return nil
 }

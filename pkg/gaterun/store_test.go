@@ -1,4 +1,4 @@
-package server_test
+package gaterun_test
 
 import (
 	"context"
@@ -9,19 +9,19 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"iterion.dev/iterion/internal/mongotest"
-	"iterion.dev/iterion/pkg/server"
-	"iterion.dev/iterion/pkg/server/runstoretest"
+	"iterion.dev/iterion/pkg/gaterun"
+	"iterion.dev/iterion/pkg/gaterun/gateruntest"
 )
 
 func TestMemoryRunStoreConformance(t *testing.T) {
-	runstoretest.Run(t, func(*testing.T) server.RunStore { return server.NewMemoryRunStore() })
+	gateruntest.Run(t, func(*testing.T) gaterun.Store { return gaterun.NewMemoryStore() })
 }
 
 func TestMongoRunStoreConformance(t *testing.T) {
-	runstoretest.Run(t, func(t *testing.T) server.RunStore {
-		s, err := server.NewMongoRunStore(context.Background(), mongotest.DB(t))
+	gateruntest.Run(t, func(t *testing.T) gaterun.Store {
+		s, err := gaterun.NewMongoStore(context.Background(), mongotest.DB(t))
 		if err != nil {
-			t.Fatalf("NewMongoRunStore: %v", err)
+			t.Fatalf("NewMongoStore: %v", err)
 		}
 		return s
 	})
@@ -31,10 +31,10 @@ func TestMongoRunStoreConformance(t *testing.T) {
 // indexes: the unsettled listing, the by-pull and the by-head lookups.
 func TestMongoRunStoreCreatesIndexes(t *testing.T) {
 	db := mongotest.DB(t)
-	if _, err := server.NewMongoRunStore(context.Background(), db); err != nil {
-		t.Fatalf("NewMongoRunStore: %v", err)
+	if _, err := gaterun.NewMongoStore(context.Background(), db); err != nil {
+		t.Fatalf("NewMongoStore: %v", err)
 	}
-	specs, err := db.Collection(server.RunsCollection).Indexes().ListSpecifications(context.Background())
+	specs, err := db.Collection(gaterun.Collection).Indexes().ListSpecifications(context.Background())
 	if err != nil {
 		t.Fatalf("ListSpecifications: %v", err)
 	}
@@ -56,7 +56,7 @@ func TestMongoRunStoreMalformedDocuments(t *testing.T) {
 	good := bson.D{{Key: "_id", Value: "bad"}, {Key: "host", Value: "github.com"}, {Key: "repo", Value: "acme/app"}, {Key: "pull", Value: 1},
 		{Key: "head_sha", Value: "abc"}, {Key: "context", Value: "iterion/review"}, {Key: "verdict", Value: "success"},
 		{Key: "created_at", Value: now}, {Key: "updated_at", Value: now}, {Key: "settled", Value: false}}
-	with := func(key string, v any) bson.D { return withField(good, key, v) }
+	with := func(key string, v any) bson.D { return mongotest.WithField(good, key, v) }
 	for _, c := range []struct {
 		name string
 		doc  bson.D
@@ -73,20 +73,20 @@ func TestMongoRunStoreMalformedDocuments(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			db := mongotest.DB(t)
-			s, err := server.NewMongoRunStore(context.Background(), db)
+			s, err := gaterun.NewMongoStore(context.Background(), db)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := db.Collection(server.RunsCollection).InsertOne(context.Background(), c.doc); err != nil {
+			if _, err := db.Collection(gaterun.Collection).InsertOne(context.Background(), c.doc); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := s.Get(context.Background(), "bad"); !errors.Is(err, server.ErrMalformed) {
+			if _, err := s.Get(context.Background(), "bad"); !errors.Is(err, gaterun.ErrMalformed) {
 				t.Errorf("Get = %v, want ErrMalformed: a malformed document is an error, never a run", err)
 			}
 			if !c.listed {
 				return
 			}
-			if runs, err := s.Unsettled(context.Background(), time.Time{}, server.Cursor{}, 10); !errors.Is(err, server.ErrMalformed) {
+			if runs, err := s.Unsettled(context.Background(), time.Time{}, gaterun.Cursor{}, 10); !errors.Is(err, gaterun.ErrMalformed) {
 				t.Errorf("Unsettled = %v, %v, want ErrMalformed: a malformed document is an error, never a run", runs, err)
 			}
 		})
