@@ -15,18 +15,14 @@ import (
 	"testing"
 	"time"
 
+	"iterion.dev/iterion/internal/conformance"
 	"iterion.dev/iterion/pkg/board"
 )
 
 // Run runs every conformance case against a fresh store from newStore.
 func Run(t *testing.T, newStore func(t *testing.T) board.Store) {
 	t.Helper()
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			t.Logf("rule: %s", c.rule)
-			c.check(t, newStore(t))
-		})
-	}
+	conformance.Run(t, cases, newStore)
 }
 
 // base is the suite's clock origin; it has sub-millisecond digits on
@@ -96,11 +92,8 @@ func same(a, b board.Card) bool {
 		a.PullRequest == b.PullRequest && a.URL == b.URL && a.Updated.Equal(b.Updated)
 }
 
-var cases = []struct {
-	name, rule string
-	check      func(t *testing.T, s board.Store)
-}{
-	{"PutReportsChange", "Put reports changed for a new card and for a changed field, not for the same card again", func(t *testing.T, s board.Store) {
+var cases = []conformance.Case[board.Store]{
+	{Name: "PutReportsChange", Rule: "Put reports changed for a new card and for a changed field, not for the same card again", Check: func(t *testing.T, s board.Store) {
 		c := newCard("acme/app", 1, at(0))
 		if !put(t, s, c) {
 			t.Errorf("first Put changed = false, want true: a new card is a change")
@@ -122,7 +115,7 @@ var cases = []struct {
 			t.Errorf("got state %q updated %v, want closed at %v: the change is stored", got.State, got.Updated, ms(at(time.Minute)))
 		}
 	}},
-	{"RoundTrip", "every field of a stored card reads back as stored, Updated in UTC to the millisecond, empty lists as nil", func(t *testing.T, s board.Store) {
+	{Name: "RoundTrip", Rule: "every field of a stored card reads back as stored, Updated in UTC to the millisecond, empty lists as nil", Check: func(t *testing.T, s board.Store) {
 		c := newCard("acme/app", 7, at(0).In(time.FixedZone("x", 3600)))
 		c.PullRequest = true
 		put(t, s, c)
@@ -139,7 +132,7 @@ var cases = []struct {
 			t.Errorf("got labels %#v assignees %#v url %q title %q, want nil, nil, empty, empty: empty lists read back as nil", got.Labels, got.Assignees, got.URL, got.Title)
 		}
 	}},
-	{"NewerNeverOverwritten", "a card updated earlier than the stored one changes nothing; one updated at the same instant replaces it", func(t *testing.T, s board.Store) {
+	{Name: "NewerNeverOverwritten", Rule: "a card updated earlier than the stored one changes nothing; one updated at the same instant replaces it", Check: func(t *testing.T, s board.Store) {
 		newer := newCard("acme/app", 2, at(time.Hour))
 		newer.Title = "newer"
 		put(t, s, newer)
@@ -160,7 +153,7 @@ var cases = []struct {
 			t.Errorf("got title %q, want %q: a card at the same instant replaces the stored one", got.Title, tie.Title)
 		}
 	}},
-	{"PutRefusesInvalid", "a card Validate refuses is ErrInvalid and nothing is written", func(t *testing.T, s board.Store) {
+	{Name: "PutRefusesInvalid", Rule: "a card Validate refuses is ErrInvalid and nothing is written", Check: func(t *testing.T, s board.Store) {
 		for _, bad := range []func(*board.Card){
 			func(c *board.Card) { c.Host = "" },
 			func(c *board.Card) { c.Host = "git/hub" },
@@ -179,7 +172,7 @@ var cases = []struct {
 			t.Errorf("got cards %v after refused puts, want none: nothing is written", ids(got))
 		}
 	}},
-	{"CardsOrderFilterLimit", "Cards lists the most recently updated first, ties by ID, filtered by host, repo and state, at most Limit", func(t *testing.T, s board.Store) {
+	{Name: "CardsOrderFilterLimit", Rule: "Cards lists the most recently updated first, ties by ID, filtered by host, repo and state, at most Limit", Check: func(t *testing.T, s board.Store) {
 		a1, a2, a3 := newCard("acme/app", 1, at(0)), newCard("acme/app", 2, at(time.Hour)), newCard("acme/app", 3, at(time.Hour))
 		a3.State = "closed"
 		lib := newCard("acme/lib", 1, at(2*time.Hour))
@@ -206,14 +199,14 @@ var cases = []struct {
 			}
 		}
 	}},
-	{"CardsRefusesBadQuery", "a limit under 1 or an unknown state is ErrInvalid", func(t *testing.T, s board.Store) {
+	{Name: "CardsRefusesBadQuery", Rule: "a limit under 1 or an unknown state is ErrInvalid", Check: func(t *testing.T, s board.Store) {
 		for _, q := range []board.Query{{Limit: 0}, {Limit: -1}, {Limit: 1, State: "merged"}} {
 			if _, err := s.Cards(context.Background(), q); !errors.Is(err, board.ErrInvalid) {
 				t.Errorf("Cards(%+v) = %v, want ErrInvalid: bad queries are refused", q, err)
 			}
 		}
 	}},
-	{"SlicesNotShared", "the store keeps its own copy of a card's lists, and hands out copies", func(t *testing.T, s board.Store) {
+	{Name: "SlicesNotShared", Rule: "the store keeps its own copy of a card's lists, and hands out copies", Check: func(t *testing.T, s board.Store) {
 		c := newCard("acme/app", 4, at(0))
 		put(t, s, c)
 		c.Labels[0] = "changed-by-caller"
@@ -226,7 +219,7 @@ var cases = []struct {
 			t.Errorf("got assignee %q, want ana: a reader's slice is not the store's", again.Assignees[0])
 		}
 	}},
-	{"RacingPutsKeepTheNewest", "whatever the order racing puts land in, the newest read of a card is the one stored", func(t *testing.T, s board.Store) {
+	{Name: "RacingPutsKeepTheNewest", Rule: "whatever the order racing puts land in, the newest read of a card is the one stored", Check: func(t *testing.T, s board.Store) {
 		const n = 8
 		var wg sync.WaitGroup
 		for i := range n {
@@ -244,7 +237,7 @@ var cases = []struct {
 			t.Errorf("got %q, want %q: the newest read wins a race", got.Title, want)
 		}
 	}},
-	{"DoneContext", "a call on a done context fails and writes nothing", func(t *testing.T, s board.Store) {
+	{Name: "DoneContext", Rule: "a call on a done context fails and writes nothing", Check: func(t *testing.T, s board.Store) {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		if _, err := s.Put(ctx, newCard("acme/app", 6, at(0))); err == nil {

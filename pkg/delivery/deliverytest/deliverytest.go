@@ -13,18 +13,14 @@ import (
 	"testing"
 	"time"
 
+	"iterion.dev/iterion/internal/conformance"
 	"iterion.dev/iterion/pkg/delivery"
 )
 
 // Run runs every conformance case against a fresh store from newStore.
 func Run(t *testing.T, newStore func(t *testing.T) delivery.Store) {
 	t.Helper()
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			t.Logf("rule: %s", c.rule)
-			c.check(t, newStore(t))
-		})
-	}
+	conformance.Run(t, cases, newStore)
 }
 
 var base = time.Date(2026, 9, 30, 9, 0, 0, 123456789, time.UTC)
@@ -40,11 +36,8 @@ func claim(t *testing.T, s delivery.Store, id string, now time.Time) bool {
 	return first
 }
 
-var cases = []struct {
-	name, rule string
-	check      func(t *testing.T, s delivery.Store)
-}{
-	{"FirstClaimWinsRepeatLoses", "an id is processed once: the first claim is first, a repeat within the window is not", func(t *testing.T, s delivery.Store) {
+var cases = []conformance.Case[delivery.Store]{
+	{Name: "FirstClaimWinsRepeatLoses", Rule: "an id is processed once: the first claim is first, a repeat within the window is not", Check: func(t *testing.T, s delivery.Store) {
 		if got := claim(t, s, "d-1", base); !got {
 			t.Errorf("first claim: got %v, want true: a new id is first", got)
 		}
@@ -55,7 +48,7 @@ var cases = []struct {
 			t.Errorf("another id: got %v, want true: ids are independent", got)
 		}
 	}},
-	{"ForgottenAfterTheWindow", "an id is remembered until claim time + window (exclusive), then claimable again", func(t *testing.T, s delivery.Store) {
+	{Name: "ForgottenAfterTheWindow", Rule: "an id is remembered until claim time + window (exclusive), then claimable again", Check: func(t *testing.T, s delivery.Store) {
 		claim(t, s, "d-1", base)
 		if got := claim(t, s, "d-1", base.Add(window)); !got {
 			t.Errorf("claim at the window's end: got %v, want true: the window has passed", got)
@@ -64,7 +57,7 @@ var cases = []struct {
 			t.Errorf("claim after the re-claim: got %v, want false: the re-claim opened a new window", got)
 		}
 	}},
-	{"ForgetGivesTheIdBack", "a forgotten id is processed on its next delivery; forgetting an unknown id is a no-op", func(t *testing.T, s delivery.Store) {
+	{Name: "ForgetGivesTheIdBack", Rule: "a forgotten id is processed on its next delivery; forgetting an unknown id is a no-op", Check: func(t *testing.T, s delivery.Store) {
 		claim(t, s, "d-1", base)
 		if err := s.Forget(context.Background(), "d-1"); err != nil {
 			t.Fatalf("Forget: %v", err)
@@ -76,7 +69,7 @@ var cases = []struct {
 			t.Errorf("Forget(unknown): got %v, want nil: no-op", err)
 		}
 	}},
-	{"BadArgumentsAreRefused", "an empty id or a window under 1ms is ErrInvalid and writes nothing", func(t *testing.T, s delivery.Store) {
+	{Name: "BadArgumentsAreRefused", Rule: "an empty id or a window under 1ms is ErrInvalid and writes nothing", Check: func(t *testing.T, s delivery.Store) {
 		if _, err := s.Claim(context.Background(), "", base, window); !errors.Is(err, delivery.ErrInvalid) {
 			t.Errorf("empty id: got %v, want ErrInvalid", err)
 		}
@@ -87,7 +80,7 @@ var cases = []struct {
 			t.Errorf("claim after a refused one: got %v, want true: a refused claim writes nothing", got)
 		}
 	}},
-	{"DoneContextFails", "a call on a done context fails and records nothing", func(t *testing.T, s delivery.Store) {
+	{Name: "DoneContextFails", Rule: "a call on a done context fails and records nothing", Check: func(t *testing.T, s delivery.Store) {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		if _, err := s.Claim(ctx, "d-1", base, window); err == nil {
@@ -97,7 +90,7 @@ var cases = []struct {
 			t.Errorf("claim after the failed one: got %v, want true: it recorded nothing", got)
 		}
 	}},
-	{"RacingClaimsElectOne", "of many concurrent claims of one id exactly one is first", func(t *testing.T, s delivery.Store) {
+	{Name: "RacingClaimsElectOne", Rule: "of many concurrent claims of one id exactly one is first", Check: func(t *testing.T, s delivery.Store) {
 		const n = 8
 		var wg sync.WaitGroup
 		firsts := make(chan bool, n)

@@ -13,18 +13,14 @@ import (
 	"testing"
 	"time"
 
+	"iterion.dev/iterion/internal/conformance"
 	"iterion.dev/iterion/pkg/gaterun"
 )
 
 // Run runs every conformance case against a fresh store from newStore.
 func Run(t *testing.T, newStore func(t *testing.T) gaterun.Store) {
 	t.Helper()
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			t.Logf("rule: %s", c.rule)
-			c.check(t, newStore(t))
-		})
-	}
+	conformance.Run(t, cases, newStore)
 }
 
 // base is the suite's clock origin; it has sub-millisecond digits on
@@ -74,11 +70,8 @@ func sameIDs(got []gaterun.Run, want ...gaterun.Run) bool {
 	return true
 }
 
-var cases = []struct {
-	name, rule string
-	check      func(t *testing.T, s gaterun.Store)
-}{
-	{"PutCreatesThenUpdates", "Put reports created for a new id, not for an existing one; an update keeps Created and takes the new verdict and Updated", func(t *testing.T, s gaterun.Store) {
+var cases = []conformance.Case[gaterun.Store]{
+	{Name: "PutCreatesThenUpdates", Rule: "Put reports created for a new id, not for an existing one; an update keeps Created and takes the new verdict and Updated", Check: func(t *testing.T, s gaterun.Store) {
 		r := newRun("acme/app", 12, "aaa")
 		if !put(t, s, r, at(0)) {
 			t.Errorf("first Put created = false, want true: a new id is created")
@@ -98,7 +91,7 @@ var cases = []struct {
 			t.Errorf("got verdict %q %q, want failure %q: an update takes the new verdict", got.Verdict, got.Description, "changes requested")
 		}
 	}},
-	{"GetRoundTrips", "every field of a stored run reads back as stored, instants in UTC to the millisecond", func(t *testing.T, s gaterun.Store) {
+	{Name: "GetRoundTrips", Rule: "every field of a stored run reads back as stored, instants in UTC to the millisecond", Check: func(t *testing.T, s gaterun.Store) {
 		r := newRun("acme/app", 7, "0123abcd")
 		r.Context = "custom/ctx"
 		put(t, s, r, at(0).In(time.FixedZone("x", 3600)))
@@ -115,13 +108,13 @@ var cases = []struct {
 			t.Errorf("got location %v, want UTC: instants are UTC", got.Updated.Location())
 		}
 	}},
-	{"GetMissing", "Get of an unknown id is ErrNotFound", func(t *testing.T, s gaterun.Store) {
+	{Name: "GetMissing", Rule: "Get of an unknown id is ErrNotFound", Check: func(t *testing.T, s gaterun.Store) {
 		_, err := s.Get(context.Background(), "nope")
 		if !errors.Is(err, gaterun.ErrNotFound) {
 			t.Errorf("got %v, want ErrNotFound: an unknown id is not found", err)
 		}
 	}},
-	{"PutRefusesInvalid", "a run Validate refuses is ErrInvalid and nothing is written", func(t *testing.T, s gaterun.Store) {
+	{Name: "PutRefusesInvalid", Rule: "a run Validate refuses is ErrInvalid and nothing is written", Check: func(t *testing.T, s gaterun.Store) {
 		for _, bad := range []func(*gaterun.Run){
 			func(r *gaterun.Run) { r.Repo = "no-slash" },
 			func(r *gaterun.Run) { r.Pull = 0 },
@@ -139,7 +132,7 @@ var cases = []struct {
 			}
 		}
 	}},
-	{"UnsettledWindow", "Unsettled lists runs updated at or after since (inclusive), oldest first, and leaves settled runs out", func(t *testing.T, s gaterun.Store) {
+	{Name: "UnsettledWindow", Rule: "Unsettled lists runs updated at or after since (inclusive), oldest first, and leaves settled runs out", Check: func(t *testing.T, s gaterun.Store) {
 		old, edge, fresh, done := newRun("acme/app", 1, "a1"), newRun("acme/app", 2, "a2"), newRun("acme/app", 3, "a3"), newRun("acme/app", 4, "a4")
 		put(t, s, old, at(0))
 		put(t, s, edge, at(time.Hour))
@@ -156,7 +149,7 @@ var cases = []struct {
 			t.Errorf("got %v, want [#2 #3]: the window is inclusive and settled runs are left out", ids(got))
 		}
 	}},
-	{"UnsettledPages", "paging by CursorAt visits every run once in (Updated, ID) order, ties on Updated broken by ID", func(t *testing.T, s gaterun.Store) {
+	{Name: "UnsettledPages", Rule: "paging by CursorAt visits every run once in (Updated, ID) order, ties on Updated broken by ID", Check: func(t *testing.T, s gaterun.Store) {
 		var want []gaterun.Run
 		for i := range 7 {
 			r := newRun("acme/app", 10+i, fmt.Sprintf("c%d", i))
@@ -186,12 +179,12 @@ var cases = []struct {
 			}
 		}
 	}},
-	{"UnsettledRefusesBadLimit", "a limit under 1 is ErrInvalid", func(t *testing.T, s gaterun.Store) {
+	{Name: "UnsettledRefusesBadLimit", Rule: "a limit under 1 is ErrInvalid", Check: func(t *testing.T, s gaterun.Store) {
 		if _, err := s.Unsettled(context.Background(), at(0), gaterun.Cursor{}, 0); !errors.Is(err, gaterun.ErrInvalid) {
 			t.Errorf("got %v, want ErrInvalid: limit must be at least 1", err)
 		}
 	}},
-	{"SettleIsIdempotentAndPutUnsettles", "settling twice is fine; a later Put of the same run unsettles it", func(t *testing.T, s gaterun.Store) {
+	{Name: "SettleIsIdempotentAndPutUnsettles", Rule: "settling twice is fine; a later Put of the same run unsettles it", Check: func(t *testing.T, s gaterun.Store) {
 		r := newRun("acme/app", 5, "d1")
 		put(t, s, r, at(0))
 		for range 2 {
@@ -209,12 +202,12 @@ var cases = []struct {
 			t.Errorf("got Settled true, want false: a new verdict unsettles the run")
 		}
 	}},
-	{"SettleMissing", "settling an unknown id is ErrNotFound", func(t *testing.T, s gaterun.Store) {
+	{Name: "SettleMissing", Rule: "settling an unknown id is ErrNotFound", Check: func(t *testing.T, s gaterun.Store) {
 		if err := s.Settle(context.Background(), "nope"); !errors.Is(err, gaterun.ErrNotFound) {
 			t.Errorf("got %v, want ErrNotFound: an unknown id is not found", err)
 		}
 	}},
-	{"ForPullAndForHead", "ForPull finds a pull's unsettled runs of any head; ForHead a head's in one repo; neither crosses repos or hosts", func(t *testing.T, s gaterun.Store) {
+	{Name: "ForPullAndForHead", Rule: "ForPull finds a pull's unsettled runs of any head; ForHead a head's in one repo; neither crosses repos or hosts", Check: func(t *testing.T, s gaterun.Store) {
 		h1, h2, other, otherRepo := newRun("acme/app", 9, "e1"), newRun("acme/app", 9, "e2"), newRun("acme/app", 10, "e1"), newRun("acme/lib", 9, "e1")
 		otherHost := newRun("acme/app", 9, "e1")
 		otherHost.Host, otherHost.ID = "ghe.example", gaterun.ID("ghe.example", "acme/app", 9, "e1")
@@ -237,7 +230,7 @@ var cases = []struct {
 			t.Errorf("ForHead = %v, %v, want #9@e1 and #10@e1 by id: one head, one repo, one host", ids(got), err)
 		}
 	}},
-	{"ListFilters", "List selects by host, repo, pull and state; a zero field matches every run; settled runs are listed unless State leaves them out", func(t *testing.T, s gaterun.Store) {
+	{Name: "ListFilters", Rule: "List selects by host, repo, pull and state; a zero field matches every run; settled runs are listed unless State leaves them out", Check: func(t *testing.T, s gaterun.Store) {
 		a9, a9b, a10, lib9 := newRun("acme/app", 9, "g1"), newRun("acme/app", 9, "g2"), newRun("acme/app", 10, "g3"), newRun("acme/lib", 9, "g4")
 		otherHost := newRun("acme/app", 9, "g5")
 		otherHost.Host, otherHost.ID = "ghe.example", gaterun.ID("ghe.example", "acme/app", 9, "g5")
@@ -267,7 +260,7 @@ var cases = []struct {
 			}
 		}
 	}},
-	{"ListRefusesBadQuery", "a query Validate refuses (bad repo, negative pull, unknown state, limit under 1) is ErrInvalid", func(t *testing.T, s gaterun.Store) {
+	{Name: "ListRefusesBadQuery", Rule: "a query Validate refuses (bad repo, negative pull, unknown state, limit under 1) is ErrInvalid", Check: func(t *testing.T, s gaterun.Store) {
 		for _, q := range []gaterun.Query{
 			{Repo: "app", Limit: 1}, {Pull: -1, Limit: 1}, {State: "open", Limit: 1}, {Limit: 0},
 		} {
@@ -276,7 +269,7 @@ var cases = []struct {
 			}
 		}
 	}},
-	{"DoneContext", "a call on a done context fails and writes nothing", func(t *testing.T, s gaterun.Store) {
+	{Name: "DoneContext", Rule: "a call on a done context fails and writes nothing", Check: func(t *testing.T, s gaterun.Store) {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		r := newRun("acme/app", 1, "f1")

@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"iterion.dev/iterion/internal/conformance"
 	"iterion.dev/iterion/pkg/lease"
 )
 
@@ -35,24 +36,11 @@ const (
 // rule that broke. Run does not call t.Parallel.
 func Run(t *testing.T, newStore func(t *testing.T) lease.Store) {
 	t.Helper()
-	for _, c := range cases() {
-		t.Run(c.name, func(t *testing.T) {
-			t.Cleanup(func() {
-				if t.Failed() {
-					t.Logf("rule: %s", c.rule)
-				}
-			})
-			c.f(t, newStore(t))
-		})
-	}
+	conformance.Run(t, cases(), newStore)
 }
 
 // testCase is one rule of the contract and the check that pins it.
-type testCase struct {
-	name string
-	rule string // one line: what every Store must do
-	f    func(t *testing.T, st lease.Store)
-}
+type testCase = conformance.Case[lease.Store]
 
 // t0 is the suite's reference instant, a millisecond boundary in UTC. It is
 // never modified.
@@ -62,81 +50,81 @@ const ttl = 10 * time.Second
 
 func cases() []testCase {
 	return []testCase{
-		{"AcquireFree", "a lease nobody holds goes to the first owner who asks",
-			func(t *testing.T, st lease.Store) {
+		{Name: "AcquireFree", Rule: "a lease nobody holds goes to the first owner who asks",
+			Check: func(t *testing.T, st lease.Store) {
 				acquire(t, st, "n", "a", t0, ttl, true, "the lease is free")
 				acquire(t, st, "n", "b", t0, ttl, false, "a holds it unexpired")
 			}},
-		{"AcquireOwn", "Acquire of the caller's own unexpired lease succeeds and extends it",
-			func(t *testing.T, st lease.Store) {
+		{Name: "AcquireOwn", Rule: "Acquire of the caller's own unexpired lease succeeds and extends it",
+			Check: func(t *testing.T, st lease.Store) {
 				acquire(t, st, "n", "a", t0, ttl, true, "the lease is free")
 				acquire(t, st, "n", "a", t0.Add(time.Second), ttl, true, "the lease is already a's")
 				acquire(t, st, "n", "b", t0.Add(ttl), ttl, false, "a's second Acquire moved the expiry to t0+1s+ttl")
 				acquire(t, st, "n", "b", t0.Add(time.Second+ttl), ttl, true, "the lease is expired at t0+1s+ttl")
 			}},
-		{"NamesIndependent", "leases with different names do not affect each other",
-			func(t *testing.T, st lease.Store) {
+		{Name: "NamesIndependent", Rule: "leases with different names do not affect each other",
+			Check: func(t *testing.T, st lease.Store) {
 				acquire(t, st, "n", "a", t0, ttl, true, "n is free")
 				acquire(t, st, "m", "b", t0, ttl, true, "m is free, whoever holds n")
 				release(t, st, "m", "b", nil, "b holds m")
 				acquire(t, st, "n", "b", t0, ttl, false, "releasing m leaves n with a")
 			}},
-		{"ExpiryInclusive", "a lease is expired at its expiry instant, and held one millisecond before",
-			func(t *testing.T, st lease.Store) {
+		{Name: "ExpiryInclusive", Rule: "a lease is expired at its expiry instant, and held one millisecond before",
+			Check: func(t *testing.T, st lease.Store) {
 				acquire(t, st, "n", "a", t0, ttl, true, "the lease is free")
 				acquire(t, st, "n", "b", t0.Add(ttl-time.Millisecond), ttl, false, "held until its expiry t0+ttl")
 				acquire(t, st, "n", "b", t0.Add(ttl), ttl, true, "expired at its expiry instant t0+ttl")
 				acquire(t, st, "n", "a", t0.Add(ttl), ttl, false, "b took it over")
 			}},
-		{"NowTruncated", "now is truncated to the millisecond: expiry = trunc(trunc(now)+ttl)",
-			func(t *testing.T, st lease.Store) {
+		{Name: "NowTruncated", Rule: "now is truncated to the millisecond: expiry = trunc(trunc(now)+ttl)",
+			Check: func(t *testing.T, st lease.Store) {
 				// Taken at t0+0.999999ms, it expires at t0+10ms, not t0+10.999999ms.
 				acquire(t, st, "n", "a", t0.Add(time.Millisecond-time.Nanosecond), 10*time.Millisecond, true, "the lease is free")
 				acquire(t, st, "n", "b", t0.Add(10*time.Millisecond-time.Nanosecond), ttl, false, "t0+9.999999ms truncates to t0+9ms, before the expiry")
 				acquire(t, st, "n", "b", t0.Add(10*time.Millisecond), ttl, true, "expiry is trunc(t0+0.999999ms)+10ms = t0+10ms")
 			}},
-		{"NowTruncatedBeforeTTLAdded", "now is truncated before ttl is added: taken at t0+0.6ms for 1.6ms, it expires at trunc(t0+1.6ms) = t0+1ms, not trunc(t0+2.2ms)",
-			func(t *testing.T, st lease.Store) {
+		{Name: "NowTruncatedBeforeTTLAdded", Rule: "now is truncated before ttl is added: taken at t0+0.6ms for 1.6ms, it expires at trunc(t0+1.6ms) = t0+1ms, not trunc(t0+2.2ms)",
+			Check: func(t *testing.T, st lease.Store) {
 				acquire(t, st, "n", "a", t0.Add(600*time.Microsecond), 1600*time.Microsecond, true, "the lease is free")
 				wantHolders(t, st, []lease.Holder{{Name: "n", Owner: "a", Expires: t0.Add(time.Millisecond)}}, "expiry = trunc(trunc(now)+ttl) = t0+1ms")
 				acquire(t, st, "n", "b", t0.Add(time.Millisecond-time.Nanosecond), ttl, false, "held until its expiry t0+1ms")
 				acquire(t, st, "n", "b", t0.Add(time.Millisecond), ttl, true, "expiry is trunc(trunc(t0+0.6ms)+1.6ms) = t0+1ms, not trunc(t0+0.6ms+1.6ms) = t0+2ms")
 			}},
-		{"TTLTruncated", "the expiry is truncated to the millisecond: a 1.999ms TTL from t0 expires at t0+1ms",
-			func(t *testing.T, st lease.Store) {
+		{Name: "TTLTruncated", Rule: "the expiry is truncated to the millisecond: a 1.999ms TTL from t0 expires at t0+1ms",
+			Check: func(t *testing.T, st lease.Store) {
 				acquire(t, st, "n", "a", t0, 2*time.Millisecond-time.Microsecond, true, "the lease is free")
 				acquire(t, st, "n", "b", t0.Add(time.Millisecond), ttl, true, "expiry is trunc(t0+1.999ms) = t0+1ms")
 			}},
-		{"TTLOneMillisecond", "a TTL of exactly 1ms is valid and lasts one millisecond",
-			func(t *testing.T, st lease.Store) {
+		{Name: "TTLOneMillisecond", Rule: "a TTL of exactly 1ms is valid and lasts one millisecond",
+			Check: func(t *testing.T, st lease.Store) {
 				acquire(t, st, "n", "a", t0.Add(500*time.Microsecond), lease.MinTTL, true, "the lease is free")
 				acquire(t, st, "n", "b", t0.Add(time.Millisecond-time.Nanosecond), ttl, false, "held through the millisecond it was taken in")
 				acquire(t, st, "n", "b", t0.Add(time.Millisecond), ttl, true, "expired at t0+1ms")
 			}},
-		{"UTC", "instants are compared as instants, whatever their location, and reported in UTC",
-			func(t *testing.T, st lease.Store) {
+		{Name: "UTC", Rule: "instants are compared as instants, whatever their location, and reported in UTC",
+			Check: func(t *testing.T, st lease.Store) {
 				kolkata := time.FixedZone("IST", 5*3600+1800)
 				acquire(t, st, "n", "a", t0.In(kolkata), ttl, true, "the lease is free")
 				acquire(t, st, "n", "b", t0.Add(ttl-time.Millisecond), ttl, false, "held until t0+ttl, whatever now's location")
 				acquire(t, st, "n", "b", t0.Add(ttl).In(time.FixedZone("PDT", -7*3600)), ttl, true, "expired at t0+ttl, whatever now's location")
 				wantHolders(t, st, []lease.Holder{{Name: "n", Owner: "b", Expires: t0.Add(2 * ttl)}}, "Expires is kept in UTC")
 			}},
-		{"RefusalIsNotAnError", "a lease held by another is refused with false, nil: an error means no answer, never refused",
-			func(t *testing.T, st lease.Store) {
+		{Name: "RefusalIsNotAnError", Rule: "a lease held by another is refused with false, nil: an error means no answer, never refused",
+			Check: func(t *testing.T, st lease.Store) {
 				acquire(t, st, "n", "a", t0, ttl, true, "the lease is free")
 				acquire(t, st, "n", "b", t0, ttl, false, "a holds it")
 				renew(t, st, "n", "b", t0, ttl, false, "b does not hold it")
 				renew(t, st, "absent", "b", t0, ttl, false, "nobody holds it")
 			}},
-		{"RenewSameMillisecond", "a renewal that stamps the same expiry modifies nothing and is still a renewal",
-			func(t *testing.T, st lease.Store) {
+		{Name: "RenewSameMillisecond", Rule: "a renewal that stamps the same expiry modifies nothing and is still a renewal",
+			Check: func(t *testing.T, st lease.Store) {
 				acquire(t, st, "n", "a", t0, ttl, true, "the lease is free")
 				renew(t, st, "n", "a", t0, ttl, true, "same now and ttl: same expiry, still a's")
 				renew(t, st, "n", "a", t0.Add(999*time.Microsecond), ttl, true, "same millisecond: same expiry, still a's")
 				acquire(t, st, "n", "a", t0.Add(999*time.Microsecond), ttl, true, "Acquire in the same millisecond is a's too")
 			}},
-		{"ExpiryNeverBackward", "a late, older stamp or a shorter TTL keeps the later expiry",
-			func(t *testing.T, st lease.Store) {
+		{Name: "ExpiryNeverBackward", Rule: "a late, older stamp or a shorter TTL keeps the later expiry",
+			Check: func(t *testing.T, st lease.Store) {
 				acquire(t, st, "n", "a", t0, ttl, true, "the lease is free")
 				renew(t, st, "n", "a", t0.Add(-5*time.Second), ttl, true, "an older stamp is still a's renewal")
 				renew(t, st, "n", "a", t0.Add(time.Second), time.Millisecond, true, "a shorter TTL is still a's renewal")
@@ -144,61 +132,61 @@ func cases() []testCase {
 				acquire(t, st, "n", "b", t0.Add(ttl-time.Millisecond), ttl, false, "the expiry stayed t0+ttl, not earlier")
 				acquire(t, st, "n", "b", t0.Add(ttl), ttl, true, "the expiry stayed t0+ttl, not later")
 			}},
-		{"ExpiredStillRenewable", "a lease past its expiry that nobody took is still its owner's and renewable",
-			func(t *testing.T, st lease.Store) {
+		{Name: "ExpiredStillRenewable", Rule: "a lease past its expiry that nobody took is still its owner's and renewable",
+			Check: func(t *testing.T, st lease.Store) {
 				acquire(t, st, "n", "a", t0, time.Second, true, "the lease is free")
 				renew(t, st, "n", "a", t0.Add(5*time.Second), time.Second, true, "expired at t0+1s but untaken")
 				acquire(t, st, "n", "b", t0.Add(6*time.Second-time.Millisecond), ttl, false, "renewed to t0+6s")
 				acquire(t, st, "n", "b", t0.Add(6*time.Second), ttl, true, "expired at t0+6s")
 				renew(t, st, "n", "a", t0.Add(7*time.Second), ttl, false, "taken over by b")
 			}},
-		{"RenewNeverCreates", "Renew of a lease nobody holds refuses and creates nothing",
-			func(t *testing.T, st lease.Store) {
+		{Name: "RenewNeverCreates", Rule: "Renew of a lease nobody holds refuses and creates nothing",
+			Check: func(t *testing.T, st lease.Store) {
 				renew(t, st, "n", "a", t0, ttl, false, "nobody holds it")
 				wantHolders(t, st, nil, "a refused Renew writes nothing")
 				acquire(t, st, "n", "b", t0, ttl, true, "the refused Renew left the lease free")
 			}},
-		{"RenewNeverTakes", "Renew of another's lease, even expired, refuses and changes nothing",
-			func(t *testing.T, st lease.Store) {
+		{Name: "RenewNeverTakes", Rule: "Renew of another's lease, even expired, refuses and changes nothing",
+			Check: func(t *testing.T, st lease.Store) {
 				acquire(t, st, "n", "a", t0, time.Second, true, "the lease is free")
 				renew(t, st, "n", "b", t0.Add(time.Millisecond), ttl, false, "a holds it unexpired")
 				renew(t, st, "n", "b", t0.Add(5*time.Second), ttl, false, "a's expired lease is still a's")
 				wantHolders(t, st, []lease.Holder{{Name: "n", Owner: "a", Expires: t0.Add(time.Second)}}, "a refused Renew changes nothing")
 				renew(t, st, "n", "a", t0.Add(5*time.Second), time.Second, true, "a still holds it")
 			}},
-		{"RenewAfterRelease", "a renewal that lands after its holder released changes nothing",
-			func(t *testing.T, st lease.Store) {
+		{Name: "RenewAfterRelease", Rule: "a renewal that lands after its holder released changes nothing",
+			Check: func(t *testing.T, st lease.Store) {
 				acquire(t, st, "n", "a", t0, ttl, true, "the lease is free")
 				release(t, st, "n", "a", nil, "a holds it")
 				renew(t, st, "n", "a", t0.Add(time.Millisecond), ttl, false, "a released it")
 				wantHolders(t, st, nil, "a late Renew does not resurrect a released lease")
 				acquire(t, st, "n", "b", t0.Add(time.Millisecond), ttl, true, "the lease is free after a's release")
 			}},
-		{"ReleaseOwn", "Release of the caller's lease, expired or not, frees it",
-			func(t *testing.T, st lease.Store) {
+		{Name: "ReleaseOwn", Rule: "Release of the caller's lease, expired or not, frees it",
+			Check: func(t *testing.T, st lease.Store) {
 				acquire(t, st, "n", "a", t0, ttl, true, "the lease is free")
 				release(t, st, "n", "a", nil, "a holds it")
 				acquire(t, st, "n", "b", t0, ttl, true, "a released it")
 				release(t, st, "n", "b", nil, "b holds it")
 				wantHolders(t, st, nil, "a released lease is gone")
 			}},
-		{"ReleaseNobodys", "Release of a lease nobody holds is a no-op",
-			func(t *testing.T, st lease.Store) {
+		{Name: "ReleaseNobodys", Rule: "Release of a lease nobody holds is a no-op",
+			Check: func(t *testing.T, st lease.Store) {
 				release(t, st, "n", "a", nil, "nobody holds it")
 				acquire(t, st, "n", "a", t0, ttl, true, "the lease is free")
 				release(t, st, "n", "a", nil, "a holds it")
 				release(t, st, "n", "a", nil, "a second Release finds nobody's lease")
 			}},
-		{"ReleaseAnothers", "Release of another's lease returns ErrLost and changes nothing",
-			func(t *testing.T, st lease.Store) {
+		{Name: "ReleaseAnothers", Rule: "Release of another's lease returns ErrLost and changes nothing",
+			Check: func(t *testing.T, st lease.Store) {
 				acquire(t, st, "n", "a", t0, time.Second, true, "the lease is free")
 				release(t, st, "n", "b", lease.ErrLost, "a holds it")
 				acquire(t, st, "n", "b", t0.Add(time.Second), ttl, true, "a's expired lease is taken over")
 				release(t, st, "n", "a", lease.ErrLost, "b took a's lease over")
 				acquire(t, st, "n", "c", t0.Add(time.Second+ttl-time.Millisecond), ttl, false, "a's refused Release left b's lease")
 			}},
-		{"DoneContext", "a call on a done context fails and changes nothing",
-			func(t *testing.T, st lease.Store) {
+		{Name: "DoneContext", Rule: "a call on a done context fails and changes nothing",
+			Check: func(t *testing.T, st lease.Store) {
 				cancelled, cancel := context.WithCancel(context.Background())
 				cancel()
 				expired, cancel2 := context.WithDeadline(context.Background(), time.Unix(1, 0))
@@ -224,8 +212,8 @@ func cases() []testCase {
 				acquire(t, st, "n", "b", t0.Add(time.Second-time.Millisecond), ttl, false, "a still holds it until t0+1s")
 				acquire(t, st, "n", "b", t0.Add(time.Second), ttl, true, "nothing extended a's lease past t0+1s")
 			}},
-		{"InvalidArguments", "a blank name or owner, or a TTL under 1ms, is an ErrInvalid naming the field, and writes nothing",
-			func(t *testing.T, st lease.Store) {
+		{Name: "InvalidArguments", Rule: "a blank name or owner, or a TTL under 1ms, is an ErrInvalid naming the field, and writes nothing",
+			Check: func(t *testing.T, st lease.Store) {
 				ctx := context.Background()
 				for _, blank := range []string{"", " ", "\t\n"} {
 					ok, err := st.Acquire(ctx, blank, "a", t0, ttl)
@@ -251,23 +239,23 @@ func cases() []testCase {
 				}
 				acquire(t, st, "n", "a", t0.Add(time.Second), ttl, true, "an invalid Renew does not extend b's lease past t0+1s")
 			}},
-		{"RaceForFreeLease", fmt.Sprintf("%d candidates racing for a lease nobody holds: exactly one wins, %d rounds out of %d", Candidates, Rounds, Rounds),
-			func(t *testing.T, st lease.Store) {
+		{Name: "RaceForFreeLease", Rule: fmt.Sprintf("%d candidates racing for a lease nobody holds: exactly one wins, %d rounds out of %d", Candidates, Rounds, Rounds),
+			Check: func(t *testing.T, st lease.Store) {
 				for round := range Rounds {
 					name := fmt.Sprintf("free-%d", round)
 					wantOneWinner(t, st, name, t0, fmt.Sprintf("round %d, a free lease", round))
 				}
 			}},
-		{"RaceForExpiredLease", fmt.Sprintf("%d candidates racing for an expired lease: exactly one wins, %d rounds out of %d", Candidates, Rounds, Rounds),
-			func(t *testing.T, st lease.Store) {
+		{Name: "RaceForExpiredLease", Rule: fmt.Sprintf("%d candidates racing for an expired lease: exactly one wins, %d rounds out of %d", Candidates, Rounds, Rounds),
+			Check: func(t *testing.T, st lease.Store) {
 				for round := range Rounds {
 					name := fmt.Sprintf("expired-%d", round)
 					acquire(t, st, name, "old", t0, time.Second, true, "the lease is free")
 					wantOneWinner(t, st, name, t0.Add(time.Second), fmt.Sprintf("round %d, a lease expired at now", round))
 				}
 			}},
-		{"Holders", "an Inspector lists every lease, expired ones included, sorted by name, as last recorded",
-			func(t *testing.T, st lease.Store) {
+		{Name: "Holders", Rule: "an Inspector lists every lease, expired ones included, sorted by name, as last recorded",
+			Check: func(t *testing.T, st lease.Store) {
 				if _, ok := st.(lease.Inspector); !ok {
 					t.Skip("the store does not implement lease.Inspector")
 				}
@@ -282,15 +270,15 @@ func cases() []testCase {
 					{Name: "b", Owner: "y", Expires: t0.Add(time.Second + ttl)},
 				}, "acquisitions, renewals and releases, sorted by name")
 			}},
-		{"TermReleaseOwnTerm", "a TermStore's ReleaseTerm of the term that took the lease deletes it",
-			termCase(func(t *testing.T, st lease.TermStore) {
+		{Name: "TermReleaseOwnTerm", Rule: "a TermStore's ReleaseTerm of the term that took the lease deletes it",
+			Check: termCase(func(t *testing.T, st lease.TermStore) {
 				acquireTerm(t, st, "n", "a", t0, "T1", true, "the lease is free")
 				releaseTerm(t, st, "n", "a", "T1", nil, "T1 took the lease")
 				wantHolders(t, st, nil, "the release deleted the lease")
 				acquire(t, st, "n", "b", t0, ttl, true, "the lease is free again")
 			})},
-		{"TermLateReleaseKeepsLaterTerm", "a late ReleaseTerm of an earlier term of the same owner never deletes a later term's lease",
-			termCase(func(t *testing.T, st lease.TermStore) {
+		{Name: "TermLateReleaseKeepsLaterTerm", Rule: "a late ReleaseTerm of an earlier term of the same owner never deletes a later term's lease",
+			Check: termCase(func(t *testing.T, st lease.TermStore) {
 				acquireTerm(t, st, "n", "a", t0, "T1", true, "the lease is free")
 				releaseTerm(t, st, "n", "a", "T1", nil, "T1 took the lease")
 				acquireTerm(t, st, "n", "a", t0.Add(time.Second), "T2", true, "the lease is free")
@@ -298,29 +286,29 @@ func cases() []testCase {
 				acquire(t, st, "n", "b", t0.Add(time.Second), ttl, false, "T2's lease survived T1's late release")
 				releaseTerm(t, st, "n", "a", "T2", nil, "T2 holds the lease")
 			})},
-		{"TermReacquireMovesTerm", "a successful AcquireTerm of the owner's own lease makes its token the term",
-			termCase(func(t *testing.T, st lease.TermStore) {
+		{Name: "TermReacquireMovesTerm", Rule: "a successful AcquireTerm of the owner's own lease makes its token the term",
+			Check: termCase(func(t *testing.T, st lease.TermStore) {
 				acquireTerm(t, st, "n", "a", t0, "T1", true, "the lease is free")
 				acquireTerm(t, st, "n", "a", t0.Add(time.Second), "T2", true, "the lease is already a's")
 				releaseTerm(t, st, "n", "a", "T1", lease.ErrLost, "T2 re-took the lease")
 				releaseTerm(t, st, "n", "a", "T2", nil, "T2 is the term")
 			})},
-		{"TermTakeover", "an AcquireTerm taking over an expired lease starts a new term: the old term's release is refused",
-			termCase(func(t *testing.T, st lease.TermStore) {
+		{Name: "TermTakeover", Rule: "an AcquireTerm taking over an expired lease starts a new term: the old term's release is refused",
+			Check: termCase(func(t *testing.T, st lease.TermStore) {
 				acquireTerm(t, st, "n", "a", t0, "T1", true, "the lease is free")
 				acquireTerm(t, st, "n", "b", t0.Add(ttl), "T2", true, "a's lease is expired at t0+ttl")
 				releaseTerm(t, st, "n", "a", "T1", lease.ErrLost, "b took the lease over")
 				releaseTerm(t, st, "n", "b", "T1", lease.ErrLost, "b's term is T2, whatever the token's origin")
 				releaseTerm(t, st, "n", "b", "T2", nil, "b's term is T2")
 			})},
-		{"TermRefusedRecordsNothing", "a refused AcquireTerm leaves the holder's term alone",
-			termCase(func(t *testing.T, st lease.TermStore) {
+		{Name: "TermRefusedRecordsNothing", Rule: "a refused AcquireTerm leaves the holder's term alone",
+			Check: termCase(func(t *testing.T, st lease.TermStore) {
 				acquireTerm(t, st, "n", "a", t0, "T1", true, "the lease is free")
 				acquireTerm(t, st, "n", "b", t0, "T2", false, "a holds the lease unexpired")
 				releaseTerm(t, st, "n", "a", "T1", nil, "the refusal recorded nothing")
 			})},
-		{"TermRenewKeepsTerm", "Renew keeps the term; a plain Release deletes the lease whatever its term",
-			termCase(func(t *testing.T, st lease.TermStore) {
+		{Name: "TermRenewKeepsTerm", Rule: "Renew keeps the term; a plain Release deletes the lease whatever its term",
+			Check: termCase(func(t *testing.T, st lease.TermStore) {
 				acquireTerm(t, st, "n", "a", t0, "T1", true, "the lease is free")
 				renew(t, st, "n", "a", t0.Add(time.Second), ttl, true, "a holds the lease")
 				releaseTerm(t, st, "n", "a", "T2", lease.ErrLost, "the renewal kept T1")
@@ -329,8 +317,8 @@ func cases() []testCase {
 				release(t, st, "n", "a", nil, "a plain Release ignores the term")
 				wantHolders(t, st, nil, "the plain Release deleted the lease")
 			})},
-		{"TermPlainAcquireClearsTerm", "a plain Acquire records no term, so any ReleaseTerm of its owner deletes its lease",
-			termCase(func(t *testing.T, st lease.TermStore) {
+		{Name: "TermPlainAcquireClearsTerm", Rule: "a plain Acquire records no term, so any ReleaseTerm of its owner deletes its lease",
+			Check: termCase(func(t *testing.T, st lease.TermStore) {
 				acquireTerm(t, st, "n", "a", t0, "T1", true, "the lease is free")
 				acquire(t, st, "n", "a", t0.Add(time.Second), ttl, true, "the lease is a's")
 				releaseTerm(t, st, "n", "a", "T2", nil, "the plain Acquire cleared T1: a lease without a term")
@@ -338,8 +326,8 @@ func cases() []testCase {
 				releaseTerm(t, st, "n", "b", "T2", lease.ErrLost, "a holds the lease, whatever the token")
 				releaseTerm(t, st, "m", "a", "T2", nil, "nobody holds m")
 			})},
-		{"TermInvalidArguments", "a blank token is ErrInvalid naming the token, and writes nothing",
-			termCase(func(t *testing.T, st lease.TermStore) {
+		{Name: "TermInvalidArguments", Rule: "a blank token is ErrInvalid naming the token, and writes nothing",
+			Check: termCase(func(t *testing.T, st lease.TermStore) {
 				ctx := context.Background()
 				for _, blank := range []string{"", " "} {
 					ok, err := st.AcquireTerm(ctx, "n", "a", t0, ttl, blank)
