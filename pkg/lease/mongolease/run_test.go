@@ -173,7 +173,9 @@ func electedPair(t *testing.T, srv *mongotest.Server, ttl, retryA, retryB time.D
 }
 
 func TestRunMongoRenewalHeldUntilAfterReleaseDoesNotRecreateTheLease(t *testing.T) {
-	const ttl = 600 * time.Millisecond
+	// TTL 3s: a's only Acquire (Retry is an hour) is cut after TTL/3, which
+	// must outlast an Acquire on a loaded machine (at 600 ms, 200 ms did not).
+	const ttl = 3 * time.Second
 	srv := mongotest.NewServer(t)
 	st := mongolease.NewStore(srv.DB(t))
 	tl := newTimeline()
