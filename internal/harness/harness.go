@@ -2,10 +2,10 @@
 // builds the iterion and dev-mongo binaries, starts `dev-mongo`, `iterion forge-sim`
 // and N `iterion serve` replicas on loopback ports, seeds gating runs through
 // the wire contracts, and measures the sweep's forge cost, the budget it
-// spends, takeover delays and what faults lose. Every count comes from the
-// simulator's own per-token counts (GET /_sim/stats), each replica having its
-// own forge token; the replicas' transport counts (/metrics) are checked
-// against them.
+// spends, takeover delays, what faults lose, and how the API holds on an
+// open network (load.go). Every forge count comes from the simulator's own
+// per-token counts (GET /_sim/stats), each replica having its own forge
+// token; the replicas' transport counts (/metrics) are checked against them.
 //
 // Between each replica and Mongo the harness puts a TCP forwarder of its
 // own: cutting it partitions exactly that replica from Mongo, a real network
