@@ -139,9 +139,10 @@ type LoadResult struct {
 	// SIGKILL to its restart answering; Elapsed the whole load.
 	Outage, MongoDown, Elapsed time.Duration
 	// Stored counts the runs of the load's repository GET /api/runs
-	// lists; Duplicates the listed entries of a pull listed before; Lost
-	// the runs answered 201 or 200 that neither the list nor GET
-	// /api/runs/{id} has; Unlisted those GET finds but the list misses.
+	// lists; Duplicates the listed entries of a pull or id listed before;
+	// Lost the runs answered 201 or 200 that the list lacks and GET
+	// /api/runs/{id} does not return (404, or any error); Unlisted those
+	// GET returns but the list lacks.
 	Stored, Duplicates, Lost, Unlisted int
 
 	// Slow connections: SlowConns trickle a body at a byte a second into
@@ -348,15 +349,18 @@ func (h *run) slowConns(ctx context.Context, r *replica, res *LoadResult) error 
 	return ctx.Err()
 }
 
+// connState is what a slow connection's read shows.
+type connState int
+
 // The states slowConnState tells apart.
 const (
-	connOpen     = iota // a read waits: the server still holds it
-	connAnswered        // the server wrote an answer
-	connClosed          // EOF or reset with no answer
+	connOpen     connState = iota // a read waits: the server still holds it
+	connAnswered                  // the server wrote an answer
+	connClosed                    // EOF or reset with no answer
 )
 
 // slowConnState reads what c has, waiting at most 200ms.
-func slowConnState(c net.Conn) int {
+func slowConnState(c net.Conn) connState {
 	c.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
 	n, err := c.Read(make([]byte, 64))
 	var ne net.Error
