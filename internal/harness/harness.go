@@ -2,10 +2,10 @@
 // builds the iterion and dev-mongo binaries, starts `dev-mongo`, `iterion forge-sim`
 // and N `iterion serve` replicas on loopback ports, seeds gating runs through
 // the wire contracts, and measures the sweep's forge cost, the budget it
-// spends, takeover delays and what faults lose. Every count comes from the
-// simulator's own per-token counts (GET /_sim/stats), each replica having its
-// own forge token; the replicas' transport counts (/metrics) are checked
-// against them.
+// spends, takeover delays, what faults lose, and how the API holds on an
+// open network (load.go). Every forge count comes from the simulator's own
+// per-token counts (GET /_sim/stats), each replica having its own forge
+// token; the replicas' transport counts (/metrics) are checked against them.
 //
 // Between each replica and Mongo the harness puts a TCP forwarder of its
 // own: cutting it partitions exactly that replica from Mongo, a real network
@@ -49,7 +49,7 @@ const (
 // Scenarios returns every scenario name Options.Scenarios accepts, in the
 // order Run runs them.
 func Scenarios() []string {
-	return []string{ScenarioCost, ScenarioBudget, ScenarioTakeover, ScenarioFaults}
+	return []string{ScenarioCost, ScenarioBudget, ScenarioTakeover, ScenarioFaults, ScenarioLoad}
 }
 
 // Options configures one harness run. The zero value of a field means the
@@ -86,6 +86,8 @@ type Options struct {
 	// Hour is the budget scenario's compressed hour. Default 60 intervals,
 	// an interval standing for a minute.
 	Hour time.Duration
+	// Load sizes the load scenario (load.go).
+	Load LoadOptions
 	// Scenarios to run; empty: all of Scenarios().
 	Scenarios []string
 	// Progress receives one line per step; nil discards.
@@ -136,6 +138,9 @@ func (o *Options) defaults() error {
 		return fmt.Errorf("%w: Hour %v is under 10 intervals (%v)", ErrInvalid, o.Hour, 10*o.Interval)
 	case o.Takeovers < 1:
 		return fmt.Errorf("%w: Takeovers %d is under 1", ErrInvalid, o.Takeovers)
+	}
+	if err := o.Load.defaults(); err != nil {
+		return err
 	}
 	for _, n := range o.Ns {
 		if n < 1 {
@@ -193,6 +198,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		ScenarioBudget:   h.budget,
 		ScenarioTakeover: h.takeovers,
 		ScenarioFaults:   h.faults,
+		ScenarioLoad:     h.load,
 	}
 	for _, s := range Scenarios() {
 		if !slices.Contains(o.Scenarios, s) {

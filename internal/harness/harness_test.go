@@ -13,24 +13,9 @@ import (
 // margins. It builds ./cmd/iterion and ./cmd/dev-mongo once, into the test's
 // temporary directory.
 func TestQuickMode(t *testing.T) {
-	wd, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	root, err := ModuleRoot(wd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	bin, devMongo := filepath.Join(dir, "iterion"), filepath.Join(dir, "dev-mongo")
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute) // cold builds of both commands included
 	defer cancel()
-	if err := build(ctx, root, iterionPkg, bin); err != nil {
-		t.Fatal(err)
-	}
-	if err := build(ctx, root, devMongoPkg, devMongo); err != nil {
-		t.Fatal(err)
-	}
+	dir, bin, devMongo := testBinaries(ctx, t)
 	o := Options{
 		Bin:            bin,
 		DevMongoBin:    devMongo,
@@ -43,7 +28,9 @@ func TestQuickMode(t *testing.T) {
 		Replicas:       3,
 		Takeovers:      3,
 		BudgetReplicas: 3,
-		Progress:       testWriter{t},
+		// The load scenario has its own test, TestLoadScenario.
+		Scenarios: []string{ScenarioCost, ScenarioBudget, ScenarioTakeover, ScenarioFaults},
+		Progress:  testWriter{t},
 	}
 	rep, err := Run(ctx, o)
 	if err != nil {
@@ -139,6 +126,29 @@ func TestQuickMode(t *testing.T) {
 			}
 		}
 	})
+}
+
+// testBinaries builds ./cmd/iterion and ./cmd/dev-mongo into a new
+// temporary directory and returns it and both binaries' paths.
+func testBinaries(ctx context.Context, t *testing.T) (dir, bin, devMongo string) {
+	t.Helper()
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := ModuleRoot(wd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir = t.TempDir()
+	bin, devMongo = filepath.Join(dir, "iterion"), filepath.Join(dir, "dev-mongo")
+	if err := build(ctx, root, iterionPkg, bin); err != nil {
+		t.Fatal(err)
+	}
+	if err := build(ctx, root, devMongoPkg, devMongo); err != nil {
+		t.Fatal(err)
+	}
+	return dir, bin, devMongo
 }
 
 // testWriter sends the harness's progress lines to the test log.

@@ -18,6 +18,7 @@ type Report struct {
 	Budget   []BudgetRow
 	Takeover []TakeoverResult
 	Faults   []FaultResult
+	Load     *LoadResult
 }
 
 // CostRatio is the sweep's request rate at the largest N over the rate at
@@ -117,6 +118,9 @@ func (r *Report) Markdown(command string) string {
 				f.RepairAfter.Round(time.Millisecond), f.Bound, takeover, strings.Join(cs, "; "))
 		}
 		b.WriteString("\n")
+	}
+	if r.Load != nil {
+		b.WriteString(loadMarkdown(r.Load))
 	}
 	return b.String()
 }

@@ -1,0 +1,96 @@
+package harness
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// TestLoadScenario runs a reduced load scenario on real processes: 200 runs
+// at concurrency 10 over 2 replicas with one dev-mongo SIGKILL and restart,
+// 30 slow connections against a 3 s read timeout, and 20 unsigned 24 MiB
+// webhooks. It asserts issue 12's rules that do not depend on the
+// machine's speed: every run answered 201 or 200 is stored exactly once,
+// no slow connection outlives the read timeout, and the webhooks grow the
+// peak RSS by less than 100 MB.
+func TestLoadScenario(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute) // cold builds of both commands included
+	defer cancel()
+	dir, bin, devMongo := testBinaries(ctx, t)
+	o := Options{
+		Bin:         bin,
+		DevMongoBin: devMongo,
+		Dir:         filepath.Join(dir, "run"),
+		Interval:    200 * time.Millisecond,
+		Runs:        1,
+		Scenarios:   []string{ScenarioLoad},
+		Load: LoadOptions{Requests: 200, Concurrency: 10, Outage: time.Second,
+			SlowConns: 30, Probes: 50, ReadTimeout: 3 * time.Second, Webhooks: 20},
+		Progress: testWriter{t},
+	}
+	rep, err := Run(ctx, o)
+	if err != nil {
+		t.Fatalf("harness: %v", err)
+	}
+	t.Log("\n" + rep.Markdown("go test ./internal/harness -run TestLoadScenario"))
+	l := rep.Load
+	if l == nil {
+		t.Fatal("got no load result, want one: the load scenario ran")
+	}
+	if l.Failed != 0 {
+		t.Errorf("got %d runs with no 201 or 200 after %d attempts, want 0: a client retrying 503s and connection errors gets through once Mongo is back", l.Failed, maxAttempts)
+	}
+	if l.Lost != 0 || l.Duplicates != 0 || l.Unlisted != 0 {
+		t.Errorf("got %d lost, %d duplicated, %d unlisted runs, want 0 each: every run answered 201 or 200 is stored exactly once", l.Lost, l.Duplicates, l.Unlisted)
+	}
+	if l.Stored != l.Requests {
+		t.Errorf("got %d runs listed, want %d: every posted run is stored once", l.Stored, l.Requests)
+	}
+	if l.Unavailable+l.ConnErrors == 0 {
+		t.Errorf("got no 503 and no connection error, want some: dev-mongo was killed while runs were posted")
+	}
+	if !l.ProbedWithin {
+		t.Errorf("got the loaded probes ending after the %v read timeout, want before: the p99 with slow connections is measured while they are open", l.ReadTimeout)
+	}
+	if l.SlowOpen != 0 {
+		t.Errorf("got %d of %d slow connections still open %v after the read timeout, want 0: --read-timeout cuts a trickling body", l.SlowOpen, l.SlowConns, slowGrace)
+	}
+	if g := l.HWMGrowth(); g >= 100e6 {
+		t.Errorf("got peak RSS growth %.1f MB over %d unsigned 24 MiB webhooks, want under 100 MB: unsigned large bodies are streamed, not held", mb(g), l.Webhooks)
+	}
+}
+
+// TestPercentileIsNearestRank pins percentile: the smallest value with at
+// least p% of the values at or below it.
+func TestPercentileIsNearestRank(t *testing.T) {
+	ms := func(ns ...int) []time.Duration {
+		out := make([]time.Duration, len(ns))
+		for i, n := range ns {
+			out[i] = time.Duration(n) * time.Millisecond
+		}
+		return out
+	}
+	hundred := make([]int, 100)
+	for i := range hundred {
+		hundred[i] = 100 - i // unsorted: 100 down to 1
+	}
+	for _, c := range []struct {
+		name string
+		ds   []time.Duration
+		p    int
+		want time.Duration
+	}{
+		{"none is 0", nil, 99, 0},
+		{"one value is every percentile", ms(7), 1, 7 * time.Millisecond},
+		{"p50 of 1..100 is 50", ms(hundred...), 50, 50 * time.Millisecond},
+		{"p99 of 1..100 is 99", ms(hundred...), 99, 99 * time.Millisecond},
+		{"p100 is the largest", ms(hundred...), 100, 100 * time.Millisecond},
+		{"p99 of 10 values is the largest", ms(1, 2, 3, 4, 5, 6, 7, 8, 9, 10), 99, 10 * time.Millisecond},
+		{"p50 of 4 values is the 2nd", ms(4, 1, 3, 2), 50, 2 * time.Millisecond},
+	} {
+		if got := percentile(c.ds, c.p); got != c.want {
+			t.Errorf("%s: got %v, want %v: nearest rank", c.name, got, c.want)
+		}
+	}
+}
