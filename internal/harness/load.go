@@ -591,7 +591,13 @@ func (h *run) readBack(ctx context.Context, r *replica, outs []outcome, res *Loa
 		if cursor != "" {
 			q.Set("cursor", cursor)
 		}
-		var p server.RunsPage
+		var p struct { // GET /api/runs's wire contract (README)
+			Runs []struct {
+				ID   string `json:"id"`
+				Pull int    `json:"pull"`
+			} `json:"runs"`
+			Next string `json:"next"`
+		}
 		if err := doJSON(ctx, r.api.hc, http.MethodGet, r.api.url+"/api/runs?"+q.Encode(), r.api.token, nil, &p); err != nil {
 			return err
 		}
@@ -611,7 +617,9 @@ func (h *run) readBack(ctx context.Context, r *replica, outs []outcome, res *Loa
 		if o.id == "" || listed[o.id] {
 			continue
 		}
-		var v server.RunView
+		var v struct {
+			ID string `json:"id"`
+		}
 		if err := doJSON(ctx, r.api.hc, http.MethodGet, r.api.url+"/api/runs/"+url.PathEscape(o.id), r.api.token, nil, &v); err != nil {
 			res.Lost++
 			continue
