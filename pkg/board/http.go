@@ -2,6 +2,7 @@ package board
 
 import (
 	"cmp"
+	"context"
 	"html/template"
 	"net/http"
 	"net/url"
@@ -42,8 +43,9 @@ type CardView struct {
 // A nil store (no repositories configured) answers 404. Cards updated in
 // the same second come by repository, then number as a number. render
 // writes the HTML page in the server's shared layout; nil renders it in
-// that layout with no navigation, logging nothing.
-func Handler(store Store, render func(http.ResponseWriter, *page.Template, string, any)) http.HandlerFunc {
+// that layout with no navigation, logging nothing. status, when not nil,
+// says on the HTML page which replica syncs and how fresh the cards are.
+func Handler(store Store, render func(http.ResponseWriter, *page.Template, string, any), status func(context.Context) Status) http.HandlerFunc {
 	if render == nil {
 		render = func(w http.ResponseWriter, t *page.Template, title string, body any) {
 			w.Header().Set("Content-Type", "text/html; charset=utf-8")
@@ -89,8 +91,12 @@ func Handler(store Store, render func(http.ResponseWriter, *page.Template, strin
 			filters.Set("limit", l)
 		}
 		filters.Set("format", "json")
-		render(w, boardTemplate, "Forge board", boardPage{Query: q, Cards: views, JSON: "?" + filters.Encode(),
-			Filtered: q.Repo != "" || q.State != ""})
+		bp := boardPage{Query: q, Cards: views, JSON: "?" + filters.Encode(), Filtered: q.Repo != "" || q.State != ""}
+		if status != nil {
+			st := status(r.Context())
+			bp.Status = &st
+		}
+		render(w, boardTemplate, "Forge board", bp)
 	}
 }
 
@@ -125,9 +131,25 @@ type boardPage struct {
 	// Filtered: a repo or state filter is set, so no card means none
 	// matches, not that the board has not synced yet.
 	Filtered bool
+	// Status is the sync's, when the handler has a status source.
+	Status *Status
+}
+
+// Status is what GET /board says of the sync, as the serving replica knows
+// it: which replica syncs the board and how fresh its cards are.
+type Status struct {
+	// Syncer owns the board's lease; "" when nobody holds it unexpired.
+	Syncer string
+	// Self is true when the serving replica is the syncer.
+	Self bool
+	// LastPass is when the serving replica's last complete pass ended;
+	// zero when it has made none. Another replica's passes are not known
+	// here.
+	LastPass time.Time
 }
 
 var boardTemplate = page.New(`{{define "content"}}{{with .Body}}
+{{with .Status}}<p>{{if .Syncer}}Synced by <code>{{.Syncer}}</code>{{if .Self}} (this replica){{end}}{{else}}No replica holds the board's lease: nobody syncs now{{end}} · {{if .LastPass.IsZero}}last complete pass: {{if .Self}}none yet{{else}}<span class="muted">not known here</span>{{end}}{{else}}last complete pass {{when .LastPass}}{{end}}</p>{{end}}
 <p>{{len .Cards}} card{{if ne (len .Cards) 1}}s{{end}}{{with .Query.Repo}} of {{.}}{{end}}{{with .Query.State}}, {{.}}{{end}}, most recently updated first · <a href="{{.JSON}}">JSON</a></p>
 <div class="scroll"><table><thead><tr><th>repository</th><th class="num">#</th><th>kind</th><th>title</th><th>state</th><th>labels</th><th>assignees</th><th>updated</th></tr></thead><tbody>
 {{range .Cards}}<tr class="{{.State}}"><td>{{.Host}}/{{.Repo}}</td><td class="num">{{.Number}}</td><td>{{if .PullRequest}}pull request{{else}}issue{{end}}</td><td>{{if .URL}}<a href="{{.URL}}">{{.Title}}</a>{{else}}{{.Title}}{{end}}</td><td>{{.State}}</td><td>{{join .Labels}}</td><td>{{join .Assignees}}</td><td>{{when .Updated}}</td></tr>

@@ -31,7 +31,7 @@ func TestHandler(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	h := board.Handler(store, nil)
+	h := board.Handler(store, nil, nil)
 	get := func(h http.Handler, path string) (int, string) {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
@@ -80,7 +80,33 @@ func TestHandler(t *testing.T) {
 			t.Errorf("GET /board?%s = %d %s, want 400 naming %s: bad input names the field", q, code, body, field)
 		}
 	}
-	if code, _ := get(board.Handler(nil, nil), "/board"); code != 404 {
+	if code, _ := get(board.Handler(nil, nil, nil), "/board"); code != 404 {
 		t.Errorf("GET /board without a store = %d, want 404: no repositories, no board", code)
+	}
+}
+
+// TestHandlerSaysWhoSyncsAndHowFresh pins the board page's sync status: the
+// lease's owner, whether it is the serving replica, and the serving
+// replica's last complete pass, which another replica's page does not know.
+func TestHandlerSaysWhoSyncsAndHowFresh(t *testing.T) {
+	last := time.Date(2026, 9, 30, 14, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		status board.Status
+		want   []string
+		why    string
+	}{
+		{board.Status{Syncer: "replica-b"}, []string{"Synced by <code>replica-b</code>", "not known here"}, "another replica syncs"},
+		{board.Status{Syncer: "replica-a", Self: true, LastPass: last}, []string{"(this replica)", "last complete pass", `datetime="2026-09-30T14:00:00.000Z"`}, "this replica syncs"},
+		{board.Status{Syncer: "replica-a", Self: true}, []string{"none yet"}, "this replica was elected and has not passed yet"},
+		{board.Status{}, []string{"nobody syncs now"}, "nobody holds the lease"},
+	} {
+		h := board.Handler(board.NewMemoryStore(), nil, func(context.Context) board.Status { return c.status })
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", "/board", nil))
+		for _, w := range c.want {
+			if !strings.Contains(rec.Body.String(), w) {
+				t.Errorf("GET /board with status %+v lacks %q, want it: %s", c.status, w, c.why)
+			}
+		}
 	}
 }

@@ -88,6 +88,17 @@ func TestBoardSyncOnlyTheElectedReplicaSpendsTheBoardLane(t *testing.T) {
 		}
 		leader := terms[0]
 		for _, r := range c.replicas {
+			rec := httptest.NewRecorder()
+			r.handler.ServeHTTP(rec, httptest.NewRequest("GET", "/board", nil))
+			want := "Synced by <code>" + leader + "</code> · "
+			if r.owner == leader {
+				want = "Synced by <code>" + leader + "</code> (this replica) · last complete pass <time"
+			}
+			if !strings.Contains(rec.Body.String(), want) {
+				t.Errorf("%s: GET /board lacks %q, want it: the page says who syncs and, on the syncer, its last pass", r.owner, want)
+			}
+		}
+		for _, r := range c.replicas {
 			// Ten passes, the first one interval after the election, two
 			// repositories each: one request a repository a pass.
 			want := int64(0)

@@ -58,7 +58,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /runs", s.getRunsPage)
 	mux.HandleFunc("GET /api/runs", s.listRuns)
 	mux.HandleFunc("GET /api/runs/{id}", s.getRun)
-	mux.Handle("GET /board", s.storeDeadline(board.Handler(s.cfg.Board, s.render)))
+	mux.Handle("GET /board", s.storeDeadline(board.Handler(s.cfg.Board, s.render, s.boardStatus)))
 	return mux
 }
 

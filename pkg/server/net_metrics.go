@@ -73,13 +73,19 @@ func (m *netMetrics) sweepPass(now func() time.Time, next func(SweepPass)) func(
 // synced each, then hands it to next (nil: nobody).
 func (m *netMetrics) boardPass(now func() time.Time, next func(board.Pass)) func(board.Pass) {
 	return func(p board.Pass) {
-		ok := p.Complete
-		for _, r := range p.Repos {
-			ok = ok && r.Err == nil
-		}
-		m.pass(ForgeBoardSync().Name, p.At, now(), ok)
+		m.pass(ForgeBoardSync().Name, p.At, now(), passSynced(p))
 		if next != nil {
 			next(p)
 		}
 	}
+}
+
+// passSynced reports whether board pass p reached every repository and
+// synced each.
+func passSynced(p board.Pass) bool {
+	ok := p.Complete
+	for _, r := range p.Repos {
+		ok = ok && r.Err == nil
+	}
+	return ok
 }

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"iterion.dev/iterion/pkg/board"
 	"iterion.dev/iterion/pkg/forge"
 	"iterion.dev/iterion/pkg/lease"
 )
@@ -17,6 +18,26 @@ type observed struct {
 	mu     sync.Mutex
 	terms  map[string]time.Time   // lease name → start of this replica's term
 	offers map[string]offerRecord // run id → its last offer on this replica
+	board  time.Time              // end of this replica's last complete board pass
+}
+
+// boardPassed notes a board pass that ended at end; only a complete pass
+// with every repository synced moves the board's freshness.
+func (o *observed) boardPassed(p board.Pass, end time.Time) {
+	if !passSynced(p) {
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.board = end
+}
+
+// lastBoardPass is the end of this replica's last complete board pass; zero
+// when it has made none.
+func (o *observed) lastBoardPass() time.Time {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.board
 }
 
 // offerRecord is a run's last offer on one replica, as GET /api/runs and

@@ -52,7 +52,8 @@ func (tl *timeline) snapshot() ([]lease.Event, []server.SweepPass) {
 type replica struct {
 	owner, token string
 	forge        *forge.Client
-	stop         func() // cancels Run and waits for it
+	handler      http.Handler // the replica's HTTP API and pages
+	stop         func()       // cancels Run and waits for it
 }
 
 // cluster is n replicas on one lease store, one run store and one
@@ -104,6 +105,7 @@ func startReplicas(t *testing.T, c *cluster, next http.RoundTripper, n int, inte
 		if err != nil {
 			t.Fatalf("server.New: %v", err)
 		}
+		r.handler = srv.Handler()
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() { done <- srv.Run(ctx, nil) }()

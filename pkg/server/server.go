@@ -252,7 +252,7 @@ func New(cfg Config) (*Server, error) {
 	if len(cfg.BoardRepos) > 0 {
 		bs, err := board.NewSync(board.Config{
 			Store: cfg.Board, Forge: cfg.Forge, Host: cfg.ForgeHost, Repos: cfg.BoardRepos,
-			Interval: cfg.BoardInterval, Owner: cfg.Owner, Now: cfg.Now, Logger: cfg.Logger, OnPass: s.passes.boardPass(cfg.Now, cfg.OnBoardPass),
+			Interval: cfg.BoardInterval, Owner: cfg.Owner, Now: cfg.Now, Logger: cfg.Logger, OnPass: s.passes.boardPass(cfg.Now, s.boardPassed),
 		})
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
@@ -374,6 +374,32 @@ func (s *Server) offer(ctx context.Context, lane string, run gaterun.Run) (outco
 	s.offers.WithLabelValues(lane, string(out)).Inc()
 	s.seen.offered(run.ID, lane, out, err, s.cfg.Now())
 	return out, err
+}
+
+// boardPassed notes a board pass for GET /board's freshness, then passes it
+// on to Config.OnBoardPass.
+func (s *Server) boardPassed(p board.Pass) {
+	s.seen.boardPassed(p, s.cfg.Now())
+	if s.cfg.OnBoardPass != nil {
+		s.cfg.OnBoardPass(p)
+	}
+}
+
+// boardStatus is GET /board's sync status: the board lease's owner, from
+// the lease store (none when it cannot say within ctx), and this replica's
+// last complete pass.
+func (s *Server) boardStatus(ctx context.Context) board.Status {
+	st := board.Status{LastPass: s.seen.lastBoardPass()}
+	if insp, ok := s.cfg.Leases.(lease.Inspector); ok {
+		if hs, err := insp.Holders(ctx); err == nil {
+			for _, h := range hs {
+				if h.Name == ForgeBoardSync().Name && s.cfg.Now().Before(h.Expires) {
+					st.Syncer, st.Self = h.Owner, h.Owner == s.cfg.Owner
+				}
+			}
+		}
+	}
+	return st
 }
 
 // leaseEvent notes this replica's terms for the pages, then passes ev on to
