@@ -68,6 +68,9 @@ type simRequests struct {
 	Route  string `json:"route"`
 	Status int    `json:"status"`
 	Count  int64  `json:"count"`
+	// Points is the budget units the rows' requests were charged: one per
+	// charged REST request, a GraphQL query's points.
+	Points int64 `json:"points"`
 }
 
 // simStats is the simulator's GET /_sim/stats (DESIGN.md, wire contracts):
@@ -83,14 +86,49 @@ type simStats struct {
 	} `json:"budget"`
 }
 
-// spent reports whether token's open core budget window has nothing left.
+// graphqlRoute is the simulator's route of GraphQL queries: the batched
+// sweep's reads, charged to the graphql point budget.
+const graphqlRoute = "POST /graphql"
+
+// isGraphQL keeps the GraphQL queries.
+func isGraphQL(r simRequests) bool { return r.Route == graphqlRoute }
+
+// spent reports whether one of token's open budget windows, core (REST) or
+// graphql, cannot pay for another request: a REST request costs 1, a query
+// as much as the token's charged queries cost on average (the simulator
+// refuses a query it cannot pay for in full, with 200 and RATE_LIMITED,
+// so a graphql window can stop short of 0).
 func (s simStats) spent(token string) bool {
+	var n, pts int64
+	for _, r := range s.Requests {
+		if r.Token == token && isGraphQL(r) && r.Points > 0 {
+			n, pts = n+r.Count, pts+r.Points
+		}
+	}
+	query := int64(1)
+	if n > 0 {
+		query = max(1, (pts+n-1)/n)
+	}
 	for _, w := range s.Budget.Windows {
-		if w.Token == token && w.Resource == "core" && w.Remaining == 0 {
+		if w.Token != token {
+			continue
+		}
+		if (w.Resource == "core" && w.Remaining == 0) || (w.Resource == "graphql" && int64(w.Remaining) < query) {
 			return true
 		}
 	}
 	return false
+}
+
+// pointsByToken sums the points of the rows that keep, per token.
+func (s simStats) pointsByToken(keep func(simRequests) bool) map[string]int64 {
+	out := map[string]int64{}
+	for _, r := range s.Requests {
+		if keep == nil || keep(r) {
+			out[r.Token] += r.Points
+		}
+	}
+	return out
 }
 
 // boardRoute is the simulator's route of the board sync's requests (lane

@@ -80,6 +80,11 @@ type CostRow struct {
 	// simulator answered 304 Not Modified: with ETags and nothing changing,
 	// nearly all of them, and GitHub charges none to the budget.
 	Share304 float64
+	// GraphQLPerInterval is the GraphQL points the sweeper was charged per
+	// interval over the window, summed over the replicas: the budget the
+	// batched sweep spends (one query a pass), which the budget scenario
+	// is sized from.
+	GraphQLPerInterval float64
 	// Sweepers is how many replicas sent sweeper requests in the window.
 	Sweepers int
 	// Sim and Transport are the configuration's requests over its whole
@@ -156,6 +161,7 @@ func (h *run) costOne(ctx context.Context, n int, lease bool) (CostRow, error) {
 	if err != nil {
 		return CostRow{}, err
 	}
+	t0 := time.Now()
 	sp := startSampler(ctx, h.c.sim, 20*time.Millisecond)
 	clock.Sleep(ctx, h.o.Window)
 	ss, err := sp.stop()
@@ -166,19 +172,22 @@ func (h *run) costOne(ctx context.Context, n int, lease bool) (CostRow, error) {
 	if err != nil {
 		return CostRow{}, err
 	}
+	intervals := float64(time.Since(t0)) / float64(h.o.Interval)
+	points := total(pick(st1.pointsByToken(isGraphQL), tokens)) - total(pick(st0.pointsByToken(isGraphQL), tokens))
 	rate := slopePerSecond(ss, tokens)
 	bs := boardSamples(ss)
 	boardRate := slopePerSecond(bs, tokens)
 	row := CostRow{
-		Replicas:         n,
-		Lease:            lease,
-		PerMinute:        rate * 60,
-		PerInterval:      rate * h.o.Interval.Seconds(),
-		Sweepers:         len(activeIn(ss, ss[0].at, ss[len(ss)-1].at, tokens)),
-		Share304:         share304(st0, st1, tokens),
-		BoardPerMinute:   boardRate * 60,
-		BoardPerInterval: boardRate * h.o.Interval.Seconds(),
-		BoardSyncers:     len(activeIn(bs, bs[0].at, bs[len(bs)-1].at, tokens)),
+		Replicas:           n,
+		Lease:              lease,
+		PerMinute:          rate * 60,
+		PerInterval:        rate * h.o.Interval.Seconds(),
+		Sweepers:           len(activeIn(ss, ss[0].at, ss[len(ss)-1].at, tokens)),
+		Share304:           share304(st0, st1, tokens),
+		GraphQLPerInterval: float64(points) / intervals,
+		BoardPerMinute:     boardRate * 60,
+		BoardPerInterval:   boardRate * h.o.Interval.Seconds(),
+		BoardSyncers:       len(activeIn(bs, bs[0].at, bs[len(bs)-1].at, tokens)),
 	}
 	sweep, boardSync, err := h.agreement(ctx, rs)
 	row.Sim, row.Transport = sweep.sim, sweep.transport
@@ -259,6 +268,15 @@ func share304(a, b simStats, tokens []string) float64 {
 		return 0
 	}
 	return float64(total(b.byToken(is304))-total(a.byToken(is304))) / float64(gets)
+}
+
+// pick returns the entries of m whose keys are among tokens.
+func pick(m map[string]int64, tokens []string) map[string]int64 {
+	out := make(map[string]int64, len(tokens))
+	for _, t := range tokens {
+		out[t] = m[t]
+	}
+	return out
 }
 
 func total(m map[string]int64) int64 {
