@@ -25,3 +25,6 @@ var (
 	NewReconciler = newReconciler
 	NewSweeper    = newSweeper
 )
+
+// PerRunOfferer is the SweepREST sweep's offerer over o.
+func PerRunOfferer(o Offerer) Offerer { return perRunOfferer{o} }
