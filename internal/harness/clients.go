@@ -13,6 +13,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"iterion.dev/iterion/pkg/forge"
 )
 
 // newHTTPClient is the harness's HTTP client: short timeouts, since every
@@ -295,6 +297,22 @@ func (a api) transportCounts(ctx context.Context) (map[string]int64, error) {
 	return out, nil
 }
 
+// sweepOffers reads gate_offers_total{lane="merge-gate-sweeper"} from the
+// replica's /metrics, summed over outcomes: the runs its sweeper offered.
+func (a api) sweepOffers(ctx context.Context) (int64, error) {
+	fams, err := a.metrics(ctx)
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, m := range fams["gate_offers_total"].GetMetric() {
+		if label(m, "lane") == forge.LaneMergeGateSweeper {
+			n += int64(m.GetCounter().GetValue())
+		}
+	}
+	return n, nil
+}
+
 // holdsLease reads lease_held{lease} from the replica's /metrics: whether
 // one of its Runs is in a term of that lease (pkg/lease's metrics).
 func (a api) holdsLease(ctx context.Context, lease string) (bool, error) {
@@ -332,6 +350,13 @@ func (a api) leaseOwner(ctx context.Context, lease string) (string, error) {
 		}
 	}
 	return "", nil
+}
+
+// seedStatus sets a commit status through the simulator's control
+// endpoint, which no budget or secondary limit charges.
+func (s sim) seedStatus(ctx context.Context, repo, sha, gateContext, state string) error {
+	body := map[string]string{"state": state, "context": gateContext}
+	return doJSON(ctx, s.hc, http.MethodPost, s.url+"/_sim/repos/"+repo+"/statuses/"+sha, "", body, nil)
 }
 
 // setBudget sets token's hourly budget on the simulator.

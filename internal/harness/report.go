@@ -18,6 +18,7 @@ type Report struct {
 	Budget   []BudgetRow
 	Takeover []TakeoverResult
 	Faults   []FaultResult
+	Scale    []ScaleRow
 }
 
 // CostRatio is the sweep's request rate at the largest N over the rate at
@@ -95,6 +96,9 @@ func (r *Report) Markdown(command string) string {
 				median(t.FromSignal).Round(time.Millisecond), maxOf(t.FromSignal).Round(time.Millisecond), t.Doubles)
 		}
 		b.WriteString("\nBounds: SIGTERM retry + one tick; SIGKILL TTL + retry + one tick.\n\n")
+	}
+	if len(r.Scale) > 0 {
+		b.WriteString(scaleMarkdown(r))
 	}
 	if len(r.Faults) > 0 {
 		b.WriteString("**Faults.** During each fault the harness sets the gate status of a quarter of the runs to `failure` " +
