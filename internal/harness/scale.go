@@ -256,6 +256,16 @@ func (h *run) scaleOne(ctx context.Context, c *cluster, pop []runRequest, mode s
 			return row, err
 		}
 	}
+	type repair struct {
+		n     int
+		after time.Duration
+		err   error
+	}
+	repaired := make(chan repair, 1)
+	go func() {
+		n, after, err := awaitAgreement(ctx, c.sim, drifted, t0, (server.DeepEvery+1)*iv)
+		repaired <- repair{n, after, err}
+	}()
 	bursts := startBursts(ctx, c.sim, mine, iv/4)
 	clock.Sleep(ctx, time.Duration(h.o.ScalePasses)*iv)
 	row.Active = bursts.stop()
@@ -295,8 +305,9 @@ func (h *run) scaleOne(ctx context.Context, c *cluster, pop []runRequest, mode s
 		}
 	}
 	row.Drifted = len(drifted)
-	row.Repaired, row.RepairAfter, err = awaitAgreement(ctx, c.sim, drifted, t0, (server.DeepEvery+1)*iv)
-	return row, err
+	rp := <-repaired
+	row.Repaired, row.RepairAfter = rp.n, rp.after
+	return row, rp.err
 }
 
 // offersOf sums the replicas' sweeper offers.
