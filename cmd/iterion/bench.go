@@ -29,7 +29,7 @@ func runBench(ctx context.Context, args []string) error {
 	fs.DurationVar(&o.Hour, "hour", 0, "the budget scenario's compressed hour (default 60 intervals)")
 	scaleRuns := fs.String("scale-runs", "10,100,1000,5000", "open-run populations of the scale scenario, comma-separated, increasing")
 	scaleReplicas := fs.String("scale-replicas", "1,10", "replica counts of the scale scenario, comma-separated")
-	fs.DurationVar(&o.ScaleInterval, "scale-interval", 6*time.Second, "the scale scenario's sweep interval (its compressed minute; the installation tokens live 60 of them)")
+	fs.DurationVar(&o.ScaleInterval, "scale-interval", 10*time.Second, "the scale scenario's sweep interval (its compressed minute; the installation tokens live 60 of them)")
 	fs.IntVar(&o.ScalePasses, "scale-passes", 2, "intervals each scale configuration is measured over, after its first pass")
 	fs.StringVar(&o.Bin, "bin", "", "a built iterion binary (default: build ./cmd/iterion of the enclosing module)")
 	fs.StringVar(&o.DevMongoBin, "dev-mongo-bin", "", "a built dev-mongo binary (default: build ./cmd/dev-mongo of the enclosing module)")

@@ -96,7 +96,7 @@ type Options struct {
 	// ScaleInterval is the scale scenario's sweep interval, its compressed
 	// minute: long enough for a pass over the largest population. Its
 	// compressed hour (60 intervals) is the installation tokens' rotation.
-	// Default 6s.
+	// Default 10s.
 	ScaleInterval time.Duration
 	// ScalePasses is how many intervals each scale configuration is
 	// measured over, after its first pass. Default 2.
@@ -139,7 +139,7 @@ func (o *Options) defaults() error {
 		o.ScaleReplicas = []int{1, 10}
 	}
 	if o.ScaleInterval == 0 {
-		o.ScaleInterval = 6 * time.Second
+		o.ScaleInterval = 10 * time.Second
 	}
 	if o.ScalePasses == 0 {
 		o.ScalePasses = 2
