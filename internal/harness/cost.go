@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"fmt"
+	"math"
 	"net/http"
 	"slices"
 	"time"
@@ -78,7 +79,8 @@ type CostRow struct {
 	PerInterval float64
 	// Share304 is the share of the window's sweep reads (GETs) the
 	// simulator answered 304 Not Modified: with ETags and nothing changing,
-	// nearly all of them, and GitHub charges none to the budget.
+	// nearly all of them, and GitHub charges none to the budget. NaN when
+	// the sweep sent no GET: the batched sweep reads through GraphQL.
 	Share304 float64
 	// GraphQLPerInterval is the GraphQL points the sweeper was charged per
 	// interval over the window, summed over the replicas: the budget the
@@ -257,7 +259,8 @@ func tokensOf(rs []*replica) []string {
 }
 
 // share304 is the share of the tokens' sweep GETs (the board's excluded)
-// between a and b that were answered 304 (0 when there were none).
+// between a and b that were answered 304; NaN when there were none, as
+// when the batched sweep reads through GraphQL alone.
 func share304(a, b simStats, tokens []string) float64 {
 	isGet := func(r simRequests) bool {
 		return r.Method == http.MethodGet && isSweep(r) && slices.Contains(tokens, r.Token)
@@ -265,7 +268,7 @@ func share304(a, b simStats, tokens []string) float64 {
 	is304 := func(r simRequests) bool { return isGet(r) && r.Status == http.StatusNotModified }
 	gets := total(b.byToken(isGet)) - total(a.byToken(isGet))
 	if gets == 0 {
-		return 0
+		return math.NaN()
 	}
 	return float64(total(b.byToken(is304))-total(a.byToken(is304))) / float64(gets)
 }
