@@ -335,31 +335,9 @@ func TestSweeperBacksOffUnreadableRuns(t *testing.T) {
 func TestSweepPassCostAgainstTheSimulator(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const n, drifted = 250, 3
-		start := time.Now()
 		sim := forgesim.New()
-		tr, stopSim := serveSimOnPipe(sim)
+		fc, runs, stopSim := seedSweepRuns(t, sim, n, drifted)
 		defer stopSim()
-		fc, err := forge.New(forge.Config{BaseURL: "http://sim/", Token: "tok", Next: tr})
-		if err != nil {
-			t.Fatal(err)
-		}
-		runs := server.NewMemoryRunStore()
-		for i := 1; i <= n; i++ {
-			sha := fmt.Sprintf("%040d", i)
-			if err := sim.SeedPull("acme", "app", i, sha, "open"); err != nil {
-				t.Fatal(err)
-			}
-			state := "success"
-			if i <= drifted {
-				state = "failure" // changed behind the gate's back
-			}
-			if err := sim.SetStatus("acme", "app", sha, forgesim.Status{Context: server.DefaultContext, State: state}); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := runs.Put(context.Background(), gateRun(i, sha, server.VerdictSuccess), start); err != nil {
-				t.Fatal(err)
-			}
-		}
 		if err := sim.Merge("acme", "app", n); err != nil {
 			t.Fatal(err)
 		}
@@ -403,31 +381,9 @@ func TestSweepPassCostAgainstTheSimulator(t *testing.T) {
 func TestRESTSweepModeReadsEachRun(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const n, drifted = 20, 2
-		start := time.Now()
 		sim := forgesim.New()
-		tr, stopSim := serveSimOnPipe(sim)
+		fc, runs, stopSim := seedSweepRuns(t, sim, n, drifted)
 		defer stopSim()
-		fc, err := forge.New(forge.Config{BaseURL: "http://sim/", Token: "tok", Next: tr})
-		if err != nil {
-			t.Fatal(err)
-		}
-		runs := server.NewMemoryRunStore()
-		for i := 1; i <= n; i++ {
-			sha := fmt.Sprintf("%040d", i)
-			if err := sim.SeedPull("acme", "app", i, sha, "open"); err != nil {
-				t.Fatal(err)
-			}
-			state := "success"
-			if i <= drifted {
-				state = "failure"
-			}
-			if err := sim.SetStatus("acme", "app", sha, forgesim.Status{Context: server.DefaultContext, State: state}); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := runs.Put(context.Background(), gateRun(i, sha, server.VerdictSuccess), start); err != nil {
-				t.Fatal(err)
-			}
-		}
 		sim.ResetStats()
 		sw := server.NewSweeper(server.SweeperConfig{Runs: runs, Offer: server.PerRunOfferer(server.NewReconciler(runs, fc, nil)), Interval: time.Minute})
 		stop := startSweeper(sw)
@@ -468,4 +424,39 @@ func TestSweepModeIsValidated(t *testing.T) {
 			t.Errorf("SweepMode %q: got %v, want server.ErrConfig naming SweepMode and its value", c.mode, err)
 		}
 	}
+}
+
+// seedSweepRuns opens n pull requests on sim, each with a success verdict
+// stored in a new run store and, on the forge, a gate status that agrees
+// with it but for the first drifted ones (failure, changed behind the
+// gate's back). It returns a forge client to sim over an in-memory pipe,
+// the run store, and a stop for the pipe's server.
+func seedSweepRuns(tb testing.TB, sim *forgesim.Sim, n, drifted int) (*forge.Client, *server.MemoryRunStore, func()) {
+	tb.Helper()
+	tr, stop := serveSimOnPipe(sim)
+	fc, err := forge.New(forge.Config{BaseURL: "http://sim/", Token: "tok", Next: tr})
+	if err != nil {
+		stop()
+		tb.Fatal(err)
+	}
+	runs := server.NewMemoryRunStore()
+	for i := 1; i <= n; i++ {
+		sha := fmt.Sprintf("%040d", i)
+		state := "success"
+		if i <= drifted {
+			state = "failure"
+		}
+		err := sim.SeedPull("acme", "app", i, sha, "open")
+		if err == nil {
+			err = sim.SetStatus("acme", "app", sha, forgesim.Status{Context: server.DefaultContext, State: state})
+		}
+		if err == nil {
+			_, err = runs.Put(context.Background(), gateRun(i, sha, server.VerdictSuccess), time.Now())
+		}
+		if err != nil {
+			stop()
+			tb.Fatal(err)
+		}
+	}
+	return fc, runs, stop
 }

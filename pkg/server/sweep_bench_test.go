@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"testing"
-	"time"
 
 	"iterion.dev/iterion/pkg/forge"
 	"iterion.dev/iterion/pkg/forge/forgesim"
@@ -22,27 +21,11 @@ func BenchmarkSweepDecision(b *testing.B) {
 	for _, mode := range []server.SweepMode{server.SweepBatch, server.SweepREST} {
 		b.Run(string(mode), func(b *testing.B) {
 			sim := forgesim.New(forgesim.WithBudget(1<<30), forgesim.WithSecondaryLimits(forgesim.SecondaryLimits{}))
-			tr, stop := serveSimOnPipe(sim)
+			fc, runs, stop := seedSweepRuns(b, sim, forge.MaxPullBatch, 0)
 			defer stop()
-			fc, err := forge.New(forge.Config{BaseURL: "http://sim/", Token: "tok", Next: tr})
-			if err != nil {
-				b.Fatal(err)
-			}
-			runs := server.NewMemoryRunStore()
 			page := make([]server.GateRun, 0, forge.MaxPullBatch)
 			for i := 1; i <= forge.MaxPullBatch; i++ {
-				sha := fmt.Sprintf("%040d", i)
-				if err := sim.SeedPull("acme", "app", i, sha, "open"); err != nil {
-					b.Fatal(err)
-				}
-				if err := sim.SetStatus("acme", "app", sha, forgesim.Status{Context: server.DefaultContext, State: "success"}); err != nil {
-					b.Fatal(err)
-				}
-				r := gateRun(i, sha, server.VerdictSuccess)
-				if _, err := runs.Put(context.Background(), r, time.Now()); err != nil {
-					b.Fatal(err)
-				}
-				page = append(page, r)
+				page = append(page, gateRun(i, fmt.Sprintf("%040d", i), server.VerdictSuccess))
 			}
 			var off server.Offerer = server.NewReconciler(runs, fc, nil)
 			if mode == server.SweepREST {
