@@ -62,6 +62,11 @@ type ScaleRow struct {
 	// (secondary limits: the primary budget is not enforced here); Mints
 	// the installation-token requests (lane auth, the App's JWT).
 	Requests, REST, Points, Refused, Mints int64
+	// FirstREST is the REST requests charged from the replicas' start to
+	// the window: the term's first pass, on freshly minted tokens, whose
+	// reads no ETag of theirs could answer 304. A rotation costs a pass
+	// like it once a compressed hour.
+	FirstREST int64
 	// Active is the time the simulator saw the installation's requests
 	// arrive, summed over the window's bursts (a gap of a quarter
 	// interval ends one): a pass's forge time, without its first page's
@@ -93,6 +98,14 @@ func (r ScaleRow) PerHour(v int64) float64 {
 // BudgetShare is v per compressed hour as a share of an installation's
 // 5,000 an hour.
 func (r ScaleRow) BudgetShare(v int64) float64 { return r.PerHour(v) / installationBudget }
+
+// RESTShare is the REST requests charged per compressed hour, with the
+// hour's token rotation (one pass charged as the first was, in place of
+// one at the window's rate), as a share of an installation's 5,000 an hour.
+func (r ScaleRow) RESTShare() float64 {
+	perPass := r.PerPass(r.REST)
+	return (r.PerHour(r.REST) + max(0, float64(r.FirstREST)-perPass)) / installationBudget
+}
 
 // Duty is a pass's duration over the interval: Active per pass, or, when
 // passes ran back to back, the window per pass.
@@ -143,7 +156,7 @@ func (h *run) scale(ctx context.Context) error {
 				h.rep.Scale = append(h.rep.Scale, row)
 				h.logf("scale %-5s runs=%-5d N=%-2d %7.1f req/pass  REST %7.1f  points %6.1f /pass  refused %d  duty %.2f  REST %5.1f%%  GraphQL %5.1f%% of 5,000/h  sweepers %d  repaired %d/%d in %v",
 					mode, row.Runs, n, row.PerPass(row.Requests), row.PerPass(row.REST), row.PerPass(row.Points), row.Refused, row.Duty(),
-					100*row.BudgetShare(row.REST), 100*row.BudgetShare(row.Points), row.Sweepers, row.Repaired, row.Drifted, row.RepairAfter.Round(time.Millisecond))
+					100*row.RESTShare(), 100*row.BudgetShare(row.Points), row.Sweepers, row.Repaired, row.Drifted, row.RepairAfter.Round(time.Millisecond))
 			}
 		}
 	}
@@ -210,6 +223,15 @@ func seedScale(ctx context.Context, c *cluster, first, last int) ([]runRequest, 
 func (h *run) scaleOne(ctx context.Context, c *cluster, pop []runRequest, mode server.SweepMode, n, installation int, key string) (ScaleRow, error) {
 	iv := h.o.ScaleInterval
 	row := ScaleRow{Mode: mode, Runs: len(pop), Replicas: n, Interval: iv}
+	prefix := fmt.Sprintf("ghs_sim_%d_", installation)
+	mine := func(r simRequests) bool { return strings.HasPrefix(r.Token, prefix) }
+	restOf := func(st simStats) int64 {
+		return total(st.pointsByToken(func(r simRequests) bool { return mine(r) && !isGraphQL(r) }))
+	}
+	stStart, err := c.sim.stats(ctx)
+	if err != nil {
+		return row, err
+	}
 	rs, err := c.startReplicas(ctx, n, replicaSpec{
 		app: []string{"--github-app-id", fmt.Sprint(scaleAppID), "--github-installation-id", fmt.Sprint(installation),
 			"--github-private-key-file", key},
@@ -219,8 +241,6 @@ func (h *run) scaleOne(ctx context.Context, c *cluster, pop []runRequest, mode s
 		return row, err
 	}
 	defer c.stopAll()
-	prefix := fmt.Sprintf("ghs_sim_%d_", installation)
-	mine := func(r simRequests) bool { return strings.HasPrefix(r.Token, prefix) }
 	// The first pass of the term (deep) offers every run once: the window
 	// opens when it has.
 	deadline := time.Now().Add(10*iv + time.Minute)
@@ -250,6 +270,7 @@ func (h *run) scaleOne(ctx context.Context, c *cluster, pop []runRequest, mode s
 		return row, err
 	}
 	t0 := time.Now()
+	row.FirstREST = restOf(st0) - restOf(stStart)
 	drifted := pop[:min(5, max(1, len(pop)/100))]
 	for _, r := range drifted {
 		if err := c.sim.setStatus(ctx, r.Repo, r.HeadSHA, gateContext, "failure"); err != nil {
@@ -285,9 +306,7 @@ func (h *run) scaleOne(ctx context.Context, c *cluster, pop []runRequest, mode s
 	row.Passes = float64(off1-off0) / float64(len(pop))
 	delta := func(count func(simStats) int64) int64 { return count(st1) - count(st0) }
 	row.Requests = delta(func(st simStats) int64 { return total(st.byToken(mine)) })
-	row.REST = delta(func(st simStats) int64 {
-		return total(st.pointsByToken(func(r simRequests) bool { return mine(r) && !isGraphQL(r) }))
-	})
+	row.REST = delta(restOf)
 	row.Points = delta(func(st simStats) int64 {
 		return total(st.pointsByToken(func(r simRequests) bool { return mine(r) && isGraphQL(r) }))
 	})
@@ -424,11 +443,13 @@ func scaleMarkdown(r *Report) string {
 		goal := fmt.Sprintf("%d: %s", ScaleGoal(s.Runs), yesNo(s.PerPass(s.Requests) <= float64(ScaleGoal(s.Runs))))
 		fmt.Fprintf(&b, "| %s | %d | %d | %.2f | %.1f | %s | %.1f | %.1f | %.0f | %.1f%% | %.1f%% | %.0f | %.2f | %d | %d/%d in %v | %d |\n",
 			s.Mode, s.Runs, s.Replicas, s.Passes, s.PerPass(s.Requests), goal, s.PerPass(s.REST), s.PerPass(s.Points),
-			s.PerHour(s.Requests), 100*s.BudgetShare(s.REST), 100*s.BudgetShare(s.Points), s.PerHour(s.Refused), s.Duty(),
+			s.PerHour(s.Requests), 100*s.RESTShare(), 100*s.BudgetShare(s.Points), s.PerHour(s.Refused), s.Duty(),
 			s.Sweepers, s.Repaired, s.Drifted, s.RepairAfter.Round(time.Millisecond), s.Mints)
 	}
 	b.WriteString("\nPasses are the runs the sweepers offered (`gate_offers_total{lane=\"merge-gate-sweeper\"}`) over the population; " +
-		"per hour is the window's rate times a compressed hour. REST counts charged requests (a 304 and a refusal are free), " +
+		"per hour is the window's rate times a compressed hour; the REST share adds the hour's token rotation: one pass charged as " +
+		"the term's first was, on fresh tokens whose ETags answer no 304, in place of one at the window's rate. " +
+		"REST counts charged requests (a 304 and a refusal are free), " +
 		"GraphQL the points the simulator charged. Pass ÷ interval is the time the simulator saw the pass's requests arrive " +
 		"(bursts, polled every 20 ms) per pass over the interval, which leaves out the first page's store reads.\n\n")
 	return b.String()
