@@ -283,8 +283,10 @@ func (h *run) scaleOne(ctx context.Context, c *cluster, pop []runRequest, mode s
 		err   error
 	}
 	repaired := make(chan repair, 1)
+	rctx, cancel := context.WithCancel(ctx)
+	defer func() { cancel(); <-repaired }() // an early return waits for the poller too
 	go func() {
-		n, after, err := awaitAgreement(ctx, c.sim, drifted, t0, (server.DeepEvery+1)*iv)
+		n, after, err := awaitAgreement(rctx, c.sim, drifted, t0, (server.DeepEvery+1)*iv)
 		repaired <- repair{n, after, err}
 	}()
 	bursts := startBursts(ctx, c.sim, mine, iv/4)
@@ -325,6 +327,7 @@ func (h *run) scaleOne(ctx context.Context, c *cluster, pop []runRequest, mode s
 	}
 	row.Drifted = len(drifted)
 	rp := <-repaired
+	repaired <- rp // for the deferred wait
 	row.Repaired, row.RepairAfter = rp.n, rp.after
 	return row, rp.err
 }
