@@ -171,7 +171,9 @@ func seedScale(ctx context.Context, c *cluster, first, last int) ([]runRequest, 
 	if first > last {
 		return nil, nil
 	}
-	rs, err := c.startReplicas(ctx, 1, replicaSpec{})
+	// The seeder never sweeps (its first pass would come an hour after its
+	// term began): a sweep over thousands of runs would slow its own seeding.
+	rs, err := c.startReplicas(ctx, 1, replicaSpec{extra: []string{"--sweep-interval", time.Hour.String()}})
 	if err != nil {
 		return nil, err
 	}
@@ -242,8 +244,11 @@ func (h *run) scaleOne(ctx context.Context, c *cluster, pop []runRequest, mode s
 	}
 	defer c.stopAll()
 	// The first pass of the term (deep) offers every run once: the window
-	// opens when it has.
-	deadline := time.Now().Add(10*iv + time.Minute)
+	// opens when it has. A per-run REST pass over thousands of runs takes
+	// several intervals; one deep pass's worth of them, and a minute for
+	// the replicas to start, bounds the wait.
+	firstPass := (server.DeepEvery+1)*iv + time.Minute
+	deadline := time.Now().Add(firstPass)
 	for {
 		off, err := offersOf(ctx, rs)
 		if err != nil {
@@ -253,7 +258,7 @@ func (h *run) scaleOne(ctx context.Context, c *cluster, pop []runRequest, mode s
 			break
 		}
 		if time.Now().After(deadline) {
-			return row, fmt.Errorf("%w: the first pass offered %d of %d runs within %v", ErrMeasure, off, len(pop), 10*iv+time.Minute)
+			return row, fmt.Errorf("%w: the first pass offered %d of %d runs within %v", ErrMeasure, off, len(pop), firstPass)
 		}
 		clock.Sleep(ctx, 50*time.Millisecond)
 	}
