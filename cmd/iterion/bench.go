@@ -30,18 +30,25 @@ func runBench(ctx context.Context, args []string) error {
 	fs.IntVar(&o.Load.Requests, "load-requests", 2000, "runs the load scenario posts")
 	fs.IntVar(&o.Load.Concurrency, "load-concurrency", 50, "clients posting at once in the load scenario")
 	fs.DurationVar(&o.Load.Outage, "load-outage", 2*time.Second, "how long the load scenario leaves dev-mongo down after its SIGKILL")
+	scaleRuns := fs.String("scale-runs", "10,100,1000,5000", "open-run populations of the scale scenario, comma-separated, increasing")
+	scaleReplicas := fs.String("scale-replicas", "1,10", "replica counts of the scale scenario, comma-separated")
+	fs.DurationVar(&o.ScaleInterval, "scale-interval", 10*time.Second, "the scale scenario's sweep interval (its compressed minute; the installation tokens live 60 of them)")
+	fs.IntVar(&o.ScalePasses, "scale-passes", 2, "intervals each scale configuration is measured over, after its first pass")
 	fs.StringVar(&o.Bin, "bin", "", "a built iterion binary (default: build ./cmd/iterion of the enclosing module)")
 	fs.StringVar(&o.DevMongoBin, "dev-mongo-bin", "", "a built dev-mongo binary (default: build ./cmd/dev-mongo of the enclosing module)")
 	fs.StringVar(&o.Dir, "dir", "", "keep logs and Mongo's files here (default: a temporary directory, removed on success)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	for _, f := range strings.Split(*ns, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil {
-			return fmt.Errorf("-n %q: %q is not a number", *ns, f)
-		}
-		o.Ns = append(o.Ns, n)
+	var err error
+	if o.Ns, err = ints("-n", *ns); err != nil {
+		return err
+	}
+	if o.ScaleRuns, err = ints("--scale-runs", *scaleRuns); err != nil {
+		return err
+	}
+	if o.ScaleReplicas, err = ints("--scale-replicas", *scaleReplicas); err != nil {
+		return err
 	}
 	o.Scenarios = strings.Split(*scen, ",")
 	o.Progress = os.Stderr
@@ -56,4 +63,17 @@ func runBench(ctx context.Context, args []string) error {
 		}
 	}
 	return err
+}
+
+// ints parses the comma-separated numbers v of flag name.
+func ints(name, v string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil {
+			return nil, fmt.Errorf("%s %q: %q is not a number", name, v, f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
 }

@@ -51,6 +51,7 @@ type serveConfig struct {
 	boardRepos     []string
 	boardInterval  time.Duration
 	noLease        bool
+	sweepMode      string
 	etagCache      int
 	logFormat      string
 	logLevel       slog.Level
@@ -89,6 +90,7 @@ func serveFlags(fs *flag.FlagSet, c *serveConfig) (envOf map[string]string) {
 	})
 	fs.DurationVar(&c.boardInterval, "board-interval", board.DefaultInterval, "forge board sync interval; its lease's TTL is 3 intervals, its retry 1")
 	fs.BoolVar(&c.noLease, "no-lease", false, "FOR COMPARISON MEASUREMENTS ONLY: sweep on every replica without a lease, as before ADR-117 (the forge cost scales with replicas)")
+	fs.StringVar(&c.sweepMode, "sweep-mode", string(server.SweepBatch), "FOR COMPARISON MEASUREMENTS ONLY: rest sweeps with two REST reads per run, as before issue 11 (the forge cost grows with open runs); batch: one GraphQL query per 100 runs")
 	fs.IntVar(&c.etagCache, "forge-etag-cache", 0, "forge ETag cache bound in bytes of cached answers; 0: the default (64 MiB), negative: off")
 	fs.StringVar(&c.apiTokenFile, "api-token-file", "", "file holding the bearer token of POST /api/runs (instead of --api-token, which ps shows)")
 	fs.StringVar(&c.webhookSecretFile, "webhook-secret-file", "", "file holding the webhook secret (instead of --webhook-secret)")
@@ -201,6 +203,8 @@ func (c serveConfig) validate() error {
 		return fmt.Errorf("--sweep-interval %v: want at least %v", c.sweepInterval, lease.MinTTL)
 	case c.boardInterval < lease.MinTTL:
 		return fmt.Errorf("--board-interval %v: want at least %v", c.boardInterval, lease.MinTTL)
+	case c.sweepMode != string(server.SweepBatch) && c.sweepMode != string(server.SweepREST):
+		return fmt.Errorf("--sweep-mode %q: want batch or rest", c.sweepMode)
 	case c.logFormat != "json" && c.logFormat != "text":
 		return fmt.Errorf("--log-format %q: want json or text", c.logFormat)
 	case c.mongoURI != "" && strings.TrimSpace(c.mongoDB) == "":
@@ -321,7 +325,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	srv, err := server.New(server.Config{
 		Runs: runs, Leases: leases, Forge: fc, ForgeHost: c.forgeHost(),
 		APIToken: c.apiToken, WebhookSecret: c.webhookSecret,
-		SweepInterval: c.sweepInterval, NoLease: c.noLease,
+		SweepInterval: c.sweepInterval, NoLease: c.noLease, SweepMode: server.SweepMode(c.sweepMode),
 		Board: cards, BoardRepos: c.boardRepos, BoardInterval: c.boardInterval,
 		StoreTimeout: c.storeTimeout, Deliveries: deliveries, DeliveryWindow: c.deliveryWindow, Limits: c.limits,
 		Logger: logger, Registry: reg,

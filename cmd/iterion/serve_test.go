@@ -48,6 +48,7 @@ func TestServeValidatesConfigNamingTheFlag(t *testing.T) {
 		{"forge url relative", append(base, "--forge-url", "api.example"), env(), "--forge-url"},
 		{"mongo uri not mongodb", append(base, "--mongo-uri", "http://db"), env(), "--mongo-uri"},
 		{"log format", append(base, "--log-format", "xml"), env(), "--log-format"},
+		{"sweep mode unknown", append(base, "--sweep-mode", "graphql"), env(), `--sweep-mode "graphql"`},
 		{"env twin bad", base, env("ITERION_SWEEP_INTERVAL", "soon"), "ITERION_SWEEP_INTERVAL"},
 		{"env twin bad bool", base, env("ITERION_NO_LEASE", "maybe"), "ITERION_NO_LEASE"},
 		{"stray argument", append(base, "extra"), env(), `"extra"`},

@@ -13,6 +13,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"iterion.dev/iterion/pkg/forge"
 )
 
 // newHTTPClient is the harness's HTTP client: short timeouts, since every
@@ -68,6 +70,9 @@ type simRequests struct {
 	Route  string `json:"route"`
 	Status int    `json:"status"`
 	Count  int64  `json:"count"`
+	// Points is the budget units the rows' requests were charged: one per
+	// charged REST request, a GraphQL query's points.
+	Points int64 `json:"points"`
 }
 
 // simStats is the simulator's GET /_sim/stats (DESIGN.md, wire contracts):
@@ -83,14 +88,49 @@ type simStats struct {
 	} `json:"budget"`
 }
 
-// spent reports whether token's open core budget window has nothing left.
+// graphqlRoute is the simulator's route of GraphQL queries: the batched
+// sweep's reads, charged to the graphql point budget.
+const graphqlRoute = "POST /graphql"
+
+// isGraphQL keeps the GraphQL queries.
+func isGraphQL(r simRequests) bool { return r.Route == graphqlRoute }
+
+// spent reports whether one of token's open budget windows, core (REST) or
+// graphql, cannot pay for another request: a REST request costs 1, a query
+// as much as the token's charged queries cost on average (the simulator
+// refuses a query it cannot pay for in full, with 200 and RATE_LIMITED,
+// so a graphql window can stop short of 0).
 func (s simStats) spent(token string) bool {
+	var n, pts int64
+	for _, r := range s.Requests {
+		if r.Token == token && isGraphQL(r) && r.Points > 0 {
+			n, pts = n+r.Count, pts+r.Points
+		}
+	}
+	query := int64(1)
+	if n > 0 {
+		query = max(1, (pts+n-1)/n)
+	}
 	for _, w := range s.Budget.Windows {
-		if w.Token == token && w.Resource == "core" && w.Remaining == 0 {
+		if w.Token != token {
+			continue
+		}
+		if (w.Resource == "core" && w.Remaining == 0) || (w.Resource == "graphql" && int64(w.Remaining) < query) {
 			return true
 		}
 	}
 	return false
+}
+
+// pointsByToken sums the points of the rows that keep, per token.
+func (s simStats) pointsByToken(keep func(simRequests) bool) map[string]int64 {
+	out := map[string]int64{}
+	for _, r := range s.Requests {
+		if keep == nil || keep(r) {
+			out[r.Token] += r.Points
+		}
+	}
+	return out
 }
 
 // boardRoute is the simulator's route of the board sync's requests (lane
@@ -257,6 +297,22 @@ func (a api) transportCounts(ctx context.Context) (map[string]int64, error) {
 	return out, nil
 }
 
+// sweepOffers reads gate_offers_total{lane="merge-gate-sweeper"} from the
+// replica's /metrics, summed over outcomes: the runs its sweeper offered.
+func (a api) sweepOffers(ctx context.Context) (int64, error) {
+	fams, err := a.metrics(ctx)
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, m := range fams["gate_offers_total"].GetMetric() {
+		if label(m, "lane") == forge.LaneMergeGateSweeper {
+			n += int64(m.GetCounter().GetValue())
+		}
+	}
+	return n, nil
+}
+
 // holdsLease reads lease_held{lease} from the replica's /metrics: whether
 // one of its Runs is in a term of that lease (pkg/lease's metrics).
 func (a api) holdsLease(ctx context.Context, lease string) (bool, error) {
@@ -294,6 +350,13 @@ func (a api) leaseOwner(ctx context.Context, lease string) (string, error) {
 		}
 	}
 	return "", nil
+}
+
+// seedStatus sets a commit status through the simulator's control
+// endpoint, which no budget or secondary limit charges.
+func (s sim) seedStatus(ctx context.Context, repo, sha, gateContext, state string) error {
+	body := map[string]string{"state": state, "context": gateContext}
+	return doJSON(ctx, s.hc, http.MethodPost, s.url+"/_sim/repos/"+repo+"/statuses/"+sha, "", body, nil)
 }
 
 // setBudget sets token's hourly budget on the simulator.

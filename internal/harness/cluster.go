@@ -54,15 +54,17 @@ type replica struct {
 
 // startCluster starts dev-mongo and forge-sim with their files and logs in
 // dir. budget is the simulator's per-token hourly budget; interval is its
-// minute, the window of GitHub's per-minute secondary limits.
-func startCluster(ctx context.Context, bins binaries, dir string, interval time.Duration, budget int) (*cluster, error) {
+// minute, the window of GitHub's per-minute secondary limits; simArgs are
+// more forge-sim flags.
+func startCluster(ctx context.Context, bins binaries, dir string, interval time.Duration, budget int, simArgs ...string) (*cluster, error) {
 	c := &cluster{bins: bins, dir: dir, interval: interval, apiToken: "harness-api-token", hc: newHTTPClient()}
 	if err := c.startMongo(""); err != nil {
 		return nil, err
 	}
 	var err error
-	c.simProc, err = startProc(dir, "forge-sim", bins.iterion, "forge-sim", "--listen", "127.0.0.1:0", "--budget", fmt.Sprint(budget),
-		"--minute", interval.String()) // the interval is the compressed minute of the secondary limits
+	args := append([]string{"forge-sim", "--listen", "127.0.0.1:0", "--budget", fmt.Sprint(budget),
+		"--minute", interval.String()}, simArgs...) // the interval is the compressed minute of the secondary limits
+	c.simProc, err = startProc(dir, "forge-sim", bins.iterion, args...)
 	if err != nil {
 		c.close()
 		return nil, err
@@ -113,10 +115,13 @@ func (c *cluster) startMongo(addr string) error {
 }
 
 // replicaSpec says how to start replicas: with --no-lease, with a forge
-// token shared by all of them ("": each its own), and extra serve flags.
+// token shared by all of them ("": each its own), or with GitHub App auth
+// (app: the --github-app-* flags, in place of a token), and extra serve
+// flags.
 type replicaSpec struct {
 	noLease bool
 	token   string
+	app     []string
 	extra   []string
 }
 
@@ -177,9 +182,13 @@ func (c *cluster) startReplica(ctx context.Context, seq int, spec replicaSpec) (
 		"--listen", listen,
 		"--mongo-uri", mongoURI,
 		"--forge-url", c.sim.url + "/",
-		"--forge-token", r.token,
 		"--api-token", c.apiToken,
 		"--sweep-interval", c.interval.String(),
+	}
+	if spec.app != nil {
+		args = append(args, spec.app...)
+	} else {
+		args = append(args, "--forge-token", r.token)
 	}
 	if spec.noLease {
 		args = append(args, "--no-lease")

@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"fmt"
+	"math"
 	"net/http"
 	"slices"
 	"time"
@@ -78,8 +79,14 @@ type CostRow struct {
 	PerInterval float64
 	// Share304 is the share of the window's sweep reads (GETs) the
 	// simulator answered 304 Not Modified: with ETags and nothing changing,
-	// nearly all of them, and GitHub charges none to the budget.
+	// nearly all of them, and GitHub charges none to the budget. NaN when
+	// the sweep sent no GET: the batched sweep reads through GraphQL.
 	Share304 float64
+	// GraphQLPerInterval is the GraphQL points the sweeper was charged per
+	// interval over the window, summed over the replicas: the budget the
+	// batched sweep spends (one query a pass), which the budget scenario
+	// is sized from.
+	GraphQLPerInterval float64
 	// Sweepers is how many replicas sent sweeper requests in the window.
 	Sweepers int
 	// Sim and Transport are the configuration's requests over its whole
@@ -156,6 +163,7 @@ func (h *run) costOne(ctx context.Context, n int, lease bool) (CostRow, error) {
 	if err != nil {
 		return CostRow{}, err
 	}
+	t0 := time.Now()
 	sp := startSampler(ctx, h.c.sim, 20*time.Millisecond)
 	clock.Sleep(ctx, h.o.Window)
 	ss, err := sp.stop()
@@ -166,19 +174,22 @@ func (h *run) costOne(ctx context.Context, n int, lease bool) (CostRow, error) {
 	if err != nil {
 		return CostRow{}, err
 	}
+	intervals := float64(time.Since(t0)) / float64(h.o.Interval)
+	points := total(pick(st1.pointsByToken(isGraphQL), tokens)) - total(pick(st0.pointsByToken(isGraphQL), tokens))
 	rate := slopePerSecond(ss, tokens)
 	bs := boardSamples(ss)
 	boardRate := slopePerSecond(bs, tokens)
 	row := CostRow{
-		Replicas:         n,
-		Lease:            lease,
-		PerMinute:        rate * 60,
-		PerInterval:      rate * h.o.Interval.Seconds(),
-		Sweepers:         len(activeIn(ss, ss[0].at, ss[len(ss)-1].at, tokens)),
-		Share304:         share304(st0, st1, tokens),
-		BoardPerMinute:   boardRate * 60,
-		BoardPerInterval: boardRate * h.o.Interval.Seconds(),
-		BoardSyncers:     len(activeIn(bs, bs[0].at, bs[len(bs)-1].at, tokens)),
+		Replicas:           n,
+		Lease:              lease,
+		PerMinute:          rate * 60,
+		PerInterval:        rate * h.o.Interval.Seconds(),
+		Sweepers:           len(activeIn(ss, ss[0].at, ss[len(ss)-1].at, tokens)),
+		Share304:           share304(st0, st1, tokens),
+		GraphQLPerInterval: float64(points) / intervals,
+		BoardPerMinute:     boardRate * 60,
+		BoardPerInterval:   boardRate * h.o.Interval.Seconds(),
+		BoardSyncers:       len(activeIn(bs, bs[0].at, bs[len(bs)-1].at, tokens)),
 	}
 	sweep, boardSync, err := h.agreement(ctx, rs)
 	row.Sim, row.Transport = sweep.sim, sweep.transport
@@ -248,7 +259,8 @@ func tokensOf(rs []*replica) []string {
 }
 
 // share304 is the share of the tokens' sweep GETs (the board's excluded)
-// between a and b that were answered 304 (0 when there were none).
+// between a and b that were answered 304; NaN when there were none, as
+// when the batched sweep reads through GraphQL alone.
 func share304(a, b simStats, tokens []string) float64 {
 	isGet := func(r simRequests) bool {
 		return r.Method == http.MethodGet && isSweep(r) && slices.Contains(tokens, r.Token)
@@ -256,9 +268,18 @@ func share304(a, b simStats, tokens []string) float64 {
 	is304 := func(r simRequests) bool { return isGet(r) && r.Status == http.StatusNotModified }
 	gets := total(b.byToken(isGet)) - total(a.byToken(isGet))
 	if gets == 0 {
-		return 0
+		return math.NaN()
 	}
 	return float64(total(b.byToken(is304))-total(a.byToken(is304))) / float64(gets)
+}
+
+// pick returns the entries of m whose keys are among tokens.
+func pick(m map[string]int64, tokens []string) map[string]int64 {
+	out := make(map[string]int64, len(tokens))
+	for _, t := range tokens {
+		out[t] = m[t]
+	}
+	return out
 }
 
 func total(m map[string]int64) int64 {

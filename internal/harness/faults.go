@@ -102,27 +102,33 @@ func (h *run) drift(ctx context.Context) error {
 func (h *run) awaitRepair(ctx context.Context, res *FaultResult, from time.Time) error {
 	rs := h.drifted()
 	res.Drifted = len(rs)
-	deadline := from.Add(res.Bound + 5*time.Second)
+	var err error
+	res.Repaired, res.RepairAfter, err = awaitAgreement(ctx, h.c.sim, rs, from, res.Bound+5*time.Second)
+	return err
+}
+
+// awaitAgreement polls the statuses of rs on s until each agrees with its
+// verdict, giving up `within` after from, and returns how many agree and
+// when, from `from` (0 when they agreed before it).
+func awaitAgreement(ctx context.Context, s sim, rs []runRequest, from time.Time, within time.Duration) (int, time.Duration, error) {
+	deadline := from.Add(within)
 	for {
 		repaired := 0
 		for _, r := range rs {
-			st, err := h.c.sim.statusOf(ctx, r.Repo, r.HeadSHA, gateContext)
+			st, err := s.statusOf(ctx, r.Repo, r.HeadSHA, gateContext)
 			if err != nil {
-				return err
+				return repaired, 0, err
 			}
 			if st == r.Verdict {
 				repaired++
 			}
 		}
-		res.Repaired = repaired
 		now := time.Now()
 		if repaired == len(rs) {
-			res.RepairAfter = max(0, now.Sub(from))
-			return nil
+			return repaired, max(0, now.Sub(from)), nil
 		}
 		if now.After(deadline) {
-			res.RepairAfter = now.Sub(from)
-			return nil
+			return repaired, now.Sub(from), nil
 		}
 		clock.Sleep(ctx, 50*time.Millisecond)
 	}

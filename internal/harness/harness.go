@@ -44,12 +44,13 @@ const (
 	ScenarioBudget   = "budget"
 	ScenarioTakeover = "takeover"
 	ScenarioFaults   = "faults"
+	ScenarioScale    = "scale"
 )
 
 // Scenarios returns every scenario name Options.Scenarios accepts, in the
 // order Run runs them.
 func Scenarios() []string {
-	return []string{ScenarioCost, ScenarioBudget, ScenarioTakeover, ScenarioFaults, ScenarioLoad}
+	return []string{ScenarioCost, ScenarioBudget, ScenarioTakeover, ScenarioFaults, ScenarioScale, ScenarioLoad}
 }
 
 // Options configures one harness run. The zero value of a field means the
@@ -88,6 +89,20 @@ type Options struct {
 	Hour time.Duration
 	// Load sizes the load scenario (load.go).
 	Load LoadOptions
+	// ScaleRuns are the open-run populations of the scale scenario, in
+	// increasing order. Default 10, 100, 1000, 5000.
+	ScaleRuns []int
+	// ScaleReplicas are the replica counts of the scale scenario. Default
+	// 1, 10.
+	ScaleReplicas []int
+	// ScaleInterval is the scale scenario's sweep interval, its compressed
+	// minute: long enough for a pass over the largest population. Its
+	// compressed hour (60 intervals) is the installation tokens' rotation.
+	// Default 10s.
+	ScaleInterval time.Duration
+	// ScalePasses is how many intervals each scale configuration is
+	// measured over, after its first pass. Default 2.
+	ScalePasses int
 	// Scenarios to run; empty: all of Scenarios().
 	Scenarios []string
 	// Progress receives one line per step; nil discards.
@@ -119,6 +134,18 @@ func (o *Options) defaults() error {
 	if o.Hour == 0 {
 		o.Hour = 60 * o.Interval
 	}
+	if len(o.ScaleRuns) == 0 {
+		o.ScaleRuns = []int{10, 100, 1000, 5000}
+	}
+	if len(o.ScaleReplicas) == 0 {
+		o.ScaleReplicas = []int{1, 10}
+	}
+	if o.ScaleInterval == 0 {
+		o.ScaleInterval = 10 * time.Second
+	}
+	if o.ScalePasses == 0 {
+		o.ScalePasses = 2
+	}
 	if len(o.Scenarios) == 0 {
 		o.Scenarios = Scenarios()
 	}
@@ -138,6 +165,17 @@ func (o *Options) defaults() error {
 		return fmt.Errorf("%w: Hour %v is under 10 intervals (%v)", ErrInvalid, o.Hour, 10*o.Interval)
 	case o.Takeovers < 1:
 		return fmt.Errorf("%w: Takeovers %d is under 1", ErrInvalid, o.Takeovers)
+	case o.ScaleInterval < 500*time.Millisecond:
+		return fmt.Errorf("%w: ScaleInterval %v is under 500ms", ErrInvalid, o.ScaleInterval)
+	case o.ScalePasses < 1:
+		return fmt.Errorf("%w: ScalePasses %d is under 1", ErrInvalid, o.ScalePasses)
+	case !slices.IsSorted(o.ScaleRuns) || o.ScaleRuns[0] < 1:
+		return fmt.Errorf("%w: ScaleRuns %v: want increasing populations of at least 1", ErrInvalid, o.ScaleRuns)
+	}
+	for _, n := range o.ScaleReplicas {
+		if n < 1 {
+			return fmt.Errorf("%w: ScaleReplicas has %d, under 1", ErrInvalid, n)
+		}
 	}
 	if err := o.Load.defaults(); err != nil {
 		return err
@@ -184,14 +222,18 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &run{o: o, rep: rep}
-	h.c, err = startCluster(ctx, bins, dir, o.Interval, simBudget)
-	if err != nil {
-		return rep, err
-	}
-	defer h.c.close()
-	if err := h.seed(ctx); err != nil {
-		return rep, err
+	h := &run{o: o, rep: rep, bins: bins}
+	// Every scenario but scale shares one cluster and population; scale
+	// starts its own (scale.go).
+	if slices.ContainsFunc(o.Scenarios, func(s string) bool { return s != ScenarioScale }) {
+		h.c, err = startCluster(ctx, bins, dir, o.Interval, simBudget)
+		if err != nil {
+			return rep, err
+		}
+		defer h.c.close()
+		if err := h.seed(ctx); err != nil {
+			return rep, err
+		}
 	}
 	steps := map[string]func(context.Context) error{
 		ScenarioCost:     h.cost,
@@ -199,6 +241,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		ScenarioTakeover: h.takeovers,
 		ScenarioFaults:   h.faults,
 		ScenarioLoad:     h.load,
+		ScenarioScale:    h.scale,
 	}
 	for _, s := range Scenarios() {
 		if !slices.Contains(o.Scenarios, s) {
@@ -208,7 +251,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		if err := steps[s](ctx); err != nil {
 			return rep, fmt.Errorf("scenario %s: %w (logs in %s)", s, err, dir)
 		}
-		h.c.stopAll()
+		if h.c != nil {
+			h.c.stopAll()
+		}
 	}
 	if o.Dir == "" {
 		os.RemoveAll(dir)
@@ -247,9 +292,10 @@ func buildMissing(ctx context.Context, o Options, dir string) (binaries, error) 
 
 // run is the state of one harness run.
 type run struct {
-	o   Options
-	rep *Report
-	c   *cluster
+	o    Options
+	rep  *Report
+	bins binaries
+	c    *cluster
 	// population is every seeded run: its repo, pull and head.
 	population []runRequest
 }

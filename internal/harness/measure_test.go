@@ -60,6 +60,9 @@ func TestActiveInAndShare304(t *testing.T) {
 	if got := share304(a, b, []string{"a"}); math.Abs(got-0.9) > 1e-9 {
 		t.Errorf("got 304 share %.3f, want 0.900: 9 of a's 10 new GETs were 304s; other tokens and POSTs do not count", got)
 	}
+	if got := share304(b, b, []string{"a"}); !math.IsNaN(got) {
+		t.Errorf("got 304 share %.3f with no new GET, want NaN: no REST read to count (the batched sweep reads through GraphQL)", got)
+	}
 }
 
 // TestMedianAndMax: the median of an even count is the mean of the middle

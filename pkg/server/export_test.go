@@ -31,3 +31,6 @@ type (
 	RunView  = runView
 	RunsPage = runsList
 )
+
+// PerRunOfferer is the SweepREST sweep's offerer over o.
+func PerRunOfferer(o Offerer) Offerer { return perRunOfferer{o} }

@@ -241,3 +241,41 @@ func (s *sweeper) offerSince(ctx context.Context, st *sweepTerm, now, since time
 		}
 	}
 }
+
+// SweepMode is how the sweeper reads the forge (Config.SweepMode).
+type SweepMode string
+
+// The sweep modes.
+const (
+	// SweepBatch reads each page of runs in one batch: one GraphQL query
+	// for up to forge.MaxPullBatch pull requests and their head's
+	// statuses, and REST writes only for the runs that drifted.
+	SweepBatch SweepMode = "batch"
+	// SweepREST offers each run on its own, as the event path does: a REST
+	// read of its pull request and one of its head's combined status.
+	// For comparison measurements only: its cost grows with open runs.
+	SweepREST SweepMode = "rest"
+)
+
+// perRunOfferer is the SweepREST sweep: its OfferBatch offers each run
+// through Offer, one after another, and stops at a forge rate limit,
+// failing the runs it did not reach, as OfferBatch does when the limit
+// stops its query.
+type perRunOfferer struct{ offerer }
+
+// OfferBatch offers runs one by one; one outcome per run, in order.
+func (o perRunOfferer) OfferBatch(ctx context.Context, runs []gaterun.Run) ([]outcome, error) {
+	outs := make([]outcome, len(runs))
+	var errs []error
+	for i, run := range runs {
+		out, err := o.Offer(ctx, run)
+		outs[i], errs = out, append(errs, err)
+		if errors.Is(err, forge.ErrRateLimited) {
+			for j := i + 1; j < len(runs); j++ {
+				outs[j] = outcomeFailed
+			}
+			break
+		}
+	}
+	return outs, errors.Join(errs...)
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -16,6 +17,7 @@ import (
 	"iterion.dev/iterion/pkg/forge"
 	"iterion.dev/iterion/pkg/forge/forgesim"
 	"iterion.dev/iterion/pkg/gaterun"
+	"iterion.dev/iterion/pkg/lease"
 	"iterion.dev/iterion/pkg/server"
 )
 
@@ -334,31 +336,9 @@ func TestSweeperBacksOffUnreadableRuns(t *testing.T) {
 func TestSweepPassCostAgainstTheSimulator(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const n, drifted = 250, 3
-		start := time.Now()
 		sim := forgesim.New()
-		tr, stopSim := serveSimOnPipe(sim)
+		fc, runs, stopSim := seedSweepRuns(t, sim, n, drifted)
 		defer stopSim()
-		fc, err := forge.New(forge.Config{BaseURL: "http://sim/", Token: "tok", Next: tr})
-		if err != nil {
-			t.Fatal(err)
-		}
-		runs := gaterun.NewMemoryStore()
-		for i := 1; i <= n; i++ {
-			sha := fmt.Sprintf("%040d", i)
-			if err := sim.SeedPull("acme", "app", i, sha, "open"); err != nil {
-				t.Fatal(err)
-			}
-			state := "success"
-			if i <= drifted {
-				state = "failure" // changed behind the gate's back
-			}
-			if err := sim.SetStatus("acme", "app", sha, forgesim.Status{Context: gaterun.DefaultContext, State: state}); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := runs.Put(context.Background(), gateRun(i, sha, gaterun.VerdictSuccess), start); err != nil {
-				t.Fatal(err)
-			}
-		}
 		if err := sim.Merge("acme", "app", n); err != nil {
 			t.Fatal(err)
 		}
@@ -393,4 +373,91 @@ func TestSweepPassCostAgainstTheSimulator(t *testing.T) {
 			t.Fatalf("pass 2: got %d queries of %d requests, %d passes; want 3 of 3 and %d runs offered: nothing drifted, nothing is written", q, all, len(passes), n-1)
 		}
 	})
+}
+
+// TestRESTSweepModeReadsEachRun pins SweepREST, kept for comparison
+// measurements: a pass offers every run on its own, two REST reads each
+// (its pull request, its head's combined status) and a write per drifted
+// run, and no GraphQL query; drift is repaired as in the batched sweep.
+func TestRESTSweepModeReadsEachRun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const n, drifted = 20, 2
+		sim := forgesim.New()
+		fc, runs, stopSim := seedSweepRuns(t, sim, n, drifted)
+		defer stopSim()
+		sim.ResetStats()
+		sw := server.NewSweeper(server.SweeperConfig{Runs: runs, Offer: server.PerRunOfferer(server.NewReconciler(runs, fc, nil)), Interval: time.Minute})
+		stop := startSweeper(sw)
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		stop()
+		queries := sim.Requests(forgesim.Filter{Route: "POST /graphql"})
+		gets := sim.Requests(forgesim.Filter{Method: "GET"})
+		posts := sim.Requests(forgesim.Filter{Route: statusRoute})
+		if queries != 0 || gets != 2*n || posts != drifted {
+			t.Fatalf("got %d queries, %d GETs, %d status writes; want 0, %d and %d: the REST sweep reads each run's pull and status, writes only for drift",
+				queries, gets, posts, 2*n, drifted)
+		}
+		for i := 1; i <= drifted; i++ {
+			if st := gateState(t, fc, fmt.Sprintf("%040d", i)); st != "success" {
+				t.Errorf("pull %d: got gate context %q, want success: the REST sweep repairs drift", i, st)
+			}
+		}
+	})
+}
+
+// TestSweepModeIsValidated pins Config.SweepMode's validation: only "",
+// batch and rest are modes, and the error names the field and the value.
+func TestSweepModeIsValidated(t *testing.T) {
+	fc, err := forge.New(forge.Config{BaseURL: "http://sim/", Token: "tok"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		mode server.SweepMode
+		ok   bool
+	}{{"", true}, {server.SweepBatch, true}, {server.SweepREST, true}, {"graphql", false}} {
+		_, err := server.New(server.Config{Runs: gaterun.NewMemoryStore(), Leases: lease.NewMemoryStore(), Forge: fc, APIToken: "t", SweepMode: c.mode})
+		if c.ok && err != nil {
+			t.Errorf("SweepMode %q: got %v, want nil: a known mode", c.mode, err)
+		}
+		if !c.ok && (!errors.Is(err, server.ErrConfig) || !strings.Contains(err.Error(), `SweepMode "graphql"`)) {
+			t.Errorf("SweepMode %q: got %v, want server.ErrConfig naming SweepMode and its value", c.mode, err)
+		}
+	}
+}
+
+// seedSweepRuns opens n pull requests on sim, each with a success verdict
+// stored in a new run store and, on the forge, a gate status that agrees
+// with it but for the first drifted ones (failure, changed behind the
+// gate's back). It returns a forge client to sim over an in-memory pipe,
+// the run store, and a stop for the pipe's server.
+func seedSweepRuns(tb testing.TB, sim *forgesim.Sim, n, drifted int) (*forge.Client, *gaterun.MemoryStore, func()) {
+	tb.Helper()
+	tr, stop := serveSimOnPipe(sim)
+	fc, err := forge.New(forge.Config{BaseURL: "http://sim/", Token: "tok", Next: tr})
+	if err != nil {
+		stop()
+		tb.Fatal(err)
+	}
+	runs := gaterun.NewMemoryStore()
+	for i := 1; i <= n; i++ {
+		sha := fmt.Sprintf("%040d", i)
+		state := "success"
+		if i <= drifted {
+			state = "failure"
+		}
+		err := sim.SeedPull("acme", "app", i, sha, "open")
+		if err == nil {
+			err = sim.SetStatus("acme", "app", sha, forgesim.Status{Context: gaterun.DefaultContext, State: state})
+		}
+		if err == nil {
+			_, err = runs.Put(context.Background(), gateRun(i, sha, gaterun.VerdictSuccess), time.Now())
+		}
+		if err != nil {
+			stop()
+			tb.Fatal(err)
+		}
+	}
+	return fc, runs, stop
 }

@@ -81,6 +81,10 @@ type Config struct {
 	// NoLease runs every elected net on this replica without a lease, as
 	// before ADR-117. For comparison measurements only.
 	NoLease bool
+	// SweepMode is how the sweeper reads: SweepBatch (the default, "") or
+	// SweepREST, the per-run REST sweep it replaced. For comparison
+	// measurements only.
+	SweepMode SweepMode
 	// OfferTimeout bounds the offers of one API or webhook request;
 	// 0 means 10 seconds.
 	OfferTimeout time.Duration
@@ -165,6 +169,8 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("%w: BoardInterval %v is negative", ErrConfig, cfg.BoardInterval)
 	case cfg.BoardInterval > 0 && cfg.BoardInterval < lease.MinTTL:
 		return nil, fmt.Errorf("%w: BoardInterval %v is under %v", ErrConfig, cfg.BoardInterval, lease.MinTTL)
+	case cfg.SweepMode != "" && cfg.SweepMode != SweepBatch && cfg.SweepMode != SweepREST:
+		return nil, fmt.Errorf("%w: SweepMode %q is not %q or %q", ErrConfig, cfg.SweepMode, SweepBatch, SweepREST)
 	case cfg.OfferTimeout < 0:
 		return nil, fmt.Errorf("%w: OfferTimeout %v is negative", ErrConfig, cfg.OfferTimeout)
 	case cfg.ShutdownTimeout < 0:
@@ -244,8 +250,12 @@ func New(cfg Config) (*Server, error) {
 	if s.passes, err = newNetMetrics(cfg.Registry); err != nil {
 		return nil, fmt.Errorf("%w: Registry: %w", ErrConfig, err)
 	}
+	var sweepOffer offerer = laneOfferer{s, forge.LaneMergeGateSweeper}
+	if cfg.SweepMode == SweepREST {
+		sweepOffer = perRunOfferer{sweepOffer}
+	}
 	s.sweeper = newSweeper(sweeperConfig{
-		Runs: cfg.Runs, Offer: laneOfferer{s, forge.LaneMergeGateSweeper}, Interval: cfg.SweepInterval,
+		Runs: cfg.Runs, Offer: sweepOffer, Interval: cfg.SweepInterval,
 		Owner: cfg.Owner, Now: cfg.Now, Logger: cfg.Logger, OnPass: s.passes.sweepPass(cfg.Now, cfg.OnSweep), // the sweeper logs its owner
 		BackingOff: backingOff,
 	})

@@ -1,0 +1,464 @@
+package harness
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"math"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"iterion.dev/iterion/internal/clock"
+	"iterion.dev/iterion/pkg/forge"
+	"iterion.dev/iterion/pkg/server"
+)
+
+// The scale scenario (issue 11): the per-run REST sweep and the batched
+// sweep side by side, on growing populations of open runs, at each replica
+// count, with App auth (every configuration has an installation of its own,
+// whose tokens the simulator mints and rotates every compressed hour) and
+// the ETag cache on. GitHub's secondary limits are on, per compressed
+// minute; the primary budgets are not enforced (simBudget), so that what a
+// configuration would spend of a 5,000/h installation budget is measured
+// rather than cut short, and reported as a share of it.
+const (
+	// scaleAppID is the GitHub App the scale replicas authenticate as.
+	scaleAppID = 1
+	// installationBudget is the budget the shares are reported against:
+	// an App installation's 5,000 an hour, REST and GraphQL each.
+	installationBudget = 5000
+	// mintRoute is the simulator's route of installation-token requests,
+	// charged to lane auth, not the sweeper's.
+	mintRoute = "POST /app/installations/{id}/access_tokens"
+	// seedConcurrency is how many runs are seeded at once.
+	seedConcurrency = 16
+)
+
+// ScaleRow is one configuration of the scale scenario. Counts are the
+// configuration's installation's, over its measuring window.
+type ScaleRow struct {
+	// Mode is the serve --sweep-mode: "rest" or "batch".
+	Mode     server.SweepMode
+	Runs     int
+	Replicas int
+	// Interval is the compressed minute; an hour is 60 of them.
+	Interval time.Duration
+	// Window is how long the counts below were taken over, and Passes how
+	// many passes it held: the runs the sweeper offered (its
+	// gate_offers_total) over Runs, so a pass a rate limit cut short
+	// counts for the share it offered.
+	Window time.Duration
+	Passes float64
+	// Requests is every request the installation's tokens sent; REST the
+	// REST requests charged to its budget (a 304 or a refusal is free);
+	// Points the GraphQL points charged; Refused the answers 403 or 429
+	// (secondary limits: the primary budget is not enforced here); Mints
+	// the installation-token requests (lane auth, the App's JWT).
+	Requests, REST, Points, Refused, Mints int64
+	// FirstREST is the REST requests charged from the replicas' start to
+	// the window: the term's first pass, on freshly minted tokens, whose
+	// reads no ETag of theirs could answer 304. A rotation costs a pass
+	// like it once a compressed hour.
+	FirstREST int64
+	// Active is the time the simulator saw the installation's requests
+	// arrive, summed over the window's bursts (a gap of a quarter
+	// interval ends one): a pass's forge time, without its first page's
+	// store reads.
+	Active time.Duration
+	// Sweepers is how many replicas' transports counted sweeper requests
+	// in the window.
+	Sweepers int
+	// Drifted runs had their gate status set to failure behind the
+	// replicas' backs as the window opened; Repaired of them agreed with
+	// their verdict again RepairAfter the window opened.
+	Drifted, Repaired int
+	RepairAfter       time.Duration
+}
+
+// PerPass is v per pass.
+func (r ScaleRow) PerPass(v int64) float64 {
+	if r.Passes == 0 {
+		return 0
+	}
+	return float64(v) / r.Passes
+}
+
+// PerHour is v per compressed hour (60 intervals), at the window's rate.
+func (r ScaleRow) PerHour(v int64) float64 {
+	return float64(v) * float64(60*r.Interval) / float64(r.Window)
+}
+
+// BudgetShare is v per compressed hour as a share of an installation's
+// 5,000 an hour.
+func (r ScaleRow) BudgetShare(v int64) float64 { return r.PerHour(v) / installationBudget }
+
+// RESTShare is the REST requests charged per compressed hour, with the
+// hour's token rotation (one pass charged as the first was, in place of
+// one at the window's rate), as a share of an installation's 5,000 an hour.
+func (r ScaleRow) RESTShare() float64 {
+	perPass := r.PerPass(r.REST)
+	return (r.PerHour(r.REST) + max(0, float64(r.FirstREST)-perPass)) / installationBudget
+}
+
+// Duty is a pass's duration over the interval: Active per pass, or, when
+// passes ran back to back, the window per pass.
+func (r ScaleRow) Duty() float64 {
+	if r.Passes == 0 {
+		return 0
+	}
+	return r.Active.Seconds() / r.Passes / r.Interval.Seconds()
+}
+
+// scale runs the scale scenario on a cluster of its own: its interval is
+// ScaleInterval, and the simulator's installation tokens live a compressed
+// hour.
+func (h *run) scale(ctx context.Context) error {
+	dir := filepath.Join(h.rep.Dir, "scale")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("%w: %v", ErrProcess, err)
+	}
+	key, err := writeAppKey(dir)
+	if err != nil {
+		return err
+	}
+	hour := 60 * h.o.ScaleInterval
+	// ghinstallation refreshes a token a minute before it expires: a TTL
+	// of the hour plus that minute rotates the token every compressed hour.
+	c, err := startCluster(ctx, h.bins, dir, h.o.ScaleInterval, simBudget, "--token-ttl", (hour + time.Minute).String())
+	if err != nil {
+		return err
+	}
+	defer c.close()
+	var pop []runRequest
+	installation := 0
+	for _, size := range h.o.ScaleRuns {
+		t0 := time.Now()
+		more, err := seedScale(ctx, c, len(pop)+1, size)
+		if err != nil {
+			return err
+		}
+		pop = append(pop, more...)
+		h.logf("scale: seeded %d open runs in %v", len(pop), time.Since(t0).Round(time.Millisecond))
+		for _, mode := range []server.SweepMode{server.SweepREST, server.SweepBatch} {
+			for _, n := range h.o.ScaleReplicas {
+				installation++
+				row, err := h.scaleOne(ctx, c, pop, mode, n, installation, key)
+				if err != nil {
+					return fmt.Errorf("%s sweep, %d runs, %d replicas: %w", mode, len(pop), n, err)
+				}
+				h.rep.Scale = append(h.rep.Scale, row)
+				h.logf("scale %-5s runs=%-5d N=%-2d %7.1f req/pass  REST %7.1f  points %6.1f /pass  refused %d  duty %.2f  REST %5.1f%%  GraphQL %5.1f%% of 5,000/h  sweepers %d  repaired %d/%d in %v",
+					mode, row.Runs, n, row.PerPass(row.Requests), row.PerPass(row.REST), row.PerPass(row.Points), row.Refused, row.Duty(),
+					100*row.RESTShare(), 100*row.BudgetShare(row.Points), row.Sweepers, row.Repaired, row.Drifted, row.RepairAfter.Round(time.Millisecond))
+			}
+		}
+	}
+	return nil
+}
+
+// seedScale seeds runs first..last through the wire contracts, several at
+// once: the pull request and its gate status on the simulator (the status
+// through the control endpoint, so that seeding spends no secondary
+// limit), then the verdict through POST /api/runs on a seeding replica.
+func seedScale(ctx context.Context, c *cluster, first, last int) ([]runRequest, error) {
+	if first > last {
+		return nil, nil
+	}
+	// The seeder never sweeps (its first pass would come an hour after its
+	// term began): a sweep over thousands of runs would slow its own seeding.
+	rs, err := c.startReplicas(ctx, 1, replicaSpec{extra: []string{"--sweep-interval", time.Hour.String()}})
+	if err != nil {
+		return nil, err
+	}
+	defer c.stopAll()
+	seeder := rs[0]
+	out := make([]runRequest, 0, last-first+1)
+	for n := first; n <= last; n++ {
+		out = append(out, runRequest{Repo: seedRepo, Pull: n, HeadSHA: headSHA(n), Verdict: "success"})
+	}
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+	)
+	next := make(chan runRequest)
+	for range seedConcurrency {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for r := range next {
+				err := c.sim.seedPull(ctx, r.Repo, r.Pull, r.HeadSHA)
+				if err == nil {
+					err = c.sim.seedStatus(ctx, r.Repo, r.HeadSHA, gateContext, r.Verdict)
+				}
+				if err == nil {
+					err = seeder.api.postRun(ctx, r)
+				}
+				if err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	for _, r := range out {
+		next <- r
+	}
+	close(next)
+	wg.Wait()
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("seeding %d runs: %d failed, the first: %w", len(out), len(errs), errs[0])
+	}
+	return out, nil
+}
+
+// scaleOne measures one configuration on fresh replicas with the lease,
+// all authenticating as installation `installation` of the scale App.
+func (h *run) scaleOne(ctx context.Context, c *cluster, pop []runRequest, mode server.SweepMode, n, installation int, key string) (ScaleRow, error) {
+	iv := h.o.ScaleInterval
+	row := ScaleRow{Mode: mode, Runs: len(pop), Replicas: n, Interval: iv}
+	prefix := fmt.Sprintf("ghs_sim_%d_", installation)
+	mine := func(r simRequests) bool { return strings.HasPrefix(r.Token, prefix) }
+	restOf := func(st simStats) int64 {
+		return total(st.pointsByToken(func(r simRequests) bool { return mine(r) && !isGraphQL(r) }))
+	}
+	stStart, err := c.sim.stats(ctx)
+	if err != nil {
+		return row, err
+	}
+	rs, err := c.startReplicas(ctx, n, replicaSpec{
+		app: []string{"--github-app-id", fmt.Sprint(scaleAppID), "--github-installation-id", fmt.Sprint(installation),
+			"--github-private-key-file", key},
+		extra: []string{"--sweep-mode", string(mode)},
+	})
+	if err != nil {
+		return row, err
+	}
+	defer c.stopAll()
+	// The first pass of the term (deep) offers every run once: the window
+	// opens when it has. A per-run REST pass over thousands of runs takes
+	// several intervals; one deep pass's worth of them, and a minute for
+	// the replicas to start, bounds the wait.
+	firstPass := (server.DeepEvery+1)*iv + time.Minute
+	deadline := time.Now().Add(firstPass)
+	for {
+		off, err := offersOf(ctx, rs)
+		if err != nil {
+			return row, err
+		}
+		if off >= int64(len(pop)) {
+			break
+		}
+		if time.Now().After(deadline) {
+			return row, fmt.Errorf("%w: the first pass offered %d of %d runs within %v", ErrMeasure, off, len(pop), firstPass)
+		}
+		clock.Sleep(ctx, 50*time.Millisecond)
+	}
+	off0, err := offersOf(ctx, rs)
+	if err != nil {
+		return row, err
+	}
+	lane0, err := laneCounts(ctx, rs)
+	if err != nil {
+		return row, err
+	}
+	st0, err := c.sim.stats(ctx)
+	if err != nil {
+		return row, err
+	}
+	t0 := time.Now()
+	row.FirstREST = restOf(st0) - restOf(stStart)
+	drifted := pop[:min(5, max(1, len(pop)/100))]
+	for _, r := range drifted {
+		if err := c.sim.setStatus(ctx, r.Repo, r.HeadSHA, gateContext, "failure"); err != nil {
+			return row, err
+		}
+	}
+	type repair struct {
+		n     int
+		after time.Duration
+		err   error
+	}
+	repaired := make(chan repair, 1)
+	rctx, cancel := context.WithCancel(ctx)
+	defer func() { cancel(); <-repaired }() // an early return waits for the poller too
+	go func() {
+		n, after, err := awaitAgreement(rctx, c.sim, drifted, t0, (server.DeepEvery+1)*iv)
+		repaired <- repair{n, after, err}
+	}()
+	bursts := startBursts(ctx, c.sim, mine, iv/4)
+	clock.Sleep(ctx, time.Duration(h.o.ScalePasses)*iv)
+	row.Active = bursts.stop()
+	off1, err := offersOf(ctx, rs)
+	if err != nil {
+		return row, err
+	}
+	lane1, err := laneCounts(ctx, rs)
+	if err != nil {
+		return row, err
+	}
+	st1, err := c.sim.stats(ctx)
+	if err != nil {
+		return row, err
+	}
+	row.Window = time.Since(t0)
+	row.Passes = float64(off1-off0) / float64(len(pop))
+	delta := func(count func(simStats) int64) int64 { return count(st1) - count(st0) }
+	row.Requests = delta(func(st simStats) int64 { return total(st.byToken(mine)) })
+	row.REST = delta(restOf)
+	row.Points = delta(func(st simStats) int64 {
+		return total(st.pointsByToken(func(r simRequests) bool { return mine(r) && isGraphQL(r) }))
+	})
+	row.Refused = delta(func(st simStats) int64 {
+		return total(st.byToken(func(r simRequests) bool {
+			return mine(r) && (r.Status == http.StatusForbidden || r.Status == http.StatusTooManyRequests)
+		}))
+	})
+	row.Mints = delta(func(st simStats) int64 {
+		return total(st.byToken(func(r simRequests) bool { return r.Route == mintRoute }))
+	})
+	for i := range rs {
+		if lane1[i] > lane0[i] {
+			row.Sweepers++
+		}
+	}
+	row.Drifted = len(drifted)
+	rp := <-repaired
+	repaired <- rp // for the deferred wait
+	row.Repaired, row.RepairAfter = rp.n, rp.after
+	return row, rp.err
+}
+
+// offersOf sums the replicas' sweeper offers.
+func offersOf(ctx context.Context, rs []*replica) (int64, error) {
+	var n int64
+	for _, r := range rs {
+		o, err := r.api.sweepOffers(ctx)
+		if err != nil {
+			return 0, err
+		}
+		n += o
+	}
+	return n, nil
+}
+
+// laneCounts reads each replica's transport count of sweeper requests.
+func laneCounts(ctx context.Context, rs []*replica) ([]int64, error) {
+	out := make([]int64, len(rs))
+	for i, r := range rs {
+		c, err := r.api.transportCounts(ctx)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = c[forge.LaneMergeGateSweeper]
+	}
+	return out, nil
+}
+
+// bursts times the simulator's counts of the requests keep selects: the
+// sum of the spans of their bursts, a burst ending at a gap of at least
+// `gap` without a new request.
+type bursts struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	active time.Duration
+}
+
+// startBursts polls s every 20 ms until stop.
+func startBursts(ctx context.Context, s sim, keep func(simRequests) bool, gap time.Duration) *bursts {
+	ctx, cancel := context.WithCancel(ctx)
+	b := &bursts{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(b.done)
+		var last int64 = -1
+		var from, prev, seen time.Time // the burst's start, the poll before, the last growth
+		for {
+			st, err := s.stats(ctx)
+			at := time.Now()
+			if err == nil {
+				n := total(st.byToken(keep))
+				switch {
+				case last >= 0 && n > last && (seen.IsZero() || at.Sub(seen) >= gap):
+					if !seen.IsZero() {
+						b.active += seen.Sub(from)
+					}
+					from, seen = prev, at
+				case last >= 0 && n > last:
+					seen = at
+				}
+				last, prev = n, at
+			}
+			if !clock.Sleep(ctx, 20*time.Millisecond) {
+				if !seen.IsZero() {
+					b.active += seen.Sub(from)
+				}
+				return
+			}
+		}
+	}()
+	return b
+}
+
+// stop ends the polling and returns the bursts' summed spans.
+func (b *bursts) stop() time.Duration {
+	b.cancel()
+	<-b.done
+	return b.active
+}
+
+// writeAppKey writes a fresh RSA key for the scale App's JWTs into dir and
+// returns its path. The simulator reads a JWT's issuer, not its signature.
+func writeAppKey(dir string) (string, error) {
+	k, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return "", fmt.Errorf("%w: App key: %v", ErrProcess, err)
+	}
+	path := filepath.Join(dir, "app-key.pem")
+	b := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(k)})
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		return "", fmt.Errorf("%w: App key: %v", ErrProcess, err)
+	}
+	return path, nil
+}
+
+// ScaleGoal is issue 11's goal for one pass at runs open runs: at most
+// ceil(runs/50)+5 requests.
+func ScaleGoal(runs int) int { return int(math.Ceil(float64(runs)/50)) + 5 }
+
+func scaleMarkdown(r *Report) string {
+	var b strings.Builder
+	iv := r.Options.ScaleInterval
+	fmt.Fprintf(&b, "**Scale.** The per-run REST sweep (`--sweep-mode rest`, kept for this comparison) and the batched sweep "+
+		"(`batch`, the default) side by side, with the lease, at each population of open runs and replica count. Sweep interval "+
+		"%v (GitHub's minute, compressed), so a compressed hour is %v. App auth: each configuration is an installation of its own "+
+		"whose tokens the simulator mints, living a compressed hour (`--token-ttl` %v: ghinstallation refreshes a minute early), "+
+		"and the ETag cache is on. GitHub's secondary limits are on per compressed minute; the primary budgets are not enforced, "+
+		"so each configuration's spend is measured and shown as a share of a 5,000/h installation budget. Each configuration is "+
+		"measured over %d intervals after its first pass; %s runs had their gate status set to `failure` as the window opened.\n\n",
+		iv, 60*iv, 60*iv+time.Minute, r.Options.ScalePasses, "up to 5 (1%)")
+	b.WriteString("| sweep | open runs | replicas | passes | requests/pass | goal ≤ ceil(N/50)+5 | REST/pass | GraphQL points/pass | " +
+		"requests/hour | REST % of 5,000/h | GraphQL % of 5,000/h | secondary refusals/hour | pass ÷ interval | sweeping | drift repaired | token mints |\n")
+	b.WriteString("|:---|---:|---:|---:|---:|:---|---:|---:|---:|---:|---:|---:|---:|---:|:---|---:|\n")
+	for _, s := range r.Scale {
+		goal := fmt.Sprintf("%d: %s", ScaleGoal(s.Runs), yesNo(s.PerPass(s.Requests) <= float64(ScaleGoal(s.Runs))))
+		fmt.Fprintf(&b, "| %s | %d | %d | %.2f | %.1f | %s | %.1f | %.1f | %.0f | %.1f%% | %.1f%% | %.0f | %.2f | %d | %d/%d in %v | %d |\n",
+			s.Mode, s.Runs, s.Replicas, s.Passes, s.PerPass(s.Requests), goal, s.PerPass(s.REST), s.PerPass(s.Points),
+			s.PerHour(s.Requests), 100*s.RESTShare(), 100*s.BudgetShare(s.Points), s.PerHour(s.Refused), s.Duty(),
+			s.Sweepers, s.Repaired, s.Drifted, s.RepairAfter.Round(time.Millisecond), s.Mints)
+	}
+	b.WriteString("\nPasses are the runs the sweepers offered (`gate_offers_total{lane=\"merge-gate-sweeper\"}`) over the population; " +
+		"per hour is the window's rate times a compressed hour; the REST share adds the hour's token rotation: one pass charged as " +
+		"the term's first was, on fresh tokens whose ETags answer no 304, in place of one at the window's rate. " +
+		"REST counts charged requests (a 304 and a refusal are free), " +
+		"GraphQL the points the simulator charged. Pass ÷ interval is the time the simulator saw the pass's requests arrive " +
+		"(bursts, polled every 20 ms) per pass over the interval, which leaves out the first page's store reads.\n\n")
+	return b.String()
+}
