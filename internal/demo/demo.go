@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http/httptest"
 	"slices"
 	"strings"
@@ -126,6 +127,10 @@ type Phase struct {
 	// Bound is the ADR's bound for that takeover.
 	Stopped, Successor int
 	Takeover, Bound    time.Duration
+	// StepDowns counts the sweeper lease's step-downs in the phase by
+	// reason (lease.ReasonDeadline, ...), from the replicas' lease events:
+	// in phase 2 a step-down is a hand-over that only a stall explains.
+	StepDowns map[string]int
 }
 
 // PerSecond is the phase's sweeper requests per second, all replicas.
@@ -184,6 +189,31 @@ type demo struct {
 	samples    []Sample
 	terms      []Span // the sweeper lease's
 	boardTerms []Span // the board sync lease's
+	stepDowns  []lease.Event
+}
+
+// leaseEvent keeps the sweeper lease's step-downs; it is every replica's
+// server.Config.OnLeaseEvent.
+func (d *demo) leaseEvent(ev lease.Event) {
+	if ev.Kind != lease.SteppedDown || ev.Name != server.MergeGateSweeper().Name {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.stepDowns = append(d.stepDowns, ev)
+}
+
+// stepDownsIn counts the sweeper lease's step-downs from..to by reason.
+func (d *demo) stepDownsIn(from, to time.Time) map[string]int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := map[string]int{}
+	for _, ev := range d.stepDowns {
+		if !ev.At.Before(from) && ev.At.Before(to) {
+			out[ev.Reason]++
+		}
+	}
+	return out
 }
 
 // Run runs the demo's four phases and returns what they measured. It takes
@@ -219,6 +249,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			<-sampled
 			return nil, err
 		}
+		ph.StepDowns = d.stepDownsIn(ph.From, ph.To)
 		res.Phases = append(res.Phases, ph)
 		fmt.Fprintln(cfg.Out, progressLine(len(res.Phases), ph, d.names))
 	}
@@ -433,6 +464,14 @@ func progressLine(n int, p Phase, names []string) string {
 	s := fmt.Sprintf("phase %d: %-36s %6.0f sweeper, %3.0f board-sync requests/s over %.1fs", n, p.Name, p.PerSecond(), p.BoardPerSecond(), p.To.Sub(p.From).Seconds())
 	if p.Stopped >= 0 {
 		s += fmt.Sprintf("; %s stopped, %s swept %v later (bound %v)", names[p.Stopped], names[p.Successor], p.Takeover.Round(time.Millisecond), p.Bound)
+	}
+	if len(p.StepDowns) > 0 {
+		reasons := slices.Sorted(maps.Keys(p.StepDowns))
+		parts := make([]string, len(reasons))
+		for i, r := range reasons {
+			parts[i] = fmt.Sprintf("%s %d", r, p.StepDowns[r])
+		}
+		s += "; sweeper step-downs: " + strings.Join(parts, ", ")
 	}
 	return s
 }

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/net/html"
+
+	"iterion.dev/iterion/pkg/lease"
 )
 
 // TestDemo runs the demo with small durations and checks what it exists to
@@ -70,6 +72,9 @@ func TestDemo(t *testing.T) {
 		if p.Successor == p.Stopped {
 			t.Errorf("%s: got successor %s, the stopped replica, want another", p.Name, res.Replicas[p.Successor])
 		}
+	}
+	if got := res.Phases[2].StepDowns[lease.ReasonCanceled]; got < 1 {
+		t.Errorf("phase 3: got %d sweeper step-downs with reason %s, want at least 1: the clean stop ends the leader's term, and the demo records it (%v)", got, lease.ReasonCanceled, res.Phases[2].StepDowns)
 	}
 	if want := 3*interval + interval + interval; res.Phases[3].Bound != want {
 		t.Errorf("got crash bound %v, want TTL + retry + tick = %v", res.Phases[3].Bound, want)

@@ -77,6 +77,7 @@ func (d *demo) start(ctx context.Context, name string, noLease bool) (*replica, 
 		BoardInterval: d.cfg.Interval,
 		NoLease:       noLease,
 		Registry:      reg,
+		OnLeaseEvent:  d.leaseEvent,
 	})
 	if err != nil {
 		fc.Close()
