@@ -1,17 +1,24 @@
-// Package mongostore is what the project's MongoDB stores (the gating runs
-// of pkg/server, the board's cards of pkg/board) share: creating their
-// indexes in a way every MongoDB-wire server this project runs on accepts,
-// the test server included, and reading a query's documents through the
-// store's own decoder.
+// Package mongostore is what the project's MongoDB stores (gating runs,
+// board cards, webhook deliveries) and their memory twins share: the
+// instant as BSON keeps it, creating their indexes in a way every
+// MongoDB-wire server this project runs on accepts, the test server
+// included, and reading a query's documents through the store's own
+// decoder.
 package mongostore
 
 import (
 	"context"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
+
+// Stamp is t as BSON keeps it, so both twins of a store agree: UTC,
+// truncated to the millisecond. (pkg/lease keeps its own, lease.Stamp, to
+// stay on the standard library alone.)
+func Stamp(t time.Time) time.Time { return t.UTC().Truncate(time.Millisecond) }
 
 // CreateIndexes creates models on coll one at a time; an existing index of the
 // same name and keys is kept. One at a time because the MongoDB-wire test

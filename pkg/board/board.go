@@ -21,6 +21,7 @@ import (
 	"sync"
 	"time"
 
+	"iterion.dev/iterion/internal/mongostore"
 	"iterion.dev/iterion/pkg/forge"
 )
 
@@ -89,14 +90,10 @@ func validRepo(repo string) bool {
 	return err == nil
 }
 
-// stamp is t as the stores keep it: UTC, truncated to the millisecond, as
-// BSON keeps instants.
-func stamp(t time.Time) time.Time { return t.UTC().Truncate(time.Millisecond) }
-
 // stamped is c as the stores keep it: Updated stamped, empty lists nil,
 // lists copied so the caller's slices are never shared.
 func (c Card) stamped() Card {
-	c.Updated = stamp(c.Updated)
+	c.Updated = mongostore.Stamp(c.Updated)
 	c.Labels, c.Assignees = cloneOrNil(c.Labels), cloneOrNil(c.Assignees)
 	return c
 }

@@ -17,6 +17,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"iterion.dev/iterion/internal/mongostore"
 )
 
 // DefaultWindow is how long a webhook delivery id is remembered:
@@ -82,7 +84,7 @@ func (s *MemoryStore) Claim(ctx context.Context, id string, now time.Time, windo
 	if err := checkClaim(id, window); err != nil {
 		return false, err
 	}
-	now = stamp(now)
+	now = mongostore.Stamp(now)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.expires == nil {
@@ -99,7 +101,7 @@ func (s *MemoryStore) Claim(ctx context.Context, id string, now time.Time, windo
 		}
 		s.pruneAt = max(1024, 2*len(s.expires))
 	}
-	s.expires[id] = stamp(now.Add(window))
+	s.expires[id] = mongostore.Stamp(now.Add(window))
 	return true, nil
 }
 
@@ -113,6 +115,3 @@ func (s *MemoryStore) Forget(ctx context.Context, id string) error {
 	delete(s.expires, id)
 	return nil
 }
-
-// stamp is t as the stores keep it: UTC, truncated to the millisecond.
-func stamp(t time.Time) time.Time { return t.UTC().Truncate(time.Millisecond) }

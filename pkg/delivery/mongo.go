@@ -70,8 +70,8 @@ func (s *MongoStore) Claim(ctx context.Context, id string, now time.Time, window
 	if err := checkClaim(id, window); err != nil {
 		return false, err
 	}
-	now = stamp(now)
-	expires := stamp(now.Add(window))
+	now = mongostore.Stamp(now)
+	expires := mongostore.Stamp(now.Add(window))
 	if s.selfPrune && s.claims.Add(1)%pruneEvery == 0 {
 		if _, err := s.coll.DeleteMany(ctx, bson.D{{Key: "expires", Value: bson.D{{Key: "$lte", Value: now}}}}); err != nil {
 			return false, fmt.Errorf("delivery: prune deliveries: %w", err)

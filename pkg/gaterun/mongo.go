@@ -68,7 +68,7 @@ func (s *MongoStore) Put(ctx context.Context, run Run, now time.Time) (bool, err
 	if err := run.Validate(); err != nil {
 		return false, err
 	}
-	now = stamp(now)
+	now = mongostore.Stamp(now)
 	update := bson.D{
 		{Key: "$set", Value: bson.D{
 			{Key: "host", Value: run.Host}, {Key: "repo", Value: run.Repo},
@@ -110,7 +110,7 @@ func (s *MongoStore) Unsettled(ctx context.Context, since time.Time, after Curso
 	}
 	filter := bson.D{
 		{Key: "settled", Value: false},
-		{Key: "updated_at", Value: bson.D{{Key: "$gte", Value: stamp(since)}}},
+		{Key: "updated_at", Value: bson.D{{Key: "$gte", Value: mongostore.Stamp(since)}}},
 	}
 	return s.page(ctx, filter, after, limit)
 }
@@ -140,7 +140,7 @@ func (s *MongoStore) List(ctx context.Context, q Query) ([]Run, error) {
 // cursor, in listing order (updated_at, then _id).
 func (s *MongoStore) page(ctx context.Context, filter bson.D, after Cursor, limit int) ([]Run, error) {
 	if after != (Cursor{}) {
-		at := stamp(after.Updated)
+		at := mongostore.Stamp(after.Updated)
 		filter = append(filter, bson.E{Key: "$or", Value: bson.A{
 			bson.D{{Key: "updated_at", Value: bson.D{{Key: "$gt", Value: at}}}},
 			bson.D{{Key: "updated_at", Value: at}, {Key: "_id", Value: bson.D{{Key: "$gt", Value: after.ID}}}},

@@ -198,6 +198,3 @@ func (q Query) Matches(r Run) bool {
 		(q.Pull == 0 || r.Pull == q.Pull) &&
 		(q.State == StateAll || r.Settled == (q.State == StateSettled))
 }
-
-// stamp is t as the stores keep it: UTC, truncated to the millisecond.
-func stamp(t time.Time) time.Time { return t.UTC().Truncate(time.Millisecond) }

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"iterion.dev/iterion/internal/mongostore"
 )
 
 // Store keeps gating runs. Implementations are safe for concurrent use,
@@ -69,7 +71,7 @@ func (s *MemoryStore) Put(ctx context.Context, run Run, now time.Time) (bool, er
 	if s.runs == nil {
 		s.runs = make(map[string]Run)
 	}
-	now = stamp(now)
+	now = mongostore.Stamp(now)
 	old, ok := s.runs[run.ID]
 	if ok {
 		run.Created = old.Created
@@ -101,7 +103,7 @@ func (s *MemoryStore) Unsettled(ctx context.Context, since time.Time, after Curs
 	if limit < 1 {
 		return nil, fmt.Errorf("%w: limit %d is under 1", ErrInvalid, limit)
 	}
-	since = stamp(since)
+	since = mongostore.Stamp(since)
 	out, err := s.filter(ctx, func(r Run) bool {
 		return !r.Updated.Before(since) && after.Before(r)
 	})

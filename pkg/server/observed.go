@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"iterion.dev/iterion/internal/mongostore"
 	"iterion.dev/iterion/pkg/board"
 	"iterion.dev/iterion/pkg/forge"
 	"iterion.dev/iterion/pkg/lease"
@@ -93,12 +94,12 @@ func (o *observed) offered(id, lane string, out outcome, err error, now time.Tim
 	if o.offers == nil {
 		o.offers = make(map[string]offerRecord)
 	}
-	rec := offerRecord{Lane: lane, Outcome: string(out), At: stamp(now)}
+	rec := offerRecord{Lane: lane, Outcome: string(out), At: mongostore.Stamp(now)}
 	if err != nil {
 		rec.Error = err.Error()
 	}
 	if rl := (*forge.RateLimitError)(nil); errors.As(err, &rl) {
-		rec.RetryAt = stamp(rl.Reset)
+		rec.RetryAt = mongostore.Stamp(rl.Reset)
 	}
 	o.offers[id] = rec
 }
@@ -111,6 +112,3 @@ func (o *observed) lastOffer(id string) (offerRecord, bool) {
 	r, ok := o.offers[id]
 	return r, ok
 }
-
-// stamp is t as the stores keep it: UTC, truncated to the millisecond.
-func stamp(t time.Time) time.Time { return t.UTC().Truncate(time.Millisecond) }
