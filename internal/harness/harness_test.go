@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -136,27 +137,58 @@ func TestQuickMode(t *testing.T) {
 	})
 }
 
-// testBinaries builds ./cmd/iterion and ./cmd/dev-mongo into a new
-// temporary directory and returns it and both binaries' paths.
+// built holds the binaries testBinaries built, once for every test of the
+// package: TestQuickMode and TestLoadScenario run the same two commands.
+var built struct {
+	mu            sync.Mutex
+	dir           string // removed by TestMain
+	bin, devMongo string
+	err           error
+}
+
+// TestMain removes the binaries the tests built.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if built.dir != "" {
+		os.RemoveAll(built.dir)
+	}
+	os.Exit(code)
+}
+
+// testBinaries builds ./cmd/iterion and ./cmd/dev-mongo the first time a
+// test asks, and returns a new temporary directory for the test's run and
+// both binaries' paths.
 func testBinaries(ctx context.Context, t *testing.T) (dir, bin, devMongo string) {
 	t.Helper()
+	built.mu.Lock()
+	defer built.mu.Unlock()
+	if built.dir == "" && built.err == nil {
+		built.err = buildTestBinaries(ctx)
+	}
+	if built.err != nil {
+		t.Fatal(built.err)
+	}
+	return t.TempDir(), built.bin, built.devMongo
+}
+
+// buildTestBinaries fills built; built.mu is held.
+func buildTestBinaries(ctx context.Context) error {
 	wd, err := os.Getwd()
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	root, err := ModuleRoot(wd)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
-	dir = t.TempDir()
-	bin, devMongo = filepath.Join(dir, "iterion"), filepath.Join(dir, "dev-mongo")
-	if err := build(ctx, root, iterionPkg, bin); err != nil {
-		t.Fatal(err)
+	if built.dir, err = os.MkdirTemp("", "iterion-harness-bin-"); err != nil {
+		return err
 	}
-	if err := build(ctx, root, devMongoPkg, devMongo); err != nil {
-		t.Fatal(err)
+	built.bin, built.devMongo = filepath.Join(built.dir, "iterion"), filepath.Join(built.dir, "dev-mongo")
+	if err := build(ctx, root, iterionPkg, built.bin); err != nil {
+		return err
 	}
-	return dir, bin, devMongo
+	return build(ctx, root, devMongoPkg, built.devMongo)
 }
 
 // checkScale asserts issue 11's goals on the scale rows, with margins for
