@@ -313,6 +313,22 @@ func (a api) sweepOffers(ctx context.Context) (int64, error) {
 	return n, nil
 }
 
+// passTime reads iterion_net_pass_duration_seconds{net} from the
+// replica's /metrics: the summed duration of the passes of that net it
+// finished, in seconds, and how many.
+func (a api) passTime(ctx context.Context, net string) (seconds float64, passes uint64, err error) {
+	fams, err := a.metrics(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, m := range fams["iterion_net_pass_duration_seconds"].GetMetric() {
+		if label(m, "net") == net {
+			return m.GetHistogram().GetSampleSum(), m.GetHistogram().GetSampleCount(), nil
+		}
+	}
+	return 0, 0, nil
+}
+
 // holdsLease reads lease_held{lease} from the replica's /metrics: whether
 // one of its Runs is in a term of that lease (pkg/lease's metrics).
 func (a api) holdsLease(ctx context.Context, lease string) (bool, error) {

@@ -67,11 +67,12 @@ type ScaleRow struct {
 	// reads no ETag of theirs could answer 304. A rotation costs a pass
 	// like it once a compressed hour.
 	FirstREST int64
-	// Active is the time the simulator saw the installation's requests
-	// arrive, summed over the window's bursts (a gap of a quarter
-	// interval ends one): a pass's forge time, without its first page's
-	// store reads.
-	Active time.Duration
+	// PassTime is the summed duration of the sweeper passes that ended in
+	// the window, PassesTimed how many (the sweepers'
+	// iterion_net_pass_duration_seconds): store reads, forge reads and
+	// writes, from the pass's tick to its end.
+	PassTime    time.Duration
+	PassesTimed uint64
 	// Sweepers is how many replicas' transports counted sweeper requests
 	// in the window.
 	Sweepers int
@@ -107,13 +108,17 @@ func (r ScaleRow) RESTShare() float64 {
 	return (r.PerHour(r.REST) + max(0, float64(r.FirstREST)-perPass)) / installationBudget
 }
 
-// Duty is a pass's duration over the interval: Active per pass, or, when
-// passes ran back to back, the window per pass.
+// Duty is a pass's duration over the interval: the mean of the passes that
+// ended in the window or, when none did (a pass longer than the window),
+// the window over the share of a pass it offered.
 func (r ScaleRow) Duty() float64 {
-	if r.Passes == 0 {
-		return 0
+	switch {
+	case r.PassesTimed > 0:
+		return r.PassTime.Seconds() / float64(r.PassesTimed) / r.Interval.Seconds()
+	case r.Passes > 0:
+		return r.Window.Seconds() / r.Passes / r.Interval.Seconds()
 	}
-	return r.Active.Seconds() / r.Passes / r.Interval.Seconds()
+	return 0
 }
 
 // scale runs the scale scenario on a cluster of its own: its interval is
@@ -266,6 +271,10 @@ func (h *run) scaleOne(ctx context.Context, c *cluster, pop []runRequest, mode s
 	if err != nil {
 		return row, err
 	}
+	time0, timed0, err := passTimes(ctx, rs)
+	if err != nil {
+		return row, err
+	}
 	lane0, err := laneCounts(ctx, rs)
 	if err != nil {
 		return row, err
@@ -294,13 +303,16 @@ func (h *run) scaleOne(ctx context.Context, c *cluster, pop []runRequest, mode s
 		n, after, err := awaitAgreement(rctx, c.sim, drifted, t0, (server.DeepEvery+1)*iv)
 		repaired <- repair{n, after, err}
 	}()
-	bursts := startBursts(ctx, c.sim, mine, iv/4)
 	clock.Sleep(ctx, time.Duration(h.o.ScalePasses)*iv)
-	row.Active = bursts.stop()
 	off1, err := offersOf(ctx, rs)
 	if err != nil {
 		return row, err
 	}
+	time1, timed1, err := passTimes(ctx, rs)
+	if err != nil {
+		return row, err
+	}
+	row.PassTime, row.PassesTimed = time1-time0, timed1-timed0
 	lane1, err := laneCounts(ctx, rs)
 	if err != nil {
 		return row, err
@@ -350,6 +362,21 @@ func offersOf(ctx context.Context, rs []*replica) (int64, error) {
 	return n, nil
 }
 
+// passTimes sums the replicas' sweeper pass durations and counts
+// (passTime).
+func passTimes(ctx context.Context, rs []*replica) (time.Duration, uint64, error) {
+	var sum float64
+	var n uint64
+	for _, r := range rs {
+		s, c, err := r.api.passTime(ctx, server.MergeGateSweeper().Name)
+		if err != nil {
+			return 0, 0, err
+		}
+		sum, n = sum+s, n+c
+	}
+	return time.Duration(sum * float64(time.Second)), n, nil
+}
+
 // laneCounts reads each replica's transport count of sweeper requests.
 func laneCounts(ctx context.Context, rs []*replica) ([]int64, error) {
 	out := make([]int64, len(rs))
@@ -361,57 +388,6 @@ func laneCounts(ctx context.Context, rs []*replica) ([]int64, error) {
 		out[i] = c[forge.LaneMergeGateSweeper]
 	}
 	return out, nil
-}
-
-// bursts times the simulator's counts of the requests keep selects: the
-// sum of the spans of their bursts, a burst ending at a gap of at least
-// `gap` without a new request.
-type bursts struct {
-	cancel context.CancelFunc
-	done   chan struct{}
-	active time.Duration
-}
-
-// startBursts polls s every 20 ms until stop.
-func startBursts(ctx context.Context, s sim, keep func(simRequests) bool, gap time.Duration) *bursts {
-	ctx, cancel := context.WithCancel(ctx)
-	b := &bursts{cancel: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(b.done)
-		var last int64 = -1
-		var from, prev, seen time.Time // the burst's start, the poll before, the last growth
-		for {
-			st, err := s.stats(ctx)
-			at := time.Now()
-			if err == nil {
-				n := total(st.byToken(keep))
-				switch {
-				case last >= 0 && n > last && (seen.IsZero() || at.Sub(seen) >= gap):
-					if !seen.IsZero() {
-						b.active += seen.Sub(from)
-					}
-					from, seen = prev, at
-				case last >= 0 && n > last:
-					seen = at
-				}
-				last, prev = n, at
-			}
-			if !clock.Sleep(ctx, 20*time.Millisecond) {
-				if !seen.IsZero() {
-					b.active += seen.Sub(from)
-				}
-				return
-			}
-		}
-	}()
-	return b
-}
-
-// stop ends the polling and returns the bursts' summed spans.
-func (b *bursts) stop() time.Duration {
-	b.cancel()
-	<-b.done
-	return b.active
 }
 
 // writeAppKey writes a fresh RSA key for the scale App's JWTs into dir and
@@ -458,7 +434,8 @@ func scaleMarkdown(r *Report) string {
 		"per hour is the window's rate times a compressed hour; the REST share adds the hour's token rotation: one pass charged as " +
 		"the term's first was, on fresh tokens whose ETags answer no 304, in place of one at the window's rate. " +
 		"REST counts charged requests (a 304 and a refusal are free), " +
-		"GraphQL the points the simulator charged. Pass ÷ interval is the time the simulator saw the pass's requests arrive " +
-		"(bursts, polled every 20 ms) per pass over the interval, which leaves out the first page's store reads.\n\n")
+		"GraphQL the points the simulator charged. Pass ÷ interval is the mean duration of the passes that ended in the window " +
+		"(the sweepers' `iterion_net_pass_duration_seconds`: listing, forge reads and writes, from the tick to the pass's end) over the interval; " +
+		"when no pass ended in the window, the window over the share of a pass offered.\n\n")
 	return b.String()
 }

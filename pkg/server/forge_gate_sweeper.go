@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -26,9 +27,13 @@ const (
 	// DeepEvery makes every DeepEvery-th pass of a term deep; the first
 	// pass of every term is deep too.
 	DeepEvery = 30
-	// sweepPage is how many runs one store read returns, and one batch
-	// offers: one forge query reads them all.
-	sweepPage = forge.MaxPullBatch
+	// listPage is how many runs one store read returns: a pass over N open
+	// runs lists them in ceil(N/listPage) reads, and offers each page in
+	// batches of sweepBatch.
+	listPage = 10 * sweepBatch
+	// sweepBatch is how many runs one batch offers: one forge query reads
+	// them all.
+	sweepBatch = forge.MaxPullBatch
 )
 
 // SweepPass reports one pass of the sweeper to sweeperConfig.OnPass.
@@ -195,49 +200,49 @@ func (s *sweeper) showBackingOff(backoff map[string]backoff) {
 	}
 }
 
-// offerSince offers, page by page, the unsettled runs updated since that
-// come after cur, each page in one batch, skipping the runs backing off at
-// now. It returns how many it offered and skipped, the cursor after the
-// last page it finished, whether it reached the end, and, when a rate limit
-// stopped it, the limit's reset.
+// offerSince offers the unsettled runs updated since that come after cur,
+// listing them listPage at a time and offering each page in batches of
+// sweepBatch, skipping the runs backing off at now. It returns how many it
+// offered and skipped, the cursor after the last batch it finished, whether
+// it reached the end, and, when a rate limit stopped it, the limit's reset.
 func (s *sweeper) offerSince(ctx context.Context, st *sweepTerm, now, since time.Time, cur gaterun.Cursor) (offered, skipped int, _ gaterun.Cursor, complete bool, resume time.Time) {
 	for {
-		page, err := s.cfg.Runs.Unsettled(ctx, since, cur, sweepPage)
+		page, err := s.cfg.Runs.Unsettled(ctx, since, cur, listPage)
 		if err != nil {
 			s.cfg.Logger.Warn("sweep stopped: cannot list runs", "owner", s.cfg.Owner, "err", err)
 			return offered, skipped, cur, false, time.Time{}
 		}
-		if ctx.Err() != nil {
-			return offered, skipped, cur, false, time.Time{}
-		}
-		batch := make([]gaterun.Run, 0, len(page))
-		for _, run := range page {
-			if now.Before(st.backoff[run.ID].until) {
-				skipped++
-				continue
+		for chunk := range slices.Chunk(page, sweepBatch) {
+			if ctx.Err() != nil {
+				return offered, skipped, cur, false, time.Time{}
 			}
-			batch = append(batch, run)
-		}
-		if len(batch) > 0 {
-			outs, err := s.cfg.Offer.OfferBatch(ctx, batch)
-			offered += len(batch)
-			for i, out := range outs {
-				st.note(batch[i], out, now, s.cfg.Interval)
-			}
-			if errors.Is(err, forge.ErrRateLimited) {
-				resume = s.cfg.Now().Add(s.cfg.Interval)
-				if rl := (*forge.RateLimitError)(nil); errors.As(err, &rl) {
-					resume = rl.Reset
+			batch := make([]gaterun.Run, 0, len(chunk))
+			for _, run := range chunk {
+				if now.Before(st.backoff[run.ID].until) {
+					skipped++
+					continue
 				}
-				s.cfg.Logger.Warn("sweep stopped: rate limited", "owner", s.cfg.Owner, "until", resume, "err", err)
-				return offered, skipped, cur, false, resume
+				batch = append(batch, run)
 			}
+			if len(batch) > 0 {
+				outs, err := s.cfg.Offer.OfferBatch(ctx, batch)
+				offered += len(batch)
+				for i, out := range outs {
+					st.note(batch[i], out, now, s.cfg.Interval)
+				}
+				if errors.Is(err, forge.ErrRateLimited) {
+					resume = s.cfg.Now().Add(s.cfg.Interval)
+					if rl := (*forge.RateLimitError)(nil); errors.As(err, &rl) {
+						resume = rl.Reset
+					}
+					s.cfg.Logger.Warn("sweep stopped: rate limited", "owner", s.cfg.Owner, "until", resume, "err", err)
+					return offered, skipped, cur, false, resume
+				}
+			}
+			cur = gaterun.CursorAt(chunk[len(chunk)-1])
 		}
-		if len(page) > 0 {
-			cur = gaterun.CursorAt(page[len(page)-1])
-		}
-		if len(page) < sweepPage {
-			return offered, skipped, cur, true, time.Time{}
+		if len(page) < listPage {
+			return offered, skipped, cur, ctx.Err() == nil, time.Time{}
 		}
 	}
 }

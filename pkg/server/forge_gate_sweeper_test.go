@@ -30,6 +30,7 @@ type fakeOfferer struct {
 	n          int               // offers so far
 	fail       func(n int) error // n counts offers from 1
 	unreadable map[string]bool   // by repo: the forge will not show its pull request
+	batches    []int             // the size of each OfferBatch
 }
 
 func (f *fakeOfferer) Offer(_ context.Context, run gaterun.Run) (server.Outcome, error) {
@@ -52,6 +53,9 @@ func (f *fakeOfferer) Offer(_ context.Context, run gaterun.Run) (server.Outcome,
 // stops at a rate limit, which would have failed the query: the runs not
 // reached fail.
 func (f *fakeOfferer) OfferBatch(ctx context.Context, runs []gaterun.Run) ([]server.Outcome, error) {
+	f.mu.Lock()
+	f.batches = append(f.batches, len(runs))
+	f.mu.Unlock()
 	outs := make([]server.Outcome, len(runs))
 	var errs []error
 	for i, run := range runs {
@@ -257,17 +261,21 @@ func TestSweeperRateLimit(t *testing.T) {
 	})
 }
 
-// TestSweeperPagesThroughManyRuns pins that a pass pages through more runs
-// than one store read returns, offering each exactly once.
+// TestSweeperPagesThroughManyRuns pins how a pass reads the store and
+// offers: it lists the open runs 1,000 to a store read (2,250 runs: three
+// reads), offers each exactly once, in batches of at most
+// forge.MaxPullBatch, one forge query's worth.
 func TestSweeperPagesThroughManyRuns(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
+		const n = 2250
 		start := time.Now()
-		runs := gaterun.NewMemoryStore()
+		mem := gaterun.NewMemoryStore()
 		var entries []seeded
-		for i := range 250 {
-			entries = append(entries, seeded{fmt.Sprintf("r%03d", i), time.Duration(i%7) * time.Hour, false})
+		for i := range n {
+			entries = append(entries, seeded{fmt.Sprintf("r%04d", i), time.Duration(i%7) * time.Hour, false})
 		}
-		seedRuns(t, runs, start, entries)
+		seedRuns(t, mem, start, entries)
+		runs := &countingRuns{Store: mem}
 		offer := &fakeOfferer{}
 		log := &passLog{offer: offer}
 		sw := server.NewSweeper(server.SweeperConfig{Runs: runs, Offer: offer, Interval: time.Minute, OnPass: log.onPass})
@@ -276,11 +284,17 @@ func TestSweeperPagesThroughManyRuns(t *testing.T) {
 		synctest.Wait()
 		stop()
 		passes, offers := log.snapshot()
-		if len(passes) != 1 || passes[0].Offered != 250 || len(offers[0]) != 250 {
-			t.Fatalf("got %d passes, offered %v, want 1 pass offering 250", len(passes), len(offers))
+		if len(passes) != 1 || passes[0].Offered != n || len(offers[0]) != n {
+			t.Fatalf("got %d passes, offered %v, want 1 pass offering %d", len(passes), len(offers), n)
 		}
-		if len(slices.Compact(slices.Sorted(slices.Values(offers[0])))) != 250 {
+		if len(slices.Compact(slices.Sorted(slices.Values(offers[0])))) != n {
 			t.Errorf("some run was offered twice in one pass, want each once")
+		}
+		if gets, lists := runs.take(); lists != 3 || gets != 0 {
+			t.Errorf("store reads: %d pages listed, %d runs got; want 3 and 0: a pass lists 1,000 runs a read and re-reads none itself", lists, gets)
+		}
+		if len(offer.batches) != 23 || slices.Max(offer.batches) != forge.MaxPullBatch {
+			t.Errorf("batches %v, want 23 of at most %d: one forge query's worth each", offer.batches, forge.MaxPullBatch)
 		}
 	})
 }
@@ -337,11 +351,12 @@ func TestSweepPassCostAgainstTheSimulator(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const n, drifted = 250, 3
 		sim := forgesim.New()
-		fc, runs, stopSim := seedSweepRuns(t, sim, n, drifted)
+		fc, mem, stopSim := seedSweepRuns(t, sim, n, drifted)
 		defer stopSim()
 		if err := sim.Merge("acme", "app", n); err != nil {
 			t.Fatal(err)
 		}
+		runs := &countingRuns{Store: mem}
 		sim.ResetStats()
 		var passes []server.SweepPass
 		sw := server.NewSweeper(server.SweeperConfig{Runs: runs, Offer: server.NewReconciler(runs, fc, nil), Interval: time.Minute,
@@ -362,7 +377,10 @@ func TestSweepPassCostAgainstTheSimulator(t *testing.T) {
 				t.Errorf("pull %d: gate context %q, want success: drift is repaired", i, st)
 			}
 		}
-		if r, _ := runs.Get(context.Background(), gateRun(n, fmt.Sprintf("%040d", n), gaterun.VerdictSuccess).ID); !r.Settled {
+		if gets, lists := runs.take(); lists != 1 || gets != drifted+1 {
+			t.Errorf("pass 1 store reads: %d pages, %d runs got; want 1 and %d (the drifted and the merged, re-read before their write): store reads grow with pages and writes, not open runs", lists, gets, drifted+1)
+		}
+		if r, _ := mem.Get(context.Background(), gateRun(n, fmt.Sprintf("%040d", n), gaterun.VerdictSuccess).ID); !r.Settled {
 			t.Errorf("run of the merged pull request unsettled, want settled: the batch settles as Offer does")
 		}
 		sim.ResetStats()
@@ -371,6 +389,9 @@ func TestSweepPassCostAgainstTheSimulator(t *testing.T) {
 		stop()
 		if q, all := sim.Requests(forgesim.Filter{Route: "POST /graphql"}), sim.Requests(forgesim.Filter{}); q != 3 || all != 3 || len(passes) != 2 || passes[1].Offered != n-1 {
 			t.Fatalf("pass 2: got %d queries of %d requests, %d passes; want 3 of 3 and %d runs offered: nothing drifted, nothing is written", q, all, len(passes), n-1)
+		}
+		if gets, lists := runs.take(); lists != 1 || gets != 0 {
+			t.Errorf("pass 2 store reads: %d pages, %d runs got; want 1 and 0: nothing to write, nothing re-read", lists, gets)
 		}
 	})
 }

@@ -82,60 +82,93 @@ func (r *reconciler) Offer(ctx context.Context, run gaterun.Run) (outcome, error
 	if out != "" {
 		return out, err
 	}
-	owner, repo := ownerRepo(fresh)
-	pull, err := r.forge.GetPull(ctx, owner, repo, fresh.Pull)
-	if err != nil {
-		return r.unread(fresh, err)
-	}
-	return r.decide(ctx, fresh, pull, func() ([]forge.Status, error) {
-		cs, err := r.forge.CombinedStatus(ctx, owner, repo, fresh.HeadSHA)
-		return cs.Statuses, err
-	})
+	return r.offerStored(ctx, fresh)
 }
 
-// OfferBatch offers runs as Offer does each, and decides each the same way
-// (decide), but reads their pull requests and head statuses in one GraphQL
-// query (forge.Client.PullStates) instead of two REST reads per run; only a
-// drifted run costs a request more, its POST status. It returns one outcome
-// per run, in order, and every failure joined: a forge rate limit stopping
-// the query (errors.As finds a *forge.RateLimitError) fails every run that
-// needed it. More than forge.MaxPullBatch runs fail the forge read.
+// offerStored is Offer for a run just read from the store: two REST reads,
+// then the decision.
+func (r *reconciler) offerStored(ctx context.Context, run gaterun.Run) (outcome, error) {
+	owner, repo := ownerRepo(run)
+	pull, err := r.forge.GetPull(ctx, owner, repo, run.Pull)
+	if err != nil {
+		return r.unread(run, err)
+	}
+	a, err := choose(run, pull, func() ([]forge.Status, error) {
+		cs, err := r.forge.CombinedStatus(ctx, owner, repo, run.HeadSHA)
+		return cs.Statuses, err
+	})
+	if err != nil {
+		return r.failed("read status", run, err)
+	}
+	return r.act(ctx, run, pull, a)
+}
+
+// OfferBatch offers runs as the store listed them an instant before (the
+// sweeper's page, unsettled), deciding each as Offer does (choose), but
+// with two reads for the whole batch instead of two per run: the listing
+// itself, and one GraphQL query (forge.Client.PullStates) for the pull
+// requests and their heads' statuses. Only a run that needs a write costs
+// more: it is re-read from the store first, and written only if it is
+// unchanged since the listing; a run settled or gone meanwhile is gone,
+// and one whose verdict changed is offered afresh, as Offer does. So, as
+// with Offer, nothing is written from a stale copy, and a pass's store
+// reads grow with its pages and its drifted runs, not with open runs.
+//
+// It returns one outcome per run, in order, and every failure joined: a
+// forge rate limit stopping the query (errors.As finds a
+// *forge.RateLimitError) fails every run. More than forge.MaxPullBatch runs
+// fail the forge read.
 func (r *reconciler) OfferBatch(ctx context.Context, runs []gaterun.Run) ([]outcome, error) {
 	outs := make([]outcome, len(runs))
-	var errs []error
-	var read []int // indexes of the runs whose pull request is read
-	var fresh []gaterun.Run
-	var refs []forge.PullRef
-	for i, run := range runs {
-		f, out, err := r.reread(ctx, run)
-		if out != "" {
-			outs[i], errs = out, append(errs, err)
-			continue
-		}
-		owner, repo := ownerRepo(f)
-		read, fresh = append(read, i), append(fresh, f)
-		refs = append(refs, forge.PullRef{Owner: owner, Repo: repo, Number: f.Pull})
+	if len(runs) == 0 {
+		return outs, nil
 	}
-	if len(refs) == 0 {
-		return outs, errors.Join(errs...)
+	refs := make([]forge.PullRef, len(runs))
+	for i, run := range runs {
+		owner, repo := ownerRepo(run)
+		refs[i] = forge.PullRef{Owner: owner, Repo: repo, Number: run.Pull}
 	}
 	states, err := r.forge.PullStates(ctx, refs)
 	if err != nil {
-		for j, i := range read {
-			outs[i], _ = r.failed("read pulls", fresh[j], err)
+		for i, run := range runs {
+			outs[i], _ = r.failed("read pulls", run, err)
 		}
-		return outs, errors.Join(append(errs, fmt.Errorf("server: offer %d runs: read pulls: %w", len(refs), err))...)
+		return outs, fmt.Errorf("server: offer %d runs: read pulls: %w", len(refs), err)
 	}
-	for j, i := range read {
-		st := states[j]
-		if st.Err != nil {
-			outs[i], err = r.unread(fresh[j], st.Err)
-		} else {
-			outs[i], err = r.decide(ctx, fresh[j], st.Pull, func() ([]forge.Status, error) { return st.Statuses, nil })
-		}
-		errs = append(errs, err)
+	errs := make([]error, len(runs))
+	for i, run := range runs {
+		outs[i], errs[i] = r.offerListed(ctx, run, states[i])
 	}
 	return outs, errors.Join(errs...)
+}
+
+// offerListed decides a listed run from the forge's state of its pull
+// request, and re-reads it from the store before any write (OfferBatch).
+func (r *reconciler) offerListed(ctx context.Context, listed gaterun.Run, st forge.PullState) (outcome, error) {
+	if st.Err != nil {
+		return r.unread(listed, st.Err)
+	}
+	a, _ := choose(listed, st.Pull, func() ([]forge.Status, error) { return st.Statuses, nil })
+	if a == actNone {
+		return outcomeCurrent, nil
+	}
+	fresh, out, err := r.reread(ctx, listed)
+	switch {
+	case out != "":
+		return out, err
+	case !unchanged(listed, fresh):
+		return r.offerStored(ctx, fresh)
+	}
+	return r.act(ctx, fresh, st.Pull, a)
+}
+
+// unchanged reports whether fresh, the stored run, is still the run listed
+// was read as: same verdict and status fields, same Updated. (Its ID fixes
+// its host, repository, pull request and head.)
+func unchanged(listed, fresh gaterun.Run) bool {
+	return listed.Updated.Equal(fresh.Updated) && listed.Settled == fresh.Settled &&
+		listed.Context == fresh.Context && listed.Verdict == fresh.Verdict &&
+		listed.Description == fresh.Description && listed.TargetURL == fresh.TargetURL
 }
 
 // reread reads run afresh from the store. A non-empty outcome ends the
@@ -167,40 +200,66 @@ func (r *reconciler) unread(run gaterun.Run, err error) (outcome, error) {
 	return out, err
 }
 
-// decide is the one decision of an offer, the event path's and the batch's,
+// action is what an offer's decision calls for.
+type action int
+
+// The actions.
+const (
+	// actNone: the gate context already shows the verdict.
+	actNone action = iota
+	// actSettle: the pull request is closed, merged or has another head.
+	actSettle
+	// actPublish: the gate context's latest status differs from the
+	// verdict.
+	actPublish
+)
+
+// choose is the one decision of an offer, the event path's and the batch's,
 // from the pull request the forge showed: closed, merged or another head
 // settles the run; otherwise, when the gate context's latest status
 // (statuses reads the head's, lazily: a settled run needs none) differs
-// from the verdict, it creates the status.
-func (r *reconciler) decide(ctx context.Context, fresh gaterun.Run, pull forge.Pull, statuses func() ([]forge.Status, error)) (outcome, error) {
-	if pull.State == "closed" || pull.Merged || pull.HeadSHA != fresh.HeadSHA {
-		if err := r.runs.Settle(ctx, fresh.ID); err != nil {
-			return r.failed("settle run", fresh, err)
-		}
-		r.logger.Debug("run settled", "run", fresh.ID, "repo", fresh.Repo, "pull", fresh.Pull,
-			"state", pull.State, "merged", pull.Merged, "head", pull.HeadSHA)
-		return outcomeSettled, nil
+// from the verdict, the verdict is published. An error is statuses'.
+func choose(run gaterun.Run, pull forge.Pull, statuses func() ([]forge.Status, error)) (action, error) {
+	if pull.State == "closed" || pull.Merged || pull.HeadSHA != run.HeadSHA {
+		return actSettle, nil
 	}
 	sts, err := statuses()
 	if err != nil {
-		return r.failed("read status", fresh, err)
+		return actNone, err
 	}
 	for _, st := range sts {
-		if st.Context == fresh.Context && st.State == string(fresh.Verdict) {
-			return outcomeCurrent, nil
+		if st.Context == run.Context && st.State == string(run.Verdict) {
+			return actNone, nil
 		}
 	}
-	owner, repo := ownerRepo(fresh)
-	err = r.forge.CreateStatus(ctx, owner, repo, fresh.HeadSHA, forge.Status{
-		Context: fresh.Context, State: string(fresh.Verdict),
-		Description: fresh.Description, TargetURL: fresh.TargetURL,
-	})
-	if err != nil {
-		return r.failed("create status", fresh, err)
+	return actPublish, nil
+}
+
+// act carries out a for run, whose pull request the forge showed as pull:
+// it settles the run in the store or creates the verdict's status.
+func (r *reconciler) act(ctx context.Context, run gaterun.Run, pull forge.Pull, a action) (outcome, error) {
+	switch a {
+	case actSettle:
+		if err := r.runs.Settle(ctx, run.ID); err != nil {
+			return r.failed("settle run", run, err)
+		}
+		r.logger.Debug("run settled", "run", run.ID, "repo", run.Repo, "pull", run.Pull,
+			"state", pull.State, "merged", pull.Merged, "head", pull.HeadSHA)
+		return outcomeSettled, nil
+	case actPublish:
+		owner, repo := ownerRepo(run)
+		err := r.forge.CreateStatus(ctx, owner, repo, run.HeadSHA, forge.Status{
+			Context: run.Context, State: string(run.Verdict),
+			Description: run.Description, TargetURL: run.TargetURL,
+		})
+		if err != nil {
+			return r.failed("create status", run, err)
+		}
+		r.logger.Debug("status published", "run", run.ID, "repo", run.Repo, "pull", run.Pull,
+			"context", run.Context, "verdict", run.Verdict)
+		return outcomePublished, nil
 	}
-	r.logger.Debug("status published", "run", fresh.ID, "repo", fresh.Repo, "pull", fresh.Pull,
-		"context", fresh.Context, "verdict", fresh.Verdict)
-	return outcomePublished, nil
+	return outcomeCurrent, nil
 }
 
 // failed logs a failed step of an offer and returns it as outcomeFailed.

@@ -3,6 +3,8 @@ package server_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -196,6 +198,72 @@ func TestReconcilerRereadsTheRun(t *testing.T) {
 	}
 	if out, err := rec.Offer(context.Background(), gateRun(99, sha, gaterun.VerdictSuccess)); err != nil || out != server.OutcomeGone {
 		t.Errorf("Offer of an unknown run = %q, %v, want gone", out, err)
+	}
+}
+
+// TestReconcilerBatchRereadsBeforeWriting pins OfferBatch's store reads:
+// it decides from the runs as listed, so a run the forge already agrees
+// with costs no store read, and it re-reads a run only before writing for
+// it; a run settled since the listing is gone and nothing is written, one
+// whose verdict changed is decided on the stored verdict, and an unchanged
+// drifted one is published.
+func TestReconcilerBatchRereadsBeforeWriting(t *testing.T) {
+	sim, srv := startSim(t)
+	fc := newForge(t, srv.URL, nil, "tok", nil, nil)
+	mem := gaterun.NewMemoryStore()
+	ctx := context.Background()
+	sha := func(pull int) string { return fmt.Sprintf("%040d", pull) }
+	// Pulls 1-3 show failure on the forge against a success verdict
+	// (drifted); pull 4 shows success (current).
+	for pull := 1; pull <= 4; pull++ {
+		state := "failure"
+		if pull == 4 {
+			state = "success"
+		}
+		if err := sim.SeedPull("acme", "app", pull, sha(pull), "open"); err != nil {
+			t.Fatal(err)
+		}
+		if err := sim.SetStatus("acme", "app", sha(pull), forgesim.Status{Context: gaterun.DefaultContext, State: state}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := mem.Put(ctx, gateRun(pull, sha(pull), gaterun.VerdictSuccess), time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	listed, err := mem.Unsettled(ctx, time.Time{}, gaterun.Cursor{}, 10)
+	if err != nil || len(listed) != 4 {
+		t.Fatalf("listing: %d runs, %v; want 4", len(listed), err)
+	}
+	slices.SortFunc(listed, func(a, b gaterun.Run) int { return a.Pull - b.Pull })
+	// Behind the listing's back: run 1's verdict becomes failure (a
+	// second, later report), run 2 is settled.
+	if _, err := mem.Put(ctx, gateRun(1, sha(1), gaterun.VerdictFailure), time.Now().Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if err := mem.Settle(ctx, listed[1].ID); err != nil {
+		t.Fatal(err)
+	}
+	runs := &countingRuns{Store: mem}
+	sim.ResetStats()
+	outs, err := server.NewReconciler(runs, fc, nil).OfferBatch(ctx, listed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []server.Outcome{server.OutcomeCurrent, server.OutcomeGone, server.OutcomePublished, server.OutcomeCurrent}
+	if !slices.Equal(outs, want) {
+		t.Errorf("outcomes %v, want %v: changed verdict decided on the store's (failure, which the forge shows), settled gone, drift published, agreement current", outs, want)
+	}
+	if gets, _ := runs.take(); gets != 3 {
+		t.Errorf("store reads = %d, want 3: only the runs a write was due for are re-read", gets)
+	}
+	if posts := sim.Requests(forgesim.Filter{Route: statusRoute}); posts != 1 {
+		t.Errorf("statuses created = %d, want 1 (run 3): nothing is written from a stale copy", posts)
+	}
+	if st := gateState(t, fc, sha(1)); st != "failure" {
+		t.Errorf("run 1's gate context = %q, want failure: the stored verdict wins over the listed copy", st)
+	}
+	if st := gateState(t, fc, sha(2)); st != "failure" {
+		t.Errorf("run 2's gate context = %q, want failure (untouched): a run settled since the listing is not written for", st)
 	}
 }
 
