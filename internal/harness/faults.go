@@ -103,15 +103,19 @@ func (h *run) awaitRepair(ctx context.Context, res *FaultResult, from time.Time)
 	rs := h.drifted()
 	res.Drifted = len(rs)
 	var err error
-	res.Repaired, res.RepairAfter, err = awaitAgreement(ctx, h.c.sim, rs, from, res.Bound+5*time.Second)
+	res.Repaired, res.RepairAfter, err = awaitAgreement(ctx, h.c.sim, rs, from, res.Bound+5*time.Second, h.o.Interval)
 	return err
 }
 
 // awaitAgreement polls the statuses of rs on s until each agrees with its
 // verdict, giving up `within` after from, and returns how many agree and
-// when, from `from` (0 when they agreed before it).
-func awaitAgreement(ctx context.Context, s sim, rs []runRequest, from time.Time, within time.Duration) (int, time.Duration, error) {
+// when, from `from` (0 when they agreed before it). It paces its reads to
+// a third of the 900 points a minute GitHub allows one endpoint (the
+// simulator's minute is `minute`), so that polling draws no secondary-limit
+// refusal of its own.
+func awaitAgreement(ctx context.Context, s sim, rs []runRequest, from time.Time, within, minute time.Duration) (int, time.Duration, error) {
 	deadline := from.Add(within)
+	gap := max(50*time.Millisecond, time.Duration(len(rs))*minute/300)
 	for {
 		repaired := 0
 		for _, r := range rs {
@@ -130,7 +134,7 @@ func awaitAgreement(ctx context.Context, s sim, rs []runRequest, from time.Time,
 		if now.After(deadline) {
 			return repaired, now.Sub(from), nil
 		}
-		clock.Sleep(ctx, 50*time.Millisecond)
+		clock.Sleep(ctx, gap)
 	}
 }
 

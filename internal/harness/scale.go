@@ -300,7 +300,7 @@ func (h *run) scaleOne(ctx context.Context, c *cluster, pop []runRequest, mode s
 	rctx, cancel := context.WithCancel(ctx)
 	defer func() { cancel(); <-repaired }() // an early return waits for the poller too
 	go func() {
-		n, after, err := awaitAgreement(rctx, c.sim, drifted, t0, (server.DeepEvery+1)*iv)
+		n, after, err := awaitAgreement(rctx, c.sim, drifted, t0, (server.DeepEvery+1)*iv, iv)
 		repaired <- repair{n, after, err}
 	}()
 	clock.Sleep(ctx, time.Duration(h.o.ScalePasses)*iv)

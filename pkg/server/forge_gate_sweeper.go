@@ -29,8 +29,11 @@ const (
 	DeepEvery = 30
 	// listPage is how many runs one store read returns: a pass over N open
 	// runs lists them in ceil(N/listPage) reads, and offers each page in
-	// batches of sweepBatch.
-	listPage = 10 * sweepBatch
+	// batches of sweepBatch. A page of 5,000 runs holds a few megabytes
+	// (a run is a few hundred bytes), and one read costs a round trip
+	// however many runs it returns; a store that scans its collection for a
+	// query (dev-mongo's FerretDB on SQLite does) pays that scan per read.
+	listPage = 50 * sweepBatch
 	// sweepBatch is how many runs one batch offers: one forge query reads
 	// them all.
 	sweepBatch = forge.MaxPullBatch

@@ -262,17 +262,17 @@ func TestSweeperRateLimit(t *testing.T) {
 }
 
 // TestSweeperPagesThroughManyRuns pins how a pass reads the store and
-// offers: it lists the open runs 1,000 to a store read (2,250 runs: three
+// offers: it lists the open runs 5,000 to a store read (10,250 runs: three
 // reads), offers each exactly once, in batches of at most
 // forge.MaxPullBatch, one forge query's worth.
 func TestSweeperPagesThroughManyRuns(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		const n = 2250
+		const n = 10250
 		start := time.Now()
 		mem := gaterun.NewMemoryStore()
 		var entries []seeded
 		for i := range n {
-			entries = append(entries, seeded{fmt.Sprintf("r%04d", i), time.Duration(i%7) * time.Hour, false})
+			entries = append(entries, seeded{fmt.Sprintf("r%05d", i), time.Duration(i%7) * time.Hour, false})
 		}
 		seedRuns(t, mem, start, entries)
 		runs := &countingRuns{Store: mem}
@@ -291,10 +291,10 @@ func TestSweeperPagesThroughManyRuns(t *testing.T) {
 			t.Errorf("some run was offered twice in one pass, want each once")
 		}
 		if gets, lists := runs.take(); lists != 3 || gets != 0 {
-			t.Errorf("store reads: %d pages listed, %d runs got; want 3 and 0: a pass lists 1,000 runs a read and re-reads none itself", lists, gets)
+			t.Errorf("store reads: %d pages listed, %d runs got; want 3 and 0: a pass lists 5,000 runs a read and re-reads none itself", lists, gets)
 		}
-		if len(offer.batches) != 23 || slices.Max(offer.batches) != forge.MaxPullBatch {
-			t.Errorf("batches %v, want 23 of at most %d: one forge query's worth each", offer.batches, forge.MaxPullBatch)
+		if len(offer.batches) != 103 || slices.Max(offer.batches) != forge.MaxPullBatch {
+			t.Errorf("%d batches of at most %d runs, want 103 of at most %d: one forge query's worth each", len(offer.batches), slices.Max(offer.batches), forge.MaxPullBatch)
 		}
 	})
 }
