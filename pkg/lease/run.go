@@ -345,9 +345,10 @@ type term struct {
 	ctx      context.Context    // ctx's values, not its cancellation: the release outlives ctx
 	end      context.CancelFunc // cancels ctx: cuts a renewal in flight
 	stopWork context.CancelFunc // cancels work's context, a child of ctx; use stopFor
-	// mu guards cause: the reason the first stopFor gave. The deadline's
-	// timer and a refused renewal's goroutine step down without waiting
-	// for Run's goroutine.
+	// mu guards cause (the reason the first stopFor gave), deadline and
+	// deadlineT. The deadline's timer and a renewal's goroutine act
+	// without waiting for Run's goroutine: the timer steps down, a refused
+	// renewal steps down, a granted one moves the deadline.
 	mu    sync.Mutex
 	cause string
 	token string // the term's token ("" without a TermStore)
@@ -367,7 +368,9 @@ type term struct {
 	deadline time.Time // step down by: the last proven send's expiry − TTL/6
 	// deadlineT cancels work's context at the deadline from its own
 	// goroutine, so that nothing Run's goroutine is doing (a slow log sink)
-	// delays the step-down, then signals expired.
+	// delays the step-down, then signals expired. A granted renewal moves
+	// it from the renewal's goroutine (prove), so the grant does not wait
+	// for Run's goroutine either.
 	deadlineT *time.Timer
 	expired   chan struct{}
 	next      time.Time // the next renewal: every TTL/3 from the winning send
@@ -455,35 +458,54 @@ func (t *term) sendRenewal() {
 	t.answer, t.due = answer, false
 	go func() {
 		res := t.r.renew(t.ctx)
-		if res.err == nil && !res.ok {
+		switch {
+		case res.err == nil && !res.ok:
 			// Refused: the lease moved on. Step down here, not once Run's
 			// goroutine (perhaps in a slow log call) gets the answer.
 			t.stopFor(ReasonRefused)
+		case res.err == nil:
+			// Granted: the deadline moves now, not once Run's goroutine
+			// (perhaps waiting for a CPU) gets the answer.
+			t.prove(res.sent)
 		}
 		answer <- res
 	}()
 }
 
+// prove moves the deadline to the one a granted renewal sent at sent
+// proves. A deadline that already fired stepped the term down, and stays:
+// await receives it next. Safe for concurrent use.
+func (t *term) prove(sent time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.deadlineT.Stop() {
+		t.deadline = t.r.deadline(sent)
+		t.deadlineT.Reset(time.Until(t.deadline))
+	}
+}
+
+// left is the time until the deadline. Safe for concurrent use.
+func (t *term) left() time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return time.Until(t.deadline)
+}
+
 // answered handles a renewal's answer and returns ReasonRefused when it ends
-// the term. A success moves the deadline; a failure leaves it running.
+// the term. A success (which moved the deadline already, prove) ends a
+// failing episode; a failure leaves the deadline running.
 func (t *term) answered(res renewal) (reason string) {
 	t.answer = nil
 	switch {
 	case res.err != nil:
 		if !t.failing {
 			t.failing = true
-			t.r.log.Warn("lease: renew failed", "err", res.err, "left", time.Until(t.deadline))
+			t.r.log.Warn("lease: renew failed", "err", res.err, "left", t.left())
 		}
 	case !res.ok:
 		return ReasonRefused
 	default:
 		t.failing = false
-		// A deadline that already fired stepped the term down; await
-		// receives it next.
-		if t.deadlineT.Stop() {
-			t.deadline = t.r.deadline(res.sent)
-			t.deadlineT.Reset(time.Until(t.deadline))
-		}
 	}
 	if t.due {
 		t.sendRenewal()
@@ -540,7 +562,9 @@ func (t *term) stepDown(ctx context.Context, reason string) {
 // close stops the term's timers and ends the term, also when stepDown
 // panics.
 func (t *term) close() {
+	t.mu.Lock()
 	t.deadlineT.Stop()
+	t.mu.Unlock()
 	t.renewT.Stop()
 	t.end()
 }

@@ -40,8 +40,9 @@ const (
 type offerer interface {
 	// Offer offers one run (the event path).
 	Offer(ctx context.Context, run gaterun.Run) (outcome, error)
-	// OfferBatch offers up to forge.MaxPullBatch runs, reading their pull
-	// requests together (the sweeper); one outcome per run, in order.
+	// OfferBatch offers up to forge.MaxPullBatch runs as the store just
+	// listed them, reading their pull requests together (the sweeper); one
+	// outcome per run, in order.
 	OfferBatch(ctx context.Context, runs []gaterun.Run) ([]outcome, error)
 }
 
