@@ -187,6 +187,9 @@ type Observer interface {
 //
 // The deadline and a refused renewal cancel work's context from their own
 // goroutines, before anything is logged: a slow log sink delays neither.
+// Likewise a granted renewal moves the deadline from its own goroutine as
+// soon as the store answers, so a term on a starved machine is not stepped
+// down for a grant Run's goroutine had yet to handle.
 //
 // # Worked example
 //
