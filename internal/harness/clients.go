@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"iterion.dev/iterion/pkg/forge"
+	"iterion.dev/iterion/pkg/server"
 )
 
 // newHTTPClient is the harness's HTTP client: short timeouts, since every
@@ -290,43 +291,49 @@ func (a api) transportCounts(ctx context.Context) (map[string]int64, error) {
 	if err != nil {
 		return nil, err
 	}
+	return laneTotals(fams), nil
+}
+
+// laneTotals is forge_http_requests_total in fams, summed by lane.
+func laneTotals(fams map[string]*dto.MetricFamily) map[string]int64 {
 	out := map[string]int64{}
 	for _, m := range fams["forge_http_requests_total"].GetMetric() {
 		out[label(m, "lane")] += int64(m.GetCounter().GetValue())
 	}
-	return out, nil
+	return out
 }
 
-// sweepOffers reads gate_offers_total{lane="merge-gate-sweeper"} from the
-// replica's /metrics, summed over outcomes: the runs its sweeper offered.
-func (a api) sweepOffers(ctx context.Context) (int64, error) {
+// sweeperFigures is what one replica's /metrics says of its sweeper.
+type sweeperFigures struct {
+	// offers is gate_offers_total{lane="merge-gate-sweeper"}, summed over
+	// outcomes: the runs its sweeper offered.
+	offers int64
+	// passSeconds and passes are iterion_net_pass_duration_seconds'
+	// sum and count for the sweeper's net: the passes it finished.
+	passSeconds float64
+	passes      uint64
+	// requests is its transport's count of lane merge-gate-sweeper.
+	requests int64
+}
+
+// sweeper reads the replica's sweeper figures from one /metrics scrape.
+func (a api) sweeper(ctx context.Context) (sweeperFigures, error) {
 	fams, err := a.metrics(ctx)
 	if err != nil {
-		return 0, err
+		return sweeperFigures{}, err
 	}
-	var n int64
+	f := sweeperFigures{requests: laneTotals(fams)[forge.LaneMergeGateSweeper]}
 	for _, m := range fams["gate_offers_total"].GetMetric() {
 		if label(m, "lane") == forge.LaneMergeGateSweeper {
-			n += int64(m.GetCounter().GetValue())
+			f.offers += int64(m.GetCounter().GetValue())
 		}
-	}
-	return n, nil
-}
-
-// passTime reads iterion_net_pass_duration_seconds{net} from the
-// replica's /metrics: the summed duration of the passes of that net it
-// finished, in seconds, and how many.
-func (a api) passTime(ctx context.Context, net string) (seconds float64, passes uint64, err error) {
-	fams, err := a.metrics(ctx)
-	if err != nil {
-		return 0, 0, err
 	}
 	for _, m := range fams["iterion_net_pass_duration_seconds"].GetMetric() {
-		if label(m, "net") == net {
-			return m.GetHistogram().GetSampleSum(), m.GetHistogram().GetSampleCount(), nil
+		if label(m, "net") == server.MergeGateSweeper().Name {
+			f.passSeconds, f.passes = m.GetHistogram().GetSampleSum(), m.GetHistogram().GetSampleCount()
 		}
 	}
-	return 0, 0, nil
+	return f, nil
 }
 
 // holdsLease reads lease_held{lease} from the replica's /metrics: whether

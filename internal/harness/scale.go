@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"iterion.dev/iterion/internal/clock"
-	"iterion.dev/iterion/pkg/forge"
 	"iterion.dev/iterion/pkg/server"
 )
 
@@ -255,27 +254,19 @@ func (h *run) scaleOne(ctx context.Context, c *cluster, pop []runRequest, mode s
 	firstPass := (server.DeepEvery+1)*iv + time.Minute
 	deadline := time.Now().Add(firstPass)
 	for {
-		off, err := offersOf(ctx, rs)
+		snap, err := sweepersOf(ctx, rs)
 		if err != nil {
 			return row, err
 		}
-		if off >= int64(len(pop)) {
+		if snap.offers >= int64(len(pop)) {
 			break
 		}
 		if time.Now().After(deadline) {
-			return row, fmt.Errorf("%w: the first pass offered %d of %d runs within %v", ErrMeasure, off, len(pop), firstPass)
+			return row, fmt.Errorf("%w: the first pass offered %d of %d runs within %v", ErrMeasure, snap.offers, len(pop), firstPass)
 		}
 		clock.Sleep(ctx, 50*time.Millisecond)
 	}
-	off0, err := offersOf(ctx, rs)
-	if err != nil {
-		return row, err
-	}
-	time0, timed0, err := passTimes(ctx, rs)
-	if err != nil {
-		return row, err
-	}
-	lane0, err := laneCounts(ctx, rs)
+	snap0, err := sweepersOf(ctx, rs)
 	if err != nil {
 		return row, err
 	}
@@ -304,25 +295,18 @@ func (h *run) scaleOne(ctx context.Context, c *cluster, pop []runRequest, mode s
 		repaired <- repair{n, after, err}
 	}()
 	clock.Sleep(ctx, time.Duration(h.o.ScalePasses)*iv)
-	off1, err := offersOf(ctx, rs)
+	snap1, err := sweepersOf(ctx, rs)
 	if err != nil {
 		return row, err
 	}
-	time1, timed1, err := passTimes(ctx, rs)
-	if err != nil {
-		return row, err
-	}
-	row.PassTime, row.PassesTimed = time1-time0, timed1-timed0
-	lane1, err := laneCounts(ctx, rs)
-	if err != nil {
-		return row, err
-	}
+	row.PassTime = time.Duration((snap1.passSeconds - snap0.passSeconds) * float64(time.Second))
+	row.PassesTimed = snap1.passes - snap0.passes
 	st1, err := c.sim.stats(ctx)
 	if err != nil {
 		return row, err
 	}
 	row.Window = time.Since(t0)
-	row.Passes = float64(off1-off0) / float64(len(pop))
+	row.Passes = float64(snap1.offers-snap0.offers) / float64(len(pop))
 	delta := func(count func(simStats) int64) int64 { return count(st1) - count(st0) }
 	row.Requests = delta(func(st simStats) int64 { return total(st.byToken(mine)) })
 	row.REST = delta(restOf)
@@ -338,7 +322,7 @@ func (h *run) scaleOne(ctx context.Context, c *cluster, pop []runRequest, mode s
 		return total(st.byToken(func(r simRequests) bool { return r.Route == mintRoute }))
 	})
 	for i := range rs {
-		if lane1[i] > lane0[i] {
+		if snap1.requests[i] > snap0.requests[i] {
 			row.Sweepers++
 		}
 	}
@@ -349,43 +333,27 @@ func (h *run) scaleOne(ctx context.Context, c *cluster, pop []runRequest, mode s
 	return row, rp.err
 }
 
-// offersOf sums the replicas' sweeper offers.
-func offersOf(ctx context.Context, rs []*replica) (int64, error) {
-	var n int64
-	for _, r := range rs {
-		o, err := r.api.sweepOffers(ctx)
-		if err != nil {
-			return 0, err
-		}
-		n += o
-	}
-	return n, nil
+// sweepers is the replicas' sweeper figures at one instant: offers and
+// passes summed, sweeper requests by replica.
+type sweepers struct {
+	offers      int64
+	passSeconds float64
+	passes      uint64
+	requests    []int64 // by replica
 }
 
-// passTimes sums the replicas' sweeper pass durations and counts
-// (passTime).
-func passTimes(ctx context.Context, rs []*replica) (time.Duration, uint64, error) {
-	var sum float64
-	var n uint64
+// sweepersOf scrapes each replica's /metrics once.
+func sweepersOf(ctx context.Context, rs []*replica) (sweepers, error) {
+	var out sweepers
 	for _, r := range rs {
-		s, c, err := r.api.passTime(ctx, server.MergeGateSweeper().Name)
+		f, err := r.api.sweeper(ctx)
 		if err != nil {
-			return 0, 0, err
+			return sweepers{}, err
 		}
-		sum, n = sum+s, n+c
-	}
-	return time.Duration(sum * float64(time.Second)), n, nil
-}
-
-// laneCounts reads each replica's transport count of sweeper requests.
-func laneCounts(ctx context.Context, rs []*replica) ([]int64, error) {
-	out := make([]int64, len(rs))
-	for i, r := range rs {
-		c, err := r.api.transportCounts(ctx)
-		if err != nil {
-			return nil, err
-		}
-		out[i] = c[forge.LaneMergeGateSweeper]
+		out.offers += f.offers
+		out.passSeconds += f.passSeconds
+		out.passes += f.passes
+		out.requests = append(out.requests, f.requests)
 	}
 	return out, nil
 }
