@@ -219,28 +219,10 @@ func (s *sweeper) offerSince(ctx context.Context, st *sweepTerm, now, since time
 			if ctx.Err() != nil {
 				return offered, skipped, cur, false, time.Time{}
 			}
-			batch := make([]gaterun.Run, 0, len(chunk))
-			for _, run := range chunk {
-				if now.Before(st.backoff[run.ID].until) {
-					skipped++
-					continue
-				}
-				batch = append(batch, run)
-			}
-			if len(batch) > 0 {
-				outs, err := s.cfg.Offer.OfferBatch(ctx, batch)
-				offered += len(batch)
-				for i, out := range outs {
-					st.note(batch[i], out, now, s.cfg.Interval)
-				}
-				if errors.Is(err, forge.ErrRateLimited) {
-					resume = s.cfg.Now().Add(s.cfg.Interval)
-					if rl := (*forge.RateLimitError)(nil); errors.As(err, &rl) {
-						resume = rl.Reset
-					}
-					s.cfg.Logger.Warn("sweep stopped: rate limited", "owner", s.cfg.Owner, "until", resume, "err", err)
-					return offered, skipped, cur, false, resume
-				}
+			o, k, limited, reset := s.offerChunk(ctx, st, now, chunk)
+			offered, skipped = offered+o, skipped+k
+			if limited {
+				return offered, skipped, cur, false, reset
 			}
 			cur = gaterun.CursorAt(chunk[len(chunk)-1])
 		}
@@ -248,6 +230,37 @@ func (s *sweeper) offerSince(ctx context.Context, st *sweepTerm, now, since time
 			return offered, skipped, cur, ctx.Err() == nil, time.Time{}
 		}
 	}
+}
+
+// offerChunk offers, in one batch, the runs of chunk not backing off at
+// now, and notes their outcomes. It returns how many it offered and
+// skipped and whether a forge rate limit stopped the batch, with the
+// limit's reset (an interval from now when the limit names none).
+func (s *sweeper) offerChunk(ctx context.Context, st *sweepTerm, now time.Time, chunk []gaterun.Run) (offered, skipped int, limited bool, resume time.Time) {
+	batch := make([]gaterun.Run, 0, len(chunk))
+	for _, run := range chunk {
+		if now.Before(st.backoff[run.ID].until) {
+			skipped++
+			continue
+		}
+		batch = append(batch, run)
+	}
+	if len(batch) == 0 {
+		return 0, skipped, false, time.Time{}
+	}
+	outs, err := s.cfg.Offer.OfferBatch(ctx, batch)
+	for i, out := range outs {
+		st.note(batch[i], out, now, s.cfg.Interval)
+	}
+	if !errors.Is(err, forge.ErrRateLimited) {
+		return len(batch), skipped, false, time.Time{}
+	}
+	resume = s.cfg.Now().Add(s.cfg.Interval)
+	if rl := (*forge.RateLimitError)(nil); errors.As(err, &rl) {
+		resume = rl.Reset
+	}
+	s.cfg.Logger.Warn("sweep stopped: rate limited", "owner", s.cfg.Owner, "until", resume, "err", err)
+	return len(batch), skipped, true, resume
 }
 
 // SweepMode is how the sweeper reads the forge (Config.SweepMode).
