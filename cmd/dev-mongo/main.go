@@ -1,5 +1,5 @@
 // Command dev-mongo serves the MongoDB-wire test server (FerretDB behind
-// internal/mongotest's fault-injecting proxy) for local runs, the demo with
+// internal/testing/mongotest's fault-injecting proxy) for local runs, the demo with
 // Mongo and the multi-process harness:
 //
 //	go run ./cmd/dev-mongo --listen ADDR [--dir DIR]
@@ -23,7 +23,7 @@ import (
 	"syscall"
 	"time"
 
-	"iterion.dev/iterion/internal/mongotest"
+	"iterion.dev/iterion/internal/testing/mongotest"
 )
 
 func main() {

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"iterion.dev/iterion/internal/harness"
+	"iterion.dev/iterion/cmd/iterion/internal/harness"
 )
 
 // runBench runs the multi-process harness in full mode and prints its

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"os"
 
-	"iterion.dev/iterion/internal/demo"
+	"iterion.dev/iterion/cmd/iterion/internal/demo"
 )
 
 // runDemo runs the in-process demo: N replicas, an in-memory lease store and

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"iterion.dev/iterion/internal/mongotest"
+	"iterion.dev/iterion/internal/testing/mongotest"
 	"iterion.dev/iterion/pkg/board"
 	"iterion.dev/iterion/pkg/forge/forgesim"
 )

@@ -22,7 +22,7 @@ func Stamp(t time.Time) time.Time { return t.UTC().Truncate(time.Millisecond) }
 
 // CreateIndexes creates models on coll one at a time; an existing index of the
 // same name and keys is kept. One at a time because the MongoDB-wire test
-// server (FerretDB v1, internal/mongotest, iterion dev-mongo) drops the
+// server (FerretDB v1, internal/testing/mongotest, iterion dev-mongo) drops the
 // connection when one createIndexes names two or more indexes that already
 // exist, which every replica after the first would send. The first error
 // is returned unwrapped; the indexes before it stay created.

@@ -10,7 +10,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"iterion.dev/iterion/internal/mongostore"
-	"iterion.dev/iterion/internal/mongotest"
+	"iterion.dev/iterion/internal/testing/mongotest"
 )
 
 // TestCreateIndexesKeepsExistingIndexes pins that a store starts on a database

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"iterion.dev/iterion/internal/forgetest"
-	"iterion.dev/iterion/internal/mongotest"
+	"iterion.dev/iterion/internal/testing/forgetest"
+	"iterion.dev/iterion/internal/testing/mongotest"
 	"iterion.dev/iterion/pkg/board"
 	"iterion.dev/iterion/pkg/forge/forgesim"
 )

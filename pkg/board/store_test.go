@@ -9,7 +9,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
-	"iterion.dev/iterion/internal/mongotest"
+	"iterion.dev/iterion/internal/testing/mongotest"
 	"iterion.dev/iterion/pkg/board"
 	"iterion.dev/iterion/pkg/board/boardtest"
 )

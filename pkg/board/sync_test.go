@@ -14,7 +14,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"iterion.dev/iterion/internal/forgetest"
+	"iterion.dev/iterion/internal/testing/forgetest"
 	"iterion.dev/iterion/pkg/board"
 	"iterion.dev/iterion/pkg/forge"
 	"iterion.dev/iterion/pkg/forge/forgesim"

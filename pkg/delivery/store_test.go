@@ -8,7 +8,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
-	"iterion.dev/iterion/internal/mongotest"
+	"iterion.dev/iterion/internal/testing/mongotest"
 	"iterion.dev/iterion/pkg/delivery"
 	"iterion.dev/iterion/pkg/delivery/deliverytest"
 )

@@ -6,7 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"iterion.dev/iterion/internal/forgetest"
+	"iterion.dev/iterion/internal/testing/forgetest"
 	"iterion.dev/iterion/pkg/forge"
 	"iterion.dev/iterion/pkg/gaterun"
 )

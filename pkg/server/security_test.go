@@ -19,8 +19,8 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
-	"iterion.dev/iterion/internal/forgetest"
-	"iterion.dev/iterion/internal/mongotest"
+	"iterion.dev/iterion/internal/testing/forgetest"
+	"iterion.dev/iterion/internal/testing/mongotest"
 	"iterion.dev/iterion/pkg/delivery"
 	"iterion.dev/iterion/pkg/forge/forgesim"
 	"iterion.dev/iterion/pkg/gaterun"

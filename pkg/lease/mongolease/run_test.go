@@ -9,7 +9,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
-	"iterion.dev/iterion/internal/mongotest"
+	"iterion.dev/iterion/internal/testing/mongotest"
 	"iterion.dev/iterion/pkg/lease"
 	"iterion.dev/iterion/pkg/lease/mongolease"
 )
@@ -18,7 +18,7 @@ import (
 const leaseKey = "net"
 
 // These tests run Run on the Mongo twin through the fault proxy of
-// internal/mongotest, in real time: the store's I/O is real. TTLs are short
+// internal/testing/mongotest, in real time: the store's I/O is real. TTLs are short
 // and every wait is bounded by a channel or a deadline, never a sleep.
 
 // timeline records the events of several Runs in real time, in the order

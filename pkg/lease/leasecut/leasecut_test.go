@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"iterion.dev/iterion/internal/leasecut"
 	"iterion.dev/iterion/pkg/lease"
+	"iterion.dev/iterion/pkg/lease/leasecut"
 )
 
 // TestCutViewAnswersNothingAndReachesNothing pins the rule the demo's crash

@@ -10,7 +10,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
-	"iterion.dev/iterion/internal/mongotest"
+	"iterion.dev/iterion/internal/testing/mongotest"
 )
 
 // TestSlowExchangeHoldsOnlyItsCollection pins the proxy's queues with a

@@ -12,7 +12,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
 
-	"iterion.dev/iterion/internal/mongotest"
+	"iterion.dev/iterion/internal/testing/mongotest"
 )
 
 // opTimeout bounds each operation so that a broken proxy fails a test

@@ -11,7 +11,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"iterion.dev/iterion/internal/clock"
-	"iterion.dev/iterion/internal/mongotest"
+	"iterion.dev/iterion/internal/testing/mongotest"
 	"iterion.dev/iterion/pkg/lease"
 	"iterion.dev/iterion/pkg/lease/mongolease"
 )
