@@ -20,11 +20,12 @@ func ExampleRun() {
 		TTL:   3 * time.Minute, // renew every minute, step down 2m30s after the last proven renewal
 		Retry: time.Minute,     // campaign once a minute
 		OnEvent: func(e lease.Event) {
-			if e.Reason == "" {
+			switch e.Kind {
+			case lease.Elected:
 				fmt.Println(e.Owner, e.Kind)
-				return
+			case lease.SteppedDown, lease.Released:
+				fmt.Printf("%s %s (%s)\n", e.Owner, e.Kind, e.Reason)
 			}
-			fmt.Printf("%s %s (%s)\n", e.Owner, e.Kind, e.Reason)
 		},
 	}, func(ctx context.Context) {
 		fmt.Println("first pass of the term: deep")

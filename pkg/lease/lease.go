@@ -1,38 +1,3 @@
-// Package lease elects one replica of a deployment to run a periodic,
-// idempotent background job (a "net"), so that the job's cost stops growing
-// with the replica count (ADR-117).
-//
-// A lease is a name that one owner holds until an expiry. A [Store] keeps
-// leases; [MemoryStore] here and MongoStore in
-// [iterion.dev/iterion/pkg/lease/mongolease] are its two twins and pass one
-// conformance suite, [iterion.dev/iterion/pkg/lease/leasetest]. [Run] serves a
-// term: it campaigns, runs the work while the lease is held, renews, and steps
-// down fail-closed before the store could hand the lease to a successor. Its
-// [Health] tracks work that outlives its term, its [Event]s report each
-// transition, and an [Observer] (Prometheus:
-// [iterion.dev/iterion/pkg/lease/leaseprom]) counts terms and store calls.
-//
-// The package imports only the standard library: a user who brings their own
-// Store compiles no database driver and no metrics library.
-//
-// # Guarantee and limits: for load, not for exclusion
-//
-// A healthy holder that can reach its store keeps its term, and stops its work
-// before the store could elect anyone else. That is what a lease promises, and
-// all it promises. Clocks that disagree, a holder that stalls (a GC pause, a
-// frozen VM, a goroutine that ignores its context) and the store's round trip
-// bound how exclusive a lease is: a holder that stalls past its TTL overlaps
-// its successor for the length of the stall. The package does no fencing.
-// So elect work that is already idempotent and whose cost scales with the
-// number of replicas. Work that must never run twice keeps a claim on the item
-// itself; a lease does not replace it.
-//
-// # Time
-//
-// The clock is the caller's: every Store call takes now explicitly. Both twins
-// keep instants in UTC, truncated to the millisecond, as BSON does ([Stamp]):
-// the expiry of a lease taken at now with ttl is trunc(trunc(now)+ttl)
-// ([Expiry]), and a lease is expired at its expiry instant.
 package lease
 
 import (

@@ -13,8 +13,8 @@ import (
 	"iterion.dev/iterion/pkg/lease"
 )
 
-// recorder is an Observer that counts what Run reports, keyed by what a
-// metric would label it with. Safe for concurrent use.
+// recorder counts the events Run reports, keyed by what a metric would
+// label them with. Safe for concurrent use.
 type recorder struct {
 	mu          sync.Mutex
 	campaigning map[string]int    // by lease
@@ -32,37 +32,39 @@ func newRecorder() *recorder {
 		stepDowns: map[string]int{}, calls: map[string]int{}, failed: map[string]int{}, byOp: map[string]uint64{}}
 }
 
-func (r *recorder) Campaigning(name string) {
+// observe counts e; chain it after the harness's recorder on Spec.OnEvent.
+func (r *recorder) observe(e lease.Event) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.campaigning[name]++
-}
-
-func (r *recorder) TermStarted(name string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.held[name]++
-	r.terms[name]++
-}
-
-func (r *recorder) SteppedDown(name, reason string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.held[name]--
-	r.stepDowns[name+"/"+reason]++
-}
-
-func (r *recorder) StoreCall(name, op string, d time.Duration, failed bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.calls[name+"/"+op]++
-	r.byOp[op]++
-	if failed {
-		r.failed[name+"/"+op]++
+	switch e.Kind {
+	case lease.Campaigning:
+		r.campaigning[e.Name]++
+	case lease.Elected:
+		r.held[e.Name]++
+		r.terms[e.Name]++
+	case lease.SteppedDown:
+		r.held[e.Name]--
+		r.stepDowns[e.Name+"/"+e.Reason]++
+	case lease.StoreCalled:
+		r.calls[e.Name+"/"+e.Op]++
+		r.byOp[e.Op]++
+		if e.Failed {
+			r.failed[e.Name+"/"+e.Op]++
+		}
+		if e.Took < 0 {
+			r.negative = append(r.negative, e.Took)
+		}
 	}
-	if d < 0 {
-		r.negative = append(r.negative, d)
+}
+
+// also returns spec with obs counting its events after what spec records.
+func (r *recorder) also(spec lease.Spec) lease.Spec {
+	record := spec.OnEvent
+	spec.OnEvent = func(e lease.Event) {
+		record(e)
+		r.observe(e)
 	}
+	return spec
 }
 
 // snapshot renders the counters of one kind, sorted, for got/want messages.
@@ -89,12 +91,12 @@ func expect(t *testing.T, when string, checks []check) {
 	}
 }
 
-// TestObserverSeesTermsStepDownsAndStoreCallsPerLease pins what Run reports
-// to Spec.Observer, the feed of leaseprom's metrics: one Observer serves two
+// TestEventsCountTermsStepDownsAndStoreCallsPerLease pins what Run reports
+// to Spec.OnEvent, the feed of leaseprom's metrics: one consumer serves two
 // Runs of two leases; each Run campaigns once, each term starts and steps
 // down once with its reason, and every store call is reported once with its
 // op, failed only when it got no answer.
-func TestObserverSeesTermsStepDownsAndStoreCallsPerLease(t *testing.T) {
+func TestEventsCountTermsStepDownsAndStoreCallsPerLease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t)
 		obs := newRecorder()
@@ -112,16 +114,15 @@ func TestObserverSeesTermsStepDownsAndStoreCallsPerLease(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		specA, specB := h.spec("a", time.Second), h.spec("b", time.Second)
 		specA.Name, specB.Name = "alpha", "beta"
-		specA.Observer, specB.Observer = obs, obs
-		doneA := h.start(ctx, st, specA, h.work("a", nil))
-		doneB := h.start(ctx, st, specB, h.work("b", nil))
+		doneA := h.start(ctx, st, obs.also(specA), h.work("a", nil))
+		doneB := h.start(ctx, st, obs.also(specB), h.work("b", nil))
 
 		h.sleepUntil(2500 * time.Millisecond)
 		synctest.Wait()
 		expect(t, "while both hold", []check{
 			{snapshot(obs, obs.campaigning), "[alpha=1 beta=1]", "Campaigning once per Run"},
 			{snapshot(obs, obs.held), "[alpha=1 beta=1]", "both hold their lease"},
-			{snapshot(obs, obs.terms), "[alpha=2 beta=1]", "TermStarted once per term won"},
+			{snapshot(obs, obs.terms), "[alpha=2 beta=1]", "Elected once per term won"},
 			{snapshot(obs, obs.stepDowns), "[alpha/refused=1]", "SteppedDown with the reason of the term that ended"},
 			{snapshot(obs, obs.failed), "[beta/acquire=2]", "a store call with no answer is failed"},
 		})
@@ -130,7 +131,7 @@ func TestObserverSeesTermsStepDownsAndStoreCallsPerLease(t *testing.T) {
 		<-doneA
 		<-doneB
 		expect(t, "after both stepped down", []check{
-			{snapshot(obs, obs.held), "[alpha=0 beta=0]", "every TermStarted has its SteppedDown"},
+			{snapshot(obs, obs.held), "[alpha=0 beta=0]", "every Elected has its SteppedDown"},
 			{snapshot(obs, obs.stepDowns), "[alpha/ctx_done=1 alpha/refused=1 beta/ctx_done=1]", "SteppedDown with the reason of the term that ended"},
 			// Every store call is reported: alpha 2 attempts, 1 renewal, 2
 			// releases; beta 3 attempts (2 failed) and 3 releases (2 after
@@ -144,8 +145,8 @@ func TestObserverSeesTermsStepDownsAndStoreCallsPerLease(t *testing.T) {
 	})
 }
 
-// TestCallsCutByShutdownAreNotStoreFailures pins what Observer's godoc and
-// the logs promise: a store call cut because Run's context was done (an
+// TestCallsCutByShutdownAreNotStoreFailures pins what StoreCalled's godoc
+// and the logs promise: a store call cut because Run's context was done (an
 // attempt) or the term ended (a renewal) says nothing about the store. It is
 // reported as neither a failure nor a latency, and opens no
 // store-unreachable episode.
@@ -165,10 +166,9 @@ func TestCallsCutByShutdownAreNotStoreFailures(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		specA, specB := h.spec("a", time.Hour), h.spec("b", time.Hour)
 		specB.Name = "other"
-		specA.Observer, specB.Observer = obs, obs
-		doneA := h.start(ctx, st, specA, h.work("a", nil))
+		doneA := h.start(ctx, st, obs.also(specA), h.work("a", nil))
 		h.sleepUntil(800 * time.Millisecond)
-		doneB := h.start(ctx, st, specB, h.work("b", nil))
+		doneB := h.start(ctx, st, obs.also(specB), h.work("b", nil))
 		h.sleepUntil(1500 * time.Millisecond)
 		cancel()
 		<-doneA

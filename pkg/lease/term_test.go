@@ -2,7 +2,6 @@ package lease
 
 import (
 	"context"
-	"log/slog"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -17,13 +16,12 @@ func TestGrantMovesTheDeadlineWithoutRunsGoroutine(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const ttl = 300 * time.Millisecond
 		st := NewMemoryStore()
-		r := &runner{st: st, spec: Spec{Name: "sweeper", Owner: "a", TTL: ttl},
-			work: func(ctx context.Context) { <-ctx.Done() }, cut: ttl / 3, log: slog.New(slog.DiscardHandler)}
+		l := newLessee(st, "sweeper", "a", ttl, nil, nil, nil)
 		won := time.Now()
 		if ok, err := st.Acquire(context.Background(), "sweeper", "a", won, ttl); !ok || err != nil {
 			t.Fatalf("Acquire = %v, %v", ok, err)
 		}
-		term := r.startTerm(context.Background(), won, "")
+		term := l.startTerm(context.Background(), won, "", func(ctx context.Context) { <-ctx.Done() })
 		defer term.close()
 		cause := func() string {
 			term.mu.Lock()
@@ -34,12 +32,12 @@ func TestGrantMovesTheDeadlineWithoutRunsGoroutine(t *testing.T) {
 		time.Sleep(ttl / 3)
 		renewed := time.Now()
 		term.sendRenewal() // what the tick does; nobody handles its answer
-		time.Sleep(time.Until(r.deadline(won)) + time.Millisecond)
+		time.Sleep(time.Until(l.deadline(won)) + time.Millisecond)
 		synctest.Wait()
 		if c := cause(); c != "" {
 			t.Fatalf("past the winning Acquire's deadline the term stepped down (%s), want it working: the grant moved the deadline without Run's goroutine", c)
 		}
-		time.Sleep(time.Until(r.deadline(renewed)) + time.Millisecond)
+		time.Sleep(time.Until(l.deadline(renewed)) + time.Millisecond)
 		synctest.Wait()
 		if c := cause(); c != ReasonDeadline {
 			t.Errorf("past the renewal's deadline: cause %q, want %q: the grant proves its own send's expiry, no more", c, ReasonDeadline)

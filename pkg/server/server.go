@@ -114,8 +114,9 @@ type Config struct {
 	Registry *prometheus.Registry
 	// Now is the clock of run timestamps and sweep windows; nil means time.Now.
 	Now func() time.Time
-	// OnLeaseEvent is called synchronously on each lease transition of
-	// every elected net (lease.Spec.OnEvent); it must not block. nil: none.
+	// OnLeaseEvent is called synchronously on each transition (Elected,
+	// SteppedDown, Released) of every elected net's lease, not on its store
+	// calls; it must not block. nil: none.
 	OnLeaseEvent func(lease.Event)
 	// OnSweep is called synchronously after each sweep pass; it must not
 	// block. nil: none.
@@ -326,10 +327,9 @@ func (s *Server) elect(ctx context.Context, n electedNet) {
 		Owner:    s.cfg.Owner,
 		TTL:      n.lease.TTL(n.interval),
 		Retry:    n.lease.Retry(n.interval),
-		Logger:   s.cfg.Logger, // lease.Run adds the owner itself
-		Observer: s.leases,
-		Health:   s.health,
-		OnEvent:  s.leaseEvent,
+		Logger:  s.cfg.Logger, // lease.Run adds the owner itself
+		Health:  s.health,
+		OnEvent: s.leaseEvent,
 	}, n.work)
 	if err != nil {
 		s.log.Error("elected net not started", "net", n.lease.Name, "err", err)
@@ -412,12 +412,16 @@ func (s *Server) boardStatus(ctx context.Context) board.Status {
 	return st
 }
 
-// leaseEvent notes this replica's terms for the pages, then passes ev on to
-// Config.OnLeaseEvent.
+// leaseEvent counts ev in the lease metrics and notes this replica's terms
+// for the pages, then passes a transition on to Config.OnLeaseEvent.
 func (s *Server) leaseEvent(ev lease.Event) {
+	s.leases.Observe(ev)
 	s.seen.leaseEvent(ev, s.cfg.Now())
-	if s.cfg.OnLeaseEvent != nil {
-		s.cfg.OnLeaseEvent(ev)
+	switch ev.Kind {
+	case lease.Elected, lease.SteppedDown, lease.Released:
+		if s.cfg.OnLeaseEvent != nil {
+			s.cfg.OnLeaseEvent(ev)
+		}
 	}
 }
 

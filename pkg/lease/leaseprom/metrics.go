@@ -1,21 +1,19 @@
-// Package leaseprom holds lease.Run's Prometheus metrics: [Metrics] is a
-// [lease.Observer] that counts what Run reports (terms, step-downs and store
-// calls) on the caller's registerer. It lives apart from pkg/lease so that a
-// user of the election seam compiles no metrics library.
+// Package leaseprom holds lease.Run's Prometheus metrics: [Metrics.Observe]
+// counts the events Run reports (terms, step-downs and store calls) on the
+// caller's registerer. It lives apart from pkg/lease so that a user of the
+// election seam compiles no metrics library.
 package leaseprom
 
 import (
-	"time"
-
 	"github.com/prometheus/client_golang/prometheus"
 
 	"iterion.dev/iterion/pkg/lease"
 )
 
-// Metrics are lease.Run's Prometheus metrics; set a Run's Spec.Observer to
-// it. One Metrics may be shared by every Run of a process, for the same lease
-// or different ones; it is safe for concurrent use. A nil *Metrics counts
-// nothing.
+// Metrics are lease.Run's Prometheus metrics; set a Run's Spec.OnEvent to
+// its Observe method. One Metrics may be shared by every Run of a process,
+// for the same lease or different ones; it is safe for concurrent use. A nil
+// *Metrics counts nothing.
 //
 //   - lease_held{lease}: how many Runs of this process hold the lease (a
 //     term started and has not stepped down); 0 or 1 unless several
@@ -35,8 +33,6 @@ type Metrics struct {
 	callDuration *prometheus.HistogramVec
 	callErrors   *prometheus.CounterVec
 }
-
-var _ lease.Observer = (*Metrics)(nil)
 
 // New creates Run's metrics and registers them on reg, never on the global
 // registerer. It panics, as prometheus.MustRegister does, when reg already
@@ -72,42 +68,30 @@ func New(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
-// Campaigning makes the lease's series visible at 0 before its first term.
-func (m *Metrics) Campaigning(name string) {
+// Observe counts one event of a Run: Campaigning makes the lease's series
+// visible at 0 before its first term; Elected counts a term and marks the
+// lease held; SteppedDown counts the end of a term by reason and marks it no
+// longer held; StoreCalled times the call by op, and counts it as an error
+// when it failed (the lease name is not a label: the store is shared by
+// every lease). Other events count nothing.
+func (m *Metrics) Observe(e lease.Event) {
 	if m == nil {
 		return
 	}
-	m.held.WithLabelValues(name).Add(0)
-	m.terms.WithLabelValues(name).Add(0)
-}
-
-// TermStarted counts a term of the lease name and marks it held.
-func (m *Metrics) TermStarted(name string) {
-	if m == nil {
-		return
-	}
-	m.held.WithLabelValues(name).Inc()
-	m.terms.WithLabelValues(name).Inc()
-}
-
-// SteppedDown counts the end of a term of the lease name, by reason, and
-// marks it no longer held.
-func (m *Metrics) SteppedDown(name, reason string) {
-	if m == nil {
-		return
-	}
-	m.held.WithLabelValues(name).Dec()
-	m.stepDowns.WithLabelValues(name, reason).Inc()
-}
-
-// StoreCall times a store call by op, and counts it as an error when it
-// failed. The lease name is not a label: the store is shared by every lease.
-func (m *Metrics) StoreCall(_, op string, d time.Duration, failed bool) {
-	if m == nil {
-		return
-	}
-	m.callDuration.WithLabelValues(op).Observe(d.Seconds())
-	if failed {
-		m.callErrors.WithLabelValues(op).Inc()
+	switch e.Kind {
+	case lease.Campaigning:
+		m.held.WithLabelValues(e.Name).Add(0)
+		m.terms.WithLabelValues(e.Name).Add(0)
+	case lease.Elected:
+		m.held.WithLabelValues(e.Name).Inc()
+		m.terms.WithLabelValues(e.Name).Inc()
+	case lease.SteppedDown:
+		m.held.WithLabelValues(e.Name).Dec()
+		m.stepDowns.WithLabelValues(e.Name, e.Reason).Inc()
+	case lease.StoreCalled:
+		m.callDuration.WithLabelValues(e.Op).Observe(e.Took.Seconds())
+		if e.Failed {
+			m.callErrors.WithLabelValues(e.Op).Inc()
+		}
 	}
 }

@@ -27,8 +27,8 @@ func TestMetricsCountTermsStepDownsAndStoreCallsPerLease(t *testing.T) {
 		// beta: its first two attempts fail; it wins at 2s.
 		st := &scripted{Store: lease.NewMemoryStore()}
 		ctx, cancel := context.WithCancel(t.Context())
-		doneA := run(ctx, st, lease.Spec{Name: "alpha", Owner: "a", TTL: 3 * time.Second, Retry: time.Second, Observer: m})
-		doneB := run(ctx, st, lease.Spec{Name: "beta", Owner: "b", TTL: 3 * time.Second, Retry: time.Second, Observer: m})
+		doneA := run(ctx, st, lease.Spec{Name: "alpha", Owner: "a", TTL: 3 * time.Second, Retry: time.Second, OnEvent: m.Observe})
+		doneB := run(ctx, st, lease.Spec{Name: "beta", Owner: "b", TTL: 3 * time.Second, Retry: time.Second, OnEvent: m.Observe})
 
 		time.Sleep(time.Until(start.Add(2500 * time.Millisecond)))
 		synctest.Wait()
@@ -132,14 +132,18 @@ func run(ctx context.Context, st lease.Store, spec lease.Spec) <-chan struct{} {
 	return done
 }
 
-// TestNilMetricsCountsNothing pins the godoc: a nil *Metrics is a usable
-// Observer that counts nothing.
+// TestNilMetricsCountsNothing pins the godoc: a nil *Metrics observes every
+// kind of event and counts nothing.
 func TestNilMetricsCountsNothing(t *testing.T) {
 	var m *leaseprom.Metrics
-	m.Campaigning("net")
-	m.TermStarted("net")
-	m.SteppedDown("net", lease.ReasonRefused)
-	m.StoreCall("net", lease.OpRenew, time.Second, true)
+	for _, e := range []lease.Event{
+		{Name: "net", Kind: lease.Campaigning},
+		{Name: "net", Kind: lease.Elected},
+		{Name: "net", Kind: lease.SteppedDown, Reason: lease.ReasonRefused},
+		{Name: "net", Kind: lease.StoreCalled, Op: lease.OpRenew, Took: time.Second, Failed: true},
+	} {
+		m.Observe(e)
+	}
 }
 
 // TestNewRegistersOnlyOnTheCallersRegisterer pins the series New registers,
@@ -148,7 +152,7 @@ func TestNilMetricsCountsNothing(t *testing.T) {
 func TestNewRegistersOnlyOnTheCallersRegisterer(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	m := leaseprom.New(reg)
-	m.Campaigning("net")
+	m.Observe(lease.Event{Name: "net", Kind: lease.Campaigning})
 	want := `
 # HELP lease_held Runs of this process that hold the lease.
 # TYPE lease_held gauge

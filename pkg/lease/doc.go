@@ -1,0 +1,117 @@
+// Package lease elects one replica of a deployment to run a periodic,
+// idempotent background job (a "net"), so that the job's cost stops growing
+// with the replica count (ADR-117).
+//
+// A lease is a name that one owner holds until an expiry. A [Store] keeps
+// leases; [MemoryStore] here and MongoStore in
+// [iterion.dev/iterion/pkg/lease/mongolease] are its two twins and pass one
+// conformance suite, [iterion.dev/iterion/pkg/lease/leasetest]. [Run] serves a
+// term: it campaigns, runs the work while the lease is held, renews, and steps
+// down fail-closed before the store could hand the lease to a successor. Its
+// [Health] tracks work that outlives its term, and its [Event]s report each
+// transition and each store call ([iterion.dev/iterion/pkg/lease/leaseprom]
+// counts them as Prometheus metrics).
+//
+// The package imports only the standard library: a user who brings their own
+// Store compiles no database driver and no metrics library.
+//
+// # Guarantee and limits: for load, not for exclusion
+//
+// A healthy holder that can reach its store keeps its term, and stops its work
+// before the store could elect anyone else. That is what a lease promises, and
+// all it promises. Clocks that disagree, a holder that stalls (a GC pause, a
+// frozen VM, a goroutine that ignores its context) and the store's round trip
+// bound how exclusive a lease is: a holder that stalls past its TTL overlaps
+// its successor for the length of the stall. The package does no fencing.
+// So elect work that is already idempotent and whose cost scales with the
+// number of replicas. Work that must never run twice keeps a claim on the item
+// itself; a lease does not replace it.
+//
+// # Time
+//
+// The clock is the caller's: every Store call takes now explicitly. Both twins
+// keep instants in UTC, truncated to the millisecond, as BSON does ([Stamp]):
+// the expiry of a lease taken at now with ttl is trunc(trunc(now)+ttl)
+// ([Expiry]), and a lease is expired at its expiry instant.
+//
+// # Campaign
+//
+// [Run] sends one Acquire every Retry (0 means TTL/3), each bounded by a
+// timeout of TTL/3, never by Retry. Every Store call gets as now the instant
+// it is sent. A store that cannot answer elects nobody: work does not start.
+// An Acquire whose answer did not arrive (an error or the timeout) may still
+// have landed, so Run follows it with a Release, so that a write that landed
+// does not keep a successor waiting a TTL. The residual case is a write that
+// lands after that Release: it keeps the lease one TTL, unrenewed, which is
+// the bound of a crash. An Acquire answered with a win once ctx is done
+// starts no term: Run releases the lease at once.
+//
+// # Term
+//
+// Once elected, Run calls work in its own goroutine with a context that is
+// cancelled when the term ends, and renews every TTL/3, each renewal bounded
+// by TTL/3, from the instant the winning Acquire was sent. The term ends
+// (Run steps down, cancelling work's context) when:
+//   - a renewal is refused: the lease moved on;
+//   - no renewal Run can prove succeeded was sent within TTL − TTL/6 before
+//     now. The store stamps a renewal sent at s to expire at
+//     trunc(trunc(s)+TTL) (milliseconds), so the deadline is that expiry
+//     minus TTL/6: the holder is gone TTL/6 before any successor can take
+//     the lease. The winning Acquire's send is the first proven instant; a
+//     successful renewal moves the deadline, a failed or unanswered one
+//     does not end the term but leaves the deadline running;
+//   - work returns (or panics);
+//   - ctx is done.
+//
+// After stepping down, Run waits for work to return, then releases the lease
+// on a context detached from ctx with its own TTL/3 timeout, so a rollout
+// hands over within one Retry instead of a TTL. A release refused with
+// [ErrLost] is logged as such, not as a success: a warning, except after a
+// refused renewal or an unanswered attempt, where ErrLost is the expected
+// answer (the step-down or the episode already warned), a debug line. If
+// work panicked, Run re-panics with its value after the release. Timers use
+// the monotonic clock.
+//
+// The lease is sticky: a healthy holder keeps its term for as long as work
+// runs. Work returning ends the term; unless ctx is done, Run then campaigns
+// again, Retry after the term ended. Each new term calls work afresh, so
+// state built in work's closure starts anew with each term.
+//
+// The deadline and a refused renewal cancel work's context from their own
+// goroutines, before anything is logged: a slow log sink delays neither.
+// Likewise a granted renewal moves the deadline from its own goroutine as
+// soon as the store answers, so a term on a starved machine is not stepped
+// down for a grant Run's goroutine had yet to handle.
+//
+// # Late calls
+//
+// The timing above bounds what Run does, not what the network does with a
+// call after Run gave up on it. Besides the late Acquire above, a Release
+// may be held in the network until after this owner's next term began.
+// When the store is a [TermStore] (both twins are), each attempt draws a
+// random token, acquires with AcquireTerm and releases with ReleaseTerm, so
+// that late Release deletes nothing. With a plain Store, Run falls back to
+// Release, and the late Release deletes the later term's lease: its next
+// renewal, at most TTL/3 later, is refused and Run steps down, but a
+// successor may have been elected in between and overlap it for up to
+// TTL/3. This is the store round trip among the bounds above (ADR-117
+// decision 4).
+//
+// # Worked example
+//
+// TTL 3 minutes, Retry 1 minute. Attempts go out once a minute and each is cut
+// after 1 minute. A holder renews every minute; a renewal is cut after a
+// minute; the holder steps down 2m30s after the send of the last renewal it
+// can prove succeeded, 30 s before the lease could expire in the store. A
+// successor takes over within one Retry (1 minute) of a clean stop, and
+// within TTL + Retry (4 minutes) of a crash.
+//
+// # Observing it
+//
+// Run logs through Spec.Logger with attributes lease and owner: elected,
+// renew failed (with the time left before the step-down), stepped down (with
+// its reason), released, release failed, store unreachable and store
+// reachable again. Each is logged once per episode, not once per attempt.
+// Spec.OnEvent receives the same transitions as [Event]s, and each store
+// call; Spec.Health tracks work that outlives its term.
+package lease

@@ -1,0 +1,94 @@
+package lease
+
+import (
+	"fmt"
+	"time"
+)
+
+// EventKind is the kind of an [Event].
+type EventKind int
+
+const (
+	// Elected: an Acquire won the lease; work is about to start.
+	Elected EventKind = iota + 1
+	// SteppedDown: the term ended; work's context has just been cancelled.
+	// Event.Reason is one of the Reason constants.
+	SteppedDown
+	// Released: a Release was answered with success. Event.Reason is the
+	// step-down reason of the term it ends, [ReasonUnanswered] after an
+	// Acquire whose answer did not arrive (reported once per
+	// store-unreachable episode, not once per attempt), or [ReasonCanceled]
+	// after an Acquire won once ctx was done, which starts no term.
+	Released
+	// Campaigning: reported once per Run, after its arguments are checked
+	// and before its first store call.
+	Campaigning
+	// StoreCalled: a store call got an answer or failed on its own.
+	// Event.Op, Event.Took and Event.Failed describe it. A call cut because
+	// Run's context was done or the term ended says nothing about the store
+	// and is not reported.
+	StoreCalled
+)
+
+// String returns the kind's lower-case name.
+func (k EventKind) String() string {
+	switch k {
+	case Elected:
+		return "elected"
+	case SteppedDown:
+		return "stepped down"
+	case Released:
+		return "released"
+	case Campaigning:
+		return "campaigning"
+	case StoreCalled:
+		return "store called"
+	}
+	return fmt.Sprintf("EventKind(%d)", int(k))
+}
+
+// Event is one thing a Run reports to Spec.OnEvent: a transition of its
+// lease, or a store call. At is the instant Run observed it.
+type Event struct {
+	Name, Owner string
+	Kind        EventKind
+	At          time.Time
+	// Reason is why, for SteppedDown and Released: one of the Reason
+	// constants. "" otherwise.
+	Reason string
+	// Op is the store call of a StoreCalled event: [OpAcquire], [OpRenew]
+	// or [OpRelease]. Took is its latency, and Failed is true when it got
+	// no answer (an error other than [ErrLost], which is an answer).
+	Op     string
+	Took   time.Duration
+	Failed bool
+}
+
+// Reasons a term ends (Event.Reason of SteppedDown and Released, and the
+// reason log attribute), and ReasonUnanswered, the reason of the release
+// that follows an Acquire whose answer did not arrive.
+const (
+	ReasonRefused      = "refused"       // a renewal was refused: the lease moved on
+	ReasonDeadline     = "deadline"      // no renewal proven within TTL − TTL/6 of its send
+	ReasonCanceled     = "ctx_done"      // Run's context is done
+	ReasonWorkReturned = "work_returned" // work returned while the lease was held
+	ReasonWorkPanicked = "work_panicked" // work panicked; Run re-panics after the release
+	ReasonUnanswered   = "unanswered_acquire"
+)
+
+// Store operations as Event.Op and the logs name them.
+const (
+	OpAcquire = "acquire"
+	OpRenew   = "renew"
+	OpRelease = "release"
+)
+
+// event reports an event of l's lease to its OnEvent, when set; kind, reason
+// and, for a store call, op, took and failed.
+func (l *lessee) event(e Event) {
+	if l.onEvent == nil {
+		return
+	}
+	e.Name, e.Owner, e.At = l.name, l.owner, time.Now()
+	l.onEvent(e)
+}
