@@ -1,6 +1,6 @@
 // Package lease elects one replica of a deployment to run a periodic,
 // idempotent background job (a "net"), so that the job's cost stops growing
-// with the replica count (ADR-117).
+// with the replica count (docs/design.md).
 //
 // A lease is a name that one owner holds until an expiry. A [Store] keeps
 // leases; [MemoryStore] here and MongoStore in
@@ -94,7 +94,7 @@
 // Release, and the late Release deletes the later term's lease: its next
 // renewal, at most TTL/3 later, is refused and Run steps down, but a
 // successor may have been elected in between and overlap it for up to
-// TTL/3. This is the store round trip among the bounds above (ADR-117
+// TTL/3. This is the store round trip among the bounds above (docs/design.md,
 // decision 4).
 //
 // # Worked example

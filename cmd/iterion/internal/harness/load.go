@@ -25,13 +25,13 @@ import (
 	"iterion.dev/iterion/pkg/server"
 )
 
-// ScenarioLoad is the scenario of issue 12's figures on an open network:
+// ScenarioLoad measures serving on an open network:
 // slow connections, unsigned large webhooks, and POST /api/runs under load
 // through a Mongo crash.
 const ScenarioLoad = "load"
 
 // LoadOptions sizes the load scenario. The zero value of a field means the
-// default given beside it (issue 12's figures).
+// default given beside it (the figures of docs/benchmarks.md).
 type LoadOptions struct {
 	// Requests is how many distinct runs are posted. Default 2000.
 	Requests int
@@ -591,7 +591,7 @@ func (h *run) readBack(ctx context.Context, r *replica, outs []outcome, res *Loa
 		if cursor != "" {
 			q.Set("cursor", cursor)
 		}
-		var p struct { // GET /api/runs's wire contract (README)
+		var p struct { // GET /api/runs's wire contract (docs/operating.md)
 			Runs []struct {
 				ID   string `json:"id"`
 				Pull int    `json:"pull"`
@@ -632,7 +632,7 @@ func (h *run) readBack(ctx context.Context, r *replica, outs []outcome, res *Loa
 // loadMarkdown renders the load scenario's figures.
 func loadMarkdown(l *LoadResult) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "**Open network (issue 12).** %d fresh replicas on dev-mongo, `--sweep-interval 1m` (no sweep during the scenario), "+
+	fmt.Fprintf(&b, "**Open network.** %d fresh replicas on dev-mongo, `--sweep-interval 1m` (no sweep during the scenario), "+
 		"`--read-timeout %v`.\n\n", loadReplicas, l.ReadTimeout)
 	fmt.Fprintf(&b, "*Slow connections:* %d sequential `POST /api/runs` on one keep-alive connection to the first replica, "+
 		"then %d more while %d unauthenticated connections trickle a declared %d-byte body at a byte a second.\n\n",

@@ -56,7 +56,7 @@ func (r *Report) ratio(lease bool, rate func(CostRow) float64) float64 {
 	return rate(*hi) / rate(*lo)
 }
 
-// Markdown renders the report as a BENCHMARKS.md section body; command is
+// Markdown renders the report as a docs/benchmarks.md section body; command is
 // the command line that reproduces it.
 func (r *Report) Markdown(command string) string {
 	var b strings.Builder
