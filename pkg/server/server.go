@@ -323,10 +323,10 @@ func (s *Server) elect(ctx context.Context, n electedNet) {
 		return
 	}
 	err := lease.Run(ctx, s.cfg.Leases, lease.Spec{
-		Name:     n.lease.Name,
-		Owner:    s.cfg.Owner,
-		TTL:      n.lease.TTL(n.interval),
-		Retry:    n.lease.Retry(n.interval),
+		Name:    n.lease.Name,
+		Owner:   s.cfg.Owner,
+		TTL:     n.lease.TTL(n.interval),
+		Retry:   n.lease.Retry(n.interval),
 		Logger:  s.cfg.Logger, // lease.Run adds the owner itself
 		Health:  s.health,
 		OnEvent: s.leaseEvent,
