@@ -20,6 +20,14 @@ type lessee struct {
 	log         *slog.Logger  // with the lease and owner attributes
 	health      *Health
 	onEvent     func(Event)
+	// group and shard name a group's lease in its events ("" and 0 for
+	// Run's; shard −1 for the member lease).
+	group string
+	shard int
+	// released, when not nil, is waited for before a release for
+	// ReasonCanceled: a group's shards release only once its member lease
+	// is gone, so no other member counts a stopping one as live.
+	released <-chan struct{}
 
 	down      bool      // in a store-unreachable episode
 	downSince time.Time // when that episode started
@@ -72,6 +80,9 @@ func (l *lessee) renew(termCtx context.Context) renewal {
 // reports. token is the term's (or the attempt's): with a TermStore, the
 // release deletes only the lease that token's Acquire took.
 func (l *lessee) release(ctx context.Context, reason, token string) {
+	if l.released != nil && reason == ReasonCanceled {
+		<-l.released
+	}
 	send := l.call
 	if reason == ReasonUnanswered {
 		send = l.callOutsideEpisode

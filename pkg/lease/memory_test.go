@@ -11,3 +11,8 @@ import (
 func TestConformance(t *testing.T) {
 	leasetest.Run(t, func(*testing.T) lease.Store { return new(lease.MemoryStore) })
 }
+
+// TestGroupConformance runs the lease-group cases on MemoryStore.
+func TestGroupConformance(t *testing.T) {
+	leasetest.RunGroup(t, func(*testing.T) lease.Store { return new(lease.MemoryStore) })
+}

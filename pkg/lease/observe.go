@@ -28,6 +28,9 @@ const (
 	// Run's context was done or the term ended says nothing about the store
 	// and is not reported.
 	StoreCalled
+	// Surveyed: a group member listed its store. Event.View is the group
+	// as that list showed it.
+	Surveyed
 )
 
 // String returns the kind's lower-case name.
@@ -43,6 +46,8 @@ func (k EventKind) String() string {
 		return "campaigning"
 	case StoreCalled:
 		return "store called"
+	case Surveyed:
+		return "surveyed"
 	}
 	return fmt.Sprintf("EventKind(%d)", int(k))
 }
@@ -62,10 +67,19 @@ type Event struct {
 	Op     string
 	Took   time.Duration
 	Failed bool
+	// Group is the group's name for the events of a group's leases
+	// ([RunGroup]), "" for Run's. Shard is then the shard's index for a
+	// shard's events, and −1 for the member lease's and Surveyed.
+	Group string
+	Shard int
+	// View is the group as a Surveyed event's list showed it; nil for
+	// other kinds.
+	View *GroupView
 }
 
 // Reasons a term ends (Event.Reason of SteppedDown and Released, and the
-// reason log attribute), and ReasonUnanswered, the reason of the release
+// reason log attribute; ReasonRebalanced only for a group's shard), and
+// ReasonUnanswered, the reason of the release
 // that follows an Acquire whose answer did not arrive.
 const (
 	ReasonRefused      = "refused"       // a renewal was refused: the lease moved on
@@ -74,6 +88,7 @@ const (
 	ReasonWorkReturned = "work_returned" // work returned while the lease was held
 	ReasonWorkPanicked = "work_panicked" // work panicked; Run re-panics after the release
 	ReasonUnanswered   = "unanswered_acquire"
+	ReasonRebalanced   = "rebalanced" // a group member gave the shard up to even the share
 )
 
 // Store operations as Event.Op and the logs name them.
@@ -81,14 +96,16 @@ const (
 	OpAcquire = "acquire"
 	OpRenew   = "renew"
 	OpRelease = "release"
+	OpList    = "list" // a group member's Holders
 )
 
-// event reports an event of l's lease to its OnEvent, when set; kind, reason
-// and, for a store call, op, took and failed.
+// event reports e, an event of l's lease, to l's OnEvent, when set, with
+// the lease's name, owner and group and the instant.
 func (l *lessee) event(e Event) {
 	if l.onEvent == nil {
 		return
 	}
 	e.Name, e.Owner, e.At = l.name, l.owner, time.Now()
+	e.Group, e.Shard = l.group, l.shard
 	l.onEvent(e)
 }

@@ -2,6 +2,7 @@ package lease
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"runtime/debug"
 	"sync"
@@ -89,6 +90,9 @@ func (t *term) await(ctx context.Context) string {
 		select {
 		case <-ctx.Done():
 			reason = ReasonCanceled
+			if errors.Is(context.Cause(ctx), errRebalanced) {
+				reason = ReasonRebalanced
+			}
 		case p := <-t.returned:
 			reason = t.workReturned(p)
 		case <-t.expired:

@@ -1,0 +1,423 @@
+package leasetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"iterion.dev/iterion/pkg/lease"
+)
+
+// groupStore is what the group cases need of a store: terms and a list.
+type groupStore interface {
+	lease.TermStore
+	lease.Inspector
+}
+
+// bridge calls a store from goroutines started outside any synctest
+// bubble. A case runs in a bubble, in virtual time; a database client does
+// real I/O, and its goroutines and deadlines must stay outside the bubble.
+// A bubble goroutine waiting for the bridge is not durably blocked, so
+// virtual time stands still during a call: every call takes no virtual
+// time. Safe for concurrent use.
+type bridge struct {
+	inner groupStore
+	slots chan *slot // free slots; their channels belong to no bubble
+	calls chan *slot
+}
+
+// slot carries one call to a bridge worker and signals its end.
+type slot struct {
+	f    func(context.Context)
+	done chan struct{}
+}
+
+// bridgeWorkers is how many calls a bridge runs at once.
+const bridgeWorkers = 8
+
+// newBridge starts the workers of a bridge to st, stopped at t's cleanup.
+// Call it outside the bubble.
+func newBridge(t *testing.T, st groupStore) *bridge {
+	b := &bridge{inner: st, slots: make(chan *slot, bridgeWorkers), calls: make(chan *slot)}
+	for range bridgeWorkers {
+		b.slots <- &slot{done: make(chan struct{}, 1)}
+		go func() {
+			for s := range b.calls {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				s.f(ctx)
+				cancel()
+				s.done <- struct{}{}
+			}
+		}()
+	}
+	t.Cleanup(func() { close(b.calls) })
+	return b
+}
+
+// do runs f on a worker, unless ctx is done already.
+func (b *bridge) do(ctx context.Context, f func(context.Context) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s := <-b.slots
+	var err error
+	s.f = func(ctx context.Context) { err = f(ctx) }
+	b.calls <- s
+	<-s.done
+	b.slots <- s
+	return err
+}
+
+// fault is what a member's view does with one call: fail it at once, or
+// hold it for hold and then let it land, answering the caller only if the
+// caller still waits.
+type fault struct {
+	fail bool
+	hold time.Duration
+}
+
+// errCut is a member view's answer when its plan fails a call.
+var errCut = errors.New("leasetest: member cut off from the store")
+
+// memberView is one member's view of the shared store, with its faults.
+// Safe for concurrent use.
+type memberView struct {
+	b     *bridge
+	late  *sync.WaitGroup // calls held that have not landed yet
+	mu    sync.Mutex
+	plan  func(op, name string) fault // nil: pass everything
+	calls map[string]int              // by op
+}
+
+var _ groupStore = (*memberView)(nil)
+
+// setPlan replaces the view's plan.
+func (v *memberView) setPlan(plan func(op, name string) fault) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.plan = plan
+}
+
+// count returns how many calls of op the view received.
+func (v *memberView) count(op string) int {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.calls[op]
+}
+
+// viewCall applies v's plan to one call of op on name, then runs f on the
+// bridge. A held call lands in its own goroutine, whose answer reaches the
+// caller only if the caller still waits.
+func viewCall[T any](ctx context.Context, v *memberView, op, name string, f func(context.Context) (T, error)) (T, error) {
+	v.mu.Lock()
+	v.calls[op]++
+	var flt fault
+	if v.plan != nil {
+		flt = v.plan(op, name)
+	}
+	v.mu.Unlock()
+	var zero T
+	if flt.fail {
+		return zero, errCut
+	}
+	run := func(ctx context.Context) (T, error) {
+		var res T
+		err := v.b.do(ctx, func(ctx context.Context) (err error) {
+			res, err = f(ctx)
+			return err
+		})
+		return res, err
+	}
+	if flt.hold == 0 {
+		return run(ctx)
+	}
+	type answer struct {
+		res T
+		err error
+	}
+	landed := make(chan answer, 1)
+	v.late.Add(1)
+	go func() {
+		defer v.late.Done()
+		time.Sleep(flt.hold)
+		res, err := run(context.Background())
+		landed <- answer{res, err}
+	}()
+	select {
+	case a := <-landed:
+		return a.res, a.err
+	case <-ctx.Done():
+		return zero, ctx.Err()
+	}
+}
+
+func (v *memberView) Acquire(ctx context.Context, name, owner string, now time.Time, ttl time.Duration) (bool, error) {
+	return viewCall(ctx, v, "acquire", name, func(ctx context.Context) (bool, error) {
+		return v.b.inner.Acquire(ctx, name, owner, now, ttl)
+	})
+}
+
+func (v *memberView) AcquireTerm(ctx context.Context, name, owner string, now time.Time, ttl time.Duration, token string) (bool, error) {
+	return viewCall(ctx, v, "acquireTerm", name, func(ctx context.Context) (bool, error) {
+		return v.b.inner.AcquireTerm(ctx, name, owner, now, ttl, token)
+	})
+}
+
+func (v *memberView) Renew(ctx context.Context, name, owner string, now time.Time, ttl time.Duration) (bool, error) {
+	return viewCall(ctx, v, "renew", name, func(ctx context.Context) (bool, error) {
+		return v.b.inner.Renew(ctx, name, owner, now, ttl)
+	})
+}
+
+func (v *memberView) Release(ctx context.Context, name, owner string) error {
+	_, err := viewCall(ctx, v, "release", name, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, v.b.inner.Release(ctx, name, owner)
+	})
+	return err
+}
+
+func (v *memberView) ReleaseTerm(ctx context.Context, name, owner, token string) error {
+	_, err := viewCall(ctx, v, "releaseTerm", name, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, v.b.inner.ReleaseTerm(ctx, name, owner, token)
+	})
+	return err
+}
+
+func (v *memberView) Holders(ctx context.Context) ([]lease.Holder, error) {
+	return viewCall(ctx, v, "list", "", func(ctx context.Context) ([]lease.Holder, error) {
+		return v.b.inner.Holders(ctx)
+	})
+}
+
+// world is one group case: members of one group on one shared store, in a
+// synctest bubble, and the events they reported. Safe for concurrent use.
+type world struct {
+	t    *testing.T
+	t0   time.Time
+	b    *bridge
+	spec lease.GroupSpec // every member's, Owner aside
+	late sync.WaitGroup
+
+	mu      sync.Mutex
+	events  []lease.Event // every shard term's Elected and SteppedDown, in order
+	members map[string]*member
+}
+
+// member is one RunGroup of the world.
+type member struct {
+	view *memberView
+	stop context.CancelFunc
+	done chan struct{}
+}
+
+// newWorld returns a world over b for the group spec; call it in the
+// bubble.
+func newWorld(t *testing.T, b *bridge, spec lease.GroupSpec) *world {
+	return &world{t: t, t0: time.Now(), b: b, spec: spec, members: map[string]*member{}}
+}
+
+// at is the instant d after the world began.
+func (w *world) at(d time.Duration) time.Time { return w.t0.Add(d) }
+
+// sleepUntil sleeps until d after the world began, then until every
+// goroutine of the bubble is blocked.
+func (w *world) sleepUntil(d time.Duration) {
+	time.Sleep(time.Until(w.at(d)))
+	synctest.Wait()
+}
+
+// record keeps a shard term's transitions.
+func (w *world) record(e lease.Event) {
+	if e.Kind != lease.Elected && e.Kind != lease.SteppedDown {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.events = append(w.events, e)
+}
+
+// start starts member owner; its work waits for its term to end.
+func (w *world) start(owner string) *member {
+	return w.startWork(owner, func(ctx context.Context, _ int) { <-ctx.Done() })
+}
+
+// startWork starts member owner with work.
+func (w *world) startWork(owner string, work func(context.Context, int)) *member {
+	m := &member{view: &memberView{b: w.b, late: &w.late, calls: map[string]int{}}, done: make(chan struct{})}
+	spec := w.spec
+	spec.Owner, spec.OnEvent = owner, w.record
+	ctx, stop := context.WithCancel(context.Background())
+	m.stop = stop
+	go func() {
+		defer close(m.done)
+		if err := lease.RunGroup(ctx, m.view, spec, work); err != nil {
+			w.t.Errorf("RunGroup(%s) = %v, want nil", owner, err)
+		}
+	}()
+	w.mu.Lock()
+	w.members[owner] = m
+	w.mu.Unlock()
+	return m
+}
+
+// leave stops member owner cleanly and waits for it.
+func (w *world) leave(owner string) {
+	m := w.member(owner)
+	m.stop()
+	<-m.done
+}
+
+// kill stops member owner as kill -9 would: every call it makes from now
+// fails, so it releases nothing; its leases stay until they expire.
+func (w *world) kill(owner string) {
+	m := w.member(owner)
+	m.view.setPlan(func(string, string) fault { return fault{fail: true} })
+	m.stop()
+	<-m.done
+}
+
+func (w *world) member(owner string) *member {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.members[owner]
+}
+
+// end stops every member, waits for them and for the calls still held,
+// and checks the rule every case keeps: no two terms of a shard overlap.
+func (w *world) end() {
+	w.mu.Lock()
+	ms := make([]*member, 0, len(w.members))
+	for _, m := range w.members {
+		ms = append(ms, m)
+	}
+	w.mu.Unlock()
+	for _, m := range ms {
+		m.stop()
+		<-m.done
+	}
+	w.late.Wait()
+	for _, err := range w.overlaps() {
+		w.t.Error(err)
+	}
+}
+
+// overlaps returns an error for each term elected while another term of
+// its shard had not stepped down: the no-overlap rule.
+func (w *world) overlaps() []error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var errs []error
+	open := map[int]lease.Event{}
+	for _, e := range w.events {
+		switch e.Kind {
+		case lease.Elected:
+			if prev, ok := open[e.Shard]; ok {
+				errs = append(errs, fmt.Errorf("shard %d: %s elected at %v while %s's term from %v had not stepped down: no two terms of a shard overlap",
+					e.Shard, e.Owner, e.At.Sub(w.t0), prev.Owner, prev.At.Sub(w.t0)))
+			}
+			open[e.Shard] = e
+		case lease.SteppedDown:
+			delete(open, e.Shard)
+		}
+	}
+	return errs
+}
+
+// holding returns each shard's current holder as the events tell ("" for
+// none).
+func (w *world) holding() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make([]string, w.spec.Shards)
+	for _, e := range w.events {
+		switch e.Kind {
+		case lease.Elected:
+			out[e.Shard] = e.Owner
+		case lease.SteppedDown:
+			out[e.Shard] = ""
+		}
+	}
+	return out
+}
+
+// counts returns how many shards each owner holds now, as "owner=n"
+// sorted, with "unheld=n" when some shard is unheld.
+func (w *world) counts() []string {
+	by := map[string]int{}
+	for _, h := range w.holding() {
+		if h == "" {
+			h = "unheld"
+		}
+		by[h]++
+	}
+	var out []string
+	for o, n := range by {
+		out = append(out, fmt.Sprintf("%s=%d", o, n))
+	}
+	slices.Sort(out)
+	return out
+}
+
+// since returns the shard terms' events from instant d on, of kind (0 for
+// both).
+func (w *world) since(d time.Duration, kind lease.EventKind) []lease.Event {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []lease.Event
+	for _, e := range w.events {
+		if !e.At.Before(w.at(d)) && (kind == 0 || e.Kind == kind) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// gaps returns, for every shard term elected from instant d on after a
+// step-down of its shard, how long the shard was without a holder before
+// it.
+func (w *world) gaps(d time.Duration) []time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	down := map[int]time.Time{}
+	var out []time.Duration
+	for _, e := range w.events {
+		switch e.Kind {
+		case lease.SteppedDown:
+			down[e.Shard] = e.At
+		case lease.Elected:
+			if s, ok := down[e.Shard]; ok && !e.At.Before(w.at(d)) {
+				out = append(out, e.At.Sub(s))
+			}
+			delete(down, e.Shard)
+		}
+	}
+	return out
+}
+
+// shares returns how many shards each member holds, largest first, with
+// unheld shards counted as "unheld=n" at the end.
+func (w *world) shares() string {
+	by := map[string]int{}
+	unheld := 0
+	for _, h := range w.holding() {
+		if h == "" {
+			unheld++
+			continue
+		}
+		by[h]++
+	}
+	var out []string
+	for _, n := range slices.Sorted(maps.Values(by)) {
+		out = append([]string{fmt.Sprint(n)}, out...)
+	}
+	if unheld > 0 {
+		out = append(out, fmt.Sprintf("unheld=%d", unheld))
+	}
+	return fmt.Sprint(out)
+}
