@@ -29,6 +29,13 @@ func TestMongoConformance(t *testing.T) {
 	leasetest.Run(t, func(t *testing.T) lease.Store { return mongolease.NewStore(mongotest.DB(t)) })
 }
 
+// TestMongoGroupConformance runs the lease-group cases on MongoStore, each
+// on a fresh database of the test server: the group runner on the Mongo
+// twin, in virtual time, with the same faults as on MemoryStore.
+func TestMongoGroupConformance(t *testing.T) {
+	leasetest.RunGroup(t, func(t *testing.T) lease.Store { return mongolease.NewStore(mongotest.DB(t)) })
+}
+
 var t0 = time.Date(2026, 9, 30, 15, 0, 0, 0, time.UTC)
 
 // TestMongoMalformedDocument pins: a lease document of the wrong shape is an
