@@ -36,6 +36,13 @@ func TestMongoGroupConformance(t *testing.T) {
 	leasetest.RunGroup(t, func(t *testing.T) lease.Store { return mongolease.NewStore(mongotest.DB(t)) })
 }
 
+// TestMongoGroupInvariant runs a few of the lease group's random fault
+// schedules (leasetest.RunGroupInvariant) on MongoStore: no two terms of a
+// shard overlap on the Mongo twin either. MemoryStore runs 1,000.
+func TestMongoGroupInvariant(t *testing.T) {
+	leasetest.RunGroupInvariant(t, 4, func(t *testing.T) lease.Store { return mongolease.NewStore(mongotest.DB(t)) })
+}
+
 var t0 = time.Date(2026, 9, 30, 15, 0, 0, 0, time.UTC)
 
 // TestMongoMalformedDocument pins: a lease document of the wrong shape is an
