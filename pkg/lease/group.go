@@ -79,12 +79,13 @@ func RunGroup(ctx context.Context, st Store, spec GroupSpec, work func(ctx conte
 		spec.Retry = spec.TTL / 3
 	}
 	g := &groupRunner{
-		spec:     spec,
-		insp:     insp,
-		work:     work,
-		busy:     map[int]*shardRun{},
-		ended:    make(chan shardEnd, spec.Shards),
-		released: make(chan struct{}),
+		spec:        spec,
+		insp:        insp,
+		work:        work,
+		busy:        map[int]*shardRun{},
+		unheldSince: make([]time.Time, spec.Shards),
+		ended:       make(chan shardEnd, spec.Shards),
+		released:    make(chan struct{}),
 	}
 	// The member lease takes a plain Acquire and Release: a stale release
 	// of it costs one Retry of membership, never a shard.
@@ -140,8 +141,11 @@ type groupRunner struct {
 	member *lessee   // the member lease; its calls and the lists report as the group's
 	shards []*lessee // by index
 
-	busy  map[int]*shardRun // shards whose goroutine runs: a campaign, a term, its release
-	ended chan shardEnd
+	busy map[int]*shardRun // shards whose goroutine runs: a campaign, a term, its release
+	// unheldSince[i] is the list instant since which every list showed
+	// shard i unheld; zero when the last one showed it held.
+	unheldSince []time.Time
+	ended       chan shardEnd
 	// released is closed once the member lease is released at shutdown;
 	// the shards' releases for ReasonCanceled wait for it.
 	released chan struct{}
@@ -235,6 +239,16 @@ func (g *groupRunner) survey(ctx context.Context) {
 		return
 	}
 	v := viewGroup(g.spec.Name, g.spec.Shards, hs, listed, g.spec.Owner)
+	for i, h := range v.Holders {
+		switch {
+		case h != "":
+			g.unheldSince[i] = time.Time{}
+		case g.unheldSince[i].IsZero():
+			g.unheldSince[i] = listed
+		case listed.Sub(g.unheldSince[i]) > g.spec.TTL+g.spec.Retry:
+			v.Overdue = append(v.Overdue, i)
+		}
+	}
 	g.member.event(Event{Kind: Surveyed, View: &v})
 
 	var serving []int

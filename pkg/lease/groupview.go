@@ -84,6 +84,11 @@ type GroupView struct {
 	// Members are the live members (an unexpired member lease), sorted by
 	// owner.
 	Members []GroupMember
+	// Overdue, in a Surveyed event, are the shards the surveying member has
+	// seen unheld in every list for longer than TTL + Retry, in order: the
+	// bound of a hand-over after a crash, past which a shard is stuck. It
+	// is nil in a view from [Groups], which sees one list.
+	Overdue []int
 }
 
 // GroupMember is one live member of a group.

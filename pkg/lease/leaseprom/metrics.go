@@ -26,12 +26,28 @@ import (
 //   - lease_store_call_errors_total{op}: store calls that did not answer
 //     (ErrLost is an answer and does not count). Calls cut because Run's
 //     context was done or the term ended count in neither.
+//
+// A lease group's events (lease.RunGroup) count in the store call series
+// and in their own, by group, not per shard lease:
+//
+//   - lease_group_shards_held{group}: shard terms this process serves.
+//   - lease_group_shards_unheld{group}: shards this member's last list
+//     showed unheld.
+//   - lease_group_shards_overdue{group}: shards this member has seen
+//     unheld for longer than TTL + Retry (a stuck hand-over).
+//   - lease_group_members{group}: live members in this member's last list.
+//   - lease_group_handovers_total{group,reason}: shard terms this process
+//     ended, by lease's Reason constants (rebalanced: given up to even the
+//     share).
 type Metrics struct {
 	held         *prometheus.GaugeVec
 	terms        *prometheus.CounterVec
 	stepDowns    *prometheus.CounterVec
 	callDuration *prometheus.HistogramVec
 	callErrors   *prometheus.CounterVec
+
+	groupHeld, groupUnheld, groupOverdue, groupMembers *prometheus.GaugeVec
+	groupHandovers                                     *prometheus.CounterVec
 }
 
 // New creates Run's metrics and registers them on reg, never on the global
@@ -61,9 +77,30 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "lease_store_call_errors_total",
 			Help: "Lease store calls that got no answer, by operation.",
 		}, []string{"op"}),
+		groupHeld: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "lease_group_shards_held",
+			Help: "Shard terms of the lease group this process serves.",
+		}, []string{"group"}),
+		groupUnheld: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "lease_group_shards_unheld",
+			Help: "Shards of the lease group unheld in this member's last list.",
+		}, []string{"group"}),
+		groupOverdue: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "lease_group_shards_overdue",
+			Help: "Shards of the lease group this member has seen unheld for longer than TTL + Retry.",
+		}, []string{"group"}),
+		groupMembers: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "lease_group_members",
+			Help: "Live members of the lease group in this member's last list.",
+		}, []string{"group"}),
+		groupHandovers: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "lease_group_handovers_total",
+			Help: "Shard terms of the lease group this process ended, by reason.",
+		}, []string{"group", "reason"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.held, m.terms, m.stepDowns, m.callDuration, m.callErrors)
+		reg.MustRegister(m.held, m.terms, m.stepDowns, m.callDuration, m.callErrors,
+			m.groupHeld, m.groupUnheld, m.groupOverdue, m.groupMembers, m.groupHandovers)
 	}
 	return m
 }
@@ -73,9 +110,14 @@ func New(reg prometheus.Registerer) *Metrics {
 // lease held; SteppedDown counts the end of a term by reason and marks it no
 // longer held; StoreCalled times the call by op, and counts it as an error
 // when it failed (the lease name is not a label: the store is shared by
-// every lease). Other events count nothing.
+// every lease). A group's events count in the group series (see Metrics).
+// Other events count nothing.
 func (m *Metrics) Observe(e lease.Event) {
 	if m == nil {
+		return
+	}
+	if e.Group != "" && e.Kind != lease.StoreCalled {
+		m.observeGroup(e)
 		return
 	}
 	switch e.Kind {
@@ -93,5 +135,22 @@ func (m *Metrics) Observe(e lease.Event) {
 		if e.Failed {
 			m.callErrors.WithLabelValues(e.Op).Inc()
 		}
+	}
+}
+
+// observeGroup counts an event of a lease group other than a store call.
+func (m *Metrics) observeGroup(e lease.Event) {
+	switch e.Kind {
+	case lease.Campaigning:
+		m.groupHeld.WithLabelValues(e.Group).Add(0)
+	case lease.Elected:
+		m.groupHeld.WithLabelValues(e.Group).Inc()
+	case lease.SteppedDown:
+		m.groupHeld.WithLabelValues(e.Group).Dec()
+		m.groupHandovers.WithLabelValues(e.Group, e.Reason).Inc()
+	case lease.Surveyed:
+		m.groupUnheld.WithLabelValues(e.Group).Set(float64(len(e.View.Unheld())))
+		m.groupOverdue.WithLabelValues(e.Group).Set(float64(len(e.View.Overdue)))
+		m.groupMembers.WithLabelValues(e.Group).Set(float64(len(e.View.Members)))
 	}
 }

@@ -3,6 +3,7 @@ package leaseprom_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -190,4 +191,101 @@ func histogramCount(t *testing.T, g prometheus.Gatherer, name, op string) uint64
 		}
 	}
 	return 0
+}
+
+// TestGroupMetricsCountShardsByGroup pins the group series: two members of
+// one group, each a process with its own Metrics, settle to 2 shards each;
+// the first gave 2 up to even the share (rebalanced hand-overs), and both
+// see every shard held by 2 live members.
+func TestGroupMetricsCountShardsByGroup(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := lease.NewMemoryStore()
+		regA, regB := prometheus.NewPedanticRegistry(), prometheus.NewPedanticRegistry()
+		ctx, cancel := context.WithCancel(t.Context())
+		spec := lease.GroupSpec{Name: "g", Shards: 4, TTL: 3 * time.Second}
+		doneA := runGroup(ctx, st, spec, "a", leaseprom.New(regA))
+		time.Sleep(500 * time.Millisecond)
+		doneB := runGroup(ctx, st, spec, "b", leaseprom.New(regB))
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		const series = `
+# HELP lease_group_members Live members of the lease group in this member's last list.
+# TYPE lease_group_members gauge
+lease_group_members{group="g"} 2
+# HELP lease_group_shards_held Shard terms of the lease group this process serves.
+# TYPE lease_group_shards_held gauge
+lease_group_shards_held{group="g"} 2
+# HELP lease_group_shards_overdue Shards of the lease group this member has seen unheld for longer than TTL + Retry.
+# TYPE lease_group_shards_overdue gauge
+lease_group_shards_overdue{group="g"} 0
+# HELP lease_group_shards_unheld Shards of the lease group unheld in this member's last list.
+# TYPE lease_group_shards_unheld gauge
+lease_group_shards_unheld{group="g"} 0
+`
+		names := []string{"lease_group_members", "lease_group_shards_held", "lease_group_shards_overdue", "lease_group_shards_unheld", "lease_group_handovers_total", "lease_held"}
+		if err := testutil.GatherAndCompare(regA, strings.NewReader(series+`
+# HELP lease_group_handovers_total Shard terms of the lease group this process ended, by reason.
+# TYPE lease_group_handovers_total counter
+lease_group_handovers_total{group="g",reason="rebalanced"} 2
+`), names...); err != nil {
+			t.Errorf("a, which held all 4 and gave 2 up: %v", err)
+		}
+		if err := testutil.GatherAndCompare(regB, strings.NewReader(series), names...); err != nil {
+			t.Errorf("b, which took 2: %v", err)
+		}
+		cancel()
+		<-doneA
+		<-doneB
+	})
+}
+
+// TestGroupMetricsCountOverdueShards pins lease_group_shards_overdue: a
+// member whose campaigns never get an answer sees every shard unheld, and
+// once that lasted longer than TTL + Retry, overdue.
+func TestGroupMetricsCountOverdueShards(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reg := prometheus.NewPedanticRegistry()
+		ctx, cancel := context.WithCancel(t.Context())
+		spec := lease.GroupSpec{Name: "g", Shards: 4, TTL: 3 * time.Second, Retry: time.Second}
+		done := runGroup(ctx, noCampaign{lease.NewMemoryStore()}, spec, "a", leaseprom.New(reg))
+		overdue := func(n int) string {
+			return fmt.Sprintf(`
+# HELP lease_group_shards_overdue Shards of the lease group this member has seen unheld for longer than TTL + Retry.
+# TYPE lease_group_shards_overdue gauge
+lease_group_shards_overdue{group="g"} %d
+`, n)
+		}
+		time.Sleep(spec.TTL + spec.Retry) // lists at 0..4s: unheld for 4s, not longer
+		synctest.Wait()
+		if err := testutil.GatherAndCompare(reg, strings.NewReader(overdue(0)), "lease_group_shards_overdue"); err != nil {
+			t.Errorf("unheld for TTL + Retry: %v: overdue is past the bound, not at it", err)
+		}
+		time.Sleep(spec.Retry)
+		synctest.Wait()
+		if err := testutil.GatherAndCompare(reg, strings.NewReader(overdue(4)), "lease_group_shards_overdue"); err != nil {
+			t.Errorf("unheld for TTL + 2 Retries: %v", err)
+		}
+		cancel()
+		<-done
+	})
+}
+
+// noCampaign is a MemoryStore whose AcquireTerm never answers.
+type noCampaign struct{ *lease.MemoryStore }
+
+func (noCampaign) AcquireTerm(context.Context, string, string, time.Time, time.Duration, string) (bool, error) {
+	return false, errUnreachable
+}
+
+// runGroup starts lease.RunGroup of spec for owner, counting into m, with
+// work that waits for its term to end; the channel is closed when it
+// returns.
+func runGroup(ctx context.Context, st lease.Store, spec lease.GroupSpec, owner string, m *leaseprom.Metrics) <-chan struct{} {
+	spec.Owner, spec.OnEvent = owner, m.Observe
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = lease.RunGroup(ctx, st, spec, func(ctx context.Context, _ int) { <-ctx.Done() })
+	}()
+	return done
 }
