@@ -10,8 +10,9 @@ import (
 )
 
 // Report is what one harness run measured: each scenario's rows, which it
-// renders as markdown. Scenarios that did not run leave their fields empty. It is a plain value, safe to read from several
-// goroutines once Run has returned it.
+// renders as markdown. Scenarios that did not run leave their fields empty.
+// It is a plain value, safe to read from several goroutines once Run has
+// returned it.
 type Report struct {
 	Date    time.Time
 	Options Options
