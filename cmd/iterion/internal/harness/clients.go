@@ -76,7 +76,7 @@ type simRequests struct {
 	Points int64 `json:"points"`
 }
 
-// simStats is the simulator's GET /_sim/stats (DESIGN.md, wire contracts):
+// simStats is the simulator's GET /_sim/stats (docs/testing.md, the forge simulator's control endpoints):
 // every request it received, by token, method, route and status.
 type simStats struct {
 	Requests []simRequests `json:"requests"`
@@ -215,7 +215,7 @@ type holder struct {
 	Expires time.Time `json:"expires"`
 }
 
-// runRequest is the body of POST /api/runs (DESIGN.md, wire contracts).
+// runRequest is the body of POST /api/runs (docs/operating.md, endpoints).
 type runRequest struct {
 	Repo    string `json:"repo"`
 	Pull    int    `json:"pull"`

@@ -1,4 +1,4 @@
-// Package harness measures ADR-117's consequences on real processes: it
+// Package harness measures the lease's consequences (docs/design.md) on real processes: it
 // builds the iterion and dev-mongo binaries, starts `dev-mongo`, `iterion forge-sim`
 // and N `iterion serve` replicas on loopback ports, seeds gating runs through
 // the wire contracts, and measures the sweep's forge cost, the budget it

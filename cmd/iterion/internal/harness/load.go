@@ -25,7 +25,7 @@ import (
 )
 
 // LoadOptions sizes the load scenario. The zero value of a field means the
-// default given beside it (issue 12's figures).
+// default given beside it (the figures of docs/benchmarks.md).
 type LoadOptions struct {
 	// Requests is how many distinct runs are posted. Default 2000.
 	Requests int
@@ -576,7 +576,7 @@ func readBack(ctx context.Context, r *replica, outs []outcome, res *LoadResult) 
 		if cursor != "" {
 			q.Set("cursor", cursor)
 		}
-		var p struct { // GET /api/runs's wire contract (README)
+		var p struct { // GET /api/runs's wire contract (docs/operating.md)
 			Runs []struct {
 				ID   string `json:"id"`
 				Pull int    `json:"pull"`

@@ -59,7 +59,7 @@ func (r *Report) ratio(lease bool, rate func(CostRow) float64) float64 {
 	return rate(*hi) / rate(*lo)
 }
 
-// Markdown renders the report as a BENCHMARKS.md section body; command is
+// Markdown renders the report as a docs/benchmarks.md section body; command is
 // the command line that reproduces it.
 func (r *Report) Markdown(command string) string {
 	var b strings.Builder
@@ -221,7 +221,7 @@ func scaleMarkdown(r *Report) string {
 // loadMarkdown renders the load scenario's figures.
 func loadMarkdown(l *LoadResult) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "**Open network (issue 12).** %d fresh replicas on dev-mongo, `--sweep-interval 1m` (no sweep during the scenario), "+
+	fmt.Fprintf(&b, "**Open network.** %d fresh replicas on dev-mongo, `--sweep-interval 1m` (no sweep during the scenario), "+
 		"`--read-timeout %v`.\n\n", loadReplicas, l.ReadTimeout)
 	fmt.Fprintf(&b, "*Slow connections:* %d sequential `POST /api/runs` on one keep-alive connection to the first replica, "+
 		"then %d more while %d unauthenticated connections trickle a declared %d-byte body at a byte a second.\n\n",

@@ -19,7 +19,7 @@ import (
 	"iterion.dev/iterion/pkg/server"
 )
 
-// The scale scenario (issue 11): the per-run REST sweep and the batched
+// The scale scenario: the per-run REST sweep and the batched
 // sweep side by side, on growing populations of open runs, at each replica
 // count, with App auth (every configuration has an installation of its own,
 // whose tokens the simulator mints and rotates every compressed hour) and
@@ -385,6 +385,6 @@ func writeAppKey(dir string) (string, error) {
 	return path, nil
 }
 
-// ScaleGoal is issue 11's goal for one pass at runs open runs: at most
+// ScaleGoal is the batched sweep's goal for one pass at runs open runs: at most
 // ceil(runs/50)+5 requests.
 func ScaleGoal(runs int) int { return int(math.Ceil(float64(runs)/50)) + 5 }
