@@ -20,7 +20,8 @@
 //     population.go seeds the gating runs the scenarios measure;
 //   - cost.go, budget.go, takeover.go, faults.go, scale.go and load.go each
 //     hold one scenario: a type whose run method takes a cluster and returns
-//     its rows;
+//     its rows (the load scenario's three phases are in load_slow.go,
+//     load_webhooks.go and load_runs.go);
 //   - options.go validates Options, report.go renders the rows, and
 //     harness.go's Run starts the clusters and runs the chosen scenarios.
 //
