@@ -8,7 +8,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"iterion.dev/iterion/internal/testing/conformance"
+	"iterion.dev/iterion/internal/conformance"
 	"iterion.dev/iterion/pkg/lease"
 )
 
