@@ -126,6 +126,18 @@ load 1m
 load 1m
   lease_held{lease="forge-board-sync", instance="a"} 0x40
 `, 30 * time.Minute},
+}, {
+	alert: "IterionLeaseGroupShardsUnheld",
+	fires: fixture{"member a has seen 2 shards of the group unheld past TTL + retry", `
+load 1m
+  lease_group_shards_overdue{group="sweeper", instance="a"} 0 0 2x10
+  lease_group_shards_overdue{group="sweeper", instance="b"} 0x12
+`, 10 * time.Minute},
+	healthy: []fixture{{"shards were unheld during a hand-over, never past TTL + retry", `
+load 1m
+  lease_group_shards_unheld{group="sweeper", instance="a"} 0 3 0x10
+  lease_group_shards_overdue{group="sweeper", instance="a"} 0x12
+`, 10 * time.Minute}},
 }}
 
 // TestAlertRules loads iterion-rules.yaml with Prometheus's rule parser
