@@ -44,10 +44,11 @@ func leases(ctx context.Context, args []string, getenv func(string) string, stdo
 	if v := getenv("ITERION_MONGO_DB"); v != "" {
 		*mongoDB = v
 	}
-	asJSON := fs.Bool("json", false, "print JSON: [{name, owner, expires, expired}]")
+	asJSON := fs.Bool("json", false, "print JSON: [{name, owner, expires, expired}]; with --groups, the groups")
+	groups := fs.Bool("groups", false, "print only the lease groups: each one's shards by owner, every member's count against its share, the unheld shards")
 	owner := fs.String("owner", "", "release: the owner the lease is released from (required)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: iterion leases --mongo-uri URI [--json]\n       iterion leases release NAME --owner OWNER --mongo-uri URI")
+		fmt.Fprintln(stderr, "usage: iterion leases --mongo-uri URI [--groups] [--json]\n       iterion leases release NAME --owner OWNER --mongo-uri URI")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
@@ -81,6 +82,9 @@ func leases(ctx context.Context, args []string, getenv func(string) string, stdo
 	st := mongolease.NewStore(db)
 	if release {
 		return releaseLease(ctx, st, name, *owner, stdout)
+	}
+	if *groups {
+		return listGroups(ctx, st, *asJSON, stdout, now())
 	}
 	return listLeases(ctx, st, *asJSON, stdout, now())
 }
@@ -168,6 +172,68 @@ func listLeases(ctx context.Context, st lease.Inspector, asJSON bool, stdout io.
 			state = "expired"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.Name, r.Owner, page.Relative(r.Expires, now), page.Stamp(r.Expires), state)
+	}
+	return tw.Flush()
+}
+
+// groupRow is one lease group as `iterion leases --groups --json` prints
+// it.
+type groupRow struct {
+	Name   string       `json:"name"`
+	Shards int          `json:"shards"`
+	Fair   int          `json:"fair_share"` // the most shards a member should hold
+	Owners []ownerShare `json:"owners"`
+	Unheld []int        `json:"unheld"`
+}
+
+// ownerShare is one owner's part of a group: a live member with its share,
+// or an owner holding shards without a member lease.
+type ownerShare struct {
+	Owner  string `json:"owner"`
+	Member bool   `json:"member"`
+	Target int    `json:"share,omitempty"` // a member's target count
+	Shards []int  `json:"shards"`
+}
+
+// listGroups prints every lease group st shows at now: its shards by owner,
+// each live member's count against its share and the fair share, and the
+// unheld shards; with asJSON as [groupRow].
+func listGroups(ctx context.Context, st lease.Inspector, asJSON bool, stdout io.Writer, now time.Time) error {
+	holders, err := st.Holders(ctx)
+	if err != nil {
+		return fmt.Errorf("list leases: %w", err)
+	}
+	rows := []groupRow{}
+	for _, g := range lease.Groups(holders, now) {
+		row := groupRow{Name: g.Name, Shards: g.Shards, Fair: g.Fair(), Owners: []ownerShare{}, Unheld: g.Unheld()}
+		for _, h := range g.Holdings() {
+			row.Owners = append(row.Owners, ownerShare{Owner: h.Owner, Member: h.Member, Target: h.Target, Shards: h.Shards})
+		}
+		rows = append(rows, row)
+	}
+	if asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rows)
+	}
+	if len(rows) == 0 {
+		fmt.Fprintln(stdout, "no lease groups")
+		return nil
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	for i, g := range rows {
+		if i > 0 {
+			fmt.Fprintln(tw)
+		}
+		fmt.Fprintf(tw, "GROUP %s: %d shards, fair share %d, unheld: %s\n", g.Name, g.Shards, g.Fair, page.Ranges(g.Unheld))
+		fmt.Fprintln(tw, "OWNER\tHELD\tSHARE\tSHARDS")
+		for _, o := range g.Owners {
+			share := "not a live member"
+			if o.Member {
+				share = fmt.Sprint(o.Target)
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", o.Owner, len(o.Shards), share, page.Ranges(o.Shards))
+		}
 	}
 	return tw.Flush()
 }

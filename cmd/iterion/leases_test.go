@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -84,5 +86,61 @@ func TestLeasesListShowsExpiryRelativeToNow(t *testing.T) {
 				t.Errorf("line %d %q lacks %q: expiry relative to now, then the instant at fixed width", i, lines[i], cell)
 			}
 		}
+	}
+}
+
+// TestLeasesGroupsShowSharesByOwner pins `iterion leases --groups`: each
+// group's shards by owner, every live member's count against its share and
+// the fair share, an owner holding shards without a member lease, the
+// unheld shards; and the same as JSON.
+func TestLeasesGroupsShowSharesByOwner(t *testing.T) {
+	now := time.Date(2026, 9, 30, 15, 0, 0, 0, time.UTC)
+	st := lease.NewMemoryStore()
+	take := func(name, owner string) {
+		t.Helper()
+		if ok, err := st.Acquire(context.Background(), name, owner, now, 90*time.Second); !ok || err != nil {
+			t.Fatalf("Acquire(%s) = %v, %v", name, ok, err)
+		}
+	}
+	// Group sweeper of 5 shards: members web-1 and web-2; web-1 holds 0
+	// and 1, web-2 holds 2, web-9 (no member lease) holds 3; 4 is unheld.
+	take(lease.MemberName("sweeper", 5, "web-1"), "web-1")
+	take(lease.MemberName("sweeper", 5, "web-2"), "web-2")
+	for shard, owner := range []string{"web-1", "web-1", "web-2", "web-9"} {
+		take(lease.ShardName("sweeper", 5, shard), owner)
+	}
+	take("merge-gate-sweeper", "web-1") // no group's: not listed
+	var out strings.Builder
+	if err := listGroups(context.Background(), st, false, &out, now); err != nil {
+		t.Fatal(err)
+	}
+	want := [][]string{
+		{"GROUP sweeper: 5 shards, fair share 3, unheld: 4"},
+		{"OWNER", "HELD", "SHARE", "SHARDS"},
+		{"web-1", "2", "3", "0-1"},
+		{"web-2", "1", "2", "2"},
+		{"web-9", "1", "not a live member", "3"},
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != len(want) {
+		t.Fatalf("got %d lines, want %d:\n%s", len(lines), len(want), out.String())
+	}
+	for i, w := range want {
+		for _, cell := range w {
+			if !strings.Contains(lines[i], cell) {
+				t.Errorf("line %d %q lacks %q: shards by owner, each count against its share", i, lines[i], cell)
+			}
+		}
+	}
+	out.Reset()
+	if err := listGroups(context.Background(), st, true, &out, now); err != nil {
+		t.Fatal(err)
+	}
+	var rows []groupRow
+	if err := json.Unmarshal([]byte(out.String()), &rows); err != nil {
+		t.Fatalf("--groups --json: %v\n%s", err, out.String())
+	}
+	if got := fmt.Sprintf("%+v", rows); got != "[{Name:sweeper Shards:5 Fair:3 Owners:[{Owner:web-1 Member:true Target:3 Shards:[0 1]} {Owner:web-2 Member:true Target:2 Shards:[2]} {Owner:web-9 Member:false Target:0 Shards:[3]}] Unheld:[4]}]" {
+		t.Errorf("--groups --json = %s, want the same group as the table", got)
 	}
 }

@@ -172,3 +172,28 @@ func figures(v float64) string {
 	}
 	return fmt.Sprintf("%.0f", math.Floor(v))
 }
+
+// Ranges is a sorted list of shard indices with runs joined: "0-3, 7,
+// 9-10"; "none" for an empty list.
+func Ranges(ns []int) string {
+	if len(ns) == 0 {
+		return "none"
+	}
+	var b strings.Builder
+	for i := 0; i < len(ns); {
+		j := i
+		for j+1 < len(ns) && ns[j+1] == ns[j]+1 {
+			j++
+		}
+		if b.Len() > 0 {
+			b.WriteString(", ")
+		}
+		if j > i {
+			fmt.Fprintf(&b, "%d-%d", ns[i], ns[j])
+		} else {
+			fmt.Fprintf(&b, "%d", ns[i])
+		}
+		i = j + 1
+	}
+	return b.String()
+}

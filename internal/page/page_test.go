@@ -97,3 +97,19 @@ func TestLayoutHasLangViewportAndTooltips(t *testing.T) {
 		}
 	}
 }
+
+func TestRangesJoinsRuns(t *testing.T) {
+	for _, c := range []struct {
+		ns   []int
+		want string
+	}{
+		{nil, "none"},
+		{[]int{7}, "7"},
+		{[]int{0, 1, 2, 3, 7, 9, 10}, "0-3, 7, 9-10"},
+		{[]int{1, 3, 5}, "1, 3, 5"},
+	} {
+		if got := Ranges(c.ns); got != c.want {
+			t.Errorf("Ranges(%v) = %q, want %q: runs of consecutive shards joined", c.ns, got, c.want)
+		}
+	}
+}

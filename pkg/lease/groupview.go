@@ -124,6 +124,41 @@ func (v GroupView) Unheld() []int {
 	return out
 }
 
+// GroupHolding is one owner's part of a [GroupView]: a live member, or an
+// owner that holds shards without being one.
+type GroupHolding struct {
+	Owner string
+	// Shards are the shards it holds, in order.
+	Shards []int
+	// Member: it is a live member, whose share is Target.
+	Member bool
+	Target int
+}
+
+// Holdings returns every live member and every other owner holding a shard,
+// sorted by owner: the shards by holder.
+func (v GroupView) Holdings() []GroupHolding {
+	by := map[string]*GroupHolding{}
+	for _, m := range v.Members {
+		by[m.Owner] = &GroupHolding{Owner: m.Owner, Member: true, Target: m.Target}
+	}
+	for i, o := range v.Holders {
+		if o == "" {
+			continue
+		}
+		if by[o] == nil {
+			by[o] = &GroupHolding{Owner: o}
+		}
+		by[o].Shards = append(by[o].Shards, i)
+	}
+	out := make([]GroupHolding, 0, len(by))
+	for _, h := range by {
+		out = append(out, *h)
+	}
+	slices.SortFunc(out, func(a, b GroupHolding) int { return strings.Compare(a.Owner, b.Owner) })
+	return out
+}
+
 // Groups returns every lease group hs shows at now, sorted by name: the
 // shards' holders and the live members with their counts and targets. A
 // group shows once any of its leases is in hs.

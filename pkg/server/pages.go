@@ -50,20 +50,20 @@ type termRow struct {
 	TTL time.Duration
 }
 
-// leaseRows reads the lease store's holders; 501 or 503 is answered and ok
-// is false when it cannot.
-func (s *Server) leaseRows(w http.ResponseWriter, r *http.Request) (rows []termRow, ok bool) {
+// leaseRows reads the lease store's holders, as rows and as the lease
+// groups they show; 501 or 503 is answered and ok is false when it cannot.
+func (s *Server) leaseRows(w http.ResponseWriter, r *http.Request) (rows []termRow, groups []lease.GroupView, ok bool) {
 	insp, ok := s.cfg.Leases.(lease.Inspector)
 	if !ok {
 		writeError(w, http.StatusNotImplemented, "the lease store cannot list its leases")
-		return nil, false
+		return nil, nil, false
 	}
 	ctx, cancel := s.storeCtx(r)
 	holders, err := insp.Holders(ctx)
 	cancel()
 	if err != nil {
 		s.unavailable(w, "leases not read: "+err.Error())
-		return nil, false
+		return nil, nil, false
 	}
 	ttls := map[string]time.Duration{}
 	for _, n := range s.nets() {
@@ -79,13 +79,13 @@ func (s *Server) leaseRows(w http.ResponseWriter, r *http.Request) (rows []termR
 		}
 		rows[i] = row
 	}
-	return rows, true
+	return rows, lease.Groups(holders, now), true
 }
 
 // getIndex is GET /: links to every page, this replica's owner and the
 // leases it holds.
 func (s *Server) getIndex(w http.ResponseWriter, r *http.Request) {
-	rows, ok := s.leaseRows(w, r)
+	rows, _, ok := s.leaseRows(w, r)
 	if !ok {
 		return
 	}
@@ -124,7 +124,7 @@ func (s *Server) getLeases(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "format "+strconv.Quote(format)+" is not json or html")
 		return
 	}
-	rows, ok := s.leaseRows(w, r)
+	rows, groups, ok := s.leaseRows(w, r)
 	if !ok {
 		return
 	}
@@ -136,17 +136,33 @@ func (s *Server) getLeases(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, views)
 		return
 	}
-	s.render(w, leasesPage, "Leases", rows)
+	s.render(w, leasesPage, "Leases", leasesBody{Rows: rows, Groups: groups})
+}
+
+// leasesBody is the /leases page: every lease, and the lease groups they
+// make up.
+type leasesBody struct {
+	Rows   []termRow
+	Groups []lease.GroupView
 }
 
 var leasesPage = page.New(`{{define "content"}}
 <p>Every lease in the store, its owner and its term. <a href="?format=json">JSON</a></p>
 <div class="scroll"><table><thead><tr><th>lease</th><th>owner</th><th>term age</th><th class="num">TTL</th><th>expires</th><th>state</th></tr></thead><tbody>
-{{range .Body}}<tr class="{{if .Self}}self{{end}}{{if .Expired}} expired{{end}}"><td>{{.Name}}</td><td><code>{{.Owner}}</code></td>
+{{range .Body.Rows}}<tr class="{{if .Self}}self{{end}}{{if .Expired}} expired{{end}}"><td>{{.Name}}</td><td><code>{{.Owner}}</code></td>
 <td>{{if .Self}}{{if .Started.IsZero}}<span class="muted">not seen</span>{{else}}{{dur (age .Started $.Now)}}{{end}}{{else}}<span class="muted" title="the term began on its owner's replica">not known here</span>{{end}}</td>
 <td class="num">{{if .TTL}}{{dur .TTL}}{{else}}<span class="muted">not elected here</span>{{end}}</td>
 <td>{{when .Expires}}</td><td>{{if .Expired}}expired{{else if .Self}}held by this replica{{else}}held{{end}}</td></tr>
 {{else}}<tr><td colspan="6">no leases</td></tr>
 {{end}}</tbody></table></div>
 <p class="muted">A term's age is known for this replica's own terms. TTL is this replica's (the lease's intervals × its net's interval); the replicas of one deployment share it.</p>
-{{end}}`, map[string]any{"age": func(from, now time.Time) time.Duration { return now.Sub(from) }})
+{{with .Body.Groups}}<h2>Lease groups</h2>
+<p>Each group's shards by owner: a live member's count against its share (the fair share is the most any member should hold), and the shards nobody holds.</p>
+{{range .}}{{$fair := .Fair}}<h3>{{.Name}}: {{.Shards}} shards, {{len .Members}} live member{{if ne (len .Members) 1}}s{{end}}, fair share {{$fair}}</h3>
+<div class="scroll"><table><thead><tr><th>owner</th><th class="num">shards</th><th class="num">share</th><th>which</th></tr></thead><tbody>
+{{range .Holdings}}<tr><td><code>{{.Owner}}</code></td><td class="num">{{len .Shards}}</td>
+<td class="num">{{if .Member}}{{.Target}} of at most {{$fair}}{{else}}<span class="muted">not a live member</span>{{end}}</td><td>{{ranges .Shards}}</td></tr>
+{{end}}</tbody></table></div>
+<p>Unheld: {{ranges .Unheld}}</p>
+{{end}}{{end}}
+{{end}}`, map[string]any{"age": func(from, now time.Time) time.Duration { return now.Sub(from) }, "ranges": page.Ranges})

@@ -81,3 +81,31 @@ func TestLeasesPageSaysOwnerAndWhatIsKnown(t *testing.T) {
 		t.Errorf("GET /leases says holder or uses #999, want owner and AA contrast\n%s", body)
 	}
 }
+
+// TestLeasesPageShowsGroups pins the lease groups' part of /leases: each
+// group's shards by owner, a live member's count against its share and the
+// fair share, an owner that holds shards without being a live member, and
+// the shards nobody holds.
+func TestLeasesPageShowsGroups(t *testing.T) {
+	f := newHTTPFixture(t, atPageNow)
+	take := func(name, owner string) {
+		t.Helper()
+		if ok, err := f.leases.Acquire(context.Background(), name, owner, pageNow, 90*time.Second); !ok || err != nil {
+			t.Fatalf("Acquire(%s) = %v, %v", name, ok, err)
+		}
+	}
+	// Group g of 5 shards: members a and b; a holds 0 and 1, b holds 2,
+	// c (no member lease) holds 3; 4 is unheld.
+	take(lease.MemberName("g", 5, "a"), "a")
+	take(lease.MemberName("g", 5, "b"), "b")
+	for shard, owner := range []string{"a", "a", "b", "c"} {
+		take(lease.ShardName("g", 5, shard), owner)
+	}
+	_, body := f.do(t, "GET", "/leases", nil, "")
+	wantAll(t, "GET /leases with a group", body, "each group shows its shards by owner, every member's count against its share, and the unheld shards",
+		"<h3>g: 5 shards, 2 live members, fair share 3</h3>",
+		"<td><code>a</code></td><td class=\"num\">2</td>\n<td class=\"num\">3 of at most 3</td><td>0-1</td>",
+		"<td><code>b</code></td><td class=\"num\">1</td>\n<td class=\"num\">2 of at most 3</td><td>2</td>",
+		"<td><code>c</code></td><td class=\"num\">1</td>\n<td class=\"num\"><span class=\"muted\">not a live member</span></td><td>3</td>",
+		"<p>Unheld: 4</p>")
+}
