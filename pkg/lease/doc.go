@@ -7,10 +7,12 @@
 // [iterion.dev/iterion/pkg/lease/mongolease] are its two twins and pass one
 // conformance suite, [iterion.dev/iterion/pkg/lease/leasetest]. [Run] serves a
 // term: it campaigns, runs the work while the lease is held, renews, and steps
-// down fail-closed before the store could hand the lease to a successor. Its
-// [Health] tracks work that outlives its term, and its [Event]s report each
-// transition and each store call ([iterion.dev/iterion/pkg/lease/leaseprom]
-// counts them as Prometheus metrics).
+// down fail-closed before the store could hand the lease to a successor.
+// [RunGroup] serves the shards of a group the same way, spread over the
+// live replicas. [Health] tracks work that outlives its term, and an
+// [Event] reports each transition and each store call
+// ([iterion.dev/iterion/pkg/lease/leaseprom] counts them as Prometheus
+// metrics).
 //
 // The package imports only the standard library: a user who brings their own
 // Store compiles no database driver and no metrics library.
@@ -106,6 +108,48 @@
 // successor takes over within one Retry (1 minute) of a clean stop, and
 // within TTL + Retry (4 minutes) of a crash.
 //
+// # Groups
+//
+// [RunGroup] serves a group: a job split into a fixed number of shards S,
+// each shard a lease whose terms are Run's terms (the same campaign, term,
+// step-down and release), spread over the live members. S is fixed per
+// group and independent of the replica count, so a rescale moves leases,
+// not data.
+//
+// Each member renews a member lease and lists the store once per Retry. The
+// list shows the live members (an unexpired member lease; a member always
+// counts itself) and who holds each shard. From the same list every member
+// computes the same targets: S/N rounded up for S mod N members and down
+// for the rest, the larger shares going to the members that hold the most
+// (ties by a hash of the owner). So no member's target exceeds
+// ceil(S/N), the targets sum to S, and reaching them moves as few shards as
+// possible. A member above its target gives up its excess at once (its
+// terms step down with [ReasonRebalanced] and release, so the shard is free
+// at the taker's next list: a hand-over leaves a shard without a holder
+// for at most one Retry). A member below its target campaigns only for free
+// or expired shards, and only for those it is given: each free shard, in
+// order, goes to the member short of its target with the highest
+// rendezvous hash for it, so members that saw the same list never race for
+// one shard. A member that stops releases its member lease before its
+// shards, so no one counts it as live once its shards are free.
+//
+// Why this design, against consistent hashing or a leader that assigns:
+// holders are sticky (the hysteresis). A member never gives up a shard
+// because a hash would place it elsewhere, only because its count is above
+// its target, so a member that joins and leaves costs its own share twice,
+// nothing more: S/N shards move when one of N members joins, about half the
+// shards when a group doubles, and none while the membership holds. The
+// rendezvous hash only decides which shards move and who takes a free one,
+// so every member agrees without talking, and no member is special. A
+// member that crashed frees its shards when their leases expire: each is
+// held again within TTL + Retry of the crash.
+//
+// In steady state a group costs its store the shard renewals (S per TTL/3)
+// and, per member and Retry, one member renewal and one list: Acquires
+// only when something changed. The store must list its leases
+// ([Inspector]). A member that cannot reach the store elects nothing,
+// and its terms step down by their deadlines, as Run's do.
+//
 // # Observing it
 //
 // Run logs through Spec.Logger with attributes lease and owner: elected,
@@ -113,5 +157,8 @@
 // its reason), released, release failed, store unreachable and store
 // reachable again. Each is logged once per episode, not once per attempt.
 // Spec.OnEvent receives the same transitions as [Event]s, and each store
-// call; Spec.Health tracks work that outlives its term.
+// call; Spec.Health tracks work that outlives its term. A group reports its
+// shards' events the same way, with Event.Group and Event.Shard set, and a
+// Surveyed event with the group as each list showed it ([GroupView]);
+// [Groups] reads the same view from any list of a store's leases.
 package lease
