@@ -120,27 +120,32 @@
 // list shows the live members (an unexpired member lease; a member always
 // counts itself) and who holds each shard. From the same list every member
 // computes the same targets: S/N rounded up for S mod N members and down
-// for the rest, the larger shares going to the members that hold the most
-// (ties by a hash of the owner). So no member's target exceeds
+// for the rest, the larger shares going to members that hold at least the
+// larger share already (then by a hash of the owner). So no member's target exceeds
 // ceil(S/N), the targets sum to S, and reaching them moves as few shards as
-// possible. A member above its target gives up its excess at once (its
-// terms step down with [ReasonRebalanced] and release, so the shard is free
-// at the taker's next list: a hand-over leaves a shard without a holder
-// for at most one Retry). A member below its target campaigns only for free
-// or expired shards, and only for those it is given: each free shard, in
-// order, goes to the member short of its target with the highest
-// rendezvous hash for it, so members that saw the same list never race for
-// one shard. A member that stops releases its member lease before its
-// shards, so no one counts it as live once its shards are free.
+// possible. A member above its target gives up its excess once two lists in
+// a row showed the same members (its terms step down with
+// [ReasonRebalanced] and release, so the shard is free at the taker's next
+// list: a hand-over leaves a shard without a holder for at most one Retry
+// while the membership holds). A member below its target campaigns only for
+// free or expired shards, up to its target: first those the list gives it
+// (each free shard, in order, goes to the member short of its target with
+// the highest rendezvous hash for it, so members listing at once do not
+// race for one shard), then those it hashes highest, so the members short
+// of shards that list in the Retry after a shard came free take it. A
+// member that stops releases its member lease before its shards, so no one
+// counts it as live once its shards are free.
 //
 // Why this design, against consistent hashing or a leader that assigns:
-// holders are sticky (the hysteresis). A member never gives up a shard
+// holders are sticky, with hysteresis. A member never gives up a shard
 // because a hash would place it elsewhere, only because its count is above
-// its target, so a member that joins and leaves costs its own share twice,
-// nothing more: S/N shards move when one of N members joins, about half the
+// its target, and only once the membership held for a Retry. So a member
+// that joins and leaves costs its own share twice, nothing more, one that
+// flaps for less than a Retry costs nothing, and members joining one after
+// the other move shards once, when the last has joined: S/N shards move when one of N members joins, about half the
 // shards when a group doubles, and none while the membership holds. The
-// rendezvous hash only decides which shards move and who takes a free one,
-// so every member agrees without talking, and no member is special. A
+// rendezvous hash only orders which shards a member gives up and which free
+// ones it wants, so members agree without talking, and none is special. A
 // member that crashed frees its shards when their leases expire: each is
 // held again within TTL + Retry of the crash.
 //

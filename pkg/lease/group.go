@@ -145,7 +145,10 @@ type groupRunner struct {
 	// unheldSince[i] is the list instant since which every list showed
 	// shard i unheld; zero when the last one showed it held.
 	unheldSince []time.Time
-	ended       chan shardEnd
+	// live is the live members the last list showed, sorted: a member
+	// gives shards up only when two lists in a row agree on it.
+	live  []string
+	ended chan shardEnd
 	// released is closed once the member lease is released at shutdown;
 	// the shards' releases for ReasonCanceled wait for it.
 	released chan struct{}
@@ -257,14 +260,29 @@ func (g *groupRunner) survey(ctx context.Context) {
 			serving = append(serving, i)
 		}
 	}
+	live := make([]string, len(v.Members))
+	for i, m := range v.Members {
+		live[i] = m.Owner
+	}
+	settled := slices.Equal(live, g.live)
+	g.live = live
 	me, _ := v.member(g.spec.Owner)
 	if excess := len(serving) - me.Target; excess > 0 {
-		g.giveUp(serving, excess)
+		// The hysteresis: members joining one after the other, or one that
+		// flaps, move nothing until the membership held for a Retry; then
+		// every member's list shows the same members, so the shards given
+		// up here are the ones the others' allocation expects.
+		if settled {
+			g.giveUp(serving, excess)
+		}
 		return
 	}
 	// Shards whose lease is still this member's (a term that ended and
 	// whose release failed) are no other member's to take: take them back
-	// first. Then the free ones the allocation gives this member.
+	// first. Then free ones up to its target: those the list gives it
+	// (members listing at once agree on them), then those it scores
+	// highest. So the members short of shards that list in the Retry after
+	// a shard came free take it.
 	held := len(serving)
 	var free []int
 	for i, h := range v.Holders {
@@ -279,18 +297,30 @@ func (g *groupRunner) survey(ctx context.Context) {
 			free = append(free, i)
 		}
 	}
-	for _, i := range v.allocate(g.spec.Owner, held, free) {
+	want := v.allocate(g.spec.Owner, held, free)
+	g.byScore(free)
+	for _, i := range free {
+		if !slices.Contains(want, i) {
+			want = append(want, i)
+		}
+	}
+	for _, i := range want[:min(len(want), max(me.Target-held, 0))] {
 		g.start(ctx, i)
 	}
 }
 
-// giveUp stops the n shards of serving with the lowest scores for this
-// member: those it is least likely to be given back.
-func (g *groupRunner) giveUp(serving []int, n int) {
-	slices.SortFunc(serving, func(a, b int) int {
-		return cmp.Compare(score(g.spec.Name, a, g.spec.Owner), score(g.spec.Name, b, g.spec.Owner))
+// byScore sorts shards by this member's score for them, highest first.
+func (g *groupRunner) byScore(shards []int) {
+	slices.SortFunc(shards, func(a, b int) int {
+		return cmp.Compare(score(g.spec.Name, b, g.spec.Owner), score(g.spec.Name, a, g.spec.Owner))
 	})
-	for _, i := range serving[:n] {
+}
+
+// giveUp stops the n shards of serving this member scores lowest: those it
+// would be the last to take again.
+func (g *groupRunner) giveUp(serving []int, n int) {
+	g.byScore(serving)
+	for _, i := range serving[len(serving)-n:] {
 		r := g.busy[i]
 		r.stopping = true
 		r.stop(errRebalanced)

@@ -98,9 +98,9 @@ type GroupMember struct {
 	Held int
 	// Target is its share: Shards/len(Members) rounded up for Shards mod
 	// len(Members) of the members and down for the rest, so the targets
-	// sum to Shards and none exceeds [GroupView.Fair]. The members holding
-	// the most get the larger share (ties go by a hash of the owner), so
-	// evening the share moves as few shards as it can.
+	// sum to Shards and none exceeds [GroupView.Fair]. The members that
+	// hold the larger share already keep it (ties go by a hash of the
+	// owner), so evening the share moves as few shards as it can.
 	Target int
 }
 
@@ -219,15 +219,25 @@ func viewGroup(name string, shards int, hs []Holder, now time.Time, self string)
 	return v
 }
 
-// setTargets gives each member its target: the Shards mod N members that
-// hold the most (ties by rank) get the larger share.
+// setTargets gives each member its target: the larger share goes to the
+// Shards mod N members that already hold at least it, then by rank. Only
+// "holds the larger share already" counts, not how much it holds: members
+// filling up from below keep their targets while they take free shards,
+// so members surveying one after the other agree on who takes which.
 func (v *GroupView) setTargets() {
 	n := len(v.Members)
 	if n == 0 {
 		return
 	}
+	ceil := (v.Shards + n - 1) / n
+	full := func(m GroupMember) int {
+		if m.Held >= ceil {
+			return 0
+		}
+		return 1
+	}
 	slices.SortFunc(v.Members, func(a, b GroupMember) int {
-		return cmp.Or(cmp.Compare(b.Held, a.Held),
+		return cmp.Or(cmp.Compare(full(a), full(b)),
 			cmp.Compare(score(v.Name, -1, a.Owner), score(v.Name, -1, b.Owner)),
 			strings.Compare(a.Owner, b.Owner))
 	})
@@ -250,8 +260,9 @@ func (v GroupView) member(owner string) (GroupMember, bool) {
 }
 
 // score is the rendezvous weight of owner for shard in group name (shard −1
-// ranks the owner itself): every replica computes the same, so they agree
-// on who should get a free shard and which shards a member gives up.
+// ranks the owner itself): who a free shard goes to, which other free
+// shards a member prefers, and which it gives up first. Every replica
+// computes the same.
 func score(name string, shard int, owner string) uint64 {
 	h := fnv.New64a()
 	fmt.Fprintf(h, "%s\x00%d\x00%s", name, shard, owner)
@@ -264,33 +275,34 @@ func score(name string, shard int, owner string) uint64 {
 	return x ^ x>>31
 }
 
-// allocate returns the free shards that go to self: each free shard, in
-// order, goes to the live member with a deficit (its target above what it
-// holds) that has the highest score for it. held overrides self's count in
-// v (what it serves now, which the list may not show yet).
+// allocate returns the free shards that the list gives self: each free
+// shard, in order, goes to the live member short of its target with the
+// highest score for it. Members that listed at the same instant agree on
+// it, so they do not race for one shard. held overrides self's count in v
+// (what it serves now, which the list may not show yet).
 func (v GroupView) allocate(self string, held int, free []int) []int {
-	deficit := map[string]int{}
+	short := map[string]int{}
 	for _, m := range v.Members {
 		h := m.Held
 		if m.Owner == self {
 			h = held
 		}
 		if m.Target > h {
-			deficit[m.Owner] = m.Target - h
+			short[m.Owner] = m.Target - h
 		}
 	}
 	var mine []int
 	for _, shard := range free {
 		best, bestScore := "", uint64(0)
-		for o, d := range deficit {
-			if s := score(v.Name, shard, o); d > 0 && (best == "" || s > bestScore || (s == bestScore && o < best)) {
+		for o, n := range short {
+			if s := score(v.Name, shard, o); n > 0 && (best == "" || s > bestScore || (s == bestScore && o < best)) {
 				best, bestScore = o, s
 			}
 		}
 		if best == "" {
 			break
 		}
-		deficit[best]--
+		short[best]--
 		if best == self {
 			mine = append(mine, shard)
 		}

@@ -72,6 +72,8 @@ func wantCounts(t *testing.T, w *world, when string, want string, rule string) {
 
 func groupCases() []conformance.Case[*bridge] {
 	return []conformance.Case[*bridge]{
+		{Name: "GroupGoalsAtSixtyFourShardsAndTenMembers", Rule: "64 shards over 10 members: at most 7 each; 5 → 10 moves at most 0.6·S, each hand-over under one Retry; steady state costs S renewals per TTL/3 and 2 calls per member per Retry; a kill is healed within TTL + Retry; 10 → 5 by clean stops re-holds every shard within one Retry",
+			Check: func(t *testing.T, b *bridge) { synctest.Test(t, func(t *testing.T) { groupGoals(t, b) }) }},
 		{Name: "GroupOneMemberHoldsEveryShard", Rule: "a member alone holds every shard from its first survey: a deployment of one process serves the whole group",
 			Check: groupCase(func(t *testing.T, w *world) {
 				w.start("a")
@@ -222,5 +224,123 @@ func groupCases() []conformance.Case[*bridge] {
 					t.Errorf("after 2s: %d step-downs (%v), want 0: the later term runs on", len(down), down[0].Reason)
 				}
 			})},
+	}
+}
+
+// groupGoals runs 64 shards through the goals of a lease group, in virtual
+// time, and logs the figures.
+func groupGoals(t *testing.T, b *bridge) {
+	const shards = 64
+	w := newWorld(t, b, lease.GroupSpec{Name: "g", Shards: shards, TTL: groupTTL, Retry: groupRetry})
+	defer w.end()
+	owners := []string{"m0", "m1", "m2", "m3", "m4", "m5", "m6", "m7", "m8", "m9"}
+	most := func() (most, unheld int) {
+		by := map[string]int{}
+		for _, h := range w.holding() {
+			if h == "" {
+				unheld++
+			}
+			by[h]++
+		}
+		for o, n := range by {
+			if o != "" {
+				most = max(most, n)
+			}
+		}
+		return most, unheld
+	}
+	worstGap := func(from time.Duration) (worst time.Duration) {
+		for _, g := range w.gaps(from) {
+			worst = max(worst, g)
+		}
+		return worst
+	}
+	at := time.Duration(0)
+	for i, o := range owners[:5] {
+		w.sleepUntil(time.Duration(i) * 100 * time.Millisecond)
+		w.start(o)
+	}
+	at = 10 * time.Second
+	w.sleepUntil(at)
+	if m, u := most(); m > 13 || u != 0 {
+		t.Errorf("5 members settled: most %d, unheld %d; want at most 13 (ceil 64/5) and 0", m, u)
+	}
+
+	// 5 → 10.
+	grow := at
+	for i, o := range owners[5:] {
+		w.sleepUntil(grow + time.Duration(i)*100*time.Millisecond)
+		w.start(o)
+	}
+	at += 10 * time.Second
+	w.sleepUntil(at)
+	moved := len(w.since(grow, lease.SteppedDown))
+	m, u := most()
+	t.Logf("5 → 10 members: %d of %d shards changed hands (%.2f·S), longest without a holder %v; then the most any member holds is %d (ceil %d/10 = 7), %d unheld",
+		moved, shards, float64(moved)/shards, worstGap(grow), m, shards, u)
+	if m > 7 || u != 0 {
+		t.Errorf("10 members settled: most %d, unheld %d; want at most 7 and 0", m, u)
+	}
+	if moved > shards*6/10 {
+		t.Errorf("5 → 10: %d shards changed hands, want at most 0.6·S = %d", moved, shards*6/10)
+	}
+	if g := worstGap(grow); g > groupRetry {
+		t.Errorf("5 → 10: a shard went %v without a holder, want at most one Retry (%v)", g, groupRetry)
+	}
+
+	// Steady state, one minute.
+	ops := func() (n int) {
+		for _, o := range owners {
+			v := w.member(o).view
+			for _, op := range []string{"acquire", "acquireTerm", "renew", "release", "releaseTerm", "list"} {
+				n += v.count(op)
+			}
+		}
+		return n
+	}
+	before := ops()
+	at += time.Minute
+	w.sleepUntil(at)
+	perMinute := ops() - before
+	bound := shards*int(time.Minute/(groupTTL/3)) + 2*len(owners)*int(time.Minute/groupRetry)
+	naive := bound + len(owners)*shards*int(time.Minute/groupRetry)
+	t.Logf("steady state at S=%d, N=%d: %d store calls per minute; bound 1.2 × %d = %d; a member trying every shard every Retry would make %d",
+		shards, len(owners), perMinute, bound, bound*12/10, naive)
+	if perMinute*10 > bound*12 {
+		t.Errorf("steady state: %d store calls per minute, want at most 1.2 × %d", perMinute, bound)
+	}
+
+	// kill -9 of one of 10.
+	kill := at
+	w.kill("m9")
+	at += groupTTL + 2*groupRetry
+	w.sleepUntil(at)
+	m, u = most()
+	t.Logf("kill -9 of 1 of 10: longest without a holder %v (bound TTL + Retry = %v); then most %d, unheld %d",
+		worstGap(kill), groupTTL+groupRetry, m, u)
+	if g := worstGap(kill); g > groupTTL+groupRetry {
+		t.Errorf("kill: a shard went %v without a holder, want at most TTL + Retry = %v", g, groupTTL+groupRetry)
+	}
+	if m > 8 || u != 0 {
+		t.Errorf("9 members settled: most %d, unheld %d; want at most 8 (ceil 64/9) and 0", m, u)
+	}
+	w.start("m10")
+	at += 10 * time.Second
+	w.sleepUntil(at)
+
+	// 10 → 5 by clean stops.
+	shrink := at
+	for _, o := range []string{"m5", "m6", "m7", "m8", "m10"} {
+		w.leave(o)
+	}
+	at += 10 * time.Second
+	w.sleepUntil(at)
+	m, u = most()
+	t.Logf("10 → 5 by clean stops: longest without a holder %v (one Retry = %v); then most %d, unheld %d", worstGap(shrink), groupRetry, m, u)
+	if g := worstGap(shrink); g > groupRetry {
+		t.Errorf("10 → 5: a shard went %v without a holder, want at most one Retry (%v)", g, groupRetry)
+	}
+	if m > 13 || u != 0 {
+		t.Errorf("5 members settled: most %d, unheld %d; want at most 13 and 0", m, u)
 	}
 }
