@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -29,21 +30,28 @@ func RunGroupInvariant(t *testing.T, seeds int, newStore func(t *testing.T) leas
 	t.Helper()
 	var mu sync.Mutex
 	terms, handovers, late := 0, 0, 0
+	// A few parallel workers run the schedules one after the other, so a
+	// large run does not start a goroutine per schedule up front.
+	workers := 2 * runtime.GOMAXPROCS(0)
 	t.Run("seeds", func(t *testing.T) {
-		for seed := range uint64(seeds) {
-			t.Run(fmt.Sprint(seed), func(t *testing.T) {
+		for w := range workers {
+			t.Run(fmt.Sprint("worker", w), func(t *testing.T) {
 				t.Parallel()
-				st, ok := newStore(t).(groupStore)
-				if !ok {
-					t.Skip("the store does not list its leases and scope releases to a term (lease.Inspector, lease.TermStore)")
+				for seed := uint64(w); seed < uint64(seeds); seed += uint64(workers) {
+					t.Run(fmt.Sprint(seed), func(t *testing.T) {
+						st, ok := newStore(t).(groupStore)
+						if !ok {
+							t.Skip("the store does not list its leases and scope releases to a term (lease.Inspector, lease.TermStore)")
+						}
+						b := newBridge(t, st)
+						synctest.Test(t, func(t *testing.T) {
+							tm, ho, lt := groupSchedule(t, b, seed)
+							mu.Lock()
+							defer mu.Unlock()
+							terms, handovers, late = terms+tm, handovers+ho, late+lt
+						})
+					})
 				}
-				b := newBridge(t, st)
-				synctest.Test(t, func(t *testing.T) {
-					tm, ho, lt := groupSchedule(t, b, seed)
-					mu.Lock()
-					defer mu.Unlock()
-					terms, handovers, late = terms+tm, handovers+ho, late+lt
-				})
 			})
 		}
 	})

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -89,7 +90,9 @@ var errCut = errors.New("leasetest: member cut off from the store")
 // Safe for concurrent use.
 type memberView struct {
 	b     *bridge
-	late  *sync.WaitGroup // calls held that have not landed yet
+	owner string
+	trace func(format string, args ...any) // notes each call of a shard
+	late  *sync.WaitGroup                  // calls held that have not landed yet
 	mu    sync.Mutex
 	plan  func(op, name string) fault // nil: pass everything
 	calls map[string]int              // by op
@@ -124,6 +127,7 @@ func viewCall[T any](ctx context.Context, v *memberView, op, name string, f func
 	v.mu.Unlock()
 	var zero T
 	if flt.fail {
+		v.trace("%s %s %s: failed", v.owner, op, name)
 		return zero, errCut
 	}
 	run := func(ctx context.Context) (T, error) {
@@ -132,6 +136,7 @@ func viewCall[T any](ctx context.Context, v *memberView, op, name string, f func
 			res, err = f(ctx)
 			return err
 		})
+		v.trace("%s %s %s: landed %v, %v (held %v)", v.owner, op, name, res, err, flt.hold)
 		return res, err
 	}
 	if flt.hold == 0 {
@@ -207,6 +212,15 @@ type world struct {
 	mu      sync.Mutex
 	events  []lease.Event // every shard term's Elected and SteppedDown, in order
 	members map[string]*member
+	trace   []string // every shard call and transition, for a failure's message
+}
+
+// note adds a line to the trace, at the virtual instant.
+func (w *world) note(format string, args ...any) {
+	line := fmt.Sprintf("%v ", time.Since(w.t0)) + fmt.Sprintf(format, args...)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.trace = append(w.trace, line)
 }
 
 // member is one RunGroup of the world.
@@ -234,9 +248,13 @@ func (w *world) sleepUntil(d time.Duration) {
 
 // record keeps a shard term's transitions.
 func (w *world) record(e lease.Event) {
+	if e.Kind == lease.Released && e.Shard >= 0 {
+		w.note("%s released shard %d (%s)", e.Owner, e.Shard, e.Reason)
+	}
 	if e.Kind != lease.Elected && e.Kind != lease.SteppedDown {
 		return
 	}
+	w.note("%s %s shard %d %s", e.Owner, e.Kind, e.Shard, e.Reason)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.events = append(w.events, e)
@@ -249,7 +267,7 @@ func (w *world) start(owner string) *member {
 
 // startWork starts member owner with work.
 func (w *world) startWork(owner string, work func(context.Context, int)) *member {
-	m := &member{view: &memberView{b: w.b, late: &w.late, calls: map[string]int{}}, done: make(chan struct{})}
+	m := &member{view: &memberView{b: w.b, owner: owner, trace: w.note, late: &w.late, calls: map[string]int{}}, done: make(chan struct{})}
 	spec := w.spec
 	spec.Owner, spec.OnEvent = owner, w.record
 	ctx, stop := context.WithCancel(context.Background())
@@ -302,8 +320,14 @@ func (w *world) end() {
 		<-m.done
 	}
 	w.late.Wait()
-	for _, err := range w.overlaps() {
+	errs := w.overlaps()
+	for _, err := range errs {
 		w.t.Error(err)
+	}
+	if len(errs) > 0 {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		w.t.Logf("the schedule's shard calls and transitions:\n%s", strings.Join(w.trace, "\n"))
 	}
 }
 
