@@ -101,7 +101,7 @@ func TestGroupsReadsTheGroupsFromAList(t *testing.T) {
 		{Name: lease.ShardName("g", 3, 0), Owner: "a", Expires: live},
 		{Name: lease.ShardName("g", 3, 1), Owner: "b", Expires: live},
 		{Name: lease.ShardName("g", 3, 2), Owner: "a", Expires: gone}, // expired: unheld
-		{Name: "g[x]/shard/1", Owner: "a", Expires: live},            // not a group's
+		{Name: "g[x]/shard/1", Owner: "a", Expires: live},             // not a group's
 	}
 	gs := lease.Groups(hs, now)
 	if len(gs) != 1 {
