@@ -31,8 +31,9 @@ type Store interface {
 }
 
 // TermStore is implemented by stores that can scope a release to one term,
-// so that a late Release of an earlier term never deletes a later term's
-// lease. It is optional: [Run] uses it when its store implements it and
+// so that a late Release of an earlier term does not delete a later term's
+// lease (unless that earlier Acquire landed late too: see "Late calls" in
+// the package doc). It is optional: [Run] uses it when its store implements it and
 // falls back to Store.Release otherwise; both twins implement it.
 //
 // A term is named by a token its caller chooses, unique per Acquire (Run

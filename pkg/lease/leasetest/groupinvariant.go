@@ -16,7 +16,12 @@ import (
 // RunGroupInvariant runs seeds random fault schedules of a lease group, each
 // a parallel subtest in virtual time on a fresh store from newStore (which
 // must list its leases and scope releases to a term, or the test skips),
-// and checks the group's guarantee: no two terms of a shard overlap.
+// and checks the group's guarantee: no two terms of a shard overlap beyond
+// the store round-trip bound (docs/design.md, decision 4). The one overlap
+// allowed is an earlier term whose renewal is refused within TTL/3 of the
+// later term's election: its lease was deleted under it by a pair of late
+// calls (see "Late calls" in the lease package doc); the test counts and
+// logs those.
 //
 // In each schedule four member slots serve one group of 6 shards for 30
 // virtual seconds. A slot's member joins, serves 3–15s, then leaves cleanly
@@ -29,7 +34,7 @@ import (
 func RunGroupInvariant(t *testing.T, seeds int, newStore func(t *testing.T) lease.Store) {
 	t.Helper()
 	var mu sync.Mutex
-	terms, handovers, late := 0, 0, 0
+	terms, handovers, late, roundTrips := 0, 0, 0, 0
 	// A few parallel workers run the schedules one after the other, so a
 	// large run does not start a goroutine per schedule up front.
 	workers := 2 * runtime.GOMAXPROCS(0)
@@ -45,10 +50,10 @@ func RunGroupInvariant(t *testing.T, seeds int, newStore func(t *testing.T) leas
 						}
 						b := newBridge(t, st)
 						synctest.Test(t, func(t *testing.T) {
-							tm, ho, lt := groupSchedule(t, b, seed)
+							tm, ho, lt, rt := groupSchedule(t, b, seed)
 							mu.Lock()
 							defer mu.Unlock()
-							terms, handovers, late = terms+tm, handovers+ho, late+lt
+							terms, handovers, late, roundTrips = terms+tm, handovers+ho, late+lt, roundTrips+rt
 						})
 					})
 				}
@@ -62,14 +67,16 @@ func RunGroupInvariant(t *testing.T, seeds int, newStore func(t *testing.T) leas
 		t.Errorf("got %d terms, %d hand-overs and %d late calls over %d seeds, want at least %d, %d and %d: the schedules must exercise elections, hand-overs and late calls",
 			terms, handovers, late, seeds, seeds*20, seeds*10, seeds)
 	}
-	t.Logf("%d shard terms, %d hand-overs, %d calls landing after their caller gave up, over %d schedules: no overlap", terms, handovers, late, seeds)
+	t.Logf("%d shard terms, %d hand-overs, %d calls landing after their caller gave up, over %d schedules: no overlap beyond the bound; %d overlaps within it (a term whose lease a late Acquire and Release of an earlier attempt deleted, refused within TTL/3)",
+		terms, handovers, late, seeds, roundTrips)
 }
 
 // groupSchedule runs one random schedule and returns its shard terms, its
 // hand-overs (a term whose previous holder of the shard was another
-// member) and its calls that landed after their caller gave up. The world's
-// end checks that no two terms of a shard overlapped.
-func groupSchedule(t *testing.T, b *bridge, seed uint64) (terms, handovers, late int) {
+// member), its calls that landed after their caller gave up, and the
+// overlaps within the store round-trip bound. The world's end checks that
+// no two terms of a shard overlapped beyond it.
+func groupSchedule(t *testing.T, b *bridge, seed uint64) (terms, handovers, late, roundTrips int) {
 	const span = 30 * time.Second
 	var mu sync.Mutex
 	rng := rand.New(rand.NewPCG(seed, 21))
@@ -80,6 +87,7 @@ func groupSchedule(t *testing.T, b *bridge, seed uint64) (terms, handovers, late
 	}
 	ms := func(n int) time.Duration { return time.Duration(draw(n)) * time.Millisecond }
 	w := newWorld(t, b, lease.GroupSpec{Name: "g", Shards: 6, TTL: groupTTL, Retry: groupRetry})
+	w.roundTrip = groupTTL / 3
 	var lateMu sync.Mutex
 	plan := func(cuts [][2]time.Time) func(op, name string) fault {
 		return func(op, name string) fault {
@@ -153,5 +161,5 @@ func groupSchedule(t *testing.T, b *bridge, seed uint64) (terms, handovers, late
 		}
 		last[e.Shard] = e.Owner
 	}
-	return terms, handovers, late
+	return terms, handovers, late, w.roundTrips
 }

@@ -91,7 +91,7 @@ var errCut = errors.New("leasetest: member cut off from the store")
 type memberView struct {
 	b     *bridge
 	owner string
-	trace func(format string, args ...any) // notes each call of a shard
+	trace func(format string, args ...any) // notes each call of a shard lease
 	late  *sync.WaitGroup                  // calls held that have not landed yet
 	mu    sync.Mutex
 	plan  func(op, name string) fault // nil: pass everything
@@ -126,8 +126,11 @@ func viewCall[T any](ctx context.Context, v *memberView, op, name string, f func
 	}
 	v.mu.Unlock()
 	var zero T
+	traced := strings.Contains(name, "/shard/")
 	if flt.fail {
-		v.trace("%s %s %s: failed", v.owner, op, name)
+		if traced {
+			v.trace("%s %s %s: failed", v.owner, op, name)
+		}
 		return zero, errCut
 	}
 	run := func(ctx context.Context) (T, error) {
@@ -136,7 +139,9 @@ func viewCall[T any](ctx context.Context, v *memberView, op, name string, f func
 			res, err = f(ctx)
 			return err
 		})
-		v.trace("%s %s %s: landed %v, %v (held %v)", v.owner, op, name, res, err, flt.hold)
+		if traced {
+			v.trace("%s %s %s: landed %v, %v (held %v)", v.owner, op, name, res, err, flt.hold)
+		}
 		return res, err
 	}
 	if flt.hold == 0 {
@@ -213,6 +218,10 @@ type world struct {
 	events  []lease.Event // every shard term's Elected and SteppedDown, in order
 	members map[string]*member
 	trace   []string // every shard call and transition, for a failure's message
+	// roundTrip, when not zero, is the overlap end allows after a refused
+	// renewal (see overlaps); roundTrips counts those it saw.
+	roundTrip  time.Duration
+	roundTrips int
 }
 
 // note adds a line to the trace, at the virtual instant.
@@ -320,7 +329,8 @@ func (w *world) end() {
 		<-m.done
 	}
 	w.late.Wait()
-	errs := w.overlaps()
+	errs, roundTrips := w.overlaps()
+	w.roundTrips = roundTrips
 	for _, err := range errs {
 		w.t.Error(err)
 	}
@@ -332,25 +342,50 @@ func (w *world) end() {
 }
 
 // overlaps returns an error for each term elected while another term of
-// its shard had not stepped down: the no-overlap rule.
-func (w *world) overlaps() []error {
+// its shard had not stepped down, and counts as roundTrips those the world
+// allows: when w.roundTrip is not zero, an earlier term whose renewal was
+// refused (its lease was deleted or taken under it: a call held in the
+// network, decision 4's store round trip) within w.roundTrip of the later
+// election.
+func (w *world) overlaps() (errs []error, roundTrips int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	var errs []error
-	open := map[int]lease.Event{}
+	type overlap struct{ prev, next lease.Event }
+	open := map[int][]lease.Event{}
+	var pending []overlap
 	for _, e := range w.events {
 		switch e.Kind {
 		case lease.Elected:
-			if prev, ok := open[e.Shard]; ok {
-				errs = append(errs, fmt.Errorf("shard %d: %s elected at %v while %s's term from %v had not stepped down: no two terms of a shard overlap",
-					e.Shard, e.Owner, e.At.Sub(w.t0), prev.Owner, prev.At.Sub(w.t0)))
+			for _, prev := range open[e.Shard] {
+				pending = append(pending, overlap{prev, e})
 			}
-			open[e.Shard] = e
+			open[e.Shard] = append(open[e.Shard], e)
 		case lease.SteppedDown:
-			delete(open, e.Shard)
+			i := slices.IndexFunc(open[e.Shard], func(o lease.Event) bool { return o.Owner == e.Owner })
+			if i < 0 {
+				continue
+			}
+			term := open[e.Shard][i]
+			open[e.Shard] = slices.Delete(open[e.Shard], i, i+1)
+			pending = slices.DeleteFunc(pending, func(o overlap) bool {
+				if o.prev != term {
+					return false
+				}
+				if d := e.At.Sub(o.next.At); w.roundTrip > 0 && e.Reason == lease.ReasonRefused && d <= w.roundTrip {
+					roundTrips++
+				} else {
+					errs = append(errs, fmt.Errorf("shard %d: %s elected at %v while %s's term from %v had not stepped down (it did %v later, %s): no two terms of a shard overlap",
+						o.next.Shard, o.next.Owner, o.next.At.Sub(w.t0), term.Owner, term.At.Sub(w.t0), d, e.Reason))
+				}
+				return true
+			})
 		}
 	}
-	return errs
+	for _, o := range pending {
+		errs = append(errs, fmt.Errorf("shard %d: %s elected at %v while %s's term from %v never stepped down: no two terms of a shard overlap",
+			o.next.Shard, o.next.Owner, o.next.At.Sub(w.t0), o.prev.Owner, o.prev.At.Sub(w.t0)))
+	}
+	return errs, roundTrips
 }
 
 // holding returns each shard's current holder as the events tell ("" for
