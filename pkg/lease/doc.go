@@ -98,11 +98,12 @@
 // one's own lease records its token), and that attempt's late Release then
 // deletes it. With a plain Store, Run falls back to Release, and any late
 // Release deletes the later term's lease. Either way the later term's next
-// renewal, at most TTL/3 later, is refused and it steps down, but a
-// successor may have been elected in between and overlap it for up to
-// TTL/3. This is the store round trip among the bounds above (docs/design.md,
-// decision 4). The group invariant meets the exception about once in 7,000
-// random schedules, whose calls are held up to 4 s (past the 1 s cut).
+// renewal, at most TTL/3 later, is refused and it steps down (or, if its
+// renewals fail, at its deadline), but a successor may have been elected in
+// between and overlap it until then. This is the store round trip among the
+// bounds above (docs/design.md, decision 4). The group invariant meets the
+// exception about once in 7,000 random schedules, whose calls are held up
+// to 4 s (past the 1 s cut).
 //
 // # Worked example
 //

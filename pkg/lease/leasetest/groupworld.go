@@ -92,10 +92,13 @@ type memberView struct {
 	b     *bridge
 	owner string
 	trace func(format string, args ...any) // notes each call of a shard lease
-	late  *sync.WaitGroup                  // calls held that have not landed yet
-	mu    sync.Mutex
-	plan  func(op, name string) fault // nil: pass everything
-	calls map[string]int              // by op
+	// deleted notes a release of a shard lease that landed with success:
+	// it may have deleted the owner's lease.
+	deleted func(owner, name string)
+	late    *sync.WaitGroup // calls held that have not landed yet
+	mu      sync.Mutex
+	plan    func(op, name string) fault // nil: pass everything
+	calls   map[string]int              // by op
 }
 
 var _ groupStore = (*memberView)(nil)
@@ -141,6 +144,9 @@ func viewCall[T any](ctx context.Context, v *memberView, op, name string, f func
 		})
 		if traced {
 			v.trace("%s %s %s: landed %v, %v (held %v)", v.owner, op, name, res, err, flt.hold)
+			if err == nil && (op == "release" || op == "releaseTerm") {
+				v.deleted(v.owner, name)
+			}
 		}
 		return res, err
 	}
@@ -218,10 +224,28 @@ type world struct {
 	events  []lease.Event // every shard term's Elected and SteppedDown, in order
 	members map[string]*member
 	trace   []string // every shard call and transition, for a failure's message
-	// roundTrip, when not zero, is the overlap end allows after a refused
-	// renewal (see overlaps); roundTrips counts those it saw.
+	// roundTrip, when not zero, is how long end lets an earlier term outlive
+	// a later term's election when its own release deleted its lease while
+	// it ran (see overlaps); roundTrips counts those it saw.
 	roundTrip  time.Duration
 	roundTrips int
+	releases   map[string][]ownRelease // by shard lease name
+}
+
+// ownRelease is a release of a shard lease that landed with success.
+type ownRelease struct {
+	owner string
+	at    time.Time
+}
+
+// deleted notes a release of lease name by owner that landed now.
+func (w *world) deleted(owner, name string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.releases == nil {
+		w.releases = map[string][]ownRelease{}
+	}
+	w.releases[name] = append(w.releases[name], ownRelease{owner, time.Now()})
 }
 
 // note adds a line to the trace, at the virtual instant.
@@ -276,7 +300,7 @@ func (w *world) start(owner string) *member {
 
 // startWork starts member owner with work.
 func (w *world) startWork(owner string, work func(context.Context, int)) *member {
-	m := &member{view: &memberView{b: w.b, owner: owner, trace: w.note, late: &w.late, calls: map[string]int{}}, done: make(chan struct{})}
+	m := &member{view: &memberView{b: w.b, owner: owner, trace: w.note, deleted: w.deleted, late: &w.late, calls: map[string]int{}}, done: make(chan struct{})}
 	spec := w.spec
 	spec.Owner, spec.OnEvent = owner, w.record
 	ctx, stop := context.WithCancel(context.Background())
@@ -343,10 +367,10 @@ func (w *world) end() {
 
 // overlaps returns an error for each term elected while another term of
 // its shard had not stepped down, and counts as roundTrips those the world
-// allows: when w.roundTrip is not zero, an earlier term whose renewal was
-// refused (its lease was deleted or taken under it: a call held in the
-// network, decision 4's store round trip) within w.roundTrip of the later
-// election.
+// allows: when w.roundTrip is not zero, an earlier term whose own owner's
+// release landed, deleting its lease, between its election and the later
+// one (a late Release of an earlier attempt: decision 4's store round
+// trip), and that stepped down within w.roundTrip of the later election.
 func (w *world) overlaps() (errs []error, roundTrips int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -371,7 +395,7 @@ func (w *world) overlaps() (errs []error, roundTrips int) {
 				if o.prev != term {
 					return false
 				}
-				if d := e.At.Sub(o.next.At); w.roundTrip > 0 && e.Reason == lease.ReasonRefused && d <= w.roundTrip {
+				if d := e.At.Sub(o.next.At); w.roundTrip > 0 && d <= w.roundTrip && w.releasedUnder(term, o.next) {
 					roundTrips++
 				} else {
 					errs = append(errs, fmt.Errorf("shard %d: %s elected at %v while %s's term from %v had not stepped down (it did %v later, %s): no two terms of a shard overlap",
@@ -386,6 +410,17 @@ func (w *world) overlaps() (errs []error, roundTrips int) {
 			o.next.Shard, o.next.Owner, o.next.At.Sub(w.t0), o.prev.Owner, o.prev.At.Sub(w.t0)))
 	}
 	return errs, roundTrips
+}
+
+// releasedUnder reports whether a release by term's owner of its shard
+// landed between term's election and next's. The caller holds w.mu.
+func (w *world) releasedUnder(term, next lease.Event) bool {
+	for _, r := range w.releases[lease.ShardName(w.spec.Name, w.spec.Shards, term.Shard)] {
+		if r.owner == term.Owner && !r.at.Before(term.At) && !r.at.After(next.At) {
+			return true
+		}
+	}
+	return false
 }
 
 // holding returns each shard's current holder as the events tell ("" for
