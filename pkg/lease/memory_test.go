@@ -16,3 +16,9 @@ func TestConformance(t *testing.T) {
 func TestGroupConformance(t *testing.T) {
 	leasetest.RunGroup(t, func(*testing.T) lease.Store { return new(lease.MemoryStore) })
 }
+
+// TestGroupGoals runs the lease-group goals at 64 shards and 10 members on
+// MemoryStore (docs/benchmarks.md records its figures).
+func TestGroupGoals(t *testing.T) {
+	leasetest.RunGroupGoals(t, func(*testing.T) lease.Store { return new(lease.MemoryStore) })
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"flag"
 	"log/slog"
 	"os"
 	"strings"
@@ -34,6 +35,19 @@ func TestMongoConformance(t *testing.T) {
 // twin, in virtual time, with the same faults as on MemoryStore.
 func TestMongoGroupConformance(t *testing.T) {
 	leasetest.RunGroup(t, func(t *testing.T) lease.Store { return mongolease.NewStore(mongotest.DB(t)) })
+}
+
+// groupGoals turns on TestMongoGroupGoals, which takes minutes.
+var groupGoals = flag.Bool("lease.groupgoals", false, "run the lease-group goals at 64 shards on MongoStore (minutes)")
+
+// TestMongoGroupGoals runs the lease-group goals at 64 shards and 10
+// members on MongoStore, with -lease.groupgoals (docs/benchmarks.md records
+// its figures): thousands of round trips to the test MongoDB.
+func TestMongoGroupGoals(t *testing.T) {
+	if !*groupGoals {
+		t.Skip("thousands of round trips: run with -lease.groupgoals")
+	}
+	leasetest.RunGroupGoals(t, func(t *testing.T) lease.Store { return mongolease.NewStore(mongotest.DB(t)) })
 }
 
 // TestMongoGroupInvariant runs a few of the lease group's random fault
