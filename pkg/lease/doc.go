@@ -102,7 +102,7 @@
 // renewals fail, at its deadline), but a successor may have been elected in
 // between and overlap it until then. This is the store round trip among the
 // bounds above (docs/design.md, decision 4). The group invariant meets the
-// exception about once in 7,000 random schedules, whose calls are held up
+// exception in about one random schedule in 5,000, whose calls are held up
 // to 4 s (past the 1 s cut).
 //
 // # Worked example
