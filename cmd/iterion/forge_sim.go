@@ -3,13 +3,11 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"time"
 
 	"iterion.dev/iterion/pkg/forge/forgesim"
@@ -18,30 +16,38 @@ import (
 // runForgeSim serves the GitHub simulator until ctx is cancelled (SIGINT or
 // SIGTERM). Once it listens it prints its URL, one line on stdout; a forge
 // client's BaseURL is that URL plus "/".
-func runForgeSim(ctx context.Context, args []string) error {
-	return serveForgeSim(ctx, args, os.Stdout, os.Stderr)
+func runForgeSim(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	return serveForgeSim(ctx, args, stdout, stderr)
+}
+
+// forgeSimHelp is forge-sim's -h.
+var forgeSimHelp = help{
+	usage: "iterion forge-sim [flags]",
+	about: "Serves the GitHub simulator (REST, GraphQL, App tokens, rate limits) until\n" +
+		"interrupted, and prints its URL, one line on stdout. Point serve's --forge-url\n" +
+		"at that URL plus \"/\".",
+	example: "iterion forge-sim --listen 127.0.0.1:9000 --budget 5000",
 }
 
 // serveForgeSim is runForgeSim writing its URL to stdout and its log to stderr.
 func serveForgeSim(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("forge-sim", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("forge-sim", forgeSimHelp, stderr)
 	listen := fs.String("listen", "127.0.0.1:0", "address to listen on (port 0: any free port)")
 	budget := fs.Int("budget", forgesim.DefaultBudget, "requests each token may make per hour, per resource")
 	tokenTTL := fs.Duration("token-ttl", forgesim.DefaultTokenTTL, "lifetime of minted installation tokens")
 	minute := fs.Duration("minute", time.Minute, "length of the simulator's minute, the window of its per-minute secondary limits (a harness compressing a minute into an interval passes the interval)")
 	noSecondary := fs.Bool("no-secondary-limits", false, "switch GitHub's secondary limits off (for scenarios that measure something else; say so)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *budget < 0 {
-		return fmt.Errorf("--budget %d: must be >= 0", *budget)
+		return usageError{fmt.Errorf("--budget %d: must be >= 0", *budget)}
 	}
 	if *tokenTTL <= 0 {
-		return fmt.Errorf("--token-ttl %v: must be positive", *tokenTTL)
+		return usageError{fmt.Errorf("--token-ttl %v: must be positive", *tokenTTL)}
 	}
 	if *minute <= 0 {
-		return fmt.Errorf("--minute %v: must be positive", *minute)
+		return usageError{fmt.Errorf("--minute %v: must be positive", *minute)}
 	}
 	limits := forgesim.GitHubSecondaryLimits
 	if *noSecondary {

@@ -153,3 +153,15 @@ func TextLogger() (*slog.Logger, *LogBuffer) {
 	b := &LogBuffer{}
 	return slog.New(slog.NewTextHandler(b, &slog.HandlerOptions{Level: slog.LevelDebug})), b
 }
+
+// NotOnce returns the text records written to b that do not carry attr
+// (as "key=value") exactly once: none when every record carries it once.
+func (b *LogBuffer) NotOnce(attr string) []string {
+	var bad []string
+	for line := range strings.Lines(b.String()) {
+		if strings.Count(line, " "+attr) != 1 {
+			bad = append(bad, strings.TrimSpace(line))
+		}
+	}
+	return bad
+}
