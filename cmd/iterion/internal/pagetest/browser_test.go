@@ -34,15 +34,23 @@ func findChromium() string {
 	return ""
 }
 
-// TestMain says when the browser test cannot run, without -v: outside CI,
-// with no Chromium on PATH, it runs no test at all, so go test reports
+// TestMain says when the browser test does not run, without -v: with
+// -short (it starts a browser and a demo: about 18 s), or outside CI with
+// no Chromium on PATH, it runs no test at all, so go test reports
 // "ok ... [no tests to run]" for this package rather than a bare "ok", and
 // says why on stderr (shown with -v). In CI (CI=true) the test runs and
 // fails without Chromium, since .ci/run installs it.
 func TestMain(m *testing.M) {
 	flag.Parse()
-	if findChromium() == "" && os.Getenv("CI") != "true" {
-		fmt.Fprintln(os.Stderr, "pagetest: no chromium on PATH (apt-get install -y chromium): the browser test of the pages and the demo report does not run")
+	why := ""
+	switch {
+	case testing.Short():
+		why = "-short"
+	case findChromium() == "" && os.Getenv("CI") != "true":
+		why = "no chromium on PATH (apt-get install -y chromium)"
+	}
+	if why != "" {
+		fmt.Fprintf(os.Stderr, "pagetest: %s: the browser test of the pages and the demo report does not run\n", why)
 		if err := flag.Set("test.run", "^$"); err != nil {
 			panic(err)
 		}
