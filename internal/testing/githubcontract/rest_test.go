@@ -31,6 +31,7 @@ import (
 // exchange is one request the forge client sent and the answer it got.
 type exchange struct {
 	method, path string
+	request      []byte // the request's body
 	status       int
 	header       http.Header
 	body         []byte
@@ -43,6 +44,16 @@ type recorder struct {
 }
 
 func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
+	var sent []byte
+	if req.Body != nil {
+		b, err := io.ReadAll(req.Body)
+		req.Body.Close()
+		if err != nil {
+			return nil, err
+		}
+		sent = b
+		req.Body = io.NopCloser(bytes.NewReader(b))
+	}
 	resp, err := http.DefaultTransport.RoundTrip(req)
 	if err != nil {
 		return nil, err
@@ -54,7 +65,7 @@ func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	resp.Body = io.NopCloser(bytes.NewReader(body))
 	r.mu.Lock()
-	r.got = append(r.got, exchange{req.Method, req.URL.Path, resp.StatusCode, resp.Header.Clone(), body})
+	r.got = append(r.got, exchange{req.Method, req.URL.Path, sent, resp.StatusCode, resp.Header.Clone(), body})
 	r.mu.Unlock()
 	return resp, nil
 }
