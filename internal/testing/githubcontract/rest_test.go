@@ -3,11 +3,7 @@ package githubcontract_test
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"crypto/rsa"
-	"crypto/x509"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -269,15 +265,6 @@ func maps(m map[string]any) map[string]any {
 	return out
 }
 
-func testKey(t *testing.T) []byte {
-	t.Helper()
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
-}
-
 // TestSimulatorAnswersMatchGitHubsDescription pins the simulator to GitHub's
 // REST contract: every answer the forge client gets, called as the project
 // calls it (an App installation, every page followed), validates against
@@ -298,7 +285,7 @@ func TestSimulatorAnswersMatchGitHubsDescription(t *testing.T) {
 	}
 	mustOK(t, sim.Merge("acme", "app", 12))
 	rec := &recorder{}
-	fc, err := forge.New(forge.Config{BaseURL: srv.URL + "/", App: &forge.AppAuth{AppID: 42, InstallationID: 7, PrivateKey: testKey(t)}, Next: rec, ETagCacheBytes: -1})
+	fc, err := forge.New(forge.Config{BaseURL: srv.URL + "/", App: &forge.AppAuth{AppID: 42, InstallationID: 7, PrivateKey: forgetest.AppKey(t)}, Next: rec, ETagCacheBytes: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
