@@ -13,7 +13,7 @@ import (
 )
 
 // runBench runs the multi-process harness in full mode and prints its
-// figures as a markdown block for BENCHMARKS.md.
+// figures as a markdown block for docs/benchmarks.md.
 func runBench(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	var o harness.Options

@@ -89,8 +89,8 @@ func serveFlags(fs *flag.FlagSet, c *serveConfig) (envOf map[string]string) {
 		return nil
 	})
 	fs.DurationVar(&c.boardInterval, "board-interval", board.DefaultInterval, "forge board sync interval; its lease's TTL is 3 intervals, its retry 1")
-	fs.BoolVar(&c.noLease, "no-lease", false, "FOR COMPARISON MEASUREMENTS ONLY: sweep on every replica without a lease, as before ADR-117 (the forge cost scales with replicas)")
-	fs.StringVar(&c.sweepMode, "sweep-mode", string(server.SweepBatch), "FOR COMPARISON MEASUREMENTS ONLY: rest sweeps with two REST reads per run, as before issue 11 (the forge cost grows with open runs); batch: one GraphQL query per 100 runs")
+	fs.BoolVar(&c.noLease, "no-lease", false, "FOR COMPARISON MEASUREMENTS ONLY: sweep on every replica without a lease (the forge cost scales with replicas)")
+	fs.StringVar(&c.sweepMode, "sweep-mode", string(server.SweepBatch), "FOR COMPARISON MEASUREMENTS ONLY: rest sweeps with two REST reads per run, the per-run sweep the batched one replaced (the forge cost grows with open runs); batch: one GraphQL query per 100 runs")
 	fs.IntVar(&c.etagCache, "forge-etag-cache", 0, "forge ETag cache bound in bytes of cached answers; 0: the default (64 MiB), negative: off")
 	fs.StringVar(&c.apiTokenFile, "api-token-file", "", "file holding the bearer token of POST /api/runs (instead of --api-token, which ps shows)")
 	fs.StringVar(&c.webhookSecretFile, "webhook-secret-file", "", "file holding the webhook secret (instead of --webhook-secret)")

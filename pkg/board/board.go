@@ -1,5 +1,5 @@
-// Package board is the forge board issue sync, the second net ADR-117
-// elects: it keeps one [Card] per issue and pull request of the configured
+// Package board is the forge board issue sync, the second net the lease
+// elects (docs/design.md, the second net): it keeps one [Card] per issue and pull request of the configured
 // repositories, as the forge last showed it.
 //
 // It holds the cards and their [Store], with two twins ([MemoryStore] and

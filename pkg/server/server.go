@@ -1,4 +1,4 @@
-// Package server is the merge-gate server (ADR-117) and the wiring of every
+// Package server is the merge-gate server (docs/design.md) and the wiring of every
 // net it elects.
 //
 // The merge gate: the reconciler that brings a pull request's commit status
@@ -78,8 +78,8 @@ type Config struct {
 	// BoardInterval is the board sync's interval; 0 means
 	// board.DefaultInterval. Its lease TTL and retry derive from it.
 	BoardInterval time.Duration
-	// NoLease runs every elected net on this replica without a lease, as
-	// before ADR-117. For comparison measurements only.
+	// NoLease runs every elected net on this replica without a lease, so its
+	// forge cost grows with the replica count. For comparison measurements only.
 	NoLease bool
 	// SweepMode is how the sweeper reads: SweepBatch (the default, "") or
 	// SweepREST, the per-run REST sweep it replaced. For comparison
