@@ -10,6 +10,7 @@ require (
 require (
 	github.com/chromedp/chromedp v0.23.0
 	github.com/graph-gophers/graphql-go v1.11.0
+	github.com/santhosh-tekuri/jsonschema/v6 v6.0.2
 	github.com/shurcooL/githubv4 v0.0.0-20260209031235-2402fdf4a9ed
 	github.com/vektah/gqlparser/v2 v2.5.64
 	pgregory.net/rapid v1.3.0

@@ -23,7 +23,7 @@ var benchHelp = help{
 }
 
 // runBench runs the multi-process harness in full mode and prints its
-// figures as a markdown block for BENCHMARKS.md.
+// figures as a markdown block for docs/benchmarks.md.
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("bench", benchHelp, stderr)
 	var o harness.Options

@@ -1,5 +1,5 @@
 // Command iterion elects one replica of a deployment to run each periodic,
-// idempotent background job (ADR-117). Run "iterion help" for its subcommands.
+// idempotent background job (docs/design.md). Run "iterion help" for its subcommands.
 package main
 
 import (
@@ -28,7 +28,7 @@ type command struct {
 var commands = map[string]command{
 	"forge-sim": {"serve the GitHub simulator (--listen ADDR --budget N)", runForgeSim},
 	"demo":      {"show one replica sweeping for N, in one process (the README's first command)", runDemo},
-	"bench":     {"measure ADR-117's consequences on real processes (the multi-process harness, full mode)", runBench},
+	"bench":     {"measure the lease's cost and takeover bounds on real processes (the multi-process harness, full mode)", runBench},
 	"serve":     {"run a replica of the merge-gate server (flags or ITERION_* variables; see iterion serve -h)", runServe},
 	"leases":    {"list the leases in MongoDB, or force a hand-over: leases release NAME --owner OWNER", runLeases},
 }

@@ -109,8 +109,8 @@ func serveFlags(fs *flag.FlagSet, c *serveConfig) (envOf map[string]string) {
 		return nil
 	})
 	fs.DurationVar(&c.boardInterval, "board-interval", board.DefaultInterval, "forge board sync interval; its lease's TTL is 3 intervals, its retry 1")
-	fs.BoolVar(&c.noLease, "no-lease", false, "run every elected net on this replica without a lease, as before ADR-117 (the forge cost scales with replicas)")
-	fs.StringVar(&c.sweepMode, "sweep-mode", string(server.SweepBatch), "batch: one GraphQL query per 100 runs; rest: two REST reads per run, the sweep batch replaced (the forge cost grows with open runs)")
+	fs.BoolVar(&c.noLease, "no-lease", false, "run every elected net on this replica without a lease (the forge cost scales with replicas)")
+	fs.StringVar(&c.sweepMode, "sweep-mode", string(server.SweepBatch), "batch: one GraphQL query per 100 runs; rest: two REST reads per run, the per-run sweep the batched one replaced (the forge cost grows with open runs)")
 	fs.IntVar(&c.etagCache, "forge-etag-cache", 0, "forge ETag cache bound in bytes of cached answers; 0: the default (64 MiB), negative: off")
 	fs.StringVar(&c.apiTokenFile, "api-token-file", "", "file holding the bearer token of POST /api/runs (instead of --api-token, which ps shows)")
 	fs.StringVar(&c.webhookSecretFile, "webhook-secret-file", "", "file holding the webhook secret (instead of --webhook-secret)")

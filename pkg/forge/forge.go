@@ -1,5 +1,5 @@
 // Package forge is the forge (GitHub) HTTP client of the merge gate and the
-// board sync, and the accounting of what it spends (ADR-117 decision 6).
+// board sync, and the accounting of what it spends (docs/design.md, decision 6).
 //
 // A Client reads pull requests, combined statuses and issues and writes
 // commit statuses through go-github, authenticated with a plain token or as a

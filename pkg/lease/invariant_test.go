@@ -14,7 +14,7 @@ import (
 )
 
 // seeds is how many fault schedules TestNoTwoTermsOverlapUnderRandomFaults
-// runs: 1,000 by default; BENCHMARKS.md records a run of 100,000
+// runs: 1,000 by default; docs/benchmarks.md records a run of 100,000
 // (-lease.seeds=100000).
 var seeds = flag.Int("lease.seeds", 1000, "fault schedules TestNoTwoTermsOverlapUnderRandomFaults runs")
 
@@ -161,7 +161,7 @@ func lateReleasesIntoALaterTerm(releases []storeCall, elected []lease.Event) int
 }
 
 // TestStalledHolderOverlapsItsSuccessorByTheStall pins the documented limit
-// (ADR-117 decision 4): a holder whose work ignores its cancellation keeps
+// (docs/design.md, decision 4): a holder whose work ignores its cancellation keeps
 // running past its step-down, and overlaps its successor for the length of
 // the stall. Health reports it.
 func TestStalledHolderOverlapsItsSuccessorByTheStall(t *testing.T) {

@@ -141,7 +141,7 @@ func TestBoardSyncOnlyTheElectedReplicaSpendsTheBoardLane(t *testing.T) {
 
 // TestBoardSyncCostIsOneReplicasAtAnyReplicaCount measures the board lane
 // side by side: with the lease, three replicas cost what one does; without
-// it (--no-lease, as before ADR-117), three times as much.
+// it (--no-lease), three times as much.
 func TestBoardSyncCostIsOneReplicasAtAnyReplicaCount(t *testing.T) {
 	cost := func(n int, noLease bool) int64 {
 		var got int64

@@ -15,7 +15,7 @@ import (
 	"iterion.dev/iterion/pkg/lease"
 )
 
-// The sweeper's cadence (ADR-117 context).
+// The sweeper's cadence (docs/design.md, the problem).
 const (
 	// DefaultSweepInterval is the time between two passes.
 	DefaultSweepInterval = time.Minute
@@ -141,8 +141,8 @@ func (st *sweepTerm) note(run gaterun.Run, out outcome, now time.Time, interval 
 }
 
 // Work serves one term: it makes a pass every interval until ctx is done,
-// the first one interval after the term starts (ADR-117: "its first pass
-// one tick later"), so a term that flaps costs no forge request. Its forge
+// the first one interval after the term starts (docs/design.md,
+// decision 3), so a term that flaps costs no forge request. Its forge
 // requests are charged to lane merge-gate-sweeper.
 //
 // A pass is deep (deepWindow) when it is the term's first, every DeepEvery-th

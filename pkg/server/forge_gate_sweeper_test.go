@@ -135,7 +135,7 @@ func startSweeper(sw *server.Sweeper) (stop func()) {
 	return func() { cancel(); <-done }
 }
 
-// TestSweeperCadence pins the sweeper's cadence (ADR-117): the first pass
+// TestSweeperCadence pins the sweeper's cadence (docs/design.md): the first pass
 // of a term comes one interval after the term starts and is deep; every
 // 30th pass is deep; the others are shallow; each pass offers exactly the
 // unsettled runs updated within its window; passes are counted across the
@@ -171,7 +171,7 @@ func TestSweeperCadence(t *testing.T) {
 			t.Fatalf("got %d passes in 60 intervals, want 60: one pass per interval", len(passes))
 		}
 		for i, p := range passes {
-			wantDeep := i == 0 || (i+1)%30 == 0 // ADR-117: the first pass of a term, and every thirty
+			wantDeep := i == 0 || (i+1)%30 == 0 // docs/design.md: the first pass of a term, and every thirty
 			window := server.ShallowWindow
 			if wantDeep {
 				window = server.DeepWindow
@@ -342,7 +342,7 @@ func TestSweeperBacksOffUnreadableRuns(t *testing.T) {
 	})
 }
 
-// TestSweepPassCostAgainstTheSimulator pins issue 11's goal on the
+// TestSweepPassCostAgainstTheSimulator pins the batched sweep's goal on the
 // simulator's own counts: one pass over 250 open runs costs one GraphQL
 // query per 100 runs plus one status write per drifted run, at most
 // ceil(N/50)+5 requests; drift is repaired, merged runs settle, and the

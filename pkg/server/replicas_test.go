@@ -134,7 +134,7 @@ func tokensSeen(sim *forgesim.Sim) []string {
 	return out
 }
 
-// TestOnlyTheElectedReplicaSweeps pins ADR-117's consequence: with two and
+// TestOnlyTheElectedReplicaSweeps pins the lease's consequence (docs/design.md): with two and
 // then five replicas on one store and one forge, exactly one is elected and
 // only it sends sweeper requests; the simulator's server-side counts and
 // every replica's transport counts agree.
@@ -196,7 +196,7 @@ func TestOnlyTheElectedReplicaSweeps(t *testing.T) {
 }
 
 // TestTakeoverAfterTheLeaderStops pins the takeover bound after a clean
-// stop (ADR-117 consequences): a follower is elected within one retry (one
+// stop (docs/design.md, consequences): a follower is elected within one retry (one
 // interval) of the leader's release, and its first pass, a deep one, comes
 // one interval after its election.
 func TestTakeoverAfterTheLeaderStops(t *testing.T) {
@@ -249,7 +249,7 @@ func TestTakeoverAfterTheLeaderStops(t *testing.T) {
 }
 
 // TestNoLeaseSweepsOnEveryReplica pins what --no-lease is for: every
-// replica sweeps, as before ADR-117, so the cost scales with replicas.
+// replica sweeps without a lease, so the cost scales with replicas.
 func TestNoLeaseSweepsOnEveryReplica(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c, tr := newCluster(t, 1)
@@ -361,7 +361,7 @@ func TestLogsNameTheOwnerOnceAndTheLeaseAsLease(t *testing.T) {
 // fail-closed hand-over at the server level: a leader cut off from the
 // lease store (a partition, or a crash as the store sees it) stops sweeping
 // before a successor is elected, so their sweeps never overlap, and the
-// successor takes over within TTL + retry (four intervals, ADR-117).
+// successor takes over within TTL + retry (four intervals, docs/design.md).
 func TestPartitionedLeaderStopsSweepingBeforeTheSuccessorStarts(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c, tr := newCluster(t, 2)

@@ -1,4 +1,4 @@
-// Package server is the merge-gate server (ADR-117) and the wiring of every
+// Package server is the merge-gate server (docs/design.md) and the wiring of every
 // net it elects.
 //
 // The merge gate: the reconciler that brings a pull request's commit status

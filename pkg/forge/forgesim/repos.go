@@ -56,7 +56,9 @@ type Issue struct {
 }
 
 type repo struct {
+	id          int64
 	owner, name string
+	created     time.Time
 	issues      map[int]*issue       // pull requests included, as on GitHub
 	commits     map[string]bool      // every head SHA ever pushed
 	refs        map[string]string    // "heads/<branch>" or "tags/<tag>" → SHA
@@ -86,11 +88,17 @@ type status struct {
 }
 
 // repoFor returns owner/repo, creating it when create is set; s.mu is held.
+// Names match without regard to case, as on GitHub ("The name is not case
+// sensitive", the owner and repo parameters of every repository operation,
+// e.g. https://docs.github.com/rest/pulls/pulls#get-a-pull-request); a
+// repository keeps the spelling it was created with, which its answers
+// show.
 func (s *Sim) repoFor(owner, name string, create bool) *repo {
-	key := owner + "/" + name
+	key := strings.ToLower(owner + "/" + name)
 	r := s.repos[key]
 	if r == nil && create {
-		r = &repo{owner: owner, name: name, issues: make(map[int]*issue), commits: make(map[string]bool), refs: make(map[string]string), statuses: make(map[string][]*status)}
+		r = &repo{id: s.newID(), owner: owner, name: name, created: s.clock(), issues: make(map[int]*issue), commits: make(map[string]bool), refs: make(map[string]string), statuses: make(map[string][]*status)}
+		r.commits[r.baseSHA()] = true
 		s.repos[key] = r
 	}
 	return r

@@ -23,6 +23,10 @@
 //	POST /app/installations/{id}/access_tokens        (needs an App JWT)
 //	POST /graphql                                     (a subset of GitHub's schema, priced as GitHub does: graphql.go)
 //
+// Their answers carry every field GitHub's OpenAPI description marks
+// required (shapes.go), and owner and repository names match without regard
+// to case, as on GitHub.
+//
 // Control endpoints (the simulator's; no budget, no rate-limit headers):
 //
 //	POST /_sim/repos/{owner}/{repo}/pulls                  {"number":12,"head_sha":"…","state":"open","title":"…"}
