@@ -25,6 +25,11 @@ import (
 //     5; a GraphQL request without a mutation 1, with one 5.
 //   - "no more than 80 content-generating requests per minute and no more
 //     than 500 content-generating requests per hour".
+//   - "No more than 90 seconds of CPU time per 60 seconds of real time is
+//     allowed. No more than 60 seconds of this CPU time may be for the
+//     GraphQL API", CPU time estimated by total response time: counted from
+//     the latency model's times (timing.go), so it binds only with the
+//     model on.
 //   - A request over a limit gets "a 403 or 429 response" and, here always,
 //     a retry-after header: the seconds until the window that refused it
 //     has room again.
@@ -44,6 +49,11 @@ type SecondaryLimits struct {
 	GraphQLPointsPerMinute int // on the GraphQL endpoint
 	ContentPerMinute       int // content-creating requests
 	ContentPerHour         int // content-creating requests, per 60 minutes
+	// CPUPerMinute is the response time a principal may spend per minute,
+	// REST and GraphQL together; GraphQLCPUPerMinute is GraphQL's share.
+	// Both count the latency model's times (WithLatency).
+	CPUPerMinute        time.Duration
+	GraphQLCPUPerMinute time.Duration
 }
 
 // GitHubSecondaryLimits are GitHub's documented figures, the default.
@@ -53,6 +63,8 @@ var GitHubSecondaryLimits = SecondaryLimits{
 	GraphQLPointsPerMinute: 2000,
 	ContentPerMinute:       80,
 	ContentPerHour:         500,
+	CPUPerMinute:           90 * time.Second,
+	GraphQLCPUPerMinute:    60 * time.Second,
 }
 
 // WithSecondaryLimits replaces GitHubSecondaryLimits; a field <= 0 is that

@@ -92,8 +92,11 @@ type Sim struct {
 	now      func() time.Time
 	tokenTTL time.Duration
 
-	minute   time.Duration   // WithMinute
-	limitsOn SecondaryLimits // WithSecondaryLimits
+	minute         time.Duration      // WithMinute
+	limitsOn       SecondaryLimits    // WithSecondaryLimits
+	latency        *latencyModel      // WithLatency; nil: answers are instant
+	gqlLimitAnswer GraphQLLimitAnswer // WithGraphQLLimitAnswer
+	installSize    *InstallationSize  // WithInstallationSize
 
 	mu            sync.Mutex
 	offset        time.Duration // Advance's total
@@ -107,7 +110,9 @@ type Sim struct {
 	users         map[string]string // token → user, set by MapToken
 	repos         map[string]*repo
 	stats         map[statKey]int64
-	points        map[statKey]int64 // budget units charged, beside stats
+	points        map[statKey]int64           // budget units charged, beside stats
+	took          map[statKey]time.Duration   // modelled response time, beside stats
+	installSizes  map[string]InstallationSize // by principal, set by SetInstallationSize
 	nextID        int64
 	minted        int
 }
@@ -131,6 +136,8 @@ func New(opts ...Option) *Sim {
 		repos:         make(map[string]*repo),
 		stats:         make(map[statKey]int64),
 		points:        make(map[statKey]int64),
+		took:          make(map[statKey]time.Duration),
+		installSizes:  make(map[string]InstallationSize),
 	}
 	for _, o := range opts {
 		o(s)
