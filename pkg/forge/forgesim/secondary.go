@@ -107,6 +107,17 @@ type secWindow struct {
 	used  int
 }
 
+// openWindow returns key's window, opening one of length d when none is
+// open; s.mu is held.
+func (s *Sim) openWindow(key secKey, d time.Duration, now time.Time) *secWindow {
+	w := s.secWindows[key]
+	if w == nil || !now.Before(w.reset) {
+		w = &secWindow{reset: now.Add(d)}
+		s.secWindows[key] = w
+	}
+	return w
+}
+
 // chargeWindow adds n to key's window of length d if that stays within
 // limit (limit <= 0: no limit), and otherwise returns how long until the
 // window resets; s.mu is held.
@@ -114,11 +125,7 @@ func (s *Sim) chargeWindow(key secKey, d time.Duration, limit, n int, now time.T
 	if limit <= 0 {
 		return 0, true
 	}
-	w := s.secWindows[key]
-	if w == nil || !now.Before(w.reset) {
-		w = &secWindow{reset: now.Add(d)}
-		s.secWindows[key] = w
-	}
+	w := s.openWindow(key, d, now)
 	if w.used+n > limit {
 		return w.reset.Sub(now), false
 	}

@@ -24,7 +24,8 @@ type statKey struct {
 // Points is the budget units those requests were charged: one per charged
 // REST request (a 304 or a refusal is free), a GraphQL query's points.
 // Seconds is their modelled response time in GitHub's seconds (WithLatency;
-// 0 with the model off): what GitHub's CPU-time limit counts.
+// 0, and left out of the JSON, with the model off): what GitHub's CPU-time
+// limit counts.
 type RequestCount struct {
 	Token   string  `json:"token"`
 	Method  string  `json:"method"`
@@ -32,7 +33,7 @@ type RequestCount struct {
 	Status  int     `json:"status"`
 	Count   int64   `json:"count"`
 	Points  int64   `json:"points"`
-	Seconds float64 `json:"seconds"`
+	Seconds float64 `json:"seconds,omitempty"`
 }
 
 // BudgetWindow is one principal's current budget window for one resource.

@@ -55,12 +55,15 @@ func (s *Sim) cpuSpent(principal, kind string, limit time.Duration, now time.Tim
 	return w.reset.Sub(now), true
 }
 
-// chargeCPU adds took to principal's CPU-time windows for res; s.mu is held.
+// chargeCPU adds took to principal's CPU-time windows for res, past their
+// limits if it must (admitCPU refuses the next request); s.mu is held.
 func (s *Sim) chargeCPU(principal, res string, took time.Duration, now time.Time) {
-	ms := int(took.Milliseconds())
-	s.chargeWindow(secKey{principal, kindCPU, ""}, s.minute, 0, ms, now)
+	kinds := []string{kindCPU}
 	if res == "graphql" {
-		s.chargeWindow(secKey{principal, kindGraphQLCPU, ""}, s.minute, 0, ms, now)
+		kinds = append(kinds, kindGraphQLCPU)
+	}
+	for _, kind := range kinds {
+		s.openWindow(secKey{principal, kind, ""}, s.minute, now).used += int(took.Milliseconds())
 	}
 }
 
