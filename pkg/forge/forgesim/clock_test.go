@@ -78,7 +78,9 @@ func TestAnswersTakeTheirModelledTimeOnTheSimulatorsClock(t *testing.T) {
 	}{
 		{"a REST request of a route the model does not name takes RESTDefault", time.Minute,
 			"GET", "/repos/acme/app/pulls/1", "", time.Second},
-		{"a REST page of issues takes its route's figure, 2 s", time.Minute,
+		{"a route REST names takes its own figure", time.Minute,
+			"GET", "/repos/acme/app/commits/sha1/status", "", 3 * time.Second},
+		{"a REST page of issues takes RESTPage, 2 s", time.Minute,
 			"GET", "/repos/acme/app/issues?per_page=100", "", 2 * time.Second},
 		{"a GraphQL query asking for no nodes takes GraphQLBase", time.Minute,
 			"POST", "/graphql", gqlBody(`{ viewer { login } }`), time.Second},
@@ -90,7 +92,9 @@ func TestAnswersTakeTheirModelledTimeOnTheSimulatorsClock(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.why, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				sim := forgesim.New(forgesim.WithLatency(flat()), forgesim.WithMinute(c.minute))
+				l := flat()
+				l.REST = map[string]time.Duration{"GET /repos/{owner}/{repo}/commits/{ref}/status": 3 * time.Second}
+				sim := forgesim.New(forgesim.WithLatency(l), forgesim.WithMinute(c.minute))
 				seedPulls(t, sim, 100)
 				rec, took := timed(sim, c.method, c.path, "t", c.body)
 				if rec.Code != 200 || took != c.want {

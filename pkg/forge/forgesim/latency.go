@@ -15,18 +15,20 @@ import (
 //
 //	median × e^(Tail·Z), Z a standard normal draw
 //
-// where median is REST[route] (RESTDefault for a route not named) for a
-// REST request, and GraphQLBase + GraphQLPerNode × nodes for a GraphQL
+// where median is REST[route] for a REST request (else RESTPage for a list
+// route, else RESTDefault), and GraphQLBase + GraphQLPerNode × nodes for a GraphQL
 // query, nodes being the nodes it asks for (GitHub's rateLimit.nodeCount:
 // each connection's first or last times its parents'). A refusal by any
 // limit, and a GraphQL answer that costs nothing (an invalid query, a
 // primary-limit refusal), takes no time.
 type Latency struct {
 	// REST is the median time of a REST answer by route pattern, such as
-	// "GET /repos/{owner}/{repo}/issues"; a list route's figure is for a
-	// page of 100, whatever per_page asks.
+	// "GET /repos/{owner}/{repo}/pulls/{number}", for the routes it names.
 	REST map[string]time.Duration
-	// RESTDefault is the median time of a route REST does not name.
+	// RESTPage is the median time of a page of a list route (the issues
+	// list) REST does not name, whatever per_page asks: a page of 100's.
+	RESTPage time.Duration
+	// RESTDefault is the median time of any other REST answer.
 	RESTDefault time.Duration
 	// GraphQLBase is the median time of a query asking for no nodes.
 	GraphQLBase time.Duration
@@ -54,8 +56,7 @@ const GraphQLTimeout = 10 * time.Second
 // github.com report:
 //
 //   - a REST page of 100 takes about 2 s (Renovate's logs show 2–2.5 s per
-//     page of 100 pull requests, renovatebot/renovate#1944): the issues
-//     list's figure;
+//     page of 100 pull requests, renovatebot/renovate#1944): RESTPage;
 //   - a lighter request takes 1–2 s (GitHub's CLI saw 1–2 s for a status
 //     query, cli/cli#7421): 1 s for every other REST route, and for a
 //     GraphQL query asking for no nodes;
@@ -69,7 +70,7 @@ const GraphQLTimeout = 10 * time.Second
 // Each call returns a fresh value; change its fields freely.
 func GitHubLatency() Latency {
 	return Latency{
-		REST:            map[string]time.Duration{"GET /repos/{owner}/{repo}/issues": 2 * time.Second},
+		RESTPage:        2 * time.Second,
 		RESTDefault:     time.Second,
 		GraphQLBase:     time.Second,
 		GraphQLPerNode:  5 * time.Millisecond,
@@ -101,7 +102,7 @@ func (l Latency) Validate() error {
 	for _, f := range []struct {
 		name string
 		d    time.Duration
-	}{{"RESTDefault", l.RESTDefault}, {"GraphQLBase", l.GraphQLBase}, {"GraphQLPerNode", l.GraphQLPerNode}} {
+	}{{"RESTPage", l.RESTPage}, {"RESTDefault", l.RESTDefault}, {"GraphQLBase", l.GraphQLBase}, {"GraphQLPerNode", l.GraphQLPerNode}} {
 		if f.d < 0 {
 			return badField(f.name, f.d.String(), "must be >= 0")
 		}
@@ -143,10 +144,16 @@ func (m *latencyModel) draw(median time.Duration) time.Duration {
 	return time.Duration(float64(median) * math.Exp(m.Tail*m.rng.NormFloat64()))
 }
 
+// listRoutes are the REST routes that answer pages.
+var listRoutes = map[string]bool{"GET /repos/{owner}/{repo}/issues": true}
+
 // restMedian is route's median time.
 func (m *latencyModel) restMedian(route string) time.Duration {
 	if d, ok := m.REST[route]; ok {
 		return d
+	}
+	if listRoutes[route] {
+		return m.RESTPage
 	}
 	return m.RESTDefault
 }
