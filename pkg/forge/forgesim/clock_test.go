@@ -178,7 +178,8 @@ func TestLatencyValidateNamesTheField(t *testing.T) {
 		edit  func(*forgesim.Latency)
 	}{
 		{"RESTDefault", func(l *forgesim.Latency) { l.RESTDefault = -time.Second }},
-		{"REST[GET /x]", func(l *forgesim.Latency) { l.REST["GET /x"] = -1 }},
+		{"REST[GET /x]", func(l *forgesim.Latency) { l.REST = map[string]time.Duration{"GET /x": -1} }},
+		{"RESTPage", func(l *forgesim.Latency) { l.RESTPage = -1 }},
 		{"GraphQLPerNode", func(l *forgesim.Latency) { l.GraphQLPerNode = -1 }},
 		{"Tail", func(l *forgesim.Latency) { l.Tail = -0.5 }},
 		{"BadGatewayShare", func(l *forgesim.Latency) { l.BadGatewayShare = 2 }},
