@@ -74,10 +74,11 @@ func WithSecondaryLimits(l SecondaryLimits) Option {
 }
 
 // WithMinute sets how long the simulator's minute lasts on its clock
-// (default time.Minute): the window of the per-minute secondary limits, and
-// a sixtieth of the content-creation hour. d <= 0 keeps a minute. The
-// primary budget's hour stays an hour: a client waits for the reset GitHub
-// announced.
+// (default time.Minute): the window of the per-minute secondary limits, the
+// CPU-time limit included, a sixtieth of the content-creation hour, and the
+// scale of the latency model's waits (a minute of 6 s answers a 1.5 s query
+// in 150 ms). d <= 0 keeps a minute. The primary budget's hour stays an
+// hour: a client waits for the reset GitHub announced.
 func WithMinute(d time.Duration) Option {
 	return func(s *Sim) {
 		if d > 0 {

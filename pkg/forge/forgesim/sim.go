@@ -6,6 +6,15 @@
 // method, route and status: the ground truth that tests and benchmarks
 // compare the client's own counts against.
 //
+// By default every answer is instant. WithLatency turns on a latency model
+// (latency.go): each answer takes GitHub's time, waited on the simulator's
+// own clock and scaled by its minute, and with it come the rules that
+// depend on time: GitHub's 10 s GraphQL timeout and its CPU-time secondary
+// limit (timing.go). WithGraphQLLimitAnswer picks the shape of a GraphQL
+// refusal (graphql_limits.go); WithInstallationSize scales installation
+// budgets by GitHub's rule (installations.go). A commit takes at most
+// MaxStatuses statuses of one context.
+//
 // A Sim is an http.Handler: serve it with httptest.NewServer in process, or
 // run "iterion forge-sim". It serves the API at its root (/repos/...), so a
 // client's base URL is the server's URL plus "/". Control endpoints under
