@@ -117,7 +117,10 @@ func (l Latency) Validate() error {
 }
 
 // WithLatency turns the latency model on with l; without it (the default)
-// every answer is instant. It panics naming the field when l has a
+// every answer is instant. The waits run on the Go runtime's timers, scaled
+// by the simulator's minute: virtual inside a testing/synctest bubble, and
+// not shortened by Advance, which moves only the simulator's timestamps
+// and windows. It panics naming the field when l has a
 // negative duration, a negative Tail or a BadGatewayShare outside 0–1
 // (Validate), as a bad option is a programming error; validate input
 // first.
