@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +13,12 @@ import (
 
 	"iterion.dev/iterion/pkg/forge/forgesim"
 )
+
+// latencyFlags names the flag of each forgesim.Latency field.
+var latencyFlags = map[string]string{
+	"RESTDefault": "latency-rest", "RESTPage": "latency-rest-page", "GraphQLBase": "latency-graphql",
+	"GraphQLPerNode": "latency-graphql-node", "Tail": "latency-timeouts", "BadGatewayShare": "latency-502-share",
+}
 
 // runForgeSim serves the GitHub simulator until ctx is cancelled (SIGINT or
 // SIGTERM). Once it listens it prints its URL, one line on stdout; a forge
@@ -36,7 +43,22 @@ func serveForgeSim(ctx context.Context, args []string, stdout, stderr io.Writer)
 	budget := fs.Int("budget", forgesim.DefaultBudget, "requests each token may make per hour, per resource")
 	tokenTTL := fs.Duration("token-ttl", forgesim.DefaultTokenTTL, "lifetime of minted installation tokens")
 	minute := fs.Duration("minute", time.Minute, "length of the simulator's minute, the window of its per-minute secondary limits (a harness compressing a minute into an interval passes the interval)")
-	noSecondary := fs.Bool("no-secondary-limits", false, "switch GitHub's secondary limits off (for scenarios that measure something else; say so)")
+	noSecondary := fs.Bool("no-secondary-limits", false, "switch GitHub's secondary limits off, the CPU-time limit included (for scenarios that measure something else; say so)")
+	gh := forgesim.GitHubLatency()
+	latencyOn := fs.Bool("latency", false, "answer as slowly as GitHub: the latency model, its times scaled by --minute (off: every answer is instant)")
+	seed := fs.Uint64("latency-seed", 0, "seed of the latency model's draws")
+	restTime := fs.Duration("latency-rest", gh.RESTDefault, "median time of a REST answer")
+	pageTime := fs.Duration("latency-rest-page", gh.RESTPage, "median time of a REST page (the issues list)")
+	gqlBase := fs.Duration("latency-graphql", gh.GraphQLBase, "median time of a GraphQL query asking for no nodes")
+	gqlNode := fs.Duration("latency-graphql-node", gh.GraphQLPerNode, "what each node a GraphQL query asks for adds to its median")
+	timeouts := fs.Float64("latency-timeouts", 0.02, "share of 100-node GraphQL queries whose time passes GitHub's 10 s timeout: sets the heavy tail (0: no tail, every answer its median)")
+	badGateway := fs.Float64("latency-502-share", gh.BadGatewayShare, "share of timed-out GraphQL queries answered 502 rather than 504")
+	var gqlAnswer forgesim.GraphQLLimitAnswer
+	fs.Var(&gqlAnswer, "graphql-limit-answer", `how GraphQL requests over a rate limit are answered: "mixed" (primary 200 with RATE_LIMITED, secondary 403), "200" or "403"`)
+	var size forgesim.InstallationSize
+	fs.IntVar(&size.Repositories, "installation-repos", 0, "repositories of every installation: scales its budget by GitHub's rule (0 with --installation-users 0: the flat --budget)")
+	fs.IntVar(&size.Users, "installation-users", 0, "users of every installation's organization: scales its budget by GitHub's rule")
+	fs.BoolVar(&size.EnterpriseCloud, "enterprise-cloud", false, "installations are on GitHub Enterprise Cloud: 15,000 REST requests and 10,000 GraphQL points an hour")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -49,9 +71,39 @@ func serveForgeSim(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if *minute <= 0 {
 		return usageError{fmt.Errorf("--minute %v: must be positive", *minute)}
 	}
+	if *timeouts < 0 || *timeouts >= 0.5 {
+		return usageError{fmt.Errorf("--latency-timeouts %v: must be within 0 and 0.5", *timeouts)}
+	}
+	if size.Repositories < 0 || size.Users < 0 {
+		return usageError{fmt.Errorf("--installation-repos %d, --installation-users %d: must be >= 0", size.Repositories, size.Users)}
+	}
 	limits := forgesim.GitHubSecondaryLimits
 	if *noSecondary {
 		limits = forgesim.SecondaryLimits{}
+	}
+	opts := []forgesim.Option{forgesim.WithBudget(*budget), forgesim.WithTokenTTL(*tokenTTL),
+		forgesim.WithMinute(*minute), forgesim.WithSecondaryLimits(limits), forgesim.WithGraphQLLimitAnswer(gqlAnswer)}
+	if *latencyOn {
+		l := forgesim.Latency{
+			RESTPage:        *pageTime,
+			RESTDefault:     *restTime,
+			GraphQLBase:     *gqlBase,
+			GraphQLPerNode:  *gqlNode,
+			Tail:            forgesim.TailFor(*gqlBase+100**gqlNode, *timeouts),
+			BadGatewayShare: *badGateway,
+			Seed:            *seed,
+		}
+		if err := l.Validate(); err != nil {
+			var fe *forgesim.FieldError
+			if errors.As(err, &fe) {
+				return usageError{fmt.Errorf("--%s: %w", cmp.Or(latencyFlags[fe.Field], "latency"), err)}
+			}
+			return usageError{fmt.Errorf("--latency: %w", err)}
+		}
+		opts = append(opts, forgesim.WithLatency(l))
+	}
+	if size != (forgesim.InstallationSize{}) {
+		opts = append(opts, forgesim.WithInstallationSize(size))
 	}
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
@@ -59,15 +111,15 @@ func serveForgeSim(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, nil))
 	srv := &http.Server{
-		Handler: forgesim.New(forgesim.WithBudget(*budget), forgesim.WithTokenTTL(*tokenTTL),
-			forgesim.WithMinute(*minute), forgesim.WithSecondaryLimits(limits)),
+		Handler:           forgesim.New(opts...),
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	fmt.Fprintf(stdout, "http://%s\n", ln.Addr())
-	logger.Info("forge-sim listening", "url", "http://"+ln.Addr().String(), "budget", *budget, "minute", *minute, "secondary_limits", !*noSecondary)
+	logger.Info("forge-sim listening", "url", "http://"+ln.Addr().String(), "budget", *budget, "minute", *minute,
+		"secondary_limits", !*noSecondary, "latency", *latencyOn, "graphql_limit_answer", gqlAnswer.String())
 	select {
 	case err := <-served:
 		return err

@@ -40,7 +40,8 @@ func decode(r *http.Request, v any) error {
 	return badField("body", "", err.Error())
 }
 
-// ctlReply answers err: 400 naming the field, 404, or 204 when nil.
+// ctlReply answers err: 400 naming the field, 404, 422 past a commit's
+// statuses, or 204 when nil.
 func ctlReply(err error) reply {
 	var fe *FieldError
 	switch {
@@ -50,6 +51,8 @@ func ctlReply(err error) reply {
 		return jsonReply(http.StatusBadRequest, githubError{Message: err.Error(), Field: fe.Field})
 	case errors.Is(err, ErrNotFound):
 		return jsonReply(http.StatusNotFound, githubError{Message: err.Error()})
+	case errors.Is(err, ErrStatusLimit):
+		return validationFailed(err.Error())
 	default:
 		return jsonReply(http.StatusInternalServerError, githubError{Message: err.Error()})
 	}

@@ -147,7 +147,7 @@ type gqlAnswer struct {
 // key) moves both; s.mu is held.
 func (s *Sim) gqlWindow(tok string, now time.Time) (*window, int) {
 	p := s.principalOf(tok)
-	return s.window(p, "graphql", now), s.limitOf(p)
+	return s.window(p, "graphql", now), s.limitOf(p, "graphql")
 }
 
 // graphql answers POST /graphql: it prices the query as GitHub documents,

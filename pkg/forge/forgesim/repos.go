@@ -17,6 +17,19 @@ var ErrBadRequest = errors.New("forgesim: bad request")
 // simulator does not have.
 var ErrNotFound = errors.New("forgesim: not found")
 
+// ErrStatusLimit is returned when a commit already has MaxStatuses
+// statuses of a context. Its text is GitHub's message, which the statuses
+// endpoint answers with its 422.
+var ErrStatusLimit = errors.New("This SHA and context has reached the maximum number of statuses.")
+
+// MaxStatuses is how many statuses one commit may have of one context:
+// "there is a limit of 1000 statuses per sha and context within a
+// repository. Attempts to create more than 1000 statuses will result in a
+// validation error" (Create a commit status:
+// https://docs.github.com/rest/commits/statuses#create-a-commit-status).
+// Contexts compare case-insensitively, as the endpoint's do.
+const MaxStatuses = 1000
+
 // FieldError is a bad argument: Field names it as the control endpoint's
 // JSON does.
 type FieldError struct {
@@ -222,7 +235,8 @@ func (s *Sim) Merge(owner, repo string, number int) error {
 
 // SetStatus adds st to commit sha of owner/repo (creating both), as the
 // statuses endpoint does, without spending any budget. st.State is error,
-// failure, pending or success; an empty Context is "default".
+// failure, pending or success; an empty Context is "default". Past
+// MaxStatuses of one context it returns ErrStatusLimit.
 func (s *Sim) SetStatus(owner, repo, sha string, st Status) error {
 	if err := checkOwnerRepo(owner, repo); err != nil {
 		return err
@@ -245,6 +259,15 @@ func (s *Sim) addStatus(r *repo, sha string, st Status) (*status, error) {
 	}
 	if st.Context == "" {
 		st.Context = "default"
+	}
+	n := 0
+	for _, old := range r.statuses[sha] {
+		if strings.EqualFold(old.context, st.Context) {
+			n++
+		}
+	}
+	if n >= MaxStatuses {
+		return nil, ErrStatusLimit
 	}
 	rec := &status{id: s.newID(), context: st.Context, state: st.State, description: st.Description, targetURL: st.TargetURL, created: s.clock()}
 	r.statuses[sha] = append(r.statuses[sha], rec)

@@ -6,6 +6,15 @@
 // method, route and status: the ground truth that tests and benchmarks
 // compare the client's own counts against.
 //
+// By default every answer is instant. WithLatency turns on a latency model
+// (latency.go): each answer takes GitHub's time, waited on the simulator's
+// own clock and scaled by its minute, and with it come the rules that
+// depend on time: GitHub's 10 s GraphQL timeout and its CPU-time secondary
+// limit (timing.go). WithGraphQLLimitAnswer picks the shape of a GraphQL
+// refusal (graphql_limits.go); WithInstallationSize scales installation
+// budgets by GitHub's rule (installations.go). A commit takes at most
+// MaxStatuses statuses of one context.
+//
 // A Sim is an http.Handler: serve it with httptest.NewServer in process, or
 // run "iterion forge-sim". It serves the API at its root (/repos/...), so a
 // client's base URL is the server's URL plus "/". Control endpoints under
@@ -96,8 +105,11 @@ type Sim struct {
 	now      func() time.Time
 	tokenTTL time.Duration
 
-	minute   time.Duration   // WithMinute
-	limitsOn SecondaryLimits // WithSecondaryLimits
+	minute         time.Duration      // WithMinute
+	limitsOn       SecondaryLimits    // WithSecondaryLimits
+	latency        *latencyModel      // WithLatency; nil: answers are instant
+	gqlLimitAnswer GraphQLLimitAnswer // WithGraphQLLimitAnswer
+	installSize    *InstallationSize  // WithInstallationSize
 
 	mu            sync.Mutex
 	offset        time.Duration // Advance's total
@@ -111,7 +123,9 @@ type Sim struct {
 	users         map[string]string // token → user, set by MapToken
 	repos         map[string]*repo
 	stats         map[statKey]int64
-	points        map[statKey]int64 // budget units charged, beside stats
+	points        map[statKey]int64           // budget units charged, beside stats
+	took          map[statKey]time.Duration   // modelled response time, beside stats
+	installSizes  map[string]InstallationSize // by principal, set by SetInstallationSize
 	nextID        int64
 	minted        int
 }
@@ -135,6 +149,8 @@ func New(opts ...Option) *Sim {
 		repos:         make(map[string]*repo),
 		stats:         make(map[statKey]int64),
 		points:        make(map[statKey]int64),
+		took:          make(map[statKey]time.Duration),
+		installSizes:  make(map[string]InstallationSize),
 	}
 	for _, o := range opts {
 		o(s)
