@@ -233,8 +233,9 @@ func NewForComparison(cfg Config, cmp Comparison) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	log := cfg.Logger.With("owner", cfg.Owner) // once: every line of this replica names it
 	if cfg.WebhookSecret == "" {
-		cfg.Logger.Warn("webhooks are off: no webhook secret configured")
+		log.Warn("webhooks are off: no webhook secret configured")
 	}
 	if cfg.Registry == nil {
 		cfg.Registry = prometheus.NewRegistry()
@@ -242,7 +243,6 @@ func NewForComparison(cfg Config, cmp Comparison) (*Server, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	log := cfg.Logger.With("owner", cfg.Owner)
 	s := &Server{
 		cfg:    cfg,
 		cmp:    cmp,
