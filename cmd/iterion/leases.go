@@ -27,9 +27,9 @@ func runLeases(ctx context.Context, args []string, stdout, stderr io.Writer) err
 var leasesHelp = help{
 	usage: "iterion leases --mongo-uri URI [--json]\n       iterion leases release NAME --owner OWNER --mongo-uri URI",
 	about: "Lists the leases in a deployment's MongoDB: each net's holder and when its\n" +
-		"lease expires. \"release\" takes a lease from its holder, which stops the net's\n" +
-		"work on that replica within a third of the TTL and lets another replica be\n" +
-		"elected: a forced hand-over.",
+		"lease expires. \"release\" takes a lease from its holder, which steps down at\n" +
+		"its next renewal; another replica is elected within one retry: a forced\n" +
+		"hand-over.",
 	example: "iterion leases --mongo-uri mongodb://db:27017/\n" +
 		"iterion leases release merge-gate-sweeper --owner iterion-0-a1b2 --mongo-uri mongodb://db:27017/\n",
 }
