@@ -88,6 +88,8 @@ func (s *Sim) api(h func(*http.Request, string) reply) http.Handler {
 		retryAfter, injected := s.takeSecondary(tok)
 		cpuRefusal, cpuOK := s.admitCPU(principal, res, now)
 		switch {
+		case s.revoked(tok):
+			rep = errorReply(http.StatusUnauthorized, "Bad credentials")
 		case !admitted:
 			// In-flight requests end within seconds; no window to wait for.
 			rep = secondaryReply(http.StatusTooManyRequests, time.Second)
