@@ -304,9 +304,15 @@ func (s *Sim) installationJSON(r *http.Request, in *simInstallation) object {
 	}
 	root := apiRoot(r)
 	id := strconv.FormatInt(in.id, 10)
+	created := ghTime(in.created)
 	account := userJSON(r, in.account)
 	account["type"] = "Organization"
-	created := ghTime(in.created)
+	// GitHub's description of List installations for the authenticated
+	// app gives the account as allOf simple-user and enterprise (Get a
+	// repository installation's, as anyOf them), so an answer valid
+	// against both carries the enterprise's required fields too.
+	account["name"], account["slug"] = in.account, strings.ToLower(in.account)
+	account["created_at"], account["updated_at"] = created, created
 	return object{
 		"id": in.id, "account": account, "repository_selection": "selected",
 		"access_tokens_url": root + "/app/installations/" + id + "/access_tokens",
