@@ -118,23 +118,10 @@ func NewApp(cfg AppConfig) (*AppClient, error) {
 	if cfg.LowestBudgets < 0 {
 		return nil, fmt.Errorf("%w: LowestBudgets %d: must be >= 0", ErrInvalidConfig, cfg.LowestBudgets)
 	}
-	if cfg.Timeout < 0 {
-		return nil, fmt.Errorf("%w: Timeout %v: must be >= 0", ErrInvalidConfig, cfg.Timeout)
-	}
-	for lane, n := range cfg.Reserves {
-		if lane == "" || n < 0 {
-			return nil, fmt.Errorf("%w: Reserves[%q] = %d: want a named lane and a reserve >= 0", ErrInvalidConfig, lane, n)
-		}
-	}
-	base, err := baseURLOf(cfg.BaseURL)
-	if err != nil {
-		return nil, err
-	}
-	now := cfg.Now
-	if now == nil {
-		now = time.Now
-	}
-	parts, err := newCountedParts(cfg.Next, cfg.Logger, cfg.Registerer, now, cfg.ETagCacheBytes)
+	base, now, parts, err := prepare(Config{
+		BaseURL: cfg.BaseURL, Next: cfg.Next, Logger: cfg.Logger, Registerer: cfg.Registerer, Now: cfg.Now,
+		Reserves: cfg.Reserves, ETagCacheBytes: cfg.ETagCacheBytes, Timeout: cfg.Timeout,
+	})
 	if err != nil {
 		return nil, err
 	}

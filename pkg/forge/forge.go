@@ -131,23 +131,7 @@ func New(cfg Config) (*Client, error) {
 			return nil, fmt.Errorf("%w: App.InstallationID %d: must be positive", ErrInvalidConfig, a.InstallationID)
 		}
 	}
-	for lane, n := range cfg.Reserves {
-		if lane == "" || n < 0 {
-			return nil, fmt.Errorf("%w: Reserves[%q] = %d: want a named lane and a reserve >= 0", ErrInvalidConfig, lane, n)
-		}
-	}
-	if cfg.Timeout < 0 {
-		return nil, fmt.Errorf("%w: Timeout %v: must be >= 0", ErrInvalidConfig, cfg.Timeout)
-	}
-	base, err := baseURLOf(cfg.BaseURL)
-	if err != nil {
-		return nil, err
-	}
-	now := cfg.Now
-	if now == nil {
-		now = time.Now
-	}
-	parts, err := newCountedParts(cfg.Next, cfg.Logger, cfg.Registerer, now, cfg.ETagCacheBytes)
+	base, now, parts, err := prepare(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -160,6 +144,31 @@ func New(cfg Config) (*Client, error) {
 		return nil, err
 	}
 	return assemble(authed, parts.counting, base, now, cfg.Reserves, rates, cfg.Timeout)
+}
+
+// prepare validates the fields of cfg every client has (an AppClient's
+// too: NewApp passes them in a Config) and builds the bottom of the
+// transport chain: it returns the REST root, the clock and the counted
+// parts.
+func prepare(cfg Config) (string, func() time.Time, countedParts, error) {
+	for lane, n := range cfg.Reserves {
+		if lane == "" || n < 0 {
+			return "", nil, countedParts{}, fmt.Errorf("%w: Reserves[%q] = %d: want a named lane and a reserve >= 0", ErrInvalidConfig, lane, n)
+		}
+	}
+	if cfg.Timeout < 0 {
+		return "", nil, countedParts{}, fmt.Errorf("%w: Timeout %v: must be >= 0", ErrInvalidConfig, cfg.Timeout)
+	}
+	base, err := baseURLOf(cfg.BaseURL)
+	if err != nil {
+		return "", nil, countedParts{}, err
+	}
+	now := cfg.Now
+	if now == nil {
+		now = time.Now
+	}
+	parts, err := newCountedParts(cfg.Next, cfg.Logger, cfg.Registerer, now, cfg.ETagCacheBytes)
+	return base, now, parts, err
 }
 
 // baseURLOf is the REST root of a Config's BaseURL, "" meaning GitHub's,
