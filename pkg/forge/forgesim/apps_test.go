@@ -108,9 +108,21 @@ func TestEachInstallationSpendsItsOwnBudget(t *testing.T) {
 		t.Fatalf("installation 2 after installation 1 spent its budget: %d, remaining %s; want 200 and 2: budgets are per installation",
 			resp.StatusCode, resp.Header.Get("X-Ratelimit-Remaining"))
 	}
-	mustOK(t, sim.SecondaryLimit(tok1, 0, 1))
+}
+
+func TestEachInstallationMeetsItsOwnSecondaryLimits(t *testing.T) {
+	sim, srv := start(t, forgesim.WithSecondaryLimits(forgesim.SecondaryLimits{RESTPointsPerMinute: 2}))
+	mustOK(t, sim.SeedInstallations(2, 1))
+	_, tok1 := mintFor(t, srv, "1")
+	_, tok2 := mintFor(t, srv, "2")
+	for range 2 {
+		do(t, srv, "GET", "/repos/org-1/repo-1/issues", tok1, "")
+	}
+	if resp, _ := do(t, srv, "GET", "/repos/org-1/repo-1/issues", tok1, ""); resp.StatusCode != http.StatusForbidden || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("installation 1's third read of the route in a minute of 2 points: %d, want 403 with retry-after", resp.StatusCode)
+	}
 	if resp, _ := do(t, srv, "GET", "/repos/org-2/repo-1/issues", tok2, ""); resp.StatusCode != 200 {
-		t.Fatalf("installation 2 while installation 1 meets a secondary limit: %d, want 200", resp.StatusCode)
+		t.Fatalf("installation 2 while installation 1 is over its per-minute limit: %d, want 200: secondary limits are per installation", resp.StatusCode)
 	}
 }
 
