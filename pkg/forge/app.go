@@ -81,14 +81,13 @@ type Installation struct {
 // The App's own requests (listing installations, finding a repository's)
 // are made with its JWT and charged to LaneApp. Safe for concurrent use.
 type AppClient struct {
-	cfg      AppConfig
-	base     string
-	now      func() time.Time
-	parts    countedParts
-	atr      *ghinstallation.AppsTransport
-	app      *Client // the App's own, with its JWT
-	reserves map[string]int
-	lowest   int
+	cfg    AppConfig
+	base   string
+	now    func() time.Time
+	parts  countedParts
+	atr    *ghinstallation.AppsTransport
+	app    *Client // the App's own, with its JWT
+	lowest int
 
 	mu     sync.Mutex
 	known  map[int64]*appInstallation
@@ -147,7 +146,7 @@ func NewApp(cfg AppConfig) (*AppClient, error) {
 		return nil, err
 	}
 	a := &AppClient{
-		cfg: cfg, base: base, now: now, parts: parts, atr: atr, app: app, reserves: cfg.Reserves,
+		cfg: cfg, base: base, now: now, parts: parts, atr: atr, app: app,
 		lowest: cmp.Or(cfg.LowestBudgets, DefaultLowestBudgets),
 		known:  make(map[int64]*appInstallation), repos: make(map[string]int64),
 	}
@@ -342,7 +341,7 @@ func (a *AppClient) Installation(id int64) (*Client, error) {
 	if in.client == nil {
 		itr := ghinstallation.NewFromAppsTransport(a.atr, id)
 		tagged := &installationTag{next: itr, id: id}
-		c, err := assemble(tagged, a.parts.counting, a.base, a.now, a.reserves, nil, a.cfg.Timeout)
+		c, err := assemble(tagged, a.parts.counting, a.base, a.now, a.cfg.Reserves, nil, a.cfg.Timeout)
 		if err != nil {
 			return nil, err
 		}
