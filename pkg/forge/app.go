@@ -264,7 +264,9 @@ func (a *AppClient) dropLocked(id int64) {
 }
 
 // HandleInstallationEvent keeps the set current from an installation
-// webhook: created, unsuspend and new_permissions_accepted add the
+// webhook ("Webhook events and payloads", installation:
+// https://docs.github.com/webhooks/webhook-events-and-payloads#installation):
+// created, unsuspend and new_permissions_accepted add the
 // installation (and the repositories the payload lists resolve to it);
 // deleted and suspend drop it. Other actions and an event without an
 // installation ID change nothing. It sends no request.
@@ -287,7 +289,9 @@ func (a *AppClient) HandleInstallationEvent(ev *github.InstallationEvent) {
 }
 
 // HandleInstallationRepositoriesEvent keeps the repositories current from
-// an installation_repositories webhook: those added resolve to its
+// an installation_repositories webhook
+// (https://docs.github.com/webhooks/webhook-events-and-payloads#installation_repositories):
+// those added resolve to its
 // installation (known from then on), those removed are forgotten, and the
 // next ForRepo for one asks GitHub again. It sends no request.
 func (a *AppClient) HandleInstallationRepositoriesEvent(ev *github.InstallationRepositoriesEvent) {

@@ -18,6 +18,12 @@
 // *RateLimitError carrying when to retry — and makes GETs conditional with
 // an ETag cache, since GitHub does not charge a 304 to the primary budget.
 //
+// An AppClient (NewApp) serves a GitHub App's many installations: it lists
+// them with the App's JWT, keeps the set current from the installation
+// webhooks, resolves a repository's installation, and holds one Client per
+// installation, all counted by one transport whose hourly line names the
+// busiest installations.
+//
 // The transport chain, outermost first: rate gate → auth (token or
 // ghinstallation) → ETag cache → counting → Config.Next. The gate sits above
 // counting, so a request it holds back is not counted; it was not sent. Auth
