@@ -286,6 +286,18 @@ func TestHourlyLineNamesTheBusiestInstallations(t *testing.T) {
 	if !strings.Contains(msgs[0], "REST app 1,") && !strings.Contains(msgs[0], "REST app 1;") {
 		t.Fatalf("line %q: want the App's own list counted on lane app", msgs[0])
 	}
+	group := map[string]int64{}
+	rec.all()[0].Attrs(func(at slog.Attr) bool {
+		if at.Key == "installations" {
+			for _, g := range at.Value.Group() {
+				group[g.Key] = g.Value.Int64()
+			}
+		}
+		return true
+	})
+	if len(group) != 6 || group["7"] != 8 || group["3"] != 4 || group["others"] != 5 {
+		t.Fatalf("slog group installations = %v, want the same figures as the text: 7..3 and others 5", group)
+	}
 }
 
 func TestOnlyTheLowestBudgetsGetAnInstallationSeries(t *testing.T) {
