@@ -366,6 +366,22 @@ func (s *Sim) getRepoInstallation(r *http.Request, tok string) reply {
 	return jsonReply(http.StatusOK, s.installationJSON(r, in))
 }
 
+// reaches tells whether tok may reach the repository r names, if any; s.mu
+// is held. Once the App has installations, a token minted for one reaches
+// only the repositories it covers, and is answered 404 (charged) for the
+// others, as GitHub answers a private repository a token cannot see ("Troubleshooting the
+// REST API", 404 Not Found for an existing resource:
+// https://docs.github.com/rest/using-the-rest-api/troubleshooting-the-rest-api#404-not-found-for-an-existing-resource).
+// Other tokens, and GraphQL, are not restricted.
+func (s *Sim) reaches(tok string, r *http.Request) bool {
+	owner := r.PathValue("owner")
+	id, minted := s.installations[tok]
+	if owner == "" || !minted || len(s.apps) == 0 {
+		return true
+	}
+	return s.repoInstall[strings.ToLower(owner+"/"+r.PathValue("repo"))] == id
+}
+
 // mintable tells whether a token may be minted for installation id; s.mu
 // is held. See the comment at the top of this file.
 func (s *Sim) mintable(id int64) bool {

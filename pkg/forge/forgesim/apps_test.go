@@ -126,6 +126,29 @@ func TestEachInstallationMeetsItsOwnSecondaryLimits(t *testing.T) {
 	}
 }
 
+func TestAnInstallationTokenReachesOnlyItsRepositories(t *testing.T) {
+	sim, srv := start(t)
+	mustOK(t, sim.SeedInstallations(2, 1))
+	_, tok1 := mintFor(t, srv, "1")
+	cases := []struct {
+		path string
+		want int
+		rule string
+	}{
+		{"/repos/org-1/repo-1/issues", 200, "its own repository"},
+		{"/repos/ORG-1/REPO-1/issues", 200, "its own repository, in another case"},
+		{"/repos/org-2/repo-1/issues", 404, "another installation's repository is not found, as GitHub hides what a token cannot see"},
+	}
+	for _, tc := range cases {
+		if resp, _ := do(t, srv, "GET", tc.path, tok1, ""); resp.StatusCode != tc.want {
+			t.Errorf("installation 1 GET %s: %d, want %d: %s", tc.path, resp.StatusCode, tc.want, tc.rule)
+		}
+	}
+	if resp, _ := do(t, srv, "GET", "/repos/org-2/repo-1/issues", "ghp_user", ""); resp.StatusCode != 200 {
+		t.Errorf("a plain token on org-2/repo-1: %d, want 200: only installation tokens are scoped", resp.StatusCode)
+	}
+}
+
 func TestTokensAreMintedOnlyForInstallationsTheAppHas(t *testing.T) {
 	sim, srv := start(t)
 	if code, _ := mintFor(t, srv, "77"); code != http.StatusCreated {

@@ -111,7 +111,11 @@ func (s *Sim) api(h func(*http.Request, string) reply) http.Handler {
 			}
 			if ok {
 				refused = false
-				rep, took = s.answerTime(r, principal, res, body, h(r, tok), now)
+				ans := notFound()
+				if s.reaches(tok, r) {
+					ans = h(r, tok)
+				}
+				rep, took = s.answerTime(r, principal, res, body, ans, now)
 			}
 		}
 		if res == "graphql" {
