@@ -59,8 +59,23 @@ func serveForgeSim(ctx context.Context, args []string, stdout, stderr io.Writer)
 	fs.IntVar(&size.Repositories, "installation-repos", 0, "repositories of every installation: scales its budget by GitHub's rule (0 with --installation-users 0: the flat --budget)")
 	fs.IntVar(&size.Users, "installation-users", 0, "users of every installation's organization: scales its budget by GitHub's rule")
 	fs.BoolVar(&size.EnterpriseCloud, "enterprise-cloud", false, "installations are on GitHub Enterprise Cloud: 15,000 REST requests and 10,000 GraphQL points an hour")
+	installations := fs.Int("installations", 0, "start with the App installed N times: installations 1..N, installation i on account org-<i>")
+	perInstallation := fs.Int("repos-per-installation", 0, "repositories each of the --installations owns: org-<i>/repo-1 .. org-<i>/repo-<R>")
+	var hook forgesim.Webhook
+	fs.StringVar(&hook.URL, "webhook-url", "", "send installation and installation_repositories webhooks here when installations or their repositories change through the control API (the installations it starts with send none)")
+	fs.StringVar(&hook.Secret, "webhook-secret", "", "secret the webhooks are signed with (X-Hub-Signature-256)")
+	fs.Int64Var(&hook.AppID, "app-id", 1, "the App the installations belong to, as webhooks name it")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if *installations < 0 {
+		return usageError{fmt.Errorf("--installations %d: must be >= 0", *installations)}
+	}
+	if *perInstallation < 0 {
+		return usageError{fmt.Errorf("--repos-per-installation %d: must be >= 0", *perInstallation)}
+	}
+	if *perInstallation > 0 && *installations == 0 {
+		return usageError{fmt.Errorf("--repos-per-installation %d: needs --installations", *perInstallation)}
 	}
 	if *budget < 0 {
 		return usageError{fmt.Errorf("--budget %d: must be >= 0", *budget)}
@@ -105,13 +120,24 @@ func serveForgeSim(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if size != (forgesim.InstallationSize{}) {
 		opts = append(opts, forgesim.WithInstallationSize(size))
 	}
+	sim := forgesim.New(opts...)
+	if err := sim.SeedInstallations(*installations, *perInstallation); err != nil {
+		return fmt.Errorf("--installations: %w", err)
+	}
+	if err := sim.SetWebhook(hook); err != nil {
+		var fe *forgesim.FieldError
+		if errors.As(err, &fe) && fe.Field == "app_id" {
+			return fmt.Errorf("--app-id: %w", err)
+		}
+		return fmt.Errorf("--webhook-url: %w", err)
+	}
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		return fmt.Errorf("--listen %q: %w", *listen, err)
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, nil))
 	srv := &http.Server{
-		Handler:           forgesim.New(opts...),
+		Handler:           sim,
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
@@ -119,7 +145,7 @@ func serveForgeSim(ctx context.Context, args []string, stdout, stderr io.Writer)
 	go func() { served <- srv.Serve(ln) }()
 	fmt.Fprintf(stdout, "http://%s\n", ln.Addr())
 	logger.Info("forge-sim listening", "url", "http://"+ln.Addr().String(), "budget", *budget, "minute", *minute,
-		"secondary_limits", !*noSecondary, "latency", *latencyOn, "graphql_limit_answer", gqlAnswer.String())
+		"secondary_limits", !*noSecondary, "installations", *installations, "latency", *latencyOn, "graphql_limit_answer", gqlAnswer.String())
 	select {
 	case err := <-served:
 		return err

@@ -26,7 +26,7 @@ type command struct {
 
 // commands lists every subcommand; each lives in a file named for it.
 var commands = map[string]command{
-	"forge-sim": {"serve the GitHub simulator (--listen ADDR --budget N)", runForgeSim},
+	"forge-sim": {"serve the GitHub simulator (--listen ADDR --budget N --installations N --repos-per-installation R)", runForgeSim},
 	"demo":      {"show one replica sweeping for N, in one process (the README's first command)", runDemo},
 	"bench":     {"measure the lease's cost and takeover bounds on real processes (the multi-process harness, full mode)", runBench},
 	"serve":     {"run a replica of the merge-gate server (flags or ITERION_* variables; see iterion serve -h)", runServe},

@@ -151,8 +151,12 @@ func matches(tmpl, path string) bool {
 		return false
 	}
 	for i, w := range want {
-		if got[i] == "" || (!strings.HasPrefix(w, "{") && w != got[i]) {
-			return w == got[i]
+		if strings.HasPrefix(w, "{") {
+			if got[i] == "" {
+				return false
+			}
+		} else if w != got[i] {
+			return false
 		}
 	}
 	return true
@@ -303,6 +307,23 @@ func TestSimulatorAnswersMatchGitHubsDescription(t *testing.T) {
 	mustOK(t, err)
 	if len(issues) != 102 {
 		t.Fatalf("ListIssues = %d issues, want 102 (101 and the pull request)", len(issues))
+	}
+	// The App client: past one page of 100 installations, so their list is
+	// paginated with Link headers; installation 7, the one above, covers
+	// acme/app.
+	mustOK(t, sim.SeedInstallations(120, 0))
+	mustOK(t, sim.AddInstallationRepos(7, "acme/app"))
+	app, err := forge.NewApp(forge.AppConfig{BaseURL: srv.URL + "/", AppID: 42, PrivateKey: forgetest.AppKey(t), Next: rec, ETagCacheBytes: -1})
+	mustOK(t, err)
+	mustOK(t, app.Relist(ctx))
+	if n := len(app.Installations()); n != 120 {
+		t.Fatalf("Relist found %d installations, want 120", n)
+	}
+	if _, id, err := app.ForRepo(ctx, "acme", "app"); err != nil || id != 7 {
+		t.Fatalf("ForRepo(acme/app) = installation %d, %v; want 7", id, err)
+	}
+	if _, _, err := app.ForRepo(ctx, "acme", "nosuch"); !errors.Is(err, forge.ErrNotInstalled) {
+		t.Fatalf("ForRepo of a repository no installation covers = %v, want ErrNotInstalled", err)
 	}
 
 	d := loadDescription(t)

@@ -392,7 +392,7 @@ func (s *Sim) createInstallationToken(r *http.Request, tok string) reply {
 		return errorReply(http.StatusUnauthorized, "A JSON web token could not be decoded")
 	}
 	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
-	if err != nil || id <= 0 {
+	if err != nil || id <= 0 || !s.mintable(id) {
 		return notFound()
 	}
 	s.minted++

@@ -217,3 +217,70 @@ func (s *Sim) ctlRedirect(r *http.Request) reply {
 	}
 	return reply{status: http.StatusTemporaryRedirect, header: http.Header{"Location": {to}}}
 }
+
+func (s *Sim) ctlAddInstallation(r *http.Request) reply {
+	var body struct {
+		ID                   int64    `json:"id"`
+		Account              string   `json:"account"`
+		Repositories         []string `json:"repositories"`
+		Installations        int      `json:"installations"`
+		ReposPerInstallation int      `json:"repos_per_installation"`
+	}
+	if err := decode(r, &body); err != nil {
+		return ctlReply(err)
+	}
+	if body.Installations != 0 || body.ReposPerInstallation != 0 {
+		if body.ID != 0 || body.Account != "" || body.Repositories != nil {
+			return ctlReply(badField("installations", strconv.Itoa(body.Installations), "seeds 1..n: give it without id, account and repositories"))
+		}
+		return ctlReply(s.SeedInstallations(body.Installations, body.ReposPerInstallation))
+	}
+	return ctlReply(s.AddInstallation(body.ID, body.Account, body.Repositories...))
+}
+
+// pathInstallation reads the {id} path segment.
+func pathInstallation(r *http.Request) (int64, error) {
+	v := r.PathValue("id")
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n <= 0 {
+		return 0, badField("id", v, "want a positive integer")
+	}
+	return n, nil
+}
+
+func (s *Sim) ctlRemoveInstallation(r *http.Request) reply {
+	id, err := pathInstallation(r)
+	if err != nil {
+		return ctlReply(err)
+	}
+	return ctlReply(s.RemoveInstallation(id))
+}
+
+func (s *Sim) ctlInstallationRepos(r *http.Request) reply {
+	var body struct {
+		Add    []string `json:"add"`
+		Remove []string `json:"remove"`
+	}
+	id, err := pathInstallation(r)
+	if err == nil {
+		err = decode(r, &body)
+	}
+	if err == nil && (len(body.Add) == 0) == (len(body.Remove) == 0) {
+		err = badField("add", "", "give add or remove, not both nor neither")
+	}
+	if err != nil {
+		return ctlReply(err)
+	}
+	if len(body.Add) > 0 {
+		return ctlReply(s.AddInstallationRepos(id, body.Add...))
+	}
+	return ctlReply(s.RemoveInstallationRepos(id, body.Remove...))
+}
+
+func (s *Sim) ctlWebhook(r *http.Request) reply {
+	var hook Webhook
+	if err := decode(r, &hook); err != nil {
+		return ctlReply(err)
+	}
+	return ctlReply(s.SetWebhook(hook))
+}

@@ -88,6 +88,8 @@ func (s *Sim) api(h func(*http.Request, string) reply) http.Handler {
 		retryAfter, injected := s.takeSecondary(tok)
 		cpuRefusal, cpuOK := s.admitCPU(principal, res, now)
 		switch {
+		case s.revoked(tok):
+			rep = errorReply(http.StatusUnauthorized, "Bad credentials")
 		case !admitted:
 			// In-flight requests end within seconds; no window to wait for.
 			rep = secondaryReply(http.StatusTooManyRequests, time.Second)
@@ -109,7 +111,11 @@ func (s *Sim) api(h func(*http.Request, string) reply) http.Handler {
 			}
 			if ok {
 				refused = false
-				rep, took = s.answerTime(r, principal, res, body, h(r, tok), now)
+				ans := notFound()
+				if s.reaches(tok, r) {
+					ans = h(r, tok)
+				}
+				rep, took = s.answerTime(r, principal, res, body, ans, now)
 			}
 		}
 		if res == "graphql" {

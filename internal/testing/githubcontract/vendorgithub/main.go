@@ -31,13 +31,17 @@ import (
 )
 
 // Operations are the operationIds of every REST call the forge client
-// makes (pkg/forge/github.go; ghinstallation mints installation tokens).
+// makes (pkg/forge/github.go; ghinstallation mints installation tokens;
+// the App client, pkg/forge/app.go, lists installations and finds a
+// repository's).
 var Operations = []string{
 	"pulls/get",
 	"repos/get-combined-status-for-ref",
 	"repos/create-commit-status",
 	"issues/list-for-repo",
 	"apps/create-installation-access-token",
+	"apps/list-installations",
+	"apps/get-repo-installation",
 }
 
 // Payloads are the webhook examples vendored: event and action ("" for an
