@@ -28,8 +28,9 @@ func startBoardCluster(t *testing.T, n int, noLease bool, seed func(*forgesim.Si
 	c, next := newCluster(t, 0)
 	seed(c.sim)
 	cards := board.NewMemoryStore()
+	c.cmp.NoLease = noLease
 	startReplicas(t, c, next, n, time.Minute, func(cfg *server.Config) {
-		cfg.Board, cfg.BoardRepos, cfg.BoardInterval, cfg.NoLease = cards, repos, time.Minute, noLease
+		cfg.Board, cfg.BoardRepos, cfg.BoardInterval = cards, repos, time.Minute
 	})
 	for _, r := range c.replicas {
 		r.stop = sync.OnceFunc(r.stop)

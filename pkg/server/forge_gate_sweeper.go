@@ -64,11 +64,12 @@ type sweeperConfig struct {
 	Offer offerer       // required: the reconciler, in the server
 	// Interval is the time between passes; 0 means DefaultSweepInterval.
 	Interval time.Duration
-	// Owner names the replica in logs and SweepPass.
+	// Owner names the replica in SweepPass.
 	Owner string
 	// Now is the window clock; nil means time.Now.
 	Now func() time.Time
-	// Logger receives pass summaries and rate-limit stops; nil discards.
+	// Logger receives pass summaries and rate-limit stops, with the
+	// attributes it carries (the server's carries the owner); nil discards.
 	Logger *slog.Logger
 	// OnPass is called synchronously after each pass; nil means none. It
 	// must not block.
@@ -160,7 +161,7 @@ func (s *sweeper) Work(ctx context.Context) {
 	lease.Every(forge.WithLane(ctx, forge.LaneMergeGateSweeper), s.cfg.Interval, s.cfg.Now,
 		func(ctx context.Context) time.Time { return s.pass(ctx, st) },
 		func(until time.Time) {
-			s.cfg.Logger.Debug("sweep skipped: rate limited", "owner", s.cfg.Owner, "until", until)
+			s.cfg.Logger.Debug("sweep skipped: rate limited", "until", until)
 		})
 }
 
@@ -188,7 +189,7 @@ func (s *sweeper) pass(ctx context.Context, st *sweepTerm) (resume time.Time) {
 	if !p.Complete {
 		log = s.cfg.Logger.Info
 	}
-	log("sweep pass", "owner", p.Owner, "term", p.Term, "pass", p.Pass, "deep", p.Deep,
+	log("sweep pass", "term", p.Term, "pass", p.Pass, "deep", p.Deep,
 		"since", p.Since, "offered", p.Offered, "backing_off", p.BackingOff, "complete", p.Complete)
 	if s.cfg.OnPass != nil {
 		s.cfg.OnPass(p)
@@ -212,7 +213,7 @@ func (s *sweeper) offerSince(ctx context.Context, st *sweepTerm, now, since time
 	for {
 		page, err := s.cfg.Runs.Unsettled(ctx, since, cur, listPage)
 		if err != nil {
-			s.cfg.Logger.Warn("sweep stopped: cannot list runs", "owner", s.cfg.Owner, "err", err)
+			s.cfg.Logger.Warn("sweep stopped: cannot list runs", "err", err)
 			return offered, skipped, cur, false, time.Time{}
 		}
 		for chunk := range slices.Chunk(page, sweepBatch) {
@@ -259,11 +260,11 @@ func (s *sweeper) offerChunk(ctx context.Context, st *sweepTerm, now time.Time, 
 	if rl := (*forge.RateLimitError)(nil); errors.As(err, &rl) {
 		resume = rl.Reset
 	}
-	s.cfg.Logger.Warn("sweep stopped: rate limited", "owner", s.cfg.Owner, "until", resume, "err", err)
+	s.cfg.Logger.Warn("sweep stopped: rate limited", "until", resume, "err", err)
 	return len(batch), skipped, true, resume
 }
 
-// SweepMode is how the sweeper reads the forge (Config.SweepMode).
+// SweepMode is how the sweeper reads the forge (Comparison.SweepMode).
 type SweepMode string
 
 // The sweep modes.

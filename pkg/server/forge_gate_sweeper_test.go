@@ -427,8 +427,9 @@ func TestRESTSweepModeReadsEachRun(t *testing.T) {
 	})
 }
 
-// TestSweepModeIsValidated pins Config.SweepMode's validation: only "",
-// batch and rest are modes, and the error names the field and the value.
+// TestSweepModeIsValidated pins Comparison.SweepMode's validation: only
+// "", batch and rest are modes, and the error names the field and the
+// value.
 func TestSweepModeIsValidated(t *testing.T) {
 	fc, err := forge.New(forge.Config{BaseURL: "http://sim/", Token: "tok"})
 	if err != nil {
@@ -438,12 +439,13 @@ func TestSweepModeIsValidated(t *testing.T) {
 		mode server.SweepMode
 		ok   bool
 	}{{"", true}, {server.SweepBatch, true}, {server.SweepREST, true}, {"graphql", false}} {
-		_, err := server.New(server.Config{Runs: gaterun.NewMemoryStore(), Leases: lease.NewMemoryStore(), Forge: fc, APIToken: "t", SweepMode: c.mode})
+		cfg := server.Config{Runs: gaterun.NewMemoryStore(), Leases: lease.NewMemoryStore(), Forge: fc, APIToken: "t"}
+		_, err := server.NewForComparison(cfg, server.Comparison{SweepMode: c.mode})
 		if c.ok && err != nil {
 			t.Errorf("SweepMode %q: got %v, want nil: a known mode", c.mode, err)
 		}
-		if !c.ok && (!errors.Is(err, server.ErrConfig) || !strings.Contains(err.Error(), `SweepMode "graphql"`)) {
-			t.Errorf("SweepMode %q: got %v, want server.ErrConfig naming SweepMode and its value", c.mode, err)
+		if !c.ok && (!errors.Is(err, server.ErrConfig) || !strings.Contains(err.Error(), `Comparison.SweepMode "graphql"`)) {
+			t.Errorf("SweepMode %q: got %v, want server.ErrConfig naming Comparison.SweepMode and its value", c.mode, err)
 		}
 	}
 }

@@ -64,6 +64,9 @@ type cluster struct {
 	runs     *gaterun.MemoryStore
 	tl       *timeline
 	replicas []*replica
+	// cmp is what startReplicas starts the next replicas as: the zero
+	// value, production replicas, unless a test compares.
+	cmp server.Comparison
 }
 
 // newCluster returns an empty cluster on a fresh simulator served over a
@@ -101,9 +104,9 @@ func startReplicas(t *testing.T, c *cluster, next http.RoundTripper, n int, inte
 		if mod != nil {
 			mod(&cfg)
 		}
-		srv, err := server.New(cfg)
+		srv, err := server.NewForComparison(cfg, c.cmp)
 		if err != nil {
-			t.Fatalf("server.New: %v", err)
+			t.Fatalf("server.NewForComparison: %v", err)
 		}
 		r.handler = srv.Handler()
 		ctx, cancel := context.WithCancel(context.Background())
@@ -250,7 +253,8 @@ func TestTakeoverAfterTheLeaderStops(t *testing.T) {
 func TestNoLeaseSweepsOnEveryReplica(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c, tr := newCluster(t, 1)
-		startReplicas(t, c, tr, 3, time.Minute, func(cfg *server.Config) { cfg.NoLease = true })
+		c.cmp.NoLease = true
+		startReplicas(t, c, tr, 3, time.Minute, nil)
 		time.Sleep(5*time.Minute + time.Second)
 		synctest.Wait()
 		for _, r := range c.replicas {
@@ -318,6 +322,38 @@ func TestGracefulShutdown(t *testing.T) {
 		hourAt := strings.Index(out, "forge HTTP:")
 		if stopAt < 0 || releasedAt < stopAt || hourAt < releasedAt || !strings.Contains(out[hourAt:], "partial hour") {
 			t.Errorf("log:\n%s\nwant, in order: stop taking requests, the lease released, the partial hourly forge line", out)
+		}
+	})
+}
+
+// TestLogsNameTheOwnerOnceAndTheLeaseAsLease pins the logs' vocabulary:
+// every line a replica's server, sweeper, board sync and leases write
+// carries its owner exactly once, and the lines about an elected net name
+// its lease under the key lease, never net.
+func TestLogsNameTheOwnerOnceAndTheLeaseAsLease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, tr := newCluster(t, 1)
+		logger, logs := textLogger()
+		startReplicas(t, c, tr, 1, time.Minute, func(cfg *server.Config) {
+			cfg.Logger = logger
+			cfg.BoardRepos = []string{"acme/app"}
+			cfg.WebhookSecret = "" // its warning is a line of the replica's too
+		})
+		time.Sleep(5*time.Minute + time.Second)
+		synctest.Wait()
+		c.replicas[0].stop()
+
+		if bad := logs.NotOnce("owner=replica-1"); len(bad) > 0 {
+			t.Errorf("log lines without owner=replica-1 exactly once: %q, want none: the owner is attached once per logger", bad)
+		}
+		out := logs.String()
+		for _, want := range []string{"webhooks are off", "sweep pass", "board sync pass", "lease=" + server.MergeGateSweeper().Name, "lease=" + server.ForgeBoardSync().Name} {
+			if !strings.Contains(out, want) {
+				t.Errorf("log:\n%s\nwant a line with %q", out, want)
+			}
+		}
+		if strings.Contains(out, " net=") {
+			t.Errorf("log:\n%s\nwant no net= key: a lease's name is logged as lease", out)
 		}
 	})
 }

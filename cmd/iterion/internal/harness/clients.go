@@ -329,7 +329,7 @@ func (a api) sweeper(ctx context.Context) (sweeperFigures, error) {
 		}
 	}
 	for _, m := range fams["iterion_net_pass_duration_seconds"].GetMetric() {
-		if label(m, "net") == server.MergeGateSweeper().Name {
+		if label(m, "lease") == server.MergeGateSweeper().Name {
 			f.passSeconds, f.passes = m.GetHistogram().GetSampleSum(), m.GetHistogram().GetSampleCount()
 		}
 	}

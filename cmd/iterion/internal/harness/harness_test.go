@@ -17,6 +17,9 @@ import (
 // margins. It builds ./cmd/iterion and ./cmd/dev-mongo once, into the test's
 // temporary directory.
 func TestQuickMode(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process: builds both commands and runs real replicas; -short skips it")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute) // cold builds of both commands included
 	defer cancel()
 	dir, bin, devMongo := testBinaries(ctx, t)
