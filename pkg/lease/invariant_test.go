@@ -23,15 +23,15 @@ var seeds = flag.Int("lease.seeds", 1000, "fault schedules TestNoTwoTermsOverlap
 // second or two.
 const shortSeeds = 100
 
-// scheduleCount is the number of fault schedules to run: -lease.seeds when
-// given, shortSeeds with -short, or the default.
-func scheduleCount() int {
+// scheduleCount is the number of fault schedules to run: the flag name
+// (whose value is n) when given, shortSeeds with -short, or the default.
+func scheduleCount(name string, n *int) int {
 	given := false
-	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "lease.seeds" })
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == name })
 	if testing.Short() && !given {
 		return shortSeeds
 	}
-	return *seeds
+	return *n
 }
 
 // TestNoTwoTermsOverlapUnderRandomFaults is the lease's guarantee (package
@@ -43,7 +43,7 @@ func scheduleCount() int {
 // work sometimes returns early.
 func TestNoTwoTermsOverlapUnderRandomFaults(t *testing.T) {
 	const span = time.Minute // virtual time per schedule
-	seeds := scheduleCount()
+	seeds := scheduleCount("lease.seeds", seeds)
 	owners := []string{"a", "b", "c", "d"}
 	var countMu sync.Mutex // guards the three counts below
 	total, handovers, lateReleases := 0, 0, 0
@@ -228,7 +228,8 @@ func TestStalledHolderOverlapsItsSuccessorByTheStall(t *testing.T) {
 }
 
 // groupSeeds is how many fault schedules
-// TestNoTwoShardTermsOverlapUnderRandomFaults runs: 1,000 by default;
+// TestNoTwoShardTermsOverlapUnderRandomFaults runs: 1,000 by default,
+// shortSeeds with -short unless -lease.groupseeds is given;
 // docs/benchmarks.md records a run of 100,000 (-lease.groupseeds=100000).
 var groupSeeds = flag.Int("lease.groupseeds", 1000, "fault schedules TestNoTwoShardTermsOverlapUnderRandomFaults runs")
 
@@ -237,5 +238,5 @@ var groupSeeds = flag.Int("lease.groupseeds", 1000, "fault schedules TestNoTwoSh
 // leasetest.RunGroupInvariant), a shard term's step-down precedes any
 // successor's election.
 func TestNoTwoShardTermsOverlapUnderRandomFaults(t *testing.T) {
-	leasetest.RunGroupInvariant(t, *groupSeeds, func(*testing.T) lease.Store { return new(lease.MemoryStore) })
+	leasetest.RunGroupInvariant(t, scheduleCount("lease.groupseeds", groupSeeds), func(*testing.T) lease.Store { return new(lease.MemoryStore) })
 }

@@ -34,6 +34,9 @@ func TestMongoConformance(t *testing.T) {
 // on a fresh database of the test server: the group runner on the Mongo
 // twin, in virtual time, with the same faults as on MemoryStore.
 func TestMongoGroupConformance(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the group cases make thousands of round trips (about 30 s); MemoryStore runs them with -short")
+	}
 	leasetest.RunGroup(t, func(t *testing.T) lease.Store { return mongolease.NewStore(mongotest.DB(t)) })
 }
 
@@ -54,6 +57,9 @@ func TestMongoGroupGoals(t *testing.T) {
 // schedules (leasetest.RunGroupInvariant) on MongoStore: no two terms of a
 // shard overlap on the Mongo twin either. MemoryStore runs 1,000.
 func TestMongoGroupInvariant(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the schedules make thousands of round trips (about 20 s); MemoryStore runs them with -short")
+	}
 	leasetest.RunGroupInvariant(t, 4, func(t *testing.T) lease.Store { return mongolease.NewStore(mongotest.DB(t)) })
 }
 
