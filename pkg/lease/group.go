@@ -222,9 +222,10 @@ func (g *groupRunner) ended1() shardEnd {
 }
 
 // survey renews the member lease, lists the store once, and acts on what
-// the list shows: it gives up the shards above this member's target, or
-// campaigns for the free shards the allocation gives it. A list that fails
-// changes nothing: the terms run on, each fail-closed on its own.
+// the list shows: it gives up the shards above this member's target once
+// the membership held for a Retry, or campaigns for free shards up to its
+// target. A list that fails changes nothing: the terms run on, each
+// fail-closed on its own.
 func (g *groupRunner) survey(ctx context.Context) {
 	sent := time.Now()
 	g.member.call(ctx, OpAcquire, func(ctx context.Context) error {
