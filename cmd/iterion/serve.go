@@ -53,6 +53,7 @@ type serveConfig struct {
 	noLease        bool
 	sweepMode      string
 	etagCache      int
+	forgeTimeout   time.Duration
 	logFormat      string
 	logLevel       slog.Level
 	// The *File fields name files holding a secret, as Kubernetes mounts
@@ -91,6 +92,7 @@ func serveFlags(fs *flag.FlagSet, c *serveConfig) (envOf map[string]string) {
 	fs.DurationVar(&c.boardInterval, "board-interval", board.DefaultInterval, "forge board sync interval; its lease's TTL is 3 intervals, its retry 1")
 	fs.BoolVar(&c.noLease, "no-lease", false, "FOR COMPARISON MEASUREMENTS ONLY: sweep on every replica without a lease, as before ADR-117 (the forge cost scales with replicas)")
 	fs.StringVar(&c.sweepMode, "sweep-mode", string(server.SweepBatch), "FOR COMPARISON MEASUREMENTS ONLY: rest sweeps with two REST reads per run, as before issue 11 (the forge cost grows with open runs); batch: one GraphQL query per 100 runs")
+	fs.DurationVar(&c.forgeTimeout, "forge-timeout", 0, "deadline of each forge request; 0: GitHub's own 10 s request limit plus 5 s, at most a quarter of the shortest net interval")
 	fs.IntVar(&c.etagCache, "forge-etag-cache", 0, "forge ETag cache bound in bytes of cached answers; 0: the default (64 MiB), negative: off")
 	fs.StringVar(&c.apiTokenFile, "api-token-file", "", "file holding the bearer token of POST /api/runs (instead of --api-token, which ps shows)")
 	fs.StringVar(&c.webhookSecretFile, "webhook-secret-file", "", "file holding the webhook secret (instead of --webhook-secret)")
@@ -211,6 +213,8 @@ func (c serveConfig) validate() error {
 		return fmt.Errorf("--mongo-db %q: want a database name", c.mongoDB)
 	case c.storeTimeout <= 0:
 		return fmt.Errorf("--store-timeout %v: want a positive duration", c.storeTimeout)
+	case c.forgeTimeout < 0:
+		return fmt.Errorf("--forge-timeout %v: want a positive duration, or 0 for the default", c.forgeTimeout)
 	case c.deliveryWindow <= 0:
 		return fmt.Errorf("--delivery-window %v: want a positive duration", c.deliveryWindow)
 	}
@@ -247,6 +251,19 @@ func (c serveConfig) validate() error {
 	return nil
 }
 
+// forgeRequestTimeout is --forge-timeout, or when it is 0 the default
+// derived from the shortest interval of the nets this replica runs.
+func (c serveConfig) forgeRequestTimeout() time.Duration {
+	if c.forgeTimeout > 0 {
+		return c.forgeTimeout
+	}
+	interval := c.sweepInterval
+	if len(c.boardRepos) > 0 {
+		interval = min(interval, c.boardInterval)
+	}
+	return forge.RequestTimeout(interval)
+}
+
 // forgeHost is the host runs are recorded under: github.com for GitHub's
 // API, the forge URL's host otherwise.
 func (c serveConfig) forgeHost() string {
@@ -279,7 +296,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	fcfg := forge.Config{BaseURL: c.forgeURL, Token: c.forgeToken, Logger: logger, Registerer: reg, ETagCacheBytes: c.etagCache}
+	fcfg := forge.Config{BaseURL: c.forgeURL, Token: c.forgeToken, Logger: logger, Registerer: reg, ETagCacheBytes: c.etagCache,
+		Timeout: c.forgeRequestTimeout()}
 	if c.appID != 0 {
 		key, err := os.ReadFile(c.privateKeyFile)
 		if err != nil {
@@ -339,7 +357,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	}
 	logger.Info("iterion serve", "owner", srv.Owner(), "forge_host", c.forgeHost(),
 		"sweep_interval", c.sweepInterval.String(), "board_repos", strings.Join(c.boardRepos, ","),
-		"board_interval", c.boardInterval.String(), "no_lease", c.noLease, "mongo", c.mongoURI != "")
+		"board_interval", c.boardInterval.String(), "forge_timeout", c.forgeRequestTimeout().String(), "no_lease", c.noLease, "mongo", c.mongoURI != "")
 	return srv.Run(ctx, ln)
 }
 

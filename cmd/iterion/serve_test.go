@@ -53,6 +53,7 @@ func TestServeValidatesConfigNamingTheFlag(t *testing.T) {
 		{"env twin bad bool", base, env("ITERION_NO_LEASE", "maybe"), "ITERION_NO_LEASE"},
 		{"stray argument", append(base, "extra"), env(), `"extra"`},
 		{"store timeout zero", append(base, "--store-timeout", "0s"), env(), "--store-timeout"},
+		{"forge timeout negative", append(base, "--forge-timeout", "-1s"), env(), "--forge-timeout"},
 		{"delivery window zero", append(base, "--delivery-window", "0s"), env(), "--delivery-window"},
 		{"read timeout zero", append(base, "--read-timeout", "0s"), env(), "--read-timeout"},
 		{"read header timeout negative", append(base, "--read-header-timeout", "-1s"), env(), "--read-header-timeout"},
@@ -311,5 +312,32 @@ func TestServeErrorsHideTheMongoPassword(t *testing.T) {
 	wrapped := redactErr(fmt.Errorf("dial mongodb://admin:%s@db: %w", pw, cause), "mongodb://admin:"+pw+"@db/")
 	if strings.Contains(wrapped.Error(), pw) || !errors.Is(wrapped, cause) {
 		t.Errorf("redactErr: got %q (wraps cause %v), want the password hidden and the cause kept", wrapped, errors.Is(wrapped, cause))
+	}
+}
+
+// TestServeForgeTimeout pins that every forge request has a deadline:
+// --forge-timeout when given, else GitHub's 10 s request limit plus 5 s,
+// at most a quarter of the shortest net interval.
+func TestServeForgeTimeout(t *testing.T) {
+	base := []string{"--forge-token", "t", "--api-token", "a"}
+	for _, c := range []struct {
+		name string
+		args []string
+		want time.Duration
+	}{
+		{"default at a one-minute interval", base, 15 * time.Second},
+		{"a short interval bounds it", append(base, "--sweep-interval", "20s"), 5 * time.Second},
+		{"the board's interval counts when it runs", append(base, "--board-repos", "acme/app", "--board-interval", "8s"), 2 * time.Second},
+		{"the flag overrides", append(base, "--forge-timeout", "40s"), 40 * time.Second},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg, err := parseServe(c.args, env(), io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := cfg.forgeRequestTimeout(); got != c.want {
+				t.Errorf("forge request timeout: got %v, want %v", got, c.want)
+			}
+		})
 	}
 }

@@ -76,6 +76,9 @@ type sweeperConfig struct {
 	// BackingOff, when set, shows how many runs are backing off (runs whose
 	// pull request could not be read); nil: not shown.
 	BackingOff prometheus.Gauge
+	// Watchdog bounds each pass and ends a term whose passes keep failing
+	// (lease.Every); the zero Watchdog bounds a pass by the interval.
+	Watchdog lease.Watchdog
 }
 
 // sweeper is the merge-gate sweeper: the net that re-offers unsettled runs
@@ -154,19 +157,29 @@ func (st *sweepTerm) note(run gaterun.Run, out outcome, now time.Time, interval 
 // its own: it is skipped for two intervals, then four, doubling up to
 // DeepEvery intervals, until an offer reads it again. The back-offs live in
 // the term, like the deep cursor.
+//
+// sweeperConfig.Watchdog bounds each pass; when it ends the term (passes
+// in a row that did not complete), Work logs why and returns, and the
+// lease is released.
 func (s *sweeper) Work(ctx context.Context) {
 	st := &sweepTerm{term: int(s.terms.Add(1)), backoff: make(map[string]backoff)}
 	defer s.showBackingOff(nil)
-	lease.Every(forge.WithLane(ctx, forge.LaneMergeGateSweeper), s.cfg.Interval, s.cfg.Now,
-		func(ctx context.Context) time.Time { return s.pass(ctx, st) },
+	err := lease.Every(forge.WithLane(ctx, forge.LaneMergeGateSweeper), s.cfg.Interval, s.cfg.Now,
+		func(ctx context.Context) (time.Time, bool) {
+			p, resume := s.pass(ctx, st)
+			return resume, p.Complete
+		},
 		func(until time.Time) {
 			s.cfg.Logger.Debug("sweep skipped: rate limited", "owner", s.cfg.Owner, "until", until)
-		})
+		}, s.cfg.Watchdog)
+	if err != nil {
+		s.cfg.Logger.Warn("sweeper: stepping down", "owner", s.cfg.Owner, "err", err)
+	}
 }
 
-// pass makes one pass of the term st and returns the rate limit's reset
-// when one stopped it (zero otherwise).
-func (s *sweeper) pass(ctx context.Context, st *sweepTerm) (resume time.Time) {
+// pass makes one pass of the term st and returns it, with the rate
+// limit's reset when one stopped it (zero otherwise).
+func (s *sweeper) pass(ctx context.Context, st *sweepTerm) (_ SweepPass, resume time.Time) {
 	st.pass++
 	p := SweepPass{Owner: s.cfg.Owner, Term: st.term, Pass: st.pass, At: s.cfg.Now(), Complete: true}
 	p.Deep = st.pass == 1 || st.pass%DeepEvery == 0 || st.deepPending
@@ -193,7 +206,7 @@ func (s *sweeper) pass(ctx context.Context, st *sweepTerm) (resume time.Time) {
 	if s.cfg.OnPass != nil {
 		s.cfg.OnPass(p)
 	}
-	return resume
+	return p, resume
 }
 
 // showBackingOff sets the BackingOff gauge to the runs in backoff.

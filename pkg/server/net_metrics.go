@@ -19,10 +19,13 @@ import (
 //   - iterion_net_pass_duration_seconds{net}: every pass, complete or not.
 //   - iterion_net_interval_seconds{net}: the net's configured interval, so a
 //     rule can say "no pass in 3 intervals" whatever the interval.
+//   - iterion_net_pass_timeouts_total{net}: passes cancelled at their
+//     deadline (lease.Watchdog).
 type netMetrics struct {
 	lastSuccess *prometheus.GaugeVec
 	duration    *prometheus.HistogramVec
 	interval    *prometheus.GaugeVec
+	timeouts    *prometheus.CounterVec
 }
 
 // newNetMetrics registers the pass metrics on reg.
@@ -41,8 +44,12 @@ func newNetMetrics(reg prometheus.Registerer) (*netMetrics, error) {
 			Name: "iterion_net_interval_seconds",
 			Help: "The elected net's configured interval between passes, in seconds.",
 		}, []string{"net"}),
+		timeouts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "iterion_net_pass_timeouts_total",
+			Help: "Passes of the elected net cancelled at their deadline on this replica.",
+		}, []string{"net"}),
 	}
-	for _, c := range []prometheus.Collector{m.lastSuccess, m.duration, m.interval} {
+	for _, c := range []prometheus.Collector{m.lastSuccess, m.duration, m.interval, m.timeouts} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

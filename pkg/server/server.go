@@ -250,6 +250,11 @@ func New(cfg Config) (*Server, error) {
 	if s.passes, err = newNetMetrics(cfg.Registry); err != nil {
 		return nil, fmt.Errorf("%w: Registry: %w", ErrConfig, err)
 	}
+	boardInterval := cfg.BoardInterval
+	if boardInterval == 0 {
+		boardInterval = board.DefaultInterval
+	}
+	s.health = lease.NewHealth(healthBound(cfg.SweepInterval, boardInterval, len(cfg.BoardRepos) > 0))
 	var sweepOffer offerer = laneOfferer{s, forge.LaneMergeGateSweeper}
 	if cfg.SweepMode == SweepREST {
 		sweepOffer = perRunOfferer{sweepOffer}
@@ -257,12 +262,13 @@ func New(cfg Config) (*Server, error) {
 	s.sweeper = newSweeper(sweeperConfig{
 		Runs: cfg.Runs, Offer: sweepOffer, Interval: cfg.SweepInterval,
 		Owner: cfg.Owner, Now: cfg.Now, Logger: cfg.Logger, OnPass: s.passes.sweepPass(cfg.Now, cfg.OnSweep), // the sweeper logs its owner
-		BackingOff: backingOff,
+		BackingOff: backingOff, Watchdog: s.watchdog(MergeGateSweeper()),
 	})
 	if len(cfg.BoardRepos) > 0 {
 		bs, err := board.NewSync(board.Config{
 			Store: cfg.Board, Forge: cfg.Forge, Host: cfg.ForgeHost, Repos: cfg.BoardRepos,
 			Interval: cfg.BoardInterval, Owner: cfg.Owner, Now: cfg.Now, Logger: cfg.Logger, OnPass: s.passes.boardPass(cfg.Now, s.boardPassed),
+			Watchdog: s.watchdog(ForgeBoardSync()),
 		})
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
@@ -272,7 +278,6 @@ func New(cfg Config) (*Server, error) {
 	for _, n := range s.nets() {
 		s.passes.interval.WithLabelValues(n.lease.Name).Set(n.interval.Seconds())
 	}
-	s.health = lease.NewHealth(s.healthBound())
 	s.handler = s.routes()
 	return s, nil
 }
@@ -299,17 +304,31 @@ func (s *Server) nets() []electedNet {
 	return nets
 }
 
-// healthBound is how long a net's work may outlive its term before
-// /healthz fails: TTL/6 of the shortest lease, the margin lease.Run keeps
-// before a successor can be elected, so a failing check means an overlap.
-func (s *Server) healthBound() time.Duration {
-	var bound time.Duration
-	for i, n := range s.nets() {
-		if b := n.lease.TTL(n.interval) / 6; i == 0 || b < bound {
-			bound = b
-		}
+// healthBound is how long a net's work may outlive its term, or a pass its
+// deadline, before /healthz fails: TTL/6 of the shortest lease, the margin
+// lease.Run keeps before a successor can be elected, so a failing check
+// means an overlap or a stalled holder.
+func healthBound(sweepInterval, boardInterval time.Duration, board bool) time.Duration {
+	bound := MergeGateSweeper().TTL(sweepInterval) / 6
+	if board {
+		bound = min(bound, ForgeBoardSync().TTL(boardInterval)/6)
 	}
 	return bound
+}
+
+// stallPasses is how many passes in a row may fail before a net's holder
+// ends its term, so that another replica may try: as many intervals as
+// the lease's TTL.
+const stallPasses = 3
+
+// watchdog bounds each pass of the net under l by its interval, counts
+// the passes cancelled at it, reports a pass that ignores its cancellation
+// to /healthz, and ends a term after stallPasses passes in a row failed.
+func (s *Server) watchdog(l Lease) lease.Watchdog {
+	return lease.Watchdog{
+		Name: l.Name, StallAfter: stallPasses, Health: s.health,
+		TimedOut: s.passes.timeouts.WithLabelValues(l.Name).Inc,
+	}
 }
 
 // elect runs n's work under its lease until ctx is done: terms through
