@@ -133,6 +133,12 @@ func (s *Server) storeDeadline(h http.Handler) http.Handler {
 // unavailable answers 503 with msg and a Retry-After of the store timeout
 // (whole seconds, at least 1): the store did not answer in time.
 func (s *Server) unavailable(w http.ResponseWriter, msg string) {
-	w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(max(s.cfg.StoreTimeout.Seconds(), 1)))))
+	s.retryAfter(w, s.cfg.StoreTimeout, msg)
+}
+
+// retryAfter answers 503 with msg and a Retry-After of after (whole
+// seconds, at least 1).
+func (s *Server) retryAfter(w http.ResponseWriter, after time.Duration, msg string) {
+	w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(max(after.Seconds(), 1)))))
 	writeError(w, http.StatusServiceUnavailable, msg)
 }

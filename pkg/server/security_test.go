@@ -339,19 +339,3 @@ func TestFrozenStoreAnswers503WithRetryAfter(t *testing.T) {
 		})
 	}
 }
-
-// TestUnprocessedDeliveryIsForgotten pins that a delivery whose processing
-// failed is processed when GitHub redelivers it.
-func TestUnprocessedDeliveryIsForgotten(t *testing.T) {
-	shared := delivery.NewMemoryStore()
-	f := newHTTPFixture(t, func(c *server.Config) { c.Deliveries = shared })
-	bad := `{"action": "closed", "repository": {"full_name": "acme/app"}}` // no number: 400
-	h := map[string]string{"X-GitHub-Event": "pull_request", "X-Hub-Signature-256": sign(webhookSecret, bad), "X-GitHub-Delivery": "guid-9"}
-	if code, _ := f.do(t, "POST", "/webhooks/github", h, bad); code != http.StatusBadRequest {
-		t.Fatalf("payload without a number: got %d, want 400", code)
-	}
-	first, err := shared.Claim(context.Background(), "guid-9", time.Now(), time.Hour)
-	if err != nil || !first {
-		t.Errorf("claim after a 400: got first=%v err=%v, want true: an unprocessed delivery is forgotten", first, err)
-	}
-}

@@ -93,7 +93,8 @@ type Config struct {
 	// Retry-After. 0 means DefaultStoreTimeout.
 	StoreTimeout time.Duration
 	// Deliveries remembers processed webhook delivery ids, so a replayed
-	// X-GitHub-Delivery is acknowledged and not processed again; nil means
+	// X-GitHub-Delivery is acknowledged and not processed again, and holds
+	// the claims of those being processed; nil means
 	// a new delivery.MemoryStore, which only this replica sees. Share a
 	// delivery.MongoStore between replicas.
 	Deliveries delivery.Store

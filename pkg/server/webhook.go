@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/google/go-github/v88/github"
 
@@ -49,10 +50,13 @@ var (
 // stores do not answer within StoreTimeout. Events other than pull_request
 // and status are ignored with 202. A delivery whose X-GitHub-Delivery was
 // processed within DeliveryWindow, on any replica sharing Deliveries, is
-// acknowledged with 200 {"duplicate": id} and not processed again. Else the
-// unsettled runs of the pull request or head are offered on lane webhook
-// (200 {"offered": n}); a payload it cannot read is 400. A delivery that
-// was not processed (400, 503) is forgotten, so its redelivery is.
+// acknowledged with 200 {"duplicate": id} and not processed again; one
+// being processed under an earlier claim answers 503 with Retry-After.
+// Else the unsettled runs of the pull request or head are offered on lane
+// webhook (200 {"offered": n}) and the delivery is recorded as processed;
+// a payload it cannot read is 400. A delivery that was not processed (400,
+// 503, a lost answer) is never recorded as processed: its claim lapses
+// after claimHold, and its redelivery is processed.
 func (s *Server) postWebhook(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.WebhookSecret == "" {
 		writeError(w, http.StatusNotFound, "webhooks are off: no webhook secret configured")
@@ -80,17 +84,22 @@ func (s *Server) postWebhook(w http.ResponseWriter, r *http.Request) {
 	deliveryID := r.Header.Get(deliveryHeader)
 	if deliveryID != "" {
 		ctx, cancel := s.storeCtx(r)
-		first, err := s.cfg.Deliveries.Claim(ctx, deliveryID, s.cfg.Now(), s.cfg.DeliveryWindow)
+		claim, err := s.cfg.Deliveries.Claim(ctx, deliveryID, s.cfg.Now(), s.claimHold())
 		cancel()
 		switch {
 		case errors.Is(err, delivery.ErrInvalid):
 			writeError(w, http.StatusBadRequest, deliveryHeader+": "+err.Error())
 			return
 		case err != nil:
+			// The claim may have landed: it lapses at its hold's end.
 			s.log.Error("webhook: delivery not claimed", "delivery", deliveryID, "err", err)
-			s.unavailable(w, "delivery not recorded; redeliver")
+			s.retryAfter(w, s.claimHold(), "delivery not claimed; redeliver")
 			return
-		case !first:
+		case claim == delivery.Held:
+			s.log.Info("webhook: delivery being processed by an earlier claim", "delivery", deliveryID, "event", event)
+			s.retryAfter(w, s.claimHold(), "delivery being processed; redeliver if it is not acknowledged")
+			return
+		case claim == delivery.Done:
 			s.log.Info("webhook: delivery seen before, not processed again", "delivery", deliveryID, "event", event)
 			writeJSON(w, http.StatusOK, map[string]string{"duplicate": deliveryID})
 			return
@@ -100,7 +109,6 @@ func (s *Server) postWebhook(w http.ResponseWriter, r *http.Request) {
 	runs, err := s.affected(ctx, event, body)
 	cancel()
 	if err != nil {
-		s.forget(r, deliveryID)
 		if errors.Is(err, errInvalid) {
 			writeError(w, http.StatusBadRequest, err.Error())
 			return
@@ -111,7 +119,28 @@ func (s *Server) postWebhook(w http.ResponseWriter, r *http.Request) {
 	}
 	s.log.Debug("webhook", "event", event, "delivery", deliveryID, "runs", len(runs))
 	s.offerAll(r.Context(), forge.LaneWebhook, runs)
+	s.complete(r, deliveryID)
 	writeJSON(w, http.StatusOK, map[string]int{"offered": len(runs)})
+}
+
+// claimHold is how long a webhook's delivery claim holds before it lapses:
+// the store lookups and the offers of one delivery, and the completion.
+func (s *Server) claimHold() time.Duration {
+	return 2*s.cfg.StoreTimeout + s.cfg.OfferTimeout
+}
+
+// complete records a processed delivery, on its own bounded context since
+// the request's may be done. When it fails, the claim lapses and a
+// redelivery is processed again, which offers' idempotence makes harmless.
+func (s *Server) complete(r *http.Request, deliveryID string) {
+	if deliveryID == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), s.cfg.StoreTimeout)
+	defer cancel()
+	if err := s.cfg.Deliveries.Complete(ctx, deliveryID, s.cfg.Now(), s.cfg.DeliveryWindow); err != nil {
+		s.log.Warn("webhook: delivery processed but not recorded; a redelivery will be processed again", "delivery", deliveryID, "err", err)
+	}
 }
 
 // parseSignature returns the MAC an X-Hub-Signature-256 value carries, or
@@ -184,19 +213,6 @@ func (s *Server) refuseBody(w http.ResponseWriter, err error) {
 			return
 		}
 		writeError(w, http.StatusBadRequest, "body: "+err.Error())
-	}
-}
-
-// forget gives a delivery that was not processed back, so its redelivery
-// is; on its own bounded context, since the request's may be done.
-func (s *Server) forget(r *http.Request, deliveryID string) {
-	if deliveryID == "" {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), s.cfg.StoreTimeout)
-	defer cancel()
-	if err := s.cfg.Deliveries.Forget(ctx, deliveryID); err != nil {
-		s.log.Warn("webhook: delivery not forgotten; its redelivery will be skipped until the window ends", "delivery", deliveryID, "err", err)
 	}
 }
 
