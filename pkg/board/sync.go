@@ -81,7 +81,7 @@ type Config struct {
 	// must not block.
 	OnPass func(Pass)
 	// Watchdog bounds each pass and ends a term whose passes keep failing
-	// (lease.Every); the zero Watchdog bounds a pass by the interval.
+	// (lease.Every); the zero Watchdog bounds nothing.
 	Watchdog lease.Watchdog
 }
 

@@ -17,12 +17,13 @@ var ErrPassTimeout = errors.New("lease: pass outlived its deadline")
 var ErrStalled = errors.New("lease: no pass completed; stepping down")
 
 // Watchdog bounds the passes of an elected net's term ([Every]). The zero
-// Watchdog bounds each pass by the interval and never ends the term.
+// Watchdog bounds nothing: passes end with the term's context, and the
+// term with ctx.
 type Watchdog struct {
 	// Name names the net in errors and in Health.
 	Name string
 	// PassTimeout bounds each pass: its context ends PassTimeout after the
-	// pass began, with cause ErrPassTimeout. 0 means the interval.
+	// pass began, with cause ErrPassTimeout. 0: no bound but the term's.
 	PassTimeout time.Duration
 	// StallAfter ends the term when this many passes in a row did not
 	// complete (timed out or reported incomplete); a pass stopped by a rate
@@ -36,6 +37,9 @@ type Watchdog struct {
 	// TimedOut is called after each pass whose timeout cancelled it; nil:
 	// none. It must not block.
 	TimedOut func()
+	// Stalled is called when Every ends the term for StallAfter failed
+	// passes, before it returns; nil: none. It must not block.
+	Stalled func()
 }
 
 // Every is the cadence of an elected net's term: it calls pass once per
@@ -47,18 +51,14 @@ type Watchdog struct {
 // complete, which ends the term.
 //
 // No pass starts once ctx is done, even when a tick and the end of the
-// term arrive together. Each pass's context ends at wd.PassTimeout (cause
-// ErrPassTimeout). pass returns the instant before which the next passes
+// term arrive together. Each pass's context ends at wd.PassTimeout, when
+// set (cause ErrPassTimeout). pass returns the instant before which the next passes
 // must wait (a rate limit's reset; zero for none) and whether it
 // completed: the ticks before resume are skipped, with a call to skipped,
 // and are not passes. now is the clock resume is compared with. interval
 // must be positive.
 func Every(ctx context.Context, interval time.Duration, now func() time.Time,
 	pass func(context.Context) (resume time.Time, complete bool), skipped func(until time.Time), wd Watchdog) error {
-	timeout := wd.PassTimeout
-	if timeout <= 0 {
-		timeout = interval
-	}
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	var resume time.Time
@@ -79,7 +79,7 @@ func Every(ctx context.Context, interval time.Duration, now func() time.Time,
 			continue
 		}
 		var complete, timedOut bool
-		resume, complete, timedOut = bounded(ctx, timeout, pass, wd)
+		resume, complete, timedOut = bounded(ctx, pass, wd)
 		if timedOut && wd.TimedOut != nil {
 			wd.TimedOut()
 		}
@@ -90,17 +90,24 @@ func Every(ctx context.Context, interval time.Duration, now func() time.Time,
 			failed++
 		}
 		if wd.StallAfter > 0 && failed >= wd.StallAfter {
-			return fmt.Errorf("%w: net %q: %d passes in a row did not complete (pass timeout %v)", ErrStalled, wd.Name, failed, timeout)
+			if wd.Stalled != nil {
+				wd.Stalled()
+			}
+			return fmt.Errorf("%w: net %q: %d passes in a row did not complete (pass timeout %v)", ErrStalled, wd.Name, failed, wd.PassTimeout)
 		}
 	}
 }
 
-// bounded runs one pass under its timeout, tracked by wd.Health while it
-// runs, and reports whether the timeout cancelled it.
-func bounded(ctx context.Context, timeout time.Duration, pass func(context.Context) (time.Time, bool), wd Watchdog) (resume time.Time, complete, timedOut bool) {
-	pctx, cancel := context.WithTimeoutCause(ctx, timeout, ErrPassTimeout)
+// bounded runs one pass under wd.PassTimeout, tracked by wd.Health while
+// it runs, and reports whether the timeout cancelled it.
+func bounded(ctx context.Context, pass func(context.Context) (time.Time, bool), wd Watchdog) (resume time.Time, complete, timedOut bool) {
+	if wd.PassTimeout <= 0 {
+		resume, complete = pass(ctx)
+		return resume, complete, false
+	}
+	pctx, cancel := context.WithTimeoutCause(ctx, wd.PassTimeout, ErrPassTimeout)
 	defer cancel()
-	w := wd.Health.beginPass(wd.Name, time.Now().Add(timeout))
+	w := wd.Health.beginPass(wd.Name, time.Now().Add(wd.PassTimeout))
 	defer wd.Health.end(w)
 	resume, complete = pass(pctx)
 	return resume, complete, errors.Is(context.Cause(pctx), ErrPassTimeout)

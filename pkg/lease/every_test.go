@@ -105,19 +105,19 @@ func TestEveryWatchdog(t *testing.T) {
 	t.Run("a hung pass is cancelled at its deadline and the term ends after StallAfter", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			start := time.Now()
-			timeouts, passes := 0, 0
+			timeouts, passes, stalled := 0, 0, 0
 			var causes []error
 			err := lease.Every(t.Context(), interval, time.Now, func(ctx context.Context) (time.Time, bool) {
 				passes++
 				<-ctx.Done() // a forge request that never answers
 				causes = append(causes, context.Cause(ctx))
 				return time.Time{}, false
-			}, func(time.Time) {}, lease.Watchdog{Name: "net", PassTimeout: interval / 2, StallAfter: 3, TimedOut: func() { timeouts++ }})
+			}, func(time.Time) {}, lease.Watchdog{Name: "net", PassTimeout: interval / 2, StallAfter: 3, TimedOut: func() { timeouts++ }, Stalled: func() { stalled++ }})
 			if !errors.Is(err, lease.ErrStalled) {
 				t.Fatalf("Every: got %v, want ErrStalled: three failed passes in a row end the term", err)
 			}
-			if passes != 3 || timeouts != 3 {
-				t.Errorf("got %d passes and %d timeouts, want 3 and 3: each hung pass is cancelled and counted", passes, timeouts)
+			if passes != 3 || timeouts != 3 || stalled != 1 {
+				t.Errorf("got %d passes, %d timeouts and %d stall reports, want 3, 3 and 1: each hung pass is cancelled and counted, the stall reported", passes, timeouts, stalled)
 			}
 			for i, c := range causes {
 				if !errors.Is(c, lease.ErrPassTimeout) {
@@ -163,7 +163,7 @@ func TestEveryWatchdog(t *testing.T) {
 				lease.Every(ctx, interval, time.Now, func(context.Context) (time.Time, bool) {
 					<-release // blind to its context
 					return time.Time{}, true
-				}, func(time.Time) {}, lease.Watchdog{Name: "net", Health: h})
+				}, func(time.Time) {}, lease.Watchdog{Name: "net", PassTimeout: interval, Health: h})
 			}()
 			time.Sleep(2*interval + 5*time.Second) // the pass began at 1m, its deadline is 2m
 			if err := h.Check(); err != nil {

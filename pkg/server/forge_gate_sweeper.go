@@ -77,7 +77,7 @@ type sweeperConfig struct {
 	// pull request could not be read); nil: not shown.
 	BackingOff prometheus.Gauge
 	// Watchdog bounds each pass and ends a term whose passes keep failing
-	// (lease.Every); the zero Watchdog bounds a pass by the interval.
+	// (lease.Every); the zero Watchdog bounds nothing.
 	Watchdog lease.Watchdog
 }
 

@@ -21,11 +21,14 @@ import (
 //     rule can say "no pass in 3 intervals" whatever the interval.
 //   - iterion_net_pass_timeouts_total{net}: passes cancelled at their
 //     deadline (lease.Watchdog).
+//   - iterion_net_stalls_total{net}: terms this replica ended because
+//     stallPasses passes in a row did not complete.
 type netMetrics struct {
 	lastSuccess *prometheus.GaugeVec
 	duration    *prometheus.HistogramVec
 	interval    *prometheus.GaugeVec
 	timeouts    *prometheus.CounterVec
+	stalls      *prometheus.CounterVec
 }
 
 // newNetMetrics registers the pass metrics on reg.
@@ -48,8 +51,12 @@ func newNetMetrics(reg prometheus.Registerer) (*netMetrics, error) {
 			Name: "iterion_net_pass_timeouts_total",
 			Help: "Passes of the elected net cancelled at their deadline on this replica.",
 		}, []string{"net"}),
+		stalls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "iterion_net_stalls_total",
+			Help: "Terms of the elected net this replica ended because its passes kept failing.",
+		}, []string{"net"}),
 	}
-	for _, c := range []prometheus.Collector{m.lastSuccess, m.duration, m.interval, m.timeouts} {
+	for _, c := range []prometheus.Collector{m.lastSuccess, m.duration, m.interval, m.timeouts, m.stalls} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

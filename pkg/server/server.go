@@ -144,6 +144,9 @@ type Server struct {
 	handler http.Handler
 	// largeReads holds a token per webhook body over 1 MiB being read.
 	largeReads chan struct{}
+	// stalls signals, by lease name, that this replica's term of the net
+	// ended because its passes kept failing; filled in New, read-only after.
+	stalls map[string]chan struct{}
 }
 
 // ErrConfig reports a Config New cannot use; errors that wrap it name the
@@ -238,6 +241,7 @@ func New(cfg Config) (*Server, error) {
 			Help: "Offers of gating runs, by lane (who offered) and outcome.",
 		}, []string{"lane", "outcome"}),
 		largeReads: make(chan struct{}, cfg.Limits.LargeWebhookReads),
+		stalls:     map[string]chan struct{}{MergeGateSweeper().Name: make(chan struct{}, 1), ForgeBoardSync().Name: make(chan struct{}, 1)},
 	}
 	backingOff := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "merge_gate_runs_backing_off",
@@ -263,13 +267,13 @@ func New(cfg Config) (*Server, error) {
 	s.sweeper = newSweeper(sweeperConfig{
 		Runs: cfg.Runs, Offer: sweepOffer, Interval: cfg.SweepInterval,
 		Owner: cfg.Owner, Now: cfg.Now, Logger: cfg.Logger, OnPass: s.passes.sweepPass(cfg.Now, cfg.OnSweep), // the sweeper logs its owner
-		BackingOff: backingOff, Watchdog: s.watchdog(MergeGateSweeper()),
+		BackingOff: backingOff, Watchdog: s.watchdog(MergeGateSweeper(), cfg.SweepInterval),
 	})
 	if len(cfg.BoardRepos) > 0 {
 		bs, err := board.NewSync(board.Config{
 			Store: cfg.Board, Forge: cfg.Forge, Host: cfg.ForgeHost, Repos: cfg.BoardRepos,
 			Interval: cfg.BoardInterval, Owner: cfg.Owner, Now: cfg.Now, Logger: cfg.Logger, OnPass: s.passes.boardPass(cfg.Now, s.boardPassed),
-			Watchdog: s.watchdog(ForgeBoardSync()),
+			Watchdog: s.watchdog(ForgeBoardSync(), boardInterval),
 		})
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
@@ -324,24 +328,69 @@ const stallPasses = 3
 
 // watchdog bounds each pass of the net under l by its interval, counts
 // the passes cancelled at it, reports a pass that ignores its cancellation
-// to /healthz, and ends a term after stallPasses passes in a row failed.
-func (s *Server) watchdog(l Lease) lease.Watchdog {
+// to /healthz, and ends a term after stallPasses passes in a row failed,
+// signalling elect to sit out.
+func (s *Server) watchdog(l Lease, interval time.Duration) lease.Watchdog {
 	return lease.Watchdog{
-		Name: l.Name, StallAfter: stallPasses, Health: s.health,
+		Name: l.Name, PassTimeout: interval, StallAfter: stallPasses, Health: s.health,
 		TimedOut: s.passes.timeouts.WithLabelValues(l.Name).Inc,
+		Stalled: func() {
+			s.passes.stalls.WithLabelValues(l.Name).Inc()
+			select {
+			case s.stalls[l.Name] <- struct{}{}:
+			default: // one signal pending is enough
+			}
+		},
 	}
 }
 
 // elect runs n's work under its lease until ctx is done: terms through
 // lease.Run, with this replica's owner and the shared metrics, health and
-// event hook. With NoLease it runs the work directly, as one endless term.
+// event hook. When a term ends because its passes kept failing (the
+// watchdog), elect stops campaigning for stallPasses intervals, so another
+// replica takes over rather than this one winning the next election: its
+// forge may be the one that hangs. With NoLease it runs the work directly,
+// as one endless term.
 func (s *Server) elect(ctx context.Context, n electedNet) {
 	if s.cfg.NoLease {
 		s.log.Warn("running without a lease (--no-lease): for comparison measurements only", "net", n.lease.Name)
 		n.work(ctx)
 		return
 	}
-	err := lease.Run(ctx, s.cfg.Leases, lease.Spec{
+	for {
+		stalled := s.runTerms(ctx, n)
+		if !stalled || ctx.Err() != nil {
+			return
+		}
+		sitOut := stallPasses * n.interval
+		s.log.Warn("not campaigning: the last term stalled; another replica may take over", "net", n.lease.Name, "for", sitOut.String())
+		t := time.NewTimer(sitOut)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// runTerms campaigns for n's lease and serves its terms through lease.Run
+// until ctx is done or a term stalls, and reports whether one did.
+func (s *Server) runTerms(ctx context.Context, n electedNet) (stalled bool) {
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	stalls := s.stalls[n.lease.Name]
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		select {
+		case <-stalls:
+			stalled = true
+			stop()
+		case <-runCtx.Done():
+		}
+	}()
+	err := lease.Run(runCtx, s.cfg.Leases, lease.Spec{
 		Name:     n.lease.Name,
 		Owner:    s.cfg.Owner,
 		TTL:      n.lease.TTL(n.interval),
@@ -351,9 +400,13 @@ func (s *Server) elect(ctx context.Context, n electedNet) {
 		Health:   s.health,
 		OnEvent:  s.leaseEvent,
 	}, n.work)
+	stop()
+	<-watched
 	if err != nil {
 		s.log.Error("elected net not started", "net", n.lease.Name, "err", err)
+		return false
 	}
+	return stalled
 }
 
 // Run serves HTTP on ln (when ln is not nil) and runs the elected nets until
