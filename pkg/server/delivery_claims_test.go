@@ -12,6 +12,7 @@ import (
 
 	"iterion.dev/iterion/internal/testing/mongotest"
 	"iterion.dev/iterion/pkg/delivery"
+	"iterion.dev/iterion/pkg/forge/forgesim"
 	"iterion.dev/iterion/pkg/gaterun"
 	"iterion.dev/iterion/pkg/lease/mongolease"
 	"iterion.dev/iterion/pkg/server"
@@ -138,5 +139,24 @@ func TestHeldDeliveryIsNotAcknowledged(t *testing.T) {
 		"X-Hub-Signature-256": sign(webhookSecret, pullClosed), "X-GitHub-Delivery": "guid-busy"}, pullClosed)
 	if resp != http.StatusServiceUnavailable || strings.Contains(body, "duplicate") {
 		t.Errorf("delivery claimed elsewhere: got %d %s, want 503: a delivery being processed is not acknowledged", resp, body)
+	}
+}
+
+// TestDeliveryWithoutItsIDIs400 pins that a webhook without
+// X-GitHub-Delivery, which GitHub always sends, is refused with 400 naming
+// the header and is not processed: it could not be deduplicated, so a
+// captured body could be replayed at will.
+func TestDeliveryWithoutItsIDIs400(t *testing.T) {
+	f := newHTTPFixture(t)
+	f.putRun(t, gaterun.VerdictSuccess)
+	for range 2 {
+		code, body := f.do(t, "POST", "/webhooks/github", map[string]string{"X-GitHub-Event": "pull_request",
+			"X-Hub-Signature-256": sign(webhookSecret, pullClosed)}, pullClosed)
+		if code != http.StatusBadRequest || !strings.Contains(body, "X-GitHub-Delivery") {
+			t.Errorf("signed delivery without its id: got %d %s, want 400 naming X-GitHub-Delivery", code, body)
+		}
+	}
+	if n := f.sim.Requests(forgesim.Filter{}); n != 0 {
+		t.Errorf("forge requests: got %d, want 0: a delivery without its id is not processed", n)
 	}
 }

@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -246,7 +247,7 @@ func sign(secret, body string) string {
 }
 
 func (f *httpFixture) postHook(t *testing.T, event, sig, body string) (int, string) {
-	h := map[string]string{"X-GitHub-Event": event, "Content-Type": "application/json"}
+	h := map[string]string{"X-GitHub-Event": event, "Content-Type": "application/json", "X-GitHub-Delivery": rand.Text()}
 	if sig != "" {
 		h["X-Hub-Signature-256"] = sig
 	}

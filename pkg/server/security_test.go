@@ -196,7 +196,7 @@ func TestWebhookLargeReadsAreCapped(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := newPipeServer(t, func(c *server.Config) { c.Limits.LargeWebhookReads = 2 })
 		defer p.stop()
-		head := "POST /webhooks/github HTTP/1.1\r\nHost: x\r\nX-GitHub-Event: pull_request\r\nX-Hub-Signature-256: sha256=" +
+		head := "POST /webhooks/github HTTP/1.1\r\nHost: x\r\nX-GitHub-Event: pull_request\r\nX-GitHub-Delivery: guid-large\r\nX-Hub-Signature-256: sha256=" +
 			strings.Repeat("0", 64) + "\r\nContent-Length: 20000000\r\n\r\n{"
 		for range 2 { // two large bodies, trickling
 			conn, _ := p.send(t, head)

@@ -44,7 +44,8 @@ var (
 
 // postWebhook is POST /webhooks/github: 404 when no secret is configured;
 // 401 on a missing X-Hub-Signature-256 or one not of the form
-// sha256=<64 hex digits>, before any of the body is read; 413 for a body
+// sha256=<64 hex digits>, and 400 on a missing X-GitHub-Delivery, before
+// any of the body is read; 413 for a body
 // over GitHub's 25 MB cap; 401 when the body does not match the signature;
 // 503 with Retry-After when too many large bodies are in flight or the
 // stores do not answer within StoreTimeout. Events other than pull_request
@@ -67,6 +68,13 @@ func (s *Server) postWebhook(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnauthorized, err.Error())
 		return
 	}
+	deliveryID := r.Header.Get(deliveryHeader)
+	if deliveryID == "" {
+		// GitHub always sends it; without it a captured body could be
+		// replayed at will, each replay costing forge reads.
+		writeError(w, http.StatusBadRequest, "missing "+deliveryHeader)
+		return
+	}
 	if r.ContentLength > MaxWebhookBodyBytes {
 		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("body over GitHub's cap of %d bytes", MaxWebhookBodyBytes))
 		return
@@ -81,29 +89,8 @@ func (s *Server) postWebhook(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusAccepted, map[string]string{"ignored": event})
 		return
 	}
-	deliveryID := r.Header.Get(deliveryHeader)
-	if deliveryID != "" {
-		ctx, cancel := s.storeCtx(r)
-		claim, err := s.cfg.Deliveries.Claim(ctx, deliveryID, s.cfg.Now(), s.claimHold())
-		cancel()
-		switch {
-		case errors.Is(err, delivery.ErrInvalid):
-			writeError(w, http.StatusBadRequest, deliveryHeader+": "+err.Error())
-			return
-		case err != nil:
-			// The claim may have landed: it lapses at its hold's end.
-			s.log.Error("webhook: delivery not claimed", "delivery", deliveryID, "err", err)
-			s.retryAfter(w, s.claimHold(), "delivery not claimed; redeliver")
-			return
-		case claim == delivery.Held:
-			s.log.Info("webhook: delivery being processed by an earlier claim", "delivery", deliveryID, "event", event)
-			s.retryAfter(w, s.claimHold(), "delivery being processed; redeliver if it is not acknowledged")
-			return
-		case claim == delivery.Done:
-			s.log.Info("webhook: delivery seen before, not processed again", "delivery", deliveryID, "event", event)
-			writeJSON(w, http.StatusOK, map[string]string{"duplicate": deliveryID})
-			return
-		}
+	if !s.claim(w, r, deliveryID, event) {
+		return
 	}
 	ctx, cancel := s.storeCtx(r)
 	runs, err := s.affected(ctx, event, body)
@@ -123,6 +110,35 @@ func (s *Server) postWebhook(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]int{"offered": len(runs)})
 }
 
+// claim claims deliveryID for processing and reports whether the caller
+// has it; when not, it has answered: 400 for an id the store refuses, 503
+// with Retry-After when the store does not answer or an earlier claim is
+// being processed, 200 {"duplicate": id} when it was processed.
+func (s *Server) claim(w http.ResponseWriter, r *http.Request, deliveryID, event string) bool {
+	ctx, cancel := s.storeCtx(r)
+	claim, err := s.cfg.Deliveries.Claim(ctx, deliveryID, s.cfg.Now(), s.claimHold())
+	cancel()
+	switch {
+	case errors.Is(err, delivery.ErrInvalid):
+		writeError(w, http.StatusBadRequest, deliveryHeader+": "+err.Error())
+		return false
+	case err != nil:
+		// The claim may have landed: it lapses at its hold's end.
+		s.log.Error("webhook: delivery not claimed", "delivery", deliveryID, "err", err)
+		s.retryAfter(w, s.claimHold(), "delivery not claimed; redeliver")
+		return false
+	case claim == delivery.Held:
+		s.log.Info("webhook: delivery being processed by an earlier claim", "delivery", deliveryID, "event", event)
+		s.retryAfter(w, s.claimHold(), "delivery being processed; redeliver if it is not acknowledged")
+		return false
+	case claim == delivery.Done:
+		s.log.Info("webhook: delivery seen before, not processed again", "delivery", deliveryID, "event", event)
+		writeJSON(w, http.StatusOK, map[string]string{"duplicate": deliveryID})
+		return false
+	}
+	return true
+}
+
 // claimHold is how long a webhook's delivery claim holds before it lapses:
 // the store lookups and the offers of one delivery, and the completion.
 func (s *Server) claimHold() time.Duration {
@@ -133,9 +149,6 @@ func (s *Server) claimHold() time.Duration {
 // the request's may be done. When it fails, the claim lapses and a
 // redelivery is processed again, which offers' idempotence makes harmless.
 func (s *Server) complete(r *http.Request, deliveryID string) {
-	if deliveryID == "" {
-		return
-	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), s.cfg.StoreTimeout)
 	defer cancel()
 	if err := s.cfg.Deliveries.Complete(ctx, deliveryID, s.cfg.Now(), s.cfg.DeliveryWindow); err != nil {
