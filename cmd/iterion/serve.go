@@ -278,7 +278,7 @@ func (c serveConfig) forgeHost() string {
 }
 
 // serve is runServe with its environment and log sink as arguments.
-func serve(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
+func serve(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) (rerr error) {
 	c, err := parseServe(args, getenv, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return nil // -h printed the flags
@@ -319,6 +319,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 		if err != nil {
 			return redactErr(err, c.mongoURI)
 		}
+		defer func() { rerr = redactErr(rerr, c.mongoURI) }() // no error of the stores quotes the password
 		defer client.Disconnect(context.WithoutCancel(ctx))
 		if runs, err = gaterun.NewMongoStore(ctx, db); err != nil {
 			return fmt.Errorf("--mongo-uri: %w", err)
@@ -392,18 +393,48 @@ func redactURI(uri string) string {
 	return u.Redacted()
 }
 
-// redactErr returns err with the password of uri, wherever its text holds
-// it, replaced by "xxxxx"; errors.Is and errors.As still see err.
+// redactErr returns err with the password of uri hidden wherever its
+// text holds it, whole, escaped or unescaped, or any fragment of it of 3
+// characters or more (a driver quotes the bad escape of a password it
+// cannot parse, such as "%zz"), each replaced by "xxxxx"; errors.Is and
+// errors.As still see err. The password is found without parsing uri, so
+// a URI that does not parse hides its password too.
 func redactErr(err error, uri string) error {
-	u, perr := url.Parse(uri)
-	if err == nil || perr != nil || u.User == nil {
+	pw := rawPassword(uri)
+	if err == nil || pw == "" {
 		return err
 	}
-	pw, ok := u.User.Password()
-	if !ok || pw == "" {
-		return err
+	secrets := []string{pw, url.QueryEscape(pw), url.PathEscape(pw)}
+	if un, uerr := url.PathUnescape(pw); uerr == nil {
+		secrets = append(secrets, un)
 	}
-	return redactedError{err: err, secrets: []string{pw, url.QueryEscape(pw), url.PathEscape(pw)}}
+	// Every fragment, longest first, so a whole secret is replaced before
+	// its pieces.
+	for n := len(pw) - 1; n >= 3; n-- {
+		for i := 0; i+n <= len(pw); i++ {
+			secrets = append(secrets, pw[i:i+n])
+		}
+	}
+	return redactedError{err: err, secrets: secrets}
+}
+
+// rawPassword is the password of a mongodb:// URI as written, escapes and
+// all: what follows the first ":" of the user information, the text before
+// the last "@" of the authority; "" when there is none.
+func rawPassword(uri string) string {
+	_, rest, ok := strings.Cut(uri, "://")
+	if !ok {
+		return ""
+	}
+	// The authority ends at the first "/" or "?" after the user
+	// information; a "/" inside a password must be escaped, but look for
+	// the last "@" first so an unescaped one hides nothing.
+	at := strings.LastIndex(rest, "@")
+	if at < 0 {
+		return ""
+	}
+	_, pw, _ := strings.Cut(rest[:at], ":")
+	return pw
 }
 
 // redactedError is an error whose text hides secrets.

@@ -341,3 +341,20 @@ func TestServeForgeTimeout(t *testing.T) {
 		})
 	}
 }
+
+// TestServeErrorsHideABadlyEscapedMongoPassword pins that no fragment of a
+// Mongo URI's password reaches an error, even when a bad escape makes the
+// URI unparsable and the driver quotes the escape.
+func TestServeErrorsHideABadlyEscapedMongoPassword(t *testing.T) {
+	const pw = "hunter2%zzpw"
+	err := serve(t.Context(), []string{"--forge-token", "t", "--api-token", "a", "--listen", "127.0.0.1:0",
+		"--mongo-uri", "mongodb://admin:" + pw + "@127.0.0.1:1/"}, env(), io.Discard)
+	if err == nil {
+		t.Fatal("serve with an unparsable Mongo URI: got nil, want an error")
+	}
+	for _, frag := range []string{"hunter2", "%zz", "zzpw", "2%z"} {
+		if strings.Contains(err.Error(), frag) {
+			t.Errorf("error %q shows %q, a fragment of the password: no secret in any output", err, frag)
+		}
+	}
+}
