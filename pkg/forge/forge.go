@@ -46,6 +46,10 @@ var ErrInvalidConfig = errors.New("forge: invalid config")
 // pull request or commit, or no access to it).
 var ErrNotFound = errors.New("forge: not found")
 
+// ErrServer reports a 5xx answer: the forge failed, not the request, and
+// every replica asking now would fail alike, so a caller backs off.
+var ErrServer = errors.New("forge: server error")
+
 // DefaultBaseURL is GitHub's REST root, used when Config.BaseURL is empty.
 const DefaultBaseURL = "https://api.github.com/"
 

@@ -255,6 +255,8 @@ func (c *Client) wrapGraphQL(ctx context.Context, op string, err error, got capt
 		return fmt.Errorf("%s: %w", op, &RateLimitError{Reset: c.gate.secondaryUntil(), Cause: CauseSecondary, Sent: true, Lane: laneOf(ctx)})
 	case got.status == http.StatusForbidden || got.status == http.StatusTooManyRequests:
 		return fmt.Errorf("%s: %w", op, c.graphqlLimited(ctx))
+	case got.status >= 500:
+		return fmt.Errorf("forge: %s: %w %d: %w", op, ErrServer, got.status, err)
 	}
 	return fmt.Errorf("forge: %s: %w", op, err)
 }

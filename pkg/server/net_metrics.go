@@ -21,6 +21,9 @@ import (
 //     rule can say "no pass in 3 intervals" whatever the interval.
 //   - iterion_net_pass_timeouts_total{net}: passes cancelled at their
 //     deadline (lease.Watchdog).
+//   - iterion_net_forge_error_ratio{net}: of this replica's last pass
+//     that read the forge, the share of its forge reads that failed (the
+//     sweeper's batches, the board's repositories); absent until one has.
 //   - iterion_net_stalls_total{net}: terms this replica ended because
 //     stallPasses passes in a row did not complete.
 type netMetrics struct {
@@ -29,6 +32,7 @@ type netMetrics struct {
 	interval    *prometheus.GaugeVec
 	timeouts    *prometheus.CounterVec
 	stalls      *prometheus.CounterVec
+	errorRatio  *prometheus.GaugeVec
 }
 
 // newNetMetrics registers the pass metrics on reg.
@@ -55,8 +59,12 @@ func newNetMetrics(reg prometheus.Registerer) (*netMetrics, error) {
 			Name: "iterion_net_stalls_total",
 			Help: "Terms of the elected net this replica ended because its passes kept failing.",
 		}, []string{"net"}),
+		errorRatio: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "iterion_net_forge_error_ratio",
+			Help: "Share of the forge reads of this replica's last pass of the elected net that failed, 0 to 1.",
+		}, []string{"net"}),
 	}
-	for _, c := range []prometheus.Collector{m.lastSuccess, m.duration, m.interval, m.timeouts, m.stalls} {
+	for _, c := range []prometheus.Collector{m.lastSuccess, m.duration, m.interval, m.timeouts, m.stalls, m.errorRatio} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -65,18 +73,22 @@ func newNetMetrics(reg prometheus.Registerer) (*netMetrics, error) {
 }
 
 // pass records one pass of net that began at began and ended at ended;
-// complete passes move the last-success timestamp.
-func (m *netMetrics) pass(net string, began, ended time.Time, complete bool) {
+// complete passes move the last-success timestamp, and a pass that read the
+// forge (reads > 0) sets the error ratio to failed/reads.
+func (m *netMetrics) pass(net string, began, ended time.Time, complete bool, reads, failed int) {
 	m.duration.WithLabelValues(net).Observe(ended.Sub(began).Seconds())
 	if complete {
 		m.lastSuccess.WithLabelValues(net).Set(float64(ended.UnixNano()) / 1e9)
+	}
+	if reads > 0 {
+		m.errorRatio.WithLabelValues(net).Set(float64(failed) / float64(reads))
 	}
 }
 
 // sweepPass records p, then hands it to next (nil: nobody).
 func (m *netMetrics) sweepPass(now func() time.Time, next func(SweepPass)) func(SweepPass) {
 	return func(p SweepPass) {
-		m.pass(MergeGateSweeper().Name, p.At, now(), p.Complete)
+		m.pass(MergeGateSweeper().Name, p.At, now(), p.Complete, p.ForgeReads, p.ForgeErrors)
 		if next != nil {
 			next(p)
 		}
@@ -87,7 +99,13 @@ func (m *netMetrics) sweepPass(now func() time.Time, next func(SweepPass)) func(
 // synced each, then hands it to next (nil: nobody).
 func (m *netMetrics) boardPass(now func() time.Time, next func(board.Pass)) func(board.Pass) {
 	return func(p board.Pass) {
-		m.pass(ForgeBoardSync().Name, p.At, now(), passSynced(p))
+		failed := 0
+		for _, r := range p.Repos {
+			if r.Err != nil {
+				failed++
+			}
+		}
+		m.pass(ForgeBoardSync().Name, p.At, now(), passSynced(p), len(p.Repos), failed)
 		if next != nil {
 			next(p)
 		}
