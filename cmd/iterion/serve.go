@@ -47,6 +47,8 @@ type serveConfig struct {
 	privateKeyFile string
 	webhookSecret  string
 	apiToken       string
+	pagesToken     string
+	publicPages    bool
 	sweepInterval  time.Duration
 	boardRepos     []string
 	boardInterval  time.Duration
@@ -59,6 +61,7 @@ type serveConfig struct {
 	// The *File fields name files holding a secret, as Kubernetes mounts
 	// them; parseServe reads each into its secret.
 	apiTokenFile      string
+	pagesTokenFile    string
 	webhookSecretFile string
 	forgeTokenFile    string
 	storeTimeout      time.Duration
@@ -78,7 +81,9 @@ func serveFlags(fs *flag.FlagSet, c *serveConfig) (envOf map[string]string) {
 	fs.Int64Var(&c.installationID, "github-installation-id", 0, "GitHub App installation id")
 	fs.StringVar(&c.privateKeyFile, "github-private-key-file", "", "GitHub App private key (PEM) file")
 	fs.StringVar(&c.webhookSecret, "webhook-secret", "", "secret of X-Hub-Signature-256; absent: POST /webhooks/github answers 404")
-	fs.StringVar(&c.apiToken, "api-token", "", "bearer token of POST /api/runs (required)")
+	fs.StringVar(&c.apiToken, "api-token", "", "bearer token of POST /api/runs and GET /api/runs (required); it opens the pages too")
+	fs.StringVar(&c.pagesToken, "pages-token", "", "read-only token of the pages (/, /leases, /runs, /board and their JSON), as a bearer token or a basic auth password; absent: only --api-token opens them. /healthz and /metrics need no token")
+	fs.BoolVar(&c.publicPages, "public-pages", false, "serve the pages without a token: they list repositories, pull requests, heads, issue titles and assignees")
 	fs.DurationVar(&c.sweepInterval, "sweep-interval", server.DefaultSweepInterval, "merge-gate sweeper interval; its lease's TTL is 3 intervals, its retry 1")
 	fs.Func("board-repos", "repositories owner/name,... whose issues the forge board keeps as cards (lease forge-board-sync); absent: no board", func(v string) error {
 		c.boardRepos = nil
@@ -95,6 +100,7 @@ func serveFlags(fs *flag.FlagSet, c *serveConfig) (envOf map[string]string) {
 	fs.DurationVar(&c.forgeTimeout, "forge-timeout", 0, "deadline of each forge request; 0: GitHub's own 10 s request limit plus 5 s, at most a quarter of the shortest net interval")
 	fs.IntVar(&c.etagCache, "forge-etag-cache", 0, "forge ETag cache bound in bytes of cached answers; 0: the default (64 MiB), negative: off")
 	fs.StringVar(&c.apiTokenFile, "api-token-file", "", "file holding the bearer token of POST /api/runs (instead of --api-token, which ps shows)")
+	fs.StringVar(&c.pagesTokenFile, "pages-token-file", "", "file holding the pages token (instead of --pages-token)")
 	fs.StringVar(&c.webhookSecretFile, "webhook-secret-file", "", "file holding the webhook secret (instead of --webhook-secret)")
 	fs.StringVar(&c.forgeTokenFile, "forge-token-file", "", "file holding the forge token (instead of --forge-token)")
 	fs.DurationVar(&c.storeTimeout, "store-timeout", server.DefaultStoreTimeout, "deadline of each store call a request makes; past it the request answers 503 with Retry-After")
@@ -153,6 +159,7 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 		file   string
 	}{
 		{"api-token", &c.apiToken, c.apiTokenFile},
+		{"pages-token", &c.pagesToken, c.pagesTokenFile},
 		{"webhook-secret", &c.webhookSecret, c.webhookSecretFile},
 		{"forge-token", &c.forgeToken, c.forgeTokenFile},
 	} {
@@ -191,6 +198,10 @@ func (c serveConfig) validate() error {
 	switch {
 	case strings.TrimSpace(c.apiToken) == "":
 		return errors.New("--api-token (ITERION_API_TOKEN) is required: POST /api/runs needs it")
+	case c.pagesToken != "" && strings.TrimSpace(c.pagesToken) == "":
+		return errors.New("--pages-token (ITERION_PAGES_TOKEN) is blank: give a token or none")
+	case c.pagesToken != "" && c.publicPages:
+		return errors.New("--pages-token and --public-pages are both set: choose one")
 	case c.forgeToken != "" && app:
 		return errors.New("--forge-token and --github-app-* are both set: choose one forge credential")
 	case !app && c.forgeToken == "":
@@ -343,7 +354,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 
 	srv, err := server.New(server.Config{
 		Runs: runs, Leases: leases, Forge: fc, ForgeHost: c.forgeHost(),
-		APIToken: c.apiToken, WebhookSecret: c.webhookSecret,
+		APIToken: c.apiToken, PagesToken: c.pagesToken, PublicPages: c.publicPages, WebhookSecret: c.webhookSecret,
 		SweepInterval: c.sweepInterval, NoLease: c.noLease, SweepMode: server.SweepMode(c.sweepMode),
 		Board: cards, BoardRepos: c.boardRepos, BoardInterval: c.boardInterval,
 		StoreTimeout: c.storeTimeout, Deliveries: deliveries, DeliveryWindow: c.deliveryWindow, Limits: c.limits,
@@ -358,7 +369,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	}
 	logger.Info("iterion serve", "owner", srv.Owner(), "forge_host", c.forgeHost(),
 		"sweep_interval", c.sweepInterval.String(), "board_repos", strings.Join(c.boardRepos, ","),
-		"board_interval", c.boardInterval.String(), "forge_timeout", c.forgeRequestTimeout().String(), "no_lease", c.noLease, "mongo", c.mongoURI != "")
+		"board_interval", c.boardInterval.String(), "public_pages", c.publicPages, "forge_timeout", c.forgeRequestTimeout().String(), "no_lease", c.noLease, "mongo", c.mongoURI != "")
 	return srv.Run(ctx, ln)
 }
 

@@ -53,6 +53,7 @@ func TestServeValidatesConfigNamingTheFlag(t *testing.T) {
 		{"env twin bad bool", base, env("ITERION_NO_LEASE", "maybe"), "ITERION_NO_LEASE"},
 		{"stray argument", append(base, "extra"), env(), `"extra"`},
 		{"store timeout zero", append(base, "--store-timeout", "0s"), env(), "--store-timeout"},
+		{"pages token and public pages", append(base, "--pages-token", "p", "--public-pages"), env(), "--public-pages"},
 		{"forge timeout negative", append(base, "--forge-timeout", "-1s"), env(), "--forge-timeout"},
 		{"delivery window zero", append(base, "--delivery-window", "0s"), env(), "--delivery-window"},
 		{"read timeout zero", append(base, "--read-timeout", "0s"), env(), "--read-timeout"},
@@ -161,9 +162,16 @@ func startServe(t *testing.T, args []string) (url string, log *logLines, stop fu
 	return "http://" + line.Addr, log, func() error { cancel(); return <-done }
 }
 
+// getJSON decodes the answer of GET url, sent with the tests' API token
+// ("api"), which opens the pages too.
 func getJSON(t *testing.T, url string, v any) {
 	t.Helper()
-	resp, err := http.Get(url)
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer api")
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

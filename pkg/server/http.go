@@ -39,12 +39,16 @@ const (
 //	POST /webhooks/github   pull_request and status events (X-Hub-Signature-256)
 //	GET  /healthz           200, or 503 when an elected net's work is stuck
 //	GET  /metrics           Prometheus
-//	GET  /                  index: every page, this replica's owner and terms
-//	GET  /leases            lease holders, HTML; ?format=json for JSON
-//	GET  /runs              unsettled runs and their last offer here, HTML
+//	GET  /                  index: every page, this replica's owner and terms (page token)
+//	GET  /leases            lease holders, HTML; ?format=json for JSON (page token)
+//	GET  /runs              unsettled runs and their last offer here, HTML (page token)
 //	GET  /api/runs          runs by repo, pull and state, paginated (bearer token)
 //	GET  /api/runs/{id}     one run (bearer token)
-//	GET  /board             the forge board's cards, HTML; ?format=json for JSON
+//	GET  /board             the forge board's cards, HTML; ?format=json for JSON (page token)
+//
+// A page token is PagesToken or APIToken, sent as a bearer token or as the
+// password of basic auth (any user name), never a cookie; without one a
+// page answers 401, unless PublicPages. /healthz and /metrics need none.
 func (s *Server) Handler() http.Handler { return s.handler }
 
 func (s *Server) routes() http.Handler {
@@ -53,12 +57,12 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("POST /webhooks/github", s.postWebhook)
 	mux.HandleFunc("GET /healthz", s.getHealthz)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{}))
-	mux.HandleFunc("GET /leases", s.getLeases)
-	mux.HandleFunc("GET /{$}", s.getIndex)
-	mux.HandleFunc("GET /runs", s.getRunsPage)
+	mux.Handle("GET /leases", s.page(http.HandlerFunc(s.getLeases)))
+	mux.Handle("GET /{$}", s.page(http.HandlerFunc(s.getIndex)))
+	mux.Handle("GET /runs", s.page(http.HandlerFunc(s.getRunsPage)))
 	mux.HandleFunc("GET /api/runs", s.listRuns)
 	mux.HandleFunc("GET /api/runs/{id}", s.getRun)
-	mux.Handle("GET /board", s.storeDeadline(board.Handler(s.cfg.Board, s.render, s.boardStatus)))
+	mux.Handle("GET /board", s.page(s.storeDeadline(board.Handler(s.cfg.Board, s.render, s.boardStatus))))
 	return mux
 }
 

@@ -76,6 +76,43 @@ func (s *Server) authorized(w http.ResponseWriter, r *http.Request) bool {
 	return true
 }
 
+// page serves h to requests that carry a page token (PagesToken or
+// APIToken, as a bearer token or basic auth's password), or to every
+// request with PublicPages; others get 401 with the schemes they may use.
+func (s *Server) page(h http.Handler) http.Handler {
+	if s.cfg.PublicPages {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !s.pageAuthorized(r) {
+			w.Header().Add("WWW-Authenticate", `Bearer realm="iterion"`)
+			w.Header().Add("WWW-Authenticate", `Basic realm="iterion", charset="UTF-8"`)
+			writeError(w, http.StatusUnauthorized, "missing or wrong token: send the pages token or the API token as a bearer token or a basic auth password")
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// pageAuthorized reports whether r carries PagesToken or APIToken, as a
+// bearer token or as basic auth's password.
+func (s *Server) pageAuthorized(r *http.Request) bool {
+	token, ok := "", false
+	if _, pw, basic := r.BasicAuth(); basic {
+		token, ok = pw, true
+	} else if scheme, t, cut := strings.Cut(r.Header.Get("Authorization"), " "); cut && strings.EqualFold(scheme, "Bearer") {
+		token, ok = t, true
+	}
+	if !ok {
+		return false
+	}
+	match := subtle.ConstantTimeCompare([]byte(token), []byte(s.cfg.APIToken)) == 1
+	if s.cfg.PagesToken != "" {
+		match = subtle.ConstantTimeCompare([]byte(token), []byte(s.cfg.PagesToken)) == 1 || match
+	}
+	return match
+}
+
 // getRun is GET /api/runs/{id}: 401 without the bearer token, 404 for an
 // unknown id, else the run as a runView.
 func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {

@@ -305,10 +305,10 @@ func TestFrozenStoreAnswers503WithRetryAfter(t *testing.T) {
 	}{
 		{"POST /api/runs", gaterun.Collection, "POST", "/api/runs", map[string]string{"Authorization": "Bearer " + apiToken},
 			`{"repo": "acme/app", "pull": 12, "head_sha": "` + headSHA + `", "verdict": "success"}`},
-		{"GET /leases", "leases", "GET", "/leases?format=json", nil, ""},
+		{"GET /leases", "leases", "GET", "/leases?format=json", pageAuth, ""},
 		{"GET /api/runs", gaterun.Collection, "GET", "/api/runs", map[string]string{"Authorization": "Bearer " + apiToken}, ""},
 		{"GET /api/runs/{id}", gaterun.Collection, "GET", "/api/runs/some-id", map[string]string{"Authorization": "Bearer " + apiToken}, ""},
-		{"GET /runs", gaterun.Collection, "GET", "/runs", nil, ""},
+		{"GET /runs", gaterun.Collection, "GET", "/runs", pageAuth, ""},
 		{"webhook, runs frozen", gaterun.Collection, "POST", "/webhooks/github", map[string]string{"X-GitHub-Event": "pull_request",
 			"X-Hub-Signature-256": sign(webhookSecret, pullClosed), "X-GitHub-Delivery": "guid-frozen"}, pullClosed},
 		{"webhook, deliveries frozen", delivery.Collection, "POST", "/webhooks/github", map[string]string{"X-GitHub-Event": "pull_request",

@@ -55,8 +55,18 @@ type Config struct {
 	// ForgeHost is the forge host recorded on runs and in their ids;
 	// "" means "github.com".
 	ForgeHost string
-	// APIToken is the bearer token POST /api/runs requires.
+	// APIToken is the bearer token POST /api/runs and GET /api/runs
+	// require; it also opens the pages.
 	APIToken string
+	// PagesToken is a read-only token that opens the pages (/, /leases,
+	// /runs, /board and their JSON views), as a bearer token or as the
+	// password of basic auth, and nothing else; "" means only APIToken
+	// opens them. /healthz and /metrics need no token.
+	PagesToken string
+	// PublicPages serves the pages without a token. They list
+	// repositories, pull requests, head SHAs, issue titles and assignees:
+	// open them only on a network where those may be read.
+	PublicPages bool
 	// WebhookSecret is the secret of X-Hub-Signature-256 on POST
 	// /webhooks/github; "" turns webhooks off (the endpoint answers 404),
 	// since an unsigned event is never accepted.
@@ -165,6 +175,8 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("%w: Forge is nil", ErrConfig)
 	case strings.TrimSpace(cfg.APIToken) == "":
 		return nil, fmt.Errorf("%w: APIToken is empty", ErrConfig)
+	case cfg.PagesToken != "" && strings.TrimSpace(cfg.PagesToken) == "":
+		return nil, fmt.Errorf("%w: PagesToken is blank", ErrConfig)
 	case cfg.SweepInterval < 0:
 		return nil, fmt.Errorf("%w: SweepInterval %v is negative", ErrConfig, cfg.SweepInterval)
 	case cfg.SweepInterval > 0 && cfg.SweepInterval < lease.MinTTL:

@@ -94,7 +94,7 @@ func TestRunsPageShowsSuperseded(t *testing.T) {
 		}
 	}
 	s, err := server.New(server.Config{Runs: runs, Leases: lease.NewMemoryStore(), Forge: newForge(t, fsrv.URL, nil, "tok", nil, nil),
-		APIToken: "api-token"})
+		APIToken: "api-token", PublicPages: true})
 	if err != nil {
 		t.Fatal(err)
 	}
