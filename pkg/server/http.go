@@ -19,6 +19,7 @@ import (
 	"iterion.dev/iterion/pkg/board"
 	"iterion.dev/iterion/pkg/forge"
 	"iterion.dev/iterion/pkg/gaterun"
+	"iterion.dev/iterion/pkg/lease"
 )
 
 // Bounds of a run report's fields, GitHub's where it has one.
@@ -37,7 +38,8 @@ const (
 //
 //	POST /api/runs          record a run's verdict (bearer token) and offer it
 //	POST /webhooks/github   pull_request and status events (X-Hub-Signature-256)
-//	GET  /healthz           200, or 503 when an elected net's work is stuck
+//	GET  /healthz           liveness: 200, or 503 when an elected net's work or pass is stuck
+//	GET  /readyz            readiness: 200, or 503 while the stores do not answer
 //	GET  /metrics           Prometheus
 //	GET  /                  index: every page, this replica's owner and terms (page token)
 //	GET  /leases            lease holders, HTML; ?format=json for JSON (page token)
@@ -56,6 +58,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("POST /api/runs", s.postRun)
 	mux.HandleFunc("POST /webhooks/github", s.postWebhook)
 	mux.HandleFunc("GET /healthz", s.getHealthz)
+	mux.HandleFunc("GET /readyz", s.getReadyz)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{}))
 	mux.Handle("GET /leases", s.page(http.HandlerFunc(s.getLeases)))
 	mux.Handle("GET /{$}", s.page(http.HandlerFunc(s.getIndex)))
@@ -261,12 +264,50 @@ func (s *Server) offerAll(ctx context.Context, lane string, runs []gaterun.Run) 
 	}
 }
 
-// getHealthz is GET /healthz: 200 {"status": "ok"}, or 503 with the lease
-// health error when an elected net's work outlived its term.
+// getHealthz is GET /healthz, the liveness check: 200 {"status": "ok"},
+// or 503 with the lease health error when an elected net's work outlived
+// its term or a pass outlived its deadline. It reads no store: a replica
+// whose store is down is alive, and restarting it would not help.
 func (s *Server) getHealthz(w http.ResponseWriter, _ *http.Request) {
 	if err := s.health.Check(); err != nil {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unhealthy", "owner": s.cfg.Owner, "error": err.Error()})
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "owner": s.cfg.Owner})
+}
+
+// getReadyz is GET /readyz, the readiness check: 200 {"status": "ready"}
+// when every store this replica serves from answers a read within
+// StoreTimeout (the runs, the leases when they can be listed, the board
+// when it runs), else 503 with Retry-After naming the first that did not.
+// The delivery store is not read: it has no read, and in serve it shares
+// the runs' database.
+func (s *Server) getReadyz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := s.storeCtx(r)
+	defer cancel()
+	if err := s.storesAnswer(ctx); err != nil {
+		setRetryAfter(w, s.cfg.StoreTimeout)
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready", "owner": s.cfg.Owner, "error": err.Error()})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready", "owner": s.cfg.Owner})
+}
+
+// storesAnswer reads each store once within ctx and returns the first
+// failure, naming the store.
+func (s *Server) storesAnswer(ctx context.Context) error {
+	if _, err := s.cfg.Runs.List(ctx, gaterun.Query{Limit: 1}); err != nil {
+		return fmt.Errorf("run store: %w", err)
+	}
+	if insp, ok := s.cfg.Leases.(lease.Inspector); ok {
+		if _, err := insp.Holders(ctx); err != nil {
+			return fmt.Errorf("lease store: %w", err)
+		}
+	}
+	if s.cfg.Board != nil {
+		if _, err := s.cfg.Board.Cards(ctx, board.Query{Limit: 1}); err != nil {
+			return fmt.Errorf("board store: %w", err)
+		}
+	}
+	return nil
 }

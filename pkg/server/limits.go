@@ -139,6 +139,11 @@ func (s *Server) unavailable(w http.ResponseWriter, msg string) {
 // retryAfter answers 503 with msg and a Retry-After of after (whole
 // seconds, at least 1).
 func (s *Server) retryAfter(w http.ResponseWriter, after time.Duration, msg string) {
-	w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(max(after.Seconds(), 1)))))
+	setRetryAfter(w, after)
 	writeError(w, http.StatusServiceUnavailable, msg)
+}
+
+// setRetryAfter sets Retry-After to after, in whole seconds, at least 1.
+func setRetryAfter(w http.ResponseWriter, after time.Duration) {
+	w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(max(after.Seconds(), 1)))))
 }

@@ -339,3 +339,32 @@ func TestFrozenStoreAnswers503WithRetryAfter(t *testing.T) {
 		})
 	}
 }
+
+// TestReadyzFailsWhileTheStoresDoNotAnswer pins readiness apart from
+// liveness: with the run or the lease collection frozen, /readyz answers
+// 503 with Retry-After (take the replica out of the load balancer) while
+// /healthz stays 200 (do not restart it: a restart does not thaw Mongo);
+// with the stores answering, /readyz is 200.
+func TestReadyzFailsWhileTheStoresDoNotAnswer(t *testing.T) {
+	for _, collection := range []string{gaterun.Collection, "leases"} {
+		t.Run(collection+" frozen", func(t *testing.T) {
+			f, _ := frozenMongo(t, collection)
+			resp, err := http.Get(f.url + "/readyz")
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+				t.Errorf("/readyz with %s frozen: got %d Retry-After %q, want 503 with Retry-After: a replica whose store does not answer is not ready",
+					collection, resp.StatusCode, resp.Header.Get("Retry-After"))
+			}
+			if code, body := f.do(t, "GET", "/healthz", nil, ""); code != http.StatusOK {
+				t.Errorf("/healthz with %s frozen: got %d %s, want 200: liveness does not read the stores", collection, code, body)
+			}
+		})
+	}
+	f := newHTTPFixture(t)
+	if code, body := f.do(t, "GET", "/readyz", nil, ""); code != http.StatusOK || !strings.Contains(body, `"ready"`) {
+		t.Errorf("/readyz with the stores answering: got %d %s, want 200 ready", code, body)
+	}
+}
