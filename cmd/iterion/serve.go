@@ -112,7 +112,9 @@ func serveFlags(fs *flag.FlagSet, c *serveConfig) (envOf map[string]string) {
 	fs.DurationVar(&c.limits.IdleTimeout, "idle-timeout", d.IdleTimeout, "HTTP: how long an idle keep-alive connection stays open")
 	fs.IntVar(&c.limits.MaxHeaderBytes, "max-header-bytes", d.MaxHeaderBytes, "HTTP: largest request header block, in bytes")
 	fs.Int64Var(&c.limits.MaxRunBodyBytes, "max-run-body-bytes", d.MaxRunBodyBytes, "largest POST /api/runs body, in bytes; larger answers 413")
-	fs.IntVar(&c.limits.LargeWebhookReads, "large-webhook-reads", d.LargeWebhookReads, "webhook bodies over 1 MiB read at once; one more answers 503")
+	fs.IntVar(&c.limits.LargeWebhookReads, "large-webhook-reads", d.LargeWebhookReads, "webhook bodies over 1 MiB read at once, one per remote address; one more waits up to --slow-body-grace, then answers 503")
+	fs.Int64Var(&c.limits.MinWebhookBodyRate, "min-webhook-body-rate", d.MinWebhookBodyRate, "slowest a webhook body over 1 MiB may arrive, in bytes per second after --slow-body-grace; slower answers 408")
+	fs.DurationVar(&c.limits.SlowBodyGrace, "slow-body-grace", d.SlowBodyGrace, "head start of a large webhook body before --min-webhook-body-rate applies, and its longest wait for a read slot")
 	fs.StringVar(&c.logFormat, "log-format", "json", "log format on stderr: json or text")
 	fs.TextVar(&c.logLevel, "log-level", slog.LevelInfo, "log level: debug, info, warn or error")
 	envOf = map[string]string{}
@@ -237,6 +239,7 @@ func (c serveConfig) validate() error {
 		{"write-timeout", int64(c.limits.WriteTimeout)}, {"idle-timeout", int64(c.limits.IdleTimeout)},
 		{"max-header-bytes", int64(c.limits.MaxHeaderBytes)}, {"max-run-body-bytes", c.limits.MaxRunBodyBytes},
 		{"large-webhook-reads", int64(c.limits.LargeWebhookReads)},
+		{"min-webhook-body-rate", c.limits.MinWebhookBodyRate}, {"slow-body-grace", int64(c.limits.SlowBodyGrace)},
 	} {
 		if l.v <= 0 {
 			return fmt.Errorf("--%s %s: want a positive value", l.flag, strconv.FormatInt(l.v, 10))

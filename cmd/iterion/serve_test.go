@@ -61,6 +61,8 @@ func TestServeValidatesConfigNamingTheFlag(t *testing.T) {
 		{"idle timeout zero", append(base, "--idle-timeout", "0s"), env(), "--idle-timeout"},
 		{"max header bytes zero", append(base, "--max-header-bytes", "0"), env(), "--max-header-bytes"},
 		{"run body zero", append(base, "--max-run-body-bytes", "0"), env(), "--max-run-body-bytes"},
+		{"min webhook body rate zero", append(base, "--min-webhook-body-rate", "0"), env(), "--min-webhook-body-rate"},
+		{"slow body grace negative", append(base, "--slow-body-grace", "-1s"), env(), "--slow-body-grace"},
 		{"large webhook reads zero", append(base, "--large-webhook-reads", "0"), env(), "--large-webhook-reads"},
 		{"write timeout under store timeout", append(base, "--write-timeout", "2s", "--store-timeout", "3s"), env(), "--write-timeout"},
 		{"env twin of a limit bad", base, env("ITERION_STORE_TIMEOUT", "soon"), "ITERION_STORE_TIMEOUT"},

@@ -152,8 +152,11 @@ type Server struct {
 	seen    observed
 	passes  *netMetrics
 	handler http.Handler
-	// largeReads holds a token per webhook body over 1 MiB being read.
+	// largeReads holds a token per webhook body over 1 MiB being read;
+	// largeBy the remote addresses reading one (takeLargeSlot).
 	largeReads chan struct{}
+	largeMu    sync.Mutex
+	largeBy    map[string]bool
 	// stalls signals, by lease name, that this replica's term of the net
 	// ended because its passes kept failing; filled in New, read-only after.
 	stalls map[string]chan struct{}
@@ -253,6 +256,7 @@ func New(cfg Config) (*Server, error) {
 			Help: "Offers of gating runs, by lane (who offered) and outcome.",
 		}, []string{"lane", "outcome"}),
 		largeReads: make(chan struct{}, cfg.Limits.LargeWebhookReads),
+		largeBy:    make(map[string]bool),
 		stalls:     map[string]chan struct{}{MergeGateSweeper().Name: make(chan struct{}, 1), ForgeBoardSync().Name: make(chan struct{}, 1)},
 	}
 	backingOff := prometheus.NewGauge(prometheus.GaugeOpts{

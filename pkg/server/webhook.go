@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -38,8 +39,11 @@ const (
 var (
 	// errBadSignature: the body does not match X-Hub-Signature-256.
 	errBadSignature = errors.New("server: webhook signature does not match")
-	// errBusy: every large-read slot is taken.
+	// errBusy: every large-read slot is taken, or the remote address
+	// already holds one.
 	errBusy = errors.New("server: too many large webhook bodies in flight")
+	// errTooSlow: a large body fell behind Limits.MinWebhookBodyRate.
+	errTooSlow = errors.New("server: webhook body arrives too slowly")
 )
 
 // postWebhook is POST /webhooks/github: 404 when no secret is configured;
@@ -173,8 +177,10 @@ func parseSignature(header string) ([]byte, error) {
 // readSigned reads r's body, at most MaxWebhookBodyBytes, through an
 // HMAC-SHA256 of the webhook secret and returns it when it matches want.
 // A body over smallWebhookBody (or of unknown length) takes a large-read
-// slot (errBusy when none is free) and is spooled to a temporary file, so
-// an unsigned large body costs disk for a moment, never memory.
+// slot (takeLargeSlot; errBusy when it gets none), must arrive at
+// Limits.MinWebhookBodyRate (errTooSlow when it falls behind), and is
+// spooled to a temporary file, so an unsigned large body costs disk for a
+// moment, never memory.
 func (s *Server) readSigned(w http.ResponseWriter, r *http.Request, want []byte) ([]byte, error) {
 	body := http.MaxBytesReader(w, r.Body, MaxWebhookBodyBytes)
 	mac := hmac.New(sha256.New, []byte(s.cfg.WebhookSecret))
@@ -188,19 +194,20 @@ func (s *Server) readSigned(w http.ResponseWriter, r *http.Request, want []byte)
 		}
 		return b, nil
 	}
-	select {
-	case s.largeReads <- struct{}{}:
-		defer func() { <-s.largeReads }()
-	default:
-		return nil, errBusy
+	release, err := s.takeLargeSlot(r)
+	if err != nil {
+		return nil, err
 	}
+	defer release()
+	paced := &minRateReader{r: body, rc: http.NewResponseController(w), start: time.Now(),
+		rate: s.cfg.Limits.MinWebhookBodyRate, grace: s.cfg.Limits.SlowBodyGrace}
 	f, err := os.CreateTemp("", "iterion-webhook-*")
 	if err != nil {
 		return nil, fmt.Errorf("%w: spool: %w", errBusy, err)
 	}
 	defer os.Remove(f.Name())
 	defer f.Close()
-	if _, err := io.Copy(io.MultiWriter(f, mac), body); err != nil {
+	if _, err := io.Copy(io.MultiWriter(f, mac), paced); err != nil {
 		return nil, err
 	}
 	if !hmac.Equal(mac.Sum(nil), want) {
@@ -212,6 +219,68 @@ func (s *Server) readSigned(w http.ResponseWriter, r *http.Request, want []byte)
 	return io.ReadAll(f) // signed by GitHub, at most 25 MB
 }
 
+// takeLargeSlot takes a large-read slot for r and returns its release.
+// Slots are shared by remote address: an address holding one gets errBusy
+// at once, so a client without the secret holds at most one, whatever
+// number of connections it opens; another address waits up to
+// Limits.SlowBodyGrace for a slot, which a slow body frees within about as
+// long (minRateReader), before errBusy.
+func (s *Server) takeLargeSlot(r *http.Request) (release func(), err error) {
+	addr := r.RemoteAddr
+	if host, _, err := net.SplitHostPort(addr); err == nil {
+		addr = host
+	}
+	s.largeMu.Lock()
+	if s.largeBy[addr] {
+		s.largeMu.Unlock()
+		return nil, fmt.Errorf("%w: %s is sending one already", errBusy, addr)
+	}
+	s.largeBy[addr] = true
+	s.largeMu.Unlock()
+	drop := func() {
+		s.largeMu.Lock()
+		delete(s.largeBy, addr)
+		s.largeMu.Unlock()
+	}
+	t := time.NewTimer(s.cfg.Limits.SlowBodyGrace)
+	defer t.Stop()
+	select {
+	case s.largeReads <- struct{}{}:
+		return func() { <-s.largeReads; drop() }, nil
+	case <-t.C:
+	case <-r.Context().Done():
+	}
+	drop()
+	return nil, errBusy
+}
+
+// minRateReader reads a large webhook body and cuts it off (errTooSlow)
+// when it falls behind rate: the bytes read so far and the next buffer
+// must have arrived grace plus their size at rate after start. It moves
+// the connection's read deadline before each read, so a client that sends
+// nothing at all is cut off too.
+type minRateReader struct {
+	r     io.Reader
+	rc    *http.ResponseController
+	start time.Time
+	n     int64
+	rate  int64
+	grace time.Duration
+}
+
+func (m *minRateReader) Read(p []byte) (int, error) {
+	due := m.start.Add(m.grace + time.Duration(float64(m.n+int64(len(p)))/float64(m.rate)*float64(time.Second)))
+	// An error means the connection has no deadlines (HTTP/2 without
+	// support, a test recorder): ReadTimeout still bounds the read.
+	_ = m.rc.SetReadDeadline(due)
+	n, err := m.r.Read(p)
+	m.n += int64(n)
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		err = fmt.Errorf("%w: %d bytes in %v, want at least %d bytes/s after %v", errTooSlow, m.n, time.Since(m.start).Round(time.Millisecond), m.rate, m.grace)
+	}
+	return n, err
+}
+
 // refuseBody answers a webhook body readSigned did not return.
 func (s *Server) refuseBody(w http.ResponseWriter, err error) {
 	switch {
@@ -220,6 +289,9 @@ func (s *Server) refuseBody(w http.ResponseWriter, err error) {
 	case errors.Is(err, errBusy):
 		s.log.Warn("webhook: body not read", "err", err)
 		s.unavailable(w, "too many large webhook bodies in flight; redeliver")
+	case errors.Is(err, errTooSlow):
+		s.log.Warn("webhook: body cut off", "err", err)
+		writeError(w, http.StatusRequestTimeout, err.Error())
 	default:
 		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
 			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("body over GitHub's cap of %d bytes", MaxWebhookBodyBytes))
