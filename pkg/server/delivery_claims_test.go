@@ -14,7 +14,6 @@ import (
 	"iterion.dev/iterion/pkg/delivery"
 	"iterion.dev/iterion/pkg/forge/forgesim"
 	"iterion.dev/iterion/pkg/gaterun"
-	"iterion.dev/iterion/pkg/lease/mongolease"
 	"iterion.dev/iterion/pkg/server"
 )
 
@@ -63,19 +62,8 @@ var freezePoints = []freezePoint{
 // deliveries each meet a freeze point drawn at random (every point at
 // least once), then are redelivered until one answer is 200.
 func TestNoRedeliveryIsLost(t *testing.T) {
-	ms := mongotest.NewServer(t)
-	db := ms.DB(t)
-	runs, err := gaterun.NewMongoStore(context.Background(), db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	deliveries, err := delivery.NewMongoStore(context.Background(), db)
-	if err != nil {
-		t.Fatal(err)
-	}
 	clock := &manualClock{now: time.Now()}
-	f := newHTTPFixture(t, func(c *server.Config) {
-		c.Runs, c.Deliveries, c.Leases = runs, deliveries, mongolease.NewStore(db)
+	f, ms, runs := mongoFixture(t, func(c *server.Config) {
 		c.StoreTimeout, c.OfferTimeout, c.Now = 300*time.Millisecond, 5*time.Second, clock.Now
 	})
 	if _, err := runs.Put(context.Background(), gateRun(12, headSHA, gaterun.VerdictSuccess), clock.Now()); err != nil {
@@ -98,7 +86,19 @@ func TestNoRedeliveryIsLost(t *testing.T) {
 			release = func() { <-d.Done() }
 		} else {
 			h := ms.Proxy().Hold(match)
-			release = func() { h.Release(); <-h.Done() }
+			release = func() {
+				h.Release()
+				select {
+				case <-h.Arrived():
+					select {
+					case <-h.Done():
+					case <-time.After(10 * time.Second): // a safety net, not a timing rule
+						t.Errorf("%s (%s): the held command was never answered after its release", id, fp.name)
+					}
+				default:
+					t.Errorf("%s (%s): the held command never arrived: the freeze point is not on this delivery's path", id, fp.name)
+				}
+			}
 		}
 		code, body := f.postDelivery(t, id)
 		release() // a held command lands now, after its request gave up on it

@@ -17,8 +17,6 @@ import (
 	"testing/synctest"
 	"time"
 
-	"go.mongodb.org/mongo-driver/v2/mongo"
-
 	"iterion.dev/iterion/internal/testing/forgetest"
 	"iterion.dev/iterion/internal/testing/mongotest"
 	"iterion.dev/iterion/pkg/delivery"
@@ -274,9 +272,10 @@ func TestReplayedDeliveryIsAcknowledgedNotProcessed(t *testing.T) {
 	}
 }
 
-// frozenMongo is a Mongo-backed fixture whose proxy holds every command on
-// the named collection until the test ends.
-func frozenMongo(t *testing.T, collection string) (*httpFixture, *mongo.Database) {
+// mongoFixture is an httpFixture whose runs, deliveries and leases are on
+// a dedicated Mongo test server, whose proxy injects faults; it returns
+// the server and the run store. opts apply after the stores are set.
+func mongoFixture(t *testing.T, opts ...func(*server.Config)) (*httpFixture, *mongotest.Server, gaterun.Store) {
 	t.Helper()
 	ms := mongotest.NewServer(t)
 	db := ms.DB(t)
@@ -288,13 +287,20 @@ func frozenMongo(t *testing.T, collection string) (*httpFixture, *mongo.Database
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := newHTTPFixture(t, func(c *server.Config) {
+	f := newHTTPFixture(t, append([]func(*server.Config){func(c *server.Config) {
 		c.Runs, c.Deliveries, c.Leases = runs, deliveries, mongolease.NewStore(db)
-		c.StoreTimeout = 200 * time.Millisecond
-	})
+	}}, opts...)...)
+	return f, ms, runs
+}
+
+// frozenMongo is a Mongo-backed fixture whose proxy holds every command on
+// the named collection until the test ends.
+func frozenMongo(t *testing.T, collection string) *httpFixture {
+	t.Helper()
+	f, ms, _ := mongoFixture(t, func(c *server.Config) { c.StoreTimeout = 200 * time.Millisecond })
 	hold := ms.Proxy().Hold(func(c mongotest.Command) bool { return c.Collection == collection })
 	t.Cleanup(hold.Release)
-	return f, db
+	return f
 }
 
 func TestFrozenStoreAnswers503WithRetryAfter(t *testing.T) {
@@ -315,7 +321,7 @@ func TestFrozenStoreAnswers503WithRetryAfter(t *testing.T) {
 			"X-Hub-Signature-256": sign(webhookSecret, pullClosed), "X-GitHub-Delivery": "guid-frozen"}, pullClosed},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			f, _ := frozenMongo(t, c.collection)
+			f := frozenMongo(t, c.collection)
 			req, err := http.NewRequest(c.method, f.url+c.path, strings.NewReader(c.body))
 			if err != nil {
 				t.Fatal(err)
@@ -348,7 +354,7 @@ func TestFrozenStoreAnswers503WithRetryAfter(t *testing.T) {
 func TestReadyzFailsWhileTheStoresDoNotAnswer(t *testing.T) {
 	for _, collection := range []string{gaterun.Collection, "leases"} {
 		t.Run(collection+" frozen", func(t *testing.T) {
-			f, _ := frozenMongo(t, collection)
+			f := frozenMongo(t, collection)
 			resp, err := http.Get(f.url + "/readyz")
 			if err != nil {
 				t.Fatal(err)
