@@ -2,8 +2,8 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -12,10 +12,20 @@ import (
 	"iterion.dev/iterion/cmd/iterion/internal/harness"
 )
 
+// benchHelp is bench's -h.
+var benchHelp = help{
+	usage: "iterion bench [flags]",
+	about: "Builds iterion and dev-mongo, starts real replica processes against the forge\n" +
+		"simulator and MongoDB, and measures the forge cost per replica count, the\n" +
+		"takeovers, the faults, the budget, the load and the scale scenarios. It prints\n" +
+		"its figures as markdown for docs/benchmarks.md. It takes tens of minutes.",
+	example: "iterion bench --scenarios cost,takeover -n 1,3 --out bench.md",
+}
+
 // runBench runs the multi-process harness in full mode and prints its
-// figures as a markdown block for BENCHMARKS.md.
-func runBench(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+// figures as a markdown block for docs/benchmarks.md.
+func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("bench", benchHelp, stderr)
 	var o harness.Options
 	ns := fs.String("n", "1,3,10", "replica counts of the cost scenario, comma-separated")
 	scen := fs.String("scenarios", strings.Join(harness.Scenarios(), ","), "scenarios to run, comma-separated")
@@ -37,25 +47,25 @@ func runBench(ctx context.Context, args []string) error {
 	fs.StringVar(&o.Bin, "bin", "", "a built iterion binary (default: build ./cmd/iterion of the enclosing module)")
 	fs.StringVar(&o.DevMongoBin, "dev-mongo-bin", "", "a built dev-mongo binary (default: build ./cmd/dev-mongo of the enclosing module)")
 	fs.StringVar(&o.Dir, "dir", "", "keep logs and Mongo's files here (default: a temporary directory, removed on success)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	var err error
 	if o.Ns, err = ints("-n", *ns); err != nil {
-		return err
+		return usageError{err}
 	}
 	if o.ScaleRuns, err = ints("--scale-runs", *scaleRuns); err != nil {
-		return err
+		return usageError{err}
 	}
 	if o.ScaleReplicas, err = ints("--scale-replicas", *scaleReplicas); err != nil {
-		return err
+		return usageError{err}
 	}
 	o.Scenarios = strings.Split(*scen, ",")
-	o.Progress = os.Stderr
+	o.Progress = stderr
 	rep, err := harness.Run(ctx, o)
 	if rep != nil {
 		md := rep.Markdown("go run ./cmd/iterion bench " + strings.Join(args, " "))
-		fmt.Print(md)
+		fmt.Fprint(stdout, md)
 		if *out != "" {
 			if werr := os.WriteFile(*out, []byte(md), 0o644); werr != nil && err == nil {
 				err = werr

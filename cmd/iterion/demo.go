@@ -2,17 +2,28 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
+	"io"
 	"os"
+	"path/filepath"
 
 	"iterion.dev/iterion/cmd/iterion/internal/demo"
 )
 
+// demoHelp is demo's -h.
+var demoHelp = help{
+	usage: "iterion demo [flags]",
+	about: "Runs N replicas of the server in this process, with an in-memory lease store\n" +
+		"and the forge simulator, through four phases: every replica sweeps, the lease\n" +
+		"elects one, the leader stops cleanly, the leader crashes. It prints a table of\n" +
+		"the forge requests per phase; --report also writes it as an HTML page.",
+	example: "iterion demo --report demo.html",
+}
+
 // runDemo runs the in-process demo: N replicas, an in-memory lease store and
 // the forge simulator, four phases, a table and optionally an HTML report.
-func runDemo(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("demo", demoHelp, stderr)
 	var cfg demo.Config
 	fs.IntVar(&cfg.Replicas, "replicas", 5, "replicas to run in this process")
 	fs.DurationVar(&cfg.Interval, "interval", 0, "sweep and board sync interval (default 200ms); each lease's TTL is 3 intervals, its retry 1")
@@ -20,33 +31,46 @@ func runDemo(ctx context.Context, args []string) error {
 	fs.IntVar(&cfg.Runs, "runs", 0, "gating runs to seed (default 10)")
 	fs.IntVar(&cfg.Issues, "issues", 0, "issues to seed for the board sync (default 10)")
 	report := fs.String("report", "", "write a self-contained HTML report with a chart to this file")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	}
-	cfg.Out = os.Stdout
+	cfg.Out = stdout
 	res, err := demo.Run(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	fmt.Println()
-	fmt.Print(res.Table())
+	fmt.Fprintln(stdout)
+	fmt.Fprint(stdout, res.Table())
 	if *report == "" {
+		fmt.Fprintln(stdout, reportHint)
 		return nil
 	}
-	f, err := os.Create(*report)
+	path, err := writeReport(res, *report)
 	if err != nil {
 		return fmt.Errorf("--report %q: %w", *report, err)
 	}
+	fmt.Fprintf(stdout, "\nreport: %s (open it in a browser)\n", path)
+	return nil
+}
+
+// reportHint ends the demo's output when it wrote no report: how to get one.
+const reportHint = "\nFor the HTML report, with a chart of each replica's forge requests through the\n" +
+	"phases, run again with --report FILE: iterion demo --report demo.html"
+
+// writeReport writes res's HTML report to the file name and returns its
+// absolute path.
+func writeReport(res *demo.Result, name string) (string, error) {
+	path, err := filepath.Abs(name)
+	if err != nil {
+		return "", err
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return "", err
+	}
 	if err := res.WriteReport(f); err != nil {
 		f.Close()
-		return fmt.Errorf("--report %q: %w", *report, err)
+		return "", err
 	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("--report %q: %w", *report, err)
-	}
-	fmt.Printf("report: %s\n", *report)
-	return nil
+	return path, f.Close()
 }

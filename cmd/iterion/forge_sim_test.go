@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -61,11 +62,104 @@ func TestForgeSimPrintsItsURLAndStopsOnCancel(t *testing.T) {
 }
 
 func TestForgeSimRejectsBadFlags(t *testing.T) {
-	for _, args := range [][]string{{"--budget", "-1"}, {"--token-ttl", "0s"}, {"--minute", "0s"}, {"--listen", "nonsense"}} {
+	for _, args := range [][]string{{"--budget", "-1"}, {"--token-ttl", "0s"}, {"--minute", "0s"}, {"--listen", "nonsense"},
+		{"--latency-timeouts", "0.7"}, {"--latency-rest", "-1s", "--latency"}, {"--latency-502-share", "2", "--latency"},
+		{"--graphql-limit-answer", "204"}, {"--installation-repos", "-1"}, {"--installations", "-1"},
+		{"--repos-per-installation", "2"}, {"--webhook-url", "ftp://x"}, {"--app-id", "-1"}} {
 		if err := serveForgeSim(context.Background(), args, io.Discard, io.Discard); err == nil {
 			t.Errorf("forge-sim %v: got no error, want one naming the flag", args)
 		} else if !strings.Contains(err.Error(), strings.TrimPrefix(args[0], "--")) {
 			t.Errorf("forge-sim %v: got %v, want it to name %s", args, err, args[0])
 		}
 	}
+}
+
+func TestForgeSimFlagsTurnTheLatencyModelAndInstallationScalingOn(t *testing.T) {
+	url, stop := startForgeSim(t, "--latency", "--latency-rest", "300ms", "--latency-timeouts", "0",
+		"--minute", "600ms", "--installation-repos", "30")
+	claims := base64.RawURLEncoding.EncodeToString([]byte(`{"iss":"1"}`))
+	req, _ := http.NewRequest("POST", url+"/app/installations/7/access_tokens", nil)
+	req.Header.Set("Authorization", "Bearer e30."+claims+".sig")
+	var minted struct{ Token string }
+	if err := doJSON(req, &minted); err != nil || minted.Token == "" {
+		t.Fatalf("minting an installation token: got %+v, %v", minted, err)
+	}
+	req, _ = http.NewRequest("GET", url+"/repos/acme/app/pulls/1", nil)
+	req.Header.Set("Authorization", "token "+minted.Token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if got := resp.Header.Get("X-Ratelimit-Limit"); got != "5500" {
+		t.Errorf("an installation's budget: got %s, want 5500: --installation-repos 30 scales it by 50 a repository over 20", got)
+	}
+	var stats struct {
+		Requests []struct {
+			Route   string
+			Seconds float64
+		}
+	}
+	st, _ := http.NewRequest("GET", url+"/_sim/stats", nil)
+	if err := doJSON(st, &stats); err != nil || len(stats.Requests) != 2 {
+		t.Fatalf("stats: got %+v, %v, want the mint and the read", stats.Requests, err)
+	}
+	for _, rc := range stats.Requests {
+		if rc.Seconds != 0.3 {
+			t.Errorf("stats of %s: got %v s, want 0.3 s: --latency turns the model on, --latency-rest sets a REST answer's time", rc.Route, rc.Seconds)
+		}
+	}
+	stop()
+}
+
+func TestForgeSimStartsWithTheInstallationsItIsGiven(t *testing.T) {
+	url, stop := startForgeSim(t, "--installations", "3", "--repos-per-installation", "2")
+	var got []struct {
+		ID           int64
+		Account      string
+		Repositories []string
+	}
+	req, _ := http.NewRequest("GET", url+"/_sim/installations", nil)
+	if err := doJSON(req, &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 3 || got[1].ID != 2 || got[1].Account != "org-2" || strings.Join(got[1].Repositories, ",") != "org-2/repo-1,org-2/repo-2" {
+		t.Fatalf("installations: got %+v, want 1..3, installation i on org-<i> owning org-<i>/repo-1 and org-<i>/repo-2", got)
+	}
+	stop()
+}
+
+// startForgeSim runs forge-sim with args until stop, which fails the test
+// unless it then stops cleanly, and returns the URL it printed.
+func startForgeSim(t *testing.T, args ...string) (url string, stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	out, w := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- serveForgeSim(ctx, args, w, io.Discard)
+		w.Close()
+	}()
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		t.Fatalf("reading the URL line: %v", err)
+	}
+	return strings.TrimSpace(line), func() {
+		t.Helper()
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatalf("after cancel: got %v, want a clean stop", err)
+		}
+	}
+}
+
+// doJSON sends req and decodes its JSON answer into v.
+func doJSON(req *http.Request, v any) error {
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	return json.NewDecoder(resp.Body).Decode(v)
 }

@@ -19,8 +19,19 @@ import (
 
 // runLeases lists the leases of a deployment's store, or, as
 // "leases release NAME --owner OWNER", forces a hand-over.
-func runLeases(ctx context.Context, args []string) error {
-	return leases(ctx, args, os.Getenv, os.Stdout, os.Stderr, time.Now)
+func runLeases(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	return leases(ctx, args, os.Getenv, stdout, stderr, time.Now)
+}
+
+// leasesHelp is leases' -h.
+var leasesHelp = help{
+	usage: "iterion leases --mongo-uri URI [--json]\n       iterion leases release NAME --owner OWNER --mongo-uri URI",
+	about: "Lists the leases in a deployment's MongoDB: each net's holder and when its\n" +
+		"lease expires. \"release\" takes a lease from its holder, which steps down at\n" +
+		"its next renewal; another replica is elected within one retry: a forced\n" +
+		"hand-over.",
+	example: "iterion leases --mongo-uri mongodb://db:27017/\n" +
+		"iterion leases release merge-gate-sweeper --owner iterion-0-a1b2 --mongo-uri mongodb://db:27017/\n",
 }
 
 // leaseRow is one lease as `iterion leases --json` prints it.
@@ -37,8 +48,7 @@ func leases(ctx context.Context, args []string, getenv func(string) string, stdo
 	if release {
 		args = args[1:]
 	}
-	fs := flag.NewFlagSet("leases", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("leases", leasesHelp, stderr)
 	mongoURI := fs.String("mongo-uri", getenv("ITERION_MONGO_URI"), "MongoDB URI of the lease store [$ITERION_MONGO_URI]")
 	mongoDB := fs.String("mongo-db", "iterion", "MongoDB database name [$ITERION_MONGO_DB]")
 	if v := getenv("ITERION_MONGO_DB"); v != "" {
@@ -46,32 +56,28 @@ func leases(ctx context.Context, args []string, getenv func(string) string, stdo
 	}
 	asJSON := fs.Bool("json", false, "print JSON: [{name, owner, expires, expired}]")
 	owner := fs.String("owner", "", "release: the owner the lease is released from (required)")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: iterion leases --mongo-uri URI [--json]\n       iterion leases release NAME --owner OWNER --mongo-uri URI")
-		fs.PrintDefaults()
-	}
 	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
 		return nil // -h printed the usage
 	} else if err != nil {
-		return err
+		return usageError{err}
 	}
 	var name string
 	if release && fs.NArg() > 0 {
 		// NAME may come before the flags: parse what follows it too.
 		name = fs.Arg(0)
 		if err := fs.Parse(fs.Args()[1:]); err != nil {
-			return err
+			return usageError{err}
 		}
 	}
 	switch {
 	case fs.NArg() > 0:
-		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+		return usageError{fmt.Errorf("unexpected argument %q", fs.Arg(0))}
 	case *mongoURI == "":
-		return errors.New("--mongo-uri (ITERION_MONGO_URI) is required: leases live in the deployment's MongoDB")
+		return usageError{errors.New("--mongo-uri (ITERION_MONGO_URI) is required: leases live in the deployment's MongoDB")}
 	case release && strings.TrimSpace(name) == "":
-		return errors.New("release: the lease NAME is required: iterion leases release NAME --owner OWNER")
+		return usageError{errors.New("release: the lease NAME is required: iterion leases release NAME --owner OWNER")}
 	case release && strings.TrimSpace(*owner) == "":
-		return errors.New("release: --owner is required: the holder the lease is taken from")
+		return usageError{errors.New("release: --owner is required: the holder the lease is taken from")}
 	}
 	client, db, err := connectMongo(ctx, *mongoURI, *mongoDB)
 	if err != nil {

@@ -30,8 +30,28 @@ import (
 
 // runServe runs one replica of the merge-gate server until ctx is cancelled
 // (SIGINT or SIGTERM), then shuts down gracefully and returns nil.
-func runServe(ctx context.Context, args []string) error {
-	return serve(ctx, args, os.Getenv, os.Stderr)
+func runServe(ctx context.Context, args []string, _, stderr io.Writer) error {
+	return serve(ctx, args, os.Getenv, stderr)
+}
+
+// serveHelp is serve's -h: its flags by group, the measurement-only ones
+// last.
+var serveHelp = help{
+	usage: "iterion serve --api-token TOKEN (--forge-token TOKEN | --github-app-*) [flags]",
+	about: "Runs one replica of the merge-gate server: the HTTP API, webhooks, /metrics,\n" +
+		"/healthz and /leases, and the elected nets (the merge-gate sweeper, and the\n" +
+		"forge board sync with --board-repos), each under its lease. Replicas sharing\n" +
+		"--mongo-uri elect one of them per net. Every flag has an ITERION_* twin.",
+	example: "ITERION_API_TOKEN=secret ITERION_FORGE_TOKEN=ghp_... \\\n" +
+		"  iterion serve --mongo-uri mongodb://db:27017/?replicaSet=rs0 --board-repos acme/app\n",
+	groups: []flagGroup{
+		{"server", []string{"listen", "api-token", "api-token-file", "webhook-secret", "webhook-secret-file", "log-format", "log-level"}},
+		{"stores", []string{"mongo-uri", "mongo-db", "store-timeout", "delivery-window"}},
+		{"forge", []string{"forge-url", "forge-token", "forge-token-file", "github-app-id", "github-installation-id", "github-private-key-file", "forge-etag-cache"}},
+		{"elected nets", []string{"sweep-interval", "board-repos", "board-interval"}},
+		{"HTTP limits", []string{"read-header-timeout", "read-timeout", "write-timeout", "idle-timeout", "max-header-bytes", "max-run-body-bytes", "large-webhook-reads"}},
+		{"for comparison measurements only, never in production", []string{"no-lease", "sweep-mode"}},
+	},
 }
 
 // serveConfig is iterion serve's configuration, from flags and their
@@ -95,8 +115,8 @@ func serveFlags(fs *flag.FlagSet, c *serveConfig) (envOf map[string]string) {
 		return nil
 	})
 	fs.DurationVar(&c.boardInterval, "board-interval", board.DefaultInterval, "forge board sync interval; its lease's TTL is 3 intervals, its retry 1")
-	fs.BoolVar(&c.noLease, "no-lease", false, "FOR COMPARISON MEASUREMENTS ONLY: sweep on every replica without a lease, as before ADR-117 (the forge cost scales with replicas)")
-	fs.StringVar(&c.sweepMode, "sweep-mode", string(server.SweepBatch), "FOR COMPARISON MEASUREMENTS ONLY: rest sweeps with two REST reads per run, as before issue 11 (the forge cost grows with open runs); batch: one GraphQL query per 100 runs")
+	fs.BoolVar(&c.noLease, "no-lease", false, "run every elected net on this replica without a lease (the forge cost scales with replicas)")
+	fs.StringVar(&c.sweepMode, "sweep-mode", string(server.SweepBatch), "batch: one GraphQL query per 100 runs; rest: two REST reads per run, the per-run sweep the batched one replaced (the forge cost grows with open runs)")
 	fs.DurationVar(&c.forgeTimeout, "forge-timeout", 0, "deadline of each forge request; 0: GitHub's own 10 s request limit plus 5 s, at most a quarter of the shortest net interval")
 	fs.IntVar(&c.etagCache, "forge-etag-cache", 0, "forge ETag cache bound in bytes of cached answers; 0: the default (64 MiB), negative: off")
 	fs.StringVar(&c.apiTokenFile, "api-token-file", "", "file holding the bearer token of POST /api/runs (instead of --api-token, which ps shows)")
@@ -127,34 +147,31 @@ func serveFlags(fs *flag.FlagSet, c *serveConfig) (envOf map[string]string) {
 }
 
 // parseServe reads serve's flags, then the environment twin of each flag
-// not given on the command line, and validates the result. Errors name the
-// flag (and the variable, when the value came from it).
+// not given on the command line, and validates the result. A flag that does
+// not parse stops there; otherwise the error lists every missing or invalid
+// setting, each naming its flag (and the variable, when the value came from
+// it). Every error but flag.ErrHelp is a usageError.
 func parseServe(args []string, getenv func(string) string, stderr io.Writer) (serveConfig, error) {
 	var c serveConfig
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("serve", serveHelp, stderr)
 	envOf := serveFlags(fs, &c)
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return c, err
-	}
-	if fs.NArg() > 0 {
-		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
-	var err error
+	var bad settingsError
 	fs.VisitAll(func(f *flag.Flag) {
 		v := getenv(envOf[f.Name])
-		if err != nil || given[f.Name] || v == "" {
+		if given[f.Name] || v == "" {
 			return
 		}
-		if serr := fs.Set(f.Name, v); serr != nil {
-			err = fmt.Errorf("$%s (--%s) %q: %w", envOf[f.Name], f.Name, v, serr)
+		def := f.Value.String()
+		if err := fs.Set(f.Name, v); err != nil {
+			bad = append(bad, fmt.Errorf("$%s (--%s) %q: %w", envOf[f.Name], f.Name, v, err))
+			_ = f.Value.Set(def) // a failed Set may have zeroed it: report the variable, not the zero too
 		}
 	})
-	if err != nil {
-		return c, err
-	}
 	for _, sf := range []struct {
 		flag   string
 		secret *string
@@ -169,15 +186,39 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 			continue
 		}
 		if *sf.secret != "" {
-			return c, fmt.Errorf("--%s (%s) and --%s-file (%s_FILE) are both set: choose one",
-				sf.flag, envOf[sf.flag], sf.flag, envOf[sf.flag])
+			bad = append(bad, fmt.Errorf("--%s (%s) and --%s-file (%s_FILE) are both set: choose one",
+				sf.flag, envOf[sf.flag], sf.flag, envOf[sf.flag]))
+			continue
 		}
+		var err error
 		if *sf.secret, err = readSecretFile(sf.file); err != nil {
-			return c, fmt.Errorf("--%s-file: %w", sf.flag, err)
+			bad = append(bad, fmt.Errorf("--%s-file: %w", sf.flag, err))
 		}
 	}
-	return c, c.validate()
+	bad = append(bad, c.validate()...)
+	if len(bad) > 0 {
+		return c, usageError{bad}
+	}
+	return c, nil
 }
+
+// settingsError lists every missing or invalid setting of serve, each
+// naming its flag.
+type settingsError []error
+
+func (e settingsError) Error() string {
+	if len(e) == 1 {
+		return e[0].Error()
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d settings are missing or invalid:", len(e))
+	for _, err := range e {
+		b.WriteString("\n  " + err.Error())
+	}
+	return b.String()
+}
+
+func (e settingsError) Unwrap() []error { return e }
 
 // readSecretFile returns the secret in path without its trailing newline,
 // as a Kubernetes secret volume or an editor leaves it. An empty secret is
@@ -194,42 +235,61 @@ func readSecretFile(path string) (string, error) {
 	return secret, nil
 }
 
-// validate checks the configuration once, at start, naming the flag.
-func (c serveConfig) validate() error {
+// validate checks the configuration once, at start, and returns every
+// problem, each naming its flag. A secret whose file is set is not
+// reported missing: reading the file reports it.
+func (c serveConfig) validate() []error {
+	var bad []error
+	add := func(format string, a ...any) { bad = append(bad, fmt.Errorf(format, a...)) }
+	if strings.TrimSpace(c.apiToken) == "" && c.apiTokenFile == "" {
+		add("--api-token (ITERION_API_TOKEN) is required: POST /api/runs needs it")
+	}
 	app := c.appID != 0 || c.installationID != 0 || c.privateKeyFile != ""
+	if c.pagesToken != "" && strings.TrimSpace(c.pagesToken) == "" {
+		add("--pages-token (ITERION_PAGES_TOKEN) is blank: give a token or none")
+	}
+	if (c.pagesToken != "" || c.pagesTokenFile != "") && c.publicPages {
+		add("--pages-token and --public-pages are both set: choose one")
+	}
 	switch {
-	case strings.TrimSpace(c.apiToken) == "":
-		return errors.New("--api-token (ITERION_API_TOKEN) is required: POST /api/runs needs it")
-	case c.pagesToken != "" && strings.TrimSpace(c.pagesToken) == "":
-		return errors.New("--pages-token (ITERION_PAGES_TOKEN) is blank: give a token or none")
-	case c.pagesToken != "" && c.publicPages:
-		return errors.New("--pages-token and --public-pages are both set: choose one")
 	case c.forgeToken != "" && app:
-		return errors.New("--forge-token and --github-app-* are both set: choose one forge credential")
-	case !app && c.forgeToken == "":
-		return errors.New("--forge-token, or --github-app-id with --github-installation-id and --github-private-key-file, is required")
-	case app && c.appID <= 0:
-		return fmt.Errorf("--github-app-id %d: want a positive App id", c.appID)
-	case app && c.installationID <= 0:
-		return fmt.Errorf("--github-installation-id %d: want a positive installation id", c.installationID)
-	case app && c.privateKeyFile == "":
-		return errors.New("--github-private-key-file is required with --github-app-id")
-	case c.sweepInterval < lease.MinTTL:
-		return fmt.Errorf("--sweep-interval %v: want at least %v", c.sweepInterval, lease.MinTTL)
-	case c.boardInterval < lease.MinTTL:
-		return fmt.Errorf("--board-interval %v: want at least %v", c.boardInterval, lease.MinTTL)
-	case c.sweepMode != string(server.SweepBatch) && c.sweepMode != string(server.SweepREST):
-		return fmt.Errorf("--sweep-mode %q: want batch or rest", c.sweepMode)
-	case c.logFormat != "json" && c.logFormat != "text":
-		return fmt.Errorf("--log-format %q: want json or text", c.logFormat)
-	case c.mongoURI != "" && strings.TrimSpace(c.mongoDB) == "":
-		return fmt.Errorf("--mongo-db %q: want a database name", c.mongoDB)
-	case c.storeTimeout <= 0:
-		return fmt.Errorf("--store-timeout %v: want a positive duration", c.storeTimeout)
-	case c.forgeTimeout < 0:
-		return fmt.Errorf("--forge-timeout %v: want a positive duration, or 0 for the default", c.forgeTimeout)
-	case c.deliveryWindow <= 0:
-		return fmt.Errorf("--delivery-window %v: want a positive duration", c.deliveryWindow)
+		add("--forge-token and --github-app-* are both set: choose one forge credential")
+	case !app && c.forgeToken == "" && c.forgeTokenFile == "":
+		add("--forge-token, or --github-app-id with --github-installation-id and --github-private-key-file, is required")
+	case app:
+		if c.appID <= 0 {
+			add("--github-app-id %d: want a positive App id", c.appID)
+		}
+		if c.installationID <= 0 {
+			add("--github-installation-id %d: want a positive installation id", c.installationID)
+		}
+		if c.privateKeyFile == "" {
+			add("--github-private-key-file is required with --github-app-id")
+		}
+	}
+	if c.sweepInterval < lease.MinTTL {
+		add("--sweep-interval %v: want at least %v", c.sweepInterval, lease.MinTTL)
+	}
+	if c.boardInterval < lease.MinTTL {
+		add("--board-interval %v: want at least %v", c.boardInterval, lease.MinTTL)
+	}
+	if c.sweepMode != string(server.SweepBatch) && c.sweepMode != string(server.SweepREST) {
+		add("--sweep-mode %q: want batch or rest", c.sweepMode)
+	}
+	if c.logFormat != "json" && c.logFormat != "text" {
+		add("--log-format %q: want json or text", c.logFormat)
+	}
+	if c.mongoURI != "" && strings.TrimSpace(c.mongoDB) == "" {
+		add("--mongo-db %q: want a database name", c.mongoDB)
+	}
+	if c.storeTimeout <= 0 {
+		add("--store-timeout %v: want a positive duration", c.storeTimeout)
+	}
+	if c.deliveryWindow <= 0 {
+		add("--delivery-window %v: want a positive duration", c.deliveryWindow)
+	}
+	if c.forgeTimeout < 0 {
+		add("--forge-timeout %v: want a positive duration, or 0 for the default", c.forgeTimeout)
 	}
 	for _, l := range []struct {
 		flag string
@@ -242,27 +302,27 @@ func (c serveConfig) validate() error {
 		{"min-webhook-body-rate", c.limits.MinWebhookBodyRate}, {"slow-body-grace", int64(c.limits.SlowBodyGrace)},
 	} {
 		if l.v <= 0 {
-			return fmt.Errorf("--%s %s: want a positive value", l.flag, strconv.FormatInt(l.v, 10))
+			add("--%s %s: want a positive value", l.flag, strconv.FormatInt(l.v, 10))
 		}
 	}
-	if c.limits.WriteTimeout <= c.storeTimeout {
-		return fmt.Errorf("--write-timeout %v: want more than --store-timeout %v, or a slow store cuts the 503 off", c.limits.WriteTimeout, c.storeTimeout)
+	if c.storeTimeout > 0 && c.limits.WriteTimeout > 0 && c.limits.WriteTimeout <= c.storeTimeout {
+		add("--write-timeout %v: want more than --store-timeout %v, or a slow store cuts the 503 off", c.limits.WriteTimeout, c.storeTimeout)
 	}
 	for _, r := range c.boardRepos {
 		if _, _, err := forge.ParseRepo(r); err != nil {
-			return fmt.Errorf("--board-repos entry %q: want owner/name: %w", r, err)
+			add("--board-repos entry %q: want owner/name: %w", r, err)
 		}
 	}
 	if c.forgeURL != "" {
 		u, err := url.Parse(c.forgeURL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return fmt.Errorf("--forge-url %q: want an absolute http(s) URL", c.forgeURL)
+			add("--forge-url %q: want an absolute http(s) URL", c.forgeURL)
 		}
 	}
 	if c.mongoURI != "" && !strings.HasPrefix(c.mongoURI, "mongodb://") && !strings.HasPrefix(c.mongoURI, "mongodb+srv://") {
-		return fmt.Errorf("--mongo-uri %q: want a mongodb:// or mongodb+srv:// URI", redactURI(c.mongoURI))
+		add("--mongo-uri %q: want a mongodb:// or mongodb+srv:// URI", redactURI(c.mongoURI))
 	}
-	return nil
+	return bad
 }
 
 // forgeRequestTimeout is --forge-timeout, or when it is 0 the default
@@ -355,14 +415,14 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 		logger.Info("no --mongo-uri: in-memory run and lease stores; this process elects itself")
 	}
 
-	srv, err := server.New(server.Config{
+	srv, err := server.NewForComparison(server.Config{
 		Runs: runs, Leases: leases, Forge: fc, ForgeHost: c.forgeHost(),
 		APIToken: c.apiToken, PagesToken: c.pagesToken, PublicPages: c.publicPages, WebhookSecret: c.webhookSecret,
-		SweepInterval: c.sweepInterval, NoLease: c.noLease, SweepMode: server.SweepMode(c.sweepMode),
-		Board: cards, BoardRepos: c.boardRepos, BoardInterval: c.boardInterval,
+		SweepInterval: c.sweepInterval,
+		Board:         cards, BoardRepos: c.boardRepos, BoardInterval: c.boardInterval,
 		StoreTimeout: c.storeTimeout, Deliveries: deliveries, DeliveryWindow: c.deliveryWindow, Limits: c.limits,
 		Logger: logger, Registry: reg,
-	})
+	}, server.Comparison{NoLease: c.noLease, SweepMode: server.SweepMode(c.sweepMode)})
 	if err != nil {
 		return err
 	}

@@ -79,6 +79,24 @@ func TestServeValidatesConfigNamingTheFlag(t *testing.T) {
 	}
 }
 
+// TestServeListsEveryBadSettingAtOnce pins that serve reports all its
+// missing and invalid settings in one error, each naming its flag (or
+// variable), rather than one per attempt; and that it is a usage error,
+// which exits 2.
+func TestServeListsEveryBadSettingAtOnce(t *testing.T) {
+	_, err := parseServe([]string{"--log-format", "xml", "--store-timeout", "0s", "--board-repos", "nope"},
+		env("ITERION_SWEEP_INTERVAL", "soon"), io.Discard)
+	want := []string{"--api-token", "--forge-token", "--log-format", "--store-timeout", `--board-repos entry "nope"`, "ITERION_SWEEP_INTERVAL", "6 settings"}
+	for _, w := range want {
+		if err == nil || !strings.Contains(err.Error(), w) {
+			t.Errorf("parseServe = %v, want one error naming every bad setting, %s among them", err, w)
+		}
+	}
+	if code := exitCode(io.Discard, "serve", err); code != 2 {
+		t.Errorf("exit code %d, want 2: bad settings are a usage error", code)
+	}
+}
+
 func TestServeEnvironmentTwins(t *testing.T) {
 	c, err := parseServe([]string{"--sweep-interval", "2m"}, env(
 		"ITERION_API_TOKEN", "from-env", "ITERION_FORGE_TOKEN", "tok", "ITERION_SWEEP_INTERVAL", "5m",

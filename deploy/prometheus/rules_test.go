@@ -39,45 +39,45 @@ var cases = []alertCase{{
 	alert: "IterionNetNoPass",
 	fires: fixture{"the sweeper's last pass ended at 1m, and it is 10m now: 9 intervals of 1m", `
 load 1m
-  iterion_net_interval_seconds{net="merge-gate-sweeper", instance="a"} 60x20
-  iterion_net_last_success_timestamp_seconds{net="merge-gate-sweeper", instance="a"} 60x20
+  iterion_net_interval_seconds{lease="merge-gate-sweeper", instance="a"} 60x20
+  iterion_net_last_success_timestamp_seconds{lease="merge-gate-sweeper", instance="a"} 60x20
 `, 10 * time.Minute},
 	healthy: []fixture{{"the sweeper passes every minute on a; b passed once long ago (it lost the lease): the fleet's latest pass counts", `
 load 1m
-  iterion_net_interval_seconds{net="merge-gate-sweeper", instance="a"} 60x20
-  iterion_net_interval_seconds{net="merge-gate-sweeper", instance="b"} 60x20
-  iterion_net_last_success_timestamp_seconds{net="merge-gate-sweeper", instance="a"} 0+60x20
-  iterion_net_last_success_timestamp_seconds{net="merge-gate-sweeper", instance="b"} 60x20
+  iterion_net_interval_seconds{lease="merge-gate-sweeper", instance="a"} 60x20
+  iterion_net_interval_seconds{lease="merge-gate-sweeper", instance="b"} 60x20
+  iterion_net_last_success_timestamp_seconds{lease="merge-gate-sweeper", instance="a"} 0+60x20
+  iterion_net_last_success_timestamp_seconds{lease="merge-gate-sweeper", instance="b"} 60x20
 `, 10 * time.Minute}, {"the board (interval 5m) passed 10m ago: 2 intervals, under 3", `
 load 1m
-  iterion_net_interval_seconds{net="forge-board-sync", instance="a"} 300x20
-  iterion_net_last_success_timestamp_seconds{net="forge-board-sync", instance="a"} 0x20
+  iterion_net_interval_seconds{lease="forge-board-sync", instance="a"} 300x20
+  iterion_net_last_success_timestamp_seconds{lease="forge-board-sync", instance="a"} 0x20
 `, 10 * time.Minute}},
 }, {
 	alert: "IterionNetForgeErrors",
 	fires: fixture{"every forge read of the sweeper's passes fails from 2m; judged at 7m, the rule's `for` after", `
 load 1m
-  iterion_net_forge_error_ratio{net="merge-gate-sweeper", instance="a"} 0 0 1x20
+  iterion_net_forge_error_ratio{lease="merge-gate-sweeper", instance="a"} 0 0 1x20
 `, 7 * time.Minute},
 	healthy: []fixture{{"one batch in ten fails", `
 load 1m
-  iterion_net_forge_error_ratio{net="merge-gate-sweeper", instance="a"} 0.1x20
+  iterion_net_forge_error_ratio{lease="merge-gate-sweeper", instance="a"} 0.1x20
 `, 10 * time.Minute}, {"the forge failed from 2m to 4m, then recovered", `
 load 1m
-  iterion_net_forge_error_ratio{net="merge-gate-sweeper", instance="a"} 0 0 1 1 0x20
+  iterion_net_forge_error_ratio{lease="merge-gate-sweeper", instance="a"} 0 0 1 1 0x20
 `, 10 * time.Minute}},
 }, {
 	alert: "IterionNetNeverPassed",
 	fires: fixture{"the replicas have run the sweeper for 40m and none completed a pass", `
 load 1m
-  iterion_net_interval_seconds{net="merge-gate-sweeper", instance="a"} 60x60
-  iterion_net_interval_seconds{net="merge-gate-sweeper", instance="b"} 60x60
+  iterion_net_interval_seconds{lease="merge-gate-sweeper", instance="a"} 60x60
+  iterion_net_interval_seconds{lease="merge-gate-sweeper", instance="b"} 60x60
 `, 40 * time.Minute},
 	healthy: []fixture{{"one replica completes passes", `
 load 1m
-  iterion_net_interval_seconds{net="merge-gate-sweeper", instance="a"} 60x60
-  iterion_net_interval_seconds{net="merge-gate-sweeper", instance="b"} 60x60
-  iterion_net_last_success_timestamp_seconds{net="merge-gate-sweeper", instance="b"} 0+60x60
+  iterion_net_interval_seconds{lease="merge-gate-sweeper", instance="a"} 60x60
+  iterion_net_interval_seconds{lease="merge-gate-sweeper", instance="b"} 60x60
+  iterion_net_last_success_timestamp_seconds{lease="merge-gate-sweeper", instance="b"} 0+60x60
 `, 40 * time.Minute}},
 }, {
 	alert: "IterionForgeBudgetBelowReserve",

@@ -1,5 +1,5 @@
-// Package board is the forge board issue sync, the second net ADR-117
-// elects: it keeps one [Card] per issue and pull request of the configured
+// Package board is the forge board issue sync, the second net the lease
+// elects (docs/design.md, the second net): it keeps one [Card] per issue and pull request of the configured
 // repositories, as the forge last showed it.
 //
 // It holds the cards and their [Store], with two twins ([MemoryStore] and
@@ -112,7 +112,9 @@ func sameCard(a, b Card) bool {
 		a.PullRequest == b.PullRequest && a.URL == b.URL && a.Updated.Equal(b.Updated)
 }
 
-// Query selects cards; an empty Host, Repo or State matches any.
+// Query selects cards; an empty Host, Repo or State matches any. Repo
+// matches without regard to case, as GitHub compares names
+// ([forge.RepoKey]).
 type Query struct {
 	Host, Repo, State string
 	// Limit is the most cards returned, at least 1.
@@ -130,7 +132,7 @@ func (q Query) check() error {
 }
 
 func (q Query) matches(c Card) bool {
-	return (q.Host == "" || c.Host == q.Host) && (q.Repo == "" || c.Repo == q.Repo) &&
+	return (q.Host == "" || c.Host == q.Host) && (q.Repo == "" || forge.RepoKey(c.Repo) == forge.RepoKey(q.Repo)) &&
 		(q.State == "" || c.State == q.State)
 }
 

@@ -3,6 +3,7 @@ package board
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -112,10 +113,17 @@ func (s *MongoStore) Cards(ctx context.Context, q Query) ([]Card, error) {
 		return nil, err
 	}
 	filter := bson.D{}
-	for _, f := range []struct{ key, value string }{{"host", q.Host}, {"repo", q.Repo}, {"state", q.State}} {
+	for _, f := range []struct{ key, value string }{{"host", q.Host}, {"state", q.State}} {
 		if f.value != "" {
 			filter = append(filter, bson.E{Key: f.key, Value: f.value})
 		}
+	}
+	if q.Repo != "" {
+		// Names compare without regard to case, as on GitHub
+		// (forge.RepoKey); the quoted name matches only itself, whole.
+		filter = append(filter, bson.E{Key: "repo", Value: bson.D{
+			{Key: "$regex", Value: "^" + regexp.QuoteMeta(q.Repo) + "$"}, {Key: "$options", Value: "i"},
+		}})
 	}
 	opts := options.Find().
 		SetSort(bson.D{{Key: "updated_at", Value: -1}, {Key: "_id", Value: 1}}).

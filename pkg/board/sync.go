@@ -69,7 +69,8 @@ type Config struct {
 	Repos []string
 	// Interval is the time between passes; 0 means DefaultInterval.
 	Interval time.Duration
-	// Owner names the replica in logs and Pass.
+	// Owner names the replica in Pass, and in every log line: NewSync
+	// adds it to Logger once.
 	Owner string
 	// Now is the clock of rate-limit pauses and Pass.At; nil means
 	// time.Now.
@@ -138,6 +139,7 @@ func NewSync(cfg Config) (*Sync, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	cfg.Logger = cfg.Logger.With("owner", cfg.Owner)
 	s.cfg = cfg
 	return s, nil
 }
@@ -182,10 +184,10 @@ func (s *Sync) Work(ctx context.Context) {
 			return p.resume, p.synced
 		},
 		func(until time.Time) {
-			s.cfg.Logger.Debug("board sync skipped: rate limited", "owner", s.cfg.Owner, "until", until)
+			s.cfg.Logger.Debug("board sync skipped: rate limited", "until", until)
 		}, s.cfg.Watchdog)
 	if err != nil {
-		s.cfg.Logger.Warn("board sync: stepping down", "owner", s.cfg.Owner, "err", err)
+		s.cfg.Logger.Warn("board sync: stepping down", "err", err)
 	}
 }
 
@@ -217,15 +219,15 @@ func (s *Sync) pass(ctx context.Context, st *boardTerm) passEnd {
 		failed++
 		if rl := (*forge.RateLimitError)(nil); errors.As(rp.Err, &rl) {
 			resume = rl.Reset
-			s.cfg.Logger.Warn("board sync stopped: rate limited", "owner", s.cfg.Owner, "repo", r.full,
+			s.cfg.Logger.Warn("board sync stopped: rate limited", "repo", r.full,
 				"until", resume, "err", rp.Err)
 			p.Complete = false
 			break
 		}
-		s.cfg.Logger.Warn("board sync: repository not synced", "owner", s.cfg.Owner, "repo", r.full,
+		s.cfg.Logger.Warn("board sync: repository not synced", "repo", r.full,
 			"since", rp.Since, "err", rp.Err)
 	}
-	s.cfg.Logger.Info("board sync pass", "owner", p.Owner, "term", p.Term, "pass", p.Pass, "repos", len(p.Repos),
+	s.cfg.Logger.Info("board sync pass", "term", p.Term, "pass", p.Pass, "repos", len(p.Repos),
 		"failed", failed, "listed", listed, "changed", changed, "complete", p.Complete)
 	if s.cfg.OnPass != nil {
 		s.cfg.OnPass(p)

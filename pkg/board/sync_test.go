@@ -188,6 +188,9 @@ func TestSyncStoresNewChangedAndClosedIssues(t *testing.T) {
 		if got := r.logs.Logged("board sync pass"); got != 2 {
 			t.Errorf("pass log lines: got %d, want 2: one structured line per pass", got)
 		}
+		if bad := r.logs.NotOnce("owner=replica-a"); len(bad) > 0 {
+			t.Errorf("log lines without owner=replica-a exactly once: %q, want none: NewSync adds the owner to every line, once", bad)
+		}
 	})
 }
 

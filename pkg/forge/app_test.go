@@ -1,30 +1,18 @@
 package forge_test
 
 import (
-	"crypto/rand"
-	"crypto/rsa"
-	"crypto/x509"
-	"encoding/pem"
 	"net/http"
 	"testing"
 	"time"
 
+	"iterion.dev/iterion/internal/testing/forgetest"
 	"iterion.dev/iterion/pkg/forge"
 	"iterion.dev/iterion/pkg/forge/forgesim"
 )
 
-func testKey(t *testing.T) []byte {
-	t.Helper()
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
-}
-
 func TestAppAuthRefreshesAreChargedToLaneAuth(t *testing.T) {
 	const refreshRoute = "POST /app/installations/{id}/access_tokens"
-	key := testKey(t)
+	key := forgetest.AppKey(t)
 	cases := []struct {
 		name      string
 		ttl       time.Duration

@@ -1,6 +1,7 @@
 package forge
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"net/http"
@@ -44,17 +45,37 @@ func apiOf(path string) string {
 	return APIREST
 }
 
+// installationKey is the context key of the App installation a request
+// is made for.
+type installationKey struct{}
+
+// withInstallation returns a copy of ctx whose requests are counted as
+// installation id's.
+func withInstallation(ctx context.Context, id int64) context.Context {
+	return context.WithValue(ctx, installationKey{}, id)
+}
+
+// installationOf is the installation ctx carries, 0 when none.
+func installationOf(ctx context.Context) int64 {
+	id, _ := ctx.Value(installationKey{}).(int64)
+	return id
+}
+
 // Count is the number of requests sent to one host and API, charged to one
 // lane, that got one status code (0: a transport error, no status).
 // Points is the GraphQL points those requests cost, as the forge reported
-// them (rateLimit { cost }); REST requests carry none.
+// them (rateLimit { cost }); REST requests carry none. Installation is the
+// App installation an AppClient's installation client sent them for; 0
+// for everything else (a Client made by New, the AppClient's own requests
+// with the App's JWT).
 type Count struct {
-	Host   string
-	API    string
-	Lane   string
-	Code   int
-	N      int64
-	Points int64
+	Host         string
+	API          string
+	Lane         string
+	Code         int
+	N            int64
+	Points       int64
+	Installation int64
 }
 
 // countKey is what a request is counted by; it is comparable, so looking an
@@ -62,6 +83,7 @@ type Count struct {
 type countKey struct {
 	host, api, lane string
 	code            int
+	installation    int64
 }
 
 // countEntry is one key's running total, its count in the hour being
@@ -99,7 +121,7 @@ func (t *countingTransport) RoundTrip(req *http.Request) (*http.Response, error)
 	if err == nil {
 		code = resp.StatusCode
 	}
-	t.count(countKey{host: req.URL.Host, api: apiOf(req.URL.Path), lane: laneOf(req.Context()), code: code})
+	t.count(countKey{host: req.URL.Host, api: apiOf(req.URL.Path), lane: laneOf(req.Context()), code: code, installation: installationOf(req.Context())})
 	return resp, err
 }
 
@@ -111,8 +133,8 @@ func (t *countingTransport) count(k countKey) {
 
 // chargePoints adds the points a GraphQL query to host on lane cost (its
 // 200 answer is already counted) to that request's entry.
-func (t *countingTransport) chargePoints(host, lane string, points int64) {
-	t.charge(countKey{host: host, api: APIGraphQL, lane: lane, code: http.StatusOK}, 0, points)
+func (t *countingTransport) chargePoints(host, lane string, installation, points int64) {
+	t.charge(countKey{host: host, api: APIGraphQL, lane: lane, code: http.StatusOK, installation: installation}, 0, points)
 }
 
 // charge adds n requests and points to k's entry, rolling the hour over first.
@@ -156,12 +178,12 @@ func (t *countingTransport) flush() {
 }
 
 // counts is a snapshot of every total since the transport was made, sorted
-// by host, API, lane and code.
+// by host, API, lane, code and installation.
 func (t *countingTransport) counts() []Count {
 	t.mu.Lock()
 	out := make([]Count, 0, len(t.entries))
 	for k, e := range t.entries {
-		out = append(out, Count{Host: k.host, API: k.api, Lane: k.lane, Code: k.code, N: e.n, Points: e.points})
+		out = append(out, Count{Host: k.host, API: k.api, Lane: k.lane, Code: k.code, N: e.n, Points: e.points, Installation: k.installation})
 	}
 	t.mu.Unlock()
 	sortCounts(out)
@@ -179,7 +201,10 @@ func sortCounts(cs []Count) {
 		if c := strings.Compare(a.Lane, b.Lane); c != 0 {
 			return c
 		}
-		return a.Code - b.Code
+		if c := a.Code - b.Code; c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Installation, b.Installation)
 	})
 }
 

@@ -155,7 +155,7 @@ func TestGraphQLIsToldFromREST(t *testing.T) {
 	}
 }
 
-// TestCountsEqualTheSimulatorsUnderConcurrency is ADR-117 decision 6: the
+// TestCountsEqualTheSimulatorsUnderConcurrency is docs/design.md, decision 6: the
 // cost is measured. A mixed workload on several goroutines — reads, writes,
 // 404s, 304s, GraphQL, redirects, in several lanes — is counted by the
 // transport exactly as the simulator counts what it received.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"iterion.dev/iterion/internal/testing/forgetest"
 	"iterion.dev/iterion/pkg/forge"
 	"iterion.dev/iterion/pkg/forge/forgesim"
 )
@@ -71,7 +72,7 @@ func TestETagCacheIsBoundedByBytes(t *testing.T) {
 }
 
 func TestETagCacheIsPerTokenAndCountsHits(t *testing.T) {
-	key := testKey(t)
+	key := forgetest.AppKey(t)
 	for _, tc := range []struct {
 		name     string
 		ttl      time.Duration

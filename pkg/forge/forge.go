@@ -1,5 +1,5 @@
 // Package forge is the forge (GitHub) HTTP client of the merge gate and the
-// board sync, and the accounting of what it spends (ADR-117 decision 6).
+// board sync, and the accounting of what it spends (docs/design.md, decision 6).
 //
 // A Client reads pull requests, combined statuses and issues and writes
 // commit statuses through go-github, authenticated with a plain token or as a
@@ -18,6 +18,12 @@
 // *RateLimitError carrying when to retry — and makes GETs conditional with
 // an ETag cache, since GitHub does not charge a 304 to the primary budget.
 //
+// An AppClient (NewApp) serves a GitHub App's many installations: it lists
+// them with the App's JWT, keeps the set current from the installation
+// webhooks, resolves a repository's installation, and holds one Client per
+// installation, all counted by one transport whose hourly line names the
+// busiest installations.
+//
 // The transport chain, outermost first: rate gate → auth (token or
 // ghinstallation) → ETag cache → counting → Config.Next. The gate sits above
 // counting, so a request it holds back is not counted; it was not sent. Auth
@@ -32,6 +38,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -115,6 +122,9 @@ type Client struct {
 	graphqlURL string
 	counting   *countingTransport
 	gate       *rateGate
+	// installation is the App installation an AppClient made this Client
+	// for; 0 for a Client made by New.
+	installation int64
 }
 
 // New validates cfg and returns a Client. Errors wrap ErrInvalidConfig and
@@ -131,68 +141,104 @@ func New(cfg Config) (*Client, error) {
 			return nil, fmt.Errorf("%w: App.InstallationID %d: must be positive", ErrInvalidConfig, a.InstallationID)
 		}
 	}
+	base, now, parts, err := prepare(cfg)
+	if err != nil {
+		return nil, err
+	}
+	rates, err := newRateMetrics(cfg.Registerer, cfg.Reserves)
+	if err != nil {
+		return nil, fmt.Errorf("%w: Registerer: %w", ErrInvalidConfig, err)
+	}
+	authed, err := withAuth(&cfg, parts.counted, base)
+	if err != nil {
+		return nil, err
+	}
+	return assemble(authed, parts.counting, base, now, cfg.Reserves, rates, cfg.Timeout)
+}
+
+// prepare validates the fields of cfg every client has (an AppClient's
+// too: NewApp passes them in a Config) and builds the bottom of the
+// transport chain: it returns the REST root, the clock and the counted
+// parts.
+func prepare(cfg Config) (string, func() time.Time, countedParts, error) {
 	for lane, n := range cfg.Reserves {
 		if lane == "" || n < 0 {
-			return nil, fmt.Errorf("%w: Reserves[%q] = %d: want a named lane and a reserve >= 0", ErrInvalidConfig, lane, n)
+			return "", nil, countedParts{}, fmt.Errorf("%w: Reserves[%q] = %d: want a named lane and a reserve >= 0", ErrInvalidConfig, lane, n)
 		}
 	}
 	if cfg.Timeout < 0 {
-		return nil, fmt.Errorf("%w: Timeout %v: must be >= 0", ErrInvalidConfig, cfg.Timeout)
+		return "", nil, countedParts{}, fmt.Errorf("%w: Timeout %v: must be >= 0", ErrInvalidConfig, cfg.Timeout)
 	}
-	base := cfg.BaseURL
+	base, err := baseURLOf(cfg.BaseURL)
+	if err != nil {
+		return "", nil, countedParts{}, err
+	}
+	now := cfg.Now
+	if now == nil {
+		now = time.Now
+	}
+	parts, err := newCountedParts(cfg.Next, cfg.Logger, cfg.Registerer, now, cfg.ETagCacheBytes)
+	return base, now, parts, err
+}
+
+// baseURLOf is the REST root of a Config's BaseURL, "" meaning GitHub's,
+// with a trailing slash.
+func baseURLOf(raw string) (string, error) {
+	base := raw
 	if base == "" {
 		base = DefaultBaseURL
 	}
 	if !strings.HasSuffix(base, "/") {
 		base += "/"
 	}
-	baseURL, err := url.Parse(base)
-	if err != nil || (baseURL.Scheme != "http" && baseURL.Scheme != "https") || baseURL.Host == "" {
-		return nil, fmt.Errorf("%w: BaseURL %q: want an absolute http(s) URL", ErrInvalidConfig, cfg.BaseURL)
+	u, err := url.Parse(base)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return "", fmt.Errorf("%w: BaseURL %q: want an absolute http(s) URL", ErrInvalidConfig, raw)
 	}
-	next := cfg.Next
+	return base, nil
+}
+
+// countedParts are the bottom of a transport chain: the counting transport
+// (with its hourly line and counters) and, above it, the ETag cache when
+// there is one. An App's installation clients share one.
+type countedParts struct {
+	counting *countingTransport
+	counted  http.RoundTripper // the ETag cache, or counting without one
+}
+
+func newCountedParts(next http.RoundTripper, logger *slog.Logger, reg prometheus.Registerer, now func() time.Time, etagBytes int) (countedParts, error) {
 	if next == nil {
 		next = http.DefaultTransport
 	}
-	now := cfg.Now
-	if now == nil {
-		now = time.Now
-	}
-	logger := cfg.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	vecs, err := newCountingVecs(cfg.Registerer)
+	vecs, err := newCountingVecs(reg)
 	if err != nil {
-		return nil, fmt.Errorf("%w: Registerer: %w", ErrInvalidConfig, err)
+		return countedParts{}, fmt.Errorf("%w: Registerer: %w", ErrInvalidConfig, err)
 	}
-	rates, err := newRateMetrics(cfg.Registerer, cfg.Reserves)
+	hits, err := newETagHitsVec(reg)
 	if err != nil {
-		return nil, fmt.Errorf("%w: Registerer: %w", ErrInvalidConfig, err)
-	}
-	hits, err := newETagHitsVec(cfg.Registerer)
-	if err != nil {
-		return nil, fmt.Errorf("%w: Registerer: %w", ErrInvalidConfig, err)
+		return countedParts{}, fmt.Errorf("%w: Registerer: %w", ErrInvalidConfig, err)
 	}
 	counting := newCountingTransport(next, now, vecs, newHourly(logger, now()))
-	var counted http.RoundTripper = counting
-	size := cfg.ETagCacheBytes
-	if size == 0 {
-		size = DefaultETagCacheBytes
+	parts := countedParts{counting: counting, counted: counting}
+	if etagBytes == 0 {
+		etagBytes = DefaultETagCacheBytes
 	}
-	if size > 0 {
-		counted = newETagCache(counting, size, hits)
+	if etagBytes > 0 {
+		parts.counted = newETagCache(counting, etagBytes, hits)
 	}
-	authed, err := withAuth(&cfg, counted, base)
-	if err != nil {
-		return nil, err
-	}
-	gate := newRateGate(authed, now, cfg.Reserves, rates)
-	var top http.RoundTripper = gate
-	hc := &http.Client{Transport: top, Timeout: cfg.Timeout}
+	return parts, nil
+}
+
+// assemble puts the rate gate over authed and makes the Client.
+func assemble(authed http.RoundTripper, counting *countingTransport, base string, now func() time.Time, reserves map[string]int, rates *rateMetrics, timeout time.Duration) (*Client, error) {
+	gate := newRateGate(authed, now, reserves, rates)
+	hc := &http.Client{Transport: gate, Timeout: timeout}
 	gh, err := github.NewClient(github.WithHTTPClient(hc), github.WithURLs(&base, nil), github.WithDisableRateLimitCheck())
 	if err != nil {
-		return nil, fmt.Errorf("%w: BaseURL %q: %w", ErrInvalidConfig, cfg.BaseURL, err)
+		return nil, fmt.Errorf("%w: BaseURL %q: %w", ErrInvalidConfig, base, err)
 	}
 	return &Client{gh: gh, http: hc, graphqlURL: graphqlURL(base), counting: counting, gate: gate}, nil
 }
@@ -205,9 +251,14 @@ func (c *Client) Close() {
 }
 
 // Counts is a snapshot of the requests sent since New, one entry per host,
-// API, lane and status code, sorted by those fields.
+// API, lane and status code, sorted by those fields. A Client an AppClient
+// made for an installation counts that installation's requests only.
 func (c *Client) Counts() []Count {
-	return c.counting.counts()
+	all := c.counting.counts()
+	if c.installation == 0 {
+		return all
+	}
+	return slices.DeleteFunc(all, func(n Count) bool { return n.Installation != c.installation })
 }
 
 // RateLimits returns the latest budget figures the forge reported, one per

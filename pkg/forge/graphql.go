@@ -165,7 +165,7 @@ func (c *Client) PullStates(ctx context.Context, refs []PullRef) ([]PullState, e
 		out[i] = pullStateOf(repo.Elem().Field(0).Interface().(*gqlPull))
 	}
 	if cost := v.Field(len(refs)).Field(0).Int(); cost > 0 {
-		c.counting.chargePoints(got.host, laneOf(ctx), cost)
+		c.counting.chargePoints(got.host, laneOf(ctx), c.installation, cost)
 	}
 	return out, nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -38,6 +39,19 @@ type hourLine struct {
 	total, n304   int64
 	points        int64 // GraphQL points
 	counts        []hourCount
+	// byInstallation is the requests of the busiest App installations
+	// (at most hourTopInstallations), busiest first; restInstallations
+	// and restRequests sum up the others. Empty without installations.
+	byInstallation                  []installationCount
+	restInstallations, restRequests int64
+}
+
+// hourTopInstallations bounds the installations the hourly line names: an
+// App with a thousand installations still writes one readable line.
+const hourTopInstallations = 5
+
+type installationCount struct {
+	id, n int64
 }
 
 type hourCount struct {
@@ -79,9 +93,13 @@ func (h *hourly) close(now time.Time, entries map[countKey]*countEntry) *hourLin
 func (h *hourly) take(to time.Time, entries map[countKey]*countEntry) *hourLine {
 	var total, n304, points int64
 	byKey := make(map[hourKey]hourCount)
+	byInstallation := make(map[int64]int64)
 	for k, e := range entries {
 		if e.hour == 0 && e.hourPoints == 0 {
 			continue
+		}
+		if k.installation != 0 {
+			byInstallation[k.installation] += e.hour
 		}
 		hk := hourKey{host: k.host, api: k.api, lane: k.lane}
 		c := byKey[hk]
@@ -116,6 +134,19 @@ func (h *hourly) take(to time.Time, entries map[countKey]*countEntry) *hourLine 
 		}
 		return strings.Compare(a.key.String(), b.key.String())
 	})
+	for id, n := range byInstallation {
+		line.byInstallation = append(line.byInstallation, installationCount{id: id, n: n})
+	}
+	slices.SortFunc(line.byInstallation, func(a, b installationCount) int {
+		return cmp.Or(cmp.Compare(b.n, a.n), cmp.Compare(a.id, b.id))
+	})
+	if len(line.byInstallation) > hourTopInstallations {
+		for _, c := range line.byInstallation[hourTopInstallations:] {
+			line.restInstallations++
+			line.restRequests += c.n
+		}
+		line.byInstallation = line.byInstallation[:hourTopInstallations]
+	}
 	return line
 }
 
@@ -160,12 +191,25 @@ func (l *hourLine) text() string {
 			fmt.Fprintf(&b, " (%d points)", c.points)
 		}
 	}
+	for i, c := range l.byInstallation {
+		if i == 0 {
+			b.WriteString("; by installation: ")
+		} else {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%d %d", c.id, c.n)
+	}
+	if l.restInstallations > 0 {
+		fmt.Fprintf(&b, ", %d others %d", l.restInstallations, l.restRequests)
+	}
 	return b.String()
 }
 
 // write logs l at Info, with the same figures as structured attributes:
 // hour_end, requests, not_modified (the 304s among them), graphql_points,
-// partial, from, to, and a group "counts" keyed "host API lane" (requests).
+// partial, from, to, a group "counts" keyed "host API lane" (requests),
+// and for an AppClient's installations a group "installations" keyed by
+// installation ID (the busiest, requests) with "others" (the rest's sum).
 func (h *hourly) write(l *hourLine) {
 	if l == nil {
 		return
@@ -174,7 +218,7 @@ func (h *hourly) write(l *hourLine) {
 	for _, c := range l.counts {
 		counts = append(counts, slog.Int64(c.key.String(), c.n))
 	}
-	h.logger.LogAttrs(context.Background(), slog.LevelInfo, l.text(),
+	attrs := []slog.Attr{
 		slog.Time("hour_end", l.end),
 		slog.Int64("requests", l.total),
 		slog.Int64("not_modified", l.n304),
@@ -183,5 +227,16 @@ func (h *hourly) write(l *hourLine) {
 		slog.Time("from", l.from),
 		slog.Time("to", l.to),
 		slog.Group("counts", counts...),
-	)
+	}
+	if len(l.byInstallation) > 0 {
+		inst := make([]any, 0, len(l.byInstallation)+1)
+		for _, c := range l.byInstallation {
+			inst = append(inst, slog.Int64(strconv.FormatInt(c.id, 10), c.n))
+		}
+		if l.restInstallations > 0 {
+			inst = append(inst, slog.Int64("others", l.restRequests))
+		}
+		attrs = append(attrs, slog.Group("installations", inst...))
+	}
+	h.logger.LogAttrs(context.Background(), slog.LevelInfo, l.text(), attrs...)
 }

@@ -4,7 +4,7 @@ package forge
 // charged to the lane in its context (WithLane); the names live here, in one
 // place, so two callers never share one by accident.
 const (
-	// LaneMergeGateSweeper is the merge-gate sweeper's periodic re-offers (ADR-117).
+	// LaneMergeGateSweeper is the merge-gate sweeper's periodic re-offers (docs/design.md).
 	LaneMergeGateSweeper = "merge-gate-sweeper"
 	// LaneWebhook is the event path: offers made when a webhook arrives.
 	LaneWebhook = "webhook"

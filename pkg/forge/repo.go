@@ -82,3 +82,12 @@ func checkName(name string) error {
 func isAlnum(c byte) bool {
 	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
 }
+
+// RepoKey is the canonical form of repo ("owner/name"): lower-cased, since
+// GitHub compares owner and repository names without regard to case ("The
+// name is not case sensitive", the owner and repo parameters of every
+// repository operation, e.g. Get a pull request:
+// https://docs.github.com/rest/pulls/pulls#get-a-pull-request). Two names
+// GitHub takes for one repository have one key; the key is for comparing
+// and indexing, the name as given for showing.
+func RepoKey(repo string) string { return strings.ToLower(repo) }

@@ -11,6 +11,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"iterion.dev/iterion/internal/mongostore"
+	"iterion.dev/iterion/pkg/forge"
 )
 
 // ErrMalformed reports a stored run document of the wrong shape; the store
@@ -21,7 +22,9 @@ var ErrMalformed = errors.New("gaterun: malformed run document")
 const Collection = "gate_runs"
 
 // MongoStore is the MongoDB Store twin: collection gate_runs, one
-// document per run, _id the run id. It is safe for concurrent use.
+// document per run, _id the run id, repo the name as first given and
+// repo_key its [forge.RepoKey], which the lookups match and index. It is
+// safe for concurrent use.
 type MongoStore struct {
 	coll *mongo.Collection
 }
@@ -46,21 +49,57 @@ type runDoc struct {
 }
 
 // NewMongoStore returns a MongoStore on db's gate_runs collection,
-// after creating the indexes its queries use (an existing index is kept).
+// after creating the indexes its queries use (an existing index is kept)
+// and giving every document written without repo_key (by a release before
+// the key) its key, so the lookups find it.
 func NewMongoStore(ctx context.Context, db *mongo.Database) (*MongoStore, error) {
 	coll := db.Collection(Collection)
 	err := mongostore.CreateIndexes(ctx, coll, []mongo.IndexModel{
 		{Keys: bson.D{{Key: "settled", Value: 1}, {Key: "updated_at", Value: 1}, {Key: "_id", Value: 1}},
 			Options: options.Index().SetName("unsettled_by_updated")},
-		{Keys: bson.D{{Key: "host", Value: 1}, {Key: "repo", Value: 1}, {Key: "pull", Value: 1}},
-			Options: options.Index().SetName("by_pull")},
-		{Keys: bson.D{{Key: "host", Value: 1}, {Key: "repo", Value: 1}, {Key: "head_sha", Value: 1}},
-			Options: options.Index().SetName("by_head")},
+		{Keys: bson.D{{Key: "host", Value: 1}, {Key: "repo_key", Value: 1}, {Key: "pull", Value: 1}},
+			Options: options.Index().SetName("by_pull_key")},
+		{Keys: bson.D{{Key: "host", Value: 1}, {Key: "repo_key", Value: 1}, {Key: "head_sha", Value: 1}},
+			Options: options.Index().SetName("by_head_key")},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("gaterun: create %s indexes: %w", Collection, err)
 	}
+	if err := backfillRepoKeys(ctx, coll); err != nil {
+		return nil, err
+	}
 	return &MongoStore{coll: coll}, nil
+}
+
+// backfillRepoKeys sets repo_key on every document that has none, from its
+// repo; each update is conditional on the key still missing, so replicas
+// starting together agree. A document whose repo is not a string is left
+// for decodeRun to report as malformed.
+func backfillRepoKeys(ctx context.Context, coll *mongo.Collection) error {
+	missing := bson.D{{Key: "repo_key", Value: bson.D{{Key: "$exists", Value: false}}}}
+	type legacy struct {
+		ID   string `bson:"_id"`
+		Repo string `bson:"repo"`
+	}
+	docs, err := mongostore.FindAll(ctx, coll, missing, options.Find().SetProjection(bson.D{{Key: "repo", Value: 1}}),
+		func(raw bson.Raw) (legacy, error) {
+			var d legacy
+			_ = bson.Unmarshal(raw, &d) // a malformed one keeps no key; reads report it
+			return d, nil
+		})
+	if err != nil {
+		return fmt.Errorf("gaterun: find %s documents without repo_key: %w", Collection, err)
+	}
+	for _, d := range docs {
+		if d.ID == "" || d.Repo == "" {
+			continue
+		}
+		filter := append(bson.D{{Key: "_id", Value: d.ID}}, missing...)
+		if _, err := coll.UpdateOne(ctx, filter, bson.D{{Key: "$set", Value: bson.D{{Key: "repo_key", Value: forge.RepoKey(d.Repo)}}}}); err != nil {
+			return fmt.Errorf("gaterun: set repo_key of run %q: %w", d.ID, err)
+		}
+	}
+	return nil
 }
 
 // Put implements Store, in one conditional upsert.
@@ -71,13 +110,13 @@ func (s *MongoStore) Put(ctx context.Context, run Run, now time.Time) (bool, err
 	now = mongostore.Stamp(now)
 	update := bson.D{
 		{Key: "$set", Value: bson.D{
-			{Key: "host", Value: run.Host}, {Key: "repo", Value: run.Repo},
+			{Key: "host", Value: run.Host}, {Key: "repo_key", Value: forge.RepoKey(run.Repo)},
 			{Key: "pull", Value: run.Pull}, {Key: "head_sha", Value: run.HeadSHA},
 			{Key: "context", Value: run.Context}, {Key: "verdict", Value: string(run.Verdict)},
 			{Key: "description", Value: run.Description}, {Key: "target_url", Value: run.TargetURL},
 			{Key: "updated_at", Value: now}, {Key: "settled", Value: false},
 		}},
-		{Key: "$setOnInsert", Value: bson.D{{Key: "created_at", Value: now}}},
+		{Key: "$setOnInsert", Value: bson.D{{Key: "created_at", Value: now}, {Key: "repo", Value: run.Repo}}},
 	}
 	opts := options.UpdateOne().SetUpsert(true)
 	res, err := s.coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: run.ID}}, update, opts)
@@ -125,7 +164,7 @@ func (s *MongoStore) List(ctx context.Context, q Query) ([]Run, error) {
 		filter = append(filter, bson.E{Key: "host", Value: q.Host})
 	}
 	if q.Repo != "" {
-		filter = append(filter, bson.E{Key: "repo", Value: q.Repo})
+		filter = append(filter, bson.E{Key: "repo_key", Value: forge.RepoKey(q.Repo)})
 	}
 	if q.Pull != 0 {
 		filter = append(filter, bson.E{Key: "pull", Value: q.Pull})
@@ -155,7 +194,7 @@ func (s *MongoStore) page(ctx context.Context, filter bson.D, after Cursor, limi
 // ForPull implements Store.
 func (s *MongoStore) ForPull(ctx context.Context, host, repo string, pull int) ([]Run, error) {
 	return s.find(ctx, bson.D{
-		{Key: "host", Value: host}, {Key: "repo", Value: repo}, {Key: "pull", Value: pull},
+		{Key: "host", Value: host}, {Key: "repo_key", Value: forge.RepoKey(repo)}, {Key: "pull", Value: pull},
 		{Key: "settled", Value: false},
 	}, options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}))
 }
@@ -163,7 +202,7 @@ func (s *MongoStore) ForPull(ctx context.Context, host, repo string, pull int) (
 // ForHead implements Store.
 func (s *MongoStore) ForHead(ctx context.Context, host, repo, sha string) ([]Run, error) {
 	return s.find(ctx, bson.D{
-		{Key: "host", Value: host}, {Key: "repo", Value: repo}, {Key: "head_sha", Value: sha},
+		{Key: "host", Value: host}, {Key: "repo_key", Value: forge.RepoKey(repo)}, {Key: "head_sha", Value: sha},
 		{Key: "settled", Value: false},
 	}, options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}))
 }

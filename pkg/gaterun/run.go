@@ -39,7 +39,9 @@ type Run struct {
 	ID string
 	// Host is the forge host, e.g. "github.com".
 	Host string
-	// Repo is "owner/name".
+	// Repo is "owner/name", as first given: the stores compare and index
+	// it by [forge.RepoKey], as GitHub compares names, without regard to
+	// case, and keep the spelling of the run's first Put for display.
 	Repo string
 	// Pull is the pull request number, at least 1.
 	Pull int
@@ -87,9 +89,10 @@ var runNamespace = uuid.NewSHA1(uuid.NameSpaceURL, []byte("https://iterion.dev/g
 
 // ID is the id of the run for host, repo, pull and head: a UUIDv5, so
 // every replica derives the same id for the same head without asking the
-// store.
+// store. The repository enters by its [forge.RepoKey], so names that differ
+// only in case, which GitHub takes for one repository, give one id.
 func ID(host, repo string, pull int, headSHA string) string {
-	return uuid.NewSHA1(runNamespace, fmt.Appendf(nil, "%s/%s#%d@%s", host, repo, pull, headSHA)).String()
+	return uuid.NewSHA1(runNamespace, fmt.Appendf(nil, "%s/%s#%d@%s", host, forge.RepoKey(repo), pull, headSHA)).String()
 }
 
 // parseVerdict returns s as a Verdict, or an error wrapping ErrInvalid that
@@ -163,8 +166,9 @@ const (
 
 // Query selects runs for Store.List. A zero field matches every run.
 type Query struct {
-	// Host and Repo ("owner/name") select one repository; Pull one pull
-	// request (at least 1) of it.
+	// Host and Repo ("owner/name") select one repository, Repo compared
+	// without regard to case ([forge.RepoKey]); Pull one pull request (at
+	// least 1) of it.
 	Host, Repo string
 	Pull       int
 	// State selects settled or unsettled runs.
@@ -191,10 +195,10 @@ func (q Query) Validate() error {
 	return nil
 }
 
-// Matches reports whether r has q's host, repo, pull and state (the cursor
-// and limit aside).
+// Matches reports whether r has q's host, repo (compared by
+// [forge.RepoKey]), pull and state (the cursor and limit aside).
 func (q Query) Matches(r Run) bool {
-	return (q.Host == "" || r.Host == q.Host) && (q.Repo == "" || r.Repo == q.Repo) &&
+	return (q.Host == "" || r.Host == q.Host) && (q.Repo == "" || forge.RepoKey(r.Repo) == forge.RepoKey(q.Repo)) &&
 		(q.Pull == 0 || r.Pull == q.Pull) &&
 		(q.State == StateAll || r.Settled == (q.State == StateSettled))
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"iterion.dev/iterion/internal/mongostore"
+	"iterion.dev/iterion/pkg/forge"
 )
 
 // Store keeps gating runs. Implementations are safe for concurrent use,
@@ -18,7 +19,9 @@ import (
 type Store interface {
 	// Put upserts run by its ID: a new run is stored with Created = Updated
 	// = now; an existing one takes run's verdict, context, description and
-	// target URL, keeps its Created, gets Updated = now and is unsettled (a
+	// target URL, keeps its Created and its Repo as first given (a later
+	// spelling that differs in case does not replace it), gets Updated =
+	// now and is unsettled (a
 	// new verdict is news, and the reconciler settles it again if the pull
 	// request is done). created reports whether the run was new. A run that
 	// fails Validate is refused with an error wrapping ErrInvalid and
@@ -32,6 +35,8 @@ type Store interface {
 	// is the last.
 	Unsettled(ctx context.Context, since time.Time, after Cursor, limit int) ([]Run, error)
 	// ForPull returns the unsettled runs of one pull request, any head.
+	// Here and in ForHead and List, repo matches a run's Repo without
+	// regard to case, as GitHub compares names ([forge.RepoKey]).
 	ForPull(ctx context.Context, host, repo string, pull int) ([]Run, error)
 	// ForHead returns the unsettled runs whose head is sha in repo.
 	ForHead(ctx context.Context, host, repo, sha string) ([]Run, error)
@@ -74,7 +79,7 @@ func (s *MemoryStore) Put(ctx context.Context, run Run, now time.Time) (bool, er
 	now = mongostore.Stamp(now)
 	old, ok := s.runs[run.ID]
 	if ok {
-		run.Created = old.Created
+		run.Created, run.Repo = old.Created, old.Repo
 	} else {
 		run.Created = now
 	}
@@ -118,12 +123,14 @@ func (s *MemoryStore) Unsettled(ctx context.Context, since time.Time, after Curs
 
 // ForPull implements Store.
 func (s *MemoryStore) ForPull(ctx context.Context, host, repo string, pull int) ([]Run, error) {
-	return s.filter(ctx, func(r Run) bool { return r.Host == host && r.Repo == repo && r.Pull == pull })
+	key := forge.RepoKey(repo)
+	return s.filter(ctx, func(r Run) bool { return r.Host == host && forge.RepoKey(r.Repo) == key && r.Pull == pull })
 }
 
 // ForHead implements Store.
 func (s *MemoryStore) ForHead(ctx context.Context, host, repo, sha string) ([]Run, error) {
-	return s.filter(ctx, func(r Run) bool { return r.Host == host && r.Repo == repo && r.HeadSHA == sha })
+	key := forge.RepoKey(repo)
+	return s.filter(ctx, func(r Run) bool { return r.Host == host && forge.RepoKey(r.Repo) == key && r.HeadSHA == sha })
 }
 
 // filter returns the unsettled runs keep accepts, sorted by id.

@@ -42,10 +42,37 @@ func TestMongoRunStoreCreatesIndexes(t *testing.T) {
 	for _, s := range specs {
 		have[s.Name] = true
 	}
-	for _, name := range []string{"unsettled_by_updated", "by_pull", "by_head"} {
+	for _, name := range []string{"unsettled_by_updated", "by_pull_key", "by_head_key"} {
 		if !have[name] {
 			t.Errorf("index %q missing (have %v): every query of the store has an index", name, have)
 		}
+	}
+}
+
+// TestMongoRunStoreFindsDocumentsWithoutKey pins the migration of documents
+// written before repo_key: opening the store gives each its key, so the
+// lookups find it under any spelling of its name, and its repo is kept.
+func TestMongoRunStoreFindsDocumentsWithoutKey(t *testing.T) {
+	now := time.Date(2026, 9, 30, 9, 0, 0, 0, time.UTC)
+	db := mongotest.DB(t)
+	id := gaterun.ID("github.com", "Acme/App", 4, "abc")
+	legacy := bson.D{{Key: "_id", Value: id}, {Key: "host", Value: "github.com"}, {Key: "repo", Value: "Acme/App"}, {Key: "pull", Value: 4},
+		{Key: "head_sha", Value: "abc"}, {Key: "context", Value: "iterion/review"}, {Key: "verdict", Value: "success"},
+		{Key: "created_at", Value: now}, {Key: "updated_at", Value: now}, {Key: "settled", Value: false}}
+	if _, err := db.Collection(gaterun.Collection).InsertOne(context.Background(), legacy); err != nil {
+		t.Fatal(err)
+	}
+	s, err := gaterun.NewMongoStore(context.Background(), db)
+	if err != nil {
+		t.Fatalf("NewMongoStore: %v", err)
+	}
+	runs, err := s.ForPull(context.Background(), "github.com", "acme/app", 4)
+	if err != nil || len(runs) != 1 || runs[0].ID != id || runs[0].Repo != "Acme/App" {
+		t.Errorf("ForPull(acme/app#4) = %+v, %v, want the document written without repo_key, repo Acme/App", runs, err)
+	}
+	runs, err = s.ForHead(context.Background(), "github.com", "ACME/APP", "abc")
+	if err != nil || len(runs) != 1 || runs[0].ID != id {
+		t.Errorf("ForHead(ACME/APP@abc) = %+v, %v, want the document written without repo_key", runs, err)
 	}
 }
 

@@ -44,7 +44,7 @@ type Watchdog struct {
 
 // Every is the cadence of an elected net's term: it calls pass once per
 // interval until ctx is done, the first call one interval after Every
-// starts (ADR-117: "its first pass one tick later"), so a term that flaps
+// starts (docs/design.md, decision 3), so a term that flaps
 // costs nothing. Call it from the work that [Run] serves, with the term's
 // context, and return when it does: it returns nil when ctx is done, or an
 // error wrapping ErrStalled when wd.StallAfter passes in a row did not

@@ -51,7 +51,7 @@ func TestEveryCadence(t *testing.T) {
 	})
 }
 
-// TestEveryStartsNoPassOnceTheTermEnded pins issue 13's rule: once ctx is
+// TestEveryStartsNoPassOnceTheTermEnded pins the rule that once ctx is
 // done, no pass starts and no tick is reported skipped, even when a tick is
 // ready at the same time as ctx.Done (select would pick either at random).
 // Each round's only pass ends the term and outlasts the next tick, so both

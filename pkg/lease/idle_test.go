@@ -11,7 +11,7 @@ import (
 )
 
 // TestIdleTermCostsThreeRenewalsPerTTL measures the store calls of one idle
-// term over its first hour, the figure BENCHMARKS.md records: one Acquire,
+// term over its first hour, the figure docs/benchmarks.md records: one Acquire,
 // then 3 renewals per TTL, nothing more, whatever the TTL (the sweeper's is
 // 3 minutes).
 func TestIdleTermCostsThreeRenewalsPerTTL(t *testing.T) {

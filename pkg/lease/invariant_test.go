@@ -14,9 +14,24 @@ import (
 )
 
 // seeds is how many fault schedules TestNoTwoTermsOverlapUnderRandomFaults
-// runs: 1,000 by default; BENCHMARKS.md records a run of 100,000
-// (-lease.seeds=100000).
+// runs: 1,000 by default, shortSeeds with -short unless -lease.seeds is
+// given; docs/benchmarks.md records a run of 100,000 (-lease.seeds=100000).
 var seeds = flag.Int("lease.seeds", 1000, "fault schedules TestNoTwoTermsOverlapUnderRandomFaults runs")
+
+// shortSeeds is the schedules -short runs: a tenth of the default, a
+// second or two.
+const shortSeeds = 100
+
+// scheduleCount is the number of fault schedules to run: -lease.seeds when
+// given, shortSeeds with -short, or the default.
+func scheduleCount() int {
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "lease.seeds" })
+	if testing.Short() && !given {
+		return shortSeeds
+	}
+	return *seeds
+}
 
 // TestNoTwoTermsOverlapUnderRandomFaults is the lease's guarantee (package
 // doc): with holders that do not stall, a term's step-down precedes any
@@ -27,7 +42,7 @@ var seeds = flag.Int("lease.seeds", 1000, "fault schedules TestNoTwoTermsOverlap
 // work sometimes returns early.
 func TestNoTwoTermsOverlapUnderRandomFaults(t *testing.T) {
 	const span = time.Minute // virtual time per schedule
-	seeds := *seeds
+	seeds := scheduleCount()
 	owners := []string{"a", "b", "c", "d"}
 	var countMu sync.Mutex // guards the three counts below
 	total, handovers, lateReleases := 0, 0, 0
@@ -161,7 +176,7 @@ func lateReleasesIntoALaterTerm(releases []storeCall, elected []lease.Event) int
 }
 
 // TestStalledHolderOverlapsItsSuccessorByTheStall pins the documented limit
-// (ADR-117 decision 4): a holder whose work ignores its cancellation keeps
+// (docs/design.md, decision 4): a holder whose work ignores its cancellation keeps
 // running past its step-down, and overlaps its successor for the length of
 // the stall. Health reports it.
 func TestStalledHolderOverlapsItsSuccessorByTheStall(t *testing.T) {

@@ -1,6 +1,6 @@
 // Package lease elects one replica of a deployment to run a periodic,
 // idempotent background job (a "net"), so that the job's cost stops growing
-// with the replica count (ADR-117).
+// with the replica count (docs/design.md).
 //
 // A lease is a name that one owner holds until an expiry. A [Store] keeps
 // leases; [MemoryStore] here and MongoStore in

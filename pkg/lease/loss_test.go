@@ -62,7 +62,7 @@ func TestRenewalRefusedBecauseAnotherOwnerTookTheLeaseIsOneWarning(t *testing.T)
 }
 
 // TestReleaseAfterUnansweredAttemptsIsReportedOncePerEpisode pins the
-// README's "once per episode" for a store that fails every Acquire but
+// package doc's "once per episode" for a store that fails every Acquire but
 // answers its Release: one "released" log and one Released event per
 // store-unreachable episode, not one per attempt. At TTL 90ms (an attempt
 // every 30ms) Acquires fail before 150ms, are answered (refused) at 150ms

@@ -11,8 +11,8 @@ import (
 
 // MemoryStore is the in-memory twin of mongolease.MongoStore: one process's
 // leases, kept in a map. It elects among the goroutines of one process, which
-// is what a deployment without Mongo runs (ADR-117: one process elects
-// itself), and what tests use.
+// is what a deployment without Mongo runs (docs/design.md, consequences: one process
+// elects itself), and what tests use.
 //
 // The zero value is an empty store, ready to use. A MemoryStore is safe for
 // concurrent use and must not be copied after first use.

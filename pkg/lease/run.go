@@ -183,7 +183,7 @@ type Observer interface {
 // renewal, at most TTL/3 later, is refused and Run steps down, but a
 // successor may have been elected in between and overlap it for up to
 // TTL/3. This is the store round trip among the bounds of the package doc
-// (ADR-117 decision 4).
+// (docs/design.md, decision 4).
 //
 // The deadline and a refused renewal cancel work's context from their own
 // goroutines, before anything is logged: a slow log sink delays neither.

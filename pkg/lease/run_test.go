@@ -207,7 +207,7 @@ func TestReleaseAfterAnUnansweredAttemptIsNoWarning(t *testing.T) {
 }
 
 func TestAcquireLandingAfterItsReleaseKeepsTheLeaseOneTTL(t *testing.T) {
-	// The residual case of ADR-117 decision 2: the write lands after the
+	// The residual case of docs/design.md, decision 2: the write lands after the
 	// release that followed it; the lease stays a's, unrenewed, one TTL from
 	// the attempt's send, the bound of a crash.
 	synctest.Test(t, func(t *testing.T) {

@@ -28,8 +28,9 @@ func startBoardCluster(t *testing.T, n int, noLease bool, seed func(*forgesim.Si
 	c, next := newCluster(t, 0)
 	seed(c.sim)
 	cards := board.NewMemoryStore()
+	c.cmp.NoLease = noLease
 	startReplicas(t, c, next, n, time.Minute, func(cfg *server.Config) {
-		cfg.Board, cfg.BoardRepos, cfg.BoardInterval, cfg.NoLease = cards, repos, time.Minute, noLease
+		cfg.Board, cfg.BoardRepos, cfg.BoardInterval = cards, repos, time.Minute
 	})
 	for _, r := range c.replicas {
 		r.stop = sync.OnceFunc(r.stop)
@@ -142,7 +143,7 @@ func TestBoardSyncOnlyTheElectedReplicaSpendsTheBoardLane(t *testing.T) {
 
 // TestBoardSyncCostIsOneReplicasAtAnyReplicaCount measures the board lane
 // side by side: with the lease, three replicas cost what one does; without
-// it (--no-lease, as before ADR-117), three times as much.
+// it (--no-lease), three times as much.
 func TestBoardSyncCostIsOneReplicasAtAnyReplicaCount(t *testing.T) {
 	cost := func(n int, noLease bool) int64 {
 		var got int64

@@ -50,7 +50,7 @@ func TestPassSuccessMeansForgeSuccess(t *testing.T) {
 		sweeper := server.MergeGateSweeper().Name
 		time.Sleep(time.Minute + time.Second) // the first pass, complete
 		synctest.Wait()
-		last := metric(t, reg, "iterion_net_last_success_timestamp_seconds", "net", sweeper).GetGauge().GetValue()
+		last := metric(t, reg, "iterion_net_last_success_timestamp_seconds", "lease", sweeper).GetGauge().GetValue()
 		if last == 0 {
 			t.Fatal("no complete pass before the forge fails")
 		}
@@ -60,10 +60,10 @@ func TestPassSuccessMeansForgeSuccess(t *testing.T) {
 		before := len(passesOf(c))
 		time.Sleep(15 * time.Minute)
 		synctest.Wait()
-		if got := metric(t, reg, "iterion_net_last_success_timestamp_seconds", "net", sweeper).GetGauge().GetValue(); got != last {
+		if got := metric(t, reg, "iterion_net_last_success_timestamp_seconds", "lease", sweeper).GetGauge().GetValue(); got != last {
 			t.Errorf("last success while every GraphQL answer is a 502: got %v, want %v unmoved: a pass with no forge answer is no success", got, last)
 		}
-		if got := metric(t, reg, "iterion_net_forge_error_ratio", "net", sweeper).GetGauge().GetValue(); got != 1 {
+		if got := metric(t, reg, "iterion_net_forge_error_ratio", "lease", sweeper).GetGauge().GetValue(); got != 1 {
 			t.Errorf("iterion_net_forge_error_ratio while the forge fails: got %v, want 1", got)
 		}
 		failed := passesOf(c)[before:]
@@ -84,10 +84,10 @@ func TestPassSuccessMeansForgeSuccess(t *testing.T) {
 		fg.on.Store(false)
 		time.Sleep(10 * time.Minute)
 		synctest.Wait()
-		if got := metric(t, reg, "iterion_net_last_success_timestamp_seconds", "net", sweeper).GetGauge().GetValue(); got <= last {
+		if got := metric(t, reg, "iterion_net_last_success_timestamp_seconds", "lease", sweeper).GetGauge().GetValue(); got <= last {
 			t.Errorf("last success after the forge recovered: got %v, want after %v", got, last)
 		}
-		if got := metric(t, reg, "iterion_net_forge_error_ratio", "net", sweeper).GetGauge().GetValue(); got != 0 {
+		if got := metric(t, reg, "iterion_net_forge_error_ratio", "lease", sweeper).GetGauge().GetValue(); got != 0 {
 			t.Errorf("iterion_net_forge_error_ratio after the forge recovered: got %v, want 0", got)
 		}
 	})

@@ -15,7 +15,7 @@ import (
 	"iterion.dev/iterion/pkg/lease"
 )
 
-// The sweeper's cadence (ADR-117 context).
+// The sweeper's cadence (docs/design.md, the problem).
 const (
 	// DefaultSweepInterval is the time between two passes.
 	DefaultSweepInterval = time.Minute
@@ -68,11 +68,12 @@ type sweeperConfig struct {
 	Offer offerer       // required: the reconciler, in the server
 	// Interval is the time between passes; 0 means DefaultSweepInterval.
 	Interval time.Duration
-	// Owner names the replica in logs and SweepPass.
+	// Owner names the replica in SweepPass.
 	Owner string
 	// Now is the window clock; nil means time.Now.
 	Now func() time.Time
-	// Logger receives pass summaries and rate-limit stops; nil discards.
+	// Logger receives pass summaries and rate-limit stops, with the
+	// attributes it carries (the server's carries the owner); nil discards.
 	Logger *slog.Logger
 	// OnPass is called synchronously after each pass; nil means none. It
 	// must not block.
@@ -154,8 +155,8 @@ func (st *sweepTerm) note(run gaterun.Run, out outcome, now time.Time, interval 
 }
 
 // Work serves one term: it makes a pass every interval until ctx is done,
-// the first one interval after the term starts (ADR-117: "its first pass
-// one tick later"), so a term that flaps costs no forge request. Its forge
+// the first one interval after the term starts (docs/design.md,
+// decision 3), so a term that flaps costs no forge request. Its forge
 // requests are charged to lane merge-gate-sweeper.
 //
 // A pass is deep (deepWindow) when it is the term's first, every DeepEvery-th
@@ -186,10 +187,10 @@ func (s *sweeper) Work(ctx context.Context) {
 			return resume, p.Complete
 		},
 		func(until time.Time) {
-			s.cfg.Logger.Debug("sweep skipped: rate limited", "owner", s.cfg.Owner, "until", until)
+			s.cfg.Logger.Debug("sweep skipped: rate limited", "until", until)
 		}, s.cfg.Watchdog)
 	if err != nil {
-		s.cfg.Logger.Warn("sweeper: stepping down", "owner", s.cfg.Owner, "err", err)
+		s.cfg.Logger.Warn("sweeper: stepping down", "err", err)
 	}
 }
 
@@ -223,7 +224,7 @@ func (s *sweeper) pass(ctx context.Context, st *sweepTerm) (_ SweepPass, resume 
 	if !p.Complete {
 		log = s.cfg.Logger.Info
 	}
-	log("sweep pass", "owner", p.Owner, "term", p.Term, "pass", p.Pass, "deep", p.Deep,
+	log("sweep pass", "term", p.Term, "pass", p.Pass, "deep", p.Deep,
 		"since", p.Since, "offered", p.Offered, "backing_off", p.BackingOff,
 		"forge_reads", p.ForgeReads, "forge_errors", p.ForgeErrors, "complete", p.Complete, "resume", resume)
 	if s.cfg.OnPass != nil {
@@ -262,7 +263,7 @@ func (s *sweeper) offerSince(ctx context.Context, st *sweepTerm, p *SweepPass, c
 	for {
 		page, err := s.cfg.Runs.Unsettled(ctx, p.Since, cur, listPage)
 		if err != nil {
-			s.cfg.Logger.Warn("sweep stopped: cannot list runs", "owner", s.cfg.Owner, "err", err)
+			s.cfg.Logger.Warn("sweep stopped: cannot list runs", "err", err)
 			return cur, false, time.Time{}
 		}
 		for chunk := range slices.Chunk(page, sweepBatch) {
@@ -315,11 +316,11 @@ func (s *sweeper) offerChunk(ctx context.Context, st *sweepTerm, p *SweepPass, c
 	if rl := (*forge.RateLimitError)(nil); errors.As(err, &rl) {
 		resume = rl.Reset
 	}
-	s.cfg.Logger.Warn("sweep stopped: rate limited", "owner", s.cfg.Owner, "until", resume, "err", err)
+	s.cfg.Logger.Warn("sweep stopped: rate limited", "until", resume, "err", err)
 	return true, resume
 }
 
-// SweepMode is how the sweeper reads the forge (Config.SweepMode).
+// SweepMode is how the sweeper reads the forge (Comparison.SweepMode).
 type SweepMode string
 
 // The sweep modes.

@@ -135,7 +135,7 @@ func startSweeper(sw *server.Sweeper) (stop func()) {
 	return func() { cancel(); <-done }
 }
 
-// TestSweeperCadence pins the sweeper's cadence (ADR-117): the first pass
+// TestSweeperCadence pins the sweeper's cadence (docs/design.md): the first pass
 // of a term comes one interval after the term starts and is deep; every
 // 30th pass is deep; the others are shallow; each pass offers exactly the
 // unsettled runs updated within its window; passes are counted across the
@@ -171,7 +171,7 @@ func TestSweeperCadence(t *testing.T) {
 			t.Fatalf("got %d passes in 60 intervals, want 60: one pass per interval", len(passes))
 		}
 		for i, p := range passes {
-			wantDeep := i == 0 || (i+1)%30 == 0 // ADR-117: the first pass of a term, and every thirty
+			wantDeep := i == 0 || (i+1)%30 == 0 // docs/design.md: the first pass of a term, and every thirty
 			window := server.ShallowWindow
 			if wantDeep {
 				window = server.DeepWindow
@@ -342,7 +342,7 @@ func TestSweeperBacksOffUnreadableRuns(t *testing.T) {
 	})
 }
 
-// TestSweepPassCostAgainstTheSimulator pins issue 11's goal on the
+// TestSweepPassCostAgainstTheSimulator pins the batched sweep's goal on the
 // simulator's own counts: one pass over 250 open runs costs one GraphQL
 // query per 100 runs plus one status write per drifted run, at most
 // ceil(N/50)+5 requests; drift is repaired, merged runs settle, and the
@@ -427,8 +427,9 @@ func TestRESTSweepModeReadsEachRun(t *testing.T) {
 	})
 }
 
-// TestSweepModeIsValidated pins Config.SweepMode's validation: only "",
-// batch and rest are modes, and the error names the field and the value.
+// TestSweepModeIsValidated pins Comparison.SweepMode's validation: only
+// "", batch and rest are modes, and the error names the field and the
+// value.
 func TestSweepModeIsValidated(t *testing.T) {
 	fc, err := forge.New(forge.Config{BaseURL: "http://sim/", Token: "tok"})
 	if err != nil {
@@ -438,12 +439,13 @@ func TestSweepModeIsValidated(t *testing.T) {
 		mode server.SweepMode
 		ok   bool
 	}{{"", true}, {server.SweepBatch, true}, {server.SweepREST, true}, {"graphql", false}} {
-		_, err := server.New(server.Config{Runs: gaterun.NewMemoryStore(), Leases: lease.NewMemoryStore(), Forge: fc, APIToken: "t", SweepMode: c.mode})
+		cfg := server.Config{Runs: gaterun.NewMemoryStore(), Leases: lease.NewMemoryStore(), Forge: fc, APIToken: "t"}
+		_, err := server.NewForComparison(cfg, server.Comparison{SweepMode: c.mode})
 		if c.ok && err != nil {
 			t.Errorf("SweepMode %q: got %v, want nil: a known mode", c.mode, err)
 		}
-		if !c.ok && (!errors.Is(err, server.ErrConfig) || !strings.Contains(err.Error(), `SweepMode "graphql"`)) {
-			t.Errorf("SweepMode %q: got %v, want server.ErrConfig naming SweepMode and its value", c.mode, err)
+		if !c.ok && (!errors.Is(err, server.ErrConfig) || !strings.Contains(err.Error(), `Comparison.SweepMode "graphql"`)) {
+			t.Errorf("SweepMode %q: got %v, want server.ErrConfig naming Comparison.SweepMode and its value", c.mode, err)
 		}
 	}
 }

@@ -433,6 +433,6 @@ func TestLeaseNamesAreDistinct(t *testing.T) {
 	}
 	sw := server.MergeGateSweeper()
 	if sw.TTL(time.Minute) != 3*time.Minute || sw.Retry(time.Minute) != time.Minute {
-		t.Errorf("sweeper TTL %v retry %v at a 1m interval, want 3m and 1m (ADR-117 decision 5)", sw.TTL(time.Minute), sw.Retry(time.Minute))
+		t.Errorf("sweeper TTL %v retry %v at a 1m interval, want 3m and 1m (docs/design.md, decision 5)", sw.TTL(time.Minute), sw.Retry(time.Minute))
 	}
 }

@@ -21,14 +21,14 @@ type Lease struct {
 	RetryIntervals int
 }
 
-// MergeGateSweeper is the merge-gate sweeper's lease (ADR-117 decision 5):
+// MergeGateSweeper is the merge-gate sweeper's lease (docs/design.md, decision 5):
 // TTL three sweep intervals, retry one interval.
 func MergeGateSweeper() Lease {
 	return Lease{Name: "merge-gate-sweeper", TTLIntervals: 3, RetryIntervals: 1}
 }
 
-// ForgeBoardSync is the forge board issue sync's lease (ADR-117's second
-// elected net): TTL three sync intervals, retry one interval, as the
+// ForgeBoardSync is the forge board issue sync's lease (the second elected
+// net, docs/design.md): TTL three sync intervals, retry one interval, as the
 // sweeper's.
 func ForgeBoardSync() Lease {
 	return Lease{Name: "forge-board-sync", TTLIntervals: 3, RetryIntervals: 1}

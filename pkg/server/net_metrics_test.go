@@ -63,9 +63,9 @@ func laneRequests(c *forge.Client, lane string) int64 {
 func unix(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
 
 // TestNetPassMetricsAfterAPass pins the pass metrics of each elected net:
-// after a complete pass, iterion_net_last_success_timestamp_seconds{net} is
-// the instant it ended and iterion_net_pass_duration_seconds{net} has
-// observed its duration; iterion_net_interval_seconds{net} is the net's
+// after a complete pass, iterion_net_last_success_timestamp_seconds{lease} is
+// the instant it ended and iterion_net_pass_duration_seconds{lease} has
+// observed its duration; iterion_net_interval_seconds{lease} is the net's
 // interval from the start; forge_rate_limit_remaining is the simulator's
 // own figure for the replica's token.
 func TestNetPassMetricsAfterAPass(t *testing.T) {
@@ -85,12 +85,12 @@ func TestNetPassMetricsAfterAPass(t *testing.T) {
 		start := time.Now()
 		sweeper, board := server.MergeGateSweeper().Name, server.ForgeBoardSync().Name
 
-		for net, want := range map[string]float64{sweeper: 60, board: 120} {
-			if m := metric(t, reg, "iterion_net_interval_seconds", "net", net); m.GetGauge().GetValue() != want {
-				t.Errorf("iterion_net_interval_seconds{net=%q}: got %v, want %v: the configured interval, from the start", net, m, want)
+		for name, want := range map[string]float64{sweeper: 60, board: 120} {
+			if m := metric(t, reg, "iterion_net_interval_seconds", "lease", name); m.GetGauge().GetValue() != want {
+				t.Errorf("iterion_net_interval_seconds{lease=%q}: got %v, want %v: the configured interval, from the start", name, m, want)
 			}
-			if m := metric(t, reg, "iterion_net_last_success_timestamp_seconds", "net", net); m != nil {
-				t.Errorf("iterion_net_last_success_timestamp_seconds{net=%q} before any pass: got %v, want absent", net, m)
+			if m := metric(t, reg, "iterion_net_last_success_timestamp_seconds", "lease", name); m != nil {
+				t.Errorf("iterion_net_last_success_timestamp_seconds{lease=%q} before any pass: got %v, want absent", name, m)
 			}
 		}
 
@@ -102,24 +102,24 @@ func TestNetPassMetricsAfterAPass(t *testing.T) {
 		if took == 0 {
 			t.Fatalf("sweeper lane requests after its first pass: got 0, want some: the pass offers 2 runs")
 		}
-		if got, want := metric(t, reg, "iterion_net_last_success_timestamp_seconds", "net", sweeper).GetGauge().GetValue(), unix(start.Add(time.Minute+took)); got != want {
+		if got, want := metric(t, reg, "iterion_net_last_success_timestamp_seconds", "lease", sweeper).GetGauge().GetValue(), unix(start.Add(time.Minute+took)); got != want {
 			t.Errorf("sweeper last success: got %v, want %v (start + 1m + %v): the end of its complete first pass", got, want, took)
 		}
-		h := metric(t, reg, "iterion_net_pass_duration_seconds", "net", sweeper).GetHistogram()
+		h := metric(t, reg, "iterion_net_pass_duration_seconds", "lease", sweeper).GetHistogram()
 		if h.GetSampleCount() != 1 || h.GetSampleSum() != took.Seconds() {
 			t.Errorf("sweeper pass durations: got count %d sum %v, want 1 and %v: one pass, %v per request", h.GetSampleCount(), h.GetSampleSum(), took.Seconds(), delay)
 		}
-		if m := metric(t, reg, "iterion_net_pass_duration_seconds", "net", board); m != nil {
+		if m := metric(t, reg, "iterion_net_pass_duration_seconds", "lease", board); m != nil {
 			t.Errorf("board pass durations before its first pass: got %v, want absent", m)
 		}
 
 		time.Sleep(time.Minute)
 		synctest.Wait()
 		took = time.Duration(laneRequests(r.forge, forge.LaneBoardSync)) * delay
-		if got, want := metric(t, reg, "iterion_net_last_success_timestamp_seconds", "net", board).GetGauge().GetValue(), unix(start.Add(2*time.Minute+took)); took == 0 || got != want {
+		if got, want := metric(t, reg, "iterion_net_last_success_timestamp_seconds", "lease", board).GetGauge().GetValue(), unix(start.Add(2*time.Minute+took)); took == 0 || got != want {
 			t.Errorf("board last success: got %v, want %v (start + 2m + %v): the end of its complete first pass", got, want, took)
 		}
-		h = metric(t, reg, "iterion_net_pass_duration_seconds", "net", board).GetHistogram()
+		h = metric(t, reg, "iterion_net_pass_duration_seconds", "lease", board).GetHistogram()
 		if h.GetSampleCount() != 1 || h.GetSampleSum() != took.Seconds() {
 			t.Errorf("board pass durations: got count %d sum %v, want 1 and %v", h.GetSampleCount(), h.GetSampleSum(), took.Seconds())
 		}
@@ -147,10 +147,10 @@ func TestNetPassMetricsIncompletePassMovesNoTimestamp(t *testing.T) {
 		time.Sleep(time.Minute + time.Second)
 		synctest.Wait()
 		sweeper := server.MergeGateSweeper().Name
-		if h := metric(t, reg, "iterion_net_pass_duration_seconds", "net", sweeper).GetHistogram(); h.GetSampleCount() != 1 {
+		if h := metric(t, reg, "iterion_net_pass_duration_seconds", "lease", sweeper).GetHistogram(); h.GetSampleCount() != 1 {
 			t.Errorf("sweeper pass durations: got count %d, want 1: a rate-limited pass is still a pass", h.GetSampleCount())
 		}
-		if m := metric(t, reg, "iterion_net_last_success_timestamp_seconds", "net", sweeper); m != nil {
+		if m := metric(t, reg, "iterion_net_last_success_timestamp_seconds", "lease", sweeper); m != nil {
 			t.Errorf("sweeper last success after a rate-limited pass: got %v, want absent: an incomplete pass is no success", m)
 		}
 		if got := metric(t, reg, "forge_rate_limit_remaining", "resource", "core").GetGauge().GetValue(); got != 0 {

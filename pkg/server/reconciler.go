@@ -232,7 +232,11 @@ func choose(run gaterun.Run, pull forge.Pull, statuses func() ([]forge.Status, e
 		return actNone, err
 	}
 	for _, st := range sts {
-		if st.Context == run.Context && st.State == string(run.Verdict) {
+		// A status context is case-insensitive on GitHub ("The context
+		// field is case-insensitive", Create a commit status:
+		// https://docs.github.com/rest/commits/statuses#create-a-commit-status),
+		// so CI/Review is the gate's iterion/review context too.
+		if strings.EqualFold(st.Context, run.Context) && st.State == string(run.Verdict) {
 			return actNone, nil
 		}
 	}

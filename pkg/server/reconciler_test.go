@@ -32,7 +32,8 @@ const statusRoute = "POST /repos/{owner}/{repo}/statuses/{sha}"
 const testLane = "test"
 
 // gateState is the state of the gate context on sha as the simulator keeps
-// it ("" when there is none).
+// it ("" when there is none); contexts compare without regard to case, as
+// on GitHub.
 func gateState(t *testing.T, fc *forge.Client, sha string) string {
 	t.Helper()
 	cs, err := fc.CombinedStatus(forge.WithLane(context.Background(), testLane), "acme", "app", sha)
@@ -40,7 +41,7 @@ func gateState(t *testing.T, fc *forge.Client, sha string) string {
 		t.Fatalf("CombinedStatus: %v", err)
 	}
 	for _, st := range cs.Statuses {
-		if st.Context == gaterun.DefaultContext {
+		if strings.EqualFold(st.Context, gaterun.DefaultContext) {
 			return st.State
 		}
 	}
@@ -70,6 +71,12 @@ func TestReconcilerOffer(t *testing.T) {
 		{"status right", "a gate context that already shows the verdict is left alone: no write",
 			func(t *testing.T, sim *forgesim.Sim) {
 				if err := sim.SetStatus("acme", "app", sha, forgesim.Status{Context: gaterun.DefaultContext, State: "success"}); err != nil {
+					t.Fatal(err)
+				}
+			}, server.OutcomeCurrent, false, "success", 0},
+		{"status right in another case", "status contexts are case-insensitive on GitHub: ITERION/Review showing the verdict is the gate's context, left alone",
+			func(t *testing.T, sim *forgesim.Sim) {
+				if err := sim.SetStatus("acme", "app", sha, forgesim.Status{Context: strings.ToUpper(gaterun.DefaultContext), State: "success"}); err != nil {
 					t.Fatal(err)
 				}
 			}, server.OutcomeCurrent, false, "success", 0},

@@ -64,6 +64,9 @@ type cluster struct {
 	runs     *gaterun.MemoryStore
 	tl       *timeline
 	replicas []*replica
+	// cmp is what startReplicas starts the next replicas as: the zero
+	// value, production replicas, unless a test compares.
+	cmp server.Comparison
 }
 
 // newCluster returns an empty cluster on a fresh simulator served over a
@@ -101,9 +104,9 @@ func startReplicas(t *testing.T, c *cluster, next http.RoundTripper, n int, inte
 		if mod != nil {
 			mod(&cfg)
 		}
-		srv, err := server.New(cfg)
+		srv, err := server.NewForComparison(cfg, c.cmp)
 		if err != nil {
-			t.Fatalf("server.New: %v", err)
+			t.Fatalf("server.NewForComparison: %v", err)
 		}
 		r.handler = srv.Handler()
 		ctx, cancel := context.WithCancel(context.Background())
@@ -131,7 +134,7 @@ func tokensSeen(sim *forgesim.Sim) []string {
 	return out
 }
 
-// TestOnlyTheElectedReplicaSweeps pins ADR-117's consequence: with two and
+// TestOnlyTheElectedReplicaSweeps pins the lease's consequence (docs/design.md): with two and
 // then five replicas on one store and one forge, exactly one is elected and
 // only it sends sweeper requests; the simulator's server-side counts and
 // every replica's transport counts agree.
@@ -193,7 +196,7 @@ func TestOnlyTheElectedReplicaSweeps(t *testing.T) {
 }
 
 // TestTakeoverAfterTheLeaderStops pins the takeover bound after a clean
-// stop (ADR-117 consequences): a follower is elected within one retry (one
+// stop (docs/design.md, consequences): a follower is elected within one retry (one
 // interval) of the leader's release, and its first pass, a deep one, comes
 // one interval after its election.
 func TestTakeoverAfterTheLeaderStops(t *testing.T) {
@@ -246,11 +249,12 @@ func TestTakeoverAfterTheLeaderStops(t *testing.T) {
 }
 
 // TestNoLeaseSweepsOnEveryReplica pins what --no-lease is for: every
-// replica sweeps, as before ADR-117, so the cost scales with replicas.
+// replica sweeps without a lease, so the cost scales with replicas.
 func TestNoLeaseSweepsOnEveryReplica(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c, tr := newCluster(t, 1)
-		startReplicas(t, c, tr, 3, time.Minute, func(cfg *server.Config) { cfg.NoLease = true })
+		c.cmp.NoLease = true
+		startReplicas(t, c, tr, 3, time.Minute, nil)
 		time.Sleep(5*time.Minute + time.Second)
 		synctest.Wait()
 		for _, r := range c.replicas {
@@ -322,11 +326,43 @@ func TestGracefulShutdown(t *testing.T) {
 	})
 }
 
+// TestLogsNameTheOwnerOnceAndTheLeaseAsLease pins the logs' vocabulary:
+// every line a replica's server, sweeper, board sync and leases write
+// carries its owner exactly once, and the lines about an elected net name
+// its lease under the key lease, never net.
+func TestLogsNameTheOwnerOnceAndTheLeaseAsLease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, tr := newCluster(t, 1)
+		logger, logs := textLogger()
+		startReplicas(t, c, tr, 1, time.Minute, func(cfg *server.Config) {
+			cfg.Logger = logger
+			cfg.BoardRepos = []string{"acme/app"}
+			cfg.WebhookSecret = "" // its warning is a line of the replica's too
+		})
+		time.Sleep(5*time.Minute + time.Second)
+		synctest.Wait()
+		c.replicas[0].stop()
+
+		if bad := logs.NotOnce("owner=replica-1"); len(bad) > 0 {
+			t.Errorf("log lines without owner=replica-1 exactly once: %q, want none: the owner is attached once per logger", bad)
+		}
+		out := logs.String()
+		for _, want := range []string{"webhooks are off", "sweep pass", "board sync pass", "lease=" + server.MergeGateSweeper().Name, "lease=" + server.ForgeBoardSync().Name} {
+			if !strings.Contains(out, want) {
+				t.Errorf("log:\n%s\nwant a line with %q", out, want)
+			}
+		}
+		if strings.Contains(out, " net=") {
+			t.Errorf("log:\n%s\nwant no net= key: a lease's name is logged as lease", out)
+		}
+	})
+}
+
 // TestPartitionedLeaderStopsSweepingBeforeTheSuccessorStarts pins the
 // fail-closed hand-over at the server level: a leader cut off from the
 // lease store (a partition, or a crash as the store sees it) stops sweeping
 // before a successor is elected, so their sweeps never overlap, and the
-// successor takes over within TTL + retry (four intervals, ADR-117).
+// successor takes over within TTL + retry (four intervals, docs/design.md).
 func TestPartitionedLeaderStopsSweepingBeforeTheSuccessorStarts(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c, tr := newCluster(t, 2)

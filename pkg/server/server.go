@@ -1,4 +1,4 @@
-// Package server is the merge-gate server (ADR-117) and the wiring of every
+// Package server is the merge-gate server (docs/design.md) and the wiring of every
 // net it elects.
 //
 // The merge gate: the reconciler that brings a pull request's commit status
@@ -88,13 +88,6 @@ type Config struct {
 	// BoardInterval is the board sync's interval; 0 means
 	// board.DefaultInterval. Its lease TTL and retry derive from it.
 	BoardInterval time.Duration
-	// NoLease runs every elected net on this replica without a lease, as
-	// before ADR-117. For comparison measurements only.
-	NoLease bool
-	// SweepMode is how the sweeper reads: SweepBatch (the default, "") or
-	// SweepREST, the per-run REST sweep it replaced. For comparison
-	// measurements only.
-	SweepMode SweepMode
 	// OfferTimeout bounds the offers of one API or webhook request;
 	// 0 means 10 seconds.
 	OfferTimeout time.Duration
@@ -142,6 +135,7 @@ type Config struct {
 // concurrent use.
 type Server struct {
 	cfg     Config
+	cmp     Comparison   // the zero value in production
 	log     *slog.Logger // cfg.Logger with this replica's owner
 	rec     *reconciler
 	sweeper *sweeper
@@ -166,9 +160,30 @@ type Server struct {
 // field.
 var ErrConfig = errors.New("server: invalid config")
 
+// Comparison turns a replica back into a design ADR-117 replaced, so a
+// measurement can compare the two; no production replica sets it. Its
+// zero value is the production replica, as New builds it.
+type Comparison struct {
+	// NoLease runs every elected net on this replica without a lease, as
+	// before ADR-117: every replica does the work (iterion serve
+	// --no-lease).
+	NoLease bool
+	// SweepMode is how the sweeper reads: SweepBatch (the default, "") or
+	// SweepREST, the per-run REST sweep it replaced (iterion serve
+	// --sweep-mode).
+	SweepMode SweepMode
+}
+
 // New validates cfg, fills in its defaults and returns a Server. Errors
 // wrap ErrConfig and name the field.
 func New(cfg Config) (*Server, error) {
+	return NewForComparison(cfg, Comparison{})
+}
+
+// NewForComparison is New for a replica run as cmp says, for comparison
+// measurements only (the benchmark harness, the demo). Errors wrap
+// ErrConfig and name the field, Comparison's as "Comparison.SweepMode".
+func NewForComparison(cfg Config, cmp Comparison) (*Server, error) {
 	switch {
 	case cfg.Runs == nil:
 		return nil, fmt.Errorf("%w: Runs is nil", ErrConfig)
@@ -188,8 +203,8 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("%w: BoardInterval %v is negative", ErrConfig, cfg.BoardInterval)
 	case cfg.BoardInterval > 0 && cfg.BoardInterval < lease.MinTTL:
 		return nil, fmt.Errorf("%w: BoardInterval %v is under %v", ErrConfig, cfg.BoardInterval, lease.MinTTL)
-	case cfg.SweepMode != "" && cfg.SweepMode != SweepBatch && cfg.SweepMode != SweepREST:
-		return nil, fmt.Errorf("%w: SweepMode %q is not %q or %q", ErrConfig, cfg.SweepMode, SweepBatch, SweepREST)
+	case cmp.SweepMode != "" && cmp.SweepMode != SweepBatch && cmp.SweepMode != SweepREST:
+		return nil, fmt.Errorf("%w: Comparison.SweepMode %q is not %q or %q", ErrConfig, cmp.SweepMode, SweepBatch, SweepREST)
 	case cfg.OfferTimeout < 0:
 		return nil, fmt.Errorf("%w: OfferTimeout %v is negative", ErrConfig, cfg.OfferTimeout)
 	case cfg.ShutdownTimeout < 0:
@@ -237,8 +252,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	log := cfg.Logger.With("owner", cfg.Owner) // once: every line of this replica names it
 	if cfg.WebhookSecret == "" {
-		cfg.Logger.Warn("webhooks are off: no webhook secret configured")
+		log.Warn("webhooks are off: no webhook secret configured")
 	}
 	if cfg.Registry == nil {
 		cfg.Registry = prometheus.NewRegistry()
@@ -248,8 +264,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{
 		cfg:    cfg,
-		log:    cfg.Logger.With("owner", cfg.Owner),
-		rec:    newReconciler(cfg.Runs, cfg.Forge, cfg.Logger.With("owner", cfg.Owner)),
+		cmp:    cmp,
+		log:    log,
+		rec:    newReconciler(cfg.Runs, cfg.Forge, log),
 		leases: leaseprom.New(cfg.Registry),
 		offers: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gate_offers_total",
@@ -277,19 +294,19 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.health = lease.NewHealth(healthBound(cfg.SweepInterval, boardInterval, len(cfg.BoardRepos) > 0))
 	var sweepOffer offerer = laneOfferer{s, forge.LaneMergeGateSweeper}
-	if cfg.SweepMode == SweepREST {
+	if cmp.SweepMode == SweepREST {
 		sweepOffer = perRunOfferer{sweepOffer}
 	}
 	s.sweeper = newSweeper(sweeperConfig{
 		Runs: cfg.Runs, Offer: sweepOffer, Interval: cfg.SweepInterval,
-		Owner: cfg.Owner, Now: cfg.Now, Logger: cfg.Logger, OnPass: s.passes.sweepPass(cfg.Now, cfg.OnSweep), // the sweeper logs its owner
+		Owner: cfg.Owner, Now: cfg.Now, Logger: log, OnPass: s.passes.sweepPass(cfg.Now, cfg.OnSweep),
 		BackingOff: backingOff, Watchdog: s.watchdog(MergeGateSweeper(), cfg.SweepInterval),
 	})
 	if len(cfg.BoardRepos) > 0 {
 		bs, err := board.NewSync(board.Config{
 			Store: cfg.Board, Forge: cfg.Forge, Host: cfg.ForgeHost, Repos: cfg.BoardRepos,
-			Interval: cfg.BoardInterval, Owner: cfg.Owner, Now: cfg.Now, Logger: cfg.Logger, OnPass: s.passes.boardPass(cfg.Now, s.boardPassed),
-			Watchdog: s.watchdog(ForgeBoardSync(), boardInterval),
+			Interval: cfg.BoardInterval, Owner: cfg.Owner, Now: cfg.Now, Logger: cfg.Logger, // NewSync adds the owner
+			OnPass: s.passes.boardPass(cfg.Now, s.boardPassed), Watchdog: s.watchdog(ForgeBoardSync(), boardInterval),
 		})
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
@@ -365,11 +382,11 @@ func (s *Server) watchdog(l Lease, interval time.Duration) lease.Watchdog {
 // event hook. When a term ends because its passes kept failing (the
 // watchdog), elect stops campaigning for stallPasses intervals, so another
 // replica takes over rather than this one winning the next election: its
-// forge may be the one that hangs. With NoLease it runs the work directly,
+// forge may be the one that hangs. With Comparison.NoLease it runs the work directly,
 // as one endless term.
 func (s *Server) elect(ctx context.Context, n electedNet) {
-	if s.cfg.NoLease {
-		s.log.Warn("running without a lease (--no-lease): for comparison measurements only", "net", n.lease.Name)
+	if s.cmp.NoLease {
+		s.log.Warn("running without a lease (--no-lease): for comparison measurements only", "lease", n.lease.Name)
 		n.work(ctx)
 		return
 	}
@@ -419,7 +436,7 @@ func (s *Server) runTerms(ctx context.Context, n electedNet) (stalled bool) {
 	stop()
 	<-watched
 	if err != nil {
-		s.log.Error("elected net not started", "net", n.lease.Name, "err", err)
+		s.log.Error("elected net not started", "lease", n.lease.Name, "err", err)
 		return false
 	}
 	return stalled

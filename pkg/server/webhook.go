@@ -8,8 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -49,8 +51,10 @@ var (
 // postWebhook is POST /webhooks/github: 404 when no secret is configured;
 // 401 on a missing X-Hub-Signature-256 or one not of the form
 // sha256=<64 hex digits>, and 400 on a missing X-GitHub-Delivery, before
-// any of the body is read; 413 for a body
-// over GitHub's 25 MB cap; 401 when the body does not match the signature;
+// any of the body is read; 413 for a body over GitHub's 25 MB cap; 415 for
+// a Content-Type other than application/json or
+// application/x-www-form-urlencoded (whose payload parameter is the JSON
+// payload); 401 when the body does not match the signature;
 // 503 with Retry-After when too many large bodies are in flight or the
 // stores do not answer within StoreTimeout. Events other than pull_request
 // and status are ignored with 202. A delivery whose X-GitHub-Delivery was
@@ -83,10 +87,21 @@ func (s *Server) postWebhook(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("body over GitHub's cap of %d bytes", MaxWebhookBodyBytes))
 		return
 	}
+	form, err := webhookContentType(r.Header.Get("Content-Type"))
+	if err != nil {
+		writeError(w, http.StatusUnsupportedMediaType, err.Error())
+		return
+	}
 	body, err := s.readSigned(w, r, want)
 	if err != nil {
 		s.refuseBody(w, err)
 		return
+	}
+	if form {
+		if body, err = formPayload(body); err != nil {
+			writeError(w, http.StatusBadRequest, err.Error())
+			return
+		}
 	}
 	event := github.WebHookType(r)
 	if event != "pull_request" && event != "status" {
@@ -158,6 +173,50 @@ func (s *Server) complete(r *http.Request, deliveryID string) {
 	if err := s.cfg.Deliveries.Complete(ctx, deliveryID, s.cfg.Now(), s.cfg.DeliveryWindow); err != nil {
 		s.log.Warn("webhook: delivery processed but not recorded; a redelivery will be processed again", "delivery", deliveryID, "err", err)
 	}
+}
+
+// The content types a webhook is delivered in: "application/json delivers
+// the JSON payload directly as the body of the POST request";
+// "application/x-www-form-urlencoded sends the JSON payload as a form
+// parameter called payload", a repository webhook's default (Creating
+// webhooks, Content type:
+// https://docs.github.com/en/webhooks/using-webhooks/creating-webhooks#creating-a-repository-webhook).
+// Either way GitHub signs the body as sent
+// (https://docs.github.com/en/webhooks/using-webhooks/validating-webhook-deliveries),
+// so the signature is checked over the raw form before it is decoded.
+const (
+	contentJSON = "application/json"
+	contentForm = "application/x-www-form-urlencoded"
+)
+
+// webhookContentType tells a form-encoded delivery (form true) from a JSON
+// one; no Content-Type at all is read as JSON. Any other type is an error
+// naming the accepted ones.
+func webhookContentType(header string) (form bool, err error) {
+	if header == "" {
+		return false, nil
+	}
+	mt, _, err := mime.ParseMediaType(header)
+	switch {
+	case err == nil && mt == contentJSON:
+		return false, nil
+	case err == nil && mt == contentForm:
+		return true, nil
+	}
+	return false, fmt.Errorf("content type %q: want %s or %s", clip(header), contentJSON, contentForm)
+}
+
+// formPayload returns the JSON payload of a form-encoded body: its payload
+// parameter.
+func formPayload(body []byte) ([]byte, error) {
+	v, err := url.ParseQuery(string(body))
+	if err != nil {
+		return nil, fmt.Errorf("%s body: %w", contentForm, err)
+	}
+	if !v.Has("payload") {
+		return nil, fmt.Errorf("%s body: no payload parameter", contentForm)
+	}
+	return []byte(v.Get("payload")), nil
 }
 
 // parseSignature returns the MAC an X-Hub-Signature-256 value carries, or

@@ -8,6 +8,10 @@ package forgetest
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/pem"
 	"log/slog"
 	"net"
 	"net/http"
@@ -41,6 +45,17 @@ func NewForge(t *testing.T, baseURL string, next http.RoundTripper, token string
 		t.Fatalf("forge.New: %v", err)
 	}
 	return fc
+}
+
+// AppKey returns a fresh PEM-encoded RSA private key, as a GitHub App's:
+// the simulator trusts every App, so any key mints installation tokens.
+func AppKey(t *testing.T) []byte {
+	t.Helper()
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
 }
 
 // LaneCount sums c's counts on lane that got code (0: any).
@@ -152,4 +167,16 @@ func (b *LogBuffer) Logged(msg string) int {
 func TextLogger() (*slog.Logger, *LogBuffer) {
 	b := &LogBuffer{}
 	return slog.New(slog.NewTextHandler(b, &slog.HandlerOptions{Level: slog.LevelDebug})), b
+}
+
+// NotOnce returns the text records written to b that do not carry attr
+// (as "key=value") exactly once: none when every record carries it once.
+func (b *LogBuffer) NotOnce(attr string) []string {
+	var bad []string
+	for line := range strings.Lines(b.String()) {
+		if strings.Count(line, " "+attr) != 1 {
+			bad = append(bad, strings.TrimSpace(line))
+		}
+	}
+	return bad
 }

@@ -17,8 +17,8 @@ import (
 )
 
 // BenchmarkLeaderStabilityUnderLoad measures what the proxy's queues do to
-// an idle lease under read load (issue 13: dev-mongo starved the sweeper's
-// lease): 3,500 gate_runs documents, four clients each reading the whole
+// an idle lease under read load (a proxy that forwards one exchange at a time
+// starves the sweeper's lease): 3,500 gate_runs documents, four clients each reading the whole
 // collection in a loop (the API's and the sweeper's scans), and three
 // candidates running lease.Run on the merge-gate sweeper's lease at a 500 ms
 // interval (TTL 1.5 s, retry 500 ms) with idle work, for window, once with

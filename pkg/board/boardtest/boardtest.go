@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"iterion.dev/iterion/internal/testing/conformance"
+	"iterion.dev/iterion/internal/conformance"
 	"iterion.dev/iterion/pkg/board"
 )
 
@@ -190,6 +190,8 @@ var cases = []conformance.Case[board.Store]{
 		}{
 			{board.Query{}, append(append([]string{ghe.ID(), lib.ID()}, tie...), a1.ID()), "newest first, ties by ID"},
 			{board.Query{Host: "github.com", Repo: "acme/app"}, append(slices.Clone(tie), a1.ID()), "one repo of one host"},
+			{board.Query{Host: "github.com", Repo: "ACME/App"}, append(slices.Clone(tie), a1.ID()), "names compare without regard to case, as on GitHub"},
+			{board.Query{Host: "github.com", Repo: "acme/ap."}, nil, "the name is matched literally, whole"},
 			{board.Query{Repo: "acme/app", State: "open"}, []string{ghe.ID(), a2.ID(), a1.ID()}, "open cards of a repo on any host"},
 			{board.Query{State: "closed"}, []string{a3.ID()}, "closed cards"},
 			{board.Query{Limit: 2}, []string{ghe.ID(), lib.ID()}, "at most Limit, the newest"},

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"iterion.dev/iterion/internal/testing/conformance"
+	"iterion.dev/iterion/internal/conformance"
 	"iterion.dev/iterion/pkg/delivery"
 )
 

@@ -14,85 +14,6 @@ import (
 
 // The GitHub endpoints. Each runs with s.mu held and returns GitHub's JSON.
 
-type userJSON struct {
-	Login string `json:"login"`
-}
-
-type repoJSON struct {
-	ID       int64    `json:"id"`
-	Name     string   `json:"name"`
-	FullName string   `json:"full_name"`
-	Owner    userJSON `json:"owner"`
-}
-
-type refJSON struct {
-	Label string `json:"label"`
-	Ref   string `json:"ref"`
-	SHA   string `json:"sha"`
-}
-
-type pullJSON struct {
-	URL       string  `json:"url"`
-	ID        int64   `json:"id"`
-	Number    int     `json:"number"`
-	State     string  `json:"state"`
-	Title     string  `json:"title"`
-	Merged    bool    `json:"merged"`
-	MergedAt  *string `json:"merged_at"`
-	ClosedAt  *string `json:"closed_at"`
-	CreatedAt string  `json:"created_at"`
-	UpdatedAt string  `json:"updated_at"`
-	HTMLURL   string  `json:"html_url"`
-	Head      refJSON `json:"head"`
-	Base      refJSON `json:"base"`
-}
-
-type statusJSON struct {
-	URL         string  `json:"url"`
-	ID          int64   `json:"id"`
-	State       string  `json:"state"`
-	Description *string `json:"description"`
-	TargetURL   *string `json:"target_url"`
-	Context     string  `json:"context"`
-	CreatedAt   string  `json:"created_at"`
-	UpdatedAt   string  `json:"updated_at"`
-}
-
-type combinedJSON struct {
-	State      string       `json:"state"`
-	Statuses   []statusJSON `json:"statuses"`
-	SHA        string       `json:"sha"`
-	TotalCount int          `json:"total_count"`
-	Repository repoJSON     `json:"repository"`
-	CommitURL  string       `json:"commit_url"`
-	URL        string       `json:"url"`
-}
-
-type labelJSON struct {
-	Name string `json:"name"`
-}
-
-type issuePullJSON struct {
-	URL      string  `json:"url"`
-	HTMLURL  string  `json:"html_url"`
-	MergedAt *string `json:"merged_at"`
-}
-
-type issueJSON struct {
-	URL         string         `json:"url"`
-	ID          int64          `json:"id"`
-	Number      int            `json:"number"`
-	Title       string         `json:"title"`
-	State       string         `json:"state"`
-	Labels      []labelJSON    `json:"labels"`
-	Assignees   []userJSON     `json:"assignees"`
-	HTMLURL     string         `json:"html_url"`
-	CreatedAt   string         `json:"created_at"`
-	UpdatedAt   string         `json:"updated_at"`
-	ClosedAt    *string        `json:"closed_at"`
-	PullRequest *issuePullJSON `json:"pull_request,omitempty"`
-}
-
 const htmlRoot = "https://github.com/"
 
 func optTime(t time.Time) *string {
@@ -131,22 +52,59 @@ func (s *Sim) getPull(r *http.Request, _ string) reply {
 	if err != nil {
 		return notFound()
 	}
+	return jsonReply(http.StatusOK, s.pullJSON(r, rp, is))
+}
+
+// pullJSON is GitHub's pull-request for is of rp. The head branch is
+// pull-<number> of the same repository; the base is the default branch.
+func (s *Sim) pullJSON(r *http.Request, rp *repo, is *issue) object {
 	full := rp.owner + "/" + rp.name
-	return jsonReply(http.StatusOK, pullJSON{
-		URL:       fmt.Sprintf("%s/repos/%s/pulls/%d", apiRoot(r), full, number),
-		ID:        is.id,
-		Number:    number,
-		State:     is.state,
-		Title:     is.title,
-		Merged:    !is.pull.merged.IsZero(),
-		MergedAt:  optTime(is.pull.merged),
-		ClosedAt:  optTime(is.closed),
-		CreatedAt: ghTime(is.created),
-		UpdatedAt: ghTime(is.updated),
-		HTMLURL:   fmt.Sprintf("%s%s/pull/%d", htmlRoot, full, number),
-		Head:      refJSON{Label: rp.owner + ":pull-" + strconv.Itoa(number), Ref: "pull-" + strconv.Itoa(number), SHA: is.pull.headSHA},
-		Base:      refJSON{Label: rp.owner + ":main", Ref: "main"},
-	})
+	api := fmt.Sprintf("%s/repos/%s", apiRoot(r), full)
+	self := fmt.Sprintf("%s/pulls/%d", api, is.number)
+	html := fmt.Sprintf("%s%s/pull/%d", htmlRoot, full, is.number)
+	issueURL := fmt.Sprintf("%s/issues/%d", api, is.number)
+	owner := userJSON(r, rp.owner)
+	repoObj := s.repoJSON(r, rp)
+	head := "pull-" + strconv.Itoa(is.number)
+	merged := !is.pull.merged.IsZero()
+	var mergedBy, mergeSHA any
+	mergeable, mergeableState := any(true), "clean"
+	if merged {
+		mergedBy = owner
+		mergeSHA = commitSHA(full + "#" + strconv.Itoa(is.number) + " merged")
+	}
+	if is.state == "closed" {
+		mergeable, mergeableState = nil, "unknown"
+	}
+	link := func(href string) object { return object{"href": href} }
+	out := s.issueFields(r, rp, is)
+	pullFields := object{
+		"url": self, "html_url": html, "issue_url": issueURL,
+		"diff_url": html + ".diff", "patch_url": html + ".patch",
+		"commits_url": self + "/commits", "review_comments_url": self + "/comments",
+		"review_comment_url": api + "/pulls/comments{/number}", "comments_url": issueURL + "/comments",
+		"statuses_url": api + "/statuses/" + is.pull.headSHA, "node_id": nodeID("PR", is.id),
+		"user": owner, "body": nil, "author_association": "OWNER", "auto_merge": nil,
+		"active_lock_reason": nil, "draft": false, "requested_reviewers": []object{}, "requested_teams": []object{},
+		"merged": merged, "merged_at": optTime(is.pull.merged), "merged_by": mergedBy, "merge_commit_sha": mergeSHA,
+		"mergeable": mergeable, "rebaseable": mergeable, "mergeable_state": mergeableState, "maintainer_can_modify": false,
+		"comments": 0, "review_comments": 0, "commits": 1, "additions": 0, "deletions": 0, "changed_files": 0,
+		"head": object{"label": rp.owner + ":" + head, "ref": head, "sha": is.pull.headSHA, "user": owner, "repo": repoObj},
+		"base": object{"label": rp.owner + ":" + defaultBranch, "ref": defaultBranch, "sha": rp.baseSHA(), "user": owner, "repo": repoObj},
+		"_links": object{
+			"self": link(self), "html": link(html), "issue": link(issueURL), "comments": link(issueURL + "/comments"),
+			"review_comments": link(self + "/comments"), "review_comment": link(api + "/pulls/comments{/number}"),
+			"commits": link(self + "/commits"), "statuses": link(api + "/statuses/" + is.pull.headSHA),
+		},
+	}
+	for k, v := range pullFields {
+		out[k] = v
+	}
+	delete(out, "pull_request")
+	delete(out, "repository_url")
+	delete(out, "labels_url")
+	delete(out, "events_url")
+	return out
 }
 
 // combinedState is GitHub's rule: failure if any context's latest status is
@@ -184,16 +142,22 @@ func latestByContext(all []*status) []*status {
 	return out
 }
 
-func (s *Sim) statusJSON(r *http.Request, rp *repo, sha string, st *status) statusJSON {
-	return statusJSON{
-		URL:         fmt.Sprintf("%s/repos/%s/%s/statuses/%s", apiRoot(r), rp.owner, rp.name, sha),
-		ID:          st.id,
-		State:       st.state,
-		Description: optString(st.description),
-		TargetURL:   optString(st.targetURL),
-		Context:     st.context,
-		CreatedAt:   ghTime(st.created),
-		UpdatedAt:   ghTime(st.created),
+// statusJSON is GitHub's status for st on sha of rp; GitHub's
+// simple-commit-status of a combined status is the same less creator.
+func (s *Sim) statusJSON(r *http.Request, rp *repo, sha string, st *status) object {
+	creator := userJSON(r, rp.owner)
+	return object{
+		"url":         fmt.Sprintf("%s/repos/%s/%s/statuses/%s", apiRoot(r), rp.owner, rp.name, sha),
+		"avatar_url":  creator["avatar_url"],
+		"id":          st.id,
+		"node_id":     nodeID("SC", st.id),
+		"state":       st.state,
+		"description": optString(st.description),
+		"target_url":  optString(st.targetURL),
+		"context":     st.context,
+		"created_at":  ghTime(st.created),
+		"updated_at":  ghTime(st.created),
+		"creator":     creator,
 	}
 }
 
@@ -211,17 +175,20 @@ func (s *Sim) getCombinedStatus(r *http.Request, _ string) reply {
 	if rep.status != 0 {
 		return rep
 	}
-	out := combinedJSON{
-		State:      combinedState(latest),
-		Statuses:   []statusJSON{},
-		SHA:        ref,
-		TotalCount: len(latest),
-		Repository: repoJSON{Name: rp.name, FullName: rp.owner + "/" + rp.name, Owner: userJSON{Login: rp.owner}},
-		CommitURL:  fmt.Sprintf("%s/repos/%s/%s/commits/%s", apiRoot(r), rp.owner, rp.name, ref),
-		URL:        fmt.Sprintf("%s/repos/%s/%s/commits/%s/status", apiRoot(r), rp.owner, rp.name, ref),
-	}
+	statuses := []object{}
 	for _, st := range latest[page.from:page.to] {
-		out.Statuses = append(out.Statuses, s.statusJSON(r, rp, ref, st))
+		one := s.statusJSON(r, rp, ref, st)
+		delete(one, "creator")
+		statuses = append(statuses, one)
+	}
+	out := object{
+		"state":       combinedState(latest),
+		"statuses":    statuses,
+		"sha":         ref,
+		"total_count": len(latest),
+		"repository":  s.repoJSON(r, rp),
+		"commit_url":  fmt.Sprintf("%s/repos/%s/%s/commits/%s", apiRoot(r), rp.owner, rp.name, ref),
+		"url":         fmt.Sprintf("%s/repos/%s/%s/commits/%s/status", apiRoot(r), rp.owner, rp.name, ref),
 	}
 	rep = jsonReply(http.StatusOK, out)
 	rep.header = page.link(r)
@@ -245,7 +212,13 @@ func (s *Sim) createStatus(r *http.Request, _ string) reply {
 	if err != nil {
 		return validationFailed(err.Error())
 	}
-	return jsonReply(http.StatusCreated, s.statusJSON(r, rp, sha, rec))
+	body := s.statusJSON(r, rp, sha, rec)
+	rep := jsonReply(http.StatusCreated, body)
+	// A created resource is named by Location, as GitHub's description of
+	// Create a commit status declares for its 201
+	// (https://docs.github.com/rest/commits/statuses#create-a-commit-status).
+	rep.header = http.Header{"Location": {body["url"].(string)}}
+	return rep
 }
 
 func validationFailed(msg string) reply {
@@ -296,7 +269,7 @@ func (s *Sim) listIssues(r *http.Request, _ string) reply {
 	if rep.status != 0 {
 		return rep
 	}
-	out := []issueJSON{}
+	out := []object{}
 	for _, is := range list[page.from:page.to] {
 		out = append(out, s.issueJSON(r, rp, is))
 	}
@@ -305,36 +278,53 @@ func (s *Sim) listIssues(r *http.Request, _ string) reply {
 	return rep
 }
 
-func (s *Sim) issueJSON(r *http.Request, rp *repo, is *issue) issueJSON {
-	full := rp.owner + "/" + rp.name
-	out := issueJSON{
-		URL:       fmt.Sprintf("%s/repos/%s/issues/%d", apiRoot(r), full, is.number),
-		ID:        is.id,
-		Number:    is.number,
-		Title:     is.title,
-		State:     is.state,
-		Labels:    []labelJSON{},
-		Assignees: []userJSON{},
-		HTMLURL:   fmt.Sprintf("%s%s/issues/%d", htmlRoot, full, is.number),
-		CreatedAt: ghTime(is.created),
-		UpdatedAt: ghTime(is.updated),
-		ClosedAt:  optTime(is.closed),
-	}
-	for _, l := range is.labels {
-		out.Labels = append(out.Labels, labelJSON{Name: l})
-	}
-	for _, a := range is.assignees {
-		out.Assignees = append(out.Assignees, userJSON{Login: a})
-	}
+// issueJSON is GitHub's issue for is of rp; a pull request's carries
+// pull_request.
+func (s *Sim) issueJSON(r *http.Request, rp *repo, is *issue) object {
+	out := s.issueFields(r, rp, is)
 	if is.pull != nil {
-		out.HTMLURL = fmt.Sprintf("%s%s/pull/%d", htmlRoot, full, is.number)
-		out.PullRequest = &issuePullJSON{
-			URL:      fmt.Sprintf("%s/repos/%s/pulls/%d", apiRoot(r), full, is.number),
-			HTMLURL:  out.HTMLURL,
-			MergedAt: optTime(is.pull.merged),
+		full := rp.owner + "/" + rp.name
+		html := fmt.Sprintf("%s%s/pull/%d", htmlRoot, full, is.number)
+		out["html_url"] = html
+		out["pull_request"] = object{
+			"url":      fmt.Sprintf("%s/repos/%s/pulls/%d", apiRoot(r), full, is.number),
+			"html_url": html, "diff_url": html + ".diff", "patch_url": html + ".patch",
+			"merged_at": optTime(is.pull.merged),
 		}
 	}
 	return out
+}
+
+// issueFields are the fields an issue and a pull request share.
+func (s *Sim) issueFields(r *http.Request, rp *repo, is *issue) object {
+	full := rp.owner + "/" + rp.name
+	api := fmt.Sprintf("%s/repos/%s", apiRoot(r), full)
+	self := fmt.Sprintf("%s/issues/%d", api, is.number)
+	labels := []object{}
+	for _, l := range is.labels {
+		labels = append(labels, labelJSON(r, rp, l))
+	}
+	assignees := []object{}
+	var assignee any
+	for _, a := range is.assignees {
+		assignees = append(assignees, userJSON(r, a))
+	}
+	if len(assignees) > 0 {
+		assignee = assignees[0]
+	}
+	var closedBy any
+	if !is.closed.IsZero() {
+		closedBy = userJSON(r, rp.owner)
+	}
+	return object{
+		"url": self, "id": is.id, "node_id": nodeID("I", is.id), "number": is.number,
+		"repository_url": api, "labels_url": self + "/labels{/name}", "comments_url": self + "/comments",
+		"events_url": self + "/events", "html_url": fmt.Sprintf("%s%s/issues/%d", htmlRoot, full, is.number),
+		"title": is.title, "state": is.state, "locked": false, "user": userJSON(r, rp.owner),
+		"labels": labels, "assignee": assignee, "assignees": assignees, "milestone": nil,
+		"comments": 0, "created_at": ghTime(is.created), "updated_at": ghTime(is.updated),
+		"closed_at": optTime(is.closed), "closed_by": closedBy, "author_association": "OWNER", "body": nil,
+	}
 }
 
 // pageSpan is one page of a list: items [from, to) of total.
@@ -402,7 +392,7 @@ func (s *Sim) createInstallationToken(r *http.Request, tok string) reply {
 		return errorReply(http.StatusUnauthorized, "A JSON web token could not be decoded")
 	}
 	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
-	if err != nil || id <= 0 {
+	if err != nil || id <= 0 || !s.mintable(id) {
 		return notFound()
 	}
 	s.minted++

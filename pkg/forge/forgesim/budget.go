@@ -65,9 +65,14 @@ func (s *Sim) window(principal, res string, now time.Time) *window {
 	return w
 }
 
-// limitOf is principal's hourly budget; s.mu is held.
-func (s *Sim) limitOf(principal string) int {
+// limitOf is principal's hourly budget for resource: its own (SetBudget),
+// else its installation's scaled one (installations.go), else the
+// default; s.mu is held.
+func (s *Sim) limitOf(principal, resource string) int {
 	if n, ok := s.limits[principal]; ok {
+		return n
+	}
+	if n, ok := s.scaledLimit(principal, resource); ok {
 		return n
 	}
 	return s.defaultLimit

@@ -40,7 +40,8 @@ func decode(r *http.Request, v any) error {
 	return badField("body", "", err.Error())
 }
 
-// ctlReply answers err: 400 naming the field, 404, or 204 when nil.
+// ctlReply answers err: 400 naming the field, 404, 422 past a commit's
+// statuses, or 204 when nil.
 func ctlReply(err error) reply {
 	var fe *FieldError
 	switch {
@@ -50,6 +51,8 @@ func ctlReply(err error) reply {
 		return jsonReply(http.StatusBadRequest, githubError{Message: err.Error(), Field: fe.Field})
 	case errors.Is(err, ErrNotFound):
 		return jsonReply(http.StatusNotFound, githubError{Message: err.Error()})
+	case errors.Is(err, ErrStatusLimit):
+		return validationFailed(err.Error())
 	default:
 		return jsonReply(http.StatusInternalServerError, githubError{Message: err.Error()})
 	}
@@ -213,4 +216,71 @@ func (s *Sim) ctlRedirect(r *http.Request) reply {
 		to += "?" + r.URL.RawQuery
 	}
 	return reply{status: http.StatusTemporaryRedirect, header: http.Header{"Location": {to}}}
+}
+
+func (s *Sim) ctlAddInstallation(r *http.Request) reply {
+	var body struct {
+		ID                   int64    `json:"id"`
+		Account              string   `json:"account"`
+		Repositories         []string `json:"repositories"`
+		Installations        int      `json:"installations"`
+		ReposPerInstallation int      `json:"repos_per_installation"`
+	}
+	if err := decode(r, &body); err != nil {
+		return ctlReply(err)
+	}
+	if body.Installations != 0 || body.ReposPerInstallation != 0 {
+		if body.ID != 0 || body.Account != "" || body.Repositories != nil {
+			return ctlReply(badField("installations", strconv.Itoa(body.Installations), "seeds 1..n: give it without id, account and repositories"))
+		}
+		return ctlReply(s.SeedInstallations(body.Installations, body.ReposPerInstallation))
+	}
+	return ctlReply(s.AddInstallation(body.ID, body.Account, body.Repositories...))
+}
+
+// pathInstallation reads the {id} path segment.
+func pathInstallation(r *http.Request) (int64, error) {
+	v := r.PathValue("id")
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n <= 0 {
+		return 0, badField("id", v, "want a positive integer")
+	}
+	return n, nil
+}
+
+func (s *Sim) ctlRemoveInstallation(r *http.Request) reply {
+	id, err := pathInstallation(r)
+	if err != nil {
+		return ctlReply(err)
+	}
+	return ctlReply(s.RemoveInstallation(id))
+}
+
+func (s *Sim) ctlInstallationRepos(r *http.Request) reply {
+	var body struct {
+		Add    []string `json:"add"`
+		Remove []string `json:"remove"`
+	}
+	id, err := pathInstallation(r)
+	if err == nil {
+		err = decode(r, &body)
+	}
+	if err == nil && (len(body.Add) == 0) == (len(body.Remove) == 0) {
+		err = badField("add", "", "give add or remove, not both nor neither")
+	}
+	if err != nil {
+		return ctlReply(err)
+	}
+	if len(body.Add) > 0 {
+		return ctlReply(s.AddInstallationRepos(id, body.Add...))
+	}
+	return ctlReply(s.RemoveInstallationRepos(id, body.Remove...))
+}
+
+func (s *Sim) ctlWebhook(r *http.Request) reply {
+	var hook Webhook
+	if err := decode(r, &hook); err != nil {
+		return ctlReply(err)
+	}
+	return ctlReply(s.SetWebhook(hook))
 }

@@ -86,6 +86,12 @@ type RateLimit {
 }
 `
 
+// GraphQLSchema is the schema the simulator's POST /graphql serves, in
+// GraphQL's schema language: a subset of GitHub's public schema, every type,
+// field and argument of it named and typed as GitHub's (the contract test in
+// internal/testing/githubcontract holds it to that).
+func GraphQLSchema() string { return graphqlSchema }
+
 // graphqlDoc is GitHub's page on GraphQL rate limits and query limits, the
 // source of every pricing rule below.
 const graphqlDoc = "https://docs.github.com/graphql/overview/rate-limits-and-query-limits-for-the-graphql-api"
@@ -141,7 +147,7 @@ type gqlAnswer struct {
 // key) moves both; s.mu is held.
 func (s *Sim) gqlWindow(tok string, now time.Time) (*window, int) {
 	p := s.principalOf(tok)
-	return s.window(p, "graphql", now), s.limitOf(p)
+	return s.window(p, "graphql", now), s.limitOf(p, "graphql")
 }
 
 // graphql answers POST /graphql: it prices the query as GitHub documents,

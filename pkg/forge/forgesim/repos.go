@@ -17,6 +17,19 @@ var ErrBadRequest = errors.New("forgesim: bad request")
 // simulator does not have.
 var ErrNotFound = errors.New("forgesim: not found")
 
+// ErrStatusLimit is returned when a commit already has MaxStatuses
+// statuses of a context. Its text is GitHub's message, which the statuses
+// endpoint answers with its 422.
+var ErrStatusLimit = errors.New("This SHA and context has reached the maximum number of statuses.")
+
+// MaxStatuses is how many statuses one commit may have of one context:
+// "there is a limit of 1000 statuses per sha and context within a
+// repository. Attempts to create more than 1000 statuses will result in a
+// validation error" (Create a commit status:
+// https://docs.github.com/rest/commits/statuses#create-a-commit-status).
+// Contexts compare case-insensitively, as the endpoint's do.
+const MaxStatuses = 1000
+
 // FieldError is a bad argument: Field names it as the control endpoint's
 // JSON does.
 type FieldError struct {
@@ -56,7 +69,9 @@ type Issue struct {
 }
 
 type repo struct {
+	id          int64
 	owner, name string
+	created     time.Time
 	issues      map[int]*issue       // pull requests included, as on GitHub
 	commits     map[string]bool      // every head SHA ever pushed
 	refs        map[string]string    // "heads/<branch>" or "tags/<tag>" → SHA
@@ -86,11 +101,17 @@ type status struct {
 }
 
 // repoFor returns owner/repo, creating it when create is set; s.mu is held.
+// Names match without regard to case, as on GitHub ("The name is not case
+// sensitive", the owner and repo parameters of every repository operation,
+// e.g. https://docs.github.com/rest/pulls/pulls#get-a-pull-request); a
+// repository keeps the spelling it was created with, which its answers
+// show.
 func (s *Sim) repoFor(owner, name string, create bool) *repo {
-	key := owner + "/" + name
+	key := strings.ToLower(owner + "/" + name)
 	r := s.repos[key]
 	if r == nil && create {
-		r = &repo{owner: owner, name: name, issues: make(map[int]*issue), commits: make(map[string]bool), refs: make(map[string]string), statuses: make(map[string][]*status)}
+		r = &repo{id: s.newID(), owner: owner, name: name, created: s.clock(), issues: make(map[int]*issue), commits: make(map[string]bool), refs: make(map[string]string), statuses: make(map[string][]*status)}
+		r.commits[r.baseSHA()] = true
 		s.repos[key] = r
 	}
 	return r
@@ -214,7 +235,8 @@ func (s *Sim) Merge(owner, repo string, number int) error {
 
 // SetStatus adds st to commit sha of owner/repo (creating both), as the
 // statuses endpoint does, without spending any budget. st.State is error,
-// failure, pending or success; an empty Context is "default".
+// failure, pending or success; an empty Context is "default". Past
+// MaxStatuses of one context it returns ErrStatusLimit.
 func (s *Sim) SetStatus(owner, repo, sha string, st Status) error {
 	if err := checkOwnerRepo(owner, repo); err != nil {
 		return err
@@ -237,6 +259,15 @@ func (s *Sim) addStatus(r *repo, sha string, st Status) (*status, error) {
 	}
 	if st.Context == "" {
 		st.Context = "default"
+	}
+	n := 0
+	for _, old := range r.statuses[sha] {
+		if strings.EqualFold(old.context, st.Context) {
+			n++
+		}
+	}
+	if n >= MaxStatuses {
+		return nil, ErrStatusLimit
 	}
 	rec := &status{id: s.newID(), context: st.Context, state: st.State, description: st.Description, targetURL: st.TargetURL, created: s.clock()}
 	r.statuses[sha] = append(r.statuses[sha], rec)

@@ -25,6 +25,11 @@ import (
 //     5; a GraphQL request without a mutation 1, with one 5.
 //   - "no more than 80 content-generating requests per minute and no more
 //     than 500 content-generating requests per hour".
+//   - "No more than 90 seconds of CPU time per 60 seconds of real time is
+//     allowed. No more than 60 seconds of this CPU time may be for the
+//     GraphQL API", CPU time estimated by total response time: counted from
+//     the latency model's times (timing.go), so it binds only with the
+//     model on.
 //   - A request over a limit gets "a 403 or 429 response" and, here always,
 //     a retry-after header: the seconds until the window that refused it
 //     has room again.
@@ -44,6 +49,11 @@ type SecondaryLimits struct {
 	GraphQLPointsPerMinute int // on the GraphQL endpoint
 	ContentPerMinute       int // content-creating requests
 	ContentPerHour         int // content-creating requests, per 60 minutes
+	// CPUPerMinute is the response time a principal may spend per minute,
+	// REST and GraphQL together; GraphQLCPUPerMinute is GraphQL's share.
+	// Both count the latency model's times (WithLatency).
+	CPUPerMinute        time.Duration
+	GraphQLCPUPerMinute time.Duration
 }
 
 // GitHubSecondaryLimits are GitHub's documented figures, the default.
@@ -53,6 +63,8 @@ var GitHubSecondaryLimits = SecondaryLimits{
 	GraphQLPointsPerMinute: 2000,
 	ContentPerMinute:       80,
 	ContentPerHour:         500,
+	CPUPerMinute:           90 * time.Second,
+	GraphQLCPUPerMinute:    60 * time.Second,
 }
 
 // WithSecondaryLimits replaces GitHubSecondaryLimits; a field <= 0 is that
@@ -62,10 +74,11 @@ func WithSecondaryLimits(l SecondaryLimits) Option {
 }
 
 // WithMinute sets how long the simulator's minute lasts on its clock
-// (default time.Minute): the window of the per-minute secondary limits, and
-// a sixtieth of the content-creation hour. d <= 0 keeps a minute. The
-// primary budget's hour stays an hour: a client waits for the reset GitHub
-// announced.
+// (default time.Minute): the window of the per-minute secondary limits, the
+// CPU-time limit included, a sixtieth of the content-creation hour, and the
+// scale of the latency model's waits (a minute of 6 s answers a 1.5 s query
+// in 150 ms). d <= 0 keeps a minute. The primary budget's hour stays an
+// hour: a client waits for the reset GitHub announced.
 func WithMinute(d time.Duration) Option {
 	return func(s *Sim) {
 		if d > 0 {
@@ -95,6 +108,17 @@ type secWindow struct {
 	used  int
 }
 
+// openWindow returns key's window, opening one of length d when none is
+// open; s.mu is held.
+func (s *Sim) openWindow(key secKey, d time.Duration, now time.Time) *secWindow {
+	w := s.secWindows[key]
+	if w == nil || !now.Before(w.reset) {
+		w = &secWindow{reset: now.Add(d)}
+		s.secWindows[key] = w
+	}
+	return w
+}
+
 // chargeWindow adds n to key's window of length d if that stays within
 // limit (limit <= 0: no limit), and otherwise returns how long until the
 // window resets; s.mu is held.
@@ -102,11 +126,7 @@ func (s *Sim) chargeWindow(key secKey, d time.Duration, limit, n int, now time.T
 	if limit <= 0 {
 		return 0, true
 	}
-	w := s.secWindows[key]
-	if w == nil || !now.Before(w.reset) {
-		w = &secWindow{reset: now.Add(d)}
-		s.secWindows[key] = w
-	}
+	w := s.openWindow(key, d, now)
 	if w.used+n > limit {
 		return w.reset.Sub(now), false
 	}

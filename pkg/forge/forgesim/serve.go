@@ -44,9 +44,11 @@ func errorReply(status int, msg string) reply {
 
 // api wraps a GitHub endpoint: it names the token and its principal,
 // enforces the concurrency limit, an injected secondary limit, the primary
-// budget and the per-minute secondary limits, in that order, answers a
-// matching If-None-Match with a 304, charges the budget, sets the
-// x-ratelimit-* headers and counts the request.
+// budget, the CPU-time limit and the per-minute secondary limits, in that
+// order, gives a GraphQL refusal its configured shape, answers a matching
+// If-None-Match with a 304, charges the budget, sets the x-ratelimit-*
+// headers, counts the request, and holds the answer for its modelled time
+// (timing.go) before writing it.
 func (s *Sim) api(h func(*http.Request, string) reply) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tok := tokenOf(r)
@@ -70,7 +72,7 @@ func (s *Sim) api(h func(*http.Request, string) reply) http.Handler {
 		body, err := io.ReadAll(io.LimitReader(r.Body, maxBody))
 		if err != nil {
 			s.mu.Lock()
-			s.count(r, tok, http.StatusBadRequest, 0)
+			s.count(r, tok, http.StatusBadRequest, 0, 0)
 			s.mu.Unlock()
 			write(w, http.StatusBadRequest, nil)
 			return
@@ -79,11 +81,15 @@ func (s *Sim) api(h func(*http.Request, string) reply) http.Handler {
 		s.mu.Lock()
 		now := s.clock()
 		win := s.window(principal, res, now)
-		limit := s.limitOf(principal)
+		limit := s.limitOf(principal, res)
 		var rep reply
-		refused := true // by a limit: nothing charged
+		var took time.Duration // the answer's modelled time
+		refused := true        // by a limit: nothing charged
 		retryAfter, injected := s.takeSecondary(tok)
+		cpuRefusal, cpuOK := s.admitCPU(principal, res, now)
 		switch {
+		case s.revoked(tok):
+			rep = errorReply(http.StatusUnauthorized, "Bad credentials")
 		case !admitted:
 			// In-flight requests end within seconds; no window to wait for.
 			rep = secondaryReply(http.StatusTooManyRequests, time.Second)
@@ -94,6 +100,8 @@ func (s *Sim) api(h func(*http.Request, string) reply) http.Handler {
 				Message:          "API rate limit exceeded for " + tokenLabel(tok) + ". (But here's the good news: Authenticated requests get a higher rate limit. Check out the documentation for more details.)",
 				DocumentationURL: "https://docs.github.com/rest/overview/resources-in-the-rest-api#rate-limiting",
 			})
+		case !cpuOK:
+			rep = cpuRefusal
 		default:
 			var ok bool
 			if res == "graphql" {
@@ -103,8 +111,15 @@ func (s *Sim) api(h func(*http.Request, string) reply) http.Handler {
 			}
 			if ok {
 				refused = false
-				rep = h(r, tok)
+				ans := notFound()
+				if s.reaches(tok, r) {
+					ans = h(r, tok)
+				}
+				rep, took = s.answerTime(r, principal, res, body, ans, now)
 			}
+		}
+		if res == "graphql" {
+			rep = s.shapeGraphQLLimit(refused, rep)
 		}
 		out, etag := encode(rep, tok)
 		status := rep.status
@@ -138,8 +153,9 @@ func (s *Sim) api(h func(*http.Request, string) reply) http.Handler {
 			hd.Set("ETag", etag)
 			hd.Set("Vary", "Accept, Authorization, Cookie")
 		}
-		s.count(r, tok, status, units)
+		s.count(r, tok, status, units, took)
 		s.mu.Unlock()
+		s.wait(r.Context(), took)
 		write(w, status, out)
 	})
 }
@@ -153,15 +169,15 @@ func (s *Sim) control(h func(*http.Request) reply) http.Handler {
 			w.Header()[k] = v
 		}
 		s.mu.Lock()
-		s.count(r, tokenOf(r), rep.status, 0)
+		s.count(r, tokenOf(r), rep.status, 0, 0)
 		s.mu.Unlock()
 		write(w, rep.status, body)
 	})
 }
 
-// count counts one request received and the budget units it was charged;
-// s.mu is held.
-func (s *Sim) count(r *http.Request, tok string, status, units int) {
+// count counts one request received, the budget units it was charged and
+// its modelled response time; s.mu is held.
+func (s *Sim) count(r *http.Request, tok string, status, units int, took time.Duration) {
 	route := r.Pattern
 	if route == "/" {
 		route = RouteUnmatched
@@ -169,6 +185,7 @@ func (s *Sim) count(r *http.Request, tok string, status, units int) {
 	k := statKey{token: tok, method: r.Method, route: route, status: status}
 	s.stats[k]++
 	s.points[k] += int64(units)
+	s.took[k] += took
 }
 
 // write sends an answer.

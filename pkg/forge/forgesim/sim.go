@@ -6,6 +6,19 @@
 // method, route and status: the ground truth that tests and benchmarks
 // compare the client's own counts against.
 //
+// By default every answer is instant. WithLatency turns on a latency model
+// (latency.go): each answer takes GitHub's time, waited on the simulator's
+// own clock and scaled by its minute, and with it come the rules that
+// depend on time: GitHub's 10 s GraphQL timeout and its CPU-time secondary
+// limit (timing.go). WithGraphQLLimitAnswer picks the shape of a GraphQL
+// refusal (graphql_limits.go); WithInstallationSize scales installation
+// budgets by GitHub's rule (installations.go). A commit takes at most
+// MaxStatuses statuses of one context.
+//
+// A GitHub App's installations (apps.go) each cover repositories and spend
+// their own budgets; adding or removing them, or their repositories, sends
+// GitHub's installation webhooks, signed, to a configured URL.
+//
 // A Sim is an http.Handler: serve it with httptest.NewServer in process, or
 // run "iterion forge-sim". It serves the API at its root (/repos/...), so a
 // client's base URL is the server's URL plus "/". Control endpoints under
@@ -21,7 +34,13 @@
 //	POST /repos/{owner}/{repo}/statuses/{sha}
 //	GET  /repos/{owner}/{repo}/issues                 (state, since, sort, direction, per_page, page)
 //	POST /app/installations/{id}/access_tokens        (needs an App JWT)
+//	GET  /app/installations                           (needs an App JWT; per_page, page)
+//	GET  /repos/{owner}/{repo}/installation           (needs an App JWT)
 //	POST /graphql                                     (a subset of GitHub's schema, priced as GitHub does: graphql.go)
+//
+// Their answers carry every field GitHub's OpenAPI description marks
+// required (shapes.go), and owner and repository names match without regard
+// to case, as on GitHub.
 //
 // Control endpoints (the simulator's; no budget, no rate-limit headers):
 //
@@ -37,6 +56,11 @@
 //	POST /_sim/clock/advance                               {"duration":"1h"}
 //	POST /_sim/hour/reset                                  every token's budget window restarts now
 //	POST /_sim/secondary                                   {"token":"…","retry_after_seconds":60,"count":1}
+//	POST /_sim/installations                               {"id":7,"account":"acme","repositories":["acme/app"]}, or {"installations":N,"repos_per_installation":R}
+//	DELETE /_sim/installations/{id}
+//	POST /_sim/installations/{id}/repos                    {"add":["acme/web"]} or {"remove":["acme/app"]}
+//	GET  /_sim/installations                               the installations as JSON
+//	POST /_sim/webhook                                     {"url":"…","secret":"…","app_id":1} (where installation webhooks go)
 //	GET  /_sim/stats                                       Stats as JSON
 //	POST /_sim/stats/reset
 //	ANY  /_sim/redirect/{hops}/{path...}                   307 to …/{hops-1}/{path}, then to /{path}
@@ -92,8 +116,11 @@ type Sim struct {
 	now      func() time.Time
 	tokenTTL time.Duration
 
-	minute   time.Duration   // WithMinute
-	limitsOn SecondaryLimits // WithSecondaryLimits
+	minute         time.Duration      // WithMinute
+	limitsOn       SecondaryLimits    // WithSecondaryLimits
+	latency        *latencyModel      // WithLatency; nil: answers are instant
+	gqlLimitAnswer GraphQLLimitAnswer // WithGraphQLLimitAnswer
+	installSize    *InstallationSize  // WithInstallationSize
 
 	mu            sync.Mutex
 	offset        time.Duration // Advance's total
@@ -107,9 +134,20 @@ type Sim struct {
 	users         map[string]string // token → user, set by MapToken
 	repos         map[string]*repo
 	stats         map[statKey]int64
-	points        map[statKey]int64 // budget units charged, beside stats
+	points        map[statKey]int64           // budget units charged, beside stats
+	took          map[statKey]time.Duration   // modelled response time, beside stats
+	installSizes  map[string]InstallationSize // by principal, set by SetInstallationSize
 	nextID        int64
 	minted        int
+
+	apps        map[int64]*simInstallation // the App's installations (apps.go)
+	removedApps map[int64]bool             // removed and not added again
+	repoInstall map[string]int64           // lower-case "owner/name" → installation covering it
+	hook        Webhook                    // where installation webhooks go (SetWebhook)
+	hookClient  *http.Client
+	hookSeq     int64
+	hooksSent   int64
+	hooksFailed int64
 }
 
 // New returns a Sim with no repositories and fresh budgets.
@@ -131,6 +169,12 @@ func New(opts ...Option) *Sim {
 		repos:         make(map[string]*repo),
 		stats:         make(map[statKey]int64),
 		points:        make(map[statKey]int64),
+		took:          make(map[statKey]time.Duration),
+		installSizes:  make(map[string]InstallationSize),
+		apps:          make(map[int64]*simInstallation),
+		removedApps:   make(map[int64]bool),
+		repoInstall:   make(map[string]int64),
+		hookClient:    &http.Client{},
 	}
 	for _, o := range opts {
 		o(s)
@@ -163,7 +207,9 @@ func (s *Sim) routes() {
 		"POST /repos/{owner}/{repo}/statuses/{sha}":      s.createStatus,
 		"GET /repos/{owner}/{repo}/issues":               s.listIssues,
 		"POST /app/installations/{id}/access_tokens":     s.createInstallationToken,
-		"POST /graphql": s.graphql,
+		"GET /app/installations":                         s.listInstallations,
+		"GET /repos/{owner}/{repo}/installation":         s.getRepoInstallation,
+		"POST /graphql":                                  s.graphql,
 		"/": func(*http.Request, string) reply {
 			return errorReply(http.StatusNotFound, "Not Found")
 		},
@@ -188,6 +234,11 @@ func (s *Sim) routes() {
 		"POST /_sim/clock/advance":                       s.ctlAdvance,
 		"POST /_sim/hour/reset":                          s.ctlResetHour,
 		"POST /_sim/secondary":                           s.ctlSecondary,
+		"POST /_sim/installations":                       s.ctlAddInstallation,
+		"DELETE /_sim/installations/{id}":                s.ctlRemoveInstallation,
+		"POST /_sim/installations/{id}/repos":            s.ctlInstallationRepos,
+		"GET /_sim/installations":                        func(*http.Request) reply { return jsonReply(http.StatusOK, s.Installations()) },
+		"POST /_sim/webhook":                             s.ctlWebhook,
 		"GET /_sim/stats":                                func(*http.Request) reply { return jsonReply(http.StatusOK, s.Stats()) },
 		"POST /_sim/stats/reset":                         s.ctlResetStats,
 		"/_sim/redirect/{hops}/{path...}":                s.ctlRedirect,

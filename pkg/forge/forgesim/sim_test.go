@@ -468,3 +468,36 @@ func TestIssuesCarryLabelsAndAssignees(t *testing.T) {
 		t.Fatalf("got %+v, want #5 assigned to cy and #4 labelled bug assigned to ana and bo: seeded assignees are listed as GitHub users", got)
 	}
 }
+
+// TestNamesMatchWithoutCase pins GitHub's rule that owner and repository
+// names are not case sensitive: every repository operation, and the GraphQL
+// repository field, serve acme/app when asked for ACME/App, and the answer
+// shows the repository's own spelling.
+func TestNamesMatchWithoutCase(t *testing.T) {
+	sim, srv := start(t)
+	if err := sim.SeedPull("acme", "app", 3, "abc", "open"); err != nil {
+		t.Fatal(err)
+	}
+	if err := sim.SeedIssue("acme", "app", forgesim.Issue{Number: 1, Title: "bug", State: "open"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ method, path, body string }{
+		{"GET", "/repos/ACME/App/pulls/3", ""},
+		{"GET", "/repos/Acme/APP/commits/abc/status", ""},
+		{"POST", "/repos/ACME/app/statuses/abc", `{"state":"success","context":"ci"}`},
+		{"GET", "/repos/ACME/App/issues", ""},
+	} {
+		resp, body := do(t, srv, c.method, c.path, "tok", c.body)
+		if resp.StatusCode/100 != 2 {
+			t.Errorf("%s %s = %d %s, want 2xx: names are not case sensitive", c.method, c.path, resp.StatusCode, body)
+			continue
+		}
+		if strings.Contains(string(body), "ACME") {
+			t.Errorf("%s %s shows the asked spelling: %s; want the repository's own, acme/app", c.method, c.path, body)
+		}
+	}
+	resp, body := do(t, srv, "POST", "/graphql", "tok", `{"query":"{ repository(owner: \"ACME\", name: \"App\") { nameWithOwner pullRequest(number: 3) { headRefOid } } }"}`)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"nameWithOwner":"acme/app"`) || !strings.Contains(string(body), `"headRefOid":"abc"`) {
+		t.Errorf("GraphQL repository(owner: ACME, name: App) = %d %s, want acme/app with pull 3", resp.StatusCode, body)
+	}
+}

@@ -23,13 +23,17 @@ type statKey struct {
 //
 // Points is the budget units those requests were charged: one per charged
 // REST request (a 304 or a refusal is free), a GraphQL query's points.
+// Seconds is their modelled response time in GitHub's seconds (WithLatency;
+// 0, and left out of the JSON, with the model off): what GitHub's CPU-time
+// limit counts.
 type RequestCount struct {
-	Token  string `json:"token"`
-	Method string `json:"method"`
-	Route  string `json:"route"`
-	Status int    `json:"status"`
-	Count  int64  `json:"count"`
-	Points int64  `json:"points"`
+	Token   string  `json:"token"`
+	Method  string  `json:"method"`
+	Route   string  `json:"route"`
+	Status  int     `json:"status"`
+	Count   int64   `json:"count"`
+	Points  int64   `json:"points"`
+	Seconds float64 `json:"seconds,omitempty"`
 }
 
 // BudgetWindow is one principal's current budget window for one resource.
@@ -66,7 +70,7 @@ func (s *Sim) Stats() Stats {
 	now := s.clock()
 	st := Stats{Requests: []RequestCount{}, Budget: Budget{DefaultLimit: s.defaultLimit, Windows: []BudgetWindow{}}}
 	for k, n := range s.stats {
-		st.Requests = append(st.Requests, RequestCount{Token: k.token, Method: k.method, Route: k.route, Status: k.status, Count: n, Points: s.points[k]})
+		st.Requests = append(st.Requests, RequestCount{Token: k.token, Method: k.method, Route: k.route, Status: k.status, Count: n, Points: s.points[k], Seconds: s.took[k].Seconds()})
 	}
 	slices.SortFunc(st.Requests, func(a, b RequestCount) int {
 		return cmp.Or(strings.Compare(a.Token, b.Token), strings.Compare(a.Route, b.Route),
@@ -76,7 +80,7 @@ func (s *Sim) Stats() Stats {
 		if !now.Before(w.reset) {
 			continue
 		}
-		limit := s.limitOf(b.principal)
+		limit := s.limitOf(b.principal, b.resource)
 		st.Budget.Windows = append(st.Budget.Windows, BudgetWindow{
 			Token: b.principal, Resource: b.resource, Limit: limit, Used: w.used, Remaining: max(limit-w.used, 0), Reset: w.reset,
 		})
@@ -113,4 +117,5 @@ func (s *Sim) ResetStats() {
 	defer s.mu.Unlock()
 	clear(s.stats)
 	clear(s.points)
+	clear(s.took)
 }

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"iterion.dev/iterion/internal/testing/conformance"
+	"iterion.dev/iterion/internal/conformance"
 	"iterion.dev/iterion/pkg/gaterun"
 )
 
@@ -228,6 +228,38 @@ var cases = []conformance.Case[gaterun.Store]{
 		}
 		if err != nil || !sameIDs(got, want...) {
 			t.Errorf("ForHead = %v, %v, want #9@e1 and #10@e1 by id: one head, one repo, one host", ids(got), err)
+		}
+	}},
+	{Name: "NamesCompareWithoutCase", Rule: "owner and repository names compare as GitHub compares them, without regard to case: ID, ForPull, ForHead and List find a run under any spelling, and the Repo first given is kept for display", Check: func(t *testing.T, s gaterun.Store) {
+		first := newRun("Codertocat/Hello-World", 7, "c1")
+		if gaterun.ID("github.com", "codertocat/hello-world", 7, "c1") != first.ID {
+			t.Fatalf("ID differs between spellings of one repository: names differing in case are one repository on GitHub")
+		}
+		other := newRun("codertocat/hello-world-2", 7, "c1")
+		put(t, s, first, at(0))
+		put(t, s, other, at(0))
+		again := newRun("CODERTOCAT/hello-world", 7, "c1")
+		again.Verdict = gaterun.VerdictFailure
+		if put(t, s, again, at(time.Second)) {
+			t.Errorf("Put under another spelling created a run: it is the same run")
+		}
+		got, err := s.Get(context.Background(), first.ID)
+		if err != nil || got.Repo != "Codertocat/Hello-World" || got.Verdict != gaterun.VerdictFailure {
+			t.Errorf("Get = %+v, %v, want repo Codertocat/Hello-World (as first given) with the later verdict failure", got, err)
+		}
+		for _, spelling := range []string{"codertocat/hello-world", "CODERTOCAT/HELLO-WORLD", "Codertocat/Hello-World"} {
+			runs, err := s.ForPull(context.Background(), "github.com", spelling, 7)
+			if err != nil || !sameIDs(runs, first) {
+				t.Errorf("ForPull(%s) = %v, %v, want the one run of Codertocat/Hello-World#7", spelling, ids(runs), err)
+			}
+			runs, err = s.ForHead(context.Background(), "github.com", spelling, "c1")
+			if err != nil || !sameIDs(runs, first) {
+				t.Errorf("ForHead(%s) = %v, %v, want the one run of Codertocat/Hello-World@c1", spelling, ids(runs), err)
+			}
+			runs, err = s.List(context.Background(), gaterun.Query{Repo: spelling, Limit: 10})
+			if err != nil || !sameIDs(runs, first) {
+				t.Errorf("List(repo %s) = %v, %v, want the one run of Codertocat/Hello-World", spelling, ids(runs), err)
+			}
 		}
 	}},
 	{Name: "ListFilters", Rule: "List selects by host, repo, pull and state; a zero field matches every run; settled runs are listed unless State leaves them out", Check: func(t *testing.T, s gaterun.Store) {

@@ -4,8 +4,8 @@
 //	func TestConformance(t *testing.T) { leasetest.Run(t, newStore) }
 //
 // Like testing/slogtest, the suite is a table of named cases, each with a
-// one-line statement of the rule it checks (the rules of DESIGN.md's
-// pkg/lease contract), each run as a subtest on a fresh store. It treats the
+// one-line statement of the rule it checks (the store contract of
+// docs/design.md, decision 1), each run as a subtest on a fresh store. It treats the
 // store as a black box: it calls only the Store methods, and Holders when the
 // store implements [lease.Inspector], and AcquireTerm and ReleaseTerm when
 // it implements [lease.TermStore] (the Term cases skip otherwise).
@@ -20,7 +20,7 @@ import (
 	"testing"
 	"time"
 
-	"iterion.dev/iterion/internal/testing/conformance"
+	"iterion.dev/iterion/internal/conformance"
 	"iterion.dev/iterion/pkg/lease"
 )
 

@@ -234,8 +234,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err := seed(ctx, sim, d.runs, cfg.Runs, cfg.Issues); err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(cfg.Out, "iterion demo: %d replicas in one process, sweep and board sync every %v (%s), %d gating runs, %d board issues, forge simulator at %s\n",
-		cfg.Replicas, cfg.Interval, cfg.leaseTiming(), cfg.Runs, cfg.Issues, srv.URL)
+	fmt.Fprintf(cfg.Out, "iterion demo: %d replicas in one process, sweep and board sync every %v (%s), %d gating runs, %d board issues, a forge simulator that lives only while the demo runs\n",
+		cfg.Replicas, cfg.Interval, cfg.leaseTiming(), cfg.Runs, cfg.Issues)
 
 	sctx, stopSampling := context.WithCancel(ctx)
 	sampled := make(chan struct{})

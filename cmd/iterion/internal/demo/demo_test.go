@@ -193,3 +193,34 @@ func countSVG(svg []byte) (polygons, rects int, err error) {
 		}
 	}
 }
+
+// TestTakeoverLabelsDoNotOverlap pins the chart's takeover labels: two
+// takeovers closer than a label's width (the clean stop and the crash,
+// at the default settings) get different rows, and a takeover far enough
+// from the last one keeps the row above the bars.
+func TestTakeoverLabelsDoNotOverlap(t *testing.T) {
+	ts := []chartTakeover{
+		{X: 600, Delay: "211ms", Bound: "400ms"},
+		{X: 640, Delay: "814ms", Bound: "1s"},
+		{X: 900, Delay: "300ms", Bound: "1s"},
+	}
+	placeTakeoverLabels(ts, 300)
+	a, b := ts[0], ts[1]
+	if a.TextY == b.TextY && a.X+labelWidth(a.label()) > b.X {
+		t.Errorf("labels %q at x %v and %q at x %v share row y=%v: got overlapping text, want them on different rows", a.label(), a.X, b.label(), b.X, a.TextY)
+	}
+	if ts[0].TextY != 296 || ts[2].TextY != 296 {
+		t.Errorf("rows %v, %v: want the row above the bars (y 296) for a label with room there", ts[0].TextY, ts[2].TextY)
+	}
+}
+
+// TestTableCellsKeepHyphenatedWordsWhole pins the report's table cells: a
+// word with a hyphen (a flag, a lease name) is kept on one line, and the
+// text is still escaped.
+func TestTableCellsKeepHyphenatedWordsWhole(t *testing.T) {
+	got := string(nobreak("every replica sweeps (--no-lease) <b>"))
+	want := `every replica sweeps <span class="nw">(--no-lease)</span> &lt;b&gt;`
+	if got != want {
+		t.Errorf("nobreak: got %q, want %q", got, want)
+	}
+}

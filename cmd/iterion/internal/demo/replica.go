@@ -65,7 +65,7 @@ func (d *demo) start(ctx context.Context, name string, noLease bool) (*replica, 
 		return nil, fmt.Errorf("demo: forge client of %s: %w", name, err)
 	}
 	r := &replica{store: leasecut.New(d.leases), done: make(chan struct{})}
-	srv, err := server.New(server.Config{
+	srv, err := server.NewForComparison(server.Config{
 		Runs:          d.runs,
 		Leases:        r.store,
 		Forge:         fc,
@@ -75,10 +75,9 @@ func (d *demo) start(ctx context.Context, name string, noLease bool) (*replica, 
 		SweepInterval: d.cfg.Interval,
 		BoardRepos:    []string{demoOwner + "/" + demoRepo},
 		BoardInterval: d.cfg.Interval,
-		NoLease:       noLease,
 		Registry:      reg,
 		OnLeaseEvent:  d.leaseEvent,
-	})
+	}, server.Comparison{NoLease: noLease}) // phase 1 shows the design the lease replaced
 	if err != nil {
 		fc.Close()
 		return nil, fmt.Errorf("demo: server %s: %w", name, err)

@@ -58,10 +58,37 @@ type takeover struct {
 }
 
 // chartTakeover is a takeover on the chart: a bar from the stop (X) to the
-// successor's first request (X+W), and a mark at the bound (BoundX).
+// successor's first request (X+W), a mark at the bound (BoundX), and its
+// label at TextY.
 type chartTakeover struct {
-	X, W, BoundX       float64
-	Delay, Bound, Over string
+	X, W, BoundX, TextY float64
+	Delay, Bound, Over  string
+}
+
+// label is the takeover's text on the chart.
+func (t chartTakeover) label() string { return t.Delay + " (bound " + t.Bound + ")" + t.Over }
+
+// placeTakeoverLabels gives each takeover label of ts a row, above the bars
+// or below them: the first whose labels so far end left of it, so two
+// takeovers close in time do not write over each other; when neither row
+// is free, the one whose last label ends first.
+func placeTakeoverLabels(ts []chartTakeover, barY float64) {
+	rows := []float64{barY - 4, barY + 21} // baselines: above the 8 px bar, below it
+	end := make([]float64, len(rows))      // where each row's last label ends
+	for i := range ts {
+		best := 0
+		for r := range rows {
+			if end[r] <= ts[i].X {
+				best = r
+				break
+			}
+			if end[r] < end[best] {
+				best = r
+			}
+		}
+		ts[i].TextY = rows[best]
+		end[best] = ts[i].X + labelWidth(ts[i].label())
+	}
 }
 
 type chartPhase struct {
@@ -156,6 +183,7 @@ func buildChart(names []string, samples []Sample, terms, boardTerms, phases []Sp
 		}
 		c.Takeovers = append(c.Takeovers, ct)
 	}
+	placeTakeoverLabels(c.Takeovers, c.TakeoverY)
 	for _, t := range terms {
 		c.Terms = append(c.Terms, rect(t))
 	}
@@ -194,7 +222,21 @@ func niceCeil(v float64) float64 {
 	return 10 * p
 }
 
-var reportTmpl = template.Must(template.New("report").Parse(`<!DOCTYPE html>
+// nobreak is cell, HTML-escaped, with each word that holds a hyphen kept
+// on one line: a narrow column wraps between words, never inside a flag
+// such as --no-lease or a lease name such as merge-gate-sweeper.
+func nobreak(cell string) template.HTML {
+	words := strings.Split(cell, " ")
+	for i, w := range words {
+		words[i] = template.HTMLEscapeString(w)
+		if strings.Contains(w, "-") {
+			words[i] = `<span class="nw">` + words[i] + `</span>`
+		}
+	}
+	return template.HTML(strings.Join(words, " "))
+}
+
+var reportTmpl = template.Must(template.New("report").Funcs(template.FuncMap{"nobreak": nobreak}).Parse(`<!DOCTYPE html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
@@ -209,6 +251,7 @@ table { border-collapse: collapse; margin: .5em 0 1.5em; }
 th, td { border: 1px solid #c8ccd2; padding: .25em .6em; text-align: right; font-variant-numeric: tabular-nums; }
 th:first-child, td:first-child { text-align: left; }
 th { background: #eef0f3; }
+.nw { white-space: nowrap; }
 .legend span { display: inline-block; margin-right: 1.2em; }
 .legend i { display: inline-block; width: 12px; height: 12px; margin-right: 4px; vertical-align: middle; }
 </style>
@@ -225,7 +268,7 @@ th { background: #eef0f3; }
 {{range .Lines}}<polygon fill="{{.Color}}" fill-opacity="0.8" stroke="{{.Color}}" stroke-width="0.5" points="{{.Points}}"><title>{{.Name}}</title></polygon>
 {{end}}{{range .Phases}}<line x1="{{.X}}" x2="{{.X}}" y1="{{$.Chart.Top}}" y2="{{$.BandBottom}}" stroke="#444" stroke-dasharray="4 3"/><text x="{{.X}}" y="{{$.PhaseLabelY}}" font-size="11" dx="3">{{.Name}}</text>
 {{end}}<text x="{{.Left}}" y="{{$.TakeoverLabelY}}" font-size="11">takeover: stop → successor's first request (bar), ADR bound (mark)</text>
-{{range .Takeovers}}<g><title>takeover {{.Delay}}, bound {{.Bound}}{{.Over}}</title><rect x="{{.X}}" y="{{$.Chart.TakeoverY}}" width="{{.W}}" height="8" fill="#1b1b1b"/><line x1="{{.BoundX}}" x2="{{.BoundX}}" y1="{{$.TakeoverMarkTop}}" y2="{{$.TakeoverMarkBottom}}" stroke="#D55E00" stroke-width="2"/><text x="{{.X}}" y="{{$.TakeoverTextY}}" font-size="11">{{.Delay}} (bound {{.Bound}}){{.Over}}</text></g>
+{{range .Takeovers}}<g><title>takeover {{.Delay}}, bound {{.Bound}}{{.Over}}</title><rect x="{{.X}}" y="{{$.Chart.TakeoverY}}" width="{{.W}}" height="8" fill="#1b1b1b"/><line x1="{{.BoundX}}" x2="{{.BoundX}}" y1="{{$.TakeoverMarkTop}}" y2="{{$.TakeoverMarkBottom}}" stroke="#D55E00" stroke-width="2"/><text class="takeover-label" x="{{.X}}" y="{{.TextY}}" font-size="11">{{.Delay}} (bound {{.Bound}}){{.Over}}</text></g>
 {{end}}<text x="{{.Left}}" y="{{$.BandLabelY}}" font-size="11">lease holder (merge-gate-sweeper)</text>
 {{range .Terms}}<rect x="{{.X}}" y="{{$.Chart.BandY}}" width="{{.W}}" height="{{$.Chart.BandH}}" fill="{{.Color}}"><title>{{.Title}}</title></rect>{{if .Label}}<text x="{{.X}}" dx="4" y="{{$.TermLabelY}}" font-size="11" stroke="#fff" stroke-width="3" paint-order="stroke">{{.Label}}</text>{{end}}
 {{end}}<text x="{{.Left}}" y="{{$.BoardBandLabelY}}" font-size="11">lease holder (forge-board-sync)</text>
@@ -234,8 +277,8 @@ th { background: #eef0f3; }
 </svg>
 <p class="legend">{{range .Chart.Lines}}<span><i style="background:{{.Color}}"></i>{{.Name}}</span>{{end}}</p>
 <h2>Figures (from the simulator's own counts)</h2>
-{{range .Tables}}<div class="scroll"><table><thead><tr>{{range .Header}}<th>{{.}}</th>{{end}}</tr></thead><tbody>
-{{range .Rows}}<tr>{{range .}}<td>{{.}}</td>{{end}}</tr>
+{{range .Tables}}<div class="scroll"><table><thead><tr>{{range .Header}}<th>{{nobreak .}}</th>{{end}}</tr></thead><tbody>
+{{range .Rows}}<tr>{{range .}}<td>{{nobreak .}}</td>{{end}}</tr>
 {{end}}</tbody></table></div>
 {{end}}<ul>{{range .Findings}}<li>{{.}}</li>{{end}}</ul>
 </body>
@@ -263,7 +306,6 @@ func writeHTML(w io.Writer, summary string, tables []table, findings []string, c
 		"TakeoverLabelY":     c.TakeoverY - 18,
 		"TermLabelY":         c.BandY + c.BandH/2 + 4,
 		"BoardTermLabelY":    c.BoardBandY + c.BandH/2 + 4,
-		"TakeoverTextY":      c.TakeoverY - 4,
 		"TakeoverMarkTop":    c.TakeoverY - 2,
 		"TakeoverMarkBottom": c.TakeoverY + 10,
 	})

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"net/http"
-	"strings"
 	"time"
 )
 
@@ -17,6 +16,10 @@ const (
 	adrBudgetShare  = float64(adrBudget) / adrDemandAtTen
 	budgetTokenBase = "installation"
 )
+
+// noETagFlag is the serve flag that turns the forge client's ETag cache off,
+// for the replay of the ADR's incident.
+const noETagFlag = "--forge-etag-cache=-1"
 
 // BudgetRow is the budget scenario for one configuration: every replica
 // shares one forge token, as the ADR's replicas share one GitHub App
@@ -43,45 +46,53 @@ type BudgetRow struct {
 	REST, Points, Refused int64
 }
 
-// budget runs the compressed hour without and then with the lease, on
-// BudgetReplicas replicas sharing one token, with the ETag cache off as in
-// the ADR's incident (a 304 would cost no budget). The batched sweep reads
-// with one GraphQL query a pass and writes REST only for drifted runs, so
-// the budget it spends is the GraphQL point budget: the scenario sizes the
-// budget from the points the cost scenario measured.
-func (h *run) budget(ctx context.Context) error {
+// budgetScenario runs the compressed hour without and then with the lease,
+// on replicas sharing one token, with the ETag cache off as in the ADR's
+// incident (a 304 would cost no budget). The batched sweep reads with one
+// GraphQL query a pass and writes REST only for drifted runs, so the budget
+// it spends is the GraphQL point budget: the scenario sizes the budget from
+// the points the cost scenario measured.
+type budgetScenario struct {
+	replicas int
+	hour     time.Duration // the compressed hour
+	// demand is the GraphQL points per interval the sweep spent without
+	// the lease, by replica count, as the cost scenario measured them;
+	// empty when it did not run.
+	demand map[int]float64
+	logf   func(format string, args ...any)
+}
+
+// run spends the hour twice on c and returns a row for each, without the
+// lease first; on an error, the rows measured before it.
+func (s budgetScenario) run(ctx context.Context, c *cluster) ([]BudgetRow, error) {
 	// The demand of n replicas without the lease, in GraphQL points per
 	// interval: as the cost scenario measured it at n, else n times its
 	// one-replica figure, else n times one point a pass.
-	n := h.o.BudgetReplicas
+	n := s.replicas
 	demand := float64(n)
-	for _, c := range h.rep.Cost {
-		if c.Replicas == 1 && !c.Lease && c.GraphQLPerInterval > 0 {
-			demand = float64(n) * c.GraphQLPerInterval
-		}
+	if d, ok := s.demand[n]; ok {
+		demand = d
+	} else if d, ok := s.demand[1]; ok {
+		demand = float64(n) * d
 	}
-	for _, c := range h.rep.Cost {
-		if c.Replicas == n && !c.Lease && c.GraphQLPerInterval > 0 {
-			demand = c.GraphQLPerInterval
-		}
-	}
-	hour := h.o.Hour
-	passes := float64(hour) / float64(h.o.Interval) // intervals in the hour
+	hour := s.hour
+	passes := float64(hour) / float64(c.interval) // intervals in the hour
 	limit := int(math.Round(adrBudgetShare * demand * passes))
+	var rows []BudgetRow
 	for i, lease := range []bool{false, true} {
 		tok := fmt.Sprintf("%s-%d", budgetTokenBase, i+1)
-		if err := h.c.sim.setBudget(ctx, tok, limit); err != nil {
-			return err
+		if err := c.sim.setBudget(ctx, tok, limit); err != nil {
+			return rows, err
 		}
 		row := BudgetRow{Replicas: n, Lease: lease, Budget: limit, Hour: hour}
 		t0 := time.Now()
-		if _, err := h.c.startReplicas(ctx, n, replicaSpec{noLease: !lease, token: tok, extra: []string{noETagFlag}}); err != nil {
-			return err
+		if _, err := c.startReplicas(ctx, n, replicaSpec{noLease: !lease, token: tok, extra: []string{noETagFlag}}); err != nil {
+			return rows, err
 		}
 		refused := func(r simRequests) bool {
 			return r.Token == tok && r.Status == http.StatusForbidden
 		}
-		at, err := pollUntil(ctx, h.c.sim, 20*time.Millisecond, hour, func(st simStats) bool {
+		at, err := pollUntil(ctx, c.sim, 20*time.Millisecond, hour, func(st simStats) bool {
 			return st.spent(tok) || st.byToken(refused)[tok] > 0
 		})
 		switch {
@@ -89,43 +100,22 @@ func (h *run) budget(ctx context.Context) error {
 			row.RanOut = true
 			row.Minute = 60 * at.Sub(t0).Seconds() / hour.Seconds()
 		case ctx.Err() != nil:
-			return ctx.Err()
+			return rows, ctx.Err()
 		}
-		st, err := h.c.sim.stats(ctx)
+		st, err := c.sim.stats(ctx)
 		if err != nil {
-			return err
+			return rows, err
 		}
 		row.Refused = st.byToken(refused)[tok]
 		row.Points = st.pointsByToken(isGraphQL)[tok]
 		row.REST = st.pointsByToken(func(r simRequests) bool { return !isGraphQL(r) })[tok]
-		h.c.stopAll()
-		h.rep.Budget = append(h.rep.Budget, row)
+		c.stopAll()
+		rows = append(rows, row)
 		if row.RanOut {
-			h.logf("N=%d lease=%v: budget %d spent at minute %.0f of the hour (%d GraphQL points, %d REST requests charged)", n, lease, limit, row.Minute, row.Points, row.REST)
+			s.logf("N=%d lease=%v: budget %d spent at minute %.0f of the hour (%d GraphQL points, %d REST requests charged)", n, lease, limit, row.Minute, row.Points, row.REST)
 		} else {
-			h.logf("N=%d lease=%v: budget %d never spent (%d GraphQL points, %d REST requests charged in the hour)", n, lease, limit, row.Points, row.REST)
+			s.logf("N=%d lease=%v: budget %d never spent (%d GraphQL points, %d REST requests charged in the hour)", n, lease, limit, row.Points, row.REST)
 		}
 	}
-	return nil
-}
-
-func budgetMarkdown(rows []BudgetRow) string {
-	var b strings.Builder
-	r0 := rows[0]
-	fmt.Fprintf(&b, "**Budget.** The compressed hour lasts %v. All replicas share one forge token, as the ADR's "+
-		"share one App installation, with the ETag cache off as in the incident. The batched sweep reads with one GraphQL "+
-		"query a pass and writes REST only for drifted runs, so the budget it spends is the GraphQL point budget. "+
-		"The simulator's budget is %d an hour, for REST requests and for GraphQL points each: the same share of %d replicas' "+
-		"GraphQL demand without the lease (as the cost scenario measured it) as the ADR's 12k of its 11.7k–19.4k at ten "+
-		"replicas (%.0f%%).\n\n", r0.Hour, r0.Budget, r0.Replicas, 100*adrBudgetShare)
-	b.WriteString("| replicas | lease | budget/hour | spent at minute | GraphQL points | REST charged | REST refused (403) |\n|---:|:---|---:|---:|---:|---:|---:|\n")
-	for _, r := range rows {
-		when := "never"
-		if r.RanOut {
-			when = fmt.Sprintf("%.0f", r.Minute)
-		}
-		fmt.Fprintf(&b, "| %d | %s | %d | %s | %d | %d | %d |\n", r.Replicas, yesNo(r.Lease), r.Budget, when, r.Points, r.REST, r.Refused)
-	}
-	b.WriteString("\nGoal: with the lease, never.\n\n")
-	return b.String()
+	return rows, nil
 }

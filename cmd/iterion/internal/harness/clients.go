@@ -30,13 +30,13 @@ func doJSON(ctx context.Context, hc *http.Client, method, url, bearer string, bo
 	if body != nil {
 		b, err := json.Marshal(body)
 		if err != nil {
-			return fmt.Errorf("%w: %s %s: %v", ErrRequest, method, url, err)
+			return fmt.Errorf("%w: %s %s: %w", ErrRequest, method, url, err)
 		}
 		rd = bytes.NewReader(b)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, url, rd)
 	if err != nil {
-		return fmt.Errorf("%w: %s %s: %v", ErrRequest, method, url, err)
+		return fmt.Errorf("%w: %s %s: %w", ErrRequest, method, url, err)
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -46,19 +46,19 @@ func doJSON(ctx context.Context, hc *http.Client, method, url, bearer string, bo
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return fmt.Errorf("%w: %s %s: %v", ErrRequest, method, url, err)
+		return fmt.Errorf("%w: %s %s: %w", ErrRequest, method, url, err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return fmt.Errorf("%w: %s %s: %v", ErrRequest, method, url, err)
+		return fmt.Errorf("%w: %s %s: %w", ErrRequest, method, url, err)
 	}
 	if resp.StatusCode/100 != 2 {
 		return fmt.Errorf("%w: %s %s: %s: %s", ErrRequest, method, url, resp.Status, strings.TrimSpace(string(b)))
 	}
 	if out != nil {
 		if err := json.Unmarshal(b, out); err != nil {
-			return fmt.Errorf("%w: %s %s: decode %q: %v", ErrRequest, method, url, b, err)
+			return fmt.Errorf("%w: %s %s: decode %q: %w", ErrRequest, method, url, b, err)
 		}
 	}
 	return nil
@@ -76,7 +76,7 @@ type simRequests struct {
 	Points int64 `json:"points"`
 }
 
-// simStats is the simulator's GET /_sim/stats (DESIGN.md, wire contracts):
+// simStats is the simulator's GET /_sim/stats (docs/testing.md, the forge simulator's control endpoints):
 // every request it received, by token, method, route and status.
 type simStats struct {
 	Requests []simRequests `json:"requests"`
@@ -215,7 +215,7 @@ type holder struct {
 	Expires time.Time `json:"expires"`
 }
 
-// runRequest is the body of POST /api/runs (DESIGN.md, wire contracts).
+// runRequest is the body of POST /api/runs (docs/operating.md, endpoints).
 type runRequest struct {
 	Repo    string `json:"repo"`
 	Pull    int    `json:"pull"`
@@ -259,17 +259,17 @@ func (a api) ready(ctx context.Context) bool {
 func (a api) metrics(ctx context.Context) (map[string]*dto.MetricFamily, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, a.url+"/metrics", nil)
 	if err != nil {
-		return nil, fmt.Errorf("%w: metrics: %v", ErrRequest, err)
+		return nil, fmt.Errorf("%w: metrics: %w", ErrRequest, err)
 	}
 	resp, err := a.hc.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("%w: metrics: %v", ErrRequest, err)
+		return nil, fmt.Errorf("%w: metrics: %w", ErrRequest, err)
 	}
 	defer resp.Body.Close()
 	p := expfmt.NewTextParser(model.UTF8Validation)
 	fams, err := p.TextToMetricFamilies(resp.Body)
 	if err != nil {
-		return nil, fmt.Errorf("%w: metrics of %s: %v", ErrRequest, a.url, err)
+		return nil, fmt.Errorf("%w: metrics of %s: %w", ErrRequest, a.url, err)
 	}
 	return fams, nil
 }
@@ -329,7 +329,7 @@ func (a api) sweeper(ctx context.Context) (sweeperFigures, error) {
 		}
 	}
 	for _, m := range fams["iterion_net_pass_duration_seconds"].GetMetric() {
-		if label(m, "net") == server.MergeGateSweeper().Name {
+		if label(m, "lease") == server.MergeGateSweeper().Name {
 			f.passSeconds, f.passes = m.GetHistogram().GetSampleSum(), m.GetHistogram().GetSampleCount()
 		}
 	}

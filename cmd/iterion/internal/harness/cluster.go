@@ -12,6 +12,9 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"iterion.dev/iterion/internal/clock"
+	"iterion.dev/iterion/pkg/server"
 )
 
 // cluster is the set of processes one harness run drives: one
@@ -33,6 +36,10 @@ type cluster struct {
 	replicas  []*replica
 	seq       int // replicas started so far, for unique names and tokens
 }
+
+// simBudget is the simulator's per-token hourly budget outside the budget
+// scenario: far above anything a run spends, so nothing is rate limited.
+const simBudget = 10_000_000
 
 // binaries are the built commands a cluster runs.
 type binaries struct {
@@ -94,7 +101,7 @@ func (c *cluster) startMongo(addr string) error {
 	}
 	mdir := filepath.Join(c.dir, "mongo")
 	if err := os.MkdirAll(mdir, 0o755); err != nil {
-		return fmt.Errorf("%w: %v", ErrProcess, err)
+		return fmt.Errorf("%w: %w", ErrProcess, err)
 	}
 	p, err := startProc(c.dir, "dev-mongo", c.bins.devMongo, "--listen", addr, "--dir", mdir)
 	if err != nil {
@@ -211,7 +218,10 @@ func (c *cluster) startReplica(ctx context.Context, seq int, spec replicaSpec) (
 	if r.owner, err = r.api.owner(ctx); err != nil || r.owner == "" {
 		r.p.stop(time.Second)
 		fwd.close()
-		return nil, fmt.Errorf("%w: %s named no owner on /healthz (%v)", ErrProcess, r.name, err)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s named no owner on /healthz: %w", ErrProcess, r.name, err)
+		}
+		return nil, fmt.Errorf("%w: %s named no owner on /healthz", ErrProcess, r.name)
 	}
 	return r, nil
 }
@@ -274,7 +284,7 @@ func (c *cluster) close() {
 func freeAddr() (string, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return "", fmt.Errorf("%w: free port: %v", ErrProcess, err)
+		return "", fmt.Errorf("%w: free port: %w", ErrProcess, err)
 	}
 	defer ln.Close()
 	return ln.Addr().String(), nil
@@ -304,6 +314,61 @@ func (c *cluster) startMongoRetry() error {
 	return err
 }
 
-// noETagFlag is the serve flag that turns the forge client's ETag cache off,
-// for the budget scenario's replay of the ADR's incident.
-const noETagFlag = "--forge-etag-cache=-1"
+// tokensOf returns the forge tokens of rs, in order.
+func tokensOf(rs []*replica) []string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = r.token
+	}
+	return out
+}
+
+// ttl and retry are the sweeper lease's at the cluster's interval, as
+// pkg/server/leases.go derives them.
+func (c *cluster) ttl() time.Duration   { return server.MergeGateSweeper().TTL(c.interval) }
+func (c *cluster) retry() time.Duration { return server.MergeGateSweeper().Retry(c.interval) }
+
+// leader waits for exactly one live replica to sweep over two intervals,
+// with GET /leases?format=json naming that replica's owner as the sweeper
+// lease's holder, and returns it.
+func (c *cluster) leader(ctx context.Context) (*replica, error) {
+	deadline := time.Now().Add(c.ttl() + 4*c.retry() + 10*time.Second)
+	prev, err := c.sim.stats(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for {
+		clock.Sleep(ctx, 2*c.interval)
+		st, err := c.sim.stats(ctx)
+		if err != nil {
+			return nil, err
+		}
+		before, now := prev.byToken(nil), st.byToken(nil)
+		var active []*replica
+		for _, r := range c.replicas {
+			if now[r.token] > before[r.token] {
+				active = append(active, r)
+			}
+		}
+		if len(active) == 1 && c.holds(ctx, active[0]) {
+			return active[0], nil
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("%w: want one sweeping replica, got %d", ErrMeasure, len(active))
+		}
+		prev = st
+	}
+}
+
+// holds reports whether a live replica's /leases names r's owner as the
+// sweeper lease's holder.
+func (c *cluster) holds(ctx context.Context, r *replica) bool {
+	for _, q := range c.replicas {
+		owner, err := q.api.leaseOwner(ctx, server.MergeGateSweeper().Name)
+		if err != nil {
+			continue
+		}
+		return owner == r.owner
+	}
+	return false
+}

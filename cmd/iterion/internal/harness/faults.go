@@ -51,46 +51,57 @@ func (f *FaultResult) check(rule string, ok bool, format string, args ...any) {
 	f.Checks = append(f.Checks, Check{Rule: rule, OK: ok, Detail: fmt.Sprintf(format, args...)})
 }
 
-// faults runs each fault scenario on fresh replicas.
-func (h *run) faults(ctx context.Context) error {
+// faultScenario runs each fault on fresh replicas: a partition of the
+// leader from Mongo, a Mongo restart and a rate-limited forge. During each,
+// a quarter of the population drifts behind the replicas' backs.
+type faultScenario struct {
+	replicas   int
+	population []runRequest // every seeded run
+	logf       func(format string, args ...any)
+}
+
+// run runs every fault on c and returns a result for each, in order; on an
+// error, the results of the faults done before it.
+func (s faultScenario) run(ctx context.Context, c *cluster) ([]FaultResult, error) {
+	var out []FaultResult
 	for _, f := range []struct {
 		name string
-		run  func(context.Context, *FaultResult) error
+		run  func(context.Context, *cluster, *FaultResult) error
 	}{
-		{"partition of the leader from Mongo", h.partition},
-		{"Mongo server restarted", h.mongoRestart},
-		{"rate-limited forge", h.rateLimited},
+		{"partition of the leader from Mongo", s.partition},
+		{"Mongo server restarted", s.mongoRestart},
+		{"rate-limited forge", s.rateLimited},
 	} {
-		res := FaultResult{Name: f.name, Bound: (server.DeepEvery + 1) * h.o.Interval}
-		if _, err := h.c.startReplicas(ctx, h.o.Replicas, replicaSpec{}); err != nil {
-			return err
+		res := FaultResult{Name: f.name, Bound: (server.DeepEvery + 1) * c.interval}
+		if _, err := c.startReplicas(ctx, s.replicas, replicaSpec{}); err != nil {
+			return out, err
 		}
-		if err := f.run(ctx, &res); err != nil {
-			return fmt.Errorf("%s: %w", f.name, err)
+		if err := f.run(ctx, c, &res); err != nil {
+			return out, fmt.Errorf("%s: %w", f.name, err)
 		}
-		h.c.stopAll()
-		h.rep.Faults = append(h.rep.Faults, res)
-		h.logf("%s: drifted %d, repaired %d, %v after the fault (bound %v), checks ok %v",
+		c.stopAll()
+		out = append(out, res)
+		s.logf("%s: drifted %d, repaired %d, %v after the fault (bound %v), checks ok %v",
 			res.Name, res.Drifted, res.Repaired, res.RepairAfter.Round(time.Millisecond), res.Bound, res.OK())
-		for _, c := range res.Checks {
-			if !c.OK {
-				h.logf("  FAILED %s: %s", c.Rule, c.Detail)
+		for _, ch := range res.Checks {
+			if !ch.OK {
+				s.logf("  FAILED %s: %s", ch.Rule, ch.Detail)
 			}
 		}
 	}
-	return nil
+	return out, nil
 }
 
 // drifted is the share of the population whose statuses a fault changes.
-func (h *run) drifted() []runRequest {
-	return h.population[:max(1, len(h.population)/4)]
+func (s faultScenario) drifted() []runRequest {
+	return s.population[:max(1, len(s.population)/4)]
 }
 
 // drift sets every drifted run's gate status to failure, disagreeing with
 // its success verdict.
-func (h *run) drift(ctx context.Context) error {
-	for _, r := range h.drifted() {
-		if err := h.c.sim.setStatus(ctx, r.Repo, r.HeadSHA, gateContext, "failure"); err != nil {
+func (s faultScenario) drift(ctx context.Context, c *cluster) error {
+	for _, r := range s.drifted() {
+		if err := c.sim.setStatus(ctx, r.Repo, r.HeadSHA, gateContext, "failure"); err != nil {
 			return err
 		}
 	}
@@ -99,67 +110,36 @@ func (h *run) drift(ctx context.Context) error {
 
 // awaitRepair polls the drifted runs' statuses until each agrees with its
 // verdict again, at most within bound after `from`, and records the result.
-func (h *run) awaitRepair(ctx context.Context, res *FaultResult, from time.Time) error {
-	rs := h.drifted()
+func (s faultScenario) awaitRepair(ctx context.Context, c *cluster, res *FaultResult, from time.Time) error {
+	rs := s.drifted()
 	res.Drifted = len(rs)
 	var err error
-	res.Repaired, res.RepairAfter, err = awaitAgreement(ctx, h.c.sim, rs, from, res.Bound+5*time.Second, h.o.Interval)
+	res.Repaired, res.RepairAfter, err = awaitAgreement(ctx, c.sim, rs, from, res.Bound+5*time.Second, c.interval)
 	return err
-}
-
-// awaitAgreement polls the statuses of rs on s until each agrees with its
-// verdict, giving up `within` after from, and returns how many agree and
-// when, from `from` (0 when they agreed before it). It paces its reads to
-// a third of the 900 points a minute GitHub allows one endpoint (the
-// simulator's minute is `minute`), so that polling draws no secondary-limit
-// refusal of its own.
-func awaitAgreement(ctx context.Context, s sim, rs []runRequest, from time.Time, within, minute time.Duration) (int, time.Duration, error) {
-	deadline := from.Add(within)
-	gap := max(50*time.Millisecond, time.Duration(len(rs))*minute/300)
-	for {
-		repaired := 0
-		for _, r := range rs {
-			st, err := s.statusOf(ctx, r.Repo, r.HeadSHA, gateContext)
-			if err != nil {
-				return repaired, 0, err
-			}
-			if st == r.Verdict {
-				repaired++
-			}
-		}
-		now := time.Now()
-		if repaired == len(rs) {
-			return repaired, max(0, now.Sub(from)), nil
-		}
-		if now.After(deadline) {
-			return repaired, now.Sub(from), nil
-		}
-		clock.Sleep(ctx, gap)
-	}
 }
 
 // soleSweeper checks that exactly one live replica sweeps over three
 // intervals from now.
-func (h *run) soleSweeper(ctx context.Context, res *FaultResult, rule string) error {
-	sp := startSampler(ctx, h.c.sim, 50*time.Millisecond)
-	clock.Sleep(ctx, 3*h.o.Interval)
+func soleSweeper(ctx context.Context, c *cluster, res *FaultResult, rule string) error {
+	sp := startSampler(ctx, c.sim, 50*time.Millisecond)
+	clock.Sleep(ctx, 3*c.interval)
 	ss, err := sp.stop()
 	if err != nil {
 		return err
 	}
-	act := activeIn(ss, ss[0].at, ss[len(ss)-1].at, tokensOf(h.c.replicas))
+	act := activeIn(ss, ss[0].at, ss[len(ss)-1].at, tokensOf(c.replicas))
 	res.check(rule, len(act) == 1, "sweeping over 3 intervals: %v, want exactly one", act)
 	return nil
 }
 
 // partition cuts the leader's connections to Mongo until a successor has
 // swept for two intervals, then heals it.
-func (h *run) partition(ctx context.Context, res *FaultResult) error {
-	l, err := h.leader(ctx)
+func (s faultScenario) partition(ctx context.Context, c *cluster, res *FaultResult) error {
+	l, err := c.leader(ctx)
 	if err != nil {
 		return err
 	}
-	followers := slices.DeleteFunc(slices.Clone(h.c.replicas), func(r *replica) bool { return r == l })
+	followers := slices.DeleteFunc(slices.Clone(c.replicas), func(r *replica) bool { return r == l })
 	others := tokensOf(followers)
 	sweeper := server.MergeGateSweeper().Name
 	// Structured sources, not log text: the old leader's own lease_held
@@ -171,30 +151,30 @@ func (h *run) partition(ctx context.Context, res *FaultResult) error {
 	})
 	defer held.stop()
 	defer owners.stop()
-	sp := startSampler(ctx, h.c.sim, pollEvery)
-	clock.Sleep(ctx, h.o.Interval)
+	sp := startSampler(ctx, c.sim, pollEvery)
+	clock.Sleep(ctx, c.interval)
 	tCut := time.Now()
 	l.fwd.cut()
-	if err := h.drift(ctx); err != nil {
+	if err := s.drift(ctx, c); err != nil {
 		return err
 	}
-	bound := h.o.ttl() + h.o.retry() + h.o.Interval
-	base, err := h.c.sim.stats(ctx)
+	bound := c.ttl() + c.retry() + c.interval
+	base, err := c.sim.stats(ctx)
 	if err != nil {
 		return err
 	}
-	if _, err := pollUntil(ctx, h.c.sim, pollEvery, 3*bound+5*time.Second, func(st simStats) bool {
+	if _, err := pollUntil(ctx, c.sim, pollEvery, 3*bound+5*time.Second, func(st simStats) bool {
 		return len(grown(base, st, others)) > 0
 	}); err != nil {
 		return fmt.Errorf("no successor swept while %s was partitioned: %w", l.name, err)
 	}
-	clock.Sleep(ctx, 2*h.o.Interval)
+	clock.Sleep(ctx, 2*c.interval)
 	tHeal := time.Now()
 	l.fwd.heal()
-	if err := h.awaitRepair(ctx, res, tHeal); err != nil {
+	if err := s.awaitRepair(ctx, c, res, tHeal); err != nil {
 		return err
 	}
-	if err := h.soleSweeper(ctx, res, "one replica sweeps after the partition heals"); err != nil {
+	if err := soleSweeper(ctx, c, res, "one replica sweeps after the partition heals"); err != nil {
 		return err
 	}
 	ss, err := sp.stop()
@@ -227,7 +207,7 @@ func (h *run) partition(ctx context.Context, res *FaultResult) error {
 	stepped, okS := firstChange(held.stop(), tCut, func(held bool) bool { return !held })
 	var elected change[string]
 	okE := false
-	if succ := h.c.byToken(successor); succ != nil {
+	if succ := c.byToken(successor); succ != nil {
 		elected, okE = firstChange(owners.stop(), tCut, func(o string) bool { return o == succ.owner })
 	}
 	// Both are polled every pollEvery: the step-down happened by stepped.at,
@@ -245,22 +225,22 @@ func (h *run) partition(ctx context.Context, res *FaultResult) error {
 // limit (403 with Retry-After) while statuses drift, then lifts it. A
 // primary limit would not do in compressed time: the client rightly waits
 // for the reset the forge announced, a real hour after the window opened.
-func (h *run) rateLimited(ctx context.Context, res *FaultResult) error {
-	if _, err := h.leader(ctx); err != nil {
+func (s faultScenario) rateLimited(ctx context.Context, c *cluster, res *FaultResult) error {
+	if _, err := c.leader(ctx); err != nil {
 		return err
 	}
-	tokens := tokensOf(h.c.replicas)
+	tokens := tokensOf(c.replicas)
 	for _, t := range tokens {
-		if err := h.c.sim.secondary(ctx, t, time.Second, 1_000_000); err != nil {
+		if err := c.sim.secondary(ctx, t, time.Second, 1_000_000); err != nil {
 			return err
 		}
 	}
 	tStart := time.Now()
-	if err := h.drift(ctx); err != nil {
+	if err := s.drift(ctx, c); err != nil {
 		return err
 	}
-	clock.Sleep(ctx, h.o.ttl()+h.o.retry())
-	st, err := h.c.sim.stats(ctx)
+	clock.Sleep(ctx, c.ttl()+c.retry())
+	st, err := c.sim.stats(ctx)
 	if err != nil {
 		return err
 	}
@@ -274,46 +254,46 @@ func (h *run) rateLimited(ctx context.Context, res *FaultResult) error {
 	// Lift it: one last limited request, with a Retry-After of a second
 	// (without one, a client rightly backs off a minute, as GitHub asks).
 	for _, t := range tokens {
-		if err := h.c.sim.secondary(ctx, t, time.Second, 1); err != nil {
+		if err := c.sim.secondary(ctx, t, time.Second, 1); err != nil {
 			return err
 		}
 	}
 	tEnd := time.Now()
-	if err := h.awaitRepair(ctx, res, tEnd); err != nil {
+	if err := s.awaitRepair(ctx, c, res, tEnd); err != nil {
 		return err
 	}
-	return h.soleSweeper(ctx, res, "one replica sweeps after the rate limit")
+	return soleSweeper(ctx, c, res, "one replica sweeps after the rate limit")
 }
 
 // mongoRestart stops the Mongo server for TTL + 2 retries, drifting
 // statuses meanwhile, then starts it again on the same address and files.
-func (h *run) mongoRestart(ctx context.Context, res *FaultResult) error {
-	if _, err := h.leader(ctx); err != nil {
+func (s faultScenario) mongoRestart(ctx context.Context, c *cluster, res *FaultResult) error {
+	if _, err := c.leader(ctx); err != nil {
 		return err
 	}
-	sp := startSampler(ctx, h.c.sim, pollEvery)
+	sp := startSampler(ctx, c.sim, pollEvery)
 	tStop := time.Now()
-	h.c.mongo.signal(syscall.SIGTERM)
-	h.c.mongo.wait(10 * time.Second)
-	if err := h.drift(ctx); err != nil {
+	c.mongo.signal(syscall.SIGTERM)
+	c.mongo.wait(10 * time.Second)
+	if err := s.drift(ctx, c); err != nil {
 		return err
 	}
-	clock.Sleep(ctx, h.o.ttl()+2*h.o.retry())
+	clock.Sleep(ctx, c.ttl()+2*c.retry())
 	tStart := time.Now()
-	if err := h.c.startMongoRetry(); err != nil {
+	if err := c.startMongoRetry(); err != nil {
 		return err
 	}
-	if err := h.awaitRepair(ctx, res, tStart); err != nil {
+	if err := s.awaitRepair(ctx, c, res, tStart); err != nil {
 		return err
 	}
-	if err := h.soleSweeper(ctx, res, "one replica is elected after the restart"); err != nil {
+	if err := soleSweeper(ctx, c, res, "one replica is elected after the restart"); err != nil {
 		return err
 	}
 	ss, err := sp.stop()
 	if err != nil {
 		return err
 	}
-	during := activeIn(ss, tStop.Add(h.o.Interval), tStart, tokensOf(h.c.replicas))
+	during := activeIn(ss, tStop.Add(c.interval), tStart, tokensOf(c.replicas))
 	res.check("nobody sweeps while Mongo is down (from one interval after the stop)",
 		len(during) == 0, "sweeping during the %v outage: %v", tStart.Sub(tStop).Round(time.Millisecond), during)
 	return nil

@@ -27,7 +27,7 @@ type forwarder struct {
 func newForwarder(target string) (*forwarder, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return nil, fmt.Errorf("%w: forwarder: %v", ErrProcess, err)
+		return nil, fmt.Errorf("%w: forwarder: %w", ErrProcess, err)
 	}
 	f := &forwarder{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
 	f.wg.Add(1)

@@ -1,4 +1,4 @@
-// Package harness measures ADR-117's consequences on real processes: it
+// Package harness measures the lease's consequences (docs/design.md) on real processes: it
 // builds the iterion and dev-mongo binaries, starts `dev-mongo`, `iterion forge-sim`
 // and N `iterion serve` replicas on loopback ports, seeds gating runs through
 // the wire contracts, and measures the sweep's forge cost, the budget it
@@ -11,6 +11,20 @@
 // own: cutting it partitions exactly that replica from Mongo, a real network
 // partition as the replica's driver sees it.
 //
+// The package is layered, each file referring only to those below it:
+//
+//   - errors.go, proc.go, forwarder.go, clients.go and measure.go are the
+//     plumbing: child processes, the partitioning forwarder, the wire
+//     contracts of the simulator and the replicas, and the statistics;
+//   - cluster.go starts and stops the processes of one run, and
+//     population.go seeds the gating runs the scenarios measure;
+//   - cost.go, budget.go, takeover.go, faults.go, scale.go and load.go each
+//     hold one scenario: a type whose run method takes a cluster and returns
+//     its rows (the load scenario's three phases are in load_slow.go,
+//     load_webhooks.go and load_runs.go);
+//   - options.go validates Options, report.go renders the rows, and
+//     harness.go's Run starts the clusters and runs the chosen scenarios.
+//
 // Quick mode runs in the test suite (harness_test.go); the full mode is
 // `iterion bench`. Every process is started in its own process group and
 // stopped when Run returns.
@@ -18,189 +32,17 @@ package harness
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"time"
-
-	"iterion.dev/iterion/pkg/server"
 )
-
-// Errors the harness wraps; each message says which process or request.
-var (
-	ErrInvalid = errors.New("harness: invalid option")
-	ErrBuild   = errors.New("harness: build failed")
-	ErrProcess = errors.New("harness: process failed")
-	ErrRequest = errors.New("harness: request failed")
-	ErrMeasure = errors.New("harness: measurement failed")
-)
-
-// The scenarios Run knows, in the order it runs them.
-const (
-	ScenarioCost     = "cost"
-	ScenarioBudget   = "budget"
-	ScenarioTakeover = "takeover"
-	ScenarioFaults   = "faults"
-	ScenarioScale    = "scale"
-)
-
-// Scenarios returns every scenario name Options.Scenarios accepts, in the
-// order Run runs them.
-func Scenarios() []string {
-	return []string{ScenarioCost, ScenarioBudget, ScenarioTakeover, ScenarioFaults, ScenarioScale, ScenarioLoad}
-}
-
-// Options configures one harness run. The zero value of a field means the
-// default given beside it; Run validates the rest and names the bad field.
-type Options struct {
-	// Bin is a built iterion binary; empty: build ./cmd/iterion of the
-	// module enclosing the working directory into Dir.
-	Bin string
-	// DevMongoBin is a built dev-mongo binary; empty: build ./cmd/dev-mongo
-	// of the module enclosing the working directory into Dir.
-	DevMongoBin string
-	// Dir keeps the processes' logs and Mongo's files; empty: a new
-	// temporary directory, removed when Run succeeds.
-	Dir string
-	// Interval is the replicas' sweep interval, the compressed minute:
-	// lease TTL is 3 intervals and retry 1 (pkg/server/leases.go). Default 500ms.
-	Interval time.Duration
-	// Runs is the seeded population of gating runs. Default 20.
-	Runs int
-	// Ns are the replica counts of the cost scenario. Default 1, 3, 10.
-	Ns []int
-	// Window is how long each cost configuration is measured. Default 30
-	// intervals.
-	Window time.Duration
-	// Replicas is the replica count of the takeover and fault scenarios.
-	// Default 3.
-	Replicas int
-	// Takeovers is how many times the leader is stopped with each signal.
-	// Default 20.
-	Takeovers int
-	// BudgetReplicas is the replica count of the budget scenario. Default
-	// the largest of Ns.
-	BudgetReplicas int
-	// Hour is the budget scenario's compressed hour. Default 60 intervals,
-	// an interval standing for a minute.
-	Hour time.Duration
-	// Load sizes the load scenario (load.go).
-	Load LoadOptions
-	// ScaleRuns are the open-run populations of the scale scenario, in
-	// increasing order. Default 10, 100, 1000, 5000.
-	ScaleRuns []int
-	// ScaleReplicas are the replica counts of the scale scenario. Default
-	// 1, 10.
-	ScaleReplicas []int
-	// ScaleInterval is the scale scenario's sweep interval, its compressed
-	// minute: long enough for a pass over the largest population. Its
-	// compressed hour (60 intervals) is the installation tokens' rotation.
-	// Default 10s.
-	ScaleInterval time.Duration
-	// ScalePasses is how many intervals each scale configuration is
-	// measured over, after its first pass. Default 2.
-	ScalePasses int
-	// Scenarios to run; empty: all of Scenarios().
-	Scenarios []string
-	// Progress receives one line per step; nil discards.
-	Progress io.Writer
-}
-
-func (o *Options) defaults() error {
-	if o.Interval == 0 {
-		o.Interval = 500 * time.Millisecond
-	}
-	if o.Runs == 0 {
-		o.Runs = 20
-	}
-	if len(o.Ns) == 0 {
-		o.Ns = []int{1, 3, 10}
-	}
-	if o.Window == 0 {
-		o.Window = 30 * o.Interval
-	}
-	if o.Replicas == 0 {
-		o.Replicas = 3
-	}
-	if o.Takeovers == 0 {
-		o.Takeovers = 20
-	}
-	if o.BudgetReplicas == 0 {
-		o.BudgetReplicas = slices.Max(o.Ns)
-	}
-	if o.Hour == 0 {
-		o.Hour = 60 * o.Interval
-	}
-	if len(o.ScaleRuns) == 0 {
-		o.ScaleRuns = []int{10, 100, 1000, 5000}
-	}
-	if len(o.ScaleReplicas) == 0 {
-		o.ScaleReplicas = []int{1, 10}
-	}
-	if o.ScaleInterval == 0 {
-		o.ScaleInterval = 10 * time.Second
-	}
-	if o.ScalePasses == 0 {
-		o.ScalePasses = 2
-	}
-	if len(o.Scenarios) == 0 {
-		o.Scenarios = Scenarios()
-	}
-	if o.Progress == nil {
-		o.Progress = io.Discard
-	}
-	switch {
-	case o.Interval < 50*time.Millisecond:
-		return fmt.Errorf("%w: Interval %v is under 50ms", ErrInvalid, o.Interval)
-	case o.Runs < 1:
-		return fmt.Errorf("%w: Runs %d is under 1", ErrInvalid, o.Runs)
-	case o.Window < 4*o.Interval:
-		return fmt.Errorf("%w: Window %v is under 4 intervals (%v)", ErrInvalid, o.Window, 4*o.Interval)
-	case o.Replicas < 2:
-		return fmt.Errorf("%w: Replicas %d is under 2: a takeover needs a successor", ErrInvalid, o.Replicas)
-	case o.Hour < 10*o.Interval:
-		return fmt.Errorf("%w: Hour %v is under 10 intervals (%v)", ErrInvalid, o.Hour, 10*o.Interval)
-	case o.Takeovers < 1:
-		return fmt.Errorf("%w: Takeovers %d is under 1", ErrInvalid, o.Takeovers)
-	case o.ScaleInterval < 500*time.Millisecond:
-		return fmt.Errorf("%w: ScaleInterval %v is under 500ms", ErrInvalid, o.ScaleInterval)
-	case o.ScalePasses < 1:
-		return fmt.Errorf("%w: ScalePasses %d is under 1", ErrInvalid, o.ScalePasses)
-	case !slices.IsSorted(o.ScaleRuns) || o.ScaleRuns[0] < 1:
-		return fmt.Errorf("%w: ScaleRuns %v: want increasing populations of at least 1", ErrInvalid, o.ScaleRuns)
-	}
-	for _, n := range o.ScaleReplicas {
-		if n < 1 {
-			return fmt.Errorf("%w: ScaleReplicas has %d, under 1", ErrInvalid, n)
-		}
-	}
-	if err := o.Load.defaults(); err != nil {
-		return err
-	}
-	for _, n := range o.Ns {
-		if n < 1 {
-			return fmt.Errorf("%w: Ns has %d, under 1", ErrInvalid, n)
-		}
-	}
-	for _, s := range o.Scenarios {
-		if !slices.Contains(Scenarios(), s) {
-			return fmt.Errorf("%w: scenario %q is not one of %v", ErrInvalid, s, Scenarios())
-		}
-	}
-	return nil
-}
-
-// ttl and retry are the sweeper lease's, as pkg/server/leases.go derives
-// them from the sweep interval.
-func (o *Options) ttl() time.Duration   { return server.MergeGateSweeper().TTL(o.Interval) }
-func (o *Options) retry() time.Duration { return server.MergeGateSweeper().Retry(o.Interval) }
 
 // Run builds the binary when needed, starts the processes, runs the chosen
 // scenarios in order and returns what they measured. The report holds the
-// scenarios that completed even when an error stops the run.
+// scenarios that completed even when an error stops the run, with the rows
+// the failing scenario completed before its error.
 func Run(ctx context.Context, o Options) (*Report, error) {
 	if err := o.defaults(); err != nil {
 		return nil, err
@@ -210,38 +52,67 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if dir == "" {
 		d, err := os.MkdirTemp("", "iterion-harness-")
 		if err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrProcess, err)
+			return nil, fmt.Errorf("%w: %w", ErrProcess, err)
 		}
 		dir = d
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("%w: Dir: %v", ErrProcess, err)
+		return nil, fmt.Errorf("%w: Dir: %w", ErrProcess, err)
 	}
 	rep.Dir = dir
 	bins, err := buildMissing(ctx, o, dir)
 	if err != nil {
 		return nil, err
 	}
-	h := &run{o: o, rep: rep, bins: bins}
+	logf := func(format string, args ...any) { fmt.Fprintf(o.Progress, "  "+format+"\n", args...) }
 	// Every scenario but scale shares one cluster and population; scale
-	// starts its own (scale.go).
+	// starts its own.
+	var (
+		c          *cluster
+		population []runRequest
+	)
 	if slices.ContainsFunc(o.Scenarios, func(s string) bool { return s != ScenarioScale }) {
-		h.c, err = startCluster(ctx, bins, dir, o.Interval, simBudget)
+		c, err = startCluster(ctx, bins, dir, o.Interval, simBudget)
 		if err != nil {
 			return rep, err
 		}
-		defer h.c.close()
-		if err := h.seed(ctx); err != nil {
+		defer c.close()
+		if population, err = seedPopulation(ctx, c, o.Runs, logf); err != nil {
 			return rep, err
 		}
 	}
 	steps := map[string]func(context.Context) error{
-		ScenarioCost:     h.cost,
-		ScenarioBudget:   h.budget,
-		ScenarioTakeover: h.takeovers,
-		ScenarioFaults:   h.faults,
-		ScenarioLoad:     h.load,
-		ScenarioScale:    h.scale,
+		ScenarioCost: func(ctx context.Context) (err error) {
+			rep.Cost, err = costScenario{ns: o.Ns, window: o.Window, logf: logf}.run(ctx, c)
+			return err
+		},
+		ScenarioBudget: func(ctx context.Context) (err error) {
+			s := budgetScenario{replicas: o.BudgetReplicas, hour: o.Hour, demand: pointsPerInterval(rep.Cost), logf: logf}
+			rep.Budget, err = s.run(ctx, c)
+			return err
+		},
+		ScenarioTakeover: func(ctx context.Context) (err error) {
+			rep.Takeover, err = takeoverScenario{replicas: o.Replicas, takeovers: o.Takeovers, logf: logf}.run(ctx, c)
+			return err
+		},
+		ScenarioFaults: func(ctx context.Context) (err error) {
+			rep.Faults, err = faultScenario{replicas: o.Replicas, population: population, logf: logf}.run(ctx, c)
+			return err
+		},
+		ScenarioLoad: func(ctx context.Context) (err error) {
+			rep.Load, err = loadScenario{LoadOptions: o.Load, logf: logf}.run(ctx, c)
+			return err
+		},
+		ScenarioScale: func(ctx context.Context) (err error) {
+			s := scaleScenario{runs: o.ScaleRuns, replicas: o.ScaleReplicas, passes: o.ScalePasses, logf: logf}
+			sc, err := s.startCluster(ctx, bins, filepath.Join(dir, "scale"), o.ScaleInterval)
+			if err != nil {
+				return err
+			}
+			defer sc.close()
+			rep.Scale, err = s.run(ctx, sc)
+			return err
+		},
 	}
 	for _, s := range Scenarios() {
 		if !slices.Contains(o.Scenarios, s) {
@@ -251,8 +122,8 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		if err := steps[s](ctx); err != nil {
 			return rep, fmt.Errorf("scenario %s: %w (logs in %s)", s, err, dir)
 		}
-		if h.c != nil {
-			h.c.stopAll()
+		if c != nil {
+			c.stopAll()
 		}
 	}
 	if o.Dir == "" {
@@ -260,6 +131,19 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		rep.Dir = ""
 	}
 	return rep, nil
+}
+
+// pointsPerInterval is the GraphQL points per interval the cost scenario
+// measured without the lease, by replica count: the demand the budget
+// scenario sizes its budget from.
+func pointsPerInterval(rows []CostRow) map[int]float64 {
+	out := map[int]float64{}
+	for _, c := range rows {
+		if !c.Lease && c.GraphQLPerInterval > 0 {
+			out[c.Replicas] = c.GraphQLPerInterval
+		}
+	}
+	return out
 }
 
 // buildMissing returns o's binaries, building into dir those it leaves empty
@@ -275,7 +159,7 @@ func buildMissing(ctx context.Context, o Options, dir string) (binaries, error) 
 		}
 		wd, err := os.Getwd()
 		if err != nil {
-			return bins, fmt.Errorf("%w: %v", ErrBuild, err)
+			return bins, fmt.Errorf("%w: %w", ErrBuild, err)
 		}
 		root, err := ModuleRoot(wd)
 		if err != nil {
@@ -288,18 +172,4 @@ func buildMissing(ctx context.Context, o Options, dir string) (binaries, error) 
 		}
 	}
 	return bins, nil
-}
-
-// run is the state of one harness run.
-type run struct {
-	o    Options
-	rep  *Report
-	bins binaries
-	c    *cluster
-	// population is every seeded run: its repo, pull and head.
-	population []runRequest
-}
-
-func (h *run) logf(format string, args ...any) {
-	fmt.Fprintf(h.o.Progress, "  "+format+"\n", args...)
 }

@@ -13,10 +13,13 @@ import (
 )
 
 // TestQuickMode runs every scenario of the harness on real processes with
-// small N and short phases, and asserts ADR-117's consequences with tolerant
+// small N and short phases, and asserts the lease's consequences (docs/design.md) with tolerant
 // margins. It builds ./cmd/iterion and ./cmd/dev-mongo once, into the test's
 // temporary directory.
 func TestQuickMode(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process: builds both commands and runs real replicas; -short skips it")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute) // cold builds of both commands included
 	defer cancel()
 	dir, bin, devMongo := testBinaries(ctx, t)
@@ -191,7 +194,7 @@ func buildTestBinaries(ctx context.Context) error {
 	return build(ctx, root, devMongoPkg, built.devMongo)
 }
 
-// checkScale asserts issue 11's goals on the scale rows, with margins for
+// checkScale asserts the sweep-at-scale goals on the scale rows, with margins for
 // quick mode's small sizes: a batched pass costs at most ceil(N/50)+5
 // requests, draws no secondary-limit refusal and fits half its interval;
 // the REST pass it replaced costs two reads a run; with the lease

@@ -1,37 +1,21 @@
 package harness
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
-	"strings"
-	"sync"
-	"sync/atomic"
-	"syscall"
 	"time"
 
-	"iterion.dev/iterion/internal/clock"
 	"iterion.dev/iterion/pkg/server"
 )
 
-// ScenarioLoad is the scenario of issue 12's figures on an open network:
-// slow connections, unsigned large webhooks, and POST /api/runs under load
-// through a Mongo crash.
-const ScenarioLoad = "load"
-
 // LoadOptions sizes the load scenario. The zero value of a field means the
-// default given beside it (issue 12's figures).
+// default given beside it (the figures of docs/benchmarks.md).
 type LoadOptions struct {
 	// Requests is how many distinct runs are posted. Default 2000.
 	Requests int
@@ -177,53 +161,55 @@ func (l LoadResult) P99Ratio() float64 {
 // bytes.
 func (l LoadResult) HWMGrowth() int64 { return l.HWMAfter - l.HWMBefore }
 
-// load runs the scenario on loadReplicas fresh replicas: the slow
-// connections and the API's p99 ratio, the webhooks' peak RSS, then the
-// runs under load through a Mongo SIGKILL and restart, and reads back what
-// was stored.
-func (h *run) load(ctx context.Context) error {
-	lo := h.o.Load
-	secret := filepath.Join(h.c.dir, "webhook-secret")
+// loadScenario puts the API on an open network, on loadReplicas fresh
+// replicas: the slow connections and the API's p99 ratio, the webhooks'
+// peak RSS, then the runs under load through a Mongo SIGKILL and restart,
+// and reads back what was stored.
+type loadScenario struct {
+	LoadOptions
+	logf func(format string, args ...any)
+}
+
+// run runs the load on c and returns what it measured; on an error, what
+// it measured before it (nil when the replicas did not start).
+func (s loadScenario) run(ctx context.Context, c *cluster) (*LoadResult, error) {
+	secret := filepath.Join(c.dir, "webhook-secret")
 	if err := os.WriteFile(secret, []byte("harness-webhook-secret\n"), 0o600); err != nil {
-		return fmt.Errorf("%w: %v", ErrProcess, err)
+		return nil, fmt.Errorf("%w: %w", ErrProcess, err)
 	}
 	// The real minute: the sweeper's first pass falls after the scenario,
 	// so it measures the API alone.
 	extra := []string{"--sweep-interval", "1m", "--webhook-secret-file", secret}
-	if lo.ReadTimeout > 0 {
-		extra = append(extra, "--read-timeout", lo.ReadTimeout.String())
+	if s.ReadTimeout > 0 {
+		extra = append(extra, "--read-timeout", s.ReadTimeout.String())
 	}
-	rs, err := h.c.startReplicas(ctx, loadReplicas, replicaSpec{extra: extra})
+	rs, err := c.startReplicas(ctx, loadReplicas, replicaSpec{extra: extra})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	res := &LoadResult{Requests: lo.Requests, Concurrency: lo.Concurrency, Outage: lo.Outage, SlowConns: lo.SlowConns,
-		Probes: lo.Probes, ReadTimeout: lo.readTimeout(), Webhooks: lo.Webhooks}
-	h.rep.Load = res
-	if err := h.slowConns(ctx, rs[0], res); err != nil {
-		return err
+	res := &LoadResult{Requests: s.Requests, Concurrency: s.Concurrency, Outage: s.Outage, SlowConns: s.SlowConns,
+		Probes: s.Probes, ReadTimeout: s.readTimeout(), Webhooks: s.Webhooks}
+	if err := slowConns(ctx, rs[0], res); err != nil {
+		return res, err
 	}
-	h.logf("slow connections: p99 %v unloaded, %v with %d slow connections (ratio %.2f); %d still open %v after the read timeout",
+	s.logf("slow connections: p99 %v unloaded, %v with %d slow connections (ratio %.2f); %d still open %v after the read timeout",
 		res.UnloadedP99.Round(10*time.Microsecond), res.LoadedP99.Round(10*time.Microsecond), res.SlowConns, res.P99Ratio(), res.SlowOpen, slowGrace)
-	if err := h.webhooks(ctx, rs[0], res); err != nil {
-		return err
+	if err := webhooks(ctx, rs[0], res); err != nil {
+		return res, err
 	}
-	h.logf("webhooks: peak RSS %.1f MB before, %.1f MB after %d unsigned 24 MiB bodies; answers %v",
+	s.logf("webhooks: peak RSS %.1f MB before, %.1f MB after %d unsigned 24 MiB bodies; answers %v",
 		mb(res.HWMBefore), mb(res.HWMAfter), res.Webhooks, res.Answers)
-	if err := h.runsUnderLoad(ctx, rs, res); err != nil {
-		return err
+	if err := s.runsUnderLoad(ctx, c, rs, res); err != nil {
+		return res, err
 	}
-	h.logf("load: %d runs at concurrency %d: %d created, %d repeated, %d failed; %d answers 503, %d connection errors; p50 %v p99 %v; stored %d, duplicates %d, lost %d",
+	s.logf("load: %d runs at concurrency %d: %d created, %d repeated, %d failed; %d answers 503, %d connection errors; p50 %v p99 %v; stored %d, duplicates %d, lost %d",
 		res.Requests, res.Concurrency, res.Created, res.Repeated, res.Failed, res.Unavailable, res.ConnErrors,
 		res.P50.Round(10*time.Microsecond), res.P99.Round(10*time.Microsecond), res.Stored, res.Duplicates, res.Lost)
-	return nil
+	return res, nil
 }
 
 // mb is n bytes in megabytes (10^6).
 func mb(n int64) float64 { return float64(n) / 1e6 }
-
-// ms is d in milliseconds, two decimals.
-func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond)) }
 
 // postStatus posts body as JSON to url with the API token and returns the
 // answer's status, its Retry-After, its body and how long it took. err is a
@@ -231,20 +217,20 @@ func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/float
 func postStatus(ctx context.Context, hc *http.Client, url, token string, body []byte) (status int, retryAfter time.Duration, answer []byte, took time.Duration, err error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
-		return 0, 0, nil, 0, fmt.Errorf("%w: POST %s: %v", ErrRequest, url, err)
+		return 0, 0, nil, 0, fmt.Errorf("%w: POST %s: %w", ErrRequest, url, err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+token)
 	start := time.Now()
 	resp, err := hc.Do(req)
 	if err != nil {
-		return 0, 0, nil, time.Since(start), fmt.Errorf("%w: POST %s: %v", ErrRequest, url, err)
+		return 0, 0, nil, time.Since(start), fmt.Errorf("%w: POST %s: %w", ErrRequest, url, err)
 	}
 	defer resp.Body.Close()
 	answer, err = io.ReadAll(resp.Body)
 	took = time.Since(start)
 	if err != nil {
-		return 0, 0, nil, took, fmt.Errorf("%w: POST %s: %v", ErrRequest, url, err)
+		return 0, 0, nil, took, fmt.Errorf("%w: POST %s: %w", ErrRequest, url, err)
 	}
 	if s, perr := strconv.Atoi(resp.Header.Get("Retry-After")); perr == nil {
 		retryAfter = time.Duration(s) * time.Second
@@ -259,415 +245,4 @@ func loadClient(conns int) *http.Client {
 	tr.MaxIdleConnsPerHost = conns
 	// Above the servers' write timeout: every answer, 503s included, arrives.
 	return &http.Client{Transport: tr, Timeout: 45 * time.Second}
-}
-
-// probe times n sequential POST /api/runs of new runs on one connection,
-// pulls from first on, and returns their latencies. Any answer but 201 is
-// an error: nothing else is failing in this phase.
-func probe(ctx context.Context, hc *http.Client, a api, first, n int) ([]time.Duration, error) {
-	out := make([]time.Duration, 0, n)
-	for pull := first; pull < first+n; pull++ {
-		b, _ := json.Marshal(runRequest{Repo: probeRepo, Pull: pull, HeadSHA: headSHA(pull), Verdict: "success"})
-		status, _, answer, took, err := postStatus(ctx, hc, a.url+"/api/runs", a.token, b)
-		if err != nil {
-			return out, err
-		}
-		if status != http.StatusCreated {
-			return out, fmt.Errorf("%w: probe pull %d: %d %s, want 201", ErrRequest, pull, status, bytes.TrimSpace(answer))
-		}
-		out = append(out, took)
-	}
-	return out, nil
-}
-
-// slowConns times the API without and then with SlowConns connections
-// trickling an unauthenticated body into r at a byte a second, and counts
-// how many r still holds once its read timeout has passed.
-func (h *run) slowConns(ctx context.Context, r *replica, res *LoadResult) error {
-	hc := loadClient(1)
-	defer hc.CloseIdleConnections()
-	unloaded, err := probe(ctx, hc, r.api, 1, res.Probes)
-	if err != nil {
-		return err
-	}
-	tctx, stopTrickle := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	defer func() { stopTrickle(); wg.Wait() }()
-	addr := strings.TrimPrefix(r.api.url, "http://")
-	head := fmt.Sprintf("POST /api/runs HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n{", addr, slowBodyBytes)
-	conns := make([]net.Conn, 0, res.SlowConns)
-	defer func() {
-		for _, c := range conns {
-			c.Close()
-		}
-	}()
-	opened := time.Now()
-	for range res.SlowConns {
-		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
-		if err != nil {
-			return fmt.Errorf("%w: slow connection %d: %v", ErrRequest, len(conns)+1, err)
-		}
-		conns = append(conns, c)
-		if _, err := io.WriteString(c, head); err != nil {
-			return fmt.Errorf("%w: slow connection %d: %v", ErrRequest, len(conns), err)
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			// One byte a second, at most the declared body less its "{",
-			// until the server hangs up or the phase ends.
-			for range slowBodyBytes - 2 {
-				if !clock.Sleep(tctx, time.Second) {
-					return
-				}
-				if _, err := c.Write([]byte(" ")); err != nil {
-					return
-				}
-			}
-		}()
-	}
-	loaded, err := probe(ctx, hc, r.api, res.Probes+1, res.Probes)
-	if err != nil {
-		return err
-	}
-	res.ProbedWithin = time.Since(opened) < res.ReadTimeout
-	res.UnloadedP50, res.UnloadedP99 = percentile(unloaded, 50), percentile(unloaded, 99)
-	res.LoadedP50, res.LoadedP99 = percentile(loaded, 50), percentile(loaded, 99)
-	clock.Sleep(ctx, time.Until(opened.Add(res.ReadTimeout+slowGrace)))
-	stopTrickle()
-	wg.Wait()
-	for _, c := range conns {
-		switch slowConnState(c) {
-		case connOpen:
-			res.SlowOpen++
-		case connAnswered:
-			res.SlowAnswered++
-		default:
-			res.SlowClosedNoReply++
-		}
-	}
-	return ctx.Err()
-}
-
-// connState is what a slow connection's read shows.
-type connState int
-
-// The states slowConnState tells apart.
-const (
-	connOpen     connState = iota // a read waits: the server still holds it
-	connAnswered                  // the server wrote an answer
-	connClosed                    // EOF or reset with no answer
-)
-
-// slowConnState reads what c has, waiting at most 200ms.
-func slowConnState(c net.Conn) connState {
-	c.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
-	n, err := c.Read(make([]byte, 64))
-	var ne net.Error
-	switch {
-	case n > 0:
-		return connAnswered
-	case errors.As(err, &ne) && ne.Timeout():
-		return connOpen
-	default:
-		return connClosed
-	}
-}
-
-// percentile is the nearest-rank p-th percentile of ds (0 for none).
-func percentile(ds []time.Duration, p int) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	i := (p*len(s)+99)/100 - 1
-	return s[max(0, min(i, len(s)-1))]
-}
-
-// zeros reads as an endless run of zero bytes.
-type zeros struct{}
-
-func (zeros) Read(p []byte) (int, error) {
-	clear(p)
-	return len(p), nil
-}
-
-// vmHWM reads a process's peak resident set size, in bytes, from
-// /proc/PID/status.
-func vmHWM(pid int) (int64, error) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, fmt.Errorf("%w: peak RSS: %v", ErrMeasure, err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			if err != nil {
-				return 0, fmt.Errorf("%w: peak RSS: VmHWM %q: %v", ErrMeasure, v, err)
-			}
-			return kb << 10, nil
-		}
-	}
-	return 0, fmt.Errorf("%w: peak RSS: no VmHWM in /proc/%d/status", ErrMeasure, pid)
-}
-
-// webhooks posts Webhooks unsigned 24 MiB bodies to r at once and records
-// its peak RSS before and after.
-func (h *run) webhooks(ctx context.Context, r *replica, res *LoadResult) error {
-	pid := r.p.cmd.Process.Pid
-	var err error
-	if res.HWMBefore, err = vmHWM(pid); err != nil {
-		return err
-	}
-	hc := loadClient(res.Webhooks)
-	defer hc.CloseIdleConnections()
-	// A well-formed signature that matches no body: only the HMAC, over
-	// the whole body, can refuse it.
-	sig := "sha256=" + strings.Repeat("0", 64)
-	var (
-		mu sync.Mutex
-		wg sync.WaitGroup
-	)
-	res.Answers = map[int]int{}
-	for i := range res.Webhooks {
-		wg.Go(func() {
-			req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.api.url+"/webhooks/github", io.LimitReader(zeros{}, webhookBytes))
-			status := 0
-			if err == nil {
-				req.ContentLength = webhookBytes
-				req.Header.Set("Content-Type", "application/json")
-				req.Header.Set("X-GitHub-Event", "pull_request")
-				req.Header.Set("X-GitHub-Delivery", fmt.Sprintf("harness-load-%d", i))
-				req.Header.Set("X-Hub-Signature-256", sig)
-				if resp, err := hc.Do(req); err == nil {
-					io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-					status = resp.StatusCode
-				}
-			}
-			mu.Lock()
-			res.Answers[status]++
-			mu.Unlock()
-		})
-	}
-	wg.Wait()
-	res.HWMAfter, err = vmHWM(pid)
-	return err
-}
-
-// outcome is one run's fate under load.
-type outcome struct {
-	id       string // from the 201 or 200 answer
-	status   int    // the final answer's status, 0 for none
-	took     time.Duration
-	total    time.Duration
-	retries  int
-	s503     int
-	connErrs int
-}
-
-// runsUnderLoad posts Requests distinct runs round-robin over rs from
-// Concurrency clients, kills dev-mongo with SIGKILL when half have been
-// sent and starts it again Outage later on the same address and files,
-// then reads every run back.
-func (h *run) runsUnderLoad(ctx context.Context, rs []*replica, res *LoadResult) error {
-	lo := h.o.Load
-	hc := loadClient(lo.Concurrency)
-	defer hc.CloseIdleConnections()
-	outs := make([]outcome, lo.Requests)
-	var next atomic.Int64
-	half := make(chan struct{})
-	var wg sync.WaitGroup
-	start := time.Now()
-	for range lo.Concurrency {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= lo.Requests || ctx.Err() != nil {
-					return
-				}
-				if i == lo.Requests/2 {
-					close(half)
-				}
-				outs[i] = postRetrying(ctx, hc, rs, i)
-			}
-		})
-	}
-	var killErr error
-	restarted := make(chan struct{})
-	go func() {
-		defer close(restarted)
-		select {
-		case <-half:
-		case <-ctx.Done():
-			return
-		}
-		tKill := time.Now()
-		h.c.mongo.signal(syscall.SIGKILL)
-		h.c.mongo.wait(10 * time.Second)
-		clock.Sleep(ctx, lo.Outage)
-		killErr = h.c.startMongoRetry()
-		res.MongoDown = time.Since(tKill)
-	}()
-	wg.Wait()
-	<-restarted
-	res.Elapsed = time.Since(start)
-	if killErr != nil {
-		return killErr
-	}
-	var ok, total []time.Duration
-	for _, o := range outs {
-		res.Unavailable += o.s503
-		res.ConnErrors += o.connErrs
-		res.Retries += o.retries
-		switch o.status {
-		case http.StatusCreated:
-			res.Created++
-		case http.StatusOK:
-			res.Repeated++
-		default:
-			res.Failed++
-			continue
-		}
-		ok = append(ok, o.took)
-		total = append(total, o.total)
-	}
-	res.P50, res.P99, res.EndToEndP99 = percentile(ok, 50), percentile(ok, 99), percentile(total, 99)
-	return h.readBack(ctx, rs[0], outs, res)
-}
-
-// postRetrying posts run i to rs[i mod len] and retries a 503 or a
-// connection error with the same body on the next replica, after the
-// answer's Retry-After (a connection error: 200ms), as a client of the
-// idempotent API would, at most maxAttempts times.
-func postRetrying(ctx context.Context, hc *http.Client, rs []*replica, i int) outcome {
-	b, _ := json.Marshal(runRequest{Repo: loadRepo, Pull: i + 1, HeadSHA: headSHA(i + 1), Verdict: "success"})
-	var o outcome
-	first := time.Now()
-	for attempt := range maxAttempts {
-		r := rs[(i+attempt)%len(rs)]
-		status, retryAfter, answer, took, err := postStatus(ctx, hc, r.api.url+"/api/runs", r.api.token, b)
-		wait := 200 * time.Millisecond
-		switch {
-		case err != nil:
-			o.connErrs++
-		case status == http.StatusServiceUnavailable:
-			o.s503++
-			wait = min(max(retryAfter, wait), maxRetryWait)
-		case status == http.StatusCreated || status == http.StatusOK:
-			var v struct {
-				ID string `json:"id"`
-			}
-			json.Unmarshal(answer, &v)
-			o.id, o.status, o.took, o.total = v.ID, status, took, time.Since(first)
-			return o
-		default:
-			o.status = status // a refusal retrying cannot change
-			return o
-		}
-		if attempt == maxAttempts-1 || !clock.Sleep(ctx, wait) {
-			break
-		}
-		o.retries++
-	}
-	return o
-}
-
-// readBack lists the load's runs through r's GET /api/runs, page by page,
-// and counts duplicates and the successful runs it lacks; each of those is
-// read once more with GET /api/runs/{id}.
-func (h *run) readBack(ctx context.Context, r *replica, outs []outcome, res *LoadResult) error {
-	listed := map[string]bool{}
-	pulls := map[int]bool{}
-	cursor := ""
-	for page := 0; ; page++ {
-		if page > res.Requests/server.MaxRunsLimit+10 {
-			return fmt.Errorf("%w: GET /api/runs gave over %d pages for %d runs", ErrMeasure, page, res.Requests)
-		}
-		q := url.Values{"repo": {loadRepo}, "limit": {strconv.Itoa(server.MaxRunsLimit)}}
-		if cursor != "" {
-			q.Set("cursor", cursor)
-		}
-		var p struct { // GET /api/runs's wire contract (README)
-			Runs []struct {
-				ID   string `json:"id"`
-				Pull int    `json:"pull"`
-			} `json:"runs"`
-			Next string `json:"next"`
-		}
-		if err := doJSON(ctx, r.api.hc, http.MethodGet, r.api.url+"/api/runs?"+q.Encode(), r.api.token, nil, &p); err != nil {
-			return err
-		}
-		for _, v := range p.Runs {
-			res.Stored++
-			if pulls[v.Pull] || listed[v.ID] {
-				res.Duplicates++
-			}
-			pulls[v.Pull], listed[v.ID] = true, true
-		}
-		if p.Next == "" {
-			break
-		}
-		cursor = p.Next
-	}
-	for _, o := range outs {
-		if o.id == "" || listed[o.id] {
-			continue
-		}
-		var v struct {
-			ID string `json:"id"`
-		}
-		if err := doJSON(ctx, r.api.hc, http.MethodGet, r.api.url+"/api/runs/"+url.PathEscape(o.id), r.api.token, nil, &v); err != nil {
-			res.Lost++
-			continue
-		}
-		res.Unlisted++
-	}
-	return nil
-}
-
-// loadMarkdown renders the load scenario's figures.
-func loadMarkdown(l *LoadResult) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "**Open network (issue 12).** %d fresh replicas on dev-mongo, `--sweep-interval 1m` (no sweep during the scenario), "+
-		"`--read-timeout %v`.\n\n", loadReplicas, l.ReadTimeout)
-	fmt.Fprintf(&b, "*Slow connections:* %d sequential `POST /api/runs` on one keep-alive connection to the first replica, "+
-		"then %d more while %d unauthenticated connections trickle a declared %d-byte body at a byte a second.\n\n",
-		l.Probes, l.Probes, l.SlowConns, slowBodyBytes)
-	b.WriteString("| unloaded p50 / p99 | with slow connections p50 / p99 | p99 ratio | probes done before the read timeout | slow connections still open read timeout + 5 s later | answered | closed without an answer |\n")
-	b.WriteString("|---:|---:|---:|:---|---:|---:|---:|\n")
-	fmt.Fprintf(&b, "| %v / %v | %v / %v | **%.2f** | %s | **%d of %d** | %d | %d |\n\n",
-		ms(l.UnloadedP50), ms(l.UnloadedP99), ms(l.LoadedP50), ms(l.LoadedP99), l.P99Ratio(), yesNo(l.ProbedWithin),
-		l.SlowOpen, l.SlowConns, l.SlowAnswered, l.SlowClosedNoReply)
-	codes := slices.Sorted(func(yield func(int) bool) {
-		for c := range l.Answers {
-			if !yield(c) {
-				return
-			}
-		}
-	})
-	var answers []string
-	for _, c := range codes {
-		name := strconv.Itoa(c)
-		if c == 0 {
-			name = "no answer"
-		}
-		answers = append(answers, fmt.Sprintf("%d × %s", l.Answers[c], name))
-	}
-	fmt.Fprintf(&b, "*Unsigned large webhooks:* %d concurrent `POST /webhooks/github` of %d bytes of zeros with `X-Hub-Signature-256: sha256=` + 64 zeros "+
-		"to the first replica; its peak RSS (`VmHWM`) %.1f MB before, %.1f MB after: growth **%.1f MB**; answers %s.\n\n",
-		l.Webhooks, webhookBytes, mb(l.HWMBefore), mb(l.HWMAfter), mb(l.HWMGrowth()), strings.Join(answers, ", "))
-	fmt.Fprintf(&b, "*Runs under load:* %d distinct `POST /api/runs` at concurrency %d, round-robin over both replicas; dev-mongo "+
-		"killed (SIGKILL) when half were sent and started again on the same address and files %v later (down %v in all). "+
-		"A 503 or a connection error is retried with the same body on the other replica after `Retry-After` (200 ms without one), at most %d attempts.\n\n",
-		l.Requests, l.Concurrency, l.Outage, l.MongoDown.Round(time.Millisecond), maxAttempts)
-	b.WriteString("| runs | 201 | 200 (a retry of a landed put) | failed | 503 answers | connection errors | retries | API p50 / p99 | end-to-end p99 | elapsed | listed | duplicates | unlisted | lost |\n")
-	b.WriteString("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
-	fmt.Fprintf(&b, "| %d | %d | %d | %d | %d | %d | %d | %v / %v | %v | %v | %d | %d | %d | **%d** |\n\n",
-		l.Requests, l.Created, l.Repeated, l.Failed, l.Unavailable, l.ConnErrors, l.Retries, ms(l.P50), ms(l.P99),
-		ms(l.EndToEndP99), l.Elapsed.Round(time.Millisecond), l.Stored, l.Duplicates, l.Unlisted, l.Lost)
-	return b.String()
 }

@@ -10,11 +10,14 @@ import (
 // TestLoadScenario runs a reduced load scenario on real processes: 200 runs
 // at concurrency 10 over 2 replicas with one dev-mongo SIGKILL and restart,
 // 30 slow connections against a 3 s read timeout, and 20 unsigned 24 MiB
-// webhooks. It asserts issue 12's rules that do not depend on the
+// webhooks. It asserts the open-network rules that do not depend on the
 // machine's speed: every run answered 201 or 200 is stored exactly once,
 // no slow connection outlives the read timeout, and the webhooks grow the
 // peak RSS by less than 100 MB.
 func TestLoadScenario(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process: builds both commands and runs real replicas; -short skips it")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute) // cold builds of both commands included
 	defer cancel()
 	dir, bin, devMongo := testBinaries(ctx, t)

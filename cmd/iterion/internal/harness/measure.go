@@ -79,7 +79,7 @@ func (sp *sampler) stop() ([]sample, error) {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
 	if sp.err != nil {
-		return sp.got, fmt.Errorf("%w: sampling the simulator: %v", ErrMeasure, sp.err)
+		return sp.got, fmt.Errorf("%w: sampling the simulator: %w", ErrMeasure, sp.err)
 	}
 	return sp.got, nil
 }
@@ -184,7 +184,7 @@ func pollUntil(ctx context.Context, s sim, every, timeout time.Duration, cond fu
 		}
 		if at.After(deadline) {
 			if err != nil {
-				return at, fmt.Errorf("%w: %v", ErrMeasure, err)
+				return at, fmt.Errorf("%w: %w", ErrMeasure, err)
 			}
 			return at, fmt.Errorf("%w: condition not met within %v", ErrMeasure, timeout)
 		}
@@ -263,4 +263,33 @@ func firstChange[T comparable](cs []change[T], t time.Time, ok func(T) bool) (ch
 		}
 	}
 	return change[T]{}, false
+}
+
+// percentile is the nearest-rank p-th percentile of ds (0 for none).
+func percentile(ds []time.Duration, p int) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := (p*len(s)+99)/100 - 1
+	return s[max(0, min(i, len(s)-1))]
+}
+
+// pick returns the entries of m whose keys are among tokens.
+func pick(m map[string]int64, tokens []string) map[string]int64 {
+	out := make(map[string]int64, len(tokens))
+	for _, t := range tokens {
+		out[t] = m[t]
+	}
+	return out
+}
+
+// total is the sum of m's values.
+func total(m map[string]int64) int64 {
+	var n int64
+	for _, v := range m {
+		n += v
+	}
+	return n
 }

@@ -42,12 +42,12 @@ func startProc(dir, name, bin string, args ...string) (*proc, error) {
 	}
 	outFile, err := os.OpenFile(p.stdout, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrProcess, name, err)
+		return nil, fmt.Errorf("%w: %s: %w", ErrProcess, name, err)
 	}
 	errFile, err := os.OpenFile(p.stderr, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		outFile.Close()
-		return nil, fmt.Errorf("%w: %s: %v", ErrProcess, name, err)
+		return nil, fmt.Errorf("%w: %s: %w", ErrProcess, name, err)
 	}
 	pr, pw := io.Pipe()
 	p.cmd = exec.Command(bin, args...)
@@ -57,7 +57,7 @@ func startProc(dir, name, bin string, args ...string) (*proc, error) {
 	if err := p.cmd.Start(); err != nil {
 		outFile.Close()
 		errFile.Close()
-		return nil, fmt.Errorf("%w: start %s: %v", ErrProcess, name, err)
+		return nil, fmt.Errorf("%w: start %s: %w", ErrProcess, name, err)
 	}
 	go func() {
 		sc := bufio.NewScanner(pr)
@@ -86,7 +86,10 @@ func (p *proc) waitLine(timeout time.Duration) (string, error) {
 	case line := <-p.first:
 		return line, nil
 	case <-p.done:
-		return "", fmt.Errorf("%w: %s exited before printing its address (%v); see %s", ErrProcess, p.name, p.waitErr, p.stderr)
+		if p.waitErr != nil {
+			return "", fmt.Errorf("%w: %s exited before printing its address: %w; see %s", ErrProcess, p.name, p.waitErr, p.stderr)
+		}
+		return "", fmt.Errorf("%w: %s exited before printing its address; see %s", ErrProcess, p.name, p.stderr)
 	case <-time.After(timeout):
 		return "", fmt.Errorf("%w: %s printed nothing in %v; see %s", ErrProcess, p.name, timeout, p.stderr)
 	}
@@ -101,7 +104,7 @@ func (p *proc) signal(sig syscall.Signal) error {
 	default:
 	}
 	if err := syscall.Kill(-p.cmd.Process.Pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
-		return fmt.Errorf("%w: signal %s: %v", ErrProcess, p.name, err)
+		return fmt.Errorf("%w: signal %s: %w", ErrProcess, p.name, err)
 	}
 	return nil
 }
@@ -162,7 +165,7 @@ func build(ctx context.Context, root, pkg, out string) error {
 	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, pkg)
 	cmd.Dir = root
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("%w: go build %s: %v\n%s", ErrBuild, pkg, err, b)
+		return fmt.Errorf("%w: go build %s: %w\n%s", ErrBuild, pkg, err, b)
 	}
 	return nil
 }

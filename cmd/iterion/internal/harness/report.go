@@ -3,13 +3,16 @@ package harness
 import (
 	"fmt"
 	"math"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
 
-// Report is what one harness run measured. Scenarios that did not run leave
-// their fields empty. It is a plain value, safe to read from several
-// goroutines once Run has returned it.
+// Report is what one harness run measured: each scenario's rows, which it
+// renders as markdown. Scenarios that did not run leave their fields empty.
+// It is a plain value, safe to read from several goroutines once Run has
+// returned it.
 type Report struct {
 	Date    time.Time
 	Options Options
@@ -56,7 +59,7 @@ func (r *Report) ratio(lease bool, rate func(CostRow) float64) float64 {
 	return rate(*hi) / rate(*lo)
 }
 
-// Markdown renders the report as a BENCHMARKS.md section body; command is
+// Markdown renders the report as a docs/benchmarks.md section body; command is
 // the command line that reproduces it.
 func (r *Report) Markdown(command string) string {
 	var b strings.Builder
@@ -160,3 +163,103 @@ func boardMarkdown(r *Report) string {
 		r.BoardRatio(true), r.BoardRatio(false))
 	return b.String()
 }
+
+// budgetMarkdown renders the budget scenario's rows.
+func budgetMarkdown(rows []BudgetRow) string {
+	var b strings.Builder
+	r0 := rows[0]
+	fmt.Fprintf(&b, "**Budget.** The compressed hour lasts %v. All replicas share one forge token, as the ADR's "+
+		"share one App installation, with the ETag cache off as in the incident. The batched sweep reads with one GraphQL "+
+		"query a pass and writes REST only for drifted runs, so the budget it spends is the GraphQL point budget. "+
+		"The simulator's budget is %d an hour, for REST requests and for GraphQL points each: the same share of %d replicas' "+
+		"GraphQL demand without the lease (as the cost scenario measured it) as the ADR's 12k of its 11.7k–19.4k at ten "+
+		"replicas (%.0f%%).\n\n", r0.Hour, r0.Budget, r0.Replicas, 100*adrBudgetShare)
+	b.WriteString("| replicas | lease | budget/hour | spent at minute | GraphQL points | REST charged | REST refused (403) |\n|---:|:---|---:|---:|---:|---:|---:|\n")
+	for _, r := range rows {
+		when := "never"
+		if r.RanOut {
+			when = fmt.Sprintf("%.0f", r.Minute)
+		}
+		fmt.Fprintf(&b, "| %d | %s | %d | %s | %d | %d | %d |\n", r.Replicas, yesNo(r.Lease), r.Budget, when, r.Points, r.REST, r.Refused)
+	}
+	b.WriteString("\nGoal: with the lease, never.\n\n")
+	return b.String()
+}
+
+// scaleMarkdown renders the scale scenario's rows.
+func scaleMarkdown(r *Report) string {
+	var b strings.Builder
+	iv := r.Options.ScaleInterval
+	fmt.Fprintf(&b, "**Scale.** The per-run REST sweep (`--sweep-mode rest`, kept for this comparison) and the batched sweep "+
+		"(`batch`, the default) side by side, with the lease, at each population of open runs and replica count. Sweep interval "+
+		"%v (GitHub's minute, compressed), so a compressed hour is %v. App auth: each configuration is an installation of its own "+
+		"whose tokens the simulator mints, living a compressed hour (`--token-ttl` %v: ghinstallation refreshes a minute early), "+
+		"and the ETag cache is on. GitHub's secondary limits are on per compressed minute; the primary budgets are not enforced, "+
+		"so each configuration's spend is measured and shown as a share of a 5,000/h installation budget. Each configuration is "+
+		"measured over %d intervals after its first pass; %s runs had their gate status set to `failure` as the window opened.\n\n",
+		iv, 60*iv, 60*iv+time.Minute, r.Options.ScalePasses, "up to 5 (1%)")
+	b.WriteString("| sweep | open runs | replicas | passes | requests/pass | goal ≤ ceil(N/50)+5 | REST/pass | GraphQL points/pass | " +
+		"requests/hour | REST % of 5,000/h | GraphQL % of 5,000/h | secondary refusals/hour | pass ÷ interval | sweeping | drift repaired | token mints |\n")
+	b.WriteString("|:---|---:|---:|---:|---:|:---|---:|---:|---:|---:|---:|---:|---:|---:|:---|---:|\n")
+	for _, s := range r.Scale {
+		goal := fmt.Sprintf("%d: %s", ScaleGoal(s.Runs), yesNo(s.PerPass(s.Requests) <= float64(ScaleGoal(s.Runs))))
+		fmt.Fprintf(&b, "| %s | %d | %d | %.2f | %.1f | %s | %.1f | %.1f | %.0f | %.1f%% | %.1f%% | %.0f | %.2f | %d | %d/%d in %v | %d |\n",
+			s.Mode, s.Runs, s.Replicas, s.Passes, s.PerPass(s.Requests), goal, s.PerPass(s.REST), s.PerPass(s.Points),
+			s.PerHour(s.Requests), 100*s.RESTShare(), 100*s.BudgetShare(s.Points), s.PerHour(s.Refused), s.Duty(),
+			s.Sweepers, s.Repaired, s.Drifted, s.RepairAfter.Round(time.Millisecond), s.Mints)
+	}
+	b.WriteString("\nPasses are the runs the sweepers offered (`gate_offers_total{lane=\"merge-gate-sweeper\"}`) over the population; " +
+		"per hour is the window's rate times a compressed hour; the REST share adds the hour's token rotation: one pass charged as " +
+		"the term's first was, on fresh tokens whose ETags answer no 304, in place of one at the window's rate. " +
+		"REST counts charged requests (a 304 and a refusal are free), " +
+		"GraphQL the points the simulator charged. Pass ÷ interval is the mean duration of the passes that ended in the window " +
+		"(the sweepers' `iterion_net_pass_duration_seconds`: listing, forge reads and writes, from the tick to the pass's end) over the interval; " +
+		"when no pass ended in the window, the window over the share of a pass offered.\n\n")
+	return b.String()
+}
+
+// loadMarkdown renders the load scenario's figures.
+func loadMarkdown(l *LoadResult) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "**Open network.** %d fresh replicas on dev-mongo, `--sweep-interval 1m` (no sweep during the scenario), "+
+		"`--read-timeout %v`.\n\n", loadReplicas, l.ReadTimeout)
+	fmt.Fprintf(&b, "*Slow connections:* %d sequential `POST /api/runs` on one keep-alive connection to the first replica, "+
+		"then %d more while %d unauthenticated connections trickle a declared %d-byte body at a byte a second.\n\n",
+		l.Probes, l.Probes, l.SlowConns, slowBodyBytes)
+	b.WriteString("| unloaded p50 / p99 | with slow connections p50 / p99 | p99 ratio | probes done before the read timeout | slow connections still open read timeout + 5 s later | answered | closed without an answer |\n")
+	b.WriteString("|---:|---:|---:|:---|---:|---:|---:|\n")
+	fmt.Fprintf(&b, "| %v / %v | %v / %v | **%.2f** | %s | **%d of %d** | %d | %d |\n\n",
+		ms(l.UnloadedP50), ms(l.UnloadedP99), ms(l.LoadedP50), ms(l.LoadedP99), l.P99Ratio(), yesNo(l.ProbedWithin),
+		l.SlowOpen, l.SlowConns, l.SlowAnswered, l.SlowClosedNoReply)
+	codes := slices.Sorted(func(yield func(int) bool) {
+		for c := range l.Answers {
+			if !yield(c) {
+				return
+			}
+		}
+	})
+	var answers []string
+	for _, c := range codes {
+		name := strconv.Itoa(c)
+		if c == 0 {
+			name = "no answer"
+		}
+		answers = append(answers, fmt.Sprintf("%d × %s", l.Answers[c], name))
+	}
+	fmt.Fprintf(&b, "*Unsigned large webhooks:* %d concurrent `POST /webhooks/github` of %d bytes of zeros with `X-Hub-Signature-256: sha256=` + 64 zeros "+
+		"to the first replica; its peak RSS (`VmHWM`) %.1f MB before, %.1f MB after: growth **%.1f MB**; answers %s.\n\n",
+		l.Webhooks, webhookBytes, mb(l.HWMBefore), mb(l.HWMAfter), mb(l.HWMGrowth()), strings.Join(answers, ", "))
+	fmt.Fprintf(&b, "*Runs under load:* %d distinct `POST /api/runs` at concurrency %d, round-robin over both replicas; dev-mongo "+
+		"killed (SIGKILL) when half were sent and started again on the same address and files %v later (down %v in all). "+
+		"A 503 or a connection error is retried with the same body on the other replica after `Retry-After` (200 ms without one), at most %d attempts.\n\n",
+		l.Requests, l.Concurrency, l.Outage, l.MongoDown.Round(time.Millisecond), maxAttempts)
+	b.WriteString("| runs | 201 | 200 (a retry of a landed put) | failed | 503 answers | connection errors | retries | API p50 / p99 | end-to-end p99 | elapsed | listed | duplicates | unlisted | lost |\n")
+	b.WriteString("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	fmt.Fprintf(&b, "| %d | %d | %d | %d | %d | %d | %d | %v / %v | %v | %v | %d | %d | %d | **%d** |\n\n",
+		l.Requests, l.Created, l.Repeated, l.Failed, l.Unavailable, l.ConnErrors, l.Retries, ms(l.P50), ms(l.P99),
+		ms(l.EndToEndP99), l.Elapsed.Round(time.Millisecond), l.Stored, l.Duplicates, l.Unlisted, l.Lost)
+	return b.String()
+}
+
+// ms is d in milliseconds, two decimals.
+func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond)) }

@@ -19,7 +19,7 @@ import (
 	"iterion.dev/iterion/pkg/server"
 )
 
-// The scale scenario (issue 11): the per-run REST sweep and the batched
+// The scale scenario: the per-run REST sweep and the batched
 // sweep side by side, on growing populations of open runs, at each replica
 // count, with App auth (every configuration has an installation of its own,
 // whose tokens the simulator mints and rotates every compressed hour) and
@@ -120,51 +120,63 @@ func (r ScaleRow) Duty() float64 {
 	return 0
 }
 
-// scale runs the scale scenario on a cluster of its own: its interval is
-// ScaleInterval, and the simulator's installation tokens live a compressed
-// hour.
-func (h *run) scale(ctx context.Context) error {
-	dir := filepath.Join(h.rep.Dir, "scale")
+// scaleScenario measures the per-run REST sweep and the batched sweep at
+// each population of open runs and replica count, on a cluster of its own
+// (startCluster) whose interval is its compressed minute.
+type scaleScenario struct {
+	runs     []int // the open-run populations, increasing
+	replicas []int // the replica counts
+	passes   int   // intervals each configuration is measured over
+	logf     func(format string, args ...any)
+}
+
+// startCluster starts the scale scenario's cluster in dir, with sweep
+// interval `interval`: the simulator's installation tokens live a
+// compressed hour, 60 intervals.
+func (s scaleScenario) startCluster(ctx context.Context, bins binaries, dir string, interval time.Duration) (*cluster, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("%w: %v", ErrProcess, err)
+		return nil, fmt.Errorf("%w: %w", ErrProcess, err)
 	}
-	key, err := writeAppKey(dir)
-	if err != nil {
-		return err
-	}
-	hour := 60 * h.o.ScaleInterval
+	hour := 60 * interval
 	// ghinstallation refreshes a token a minute before it expires: a TTL
 	// of the hour plus that minute rotates the token every compressed hour.
-	c, err := startCluster(ctx, h.bins, dir, h.o.ScaleInterval, simBudget, "--token-ttl", (hour + time.Minute).String())
+	return startCluster(ctx, bins, dir, interval, simBudget, "--token-ttl", (hour + time.Minute).String())
+}
+
+// run seeds each population on c in turn and measures every mode and
+// replica count on it, returning a row for each configuration; on an
+// error, the rows measured before it.
+func (s scaleScenario) run(ctx context.Context, c *cluster) ([]ScaleRow, error) {
+	var rows []ScaleRow
+	key, err := writeAppKey(c.dir)
 	if err != nil {
-		return err
+		return rows, err
 	}
-	defer c.close()
 	var pop []runRequest
 	installation := 0
-	for _, size := range h.o.ScaleRuns {
+	for _, size := range s.runs {
 		t0 := time.Now()
 		more, err := seedScale(ctx, c, len(pop)+1, size)
 		if err != nil {
-			return err
+			return rows, err
 		}
 		pop = append(pop, more...)
-		h.logf("scale: seeded %d open runs in %v", len(pop), time.Since(t0).Round(time.Millisecond))
+		s.logf("scale: seeded %d open runs in %v", len(pop), time.Since(t0).Round(time.Millisecond))
 		for _, mode := range []server.SweepMode{server.SweepREST, server.SweepBatch} {
-			for _, n := range h.o.ScaleReplicas {
+			for _, n := range s.replicas {
 				installation++
-				row, err := h.scaleOne(ctx, c, pop, mode, n, installation, key)
+				row, err := s.one(ctx, c, pop, mode, n, installation, key)
 				if err != nil {
-					return fmt.Errorf("%s sweep, %d runs, %d replicas: %w", mode, len(pop), n, err)
+					return rows, fmt.Errorf("%s sweep, %d runs, %d replicas: %w", mode, len(pop), n, err)
 				}
-				h.rep.Scale = append(h.rep.Scale, row)
-				h.logf("scale %-5s runs=%-5d N=%-2d %7.1f req/pass  REST %7.1f  points %6.1f /pass  refused %d  duty %.2f  REST %5.1f%%  GraphQL %5.1f%% of 5,000/h  sweepers %d  repaired %d/%d in %v",
+				rows = append(rows, row)
+				s.logf("scale %-5s runs=%-5d N=%-2d %7.1f req/pass  REST %7.1f  points %6.1f /pass  refused %d  duty %.2f  REST %5.1f%%  GraphQL %5.1f%% of 5,000/h  sweepers %d  repaired %d/%d in %v",
 					mode, row.Runs, n, row.PerPass(row.Requests), row.PerPass(row.REST), row.PerPass(row.Points), row.Refused, row.Duty(),
 					100*row.RESTShare(), 100*row.BudgetShare(row.Points), row.Sweepers, row.Repaired, row.Drifted, row.RepairAfter.Round(time.Millisecond))
 			}
 		}
 	}
-	return nil
+	return rows, nil
 }
 
 // seedScale seeds runs first..last through the wire contracts, several at
@@ -224,10 +236,10 @@ func seedScale(ctx context.Context, c *cluster, first, last int) ([]runRequest, 
 	return out, nil
 }
 
-// scaleOne measures one configuration on fresh replicas with the lease,
-// all authenticating as installation `installation` of the scale App.
-func (h *run) scaleOne(ctx context.Context, c *cluster, pop []runRequest, mode server.SweepMode, n, installation int, key string) (ScaleRow, error) {
-	iv := h.o.ScaleInterval
+// one measures one configuration on fresh replicas with the lease, all
+// authenticating as installation `installation` of the scale App.
+func (s scaleScenario) one(ctx context.Context, c *cluster, pop []runRequest, mode server.SweepMode, n, installation int, key string) (ScaleRow, error) {
+	iv := c.interval
 	row := ScaleRow{Mode: mode, Runs: len(pop), Replicas: n, Interval: iv}
 	prefix := fmt.Sprintf("ghs_sim_%d_", installation)
 	mine := func(r simRequests) bool { return strings.HasPrefix(r.Token, prefix) }
@@ -294,7 +306,7 @@ func (h *run) scaleOne(ctx context.Context, c *cluster, pop []runRequest, mode s
 		n, after, err := awaitAgreement(rctx, c.sim, drifted, t0, (server.DeepEvery+1)*iv, iv)
 		repaired <- repair{n, after, err}
 	}()
-	clock.Sleep(ctx, time.Duration(h.o.ScalePasses)*iv)
+	clock.Sleep(ctx, time.Duration(s.passes)*iv)
 	snap1, err := sweepersOf(ctx, rs)
 	if err != nil {
 		return row, err
@@ -363,47 +375,16 @@ func sweepersOf(ctx context.Context, rs []*replica) (sweepers, error) {
 func writeAppKey(dir string) (string, error) {
 	k, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
-		return "", fmt.Errorf("%w: App key: %v", ErrProcess, err)
+		return "", fmt.Errorf("%w: App key: %w", ErrProcess, err)
 	}
 	path := filepath.Join(dir, "app-key.pem")
 	b := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(k)})
 	if err := os.WriteFile(path, b, 0o600); err != nil {
-		return "", fmt.Errorf("%w: App key: %v", ErrProcess, err)
+		return "", fmt.Errorf("%w: App key: %w", ErrProcess, err)
 	}
 	return path, nil
 }
 
-// ScaleGoal is issue 11's goal for one pass at runs open runs: at most
+// ScaleGoal is the batched sweep's goal for one pass at runs open runs: at most
 // ceil(runs/50)+5 requests.
 func ScaleGoal(runs int) int { return int(math.Ceil(float64(runs)/50)) + 5 }
-
-func scaleMarkdown(r *Report) string {
-	var b strings.Builder
-	iv := r.Options.ScaleInterval
-	fmt.Fprintf(&b, "**Scale.** The per-run REST sweep (`--sweep-mode rest`, kept for this comparison) and the batched sweep "+
-		"(`batch`, the default) side by side, with the lease, at each population of open runs and replica count. Sweep interval "+
-		"%v (GitHub's minute, compressed), so a compressed hour is %v. App auth: each configuration is an installation of its own "+
-		"whose tokens the simulator mints, living a compressed hour (`--token-ttl` %v: ghinstallation refreshes a minute early), "+
-		"and the ETag cache is on. GitHub's secondary limits are on per compressed minute; the primary budgets are not enforced, "+
-		"so each configuration's spend is measured and shown as a share of a 5,000/h installation budget. Each configuration is "+
-		"measured over %d intervals after its first pass; %s runs had their gate status set to `failure` as the window opened.\n\n",
-		iv, 60*iv, 60*iv+time.Minute, r.Options.ScalePasses, "up to 5 (1%)")
-	b.WriteString("| sweep | open runs | replicas | passes | requests/pass | goal ≤ ceil(N/50)+5 | REST/pass | GraphQL points/pass | " +
-		"requests/hour | REST % of 5,000/h | GraphQL % of 5,000/h | secondary refusals/hour | pass ÷ interval | sweeping | drift repaired | token mints |\n")
-	b.WriteString("|:---|---:|---:|---:|---:|:---|---:|---:|---:|---:|---:|---:|---:|---:|:---|---:|\n")
-	for _, s := range r.Scale {
-		goal := fmt.Sprintf("%d: %s", ScaleGoal(s.Runs), yesNo(s.PerPass(s.Requests) <= float64(ScaleGoal(s.Runs))))
-		fmt.Fprintf(&b, "| %s | %d | %d | %.2f | %.1f | %s | %.1f | %.1f | %.0f | %.1f%% | %.1f%% | %.0f | %.2f | %d | %d/%d in %v | %d |\n",
-			s.Mode, s.Runs, s.Replicas, s.Passes, s.PerPass(s.Requests), goal, s.PerPass(s.REST), s.PerPass(s.Points),
-			s.PerHour(s.Requests), 100*s.RESTShare(), 100*s.BudgetShare(s.Points), s.PerHour(s.Refused), s.Duty(),
-			s.Sweepers, s.Repaired, s.Drifted, s.RepairAfter.Round(time.Millisecond), s.Mints)
-	}
-	b.WriteString("\nPasses are the runs the sweepers offered (`gate_offers_total{lane=\"merge-gate-sweeper\"}`) over the population; " +
-		"per hour is the window's rate times a compressed hour; the REST share adds the hour's token rotation: one pass charged as " +
-		"the term's first was, on fresh tokens whose ETags answer no 304, in place of one at the window's rate. " +
-		"REST counts charged requests (a 304 and a refusal are free), " +
-		"GraphQL the points the simulator charged. Pass ÷ interval is the mean duration of the passes that ended in the window " +
-		"(the sweepers' `iterion_net_pass_duration_seconds`: listing, forge reads and writes, from the tick to the pass's end) over the interval; " +
-		"when no pass ended in the window, the window over the share of a pass offered.\n\n")
-	return b.String()
-}

@@ -53,93 +53,57 @@ func (t TakeoverResult) Median() time.Duration { return median(t.Measured()) }
 // Max is the longest of Measured.
 func (t TakeoverResult) Max() time.Duration { return maxOf(t.Measured()) }
 
-// takeovers stops the leader Takeovers times with SIGTERM, then with SIGKILL,
-// starting a fresh replica after each stop so the count stays Replicas.
-func (h *run) takeovers(ctx context.Context) error {
-	if _, err := h.c.startReplicas(ctx, h.o.Replicas, replicaSpec{}); err != nil {
-		return err
+// takeoverScenario stops the leader takeovers times with SIGTERM, then
+// with SIGKILL, starting a fresh replica after each stop so the count stays
+// replicas.
+type takeoverScenario struct {
+	replicas, takeovers int
+	logf                func(format string, args ...any)
+}
+
+// run stops c's leaders and returns a result per signal, SIGTERM first;
+// on an error, the results of the signals done before it.
+func (s takeoverScenario) run(ctx context.Context, c *cluster) ([]TakeoverResult, error) {
+	var out []TakeoverResult
+	if _, err := c.startReplicas(ctx, s.replicas, replicaSpec{}); err != nil {
+		return out, err
 	}
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
-		res := TakeoverResult{Signal: sigName(sig), Bound: h.o.retry() + h.o.Interval}
+		res := TakeoverResult{Signal: sigName(sig), Bound: c.retry() + c.interval}
 		if sig == syscall.SIGKILL {
-			res.Bound += h.o.ttl()
+			res.Bound += c.ttl()
 		}
-		for i := range h.o.Takeovers {
-			if err := h.takeoverOnce(ctx, sig, &res); err != nil {
-				return fmt.Errorf("%s #%d: %w", res.Signal, i+1, err)
+		for i := range s.takeovers {
+			if err := takeoverOnce(ctx, c, sig, &res); err != nil {
+				return out, fmt.Errorf("%s #%d: %w", res.Signal, i+1, err)
 			}
 		}
-		h.rep.Takeover = append(h.rep.Takeover, res)
-		h.logf("%s ×%d: median %v, max %v, bound %v (from the signal: median %v, max %v), double sweeps %d",
+		out = append(out, res)
+		s.logf("%s ×%d: median %v, max %v, bound %v (from the signal: median %v, max %v), double sweeps %d",
 			res.Signal, len(res.FromSignal), res.Median().Round(time.Millisecond), res.Max().Round(time.Millisecond), res.Bound,
 			median(res.FromSignal).Round(time.Millisecond), maxOf(res.FromSignal).Round(time.Millisecond), res.Doubles)
 	}
-	return nil
-}
-
-// leader waits for exactly one live replica to sweep over two intervals,
-// with GET /leases?format=json naming that replica's owner as the sweeper
-// lease's holder, and returns it.
-func (h *run) leader(ctx context.Context) (*replica, error) {
-	deadline := time.Now().Add(h.o.ttl() + 4*h.o.retry() + 10*time.Second)
-	prev, err := h.c.sim.stats(ctx)
-	if err != nil {
-		return nil, err
-	}
-	for {
-		clock.Sleep(ctx, 2*h.o.Interval)
-		st, err := h.c.sim.stats(ctx)
-		if err != nil {
-			return nil, err
-		}
-		before, now := prev.byToken(nil), st.byToken(nil)
-		var active []*replica
-		for _, r := range h.c.replicas {
-			if now[r.token] > before[r.token] {
-				active = append(active, r)
-			}
-		}
-		if len(active) == 1 && h.holds(ctx, active[0]) {
-			return active[0], nil
-		}
-		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("%w: want one sweeping replica, got %d", ErrMeasure, len(active))
-		}
-		prev = st
-	}
-}
-
-// holds reports whether a live replica's /leases names r's owner as the
-// sweeper lease's holder.
-func (h *run) holds(ctx context.Context, r *replica) bool {
-	for _, q := range h.c.replicas {
-		owner, err := q.api.leaseOwner(ctx, server.MergeGateSweeper().Name)
-		if err != nil {
-			continue
-		}
-		return owner == r.owner
-	}
-	return false
+	return out, nil
 }
 
 // takeoverOnce stops the leader with sig at a random phase of its
 // interval, measures the delay to the successor's first sweeper request,
 // and starts a replica in its place.
-func (h *run) takeoverOnce(ctx context.Context, sig syscall.Signal, res *TakeoverResult) error {
-	l, err := h.leader(ctx)
+func takeoverOnce(ctx context.Context, c *cluster, sig syscall.Signal, res *TakeoverResult) error {
+	l, err := c.leader(ctx)
 	if err != nil {
 		return err
 	}
 	// The harness's own steps are multiples of the interval; without a
 	// random phase every stop would land at the same point of the
 	// followers' campaign cycle and measure one delay twenty times.
-	clock.Sleep(ctx, rand.N(h.o.Interval))
+	clock.Sleep(ctx, rand.N(c.interval))
 	// The followers' counts at the signal: none of them sweeps.
-	base, err := h.c.sim.stats(ctx)
+	base, err := c.sim.stats(ctx)
 	if err != nil {
 		return err
 	}
-	followers := slices.DeleteFunc(slices.Clone(h.c.replicas), func(r *replica) bool { return r == l })
+	followers := slices.DeleteFunc(slices.Clone(c.replicas), func(r *replica) bool { return r == l })
 	others := tokensOf(followers)
 	owners := startWatch(ctx, pollEvery, func(ctx context.Context) (string, error) {
 		return followers[0].api.leaseOwner(ctx, server.MergeGateSweeper().Name)
@@ -149,7 +113,7 @@ func (h *run) takeoverOnce(ctx context.Context, sig syscall.Signal, res *Takeove
 	if err := l.p.signal(sig); err != nil {
 		return err
 	}
-	t1, err := pollUntil(ctx, h.c.sim, pollEvery, 3*res.Bound+5*time.Second, func(st simStats) bool {
+	t1, err := pollUntil(ctx, c.sim, pollEvery, 3*res.Bound+5*time.Second, func(st simStats) bool {
 		return len(grown(base, st, others)) > 0
 	})
 	if err != nil {
@@ -158,15 +122,15 @@ func (h *run) takeoverOnce(ctx context.Context, sig syscall.Signal, res *Takeove
 	res.FromSignal = append(res.FromSignal, t1.Sub(t0))
 	// Two intervals after the successor's first request, it must be the
 	// only one of the others that swept.
-	clock.Sleep(ctx, 2*h.o.Interval)
-	after, err := h.c.sim.stats(ctx)
+	clock.Sleep(ctx, 2*c.interval)
+	after, err := c.sim.stats(ctx)
 	if err != nil {
 		return err
 	}
 	if len(grown(base, after, others)) > 1 {
 		res.Doubles++
 	}
-	h.c.stopReplica(l, syscall.SIGKILL) // already exiting or dead: reap it
+	c.stopReplica(l, syscall.SIGKILL) // already exiting or dead: reap it
 	changes := owners.stop()
 	if sig == syscall.SIGTERM {
 		// The release deletes the lease document: the store stops naming
@@ -183,7 +147,7 @@ func (h *run) takeoverOnce(ctx context.Context, sig syscall.Signal, res *Takeove
 		}
 		res.FromRelease = append(res.FromRelease, t1.Sub(from))
 	}
-	_, err = h.c.startReplicas(ctx, 1, replicaSpec{})
+	_, err = c.startReplicas(ctx, 1, replicaSpec{})
 	return err
 }
 

@@ -3,7 +3,7 @@ package conformance_test
 import (
 	"testing"
 
-	"iterion.dev/iterion/internal/testing/conformance"
+	"iterion.dev/iterion/internal/conformance"
 )
 
 // TestRunGivesEveryCaseAFreshStore pins the runner's contract: each case is

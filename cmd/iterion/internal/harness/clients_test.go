@@ -1,0 +1,63 @@
+package harness
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"iterion.dev/iterion/pkg/forge"
+	"iterion.dev/iterion/pkg/forge/forgesim"
+	"iterion.dev/iterion/pkg/gaterun"
+	"iterion.dev/iterion/pkg/lease"
+	"iterion.dev/iterion/pkg/server"
+)
+
+// TestSweeperFiguresReadTheServersPassMetrics pins the harness's reading of
+// a replica's /metrics against the server's own: after a sweep pass,
+// api.sweeper finds it in iterion_net_pass_duration_seconds under the
+// sweeper's lease label, so the scale scenario's pass times cannot go to
+// zero when a metric or label is renamed on one side only.
+func TestSweeperFiguresReadTheServersPassMetrics(t *testing.T) {
+	sim := httptest.NewServer(forgesim.New())
+	defer sim.Close()
+	fc, err := forge.New(forge.Config{BaseURL: sim.URL + "/", Token: "tok"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	passed := make(chan struct{}, 1)
+	srv, err := server.New(server.Config{
+		Runs: gaterun.NewMemoryStore(), Leases: lease.NewMemoryStore(), Forge: fc, APIToken: "api",
+		SweepInterval: 50 * time.Millisecond,
+		OnSweep: func(server.SweepPass) {
+			select {
+			case passed <- struct{}{}:
+			default:
+			}
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	defer hs.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx, nil) }()
+	defer func() { cancel(); <-done }()
+	select {
+	case <-passed:
+	case <-ctx.Done():
+		t.Fatal("got no sweep pass within a minute, want one every 50ms once elected")
+	}
+
+	f, err := api{url: hs.URL, token: "api", hc: http.DefaultClient}.sweeper(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.passes == 0 {
+		t.Errorf("got %d sweeper passes from /metrics after a pass, want at least 1: the harness reads the server's pass metric and its lease label", f.passes)
+	}
+}

@@ -1,0 +1,174 @@
+package harness
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"time"
+
+	"iterion.dev/iterion/pkg/server"
+)
+
+// The scenarios Run knows, in the order it runs them.
+const (
+	ScenarioCost     = "cost"
+	ScenarioBudget   = "budget"
+	ScenarioTakeover = "takeover"
+	ScenarioFaults   = "faults"
+	ScenarioScale    = "scale"
+	// ScenarioLoad puts the API on an open network: slow connections,
+	// unsigned large webhooks, and POST /api/runs under load through a
+	// Mongo crash.
+	ScenarioLoad = "load"
+)
+
+// Scenarios returns every scenario name Options.Scenarios accepts, in the
+// order Run runs them.
+func Scenarios() []string {
+	return []string{ScenarioCost, ScenarioBudget, ScenarioTakeover, ScenarioFaults, ScenarioScale, ScenarioLoad}
+}
+
+// Options configures one harness run. The zero value of a field means the
+// default given beside it; Run validates the rest and names the bad field.
+type Options struct {
+	// Bin is a built iterion binary; empty: build ./cmd/iterion of the
+	// module enclosing the working directory into Dir.
+	Bin string
+	// DevMongoBin is a built dev-mongo binary; empty: build ./cmd/dev-mongo
+	// of the module enclosing the working directory into Dir.
+	DevMongoBin string
+	// Dir keeps the processes' logs and Mongo's files; empty: a new
+	// temporary directory, removed when Run succeeds.
+	Dir string
+	// Interval is the replicas' sweep interval, the compressed minute:
+	// lease TTL is 3 intervals and retry 1 (pkg/server/leases.go). Default 500ms.
+	Interval time.Duration
+	// Runs is the seeded population of gating runs. Default 20.
+	Runs int
+	// Ns are the replica counts of the cost scenario. Default 1, 3, 10.
+	Ns []int
+	// Window is how long each cost configuration is measured. Default 30
+	// intervals.
+	Window time.Duration
+	// Replicas is the replica count of the takeover and fault scenarios.
+	// Default 3.
+	Replicas int
+	// Takeovers is how many times the leader is stopped with each signal.
+	// Default 20.
+	Takeovers int
+	// BudgetReplicas is the replica count of the budget scenario. Default
+	// the largest of Ns.
+	BudgetReplicas int
+	// Hour is the budget scenario's compressed hour. Default 60 intervals,
+	// an interval standing for a minute.
+	Hour time.Duration
+	// Load sizes the load scenario (load.go).
+	Load LoadOptions
+	// ScaleRuns are the open-run populations of the scale scenario, in
+	// increasing order. Default 10, 100, 1000, 5000.
+	ScaleRuns []int
+	// ScaleReplicas are the replica counts of the scale scenario. Default
+	// 1, 10.
+	ScaleReplicas []int
+	// ScaleInterval is the scale scenario's sweep interval, its compressed
+	// minute: long enough for a pass over the largest population. Its
+	// compressed hour (60 intervals) is the installation tokens' rotation.
+	// Default 10s.
+	ScaleInterval time.Duration
+	// ScalePasses is how many intervals each scale configuration is
+	// measured over, after its first pass. Default 2.
+	ScalePasses int
+	// Scenarios to run; empty: all of Scenarios().
+	Scenarios []string
+	// Progress receives one line per step; nil discards.
+	Progress io.Writer
+}
+
+func (o *Options) defaults() error {
+	if o.Interval == 0 {
+		o.Interval = 500 * time.Millisecond
+	}
+	if o.Runs == 0 {
+		o.Runs = 20
+	}
+	if len(o.Ns) == 0 {
+		o.Ns = []int{1, 3, 10}
+	}
+	if o.Window == 0 {
+		o.Window = 30 * o.Interval
+	}
+	if o.Replicas == 0 {
+		o.Replicas = 3
+	}
+	if o.Takeovers == 0 {
+		o.Takeovers = 20
+	}
+	if o.BudgetReplicas == 0 {
+		o.BudgetReplicas = slices.Max(o.Ns)
+	}
+	if o.Hour == 0 {
+		o.Hour = 60 * o.Interval
+	}
+	if len(o.ScaleRuns) == 0 {
+		o.ScaleRuns = []int{10, 100, 1000, 5000}
+	}
+	if len(o.ScaleReplicas) == 0 {
+		o.ScaleReplicas = []int{1, 10}
+	}
+	if o.ScaleInterval == 0 {
+		o.ScaleInterval = 10 * time.Second
+	}
+	if o.ScalePasses == 0 {
+		o.ScalePasses = 2
+	}
+	if len(o.Scenarios) == 0 {
+		o.Scenarios = Scenarios()
+	}
+	if o.Progress == nil {
+		o.Progress = io.Discard
+	}
+	switch {
+	case o.Interval < 50*time.Millisecond:
+		return fmt.Errorf("%w: Interval %v is under 50ms", ErrInvalid, o.Interval)
+	case o.Runs < 1:
+		return fmt.Errorf("%w: Runs %d is under 1", ErrInvalid, o.Runs)
+	case o.Window < 4*o.Interval:
+		return fmt.Errorf("%w: Window %v is under 4 intervals (%v)", ErrInvalid, o.Window, 4*o.Interval)
+	case o.Replicas < 2:
+		return fmt.Errorf("%w: Replicas %d is under 2: a takeover needs a successor", ErrInvalid, o.Replicas)
+	case o.Hour < 10*o.Interval:
+		return fmt.Errorf("%w: Hour %v is under 10 intervals (%v)", ErrInvalid, o.Hour, 10*o.Interval)
+	case o.Takeovers < 1:
+		return fmt.Errorf("%w: Takeovers %d is under 1", ErrInvalid, o.Takeovers)
+	case o.ScaleInterval < 500*time.Millisecond:
+		return fmt.Errorf("%w: ScaleInterval %v is under 500ms", ErrInvalid, o.ScaleInterval)
+	case o.ScalePasses < 1:
+		return fmt.Errorf("%w: ScalePasses %d is under 1", ErrInvalid, o.ScalePasses)
+	case !slices.IsSorted(o.ScaleRuns) || o.ScaleRuns[0] < 1:
+		return fmt.Errorf("%w: ScaleRuns %v: want increasing populations of at least 1", ErrInvalid, o.ScaleRuns)
+	}
+	for _, n := range o.ScaleReplicas {
+		if n < 1 {
+			return fmt.Errorf("%w: ScaleReplicas has %d, under 1", ErrInvalid, n)
+		}
+	}
+	if err := o.Load.defaults(); err != nil {
+		return err
+	}
+	for _, n := range o.Ns {
+		if n < 1 {
+			return fmt.Errorf("%w: Ns has %d, under 1", ErrInvalid, n)
+		}
+	}
+	for _, s := range o.Scenarios {
+		if !slices.Contains(Scenarios(), s) {
+			return fmt.Errorf("%w: scenario %q is not one of %v", ErrInvalid, s, Scenarios())
+		}
+	}
+	return nil
+}
+
+// ttl and retry are the sweeper lease's, as pkg/server/leases.go derives
+// them from the sweep interval.
+func (o *Options) ttl() time.Duration   { return server.MergeGateSweeper().TTL(o.Interval) }
+func (o *Options) retry() time.Duration { return server.MergeGateSweeper().Retry(o.Interval) }

@@ -1,0 +1,201 @@
+package githubcontract_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/vektah/gqlparser/v2"
+	"github.com/vektah/gqlparser/v2/ast"
+	"github.com/vektah/gqlparser/v2/parser"
+	"github.com/vektah/gqlparser/v2/validator"
+
+	"iterion.dev/iterion/internal/testing/forgetest"
+	"iterion.dev/iterion/pkg/forge"
+	"iterion.dev/iterion/pkg/forge/forgesim"
+)
+
+// githubSchema is GitHub's public GraphQL schema, as vendored. The
+// published schema (@octokit/graphql-schema 15.26.1) defines two fields of
+// EnterpriseOwnerInfo twice, identically (repositoryDeployKeySetting and
+// repositoryDeployKeySettingOrganizations), which GraphQL's rules and so
+// gqlparser refuse; the later copy of a field defined twice with one type is
+// dropped, and one defined twice with two types fails the test.
+func githubSchema(t *testing.T) *ast.Schema {
+	t.Helper()
+	sdl, err := os.ReadFile("testdata/schema.graphql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := parser.ParseSchemas(validator.Prelude, &ast.Source{Name: "github schema.graphql", Input: string(sdl)})
+	if err != nil {
+		t.Fatalf("GitHub's schema does not parse: %v", err)
+	}
+	for _, def := range doc.Definitions {
+		seen := map[string]*ast.FieldDefinition{}
+		kept := def.Fields[:0]
+		for _, f := range def.Fields {
+			first, twice := seen[f.Name]
+			switch {
+			case !twice:
+				seen[f.Name] = f
+				kept = append(kept, f)
+			case first.Type.String() != f.Type.String():
+				t.Fatalf("GitHub's schema defines %s.%s twice, as %s and as %s", def.Name, f.Name, first.Type, f.Type)
+			}
+		}
+		def.Fields = kept
+	}
+	schema, err := validator.ValidateSchemaDocument(doc)
+	if err != nil {
+		t.Fatalf("GitHub's schema does not load: %v", err)
+	}
+	return schema
+}
+
+// TestSweeperQueryIsValidAgainstGitHubsSchema pins that the query the forge
+// client sends for PullStates (built by githubv4 from Go structs), taken as
+// the simulator received it, is valid against GitHub's public schema: every
+// field, argument, variable and type it names is GitHub's.
+func TestSweeperQueryIsValidAgainstGitHubsSchema(t *testing.T) {
+	sim, srv := forgetest.StartSim(t)
+	mustOK(t, sim.SeedPull("acme", "app", 1, "aaa", "open"))
+	mustOK(t, sim.SeedPull("acme", "lib", 2, "bbb", "open"))
+	rec := &recorder{}
+	fc := forgetest.NewForge(t, srv.URL+"/", rec, "tok", nil, nil)
+	t.Cleanup(fc.Close)
+	states, err := fc.PullStates(context.Background(), []forge.PullRef{{Owner: "acme", Repo: "app", Number: 1}, {Owner: "acme", Repo: "lib", Number: 2}})
+	mustOK(t, err)
+	if len(states) != 2 || states[0].Pull.HeadSHA != "aaa" || states[1].Pull.HeadSHA != "bbb" {
+		t.Fatalf("PullStates = %+v, want heads aaa and bbb", states)
+	}
+	schema := githubSchema(t)
+	queries := 0
+	for _, ex := range rec.got {
+		if ex.path != "/graphql" {
+			continue
+		}
+		var req struct {
+			Query     string         `json:"query"`
+			Variables map[string]any `json:"variables"`
+		}
+		if err := json.Unmarshal(ex.request, &req); err != nil {
+			t.Fatalf("GraphQL request body: %v", err)
+		}
+		queries++
+		if _, errs := gqlparser.LoadQuery(schema, req.Query); len(errs) > 0 {
+			t.Errorf("the sweeper's query is not valid against GitHub's schema: %v\nquery: %s", errs, req.Query)
+		}
+		t.Logf("query valid against GitHub's schema (%d bytes, %d variables): %.300s", len(req.Query), len(req.Variables), req.Query)
+	}
+	if queries == 0 {
+		t.Fatal("the client sent no GraphQL query: nothing was checked")
+	}
+}
+
+// TestSimulatorSchemaIsGitHubs pins that every type the simulator's GraphQL
+// schema serves is GitHub's: the same kind, every field with the same type,
+// every argument with the same type, every enum value and union or
+// interface member one of GitHub's.
+func TestSimulatorSchemaIsGitHubs(t *testing.T) {
+	gh := githubSchema(t)
+	sim, err := gqlparser.LoadSchema(&ast.Source{Name: "forgesim", Input: forgesim.GraphQLSchema()})
+	if err != nil {
+		t.Fatalf("the simulator's schema does not load: %v", err)
+	}
+	diffs, types, fields := schemaDiffs(gh, sim)
+	for _, d := range diffs {
+		t.Error(d)
+	}
+	t.Logf("%d types and %d fields of the simulator's schema checked against GitHub's: %d differences", types, fields, len(diffs))
+}
+
+// TestSchemaDiffsSeesEveryKindOfDifference pins that the comparison above
+// can fail: a schema with a field of another type, an unknown field, an
+// unknown argument and an unknown enum value has each reported.
+func TestSchemaDiffsSeesEveryKindOfDifference(t *testing.T) {
+	gh := githubSchema(t)
+	wrong, err := gqlparser.LoadSchema(&ast.Source{Name: "wrong", Input: `
+schema { query: Query }
+type Query { viewer: User! }
+type User { login: String, nickname: String!, repository(name: String!, flavour: Int): Repository }
+type Repository { name: String! }
+enum StatusState { SUCCESS SORT_OF }
+`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	diffs, _, _ := schemaDiffs(gh, wrong)
+	got := strings.Join(diffs, "\n")
+	for _, want := range []string{"User.login: String, GitHub's is String!", "User.nickname: not in", "User.repository(flavour): not in", "value SORT_OF not in"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("differences %q do not report %q", got, want)
+		}
+	}
+}
+
+// schemaDiffs lists how sim's types differ from GitHub's gh, and counts the
+// types and fields compared.
+func schemaDiffs(gh, sim *ast.Schema) (diffs []string, types, fields int) {
+	add := func(format string, args ...any) { diffs = append(diffs, fmt.Sprintf(format, args...)) }
+	for name, def := range sim.Types {
+		if def.BuiltIn || strings.HasPrefix(name, "__") {
+			continue
+		}
+		types++
+		want, ok := gh.Types[name]
+		if !ok {
+			add("type %s: not in GitHub's schema", name)
+			continue
+		}
+		if def.Kind != want.Kind {
+			add("type %s: %s, GitHub's is %s", name, def.Kind, want.Kind)
+		}
+		for _, f := range def.Fields {
+			if strings.HasPrefix(f.Name, "__") {
+				continue
+			}
+			fields++
+			wf := want.Fields.ForName(f.Name)
+			if wf == nil {
+				add("field %s.%s: not in GitHub's schema", name, f.Name)
+				continue
+			}
+			if f.Type.String() != wf.Type.String() {
+				add("field %s.%s: %s, GitHub's is %s", name, f.Name, f.Type, wf.Type)
+			}
+			for _, a := range f.Arguments {
+				wa := wf.Arguments.ForName(a.Name)
+				switch {
+				case wa == nil:
+					add("argument %s.%s(%s): not in GitHub's schema", name, f.Name, a.Name)
+				case a.Type.String() != wa.Type.String():
+					add("argument %s.%s(%s): %s, GitHub's is %s", name, f.Name, a.Name, a.Type, wa.Type)
+				}
+			}
+		}
+		for _, v := range def.EnumValues {
+			if want.EnumValues.ForName(v.Name) == nil {
+				add("enum %s: value %s not in GitHub's schema", name, v.Name)
+			}
+		}
+		for _, m := range def.Types {
+			if !slices.Contains(want.Types, m) {
+				add("union %s: member %s not GitHub's", name, m)
+			}
+		}
+		for _, i := range def.Interfaces {
+			if !slices.Contains(want.Interfaces, i) {
+				add("type %s: interface %s not GitHub's", name, i)
+			}
+		}
+	}
+	if sim.Query == nil || gh.Query == nil || sim.Query.Name != gh.Query.Name {
+		add("query root: the simulator's and GitHub's differ")
+	}
+	return diffs, types, fields
+}

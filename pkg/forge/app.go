@@ -1,0 +1,471 @@
+package forge
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/bradleyfalzon/ghinstallation/v2"
+	"github.com/google/go-github/v88/github"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// ErrNotInstalled is wrapped when no installation of the App covers a
+// repository, or an installation ID is not one of the App's.
+var ErrNotInstalled = errors.New("forge: the App is not installed")
+
+// DefaultRelistEvery is how often AppClient.Run lists the App's
+// installations again when AppConfig.RelistEvery is 0. Webhooks keep the
+// set current; the re-list is the safety net for a webhook lost or never
+// configured, so it can be slow: a 1,000-installation App spends 10
+// requests on it, an hour.
+const DefaultRelistEvery = time.Hour
+
+// DefaultLowestBudgets is how many installations get a series of their own
+// in forge_installation_rate_limit_remaining when AppConfig.LowestBudgets is
+// 0.
+const DefaultLowestBudgets = 10
+
+// AppConfig configures an AppClient: a GitHub App serving each of its
+// installations.
+type AppConfig struct {
+	// BaseURL, Next, Logger, Now, Reserves and Timeout are as in Config,
+	// and apply to every installation's client.
+	BaseURL string
+	Next    http.RoundTripper
+	Logger  *slog.Logger
+	Now     func() time.Time
+	// Reserves apply to each installation's budget on its own.
+	Reserves map[string]int
+	Timeout  time.Duration
+	// AppID and PrivateKey (PEM-encoded RSA) are the App's.
+	AppID      int64
+	PrivateKey []byte
+	// Registerer gets the Config metrics (counted over every installation
+	// and the App's own requests) and forge_installations and
+	// forge_installation_rate_limit_remaining; nil: no Prometheus.
+	Registerer prometheus.Registerer
+	// ETagCacheBytes bounds the one ETag cache every installation shares,
+	// as Config.ETagCacheBytes bounds a Client's.
+	ETagCacheBytes int
+	// RelistEvery is Run's period; 0: DefaultRelistEvery.
+	RelistEvery time.Duration
+	// LowestBudgets is how many installations, those with the least core
+	// budget remaining, forge_installation_rate_limit_remaining has a
+	// series for; 0: DefaultLowestBudgets.
+	LowestBudgets int
+}
+
+// Installation is one installation of the App, as the AppClient knows it.
+type Installation struct {
+	ID      int64
+	Account string // the login of the user or organization it is on
+}
+
+// AppClient is a GitHub App's client: it knows the App's installations,
+// and holds one Client per installation, each with its own installation
+// token (through ghinstallation), its own rate gate and budget figures, so
+// one installation's spent budget never holds another back. Every
+// installation's requests, and the App's own, are counted by one counting
+// transport: one hourly line, broken down by installation, and one ETag
+// cache, whose entries are per token.
+//
+// The App's own requests (listing installations, finding a repository's)
+// are made with its JWT and charged to LaneApp. Safe for concurrent use.
+type AppClient struct {
+	cfg    AppConfig
+	base   string
+	now    func() time.Time
+	parts  countedParts
+	atr    *ghinstallation.AppsTransport
+	app    *Client // the App's own, with its JWT
+	lowest int
+
+	mu     sync.Mutex
+	known  map[int64]*appInstallation
+	repos  map[string]int64 // RepoKey → installation covering it
+	listed time.Time        // last complete list
+}
+
+type appInstallation struct {
+	account string
+	client  *Client // made on first use
+}
+
+// LaneApp is the App's own requests, made with its JWT: listing its
+// installations and finding a repository's.
+const LaneApp = "app"
+
+// NewApp validates cfg and returns an AppClient that knows no installation
+// yet: call Relist (or Run) to list them. Errors wrap ErrInvalidConfig and
+// name the field.
+func NewApp(cfg AppConfig) (*AppClient, error) {
+	if cfg.AppID <= 0 {
+		return nil, fmt.Errorf("%w: AppID %d: must be positive", ErrInvalidConfig, cfg.AppID)
+	}
+	if cfg.RelistEvery < 0 {
+		return nil, fmt.Errorf("%w: RelistEvery %v: must be >= 0", ErrInvalidConfig, cfg.RelistEvery)
+	}
+	if cfg.LowestBudgets < 0 {
+		return nil, fmt.Errorf("%w: LowestBudgets %d: must be >= 0", ErrInvalidConfig, cfg.LowestBudgets)
+	}
+	base, now, parts, err := prepare(Config{
+		BaseURL: cfg.BaseURL, Next: cfg.Next, Logger: cfg.Logger, Registerer: cfg.Registerer, Now: cfg.Now,
+		Reserves: cfg.Reserves, ETagCacheBytes: cfg.ETagCacheBytes, Timeout: cfg.Timeout,
+	})
+	if err != nil {
+		return nil, err
+	}
+	// Refreshes of every installation's token go through authLane; the
+	// App's own requests through appLane.
+	atr, err := ghinstallation.NewAppsTransport(&authLane{next: parts.counted}, cfg.AppID, cfg.PrivateKey)
+	if err != nil {
+		return nil, fmt.Errorf("%w: PrivateKey: %w", ErrInvalidConfig, err)
+	}
+	atr.BaseURL = strings.TrimSuffix(base, "/")
+	jwtAuth, err := ghinstallation.NewAppsTransport(&appLane{next: parts.counted}, cfg.AppID, cfg.PrivateKey)
+	if err != nil {
+		return nil, fmt.Errorf("%w: PrivateKey: %w", ErrInvalidConfig, err)
+	}
+	// The rate-limit gauges by host would mix the App's budget with its
+	// installations'; they are registered (with the reserves) but left
+	// unset, and appCollector exports the installations' budgets instead.
+	if _, err := newRateMetrics(cfg.Registerer, cfg.Reserves); err != nil {
+		return nil, fmt.Errorf("%w: Registerer: %w", ErrInvalidConfig, err)
+	}
+	app, err := assemble(jwtAuth, parts.counting, base, now, nil, nil, cfg.Timeout)
+	if err != nil {
+		return nil, err
+	}
+	a := &AppClient{
+		cfg: cfg, base: base, now: now, parts: parts, atr: atr, app: app,
+		lowest: cmp.Or(cfg.LowestBudgets, DefaultLowestBudgets),
+		known:  make(map[int64]*appInstallation), repos: make(map[string]int64),
+	}
+	if cfg.Registerer != nil {
+		if err := cfg.Registerer.Register(appCollector{a}); err != nil {
+			return nil, fmt.Errorf("%w: Registerer: %w", ErrInvalidConfig, err)
+		}
+	}
+	return a, nil
+}
+
+// appLane charges every request it passes to LaneApp. Safe for concurrent
+// use.
+type appLane struct {
+	next http.RoundTripper
+}
+
+// RoundTrip implements http.RoundTripper.
+func (t *appLane) RoundTrip(req *http.Request) (*http.Response, error) {
+	return t.next.RoundTrip(req.WithContext(WithLane(req.Context(), LaneApp)))
+}
+
+// installationTag counts every request it passes as installation id's.
+type installationTag struct {
+	next http.RoundTripper
+	id   int64
+}
+
+// RoundTrip implements http.RoundTripper.
+func (t *installationTag) RoundTrip(req *http.Request) (*http.Response, error) {
+	return t.next.RoundTrip(req.WithContext(withInstallation(req.Context(), t.id)))
+}
+
+// App is the Client of the App's own requests, made with its JWT and
+// charged to LaneApp.
+func (a *AppClient) App() *Client { return a.app }
+
+// Relist lists the App's installations (GET /app/installations, every
+// page, LaneApp) and makes the known set exactly that list: installations
+// new to it are added, those missing are dropped with their clients and
+// the repositories resolved to them. On an error the set is unchanged.
+func (a *AppClient) Relist(ctx context.Context) error {
+	ctx = WithLane(ctx, LaneApp)
+	opts := &github.ListOptions{PerPage: 100}
+	var all []*github.Installation
+	for {
+		page, resp, err := a.app.gh.Apps.ListInstallations(ctx, opts)
+		if err != nil {
+			return a.app.wrap(ctx, "list installations", err)
+		}
+		all = append(all, page...)
+		if resp.NextPage == 0 {
+			break
+		}
+		opts.Page = resp.NextPage
+	}
+	seen := make(map[int64]bool, len(all))
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, in := range all {
+		id := in.GetID()
+		seen[id] = true
+		a.addLocked(id, in.GetAccount().GetLogin())
+	}
+	for id := range a.known {
+		if !seen[id] {
+			a.dropLocked(id)
+		}
+	}
+	a.listed = a.now()
+	return nil
+}
+
+// Run lists the installations every RelistEvery (the first time at once)
+// until ctx is done, and returns ctx's error. A failed list is logged and
+// tried again at the next period.
+func (a *AppClient) Run(ctx context.Context) error {
+	every := cmp.Or(a.cfg.RelistEvery, DefaultRelistEvery)
+	logger := cmp.Or(a.cfg.Logger, slog.New(slog.DiscardHandler))
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+		if err := a.Relist(ctx); err != nil && ctx.Err() == nil {
+			logger.Warn("forge: listing the App's installations failed; the known set is kept", "err", err)
+		}
+		t.Reset(every)
+	}
+}
+
+// addLocked knows installation id on account; a.mu is held.
+func (a *AppClient) addLocked(id int64, account string) {
+	if in := a.known[id]; in != nil {
+		if account != "" {
+			in.account = account
+		}
+		return
+	}
+	a.known[id] = &appInstallation{account: account}
+}
+
+// dropLocked forgets installation id and the repositories resolved to it;
+// a.mu is held.
+func (a *AppClient) dropLocked(id int64) {
+	delete(a.known, id)
+	for k, v := range a.repos {
+		if v == id {
+			delete(a.repos, k)
+		}
+	}
+}
+
+// HandleInstallationEvent keeps the set current from an installation
+// webhook ("Webhook events and payloads", installation:
+// https://docs.github.com/webhooks/webhook-events-and-payloads#installation):
+// created, unsuspend and new_permissions_accepted add the
+// installation (and the repositories the payload lists resolve to it);
+// deleted and suspend drop it. Other actions and an event without an
+// installation ID change nothing. It sends no request.
+func (a *AppClient) HandleInstallationEvent(ev *github.InstallationEvent) {
+	id := ev.GetInstallation().GetID()
+	if id <= 0 {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	switch ev.GetAction() {
+	case "created", "unsuspend", "new_permissions_accepted":
+		a.addLocked(id, ev.GetInstallation().GetAccount().GetLogin())
+		for _, r := range ev.Repositories {
+			a.repos[RepoKey(r.GetFullName())] = id
+		}
+	case "deleted", "suspend":
+		a.dropLocked(id)
+	}
+}
+
+// HandleInstallationRepositoriesEvent keeps the repositories current from
+// an installation_repositories webhook
+// (https://docs.github.com/webhooks/webhook-events-and-payloads#installation_repositories):
+// those added resolve to its
+// installation (known from then on), those removed are forgotten, and the
+// next ForRepo for one asks GitHub again. It sends no request.
+func (a *AppClient) HandleInstallationRepositoriesEvent(ev *github.InstallationRepositoriesEvent) {
+	id := ev.GetInstallation().GetID()
+	if id <= 0 {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.addLocked(id, ev.GetInstallation().GetAccount().GetLogin())
+	for _, r := range ev.RepositoriesAdded {
+		a.repos[RepoKey(r.GetFullName())] = id
+	}
+	for _, r := range ev.RepositoriesRemoved {
+		if k := RepoKey(r.GetFullName()); a.repos[k] == id {
+			delete(a.repos, k)
+		}
+	}
+}
+
+// Installations is the known set, by ID.
+func (a *AppClient) Installations() []Installation {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make([]Installation, 0, len(a.known))
+	for id, in := range a.known {
+		out = append(out, Installation{ID: id, Account: in.account})
+	}
+	slices.SortFunc(out, func(x, y Installation) int { return cmp.Compare(x.ID, y.ID) })
+	return out
+}
+
+// LastListed is when Relist last completed; zero before.
+func (a *AppClient) LastListed() time.Time {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.listed
+}
+
+// Installation is the Client of installation id, made on first use and
+// the same one after: its token is installation id's, and so are its rate
+// gate and budget figures and its counts. An id not in the known set wraps
+// ErrNotInstalled and names it.
+func (a *AppClient) Installation(id int64) (*Client, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	in := a.known[id]
+	if in == nil {
+		return nil, fmt.Errorf("%w: installation %d is not one of App %d's known installations", ErrNotInstalled, id, a.cfg.AppID)
+	}
+	if in.client == nil {
+		itr := ghinstallation.NewFromAppsTransport(a.atr, id)
+		tagged := &installationTag{next: itr, id: id}
+		c, err := assemble(tagged, a.parts.counting, a.base, a.now, a.cfg.Reserves, nil, a.cfg.Timeout)
+		if err != nil {
+			return nil, err
+		}
+		c.installation = id
+		in.client = c
+	}
+	return in.client, nil
+}
+
+// ForRepo resolves owner/repo to the installation covering it and returns
+// that installation's Client and ID. A repository is resolved once (GET
+// /repos/{owner}/{repo}/installation with the App's JWT, LaneApp) and
+// cached under RepoKey, so names compare without regard to case; the
+// installation webhooks keep the cache current. A repository no
+// installation covers wraps ErrNotInstalled and names it; it is not cached.
+func (a *AppClient) ForRepo(ctx context.Context, owner, repo string) (*Client, int64, error) {
+	full := owner + "/" + repo
+	key := RepoKey(full)
+	a.mu.Lock()
+	id, ok := a.repos[key]
+	a.mu.Unlock()
+	if !ok {
+		ctx = WithLane(ctx, LaneApp)
+		in, _, err := a.app.gh.Apps.GetRepositoryInstallation(ctx, owner, repo)
+		if err != nil {
+			err = a.app.wrap(ctx, "find installation of "+full, err)
+			if errors.Is(err, ErrNotFound) {
+				return nil, 0, fmt.Errorf("%w: no installation of App %d covers repository %s: %w", ErrNotInstalled, a.cfg.AppID, full, err)
+			}
+			return nil, 0, err
+		}
+		id = in.GetID()
+		a.mu.Lock()
+		a.addLocked(id, in.GetAccount().GetLogin())
+		a.repos[key] = id
+		a.mu.Unlock()
+	}
+	c, err := a.Installation(id)
+	if err != nil {
+		return nil, 0, fmt.Errorf("repository %s: %w", full, err)
+	}
+	return c, id, nil
+}
+
+// Counts is a snapshot of every request the App and its installations
+// sent, one entry per host, API, lane, status code and installation (0:
+// the App's own), sorted by those fields.
+func (a *AppClient) Counts() []Count {
+	return a.parts.counting.counts()
+}
+
+// Close writes the hourly line for the hour being counted, as a partial
+// hour ending now (nothing when no request was counted since the last
+// line). The AppClient stays usable.
+func (a *AppClient) Close() {
+	a.parts.counting.flush()
+}
+
+// installationBudget is one installation's latest core budget figure.
+type installationBudget struct {
+	id int64
+	rl RateLimit
+}
+
+// lowestBudgets is the k known installations with the least core budget
+// remaining, least first (ties by ID); installations that have not made a
+// request yet have no figure and are left out.
+func (a *AppClient) lowestBudgets(k int) []installationBudget {
+	a.mu.Lock()
+	clients := make(map[int64]*Client, len(a.known))
+	for id, in := range a.known {
+		if in.client != nil {
+			clients[id] = in.client
+		}
+	}
+	a.mu.Unlock()
+	var out []installationBudget
+	for id, c := range clients {
+		for _, rl := range c.RateLimits() {
+			if rl.Resource == "core" {
+				out = append(out, installationBudget{id: id, rl: rl})
+			}
+		}
+	}
+	slices.SortFunc(out, func(x, y installationBudget) int {
+		return cmp.Or(cmp.Compare(x.rl.Remaining, y.rl.Remaining), cmp.Compare(x.id, y.id))
+	})
+	return out[:min(k, len(out))]
+}
+
+// appCollector exports an AppClient's installations. Per-installation
+// series are bounded: only the LowestBudgets installations with the least
+// core budget left get one, computed at each scrape, because those are the
+// ones an operator acts on (an installation about to be held back), and a
+// series per installation of a 1,000-installation App would be 1,000
+// series per figure. The requests each installation sent are in the
+// hourly line instead, which names the busiest.
+type appCollector struct{ a *AppClient }
+
+var (
+	installationsDesc = prometheus.NewDesc("forge_installations",
+		"Installations of the GitHub App the forge client knows.", nil, nil)
+	installationRemainingDesc = prometheus.NewDesc("forge_installation_rate_limit_remaining",
+		"Core budget left to an installation, as its latest answer said; only for the installations with the least left (the App client's LowestBudgets).",
+		[]string{"installation"}, nil)
+)
+
+// Describe implements prometheus.Collector.
+func (c appCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- installationsDesc
+	ch <- installationRemainingDesc
+}
+
+// Collect implements prometheus.Collector.
+func (c appCollector) Collect(ch chan<- prometheus.Metric) {
+	c.a.mu.Lock()
+	n := len(c.a.known)
+	c.a.mu.Unlock()
+	ch <- prometheus.MustNewConstMetric(installationsDesc, prometheus.GaugeValue, float64(n))
+	for _, b := range c.a.lowestBudgets(c.a.lowest) {
+		ch <- prometheus.MustNewConstMetric(installationRemainingDesc, prometheus.GaugeValue, float64(b.rl.Remaining), strconv.FormatInt(b.id, 10))
+	}
+}

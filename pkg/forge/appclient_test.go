@@ -1,0 +1,367 @@
+package forge_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/google/go-github/v88/github"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"iterion.dev/iterion/internal/testing/forgetest"
+	"iterion.dev/iterion/pkg/forge"
+	"iterion.dev/iterion/pkg/forge/forgesim"
+)
+
+const (
+	listRoute     = "GET /app/installations"
+	repoInstRoute = "GET /repos/{owner}/{repo}/installation"
+	pullRoute     = "GET /repos/{owner}/{repo}/pulls/{number}"
+)
+
+// newApp makes an AppClient of App 42 on the simulator at srv with cfg's
+// other fields.
+func newApp(t *testing.T, srv *httptest.Server, cfg forge.AppConfig) *forge.AppClient {
+	t.Helper()
+	cfg.BaseURL, cfg.AppID, cfg.PrivateKey = srv.URL+"/", 42, forgetest.AppKey(t)
+	if cfg.Next == nil {
+		cfg.Next = srv.Client().Transport
+	}
+	a, err := forge.NewApp(cfg)
+	if err != nil {
+		t.Fatalf("forge.NewApp: %v", err)
+	}
+	return a
+}
+
+// appCount sums an AppClient's counts matching lane ("" any), code (-1
+// any) and installation (-1 any).
+func appCount(a *forge.AppClient, lane string, code int, installation int64) int64 {
+	var n int64
+	for _, k := range a.Counts() {
+		if (lane == "" || k.Lane == lane) && (code == -1 || k.Code == code) && (installation == -1 || k.Installation == installation) {
+			n += k.N
+		}
+	}
+	return n
+}
+
+func TestAppClientListsEveryInstallationAcrossPagesOnLaneApp(t *testing.T) {
+	sim, srv := startSim(t)
+	mustSim(t, sim.SeedInstallations(250, 0))
+	a := newApp(t, srv, forge.AppConfig{})
+	if err := a.Relist(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	got := a.Installations()
+	if len(got) != 250 || got[0] != (forge.Installation{ID: 1, Account: "org-1"}) || got[249].ID != 250 {
+		t.Fatalf("Installations() = %d, first %+v; want 250 from 1 on org-1: every page of the list", len(got), got[0])
+	}
+	if n := sim.Requests(forgesim.Filter{Token: "app:42", Route: listRoute}); n != 3 {
+		t.Fatalf("list requests the simulator got with the App's JWT: %d, want 3 (pages of 100)", n)
+	}
+	if n := appCount(a, forge.LaneApp, http.StatusOK, 0); n != 3 {
+		t.Fatalf("list requests counted on lane app, installation 0: %d, want 3", n)
+	}
+	mustSim(t, sim.RemoveInstallation(250))
+	if err := a.Relist(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Installation(250); !errors.Is(err, forge.ErrNotInstalled) {
+		t.Fatalf("Installation(250) after it left the list: %v, want ErrNotInstalled: a re-list drops what GitHub no longer lists", err)
+	}
+}
+
+func TestEachInstallationHasItsOwnTokenETagsAndBudgetGate(t *testing.T) {
+	sim, srv := startSim(t, forgesim.WithBudget(3))
+	mustSim(t, sim.SeedInstallations(2, 1))
+	mustSim(t, sim.SeedPull("org-1", "repo-1", 1, "a", "open"))
+	mustSim(t, sim.SeedPull("org-2", "repo-1", 1, "b", "open"))
+	a := newApp(t, srv, forge.AppConfig{})
+	mustSim(t, a.Relist(context.Background()))
+	one, err := a.Installation(1)
+	mustSim(t, err)
+	two, err := a.Installation(2)
+	mustSim(t, err)
+	if again, _ := a.Installation(1); again != one {
+		t.Fatal("Installation(1) twice gave two Clients: one Client per installation, so its budget figures cover all its callers")
+	}
+	ctx := laneCtx(forge.LaneMergeGateSweeper)
+	for range 3 {
+		if _, err := one.GetPull(ctx, "org-1", "repo-1", 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Installation 1's budget of 3: the first read charged 1, the ETag
+	// made the next two free 304s; spend the rest with new answers.
+	if n := countOf(one, forge.LaneMergeGateSweeper, http.StatusNotModified); n != 2 {
+		t.Fatalf("304s of installation 1: %d, want 2: GETs are conditional on the installation token's ETag", n)
+	}
+	mustSim(t, sim.PushHead("org-1", "repo-1", 1, "a2"))
+	mustSim(t, sim.SeedIssue("org-1", "repo-1", forgesim.Issue{Number: 2, Title: "x", State: "open"}))
+	for _, step := range []func() error{
+		func() error { _, err := one.GetPull(ctx, "org-1", "repo-1", 1); return err },
+		func() error { _, err := one.ListIssues(ctx, "org-1", "repo-1", time.Time{}); return err },
+	} {
+		mustSim(t, step())
+	}
+	_, err = one.GetPull(ctx, "org-1", "repo-1", 1)
+	var rl *forge.RateLimitError
+	if !errors.As(err, &rl) || rl.Sent {
+		t.Fatalf("installation 1 with its budget spent: %v, want a *RateLimitError held back by its gate", err)
+	}
+	if _, err := two.GetPull(ctx, "org-2", "repo-1", 1); err != nil {
+		t.Fatalf("installation 2 while installation 1's budget is spent: %v, want its read: one installation's budget never holds another back", err)
+	}
+	// The simulator names a token it minted for installation N
+	// ghs_sim_N_<serial>.
+	readers := map[string]bool{}
+	for _, rc := range sim.Stats().Requests {
+		if rc.Route == pullRoute {
+			parts := strings.Split(rc.Token, "_")
+			if len(parts) != 4 {
+				t.Fatalf("a read made with token %q, not an installation token", rc.Token)
+			}
+			readers[parts[2]] = true
+		}
+	}
+	if len(readers) != 2 || !readers["1"] || !readers["2"] {
+		t.Fatalf("installations whose tokens read pulls: %v, want 1 and 2: each installation's Client uses its own token", readers)
+	}
+	if n := countOf(two, "", -1); n != 2 {
+		t.Fatalf("installation 2's Client counts %d requests, want 2 (its token and its read): a Client counts its installation's only", n)
+	}
+	if n := appCount(a, forge.LaneAuth, http.StatusCreated, 1); n != 1 {
+		t.Fatalf("token mints counted for installation 1 on lane auth: %d, want 1", n)
+	}
+}
+
+func TestForRepoResolvesOnceWithoutCaseAndNamesAnUncoveredRepository(t *testing.T) {
+	sim, srv := startSim(t)
+	mustSim(t, sim.SeedInstallations(3, 2))
+	a := newApp(t, srv, forge.AppConfig{})
+	ctx := context.Background()
+	for _, name := range [][2]string{{"ORG-2", "Repo-1"}, {"org-2", "repo-1"}} {
+		c, id, err := a.ForRepo(ctx, name[0], name[1])
+		if err != nil || id != 2 || c == nil {
+			t.Fatalf("ForRepo(%s/%s) = %d, %v; want installation 2", name[0], name[1], id, err)
+		}
+	}
+	if n := sim.Requests(forgesim.Filter{Route: repoInstRoute}); n != 1 {
+		t.Fatalf("repository-installation requests: %d, want 1: the answer is cached, names compared without case", n)
+	}
+	_, _, err := a.ForRepo(ctx, "org-2", "repo-9")
+	if !errors.Is(err, forge.ErrNotInstalled) || !strings.Contains(err.Error(), "org-2/repo-9") {
+		t.Fatalf("ForRepo of an uncovered repository: %v, want ErrNotInstalled naming org-2/repo-9", err)
+	}
+	if n := appCount(a, forge.LaneApp, -1, 0); n != 2 {
+		t.Fatalf("requests on lane app: %d, want 2 (one found, one 404)", n)
+	}
+}
+
+func TestInstallationWebhooksKeepTheSetCurrentWithoutARequest(t *testing.T) {
+	var a *forge.AppClient
+	const secret = "s3cret"
+	hooks := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		payload, err := github.ValidatePayload(r, []byte(secret))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusUnauthorized)
+			return
+		}
+		ev, err := github.ParseWebHook(github.WebHookType(r), payload)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		switch ev := ev.(type) {
+		case *github.InstallationEvent:
+			a.HandleInstallationEvent(ev)
+		case *github.InstallationRepositoriesEvent:
+			a.HandleInstallationRepositoriesEvent(ev)
+		}
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	t.Cleanup(hooks.Close)
+	sim, srv := startSim(t, forgesim.WithWebhook(forgesim.Webhook{URL: hooks.URL, Secret: secret, AppID: 42}))
+	a = newApp(t, srv, forge.AppConfig{})
+	ctx := context.Background()
+	mustSim(t, sim.AddInstallation(9, "acme", "acme/app"))
+	mustSim(t, sim.AddInstallationRepos(9, "acme/web"))
+	if got := a.Installations(); len(got) != 1 || got[0] != (forge.Installation{ID: 9, Account: "acme"}) {
+		t.Fatalf("after the created webhook: %+v, want installation 9 on acme", got)
+	}
+	for _, repo := range []string{"app", "web"} {
+		if _, id, err := a.ForRepo(ctx, "acme", repo); err != nil || id != 9 {
+			t.Fatalf("ForRepo(acme/%s) = %d, %v; want 9", repo, id, err)
+		}
+	}
+	if n := sim.Requests(forgesim.Filter{Token: "app:42"}); n != 0 {
+		t.Fatalf("the App sent %d requests, want 0: the webhooks told it everything", n)
+	}
+	mustSim(t, sim.RemoveInstallationRepos(9, "acme/web"))
+	if _, _, err := a.ForRepo(ctx, "acme", "web"); !errors.Is(err, forge.ErrNotInstalled) {
+		t.Fatalf("ForRepo of a repository removed from the installation: %v, want ErrNotInstalled", err)
+	}
+	mustSim(t, sim.RemoveInstallation(9))
+	if got := a.Installations(); len(got) != 0 {
+		t.Fatalf("after the deleted webhook: %+v, want none", got)
+	}
+	if sent, failed := sim.Deliveries(); sent != 4 || failed != 0 {
+		t.Fatalf("webhooks: %d sent, %d failed; want 4 handled", sent, failed)
+	}
+}
+
+func TestRunRelistsEveryPeriodInVirtualTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sim := forgesim.New()
+		mustSim(t, sim.SeedInstallations(2, 0))
+		tr, stop := forgetest.ServeSimOnPipe(sim)
+		defer stop()
+		a, err := forge.NewApp(forge.AppConfig{BaseURL: "http://sim/", AppID: 42, PrivateKey: forgetest.AppKey(t), Next: tr, RelistEvery: 30 * time.Minute})
+		mustSim(t, err)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- a.Run(ctx) }()
+		synctest.Wait()
+		if n := len(a.Installations()); n != 2 {
+			t.Fatalf("after Run starts: %d installations, want 2: it lists at once", n)
+		}
+		// Added with no webhook configured: only the re-list finds it.
+		mustSim(t, sim.AddInstallation(3, "late"))
+		time.Sleep(30*time.Minute - time.Second)
+		synctest.Wait()
+		if n := len(a.Installations()); n != 2 {
+			t.Fatalf("a second before the period: %d installations, want 2", n)
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if n := len(a.Installations()); n != 3 {
+			t.Fatalf("at the period: %d installations, want 3: the re-list is the safety net", n)
+		}
+		if n := sim.Requests(forgesim.Filter{Route: listRoute}); n != 2 {
+			t.Fatalf("lists: %d, want 2 in 30 minutes", n)
+		}
+		cancel()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Fatalf("Run after cancel: %v, want context.Canceled", err)
+		}
+	})
+}
+
+func TestHourlyLineNamesTheBusiestInstallations(t *testing.T) {
+	sim, srv := startSim(t)
+	mustSim(t, sim.SeedInstallations(7, 1))
+	rec := &records{}
+	// The line's clock stands still, so the requests fall in one hour;
+	// the simulator's and ghinstallation's run, so tokens live an hour.
+	clock := newTestClock(time.Now())
+	a := newApp(t, srv, forge.AppConfig{Now: clock.Now, Logger: slog.New(rec), ETagCacheBytes: -1})
+	mustSim(t, a.Relist(context.Background()))
+	// Installation i reads i times, plus its token: i+1 requests.
+	for i := int64(1); i <= 7; i++ {
+		c, err := a.Installation(i)
+		mustSim(t, err)
+		for range i {
+			if _, err := c.ListIssues(laneCtx(forge.LaneBoardSync), "org-"+strconv.FormatInt(i, 10), "repo-1", time.Time{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	a.Close()
+	msgs := rec.messages()
+	if len(msgs) != 1 {
+		t.Fatalf("lines: %q, want 1", msgs)
+	}
+	want := "; by installation: 7 8, 6 7, 5 6, 4 5, 3 4, 2 others 5"
+	if !strings.HasSuffix(msgs[0], want) {
+		t.Fatalf("line %q\nwant it to end %q: the 5 busiest installations, the rest summed", msgs[0], want)
+	}
+	if !strings.Contains(msgs[0], "REST app 1,") && !strings.Contains(msgs[0], "REST app 1;") {
+		t.Fatalf("line %q: want the App's own list counted on lane app", msgs[0])
+	}
+	group := map[string]int64{}
+	rec.all()[0].Attrs(func(at slog.Attr) bool {
+		if at.Key == "installations" {
+			for _, g := range at.Value.Group() {
+				group[g.Key] = g.Value.Int64()
+			}
+		}
+		return true
+	})
+	if len(group) != 6 || group["7"] != 8 || group["3"] != 4 || group["others"] != 5 {
+		t.Fatalf("slog group installations = %v, want the same figures as the text: 7..3 and others 5", group)
+	}
+}
+
+func TestOnlyTheLowestBudgetsGetAnInstallationSeries(t *testing.T) {
+	sim, srv := startSim(t)
+	mustSim(t, sim.SeedInstallations(4, 1))
+	reg := prometheus.NewRegistry()
+	a := newApp(t, srv, forge.AppConfig{Registerer: reg, LowestBudgets: 2, ETagCacheBytes: -1})
+	mustSim(t, a.Relist(context.Background()))
+	// Installation i spends i reads; 4 never reads, so has no figure.
+	for i := int64(1); i <= 3; i++ {
+		c, err := a.Installation(i)
+		mustSim(t, err)
+		for range i {
+			if _, err := c.ListIssues(context.Background(), "org-"+strconv.FormatInt(i, 10), "repo-1", time.Time{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	mfs, err := reg.Gather()
+	mustSim(t, err)
+	got := map[string]float64{}
+	var known float64
+	for _, mf := range mfs {
+		switch mf.GetName() {
+		case "forge_installation_rate_limit_remaining":
+			for _, m := range mf.GetMetric() {
+				got[m.GetLabel()[0].GetValue()] = m.GetGauge().GetValue()
+			}
+		case "forge_installations":
+			known = mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	want := map[string]float64{"3": forgesim.DefaultBudget - 3, "2": forgesim.DefaultBudget - 2}
+	if len(got) != len(want) || got["3"] != want["3"] || got["2"] != want["2"] {
+		t.Fatalf("forge_installation_rate_limit_remaining = %v, want %v: a series only for the 2 installations with the least left", got, want)
+	}
+	if known != 4 {
+		t.Fatalf("forge_installations = %v, want 4", known)
+	}
+}
+
+func TestNewAppNamesTheBadField(t *testing.T) {
+	key := forgetest.AppKey(t)
+	cases := []struct {
+		cfg   forge.AppConfig
+		field string
+	}{
+		{forge.AppConfig{PrivateKey: key}, "AppID"},
+		{forge.AppConfig{AppID: 1, PrivateKey: []byte("nope")}, "PrivateKey"},
+		{forge.AppConfig{AppID: 1, PrivateKey: key, RelistEvery: -time.Second}, "RelistEvery"},
+		{forge.AppConfig{AppID: 1, PrivateKey: key, LowestBudgets: -1}, "LowestBudgets"},
+		{forge.AppConfig{AppID: 1, PrivateKey: key, BaseURL: "ftp://x"}, "BaseURL"},
+	}
+	for _, tc := range cases {
+		_, err := forge.NewApp(tc.cfg)
+		if !errors.Is(err, forge.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.field) {
+			t.Errorf("NewApp(%s bad): %v, want ErrInvalidConfig naming %s", tc.field, err, tc.field)
+		}
+	}
+}
+
+func mustSim(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,451 @@
+package forgesim
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"crypto/tls"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// A GitHub App's installations. Each installation is on one account and
+// covers a set of repositories; its tokens spend its own primary budget,
+// secondary limits and CPU time (principal "installation:<id>", budget.go).
+//
+// Until the first installation is added, the simulator trusts every App
+// with every installation ID: a token is minted for any ID, as it always
+// was. Once one is added (AddInstallation, POST /_sim/installations, or
+// forge-sim --installations), tokens are minted only for installations it
+// has, and the rest answer 404, as GitHub does for an installation the App
+// does not have.
+
+// githubAPI stands for a request to api.github.com: the URLs of a webhook
+// payload, which no request carries, are GitHub's.
+var githubAPI = &http.Request{Host: "api.github.com", TLS: &tls.ConnectionState{}}
+
+// revoked tells whether tok was minted for an installation since removed;
+// s.mu is held. GitHub answers such a token 401 "Bad credentials".
+func (s *Sim) revoked(tok string) bool {
+	id, ok := s.installations[tok]
+	return ok && s.removedApps[id]
+}
+
+// simInstallation is one installation of the App.
+type simInstallation struct {
+	id      int64
+	account string
+	created time.Time
+	repos   map[string]string // lower-case "owner/name" → as added
+}
+
+// Installation is one installation as Installations lists it.
+type Installation struct {
+	ID           int64    `json:"id"`
+	Account      string   `json:"account"`
+	Repositories []string `json:"repositories"` // "owner/name", sorted
+}
+
+// Webhook is where the simulator sends installation webhooks, and the
+// secret it signs them with (X-Hub-Signature-256).
+type Webhook struct {
+	URL    string `json:"url"`
+	Secret string `json:"secret"`
+	// AppID is the App the payloads name (installation.app_id); 0: 1.
+	AppID int64 `json:"app_id"`
+}
+
+// WithWebhook makes the simulator send installation and
+// installation_repositories webhooks to hook.URL (see SetWebhook).
+func WithWebhook(hook Webhook) Option {
+	return func(s *Sim) { s.hook = hook }
+}
+
+// SetWebhook makes the simulator send, from now on, an installation webhook
+// (created, deleted) or an installation_repositories one (added, removed)
+// to hook.URL each time installations or their repositories change, signed
+// with hook.Secret as GitHub signs them ("Validating webhook deliveries":
+// https://docs.github.com/webhooks/using-webhooks/validating-webhook-deliveries).
+// An empty URL stops the deliveries; a URL that is not absolute http(s) is
+// refused, naming the field.
+func (s *Sim) SetWebhook(hook Webhook) error {
+	if hook.URL != "" && !strings.HasPrefix(hook.URL, "http://") && !strings.HasPrefix(hook.URL, "https://") {
+		return badField("url", hook.URL, "want an absolute http(s) URL")
+	}
+	if hook.AppID < 0 {
+		return badField("app_id", strconv.FormatInt(hook.AppID, 10), "must be >= 0")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.hook = hook
+	return nil
+}
+
+// Deliveries is how many webhooks the simulator sent and how many of them
+// failed (no answer, or an answer other than 2xx).
+func (s *Sim) Deliveries() (sent, failed int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.hooksSent, s.hooksFailed
+}
+
+func checkRepoName(full string) (owner, name string, err error) {
+	owner, name, ok := strings.Cut(full, "/")
+	if !ok || owner == "" || name == "" || strings.Contains(name, "/") {
+		return "", "", badField("repositories", full, `want "owner/name"`)
+	}
+	return owner, name, nil
+}
+
+// AddInstallation adds installation id of the App on account, covering
+// repos ("owner/name"; each is created if the simulator lacks it), and
+// sends an installation "created" webhook. An id <= 0, a blank account, a
+// malformed repository or an id already installed is refused, naming the
+// field.
+func (s *Sim) AddInstallation(id int64, account string, repos ...string) error {
+	if id <= 0 {
+		return badField("id", strconv.FormatInt(id, 10), "must be positive")
+	}
+	if account == "" {
+		return badField("account", account, "required")
+	}
+	for _, full := range repos {
+		if _, _, err := checkRepoName(full); err != nil {
+			return err
+		}
+	}
+	s.mu.Lock()
+	if s.apps[id] != nil {
+		s.mu.Unlock()
+		return badField("id", strconv.FormatInt(id, 10), "already installed")
+	}
+	in := &simInstallation{id: id, account: account, created: s.clock(), repos: make(map[string]string)}
+	s.apps[id] = in
+	delete(s.removedApps, id)
+	added := s.coverLocked(in, repos)
+	d := s.delivery("installation", object{"action": "created", "installation": s.installationJSON(nil, in), "repositories": added, "requester": nil})
+	s.mu.Unlock()
+	s.deliver(d)
+	return nil
+}
+
+// RemoveInstallation removes installation id, whose tokens then answer 401
+// and whose repositories no installation covers, and sends an installation
+// "deleted" webhook. An unknown id is ErrNotFound.
+func (s *Sim) RemoveInstallation(id int64) error {
+	s.mu.Lock()
+	in := s.apps[id]
+	if in == nil {
+		s.mu.Unlock()
+		return fmt.Errorf("%w: installation %d", ErrNotFound, id)
+	}
+	delete(s.apps, id)
+	s.removedApps[id] = true
+	for k := range in.repos {
+		delete(s.repoInstall, k)
+	}
+	d := s.delivery("installation", object{"action": "deleted", "installation": s.installationJSON(nil, in), "repositories": s.repoRefs(slices.Collect(mapValues(in.repos)))})
+	s.mu.Unlock()
+	s.deliver(d)
+	return nil
+}
+
+// AddInstallationRepos adds repos ("owner/name", created if missing) to
+// installation id, moving any another installation covered, and sends an
+// installation_repositories "added" webhook. An unknown id is ErrNotFound;
+// a malformed name is refused, naming the field.
+func (s *Sim) AddInstallationRepos(id int64, repos ...string) error {
+	return s.changeRepos(id, repos, nil)
+}
+
+// RemoveInstallationRepos takes repos off installation id and sends an
+// installation_repositories "removed" webhook; repositories it did not
+// cover are ignored. An unknown id is ErrNotFound.
+func (s *Sim) RemoveInstallationRepos(id int64, repos ...string) error {
+	return s.changeRepos(id, nil, repos)
+}
+
+func (s *Sim) changeRepos(id int64, add, remove []string) error {
+	if len(add)+len(remove) == 0 {
+		return badField("repositories", "", "name at least one")
+	}
+	for _, full := range append(slices.Clone(add), remove...) {
+		if _, _, err := checkRepoName(full); err != nil {
+			return err
+		}
+	}
+	s.mu.Lock()
+	in := s.apps[id]
+	if in == nil {
+		s.mu.Unlock()
+		return fmt.Errorf("%w: installation %d", ErrNotFound, id)
+	}
+	added := s.coverLocked(in, add)
+	var removed []string
+	for _, full := range remove {
+		k := strings.ToLower(full)
+		if name, ok := in.repos[k]; ok {
+			removed = append(removed, name)
+			delete(in.repos, k)
+			delete(s.repoInstall, k)
+		}
+	}
+	action := "added"
+	if len(add) == 0 {
+		action = "removed"
+	}
+	d := s.delivery("installation_repositories", object{
+		"action": action, "installation": s.installationJSON(nil, in), "repository_selection": "selected",
+		"repositories_added": added, "repositories_removed": s.repoRefs(removed), "requester": nil,
+	})
+	s.mu.Unlock()
+	s.deliver(d)
+	return nil
+}
+
+// coverLocked makes in cover repos, creating them and moving them off any
+// other installation, and returns their webhook references; s.mu is held.
+func (s *Sim) coverLocked(in *simInstallation, repos []string) []object {
+	var names []string
+	for _, full := range repos {
+		owner, name, _ := checkRepoName(full)
+		rp := s.repoFor(owner, name, true)
+		k := strings.ToLower(full)
+		if prev := s.apps[s.repoInstall[k]]; prev != nil && prev != in {
+			delete(prev.repos, k)
+		}
+		in.repos[k] = rp.owner + "/" + rp.name
+		s.repoInstall[k] = in.id
+		names = append(names, in.repos[k])
+	}
+	return s.repoRefs(names)
+}
+
+// repoRefs are the short repository objects installation webhooks list.
+func (s *Sim) repoRefs(names []string) []object {
+	slices.Sort(names)
+	out := []object{}
+	for _, full := range names {
+		id := int64(0)
+		if rp := s.repos[strings.ToLower(full)]; rp != nil {
+			id = rp.id
+		}
+		_, name, _ := strings.Cut(full, "/")
+		out = append(out, object{"id": id, "node_id": nodeID("R", id), "name": name, "full_name": full, "private": false})
+	}
+	return out
+}
+
+func mapValues[K comparable, V any](m map[K]V) func(func(V) bool) {
+	return func(yield func(V) bool) {
+		for _, v := range m {
+			if !yield(v) {
+				return
+			}
+		}
+	}
+}
+
+// Installations lists the App's installations, by ID.
+func (s *Sim) Installations() []Installation {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Installation, 0, len(s.apps))
+	for _, in := range s.sortedInstallations() {
+		repos := append([]string{}, slices.Sorted(mapValues(in.repos))...)
+		out = append(out, Installation{ID: in.id, Account: in.account, Repositories: repos})
+	}
+	return out
+}
+
+func (s *Sim) sortedInstallations() []*simInstallation {
+	list := slices.Collect(mapValues(s.apps))
+	slices.SortFunc(list, func(a, b *simInstallation) int { return cmp.Compare(a.id, b.id) })
+	return list
+}
+
+// SeedInstallations adds installations 1..n, installation i on account
+// org-<i> covering repos org-<i>/repo-1 … org-<i>/repo-<perInstallation>:
+// what forge-sim --installations n --repos-per-installation r starts with.
+func (s *Sim) SeedInstallations(n, perInstallation int) error {
+	if n < 0 {
+		return badField("installations", strconv.Itoa(n), "must be >= 0")
+	}
+	if perInstallation < 0 {
+		return badField("repos_per_installation", strconv.Itoa(perInstallation), "must be >= 0")
+	}
+	for i := 1; i <= n; i++ {
+		account := "org-" + strconv.Itoa(i)
+		repos := make([]string, perInstallation)
+		for j := range repos {
+			repos[j] = account + "/repo-" + strconv.Itoa(j+1)
+		}
+		if err := s.AddInstallation(int64(i), account, repos...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// installationJSON is GitHub's installation for in (the schema
+// "installation": https://docs.github.com/rest/apps/apps#list-installations-for-the-authenticated-app);
+// r nil: for a webhook, with GitHub's API root; s.mu is held.
+func (s *Sim) installationJSON(r *http.Request, in *simInstallation) object {
+	if r == nil {
+		r = githubAPI
+	}
+	root := apiRoot(r)
+	id := strconv.FormatInt(in.id, 10)
+	created := ghTime(in.created)
+	account := userJSON(r, in.account)
+	account["type"] = "Organization"
+	// GitHub's description of List installations for the authenticated
+	// app gives the account as allOf simple-user and enterprise (Get a
+	// repository installation's, as anyOf them), so an answer valid
+	// against both carries the enterprise's required fields too.
+	account["name"], account["slug"] = in.account, strings.ToLower(in.account)
+	account["created_at"], account["updated_at"] = created, created
+	return object{
+		"id": in.id, "account": account, "repository_selection": "selected",
+		"access_tokens_url": root + "/app/installations/" + id + "/access_tokens",
+		"repositories_url":  root + "/installation/repositories",
+		"html_url":          htmlRoot + "organizations/" + in.account + "/settings/installations/" + id,
+		"app_id":            s.appID(), "app_slug": "iterion-sim", "target_id": account["id"], "target_type": "Organization",
+		"permissions": object{"pull_requests": "read", "statuses": "write", "issues": "read", "metadata": "read"},
+		"events":      []string{"pull_request", "status"},
+		"created_at":  created, "updated_at": created, "single_file_name": nil,
+		"has_multiple_single_files": false, "single_file_paths": []string{}, "suspended_by": nil, "suspended_at": nil,
+	}
+}
+
+// appID is the App the simulator's installations belong to; s.mu is held.
+func (s *Sim) appID() int64 { return cmp.Or(s.hook.AppID, 1) }
+
+// listInstallations is "List installations for the authenticated app"
+// (https://docs.github.com/rest/apps/apps#list-installations-for-the-authenticated-app):
+// an App JWT only, paginated with per_page and page and a Link header.
+func (s *Sim) listInstallations(r *http.Request, tok string) reply {
+	if !strings.HasPrefix(tok, "app:") {
+		return errorReply(http.StatusUnauthorized, "A JSON web token could not be decoded")
+	}
+	list := s.sortedInstallations()
+	page, rep := paginate(r, len(list))
+	if rep.status != 0 {
+		return rep
+	}
+	out := []object{}
+	for _, in := range list[page.from:page.to] {
+		out = append(out, s.installationJSON(r, in))
+	}
+	rep = jsonReply(http.StatusOK, out)
+	rep.header = page.link(r)
+	return rep
+}
+
+// getRepoInstallation is "Get a repository installation for the
+// authenticated app"
+// (https://docs.github.com/rest/apps/apps#get-a-repository-installation-for-the-authenticated-app):
+// an App JWT only; 404 when no installation covers the repository. Names
+// match without regard to case.
+func (s *Sim) getRepoInstallation(r *http.Request, tok string) reply {
+	if !strings.HasPrefix(tok, "app:") {
+		return errorReply(http.StatusUnauthorized, "A JSON web token could not be decoded")
+	}
+	in := s.apps[s.repoInstall[strings.ToLower(r.PathValue("owner")+"/"+r.PathValue("repo"))]]
+	if in == nil {
+		return notFound()
+	}
+	return jsonReply(http.StatusOK, s.installationJSON(r, in))
+}
+
+// reaches tells whether tok may reach the repository r names, if any; s.mu
+// is held. Once the App has installations, a token minted for one reaches
+// only the repositories it covers, and is answered 404 (charged) for the
+// others, as GitHub answers a private repository a token cannot see ("Troubleshooting the
+// REST API", 404 Not Found for an existing resource:
+// https://docs.github.com/rest/using-the-rest-api/troubleshooting-the-rest-api#404-not-found-for-an-existing-resource).
+// Other tokens, and GraphQL, are not restricted.
+func (s *Sim) reaches(tok string, r *http.Request) bool {
+	owner := r.PathValue("owner")
+	id, minted := s.installations[tok]
+	if owner == "" || !minted || len(s.apps) == 0 {
+		return true
+	}
+	return s.repoInstall[strings.ToLower(owner+"/"+r.PathValue("repo"))] == id
+}
+
+// mintable tells whether a token may be minted for installation id; s.mu
+// is held. See the comment at the top of this file.
+func (s *Sim) mintable(id int64) bool {
+	if s.apps[id] != nil {
+		return true
+	}
+	return len(s.apps) == 0 && !s.removedApps[id]
+}
+
+// hookDelivery is one webhook to send, built under s.mu and sent after.
+type hookDelivery struct {
+	hook  Webhook
+	event string
+	body  []byte
+	id    string
+}
+
+// delivery builds event's webhook with payload (sender added), or returns
+// nil when no webhook is configured; s.mu is held.
+func (s *Sim) delivery(event string, payload object) *hookDelivery {
+	if s.hook.URL == "" {
+		return nil
+	}
+	payload["sender"] = userJSON(githubAPI, "sim-admin")
+	body, err := json.Marshal(payload)
+	if err != nil {
+		panic("forgesim: marshal webhook: " + err.Error())
+	}
+	s.hookSeq++
+	return &hookDelivery{hook: s.hook, event: event, body: body, id: fmt.Sprintf("00000000-0000-4000-8000-%012d", s.hookSeq)}
+}
+
+// deliver POSTs d, signed, and waits for the answer (at most 10 s), so a
+// control call returns once its webhook has been handled. Headers are
+// GitHub's ("Webhook events and payloads", Delivery headers:
+// https://docs.github.com/webhooks/webhook-events-and-payloads#delivery-headers).
+func (s *Sim) deliver(d *hookDelivery) {
+	if d == nil {
+		return
+	}
+	mac := hmac.New(sha256.New, []byte(d.hook.Secret))
+	mac.Write(d.body)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.hook.URL, bytes.NewReader(d.body))
+	ok := false
+	if err == nil {
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("User-Agent", "GitHub-Hookshot/forgesim")
+		req.Header.Set("X-GitHub-Event", d.event)
+		req.Header.Set("X-GitHub-Delivery", d.id)
+		req.Header.Set("X-GitHub-Hook-Installation-Target-Type", "integration")
+		req.Header.Set("X-GitHub-Hook-Installation-Target-ID", strconv.FormatInt(cmp.Or(d.hook.AppID, 1), 10))
+		req.Header.Set("X-Hub-Signature-256", "sha256="+hex.EncodeToString(mac.Sum(nil)))
+		var resp *http.Response
+		if resp, err = s.hookClient.Do(req); err == nil {
+			resp.Body.Close()
+			ok = resp.StatusCode/100 == 2
+		}
+	}
+	s.mu.Lock()
+	s.hooksSent++
+	if !ok {
+		s.hooksFailed++
+	}
+	s.mu.Unlock()
+}
