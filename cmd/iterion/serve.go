@@ -39,17 +39,17 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer) error {
 var serveHelp = help{
 	usage: "iterion serve --api-token TOKEN (--forge-token TOKEN | --github-app-*) [flags]",
 	about: "Runs one replica of the merge-gate server: the HTTP API, webhooks, /metrics,\n" +
-		"/healthz and /leases, and the elected nets (the merge-gate sweeper, and the\n" +
+		"/healthz, /readyz and the pages, and the elected nets (the merge-gate sweeper, and the\n" +
 		"forge board sync with --board-repos), each under its lease. Replicas sharing\n" +
 		"--mongo-uri elect one of them per net. Every flag has an ITERION_* twin.",
 	example: "ITERION_API_TOKEN=secret ITERION_FORGE_TOKEN=ghp_... \\\n" +
 		"  iterion serve --mongo-uri mongodb://db:27017/?replicaSet=rs0 --board-repos acme/app\n",
 	groups: []flagGroup{
-		{"server", []string{"listen", "api-token", "api-token-file", "webhook-secret", "webhook-secret-file", "log-format", "log-level"}},
+		{"server", []string{"listen", "api-token", "api-token-file", "pages-token", "pages-token-file", "public-pages", "webhook-secret", "webhook-secret-file", "log-format", "log-level"}},
 		{"stores", []string{"mongo-uri", "mongo-db", "store-timeout", "delivery-window"}},
-		{"forge", []string{"forge-url", "forge-token", "forge-token-file", "github-app-id", "github-installation-id", "github-private-key-file", "forge-etag-cache"}},
+		{"forge", []string{"forge-url", "forge-token", "forge-token-file", "github-app-id", "github-installation-id", "github-private-key-file", "forge-etag-cache", "forge-timeout"}},
 		{"elected nets", []string{"sweep-interval", "board-repos", "board-interval"}},
-		{"HTTP limits", []string{"read-header-timeout", "read-timeout", "write-timeout", "idle-timeout", "max-header-bytes", "max-run-body-bytes", "large-webhook-reads"}},
+		{"HTTP limits", []string{"read-header-timeout", "read-timeout", "write-timeout", "idle-timeout", "max-header-bytes", "max-run-body-bytes", "large-webhook-reads", "min-webhook-body-rate", "slow-body-grace"}},
 		{"for comparison measurements only, never in production", []string{"no-lease", "sweep-mode"}},
 	},
 }
