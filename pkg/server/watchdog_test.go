@@ -11,7 +11,9 @@ import (
 	"testing/synctest"
 	"time"
 
+	"iterion.dev/iterion/pkg/forge"
 	"iterion.dev/iterion/pkg/lease"
+	"iterion.dev/iterion/pkg/server"
 )
 
 // hangingForge passes requests on to next, except those of the token it
@@ -23,6 +25,8 @@ type hangingForge struct {
 	mu      sync.Mutex
 	token   string
 	blind   bool
+	once    bool      // hang one request only
+	hungAt  time.Time // when the last hung request was sent
 	release chan struct{}
 }
 
@@ -35,8 +39,15 @@ func (h *hangingForge) hang(token string, blind bool) {
 func (h *hangingForge) RoundTrip(req *http.Request) (*http.Response, error) {
 	h.mu.Lock()
 	token, blind, release := h.token, h.blind, h.release
+	hang := token != "" && strings.HasSuffix(req.Header.Get("Authorization"), " "+token)
+	if hang {
+		h.hungAt = time.Now()
+		if h.once {
+			h.token = ""
+		}
+	}
 	h.mu.Unlock()
-	if token == "" || !strings.HasSuffix(req.Header.Get("Authorization"), " "+token) {
+	if !hang {
 		return h.next.RoundTrip(req)
 	}
 	if blind {
@@ -114,6 +125,7 @@ func TestHungForgeRequestEndsTheTerm(t *testing.T) {
 		if successor == leader || took == 0 {
 			t.Fatalf("after the hang: leader %s, successor %s, first complete pass %v after the hang; want another replica sweeping", leader, successor, took)
 		}
+		t.Logf("every forge request of the leader hangs: the successor's first complete pass came %v after the hang (interval 1m)", took)
 		// Three passes cancelled at their deadline, the release, one retry,
 		// and the successor's first pass one interval after its term began.
 		if max := 6 * time.Minute; took > max {
@@ -184,4 +196,51 @@ func metricValue(t *testing.T, h http.Handler, name string) float64 {
 		sum += v
 	}
 	return sum
+}
+
+// TestOneHungRequestStallsTheNetNoLongerThanItsTimeout pins the forge
+// request deadline in virtual time: with the default --forge-timeout of a
+// one-minute net (15 s), one request that never answers is cut off, and the
+// net's next complete pass ends within the request timeout plus one
+// interval of that request's start.
+func TestOneHungRequestStallsTheNetNoLongerThanItsTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, next := newCluster(t, 3)
+		hf := &hangingForge{next: next}
+		timeout := forge.RequestTimeout(time.Minute)
+		startReplicas(t, c, hf, 1, time.Minute, func(cfg *server.Config) {
+			fc, err := forge.New(forge.Config{BaseURL: "http://sim/", Token: "token-1", Next: hf, Timeout: timeout})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg.Forge = fc
+		})
+		r := c.replicas[0]
+		defer r.stop()
+		time.Sleep(time.Minute + time.Second)
+		synctest.Wait()
+		hf.mu.Lock()
+		hf.token, hf.once = r.token, true
+		hf.mu.Unlock()
+		time.Sleep(3 * time.Minute)
+		synctest.Wait()
+		hf.mu.Lock()
+		hungAt := hf.hungAt
+		hf.mu.Unlock()
+		if hungAt.IsZero() {
+			t.Fatal("no request hung")
+		}
+		var resumed time.Time
+		for _, p := range passesOf(c) {
+			if p.Complete && p.At.After(hungAt) {
+				resumed = p.At
+				break
+			}
+		}
+		stall := resumed.Sub(hungAt)
+		t.Logf("one hung forge request (timeout %v): the next complete pass began %v after it was sent (interval 1m)", timeout, stall)
+		if resumed.IsZero() || stall > timeout+time.Minute {
+			t.Errorf("next complete pass %v after the hung request, want at most the request timeout plus one interval (%v)", stall, timeout+time.Minute)
+		}
+	})
 }
