@@ -396,7 +396,7 @@ func (s *Server) elect(ctx context.Context, n electedNet) {
 			return
 		}
 		sitOut := stallPasses * n.interval
-		s.log.Warn("not campaigning: the last term stalled; another replica may take over", "net", n.lease.Name, "for", sitOut.String())
+		s.log.Warn("not campaigning: the last term stalled; another replica may take over", "lease", n.lease.Name, "for", sitOut.String())
 		t := time.NewTimer(sitOut)
 		select {
 		case <-ctx.Done():
