@@ -7,10 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"reflect"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/shurcooL/githubv4"
 )
@@ -27,6 +29,32 @@ var ErrInvalidArgument = errors.New("forge: invalid argument")
 // asked: no data and no errors, or a null with no error to explain it. It
 // is a failed read, never ErrNotFound.
 var ErrEmptyAnswer = errors.New("forge: empty GraphQL answer")
+
+// ErrQueryTimeout is wrapped when a GraphQL query took too long: GitHub
+// stopped it (502 or 504, beside ErrServer) or the Client's request timeout
+// ran out. GitHub stops a query after 10 seconds and still charges its
+// points ("Rate limits and query limits for the GraphQL API", Timeouts:
+// https://docs.github.com/graphql/overview/rate-limits-and-query-limits-for-the-graphql-api#timeouts);
+// a smaller query may pass.
+var ErrQueryTimeout = errors.New("forge: query timed out")
+
+// isTimeout reports whether err is a transport timeout (net.Error).
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// ErrStaleHead is a PullState's Err when the commit GitHub gave statuses
+// for is not the pull request's head: its statuses are not taken, and the
+// pull request is neither found nor missing (read it again later).
+var ErrStaleHead = errors.New("forge: statuses are not the head's")
+
+// GraphQLCPUPerMinute is GitHub's secondary limit on GraphQL time: "No
+// more than 60 seconds of this CPU time may be for the GraphQL API", per
+// 60 seconds of real time, estimated by response time ("Rate limits for
+// the REST API", About secondary rate limits:
+// https://docs.github.com/rest/using-the-rest-api/rate-limits-for-the-rest-api#about-secondary-rate-limits).
+const GraphQLCPUPerMinute = 60 * time.Second
 
 // MaxPullBatch is the most pull requests PullStates reads in one query:
 // GitHub's page limit, which keeps the query at one point.
@@ -133,6 +161,15 @@ func (c *Client) PullStates(ctx context.Context, refs []PullRef) ([]PullState, e
 		if e.Type == "RATE_LIMITED" {
 			return nil, fmt.Errorf("%s: %w", op, c.graphqlLimited(ctx))
 		}
+		if isSecondaryMessage(e.Message) {
+			// GitHub may answer a secondary limit on GraphQL with 200 and
+			// the limit's message ("Rate limits and query limits for the
+			// GraphQL API", Exceeding the rate limit:
+			// https://docs.github.com/graphql/overview/rate-limits-and-query-limits-for-the-graphql-api#exceeding-the-rate-limit):
+			// the gate backs off as from a 403.
+			until := c.gate.noteSecondary(got.header)
+			return nil, fmt.Errorf("%s: %w", op, &RateLimitError{Reset: until, Cause: CauseSecondary, Sent: true, Lane: laneOf(ctx), Resource: "graphql"})
+		}
 		i := aliasIndex(e.Path, len(refs))
 		if i < 0 {
 			return nil, fmt.Errorf("forge: %s: %s (%s)", op, e.Message, e.Type)
@@ -221,6 +258,12 @@ func pullStateOf(p *gqlPull) PullState {
 		st.Pull.State = "closed"
 	}
 	for _, n := range p.Commits.Nodes {
+		if n.Commit.Oid != p.HeadRefOid {
+			// commits(last: 1) can lag a push: statuses of another commit
+			// say nothing of the head, so none are taken.
+			st.Err = fmt.Errorf("forge: pull request #%d: %w: last commit %s, head %s", p.Number, ErrStaleHead, n.Commit.Oid, p.HeadRefOid)
+			return st
+		}
 		if n.Commit.Status == nil {
 			continue
 		}
@@ -255,8 +298,12 @@ func (c *Client) wrapGraphQL(ctx context.Context, op string, err error, got capt
 		return fmt.Errorf("%s: %w", op, &RateLimitError{Reset: c.gate.secondaryUntil(), Cause: CauseSecondary, Sent: true, Lane: laneOf(ctx)})
 	case got.status == http.StatusForbidden || got.status == http.StatusTooManyRequests:
 		return fmt.Errorf("%s: %w", op, c.graphqlLimited(ctx))
+	case got.status == http.StatusBadGateway || got.status == http.StatusGatewayTimeout:
+		return fmt.Errorf("forge: %s: %w %d: %w: %w", op, ErrServer, got.status, ErrQueryTimeout, err)
 	case got.status >= 500:
 		return fmt.Errorf("forge: %s: %w %d: %w", op, ErrServer, got.status, err)
+	case got.status == 0 && isTimeout(err):
+		return fmt.Errorf("forge: %s: %w: %w", op, ErrQueryTimeout, err)
 	}
 	return fmt.Errorf("forge: %s: %w", op, err)
 }
@@ -266,6 +313,7 @@ func (c *Client) wrapGraphQL(ctx context.Context, op string, err error, got capt
 type captured struct {
 	status int // 0: no answer
 	host   string
+	header http.Header
 	body   []byte
 }
 
@@ -287,7 +335,7 @@ func (t *captureTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	if err != nil {
 		return nil, err
 	}
-	t.into.status, t.into.host, t.into.body = resp.StatusCode, req.URL.Host, body
+	t.into.status, t.into.host, t.into.header, t.into.body = resp.StatusCode, req.URL.Host, resp.Header, body
 	resp.Body = io.NopCloser(bytes.NewReader(body))
 	return resp, nil
 }

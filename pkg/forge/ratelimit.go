@@ -177,17 +177,35 @@ func (g *rateGate) learn(host string, resp *http.Response) {
 	}
 	switch {
 	case secondary:
-		wait, ok := retryAfter(h)
-		if !ok {
-			wait = min(minSecondaryBackoff<<g.strikes, maxSecondaryBackoff)
-			g.strikes++
-		}
-		if until := now.Add(wait); until.After(g.secondary) {
-			g.secondary = until
-		}
+		g.backOffLocked(h, now)
 	case !limited:
 		g.strikes = 0
 	}
+}
+
+// backOffLocked starts or extends the secondary-limit back-off from now:
+// retry-after when h has it, else a minute doubling with each strike;
+// g.mu is held.
+func (g *rateGate) backOffLocked(h http.Header, now time.Time) {
+	wait, ok := retryAfter(h)
+	if !ok {
+		wait = min(minSecondaryBackoff<<g.strikes, maxSecondaryBackoff)
+		g.strikes++
+	}
+	if until := now.Add(wait); until.After(g.secondary) {
+		g.secondary = until
+	}
+}
+
+// noteSecondary backs off from a secondary limit that answered 200 (a
+// GraphQL errors array, which learn does not read), as learn does from a
+// 403, and returns the end of the back-off.
+func (g *rateGate) noteSecondary(h http.Header) time.Time {
+	now := g.now()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.backOffLocked(h, now)
+	return g.secondary
 }
 
 // secondaryUntil is the end of the current secondary-limit back-off.
@@ -249,8 +267,13 @@ func isSecondary(resp *http.Response) bool {
 	if err != nil {
 		return false
 	}
-	return bytes.Contains(bytes.ToLower(body), []byte("secondary rate limit")) ||
-		strings.Contains(string(body), "abuse-rate-limits")
+	return isSecondaryMessage(string(body))
+}
+
+// isSecondaryMessage tells GitHub's secondary-limit message, in a REST
+// body or a GraphQL error.
+func isSecondaryMessage(msg string) bool {
+	return strings.Contains(strings.ToLower(msg), "secondary rate limit") || strings.Contains(msg, "abuse-rate-limits")
 }
 
 // rateMetrics exports the budget figures a rate gate learns. Clients sharing

@@ -37,6 +37,13 @@ const (
 	// sweepBatch is how many runs one batch offers: one forge query reads
 	// them all.
 	sweepBatch = forge.MaxPullBatch
+	// minSweepBatch is the floor a batch that times out is halved to.
+	minSweepBatch = 10
+	// DefaultSweepTimeShare is the share of GitHub's GraphQL CPU-time limit
+	// (forge.GraphQLCPUPerMinute) a pass may spend per minute of its
+	// interval: half, leaving the rest to the event path and other
+	// clients of the installation.
+	DefaultSweepTimeShare = 0.5
 )
 
 // SweepPass reports one pass of the sweeper to sweeperConfig.OnPass.
@@ -57,8 +64,26 @@ type SweepPass struct {
 	// each); ForgeErrors how many of them failed whole (no run got a
 	// forge answer), ServerErrors how many of those with a 5xx.
 	ForgeReads, ForgeErrors, ServerErrors int
+	// Timeouts is how many batches timed out (forge.ErrQueryTimeout); Batch
+	// is the batch size the next pass starts with.
+	Timeouts, Batch int
+	// ForgeTime is the time the pass's batches took, the estimate of
+	// GitHub's CPU time that GitHub documents (response time).
+	ForgeTime time.Duration
+	// Limited is the cause of the rate limit that stopped the pass, "" if
+	// none did.
+	Limited forge.RateLimitCause
+	// ShallowDone is true when the pass reached the end of the shallow
+	// window; a pass that ran out of time resumes it next interval.
+	ShallowDone bool
+	// Behind is true when the pass could not keep up: its shallow window
+	// is unfinished, or the deep window has taken DeepEvery intervals or
+	// more and is unfinished.
+	Behind bool
 	// Complete is false when the pass stopped early (a rate limit, a store
-	// error or the end of the term) or when every forge read failed.
+	// error or the end of the term) or when every forge read failed. A
+	// pass stopped by its time budget is complete, and Behind if its
+	// shallow window is unfinished.
 	Complete bool
 }
 
@@ -84,6 +109,12 @@ type sweeperConfig struct {
 	// Watchdog bounds each pass and ends a term whose passes keep failing
 	// (lease.Every); the zero Watchdog bounds nothing.
 	Watchdog lease.Watchdog
+	// TimeShare is the share of forge.GraphQLCPUPerMinute a pass may spend
+	// per minute of Interval, measured as the batches' response time; 0
+	// means DefaultSweepTimeShare.
+	TimeShare float64
+	// Behind, when set, is 1 while the last pass was Behind, else 0.
+	Behind prometheus.Gauge
 }
 
 // sweeper is the merge-gate sweeper: the net that re-offers unsettled runs
@@ -104,6 +135,9 @@ func newSweeper(cfg sweeperConfig) *sweeper {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.TimeShare <= 0 {
+		cfg.TimeShare = DefaultSweepTimeShare
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -114,10 +148,20 @@ func newSweeper(cfg sweeperConfig) *sweeper {
 // outlives it: the next term starts afresh, with a deep pass.
 type sweepTerm struct {
 	term, pass int
+	// shallowCursor is where a shallow window stopped at its time budget;
+	// shallowPending makes the next pass resume it there.
+	shallowCursor  gaterun.Cursor
+	shallowPending bool
 	// deepCursor is where an unfinished deep pass stopped; deepPending
-	// makes the next pass a deep one that resumes there.
+	// makes the next pass a deep one that resumes there. deepBegan is
+	// when the deep window being swept began.
 	deepCursor  gaterun.Cursor
 	deepPending bool
+	deepBegan   time.Time
+	// batch is the batch size that last worked: halved by a query that
+	// timed out, down to minSweepBatch, grown back by half after each
+	// pass without a timeout, up to sweepBatch.
+	batch int
 	// backoff holds the runs whose pull request could not be read, by ID.
 	backoff map[string]backoff
 	// serverBackoff is the wait after a pass whose every forge read got a
@@ -157,18 +201,31 @@ func (st *sweepTerm) note(run gaterun.Run, out outcome, now time.Time, interval 
 // Work serves one term: it makes a pass every interval until ctx is done,
 // the first one interval after the term starts (docs/design.md,
 // decision 3), so a term that flaps costs no forge request. Its forge
-// requests are charged to lane merge-gate-sweeper.
+// requests are charged to lane merge-gate-sweeper, and go out one at a
+// time.
 //
-// A pass is deep (deepWindow) when it is the term's first, every DeepEvery-th
+// Every pass sweeps the shallow window (shallowWindow) first. A pass is
+// also deep (deepWindow) when it is the term's first, every DeepEvery-th
 // pass, or when the last deep pass stopped early, which it then resumes
-// from its cursor; otherwise it is shallow (shallowWindow). A rate-limit
-// error stops the pass; the ticks before the limit's reset are skipped and
-// not counted as passes.
+// from its cursor; the deep part skips the runs the shallow part offered.
+// A rate-limit error stops the pass; the ticks before the limit's reset
+// are skipped and not counted as passes.
+//
+// A pass spends at most its time budget (sweeperConfig.TimeShare) and its
+// interval: before each batch it stops, at its cursor, when the batch
+// would take it past either (judged by the last batch's time); the next
+// pass resumes the window there. Such a pass is complete (it did its
+// share) but Behind.
+//
+// A batch that times out (forge.ErrQueryTimeout) is offered again in
+// halves, down to minSweepBatch, and the pass goes on; the term keeps the
+// size that worked and grows it back by half after each pass without a
+// timeout.
 //
 // A run whose pull request cannot be read (outcomeUnreadable) backs off on
 // its own: it is skipped for two intervals, then four, doubling up to
 // DeepEvery intervals, until an offer reads it again. The back-offs live in
-// the term, like the deep cursor.
+// the term, like the cursors and the batch size.
 //
 // A pass in which every forge read failed is not complete. While every
 // forge read of a pass gets a 5xx, the next passes wait: two intervals,
@@ -179,7 +236,7 @@ func (st *sweepTerm) note(run gaterun.Run, out outcome, now time.Time, interval 
 // in a row that did not complete), Work logs why and returns, and the
 // lease is released.
 func (s *sweeper) Work(ctx context.Context) {
-	st := &sweepTerm{term: int(s.terms.Add(1)), backoff: make(map[string]backoff)}
+	st := &sweepTerm{term: int(s.terms.Add(1)), backoff: make(map[string]backoff), batch: sweepBatch}
 	defer s.showBackingOff(nil)
 	err := lease.Every(forge.WithLane(ctx, forge.LaneMergeGateSweeper), s.cfg.Interval, s.cfg.Now,
 		func(ctx context.Context) (time.Time, bool) {
@@ -194,43 +251,105 @@ func (s *sweeper) Work(ctx context.Context) {
 	}
 }
 
+// passStop is why a window's sweep ended.
+type passStop int
+
+const (
+	stopDone    passStop = iota // the window's end was reached
+	stopTime                    // the time budget or the interval ran out
+	stopFailed                  // a store error or the end of the term
+	stopLimited                 // a forge rate limit
+)
+
+// sweepPassState is one pass in progress: its report, its clock budget,
+// and the runs its shallow part offered.
+type sweepPassState struct {
+	st *sweepTerm
+	p  *SweepPass
+	// budget is the forge time the pass may spend; deadline is the end of
+	// its interval; last is the time its last batch took.
+	budget   time.Duration
+	deadline time.Time
+	last     time.Duration
+	// offered holds the runs the shallow part offered, which the deep part
+	// skips; skip turns that on.
+	offered  map[string]bool
+	skip     bool
+	timedOut bool
+}
+
+// timeBudget is the forge time one pass may spend: TimeShare of GitHub's
+// GraphQL CPU-time limit per minute, scaled to the interval.
+func (s *sweeper) timeBudget() time.Duration {
+	return time.Duration(s.cfg.TimeShare * float64(forge.GraphQLCPUPerMinute) * float64(s.cfg.Interval) / float64(time.Minute))
+}
+
 // pass makes one pass of the term st and returns it, with the rate
 // limit's reset when one stopped it (zero otherwise).
 func (s *sweeper) pass(ctx context.Context, st *sweepTerm) (_ SweepPass, resume time.Time) {
 	st.pass++
 	p := SweepPass{Owner: s.cfg.Owner, Term: st.term, Pass: st.pass, At: s.cfg.Now(), Complete: true}
-	p.Deep = st.pass == 1 || st.pass%DeepEvery == 0 || st.deepPending
-	window, cur := shallowWindow, gaterun.Cursor{}
-	if p.Deep {
-		window, cur = deepWindow, st.deepCursor
+	if !st.deepPending && (st.pass == 1 || st.pass%DeepEvery == 0) {
+		st.deepPending, st.deepCursor, st.deepBegan = true, gaterun.Cursor{}, p.At
 	}
-	p.Since = p.At.Add(-window)
-	cur, p.Complete, resume = s.offerSince(ctx, st, &p, cur)
+	p.Deep = st.deepPending
+	ps := &sweepPassState{st: st, p: &p, budget: s.timeBudget(), deadline: p.At.Add(s.cfg.Interval), offered: make(map[string]bool)}
+
+	shallowSince := p.At.Add(-shallowWindow)
+	p.Since = shallowSince
+	cur, stop, resume := s.offerSince(ctx, ps, shallowSince, st.shallowCursor)
+	st.shallowPending = stop != stopDone
+	st.shallowCursor = gaterun.Cursor{}
+	if stop != stopDone {
+		st.shallowCursor = cur
+	}
+	p.ShallowDone = stop == stopDone
+	if stop == stopDone && p.Deep {
+		p.Since = p.At.Add(-deepWindow)
+		ps.skip = true
+		cur, stop, resume = s.offerSince(ctx, ps, p.Since, st.deepCursor)
+		st.deepPending = stop != stopDone
+		st.deepCursor = gaterun.Cursor{}
+		if stop != stopDone {
+			st.deepCursor = cur
+		}
+	}
+	p.Complete = stop == stopDone || stop == stopTime
 	if p.ForgeReads > 0 && p.ForgeErrors == p.ForgeReads {
 		p.Complete = false // no run got a forge answer: nothing was checked
 	}
+	p.Behind = !p.ShallowDone || (st.deepPending && !p.At.Before(st.deepBegan.Add(DeepEvery*s.cfg.Interval)))
+	if !ps.timedOut && p.ForgeReads > p.ForgeErrors {
+		st.batch = min(st.batch+(st.batch+1)/2, sweepBatch)
+	}
+	p.Batch = st.batch
 	if resume.IsZero() {
 		resume = st.backOffServer(p, s.cfg.Interval)
 	}
 	s.showBackingOff(st.backoff)
-	if p.Deep {
-		st.deepPending = !p.Complete
-		st.deepCursor = gaterun.Cursor{}
-		if !p.Complete {
-			st.deepCursor = cur
-		}
+	if s.cfg.Behind != nil {
+		s.cfg.Behind.Set(b2f(p.Behind))
 	}
 	log := s.cfg.Logger.Debug
-	if !p.Complete {
+	if !p.Complete || p.Behind {
 		log = s.cfg.Logger.Info
 	}
 	log("sweep pass", "term", p.Term, "pass", p.Pass, "deep", p.Deep,
 		"since", p.Since, "offered", p.Offered, "backing_off", p.BackingOff,
-		"forge_reads", p.ForgeReads, "forge_errors", p.ForgeErrors, "complete", p.Complete, "resume", resume)
+		"forge_reads", p.ForgeReads, "forge_errors", p.ForgeErrors, "forge_time", p.ForgeTime,
+		"batch", p.Batch, "complete", p.Complete, "behind", p.Behind, "resume", resume)
 	if s.cfg.OnPass != nil {
 		s.cfg.OnPass(p)
 	}
 	return p, resume
+}
+
+// b2f is 1 for true, 0 for false.
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // backOffServer returns when the next pass may start after p: while every
@@ -254,52 +373,90 @@ func (s *sweeper) showBackingOff(backoff map[string]backoff) {
 	}
 }
 
-// offerSince offers the unsettled runs of p's window that come after cur,
-// listing them listPage at a time and offering each page in batches of
-// sweepBatch, skipping the runs backing off at p.At, and counts them in p.
-// It returns the cursor after the last batch it finished, whether it
-// reached the end, and, when a rate limit stopped it, the limit's reset.
-func (s *sweeper) offerSince(ctx context.Context, st *sweepTerm, p *SweepPass, cur gaterun.Cursor) (_ gaterun.Cursor, complete bool, resume time.Time) {
+// offerSince offers the unsettled runs updated since since that come after
+// cur, listing them listPage at a time and offering each page in batches
+// of the term's batch size, skipping the runs backing off at p.At (and,
+// in the deep part, those the shallow part offered), and counts them in
+// p. It returns the cursor after the last batch it finished, why it
+// stopped, and, when a rate limit stopped it, the limit's reset.
+func (s *sweeper) offerSince(ctx context.Context, ps *sweepPassState, since time.Time, cur gaterun.Cursor) (_ gaterun.Cursor, _ passStop, resume time.Time) {
 	for {
-		page, err := s.cfg.Runs.Unsettled(ctx, p.Since, cur, listPage)
+		page, err := s.cfg.Runs.Unsettled(ctx, since, cur, listPage)
 		if err != nil {
 			s.cfg.Logger.Warn("sweep stopped: cannot list runs", "err", err)
-			return cur, false, time.Time{}
+			return cur, stopFailed, time.Time{}
 		}
-		for chunk := range slices.Chunk(page, sweepBatch) {
+		for i := 0; i < len(page); {
 			if ctx.Err() != nil {
-				return cur, false, time.Time{}
+				return cur, stopFailed, time.Time{}
 			}
-			if limited, reset := s.offerChunk(ctx, st, p, chunk); limited {
-				return cur, false, reset
+			if s.outOfTime(ps) {
+				return cur, stopTime, time.Time{}
 			}
-			cur = gaterun.CursorAt(chunk[len(chunk)-1])
+			n := min(ps.st.batch, len(page)-i)
+			chunk := page[i : i+n]
+			limited, reset, timedOut := s.offerChunk(ctx, ps, chunk)
+			if limited {
+				return cur, stopLimited, reset
+			}
+			if timedOut && n > minSweepBatch {
+				// The same runs again, in a smaller query.
+				ps.timedOut = true
+				ps.st.batch = max(n/2, minSweepBatch)
+				continue
+			}
+			ps.timedOut = ps.timedOut || timedOut
+			i += n
+			cur = gaterun.CursorAt(chunk[n-1])
 		}
 		if len(page) < listPage {
-			return cur, ctx.Err() == nil, time.Time{}
+			if ctx.Err() != nil {
+				return cur, stopFailed, time.Time{}
+			}
+			return cur, stopDone, time.Time{}
 		}
 	}
 }
 
+// outOfTime reports whether one more batch, taking as long as the last,
+// would take the pass past its time budget or its interval.
+func (s *sweeper) outOfTime(ps *sweepPassState) bool {
+	if ps.last <= 0 {
+		return false
+	}
+	return ps.p.ForgeTime+ps.last > ps.budget || s.cfg.Now().Add(ps.last).After(ps.deadline)
+}
+
 // offerChunk offers, in one batch, the runs of chunk not backing off at
-// p.At, notes their outcomes, and counts the batch in p. It reports
-// whether a forge rate limit stopped the batch, with the limit's reset (an
-// interval from now when the limit names none).
-func (s *sweeper) offerChunk(ctx context.Context, st *sweepTerm, p *SweepPass, chunk []gaterun.Run) (limited bool, resume time.Time) {
+// p.At (nor offered by the shallow part, when ps.skip), notes their
+// outcomes, and counts the batch and its time in p. It reports whether a
+// forge rate limit stopped the batch, with the limit's reset (an interval
+// from now when the limit names none), and whether the query timed out.
+func (s *sweeper) offerChunk(ctx context.Context, ps *sweepPassState, chunk []gaterun.Run) (limited bool, resume time.Time, timedOut bool) {
+	st, p := ps.st, ps.p
 	batch := make([]gaterun.Run, 0, len(chunk))
 	for _, run := range chunk {
-		if p.At.Before(st.backoff[run.ID].until) {
+		switch {
+		case ps.skip && ps.offered[run.ID]:
+			continue
+		case p.At.Before(st.backoff[run.ID].until):
 			p.BackingOff++
 			continue
 		}
 		batch = append(batch, run)
 	}
 	if len(batch) == 0 {
-		return false, time.Time{}
+		return false, time.Time{}, false
 	}
+	began := s.cfg.Now()
 	outs, err := s.cfg.Offer.OfferBatch(ctx, batch)
+	ps.last = s.cfg.Now().Sub(began)
+	p.ForgeTime += ps.last
 	for i, out := range outs {
 		st.note(batch[i], out, p.At, s.cfg.Interval)
+		if !ps.skip {
+			ps.offered[batch[i].ID] = true
+		}
 	}
 	p.Offered += len(batch)
 	if !errors.Is(err, forge.ErrRateLimited) {
@@ -310,14 +467,20 @@ func (s *sweeper) offerChunk(ctx context.Context, st *sweepTerm, p *SweepPass, c
 				p.ServerErrors++
 			}
 		}
-		return false, time.Time{}
+		if errors.Is(err, forge.ErrQueryTimeout) {
+			p.Timeouts++
+			timedOut = true
+		}
+		return false, time.Time{}, timedOut
 	}
 	resume = s.cfg.Now().Add(s.cfg.Interval)
-	if rl := (*forge.RateLimitError)(nil); errors.As(err, &rl) {
+	rl := (*forge.RateLimitError)(nil)
+	if errors.As(err, &rl) {
 		resume = rl.Reset
+		p.Limited = rl.Cause
 	}
 	s.cfg.Logger.Warn("sweep stopped: rate limited", "until", resume, "err", err)
-	return true, resume
+	return true, resume, false
 }
 
 // SweepMode is how the sweeper reads the forge (Comparison.SweepMode).

@@ -213,6 +213,7 @@ func TestSweeperCadence(t *testing.T) {
 }
 
 // TestSweeperRateLimit pins that a rate-limit error stops the pass at once,
+// that the shallow window goes first in every pass,
 // that ticks before the limit's reset are skipped (not counted as passes),
 // and that a deep pass cut short resumes from its cursor (the start of the
 // page it was cut in: a page is offered as one batch) on the next pass.
@@ -244,8 +245,8 @@ func TestSweeperRateLimit(t *testing.T) {
 			offers   []string
 		}
 		want := []row{
-			{1, time.Minute, true, false, []string{"acme/a#1", "acme/b#2"}},                // stopped at b's rate limit
-			{2, 6 * time.Minute, true, true, []string{"acme/a#1", "acme/b#2", "acme/c#3"}}, // at the reset: resumes the deep pass at its page
+			{1, time.Minute, true, false, []string{"acme/c#3", "acme/a#1"}},                // the shallow window first, then stopped at a's rate limit
+			{2, 6 * time.Minute, true, true, []string{"acme/c#3", "acme/a#1", "acme/b#2"}}, // at the reset: the shallow window, then the deep pass resumed at its page
 			{3, 7 * time.Minute, false, true, []string{"acme/c#3"}},
 		}
 		if len(passes) != len(want) {
@@ -262,8 +263,9 @@ func TestSweeperRateLimit(t *testing.T) {
 }
 
 // TestSweeperPagesThroughManyRuns pins how a pass reads the store and
-// offers: it lists the open runs 5,000 to a store read (10,250 runs: three
-// reads), offers each exactly once, in batches of at most
+// offers: it lists the open runs 5,000 to a store read (the shallow
+// window, then 10,250 runs of the deep one: three reads), offers each
+// exactly once, in batches of at most
 // forge.MaxPullBatch, one forge query's worth.
 func TestSweeperPagesThroughManyRuns(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -290,8 +292,8 @@ func TestSweeperPagesThroughManyRuns(t *testing.T) {
 		if len(slices.Compact(slices.Sorted(slices.Values(offers[0])))) != n {
 			t.Errorf("some run was offered twice in one pass, want each once")
 		}
-		if gets, lists := runs.take(); lists != 3 || gets != 0 {
-			t.Errorf("store reads: %d pages listed, %d runs got; want 3 and 0: a pass lists 5,000 runs a read and re-reads none itself", lists, gets)
+		if gets, lists := runs.take(); lists != 4 || gets != 0 {
+			t.Errorf("store reads: %d pages listed, %d runs got; want 4 (the shallow window's, then the deep window's three) and 0: a pass lists 5,000 runs a read and re-reads none itself", lists, gets)
 		}
 		if len(offer.batches) != 103 || slices.Max(offer.batches) != forge.MaxPullBatch {
 			t.Errorf("%d batches of at most %d runs, want 103 of at most %d: one forge query's worth each", len(offer.batches), slices.Max(offer.batches), forge.MaxPullBatch)
@@ -377,8 +379,8 @@ func TestSweepPassCostAgainstTheSimulator(t *testing.T) {
 				t.Errorf("pull %d: gate context %q, want success: drift is repaired", i, st)
 			}
 		}
-		if gets, lists := runs.take(); lists != 1 || gets != drifted+1 {
-			t.Errorf("pass 1 store reads: %d pages, %d runs got; want 1 and %d (the drifted and the merged, re-read before their write): store reads grow with pages and writes, not open runs", lists, gets, drifted+1)
+		if gets, lists := runs.take(); lists != 2 || gets != drifted+1 {
+			t.Errorf("pass 1 store reads: %d pages, %d runs got; want 2 (the shallow window, the deep one) and %d (the drifted and the merged, re-read before their write): store reads grow with pages and writes, not open runs", lists, gets, drifted+1)
 		}
 		if r, _ := mem.Get(context.Background(), gateRun(n, fmt.Sprintf("%040d", n), gaterun.VerdictSuccess).ID); !r.Settled {
 			t.Errorf("run of the merged pull request unsettled, want settled: the batch settles as Offer does")

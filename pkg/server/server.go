@@ -281,7 +281,11 @@ func NewForComparison(cfg Config, cmp Comparison) (*Server, error) {
 		Name: "merge_gate_runs_backing_off",
 		Help: "Gating runs whose pull request the forge would not show (404/403, NOT_FOUND/FORBIDDEN), which the sweeper skips until their back-off ends.",
 	})
-	for _, c := range []prometheus.Collector{s.offers, backingOff} {
+	behind := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "merge_gate_sweep_behind",
+		Help: "1 while the sweeper's last pass on this replica could not keep up: its shallow window (runs of the last hour) unfinished at its time budget, or its deep window unfinished after the deep-pass period; else 0.",
+	})
+	for _, c := range []prometheus.Collector{s.offers, backingOff, behind} {
 		if err := cfg.Registry.Register(c); err != nil {
 			return nil, fmt.Errorf("%w: Registry: %w", ErrConfig, err)
 		}
@@ -301,7 +305,7 @@ func NewForComparison(cfg Config, cmp Comparison) (*Server, error) {
 	s.sweeper = newSweeper(sweeperConfig{
 		Runs: cfg.Runs, Offer: sweepOffer, Interval: cfg.SweepInterval,
 		Owner: cfg.Owner, Now: cfg.Now, Logger: log, OnPass: s.passes.sweepPass(cfg.Now, cfg.OnSweep),
-		BackingOff: backingOff, Watchdog: s.watchdog(MergeGateSweeper(), cfg.SweepInterval),
+		BackingOff: backingOff, Behind: behind, Watchdog: s.watchdog(MergeGateSweeper(), cfg.SweepInterval),
 	})
 	if len(cfg.BoardRepos) > 0 {
 		bs, err := board.NewSync(board.Config{
