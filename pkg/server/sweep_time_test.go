@@ -1,0 +1,226 @@
+package server_test
+
+import (
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"iterion.dev/iterion/pkg/forge"
+	"iterion.dev/iterion/pkg/forge/forgesim"
+	"iterion.dev/iterion/pkg/server"
+)
+
+// steadyLatency is GitHub's latency model without its tail: every query
+// takes its median (1 s plus 5 ms a node), so the tests' times are exact.
+func steadyLatency() forgesim.Latency {
+	l := forgesim.GitHubLatency()
+	l.Tail = 0
+	return l
+}
+
+// sweepRecorder keeps the passes of a sweeper and the simulator's GraphQL
+// request count at the end of each.
+type sweepRecorder struct {
+	mu      sync.Mutex
+	sim     *forgesim.Sim
+	passes  []server.SweepPass
+	queries []int64
+}
+
+func (r *sweepRecorder) onPass(p server.SweepPass) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.passes = append(r.passes, p)
+	r.queries = append(r.queries, r.sim.Requests(forgesim.Filter{Route: "POST /graphql"}))
+}
+
+func (r *sweepRecorder) snapshot() ([]server.SweepPass, []int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.passes), slices.Clone(r.queries)
+}
+
+// TestSweepStopsAtAGraphQL200Limit pins, against the simulator with the
+// latency model on and GraphQL limits answered 200 with an errors array:
+// a limit met mid-pass stops the pass after at most one more request, the
+// pass reports the limit's cause, no request goes out before the limit's
+// reset, and the next pass, after the reset, checks the runs the stopped
+// one did not reach.
+func TestSweepStopsAtAGraphQL200Limit(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		cause forge.RateLimitCause
+	}{
+		{"primary RATE_LIMITED", forge.CausePrimary},
+		{"secondary message", forge.CauseSecondary},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				const n = 500
+				sim := forgesim.New(forgesim.WithLatency(steadyLatency()), forgesim.WithGraphQLLimitAnswer(forgesim.GraphQLLimit200))
+				fc, runs, stopSim := seedSweepRuns(t, sim, n, 0)
+				defer stopSim()
+				sim.ResetStats()
+				rec := &sweepRecorder{sim: sim}
+				sw := server.NewSweeper(server.SweeperConfig{Runs: runs, Offer: server.NewReconciler(runs, fc, nil), Interval: time.Minute, OnPass: rec.onPass})
+				start := time.Now()
+				stop := startSweeper(sw)
+				defer stop()
+				time.Sleep(time.Minute)
+				// Two queries in, the limit is set, so the next is refused:
+				// the hour's points spent behind the client's back (its
+				// gate saw plenty left), or a secondary limit.
+				var limitedAt int64
+				for limitedAt < 2 {
+					time.Sleep(100 * time.Millisecond)
+					synctest.Wait()
+					limitedAt = sim.Requests(forgesim.Filter{Route: "POST /graphql"})
+				}
+				var err error
+				if c.cause == forge.CausePrimary {
+					err = sim.SetBudget("tok", int(limitedAt))
+				} else {
+					err = sim.SecondaryLimit("", 90*time.Second, 1)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(time.Minute)
+				synctest.Wait()
+				passes, queries := rec.snapshot()
+				if len(passes) != 1 {
+					t.Fatalf("got %d passes in the first two intervals, want 1: the tick before the reset is skipped", len(passes))
+				}
+				p := passes[0]
+				if p.Complete || p.Limited != c.cause || queries[0] > limitedAt+2 {
+					t.Fatalf("pass 1: complete %v, limited %q, %d queries; want incomplete, %q, at most %d (the refused one and at most one more): a 200 limit answer stops the pass",
+						p.Complete, p.Limited, queries[0], c.cause, limitedAt+2)
+				}
+				if p.Offered >= n {
+					t.Fatalf("pass 1 offered %d runs, want fewer than %d: the limit met it mid-pass", p.Offered, n)
+				}
+				// The reset: the hour of the primary budget, whose window
+				// opened at the first query, one interval in; 90 s after
+				// the refusal, a few seconds into the first pass, for the
+				// secondary limit.
+				reset := time.Hour + time.Minute
+				if c.cause == forge.CauseSecondary {
+					reset = time.Minute + 90*time.Second
+				}
+				time.Sleep(time.Until(start.Add(reset - 2*time.Second)))
+				synctest.Wait()
+				if q := sim.Requests(forgesim.Filter{Route: "POST /graphql"}); q != queries[0] {
+					t.Fatalf("%d queries before the reset, want %d: nothing is sent while the limit holds", q, queries[0])
+				}
+				if c.cause == forge.CausePrimary {
+					if err := sim.SetBudget("tok", 5000); err != nil {
+						t.Fatal(err)
+					}
+				}
+				time.Sleep(3 * time.Minute)
+				synctest.Wait()
+				passes, _ = rec.snapshot()
+				if len(passes) < 2 {
+					t.Fatalf("got %d passes after the reset, want at least 2: the sweep resumes after the reset", len(passes))
+				}
+				if q := passes[1]; !q.Complete || q.Limited != "" || q.ForgeErrors != 0 || q.Offered+p.Offered < n {
+					t.Fatalf("pass after the reset: %+v; want complete, unlimited, and with the stopped pass's %d every one of the %d runs offered", q, p.Offered, n)
+				}
+			})
+		})
+	}
+}
+
+// TestSweepSpendsAtMostItsTimeBudget pins the time budget against the
+// simulator with the latency model on: with more shallow-window runs than
+// half of GitHub's GraphQL time allows in a minute, each pass spends at
+// most 30 s of response time, stops at its cursor and says it is behind
+// (the Behind gauge is 1), the next passes resume there so every run is
+// checked within 3 intervals, and no limit of the simulator refuses a
+// request.
+func TestSweepSpendsAtMostItsTimeBudget(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const n = 5000
+		sim := forgesim.New(forgesim.WithLatency(steadyLatency()))
+		fc, runs, stopSim := seedSweepRuns(t, sim, n, 0)
+		defer stopSim()
+		sim.ResetStats()
+		behind := prometheus.NewGauge(prometheus.GaugeOpts{Name: "behind"})
+		rec := &sweepRecorder{sim: sim}
+		var gauge []float64
+		sw := server.NewSweeper(server.SweeperConfig{Runs: runs, Offer: server.NewReconciler(runs, fc, nil), Interval: time.Minute, Behind: behind,
+			OnPass: func(p server.SweepPass) { rec.onPass(p); gauge = append(gauge, testutil.ToFloat64(behind)) }})
+		stop := startSweeper(sw)
+		time.Sleep(3*time.Minute + 45*time.Second)
+		synctest.Wait()
+		stop()
+		passes, _ := rec.snapshot()
+		if len(passes) != 3 {
+			t.Fatalf("got %d passes in 3 intervals, want 3", len(passes))
+		}
+		offered := 0
+		for i, p := range passes {
+			if p.ForgeTime > 30*time.Second || p.ForgeTime < 20*time.Second {
+				t.Errorf("pass %d spent %v of forge time, want 20 to 30 s: at most half of GitHub's 60 s of GraphQL a minute, and close to it", p.Pass, p.ForgeTime)
+			}
+			if !p.Complete || p.Limited != "" {
+				t.Errorf("pass %d: complete %v, limited %q; want complete and unlimited: a pass stopped by its budget did its share", p.Pass, p.Complete, p.Limited)
+			}
+			if i == 2 && (!p.ShallowDone || gauge[i] != 0) {
+				t.Errorf("pass 3: shallow done %v, gauge %v; want done, 0: the third pass reaches the window's end", p.ShallowDone, gauge[i])
+			}
+			if i < 2 && (!p.Behind || p.ShallowDone || gauge[i] != 1) {
+				t.Errorf("pass %d: behind %v, shallow done %v, gauge %v; want behind, not done, 1: the shallow window is more than one pass's time", p.Pass, p.Behind, p.ShallowDone, gauge[i])
+			}
+			offered += p.Offered
+		}
+		if offered < n {
+			t.Errorf("3 passes offered %d runs, want all %d: each pass resumes where the last stopped", offered, n)
+		}
+		for _, rc := range sim.Stats().Requests {
+			if rc.Status != 200 {
+				t.Errorf("simulator answered %d %s %s %d times, want only 200s: the budget keeps the sweep under GitHub's time limit", rc.Status, rc.Method, rc.Route, rc.Count)
+			}
+		}
+	})
+}
+
+// TestSweepHalvesABatchThatTimesOut pins the batch size against the
+// simulator: with queries of 100 pull requests past GitHub's 10 s timeout
+// and queries of 50 under it, a pass offers the timed-out runs again in
+// halves and goes on, so every run is checked; the next pass starts with
+// the size that worked (50), and each pass without a timeout grows it by
+// half, back to 100 (75, then 100).
+func TestSweepHalvesABatchThatTimesOut(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const n = 300
+		lat := steadyLatency()
+		lat.GraphQLPerNode = 100 * time.Millisecond // a node a pull: 100 pulls take 11 s, past the timeout; 75 take 8.5 s, 50 take 6 s
+		sim := forgesim.New(forgesim.WithLatency(lat))
+		fc, runs, stopSim := seedSweepRuns(t, sim, n, 0)
+		defer stopSim()
+		rec := &sweepRecorder{sim: sim}
+		sw := server.NewSweeper(server.SweeperConfig{Runs: runs, Offer: server.NewReconciler(runs, fc, nil), Interval: 2 * time.Minute, OnPass: rec.onPass})
+		stop := startSweeper(sw)
+		time.Sleep(6*time.Minute + 50*time.Second)
+		synctest.Wait()
+		stop()
+		passes, _ := rec.snapshot()
+		if len(passes) != 3 {
+			t.Fatalf("got %d passes, want 3", len(passes))
+		}
+		if p := passes[0]; p.Timeouts != 1 || p.Batch != 50 || !p.Complete || p.ForgeErrors != 1 || p.Offered != n+100 {
+			t.Errorf("pass 1: %d timeouts, batch %d, complete %v, %d forge errors, %d offered; want 1, 50, complete, 1, %d (the timed-out 100 again in halves)", p.Timeouts, p.Batch, p.Complete, p.ForgeErrors, p.Offered, n+100)
+		}
+		for i, want := range []int{75, 100} {
+			if p := passes[i+1]; p.Timeouts != 0 || p.Batch != want || p.Offered != n || !p.Complete {
+				t.Errorf("pass %d: %d timeouts, batch %d, %d offered, complete %v; want 0, %d (grown back by half), %d, complete", p.Pass, p.Timeouts, p.Batch, p.Offered, p.Complete, want, n)
+			}
+		}
+	})
+}
