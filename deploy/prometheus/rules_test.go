@@ -104,6 +104,20 @@ load 1m
   forge_rate_limit_reserve{lane="merge-gate-sweeper", instance="a"} 1000x20
 `, 10 * time.Minute}},
 }, {
+	alert: "IterionSweepBehind",
+	fires: fixture{"every pass of replica a since 2m stops at its time budget before the end of the shallow window", `
+load 1m
+  merge_gate_sweep_behind{instance="a"} 0 0 1x20
+  merge_gate_sweep_behind{instance="b"} 0x22
+`, 8 * time.Minute},
+	healthy: []fixture{{"one pass in three is behind: the backlog clears", `
+load 1m
+  merge_gate_sweep_behind{instance="a"} 1 0 0 1 0 0 1 0 0 1 0 0 1 0 0
+`, 12 * time.Minute}, {"no pass is behind", `
+load 1m
+  merge_gate_sweep_behind{instance="a"} 0x20
+`, 10 * time.Minute}},
+}, {
 	alert: "IterionLeaseStoreUnreachable",
 	fires: fixture{"every renewal and acquire of replica a for 15m got no answer", `
 load 1m

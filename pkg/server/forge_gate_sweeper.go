@@ -113,7 +113,8 @@ type sweeperConfig struct {
 	// per minute of Interval, measured as the batches' response time; 0
 	// means DefaultSweepTimeShare.
 	TimeShare float64
-	// Behind, when set, is 1 while the last pass was Behind, else 0.
+	// Behind, when set, is 1 while the last pass of the current term was
+	// Behind, else 0 (0 once the term ends).
 	Behind prometheus.Gauge
 }
 
@@ -238,6 +239,9 @@ func (st *sweepTerm) note(run gaterun.Run, out outcome, now time.Time, interval 
 func (s *sweeper) Work(ctx context.Context) {
 	st := &sweepTerm{term: int(s.terms.Add(1)), backoff: make(map[string]backoff), batch: sweepBatch}
 	defer s.showBackingOff(nil)
+	if s.cfg.Behind != nil {
+		defer s.cfg.Behind.Set(0)
+	}
 	err := lease.Every(forge.WithLane(ctx, forge.LaneMergeGateSweeper), s.cfg.Interval, s.cfg.Now,
 		func(ctx context.Context) (time.Time, bool) {
 			p, resume := s.pass(ctx, st)
