@@ -214,7 +214,7 @@ func (st *sweepTerm) note(run gaterun.Run, out outcome, now time.Time, interval 
 //
 // A pass spends at most its time budget (sweeperConfig.TimeShare) and its
 // interval: before each batch it stops, at its cursor, when the batch
-// would take it past either (judged by the last batch's time); the next
+// would take it past either (judged by the mean time of its batches); the next
 // pass resumes the window there. Such a pass is complete (it did its
 // share) but Behind.
 //
@@ -271,10 +271,10 @@ type sweepPassState struct {
 	st *sweepTerm
 	p  *SweepPass
 	// budget is the forge time the pass may spend; deadline is the end of
-	// its interval; last is the time its last batch took.
+	// its interval; batches is how many batches took p.ForgeTime.
 	budget   time.Duration
 	deadline time.Time
-	last     time.Duration
+	batches  int
 	// offered holds the runs the shallow part offered, which the deep part
 	// skips; skip turns that on.
 	offered  map[string]bool
@@ -422,13 +422,15 @@ func (s *sweeper) offerSince(ctx context.Context, ps *sweepPassState, since time
 	}
 }
 
-// outOfTime reports whether one more batch, taking as long as the last,
-// would take the pass past its time budget or its interval.
+// outOfTime reports whether one more batch, taking the mean time of the
+// pass's batches so far, would take the pass past its time budget or its
+// interval.
 func (s *sweeper) outOfTime(ps *sweepPassState) bool {
-	if ps.last <= 0 {
+	if ps.batches == 0 {
 		return false
 	}
-	return ps.p.ForgeTime+ps.last > ps.budget || s.cfg.Now().Add(ps.last).After(ps.deadline)
+	next := ps.p.ForgeTime / time.Duration(ps.batches)
+	return ps.p.ForgeTime+next > ps.budget || s.cfg.Now().Add(next).After(ps.deadline)
 }
 
 // offerChunk offers, in one batch, the runs of chunk not backing off at
@@ -454,8 +456,8 @@ func (s *sweeper) offerChunk(ctx context.Context, ps *sweepPassState, chunk []ga
 	}
 	began := s.cfg.Now()
 	outs, err := s.cfg.Offer.OfferBatch(ctx, batch)
-	ps.last = s.cfg.Now().Sub(began)
-	p.ForgeTime += ps.last
+	p.ForgeTime += s.cfg.Now().Sub(began)
+	ps.batches++
 	for i, out := range outs {
 		st.note(batch[i], out, p.At, s.cfg.Interval)
 		if !ps.skip {

@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -223,4 +224,50 @@ func TestSweepHalvesABatchThatTimesOut(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestSweepUnderGitHubLatency measures the sweep against the simulator with
+// GitHub's latency model as it ships (a 100-pull query's median 1.5 s, 2%
+// of them past the 10 s timeout, half of those 502s), at 1,000 and 5,000
+// open runs all in the shallow window, one replica, over 6 intervals, and
+// logs each pass (docs/benchmarks.md). It asserts what holds whatever the
+// draws: no request refused by any limit, a pass every interval, and a
+// pass's forge time within its 30 s budget plus at most one query's
+// timeout (a timeout cannot be foreseen). How often each run is checked is
+// measured, not asserted: the tail makes it vary (docs/benchmarks.md).
+func TestSweepUnderGitHubLatency(t *testing.T) {
+	for _, n := range []int{1000, 5000} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				lat := forgesim.GitHubLatency()
+				lat.Seed = 1
+				sim := forgesim.New(forgesim.WithLatency(lat))
+				fc, runs, stopSim := seedSweepRuns(t, sim, n, 0)
+				defer stopSim()
+				sim.ResetStats()
+				rec := &sweepRecorder{sim: sim}
+				sw := server.NewSweeper(server.SweeperConfig{Runs: runs, Offer: server.NewReconciler(runs, fc, nil), Interval: time.Minute, OnPass: rec.onPass})
+				stop := startSweeper(sw)
+				time.Sleep(6*time.Minute + 59*time.Second)
+				synctest.Wait()
+				stop()
+				passes, _ := rec.snapshot()
+				for _, p := range passes {
+					t.Logf("runs %d pass %d: forge time %v, offered %d, batches %d, timeouts %d, batch after %d, shallow done %v, behind %v, pass ÷ interval %.2f",
+						n, p.Pass, p.ForgeTime, p.Offered, p.ForgeReads, p.Timeouts, p.Batch, p.ShallowDone, p.Behind, p.ForgeTime.Seconds()/60)
+					if p.ForgeTime > 30*time.Second+forgesim.GraphQLTimeout {
+						t.Errorf("pass %d spent %v, want at most 30 s plus one 10 s timeout", p.Pass, p.ForgeTime)
+					}
+				}
+				for _, rc := range sim.Stats().Requests {
+					if rc.Status == 403 || rc.Status == 429 {
+						t.Errorf("simulator answered %d %s %d times, want no refusal", rc.Status, rc.Route, rc.Count)
+					}
+				}
+				if len(passes) != 6 {
+					t.Errorf("got %d passes in 6 intervals, want 6", len(passes))
+				}
+			})
+		})
+	}
 }
