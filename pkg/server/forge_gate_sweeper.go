@@ -149,10 +149,9 @@ func newSweeper(cfg sweeperConfig) *sweeper {
 // outlives it: the next term starts afresh, with a deep pass.
 type sweepTerm struct {
 	term, pass int
-	// shallowCursor is where a shallow window stopped at its time budget;
-	// shallowPending makes the next pass resume it there.
-	shallowCursor  gaterun.Cursor
-	shallowPending bool
+	// shallowCursor is where a shallow window stopped at its time budget:
+	// the next pass resumes it there (the zero Cursor: from the start).
+	shallowCursor gaterun.Cursor
 	// deepCursor is where an unfinished deep pass stopped; deepPending
 	// makes the next pass a deep one that resumes there. deepBegan is
 	// when the deep window being swept began.
@@ -302,9 +301,11 @@ func (s *sweeper) pass(ctx context.Context, st *sweepTerm) (_ SweepPass, resume 
 	shallowSince := p.At.Add(-shallowWindow)
 	p.Since = shallowSince
 	cur, stop, resume := s.offerSince(ctx, ps, shallowSince, st.shallowCursor)
-	st.shallowPending = stop != stopDone
+	// Only a pass out of time resumes the shallow window at its cursor;
+	// after a failure or a limit it starts afresh, so no run of the last
+	// hour is left for the deep window.
 	st.shallowCursor = gaterun.Cursor{}
-	if stop != stopDone {
+	if stop == stopTime {
 		st.shallowCursor = cur
 	}
 	p.ShallowDone = stop == stopDone
