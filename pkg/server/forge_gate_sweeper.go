@@ -111,7 +111,8 @@ type sweeperConfig struct {
 	Watchdog lease.Watchdog
 	// TimeShare is the share of forge.GraphQLCPUPerMinute a pass may spend
 	// per minute of Interval, measured as the batches' response time; 0
-	// means DefaultSweepTimeShare.
+	// means DefaultSweepTimeShare, a negative share no time budget and no
+	// interval stop (Comparison.NoSweepTimeBudget).
 	TimeShare float64
 	// Behind, when set, is 1 while the last pass of the current term was
 	// Behind, else 0 (0 once the term ends).
@@ -136,7 +137,7 @@ func newSweeper(cfg sweeperConfig) *sweeper {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if cfg.TimeShare <= 0 {
+	if cfg.TimeShare == 0 {
 		cfg.TimeShare = DefaultSweepTimeShare
 	}
 	if cfg.Logger == nil {
@@ -427,7 +428,7 @@ func (s *sweeper) offerSince(ctx context.Context, ps *sweepPassState, since time
 // pass's batches so far, would take the pass past its time budget or its
 // interval.
 func (s *sweeper) outOfTime(ps *sweepPassState) bool {
-	if ps.batches == 0 {
+	if ps.batches == 0 || s.cfg.TimeShare < 0 {
 		return false
 	}
 	next := ps.p.ForgeTime / time.Duration(ps.batches)

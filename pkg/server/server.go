@@ -173,6 +173,12 @@ type Comparison struct {
 	// SweepREST, the per-run REST sweep it replaced (iterion serve
 	// --sweep-mode).
 	SweepMode SweepMode
+	// NoSweepTimeBudget lifts the sweeper's time budget and interval stop
+	// (SweepPass.ForgeTime), so a pass runs to its end however long its
+	// forge reads take (iterion serve --sweep-no-time-budget): for a
+	// harness on a compressed clock whose forge answers at once, where
+	// the time a pass takes is the machine's, not GitHub's.
+	NoSweepTimeBudget bool
 }
 
 // New validates cfg, fills in its defaults and returns a Server. Errors
@@ -302,8 +308,12 @@ func NewForComparison(cfg Config, cmp Comparison) (*Server, error) {
 	if cmp.SweepMode == SweepREST {
 		sweepOffer = perRunOfferer{sweepOffer}
 	}
+	timeShare := 0.0 // the default
+	if cmp.NoSweepTimeBudget {
+		timeShare = -1
+	}
 	s.sweeper = newSweeper(sweeperConfig{
-		Runs: cfg.Runs, Offer: sweepOffer, Interval: cfg.SweepInterval,
+		Runs: cfg.Runs, Offer: sweepOffer, Interval: cfg.SweepInterval, TimeShare: timeShare,
 		Owner: cfg.Owner, Now: cfg.Now, Logger: log, OnPass: s.passes.sweepPass(cfg.Now, cfg.OnSweep),
 		BackingOff: backingOff, Behind: behind, Watchdog: s.watchdog(MergeGateSweeper(), cfg.SweepInterval),
 	})
