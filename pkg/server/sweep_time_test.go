@@ -46,6 +46,17 @@ func (r *sweepRecorder) snapshot() ([]server.SweepPass, []int64) {
 	return slices.Clone(r.passes), slices.Clone(r.queries)
 }
 
+// sweepFor runs one term of sw for d of virtual time and returns the
+// passes rec recorded.
+func sweepFor(sw *server.Sweeper, rec *sweepRecorder, d time.Duration) []server.SweepPass {
+	stop := startSweeper(sw)
+	time.Sleep(d)
+	synctest.Wait()
+	stop()
+	passes, _ := rec.snapshot()
+	return passes
+}
+
 // TestSweepStopsAtAGraphQL200Limit pins, against the simulator with the
 // latency model on and GraphQL limits answered 200 with an errors array:
 // a limit met mid-pass stops the pass after at most one more request, the
@@ -156,11 +167,7 @@ func TestSweepSpendsAtMostItsTimeBudget(t *testing.T) {
 		var gauge []float64
 		sw := server.NewSweeper(server.SweeperConfig{Runs: runs, Offer: server.NewReconciler(runs, fc, nil), Interval: time.Minute, Behind: behind,
 			OnPass: func(p server.SweepPass) { rec.onPass(p); gauge = append(gauge, testutil.ToFloat64(behind)) }})
-		stop := startSweeper(sw)
-		time.Sleep(3*time.Minute + 45*time.Second)
-		synctest.Wait()
-		stop()
-		passes, _ := rec.snapshot()
+		passes := sweepFor(sw, rec, 3*time.Minute+45*time.Second)
 		if len(passes) != 3 {
 			t.Fatalf("got %d passes in 3 intervals, want 3", len(passes))
 		}
@@ -207,11 +214,7 @@ func TestSweepHalvesABatchThatTimesOut(t *testing.T) {
 		defer stopSim()
 		rec := &sweepRecorder{sim: sim}
 		sw := server.NewSweeper(server.SweeperConfig{Runs: runs, Offer: server.NewReconciler(runs, fc, nil), Interval: 2 * time.Minute, OnPass: rec.onPass})
-		stop := startSweeper(sw)
-		time.Sleep(6*time.Minute + 50*time.Second)
-		synctest.Wait()
-		stop()
-		passes, _ := rec.snapshot()
+		passes := sweepFor(sw, rec, 6*time.Minute+50*time.Second)
 		if len(passes) != 3 {
 			t.Fatalf("got %d passes, want 3", len(passes))
 		}
@@ -247,11 +250,7 @@ func TestSweepUnderGitHubLatency(t *testing.T) {
 				sim.ResetStats()
 				rec := &sweepRecorder{sim: sim}
 				sw := server.NewSweeper(server.SweeperConfig{Runs: runs, Offer: server.NewReconciler(runs, fc, nil), Interval: time.Minute, OnPass: rec.onPass})
-				stop := startSweeper(sw)
-				time.Sleep(6*time.Minute + 59*time.Second)
-				synctest.Wait()
-				stop()
-				passes, _ := rec.snapshot()
+				passes := sweepFor(sw, rec, 6*time.Minute+59*time.Second)
 				for _, p := range passes {
 					t.Logf("runs %d pass %d: forge time %v, offered %d, batches %d, timeouts %d, batch after %d, shallow done %v, behind %v, pass ÷ interval %.2f",
 						n, p.Pass, p.ForgeTime, p.Offered, p.ForgeReads, p.Timeouts, p.Batch, p.ShallowDone, p.Behind, p.ForgeTime.Seconds()/60)
