@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"sync"
@@ -13,6 +14,7 @@ import (
 
 	"iterion.dev/iterion/pkg/forge"
 	"iterion.dev/iterion/pkg/forge/forgesim"
+	"iterion.dev/iterion/pkg/gaterun"
 	"iterion.dev/iterion/pkg/server"
 )
 
@@ -269,4 +271,94 @@ func TestSweepUnderGitHubLatency(t *testing.T) {
 			})
 		})
 	}
+}
+
+// seenOfferer records the IDs of the runs offered through it.
+type seenOfferer struct {
+	server.Offerer
+	mu   sync.Mutex
+	seen map[string]int // offers by run ID
+}
+
+func (o *seenOfferer) OfferBatch(ctx context.Context, runs []gaterun.Run) ([]server.Outcome, error) {
+	o.mu.Lock()
+	for _, r := range runs {
+		o.seen[r.ID]++
+	}
+	o.mu.Unlock()
+	return o.Offerer.OfferBatch(ctx, runs)
+}
+
+// take returns the offers since the last take.
+func (o *seenOfferer) take() map[string]int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	out := o.seen
+	o.seen = make(map[string]int)
+	return out
+}
+
+// TestSweepShallowFirstDeepWithinItsPeriod pins the order of a pass against
+// the simulator with the latency model on (no tail): with 5,000 open runs,
+// 500 of them updated in the last hour, every pass checks the 500 first,
+// and the deep window, too much for one pass's time, goes on from its
+// cursor over the next passes and has checked every run well within the
+// deep-pass period; no pass is behind and no request is refused.
+func TestSweepShallowFirstDeepWithinItsPeriod(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const n, shallow = 5000, 500
+		sim := forgesim.New(forgesim.WithLatency(steadyLatency()))
+		fc, runs, stopSim := seedSweepRuns(t, sim, shallow, 0)
+		defer stopSim()
+		for i := shallow + 1; i <= n; i++ {
+			sha := fmt.Sprintf("%040d", i)
+			if err := sim.SeedPull("acme", "app", i, sha, "open"); err != nil {
+				t.Fatal(err)
+			}
+			if err := sim.SetStatus("acme", "app", sha, forgesim.Status{Context: gaterun.DefaultContext, State: "success"}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := runs.Put(context.Background(), gateRun(i, sha, gaterun.VerdictSuccess), time.Now().Add(-5*time.Hour)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		sim.ResetStats()
+		offer := &seenOfferer{Offerer: server.NewReconciler(runs, fc, nil), seen: make(map[string]int)}
+		rec := &sweepRecorder{sim: sim}
+		var seen []map[string]int
+		sw := server.NewSweeper(server.SweeperConfig{Runs: runs, Offer: offer, Interval: time.Minute,
+			OnPass: func(p server.SweepPass) { rec.onPass(p); seen = append(seen, offer.take()) }})
+		passes := sweepFor(sw, rec, 6*time.Minute+45*time.Second)
+		if len(passes) != 6 {
+			t.Fatalf("got %d passes in 6 intervals, want 6", len(passes))
+		}
+		deep := make(map[string]bool)
+		deepDone := 0
+		for i, p := range passes {
+			fresh := 0
+			for j := 1; j <= shallow; j++ {
+				if seen[i][gateRun(j, fmt.Sprintf("%040d", j), gaterun.VerdictSuccess).ID] > 0 {
+					fresh++
+				}
+			}
+			for id := range seen[i] {
+				deep[id] = true
+			}
+			t.Logf("pass %d: forge time %v, runs checked %d (shallow window %d), runs checked so far %d of %d, behind %v", p.Pass, p.ForgeTime, len(seen[i]), fresh, len(deep), n, p.Behind)
+			if fresh != shallow || !p.ShallowDone || p.Behind {
+				t.Errorf("pass %d: %d of the %d shallow-window runs checked, shallow done %v, behind %v; want all, done, not behind: the shallow window goes first every interval", p.Pass, fresh, shallow, p.ShallowDone, p.Behind)
+			}
+			if deepDone == 0 && len(deep) == n {
+				deepDone = p.Pass
+			}
+		}
+		if deepDone == 0 || deepDone > server.DeepEvery {
+			t.Errorf("every run checked by pass %d, want by pass %d at most: the deep window finishes within the deep-pass period", deepDone, server.DeepEvery)
+		}
+		for _, rc := range sim.Stats().Requests {
+			if rc.Status != 200 {
+				t.Errorf("simulator answered %d %s %d times, want only 200s", rc.Status, rc.Route, rc.Count)
+			}
+		}
+	})
 }
