@@ -53,9 +53,11 @@ type SweepPass struct {
 	// Term counts the terms this sweeper served, from 1; Pass counts the
 	// passes of the term, from 1.
 	Term, Pass int
-	// Deep is true for the 192-hour window.
+	// Deep is true when the pass owes the 192-hour window (after the
+	// shallow one).
 	Deep bool
-	// At is when the pass began; Since is the start of its window.
+	// At is when the pass began; Since is the start of the last window it
+	// swept: the deep window's once it reached it, else the shallow one's.
 	At, Since time.Time
 	// Offered is how many runs were offered; BackingOff how many the pass
 	// skipped because their pull request could not be read lately.
