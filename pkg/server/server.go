@@ -155,6 +155,9 @@ type Server struct {
 	// stalls signals, by lease name, that this replica's term of the net
 	// ended because its passes kept failing; filled in New, read-only after.
 	stalls map[string]chan struct{}
+	// measureCalls counts the measurement group's store calls; nil
+	// without Comparison.MeasureGroupShards.
+	measureCalls *prometheus.CounterVec
 }
 
 // ErrConfig reports a Config New cannot use; errors that wrap it name the
@@ -173,6 +176,15 @@ type Comparison struct {
 	// SweepREST, the per-run REST sweep it replaced (iterion serve
 	// --sweep-mode).
 	SweepMode SweepMode
+	// MeasureGroupShards, when positive, runs the lease group MeasureGroup()
+	// of that many shards on this replica, whose work only holds its shard
+	// terms, so a measurement can watch a group's spread, hand-overs and
+	// store cost on real processes (iterion serve --measure-group-shards).
+	// Each shard term's start and end is logged at Info ("measure group:
+	// shard term", with shard and event), and the group's store calls are
+	// counted in measure_group_store_calls_total{op}. 0 runs no group;
+	// negative is invalid.
+	MeasureGroupShards int
 }
 
 // New validates cfg, fills in its defaults and returns a Server. Errors
@@ -206,6 +218,8 @@ func NewForComparison(cfg Config, cmp Comparison) (*Server, error) {
 		return nil, fmt.Errorf("%w: BoardInterval %v is under %v", ErrConfig, cfg.BoardInterval, lease.MinTTL)
 	case cmp.SweepMode != "" && cmp.SweepMode != SweepBatch && cmp.SweepMode != SweepREST:
 		return nil, fmt.Errorf("%w: Comparison.SweepMode %q is not %q or %q", ErrConfig, cmp.SweepMode, SweepBatch, SweepREST)
+	case cmp.MeasureGroupShards < 0:
+		return nil, fmt.Errorf("%w: Comparison.MeasureGroupShards %d is negative", ErrConfig, cmp.MeasureGroupShards)
 	case cfg.OfferTimeout < 0:
 		return nil, fmt.Errorf("%w: OfferTimeout %v is negative", ErrConfig, cfg.OfferTimeout)
 	case cfg.ShutdownTimeout < 0:
@@ -288,6 +302,15 @@ func NewForComparison(cfg Config, cmp Comparison) (*Server, error) {
 	}
 	if s.passes, err = newNetMetrics(cfg.Registry); err != nil {
 		return nil, fmt.Errorf("%w: Registry: %w", ErrConfig, err)
+	}
+	if cmp.MeasureGroupShards > 0 {
+		s.measureCalls = prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "measure_group_store_calls_total",
+			Help: "Store calls of the measurement-only lease group (--measure-group-shards), by operation.",
+		}, []string{"op"})
+		if err := cfg.Registry.Register(s.measureCalls); err != nil {
+			return nil, fmt.Errorf("%w: Registry: %w", ErrConfig, err)
+		}
 	}
 	boardInterval := cfg.BoardInterval
 	if boardInterval == 0 {
@@ -455,6 +478,9 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	for _, n := range s.nets() {
 		nets.Go(func() { s.elect(netsCtx, n) })
 	}
+	if s.cmp.MeasureGroupShards > 0 {
+		nets.Go(func() { s.measureGroup(netsCtx) })
+	}
 	var srv *http.Server
 	served := make(chan error, 1)
 	if ln != nil {
@@ -528,6 +554,38 @@ func (s *Server) leaseEvent(ev lease.Event) {
 		if s.cfg.OnLeaseEvent != nil {
 			s.cfg.OnLeaseEvent(ev)
 		}
+	}
+}
+
+// measureGroup serves the measurement-only group (Comparison.MeasureGroupShards)
+// until ctx is done. Its work holds each shard term and does nothing else;
+// the group's TTL and retry follow the sweep interval, as the sweeper's do.
+func (s *Server) measureGroup(ctx context.Context) {
+	g := MeasureGroup()
+	err := lease.RunGroup(ctx, s.cfg.Leases, lease.GroupSpec{
+		Name:    g.Name,
+		Owner:   s.cfg.Owner,
+		Shards:  s.cmp.MeasureGroupShards,
+		TTL:     g.TTL(s.cfg.SweepInterval),
+		Retry:   g.Retry(s.cfg.SweepInterval),
+		Logger:  s.cfg.Logger,
+		Health:  s.health,
+		OnEvent: s.measureEvent,
+	}, func(ctx context.Context, shard int) { <-ctx.Done() })
+	if err != nil {
+		s.log.Error("measurement group not started", "lease", g.Name, "err", err)
+	}
+}
+
+// measureEvent passes a measurement group event to the lease metrics,
+// counts its store calls and logs its shard terms' starts and ends.
+func (s *Server) measureEvent(ev lease.Event) {
+	s.leases.Observe(ev)
+	switch {
+	case ev.Kind == lease.StoreCalled:
+		s.measureCalls.WithLabelValues(ev.Op).Inc()
+	case ev.Shard >= 0 && (ev.Kind == lease.Elected || ev.Kind == lease.SteppedDown):
+		s.log.Info("measure group: shard term", "lease", ev.Name, "shard", ev.Shard, "event", ev.Kind.String(), "reason", ev.Reason)
 	}
 }
 
