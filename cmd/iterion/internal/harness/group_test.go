@@ -81,6 +81,37 @@ func TestGroupArithmetic(t *testing.T) {
 	}
 }
 
+// TestHandOverGap pins the hand-over figures: only the terms that count
+// and end within the window, each to the next term of its shard, and a
+// shard never held again to the window's end; and the step-downs by
+// reason.
+func TestHandOverGap(t *testing.T) {
+	s := time.Second
+	terms := []shardTerm{
+		{shard: 0, replica: "a", from: at(0), to: at(10 * s), reason: lease.ReasonCanceled},
+		{shard: 0, replica: "b", from: at(10*s + 700*time.Millisecond), to: at(30 * s)},
+		{shard: 1, replica: "a", from: at(0), to: at(11 * s), reason: lease.ReasonCanceled},
+		{shard: 1, replica: "c", from: at(12*s + 200*time.Millisecond), to: at(30 * s)},
+		{shard: 2, replica: "c", from: at(0), to: at(12 * s), reason: lease.ReasonDeadline}, // does not count
+		{shard: 2, replica: "b", from: at(16 * s), to: at(30 * s)},
+		{shard: 3, replica: "a", from: at(0), to: at(5 * s), reason: lease.ReasonCanceled}, // before the window
+		{shard: 4, replica: "a", from: at(0), to: at(13 * s), reason: lease.ReasonCanceled}, // never held again
+	}
+	canceled := func(st shardTerm) bool { return st.reason == lease.ReasonCanceled }
+	if n, d := handOverGap(terms, at(9*s), at(12*s), canceled); n != 2 || d != 1200*time.Millisecond {
+		t.Errorf("hand-overs in [9s, 12s]: got %d, %v; want 2, 1.2s (shard 1)", n, d)
+	}
+	if n, d := handOverGap(terms, at(9*s), at(15*s), canceled); n != 3 || d != 2*s {
+		t.Errorf("hand-overs in [9s, 15s]: got %d, %v; want 3, 2s (shard 4 unheld to the window's end)", n, d)
+	}
+	if n, d := handOverGap(terms, at(9*s), at(12*s), nil); n != 3 || d != 4*s {
+		t.Errorf("every term ending in [9s, 12s]: got %d, %v; want 3, 4s (shard 2)", n, d)
+	}
+	if n := stepDowns(terms, at(0), at(30*s), lease.ReasonDeadline); n != 1 {
+		t.Errorf("deadline step-downs: got %d, want 1", n)
+	}
+}
+
 // TestStoreGoal pins the store-cost goal and the naive figure at the
 // issue's S = 64, N = 10, with TTL 3s and retry 1s: 1.2 × (64 per second +
 // 20 per second) per minute, and 640 per second per minute.
@@ -96,8 +127,8 @@ func TestStoreGoal(t *testing.T) {
 func TestGroupGoalsFailWhenMissed(t *testing.T) {
 	g := GroupResult{Shards: 64, Replicas: 10, Interval: time.Second, TTL: 3 * time.Second, Retry: time.Second,
 		Settled: map[string]bool{phaseBalance: true}, MaxHeld: 8, Fair: 7,
-		KillReheld: 6 * time.Second, KillMaxUnheld: 6 * time.Second, Moves: 39, ScaleUpMaxUnheld: 2 * time.Second,
-		StopMaxUnheld: 2 * time.Second, OpsPerMinute: 7000, GoalOpsPerMinute: 6048, Overlaps: 1}
+		KillReheld: 6 * time.Second, KillMaxUnheld: 6 * time.Second, Moves: 39, UpGap: 2 * time.Second,
+		StopGap: 2 * time.Second, OpsPerMinute: 7000, GoalOpsPerMinute: 6048, Overlaps: 1}
 	for _, gl := range g.Goals() {
 		if gl.Met {
 			t.Errorf("%s: measured %s, reported met", gl.Goal, gl.Measured)

@@ -288,7 +288,7 @@ func groupMarkdown(g GroupResult) string {
 	for _, op := range ops {
 		fmt.Fprintf(&b, " %s %.0f;", op, g.OpsByOp[op])
 	}
-	b.WriteString("\n\n")
+	fmt.Fprintf(&b, " in the window. Terms that stepped down at their deadline over the run (renewals the store did not answer in time): %d.\n\n", g.Deadlines)
 	return b.String()
 }
 
