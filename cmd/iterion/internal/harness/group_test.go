@@ -94,7 +94,7 @@ func TestHandOverGap(t *testing.T) {
 		{shard: 1, replica: "c", from: at(12*s + 200*time.Millisecond), to: at(30 * s)},
 		{shard: 2, replica: "c", from: at(0), to: at(12 * s), reason: lease.ReasonDeadline}, // does not count
 		{shard: 2, replica: "b", from: at(16 * s), to: at(30 * s)},
-		{shard: 3, replica: "a", from: at(0), to: at(5 * s), reason: lease.ReasonCanceled}, // before the window
+		{shard: 3, replica: "a", from: at(0), to: at(5 * s), reason: lease.ReasonCanceled},  // before the window
 		{shard: 4, replica: "a", from: at(0), to: at(13 * s), reason: lease.ReasonCanceled}, // never held again
 	}
 	canceled := func(st shardTerm) bool { return st.reason == lease.ReasonCanceled }
