@@ -44,10 +44,10 @@ type GroupResult struct {
 	StopHandOvers          int
 	StopGap, StopMaxUnheld time.Duration
 	// Moves are the shards that changed hands when scaling up to Replicas;
-	// UpHandOvers the terms given up to even the share meanwhile
-	// (rebalanced), and UpGap the longest a shard went unheld after one
-	// of them. Bound: one retry. UpMaxUnheld is the longest any shard went
-	// unheld, for any cause, while scaling up.
+	// UpHandOvers the terms that ended meanwhile, for any reason, and UpGap
+	// the longest a shard went unheld after one of them. Bound: one retry.
+	// UpMaxUnheld is the longest any shard went unheld, for any cause,
+	// while scaling up (from the start of the new replicas).
 	Moves, UpHandOvers int
 	UpGap, UpMaxUnheld time.Duration
 	// Deadlines are the terms that stepped down at their deadline over
@@ -190,7 +190,9 @@ func (s groupScenario) run(ctx context.Context, c *cluster) (GroupResult, error)
 	})
 	res.StopMaxUnheld = longestUnheld(terms, s.shards, tStop, tStopDone)
 	res.Moves = moves(terms, s.shards, tUp, tEnd.Add(-time.Millisecond)) // open terms end at tEnd
-	res.UpHandOvers, res.UpGap = handOverGap(terms, tUp, tEnd, func(st shardTerm) bool { return st.reason == lease.ReasonRebalanced })
+	// Every term that ended while scaling up is a hand-over, whatever its
+	// reason: one given up to even the share, or lost at its deadline.
+	res.UpHandOvers, res.UpGap = handOverGap(terms, tUp, tEnd, func(st shardTerm) bool { return st.to.Before(tEnd) })
 	res.UpMaxUnheld = longestUnheld(terms, s.shards, tUp, tEnd)
 	res.Deadlines = stepDowns(terms, tStart, tEnd, lease.ReasonDeadline)
 	res.Overlaps = overlaps(terms)
