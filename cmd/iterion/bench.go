@@ -47,7 +47,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&o.ScalePasses, "scale-passes", 2, "intervals each scale configuration is measured over, after its first pass")
 	fs.IntVar(&o.GroupShards, "group-shards", 64, "shards of the group scenario's lease group")
 	fs.IntVar(&o.GroupReplicas, "group-replicas", 10, "replicas in the group scenario (it halves and restores them)")
-	fs.DurationVar(&o.GroupInterval, "group-interval", time.Second, "the group scenario's sweep interval (the group's TTL is 3 intervals, retry 1)")
+	fs.DurationVar(&o.GroupInterval, "group-interval", 3*time.Second, "the group scenario's sweep interval (the group's TTL is 3 intervals, retry 1)")
 	fs.StringVar(&o.Bin, "bin", "", "a built iterion binary (default: build ./cmd/iterion of the enclosing module)")
 	fs.StringVar(&o.DevMongoBin, "dev-mongo-bin", "", "a built dev-mongo binary (default: build ./cmd/dev-mongo of the enclosing module)")
 	fs.StringVar(&o.Dir, "dir", "", "keep logs and Mongo's files here (default: a temporary directory, removed on success)")
