@@ -1,38 +1,19 @@
 package server_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"iterion.dev/iterion/internal/testing/forgetest"
 	"iterion.dev/iterion/pkg/lease"
 	"iterion.dev/iterion/pkg/server"
 )
-
-// lockedBuffer is a bytes.Buffer several replicas' loggers write to.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestMeasureGroupSpreadsItsShardsAndReportsThem pins what the harness's
 // group scenario relies on: with Comparison.MeasureGroupShards, two
@@ -45,7 +26,7 @@ func TestMeasureGroupSpreadsItsShardsAndReportsThem(t *testing.T) {
 		const shards = 8
 		c, next := newCluster(t, 0)
 		c.cmp = server.Comparison{MeasureGroupShards: shards}
-		logs := &lockedBuffer{}
+		logs := &forgetest.LogBuffer{}
 		startReplicas(t, c, next, 2, time.Second, func(cfg *server.Config) {
 			cfg.Logger = slog.New(slog.NewJSONHandler(logs, nil))
 		})
