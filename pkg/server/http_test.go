@@ -147,7 +147,7 @@ func TestAPIRejectsBadInputNamingTheField(t *testing.T) {
 		{"verdict a number", with("verdict", 1), "verdict"},
 		{"target_url not http", with("target_url", "ftp://ci.example/1"), "target_url"},
 		{"description too long", with("description", strings.Repeat("x", 141)), "description"},
-		// Issue 12: input that is never a GitHub repository or commit.
+		// Input that is never a GitHub repository or commit.
 		{"repo a path up", with("repo", "../.."), "repo"},
 		{"repo owner a dot", with("repo", "./x"), "repo"},
 		{"repo name dot-dot", with("repo", "acme/.."), "repo"},

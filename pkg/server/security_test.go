@@ -1,6 +1,6 @@
 package server_test
 
-// Issue 12, "Serve safely on an open network": one test per defect found
+// Serving safely on an open network: one test per defect found
 // by hand, each named for the rule it pins.
 
 import (

@@ -213,7 +213,7 @@ func checkScale(t *testing.T, rows []ScaleRow) {
 			if s.Refused != 0 {
 				t.Errorf("%s: got %d secondary-limit refusals, want 0: the batched sweep stays under GitHub's secondary limits", name, s.Refused)
 			}
-			// Issue 11 asks for a quarter; twice that is the margin for a
+			// The goal is a quarter; twice that is the margin for a
 			// loaded 2-core machine. The pass durations are the sweepers'
 			// own (iterion_net_pass_duration_seconds).
 			if d := s.Duty(); d > 0.5 {
