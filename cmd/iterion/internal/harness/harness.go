@@ -21,7 +21,8 @@
 //   - cost.go, budget.go, takeover.go, faults.go, scale.go, load.go and group.go each
 //     hold one scenario: a type whose run method takes a cluster and returns
 //     its rows (the load scenario's three phases are in load_slow.go,
-//     load_webhooks.go and load_runs.go);
+//     load_webhooks.go and load_runs.go; the group scenario's figures, from
+//     its replicas' logged shard terms, in group_terms.go);
 //   - options.go validates Options, report.go renders the rows, and
 //     harness.go's Run starts the clusters and runs the chosen scenarios.
 //

@@ -28,7 +28,7 @@ var layers = []struct {
 	{"fault scenario", []string{"faults.go"}},
 	{"scale scenario", []string{"scale.go"}},
 	{"load scenario", []string{"load.go", "load_slow.go", "load_webhooks.go", "load_runs.go"}},
-	{"group scenario", []string{"group.go"}},
+	{"group scenario", []string{"group.go", "group_terms.go"}},
 	{"options", []string{"options.go"}},
 	{"report", []string{"report.go"}},
 	{"run", []string{"harness.go"}},
