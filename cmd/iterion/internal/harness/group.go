@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"syscall"
 	"time"
@@ -111,6 +112,8 @@ type groupReplica struct {
 	killed time.Time // when it was sent SIGKILL; zero if never
 }
 
+// run drives c's replicas through the scenario's steps and returns what it
+// measured; on an error, the figures set before it.
 func (s groupScenario) run(ctx context.Context, c *cluster) (GroupResult, error) {
 	g := server.MeasureGroup()
 	res := GroupResult{Shards: s.shards, Replicas: s.replicas, Interval: s.interval,
@@ -140,7 +143,7 @@ func (s groupScenario) run(ctx context.Context, c *cluster) (GroupResult, error)
 	}
 	s.logf("store calls: %.0f/min (goal ≤ %.0f, naive %.0f)", res.OpsPerMinute, res.GoalOpsPerMinute, res.NaivePerMin)
 	// kill -9 one of them, at a random phase of its retry.
-	clock.Sleep(ctx, time.Duration(time.Now().UnixNano()%int64(s.interval)))
+	clock.Sleep(ctx, rand.N(s.interval))
 	victim := all[len(all)-1]
 	tKill := time.Now()
 	victim.killed = tKill
