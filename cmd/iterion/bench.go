@@ -17,8 +17,9 @@ var benchHelp = help{
 	usage: "iterion bench [flags]",
 	about: "Builds iterion and dev-mongo, starts real replica processes against the forge\n" +
 		"simulator and MongoDB, and measures the forge cost per replica count, the\n" +
-		"takeovers, the faults, the budget, the load and the scale scenarios. It prints\n" +
-		"its figures as markdown for docs/benchmarks.md. It takes tens of minutes.",
+		"takeovers, the faults, the budget, the load, the scale and the lease-group\n" +
+		"scenarios. It prints its figures as markdown for docs/benchmarks.md. It takes\n" +
+		"tens of minutes.",
 	example: "iterion bench --scenarios cost,takeover -n 1,3 --out bench.md",
 }
 
@@ -44,6 +45,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	scaleReplicas := fs.String("scale-replicas", "1,10", "replica counts of the scale scenario, comma-separated")
 	fs.DurationVar(&o.ScaleInterval, "scale-interval", 10*time.Second, "the scale scenario's sweep interval (its compressed minute; the installation tokens live 60 of them)")
 	fs.IntVar(&o.ScalePasses, "scale-passes", 2, "intervals each scale configuration is measured over, after its first pass")
+	fs.IntVar(&o.GroupShards, "group-shards", 64, "shards of the group scenario's lease group")
+	fs.IntVar(&o.GroupReplicas, "group-replicas", 10, "replicas in the group scenario (it halves and restores them)")
+	fs.DurationVar(&o.GroupInterval, "group-interval", 3*time.Second, "the group scenario's sweep interval (the group's TTL is 3 intervals, retry 1)")
 	fs.StringVar(&o.Bin, "bin", "", "a built iterion binary (default: build ./cmd/iterion of the enclosing module)")
 	fs.StringVar(&o.DevMongoBin, "dev-mongo-bin", "", "a built dev-mongo binary (default: build ./cmd/dev-mongo of the enclosing module)")
 	fs.StringVar(&o.Dir, "dir", "", "keep logs and Mongo's files here (default: a temporary directory, removed on success)")

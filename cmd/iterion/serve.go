@@ -50,7 +50,7 @@ var serveHelp = help{
 		{"forge", []string{"forge-url", "forge-token", "forge-token-file", "github-app-id", "github-installation-id", "github-private-key-file", "forge-etag-cache", "forge-timeout"}},
 		{"elected nets", []string{"sweep-interval", "board-repos", "board-interval"}},
 		{"HTTP limits", []string{"read-header-timeout", "read-timeout", "write-timeout", "idle-timeout", "max-header-bytes", "max-run-body-bytes", "large-webhook-reads", "min-webhook-body-rate", "slow-body-grace"}},
-		{"for comparison measurements only, never in production", []string{"no-lease", "sweep-mode", "sweep-no-time-budget"}},
+		{"for comparison measurements only, never in production", []string{"no-lease", "sweep-mode", "sweep-no-time-budget", "measure-group-shards"}},
 	},
 }
 
@@ -75,6 +75,7 @@ type serveConfig struct {
 	noLease        bool
 	sweepMode      string
 	noTimeBudget   bool
+	measureShards  int
 	etagCache      int
 	forgeTimeout   time.Duration
 	logFormat      string
@@ -117,6 +118,7 @@ func serveFlags(fs *flag.FlagSet, c *serveConfig) (envOf map[string]string) {
 	})
 	fs.DurationVar(&c.boardInterval, "board-interval", board.DefaultInterval, "forge board sync interval; its lease's TTL is 3 intervals, its retry 1")
 	fs.BoolVar(&c.noLease, "no-lease", false, "run every elected net on this replica without a lease (the forge cost scales with replicas)")
+	fs.IntVar(&c.measureShards, "measure-group-shards", 0, "run the lease group measure-group of this many shards, whose work only holds its shard terms (0: none)")
 	fs.StringVar(&c.sweepMode, "sweep-mode", string(server.SweepBatch), "batch: one GraphQL query per 100 runs; rest: two REST reads per run, the per-run sweep the batched one replaced (the forge cost grows with open runs)")
 	fs.BoolVar(&c.noTimeBudget, "sweep-no-time-budget", false, "lift the sweeper's time budget (half of GitHub's GraphQL time a minute) and interval stop, for a harness on a compressed clock whose forge answers at once")
 	fs.DurationVar(&c.forgeTimeout, "forge-timeout", 0, "deadline of each forge request; 0: GitHub's own 10 s request limit plus 5 s, at most a quarter of the shortest net interval")
@@ -275,6 +277,9 @@ func (c serveConfig) validate() []error {
 	if c.boardInterval < lease.MinTTL {
 		add("--board-interval %v: want at least %v", c.boardInterval, lease.MinTTL)
 	}
+	if c.measureShards < 0 {
+		add("--measure-group-shards %d: want 0 or more", c.measureShards)
+	}
 	if c.sweepMode != string(server.SweepBatch) && c.sweepMode != string(server.SweepREST) {
 		add("--sweep-mode %q: want batch or rest", c.sweepMode)
 	}
@@ -424,7 +429,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 		Board:         cards, BoardRepos: c.boardRepos, BoardInterval: c.boardInterval,
 		StoreTimeout: c.storeTimeout, Deliveries: deliveries, DeliveryWindow: c.deliveryWindow, Limits: c.limits,
 		Logger: logger, Registry: reg,
-	}, server.Comparison{NoLease: c.noLease, SweepMode: server.SweepMode(c.sweepMode), NoSweepTimeBudget: c.noTimeBudget})
+	}, server.Comparison{NoLease: c.noLease, SweepMode: server.SweepMode(c.sweepMode), NoSweepTimeBudget: c.noTimeBudget, MeasureGroupShards: c.measureShards})
 	if err != nil {
 		return err
 	}

@@ -49,6 +49,7 @@ func TestServeValidatesConfigNamingTheFlag(t *testing.T) {
 		{"mongo uri not mongodb", append(base, "--mongo-uri", "http://db"), env(), "--mongo-uri"},
 		{"log format", append(base, "--log-format", "xml"), env(), "--log-format"},
 		{"sweep mode unknown", append(base, "--sweep-mode", "graphql"), env(), `--sweep-mode "graphql"`},
+		{"measure group shards negative", append(base, "--measure-group-shards", "-1"), env(), "--measure-group-shards -1"},
 		{"env twin bad", base, env("ITERION_SWEEP_INTERVAL", "soon"), "ITERION_SWEEP_INTERVAL"},
 		{"env twin bad bool", base, env("ITERION_NO_LEASE", "maybe"), "ITERION_NO_LEASE"},
 		{"stray argument", append(base, "extra"), env(), `"extra"`},

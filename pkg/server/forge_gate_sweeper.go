@@ -301,9 +301,15 @@ func (s *sweeper) pass(ctx context.Context, st *sweepTerm) (_ SweepPass, resume 
 	p.Deep = st.deepPending
 	ps := &sweepPassState{st: st, p: &p, budget: s.timeBudget(), deadline: p.At.Add(s.cfg.Interval), offered: make(map[string]bool)}
 
-	shallowSince := p.At.Add(-shallowWindow)
+	// Without a time budget a pass runs to its end, so a deep pass lists
+	// the deep window alone (the shallow one is in it): one store read
+	// fewer, which a store that scans per read (dev-mongo) feels.
+	shallowSince, shallowCur := p.At.Add(-shallowWindow), st.shallowCursor
+	if p.Deep && s.cfg.TimeShare < 0 {
+		shallowSince, shallowCur = p.At.Add(-deepWindow), st.deepCursor
+	}
 	p.Since = shallowSince
-	cur, stop, resume := s.offerSince(ctx, ps, shallowSince, st.shallowCursor)
+	cur, stop, resume := s.offerSince(ctx, ps, shallowSince, shallowCur)
 	// Only a pass out of time resumes the shallow window at its cursor;
 	// after a failure or a limit it starts afresh, so no run of the last
 	// hour is left for the deep window.
@@ -312,7 +318,13 @@ func (s *sweeper) pass(ctx context.Context, st *sweepTerm) (_ SweepPass, resume 
 		st.shallowCursor = cur
 	}
 	p.ShallowDone = stop == stopDone
-	if stop == stopDone && p.Deep {
+	if p.Deep && s.cfg.TimeShare < 0 {
+		st.shallowCursor = gaterun.Cursor{}
+		st.deepPending, st.deepCursor = stop != stopDone, gaterun.Cursor{}
+		if stop != stopDone {
+			st.deepCursor = cur
+		}
+	} else if stop == stopDone && p.Deep {
 		p.Since = p.At.Add(-deepWindow)
 		ps.skip = true
 		cur, stop, resume = s.offerSince(ctx, ps, p.Since, st.deepCursor)

@@ -34,6 +34,13 @@ func ForgeBoardSync() Lease {
 	return Lease{Name: "forge-board-sync", TTLIntervals: 3, RetryIntervals: 1}
 }
 
+// MeasureGroup is the lease group a replica runs for measurements only
+// (Comparison.MeasureGroupShards): TTL three sweep intervals, retry one, as
+// the sweeper's. No production net uses it, so Leases does not list it.
+func MeasureGroup() Lease {
+	return Lease{Name: "measure-group", TTLIntervals: 3, RetryIntervals: 1}
+}
+
 // Leases returns every lease the server elects, one per net. A test pins
 // that their names are distinct.
 func Leases() []Lease {

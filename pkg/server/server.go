@@ -155,6 +155,9 @@ type Server struct {
 	// stalls signals, by lease name, that this replica's term of the net
 	// ended because its passes kept failing; filled in New, read-only after.
 	stalls map[string]chan struct{}
+	// measureCalls counts the measurement group's store calls; nil
+	// without Comparison.MeasureGroupShards.
+	measureCalls *prometheus.CounterVec
 }
 
 // ErrConfig reports a Config New cannot use; errors that wrap it name the
@@ -179,6 +182,15 @@ type Comparison struct {
 	// harness on a compressed clock whose forge answers at once, where
 	// the time a pass takes is the machine's, not GitHub's.
 	NoSweepTimeBudget bool
+	// MeasureGroupShards, when positive, runs the lease group MeasureGroup()
+	// of that many shards on this replica, whose work only holds its shard
+	// terms, so a measurement can watch a group's spread, hand-overs and
+	// store cost on real processes (iterion serve --measure-group-shards).
+	// Each shard term's start and end is logged at Info ("measure group:
+	// shard term", with shard and event), and the group's store calls are
+	// counted in measure_group_store_calls_total{op}. 0 runs no group;
+	// negative is invalid.
+	MeasureGroupShards int
 }
 
 // New validates cfg, fills in its defaults and returns a Server. Errors
@@ -212,6 +224,8 @@ func NewForComparison(cfg Config, cmp Comparison) (*Server, error) {
 		return nil, fmt.Errorf("%w: BoardInterval %v is under %v", ErrConfig, cfg.BoardInterval, lease.MinTTL)
 	case cmp.SweepMode != "" && cmp.SweepMode != SweepBatch && cmp.SweepMode != SweepREST:
 		return nil, fmt.Errorf("%w: Comparison.SweepMode %q is not %q or %q", ErrConfig, cmp.SweepMode, SweepBatch, SweepREST)
+	case cmp.MeasureGroupShards < 0:
+		return nil, fmt.Errorf("%w: Comparison.MeasureGroupShards %d is negative", ErrConfig, cmp.MeasureGroupShards)
 	case cfg.OfferTimeout < 0:
 		return nil, fmt.Errorf("%w: OfferTimeout %v is negative", ErrConfig, cfg.OfferTimeout)
 	case cfg.ShutdownTimeout < 0:
@@ -298,6 +312,11 @@ func NewForComparison(cfg Config, cmp Comparison) (*Server, error) {
 	}
 	if s.passes, err = newNetMetrics(cfg.Registry); err != nil {
 		return nil, fmt.Errorf("%w: Registry: %w", ErrConfig, err)
+	}
+	if cmp.MeasureGroupShards > 0 {
+		if s.measureCalls, err = newMeasureCalls(cfg.Registry); err != nil {
+			return nil, fmt.Errorf("%w: Registry: %w", ErrConfig, err)
+		}
 	}
 	boardInterval := cfg.BoardInterval
 	if boardInterval == 0 {
@@ -468,6 +487,9 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	var nets sync.WaitGroup
 	for _, n := range s.nets() {
 		nets.Go(func() { s.elect(netsCtx, n) })
+	}
+	if s.cmp.MeasureGroupShards > 0 {
+		nets.Go(func() { s.measureGroup(netsCtx) })
 	}
 	var srv *http.Server
 	served := make(chan error, 1)

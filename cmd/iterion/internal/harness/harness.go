@@ -18,10 +18,11 @@
 //     contracts of the simulator and the replicas, and the statistics;
 //   - cluster.go starts and stops the processes of one run, and
 //     population.go seeds the gating runs the scenarios measure;
-//   - cost.go, budget.go, takeover.go, faults.go, scale.go and load.go each
+//   - cost.go, budget.go, takeover.go, faults.go, scale.go, load.go and group.go each
 //     hold one scenario: a type whose run method takes a cluster and returns
 //     its rows (the load scenario's three phases are in load_slow.go,
-//     load_webhooks.go and load_runs.go);
+//     load_webhooks.go and load_runs.go; the group scenario's figures, from
+//     its replicas' logged shard terms, in group_terms.go);
 //   - options.go validates Options, report.go renders the rows, and
 //     harness.go's Run starts the clusters and runs the chosen scenarios.
 //
@@ -101,6 +102,12 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		},
 		ScenarioLoad: func(ctx context.Context) (err error) {
 			rep.Load, err = loadScenario{LoadOptions: o.Load, logf: logf}.run(ctx, c)
+			return err
+		},
+		ScenarioGroup: func(ctx context.Context) error {
+			s := groupScenario{shards: o.GroupShards, replicas: o.GroupReplicas, interval: o.GroupInterval, window: 30 * o.GroupInterval, logf: logf}
+			g, err := s.run(ctx, c)
+			rep.Group = &g
 			return err
 		},
 		ScenarioScale: func(ctx context.Context) (err error) {

@@ -28,6 +28,7 @@ var layers = []struct {
 	{"fault scenario", []string{"faults.go"}},
 	{"scale scenario", []string{"scale.go"}},
 	{"load scenario", []string{"load.go", "load_slow.go", "load_webhooks.go", "load_runs.go"}},
+	{"group scenario", []string{"group.go", "group_terms.go"}},
 	{"options", []string{"options.go"}},
 	{"report", []string{"report.go"}},
 	{"run", []string{"harness.go"}},
@@ -35,7 +36,7 @@ var layers = []struct {
 
 // scenarioLayers are the layers that must not refer to one another, though
 // the list above orders them.
-var scenarioLayers = []string{"cost scenario", "budget scenario", "takeover scenario", "fault scenario", "scale scenario", "load scenario"}
+var scenarioLayers = []string{"cost scenario", "budget scenario", "takeover scenario", "fault scenario", "scale scenario", "load scenario", "group scenario"}
 
 // TestLayersReferOnlyDown: no file uses a package-level name declared in a
 // layer above its own, and no scenario uses another's names, so the

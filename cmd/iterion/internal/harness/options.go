@@ -20,12 +20,16 @@ const (
 	// unsigned large webhooks, and POST /api/runs under load through a
 	// Mongo crash.
 	ScenarioLoad = "load"
+	// ScenarioGroup runs the measurement lease group (serve
+	// --measure-group-shards) and measures its spread, hand-overs, store
+	// cost and overlaps (group.go).
+	ScenarioGroup = "group"
 )
 
 // Scenarios returns every scenario name Options.Scenarios accepts, in the
 // order Run runs them.
 func Scenarios() []string {
-	return []string{ScenarioCost, ScenarioBudget, ScenarioTakeover, ScenarioFaults, ScenarioScale, ScenarioLoad}
+	return []string{ScenarioCost, ScenarioBudget, ScenarioTakeover, ScenarioFaults, ScenarioScale, ScenarioLoad, ScenarioGroup}
 }
 
 // Options configures one harness run. The zero value of a field means the
@@ -78,6 +82,15 @@ type Options struct {
 	// ScalePasses is how many intervals each scale configuration is
 	// measured over, after its first pass. Default 2.
 	ScalePasses int
+	// GroupShards is the group scenario's shard count. Default 64.
+	GroupShards int
+	// GroupReplicas is the group scenario's replica count, halved and
+	// restored during it. Default 10.
+	GroupReplicas int
+	// GroupInterval is the group scenario's sweep interval: the group's
+	// TTL is 3 of them and its retry 1. Default 3s: at 1s, ten replicas
+	// renewing 64 shards on a loaded 2-core machine miss renewals.
+	GroupInterval time.Duration
 	// Scenarios to run; empty: all of Scenarios().
 	Scenarios []string
 	// Progress receives one line per step; nil discards.
@@ -121,6 +134,15 @@ func (o *Options) defaults() error {
 	if o.ScalePasses == 0 {
 		o.ScalePasses = 2
 	}
+	if o.GroupShards == 0 {
+		o.GroupShards = 64
+	}
+	if o.GroupReplicas == 0 {
+		o.GroupReplicas = 10
+	}
+	if o.GroupInterval == 0 {
+		o.GroupInterval = 3 * time.Second
+	}
 	if len(o.Scenarios) == 0 {
 		o.Scenarios = Scenarios()
 	}
@@ -142,6 +164,12 @@ func (o *Options) defaults() error {
 		return fmt.Errorf("%w: Takeovers %d is under 1", ErrInvalid, o.Takeovers)
 	case o.ScaleInterval < 500*time.Millisecond:
 		return fmt.Errorf("%w: ScaleInterval %v is under 500ms", ErrInvalid, o.ScaleInterval)
+	case o.GroupShards < 1:
+		return fmt.Errorf("%w: GroupShards %d is under 1", ErrInvalid, o.GroupShards)
+	case o.GroupReplicas < 2:
+		return fmt.Errorf("%w: GroupReplicas %d is under 2: the scenario kills one and stops half", ErrInvalid, o.GroupReplicas)
+	case o.GroupInterval < 100*time.Millisecond:
+		return fmt.Errorf("%w: GroupInterval %v is under 100ms", ErrInvalid, o.GroupInterval)
 	case o.ScalePasses < 1:
 		return fmt.Errorf("%w: ScalePasses %d is under 1", ErrInvalid, o.ScalePasses)
 	case !slices.IsSorted(o.ScaleRuns) || o.ScaleRuns[0] < 1:

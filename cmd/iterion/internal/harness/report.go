@@ -2,6 +2,7 @@ package harness
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -24,6 +25,7 @@ type Report struct {
 	Faults   []FaultResult
 	Load     *LoadResult
 	Scale    []ScaleRow
+	Group    *GroupResult
 }
 
 // CostRatio is the sweep's request rate at the largest N over the rate at
@@ -109,6 +111,9 @@ func (r *Report) Markdown(command string) string {
 	}
 	if len(r.Scale) > 0 {
 		b.WriteString(scaleMarkdown(r))
+	}
+	if r.Group != nil {
+		b.WriteString(groupMarkdown(*r.Group))
 	}
 	if len(r.Faults) > 0 {
 		b.WriteString("**Faults.** During each fault the harness sets the gate status of a quarter of the runs to `failure` " +
@@ -263,3 +268,37 @@ func loadMarkdown(l *LoadResult) string {
 
 // ms is d in milliseconds, two decimals.
 func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond)) }
+
+// groupMarkdown renders the group scenario: its goals, each with what was
+// measured.
+func groupMarkdown(g GroupResult) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "**Lease group.** %d replicas serve the measurement group (`iterion serve --measure-group-shards %d`) at sweep interval %v "+
+		"(group TTL %v, retry %v). Holders and hand-overs come from each replica's logged shard terms (election to step-down; a killed "+
+		"replica's terms end at its SIGKILL); store calls from `measure_group_store_calls_total` over %d replicas in steady state. "+
+		"The scenario settles %d replicas, measures the store cost, kills one with SIGKILL, restores %d, stops half with SIGTERM together "+
+		"and starts them again. Phases settled: %s.\n\n",
+		g.Replicas, g.Shards, g.Interval, g.TTL, g.Retry, g.Replicas, g.Replicas, g.Replicas, settledList(g.Settled))
+	b.WriteString("| goal | measured | met |\n|:---|:---|:---|\n")
+	for _, gl := range g.Goals() {
+		fmt.Fprintf(&b, "| %s | %s | %s |\n", gl.Goal, gl.Measured, yesNo(gl.Met))
+	}
+	ops := slices.Sorted(maps.Keys(g.OpsByOp))
+	b.WriteString("\nStore calls per minute by operation:")
+	for _, op := range ops {
+		fmt.Fprintf(&b, " %s %.0f;", op, g.OpsByOp[op])
+	}
+	fmt.Fprintf(&b, " in the window. Terms that stepped down at their deadline over the run (renewals the store did not answer in time): %d.\n\n", g.Deadlines)
+	return b.String()
+}
+
+// settledList names each phase and whether it settled.
+func settledList(m map[string]bool) string {
+	var out []string
+	for _, p := range []string{phaseBalance, phaseKill, phaseStop, phaseUp} {
+		if v, ok := m[p]; ok {
+			out = append(out, p+" "+yesNo(v))
+		}
+	}
+	return strings.Join(out, ", ")
+}

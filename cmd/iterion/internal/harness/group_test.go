@@ -1,0 +1,137 @@
+package harness
+
+import (
+	"testing"
+	"time"
+
+	"iterion.dev/iterion/pkg/lease"
+)
+
+// at is a time t0 + d, for terms written in offsets.
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func at(d time.Duration) time.Time { return t0.Add(d) }
+
+func term(shard int, replica string, from, to time.Duration) shardTerm {
+	return shardTerm{shard: shard, replica: replica, from: at(from), to: at(to)}
+}
+
+// TestTermsOfPairsElectionsWithStepDowns pins how a replica's log becomes
+// terms: an elected line opens a shard's term, its stepped-down line closes
+// it, and a term still open ends where the replica's log ends (its kill or
+// the scenario's end).
+func TestTermsOfPairsElectionsWithStepDowns(t *testing.T) {
+	lines := []termLine{
+		{Time: at(0), Shard: 1, Event: lease.Elected.String()},
+		{Time: at(time.Second), Shard: 2, Event: lease.Elected.String()},
+		{Time: at(3 * time.Second), Shard: 1, Event: lease.SteppedDown.String()},
+		{Time: at(4 * time.Second), Shard: 3, Event: lease.SteppedDown.String()}, // no term open: ignored
+	}
+	got := termsOf("r1", lines, at(10*time.Second))
+	want := map[int]shardTerm{1: term(1, "r1", 0, 3*time.Second), 2: term(2, "r1", time.Second, 10*time.Second)}
+	if len(got) != len(want) {
+		t.Fatalf("got %d terms %v, want %v", len(got), got, want)
+	}
+	for _, g := range got {
+		if w := want[g.shard]; !g.from.Equal(w.from) || !g.to.Equal(w.to) || g.replica != "r1" {
+			t.Errorf("shard %d: got %v, want %v", g.shard, g, w)
+		}
+	}
+}
+
+// TestGroupArithmetic pins the figures the scenario's goals are checked
+// on: the unheld spans, the re-hold after a kill, the moves, the balance
+// and the overlaps.
+func TestGroupArithmetic(t *testing.T) {
+	s := time.Second
+	terms := []shardTerm{
+		// shard 0: a on [0,10), killed at 10; b from 13: 3s unheld.
+		term(0, "a", 0, 10*s), term(0, "b", 13*s, 30*s),
+		// shard 1: a on [0,10), killed; c from 11.
+		term(1, "a", 0, 10*s), term(1, "c", 11*s, 30*s),
+		// shard 2: b throughout.
+		term(2, "b", 0, 30*s),
+		// shard 3: c until 20, then d from 20.5 (a move with 0.5s unheld),
+		// and an overlapping stale term of e on [19, 21).
+		term(3, "c", 0, 20*s), term(3, "d", 20*s+s/2, 30*s), term(3, "e", 19*s, 21*s),
+	}
+	if n, d := reheld(terms, "a", at(10*s)); n != 2 || d != 3*s {
+		t.Errorf("reheld after a's kill: got %d shards, %v; want 2 shards, 3s", n, d)
+	}
+	if d := longestUnheld(terms, 4, at(10*s), at(15*s)); d != 3*s {
+		t.Errorf("longest unheld over [10s, 15s]: got %v, want 3s", d)
+	}
+	if d := longestUnheld(terms, 5, at(10*s), at(15*s)); d != 5*s {
+		t.Errorf("longest unheld with a shard never held: got %v, want the whole 5s window", d)
+	}
+	if d := longestUnheld(terms[:7], 4, at(15*s), at(25*s)); d != s/2 {
+		t.Errorf("longest unheld over [15s, 25s] without e: got %v, want 500ms", d)
+	}
+	if m := moves(terms[:7], 4, at(15*s), at(25*s)); m != 1 {
+		t.Errorf("moves over [15s, 25s]: got %d, want 1 (shard 3, c → d)", m)
+	}
+	if m := maxHeldAt(terms, at(5*s)); m != 2 {
+		t.Errorf("most held at 5s: got %d, want 2 (a holds 0 and 1)", m)
+	}
+	if n := overlaps(terms); n != 2 {
+		t.Errorf("overlaps: got %d, want 2 (e overlaps c and d on shard 3)", n)
+	}
+	if n := overlaps(terms[:7]); n != 0 {
+		t.Errorf("overlaps without e: got %d, want 0", n)
+	}
+}
+
+// TestHandOverGap pins the hand-over figures: only the terms that count
+// and end within the window, each to the next term of its shard, and a
+// shard never held again to the window's end; and the step-downs by
+// reason.
+func TestHandOverGap(t *testing.T) {
+	s := time.Second
+	terms := []shardTerm{
+		{shard: 0, replica: "a", from: at(0), to: at(10 * s), reason: lease.ReasonCanceled},
+		{shard: 0, replica: "b", from: at(10*s + 700*time.Millisecond), to: at(30 * s)},
+		{shard: 1, replica: "a", from: at(0), to: at(11 * s), reason: lease.ReasonCanceled},
+		{shard: 1, replica: "c", from: at(12*s + 200*time.Millisecond), to: at(30 * s)},
+		{shard: 2, replica: "c", from: at(0), to: at(12 * s), reason: lease.ReasonDeadline}, // does not count
+		{shard: 2, replica: "b", from: at(16 * s), to: at(30 * s)},
+		{shard: 3, replica: "a", from: at(0), to: at(5 * s), reason: lease.ReasonCanceled},  // before the window
+		{shard: 4, replica: "a", from: at(0), to: at(13 * s), reason: lease.ReasonCanceled}, // never held again
+	}
+	canceled := func(st shardTerm) bool { return st.reason == lease.ReasonCanceled }
+	if n, d := handOverGap(terms, at(9*s), at(12*s), canceled); n != 2 || d != 1200*time.Millisecond {
+		t.Errorf("hand-overs in [9s, 12s]: got %d, %v; want 2, 1.2s (shard 1)", n, d)
+	}
+	if n, d := handOverGap(terms, at(9*s), at(15*s), canceled); n != 3 || d != 2*s {
+		t.Errorf("hand-overs in [9s, 15s]: got %d, %v; want 3, 2s (shard 4 unheld to the window's end)", n, d)
+	}
+	if n, d := handOverGap(terms, at(9*s), at(12*s), nil); n != 3 || d != 4*s {
+		t.Errorf("every term ending in [9s, 12s]: got %d, %v; want 3, 4s (shard 2)", n, d)
+	}
+	if n := stepDowns(terms, at(0), at(30*s), lease.ReasonDeadline); n != 1 {
+		t.Errorf("deadline step-downs: got %d, want 1", n)
+	}
+}
+
+// TestStoreGoal pins the store-cost goal and the naive figure at the
+// issue's S = 64, N = 10, with TTL 3s and retry 1s: 1.2 × (64 per second +
+// 20 per second) per minute, and 640 per second per minute.
+func TestStoreGoal(t *testing.T) {
+	goal, naive := storeGoal(64, 10, 3*time.Second, time.Second)
+	if goal != 1.2*(64+20)*60 || naive != 640*60 {
+		t.Errorf("storeGoal(64, 10, 3s, 1s) = %v, %v; want %v, %v", goal, naive, 1.2*(64+20)*60, 640*60)
+	}
+}
+
+// TestGroupGoalsFailWhenMissed pins that a result over each bound reports
+// that goal unmet.
+func TestGroupGoalsFailWhenMissed(t *testing.T) {
+	g := GroupResult{Shards: 64, Replicas: 10, Interval: time.Second, TTL: 3 * time.Second, Retry: time.Second,
+		Settled: map[string]bool{phaseBalance: true}, MaxHeld: 8, Fair: 7,
+		KillReheld: 6 * time.Second, KillMaxUnheld: 6 * time.Second, Moves: 39, UpGap: 2 * time.Second,
+		StopGap: 2 * time.Second, OpsPerMinute: 7000, GoalOpsPerMinute: 6048, Overlaps: 1}
+	for _, gl := range g.Goals() {
+		if gl.Met {
+			t.Errorf("%s: measured %s, reported met", gl.Goal, gl.Measured)
+		}
+	}
+}
