@@ -180,7 +180,8 @@ type Comparison struct {
 	// (SweepPass.ForgeTime), so a pass runs to its end however long its
 	// forge reads take (iterion serve --sweep-no-time-budget): for a
 	// harness on a compressed clock whose forge answers at once, where
-	// the time a pass takes is the machine's, not GitHub's.
+	// the time a pass takes is the machine's, not GitHub's. A deep pass
+	// then lists the deep window alone, without the shallow window first.
 	NoSweepTimeBudget bool
 	// MeasureGroupShards, when positive, runs the lease group MeasureGroup()
 	// of that many shards on this replica, whose work only holds its shard
