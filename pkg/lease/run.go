@@ -106,7 +106,14 @@ func (r *runner) run(ctx context.Context) {
 			r.l.serve(ctx, sent, token, r.work)
 			start = time.Now()
 		}
-		t := time.NewTimer(time.Until(start.Add(r.retry)))
+		// The next attempt goes out Retry after start, and in a later
+		// millisecond than every call of this one, so that the store sees
+		// its term as later (see TermStore).
+		next := start.Add(r.retry)
+		if floor := Stamp(time.Now()).Add(time.Millisecond); next.Before(floor) {
+			next = floor
+		}
+		t := time.NewTimer(time.Until(next))
 		select {
 		case <-ctx.Done():
 			t.Stop()
