@@ -102,15 +102,18 @@ type runner struct {
 func (r *runner) run(ctx context.Context) {
 	for ctx.Err() == nil {
 		start := time.Now()
-		if sent, token, won := r.l.campaign(ctx); won {
+		sent, token, won := r.l.campaign(ctx)
+		last := sent // the latest Acquire or Renew sent
+		if won {
 			r.l.serve(ctx, sent, token, r.work)
 			start = time.Now()
+			last = start
 		}
 		// The next attempt goes out Retry after start, and in a later
-		// millisecond than every call of this one, so that the store sees
-		// its term as later (see TermStore).
+		// millisecond than the last Acquire or Renew, so that the store
+		// sees its term as later (see TermStore).
 		next := start.Add(r.retry)
-		if floor := Stamp(time.Now()).Add(time.Millisecond); next.Before(floor) {
+		if floor := Stamp(last).Add(time.Millisecond); next.Before(floor) {
 			next = floor
 		}
 		t := time.NewTimer(time.Until(next))
