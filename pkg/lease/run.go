@@ -20,8 +20,9 @@ type Spec struct {
 	// TTL is how long a take or a renewal holds the lease. At least [MinTTL].
 	TTL time.Duration
 	// Retry is the campaign's period: one Acquire attempt every Retry, and
-	// the pause after a term before the next attempt. 0 means TTL/3;
-	// negative is invalid.
+	// the pause after a term before the next attempt, but never two
+	// attempts, or an attempt and the last renewal, in one millisecond
+	// (see TermStore). 0 means TTL/3; negative is invalid.
 	Retry time.Duration
 	// Logger receives the term's transitions, with attributes lease and
 	// owner. nil discards them.
