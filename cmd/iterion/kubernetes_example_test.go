@@ -26,16 +26,27 @@ type k8sObject struct {
 					Env  []struct {
 						Name string `yaml:"name"`
 					} `yaml:"env"`
+					LivenessProbe  k8sProbe `yaml:"livenessProbe"`
+					ReadinessProbe k8sProbe `yaml:"readinessProbe"`
 				} `yaml:"containers"`
 			} `yaml:"spec"`
 		} `yaml:"template"`
 	} `yaml:"spec"`
 }
 
+// k8sProbe is the part of a container probe the example test reads.
+type k8sProbe struct {
+	HTTPGet struct {
+		Path string `yaml:"path"`
+	} `yaml:"httpGet"`
+}
+
 // TestKubernetesExampleUsesServesFlags parses deploy/kubernetes's manifests
 // and checks that every --flag of the serve container's args and every
 // ITERION_* variable of its env appears in `iterion serve -h`, run
-// in-process: the example must not drift from the binary it deploys.
+// in-process: the example must not drift from the binary it deploys. Its
+// probes use each endpoint for what it is: /healthz for liveness, /readyz
+// for readiness.
 func TestKubernetesExampleUsesServesFlags(t *testing.T) {
 	const manifest = "../../deploy/kubernetes/iterion.yaml"
 	raw, err := os.ReadFile(manifest)
@@ -83,6 +94,12 @@ func TestKubernetesExampleUsesServesFlags(t *testing.T) {
 				if !strings.HasPrefix(a, "-") || !helpFlags[name] {
 					missing = append(missing, "flag --"+name)
 				}
+			}
+			if got := c.LivenessProbe.HTTPGet.Path; got != "/healthz" {
+				t.Errorf("container %s livenessProbe path: got %q, want /healthz: a stuck holder is restarted", c.Name, got)
+			}
+			if got := c.ReadinessProbe.HTTPGet.Path; got != "/readyz" {
+				t.Errorf("container %s readinessProbe path: got %q, want /readyz: a replica whose stores do not answer takes no traffic", c.Name, got)
 			}
 			for _, e := range c.Env {
 				if strings.HasPrefix(e.Name, "ITERION_") && !helpVars[e.Name] {

@@ -39,17 +39,17 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer) error {
 var serveHelp = help{
 	usage: "iterion serve --api-token TOKEN (--forge-token TOKEN | --github-app-*) [flags]",
 	about: "Runs one replica of the merge-gate server: the HTTP API, webhooks, /metrics,\n" +
-		"/healthz and /leases, and the elected nets (the merge-gate sweeper, and the\n" +
+		"/healthz, /readyz and the pages, and the elected nets (the merge-gate sweeper, and the\n" +
 		"forge board sync with --board-repos), each under its lease. Replicas sharing\n" +
 		"--mongo-uri elect one of them per net. Every flag has an ITERION_* twin.",
 	example: "ITERION_API_TOKEN=secret ITERION_FORGE_TOKEN=ghp_... \\\n" +
 		"  iterion serve --mongo-uri mongodb://db:27017/?replicaSet=rs0 --board-repos acme/app\n",
 	groups: []flagGroup{
-		{"server", []string{"listen", "api-token", "api-token-file", "webhook-secret", "webhook-secret-file", "log-format", "log-level"}},
+		{"server", []string{"listen", "api-token", "api-token-file", "pages-token", "pages-token-file", "public-pages", "webhook-secret", "webhook-secret-file", "log-format", "log-level"}},
 		{"stores", []string{"mongo-uri", "mongo-db", "store-timeout", "delivery-window"}},
-		{"forge", []string{"forge-url", "forge-token", "forge-token-file", "github-app-id", "github-installation-id", "github-private-key-file", "forge-etag-cache"}},
+		{"forge", []string{"forge-url", "forge-token", "forge-token-file", "github-app-id", "github-installation-id", "github-private-key-file", "forge-etag-cache", "forge-timeout"}},
 		{"elected nets", []string{"sweep-interval", "board-repos", "board-interval"}},
-		{"HTTP limits", []string{"read-header-timeout", "read-timeout", "write-timeout", "idle-timeout", "max-header-bytes", "max-run-body-bytes", "large-webhook-reads"}},
+		{"HTTP limits", []string{"read-header-timeout", "read-timeout", "write-timeout", "idle-timeout", "max-header-bytes", "max-run-body-bytes", "large-webhook-reads", "min-webhook-body-rate", "slow-body-grace"}},
 		{"for comparison measurements only, never in production", []string{"no-lease", "sweep-mode"}},
 	},
 }
@@ -67,17 +67,21 @@ type serveConfig struct {
 	privateKeyFile string
 	webhookSecret  string
 	apiToken       string
+	pagesToken     string
+	publicPages    bool
 	sweepInterval  time.Duration
 	boardRepos     []string
 	boardInterval  time.Duration
 	noLease        bool
 	sweepMode      string
 	etagCache      int
+	forgeTimeout   time.Duration
 	logFormat      string
 	logLevel       slog.Level
 	// The *File fields name files holding a secret, as Kubernetes mounts
 	// them; parseServe reads each into its secret.
 	apiTokenFile      string
+	pagesTokenFile    string
 	webhookSecretFile string
 	forgeTokenFile    string
 	storeTimeout      time.Duration
@@ -97,7 +101,9 @@ func serveFlags(fs *flag.FlagSet, c *serveConfig) (envOf map[string]string) {
 	fs.Int64Var(&c.installationID, "github-installation-id", 0, "GitHub App installation id")
 	fs.StringVar(&c.privateKeyFile, "github-private-key-file", "", "GitHub App private key (PEM) file")
 	fs.StringVar(&c.webhookSecret, "webhook-secret", "", "secret of X-Hub-Signature-256; absent: POST /webhooks/github answers 404")
-	fs.StringVar(&c.apiToken, "api-token", "", "bearer token of POST /api/runs (required)")
+	fs.StringVar(&c.apiToken, "api-token", "", "bearer token of POST /api/runs and GET /api/runs (required); it opens the pages too")
+	fs.StringVar(&c.pagesToken, "pages-token", "", "read-only token of the pages (/, /leases, /runs, /board and their JSON), as a bearer token or a basic auth password; absent: only --api-token opens them. /healthz and /metrics need no token")
+	fs.BoolVar(&c.publicPages, "public-pages", false, "serve the pages without a token: they list repositories, pull requests, heads, issue titles and assignees")
 	fs.DurationVar(&c.sweepInterval, "sweep-interval", server.DefaultSweepInterval, "merge-gate sweeper interval; its lease's TTL is 3 intervals, its retry 1")
 	fs.Func("board-repos", "repositories owner/name,... whose issues the forge board keeps as cards (lease forge-board-sync); absent: no board", func(v string) error {
 		c.boardRepos = nil
@@ -111,8 +117,10 @@ func serveFlags(fs *flag.FlagSet, c *serveConfig) (envOf map[string]string) {
 	fs.DurationVar(&c.boardInterval, "board-interval", board.DefaultInterval, "forge board sync interval; its lease's TTL is 3 intervals, its retry 1")
 	fs.BoolVar(&c.noLease, "no-lease", false, "run every elected net on this replica without a lease (the forge cost scales with replicas)")
 	fs.StringVar(&c.sweepMode, "sweep-mode", string(server.SweepBatch), "batch: one GraphQL query per 100 runs; rest: two REST reads per run, the per-run sweep the batched one replaced (the forge cost grows with open runs)")
+	fs.DurationVar(&c.forgeTimeout, "forge-timeout", 0, "deadline of each forge request; 0: GitHub's own 10 s request limit plus 5 s, at most a quarter of the shortest net interval")
 	fs.IntVar(&c.etagCache, "forge-etag-cache", 0, "forge ETag cache bound in bytes of cached answers; 0: the default (64 MiB), negative: off")
 	fs.StringVar(&c.apiTokenFile, "api-token-file", "", "file holding the bearer token of POST /api/runs (instead of --api-token, which ps shows)")
+	fs.StringVar(&c.pagesTokenFile, "pages-token-file", "", "file holding the pages token (instead of --pages-token)")
 	fs.StringVar(&c.webhookSecretFile, "webhook-secret-file", "", "file holding the webhook secret (instead of --webhook-secret)")
 	fs.StringVar(&c.forgeTokenFile, "forge-token-file", "", "file holding the forge token (instead of --forge-token)")
 	fs.DurationVar(&c.storeTimeout, "store-timeout", server.DefaultStoreTimeout, "deadline of each store call a request makes; past it the request answers 503 with Retry-After")
@@ -124,7 +132,9 @@ func serveFlags(fs *flag.FlagSet, c *serveConfig) (envOf map[string]string) {
 	fs.DurationVar(&c.limits.IdleTimeout, "idle-timeout", d.IdleTimeout, "HTTP: how long an idle keep-alive connection stays open")
 	fs.IntVar(&c.limits.MaxHeaderBytes, "max-header-bytes", d.MaxHeaderBytes, "HTTP: largest request header block, in bytes")
 	fs.Int64Var(&c.limits.MaxRunBodyBytes, "max-run-body-bytes", d.MaxRunBodyBytes, "largest POST /api/runs body, in bytes; larger answers 413")
-	fs.IntVar(&c.limits.LargeWebhookReads, "large-webhook-reads", d.LargeWebhookReads, "webhook bodies over 1 MiB read at once; one more answers 503")
+	fs.IntVar(&c.limits.LargeWebhookReads, "large-webhook-reads", d.LargeWebhookReads, "webhook bodies over 1 MiB read at once, one per remote address; one more waits up to --slow-body-grace, then answers 503")
+	fs.Int64Var(&c.limits.MinWebhookBodyRate, "min-webhook-body-rate", d.MinWebhookBodyRate, "slowest a webhook body over 1 MiB may arrive, in bytes per second after --slow-body-grace; slower answers 408")
+	fs.DurationVar(&c.limits.SlowBodyGrace, "slow-body-grace", d.SlowBodyGrace, "head start of a large webhook body before --min-webhook-body-rate applies, and its longest wait for a read slot")
 	fs.StringVar(&c.logFormat, "log-format", "json", "log format on stderr: json or text")
 	fs.TextVar(&c.logLevel, "log-level", slog.LevelInfo, "log level: debug, info, warn or error")
 	envOf = map[string]string{}
@@ -168,6 +178,7 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 		file   string
 	}{
 		{"api-token", &c.apiToken, c.apiTokenFile},
+		{"pages-token", &c.pagesToken, c.pagesTokenFile},
 		{"webhook-secret", &c.webhookSecret, c.webhookSecretFile},
 		{"forge-token", &c.forgeToken, c.forgeTokenFile},
 	} {
@@ -234,6 +245,12 @@ func (c serveConfig) validate() []error {
 		add("--api-token (ITERION_API_TOKEN) is required: POST /api/runs needs it")
 	}
 	app := c.appID != 0 || c.installationID != 0 || c.privateKeyFile != ""
+	if c.pagesToken != "" && strings.TrimSpace(c.pagesToken) == "" {
+		add("--pages-token (ITERION_PAGES_TOKEN) is blank: give a token or none")
+	}
+	if (c.pagesToken != "" || c.pagesTokenFile != "") && c.publicPages {
+		add("--pages-token and --public-pages are both set: choose one")
+	}
 	switch {
 	case c.forgeToken != "" && app:
 		add("--forge-token and --github-app-* are both set: choose one forge credential")
@@ -271,6 +288,9 @@ func (c serveConfig) validate() []error {
 	if c.deliveryWindow <= 0 {
 		add("--delivery-window %v: want a positive duration", c.deliveryWindow)
 	}
+	if c.forgeTimeout < 0 {
+		add("--forge-timeout %v: want a positive duration, or 0 for the default", c.forgeTimeout)
+	}
 	for _, l := range []struct {
 		flag string
 		v    int64
@@ -279,6 +299,7 @@ func (c serveConfig) validate() []error {
 		{"write-timeout", int64(c.limits.WriteTimeout)}, {"idle-timeout", int64(c.limits.IdleTimeout)},
 		{"max-header-bytes", int64(c.limits.MaxHeaderBytes)}, {"max-run-body-bytes", c.limits.MaxRunBodyBytes},
 		{"large-webhook-reads", int64(c.limits.LargeWebhookReads)},
+		{"min-webhook-body-rate", c.limits.MinWebhookBodyRate}, {"slow-body-grace", int64(c.limits.SlowBodyGrace)},
 	} {
 		if l.v <= 0 {
 			add("--%s %s: want a positive value", l.flag, strconv.FormatInt(l.v, 10))
@@ -304,6 +325,19 @@ func (c serveConfig) validate() []error {
 	return bad
 }
 
+// forgeRequestTimeout is --forge-timeout, or when it is 0 the default
+// derived from the shortest interval of the nets this replica runs.
+func (c serveConfig) forgeRequestTimeout() time.Duration {
+	if c.forgeTimeout > 0 {
+		return c.forgeTimeout
+	}
+	interval := c.sweepInterval
+	if len(c.boardRepos) > 0 {
+		interval = min(interval, c.boardInterval)
+	}
+	return forge.RequestTimeout(interval)
+}
+
 // forgeHost is the host runs are recorded under: github.com for GitHub's
 // API, the forge URL's host otherwise.
 func (c serveConfig) forgeHost() string {
@@ -318,7 +352,7 @@ func (c serveConfig) forgeHost() string {
 }
 
 // serve is runServe with its environment and log sink as arguments.
-func serve(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
+func serve(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) (rerr error) {
 	c, err := parseServe(args, getenv, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return nil // -h printed the flags
@@ -336,7 +370,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	fcfg := forge.Config{BaseURL: c.forgeURL, Token: c.forgeToken, Logger: logger, Registerer: reg, ETagCacheBytes: c.etagCache}
+	fcfg := forge.Config{BaseURL: c.forgeURL, Token: c.forgeToken, Logger: logger, Registerer: reg, ETagCacheBytes: c.etagCache,
+		Timeout: c.forgeRequestTimeout()}
 	if c.appID != 0 {
 		key, err := os.ReadFile(c.privateKeyFile)
 		if err != nil {
@@ -358,6 +393,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 		if err != nil {
 			return redactErr(err, c.mongoURI)
 		}
+		defer func() { rerr = redactErr(rerr, c.mongoURI) }() // no error of the stores quotes the password
 		defer client.Disconnect(context.WithoutCancel(ctx))
 		if runs, err = gaterun.NewMongoStore(ctx, db); err != nil {
 			return fmt.Errorf("--mongo-uri: %w", err)
@@ -381,7 +417,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 
 	srv, err := server.NewForComparison(server.Config{
 		Runs: runs, Leases: leases, Forge: fc, ForgeHost: c.forgeHost(),
-		APIToken: c.apiToken, WebhookSecret: c.webhookSecret,
+		APIToken: c.apiToken, PagesToken: c.pagesToken, PublicPages: c.publicPages, WebhookSecret: c.webhookSecret,
 		SweepInterval: c.sweepInterval,
 		Board:         cards, BoardRepos: c.boardRepos, BoardInterval: c.boardInterval,
 		StoreTimeout: c.storeTimeout, Deliveries: deliveries, DeliveryWindow: c.deliveryWindow, Limits: c.limits,
@@ -396,7 +432,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	}
 	logger.Info("iterion serve", "owner", srv.Owner(), "forge_host", c.forgeHost(),
 		"sweep_interval", c.sweepInterval.String(), "board_repos", strings.Join(c.boardRepos, ","),
-		"board_interval", c.boardInterval.String(), "no_lease", c.noLease, "mongo", c.mongoURI != "")
+		"board_interval", c.boardInterval.String(), "public_pages", c.publicPages, "forge_timeout", c.forgeRequestTimeout().String(), "no_lease", c.noLease, "mongo", c.mongoURI != "")
 	return srv.Run(ctx, ln)
 }
 
@@ -431,18 +467,48 @@ func redactURI(uri string) string {
 	return u.Redacted()
 }
 
-// redactErr returns err with the password of uri, wherever its text holds
-// it, replaced by "xxxxx"; errors.Is and errors.As still see err.
+// redactErr returns err with the password of uri hidden wherever its
+// text holds it, whole, escaped or unescaped, or any fragment of it of 3
+// characters or more (a driver quotes the bad escape of a password it
+// cannot parse, such as "%zz"), each replaced by "xxxxx"; errors.Is and
+// errors.As still see err. The password is found without parsing uri, so
+// a URI that does not parse hides its password too.
 func redactErr(err error, uri string) error {
-	u, perr := url.Parse(uri)
-	if err == nil || perr != nil || u.User == nil {
+	pw := rawPassword(uri)
+	if err == nil || pw == "" {
 		return err
 	}
-	pw, ok := u.User.Password()
-	if !ok || pw == "" {
-		return err
+	secrets := []string{pw, url.QueryEscape(pw), url.PathEscape(pw)}
+	if un, uerr := url.PathUnescape(pw); uerr == nil {
+		secrets = append(secrets, un)
 	}
-	return redactedError{err: err, secrets: []string{pw, url.QueryEscape(pw), url.PathEscape(pw)}}
+	// Every fragment, longest first, so a whole secret is replaced before
+	// its pieces.
+	for n := len(pw) - 1; n >= 3; n-- {
+		for i := 0; i+n <= len(pw); i++ {
+			secrets = append(secrets, pw[i:i+n])
+		}
+	}
+	return redactedError{err: err, secrets: secrets}
+}
+
+// rawPassword is the password of a mongodb:// URI as written, escapes and
+// all: what follows the first ":" of the user information, the text before
+// the last "@" of the authority; "" when there is none.
+func rawPassword(uri string) string {
+	_, rest, ok := strings.Cut(uri, "://")
+	if !ok {
+		return ""
+	}
+	// The authority ends at the first "/" or "?" after the user
+	// information; a "/" inside a password must be escaped, but look for
+	// the last "@" first so an unescaped one hides nothing.
+	at := strings.LastIndex(rest, "@")
+	if at < 0 {
+		return ""
+	}
+	_, pw, _ := strings.Cut(rest[:at], ":")
+	return pw
 }
 
 // redactedError is an error whose text hides secrets.

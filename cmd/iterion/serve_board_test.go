@@ -72,7 +72,7 @@ func TestServeRunsTheForgeBoard(t *testing.T) {
 		t.Errorf("serve after the stop signal = %v, want nil", err)
 	}
 
-	url, _, stop = startServe(t, common)
+	url, _, stop = startServe(t, append(common, "--public-pages"))
 	defer stop()
 	resp, err := http.Get(url + "/board")
 	if err != nil {

@@ -53,12 +53,16 @@ func TestServeValidatesConfigNamingTheFlag(t *testing.T) {
 		{"env twin bad bool", base, env("ITERION_NO_LEASE", "maybe"), "ITERION_NO_LEASE"},
 		{"stray argument", append(base, "extra"), env(), `"extra"`},
 		{"store timeout zero", append(base, "--store-timeout", "0s"), env(), "--store-timeout"},
+		{"pages token and public pages", append(base, "--pages-token", "p", "--public-pages"), env(), "--public-pages"},
+		{"forge timeout negative", append(base, "--forge-timeout", "-1s"), env(), "--forge-timeout"},
 		{"delivery window zero", append(base, "--delivery-window", "0s"), env(), "--delivery-window"},
 		{"read timeout zero", append(base, "--read-timeout", "0s"), env(), "--read-timeout"},
 		{"read header timeout negative", append(base, "--read-header-timeout", "-1s"), env(), "--read-header-timeout"},
 		{"idle timeout zero", append(base, "--idle-timeout", "0s"), env(), "--idle-timeout"},
 		{"max header bytes zero", append(base, "--max-header-bytes", "0"), env(), "--max-header-bytes"},
 		{"run body zero", append(base, "--max-run-body-bytes", "0"), env(), "--max-run-body-bytes"},
+		{"min webhook body rate zero", append(base, "--min-webhook-body-rate", "0"), env(), "--min-webhook-body-rate"},
+		{"slow body grace negative", append(base, "--slow-body-grace", "-1s"), env(), "--slow-body-grace"},
 		{"large webhook reads zero", append(base, "--large-webhook-reads", "0"), env(), "--large-webhook-reads"},
 		{"write timeout under store timeout", append(base, "--write-timeout", "2s", "--store-timeout", "3s"), env(), "--write-timeout"},
 		{"env twin of a limit bad", base, env("ITERION_STORE_TIMEOUT", "soon"), "ITERION_STORE_TIMEOUT"},
@@ -178,9 +182,16 @@ func startServe(t *testing.T, args []string) (url string, log *logLines, stop fu
 	return "http://" + line.Addr, log, func() error { cancel(); return <-done }
 }
 
+// getJSON decodes the answer of GET url, sent with the tests' API token
+// ("api"), which opens the pages too.
 func getJSON(t *testing.T, url string, v any) {
 	t.Helper()
-	resp, err := http.Get(url)
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer api")
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -329,5 +340,49 @@ func TestServeErrorsHideTheMongoPassword(t *testing.T) {
 	wrapped := redactErr(fmt.Errorf("dial mongodb://admin:%s@db: %w", pw, cause), "mongodb://admin:"+pw+"@db/")
 	if strings.Contains(wrapped.Error(), pw) || !errors.Is(wrapped, cause) {
 		t.Errorf("redactErr: got %q (wraps cause %v), want the password hidden and the cause kept", wrapped, errors.Is(wrapped, cause))
+	}
+}
+
+// TestServeForgeTimeout pins that every forge request has a deadline:
+// --forge-timeout when given, else GitHub's 10 s request limit plus 5 s,
+// at most a quarter of the shortest net interval.
+func TestServeForgeTimeout(t *testing.T) {
+	base := []string{"--forge-token", "t", "--api-token", "a"}
+	for _, c := range []struct {
+		name string
+		args []string
+		want time.Duration
+	}{
+		{"default at a one-minute interval", base, 15 * time.Second},
+		{"a short interval bounds it", append(base, "--sweep-interval", "20s"), 5 * time.Second},
+		{"the board's interval counts when it runs", append(base, "--board-repos", "acme/app", "--board-interval", "8s"), 2 * time.Second},
+		{"the flag overrides", append(base, "--forge-timeout", "40s"), 40 * time.Second},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg, err := parseServe(c.args, env(), io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := cfg.forgeRequestTimeout(); got != c.want {
+				t.Errorf("forge request timeout: got %v, want %v", got, c.want)
+			}
+		})
+	}
+}
+
+// TestServeErrorsHideABadlyEscapedMongoPassword pins that no fragment of a
+// Mongo URI's password reaches an error, even when a bad escape makes the
+// URI unparsable and the driver quotes the escape.
+func TestServeErrorsHideABadlyEscapedMongoPassword(t *testing.T) {
+	const pw = "hunter2%zzpw"
+	err := serve(t.Context(), []string{"--forge-token", "t", "--api-token", "a", "--listen", "127.0.0.1:0",
+		"--mongo-uri", "mongodb://admin:" + pw + "@127.0.0.1:1/"}, env(), io.Discard)
+	if err == nil {
+		t.Fatal("serve with an unparsable Mongo URI: got nil, want an error")
+	}
+	for _, frag := range []string{"hunter2", "%zz", "zzpw", "2%z"} {
+		if strings.Contains(err.Error(), frag) {
+			t.Errorf("error %q shows %q, a fragment of the password: no secret in any output", err, frag)
+		}
 	}
 }

@@ -54,6 +54,19 @@ load 1m
   iterion_net_last_success_timestamp_seconds{lease="forge-board-sync", instance="a"} 0x20
 `, 10 * time.Minute}},
 }, {
+	alert: "IterionNetForgeErrors",
+	fires: fixture{"every forge read of the sweeper's passes fails from 2m; judged at 7m, the rule's `for` after", `
+load 1m
+  iterion_net_forge_error_ratio{lease="merge-gate-sweeper", instance="a"} 0 0 1x20
+`, 7 * time.Minute},
+	healthy: []fixture{{"one batch in ten fails", `
+load 1m
+  iterion_net_forge_error_ratio{lease="merge-gate-sweeper", instance="a"} 0.1x20
+`, 10 * time.Minute}, {"the forge failed from 2m to 4m, then recovered", `
+load 1m
+  iterion_net_forge_error_ratio{lease="merge-gate-sweeper", instance="a"} 0 0 1 1 0x20
+`, 10 * time.Minute}},
+}, {
 	alert: "IterionNetNeverPassed",
 	fires: fixture{"the replicas have run the sweeper for 40m and none completed a pass", `
 load 1m

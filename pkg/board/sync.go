@@ -81,6 +81,9 @@ type Config struct {
 	// OnPass is called synchronously after each pass; nil means none. It
 	// must not block.
 	OnPass func(Pass)
+	// Watchdog bounds each pass and ends a term whose passes keep failing
+	// (lease.Every); the zero Watchdog bounds nothing.
+	Watchdog lease.Watchdog
 }
 
 // ErrConfig is wrapped by NewSync's errors about a bad field.
@@ -170,19 +173,35 @@ type boardTerm struct {
 // list or store fails keeps its watermark, so the next pass lists the same
 // issues again; the pass goes on to the next repository. A rate-limit error
 // stops the pass; the ticks before the limit's reset are skipped and not
-// counted as passes.
+// counted as passes. Config.Watchdog bounds each pass; when it ends the
+// term (passes in a row that did not sync every repository), Work logs why
+// and returns, and the lease is released.
 func (s *Sync) Work(ctx context.Context) {
 	st := &boardTerm{term: int(s.terms.Add(1)), watermarks: make(map[string]time.Time)}
-	lease.Every(forge.WithLane(ctx, forge.LaneBoardSync), s.cfg.Interval, s.cfg.Now,
-		func(ctx context.Context) time.Time { return s.pass(ctx, st) },
+	err := lease.Every(forge.WithLane(ctx, forge.LaneBoardSync), s.cfg.Interval, s.cfg.Now,
+		func(ctx context.Context) (time.Time, bool) {
+			p := s.pass(ctx, st)
+			return p.resume, p.synced
+		},
 		func(until time.Time) {
 			s.cfg.Logger.Debug("board sync skipped: rate limited", "until", until)
-		})
+		}, s.cfg.Watchdog)
+	if err != nil {
+		s.cfg.Logger.Warn("board sync: stepping down", "err", err)
+	}
 }
 
-// pass makes one pass of the term st and returns the rate limit's reset
-// when one stopped it (zero otherwise).
-func (s *Sync) pass(ctx context.Context, st *boardTerm) (resume time.Time) {
+// passEnd is how a pass ended: the rate limit's reset when one stopped it
+// (zero otherwise), and whether it reached every repository and synced
+// each.
+type passEnd struct {
+	resume time.Time
+	synced bool
+}
+
+// pass makes one pass of the term st and says how it ended.
+func (s *Sync) pass(ctx context.Context, st *boardTerm) passEnd {
+	var resume time.Time
 	st.pass++
 	p := Pass{Owner: s.cfg.Owner, Term: st.term, Pass: st.pass, At: s.cfg.Now(), Complete: true}
 	listed, changed, failed := 0, 0, 0
@@ -213,7 +232,7 @@ func (s *Sync) pass(ctx context.Context, st *boardTerm) (resume time.Time) {
 	if s.cfg.OnPass != nil {
 		s.cfg.OnPass(p)
 	}
-	return resume
+	return passEnd{resume: resume, synced: p.Complete && failed == 0}
 }
 
 // syncRepo lists r's issues since its watermark and stores their cards,

@@ -20,7 +20,7 @@ const Collection = "webhook_deliveries"
 
 // MongoStore is the MongoDB Store twin, shared by every
 // replica: collection webhook_deliveries, one document per delivery id
-// ({_id, expires}), with a TTL index that lets MongoDB delete a document
+// ({_id, state: "held" or "done", expires}), with a TTL index that lets MongoDB delete a document
 // once its expiry has passed. MongoDB's TTL monitor runs about once a
 // minute, so Claim also treats a lingering expired document as absent. On
 // a server without TTL indexes (FerretDB v1, the test server and dev-mongo)
@@ -64,39 +64,70 @@ func NewMongoStore(ctx context.Context, db *mongo.Database) (*MongoStore, error)
 	return s, nil
 }
 
+// The states of a delivery document.
+const (
+	stateHeld = "held"
+	stateDone = "done"
+)
+
 // Claim implements Store: an insert, and on a duplicate id one
-// conditional update that takes over the id only when its expiry passed.
-func (s *MongoStore) Claim(ctx context.Context, id string, now time.Time, window time.Duration) (bool, error) {
-	if err := checkClaim(id, window); err != nil {
-		return false, err
+// conditional update that takes over the id only when its hold or window
+// passed, then, when that matched nothing, a read of the id's state.
+func (s *MongoStore) Claim(ctx context.Context, id string, now time.Time, hold time.Duration) (Claim, error) {
+	if err := check(id, "hold", hold); err != nil {
+		return 0, err
 	}
 	now = mongostore.Stamp(now)
-	expires := mongostore.Stamp(now.Add(window))
+	expires := mongostore.Stamp(now.Add(hold))
 	if s.selfPrune && s.claims.Add(1)%pruneEvery == 0 {
 		if _, err := s.coll.DeleteMany(ctx, bson.D{{Key: "expires", Value: bson.D{{Key: "$lte", Value: now}}}}); err != nil {
-			return false, fmt.Errorf("delivery: prune deliveries: %w", err)
+			return 0, fmt.Errorf("delivery: prune deliveries: %w", err)
 		}
 	}
-	_, err := s.coll.InsertOne(ctx, bson.D{{Key: "_id", Value: id}, {Key: "expires", Value: expires}})
+	_, err := s.coll.InsertOne(ctx, bson.D{{Key: "_id", Value: id}, {Key: "state", Value: stateHeld}, {Key: "expires", Value: expires}})
 	if err == nil {
-		return true, nil
+		return Claimed, nil
 	}
 	if !mongo.IsDuplicateKeyError(err) {
-		return false, fmt.Errorf("delivery: claim delivery %q: %w", id, err)
+		return 0, fmt.Errorf("delivery: claim delivery %q: %w", id, err)
 	}
 	res, err := s.coll.UpdateOne(ctx,
 		bson.D{{Key: "_id", Value: id}, {Key: "expires", Value: bson.D{{Key: "$lte", Value: now}}}},
-		bson.D{{Key: "$set", Value: bson.D{{Key: "expires", Value: expires}}}})
+		bson.D{{Key: "$set", Value: bson.D{{Key: "state", Value: stateHeld}, {Key: "expires", Value: expires}}}})
 	if err != nil {
-		return false, fmt.Errorf("delivery: claim delivery %q: %w", id, err)
+		return 0, fmt.Errorf("delivery: claim delivery %q: %w", id, err)
 	}
-	return res.MatchedCount == 1, nil
+	if res.MatchedCount == 1 {
+		return Claimed, nil
+	}
+	var doc struct {
+		State string `bson:"state"`
+	}
+	err = s.coll.FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Decode(&doc)
+	switch {
+	case errors.Is(err, mongo.ErrNoDocuments):
+		// Deleted as expired between the two calls: free, but another
+		// claim may be racing for it; the caller asks for it again.
+		return Held, nil
+	case err != nil:
+		return 0, fmt.Errorf("delivery: claim delivery %q: read its state: %w", id, err)
+	case doc.State == stateDone || doc.State == "": // "": the earlier format, processed ids only
+		return Done, nil
+	}
+	return Held, nil
 }
 
-// Forget implements Store.
-func (s *MongoStore) Forget(ctx context.Context, id string) error {
-	if _, err := s.coll.DeleteOne(ctx, bson.D{{Key: "_id", Value: id}}); err != nil {
-		return fmt.Errorf("delivery: forget delivery %q: %w", id, err)
+// Complete implements Store: one upsert.
+func (s *MongoStore) Complete(ctx context.Context, id string, now time.Time, window time.Duration) error {
+	if err := check(id, "window", window); err != nil {
+		return err
+	}
+	now = mongostore.Stamp(now)
+	_, err := s.coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: id}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "state", Value: stateDone}, {Key: "expires", Value: mongostore.Stamp(now.Add(window))}}}},
+		options.UpdateOne().SetUpsert(true))
+	if err != nil {
+		return fmt.Errorf("delivery: complete delivery %q: %w", id, err)
 	}
 	return nil
 }

@@ -47,3 +47,31 @@ func TestStalledForgeIsCountedWhenTheCallerGivesUp(t *testing.T) {
 		t.Fatalf("counts: got %d with code 0, want 1: a request sent and never answered is counted as an error", got)
 	}
 }
+
+// TestEmptyGraphQLAnswerIsAnErrorNotNotFound pins that a GraphQL 200 that
+// says nothing of the pull requests asked for (neither data nor errors,
+// or a null no error explains) fails the read with ErrEmptyAnswer, never
+// ErrNotFound, which would push existing pull requests into back-off.
+func TestEmptyGraphQLAnswerIsAnErrorNotNotFound(t *testing.T) {
+	for _, c := range []struct{ name, body string }{
+		{"neither data nor errors", `{}`},
+		{"data null, no errors", `{"data": null}`},
+		{"an alias null, no errors", `{"data": {"p0": null, "rateLimit": {"cost": 1}}}`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				w.Write([]byte(c.body))
+			}))
+			t.Cleanup(srv.Close)
+			fc := newClient(t, srv, forge.Config{Token: "t"})
+			states, err := fc.PullStates(laneCtx(forge.LaneMergeGateSweeper), []forge.PullRef{{Owner: "acme", Repo: "app", Number: 12}})
+			if err == nil && len(states) == 1 {
+				err = states[0].Err
+			}
+			if !errors.Is(err, forge.ErrEmptyAnswer) || errors.Is(err, forge.ErrNotFound) {
+				t.Errorf("PullStates on %s: got %v, want ErrEmptyAnswer and not ErrNotFound: an empty answer is a failed read", c.body, err)
+			}
+		})
+	}
+}

@@ -53,6 +53,10 @@ var ErrInvalidConfig = errors.New("forge: invalid config")
 // pull request or commit, or no access to it).
 var ErrNotFound = errors.New("forge: not found")
 
+// ErrServer reports a 5xx answer: the forge failed, not the request, and
+// every replica asking now would fail alike, so a caller backs off.
+var ErrServer = errors.New("forge: server error")
+
 // DefaultBaseURL is GitHub's REST root, used when Config.BaseURL is empty.
 const DefaultBaseURL = "https://api.github.com/"
 
@@ -278,4 +282,19 @@ func (c *Client) HTTPClient() *http.Client {
 // held back by the gate: errors.As finds a *RateLimitError).
 func (c *Client) GitHub() *github.Client {
 	return c.gh
+}
+
+// ServerTimeout is how long GitHub works on one API request before it
+// stops it and answers with a timeout: 10 seconds
+// (https://docs.github.com/en/rest/using-the-rest-api/troubleshooting-the-rest-api#timeouts,
+// https://docs.github.com/en/graphql/overview/rate-limits-and-query-limits-for-the-graphql-api#timeouts).
+const ServerTimeout = 10 * time.Second
+
+// RequestTimeout is the default Config.Timeout for a client serving nets
+// whose shortest interval is interval: GitHub's ServerTimeout plus 5
+// seconds for the answer to arrive, since waiting longer only waits for a
+// request GitHub has given up on, and at most a quarter of the interval,
+// so a request that never answers leaves the pass time to go on.
+func RequestTimeout(interval time.Duration) time.Duration {
+	return min(ServerTimeout+5*time.Second, interval/4)
 }

@@ -151,8 +151,8 @@ func issueOf(is *github.Issue) Issue {
 }
 
 // wrap turns go-github's errors into this package's: rate limits into a
-// *RateLimitError, 404 into ErrNotFound, another 403 into ErrForbidden; op
-// names the call.
+// *RateLimitError, 404 into ErrNotFound, another 403 into ErrForbidden, a
+// 5xx into ErrServer; op names the call.
 func (c *Client) wrap(ctx context.Context, op string, err error) error {
 	var held *RateLimitError
 	if errors.As(err, &held) {
@@ -181,6 +181,9 @@ func (c *Client) wrap(ctx context.Context, op string, err error) error {
 	}
 	if errors.As(err, &resp) && resp.Response != nil && resp.Response.StatusCode == http.StatusForbidden {
 		return fmt.Errorf("forge: %s: %w: %w", op, ErrForbidden, err)
+	}
+	if errors.As(err, &resp) && resp.Response != nil && resp.Response.StatusCode >= 500 {
+		return fmt.Errorf("forge: %s: %w: %w", op, ErrServer, err)
 	}
 	return fmt.Errorf("forge: %s: %w", op, err)
 }

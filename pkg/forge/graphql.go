@@ -23,6 +23,11 @@ var ErrForbidden = errors.New("forge: forbidden")
 // error names it.
 var ErrInvalidArgument = errors.New("forge: invalid argument")
 
+// ErrEmptyAnswer reports a GraphQL answer that says nothing of what was
+// asked: no data and no errors, or a null with no error to explain it. It
+// is a failed read, never ErrNotFound.
+var ErrEmptyAnswer = errors.New("forge: empty GraphQL answer")
+
 // MaxPullBatch is the most pull requests PullStates reads in one query:
 // GitHub's page limit, which keeps the query at one point.
 const MaxPullBatch = 100
@@ -103,6 +108,7 @@ func (c *Client) PullStates(ctx context.Context, refs []PullRef) ([]PullState, e
 	// githubv4 reports GraphQL errors by message alone; their type and path
 	// say which alias failed and why, so they are read from the body.
 	var body struct {
+		Data   json.RawMessage
 		Errors []struct {
 			Type    string
 			Path    []any
@@ -114,6 +120,13 @@ func (c *Client) PullStates(ctx context.Context, refs []PullRef) ([]PullState, e
 	}
 	if err != nil && len(body.Errors) == 0 {
 		return nil, fmt.Errorf("forge: %s: %w", op, err)
+	}
+	// A GraphQL answer holds data, errors or both
+	// (https://spec.graphql.org/October2021/#sec-Response-Format); one
+	// with neither says nothing of any pull request, so it is an error,
+	// never "not found".
+	if len(body.Errors) == 0 && (len(body.Data) == 0 || string(body.Data) == "null") {
+		return nil, fmt.Errorf("forge: %s: %w: the answer holds neither data nor errors", op, ErrEmptyAnswer)
 	}
 	out := make([]PullState, len(refs))
 	for _, e := range body.Errors {
@@ -143,7 +156,10 @@ func (c *Client) PullStates(ctx context.Context, refs []PullRef) ([]PullState, e
 			continue
 		}
 		if repo.IsNil() || repo.Elem().Field(0).IsNil() {
-			out[i].Err = fmt.Errorf("forge: %s: %s: %w: no pull request in the answer", op, refs[i], ErrNotFound)
+			// GitHub answers a missing repository or pull request with a
+			// NOT_FOUND error beside the null, read above; a null that no
+			// error explains is not a "not found".
+			out[i].Err = fmt.Errorf("forge: %s: %s: %w: no pull request and no error in the answer", op, refs[i], ErrEmptyAnswer)
 			continue
 		}
 		out[i] = pullStateOf(repo.Elem().Field(0).Interface().(*gqlPull))
@@ -239,6 +255,8 @@ func (c *Client) wrapGraphQL(ctx context.Context, op string, err error, got capt
 		return fmt.Errorf("%s: %w", op, &RateLimitError{Reset: c.gate.secondaryUntil(), Cause: CauseSecondary, Sent: true, Lane: laneOf(ctx)})
 	case got.status == http.StatusForbidden || got.status == http.StatusTooManyRequests:
 		return fmt.Errorf("%s: %w", op, c.graphqlLimited(ctx))
+	case got.status >= 500:
+		return fmt.Errorf("forge: %s: %w %d: %w", op, ErrServer, got.status, err)
 	}
 	return fmt.Errorf("forge: %s: %w", op, err)
 }

@@ -2,40 +2,113 @@ package lease
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 )
+
+// ErrPassTimeout is the cause of a pass's context ending at its timeout
+// (context.Cause): the pass outlived its deadline and was cancelled.
+var ErrPassTimeout = errors.New("lease: pass outlived its deadline")
+
+// ErrStalled is what [Every] returns when the term's work completed no pass
+// for Watchdog.StallAfter passes in a row: the holder steps down, so
+// another replica may try.
+var ErrStalled = errors.New("lease: no pass completed; stepping down")
+
+// Watchdog bounds the passes of an elected net's term ([Every]). The zero
+// Watchdog bounds nothing: passes end with the term's context, and the
+// term with ctx.
+type Watchdog struct {
+	// Name names the net in errors and in Health.
+	Name string
+	// PassTimeout bounds each pass: its context ends PassTimeout after the
+	// pass began, with cause ErrPassTimeout. 0: no bound but the term's.
+	PassTimeout time.Duration
+	// StallAfter ends the term when this many passes in a row did not
+	// complete (timed out or reported incomplete); a pass stopped by a rate
+	// limit (a non-zero resume) counts neither way, since every replica
+	// shares the forge's budget. 0: never.
+	StallAfter int
+	// Health, when set, fails its Check while a pass has run past its
+	// timeout plus the Health's bound: a pass that ignores its
+	// cancellation, which neither Every nor Run can end.
+	Health *Health
+	// TimedOut is called after each pass whose timeout cancelled it; nil:
+	// none. It must not block.
+	TimedOut func()
+	// Stalled is called when Every ends the term for StallAfter failed
+	// passes, before it returns; nil: none. It must not block.
+	Stalled func()
+}
 
 // Every is the cadence of an elected net's term: it calls pass once per
 // interval until ctx is done, the first call one interval after Every
 // starts (docs/design.md, decision 3), so a term that flaps
 // costs nothing. Call it from the work that [Run] serves, with the term's
-// context.
+// context, and return when it does: it returns nil when ctx is done, or an
+// error wrapping ErrStalled when wd.StallAfter passes in a row did not
+// complete, which ends the term.
 //
 // No pass starts once ctx is done, even when a tick and the end of the
-// term arrive together. pass returns the instant before which the next
-// passes must wait (a rate limit's reset; zero for none): the ticks before
-// it are skipped, with a call to skipped, and are not passes. now is the
-// clock resume is compared with. interval must be positive.
+// term arrive together. Each pass's context ends at wd.PassTimeout, when
+// set (cause ErrPassTimeout). pass returns the instant before which the next passes
+// must wait (a rate limit's reset; zero for none) and whether it
+// completed: the ticks before resume are skipped, with a call to skipped,
+// and are not passes. now is the clock resume is compared with. interval
+// must be positive.
 func Every(ctx context.Context, interval time.Duration, now func() time.Time,
-	pass func(context.Context) (resume time.Time), skipped func(until time.Time)) {
+	pass func(context.Context) (resume time.Time, complete bool), skipped func(until time.Time), wd Watchdog) error {
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	var resume time.Time
+	failed := 0
 	for {
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-tick.C:
 		}
 		// select picks at random among ready cases: a tick that came with
 		// the end of the term must not start a pass in a term that is over.
 		if ctx.Err() != nil {
-			return
+			return nil
 		}
 		if now().Before(resume) {
 			skipped(resume)
 			continue
 		}
-		resume = pass(ctx)
+		var complete, timedOut bool
+		resume, complete, timedOut = bounded(ctx, pass, wd)
+		if timedOut && wd.TimedOut != nil {
+			wd.TimedOut()
+		}
+		switch {
+		case complete:
+			failed = 0
+		case resume.IsZero() && ctx.Err() == nil:
+			failed++
+		}
+		if wd.StallAfter > 0 && failed >= wd.StallAfter {
+			if wd.Stalled != nil {
+				wd.Stalled()
+			}
+			return fmt.Errorf("%w: net %q: %d passes in a row did not complete (pass timeout %v)", ErrStalled, wd.Name, failed, wd.PassTimeout)
+		}
 	}
+}
+
+// bounded runs one pass under wd.PassTimeout, tracked by wd.Health while
+// it runs, and reports whether the timeout cancelled it.
+func bounded(ctx context.Context, pass func(context.Context) (time.Time, bool), wd Watchdog) (resume time.Time, complete, timedOut bool) {
+	if wd.PassTimeout <= 0 {
+		resume, complete = pass(ctx)
+		return resume, complete, false
+	}
+	pctx, cancel := context.WithTimeoutCause(ctx, wd.PassTimeout, ErrPassTimeout)
+	defer cancel()
+	w := wd.Health.beginPass(wd.Name, time.Now().Add(wd.PassTimeout))
+	defer wd.Health.end(w)
+	resume, complete = pass(pctx)
+	return resume, complete, errors.Is(context.Cause(pctx), ErrPassTimeout)
 }

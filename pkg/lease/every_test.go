@@ -2,6 +2,7 @@ package lease_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -21,13 +22,13 @@ func TestEveryCadence(t *testing.T) {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			lease.Every(ctx, interval, time.Now, func(context.Context) time.Time {
+			lease.Every(ctx, interval, time.Now, func(context.Context) (time.Time, bool) {
 				passes = append(passes, time.Since(start))
 				if len(passes) == 2 {
-					return time.Now().Add(2*interval + interval/2) // a rate limit's reset
+					return time.Now().Add(2*interval + interval/2), false // a rate limit's reset
 				}
-				return time.Time{}
-			}, func(time.Time) { skips = append(skips, time.Since(start)) })
+				return time.Time{}, true
+			}, func(time.Time) { skips = append(skips, time.Since(start)) }, lease.Watchdog{})
 		}()
 		time.Sleep(6*interval + interval/2)
 		cancel()
@@ -70,7 +71,7 @@ func TestEveryStartsNoPassOnceTheTermEnded(t *testing.T) {
 				for round := range 64 {
 					ctx, cancel := context.WithCancel(t.Context())
 					passes, late := 0, 0
-					lease.Every(ctx, interval, time.Now, func(ctx context.Context) time.Time {
+					lease.Every(ctx, interval, time.Now, func(ctx context.Context) (time.Time, bool) {
 						passes++
 						if ctx.Err() != nil {
 							late++
@@ -81,8 +82,8 @@ func TestEveryStartsNoPassOnceTheTermEnded(t *testing.T) {
 						}
 						cancel()                          // the term ends during the pass
 						time.Sleep(interval + interval/2) // and the pass outlasts the next tick
-						return resume
-					}, func(time.Time) { late++ })
+						return resume, true
+					}, func(time.Time) { late++ }, lease.Watchdog{PassTimeout: 2 * interval})
 					cancel()
 					if passes != 1 || late != 0 {
 						t.Fatalf("round %d: got %d passes and %d calls after the term ended, want 1 and 0: a pass never starts once ctx is done", round, passes, late)
@@ -91,4 +92,93 @@ func TestEveryStartsNoPassOnceTheTermEnded(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestEveryWatchdog pins the watchdog's rules in virtual time: a pass that
+// outlives its deadline is cancelled (cause ErrPassTimeout) and counted; a
+// term whose passes fail StallAfter times in a row ends with ErrStalled,
+// while passes stopped by a rate limit count neither way; and a pass that
+// ignores its cancellation fails Health once past its deadline plus the
+// bound.
+func TestEveryWatchdog(t *testing.T) {
+	const interval = time.Minute
+	t.Run("a hung pass is cancelled at its deadline and the term ends after StallAfter", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			start := time.Now()
+			timeouts, passes, stalled := 0, 0, 0
+			var causes []error
+			err := lease.Every(t.Context(), interval, time.Now, func(ctx context.Context) (time.Time, bool) {
+				passes++
+				<-ctx.Done() // a forge request that never answers
+				causes = append(causes, context.Cause(ctx))
+				return time.Time{}, false
+			}, func(time.Time) {}, lease.Watchdog{Name: "net", PassTimeout: interval / 2, StallAfter: 3, TimedOut: func() { timeouts++ }, Stalled: func() { stalled++ }})
+			if !errors.Is(err, lease.ErrStalled) {
+				t.Fatalf("Every: got %v, want ErrStalled: three failed passes in a row end the term", err)
+			}
+			if passes != 3 || timeouts != 3 || stalled != 1 {
+				t.Errorf("got %d passes, %d timeouts and %d stall reports, want 3, 3 and 1: each hung pass is cancelled and counted, the stall reported", passes, timeouts, stalled)
+			}
+			for i, c := range causes {
+				if !errors.Is(c, lease.ErrPassTimeout) {
+					t.Errorf("pass %d's cause: got %v, want ErrPassTimeout", i+1, c)
+				}
+			}
+			if got, want := time.Since(start), 3*interval+interval/2; got != want {
+				t.Errorf("the term ended after %v, want %v: the third pass's deadline", got, want)
+			}
+		})
+	})
+	t.Run("a complete pass resets the count and rate-limited passes are neutral", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), 10*interval+interval/2)
+			defer cancel()
+			n := 0
+			// fail, limited, fail, ok, fail, fail, ok, fail, fail, ok: never 3 failures in a row, and only if the limited pass counts as one.
+			script := "frfoffoffo"
+			err := lease.Every(ctx, interval, time.Now, func(context.Context) (time.Time, bool) {
+				c := script[n%len(script)]
+				n++
+				switch c {
+				case 'o':
+					return time.Time{}, true
+				case 'r':
+					return time.Now().Add(time.Second), false
+				}
+				return time.Time{}, false
+			}, func(time.Time) {}, lease.Watchdog{StallAfter: 3})
+			if err != nil || n != 10 {
+				t.Errorf("Every: got %v after %d passes, want nil after 10: a complete pass resets the count, a rate limit counts neither way", err, n)
+			}
+		})
+	})
+	t.Run("a pass that ignores its cancellation fails Health", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			h := lease.NewHealth(10 * time.Second)
+			ctx, cancel := context.WithCancel(t.Context())
+			release := make(chan struct{})
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				lease.Every(ctx, interval, time.Now, func(context.Context) (time.Time, bool) {
+					<-release // blind to its context
+					return time.Time{}, true
+				}, func(time.Time) {}, lease.Watchdog{Name: "net", PassTimeout: interval, Health: h})
+			}()
+			time.Sleep(2*interval + 5*time.Second) // the pass began at 1m, its deadline is 2m
+			if err := h.Check(); err != nil {
+				t.Errorf("Check within the bound past the deadline: got %v, want nil", err)
+			}
+			time.Sleep(5 * time.Second)
+			if err := h.Check(); !errors.Is(err, lease.ErrPassStuck) {
+				t.Errorf("Check at the deadline plus the bound: got %v, want ErrPassStuck: a stalled pass fails /healthz", err)
+			}
+			close(release)
+			cancel()
+			<-done
+			if err := h.Check(); err != nil {
+				t.Errorf("Check after the pass returned: got %v, want nil", err)
+			}
+		})
+	})
 }

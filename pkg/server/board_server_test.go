@@ -90,7 +90,9 @@ func TestBoardSyncOnlyTheElectedReplicaSpendsTheBoardLane(t *testing.T) {
 		leader := terms[0]
 		for _, r := range c.replicas {
 			rec := httptest.NewRecorder()
-			r.handler.ServeHTTP(rec, httptest.NewRequest("GET", "/board", nil))
+			req := httptest.NewRequest("GET", "/board", nil)
+			req.Header.Set("Authorization", "Bearer a")
+			r.handler.ServeHTTP(rec, req)
 			want := "Synced by <code>" + leader + "</code> · "
 			if r.owner == leader {
 				want = "Synced by <code>" + leader + "</code> (this replica) · last complete pass <time"
@@ -190,7 +192,9 @@ func TestBoardRoute(t *testing.T) {
 			t.Fatalf("server.New: %v", err)
 		}
 		rec := httptest.NewRecorder()
-		srv.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/board?format=json", nil))
+		req := httptest.NewRequest("GET", "/board?format=json", nil)
+		req.Header.Set("Authorization", "Bearer a")
+		srv.Handler().ServeHTTP(rec, req)
 		if rec.Code != tc.code || !strings.Contains(rec.Body.String(), tc.contains) {
 			t.Errorf("GET /board with repos %v: got %d %s, want %d containing %s: %s", tc.repos, rec.Code, rec.Body, tc.code, tc.contains, tc.why)
 		}

@@ -17,6 +17,7 @@ const (
 	OutcomePublished  = outcomePublished
 	OutcomeFailed     = outcomeFailed
 	OutcomeUnreadable = outcomeUnreadable
+	OutcomeSuperseded = outcomeSuperseded
 	ShallowWindow     = shallowWindow
 	DeepWindow        = deepWindow
 )

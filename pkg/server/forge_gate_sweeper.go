@@ -53,8 +53,12 @@ type SweepPass struct {
 	// Offered is how many runs were offered; BackingOff how many the pass
 	// skipped because their pull request could not be read lately.
 	Offered, BackingOff int
-	// Complete is false when the pass stopped early: a rate limit, a store
-	// error or the end of the term.
+	// ForgeReads is how many batches the pass offered (one forge read
+	// each); ForgeErrors how many of them failed whole (no run got a
+	// forge answer), ServerErrors how many of those with a 5xx.
+	ForgeReads, ForgeErrors, ServerErrors int
+	// Complete is false when the pass stopped early (a rate limit, a store
+	// error or the end of the term) or when every forge read failed.
 	Complete bool
 }
 
@@ -77,6 +81,9 @@ type sweeperConfig struct {
 	// BackingOff, when set, shows how many runs are backing off (runs whose
 	// pull request could not be read); nil: not shown.
 	BackingOff prometheus.Gauge
+	// Watchdog bounds each pass and ends a term whose passes keep failing
+	// (lease.Every); the zero Watchdog bounds nothing.
+	Watchdog lease.Watchdog
 }
 
 // sweeper is the merge-gate sweeper: the net that re-offers unsettled runs
@@ -113,7 +120,14 @@ type sweepTerm struct {
 	deepPending bool
 	// backoff holds the runs whose pull request could not be read, by ID.
 	backoff map[string]backoff
+	// serverBackoff is the wait after a pass whose every forge read got a
+	// 5xx, doubled by each such pass in a row; 0 after any other pass.
+	serverBackoff time.Duration
 }
+
+// maxServerBackoff bounds the wait between passes while the forge answers
+// 5xx, in intervals.
+const maxServerBackoff = 8
 
 // backoff is one unreadable run's wait: it is not offered before until,
 // and each unreadable offer doubles delay, from two intervals up to the
@@ -155,19 +169,34 @@ func (st *sweepTerm) note(run gaterun.Run, out outcome, now time.Time, interval 
 // its own: it is skipped for two intervals, then four, doubling up to
 // DeepEvery intervals, until an offer reads it again. The back-offs live in
 // the term, like the deep cursor.
+//
+// A pass in which every forge read failed is not complete. While every
+// forge read of a pass gets a 5xx, the next passes wait: two intervals,
+// doubling up to maxServerBackoff intervals, until a read succeeds (the
+// ticks before are skipped, as for a rate limit).
+//
+// sweeperConfig.Watchdog bounds each pass; when it ends the term (passes
+// in a row that did not complete), Work logs why and returns, and the
+// lease is released.
 func (s *sweeper) Work(ctx context.Context) {
 	st := &sweepTerm{term: int(s.terms.Add(1)), backoff: make(map[string]backoff)}
 	defer s.showBackingOff(nil)
-	lease.Every(forge.WithLane(ctx, forge.LaneMergeGateSweeper), s.cfg.Interval, s.cfg.Now,
-		func(ctx context.Context) time.Time { return s.pass(ctx, st) },
+	err := lease.Every(forge.WithLane(ctx, forge.LaneMergeGateSweeper), s.cfg.Interval, s.cfg.Now,
+		func(ctx context.Context) (time.Time, bool) {
+			p, resume := s.pass(ctx, st)
+			return resume, p.Complete
+		},
 		func(until time.Time) {
 			s.cfg.Logger.Debug("sweep skipped: rate limited", "until", until)
-		})
+		}, s.cfg.Watchdog)
+	if err != nil {
+		s.cfg.Logger.Warn("sweeper: stepping down", "err", err)
+	}
 }
 
-// pass makes one pass of the term st and returns the rate limit's reset
-// when one stopped it (zero otherwise).
-func (s *sweeper) pass(ctx context.Context, st *sweepTerm) (resume time.Time) {
+// pass makes one pass of the term st and returns it, with the rate
+// limit's reset when one stopped it (zero otherwise).
+func (s *sweeper) pass(ctx context.Context, st *sweepTerm) (_ SweepPass, resume time.Time) {
 	st.pass++
 	p := SweepPass{Owner: s.cfg.Owner, Term: st.term, Pass: st.pass, At: s.cfg.Now(), Complete: true}
 	p.Deep = st.pass == 1 || st.pass%DeepEvery == 0 || st.deepPending
@@ -176,7 +205,13 @@ func (s *sweeper) pass(ctx context.Context, st *sweepTerm) (resume time.Time) {
 		window, cur = deepWindow, st.deepCursor
 	}
 	p.Since = p.At.Add(-window)
-	p.Offered, p.BackingOff, cur, p.Complete, resume = s.offerSince(ctx, st, p.At, p.Since, cur)
+	cur, p.Complete, resume = s.offerSince(ctx, st, &p, cur)
+	if p.ForgeReads > 0 && p.ForgeErrors == p.ForgeReads {
+		p.Complete = false // no run got a forge answer: nothing was checked
+	}
+	if resume.IsZero() {
+		resume = st.backOffServer(p, s.cfg.Interval)
+	}
 	s.showBackingOff(st.backoff)
 	if p.Deep {
 		st.deepPending = !p.Complete
@@ -190,11 +225,26 @@ func (s *sweeper) pass(ctx context.Context, st *sweepTerm) (resume time.Time) {
 		log = s.cfg.Logger.Info
 	}
 	log("sweep pass", "term", p.Term, "pass", p.Pass, "deep", p.Deep,
-		"since", p.Since, "offered", p.Offered, "backing_off", p.BackingOff, "complete", p.Complete)
+		"since", p.Since, "offered", p.Offered, "backing_off", p.BackingOff,
+		"forge_reads", p.ForgeReads, "forge_errors", p.ForgeErrors, "complete", p.Complete, "resume", resume)
 	if s.cfg.OnPass != nil {
 		s.cfg.OnPass(p)
 	}
-	return resume
+	return p, resume
+}
+
+// backOffServer returns when the next pass may start after p: while every
+// forge read of the passes in a row got a 5xx, the wait doubles from two
+// intervals (the next tick is skipped) up to maxServerBackoff intervals,
+// since every replica asking would fail alike; zero (the next tick) after
+// any other pass.
+func (st *sweepTerm) backOffServer(p SweepPass, interval time.Duration) time.Time {
+	if p.ForgeReads == 0 || p.ServerErrors < p.ForgeReads {
+		st.serverBackoff = 0
+		return time.Time{}
+	}
+	st.serverBackoff = min(max(2*st.serverBackoff, 2*interval), maxServerBackoff*interval)
+	return p.At.Add(st.serverBackoff)
 }
 
 // showBackingOff sets the BackingOff gauge to the runs in backoff.
@@ -204,64 +254,70 @@ func (s *sweeper) showBackingOff(backoff map[string]backoff) {
 	}
 }
 
-// offerSince offers the unsettled runs updated since that come after cur,
+// offerSince offers the unsettled runs of p's window that come after cur,
 // listing them listPage at a time and offering each page in batches of
-// sweepBatch, skipping the runs backing off at now. It returns how many it
-// offered and skipped, the cursor after the last batch it finished, whether
-// it reached the end, and, when a rate limit stopped it, the limit's reset.
-func (s *sweeper) offerSince(ctx context.Context, st *sweepTerm, now, since time.Time, cur gaterun.Cursor) (offered, skipped int, _ gaterun.Cursor, complete bool, resume time.Time) {
+// sweepBatch, skipping the runs backing off at p.At, and counts them in p.
+// It returns the cursor after the last batch it finished, whether it
+// reached the end, and, when a rate limit stopped it, the limit's reset.
+func (s *sweeper) offerSince(ctx context.Context, st *sweepTerm, p *SweepPass, cur gaterun.Cursor) (_ gaterun.Cursor, complete bool, resume time.Time) {
 	for {
-		page, err := s.cfg.Runs.Unsettled(ctx, since, cur, listPage)
+		page, err := s.cfg.Runs.Unsettled(ctx, p.Since, cur, listPage)
 		if err != nil {
 			s.cfg.Logger.Warn("sweep stopped: cannot list runs", "err", err)
-			return offered, skipped, cur, false, time.Time{}
+			return cur, false, time.Time{}
 		}
 		for chunk := range slices.Chunk(page, sweepBatch) {
 			if ctx.Err() != nil {
-				return offered, skipped, cur, false, time.Time{}
+				return cur, false, time.Time{}
 			}
-			o, k, limited, reset := s.offerChunk(ctx, st, now, chunk)
-			offered, skipped = offered+o, skipped+k
-			if limited {
-				return offered, skipped, cur, false, reset
+			if limited, reset := s.offerChunk(ctx, st, p, chunk); limited {
+				return cur, false, reset
 			}
 			cur = gaterun.CursorAt(chunk[len(chunk)-1])
 		}
 		if len(page) < listPage {
-			return offered, skipped, cur, ctx.Err() == nil, time.Time{}
+			return cur, ctx.Err() == nil, time.Time{}
 		}
 	}
 }
 
 // offerChunk offers, in one batch, the runs of chunk not backing off at
-// now, and notes their outcomes. It returns how many it offered and
-// skipped and whether a forge rate limit stopped the batch, with the
-// limit's reset (an interval from now when the limit names none).
-func (s *sweeper) offerChunk(ctx context.Context, st *sweepTerm, now time.Time, chunk []gaterun.Run) (offered, skipped int, limited bool, resume time.Time) {
+// p.At, notes their outcomes, and counts the batch in p. It reports
+// whether a forge rate limit stopped the batch, with the limit's reset (an
+// interval from now when the limit names none).
+func (s *sweeper) offerChunk(ctx context.Context, st *sweepTerm, p *SweepPass, chunk []gaterun.Run) (limited bool, resume time.Time) {
 	batch := make([]gaterun.Run, 0, len(chunk))
 	for _, run := range chunk {
-		if now.Before(st.backoff[run.ID].until) {
-			skipped++
+		if p.At.Before(st.backoff[run.ID].until) {
+			p.BackingOff++
 			continue
 		}
 		batch = append(batch, run)
 	}
 	if len(batch) == 0 {
-		return 0, skipped, false, time.Time{}
+		return false, time.Time{}
 	}
 	outs, err := s.cfg.Offer.OfferBatch(ctx, batch)
 	for i, out := range outs {
-		st.note(batch[i], out, now, s.cfg.Interval)
+		st.note(batch[i], out, p.At, s.cfg.Interval)
 	}
+	p.Offered += len(batch)
 	if !errors.Is(err, forge.ErrRateLimited) {
-		return len(batch), skipped, false, time.Time{}
+		p.ForgeReads++
+		if !slices.ContainsFunc(outs, func(o outcome) bool { return o != outcomeFailed }) {
+			p.ForgeErrors++
+			if errors.Is(err, forge.ErrServer) {
+				p.ServerErrors++
+			}
+		}
+		return false, time.Time{}
 	}
 	resume = s.cfg.Now().Add(s.cfg.Interval)
 	if rl := (*forge.RateLimitError)(nil); errors.As(err, &rl) {
 		resume = rl.Reset
 	}
 	s.cfg.Logger.Warn("sweep stopped: rate limited", "until", resume, "err", err)
-	return len(batch), skipped, true, resume
+	return true, resume
 }
 
 // SweepMode is how the sweeper reads the forge (Comparison.SweepMode).

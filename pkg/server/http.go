@@ -19,6 +19,7 @@ import (
 	"iterion.dev/iterion/pkg/board"
 	"iterion.dev/iterion/pkg/forge"
 	"iterion.dev/iterion/pkg/gaterun"
+	"iterion.dev/iterion/pkg/lease"
 )
 
 // Bounds of a run report's fields, GitHub's where it has one.
@@ -37,14 +38,19 @@ const (
 //
 //	POST /api/runs          record a run's verdict (bearer token) and offer it
 //	POST /webhooks/github   pull_request and status events (X-Hub-Signature-256)
-//	GET  /healthz           200, or 503 when an elected net's work is stuck
+//	GET  /healthz           liveness: 200, or 503 when an elected net's work or pass is stuck
+//	GET  /readyz            readiness: 200, or 503 while the stores do not answer
 //	GET  /metrics           Prometheus
-//	GET  /                  index: every page, this replica's owner and terms
-//	GET  /leases            lease holders, HTML; ?format=json for JSON
-//	GET  /runs              unsettled runs and their last offer here, HTML
+//	GET  /                  index: every page, this replica's owner and terms (page token)
+//	GET  /leases            lease holders, HTML; ?format=json for JSON (page token)
+//	GET  /runs              unsettled runs and their last offer here, HTML (page token)
 //	GET  /api/runs          runs by repo, pull and state, paginated (bearer token)
 //	GET  /api/runs/{id}     one run (bearer token)
-//	GET  /board             the forge board's cards, HTML; ?format=json for JSON
+//	GET  /board             the forge board's cards, HTML; ?format=json for JSON (page token)
+//
+// A page token is PagesToken or APIToken, sent as a bearer token or as the
+// password of basic auth (any user name), never a cookie; without one a
+// page answers 401, unless PublicPages. /healthz and /metrics need none.
 func (s *Server) Handler() http.Handler { return s.handler }
 
 func (s *Server) routes() http.Handler {
@@ -52,13 +58,14 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("POST /api/runs", s.postRun)
 	mux.HandleFunc("POST /webhooks/github", s.postWebhook)
 	mux.HandleFunc("GET /healthz", s.getHealthz)
+	mux.HandleFunc("GET /readyz", s.getReadyz)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{}))
-	mux.HandleFunc("GET /leases", s.getLeases)
-	mux.HandleFunc("GET /{$}", s.getIndex)
-	mux.HandleFunc("GET /runs", s.getRunsPage)
+	mux.Handle("GET /leases", s.page(http.HandlerFunc(s.getLeases)))
+	mux.Handle("GET /{$}", s.page(http.HandlerFunc(s.getIndex)))
+	mux.Handle("GET /runs", s.page(http.HandlerFunc(s.getRunsPage)))
 	mux.HandleFunc("GET /api/runs", s.listRuns)
 	mux.HandleFunc("GET /api/runs/{id}", s.getRun)
-	mux.Handle("GET /board", s.storeDeadline(board.Handler(s.cfg.Board, s.render, s.boardStatus)))
+	mux.Handle("GET /board", s.page(s.storeDeadline(board.Handler(s.cfg.Board, s.render, s.boardStatus))))
 	return mux
 }
 
@@ -257,12 +264,50 @@ func (s *Server) offerAll(ctx context.Context, lane string, runs []gaterun.Run) 
 	}
 }
 
-// getHealthz is GET /healthz: 200 {"status": "ok"}, or 503 with the lease
-// health error when an elected net's work outlived its term.
+// getHealthz is GET /healthz, the liveness check: 200 {"status": "ok"},
+// or 503 with the lease health error when an elected net's work outlived
+// its term or a pass outlived its deadline. It reads no store: a replica
+// whose store is down is alive, and restarting it would not help.
 func (s *Server) getHealthz(w http.ResponseWriter, _ *http.Request) {
 	if err := s.health.Check(); err != nil {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unhealthy", "owner": s.cfg.Owner, "error": err.Error()})
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "owner": s.cfg.Owner})
+}
+
+// getReadyz is GET /readyz, the readiness check: 200 {"status": "ready"}
+// when every store this replica serves from answers a read within
+// StoreTimeout (the runs, the leases when they can be listed, the board
+// when it runs), else 503 with Retry-After naming the first that did not.
+// The delivery store is not read: it has no read, and in serve it shares
+// the runs' database.
+func (s *Server) getReadyz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := s.storeCtx(r)
+	defer cancel()
+	if err := s.storesAnswer(ctx); err != nil {
+		setRetryAfter(w, s.cfg.StoreTimeout)
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready", "owner": s.cfg.Owner, "error": err.Error()})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready", "owner": s.cfg.Owner})
+}
+
+// storesAnswer reads each store once within ctx and returns the first
+// failure, naming the store.
+func (s *Server) storesAnswer(ctx context.Context) error {
+	if _, err := s.cfg.Runs.List(ctx, gaterun.Query{Limit: 1}); err != nil {
+		return fmt.Errorf("run store: %w", err)
+	}
+	if insp, ok := s.cfg.Leases.(lease.Inspector); ok {
+		if _, err := insp.Holders(ctx); err != nil {
+			return fmt.Errorf("lease store: %w", err)
+		}
+	}
+	if s.cfg.Board != nil {
+		if _, err := s.cfg.Board.Cards(ctx, board.Query{Limit: 1}); err != nil {
+			return fmt.Errorf("board store: %w", err)
+		}
+	}
+	return nil
 }

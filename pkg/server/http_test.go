@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -64,6 +65,9 @@ func newHTTPFixture(t *testing.T, opts ...func(*server.Config)) *httpFixture {
 	f.url = hs.URL
 	return f
 }
+
+// pageAuth opens the pages: the API token as a bearer token.
+var pageAuth = map[string]string{"Authorization": "Bearer " + apiToken}
 
 // do sends a request and returns the status and body.
 func (f *httpFixture) do(t *testing.T, method, path string, header map[string]string, body string) (int, string) {
@@ -246,7 +250,7 @@ func sign(secret, body string) string {
 }
 
 func (f *httpFixture) postHook(t *testing.T, event, sig, body string) (int, string) {
-	h := map[string]string{"X-GitHub-Event": event, "Content-Type": "application/json"}
+	h := map[string]string{"X-GitHub-Event": event, "Content-Type": "application/json", "X-GitHub-Delivery": rand.Text()}
 	if sig != "" {
 		h["X-Hub-Signature-256"] = sig
 	}
@@ -367,7 +371,7 @@ func TestHealthzMetricsAndLeases(t *testing.T) {
 	if ok, err := f.leases.Acquire(context.Background(), server.MergeGateSweeper().Name, "replica-b", expires.Add(-time.Minute), time.Minute); !ok || err != nil {
 		t.Fatalf("Acquire = %v, %v", ok, err)
 	}
-	code, body := f.do(t, "GET", "/leases?format=json", nil, "")
+	code, body := f.do(t, "GET", "/leases?format=json", pageAuth, "")
 	var got []map[string]any
 	if err := json.Unmarshal([]byte(body), &got); code != http.StatusOK || err != nil {
 		t.Fatalf("GET /leases?format=json = %d %s (%v), want 200 JSON", code, body, err)
@@ -378,11 +382,11 @@ func TestHealthzMetricsAndLeases(t *testing.T) {
 	if at, err := time.Parse(time.RFC3339, got[0]["expires"].(string)); err != nil || !at.Equal(expires) {
 		t.Errorf("expires %q (%v), want RFC 3339 %v", got[0]["expires"], err, expires)
 	}
-	code, body = f.do(t, "GET", "/leases", nil, "")
+	code, body = f.do(t, "GET", "/leases", pageAuth, "")
 	if code != http.StatusOK || !strings.Contains(body, "<table>") || !strings.Contains(body, "replica-b") || !strings.Contains(body, "merge-gate-sweeper") {
 		t.Errorf("GET /leases = %d %s, want an HTML page naming the lease and its holder", code, body)
 	}
-	if code, body = f.do(t, "GET", "/leases?format=xml", nil, ""); code != http.StatusBadRequest || !strings.Contains(body, "xml") {
+	if code, body = f.do(t, "GET", "/leases?format=xml", pageAuth, ""); code != http.StatusBadRequest || !strings.Contains(body, "xml") {
 		t.Errorf("GET /leases?format=xml = %d %s, want 400 naming the format: only json and html exist", code, body)
 	}
 

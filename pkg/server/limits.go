@@ -31,8 +31,20 @@ type Limits struct {
 	// (MaxWebhookBodyBytes) instead.
 	MaxRunBodyBytes int64
 	// LargeWebhookReads caps the webhook bodies over 1 MiB (or of unknown
-	// length) read at once; one more answers 503 with Retry-After.
+	// length) read at once. One remote address reads one at a time, so a
+	// client without the secret cannot hold every slot; a body from an
+	// address holding none waits up to SlowBodyGrace for a slot. Past
+	// that, or for a second one from the same address, 503 with
+	// Retry-After.
 	LargeWebhookReads int
+	// MinWebhookBodyRate is the slowest a large webhook body may arrive,
+	// in bytes per second on average after SlowBodyGrace: a client that
+	// falls behind is cut off with 408, releasing its slot.
+	MinWebhookBodyRate int64
+	// SlowBodyGrace is the head start a large body gets before
+	// MinWebhookBodyRate applies, and the longest a large body waits for
+	// a slot.
+	SlowBodyGrace time.Duration
 }
 
 // DefaultLimits are the limits a zero Limits field takes.
@@ -44,6 +56,10 @@ var DefaultLimits = Limits{
 	MaxHeaderBytes:    64 << 10,
 	MaxRunBodyBytes:   64 << 10,
 	LargeWebhookReads: 2,
+	// GitHub sends at network speed; 256 KiB/s reads the 25 MB cap within
+	// 100 s and cuts a trickle within seconds.
+	MinWebhookBodyRate: 256 << 10,
+	SlowBodyGrace:      2 * time.Second,
 }
 
 // MaxWebhookBodyBytes is the largest webhook body read: GitHub does not
@@ -69,6 +85,7 @@ func (l Limits) withDefaults() (Limits, error) {
 		{"ReadTimeout", &l.ReadTimeout, d.ReadTimeout},
 		{"WriteTimeout", &l.WriteTimeout, d.WriteTimeout},
 		{"IdleTimeout", &l.IdleTimeout, d.IdleTimeout},
+		{"SlowBodyGrace", &l.SlowBodyGrace, d.SlowBodyGrace},
 	} {
 		if *f.v < 0 {
 			return l, fmt.Errorf("%w: Limits.%s %v is negative", ErrConfig, f.name, *f.v)
@@ -84,6 +101,11 @@ func (l Limits) withDefaults() (Limits, error) {
 		return l, fmt.Errorf("%w: Limits.MaxRunBodyBytes %d is negative", ErrConfig, l.MaxRunBodyBytes)
 	case l.LargeWebhookReads < 0:
 		return l, fmt.Errorf("%w: Limits.LargeWebhookReads %d is negative", ErrConfig, l.LargeWebhookReads)
+	case l.MinWebhookBodyRate < 0:
+		return l, fmt.Errorf("%w: Limits.MinWebhookBodyRate %d is negative", ErrConfig, l.MinWebhookBodyRate)
+	}
+	if l.MinWebhookBodyRate == 0 {
+		l.MinWebhookBodyRate = d.MinWebhookBodyRate
 	}
 	if l.MaxHeaderBytes == 0 {
 		l.MaxHeaderBytes = d.MaxHeaderBytes
@@ -133,6 +155,17 @@ func (s *Server) storeDeadline(h http.Handler) http.Handler {
 // unavailable answers 503 with msg and a Retry-After of the store timeout
 // (whole seconds, at least 1): the store did not answer in time.
 func (s *Server) unavailable(w http.ResponseWriter, msg string) {
-	w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(max(s.cfg.StoreTimeout.Seconds(), 1)))))
+	s.retryAfter(w, s.cfg.StoreTimeout, msg)
+}
+
+// retryAfter answers 503 with msg and a Retry-After of after (whole
+// seconds, at least 1).
+func (s *Server) retryAfter(w http.ResponseWriter, after time.Duration, msg string) {
+	setRetryAfter(w, after)
 	writeError(w, http.StatusServiceUnavailable, msg)
+}
+
+// setRetryAfter sets Retry-After to after, in whole seconds, at least 1.
+func setRetryAfter(w http.ResponseWriter, after time.Duration) {
+	w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(max(after.Seconds(), 1)))))
 }

@@ -19,10 +19,20 @@ import (
 //   - iterion_net_pass_duration_seconds{lease}: every pass, complete or not.
 //   - iterion_net_interval_seconds{lease}: the net's configured interval, so a
 //     rule can say "no pass in 3 intervals" whatever the interval.
+//   - iterion_net_pass_timeouts_total{lease}: passes cancelled at their
+//     deadline (lease.Watchdog).
+//   - iterion_net_forge_error_ratio{lease}: of this replica's last pass
+//     that read the forge, the share of its forge reads that failed (the
+//     sweeper's batches, the board's repositories); absent until one has.
+//   - iterion_net_stalls_total{lease}: terms this replica ended because
+//     stallPasses passes in a row did not complete.
 type netMetrics struct {
 	lastSuccess *prometheus.GaugeVec
 	duration    *prometheus.HistogramVec
 	interval    *prometheus.GaugeVec
+	timeouts    *prometheus.CounterVec
+	stalls      *prometheus.CounterVec
+	errorRatio  *prometheus.GaugeVec
 }
 
 // newNetMetrics registers the pass metrics on reg.
@@ -41,8 +51,20 @@ func newNetMetrics(reg prometheus.Registerer) (*netMetrics, error) {
 			Name: "iterion_net_interval_seconds",
 			Help: "The elected net's configured interval between passes, in seconds.",
 		}, []string{"lease"}),
+		timeouts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "iterion_net_pass_timeouts_total",
+			Help: "Passes of the elected net cancelled at their deadline on this replica.",
+		}, []string{"lease"}),
+		stalls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "iterion_net_stalls_total",
+			Help: "Terms of the elected net this replica ended because its passes kept failing.",
+		}, []string{"lease"}),
+		errorRatio: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "iterion_net_forge_error_ratio",
+			Help: "Share of the forge reads of this replica's last pass of the elected net that failed, 0 to 1.",
+		}, []string{"lease"}),
 	}
-	for _, c := range []prometheus.Collector{m.lastSuccess, m.duration, m.interval} {
+	for _, c := range []prometheus.Collector{m.lastSuccess, m.duration, m.interval, m.timeouts, m.stalls, m.errorRatio} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -52,18 +74,22 @@ func newNetMetrics(reg prometheus.Registerer) (*netMetrics, error) {
 
 // pass records one pass, which began at began and ended at ended, of the
 // net elected by the lease named name; complete passes move the
-// last-success timestamp.
-func (m *netMetrics) pass(name string, began, ended time.Time, complete bool) {
+// last-success timestamp, and a pass that read the forge (reads > 0) sets
+// the error ratio to failed/reads.
+func (m *netMetrics) pass(name string, began, ended time.Time, complete bool, reads, failed int) {
 	m.duration.WithLabelValues(name).Observe(ended.Sub(began).Seconds())
 	if complete {
 		m.lastSuccess.WithLabelValues(name).Set(float64(ended.UnixNano()) / 1e9)
+	}
+	if reads > 0 {
+		m.errorRatio.WithLabelValues(name).Set(float64(failed) / float64(reads))
 	}
 }
 
 // sweepPass records p, then hands it to next (nil: nobody).
 func (m *netMetrics) sweepPass(now func() time.Time, next func(SweepPass)) func(SweepPass) {
 	return func(p SweepPass) {
-		m.pass(MergeGateSweeper().Name, p.At, now(), p.Complete)
+		m.pass(MergeGateSweeper().Name, p.At, now(), p.Complete, p.ForgeReads, p.ForgeErrors)
 		if next != nil {
 			next(p)
 		}
@@ -74,7 +100,13 @@ func (m *netMetrics) sweepPass(now func() time.Time, next func(SweepPass)) func(
 // synced each, then hands it to next (nil: nobody).
 func (m *netMetrics) boardPass(now func() time.Time, next func(board.Pass)) func(board.Pass) {
 	return func(p board.Pass) {
-		m.pass(ForgeBoardSync().Name, p.At, now(), passSynced(p))
+		failed := 0
+		for _, r := range p.Repos {
+			if r.Err != nil {
+				failed++
+			}
+		}
+		m.pass(ForgeBoardSync().Name, p.At, now(), passSynced(p), len(p.Repos), failed)
 		if next != nil {
 			next(p)
 		}

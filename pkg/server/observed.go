@@ -47,7 +47,7 @@ type offerRecord struct {
 	// Lane is who offered it: api, webhook or merge-gate-sweeper.
 	Lane string `json:"lane"`
 	// Outcome is what the offer did: gone, settled, current, published,
-	// failed or unreadable.
+	// superseded, failed or unreadable.
 	Outcome string `json:"outcome"`
 	// At is when it ended.
 	At time.Time `json:"at"`

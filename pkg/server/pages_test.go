@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"encoding/base64"
 	"net/http"
 	"strings"
 	"sync"
@@ -37,7 +38,7 @@ func TestIndexLinksEveryPageAndShowsTheOwnersTerms(t *testing.T) {
 			}
 		}
 	})
-	code, body := f.do(t, "GET", "/", nil, "")
+	code, body := f.do(t, "GET", "/", pageAuth, "")
 	if code != http.StatusOK {
 		t.Fatalf("GET / = %d, want 200: the index exists", code)
 	}
@@ -51,10 +52,10 @@ func TestIndexLinksEveryPageAndShowsTheOwnersTerms(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- f.srv.Run(ctx, nil) }()
 	<-elected
-	_, body = f.do(t, "GET", "/", nil, "")
+	_, body = f.do(t, "GET", "/", pageAuth, "")
 	wantAll(t, "GET / while elected", body, "the index lists the replica's own terms with their TTL",
 		"holds 1", "<td>merge-gate-sweeper</td>", `<td class="num">3 m</td>`)
-	_, body = f.do(t, "GET", "/leases", nil, "")
+	_, body = f.do(t, "GET", "/leases", pageAuth, "")
 	wantAll(t, "GET /leases while elected", body, "an own term shows its age (0 on this fixed clock) and TTL",
 		"held by this replica", `<td>0 ms</td>`, `<td class="num">3 m</td>`)
 	cancel()
@@ -73,7 +74,7 @@ func TestLeasesPageSaysOwnerAndWhatIsKnown(t *testing.T) {
 			t.Fatalf("Acquire(%s) = %v, %v", h.name, ok, err)
 		}
 	}
-	_, body := f.do(t, "GET", "/leases", nil, "")
+	_, body := f.do(t, "GET", "/leases", pageAuth, "")
 	wantAll(t, "GET /leases", body, "one word, owner; a header on every column; another owner's term age is not known here; expired rows say so",
 		"<th>owner</th>", "<th>state</th>", "not known here", "<td>expired</td>", `<td class="num">3 m</td>`, "not elected here",
 		`title="2026-09-30T15:01:30.000Z">in 1.5 m</time>`, `title="2026-09-30T14:59:30.000Z">30 s ago</time>`)
@@ -101,7 +102,7 @@ func TestLeasesPageShowsGroups(t *testing.T) {
 	for shard, owner := range []string{"a", "a", "b", "c"} {
 		take(lease.ShardName("g", 5, shard), owner)
 	}
-	_, body := f.do(t, "GET", "/leases", nil, "")
+	_, body := f.do(t, "GET", "/leases", pageAuth, "")
 	wantAll(t, "GET /leases with a group", body, "each group shows its shards by owner, every member's count against its share, and the unheld shards",
 		"<h3>g: 5 shards, 2 live members, fair share 3</h3>",
 		"<td><code>a</code></td><td class=\"num\">2</td>\n<td class=\"num\">3 of at most 3</td><td>0-1</td>",
@@ -109,3 +110,57 @@ func TestLeasesPageShowsGroups(t *testing.T) {
 		"<td><code>c</code></td><td class=\"num\">1</td>\n<td class=\"num\"><span class=\"muted\">not a live member</span></td><td>3</td>",
 		"<p>Unheld: 4</p>")
 }
+
+// TestPagesNeedATokenByDefault pins that the pages, which list
+// repositories, pull requests, heads, issue titles and assignees, answer
+// 401 without a token; that the pages token or the API token opens them,
+// as a bearer token or as basic auth's password; that a cookie opens
+// nothing; that PublicPages opens them; and that /healthz and /metrics need
+// no token either way.
+func TestPagesNeedATokenByDefault(t *testing.T) {
+	const pagesToken = "pages-read-only"
+	basic := func(user, pw string) map[string]string {
+		return map[string]string{"Authorization": "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+pw))}
+	}
+	pages := []string{"/", "/leases", "/leases?format=json", "/runs", "/board?format=json"}
+	withToken := newHTTPFixture(t, func(c *server.Config) {
+		c.PagesToken, c.BoardRepos = pagesToken, []string{"acme/app"}
+	})
+	for _, c := range []struct {
+		why    string
+		header map[string]string
+		want   int
+	}{
+		{"no token", nil, http.StatusUnauthorized},
+		{"a wrong bearer token", map[string]string{"Authorization": "Bearer nope"}, http.StatusUnauthorized},
+		{"the token as a cookie", map[string]string{"Cookie": "token=" + pagesToken}, http.StatusUnauthorized},
+		{"the pages token, bearer", map[string]string{"Authorization": "Bearer " + pagesToken}, http.StatusOK},
+		{"the pages token, basic", basic("ops", pagesToken), http.StatusOK},
+		{"the API token, bearer", pageAuth, http.StatusOK},
+		{"the API token, basic", basic("", apiToken), http.StatusOK},
+		{"a wrong basic password", basic("ops", "nope"), http.StatusUnauthorized},
+	} {
+		for _, path := range pages {
+			if code, body := withToken.do(t, "GET", path, c.header, ""); code != c.want {
+				t.Errorf("GET %s with %s: got %d %s, want %d", path, c.why, code, clipBody(body), c.want)
+			}
+		}
+	}
+	if code, _ := withToken.do(t, "POST", "/api/runs", map[string]string{"Authorization": "Bearer " + pagesToken}, `{}`); code != http.StatusUnauthorized {
+		t.Errorf("POST /api/runs with the pages token: got %d, want 401: the pages token is read-only", code)
+	}
+	for _, path := range []string{"/healthz", "/metrics"} {
+		if code, _ := withToken.do(t, "GET", path, nil, ""); code != http.StatusOK {
+			t.Errorf("GET %s without a token: got %d, want 200: liveness and metrics keep their own settings", path, code)
+		}
+	}
+	public := newHTTPFixture(t, func(c *server.Config) { c.PublicPages, c.BoardRepos = true, []string{"acme/app"} })
+	for _, path := range pages {
+		if code, _ := public.do(t, "GET", path, nil, ""); code != http.StatusOK {
+			t.Errorf("GET %s with PublicPages and no token: got %d, want 200", path, code)
+		}
+	}
+}
+
+// clipBody shortens a page body quoted in a failure.
+func clipBody(b string) string { return b[:min(len(b), 120)] }

@@ -33,6 +33,9 @@ const (
 	// 404 or 403, GraphQL NOT_FOUND or FORBIDDEN); the sweeper backs the
 	// run off.
 	outcomeUnreadable outcome = "unreadable"
+	// outcomeSuperseded: another unsettled run of the same commit and
+	// context decides its status (decides), so this one writes nothing.
+	outcomeSuperseded outcome = "superseded"
 )
 
 // offerer offers runs: it brings the forge in line with each run, or
@@ -252,8 +255,17 @@ func (r *reconciler) act(ctx context.Context, run gaterun.Run, pull forge.Pull, 
 			"state", pull.State, "merged", pull.Merged, "head", pull.HeadSHA)
 		return outcomeSettled, nil
 	case actPublish:
+		by, err := r.decider(ctx, run)
+		if err != nil {
+			return r.failed("read the commit's runs", run, err)
+		}
+		if by.ID != run.ID {
+			r.logger.Debug("run superseded: another run decides its commit's status", "run", run.ID,
+				"repo", run.Repo, "pull", run.Pull, "head", run.HeadSHA, "context", run.Context, "decided_by", by.ID, "decider_pull", by.Pull)
+			return outcomeSuperseded, nil
+		}
 		owner, repo := ownerRepo(run)
-		err := r.forge.CreateStatus(ctx, owner, repo, run.HeadSHA, forge.Status{
+		err = r.forge.CreateStatus(ctx, owner, repo, run.HeadSHA, forge.Status{
 			Context: run.Context, State: string(run.Verdict),
 			Description: run.Description, TargetURL: run.TargetURL,
 		})
@@ -265,6 +277,37 @@ func (r *reconciler) act(ctx context.Context, run gaterun.Run, pull forge.Pull, 
 		return outcomePublished, nil
 	}
 	return outcomeCurrent, nil
+}
+
+// decider returns the run that decides the status of run's commit and
+// context, run itself when no other does. GitHub keeps one state per commit
+// and context, and pull requests may share a head, so runs that disagree
+// about one commit must not each write theirs: the unsettled run of the
+// commit and context updated last decides (decides), and the others are
+// superseded until it settles.
+func (r *reconciler) decider(ctx context.Context, run gaterun.Run) (gaterun.Run, error) {
+	same, err := r.runs.ForHead(ctx, run.Host, run.Repo, run.HeadSHA)
+	if err != nil {
+		return gaterun.Run{}, err
+	}
+	return decides(append(same, run), run), nil
+}
+
+// decides returns the run of runs that decides the status of of's commit
+// and context: of those with of's host, repository, head and context
+// (compared without case, as GitHub compares contexts), the one updated
+// last, the larger ID breaking a tie, so every replica picks the same one.
+func decides(runs []gaterun.Run, of gaterun.Run) gaterun.Run {
+	best := of
+	for _, o := range runs {
+		if o.Host != of.Host || o.Repo != of.Repo || o.HeadSHA != of.HeadSHA || !strings.EqualFold(o.Context, of.Context) || o.Settled {
+			continue
+		}
+		if c := o.Updated.Compare(best.Updated); c > 0 || c == 0 && o.ID > best.ID {
+			best = o
+		}
+	}
+	return best
 }
 
 // failed logs a failed step of an offer and returns it as outcomeFailed.

@@ -39,6 +39,10 @@ type runView struct {
 	// LastOffer is the run's last offer on the replica that answered,
 	// absent when it made none since it started (another replica may have).
 	LastOffer *offerRecord `json:"last_offer,omitempty"`
+	// SupersededBy, on /runs, is the pull request whose run of the same
+	// commit and context decides its status instead (it was updated
+	// later); 0 when this run decides or no run on the page supersedes it.
+	SupersededBy int `json:"-"`
 }
 
 // runsList is the answer of GET /api/runs.
@@ -70,6 +74,43 @@ func (s *Server) authorized(w http.ResponseWriter, r *http.Request) bool {
 		return false
 	}
 	return true
+}
+
+// page serves h to requests that carry a page token (PagesToken or
+// APIToken, as a bearer token or basic auth's password), or to every
+// request with PublicPages; others get 401 with the schemes they may use.
+func (s *Server) page(h http.Handler) http.Handler {
+	if s.cfg.PublicPages {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !s.pageAuthorized(r) {
+			w.Header().Add("WWW-Authenticate", `Bearer realm="iterion"`)
+			w.Header().Add("WWW-Authenticate", `Basic realm="iterion", charset="UTF-8"`)
+			writeError(w, http.StatusUnauthorized, "missing or wrong token: send the pages token or the API token as a bearer token or a basic auth password")
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// pageAuthorized reports whether r carries PagesToken or APIToken, as a
+// bearer token or as basic auth's password.
+func (s *Server) pageAuthorized(r *http.Request) bool {
+	token, ok := "", false
+	if _, pw, basic := r.BasicAuth(); basic {
+		token, ok = pw, true
+	} else if scheme, t, cut := strings.Cut(r.Header.Get("Authorization"), " "); cut && strings.EqualFold(scheme, "Bearer") {
+		token, ok = t, true
+	}
+	if !ok {
+		return false
+	}
+	match := subtle.ConstantTimeCompare([]byte(token), []byte(s.cfg.APIToken)) == 1
+	if s.cfg.PagesToken != "" {
+		match = subtle.ConstantTimeCompare([]byte(token), []byte(s.cfg.PagesToken)) == 1 || match
+	}
+	return match
 }
 
 // getRun is GET /api/runs/{id}: 401 without the bearer token, 404 for an
@@ -173,8 +214,9 @@ func decodeCursor(s string) (gaterun.Cursor, bool) {
 }
 
 // getRunsPage is GET /runs: the first DefaultRunsLimit unsettled runs, the
-// longest unchanged first, each with its last offer on this replica and its
-// backoff.
+// longest unchanged first, each with its last offer on this replica, its
+// backoff, and the pull request whose later run of the same commit and
+// context supersedes it, when the page shows one.
 func (s *Server) getRunsPage(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := s.storeCtx(r)
 	runs, err := s.cfg.Runs.List(ctx, gaterun.Query{Host: s.cfg.ForgeHost, State: gaterun.StateUnsettled, Limit: DefaultRunsLimit})
@@ -186,6 +228,9 @@ func (s *Server) getRunsPage(w http.ResponseWriter, r *http.Request) {
 	views := make([]runView, len(runs))
 	for i, run := range runs {
 		views[i] = s.view(run)
+		if by := decides(runs, run); by.ID != run.ID {
+			views[i].SupersededBy = by.Pull
+		}
 	}
 	s.render(w, runsPage, "Runs", runsBody{Runs: views, Limit: DefaultRunsLimit})
 }
@@ -196,9 +241,9 @@ type runsBody struct {
 }
 
 var runsPage = page.New(`{{define "content"}}{{with .Body}}
-<p>{{len .Runs}} unsettled run{{if ne (len .Runs) 1}}s{{end}}{{if eq (len .Runs) .Limit}} (the first {{.Limit}}){{end}}, the longest unchanged first. The last offer is this replica's; the sweeper's leader may be another. JSON: <code>GET /api/runs?state=unsettled</code> with the API token.</p>
+<p>{{len .Runs}} unsettled run{{if ne (len .Runs) 1}}s{{end}}{{if eq (len .Runs) .Limit}} (the first {{.Limit}}){{end}}, the longest unchanged first. The last offer is this replica's; the sweeper's leader may be another. When runs of pull requests sharing a head disagree, the one updated last decides the commit's status. JSON: <code>GET /api/runs?state=unsettled</code> with the API token.</p>
 <div class="scroll"><table><thead><tr><th>pull request</th><th>head</th><th>verdict</th><th>updated</th><th>last offer here</th><th>backoff</th></tr></thead><tbody>
-{{range .Runs}}<tr><td class="nowrap">{{.Repo}}#{{.Pull}}</td><td><code title="{{.HeadSHA}}">{{short .HeadSHA}}</code></td><td>{{.Verdict}}</td><td>{{when .Updated}}</td>
+{{range .Runs}}<tr><td class="nowrap">{{.Repo}}#{{.Pull}}</td><td><code title="{{.HeadSHA}}">{{short .HeadSHA}}</code></td><td>{{.Verdict}}{{with .SupersededBy}} <span class="muted" title="a later run of the same commit and context decides its status">superseded by #{{.}}</span>{{end}}</td><td>{{when .Updated}}</td>
 <td>{{with .LastOffer}}<span class="{{if or (eq .Outcome "failed") (eq .Outcome "unreadable")}}bad{{end}}"{{with .Error}} title="{{.}}"{{end}}>{{.Outcome}}</span> ({{.Lane}}) {{when .At}}{{else}}<span class="muted">none here</span>{{end}}</td>
 <td>{{with .LastOffer}}{{if .RetryAt.IsZero}}{{if eq .Outcome "failed"}}next offer{{else if eq .Outcome "unreadable"}}the sweeper backs off, doubling up to a deep pass{{else}}<span class="muted">none</span>{{end}}{{else}}rate limited until {{when .RetryAt}}{{end}}{{else}}<span class="muted">none</span>{{end}}</td></tr>
 {{else}}<tr><td colspan="6">no unsettled runs</td></tr>

@@ -116,7 +116,7 @@ func TestRunsPageShowsUnsettledRunsAndTheirLastOffer(t *testing.T) {
 	if code, body := f.postRun(t, `{"repo": "acme/app", "pull": 99, "head_sha": "`+headSHA+`", "verdict": "failure"}`); code != http.StatusCreated {
 		t.Fatalf("POST /api/runs = %d %s", code, body)
 	}
-	code, body := f.do(t, "GET", "/runs", nil, "")
+	code, body := f.do(t, "GET", "/runs", pageAuth, "")
 	if code != http.StatusOK {
 		t.Fatalf("GET /runs = %d", code)
 	}

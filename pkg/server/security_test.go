@@ -17,8 +17,6 @@ import (
 	"testing/synctest"
 	"time"
 
-	"go.mongodb.org/mongo-driver/v2/mongo"
-
 	"iterion.dev/iterion/internal/testing/forgetest"
 	"iterion.dev/iterion/internal/testing/mongotest"
 	"iterion.dev/iterion/pkg/delivery"
@@ -196,7 +194,7 @@ func TestWebhookLargeReadsAreCapped(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := newPipeServer(t, func(c *server.Config) { c.Limits.LargeWebhookReads = 2 })
 		defer p.stop()
-		head := "POST /webhooks/github HTTP/1.1\r\nHost: x\r\nX-GitHub-Event: pull_request\r\nX-Hub-Signature-256: sha256=" +
+		head := "POST /webhooks/github HTTP/1.1\r\nHost: x\r\nX-GitHub-Event: pull_request\r\nX-GitHub-Delivery: guid-large\r\nX-Hub-Signature-256: sha256=" +
 			strings.Repeat("0", 64) + "\r\nContent-Length: 20000000\r\n\r\n{"
 		for range 2 { // two large bodies, trickling
 			conn, _ := p.send(t, head)
@@ -274,9 +272,10 @@ func TestReplayedDeliveryIsAcknowledgedNotProcessed(t *testing.T) {
 	}
 }
 
-// frozenMongo is a Mongo-backed fixture whose proxy holds every command on
-// the named collection until the test ends.
-func frozenMongo(t *testing.T, collection string) (*httpFixture, *mongo.Database) {
+// mongoFixture is an httpFixture whose runs, deliveries and leases are on
+// a dedicated Mongo test server, whose proxy injects faults; it returns
+// the server and the run store. opts apply after the stores are set.
+func mongoFixture(t *testing.T, opts ...func(*server.Config)) (*httpFixture, *mongotest.Server, gaterun.Store) {
 	t.Helper()
 	ms := mongotest.NewServer(t)
 	db := ms.DB(t)
@@ -288,13 +287,20 @@ func frozenMongo(t *testing.T, collection string) (*httpFixture, *mongo.Database
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := newHTTPFixture(t, func(c *server.Config) {
+	f := newHTTPFixture(t, append([]func(*server.Config){func(c *server.Config) {
 		c.Runs, c.Deliveries, c.Leases = runs, deliveries, mongolease.NewStore(db)
-		c.StoreTimeout = 200 * time.Millisecond
-	})
+	}}, opts...)...)
+	return f, ms, runs
+}
+
+// frozenMongo is a Mongo-backed fixture whose proxy holds every command on
+// the named collection until the test ends.
+func frozenMongo(t *testing.T, collection string) *httpFixture {
+	t.Helper()
+	f, ms, _ := mongoFixture(t, func(c *server.Config) { c.StoreTimeout = 200 * time.Millisecond })
 	hold := ms.Proxy().Hold(func(c mongotest.Command) bool { return c.Collection == collection })
 	t.Cleanup(hold.Release)
-	return f, db
+	return f
 }
 
 func TestFrozenStoreAnswers503WithRetryAfter(t *testing.T) {
@@ -305,17 +311,17 @@ func TestFrozenStoreAnswers503WithRetryAfter(t *testing.T) {
 	}{
 		{"POST /api/runs", gaterun.Collection, "POST", "/api/runs", map[string]string{"Authorization": "Bearer " + apiToken},
 			`{"repo": "acme/app", "pull": 12, "head_sha": "` + headSHA + `", "verdict": "success"}`},
-		{"GET /leases", "leases", "GET", "/leases?format=json", nil, ""},
+		{"GET /leases", "leases", "GET", "/leases?format=json", pageAuth, ""},
 		{"GET /api/runs", gaterun.Collection, "GET", "/api/runs", map[string]string{"Authorization": "Bearer " + apiToken}, ""},
 		{"GET /api/runs/{id}", gaterun.Collection, "GET", "/api/runs/some-id", map[string]string{"Authorization": "Bearer " + apiToken}, ""},
-		{"GET /runs", gaterun.Collection, "GET", "/runs", nil, ""},
+		{"GET /runs", gaterun.Collection, "GET", "/runs", pageAuth, ""},
 		{"webhook, runs frozen", gaterun.Collection, "POST", "/webhooks/github", map[string]string{"X-GitHub-Event": "pull_request",
 			"X-Hub-Signature-256": sign(webhookSecret, pullClosed), "X-GitHub-Delivery": "guid-frozen"}, pullClosed},
 		{"webhook, deliveries frozen", delivery.Collection, "POST", "/webhooks/github", map[string]string{"X-GitHub-Event": "pull_request",
 			"X-Hub-Signature-256": sign(webhookSecret, pullClosed), "X-GitHub-Delivery": "guid-frozen"}, pullClosed},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			f, _ := frozenMongo(t, c.collection)
+			f := frozenMongo(t, c.collection)
 			req, err := http.NewRequest(c.method, f.url+c.path, strings.NewReader(c.body))
 			if err != nil {
 				t.Fatal(err)
@@ -340,18 +346,31 @@ func TestFrozenStoreAnswers503WithRetryAfter(t *testing.T) {
 	}
 }
 
-// TestUnprocessedDeliveryIsForgotten pins that a delivery whose processing
-// failed is processed when GitHub redelivers it.
-func TestUnprocessedDeliveryIsForgotten(t *testing.T) {
-	shared := delivery.NewMemoryStore()
-	f := newHTTPFixture(t, func(c *server.Config) { c.Deliveries = shared })
-	bad := `{"action": "closed", "repository": {"full_name": "acme/app"}}` // no number: 400
-	h := map[string]string{"X-GitHub-Event": "pull_request", "X-Hub-Signature-256": sign(webhookSecret, bad), "X-GitHub-Delivery": "guid-9"}
-	if code, _ := f.do(t, "POST", "/webhooks/github", h, bad); code != http.StatusBadRequest {
-		t.Fatalf("payload without a number: got %d, want 400", code)
+// TestReadyzFailsWhileTheStoresDoNotAnswer pins readiness apart from
+// liveness: with the run or the lease collection frozen, /readyz answers
+// 503 with Retry-After (take the replica out of the load balancer) while
+// /healthz stays 200 (do not restart it: a restart does not thaw Mongo);
+// with the stores answering, /readyz is 200.
+func TestReadyzFailsWhileTheStoresDoNotAnswer(t *testing.T) {
+	for _, collection := range []string{gaterun.Collection, "leases"} {
+		t.Run(collection+" frozen", func(t *testing.T) {
+			f := frozenMongo(t, collection)
+			resp, err := http.Get(f.url + "/readyz")
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+				t.Errorf("/readyz with %s frozen: got %d Retry-After %q, want 503 with Retry-After: a replica whose store does not answer is not ready",
+					collection, resp.StatusCode, resp.Header.Get("Retry-After"))
+			}
+			if code, body := f.do(t, "GET", "/healthz", nil, ""); code != http.StatusOK {
+				t.Errorf("/healthz with %s frozen: got %d %s, want 200: liveness does not read the stores", collection, code, body)
+			}
+		})
 	}
-	first, err := shared.Claim(context.Background(), "guid-9", time.Now(), time.Hour)
-	if err != nil || !first {
-		t.Errorf("claim after a 400: got first=%v err=%v, want true: an unprocessed delivery is forgotten", first, err)
+	f := newHTTPFixture(t)
+	if code, body := f.do(t, "GET", "/readyz", nil, ""); code != http.StatusOK || !strings.Contains(body, `"ready"`) {
+		t.Errorf("/readyz with the stores answering: got %d %s, want 200 ready", code, body)
 	}
 }

@@ -55,8 +55,18 @@ type Config struct {
 	// ForgeHost is the forge host recorded on runs and in their ids;
 	// "" means "github.com".
 	ForgeHost string
-	// APIToken is the bearer token POST /api/runs requires.
+	// APIToken is the bearer token POST /api/runs and GET /api/runs
+	// require; it also opens the pages.
 	APIToken string
+	// PagesToken is a read-only token that opens the pages (/, /leases,
+	// /runs, /board and their JSON views), as a bearer token or as the
+	// password of basic auth, and nothing else; "" means only APIToken
+	// opens them. /healthz and /metrics need no token.
+	PagesToken string
+	// PublicPages serves the pages without a token. They list
+	// repositories, pull requests, head SHAs, issue titles and assignees:
+	// open them only on a network where those may be read.
+	PublicPages bool
 	// WebhookSecret is the secret of X-Hub-Signature-256 on POST
 	// /webhooks/github; "" turns webhooks off (the endpoint answers 404),
 	// since an unsigned event is never accepted.
@@ -86,7 +96,8 @@ type Config struct {
 	// Retry-After. 0 means DefaultStoreTimeout.
 	StoreTimeout time.Duration
 	// Deliveries remembers processed webhook delivery ids, so a replayed
-	// X-GitHub-Delivery is acknowledged and not processed again; nil means
+	// X-GitHub-Delivery is acknowledged and not processed again, and holds
+	// the claims of those being processed; nil means
 	// a new delivery.MemoryStore, which only this replica sees. Share a
 	// delivery.MongoStore between replicas.
 	Deliveries delivery.Store
@@ -136,8 +147,14 @@ type Server struct {
 	seen    observed
 	passes  *netMetrics
 	handler http.Handler
-	// largeReads holds a token per webhook body over 1 MiB being read.
+	// largeReads holds a token per webhook body over 1 MiB being read;
+	// largeBy the remote addresses reading one (takeLargeSlot).
 	largeReads chan struct{}
+	largeMu    sync.Mutex
+	largeBy    map[string]bool
+	// stalls signals, by lease name, that this replica's term of the net
+	// ended because its passes kept failing; filled in New, read-only after.
+	stalls map[string]chan struct{}
 }
 
 // ErrConfig reports a Config New cannot use; errors that wrap it name the
@@ -177,6 +194,8 @@ func NewForComparison(cfg Config, cmp Comparison) (*Server, error) {
 		return nil, fmt.Errorf("%w: Forge is nil", ErrConfig)
 	case strings.TrimSpace(cfg.APIToken) == "":
 		return nil, fmt.Errorf("%w: APIToken is empty", ErrConfig)
+	case cfg.PagesToken != "" && strings.TrimSpace(cfg.PagesToken) == "":
+		return nil, fmt.Errorf("%w: PagesToken is blank", ErrConfig)
 	case cfg.SweepInterval < 0:
 		return nil, fmt.Errorf("%w: SweepInterval %v is negative", ErrConfig, cfg.SweepInterval)
 	case cfg.SweepInterval > 0 && cfg.SweepInterval < lease.MinTTL:
@@ -255,6 +274,8 @@ func NewForComparison(cfg Config, cmp Comparison) (*Server, error) {
 			Help: "Offers of gating runs, by lane (who offered) and outcome.",
 		}, []string{"lane", "outcome"}),
 		largeReads: make(chan struct{}, cfg.Limits.LargeWebhookReads),
+		largeBy:    make(map[string]bool),
+		stalls:     map[string]chan struct{}{MergeGateSweeper().Name: make(chan struct{}, 1), ForgeBoardSync().Name: make(chan struct{}, 1)},
 	}
 	backingOff := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "merge_gate_runs_backing_off",
@@ -268,6 +289,11 @@ func NewForComparison(cfg Config, cmp Comparison) (*Server, error) {
 	if s.passes, err = newNetMetrics(cfg.Registry); err != nil {
 		return nil, fmt.Errorf("%w: Registry: %w", ErrConfig, err)
 	}
+	boardInterval := cfg.BoardInterval
+	if boardInterval == 0 {
+		boardInterval = board.DefaultInterval
+	}
+	s.health = lease.NewHealth(healthBound(cfg.SweepInterval, boardInterval, len(cfg.BoardRepos) > 0))
 	var sweepOffer offerer = laneOfferer{s, forge.LaneMergeGateSweeper}
 	if cmp.SweepMode == SweepREST {
 		sweepOffer = perRunOfferer{sweepOffer}
@@ -275,13 +301,13 @@ func NewForComparison(cfg Config, cmp Comparison) (*Server, error) {
 	s.sweeper = newSweeper(sweeperConfig{
 		Runs: cfg.Runs, Offer: sweepOffer, Interval: cfg.SweepInterval,
 		Owner: cfg.Owner, Now: cfg.Now, Logger: log, OnPass: s.passes.sweepPass(cfg.Now, cfg.OnSweep),
-		BackingOff: backingOff,
+		BackingOff: backingOff, Watchdog: s.watchdog(MergeGateSweeper(), cfg.SweepInterval),
 	})
 	if len(cfg.BoardRepos) > 0 {
 		bs, err := board.NewSync(board.Config{
 			Store: cfg.Board, Forge: cfg.Forge, Host: cfg.ForgeHost, Repos: cfg.BoardRepos,
 			Interval: cfg.BoardInterval, Owner: cfg.Owner, Now: cfg.Now, Logger: cfg.Logger, // NewSync adds the owner
-			OnPass: s.passes.boardPass(cfg.Now, s.boardPassed),
+			OnPass: s.passes.boardPass(cfg.Now, s.boardPassed), Watchdog: s.watchdog(ForgeBoardSync(), boardInterval),
 		})
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
@@ -291,7 +317,6 @@ func NewForComparison(cfg Config, cmp Comparison) (*Server, error) {
 	for _, n := range s.nets() {
 		s.passes.interval.WithLabelValues(n.lease.Name).Set(n.interval.Seconds())
 	}
-	s.health = lease.NewHealth(s.healthBound())
 	s.handler = s.routes()
 	return s, nil
 }
@@ -318,30 +343,88 @@ func (s *Server) nets() []electedNet {
 	return nets
 }
 
-// healthBound is how long a net's work may outlive its term before
-// /healthz fails: TTL/6 of the shortest lease, the margin lease.Run keeps
-// before a successor can be elected, so a failing check means an overlap.
-func (s *Server) healthBound() time.Duration {
-	var bound time.Duration
-	for i, n := range s.nets() {
-		if b := n.lease.TTL(n.interval) / 6; i == 0 || b < bound {
-			bound = b
-		}
+// healthBound is how long a net's work may outlive its term, or a pass its
+// deadline, before /healthz fails: TTL/6 of the shortest lease, the margin
+// lease.Run keeps before a successor can be elected, so a failing check
+// means an overlap or a stalled holder.
+func healthBound(sweepInterval, boardInterval time.Duration, board bool) time.Duration {
+	bound := MergeGateSweeper().TTL(sweepInterval) / 6
+	if board {
+		bound = min(bound, ForgeBoardSync().TTL(boardInterval)/6)
 	}
 	return bound
 }
 
+// stallPasses is how many passes in a row may fail before a net's holder
+// ends its term, so that another replica may try: as many intervals as
+// the lease's TTL.
+const stallPasses = 3
+
+// watchdog bounds each pass of the net under l by its interval, counts
+// the passes cancelled at it, reports a pass that ignores its cancellation
+// to /healthz, and ends a term after stallPasses passes in a row failed,
+// signalling elect to sit out.
+func (s *Server) watchdog(l Lease, interval time.Duration) lease.Watchdog {
+	return lease.Watchdog{
+		Name: l.Name, PassTimeout: interval, StallAfter: stallPasses, Health: s.health,
+		TimedOut: s.passes.timeouts.WithLabelValues(l.Name).Inc,
+		Stalled: func() {
+			s.passes.stalls.WithLabelValues(l.Name).Inc()
+			select {
+			case s.stalls[l.Name] <- struct{}{}:
+			default: // one signal pending is enough
+			}
+		},
+	}
+}
+
 // elect runs n's work under its lease until ctx is done: terms through
 // lease.Run, with this replica's owner and the shared metrics, health and
-// event hook. With Comparison.NoLease it runs the work directly, as one
-// endless term.
+// event hook. When a term ends because its passes kept failing (the
+// watchdog), elect stops campaigning for stallPasses intervals, so another
+// replica takes over rather than this one winning the next election: its
+// forge may be the one that hangs. With Comparison.NoLease it runs the work directly,
+// as one endless term.
 func (s *Server) elect(ctx context.Context, n electedNet) {
 	if s.cmp.NoLease {
 		s.log.Warn("running without a lease (--no-lease): for comparison measurements only", "lease", n.lease.Name)
 		n.work(ctx)
 		return
 	}
-	err := lease.Run(ctx, s.cfg.Leases, lease.Spec{
+	for {
+		stalled := s.runTerms(ctx, n)
+		if !stalled || ctx.Err() != nil {
+			return
+		}
+		sitOut := stallPasses * n.interval
+		s.log.Warn("not campaigning: the last term stalled; another replica may take over", "lease", n.lease.Name, "for", sitOut.String())
+		t := time.NewTimer(sitOut)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// runTerms campaigns for n's lease and serves its terms through lease.Run
+// until ctx is done or a term stalls, and reports whether one did.
+func (s *Server) runTerms(ctx context.Context, n electedNet) (stalled bool) {
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	stalls := s.stalls[n.lease.Name]
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		select {
+		case <-stalls:
+			stalled = true
+			stop()
+		case <-runCtx.Done():
+		}
+	}()
+	err := lease.Run(runCtx, s.cfg.Leases, lease.Spec{
 		Name:    n.lease.Name,
 		Owner:   s.cfg.Owner,
 		TTL:     n.lease.TTL(n.interval),
@@ -350,9 +433,13 @@ func (s *Server) elect(ctx context.Context, n electedNet) {
 		Health:  s.health,
 		OnEvent: s.leaseEvent,
 	}, n.work)
+	stop()
+	<-watched
 	if err != nil {
 		s.log.Error("elected net not started", "lease", n.lease.Name, "err", err)
+		return false
 	}
+	return stalled
 }
 
 // Run serves HTTP on ln (when ln is not nil) and runs the elected nets until

@@ -9,10 +9,12 @@ import (
 	"fmt"
 	"io"
 	"mime"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/google/go-github/v88/github"
 
@@ -39,25 +41,31 @@ const (
 var (
 	// errBadSignature: the body does not match X-Hub-Signature-256.
 	errBadSignature = errors.New("server: webhook signature does not match")
-	// errBusy: every large-read slot is taken.
+	// errBusy: every large-read slot is taken, or the remote address
+	// already holds one.
 	errBusy = errors.New("server: too many large webhook bodies in flight")
+	// errTooSlow: a large body fell behind Limits.MinWebhookBodyRate.
+	errTooSlow = errors.New("server: webhook body arrives too slowly")
 )
 
 // postWebhook is POST /webhooks/github: 404 when no secret is configured;
 // 401 on a missing X-Hub-Signature-256 or one not of the form
-// sha256=<64 hex digits>, before any of the body is read; 413 for a body
-// over GitHub's 25 MB cap; 415 for a Content-Type other than
-// application/json or application/x-www-form-urlencoded (whose payload
-// parameter is the JSON payload); 401 when the body does not match the
-// signature;
+// sha256=<64 hex digits>, and 400 on a missing X-GitHub-Delivery, before
+// any of the body is read; 413 for a body over GitHub's 25 MB cap; 415 for
+// a Content-Type other than application/json or
+// application/x-www-form-urlencoded (whose payload parameter is the JSON
+// payload); 401 when the body does not match the signature;
 // 503 with Retry-After when too many large bodies are in flight or the
 // stores do not answer within StoreTimeout. Events other than pull_request
 // and status are ignored with 202. A delivery whose X-GitHub-Delivery was
 // processed within DeliveryWindow, on any replica sharing Deliveries, is
-// acknowledged with 200 {"duplicate": id} and not processed again. Else the
-// unsettled runs of the pull request or head are offered on lane webhook
-// (200 {"offered": n}); a payload it cannot read is 400. A delivery that
-// was not processed (400, 503) is forgotten, so its redelivery is.
+// acknowledged with 200 {"duplicate": id} and not processed again; one
+// being processed under an earlier claim answers 503 with Retry-After.
+// Else the unsettled runs of the pull request or head are offered on lane
+// webhook (200 {"offered": n}) and the delivery is recorded as processed;
+// a payload it cannot read is 400. A delivery that was not processed (400,
+// 503, a lost answer) is never recorded as processed: its claim lapses
+// after claimHold, and its redelivery is processed.
 func (s *Server) postWebhook(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.WebhookSecret == "" {
 		writeError(w, http.StatusNotFound, "webhooks are off: no webhook secret configured")
@@ -66,6 +74,13 @@ func (s *Server) postWebhook(w http.ResponseWriter, r *http.Request) {
 	want, err := parseSignature(r.Header.Get(github.SHA256SignatureHeader))
 	if err != nil {
 		writeError(w, http.StatusUnauthorized, err.Error())
+		return
+	}
+	deliveryID := r.Header.Get(deliveryHeader)
+	if deliveryID == "" {
+		// GitHub always sends it; without it a captured body could be
+		// replayed at will, each replay costing forge reads.
+		writeError(w, http.StatusBadRequest, "missing "+deliveryHeader)
 		return
 	}
 	if r.ContentLength > MaxWebhookBodyBytes {
@@ -93,30 +108,13 @@ func (s *Server) postWebhook(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusAccepted, map[string]string{"ignored": event})
 		return
 	}
-	deliveryID := r.Header.Get(deliveryHeader)
-	if deliveryID != "" {
-		ctx, cancel := s.storeCtx(r)
-		first, err := s.cfg.Deliveries.Claim(ctx, deliveryID, s.cfg.Now(), s.cfg.DeliveryWindow)
-		cancel()
-		switch {
-		case errors.Is(err, delivery.ErrInvalid):
-			writeError(w, http.StatusBadRequest, deliveryHeader+": "+err.Error())
-			return
-		case err != nil:
-			s.log.Error("webhook: delivery not claimed", "delivery", deliveryID, "err", err)
-			s.unavailable(w, "delivery not recorded; redeliver")
-			return
-		case !first:
-			s.log.Info("webhook: delivery seen before, not processed again", "delivery", deliveryID, "event", event)
-			writeJSON(w, http.StatusOK, map[string]string{"duplicate": deliveryID})
-			return
-		}
+	if !s.claim(w, r, deliveryID, event) {
+		return
 	}
 	ctx, cancel := s.storeCtx(r)
 	runs, err := s.affected(ctx, event, body)
 	cancel()
 	if err != nil {
-		s.forget(r, deliveryID)
 		if errors.Is(err, errInvalid) {
 			writeError(w, http.StatusBadRequest, err.Error())
 			return
@@ -127,7 +125,54 @@ func (s *Server) postWebhook(w http.ResponseWriter, r *http.Request) {
 	}
 	s.log.Debug("webhook", "event", event, "delivery", deliveryID, "runs", len(runs))
 	s.offerAll(r.Context(), forge.LaneWebhook, runs)
+	s.complete(r, deliveryID)
 	writeJSON(w, http.StatusOK, map[string]int{"offered": len(runs)})
+}
+
+// claim claims deliveryID for processing and reports whether the caller
+// has it; when not, it has answered: 400 for an id the store refuses, 503
+// with Retry-After when the store does not answer or an earlier claim is
+// being processed, 200 {"duplicate": id} when it was processed.
+func (s *Server) claim(w http.ResponseWriter, r *http.Request, deliveryID, event string) bool {
+	ctx, cancel := s.storeCtx(r)
+	claim, err := s.cfg.Deliveries.Claim(ctx, deliveryID, s.cfg.Now(), s.claimHold())
+	cancel()
+	switch {
+	case errors.Is(err, delivery.ErrInvalid):
+		writeError(w, http.StatusBadRequest, deliveryHeader+": "+err.Error())
+		return false
+	case err != nil:
+		// The claim may have landed: it lapses at its hold's end.
+		s.log.Error("webhook: delivery not claimed", "delivery", deliveryID, "err", err)
+		s.retryAfter(w, s.claimHold(), "delivery not claimed; redeliver")
+		return false
+	case claim == delivery.Held:
+		s.log.Info("webhook: delivery being processed by an earlier claim", "delivery", deliveryID, "event", event)
+		s.retryAfter(w, s.claimHold(), "delivery being processed; redeliver if it is not acknowledged")
+		return false
+	case claim == delivery.Done:
+		s.log.Info("webhook: delivery seen before, not processed again", "delivery", deliveryID, "event", event)
+		writeJSON(w, http.StatusOK, map[string]string{"duplicate": deliveryID})
+		return false
+	}
+	return true
+}
+
+// claimHold is how long a webhook's delivery claim holds before it lapses:
+// the store lookups and the offers of one delivery, and the completion.
+func (s *Server) claimHold() time.Duration {
+	return 2*s.cfg.StoreTimeout + s.cfg.OfferTimeout
+}
+
+// complete records a processed delivery, on its own bounded context since
+// the request's may be done. When it fails, the claim lapses and a
+// redelivery is processed again, which offers' idempotence makes harmless.
+func (s *Server) complete(r *http.Request, deliveryID string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), s.cfg.StoreTimeout)
+	defer cancel()
+	if err := s.cfg.Deliveries.Complete(ctx, deliveryID, s.cfg.Now(), s.cfg.DeliveryWindow); err != nil {
+		s.log.Warn("webhook: delivery processed but not recorded; a redelivery will be processed again", "delivery", deliveryID, "err", err)
+	}
 }
 
 // The content types a webhook is delivered in: "application/json delivers
@@ -191,8 +236,10 @@ func parseSignature(header string) ([]byte, error) {
 // readSigned reads r's body, at most MaxWebhookBodyBytes, through an
 // HMAC-SHA256 of the webhook secret and returns it when it matches want.
 // A body over smallWebhookBody (or of unknown length) takes a large-read
-// slot (errBusy when none is free) and is spooled to a temporary file, so
-// an unsigned large body costs disk for a moment, never memory.
+// slot (takeLargeSlot; errBusy when it gets none), must arrive at
+// Limits.MinWebhookBodyRate (errTooSlow when it falls behind), and is
+// spooled to a temporary file, so an unsigned large body costs disk for a
+// moment, never memory.
 func (s *Server) readSigned(w http.ResponseWriter, r *http.Request, want []byte) ([]byte, error) {
 	body := http.MaxBytesReader(w, r.Body, MaxWebhookBodyBytes)
 	mac := hmac.New(sha256.New, []byte(s.cfg.WebhookSecret))
@@ -206,19 +253,20 @@ func (s *Server) readSigned(w http.ResponseWriter, r *http.Request, want []byte)
 		}
 		return b, nil
 	}
-	select {
-	case s.largeReads <- struct{}{}:
-		defer func() { <-s.largeReads }()
-	default:
-		return nil, errBusy
+	release, err := s.takeLargeSlot(r)
+	if err != nil {
+		return nil, err
 	}
+	defer release()
+	paced := &minRateReader{r: body, rc: http.NewResponseController(w), start: time.Now(),
+		rate: s.cfg.Limits.MinWebhookBodyRate, grace: s.cfg.Limits.SlowBodyGrace}
 	f, err := os.CreateTemp("", "iterion-webhook-*")
 	if err != nil {
 		return nil, fmt.Errorf("%w: spool: %w", errBusy, err)
 	}
 	defer os.Remove(f.Name())
 	defer f.Close()
-	if _, err := io.Copy(io.MultiWriter(f, mac), body); err != nil {
+	if _, err := io.Copy(io.MultiWriter(f, mac), paced); err != nil {
 		return nil, err
 	}
 	if !hmac.Equal(mac.Sum(nil), want) {
@@ -230,6 +278,68 @@ func (s *Server) readSigned(w http.ResponseWriter, r *http.Request, want []byte)
 	return io.ReadAll(f) // signed by GitHub, at most 25 MB
 }
 
+// takeLargeSlot takes a large-read slot for r and returns its release.
+// Slots are shared by remote address: an address holding one gets errBusy
+// at once, so a client without the secret holds at most one, whatever
+// number of connections it opens; another address waits up to
+// Limits.SlowBodyGrace for a slot, which a slow body frees within about as
+// long (minRateReader), before errBusy.
+func (s *Server) takeLargeSlot(r *http.Request) (release func(), err error) {
+	addr := r.RemoteAddr
+	if host, _, err := net.SplitHostPort(addr); err == nil {
+		addr = host
+	}
+	s.largeMu.Lock()
+	if s.largeBy[addr] {
+		s.largeMu.Unlock()
+		return nil, fmt.Errorf("%w: %s is sending one already", errBusy, addr)
+	}
+	s.largeBy[addr] = true
+	s.largeMu.Unlock()
+	drop := func() {
+		s.largeMu.Lock()
+		delete(s.largeBy, addr)
+		s.largeMu.Unlock()
+	}
+	t := time.NewTimer(s.cfg.Limits.SlowBodyGrace)
+	defer t.Stop()
+	select {
+	case s.largeReads <- struct{}{}:
+		return func() { <-s.largeReads; drop() }, nil
+	case <-t.C:
+	case <-r.Context().Done():
+	}
+	drop()
+	return nil, errBusy
+}
+
+// minRateReader reads a large webhook body and cuts it off (errTooSlow)
+// when it falls behind rate: the bytes read so far and the next buffer
+// must have arrived grace plus their size at rate after start. It moves
+// the connection's read deadline before each read, so a client that sends
+// nothing at all is cut off too.
+type minRateReader struct {
+	r     io.Reader
+	rc    *http.ResponseController
+	start time.Time
+	n     int64
+	rate  int64
+	grace time.Duration
+}
+
+func (m *minRateReader) Read(p []byte) (int, error) {
+	due := m.start.Add(m.grace + time.Duration(float64(m.n+int64(len(p)))/float64(m.rate)*float64(time.Second)))
+	// An error means the connection has no deadlines (HTTP/2 without
+	// support, a test recorder): ReadTimeout still bounds the read.
+	_ = m.rc.SetReadDeadline(due)
+	n, err := m.r.Read(p)
+	m.n += int64(n)
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		err = fmt.Errorf("%w: %d bytes in %v, want at least %d bytes/s after %v", errTooSlow, m.n, time.Since(m.start).Round(time.Millisecond), m.rate, m.grace)
+	}
+	return n, err
+}
+
 // refuseBody answers a webhook body readSigned did not return.
 func (s *Server) refuseBody(w http.ResponseWriter, err error) {
 	switch {
@@ -238,25 +348,15 @@ func (s *Server) refuseBody(w http.ResponseWriter, err error) {
 	case errors.Is(err, errBusy):
 		s.log.Warn("webhook: body not read", "err", err)
 		s.unavailable(w, "too many large webhook bodies in flight; redeliver")
+	case errors.Is(err, errTooSlow):
+		s.log.Warn("webhook: body cut off", "err", err)
+		writeError(w, http.StatusRequestTimeout, err.Error())
 	default:
 		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
 			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("body over GitHub's cap of %d bytes", MaxWebhookBodyBytes))
 			return
 		}
 		writeError(w, http.StatusBadRequest, "body: "+err.Error())
-	}
-}
-
-// forget gives a delivery that was not processed back, so its redelivery
-// is; on its own bounded context, since the request's may be done.
-func (s *Server) forget(r *http.Request, deliveryID string) {
-	if deliveryID == "" {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), s.cfg.StoreTimeout)
-	defer cancel()
-	if err := s.cfg.Deliveries.Forget(ctx, deliveryID); err != nil {
-		s.log.Warn("webhook: delivery not forgotten; its redelivery will be skipped until the window ends", "delivery", deliveryID, "err", err)
 	}
 }
 

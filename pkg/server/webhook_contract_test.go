@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"net/http"
 	"net/url"
@@ -21,6 +22,7 @@ func (f *httpFixture) postTyped(t *testing.T, event, contentType, body string) (
 	t.Helper()
 	return f.do(t, "POST", "/webhooks/github", map[string]string{
 		"X-GitHub-Event": event, "Content-Type": contentType, "X-Hub-Signature-256": sign(webhookSecret, body),
+		"X-GitHub-Delivery": rand.Text(),
 	}, body)
 }
 
@@ -49,7 +51,7 @@ func TestWebhookFormEncodedDelivery(t *testing.T) {
 		f.putRun(t, gaterun.VerdictSuccess)
 		code, _ := f.do(t, "POST", "/webhooks/github", map[string]string{
 			"X-GitHub-Event": "pull_request", "Content-Type": "application/x-www-form-urlencoded",
-			"X-Hub-Signature-256": sign(webhookSecret, payload),
+			"X-Hub-Signature-256": sign(webhookSecret, payload), "X-GitHub-Delivery": rand.Text(),
 		}, formBody(payload))
 		if code != http.StatusUnauthorized {
 			t.Errorf("status %d, want 401: GitHub signs the body as sent, the form, not the payload inside it", code)

@@ -25,94 +25,119 @@ func Run(t *testing.T, newStore func(t *testing.T) delivery.Store) {
 
 var base = time.Date(2026, 9, 30, 9, 0, 0, 123456789, time.UTC)
 
-const window = time.Hour
+const (
+	hold   = time.Minute
+	window = time.Hour
+)
 
-func claim(t *testing.T, s delivery.Store, id string, now time.Time) bool {
+func claim(t *testing.T, s delivery.Store, id string, now time.Time) delivery.Claim {
 	t.Helper()
-	first, err := s.Claim(context.Background(), id, now, window)
+	c, err := s.Claim(context.Background(), id, now, hold)
 	if err != nil {
 		t.Fatalf("Claim(%q): %v", id, err)
 	}
-	return first
+	return c
+}
+
+func complete(t *testing.T, s delivery.Store, id string, now time.Time) {
+	t.Helper()
+	if err := s.Complete(context.Background(), id, now, window); err != nil {
+		t.Fatalf("Complete(%q): %v", id, err)
+	}
 }
 
 var cases = []conformance.Case[delivery.Store]{
-	{Name: "FirstClaimWinsRepeatLoses", Rule: "an id is processed once: the first claim is first, a repeat within the window is not", Check: func(t *testing.T, s delivery.Store) {
-		if got := claim(t, s, "d-1", base); !got {
-			t.Errorf("first claim: got %v, want true: a new id is first", got)
+	{Name: "FirstClaimWinsRepeatIsHeld", Rule: "a new id is Claimed; a repeat while the claim holds is Held, not Done: it was not processed yet", Check: func(t *testing.T, s delivery.Store) {
+		if got := claim(t, s, "d-1", base); got != delivery.Claimed {
+			t.Errorf("first claim: got %v, want claimed: a new id is processed", got)
 		}
-		if got := claim(t, s, "d-1", base.Add(window-time.Millisecond)); got {
-			t.Errorf("repeat within the window: got %v, want false: a replay is not processed again", got)
+		if got := claim(t, s, "d-1", base.Add(hold-time.Millisecond)); got != delivery.Held {
+			t.Errorf("repeat within the hold: got %v, want held: a delivery being processed is neither processed twice nor acknowledged", got)
 		}
-		if got := claim(t, s, "d-2", base); !got {
-			t.Errorf("another id: got %v, want true: ids are independent", got)
+		if got := claim(t, s, "d-2", base); got != delivery.Claimed {
+			t.Errorf("another id: got %v, want claimed: ids are independent", got)
 		}
 	}},
-	{Name: "ForgottenAfterTheWindow", Rule: "an id is remembered until claim time + window (exclusive), then claimable again", Check: func(t *testing.T, s delivery.Store) {
+	{Name: "ALapsedClaimIsClaimedAgain", Rule: "a claim never completed (lost answer, 503, crash) lapses at its hold's end: the redelivery is processed, with nothing to forget", Check: func(t *testing.T, s delivery.Store) {
 		claim(t, s, "d-1", base)
-		if got := claim(t, s, "d-1", base.Add(window)); !got {
-			t.Errorf("claim at the window's end: got %v, want true: the window has passed", got)
+		if got := claim(t, s, "d-1", base.Add(hold)); got != delivery.Claimed {
+			t.Errorf("claim at the hold's end: got %v, want claimed: an uncompleted claim never blocks the redelivery", got)
 		}
-		if got := claim(t, s, "d-1", base.Add(window+time.Second)); got {
-			t.Errorf("claim after the re-claim: got %v, want false: the re-claim opened a new window", got)
+		if got := claim(t, s, "d-1", base.Add(hold+time.Second)); got != delivery.Held {
+			t.Errorf("claim after the re-claim: got %v, want held: the re-claim holds anew", got)
 		}
 	}},
-	{Name: "ForgetGivesTheIdBack", Rule: "a forgotten id is processed on its next delivery; forgetting an unknown id is a no-op", Check: func(t *testing.T, s delivery.Store) {
+	{Name: "CompletedIsDoneForTheWindow", Rule: "a completed id is Done until completion + window (exclusive), then claimable again", Check: func(t *testing.T, s delivery.Store) {
 		claim(t, s, "d-1", base)
-		if err := s.Forget(context.Background(), "d-1"); err != nil {
-			t.Fatalf("Forget: %v", err)
+		complete(t, s, "d-1", base.Add(time.Second))
+		if got := claim(t, s, "d-1", base.Add(time.Second+window-time.Millisecond)); got != delivery.Done {
+			t.Errorf("claim within the window: got %v, want done: a processed delivery is acknowledged, not processed again", got)
 		}
-		if got := claim(t, s, "d-1", base); !got {
-			t.Errorf("claim after Forget: got %v, want true", got)
-		}
-		if err := s.Forget(context.Background(), "never-seen"); err != nil {
-			t.Errorf("Forget(unknown): got %v, want nil: no-op", err)
+		if got := claim(t, s, "d-1", base.Add(time.Second+window)); got != delivery.Claimed {
+			t.Errorf("claim at the window's end: got %v, want claimed", got)
 		}
 	}},
-	{Name: "BadArgumentsAreRefused", Rule: "an empty id or a window under 1ms is ErrInvalid and writes nothing", Check: func(t *testing.T, s delivery.Store) {
-		if _, err := s.Claim(context.Background(), "", base, window); !errors.Is(err, delivery.ErrInvalid) {
+	{Name: "CompleteWithoutAClaim", Rule: "Complete records an id whose claim lapsed or was never seen (its claim's answer was lost)", Check: func(t *testing.T, s delivery.Store) {
+		complete(t, s, "d-1", base)
+		if got := claim(t, s, "d-1", base.Add(time.Minute)); got != delivery.Done {
+			t.Errorf("claim after Complete: got %v, want done", got)
+		}
+	}},
+	{Name: "BadArgumentsAreRefused", Rule: "an empty id, a hold or a window under 1ms is ErrInvalid and writes nothing", Check: func(t *testing.T, s delivery.Store) {
+		if _, err := s.Claim(context.Background(), "", base, hold); !errors.Is(err, delivery.ErrInvalid) {
 			t.Errorf("empty id: got %v, want ErrInvalid", err)
 		}
 		if _, err := s.Claim(context.Background(), "d-1", base, 0); !errors.Is(err, delivery.ErrInvalid) {
+			t.Errorf("zero hold: got %v, want ErrInvalid", err)
+		}
+		if err := s.Complete(context.Background(), "d-1", base, 0); !errors.Is(err, delivery.ErrInvalid) {
 			t.Errorf("zero window: got %v, want ErrInvalid", err)
 		}
-		if got := claim(t, s, "d-1", base); !got {
-			t.Errorf("claim after a refused one: got %v, want true: a refused claim writes nothing", got)
+		if err := s.Complete(context.Background(), " ", base, window); !errors.Is(err, delivery.ErrInvalid) {
+			t.Errorf("blank id: got %v, want ErrInvalid", err)
+		}
+		if got := claim(t, s, "d-1", base); got != delivery.Claimed {
+			t.Errorf("claim after refused calls: got %v, want claimed: a refused call writes nothing", got)
 		}
 	}},
 	{Name: "DoneContextFails", Rule: "a call on a done context fails and records nothing", Check: func(t *testing.T, s delivery.Store) {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
-		if _, err := s.Claim(ctx, "d-1", base, window); err == nil {
+		if _, err := s.Claim(ctx, "d-1", base, hold); err == nil {
 			t.Errorf("Claim on a done context: got nil error, want one")
 		}
-		if got := claim(t, s, "d-1", base); !got {
-			t.Errorf("claim after the failed one: got %v, want true: it recorded nothing", got)
+		if err := s.Complete(ctx, "d-1", base, window); err == nil {
+			t.Errorf("Complete on a done context: got nil error, want one")
+		}
+		if got := claim(t, s, "d-1", base); got != delivery.Claimed {
+			t.Errorf("claim after the failed calls: got %v, want claimed: they recorded nothing", got)
 		}
 	}},
-	{Name: "RacingClaimsElectOne", Rule: "of many concurrent claims of one id exactly one is first", Check: func(t *testing.T, s delivery.Store) {
-		const n = 8
-		var wg sync.WaitGroup
-		firsts := make(chan bool, n)
-		for range n {
-			wg.Go(func() {
-				first, err := s.Claim(context.Background(), "d-race", base, window)
-				if err != nil {
-					t.Errorf("Claim: %v", err)
-				}
-				firsts <- first
-			})
-		}
-		wg.Wait()
-		close(firsts)
-		won := 0
-		for f := range firsts {
-			if f {
-				won++
+	{Name: "RacingClaimsElectOne", Rule: "of many concurrent claims of one id, new or lapsed, exactly one is Claimed", Check: func(t *testing.T, s delivery.Store) {
+		for _, at := range []time.Time{base, base.Add(hold)} { // new, then lapsed
+			const n = 8
+			var wg sync.WaitGroup
+			claims := make(chan delivery.Claim, n)
+			for range n {
+				wg.Go(func() {
+					c, err := s.Claim(context.Background(), "d-race", at, hold)
+					if err != nil {
+						t.Errorf("Claim: %v", err)
+					}
+					claims <- c
+				})
 			}
-		}
-		if won != 1 {
-			t.Errorf("first claims: got %d, want 1: a delivery is processed once across replicas", won)
+			wg.Wait()
+			close(claims)
+			won := 0
+			for c := range claims {
+				if c == delivery.Claimed {
+					won++
+				}
+			}
+			if won != 1 {
+				t.Errorf("claims at %v: got %d claimed, want 1: a delivery is processed once across replicas", at.Sub(base), won)
+			}
 		}
 	}},
 }

@@ -5,9 +5,11 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -117,6 +119,7 @@ func FuzzWebhook(f *testing.F) {
 		f.Add(s.event, s.body, s.signed)
 	}
 	h, _ := fuzzServer(f)
+	var deliveries atomic.Int64 // a new X-GitHub-Delivery for each input
 	f.Fuzz(func(t *testing.T, event, body string, signed bool) {
 		req := httptest.NewRequest("POST", "/webhooks/github", strings.NewReader(body))
 		req.Header.Set("X-GitHub-Event", event)
@@ -125,6 +128,7 @@ func FuzzWebhook(f *testing.F) {
 			sig = sign("not-the-secret", body)
 		}
 		req.Header.Set("X-Hub-Signature-256", sig)
+		req.Header.Set("X-GitHub-Delivery", fmt.Sprint(deliveries.Add(1)))
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
 		switch rec.Code {

@@ -237,7 +237,7 @@ func (a api) postRun(ctx context.Context, r runRequest) error {
 
 func (a api) leases(ctx context.Context) ([]holder, error) {
 	var hs []holder
-	err := doJSON(ctx, a.hc, http.MethodGet, a.url+"/leases?format=json", "", nil, &hs)
+	err := doJSON(ctx, a.hc, http.MethodGet, a.url+"/leases?format=json", a.token, nil, &hs) // the pages need a token
 	return hs, err
 }
 

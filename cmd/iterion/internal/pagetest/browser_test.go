@@ -84,7 +84,7 @@ func startServer(t *testing.T) string {
 	}
 	elected := make(chan struct{}, 2)
 	srv, err := server.New(server.Config{
-		Runs: gaterun.NewMemoryStore(), Leases: lease.NewMemoryStore(), Forge: fc, APIToken: "api",
+		Runs: gaterun.NewMemoryStore(), Leases: lease.NewMemoryStore(), Forge: fc, APIToken: "api", PublicPages: true, // the browser sends no token
 		Owner: "web-7f9c8d6b5a-replica-with-a-long-host-name-3a1b2c4d", SweepInterval: time.Hour,
 		BoardRepos: []string{"acme/app"}, BoardInterval: time.Hour,
 		OnLeaseEvent: func(ev lease.Event) {

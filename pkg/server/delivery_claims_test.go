@@ -1,0 +1,165 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"iterion.dev/iterion/internal/testing/mongotest"
+	"iterion.dev/iterion/pkg/delivery"
+	"iterion.dev/iterion/pkg/forge/forgesim"
+	"iterion.dev/iterion/pkg/gaterun"
+	"iterion.dev/iterion/pkg/server"
+)
+
+// manualClock is a clock a test moves by hand.
+type manualClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *manualClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *manualClock) Add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// freezePoint is one step of a webhook's processing at which the store
+// stops answering: a command held past the request's store deadline (it
+// lands later, when released), or a command that lands but whose answer
+// is lost.
+type freezePoint struct {
+	name       string
+	collection string
+	command    string
+	drop       bool // the command lands, its answer is lost
+}
+
+var freezePoints = []freezePoint{
+	{"claim held", delivery.Collection, "insert", false},
+	{"claim answer lost", delivery.Collection, "insert", true},
+	{"runs lookup held", gaterun.Collection, "find", false},
+	{"completion held", delivery.Collection, "update", false},
+	{"completion answer lost", delivery.Collection, "update", true},
+}
+
+// TestNoRedeliveryIsLost pins that a delivery is done only once it was
+// processed: whatever step of it the store freezes at (a claim held past
+// the deadline that lands afterwards, a claim or completion whose answer
+// is lost, the runs lookup), GitHub's redelivery after the claim's hold is
+// processed, never acknowledged as a duplicate unprocessed. Twenty
+// deliveries each meet a freeze point drawn at random (every point at
+// least once), then are redelivered until one answer is 200.
+func TestNoRedeliveryIsLost(t *testing.T) {
+	clock := &manualClock{now: time.Now()}
+	f, ms, runs := mongoFixture(t, func(c *server.Config) {
+		c.StoreTimeout, c.OfferTimeout, c.Now = time.Second, 5*time.Second, clock.Now
+	})
+	if _, err := runs.Put(context.Background(), gateRun(12, headSHA, gaterun.VerdictSuccess), clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	hold := 2*time.Second + 5*time.Second // the claim's hold: two store calls and the offers
+	rng := rand.New(rand.NewPCG(23, 23))
+	const deliveriesN = 20
+	lost, processedTwice := 0, 0
+	for i := range deliveriesN {
+		id := fmt.Sprintf("guid-frozen-%d", i)
+		fp := freezePoints[i%len(freezePoints)]
+		if i >= len(freezePoints) {
+			fp = freezePoints[rng.IntN(len(freezePoints))]
+		}
+		match := func(c mongotest.Command) bool { return c.Collection == fp.collection && c.Name == fp.command }
+		var release func()
+		if fp.drop {
+			d := ms.Proxy().DropAnswer(match)
+			release = func() { <-d.Done() }
+		} else {
+			h := ms.Proxy().Hold(match)
+			release = func() {
+				h.Release()
+				select {
+				case <-h.Arrived():
+					select {
+					case <-h.Done():
+					case <-time.After(10 * time.Second): // a safety net, not a timing rule
+						t.Errorf("%s (%s): the held command was never answered after its release", id, fp.name)
+					}
+				default:
+					// The request gave up before the driver sent the command
+					// (a connection still being opened on a loaded machine):
+					// the store did not answer all the same.
+					t.Logf("%s (%s): the held command never arrived before the request gave up", id, fp.name)
+				}
+			}
+		}
+		code, body := f.postDelivery(t, id)
+		release() // a held command lands now, after its request gave up on it
+		processed := strings.Contains(body, `"offered":1`)
+		for try := 0; try < 3 && code != http.StatusOK; try++ {
+			clock.Add(hold) // GitHub redelivers later
+			code, body = f.postDelivery(t, id)
+			switch {
+			case strings.Contains(body, `"duplicate"`) && !processed:
+				lost++
+				t.Errorf("%s (%s): redelivery got %d %s, want it processed: the first try was never processed", id, fp.name, code, body)
+			case strings.Contains(body, `"offered":1`):
+				if processed {
+					processedTwice++
+				}
+				processed = true
+			}
+		}
+		if !processed {
+			lost++
+			t.Errorf("%s (%s): never processed in four tries (last: %d %s)", id, fp.name, code, body)
+		}
+		clock.Add(hold) // a completion held and dropped must not bleed into the next id
+	}
+	t.Logf("%d deliveries, each frozen at a random step: %d lost, %d processed twice (a completion whose answer was lost)", deliveriesN, lost, processedTwice)
+}
+
+// TestHeldDeliveryIsNotAcknowledged pins that a delivery another replica
+// is processing is answered 503 with Retry-After, not 200 duplicate: it
+// may still fail, and GitHub must keep it to redeliver.
+func TestHeldDeliveryIsNotAcknowledged(t *testing.T) {
+	shared := delivery.NewMemoryStore()
+	f := newHTTPFixture(t, func(c *server.Config) { c.Deliveries = shared })
+	if c, err := shared.Claim(context.Background(), "guid-busy", time.Now(), time.Hour); err != nil || c != delivery.Claimed {
+		t.Fatalf("Claim: %v, %v", c, err)
+	}
+	resp, body := f.do(t, "POST", "/webhooks/github", map[string]string{"X-GitHub-Event": "pull_request",
+		"X-Hub-Signature-256": sign(webhookSecret, pullClosed), "X-GitHub-Delivery": "guid-busy"}, pullClosed)
+	if resp != http.StatusServiceUnavailable || strings.Contains(body, "duplicate") {
+		t.Errorf("delivery claimed elsewhere: got %d %s, want 503: a delivery being processed is not acknowledged", resp, body)
+	}
+}
+
+// TestDeliveryWithoutItsIDIs400 pins that a webhook without
+// X-GitHub-Delivery, which GitHub always sends, is refused with 400 naming
+// the header and is not processed: it could not be deduplicated, so a
+// captured body could be replayed at will.
+func TestDeliveryWithoutItsIDIs400(t *testing.T) {
+	f := newHTTPFixture(t)
+	f.putRun(t, gaterun.VerdictSuccess)
+	for range 2 {
+		code, body := f.do(t, "POST", "/webhooks/github", map[string]string{"X-GitHub-Event": "pull_request",
+			"X-Hub-Signature-256": sign(webhookSecret, pullClosed)}, pullClosed)
+		if code != http.StatusBadRequest || !strings.Contains(body, "X-GitHub-Delivery") {
+			t.Errorf("signed delivery without its id: got %d %s, want 400 naming X-GitHub-Delivery", code, body)
+		}
+	}
+	if n := f.sim.Requests(forgesim.Filter{}); n != 0 {
+		t.Errorf("forge requests: got %d, want 0: a delivery without its id is not processed", n)
+	}
+}

@@ -1,0 +1,109 @@
+package server_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"iterion.dev/iterion/pkg/forge"
+	"iterion.dev/iterion/pkg/forge/forgesim"
+	"iterion.dev/iterion/pkg/gaterun"
+	"iterion.dev/iterion/pkg/lease"
+	"iterion.dev/iterion/pkg/server"
+)
+
+// TestOneVerdictPerCommit pins the rule that runs which disagree about one
+// commit and context do not fight over its status: GitHub keeps one state
+// per commit and context, so the unsettled run updated last decides it and
+// the others are superseded. Pull requests 30 and 31 share a head; 30
+// reports success, then 31 failure. Twenty passes of the sweeper's batch
+// offers and of the event path's single offers (a status webhook offers
+// both) write the status at most once, and it is 31's.
+func TestOneVerdictPerCommit(t *testing.T) {
+	const sha = "3030303030303030303030303030303030303030"
+	sim, srv := startSim(t)
+	fc := newForge(t, srv.URL, nil, "tok", nil, nil)
+	runs := gaterun.NewMemoryStore()
+	ctx := forge.WithLane(context.Background(), testLane)
+	t0 := time.Date(2026, 10, 1, 9, 0, 0, 0, time.UTC)
+	for i, r := range []gaterun.Run{gateRun(30, sha, gaterun.VerdictSuccess), gateRun(31, sha, gaterun.VerdictFailure)} {
+		if err := sim.SeedPull("acme", "app", r.Pull, sha, "open"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := runs.Put(ctx, r, t0.Add(time.Duration(i)*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec := server.NewReconciler(runs, fc, nil)
+	superseded := 0
+	for pass := range 20 {
+		listed, err := runs.Unsettled(ctx, time.Time{}, gaterun.Cursor{}, 10)
+		if err != nil || len(listed) != 2 {
+			t.Fatalf("pass %d: listing: %d runs, %v; want 2", pass, len(listed), err)
+		}
+		outs, err := rec.OfferBatch(ctx, listed)
+		if err != nil {
+			t.Fatalf("pass %d: OfferBatch: %v", pass, err)
+		}
+		for _, run := range listed {
+			out, err := rec.Offer(ctx, run)
+			if err != nil {
+				t.Fatalf("pass %d: Offer(%d): %v", pass, run.Pull, err)
+			}
+			outs = append(outs, out)
+		}
+		for _, out := range outs {
+			if out == server.OutcomeSuperseded {
+				superseded++
+			}
+		}
+	}
+	posts := sim.Requests(forgesim.Filter{Route: statusRoute})
+	t.Logf("two runs of one commit disagree: %d status writes over 20 batch passes and 40 single offers", posts)
+	if posts > 1 {
+		t.Errorf("status writes: got %d, want at most 1: two runs of one commit must not flip its status", posts)
+	}
+	if got := gateState(t, fc, sha); got != "failure" {
+		t.Errorf("gate state: got %q, want %q: the run updated last (pull 31) decides", got, "failure")
+	}
+	if superseded != 40 {
+		t.Errorf("superseded offers: got %d, want 40 (pull 30's, two per pass): the other run writes nothing", superseded)
+	}
+
+	// Once pull 31's run settles, pull 30's decides again.
+	if err := runs.Settle(ctx, gaterun.ID("github.com", "acme/app", 31, sha)); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := rec.Offer(ctx, gateRun(30, sha, gaterun.VerdictSuccess)); out != server.OutcomePublished || err != nil {
+		t.Errorf("offer after the decider settled: got %q, %v, want published: the remaining run decides", out, err)
+	}
+}
+
+// TestRunsPageShowsSuperseded pins that /runs names the pull request whose
+// later run of the same commit supersedes a run.
+func TestRunsPageShowsSuperseded(t *testing.T) {
+	const sha = "3131313131313131313131313131313131313131"
+	_, fsrv := startSim(t)
+	runs := gaterun.NewMemoryStore()
+	t0 := time.Date(2026, 10, 1, 9, 0, 0, 0, time.UTC)
+	for i, r := range []gaterun.Run{gateRun(30, sha, gaterun.VerdictSuccess), gateRun(31, sha, gaterun.VerdictFailure)} {
+		if _, err := runs.Put(context.Background(), r, t0.Add(time.Duration(i)*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := server.New(server.Config{Runs: runs, Leases: lease.NewMemoryStore(), Forge: newForge(t, fsrv.URL, nil, "tok", nil, nil),
+		APIToken: "api-token", PublicPages: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rr := httptest.NewRecorder()
+	s.Handler().ServeHTTP(rr, httptest.NewRequest(http.MethodGet, "/runs", nil))
+	body, _ := io.ReadAll(rr.Body)
+	if rr.Code != http.StatusOK || strings.Count(string(body), "superseded by #31") != 1 {
+		t.Errorf("GET /runs: %d, %d mentions of \"superseded by #31\", want 200 and 1: the page shows which run decides", rr.Code, strings.Count(string(body), "superseded by #31"))
+	}
+}
