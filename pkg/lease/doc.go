@@ -92,18 +92,17 @@
 // may be held in the network until after this owner's next term began.
 // When the store is a [TermStore] (both twins are), each attempt draws a
 // random token, acquires with AcquireTerm and releases with ReleaseTerm, so
-// that late Release deletes nothing, with one exception: when an unanswered
-// attempt's Acquire itself lands late, after this owner's next term took
-// the lease, it makes the lease that attempt's term again (AcquireTerm of
-// one's own lease records its token), and that attempt's late Release then
-// deletes it. With a plain Store, Run falls back to Release, and any late
-// Release deletes the later term's lease. Either way the later term's next
-// renewal, at most TTL/3 later, is refused and it steps down (or, if its
-// renewals fail, at its deadline), but a successor may have been elected in
-// between and overlap it until then. This is the store round trip among the
-// bounds above (docs/design.md, decision 4). The group invariant meets the
-// exception in about one random schedule in 5,000, whose calls are held up
-// to 4 s (past the 1 s cut).
+// that late Release deletes nothing. That holds when the attempt's Acquire
+// lands late too, after this owner's next term took the lease: an
+// AcquireTerm that does not move the lease's expiry forward leaves the term
+// alone (see [TermStore]), and Run sends each attempt in a later
+// millisecond than its previous calls, so a later term's expiry is always
+// later. With a plain Store, Run falls back to Release, and any late
+// Release deletes the later term's lease: the later term's next renewal, at
+// most TTL/3 later, is refused and it steps down (or, if its renewals fail,
+// at its deadline), but a successor may have been elected in between and
+// overlap it until then. This is the store round trip among the bounds
+// above (docs/design.md, decision 4).
 //
 // # Worked example
 //

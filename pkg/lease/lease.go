@@ -32,20 +32,41 @@ type Store interface {
 
 // TermStore is implemented by stores that can scope a release to one term,
 // so that a late Release of an earlier term does not delete a later term's
-// lease (unless that earlier Acquire landed late too: see "Late calls" in
-// the package doc). It is optional: [Run] uses it when its store implements it and
-// falls back to Store.Release otherwise; both twins implement it.
+// lease, even when that earlier term's Acquire landed late too. It is
+// optional: [Run] uses it when its store implements it and falls back to
+// Store.Release otherwise; both twins implement it.
 //
 // A term is named by a token its caller chooses, unique per Acquire (Run
 // draws 128 random bits per attempt). The three Store methods keep their
 // meaning: Acquire records no token (it clears any), Renew keeps the token,
 // and Release deletes owner's lease whatever its token.
+//
+// The term moves only with the expiry. Calls reach the store in any order,
+// so the store orders one owner's terms by their send instants, which it
+// sees only as the expiry trunc(trunc(now)+ttl) each asks for: an
+// AcquireTerm that re-takes owner's own lease records its token only when
+// its expiry is strictly after the lease's. A late AcquireTerm, sent before
+// the term that holds the lease (or before that term's last renewal), asks
+// for an expiry at or before the lease's, and so leaves the term alone; its
+// ReleaseTerm is then refused like any other term's. The condition is
+// strict because instants are kept in milliseconds: two sends in the same
+// millisecond ask for the same expiry and the store cannot tell which came
+// first, so "not backward" would let a late send of the same millisecond
+// take the term back. The price is that a new term sent in the same
+// millisecond as the owner's last Acquire or Renew of that lease (with the
+// same ttl) is granted but leaves the earlier term's token; [Run] never
+// does that, as it starts a new term at least a millisecond after its
+// previous call on the lease. A re-take with a shorter ttl than the lease
+// was taken or renewed with may likewise leave the term; its own
+// ReleaseTerm is then refused and the lease expires instead.
 type TermStore interface {
 	Store
 	// AcquireTerm is Acquire that, when it succeeds, records token as the
-	// lease's term, also when the lease was already owner's: the term is
-	// the last successful AcquireTerm's. A refusal or an error records
-	// nothing. token must not be blank (ErrInvalid).
+	// lease's term when it took the lease (free, or expired and another's)
+	// or moved owner's own lease's expiry forward; an AcquireTerm of
+	// owner's lease that moves no expiry succeeds and leaves the term. A
+	// refusal or an error records nothing. token must not be blank
+	// (ErrInvalid).
 	AcquireTerm(ctx context.Context, name, owner string, now time.Time, ttl time.Duration, token string) (bool, error)
 	// ReleaseTerm is Release scoped to the term token: it deletes owner's
 	// lease when its term is token, or when it has none (a plain Acquire

@@ -50,7 +50,8 @@ func (m *MemoryStore) Acquire(ctx context.Context, name, owner string, now time.
 }
 
 // AcquireTerm is Acquire that records token as the lease's term when it
-// succeeds (see [TermStore]). A blank token is an error wrapping ErrInvalid.
+// succeeds and moves the expiry forward (see [TermStore]). A blank token is
+// an error wrapping ErrInvalid.
 func (m *MemoryStore) AcquireTerm(ctx context.Context, name, owner string, now time.Time, ttl time.Duration, token string) (bool, error) {
 	if err := CheckArgs(ctx, "acquire", name, owner, ttl); err != nil {
 		return false, err
@@ -75,8 +76,13 @@ func (m *MemoryStore) acquire(name, owner string, now time.Time, ttl time.Durati
 		// is at or before now, and the new one is at least now + MinTTL.
 		l = memoryLease{owner: owner}
 	}
-	l.token = token
-	m.put(name, l, Expiry(now, ttl))
+	exp := Expiry(now, ttl)
+	// A term-scoped re-take that does not move the expiry forward is a
+	// late or same-millisecond call: the term stays (see TermStore).
+	if token == "" || exp.After(l.expires) {
+		l.token = token
+	}
+	m.put(name, l, exp)
 	return true
 }
 

@@ -20,8 +20,9 @@ type Spec struct {
 	// TTL is how long a take or a renewal holds the lease. At least [MinTTL].
 	TTL time.Duration
 	// Retry is the campaign's period: one Acquire attempt every Retry, and
-	// the pause after a term before the next attempt. 0 means TTL/3;
-	// negative is invalid.
+	// the pause after a term before the next attempt, but never two
+	// attempts, or an attempt and the last renewal, in one millisecond
+	// (see TermStore). 0 means TTL/3; negative is invalid.
 	Retry time.Duration
 	// Logger receives the term's transitions, with attributes lease and
 	// owner. nil discards them.
@@ -102,11 +103,21 @@ type runner struct {
 func (r *runner) run(ctx context.Context) {
 	for ctx.Err() == nil {
 		start := time.Now()
-		if sent, token, won := r.l.campaign(ctx); won {
+		sent, token, won := r.l.campaign(ctx)
+		last := sent // the latest Acquire or Renew sent
+		if won {
 			r.l.serve(ctx, sent, token, r.work)
 			start = time.Now()
+			last = start
 		}
-		t := time.NewTimer(time.Until(start.Add(r.retry)))
+		// The next attempt goes out Retry after start, and in a later
+		// millisecond than the last Acquire or Renew, so that the store
+		// sees its term as later (see TermStore).
+		next := start.Add(r.retry)
+		if floor := Stamp(last).Add(time.Millisecond); next.Before(floor) {
+			next = floor
+		}
+		t := time.NewTimer(time.Until(next))
 		select {
 		case <-ctx.Done():
 			t.Stop()

@@ -92,6 +92,24 @@ func TestCampaignSendsOneAttemptEveryRetryWithItsSendInstant(t *testing.T) {
 	})
 }
 
+// A store orders one owner's terms by the millisecond expiry they ask for
+// (lease.TermStore), so Run never sends two attempts in one millisecond,
+// whatever its Retry.
+func TestCampaignSendsEachAttemptInALaterMillisecond(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t)
+		mem := lease.NewMemoryStore()
+		holdByOther(t, mem)
+		st := newFaultStore(mem, nil)
+		h.runUntil(3500*time.Microsecond, st, h.spec("a", 100*time.Microsecond), h.work("a", nil))
+		got := h.callTimes(st.Calls("acquire", "a"))
+		want := []time.Duration{0, time.Millisecond, 2 * time.Millisecond, 3 * time.Millisecond}
+		if !slices.Equal(got, want) {
+			t.Fatalf("got attempts at %v with Retry 100µs, want %v: each in a later millisecond than the last", got, want)
+		}
+	})
+}
+
 func TestRetryZeroMeansTTLOverThree(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t)

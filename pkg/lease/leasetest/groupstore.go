@@ -88,13 +88,10 @@ type memberView struct {
 	b     *bridge
 	owner string
 	trace func(format string, args ...any) // notes each call of a shard lease
-	// deleted notes a release of a shard lease that landed with success:
-	// it may have deleted the owner's lease.
-	deleted func(owner, name string)
-	late    *sync.WaitGroup // calls held that have not landed yet
-	mu      sync.Mutex
-	plan    func(op, name string) fault // nil: pass everything
-	calls   map[string]int              // by op
+	late  *sync.WaitGroup                  // calls held that have not landed yet
+	mu    sync.Mutex
+	plan  func(op, name string) fault // nil: pass everything
+	calls map[string]int              // by op
 }
 
 var _ groupStore = (*memberView)(nil)
@@ -140,9 +137,6 @@ func viewCall[T any](ctx context.Context, v *memberView, op, name string, f func
 		})
 		if traced {
 			v.trace("%s %s %s: landed %v, %v (held %v)", v.owner, op, name, res, err, flt.hold)
-			if err == nil && (op == "release" || op == "releaseTerm") {
-				v.deleted(v.owner, name)
-			}
 		}
 		return res, err
 	}

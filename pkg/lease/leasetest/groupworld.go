@@ -27,28 +27,6 @@ type world struct {
 	events  []lease.Event // every shard term's Elected and SteppedDown, in order
 	members map[string]*member
 	trace   []string // every shard call and transition, for a failure's message
-	// roundTrip, when not zero, is how long end lets an earlier term outlive
-	// a later term's election when its own release deleted its lease while
-	// it ran (see overlaps); roundTrips counts those it saw.
-	roundTrip  time.Duration
-	roundTrips int
-	releases   map[string][]ownRelease // by shard lease name
-}
-
-// ownRelease is a release of a shard lease that landed with success.
-type ownRelease struct {
-	owner string
-	at    time.Time
-}
-
-// deleted notes a release of lease name by owner that landed now.
-func (w *world) deleted(owner, name string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.releases == nil {
-		w.releases = map[string][]ownRelease{}
-	}
-	w.releases[name] = append(w.releases[name], ownRelease{owner, time.Now()})
 }
 
 // note adds a line to the trace, at the virtual instant.
@@ -103,7 +81,7 @@ func (w *world) start(owner string) *member {
 
 // startWork starts member owner with work.
 func (w *world) startWork(owner string, work func(context.Context, int)) *member {
-	m := &member{view: &memberView{b: w.b, owner: owner, trace: w.note, deleted: w.deleted, late: &w.late, calls: map[string]int{}}, done: make(chan struct{})}
+	m := &member{view: &memberView{b: w.b, owner: owner, trace: w.note, late: &w.late, calls: map[string]int{}}, done: make(chan struct{})}
 	spec := w.spec
 	spec.Owner, spec.OnEvent = owner, w.record
 	ctx, stop := context.WithCancel(context.Background())
@@ -156,8 +134,7 @@ func (w *world) end() {
 		<-m.done
 	}
 	w.late.Wait()
-	errs, roundTrips := w.overlaps()
-	w.roundTrips = roundTrips
+	errs := w.overlaps()
 	for _, err := range errs {
 		w.t.Error(err)
 	}
@@ -169,12 +146,8 @@ func (w *world) end() {
 }
 
 // overlaps returns an error for each term elected while another term of
-// its shard had not stepped down, and counts as roundTrips those the world
-// allows: when w.roundTrip is not zero, an earlier term whose own owner's
-// release landed, deleting its lease, between its election and the later
-// one (a late Release of an earlier attempt: decision 4's store round
-// trip), and that stepped down within w.roundTrip of the later election.
-func (w *world) overlaps() (errs []error, roundTrips int) {
+// its shard had not stepped down.
+func (w *world) overlaps() (errs []error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	type overlap struct{ prev, next lease.Event }
@@ -198,12 +171,8 @@ func (w *world) overlaps() (errs []error, roundTrips int) {
 				if o.prev != term {
 					return false
 				}
-				if d := e.At.Sub(o.next.At); w.roundTrip > 0 && d <= w.roundTrip && w.releasedUnder(term, o.next) {
-					roundTrips++
-				} else {
-					errs = append(errs, fmt.Errorf("shard %d: %s elected at %v while %s's term from %v had not stepped down (it did %v later, %s): no two terms of a shard overlap",
-						o.next.Shard, o.next.Owner, o.next.At.Sub(w.t0), term.Owner, term.At.Sub(w.t0), d, e.Reason))
-				}
+				errs = append(errs, fmt.Errorf("shard %d: %s elected at %v while %s's term from %v had not stepped down (it did %v later, %s): no two terms of a shard overlap",
+					o.next.Shard, o.next.Owner, o.next.At.Sub(w.t0), term.Owner, term.At.Sub(w.t0), e.At.Sub(o.next.At), e.Reason))
 				return true
 			})
 		}
@@ -212,18 +181,7 @@ func (w *world) overlaps() (errs []error, roundTrips int) {
 		errs = append(errs, fmt.Errorf("shard %d: %s elected at %v while %s's term from %v never stepped down: no two terms of a shard overlap",
 			o.next.Shard, o.next.Owner, o.next.At.Sub(w.t0), o.prev.Owner, o.prev.At.Sub(w.t0)))
 	}
-	return errs, roundTrips
-}
-
-// releasedUnder reports whether a release by term's owner of its shard
-// landed between term's election and next's. The caller holds w.mu.
-func (w *world) releasedUnder(term, next lease.Event) bool {
-	for _, r := range w.releases[lease.ShardName(w.spec.Name, w.spec.Shards, term.Shard)] {
-		if r.owner == term.Owner && !r.at.Before(term.At) && !r.at.After(next.At) {
-			return true
-		}
-	}
-	return false
+	return errs
 }
 
 // holding returns each shard's current holder as the events tell ("" for

@@ -292,6 +292,16 @@ func cases() []testCase {
 				releaseTerm(t, st, "n", "a", "T1", lease.ErrLost, "T2 re-took the lease")
 				releaseTerm(t, st, "n", "a", "T2", nil, "T2 is the term")
 			})},
+		{Name: "TermLateAcquireKeepsLaterTerm", Rule: "an AcquireTerm of the owner's own lease that does not move its expiry forward (a late, older send) leaves the term alone, so that term's late ReleaseTerm deletes nothing",
+			Check: termCase(func(t *testing.T, st lease.TermStore) {
+				acquireTerm(t, st, "n", "a", t0.Add(time.Second), "T2", true, "the lease is free")
+				acquireTerm(t, st, "n", "a", t0, "T1", true, "the lease is already a's: a late T1, sent a second before T2")
+				releaseTerm(t, st, "n", "a", "T1", lease.ErrLost, "T2 is still the term")
+				wantHolders(t, st, []lease.Holder{{Name: "n", Owner: "a", Expires: lease.Expiry(t0.Add(time.Second), ttl)}}, "the late T1 moved no expiry back")
+				acquireTerm(t, st, "n", "a", t0.Add(time.Second), "T3", true, "the lease is a's: a T3 sent in T2's millisecond")
+				releaseTerm(t, st, "n", "a", "T3", lease.ErrLost, "an equal expiry is no move forward: T2 is still the term")
+				releaseTerm(t, st, "n", "a", "T2", nil, "T2 is the term")
+			})},
 		{Name: "TermTakeover", Rule: "an AcquireTerm taking over an expired lease starts a new term: the old term's release is refused",
 			Check: termCase(func(t *testing.T, st lease.TermStore) {
 				acquireTerm(t, st, "n", "a", t0, "T1", true, "the lease is free")

@@ -65,7 +65,10 @@ var writeConcern = &writeconcern.WriteConcern{W: writeconcern.WCMajority, Journa
 // the command and is reported as [ErrMalformed]. The second is the call's
 // own conditional upsert (Acquire) or update (Renew); its duplicate-key
 // refusal, or its empty match, means the lease is another's. AcquireTerm is
-// Acquire's command, setting the term. Release and ReleaseTerm are one
+// one such command too, of four statements: the probe, then three
+// conditional updates that move the term only with the expiry (see
+// termUpdates), the last of them the upsert that answers. Release and
+// ReleaseTerm are one
 // delete, plus a read when it deleted nothing. Holders is one query.
 //
 // Every write (update, delete) asks for write concern {w: "majority", j:
@@ -149,22 +152,27 @@ func (s *MongoStore) AcquireTerm(ctx context.Context, name, owner string, now ti
 // acquire is Acquire's (token "": it unsets the term) and AcquireTerm's
 // one command.
 func (s *MongoStore) acquire(ctx context.Context, name, owner string, now time.Time, ttl time.Duration, token string) (bool, error) {
-	// The type guards keep a malformed document out of the match, so it is
-	// never taken over even if it became malformed after the probe. The
-	// document matches when it is owner's or expired; when it exists and
-	// does not match, the upsert's insert collides with its _id. $max keeps
-	// a same-owner expiry from moving backward, and is a plain set on a
-	// takeover, whose new expiry is after now and so after the old one.
-	upsert := mongo.NewUpdateOneModel().SetFilter(bson.D{
-		{Key: fieldName, Value: name},
-		{Key: fieldOwner, Value: typed("string")},
-		{Key: fieldExpires, Value: typed("date")},
-		{Key: "$or", Value: bson.A{
-			bson.D{{Key: fieldOwner, Value: owner}},
-			bson.D{{Key: fieldExpires, Value: bson.D{{Key: "$lte", Value: lease.Stamp(now)}}}},
-		}},
-	}).SetUpdate(acquireUpdate(owner, lease.Expiry(now, ttl), token)).SetUpsert(true)
-	res, err := s.probed(ctx, "acquire", name, upsert)
+	expires := lease.Expiry(now, ttl)
+	var updates []mongo.WriteModel
+	if token == "" {
+		// The type guards keep a malformed document out of the match, so it
+		// is never taken over even if it became malformed after the probe.
+		// The document matches when it is owner's or expired; when it exists
+		// and does not match, the upsert's insert collides with its _id. $max
+		// keeps a same-owner expiry from moving backward, and is a plain set
+		// on a takeover, whose new expiry is after now and so after the old
+		// one.
+		updates = []mongo.WriteModel{mongo.NewUpdateOneModel().
+			SetFilter(takeable(name, owner, now)).
+			SetUpdate(bson.D{
+				{Key: "$set", Value: bson.D{{Key: fieldOwner, Value: owner}}},
+				{Key: "$max", Value: bson.D{{Key: fieldExpires, Value: expires}}},
+				{Key: "$unset", Value: bson.D{{Key: fieldTerm, Value: ""}}},
+			}).SetUpsert(true)}
+	} else {
+		updates = termUpdates(name, owner, now, expires, token)
+	}
+	_, err := s.probed(ctx, "acquire", name, updates...)
 	if mongo.IsDuplicateKeyError(err) {
 		// The upsert's insert, past a well-formed document: another's.
 		return false, nil
@@ -172,26 +180,74 @@ func (s *MongoStore) acquire(ctx context.Context, name, owner string, now time.T
 	if err != nil {
 		return false, err
 	}
-	// Matched, not modified: a same-millisecond re-acquire modifies nothing.
-	return res.MatchedCount+res.UpsertedCount == 1, nil
+	// The last statement, an upsert, matched or inserted the lease.
+	return true, nil
 }
 
-// acquireUpdate is the update of an Acquire by owner: owner set, the expiry
-// moved to expires unless it is later, and the term set to token, or unset
-// when token is "".
-func acquireUpdate(owner string, expires time.Time, token string) bson.D {
-	set := bson.D{{Key: fieldOwner, Value: owner}}
-	if token != "" {
-		set = append(set, bson.E{Key: fieldTerm, Value: token})
+// takeable matches the lease document name when it is well-formed and
+// owner's, or expired at now.
+func takeable(name, owner string, now time.Time) bson.D {
+	return bson.D{
+		{Key: fieldName, Value: name},
+		{Key: fieldOwner, Value: typed("string")},
+		{Key: fieldExpires, Value: typed("date")},
+		{Key: "$or", Value: bson.A{
+			bson.D{{Key: fieldOwner, Value: owner}},
+			bson.D{{Key: fieldExpires, Value: bson.D{{Key: "$lte", Value: lease.Stamp(now)}}}},
+		}},
 	}
-	update := bson.D{
-		{Key: "$set", Value: set},
-		{Key: "$max", Value: bson.D{{Key: fieldExpires, Value: expires}}},
-	}
-	if token == "" {
-		update = append(update, bson.E{Key: "$unset", Value: bson.D{{Key: fieldTerm, Value: ""}}})
-	}
-	return update
+}
+
+// termUpdates are AcquireTerm's statements, each a conditional update on
+// the well-formed lease document name, so that the term moves only with
+// the expiry (see [lease.TermStore]) without an update pipeline, which
+// FerretDB v1 lacks:
+//
+//  1. owner's lease whose expiry is before expires: the term set to token,
+//     the expiry moved to expires;
+//  2. another's lease expired at now: taken over, term token, expiry
+//     expires (after now, so after the old one);
+//  3. the upsert that answers: it matches owner's lease, now whatever its
+//     term, and moves no expiry backward ($max), or inserts the lease with
+//     term token when there is none; a lease still another's makes its
+//     insert collide with the _id.
+//
+// A lease of owner's that already expires at or after expires (a late or
+// same-millisecond send) matches only the third, which leaves its term.
+func termUpdates(name, owner string, now, expires time.Time, token string) []mongo.WriteModel {
+	forward := mongo.NewUpdateOneModel().
+		SetFilter(bson.D{
+			{Key: fieldName, Value: name},
+			{Key: fieldOwner, Value: bson.D{{Key: "$eq", Value: owner}, {Key: "$not", Value: bson.D{{Key: "$type", Value: "array"}}}}},
+			{Key: fieldExpires, Value: append(typed("date"), bson.E{Key: "$lt", Value: expires})},
+		}).
+		SetUpdate(bson.D{
+			{Key: "$set", Value: bson.D{{Key: fieldTerm, Value: token}}},
+			{Key: "$max", Value: bson.D{{Key: fieldExpires, Value: expires}}},
+		})
+	takeover := mongo.NewUpdateOneModel().
+		SetFilter(bson.D{
+			{Key: fieldName, Value: name},
+			{Key: fieldOwner, Value: append(typed("string"), bson.E{Key: "$ne", Value: owner})},
+			{Key: fieldExpires, Value: append(typed("date"), bson.E{Key: "$lte", Value: lease.Stamp(now)})},
+		}).
+		SetUpdate(bson.D{
+			{Key: "$set", Value: bson.D{{Key: fieldOwner, Value: owner}, {Key: fieldTerm, Value: token}}},
+			{Key: "$max", Value: bson.D{{Key: fieldExpires, Value: expires}}},
+		})
+	answer := mongo.NewUpdateOneModel().
+		SetFilter(bson.D{
+			{Key: fieldName, Value: name},
+			{Key: fieldOwner, Value: typed("string")},
+			{Key: fieldExpires, Value: typed("date")},
+			{Key: "$or", Value: bson.A{bson.D{{Key: fieldOwner, Value: owner}}}},
+		}).
+		SetUpdate(bson.D{
+			{Key: "$set", Value: bson.D{{Key: fieldOwner, Value: owner}}},
+			{Key: "$max", Value: bson.D{{Key: fieldExpires, Value: expires}}},
+			{Key: "$setOnInsert", Value: bson.D{{Key: fieldTerm, Value: token}}},
+		}).SetUpsert(true)
+	return []mongo.WriteModel{forward, takeover, answer}
 }
 
 // Renew extends owner's own lease name to trunc(trunc(now)+ttl), unless it
@@ -305,19 +361,20 @@ func (s *MongoStore) Holders(ctx context.Context) ([]lease.Holder, error) {
 const codeImmutableField = 66
 
 // probed sends, in one ordered update command, the shape probe on the lease
-// document name and then update. The probe matches the document only when
+// document name and then updates. The probe matches the document only when
 // it has the wrong shape, and then fails with ImmutableField before writing
 // anything ($set of _id to null, never a lease's _id), which stops the
-// command before update: that failure is returned wrapping ErrMalformed.
+// command before updates: that failure is returned wrapping ErrMalformed.
 // On a well-formed or absent document the probe matches nothing, so the
-// result's counts are update's alone. Any other error is update's, or the
-// command's, wrapped to name op and name.
+// result's counts are the updates' alone. Any other error is an update's,
+// or the command's, wrapped to name op and name.
 //
-// The probe's failure is told by its code, ImmutableField, which update
-// (no _id in its update document) never returns: FerretDB v1 reports every
-// write error of a batch at index 0 and drops the counts, so the index alone
-// cannot tell; MongoDB reports the probe's at 0 and update's at 1.
-func (s *MongoStore) probed(ctx context.Context, op, name string, update *mongo.UpdateOneModel) (*mongo.BulkWriteResult, error) {
+// The probe's failure is told by its code, ImmutableField, which the
+// updates (no _id in their update documents) never return: FerretDB v1
+// reports every write error of a batch at index 0 and drops the counts, so
+// the index alone cannot tell; MongoDB reports the probe's at 0 and the
+// updates' at 1 and on.
+func (s *MongoStore) probed(ctx context.Context, op, name string, updates ...mongo.WriteModel) (*mongo.BulkWriteResult, error) {
 	probe := mongo.NewUpdateOneModel().
 		SetFilter(bson.D{
 			{Key: fieldName, Value: name},
@@ -327,7 +384,7 @@ func (s *MongoStore) probed(ctx context.Context, op, name string, update *mongo.
 			}}},
 		}).
 		SetUpdate(bson.D{{Key: "$set", Value: bson.D{{Key: fieldName, Value: nil}}}})
-	res, err := s.coll.BulkWrite(ctx, []mongo.WriteModel{probe, update}, options.BulkWrite().SetOrdered(true))
+	res, err := s.coll.BulkWrite(ctx, append([]mongo.WriteModel{probe}, updates...), options.BulkWrite().SetOrdered(true))
 	var bwe mongo.BulkWriteException
 	if errors.As(err, &bwe) {
 		for _, we := range bwe.WriteErrors {

@@ -193,7 +193,7 @@ func monitoredDB(t testing.TB) (*mongo.Database, *commandLog) {
 }
 
 // TestMongoRoundTrips pins the command counts, by the driver's command
-// monitor: Acquire and Renew are one command each whatever their answer
+// monitor: Acquire, AcquireTerm and Renew are one command each whatever their answer
 // (granted, refused, or a malformed document's error), so a follower's
 // retry costs one round trip; Release is at most two.
 func TestMongoRoundTrips(t *testing.T) {
@@ -229,6 +229,18 @@ func TestMongoRoundTrips(t *testing.T) {
 		{"Release of nobody's lease", func() error { return st.Release(ctx, "n", "a") }, 2, "Release is at most two round trips"},
 		{"Acquire of a second free lease", func() error { return wantBool(st.Acquire(ctx, "m", "a", t0, time.Second)) }, 1, "Acquire is one round trip"},
 		{"Acquire taking over an expired lease", func() error { return wantBool(st.Acquire(ctx, "m", "b", t0.Add(time.Second), time.Second)) }, 1, "Acquire is one round trip"},
+		{"AcquireTerm of a free lease", func() error { return wantBool(st.AcquireTerm(ctx, "t", "a", t0, time.Second, "T2")) }, 1, "AcquireTerm is one round trip"},
+		{"AcquireTerm of one's own lease, moving its expiry", func() error {
+			return wantBool(st.AcquireTerm(ctx, "t", "a", t0.Add(time.Second), time.Second, "T3"))
+		}, 1, "AcquireTerm is one round trip"},
+		{"AcquireTerm of one's own lease, late", func() error { return wantBool(st.AcquireTerm(ctx, "t", "a", t0, time.Second, "T1")) }, 1, "AcquireTerm is one round trip"},
+		{"AcquireTerm refused", func() error { return wantRefused(st.AcquireTerm(ctx, "t", "b", t0, time.Second, "T4")) }, 1, "a refused AcquireTerm is one round trip"},
+		{"AcquireTerm taking over an expired lease", func() error {
+			return wantBool(st.AcquireTerm(ctx, "t", "b", t0.Add(time.Minute), time.Second, "T5"))
+		}, 1, "AcquireTerm is one round trip"},
+		{"AcquireTerm of a malformed lease", func() error {
+			return wantErr(wantRefused(st.AcquireTerm(ctx, "bad", "a", t0.Add(time.Minute), time.Second, "T6")), mongolease.ErrMalformed)
+		}, 1, "AcquireTerm is one round trip, a malformed document's error too"},
 		{"Holders, a malformed document among the leases", func() error { _, err := st.Holders(ctx); return wantErr(err, mongolease.ErrMalformed) }, 1, "Holders is one query"},
 	}
 	for _, c := range calls {

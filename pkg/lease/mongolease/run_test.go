@@ -97,17 +97,24 @@ func mongoSpec(tl *timeline, owner string, ttl, retry time.Duration) lease.Spec 
 }
 
 // leaseCommand matches the wire command MongoStore sends for op ("acquire":
-// the update whose second statement, after the shape probe, is the upsert;
-// "renew": the one whose second is a plain update; "release": the delete;
-// "": any of them) on behalf of owner.
+// the update whose last statement, after the shape probe and, for
+// AcquireTerm, its two term updates, is the upsert; "renew": the one whose
+// second and last is a plain update; "release": the delete; "": any of
+// them) on behalf of owner.
 func leaseCommand(op, owner string) func(mongotest.Command) bool {
 	return func(c mongotest.Command) bool {
 		if c.Collection != mongolease.Collection {
 			return false
 		}
-		upsert, _ := c.Body.Lookup("updates", "1", "upsert").BooleanOK()
-		isAcquire := c.Name == "update" && upsert && lookupString(c, "updates", "1", "u", "$set", "owner") == owner
-		isRenew := c.Name == "update" && !upsert && lookupString(c, "updates", "1", "q", "owner", "$eq") == owner
+		last := "1"
+		if stmts, ok := c.Body.Lookup("updates").ArrayOK(); ok {
+			if vals, err := stmts.Values(); err == nil && len(vals) > 0 {
+				last = fmt.Sprint(len(vals) - 1)
+			}
+		}
+		upsert, _ := c.Body.Lookup("updates", last, "upsert").BooleanOK()
+		isAcquire := c.Name == "update" && upsert && lookupString(c, "updates", last, "u", "$set", "owner") == owner
+		isRenew := c.Name == "update" && last == "1" && !upsert && lookupString(c, "updates", "1", "q", "owner", "$eq") == owner
 		isRelease := c.Name == "delete" && lookupString(c, "deletes", "0", "q", "owner", "$eq") == owner
 		switch op {
 		case "acquire":
