@@ -1,0 +1,262 @@
+// One sweep pass: its state, its time budget, the pages it lists and the
+// batches it offers.
+
+package server
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"time"
+
+	"iterion.dev/iterion/pkg/forge"
+	"iterion.dev/iterion/pkg/gaterun"
+)
+
+// passStop is why a window's sweep ended.
+type passStop int
+
+const (
+	stopDone    passStop = iota // the window's end was reached
+	stopTime                    // the time budget or the interval ran out
+	stopFailed                  // a store error or the end of the term
+	stopLimited                 // a forge rate limit
+)
+
+// sweepPassState is one pass in progress: its report, its clock budget,
+// and the runs its shallow part offered.
+type sweepPassState struct {
+	st *sweepTerm
+	p  *SweepPass
+	// budget is the forge time the pass may spend; deadline is the end of
+	// its interval; batches is how many batches took p.ForgeTime.
+	budget   time.Duration
+	deadline time.Time
+	batches  int
+	// offered holds the runs the shallow part offered, which the deep part
+	// skips; skip turns that on.
+	offered  map[string]bool
+	skip     bool
+	timedOut bool
+}
+
+// timeBudget is the forge time one pass may spend: TimeShare of GitHub's
+// GraphQL CPU-time limit per minute, scaled to the interval.
+func (s *sweeper) timeBudget() time.Duration {
+	return time.Duration(s.cfg.TimeShare * float64(forge.GraphQLCPUPerMinute) * float64(s.cfg.Interval) / float64(time.Minute))
+}
+
+// pass makes one pass of the term st and returns it, with the rate
+// limit's reset when one stopped it (zero otherwise).
+func (s *sweeper) pass(ctx context.Context, st *sweepTerm) (_ SweepPass, resume time.Time) {
+	st.pass++
+	p := SweepPass{Owner: s.cfg.Owner, Term: st.term, Pass: st.pass, At: s.cfg.Now(), Complete: true}
+	if !st.deepPending && (st.pass == 1 || st.pass%DeepEvery == 0) {
+		st.deepPending, st.deepCursor, st.deepBegan = true, gaterun.Cursor{}, p.At
+	}
+	p.Deep = st.deepPending
+	ps := &sweepPassState{st: st, p: &p, budget: s.timeBudget(), deadline: p.At.Add(s.cfg.Interval), offered: make(map[string]bool)}
+
+	// Without a time budget a pass runs to its end, so a deep pass lists
+	// the deep window alone (the shallow one is in it): one store read
+	// fewer, which a store that scans per read (dev-mongo) feels.
+	shallowSince, shallowCur := p.At.Add(-shallowWindow), st.shallowCursor
+	if p.Deep && s.cfg.TimeShare < 0 {
+		shallowSince, shallowCur = p.At.Add(-deepWindow), st.deepCursor
+	}
+	p.Since = shallowSince
+	cur, stop, resume := s.offerSince(ctx, ps, shallowSince, shallowCur)
+	// Only a pass out of time resumes the shallow window at its cursor;
+	// after a failure or a limit it starts afresh, so no run of the last
+	// hour is left for the deep window.
+	st.shallowCursor = gaterun.Cursor{}
+	if stop == stopTime {
+		st.shallowCursor = cur
+	}
+	p.ShallowDone = stop == stopDone
+	if p.Deep && s.cfg.TimeShare < 0 {
+		st.shallowCursor = gaterun.Cursor{}
+		st.deepPending, st.deepCursor = stop != stopDone, gaterun.Cursor{}
+		if stop != stopDone {
+			st.deepCursor = cur
+		}
+	} else if stop == stopDone && p.Deep {
+		p.Since = p.At.Add(-deepWindow)
+		ps.skip = true
+		cur, stop, resume = s.offerSince(ctx, ps, p.Since, st.deepCursor)
+		st.deepPending = stop != stopDone
+		st.deepCursor = gaterun.Cursor{}
+		if stop != stopDone {
+			st.deepCursor = cur
+		}
+	}
+	p.Complete = stop == stopDone || stop == stopTime
+	if p.ForgeReads > 0 && p.ForgeErrors == p.ForgeReads {
+		p.Complete = false // no run got a forge answer: nothing was checked
+	}
+	p.Behind = !p.ShallowDone || (st.deepPending && !p.At.Before(st.deepBegan.Add(DeepEvery*s.cfg.Interval)))
+	if !ps.timedOut && p.ForgeReads > p.ForgeErrors {
+		st.batch = min(st.batch+(st.batch+1)/2, sweepBatch)
+	}
+	p.Batch = st.batch
+	if resume.IsZero() {
+		resume = st.backOffServer(p, s.cfg.Interval)
+	}
+	s.showBackingOff(st.backoff)
+	if s.cfg.Behind != nil {
+		s.cfg.Behind.Set(b2f(p.Behind))
+	}
+	log := s.cfg.Logger.Debug
+	if !p.Complete || p.Behind {
+		log = s.cfg.Logger.Info
+	}
+	log("sweep pass", "term", p.Term, "pass", p.Pass, "deep", p.Deep,
+		"since", p.Since, "offered", p.Offered, "backing_off", p.BackingOff,
+		"forge_reads", p.ForgeReads, "forge_errors", p.ForgeErrors, "forge_time", p.ForgeTime,
+		"batch", p.Batch, "complete", p.Complete, "behind", p.Behind, "resume", resume)
+	if s.cfg.OnPass != nil {
+		s.cfg.OnPass(p)
+	}
+	return p, resume
+}
+
+// b2f is 1 for true, 0 for false.
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// backOffServer returns when the next pass may start after p: while every
+// forge read of the passes in a row got a 5xx, the wait doubles from two
+// intervals (the next tick is skipped) up to maxServerBackoff intervals,
+// since every replica asking would fail alike; zero (the next tick) after
+// any other pass.
+func (st *sweepTerm) backOffServer(p SweepPass, interval time.Duration) time.Time {
+	if p.ForgeReads == 0 || p.ServerErrors < p.ForgeReads {
+		st.serverBackoff = 0
+		return time.Time{}
+	}
+	st.serverBackoff = min(max(2*st.serverBackoff, 2*interval), maxServerBackoff*interval)
+	return p.At.Add(st.serverBackoff)
+}
+
+// showBackingOff sets the BackingOff gauge to the runs in backoff.
+func (s *sweeper) showBackingOff(backoff map[string]backoff) {
+	if s.cfg.BackingOff != nil {
+		s.cfg.BackingOff.Set(float64(len(backoff)))
+	}
+}
+
+// offerSince offers the unsettled runs updated since since that come after
+// cur, listing them listPage at a time and offering each page in batches
+// of the term's batch size, skipping the runs backing off at p.At (and,
+// in the deep part, those the shallow part offered), and counts them in
+// p. It returns the cursor after the last batch it finished, why it
+// stopped, and, when a rate limit stopped it, the limit's reset.
+func (s *sweeper) offerSince(ctx context.Context, ps *sweepPassState, since time.Time, cur gaterun.Cursor) (_ gaterun.Cursor, _ passStop, resume time.Time) {
+	for {
+		page, err := s.cfg.Runs.Unsettled(ctx, since, cur, listPage)
+		if err != nil {
+			s.cfg.Logger.Warn("sweep stopped: cannot list runs", "err", err)
+			return cur, stopFailed, time.Time{}
+		}
+		for i := 0; i < len(page); {
+			if ctx.Err() != nil {
+				return cur, stopFailed, time.Time{}
+			}
+			if s.outOfTime(ps) {
+				return cur, stopTime, time.Time{}
+			}
+			n := min(ps.st.batch, len(page)-i)
+			chunk := page[i : i+n]
+			limited, reset, timedOut := s.offerChunk(ctx, ps, chunk)
+			if limited {
+				return cur, stopLimited, reset
+			}
+			if timedOut && n > minSweepBatch {
+				// The same runs again, in a smaller query.
+				ps.timedOut = true
+				ps.st.batch = max(n/2, minSweepBatch)
+				continue
+			}
+			ps.timedOut = ps.timedOut || timedOut
+			i += n
+			cur = gaterun.CursorAt(chunk[n-1])
+		}
+		if len(page) < listPage {
+			if ctx.Err() != nil {
+				return cur, stopFailed, time.Time{}
+			}
+			return cur, stopDone, time.Time{}
+		}
+	}
+}
+
+// outOfTime reports whether one more batch, taking the mean time of the
+// pass's batches so far, would take the pass past its time budget or its
+// interval.
+func (s *sweeper) outOfTime(ps *sweepPassState) bool {
+	if ps.batches == 0 || s.cfg.TimeShare < 0 {
+		return false
+	}
+	next := ps.p.ForgeTime / time.Duration(ps.batches)
+	return ps.p.ForgeTime+next > ps.budget || s.cfg.Now().Add(next).After(ps.deadline)
+}
+
+// offerChunk offers, in one batch, the runs of chunk not backing off at
+// p.At (nor offered by the shallow part, when ps.skip), notes their
+// outcomes, and counts the batch and its time in p. It reports whether a
+// forge rate limit stopped the batch, with the limit's reset (an interval
+// from now when the limit names none), and whether the query timed out.
+func (s *sweeper) offerChunk(ctx context.Context, ps *sweepPassState, chunk []gaterun.Run) (limited bool, resume time.Time, timedOut bool) {
+	st, p := ps.st, ps.p
+	batch := make([]gaterun.Run, 0, len(chunk))
+	for _, run := range chunk {
+		switch {
+		case ps.skip && ps.offered[run.ID]:
+			continue
+		case p.At.Before(st.backoff[run.ID].until):
+			p.BackingOff++
+			continue
+		}
+		batch = append(batch, run)
+	}
+	if len(batch) == 0 {
+		return false, time.Time{}, false
+	}
+	began := s.cfg.Now()
+	outs, err := s.cfg.Offer.OfferBatch(ctx, batch)
+	p.ForgeTime += s.cfg.Now().Sub(began)
+	ps.batches++
+	for i, out := range outs {
+		st.note(batch[i], out, p.At, s.cfg.Interval)
+		if !ps.skip {
+			ps.offered[batch[i].ID] = true
+		}
+	}
+	p.Offered += len(batch)
+	if !errors.Is(err, forge.ErrRateLimited) {
+		p.ForgeReads++
+		if !slices.ContainsFunc(outs, func(o outcome) bool { return o != outcomeFailed }) {
+			p.ForgeErrors++
+			if errors.Is(err, forge.ErrServer) {
+				p.ServerErrors++
+			}
+		}
+		if errors.Is(err, forge.ErrQueryTimeout) {
+			p.Timeouts++
+			timedOut = true
+		}
+		return false, time.Time{}, timedOut
+	}
+	resume = s.cfg.Now().Add(s.cfg.Interval)
+	rl := (*forge.RateLimitError)(nil)
+	if errors.As(err, &rl) {
+		resume = rl.Reset
+		p.Limited = rl.Cause
+	}
+	s.cfg.Logger.Warn("sweep stopped: rate limited", "until", resume, "err", err)
+	return true, resume, false
+}
