@@ -61,7 +61,7 @@ func TestServeRunsTheForgeBoard(t *testing.T) {
 	var cards []board.CardView
 	getJSON(t, url+"/board?format=json", &cards)
 	if len(cards) != 1 || cards[0].Number != 7 || cards[0].Title != "board me" || cards[0].Host != strings.TrimPrefix(simSrv.URL, "http://") {
-		t.Errorf("GET /board?format=json = %+v, want issue 7 filed under the forge's host: serve syncs --board-repos", cards)
+		t.Errorf("GET /board?format=json = %+v, want the issue numbered 7 filed under the forge's host: serve syncs --board-repos", cards)
 	}
 	var holders []leaseRow
 	getJSON(t, url+"/leases?format=json", &holders)
@@ -109,6 +109,6 @@ func TestServeKeepsTheBoardInMongo(t *testing.T) {
 	}
 	cards, err := store.Cards(context.Background(), board.Query{Limit: 10})
 	if err != nil || len(cards) != 1 || cards[0].Title != "shared" || cards[0].State != "closed" {
-		t.Errorf("board_cards = %+v, %v, want issue 3, closed: with --mongo-uri the board is in the shared database", cards, err)
+		t.Errorf("board_cards = %+v, %v, want the issue numbered 3, closed: with --mongo-uri the board is in the shared database", cards, err)
 	}
 }

@@ -165,7 +165,7 @@ func TestSyncStoresNewChangedAndClosedIssues(t *testing.T) {
 		c1 := cards[1]
 		if len(cards) != 3 || c1.Title != "crash on start" || c1.State != "open" || fmt.Sprint(c1.Labels, c1.Assignees) != "[bug] [ana]" ||
 			c1.PullRequest || !cards[3].PullRequest || c1.Host != "github.com" || c1.Repo != "acme/app" || c1.URL != "https://github.com/acme/app/issues/1" {
-			t.Fatalf("cards: got %+v, want issues 1 and 2 and pull request 3 as the forge has them: a new issue becomes a card", cards)
+			t.Fatalf("cards: got %+v, want the issues numbered 1 and 2 and pull request 3 as the forge has them: a new issue becomes a card", cards)
 		}
 
 		r.seed(t, "acme/app", forgesim.Issue{Number: 1, Title: "crash on start (macOS)", State: "open", Labels: []string{"bug", "p1"}})

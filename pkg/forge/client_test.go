@@ -141,7 +141,7 @@ func TestListIssuesSendsSinceAndIsConditional(t *testing.T) {
 	for range 2 {
 		got, err := c.ListIssues(ctx, "acme", "app", since)
 		if err != nil || len(got) != 1 || !slices.Equal(got[0].Assignees, []string{"ana"}) || !got[0].UpdatedAt.Equal(updated) {
-			t.Fatalf("ListIssues: got %+v, %v, want issue 1 assigned to ana, updated at %v: an issue updated after since is listed", got, err, updated)
+			t.Fatalf("ListIssues: got %+v, %v, want the issue numbered 1 assigned to ana, updated at %v: an issue updated after since is listed", got, err, updated)
 		}
 	}
 	q := rec.urls[0].Query()
