@@ -12,6 +12,7 @@
 package demo
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -61,24 +62,12 @@ type Config struct {
 }
 
 func (c *Config) defaults() error {
-	if c.Replicas == 0 {
-		c.Replicas = 5
-	}
-	if c.Interval == 0 {
-		c.Interval = 200 * time.Millisecond
-	}
-	if c.Phase == 0 {
-		c.Phase = 4 * time.Second
-	}
-	if c.Settle == 0 {
-		c.Settle = 5 * c.Interval
-	}
-	if c.Runs == 0 {
-		c.Runs = 10
-	}
-	if c.Issues == 0 {
-		c.Issues = 10
-	}
+	c.Replicas = cmp.Or(c.Replicas, 5)
+	c.Interval = cmp.Or(c.Interval, 200*time.Millisecond)
+	c.Phase = cmp.Or(c.Phase, 4*time.Second)
+	c.Settle = cmp.Or(c.Settle, 5*c.Interval)
+	c.Runs = cmp.Or(c.Runs, 10)
+	c.Issues = cmp.Or(c.Issues, 10)
 	if c.Out == nil {
 		c.Out = io.Discard
 	}

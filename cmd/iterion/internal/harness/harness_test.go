@@ -17,9 +17,6 @@ import (
 // margins. It builds ./cmd/iterion and ./cmd/dev-mongo once, into the test's
 // temporary directory.
 func TestQuickMode(t *testing.T) {
-	if testing.Short() {
-		t.Skip("multi-process: builds both commands and runs real replicas; -short skips it")
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute) // cold builds of both commands included
 	defer cancel()
 	dir, bin, devMongo := testBinaries(ctx, t)
@@ -160,9 +157,13 @@ func TestMain(m *testing.M) {
 
 // testBinaries builds ./cmd/iterion and ./cmd/dev-mongo the first time a
 // test asks, and returns a new temporary directory for the test's run and
-// both binaries' paths.
+// both binaries' paths. Every test that asks runs real processes, so
+// -short skips it here.
 func testBinaries(ctx context.Context, t *testing.T) (dir, bin, devMongo string) {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("multi-process: builds both commands and runs real replicas; -short skips it")
+	}
 	built.mu.Lock()
 	defer built.mu.Unlock()
 	if built.dir == "" && built.err == nil {

@@ -2,6 +2,7 @@ package harness
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -40,24 +41,12 @@ type LoadOptions struct {
 }
 
 func (l *LoadOptions) defaults() error {
-	if l.Requests == 0 {
-		l.Requests = 2000
-	}
-	if l.Concurrency == 0 {
-		l.Concurrency = 50
-	}
-	if l.Outage == 0 {
-		l.Outage = 2 * time.Second
-	}
-	if l.SlowConns == 0 {
-		l.SlowConns = 300
-	}
-	if l.Probes == 0 {
-		l.Probes = 300
-	}
-	if l.Webhooks == 0 {
-		l.Webhooks = 20
-	}
+	l.Requests = cmp.Or(l.Requests, 2000)
+	l.Concurrency = cmp.Or(l.Concurrency, 50)
+	l.Outage = cmp.Or(l.Outage, 2*time.Second)
+	l.SlowConns = cmp.Or(l.SlowConns, 300)
+	l.Probes = cmp.Or(l.Probes, 300)
+	l.Webhooks = cmp.Or(l.Webhooks, 20)
 	switch {
 	case l.Requests < 2:
 		return fmt.Errorf("%w: Load.Requests %d is under 2: Mongo is killed halfway", ErrInvalid, l.Requests)

@@ -15,9 +15,6 @@ import (
 // no slow connection outlives the read timeout, and the webhooks grow the
 // peak RSS by less than 100 MB.
 func TestLoadScenario(t *testing.T) {
-	if testing.Short() {
-		t.Skip("multi-process: builds both commands and runs real replicas; -short skips it")
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute) // cold builds of both commands included
 	defer cancel()
 	dir, bin, devMongo := testBinaries(ctx, t)

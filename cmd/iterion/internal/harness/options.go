@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"slices"
@@ -98,51 +99,27 @@ type Options struct {
 }
 
 func (o *Options) defaults() error {
-	if o.Interval == 0 {
-		o.Interval = 500 * time.Millisecond
-	}
-	if o.Runs == 0 {
-		o.Runs = 20
-	}
+	o.Interval = cmp.Or(o.Interval, 500*time.Millisecond)
+	o.Runs = cmp.Or(o.Runs, 20)
 	if len(o.Ns) == 0 {
 		o.Ns = []int{1, 3, 10}
 	}
-	if o.Window == 0 {
-		o.Window = 30 * o.Interval
-	}
-	if o.Replicas == 0 {
-		o.Replicas = 3
-	}
-	if o.Takeovers == 0 {
-		o.Takeovers = 20
-	}
-	if o.BudgetReplicas == 0 {
-		o.BudgetReplicas = slices.Max(o.Ns)
-	}
-	if o.Hour == 0 {
-		o.Hour = 60 * o.Interval
-	}
+	o.Window = cmp.Or(o.Window, 30*o.Interval)
+	o.Replicas = cmp.Or(o.Replicas, 3)
+	o.Takeovers = cmp.Or(o.Takeovers, 20)
+	o.BudgetReplicas = cmp.Or(o.BudgetReplicas, slices.Max(o.Ns))
+	o.Hour = cmp.Or(o.Hour, 60*o.Interval)
 	if len(o.ScaleRuns) == 0 {
 		o.ScaleRuns = []int{10, 100, 1000, 5000}
 	}
 	if len(o.ScaleReplicas) == 0 {
 		o.ScaleReplicas = []int{1, 10}
 	}
-	if o.ScaleInterval == 0 {
-		o.ScaleInterval = 10 * time.Second
-	}
-	if o.ScalePasses == 0 {
-		o.ScalePasses = 2
-	}
-	if o.GroupShards == 0 {
-		o.GroupShards = 64
-	}
-	if o.GroupReplicas == 0 {
-		o.GroupReplicas = 10
-	}
-	if o.GroupInterval == 0 {
-		o.GroupInterval = 3 * time.Second
-	}
+	o.ScaleInterval = cmp.Or(o.ScaleInterval, 10*time.Second)
+	o.ScalePasses = cmp.Or(o.ScalePasses, 2)
+	o.GroupShards = cmp.Or(o.GroupShards, 64)
+	o.GroupReplicas = cmp.Or(o.GroupReplicas, 10)
+	o.GroupInterval = cmp.Or(o.GroupInterval, 3*time.Second)
 	if len(o.Scenarios) == 0 {
 		o.Scenarios = Scenarios()
 	}
