@@ -1,4 +1,5 @@
-// The App client's metrics: the installation count and the lowest budgets.
+// The App client's budgets per installation, and its metrics: the
+// installation count and the lowest budgets.
 
 package forge
 
@@ -14,6 +15,27 @@ import (
 type installationBudget struct {
 	id int64
 	rl RateLimit
+}
+
+// Budgets is installation id's latest budget figures, one per resource
+// ("core", "graphql", ...) sorted by resource, as the answers to its own
+// requests through this AppClient said (the figures its rate gate holds
+// requests back by). It is empty for an installation not known or that has
+// made no request through this AppClient yet. It sends no request and
+// makes no client.
+func (a *AppClient) Budgets(id int64) []RateLimit {
+	var c *Client
+	a.mu.Lock()
+	if in := a.known[id]; in != nil {
+		c = in.client
+	}
+	a.mu.Unlock()
+	if c == nil {
+		return nil
+	}
+	out := c.RateLimits()
+	slices.SortFunc(out, func(x, y RateLimit) int { return cmp.Compare(x.Resource, y.Resource) })
+	return out
 }
 
 // lowestBudgets is the k known installations with the least core budget

@@ -3,6 +3,7 @@ package forge_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -363,5 +364,51 @@ func mustSim(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestBudgetsAreEachInstallationsOwnFigures pins AppClient.Budgets: an
+// installation's figures are those its own answers carried (core and
+// GraphQL apart), another installation's spending does not move them, and
+// an installation that made no request, or an unknown one, has none, without
+// a request being sent to find out.
+func TestBudgetsAreEachInstallationsOwnFigures(t *testing.T) {
+	sim, srv := startSim(t)
+	mustSim(t, sim.SeedInstallations(3, 1))
+	a := newApp(t, srv, forge.AppConfig{ETagCacheBytes: -1})
+	mustSim(t, a.Relist(context.Background()))
+	spend := func(id int64, n int) {
+		t.Helper()
+		c, err := a.Installation(id)
+		mustSim(t, err)
+		for range n {
+			if _, err := c.ListIssues(context.Background(), "org-"+strconv.FormatInt(id, 10), "repo-1", time.Time{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	spend(1, 2)
+	spend(2, 5)
+	sent := sim.Requests(forgesim.Filter{})
+	for _, c := range []struct {
+		id   int64
+		want string
+		why  string
+	}{
+		{1, fmt.Sprintf("[core %d of %d]", forgesim.DefaultBudget-2, forgesim.DefaultBudget), "installation 1's two reads, not installation 2's five"},
+		{2, fmt.Sprintf("[core %d of %d]", forgesim.DefaultBudget-5, forgesim.DefaultBudget), "installation 2's own five reads"},
+		{3, "[]", "an installation that made no request has no figure"},
+		{99, "[]", "an installation not known has none"},
+	} {
+		var got []string
+		for _, rl := range a.Budgets(c.id) {
+			got = append(got, fmt.Sprintf("%s %d of %d", rl.Resource, rl.Remaining, rl.Limit))
+		}
+		if s := fmt.Sprint(got); s != c.want {
+			t.Errorf("Budgets(%d) = %s, want %s: %s", c.id, s, c.want, c.why)
+		}
+	}
+	if after := sim.Requests(forgesim.Filter{}); after != sent {
+		t.Errorf("the simulator got %d requests during Budgets, want 0: Budgets reads what answers said", after-sent)
 	}
 }
