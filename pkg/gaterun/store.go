@@ -54,8 +54,9 @@ type Store interface {
 // MemoryStore is the in-memory Store twin, for a single process and
 // for tests. The zero value is ready to use; it is safe for concurrent use.
 type MemoryStore struct {
-	mu   sync.Mutex
-	runs map[string]Run
+	mu     sync.Mutex
+	runs   map[string]Run
+	sweeps map[int64]InstallationSweep // by installation (installations.go)
 }
 
 var _ Store = (*MemoryStore)(nil)

@@ -1,0 +1,114 @@
+package gaterun
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"iterion.dev/iterion/internal/mongostore"
+	"iterion.dev/iterion/pkg/forge"
+)
+
+// SweepsCollection is the collection MongoStore keeps installation sweeps
+// in, beside the runs: one small document per installation, _id its ID,
+// so its size is the App's installation count and a pass costs one write
+// per installation.
+const SweepsCollection = "installation_sweeps"
+
+var _ InstallationStore = (*MongoStore)(nil)
+
+// sweepDoc is an installation sweep as installation_sweeps keeps it.
+type sweepDoc struct {
+	Installation int64       `bson:"_id"`
+	At           time.Time   `bson:"at"`
+	Owner        string      `bson:"owner"`
+	Budgets      []budgetDoc `bson:"budgets"`
+}
+
+// budgetDoc is one budget figure of a sweepDoc.
+type budgetDoc struct {
+	Resource  string    `bson:"resource"`
+	Limit     int       `bson:"limit"`
+	Remaining int       `bson:"remaining"`
+	Reset     time.Time `bson:"reset"`
+}
+
+func (s *MongoStore) sweepsColl() *mongo.Collection {
+	return s.coll.Database().Collection(SweepsCollection)
+}
+
+// RecordSweeps implements InstallationStore, in one unordered bulk write of
+// conditional upserts: a document is replaced only when its at is earlier,
+// and an upsert that finds a later one fails with a duplicate key, which
+// is the refusal the contract asks for, not an error.
+func (s *MongoStore) RecordSweeps(ctx context.Context, sweeps []InstallationSweep) error {
+	sweeps, err := validateSweeps(sweeps)
+	if err != nil || len(sweeps) == 0 {
+		return err
+	}
+	models := make([]mongo.WriteModel, len(sweeps))
+	for i, sw := range sweeps {
+		budgets := make([]budgetDoc, len(sw.Budgets))
+		for j, b := range sw.Budgets {
+			budgets[j] = budgetDoc{Resource: b.Resource, Limit: b.Limit, Remaining: b.Remaining, Reset: b.Reset}
+		}
+		models[i] = mongo.NewUpdateOneModel().
+			SetFilter(bson.D{{Key: "_id", Value: sw.Installation}, {Key: "at", Value: bson.D{{Key: "$lt", Value: sw.At}}}}).
+			SetUpdate(bson.D{{Key: "$set", Value: bson.D{{Key: "at", Value: sw.At}, {Key: "owner", Value: sw.Owner}, {Key: "budgets", Value: budgets}}}}).
+			SetUpsert(true)
+	}
+	_, err = s.sweepsColl().BulkWrite(ctx, models, options.BulkWrite().SetOrdered(false))
+	if err == nil || onlyDuplicateKeys(err) {
+		return nil
+	}
+	return fmt.Errorf("gaterun: record %d installation sweeps: %w", len(sweeps), err)
+}
+
+// onlyDuplicateKeys reports whether err is a bulk write's failure whose
+// every write error is a duplicate key, with no write concern error.
+func onlyDuplicateKeys(err error) bool {
+	var bwe mongo.BulkWriteException
+	if !errors.As(err, &bwe) || bwe.WriteConcernError != nil || len(bwe.WriteErrors) == 0 {
+		return false
+	}
+	for _, we := range bwe.WriteErrors {
+		if !mongo.IsDuplicateKeyError(we) {
+			return false
+		}
+	}
+	return true
+}
+
+// Sweeps implements InstallationStore.
+func (s *MongoStore) Sweeps(ctx context.Context) ([]InstallationSweep, error) {
+	out, err := mongostore.FindAll(ctx, s.sweepsColl(), bson.D{}, options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}), decodeSweep)
+	if err != nil {
+		return nil, fmt.Errorf("gaterun: list installation sweeps: %w", err)
+	}
+	if out == nil {
+		out = []InstallationSweep{}
+	}
+	return out, nil
+}
+
+// decodeSweep turns an installation_sweeps document into a sweep, refusing
+// any document of the wrong shape or with a field Validate refuses.
+func decodeSweep(raw bson.Raw) (InstallationSweep, error) {
+	var d sweepDoc
+	if err := bson.Unmarshal(raw, &d); err != nil {
+		return InstallationSweep{}, fmt.Errorf("%w: %s _id %v: %w", ErrMalformed, SweepsCollection, raw.Lookup("_id"), err)
+	}
+	sw := InstallationSweep{Installation: d.Installation, At: d.At.UTC(), Owner: d.Owner}
+	for _, b := range d.Budgets {
+		sw.Budgets = append(sw.Budgets, forge.RateLimit{Resource: b.Resource, Limit: b.Limit, Remaining: b.Remaining, Reset: b.Reset.UTC()})
+	}
+	if err := sw.Validate(); err != nil {
+		return InstallationSweep{}, fmt.Errorf("%w: %s _id %d: %w", ErrMalformed, SweepsCollection, d.Installation, err)
+	}
+	return sw, nil
+}
