@@ -26,11 +26,12 @@ type command struct {
 
 // commands lists every subcommand; each lives in a file named for it.
 var commands = map[string]command{
-	"forge-sim": {"serve the GitHub simulator (--listen ADDR --budget N --installations N --repos-per-installation R)", runForgeSim},
-	"demo":      {"show one replica sweeping for N, in one process (the README's first command)", runDemo},
-	"bench":     {"measure the lease's cost and takeover bounds on real processes (the multi-process harness, full mode)", runBench},
-	"serve":     {"run a replica of the merge-gate server (flags or ITERION_* variables; see iterion serve -h)", runServe},
-	"leases":    {"list the leases in MongoDB, or force a hand-over: leases release NAME --owner OWNER", runLeases},
+	"forge-sim":     {"serve the GitHub simulator (--listen ADDR --budget N --installations N --repos-per-installation R)", runForgeSim},
+	"demo":          {"show one replica sweeping for N, in one process (the README's first command)", runDemo},
+	"bench":         {"measure the lease's cost and takeover bounds on real processes (the multi-process harness, full mode)", runBench},
+	"serve":         {"run a replica of the merge-gate server (flags or ITERION_* variables; see iterion serve -h)", runServe},
+	"leases":        {"list the leases in MongoDB, or force a hand-over: leases release NAME --owner OWNER", runLeases},
+	"installations": {"list a server's GitHub App installations: shard, holder, last pass, budgets, open runs", runInstallations},
 }
 
 func main() {
@@ -148,7 +149,7 @@ func usage() { writeUsage(os.Stderr) }
 func writeUsage(w io.Writer) {
 	fmt.Fprintln(w, "usage: iterion <command> [flags]\n\ncommands:")
 	for _, name := range slices.Sorted(maps.Keys(commands)) {
-		fmt.Fprintf(w, "  %-10s %s\n", name, commands[name].summary)
+		fmt.Fprintf(w, "  %-13s %s\n", name, commands[name].summary)
 	}
 	fmt.Fprintln(w, "\nRun \"iterion <command> -h\" for a command's flags and an example.")
 }
