@@ -136,24 +136,61 @@ func (s *Server) getLeases(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, views)
 		return
 	}
-	s.render(w, leasesPage, "Leases", leasesBody{Rows: rows, Groups: groups})
+	s.render(w, leasesPage, "Leases", byGroup(rows, groups))
 }
 
-// leasesBody is the /leases page: every lease, and the lease groups they
-// make up.
+// leasesBody is the /leases page: the leases of no group, then each lease
+// group with its own leases, so a group of many shards does not bury the
+// rest.
 type leasesBody struct {
-	Rows   []termRow
-	Groups []lease.GroupView
+	Rows    []termRow
+	Grouped int // leases of the groups, listed under each
+	Groups  []groupSection
 }
 
-var leasesPage = page.New(`{{define "content"}}
-<p>Every lease in the store, its owner and its term. <a href="?format=json">JSON</a></p>
-<div class="scroll"><table><thead><tr><th>lease</th><th>owner</th><th>term age</th><th class="num">TTL</th><th>expires</th><th>state</th></tr></thead><tbody>
-{{range .Body.Rows}}<tr class="{{if .Self}}self{{end}}{{if .Expired}} expired{{end}}"><td>{{.Name}}</td><td><code>{{.Owner}}</code></td>
+// groupSection is one lease group on /leases and its leases: its shards'
+// and its members'.
+type groupSection struct {
+	lease.GroupView
+	Leases []termRow
+}
+
+// byGroup sorts rows into the groups' leases and the rest. A lease is a
+// group's when its name is one of the group's shard names, or the member
+// name of its own owner.
+func byGroup(rows []termRow, groups []lease.GroupView) leasesBody {
+	body := leasesBody{Groups: make([]groupSection, len(groups))}
+	of := map[string]int{}
+	for gi, g := range groups {
+		body.Groups[gi].GroupView = g
+		for i := range g.Shards {
+			of[lease.ShardName(g.Name, g.Shards, i)] = gi
+		}
+	}
+	for _, row := range rows {
+		gi, ok := of[row.Name]
+		for i := 0; !ok && i < len(groups); i++ {
+			gi, ok = i, row.Name == lease.MemberName(groups[i].Name, groups[i].Shards, row.Owner)
+		}
+		if !ok {
+			body.Rows = append(body.Rows, row)
+			continue
+		}
+		body.Grouped++
+		body.Groups[gi].Leases = append(body.Groups[gi].Leases, row)
+	}
+	return body
+}
+
+var leasesPage = page.New(`{{define "lease"}}<tr class="{{if .Self}}self{{end}}{{if .Expired}} expired{{end}}"><td>{{.Name}}</td><td><code>{{.Owner}}</code></td>
 <td>{{if .Self}}{{if .Started.IsZero}}<span class="muted">not seen</span>{{else}}{{dur (age .Started $.Now)}}{{end}}{{else}}<span class="muted" title="the term began on its owner's replica">not known here</span>{{end}}</td>
 <td class="num">{{if .TTL}}{{dur .TTL}}{{else}}<span class="muted">not elected here</span>{{end}}</td>
 <td>{{when .Expires}}</td><td>{{if .Expired}}expired{{else if .Self}}held by this replica{{else}}held{{end}}</td></tr>
-{{else}}<tr><td colspan="6">no leases</td></tr>
+{{end}}{{define "leaseHead"}}<thead><tr><th>lease</th><th>owner</th><th>term age</th><th class="num">TTL</th><th>expires</th><th>state</th></tr></thead>{{end}}
+{{define "content"}}
+<p>Every lease in the store, its owner and its term{{with .Body.Grouped}}; the {{.}} leases of lease groups are listed under their group{{end}}. <a href="?format=json">JSON</a></p>
+<div class="scroll"><table>{{template "leaseHead"}}<tbody>
+{{range .Body.Rows}}{{template "lease" (withNow . $.Now)}}{{else}}<tr><td colspan="6">{{if .Body.Grouped}}no other leases{{else}}no leases{{end}}</td></tr>
 {{end}}</tbody></table></div>
 <p class="muted">A term's age is known for this replica's own terms. TTL is this replica's (the lease's intervals × its net's interval); the replicas of one deployment share it.</p>
 {{with .Body.Groups}}<h2>Lease groups</h2>
@@ -164,5 +201,16 @@ var leasesPage = page.New(`{{define "content"}}
 <td class="num">{{if .Member}}{{.Target}} of at most {{$fair}}{{else}}<span class="muted">not a live member</span>{{end}}</td><td>{{ranges .Shards}}</td></tr>
 {{end}}</tbody></table></div>
 <p>Unheld: {{ranges .Unheld}}</p>
+{{with .Leases}}<details><summary>its {{len .}} lease{{if ne (len .) 1}}s{{end}}, one per shard and member</summary>
+<div class="scroll"><table>{{template "leaseHead"}}<tbody>
+{{range .}}{{template "lease" (withNow . $.Now)}}{{end}}</tbody></table></div></details>{{end}}
 {{end}}{{end}}
-{{end}}`, map[string]any{"age": func(from, now time.Time) time.Duration { return now.Sub(from) }, "ranges": page.Ranges})
+{{end}}`, map[string]any{"age": func(from, now time.Time) time.Duration { return now.Sub(from) }, "ranges": page.Ranges,
+	"withNow": func(row termRow, now time.Time) leaseAt { return leaseAt{row, now} }})
+
+// leaseAt is one lease row with the page's now, for the "lease" template,
+// which sees no page data of its own.
+type leaseAt struct {
+	termRow
+	Now time.Time
+}

@@ -111,6 +111,41 @@ func TestLeasesPageShowsGroups(t *testing.T) {
 		"<p>Unheld: 4</p>")
 }
 
+// TestLeasesPageListsAGroupsLeasesUnderIt pins that a lease group of many
+// shards does not bury the other leases on /leases: the first table lists
+// the leases of no group, and each group's shard and member leases are
+// listed under the group, folded.
+func TestLeasesPageListsAGroupsLeasesUnderIt(t *testing.T) {
+	f := newHTTPFixture(t, atPageNow)
+	take := func(name, owner string) {
+		t.Helper()
+		if ok, err := f.leases.Acquire(context.Background(), name, owner, pageNow, 90*time.Second); !ok || err != nil {
+			t.Fatalf("Acquire(%s) = %v, %v", name, ok, err)
+		}
+	}
+	take("forge-board-sync", "a")
+	take(lease.MemberName("merge-gate-sweeper", 64, "a"), "a")
+	for shard := range 64 {
+		take(lease.ShardName("merge-gate-sweeper", 64, shard), "a")
+	}
+	_, body := f.do(t, "GET", "/leases", pageAuth, "")
+	groups := strings.Index(body, "<h2>Lease groups</h2>")
+	details := strings.Index(body, "<details><summary>its 65 leases, one per shard and member</summary>")
+	if groups < 0 || details < groups {
+		t.Fatalf("GET /leases: got no folded list of the group's 65 leases under the groups\n%s", body)
+	}
+	if i := strings.Index(body, "<td>forge-board-sync</td>"); i < 0 || i > groups {
+		t.Errorf("forge-board-sync at %d, want it in the first table (before %d): a lease of no group is listed first", i, groups)
+	}
+	for _, name := range []string{lease.ShardName("merge-gate-sweeper", 64, 0), lease.ShardName("merge-gate-sweeper", 64, 63), lease.MemberName("merge-gate-sweeper", 64, "a")} {
+		if i := strings.Index(body, "<td>"+name+"</td>"); i < details {
+			t.Errorf("%s at %d, want it under the group's folded list (after %d): a group's leases are listed under it", name, i, details)
+		}
+	}
+	wantAll(t, "GET /leases with a group of 64", body, "the first line counts the leases listed under their group",
+		"the 65 leases of lease groups are listed under their group")
+}
+
 // TestPagesNeedATokenByDefault pins that the pages, which list
 // repositories, pull requests, heads, issue titles and assignees, answer
 // 401 without a token; that the pages token or the API token opens them,
