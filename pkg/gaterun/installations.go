@@ -53,6 +53,11 @@ type InstallationStore interface {
 	// Sweeps returns every installation's last recorded sweep, by
 	// installation.
 	Sweeps(ctx context.Context) ([]InstallationSweep, error)
+	// OpenRuns counts the unsettled runs of every installation
+	// (Run.Installation) that has one; the runs stored without an
+	// installation count under 0. Its size is the installations', not the
+	// runs'.
+	OpenRuns(ctx context.Context) (map[int64]int, error)
 }
 
 // Validate reports the first field of s a store would refuse, as an error
@@ -130,5 +135,21 @@ func (s *MemoryStore) Sweeps(ctx context.Context) ([]InstallationSweep, error) {
 	}
 	s.mu.Unlock()
 	slices.SortFunc(out, func(x, y InstallationSweep) int { return cmp.Compare(x.Installation, y.Installation) })
+	return out, nil
+}
+
+// OpenRuns implements InstallationStore.
+func (s *MemoryStore) OpenRuns(ctx context.Context) (map[int64]int, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("gaterun: count open runs: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[int64]int{}
+	for _, r := range s.runs {
+		if !r.Settled {
+			out[r.Installation]++
+		}
+	}
 	return out, nil
 }

@@ -112,3 +112,34 @@ func decodeSweep(raw bson.Raw) (InstallationSweep, error) {
 	}
 	return sw, nil
 }
+
+// OpenRuns implements InstallationStore, in one aggregation over the
+// unsettled runs (index unsettled_by_updated), grouped by installation; a
+// document written before the installation field counts under 0.
+func (s *MongoStore) OpenRuns(ctx context.Context) (map[int64]int, error) {
+	cur, err := s.coll.Aggregate(ctx, mongo.Pipeline{
+		{{Key: "$match", Value: bson.D{{Key: "settled", Value: false}}}},
+		{{Key: "$group", Value: bson.D{{Key: "_id", Value: "$installation"}, {Key: "n", Value: bson.D{{Key: "$sum", Value: 1}}}}}},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("gaterun: count open runs: %w", err)
+	}
+	defer cur.Close(context.WithoutCancel(ctx))
+	out := map[int64]int{}
+	for cur.Next(ctx) {
+		id, n := cur.Current.Lookup("_id"), cur.Current.Lookup("n")
+		inst, okID := id.AsInt64OK()
+		if id.Type == bson.TypeNull { // no installation field
+			inst, okID = 0, true
+		}
+		count, okN := n.AsInt64OK()
+		if !okID || !okN {
+			return nil, fmt.Errorf("%w: %s: an installation %v counted %v, want integers", ErrMalformed, Collection, id, n)
+		}
+		out[inst] += int(count)
+	}
+	if err := cur.Err(); err != nil {
+		return nil, fmt.Errorf("gaterun: count open runs: %w", err)
+	}
+	return out, nil
+}

@@ -52,6 +52,37 @@ func record(t *testing.T, s gaterun.InstallationStore, sws ...gaterun.Installati
 }
 
 var installationCases = []conformance.Case[gaterun.InstallationStore]{
+	{Name: "OpenRunsCountsUnsettledByInstallation", Rule: "OpenRuns counts each installation's unsettled runs, settled ones left out, runs of no installation under 0, and follows a run that moves to another installation", Check: func(t *testing.T, s gaterun.InstallationStore) {
+		in := func(inst int64, n int, sha string) gaterun.Run {
+			r := newRun("acme/app", n, sha)
+			r.Installation = inst
+			return r
+		}
+		put(t, s, in(1, 1, "a1"), at(0))
+		put(t, s, in(1, 2, "a2"), at(0))
+		put(t, s, in(2, 3, "a3"), at(0))
+		put(t, s, in(0, 4, "a4"), at(0))
+		done := in(2, 5, "a5")
+		put(t, s, done, at(0))
+		if err := s.Settle(context.Background(), done.ID); err != nil {
+			t.Fatalf("Settle: %v", err)
+		}
+		count := func() string {
+			t.Helper()
+			got, err := s.OpenRuns(context.Background())
+			if err != nil {
+				t.Fatalf("OpenRuns: %v", err)
+			}
+			return fmt.Sprintf("0:%d 1:%d 2:%d 3:%d", got[0], got[1], got[2], got[3])
+		}
+		if got := count(); got != "0:1 1:2 2:1 3:0" {
+			t.Errorf("got %s, want 0:1 1:2 2:1 3:0: each installation's unsettled runs, settled ones left out", got)
+		}
+		put(t, s, in(2, 1, "a1"), at(time.Minute)) // the repository moved to installation 2
+		if got := count(); got != "0:1 1:1 2:2 3:0" {
+			t.Errorf("after a run moved: got %s, want 0:1 1:1 2:2 3:0: a run counts under its installation as last put", got)
+		}
+	}},
 	{Name: "SweepRoundTrips", Rule: "a recorded sweep reads back whole: instants UTC to the millisecond, budgets sorted by resource", Check: func(t *testing.T, s gaterun.InstallationStore) {
 		sw := sweep(7, "web-1", 0, 4200)
 		sw.At = sw.At.In(time.FixedZone("x", 3600))
