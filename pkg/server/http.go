@@ -47,6 +47,8 @@ const (
 //	GET  /api/runs          runs by repo, pull and state, paginated (bearer token)
 //	GET  /api/runs/{id}     one run (bearer token)
 //	GET  /board             the forge board's cards, HTML; ?format=json for JSON (page token)
+//	GET  /installations     the App's installations: shard, holder, last pass, budgets, open runs, HTML (page token)
+//	GET  /api/installations the same as JSON, paginated (page token); 404 without an App
 //
 // A page token is PagesToken or APIToken, sent as a bearer token or as the
 // password of basic auth (any user name), never a cookie; without one a
@@ -66,6 +68,8 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /api/runs", s.listRuns)
 	mux.HandleFunc("GET /api/runs/{id}", s.getRun)
 	mux.Handle("GET /board", s.page(s.storeDeadline(board.Handler(s.cfg.Board, s.render, s.boardStatus))))
+	mux.Handle("GET /installations", s.page(http.HandlerFunc(s.getInstallationsPage)))
+	mux.Handle("GET /api/installations", s.page(http.HandlerFunc(s.getInstallationsJSON)))
 	return mux
 }
 

@@ -15,6 +15,9 @@ func (s *Server) nav() []page.Link {
 	if s.cfg.Board != nil {
 		links = append(links, page.Link{Href: "/board", Text: "board"})
 	}
+	if s.cfg.App != nil {
+		links = append(links, page.Link{Href: "/installations", Text: "installations"})
+	}
 	return append(links, page.Link{Href: "/metrics", Text: "metrics"}, page.Link{Href: "/healthz", Text: "healthz"})
 }
 

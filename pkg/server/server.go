@@ -76,7 +76,7 @@ type Config struct {
 	// require; it also opens the pages.
 	APIToken string
 	// PagesToken is a read-only token that opens the pages (/, /leases,
-	// /runs, /board and their JSON views), as a bearer token or as the
+	// /runs, /board, /installations and their JSON views), as a bearer token or as the
 	// password of basic auth, and nothing else; "" means only APIToken
 	// opens them. /healthz and /metrics need no token.
 	PagesToken string
@@ -158,6 +158,9 @@ type Server struct {
 	rec     *reconciler
 	sweeper *sweeper
 	board   *board.Sync // nil: no BoardRepos, the board net does not run
+	// sweeps records App mode's installation sweeps in the run store; nil
+	// without App, or with a run store that keeps no installation records.
+	sweeps  *sweepRecorder
 	leases  *leaseprom.Metrics
 	health  *lease.Health
 	offers  *prometheus.CounterVec
@@ -333,6 +336,9 @@ func NewForComparison(cfg Config, cmp Comparison) (*Server, error) {
 	} else {
 		s.rec = newReconciler(cfg.Runs, cfg.Forge, log)
 	}
+	if st, ok := cfg.Runs.(gaterun.InstallationStore); ok && cfg.App != nil {
+		s.sweeps = newSweepRecorder(st, cfg.App, cfg.StoreTimeout, log)
+	}
 	backingOff := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "merge_gate_runs_backing_off",
 		Help: "Gating runs whose pull request the forge would not show (404/403, NOT_FOUND/FORBIDDEN), which the sweeper skips until their back-off ends.",
@@ -369,7 +375,7 @@ func NewForComparison(cfg Config, cmp Comparison) (*Server, error) {
 	}
 	s.sweeper = newSweeper(sweeperConfig{
 		Runs: cfg.Runs, Offer: sweepOffer, Interval: cfg.SweepInterval, TimeShare: timeShare,
-		Owner: cfg.Owner, Now: cfg.Now, Logger: log, OnPass: s.passes.sweepPass(cfg.Now, cfg.OnSweep),
+		Owner: cfg.Owner, Now: cfg.Now, Logger: log, OnPass: s.passes.sweepPass(cfg.Now, s.sweepPassed),
 		BackingOff: backingOff, Behind: behind, Watchdog: s.watchdog(MergeGateSweeper(), cfg.SweepInterval),
 	})
 	if len(cfg.BoardRepos) > 0 {
@@ -411,6 +417,9 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	}
 	if s.cfg.App != nil {
 		nets.Go(func() { _ = s.cfg.App.Run(netsCtx) }) // returns ctx's error at shutdown
+	}
+	if s.sweeps != nil {
+		nets.Go(func() { s.sweeps.run(netsCtx) })
 	}
 	var srv *http.Server
 	served := make(chan error, 1)

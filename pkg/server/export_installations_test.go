@@ -1,0 +1,13 @@
+package server
+
+import "context"
+
+// RecordSweepPass hands p to the server as the sweeper hands it each pass,
+// then writes what that queued at once, as the recorder's loop in Run
+// would, so a test needs no sweeper and no Run.
+func (s *Server) RecordSweepPass(p SweepPass) {
+	s.sweepPassed(p)
+	if s.sweeps != nil {
+		s.sweeps.flush(context.Background())
+	}
+}

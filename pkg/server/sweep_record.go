@@ -1,0 +1,108 @@
+// App mode: each installation's last complete sweep, recorded in the run
+// store so that every replica's installations view shows it.
+
+package server
+
+import (
+	"context"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"iterion.dev/iterion/pkg/forge"
+	"iterion.dev/iterion/pkg/gaterun"
+)
+
+// sweepRecorder writes the installations' complete sweep passes to the run
+// store in the background, so a pass never waits on the store. Passes that
+// complete while a write is in flight are batched into the next one, and
+// a later pass of an installation replaces its pending one: at most one
+// document write per installation per pass, and one store call per batch.
+// Safe for concurrent use.
+type sweepRecorder struct {
+	store   gaterun.InstallationStore
+	app     *forge.AppClient
+	timeout time.Duration
+	log     *slog.Logger
+
+	mu      sync.Mutex
+	pending map[int64]gaterun.InstallationSweep
+	kick    chan struct{} // holds a token while pending has work
+}
+
+func newSweepRecorder(store gaterun.InstallationStore, app *forge.AppClient, timeout time.Duration, log *slog.Logger) *sweepRecorder {
+	return &sweepRecorder{store: store, app: app, timeout: timeout, log: log,
+		pending: map[int64]gaterun.InstallationSweep{}, kick: make(chan struct{}, 1)}
+}
+
+// note queues p's sweep when p is one installation's complete pass, with
+// the installation's budgets as this replica's App client knows them now.
+func (r *sweepRecorder) note(p SweepPass) {
+	if p.Installation == 0 || !p.Complete {
+		return
+	}
+	sw := gaterun.InstallationSweep{Installation: p.Installation, At: p.At, Owner: p.Owner, Budgets: r.app.Budgets(p.Installation)}
+	r.mu.Lock()
+	if old, ok := r.pending[sw.Installation]; !ok || sw.At.After(old.At) {
+		r.pending[sw.Installation] = sw
+	}
+	r.mu.Unlock()
+	select {
+	case r.kick <- struct{}{}:
+	default:
+	}
+}
+
+// run writes the pending sweeps each time there are some, until ctx is
+// done, then writes what is left once (within the timeout) and returns.
+func (r *sweepRecorder) run(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			r.flush(context.WithoutCancel(ctx))
+			return
+		case <-r.kick:
+			r.flush(ctx)
+		}
+	}
+}
+
+// flush writes the pending sweeps in one call within the timeout. On a
+// failure they are queued again, unless a later pass replaced one
+// meanwhile, and written with the next batch.
+func (r *sweepRecorder) flush(ctx context.Context) {
+	r.mu.Lock()
+	batch := r.pending
+	r.pending = map[int64]gaterun.InstallationSweep{}
+	r.mu.Unlock()
+	if len(batch) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.timeout)
+	err := r.store.RecordSweeps(ctx, slices.Collect(maps.Values(batch)))
+	cancel()
+	if err == nil {
+		return
+	}
+	r.log.Warn("installation sweeps not recorded; retried with the next pass", "installations", len(batch), "err", err)
+	r.mu.Lock()
+	for id, sw := range batch {
+		if _, later := r.pending[id]; !later {
+			r.pending[id] = sw
+		}
+	}
+	r.mu.Unlock()
+}
+
+// sweepPassed records p, in App mode, as its installation's last complete
+// sweep, then passes it on to Config.OnSweep.
+func (s *Server) sweepPassed(p SweepPass) {
+	if s.sweeps != nil {
+		s.sweeps.note(p)
+	}
+	if s.cfg.OnSweep != nil {
+		s.cfg.OnSweep(p)
+	}
+}
