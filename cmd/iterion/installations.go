@@ -133,7 +133,7 @@ func getInstallationsPage(ctx context.Context, client *http.Client, u, token str
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return server.Installations{}, fmt.Errorf("GET %s: %w", u, err)
+		return server.Installations{}, fmt.Errorf("the server did not answer: %w", err) // err names the URL
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
