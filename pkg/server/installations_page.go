@@ -179,11 +179,13 @@ type installationsBody struct {
 }
 
 var installationsPage = page.New(`{{define "content"}}{{with .Body}}{{with .Summary}}
-<p>{{.Installations}} installation{{if ne .Installations 1}}s{{end}} of the App on {{.Shards}} sweeper shard{{if ne .Shards 1}}s{{end}}; this replica holds {{.HeldHere}}.
-{{if .UnheldShards}}<span class="bad">{{.UnheldShards}} shard{{if ne .UnheldShards 1}}s are{{else}} is{{end}} unheld: nothing sweeps {{.Unswept}} installation{{if ne .Unswept 1}}s{{end}} now.</span>{{else}}Every shard is held.{{end}}
-{{if .Never}}{{.Never}} never had a complete pass recorded.{{end}}
-{{with .Lowest}}Lowest budget: installation {{.ID}} (<code>{{.Account}}</code>), {{lowest .}} left.{{else}}No budget is known yet.{{end}}
-{{.RunsOpen}} run{{if ne .RunsOpen 1}}s{{end}} open.</p>{{end}}
+<ul>
+<li>{{.Installations}} installation{{if ne .Installations 1}}s{{end}} of the App on {{.Shards}} sweeper shard{{if ne .Shards 1}}s{{end}}; this replica holds {{.HeldHere}}.</li>
+<li>{{if .UnheldShards}}<span class="bad">{{.UnheldShards}} shard{{if ne .UnheldShards 1}}s are{{else}} is{{end}} unheld: nothing sweeps {{.Unswept}} installation{{if ne .Unswept 1}}s{{end}} now.</span>{{else}}Every shard is held.{{end}}</li>
+{{if .Never}}<li>{{.Never}} never had a complete pass recorded.</li>{{end}}
+<li>{{with .Lowest}}Lowest budget: installation {{.ID}} (<code>{{.Account}}</code>), {{lowest .}} left.{{else}}No budget is known yet.{{end}}</li>
+<li>{{.RunsOpen}} run{{if ne .RunsOpen 1}}s{{end}} open.</li>
+</ul>{{end}}
 <p>Order: {{if eq .Sort "budget"}}<strong>lowest budget first</strong> · <a href="?sort=id">by ID</a>{{else}}<a href="?sort=budget">lowest budget first</a> · <strong>by ID</strong>{{end}}.
 A shard's holder is the owner of its lease; the last pass and the budgets are read from the run store, so every replica shows the same. <a href="/api/installations?sort={{.Sort}}">JSON</a></p>
 <div class="scroll"><table><thead><tr><th class="num">ID</th><th>account</th><th class="num">shard</th><th>holder</th><th>last complete pass</th><th class="num">core left</th><th class="num">GraphQL left</th><th class="num">runs open</th></tr></thead><tbody>

@@ -17,6 +17,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"iterion.dev/iterion/cmd/iterion/internal/demo"
+	"iterion.dev/iterion/internal/testing/forgetest"
 	"iterion.dev/iterion/pkg/forge"
 	"iterion.dev/iterion/pkg/forge/forgesim"
 	"iterion.dev/iterion/pkg/gaterun"
@@ -115,6 +116,49 @@ func startServer(t *testing.T) string {
 	return hs.URL
 }
 
+// longAccount is an installation's account name longer than any GitHub
+// login, with no space to break at: the page must still fit 400 px.
+const longAccount = "an-organisation-with-a-login-far-longer-than-github-allows-0123456789abcdef"
+
+// startAppServer serves one replica of pkg/server in App mode, not
+// elected (its nets do not run), over a forge simulator with three
+// installations, one on longAccount, and one of them swept.
+func startAppServer(t *testing.T) string {
+	t.Helper()
+	sim := forgesim.New()
+	simSrv := httptest.NewServer(sim)
+	t.Cleanup(simSrv.Close)
+	for id, account := range []string{"acme", longAccount, "org-3"} {
+		if err := sim.AddInstallation(int64(id+1), account, account+"/app"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	app, err := forge.NewApp(forge.AppConfig{BaseURL: simSrv.URL + "/", AppID: 42, PrivateKey: forgetest.AppKey(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := app.Relist(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	runs, leases := gaterun.NewMemoryStore(), lease.NewMemoryStore()
+	owner := "web-7f9c8d6b5a-replica-with-a-long-host-name-3a1b2c4d"
+	srv, err := server.New(server.Config{Runs: runs, Leases: leases, App: app, APIToken: "api", PublicPages: true, Owner: owner})
+	if err != nil {
+		t.Fatal(err)
+	}
+	shard := server.InstallationShard(2, server.DefaultSweepShards)
+	if ok, err := leases.Acquire(context.Background(), lease.ShardName(server.MergeGateSweeper().Name, server.DefaultSweepShards, shard), owner, time.Now(), time.Hour); !ok || err != nil {
+		t.Fatalf("Acquire = %v, %v", ok, err)
+	}
+	if err := runs.RecordSweeps(context.Background(), []gaterun.InstallationSweep{{Installation: 2, At: time.Now().Add(-time.Minute), Owner: owner,
+		Budgets: []forge.RateLimit{{Resource: "core", Limit: 5000, Remaining: 12, Reset: time.Now().Add(time.Hour)}}}}); err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(hs.Close)
+	return hs.URL
+}
+
 // writeReport runs a short demo and writes its report to a file.
 func writeReport(t *testing.T) string {
 	t.Helper()
@@ -141,6 +185,7 @@ func writeReport(t *testing.T) string {
 func TestPagesFitAndSayWhatTheyShow(t *testing.T) {
 	exe := chromium(t)
 	base := startServer(t)
+	appBase := startAppServer(t)
 	if resp, err := http.Get(base + "/healthz"); err != nil || resp.StatusCode != http.StatusOK {
 		t.Errorf("GET /healthz = %v, %v, want 200: it is JSON, checked by status", resp, err)
 	} else {
@@ -158,6 +203,8 @@ func TestPagesFitAndSayWhatTheyShow(t *testing.T) {
 		{base + "/leases", []string{"owner", "held by this replica", "forge-board-sync", "TTL"}, false},
 		{base + "/runs", []string{"1 unsettled run", "acme/app#77", "unreadable", "backoff"}, false},
 		{base + "/board", []string{"Forge board"}, false},
+		{appBase + "/installations", []string{"3 installations of the App", "Lowest budget: installation 2", longAccount, "this replica", "none"}, false},
+		{appBase + "/leases", []string{"Lease groups", "merge-gate-sweeper: 64 shards"}, false},
 		{writeReport(t), []string{"one sweeper, whatever the replica count", "sweeper requests", "takeover"}, true},
 	}
 
@@ -170,7 +217,7 @@ func TestPagesFitAndSayWhatTheyShow(t *testing.T) {
 	defer cancel()
 	for _, width := range []int64{400, 1400} {
 		for _, p := range pages {
-			name := fmt.Sprintf("%s at %d px", strings.TrimPrefix(p.url, base), width)
+			name := fmt.Sprintf("%s at %d px", strings.TrimPrefix(strings.TrimPrefix(p.url, base), appBase), width)
 			if err := chromedp.Do(ctx, chromedp.EmulateViewport(width, 900), chromedp.Navigate(p.url)); err != nil {
 				t.Errorf("%s: %v", name, err)
 				continue
