@@ -7,7 +7,7 @@ import "context"
 // would, so a test needs no sweeper and no Run.
 func (s *Server) RecordSweepPass(p SweepPass) {
 	s.sweepPassed(p)
-	if s.sweeps != nil {
-		s.sweeps.flush(context.Background())
+	if s.recorder != nil {
+		s.recorder.flush(context.Background())
 	}
 }

@@ -99,8 +99,8 @@ func (r *sweepRecorder) flush(ctx context.Context) {
 // sweepPassed records p, in App mode, as its installation's last complete
 // sweep, then passes it on to Config.OnSweep.
 func (s *Server) sweepPassed(p SweepPass) {
-	if s.sweeps != nil {
-		s.sweeps.note(p)
+	if s.recorder != nil {
+		s.recorder.note(p)
 	}
 	if s.cfg.OnSweep != nil {
 		s.cfg.OnSweep(p)
