@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"iterion.dev/iterion/internal/testing/forgetest"
@@ -431,4 +432,59 @@ func TestSweepRecordsSurviveAFailedWrite(t *testing.T) {
 	if fmt.Sprint(rows) != "[1@0s 2@1m0s 3@2m0s]" {
 		t.Errorf("recorded %v, want [1@0s 2@1m0s 3@2m0s]: passes that failed to write are written later, the latest of each installation, complete ones only", rows)
 	}
+}
+
+// TestInstallationsShowTheSweepersPassesOnEveryReplica pins the view end
+// to end, on App-mode replicas that sweep: after a few intervals every
+// installation shows a complete pass of the last two intervals, the
+// holder the lease store names for its shard, and the same pass on every
+// replica, whether it holds the shard or not.
+func TestInstallationsShowTheSweepersPassesOnEveryReplica(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const n, shards = 6, 4
+		c, next := newAppCluster(t, n, true)
+		startAppReplicas(t, c, next, 2, time.Minute, shards, nil)
+		time.Sleep(5*time.Minute + time.Second)
+		synctest.Wait()
+		now := time.Now()
+		hs, err := c.leases.Holders(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		holderOf := map[string]string{}
+		for _, h := range hs {
+			if now.Before(h.Expires) {
+				holderOf[h.Name] = h.Owner
+			}
+		}
+		views := map[string][]server.InstallationView{}
+		for _, r := range c.replicas {
+			rec := httptest.NewRecorder()
+			req := httptest.NewRequest("GET", "/api/installations?sort=id", nil)
+			req.Header.Set("Authorization", "Bearer "+apiToken)
+			r.handler.ServeHTTP(rec, req)
+			var got server.Installations
+			if rec.Code != http.StatusOK || json.Unmarshal(rec.Body.Bytes(), &got) != nil || len(got.Installations) != n {
+				t.Fatalf("%s: GET /api/installations = %d %s, want 200 and %d installations", r.owner, rec.Code, rec.Body, n)
+			}
+			views[r.owner] = got.Installations
+		}
+		for i := range n {
+			a, b := views["replica-1"][i], views["replica-2"][i]
+			want := holderOf[lease.ShardName(server.MergeGateSweeper().Name, shards, a.Shard)]
+			if a.Holder != want || a.Holder == "" {
+				t.Errorf("installation %d: holder %q, want %q, the owner of its shard's lease", a.ID, a.Holder, want)
+			}
+			if a.LastPass == nil || now.Sub(*a.LastPass) > 2*time.Minute {
+				t.Errorf("installation %d: last pass %v, want one in the last two intervals before %v", a.ID, a.LastPass, now)
+				continue
+			}
+			if b.LastPass == nil || !b.LastPass.Equal(*a.LastPass) || b.Holder != a.Holder || b.HeldByMe == a.HeldByMe {
+				t.Errorf("installation %d: replica-2 shows %s, replica-1 %s; want the same pass and holder, held by exactly one", a.ID, row(b), row(a))
+			}
+		}
+		for _, r := range c.replicas {
+			r.stop()
+		}
+	})
 }
