@@ -17,42 +17,48 @@ import (
 // no App.
 const errNoApp = "this server serves no GitHub App: it runs with a forge token or one installation, so it has no installations to list"
 
-// installationRowsOf answers the view's common failures (404 without an
-// App, 501 or 503 when a store cannot or does not answer) and returns
-// every installation's row, by ID, with the shard count; ok is false when
+// installationRowsOf reads the view's parameters and answers its common
+// failures (404 without an App, 400 naming a bad parameter, 501 or 503
+// when a store cannot or does not answer); else it returns the query and
+// every installation's row, by ID, with the shard count. ok is false when
 // it has answered.
-func (s *Server) installationRowsOf(w http.ResponseWriter, r *http.Request) (rows []InstallationView, shards int, ok bool) {
+func (s *Server) installationRowsOf(w http.ResponseWriter, r *http.Request) (q installationsQuery, rows []InstallationView, shards int, ok bool) {
 	app := s.cfg.App
 	if app == nil {
 		writeError(w, http.StatusNotFound, errNoApp)
-		return nil, 0, false
+		return q, nil, 0, false
+	}
+	q, err := parseInstallationsQuery(r.URL.Query().Get)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return q, nil, 0, false
 	}
 	insp, canList := s.cfg.Leases.(lease.Inspector)
 	if !canList {
 		writeError(w, http.StatusNotImplemented, "the lease store cannot list its leases, so the shards' holders are not known")
-		return nil, 0, false
+		return q, nil, 0, false
 	}
 	runs, keeps := s.cfg.Runs.(gaterun.InstallationStore)
 	if !keeps {
 		writeError(w, http.StatusNotImplemented, "the run store keeps no installation records (gaterun.InstallationStore)")
-		return nil, 0, false
+		return q, nil, 0, false
 	}
 	ctx, cancel := s.storeCtx(r)
 	defer cancel()
 	hs, err := insp.Holders(ctx)
 	if err != nil {
 		s.unavailable(w, "leases not read: "+err.Error())
-		return nil, 0, false
+		return q, nil, 0, false
 	}
 	sweeps, err := runs.Sweeps(ctx)
 	if err != nil {
 		s.unavailable(w, "installation sweeps not read: "+err.Error())
-		return nil, 0, false
+		return q, nil, 0, false
 	}
 	open, err := runs.OpenRuns(ctx)
 	if err != nil {
 		s.unavailable(w, "open runs not counted: "+err.Error())
-		return nil, 0, false
+		return q, nil, 0, false
 	}
 	now := s.cfg.Now()
 	shards = s.cfg.SweepShards
@@ -71,19 +77,14 @@ func (s *Server) installationRowsOf(w http.ResponseWriter, r *http.Request) (row
 		shardOf: func(id int64) int { return InstallationShard(id, shards) }, holders: holders,
 		sweeps: bySweep, local: app.Budgets, open: open,
 	})
-	return rows, shards, true
+	return q, rows, shards, true
 }
 
 // getInstallationsJSON is GET /api/installations?sort=&limit=&cursor=
 // (page token): one page of Installations; 400 naming a bad parameter;
 // 404 with {"error"} when the server serves no App.
 func (s *Server) getInstallationsJSON(w http.ResponseWriter, r *http.Request) {
-	q, err := parseInstallationsQuery(r.URL.Query().Get)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
-		return
-	}
-	rows, shards, ok := s.installationRowsOf(w, r)
+	q, rows, shards, ok := s.installationRowsOf(w, r)
 	if !ok {
 		return
 	}
@@ -96,12 +97,7 @@ func (s *Server) getInstallationsJSON(w http.ResponseWriter, r *http.Request) {
 // every installation, then one page of them, the lowest budget first
 // unless ?sort=id.
 func (s *Server) getInstallationsPage(w http.ResponseWriter, r *http.Request) {
-	q, err := parseInstallationsQuery(r.URL.Query().Get)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
-		return
-	}
-	rows, shards, ok := s.installationRowsOf(w, r)
+	q, rows, shards, ok := s.installationRowsOf(w, r)
 	if !ok {
 		return
 	}

@@ -159,10 +159,7 @@ type Server struct {
 	sweeper *sweeper            // nil in App mode
 	sweeps  *installationSweeps // App mode's sweeper; nil otherwise
 	board   *board.Sync         // nil: no BoardRepos, the board net does not run
-	// recorder writes App mode's installation sweeps to the run store;
-	// nil without App, or with a run store that keeps no installation
-	// records (gaterun.InstallationStore).
-	recorder *sweepRecorder
+	recorder *sweepRecorder // App mode's sweep records (sweep_record.go); nil: none
 	leases   *leaseprom.Metrics
 	health   *lease.Health
 	offers   *prometheus.CounterVec
@@ -338,9 +335,7 @@ func NewForComparison(cfg Config, cmp Comparison) (*Server, error) {
 	} else {
 		s.rec = newReconciler(cfg.Runs, cfg.Forge, log)
 	}
-	if st, ok := cfg.Runs.(gaterun.InstallationStore); ok && cfg.App != nil {
-		s.recorder = newSweepRecorder(st, cfg.App, cfg.StoreTimeout, log)
-	}
+	s.recorder = newSweepRecorder(cfg, log)
 	backingOff := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "merge_gate_runs_backing_off",
 		Help: "Gating runs whose pull request the forge would not show (404/403, NOT_FOUND/FORBIDDEN), which the sweeper skips until their back-off ends.",
@@ -407,9 +402,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 		}
 		nets.Go(func() { s.sweeps.run(netsCtx) })
 	}
-	if s.recorder != nil {
-		nets.Go(func() { s.recorder.run(netsCtx) })
-	}
+	s.recorder.start(netsCtx, &nets)
 	var srv *http.Server
 	served := make(chan error, 1)
 	if ln != nil {

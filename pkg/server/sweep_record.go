@@ -32,9 +32,23 @@ type sweepRecorder struct {
 	kick    chan struct{} // holds a token while pending has work
 }
 
-func newSweepRecorder(store gaterun.InstallationStore, app *forge.AppClient, timeout time.Duration, log *slog.Logger) *sweepRecorder {
-	return &sweepRecorder{store: store, app: app, timeout: timeout, log: log,
+// newSweepRecorder is cfg's recorder: nil without an App, or when
+// cfg.Runs keeps no installation records (not a gaterun.InstallationStore).
+func newSweepRecorder(cfg Config, log *slog.Logger) *sweepRecorder {
+	store, ok := cfg.Runs.(gaterun.InstallationStore)
+	if !ok || cfg.App == nil {
+		return nil
+	}
+	return &sweepRecorder{store: store, app: cfg.App, timeout: cfg.StoreTimeout, log: log,
 		pending: map[int64]gaterun.InstallationSweep{}, kick: make(chan struct{}, 1)}
+}
+
+// start runs the recorder in nets until ctx is done; a nil recorder does
+// nothing.
+func (r *sweepRecorder) start(ctx context.Context, nets *sync.WaitGroup) {
+	if r != nil {
+		nets.Go(func() { r.run(ctx) })
+	}
 }
 
 // note queues p's sweep when p is one installation's complete pass, with
