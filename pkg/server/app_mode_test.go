@@ -225,8 +225,9 @@ func (r *replica) call(t *testing.T, method, path, hook, body string) (int, stri
 
 // TestAppModeRunsResolveTheirInstallation pins POST /api/runs in App mode:
 // a run is stored with the installation that covers its repository, which
-// GET /api/runs/{id} shows; a repository no installation covers is 422
-// naming it, and nothing is stored.
+// GET /api/runs/{id} and /runs show and GET /api/runs?installation=
+// selects by; a repository no installation covers is 422 naming it, and
+// nothing is stored.
 func TestAppModeRunsResolveTheirInstallation(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c, next := newAppCluster(t, 3, false)
@@ -234,7 +235,10 @@ func TestAppModeRunsResolveTheirInstallation(t *testing.T) {
 		r := c.replicas[0]
 		defer r.stop()
 		sha := strings.Repeat("ab", 20)
-		code, body := r.call(t, "POST", "/api/runs", "", `{"repo":"org-2/repo-1","pull":1,"head_sha":"`+sha+`","verdict":"success"}`)
+		if err := c.sim.SeedPull("org-2", "repo-1", 2, sha, "open"); err != nil {
+			t.Fatal(err)
+		}
+		code, body := r.call(t, "POST", "/api/runs", "", `{"repo":"org-2/repo-1","pull":2,"head_sha":"`+sha+`","verdict":"success"}`)
 		if code != http.StatusCreated {
 			t.Fatalf("POST /api/runs for org-2/repo-1: %d %s, want 201", code, body)
 		}
@@ -249,6 +253,18 @@ func TestAppModeRunsResolveTheirInstallation(t *testing.T) {
 		}
 		if !strings.Contains(body, `"installation":2`) {
 			t.Errorf("GET /api/runs/{id} = %s, want the field installation", body)
+		}
+		if code, body := r.call(t, "GET", "/api/runs?installation=2", "", ""); code != http.StatusOK || !strings.Contains(body, created.ID) {
+			t.Errorf("GET /api/runs?installation=2: %d %s, want the run: the API lists one installation's runs", code, body)
+		}
+		if code, body := r.call(t, "GET", "/api/runs?installation=3", "", ""); code != http.StatusOK || strings.Contains(body, created.ID) {
+			t.Errorf("GET /api/runs?installation=3: %d %s, want no run of installation 2", code, body)
+		}
+		if code, body := r.call(t, "GET", "/api/runs?installation=0", "", ""); code != http.StatusBadRequest || !strings.Contains(body, "installation") {
+			t.Errorf("GET /api/runs?installation=0: %d %s, want 400 naming installation", code, body)
+		}
+		if code, body := r.call(t, "GET", "/runs", "", ""); code != http.StatusOK || !strings.Contains(body, "<th>installation</th>") || !strings.Contains(body, "<td>2</td>") {
+			t.Errorf("GET /runs: %d %s, want an installation column showing 2: /runs shows each run's installation in App mode", code, body)
 		}
 
 		code, body = r.call(t, "POST", "/api/runs", "", `{"repo":"acme/nowhere","pull":1,"head_sha":"`+sha+`","verdict":"success"}`)
