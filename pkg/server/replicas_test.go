@@ -53,8 +53,8 @@ type replica struct {
 	owner, token string
 	forge        *forge.Client
 	app          *forge.AppClient // App mode (startAppReplicas); nil otherwise
-	handler      http.Handler // the replica's HTTP API and pages
-	stop         func()       // cancels Run and waits for it
+	handler      http.Handler     // the replica's HTTP API and pages
+	stop         func()           // cancels Run and waits for it
 }
 
 // cluster is n replicas on one lease store, one run store and one
