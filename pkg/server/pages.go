@@ -85,38 +85,62 @@ func (s *Server) leaseRows(w http.ResponseWriter, r *http.Request) (rows []termR
 	return rows, lease.Groups(holders, now), true
 }
 
-// getIndex is GET /: links to every page, this replica's owner and the
-// leases it holds.
+// getIndex is GET /: links to every page, this replica's owner, the
+// leases it holds, and its shards of each lease group.
 func (s *Server) getIndex(w http.ResponseWriter, r *http.Request) {
-	rows, _, ok := s.leaseRows(w, r)
+	rows, groups, ok := s.leaseRows(w, r)
 	if !ok {
 		return
 	}
-	var held []termRow
-	for _, row := range rows {
+	all := byGroup(rows, groups)
+	body := indexBody{Links: s.nav()[1:], Nets: len(s.nets())}
+	for _, row := range all.Rows {
 		if row.Self && !row.Expired {
-			held = append(held, row)
+			body.Held = append(body.Held, row)
 		}
 	}
-	s.render(w, indexPage, "iterion", indexBody{Links: s.nav()[1:], Held: held, Nets: len(s.nets())})
+	for _, g := range groups {
+		held := heldShards{Name: g.Name, Shards: g.Shards}
+		for i, owner := range g.Holders {
+			if owner == s.cfg.Owner {
+				held.Held = append(held.Held, i)
+			}
+		}
+		if len(held.Held) > 0 {
+			body.Groups = append(body.Groups, held)
+		}
+	}
+	s.render(w, indexPage, "iterion", body)
 }
 
 type indexBody struct {
 	Links []page.Link
-	Held  []termRow
-	Nets  int
+	// Held are the leases of no group this replica holds; Groups its
+	// shards of each group it holds some of.
+	Held   []termRow
+	Groups []heldShards
+	Nets   int
+}
+
+// heldShards is the shards of one lease group a replica holds.
+type heldShards struct {
+	Name   string
+	Shards int
+	Held   []int
 }
 
 var indexPage = page.New(`{{define "content"}}{{with .Body}}
-<p>This replica is <code>{{$.Owner}}</code>. It campaigns for {{.Nets}} lease{{if ne .Nets 1}}s{{end}} and holds {{len .Held}}.</p>
+<p>This replica is <code>{{$.Owner}}</code>. It campaigns for {{.Nets}} lease{{if ne .Nets 1}}s{{end}} and holds {{len .Held}}{{with .Groups}}, and shards of {{len .}} lease group{{if ne (len .) 1}}s{{end}}{{end}}.</p>
 <h2>Its terms</h2>
 {{if .Held}}<div class="scroll"><table><thead><tr><th>lease</th><th>term began</th><th>expires</th><th class="num">TTL</th></tr></thead><tbody>
 {{range .Held}}<tr><td>{{.Name}}</td><td>{{when .Started}}</td><td>{{when .Expires}}</td><td class="num">{{dur .TTL}}</td></tr>
 {{end}}</tbody></table></div>
-{{else}}<p class="muted">none: another replica holds each lease, or none is elected yet.</p>{{end}}
+{{else if not .Groups}}<p class="muted">none: another replica holds each lease, or none is elected yet.</p>{{end}}
+{{range .Groups}}<p>Lease group {{.Name}}: {{len .Held}} of its {{.Shards}} shards ({{ranges .Held}}); <a href="/leases">/leases</a> lists each shard's lease.</p>
+{{end}}
 <h2>Pages</h2>
 <ul>{{range .Links}}<li><a href="{{.Href}}">{{.Href}}</a></li>{{end}}</ul>
-{{end}}{{end}}`, nil)
+{{end}}{{end}}`, map[string]any{"ranges": page.Ranges})
 
 // getLeases is GET /leases: the store's leases as a page, or with
 // ?format=json as [{"name", "owner", "expires", "expired"}]; 400 for another

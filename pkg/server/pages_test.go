@@ -114,7 +114,8 @@ func TestLeasesPageShowsGroups(t *testing.T) {
 // TestLeasesPageListsAGroupsLeasesUnderIt pins that a lease group of many
 // shards does not bury the other leases on /leases: the first table lists
 // the leases of no group, and each group's shard and member leases are
-// listed under the group, folded.
+// listed under the group, folded; and that the index sums up the shards
+// the replica holds in one line per group.
 func TestLeasesPageListsAGroupsLeasesUnderIt(t *testing.T) {
 	f := newHTTPFixture(t, atPageNow)
 	take := func(name, owner string) {
@@ -123,10 +124,10 @@ func TestLeasesPageListsAGroupsLeasesUnderIt(t *testing.T) {
 			t.Fatalf("Acquire(%s) = %v, %v", name, ok, err)
 		}
 	}
-	take("forge-board-sync", "a")
-	take(lease.MemberName("merge-gate-sweeper", 64, "a"), "a")
+	take("forge-board-sync", "b")
+	take(lease.MemberName("merge-gate-sweeper", 64, "replica-a"), "replica-a")
 	for shard := range 64 {
-		take(lease.ShardName("merge-gate-sweeper", 64, shard), "a")
+		take(lease.ShardName("merge-gate-sweeper", 64, shard), "replica-a")
 	}
 	_, body := f.do(t, "GET", "/leases", pageAuth, "")
 	groups := strings.Index(body, "<h2>Lease groups</h2>")
@@ -137,13 +138,19 @@ func TestLeasesPageListsAGroupsLeasesUnderIt(t *testing.T) {
 	if i := strings.Index(body, "<td>forge-board-sync</td>"); i < 0 || i > groups {
 		t.Errorf("forge-board-sync at %d, want it in the first table (before %d): a lease of no group is listed first", i, groups)
 	}
-	for _, name := range []string{lease.ShardName("merge-gate-sweeper", 64, 0), lease.ShardName("merge-gate-sweeper", 64, 63), lease.MemberName("merge-gate-sweeper", 64, "a")} {
+	for _, name := range []string{lease.ShardName("merge-gate-sweeper", 64, 0), lease.ShardName("merge-gate-sweeper", 64, 63), lease.MemberName("merge-gate-sweeper", 64, "replica-a")} {
 		if i := strings.Index(body, "<td>"+name+"</td>"); i < details {
 			t.Errorf("%s at %d, want it under the group's folded list (after %d): a group's leases are listed under it", name, i, details)
 		}
 	}
 	wantAll(t, "GET /leases with a group of 64", body, "the first line counts the leases listed under their group",
 		"the 65 leases of lease groups are listed under their group")
+	_, body = f.do(t, "GET", "/", pageAuth, "")
+	wantAll(t, "GET / holding a group's shards", body, "the index sums up a group's shards the replica holds instead of listing each",
+		"Lease group merge-gate-sweeper: 64 of its 64 shards (0-63)")
+	if strings.Contains(body, lease.ShardName("merge-gate-sweeper", 64, 0)) {
+		t.Errorf("GET / lists the shard lease %s, want the group summed up in one line", lease.ShardName("merge-gate-sweeper", 64, 0))
+	}
 }
 
 // TestPagesNeedATokenByDefault pins that the pages, which list

@@ -205,6 +205,7 @@ func TestPagesFitAndSayWhatTheyShow(t *testing.T) {
 		{base + "/board", []string{"Forge board"}, false},
 		{appBase + "/installations", []string{"3 installations of the App", "Lowest budget: installation 2", longAccount, "this replica", "none"}, false},
 		{appBase + "/leases", []string{"Lease groups", "merge-gate-sweeper: 64 shards"}, false},
+		{appBase + "/", []string{"Lease group merge-gate-sweeper: 1 of its 64 shards", "/installations"}, false},
 		{writeReport(t), []string{"one sweeper, whatever the replica count", "sweeper requests", "takeover"}, true},
 	}
 
