@@ -76,9 +76,9 @@ type Config struct {
 	// require; it also opens the pages.
 	APIToken string
 	// PagesToken is a read-only token that opens the pages (/, /leases,
-	// /runs, /board, /installations and their JSON views), as a bearer token or as the
-	// password of basic auth, and nothing else; "" means only APIToken
-	// opens them. /healthz and /metrics need no token.
+	// /runs, /board, /installations and their JSON views), as a bearer
+	// token or as the password of basic auth, and nothing else; "" means
+	// only APIToken opens them. /healthz and /metrics need no token.
 	PagesToken string
 	// PublicPages serves the pages without a token. They list
 	// repositories, pull requests, head SHAs, issue titles and assignees:
@@ -159,13 +159,12 @@ type Server struct {
 	sweeper *sweeper            // nil in App mode
 	sweeps  *installationSweeps // App mode's sweeper; nil otherwise
 	board   *board.Sync         // nil: no BoardRepos, the board net does not run
-	recorder *sweepRecorder // App mode's sweep records (sweep_record.go); nil: none
-	leases   *leaseprom.Metrics
-	health   *lease.Health
-	offers   *prometheus.CounterVec
-	seen     observed
-	passes   *netMetrics
-	handler  http.Handler
+	leases  *leaseprom.Metrics
+	health  *lease.Health
+	offers  *prometheus.CounterVec
+	seen    observed
+	passes  *netMetrics
+	handler http.Handler
 	// largeReads holds a token per webhook body over 1 MiB being read;
 	// largeBy the remote addresses reading one (takeLargeSlot).
 	largeReads chan struct{}
@@ -177,6 +176,7 @@ type Server struct {
 	// measureCalls counts the measurement group's store calls; nil
 	// without Comparison.MeasureGroupShards.
 	measureCalls *prometheus.CounterVec
+	recorder     *sweepRecorder // App mode's sweep records (sweep_record.go); nil: none
 }
 
 // ErrConfig reports a Config New cannot use; errors that wrap it name the
