@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/google/go-github/v88/github"
@@ -77,6 +78,20 @@ func (g *installationSweeps) lookUp() {
 	select {
 	case g.lookups <- struct{}{}:
 	default:
+	}
+}
+
+// startAppNets starts App mode's nets on nets until ctx is done: the
+// installations' re-lists and look-ups (runApp), the sweeper group and,
+// with board repositories, the board group.
+func (s *Server) startAppNets(ctx context.Context, nets *sync.WaitGroup) {
+	if s.cmp.NoLease {
+		s.log.Warn("--no-lease has no effect on App mode's groups")
+	}
+	nets.Go(func() { s.runApp(ctx) })
+	nets.Go(func() { s.sweeps.run(ctx) })
+	if s.boards != nil {
+		nets.Go(func() { s.boards.run(ctx) })
 	}
 }
 
