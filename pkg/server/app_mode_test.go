@@ -93,24 +93,7 @@ func startAppReplicas(t *testing.T, c *cluster, next http.RoundTripper, n int, i
 		r.app = app
 		cfg := server.Config{Runs: c.runs, Leases: c.leases, App: app, SweepShards: shards, APIToken: apiToken, WebhookSecret: webhookSecret,
 			Owner: r.owner, SweepInterval: interval, Registry: reg, OnLeaseEvent: c.tl.onEvent, OnSweep: c.tl.onSweep}
-		if mod != nil {
-			mod(&cfg)
-		}
-		srv, err := server.NewForComparison(cfg, c.cmp)
-		if err != nil {
-			t.Fatalf("server.NewForComparison: %v", err)
-		}
-		r.handler = srv.Handler()
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- srv.Run(ctx, nil) }()
-		r.stop = sync.OnceFunc(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("%s: Run = %v, want nil after its context is done", r.owner, err)
-			}
-		})
-		c.replicas = append(c.replicas, r)
+		c.start(t, r, cfg, mod)
 	}
 }
 

@@ -85,77 +85,34 @@ func (b *installationBoards) resolve(ctx context.Context) {
 	b.mu.Unlock()
 }
 
-// reposOf is the board repositories of the installations shard syncs.
-func (b *installationBoards) reposOf(shard int) map[int64][]string {
+// reposOf is the board repositories of the installations shard syncs,
+// joined by commas: followInstallations's keys.
+func (b *installationBoards) reposOf(shard int) map[int64]string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	out := map[int64][]string{}
+	out := map[int64]string{}
 	for id, repos := range b.byInst {
 		if InstallationShard(id, b.shards) == shard {
-			out[id] = repos
+			out[id] = strings.Join(repos, ",")
 		}
 	}
 	return out
 }
 
-// boardRun is one installation's board sync running in a shard term.
-type boardRun struct {
-	repos string // its repositories, joined: a change restarts it
-	stop  context.CancelFunc
-	done  chan struct{} // closed when its Work returned (stalled, or stopped)
-}
-
 // shardTerm serves one term of shard: at its start and every interval
-// after, it starts a board sync for each installation of the shard with
+// after, it runs a board sync for each installation of the shard with
 // board repositories (its first pass one interval later, in full), and
-// restarts or stops those whose repositories changed or left. A sync's
-// watchdog is its installation's: stallPasses failed passes in a row end
-// that sync alone, which the next interval starts again afresh.
+// restarts or stops those whose repositories changed or left
+// (followInstallations). A sync's watchdog is its installation's:
+// stallPasses failed passes in a row end that sync alone, which the next
+// interval starts again afresh.
 func (b *installationBoards) shardTerm(ctx context.Context, shard int) {
-	running := map[int64]boardRun{}
-	var wg sync.WaitGroup
-	defer func() {
-		for _, r := range running {
-			r.stop()
-		}
-		wg.Wait()
-	}()
-	tick := time.NewTicker(b.interval)
-	defer tick.Stop()
-	for {
-		want := b.reposOf(shard)
-		for id, r := range running {
-			select {
-			case <-r.done:
-				delete(running, id) // its watchdog ended it: start it again
-				continue
-			default:
+	followInstallations(ctx, b.interval, func() map[int64]string { return b.reposOf(shard) },
+		func(ctx context.Context, id int64, repos string) {
+			if bs := b.newSync(id, strings.Split(repos, ",")); bs != nil {
+				bs.Work(ctx)
 			}
-			if strings.Join(want[id], ",") != r.repos {
-				r.stop()
-				delete(running, id)
-			}
-		}
-		for id, repos := range want {
-			if _, ok := running[id]; ok {
-				continue
-			}
-			if bs := b.newSync(id, repos); bs != nil {
-				ictx, stop := context.WithCancel(ctx)
-				r := boardRun{repos: strings.Join(repos, ","), stop: stop, done: make(chan struct{})}
-				running[id] = r
-				wg.Go(func() {
-					defer close(r.done)
-					bs.Work(ictx)
-				})
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-	}
+		})
 }
 
 // newSync is installation id's board sync of repos through its client;
