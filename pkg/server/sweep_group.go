@@ -165,12 +165,8 @@ func (g *installationSweeps) sweepInstallation(ctx context.Context, id int64, sl
 		sitOut := stallPasses * g.interval
 		sw.cfg.Logger.Warn("sweep: installation parked: its passes keep failing; the shard's other installations go on", "for", sitOut.String(), "err", err)
 		g.note(id, nil, false)
-		t := time.NewTimer(sitOut)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !sleepCtx(ctx, sitOut) {
 			return
-		case <-t.C:
 		}
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
-	"time"
 
 	"github.com/google/go-github/v88/github"
 )
@@ -118,12 +117,8 @@ func (s *Server) runApp(ctx context.Context) {
 			s.log.Warn("looking installations up failed; the periodic re-list will", "err", err)
 		}
 		cancel()
-		t := time.NewTimer(s.cfg.SweepInterval)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !sleepCtx(ctx, s.cfg.SweepInterval) {
 			return
-		case <-t.C:
 		}
 	}
 }
