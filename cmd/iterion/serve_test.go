@@ -45,7 +45,6 @@ func TestServeValidatesConfigNamingTheFlag(t *testing.T) {
 		{"app installation negative", []string{"--api-token", "a", "--github-app-id", "1", "--github-installation-id", "-2", "--github-private-key-file", "k.pem"}, env(), "--github-installation-id -2"},
 		{"sweep shards zero", append(base, "--sweep-shards", "0"), env(), "--sweep-shards 0"},
 		{"installation concurrency zero", append(base, "--installation-concurrency", "0"), env(), "--installation-concurrency 0"},
-		{"board in app mode", []string{"--api-token", "a", "--github-app-id", "1", "--github-private-key-file", "k.pem", "--board-repos", "acme/app"}, env(), "--board-repos in App mode"},
 		{"app without key", []string{"--api-token", "a", "--github-app-id", "1", "--github-installation-id", "2"}, env(), "--github-private-key-file"},
 		{"sweep interval zero", append(base, "--sweep-interval", "0s"), env(), "--sweep-interval"},
 		{"sweep interval not a duration", append(base, "--sweep-interval", "often"), env(), "sweep-interval"},

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"iterion.dev/iterion/internal/testing/forgetest"
+	"iterion.dev/iterion/pkg/board"
 	"iterion.dev/iterion/pkg/forge"
 	"iterion.dev/iterion/pkg/forge/forgesim"
 	"iterion.dev/iterion/pkg/gaterun"
@@ -91,24 +93,7 @@ func startAppReplicas(t *testing.T, c *cluster, next http.RoundTripper, n int, i
 		r.app = app
 		cfg := server.Config{Runs: c.runs, Leases: c.leases, App: app, SweepShards: shards, APIToken: apiToken, WebhookSecret: webhookSecret,
 			Owner: r.owner, SweepInterval: interval, Registry: reg, OnLeaseEvent: c.tl.onEvent, OnSweep: c.tl.onSweep}
-		if mod != nil {
-			mod(&cfg)
-		}
-		srv, err := server.NewForComparison(cfg, c.cmp)
-		if err != nil {
-			t.Fatalf("server.NewForComparison: %v", err)
-		}
-		r.handler = srv.Handler()
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- srv.Run(ctx, nil) }()
-		r.stop = sync.OnceFunc(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("%s: Run = %v, want nil after its context is done", r.owner, err)
-			}
-		})
-		c.replicas = append(c.replicas, r)
+		c.start(t, r, cfg, mod)
 	}
 }
 
@@ -560,6 +545,49 @@ func TestAppModeAHangingInstallationIsParkedAlone(t *testing.T) {
 		}
 		if terms := shardTerms(c); len(terms) != 1 {
 			t.Errorf("shard terms %d, want the one: a parked installation does not end its shard's term", len(terms))
+		}
+	})
+}
+
+// TestAppModeBoardSyncsEachRepositoryThroughItsInstallation pins the
+// board group in App mode: each board repository is synced by the shard of
+// the installation that covers it, through that installation's client (the
+// simulator refuses a token whose installation does not cover the
+// repository, and refuses none), and a repository no installation covers
+// is left out without stopping the others.
+func TestAppModeBoardSyncsEachRepositoryThroughItsInstallation(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, next := newAppCluster(t, 3, false)
+		seedIssues(t, "org-1/repo-1#5", "org-3/repo-1#6", "acme/none#7")(c.sim)
+		cards := board.NewMemoryStore()
+		startAppReplicas(t, c, next, 1, time.Minute, 4, func(cfg *server.Config) {
+			cfg.Board, cfg.BoardRepos, cfg.BoardInterval = cards, []string{"org-1/repo-1", "org-3/repo-1", "acme/none"}, time.Minute
+		})
+		time.Sleep(3*time.Minute + time.Second)
+		synctest.Wait()
+		c.replicas[0].stop()
+
+		got, err := cards.Cards(context.Background(), board.Query{Limit: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var repos []string
+		for _, card := range got {
+			repos = append(repos, card.Repo)
+		}
+		slices.Sort(repos)
+		if repos = slices.Compact(repos); !slices.Equal(repos, []string{"org-1/repo-1", "org-3/repo-1"}) {
+			t.Errorf("cards of %v, want org-1/repo-1 and org-3/repo-1: each covered board repository is synced, the uncovered one left out", repos)
+		}
+		for _, id := range []int64{1, 3} {
+			if n := requestsBy(c.sim, id, issuesRoute, http.StatusOK); n == 0 {
+				t.Errorf("installation %d: no issue list with its tokens, want its repository listed through its client", id)
+			}
+		}
+		for _, rc := range c.sim.Stats().Requests {
+			if installationTokenOf(rc.Token) != 0 && rc.Status >= 400 {
+				t.Errorf("simulator answered %d %s to token %s %d times, want no refusal", rc.Status, rc.Route, rc.Token, rc.Count)
+			}
 		}
 	})
 }

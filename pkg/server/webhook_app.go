@@ -7,7 +7,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"time"
+	"sync"
 
 	"github.com/google/go-github/v88/github"
 )
@@ -80,6 +80,20 @@ func (g *installationSweeps) lookUp() {
 	}
 }
 
+// startAppNets starts App mode's nets on nets until ctx is done: the
+// installations' re-lists and look-ups (runApp), the sweeper group and,
+// with board repositories, the board group.
+func (s *Server) startAppNets(ctx context.Context, nets *sync.WaitGroup) {
+	if s.cmp.NoLease {
+		s.log.Warn("--no-lease has no effect on App mode's groups")
+	}
+	nets.Go(func() { s.runApp(ctx) })
+	nets.Go(func() { s.sweeps.run(ctx) })
+	if s.boards != nil {
+		nets.Go(func() { s.boards.run(ctx) })
+	}
+}
+
 // runApp keeps the App client's installations current until ctx is done:
 // its periodic re-list (AppClient.Run), and the re-lists lookUp asks for,
 // at most one per sweep interval, so a stream of events from an unknown
@@ -103,12 +117,8 @@ func (s *Server) runApp(ctx context.Context) {
 			s.log.Warn("looking installations up failed; the periodic re-list will", "err", err)
 		}
 		cancel()
-		t := time.NewTimer(s.cfg.SweepInterval)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !sleepCtx(ctx, s.cfg.SweepInterval) {
 			return
-		case <-t.C:
 		}
 	}
 }
