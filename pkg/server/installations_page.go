@@ -20,49 +20,49 @@ const errNoApp = "this server serves no GitHub App: it runs with a forge token o
 // installationRowsOf reads the view's parameters and answers its common
 // failures (404 without an App, 400 naming a bad parameter, 501 or 503
 // when a store cannot or does not answer); else it returns the query and
-// every installation's row, by ID, with the shard count. ok is false when
-// it has answered.
-func (s *Server) installationRowsOf(w http.ResponseWriter, r *http.Request) (q installationsQuery, rows []InstallationView, shards int, ok bool) {
+// every installation's row, by ID, with each shard's holder ("" unheld).
+// ok is false when it has answered.
+func (s *Server) installationRowsOf(w http.ResponseWriter, r *http.Request) (q installationsQuery, rows []InstallationView, holders []string, ok bool) {
 	app := s.cfg.App
 	if app == nil {
 		writeError(w, http.StatusNotFound, errNoApp)
-		return q, nil, 0, false
+		return q, nil, nil, false
 	}
 	q, err := parseInstallationsQuery(r.URL.Query().Get)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
-		return q, nil, 0, false
+		return q, nil, nil, false
 	}
 	insp, canList := s.cfg.Leases.(lease.Inspector)
 	if !canList {
 		writeError(w, http.StatusNotImplemented, "the lease store cannot list its leases, so the shards' holders are not known")
-		return q, nil, 0, false
+		return q, nil, nil, false
 	}
 	runs, keeps := s.cfg.Runs.(gaterun.InstallationStore)
 	if !keeps {
 		writeError(w, http.StatusNotImplemented, "the run store keeps no installation records (gaterun.InstallationStore)")
-		return q, nil, 0, false
+		return q, nil, nil, false
 	}
 	ctx, cancel := s.storeCtx(r)
 	defer cancel()
 	hs, err := insp.Holders(ctx)
 	if err != nil {
 		s.unavailable(w, "leases not read: "+err.Error())
-		return q, nil, 0, false
+		return q, nil, nil, false
 	}
 	sweeps, err := runs.Sweeps(ctx)
 	if err != nil {
 		s.unavailable(w, "installation sweeps not read: "+err.Error())
-		return q, nil, 0, false
+		return q, nil, nil, false
 	}
 	open, err := runs.OpenRuns(ctx)
 	if err != nil {
 		s.unavailable(w, "open runs not counted: "+err.Error())
-		return q, nil, 0, false
+		return q, nil, nil, false
 	}
 	now := s.cfg.Now()
-	shards = s.cfg.SweepShards
-	holders := make([]string, shards)
+	shards := s.cfg.SweepShards
+	holders = make([]string, shards)
 	for _, g := range lease.Groups(hs, now) {
 		if g.Name == MergeGateSweeper().Name && g.Shards == shards {
 			holders = g.Holders
@@ -77,18 +77,18 @@ func (s *Server) installationRowsOf(w http.ResponseWriter, r *http.Request) (q i
 		shardOf: func(id int64) int { return InstallationShard(id, shards) }, holders: holders,
 		sweeps: bySweep, local: app.Budgets, open: open,
 	})
-	return q, rows, shards, true
+	return q, rows, holders, true
 }
 
 // getInstallationsJSON is GET /api/installations?sort=&limit=&cursor=
 // (page token): one page of Installations; 400 naming a bad parameter;
 // 404 with {"error"} when the server serves no App.
 func (s *Server) getInstallationsJSON(w http.ResponseWriter, r *http.Request) {
-	q, rows, shards, ok := s.installationRowsOf(w, r)
+	q, rows, holders, ok := s.installationRowsOf(w, r)
 	if !ok {
 		return
 	}
-	out := Installations{AsOf: s.cfg.Now().UTC(), Shards: shards}
+	out := Installations{AsOf: s.cfg.Now().UTC(), Shards: len(holders)}
 	out.Installations, out.Next = pageOf(rows, q)
 	writeJSON(w, http.StatusOK, out)
 }
@@ -97,11 +97,11 @@ func (s *Server) getInstallationsJSON(w http.ResponseWriter, r *http.Request) {
 // every installation, then one page of them, the lowest budget first
 // unless ?sort=id.
 func (s *Server) getInstallationsPage(w http.ResponseWriter, r *http.Request) {
-	q, rows, shards, ok := s.installationRowsOf(w, r)
+	q, rows, holders, ok := s.installationRowsOf(w, r)
 	if !ok {
 		return
 	}
-	body := installationsBody{Summary: summarize(rows, shards, s.cfg.Owner), Sort: q.sort, First: q.after == nil}
+	body := installationsBody{Summary: summarize(rows, holders, s.cfg.Owner), Sort: q.sort, First: q.after == nil}
 	var next string
 	body.Rows, next = pageOf(rows, q)
 	if next != "" {
@@ -128,14 +128,19 @@ type installationsSummary struct {
 	Lowest *InstallationView
 }
 
-// summarize counts rows for the summary line.
-func summarize(rows []InstallationView, shards int, self string) installationsSummary {
-	sum := installationsSummary{Installations: len(rows), Shards: shards}
-	held := map[int]string{}
+// summarize counts rows and the shards' holders for the summary line.
+func summarize(rows []InstallationView, holders []string, self string) installationsSummary {
+	sum := installationsSummary{Installations: len(rows), Shards: len(holders)}
+	for _, h := range holders {
+		switch h {
+		case "":
+			sum.UnheldShards++
+		case self:
+			sum.HeldHere++
+		}
+	}
 	for _, v := range rows {
-		if v.Holder != "" {
-			held[v.Shard] = v.Holder
-		} else {
+		if v.Holder == "" {
 			sum.Unswept++
 		}
 		if v.LastPass == nil {
@@ -144,12 +149,6 @@ func summarize(rows []InstallationView, shards int, self string) installationsSu
 		sum.RunsOpen += v.RunsOpen
 		if budgetKey(v) < budgetKeyOf(sum.Lowest) {
 			sum.Lowest = &v
-		}
-	}
-	sum.UnheldShards = shards - len(held)
-	for _, h := range held {
-		if h == self {
-			sum.HeldHere++
 		}
 	}
 	return sum
