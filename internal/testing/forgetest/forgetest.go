@@ -28,7 +28,7 @@ import (
 )
 
 // StartSim serves a forge simulator on an httptest.Server closed at cleanup.
-func StartSim(t *testing.T, opts ...forgesim.Option) (*forgesim.Sim, *httptest.Server) {
+func StartSim(t testing.TB, opts ...forgesim.Option) (*forgesim.Sim, *httptest.Server) {
 	t.Helper()
 	sim := forgesim.New(opts...)
 	srv := httptest.NewServer(sim)
@@ -49,7 +49,7 @@ func NewForge(t *testing.T, baseURL string, next http.RoundTripper, token string
 
 // AppKey returns a fresh PEM-encoded RSA private key, as a GitHub App's:
 // the simulator trusts every App, so any key mints installation tokens.
-func AppKey(t *testing.T) []byte {
+func AppKey(t testing.TB) []byte {
 	t.Helper()
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
