@@ -591,3 +591,37 @@ func TestAppModeBoardSyncsEachRepositoryThroughItsInstallation(t *testing.T) {
 		}
 	})
 }
+
+// TestAppModeRunsFollowTheirRepositoryToAnotherInstallation pins that the
+// unsettled runs of a repository an installation_repositories event adds
+// to an installation move to it: the run stored under installation 1
+// (or under none, before App mode) is then swept through installation 2's
+// token.
+func TestAppModeRunsFollowTheirRepositoryToAnotherInstallation(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, next := newAppCluster(t, 2, false)
+		startAppReplicas(t, c, next, 1, time.Minute, 4, nil)
+		r := c.replicas[0]
+		defer r.stop()
+		run := appRun(1)
+		if _, err := c.runs.Put(context.Background(), run, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.sim.AddInstallationRepos(2, run.Repo); err != nil {
+			t.Fatal(err)
+		}
+		body := fmt.Sprintf(`{"action":"added","installation":{"id":2,"account":{"login":"org-2"}},"repository_selection":"selected",`+
+			`"repositories_added":[{"full_name":%q}],"repositories_removed":[]}`, run.Repo)
+		if code, body := r.call(t, "POST", "/webhooks/github", "installation_repositories", body); code != http.StatusOK || !strings.Contains(body, `"runs_moved":1`) {
+			t.Fatalf("installation_repositories added: %d %s, want 200 with one run moved", code, body)
+		}
+		if got, err := c.runs.Get(context.Background(), run.ID); err != nil || got.Installation != 2 {
+			t.Errorf("run after its repository moved: %+v, %v; want installation 2", got, err)
+		}
+		time.Sleep(2*time.Minute + time.Second)
+		synctest.Wait()
+		if got := requestsBy(c.sim, 2, statusRoute, http.StatusCreated); got != 1 {
+			t.Errorf("statuses written with installation 2's tokens: %d, want 1: the moved run is swept through its new installation", got)
+		}
+	})
+}
