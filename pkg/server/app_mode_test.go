@@ -625,3 +625,32 @@ func TestAppModeRunsFollowTheirRepositoryToAnotherInstallation(t *testing.T) {
 		}
 	})
 }
+
+// TestAppModeARepositoryCostsTheAppOneLookUpAcrossReplicas pins that a
+// repository's installation is asked of GitHub once for the deployment,
+// not once per replica: a replica that meets a repository another already
+// stored a run of takes the installation from the store.
+func TestAppModeARepositoryCostsTheAppOneLookUpAcrossReplicas(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, next := newAppCluster(t, 2, false)
+		startAppReplicas(t, c, next, 3, time.Minute, 4, nil)
+		defer func() {
+			for _, r := range c.replicas {
+				r.stop()
+			}
+		}()
+		for pull, r := range c.replicas {
+			sha := strings.Repeat(fmt.Sprint(pull+1), 40)
+			if code, body := r.call(t, "POST", "/api/runs", "", fmt.Sprintf(`{"repo":"org-2/repo-1","pull":%d,"head_sha":%q,"verdict":"success"}`, pull+1, sha)); code != http.StatusCreated {
+				t.Fatalf("%s: POST /api/runs = %d %s, want 201", r.owner, code, body)
+			}
+		}
+		if n := c.sim.Requests(forgesim.Filter{Route: "GET /repos/{owner}/{repo}/installation"}); n != 1 {
+			t.Errorf("repository installation look-ups: %d for 3 replicas, want 1: the store tells the others", n)
+		}
+		runs, err := c.runs.List(context.Background(), gaterun.Query{Installation: 2, Limit: 10})
+		if err != nil || len(runs) != 3 {
+			t.Errorf("runs of installation 2: %d, %v; want the 3", len(runs), err)
+		}
+	})
+}
