@@ -591,3 +591,66 @@ func TestAppModeBoardSyncsEachRepositoryThroughItsInstallation(t *testing.T) {
 		}
 	})
 }
+
+// TestAppModeRunsFollowTheirRepositoryToAnotherInstallation pins that the
+// unsettled runs of a repository an installation_repositories event adds
+// to an installation move to it: the run stored under installation 1
+// (or under none, before App mode) is then swept through installation 2's
+// token.
+func TestAppModeRunsFollowTheirRepositoryToAnotherInstallation(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, next := newAppCluster(t, 2, false)
+		startAppReplicas(t, c, next, 1, time.Minute, 4, nil)
+		r := c.replicas[0]
+		defer r.stop()
+		run := appRun(1)
+		if _, err := c.runs.Put(context.Background(), run, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.sim.AddInstallationRepos(2, run.Repo); err != nil {
+			t.Fatal(err)
+		}
+		body := fmt.Sprintf(`{"action":"added","installation":{"id":2,"account":{"login":"org-2"}},"repository_selection":"selected",`+
+			`"repositories_added":[{"full_name":%q}],"repositories_removed":[]}`, run.Repo)
+		if code, body := r.call(t, "POST", "/webhooks/github", "installation_repositories", body); code != http.StatusOK || !strings.Contains(body, `"runs_moved":1`) {
+			t.Fatalf("installation_repositories added: %d %s, want 200 with one run moved", code, body)
+		}
+		if got, err := c.runs.Get(context.Background(), run.ID); err != nil || got.Installation != 2 {
+			t.Errorf("run after its repository moved: %+v, %v; want installation 2", got, err)
+		}
+		time.Sleep(2*time.Minute + time.Second)
+		synctest.Wait()
+		if got := requestsBy(c.sim, 2, statusRoute, http.StatusCreated); got != 1 {
+			t.Errorf("statuses written with installation 2's tokens: %d, want 1: the moved run is swept through its new installation", got)
+		}
+	})
+}
+
+// TestAppModeARepositoryCostsTheAppOneLookUpAcrossReplicas pins that a
+// repository's installation is asked of GitHub once for the deployment,
+// not once per replica: a replica that meets a repository another already
+// stored a run of takes the installation from the store.
+func TestAppModeARepositoryCostsTheAppOneLookUpAcrossReplicas(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, next := newAppCluster(t, 2, false)
+		startAppReplicas(t, c, next, 3, time.Minute, 4, nil)
+		defer func() {
+			for _, r := range c.replicas {
+				r.stop()
+			}
+		}()
+		for pull, r := range c.replicas {
+			sha := strings.Repeat(fmt.Sprint(pull+1), 40)
+			if code, body := r.call(t, "POST", "/api/runs", "", fmt.Sprintf(`{"repo":"org-2/repo-1","pull":%d,"head_sha":%q,"verdict":"success"}`, pull+1, sha)); code != http.StatusCreated {
+				t.Fatalf("%s: POST /api/runs = %d %s, want 201", r.owner, code, body)
+			}
+		}
+		if n := c.sim.Requests(forgesim.Filter{Route: "GET /repos/{owner}/{repo}/installation"}); n != 1 {
+			t.Errorf("repository installation look-ups: %d for 3 replicas, want 1: the store tells the others", n)
+		}
+		runs, err := c.runs.List(context.Background(), gaterun.Query{Installation: 2, Limit: 10})
+		if err != nil || len(runs) != 3 {
+			t.Errorf("runs of installation 2: %d, %v; want the 3", len(runs), err)
+		}
+	})
+}

@@ -64,13 +64,24 @@ func appForge(app *forge.AppClient) forgeOf {
 	}
 }
 
-// installationOf is the App installation that covers repo ("owner/name"),
-// resolved within OfferTimeout (AppClient.ForRepo: cached, kept current by
-// the installation webhooks); 0 without an App. An error wraps
-// forge.ErrNotInstalled when no installation covers repo.
+// installationOf is the App installation that covers repo ("owner/name");
+// 0 without an App. A stored run of repo names it, when the App client
+// knows that installation (a store read every replica shares, so a
+// repository costs the App's budget once, not once per replica); else it
+// is resolved within OfferTimeout (AppClient.ForRepo: cached, kept current
+// by the installation webhooks). An error wraps forge.ErrNotInstalled when
+// no installation covers repo.
 func (s *Server) installationOf(ctx context.Context, repo string) (int64, error) {
 	if s.cfg.App == nil {
 		return 0, nil
+	}
+	sctx, scancel := context.WithTimeout(ctx, s.cfg.StoreTimeout)
+	runs, err := s.cfg.Runs.List(sctx, gaterun.Query{Host: s.cfg.ForgeHost, Repo: repo, Limit: 1})
+	scancel()
+	if err == nil && len(runs) == 1 && runs[0].Installation > 0 {
+		if _, err := s.cfg.App.Installation(runs[0].Installation); err == nil {
+			return runs[0].Installation, nil
+		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.OfferTimeout)
 	defer cancel()
