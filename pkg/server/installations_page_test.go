@@ -216,9 +216,10 @@ func TestInstallationsShowEveryInstallationAlikeFromEveryReplica(t *testing.T) {
 // TestInstallationsBudgetIsTheFreshestFigure pins where a budget comes
 // from: the serving replica's own figure when it is fresher than the one
 // recorded with the last pass (within one window, the lesser remaining),
-// the recorded one otherwise.
+// the recorded one otherwise; and a figure whose window has reset counts
+// as the whole limit.
 func TestInstallationsBudgetIsTheFreshestFigure(t *testing.T) {
-	f := newViewFixture(t, 1)
+	f := newViewFixture(t, 2)
 	a, b := f.replica(t, "replica-a"), f.replica(t, "replica-b")
 	a.spend(t, 1, 2)
 	a.srv.RecordSweepPass(server.SweepPass{Owner: "replica-a", Installation: 1, At: pageNow, Complete: true})
@@ -231,10 +232,18 @@ func TestInstallationsBudgetIsTheFreshestFigure(t *testing.T) {
 		{a, forgesim.DefaultBudget - 2, "a knows only its own figure and the one it recorded"},
 		{b, forgesim.DefaultBudget - 5, "b's own figure is later in the same window than the recorded one"},
 	} {
-		v := c.r.installations(t, "").Installations[0]
+		v := c.r.installations(t, "sort=id").Installations[0]
 		if v.CoreRemaining == nil || *v.CoreRemaining != c.want {
 			t.Errorf("%s: core_remaining %s, want %d: %s", c.r.owner, row(v), c.want, c.why)
 		}
+	}
+	reset := pageNow.Add(-time.Minute)
+	if err := f.runs.RecordSweeps(context.Background(), []gaterun.InstallationSweep{{Installation: 2, At: pageNow.Add(-time.Hour), Owner: "replica-a",
+		Budgets: []forge.RateLimit{{Resource: "core", Limit: 5000, Remaining: 3, Reset: reset}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if v := b.installations(t, "sort=id").Installations[1]; v.CoreRemaining == nil || *v.CoreRemaining != 5000 {
+		t.Errorf("installation 2 with 3 left in a window that reset at %v: %s, want 5000: a reset window is whole again", reset, row(v))
 	}
 }
 
@@ -474,6 +483,9 @@ func TestInstallationsShowTheSweepersPassesOnEveryReplica(t *testing.T) {
 			want := holderOf[lease.ShardName(server.MergeGateSweeper().Name, shards, a.Shard)]
 			if a.Holder != want || a.Holder == "" {
 				t.Errorf("installation %d: holder %q, want %q, the owner of its shard's lease", a.ID, a.Holder, want)
+			}
+			if a.GraphQLRemaining == nil || b.GraphQLRemaining == nil || *a.GraphQLRemaining != *b.GraphQLRemaining {
+				t.Errorf("installation %d: graphql_remaining %s and %s, want one figure on both: the sweeper's queries spend it and its pass records it", a.ID, row(a), row(b))
 			}
 			if a.LastPass == nil || now.Sub(*a.LastPass) > 2*time.Minute {
 				t.Errorf("installation %d: last pass %v, want one in the last two intervals before %v", a.ID, a.LastPass, now)
