@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -117,23 +116,10 @@ func (r *viewReplica) spend(t *testing.T, id int64, n int) {
 	}
 }
 
-// get GETs path with the API token and returns the status and body.
+// get GETs path with header and returns the status and body.
 func (r *viewReplica) get(t *testing.T, path string, header map[string]string) (int, string) {
 	t.Helper()
-	req, err := http.NewRequest("GET", r.url+path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k, v := range header {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	return (&httpFixture{url: r.url}).do(t, "GET", path, header, "")
 }
 
 // installations GETs /api/installations?query and decodes it.
