@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/google/go-github/v88/github"
+
 	"iterion.dev/iterion/pkg/gaterun"
 )
 
@@ -73,6 +74,9 @@ func (s *Server) appWebhook(w http.ResponseWriter, r *http.Request, event string
 // it returns how many moved.
 func (s *Server) moveRuns(ctx context.Context, id int64, repos []*github.Repository) (int, error) {
 	moved := 0
+	if id <= 0 {
+		return 0, nil // an event without an installation moves nothing
+	}
 	for _, repo := range repos {
 		q := gaterun.Query{Host: s.cfg.ForgeHost, Repo: repo.GetFullName(), State: gaterun.StateUnsettled, Limit: DefaultRunsLimit}
 		if q.Validate() != nil {
