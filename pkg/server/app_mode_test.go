@@ -347,11 +347,7 @@ func TestAppModeInstallationsComeAndGoMidTerm(t *testing.T) {
 		const interval, shards = time.Minute, 2
 		c, next := newAppCluster(t, 2, true)
 		startAppReplicas(t, c, next, 2, interval, shards, nil)
-		defer func() {
-			for _, r := range c.replicas {
-				r.stop()
-			}
-		}()
+		defer c.stopAll()
 		time.Sleep(5*interval + interval/2) // the two replicas settle to a shard each
 		synctest.Wait()
 		terms := len(shardTerms(c))
@@ -663,11 +659,7 @@ func TestAppModeARepositoryCostsTheAppOneLookUpAcrossReplicas(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c, next := newAppCluster(t, 2, false)
 		startAppReplicas(t, c, next, 3, time.Minute, 4, nil)
-		defer func() {
-			for _, r := range c.replicas {
-				r.stop()
-			}
-		}()
+		defer c.stopAll()
 		for pull, r := range c.replicas {
 			sha := strings.Repeat(fmt.Sprint(pull+1), 40)
 			if code, body := r.call(t, "POST", "/api/runs", "", fmt.Sprintf(`{"repo":"org-2/repo-1","pull":%d,"head_sha":%q,"verdict":"success"}`, pull+1, sha)); code != http.StatusCreated {

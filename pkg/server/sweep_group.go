@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"iterion.dev/iterion/internal/clock"
 	"iterion.dev/iterion/pkg/forge"
 	"iterion.dev/iterion/pkg/gaterun"
 	"iterion.dev/iterion/pkg/lease"
@@ -169,7 +170,7 @@ func (g *installationSweeps) sweepInstallation(ctx context.Context, id int64, sl
 		sitOut := stallPasses * g.interval
 		sw.cfg.Logger.Warn("sweep: installation parked: its passes keep failing; the shard's other installations go on", "for", sitOut.String(), "err", err)
 		g.note(id, nil, false)
-		if !sleepCtx(ctx, sitOut) {
+		if !clock.Sleep(ctx, sitOut) {
 			return
 		}
 	}
