@@ -107,13 +107,13 @@ func (s *Server) refuseInstallation(w http.ResponseWriter, repo string, err erro
 }
 
 // followInstallations serves a shard term's installations until ctx is
-// done: at once and at every interval after, want names the installations
-// to serve, each with a key, and run(ctx, id, key) serves each in a
+// done: at once, at every interval after, and whenever wake (nil: never)
+// is closed, want names the installations to serve, each with a key, and run(ctx, id, key) serves each in a
 // goroutine of its own, whose ctx ends when want no longer names the
 // installation or names it with another key (a new run starts with the
 // new key); a run that returned on its own starts again at the next
 // interval. It returns once every run has.
-func followInstallations(ctx context.Context, interval time.Duration, want func() map[int64]string, run func(ctx context.Context, id int64, key string)) {
+func followInstallations(ctx context.Context, interval time.Duration, wake func() <-chan struct{}, want func() map[int64]string, run func(ctx context.Context, id int64, key string)) {
 	type running struct {
 		key  string
 		stop context.CancelFunc
@@ -129,7 +129,11 @@ func followInstallations(ctx context.Context, interval time.Duration, want func(
 	}()
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
+	if wake == nil {
+		wake = func() <-chan struct{} { return nil }
+	}
 	for {
+		woken := wake() // before want: a change after it wakes the next round
 		keys := want()
 		for id, r := range runs {
 			select {
@@ -159,6 +163,7 @@ func followInstallations(ctx context.Context, interval time.Duration, want func(
 		case <-ctx.Done():
 			return
 		case <-tick.C:
+		case <-woken:
 		}
 	}
 }
