@@ -9,6 +9,7 @@ import (
 	"math"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	graphql "github.com/graph-gophers/graphql-go"
@@ -277,8 +278,10 @@ type gqlCall struct {
 	s    *Sim
 	tok  string
 	rate gqlRateLimit
-	// reads are the pull requests the query resolved (clock_stats.go).
-	reads []pullRef
+	// reads are the pull requests the query resolved (clock_stats.go);
+	// readsMu guards it, as resolvers run concurrently.
+	readsMu sync.Mutex
+	reads   []pullRef
 }
 
 type gqlCallKey struct{}
@@ -349,7 +352,9 @@ func (g *gqlRepo) PullRequest(ctx context.Context, args struct{ Number int32 }) 
 		return nil, &gqlError{Type: "NOT_FOUND", Message: fmt.Sprintf("Could not resolve to a PullRequest with the number of %d.", args.Number)}
 	}
 	call := callOf(ctx)
+	call.readsMu.Lock()
 	call.reads = append(call.reads, pullRef{repo: g.rp.owner + "/" + g.rp.name, number: is.number})
+	call.readsMu.Unlock()
 	return &gqlPull{rp: g.rp, is: is}, nil
 }
 
