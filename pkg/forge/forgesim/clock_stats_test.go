@@ -175,6 +175,13 @@ func TestInjectedBadGatewaysAreChargedAndDeliverNothing(t *testing.T) {
 		if rec := call(sim, "POST", "/graphql", "t", strings.NewReader(gqlBody(pullsQuery(10)))); rec.Code != 200 {
 			t.Errorf("after SetGraphQLFaults(zero): got %d, want 200: the faults stop", rec.Code)
 		}
+		slow := flat()
+		slow.GraphQLBase = 20 * time.Second
+		mustOK(t, sim.SetLatency(slow))
+		if rec := call(sim, "POST", "/graphql", "t", strings.NewReader(gqlBody(pullsQuery(10)))); rec.Code != 504 {
+			t.Errorf("after SetLatency(a 20-s query): got %d, want 504: the new model answers", rec.Code)
+		}
+		mustOK(t, sim.SetLatency(flat()))
 		mustOK(t, sim.SetGraphQLFaults(forgesim.GraphQLFaults{BadGatewayShare: 0.01, Seed: 1}))
 		bad := 0
 		for range 2000 {

@@ -82,3 +82,17 @@ func (s *Sim) ctlFaults(r *http.Request) reply {
 	}
 	return ctlReply(s.SetGraphQLFaults(f))
 }
+
+// SetLatency replaces the latency model from now on, as WithLatency sets
+// it (a harness or a test ends the model's timeouts with a model without
+// a tail); an invalid l changes nothing and returns an error naming the
+// field (Validate).
+func (s *Sim) SetLatency(l Latency) error {
+	if err := l.Validate(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	WithLatency(l)(s)
+	return nil
+}
