@@ -224,7 +224,9 @@ func (st *sweepTerm) note(run gaterun.Run, out outcome, now time.Time, interval 
 // the interval), and waits until that fits. A pass stops, at its cursor,
 // when the wait and the batch (judged by the mean time of its batches)
 // would take it past its interval; the next pass resumes the window
-// there. Such a pass is complete (it did its share) but Behind.
+// there, and when it reaches the window's end with time left, goes round
+// to the window's start, up to the runs it offered. Such a pass is
+// complete (it did its share) but Behind.
 //
 // A batch that times out (forge.ErrQueryTimeout) is offered again in
 // halves, down to minSweepBatch, and the pass goes on; the term keeps the

@@ -107,6 +107,14 @@ func (s *sweeper) pass(ctx context.Context, st *sweepTerm) (_ SweepPass, resume 
 	}
 	p.Since = shallowSince
 	cur, stop, resume := s.offerSince(ctx, ps, shallowSince, shallowCur)
+	if stop == stopDone && !p.Deep && shallowCur != (gaterun.Cursor{}) {
+		// Resumed mid-window, the pass reached the window's end with time
+		// left: it goes round to the window's start, skipping the runs it
+		// offered, so no interval's time is left idle while runs wait.
+		ps.skip = true
+		cur, stop, resume = s.offerSince(ctx, ps, shallowSince, gaterun.Cursor{})
+		ps.skip = false
+	}
 	// Only a pass out of time resumes the shallow window at its cursor;
 	// after a failure or a limit it starts afresh, so no run of the last
 	// hour is left for the deep window.
@@ -154,7 +162,7 @@ func (s *sweeper) pass(ctx context.Context, st *sweepTerm) (_ SweepPass, resume 
 	log("sweep pass", "term", p.Term, "pass", p.Pass, "deep", p.Deep,
 		"since", p.Since, "offered", p.Offered, "backing_off", p.BackingOff,
 		"forge_reads", p.ForgeReads, "forge_errors", p.ForgeErrors, "forge_time", p.ForgeTime, "waited", p.Waited,
-		"batch", p.Batch, "complete", p.Complete, "behind", p.Behind, "resume", resume)
+		"batch", p.Batch, "complete", p.Complete, "behind", p.Behind, "resume", resume, "took", s.cfg.Now().Sub(p.At))
 	if s.cfg.OnPass != nil {
 		s.cfg.OnPass(p)
 	}

@@ -388,3 +388,45 @@ func TestSweepShallowFirstDeepWithinItsPeriod(t *testing.T) {
 		}
 	})
 }
+
+// TestSweepShallowWindowGoesRoundFromItsCursor pins the shallow window's
+// cursor across passes against the simulator (no tail: every 100-pull
+// query 1.5 s): with 2,000 runs in the shallow window, more than one
+// pass's time, once the term's first deep window is done (pass 4), each
+// pass resumes where the last stopped and, reaching the window's end with
+// time left, goes round to its start: every such pass spends its time on
+// runs (none offers fewer than 1,300, where stopping at the window's end
+// would offer 600), and no run goes unchecked for 2 passes in a row.
+func TestSweepShallowWindowGoesRoundFromItsCursor(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const n = 2000
+		sim := forgesim.New(forgesim.WithLatency(steadyLatency()))
+		fc, runs, stopSim := seedSweepRuns(t, sim, n, 0)
+		defer stopSim()
+		offer := &seenOfferer{Offerer: server.NewReconciler(runs, fc, nil), seen: make(map[string]int)}
+		rec := &sweepRecorder{sim: sim}
+		var seen []map[string]int
+		sw := server.NewSweeper(server.SweeperConfig{Runs: runs, Offer: offer, Interval: time.Minute,
+			OnPass: func(p server.SweepPass) { rec.onPass(p); seen = append(seen, offer.take()) }})
+		passes := sweepFor(sw, rec, 8*time.Minute+45*time.Second)
+		if len(passes) != 8 {
+			t.Fatalf("got %d passes in 8 intervals, want 8", len(passes))
+		}
+		for i, p := range passes {
+			t.Logf("pass %d: deep %v, offered %d, forge time %v, waited %v, behind %v", p.Pass, p.Deep, p.Offered, p.ForgeTime, p.Waited, p.Behind)
+			if i >= 4 && (p.Deep || p.Offered < 1300 || len(seen[i]) != p.Offered) {
+				t.Errorf("pass %d: deep %v, offered %d runs (%d distinct), want a shallow pass offering at least 1,300, each once: a pass that reaches the window's end goes round to its start", p.Pass, p.Deep, p.Offered, len(seen[i]))
+			}
+			if i == 0 {
+				continue
+			}
+			for j := 1; j <= n; j++ {
+				id := gateRun(j, fmt.Sprintf("%040d", j), gaterun.VerdictSuccess).ID
+				if seen[i][id] == 0 && seen[i-1][id] == 0 {
+					t.Errorf("run %d unchecked in passes %d and %d: each pass resumes where the last stopped", j, p.Pass-1, p.Pass)
+					break
+				}
+			}
+		}
+	})
+}
