@@ -210,12 +210,17 @@ func seedScale(ctx context.Context, c *cluster, first, last int) ([]runRequest, 
 		go func() {
 			defer wg.Done()
 			for r := range next {
-				err := c.sim.seedPull(ctx, r.Repo, r.Pull, r.HeadSHA)
-				if err == nil {
-					err = c.sim.seedStatus(ctx, r.Repo, r.HeadSHA, gateContext, r.Verdict)
-				}
-				if err == nil {
-					err = seeder.api.postRun(ctx, r)
+				// Every step is idempotent, so a step a loaded machine
+				// timed out is sent again, up to 3 times.
+				var err error
+				for attempt := 0; attempt < 3 && (attempt == 0 || err != nil); attempt++ {
+					err = c.sim.seedPull(ctx, r.Repo, r.Pull, r.HeadSHA)
+					if err == nil {
+						err = c.sim.seedStatus(ctx, r.Repo, r.HeadSHA, gateContext, r.Verdict)
+					}
+					if err == nil {
+						err = seeder.api.postRun(ctx, r)
+					}
 				}
 				if err != nil {
 					mu.Lock()
