@@ -8,7 +8,6 @@ import (
 
 	"iterion.dev/iterion/internal/clock"
 	"iterion.dev/iterion/pkg/forge/forgesim"
-	"iterion.dev/iterion/pkg/server"
 )
 
 // The clock scenario: the batched sweep against a simulator that answers
@@ -196,22 +195,10 @@ func (s clockScenario) one(ctx context.Context, c *cluster, cf clockConfig) (Clo
 		return row, err
 	}
 	defer c.stopAll()
-	// The term's first pass (deep) offers every run, over as many
-	// intervals as its time budget needs; the window opens when it has.
-	firstPass := (server.DeepEvery+1)*iv + time.Minute
-	deadline := time.Now().Add(firstPass)
-	for {
-		snap, err := sweepersOf(ctx, rs)
-		if err != nil {
-			return row, err
-		}
-		if snap.offers >= int64(len(cf.pop)) {
-			break
-		}
-		if time.Now().After(deadline) {
-			return row, fmt.Errorf("%w: the first pass offered %d of %d runs within %v", ErrMeasure, snap.offers, len(cf.pop), firstPass)
-		}
-		clock.Sleep(ctx, 50*time.Millisecond)
+	// The window opens when the first pass, over as many intervals as its
+	// time budget needs, has offered every run.
+	if err := awaitFirstPass(ctx, rs, len(cf.pop), iv); err != nil {
+		return row, err
 	}
 	t0 := time.Now()
 	drifted := cf.pop[:min(clockDrifted, cf.shallow)]
@@ -232,18 +219,8 @@ func (s clockScenario) one(ctx context.Context, c *cluster, cf clockConfig) (Clo
 			}
 		}
 	}
-	type repair struct {
-		n     int
-		after time.Duration
-		err   error
-	}
-	repaired := make(chan repair, 1)
-	rctx, cancel := context.WithCancel(ctx)
-	defer func() { cancel(); <-repaired }()
-	go func() {
-		n, after, err := awaitAgreement(rctx, c.sim, drifted, t0, time.Duration(cf.passes)*iv, iv)
-		repaired <- repair{n, after, err}
-	}()
+	repair := watchRepair(ctx, c.sim, drifted, t0, time.Duration(cf.passes)*iv, iv)
+	defer repair.stop()
 	last, err := c.sim.fullStats(ctx)
 	if err != nil {
 		return row, err
@@ -303,10 +280,8 @@ func (s clockScenario) one(ctx context.Context, c *cluster, cf clockConfig) (Clo
 		row.Passes = append(row.Passes, ps...)
 	}
 	row.Drifted = len(drifted)
-	rp := <-repaired
-	repaired <- rp // for the deferred wait
-	row.Repaired, row.RepairAfter = rp.n, rp.after
-	return row, rp.err
+	row.Repaired, row.RepairAfter, err = repair.result()
+	return row, err
 }
 
 // movedHead is the new head the faults configuration pushes pull request
