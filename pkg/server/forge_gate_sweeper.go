@@ -222,8 +222,8 @@ func (st *sweepTerm) note(run gaterun.Run, out outcome, now time.Time, interval 
 // the forge time of the batches begun within the interval before, adds
 // the longest a batch can take (GitHub's forge.ServerTimeout, scaled to
 // the interval), and waits until that fits. A pass stops, at its cursor,
-// when the wait and the batch (judged by the mean time of its batches)
-// would take it past its interval; the next pass resumes the window
+// when the wait and the batch (judged by that longest time, or the mean of
+// its batches if longer) could take it past its interval; the next pass resumes the window
 // there, and when it reaches the window's end with time left, goes round
 // to the window's start, up to the runs it offered. Such a pass is
 // complete (it did its share) but Behind.

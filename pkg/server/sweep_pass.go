@@ -248,9 +248,10 @@ func (s *sweeper) offerSince(ctx context.Context, ps *sweepPassState, since time
 
 // outOfTime waits, when it must, until one more batch fits in the time
 // budget, and reports whether the pass is out of time instead: the budget
-// would have room only so late that the batch, taking the mean time of
-// the pass's batches so far, would end past the pass's interval, or ctx
-// ended while it waited.
+// would have room only so late that the batch, taking as long as a batch
+// can (longestBatch) or the mean of the pass's batches if longer, could
+// end past the pass's interval, where the watchdog would cut the pass
+// short; or ctx ended while it waited.
 //
 // The budget holds in every window of one interval, across passes: the
 // batches begun within the interval before a batch, plus the longest that
@@ -261,13 +262,13 @@ func (s *sweeper) outOfTime(ctx context.Context, ps *sweepPassState) bool {
 	if s.cfg.TimeShare < 0 {
 		return false
 	}
-	var mean time.Duration
+	next := s.longestBatch()
 	if ps.batches > 0 {
-		mean = ps.p.ForgeTime / time.Duration(ps.batches)
+		next = max(next, ps.p.ForgeTime/time.Duration(ps.batches))
 	}
 	now := s.cfg.Now()
 	at := ps.st.roomAt(now, s.cfg.Interval, ps.budget, s.longestBatch())
-	if at.Add(mean).After(ps.deadline) {
+	if at.Add(next).After(ps.deadline) {
 		return true
 	}
 	if wait := at.Sub(now); wait > 0 {

@@ -33,6 +33,7 @@ type sweepRecorder struct {
 	sim     *forgesim.Sim
 	passes  []server.SweepPass
 	queries []int64
+	took    []time.Duration // each pass's duration, tick to report
 }
 
 func (r *sweepRecorder) onPass(p server.SweepPass) {
@@ -40,6 +41,7 @@ func (r *sweepRecorder) onPass(p server.SweepPass) {
 	defer r.mu.Unlock()
 	r.passes = append(r.passes, p)
 	r.queries = append(r.queries, r.sim.Requests(forgesim.Filter{Route: "POST /graphql"}))
+	r.took = append(r.took, time.Since(p.At))
 }
 
 func (r *sweepRecorder) snapshot() ([]server.SweepPass, []int64) {
@@ -272,11 +274,15 @@ func TestSweepUnderGitHubLatency(t *testing.T) {
 				rec := &sweepRecorder{sim: sim}
 				sw := server.NewSweeper(server.SweeperConfig{Runs: runs, Offer: server.NewReconciler(runs, fc, nil), Interval: time.Minute, OnPass: rec.onPass})
 				passes := sweepFor(sw, rec, 6*time.Minute+59*time.Second)
-				for _, p := range passes {
+				for i, p := range passes {
+					took := rec.took[i]
 					t.Logf("runs %d pass %d: forge time %v, waited %v, offered %d, batches %d, timeouts %d, batch after %d, shallow done %v, behind %v, pass ÷ interval %.2f",
-						n, p.Pass, p.ForgeTime, p.Waited, p.Offered, p.ForgeReads, p.Timeouts, p.Batch, p.ShallowDone, p.Behind, (p.ForgeTime+p.Waited).Seconds()/60)
+						n, p.Pass, p.ForgeTime, p.Waited, p.Offered, p.ForgeReads, p.Timeouts, p.Batch, p.ShallowDone, p.Behind, took.Seconds()/60)
 					if p.ForgeTime > 30*time.Second {
 						t.Errorf("pass %d spent %v, want at most 30 s", p.Pass, p.ForgeTime)
+					}
+					if !p.Complete || took+forgesim.GraphQLTimeout > time.Minute {
+						t.Errorf("pass %d: complete %v, took %v; want complete, ending a whole timeout before its interval ends: a pass stops while any batch it sends must end within its interval (else the watchdog cuts it short)", p.Pass, p.Complete, took)
 					}
 				}
 				for _, rc := range sim.Stats().Requests {
