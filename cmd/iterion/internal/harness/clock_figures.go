@@ -135,10 +135,30 @@ func (r ClockRow) BehindPasses() int {
 	return n
 }
 
+// PointsPerRun is the GraphQL points charged per run checked (a pull
+// request delivered) over the window: what a check costs, whoever sent
+// it; 0 when no run was checked.
+func (r ClockRow) PointsPerRun() float64 {
+	var pts int64
+	for _, p := range r.Points {
+		pts += p
+	}
+	runs := 0
+	for k := range r.ShallowChecked {
+		runs += r.ShallowChecked[k] + r.DeepChecked[k]
+	}
+	if runs == 0 {
+		return 0
+	}
+	return float64(pts) / float64(runs)
+}
+
 // ClockRatio is, for runs open runs of which shallow are in the shallow
-// window and no faults, the GraphQL points an interval at the largest
-// replica count over those at the smallest: the ÷N ratio with the lease
-// (0 when either is missing).
+// window and no faults, the GraphQL points per run checked at the largest
+// replica count over those at the smallest: the ÷N ratio with the lease,
+// normalised by the work done, since a sweeper that its time budget holds
+// back checks fewer runs an interval whatever the replica count (0 when
+// either is missing).
 func ClockRatio(rows []ClockRow, runs, shallow int) float64 {
 	var lo, hi *ClockRow
 	for i := range rows {
@@ -153,8 +173,8 @@ func ClockRatio(rows []ClockRow, runs, shallow int) float64 {
 			hi = c
 		}
 	}
-	if lo == nil || hi == nil || lo.PointsPerInterval() == 0 {
+	if lo == nil || hi == nil || lo.PointsPerRun() == 0 {
 		return 0
 	}
-	return hi.PointsPerInterval() / lo.PointsPerInterval()
+	return hi.PointsPerRun() / lo.PointsPerRun()
 }

@@ -17,7 +17,7 @@ import (
 // minutes; one replica sweeps; every drifted run repaired within 2
 // intervals; every shallow-window run checked within 3 intervals; under
 // 1% injected 502s, no gate status on a moved head; and with the lease the
-// GraphQL points an interval at 2 replicas within 1.5 of 1's.
+// GraphQL points per run checked at 2 replicas within 1.5 of 1's.
 func TestClockScenario(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()

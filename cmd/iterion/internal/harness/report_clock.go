@@ -32,7 +32,7 @@ func clockMarkdown(r *Report) string {
 			refusalList(c.Refusals), meanInts(c.ShallowChecked), meanInts(c.DeepChecked), c.intervals(c.LongestShallow), deepFigure(c),
 			c.Repaired, c.Drifted, c.intervals(c.RepairAfter), c.MeanDuty(), c.MaxDuty(), c.BehindPasses(), len(c.Passes), c.Sweepers, wrongCommit(c))
 	}
-	fmt.Fprintf(&b, "\n÷N ratio (GraphQL points an interval, largest N over smallest, with the lease):")
+	fmt.Fprintf(&b, "\n÷N ratio (GraphQL points per run checked, largest N over smallest, with the lease):")
 	seen := map[[2]int]bool{}
 	for _, c := range r.Clock {
 		k := [2]int{c.Runs, c.Shallow}
