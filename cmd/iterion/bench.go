@@ -17,8 +17,8 @@ var benchHelp = help{
 	usage: "iterion bench [flags]",
 	about: "Builds iterion and dev-mongo, starts real replica processes against the forge\n" +
 		"simulator and MongoDB, and measures the forge cost per replica count, the\n" +
-		"takeovers, the faults, the budget, the load, the scale and the lease-group\n" +
-		"scenarios. It prints its figures as markdown for docs/benchmarks.md. It takes\n" +
+		"takeovers, the faults, the budget, the load, the scale, GitHub's clock and the\n" +
+		"lease-group scenarios. It prints its figures as markdown for docs/benchmarks.md. It takes\n" +
 		"tens of minutes.",
 	example: "iterion bench --scenarios cost,takeover -n 1,3 --out bench.md",
 }
@@ -45,6 +45,12 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	scaleReplicas := fs.String("scale-replicas", "1,10", "replica counts of the scale scenario, comma-separated")
 	fs.DurationVar(&o.ScaleInterval, "scale-interval", 10*time.Second, "the scale scenario's sweep interval (its compressed minute; the installation tokens live 60 of them)")
 	fs.IntVar(&o.ScalePasses, "scale-passes", 2, "intervals each scale configuration is measured over, after its first pass")
+	clockRuns := fs.String("clock-runs", "1000,5000", "open-run populations of the clock scenario, comma-separated, increasing")
+	clockReplicas := fs.String("clock-replicas", "1,10", "replica counts of the clock scenario, comma-separated")
+	fs.IntVar(&o.ClockShallow, "clock-shallow", 500, "runs of the largest clock population left in the shallow window when the rest are aged out of it (negative: no such configuration)")
+	fs.DurationVar(&o.ClockInterval, "clock-interval", 6*time.Second, "the clock scenario's sweep interval and simulator minute (its compressed minute)")
+	fs.IntVar(&o.ClockPasses, "clock-passes", 10, "intervals each clock configuration is measured over, after its first pass")
+	fs.IntVar(&o.ClockDeepPasses, "clock-deep-passes", 0, "intervals the clock configurations with aged runs are measured over (default the deep-pass period + 12)")
 	fs.IntVar(&o.GroupShards, "group-shards", 64, "shards of the group scenario's lease group")
 	fs.IntVar(&o.GroupReplicas, "group-replicas", 10, "replicas in the group scenario (it halves and restores them)")
 	fs.DurationVar(&o.GroupInterval, "group-interval", 3*time.Second, "the group scenario's sweep interval (the group's TTL is 3 intervals, retry 1)")
@@ -62,6 +68,12 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return usageError{err}
 	}
 	if o.ScaleReplicas, err = ints("--scale-replicas", *scaleReplicas); err != nil {
+		return usageError{err}
+	}
+	if o.ClockRuns, err = ints("--clock-runs", *clockRuns); err != nil {
+		return usageError{err}
+	}
+	if o.ClockReplicas, err = ints("--clock-replicas", *clockReplicas); err != nil {
 		return usageError{err}
 	}
 	o.Scenarios = strings.Split(*scen, ",")

@@ -53,6 +53,9 @@ func serveForgeSim(ctx context.Context, args []string, stdout, stderr io.Writer)
 	gqlNode := fs.Duration("latency-graphql-node", gh.GraphQLPerNode, "what each node a GraphQL query asks for adds to its median")
 	timeouts := fs.Float64("latency-timeouts", 0.02, "share of 100-node GraphQL queries whose time passes GitHub's 10 s timeout: sets the heavy tail (0: no tail, every answer its median)")
 	badGateway := fs.Float64("latency-502-share", gh.BadGatewayShare, "share of timed-out GraphQL queries answered 502 rather than 504")
+	var faults forgesim.GraphQLFaults
+	fs.Float64Var(&faults.BadGatewayShare, "graphql-502-share", 0, "share of GraphQL queries answered 502 after they ran (charged, no data), apart from the latency model's timeouts; POST /_sim/faults changes it")
+	fs.Uint64Var(&faults.Seed, "graphql-fault-seed", 0, "seed of the injected GraphQL faults' draws")
 	var gqlAnswer forgesim.GraphQLLimitAnswer
 	fs.Var(&gqlAnswer, "graphql-limit-answer", `how GraphQL requests over a rate limit are answered: "mixed" (primary 200 with RATE_LIMITED, secondary 403), "200" or "403"`)
 	var size forgesim.InstallationSize
@@ -89,6 +92,9 @@ func serveForgeSim(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if *timeouts < 0 || *timeouts >= 0.5 {
 		return usageError{fmt.Errorf("--latency-timeouts %v: must be within 0 and 0.5", *timeouts)}
 	}
+	if err := faults.Validate(); err != nil {
+		return usageError{fmt.Errorf("--graphql-502-share: %w", err)}
+	}
 	if size.Repositories < 0 || size.Users < 0 {
 		return usageError{fmt.Errorf("--installation-repos %d, --installation-users %d: must be >= 0", size.Repositories, size.Users)}
 	}
@@ -97,7 +103,8 @@ func serveForgeSim(ctx context.Context, args []string, stdout, stderr io.Writer)
 		limits = forgesim.SecondaryLimits{}
 	}
 	opts := []forgesim.Option{forgesim.WithBudget(*budget), forgesim.WithTokenTTL(*tokenTTL),
-		forgesim.WithMinute(*minute), forgesim.WithSecondaryLimits(limits), forgesim.WithGraphQLLimitAnswer(gqlAnswer)}
+		forgesim.WithMinute(*minute), forgesim.WithSecondaryLimits(limits), forgesim.WithGraphQLLimitAnswer(gqlAnswer),
+		forgesim.WithGraphQLFaults(faults)}
 	if *latencyOn {
 		l := forgesim.Latency{
 			RESTPage:        *pageTime,

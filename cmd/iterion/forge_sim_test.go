@@ -65,7 +65,7 @@ func TestForgeSimRejectsBadFlags(t *testing.T) {
 	for _, args := range [][]string{{"--budget", "-1"}, {"--token-ttl", "0s"}, {"--minute", "0s"}, {"--listen", "nonsense"},
 		{"--latency-timeouts", "0.7"}, {"--latency-rest", "-1s", "--latency"}, {"--latency-502-share", "2", "--latency"},
 		{"--graphql-limit-answer", "204"}, {"--installation-repos", "-1"}, {"--installations", "-1"},
-		{"--repos-per-installation", "2"}, {"--webhook-url", "ftp://x"}, {"--app-id", "-1"}} {
+		{"--repos-per-installation", "2"}, {"--webhook-url", "ftp://x"}, {"--app-id", "-1"}, {"--graphql-502-share", "1.5"}} {
 		if err := serveForgeSim(context.Background(), args, io.Discard, io.Discard); err == nil {
 			t.Errorf("forge-sim %v: got no error, want one naming the flag", args)
 		} else if !strings.Contains(err.Error(), strings.TrimPrefix(args[0], "--")) {
@@ -108,6 +108,21 @@ func TestForgeSimFlagsTurnTheLatencyModelAndInstallationScalingOn(t *testing.T) 
 		if rc.Seconds != 0.3 {
 			t.Errorf("stats of %s: got %v s, want 0.3 s: --latency turns the model on, --latency-rest sets a REST answer's time", rc.Route, rc.Seconds)
 		}
+	}
+	stop()
+}
+
+func TestForgeSimGraphQL502ShareInjectsBadGateways(t *testing.T) {
+	url, stop := startForgeSim(t, "--graphql-502-share", "1")
+	req, _ := http.NewRequest("POST", url+"/graphql", strings.NewReader(`{"query":"{ viewer { login } }"}`))
+	req.Header.Set("Authorization", "token t")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadGateway {
+		t.Errorf("a query with --graphql-502-share 1: got %d, want 502", resp.StatusCode)
 	}
 	stop()
 }

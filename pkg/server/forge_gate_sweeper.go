@@ -72,8 +72,9 @@ type SweepPass struct {
 	// is the batch size the next pass starts with.
 	Timeouts, Batch int
 	// ForgeTime is the time the pass's batches took, the estimate of
-	// GitHub's CPU time that GitHub documents (response time).
-	ForgeTime time.Duration
+	// GitHub's CPU time that GitHub documents (response time). Waited is
+	// how long the pass waited for room in its time budget.
+	ForgeTime, Waited time.Duration
 	// Limited is the cause of the rate limit that stopped the pass, "" if
 	// none did.
 	Limited forge.RateLimitCause
@@ -163,6 +164,9 @@ type sweepTerm struct {
 	deepCursor  gaterun.Cursor
 	deepPending bool
 	deepBegan   time.Time
+	// spent is the forge time of the batches begun within the last
+	// interval, oldest first: the window the time budget holds in.
+	spent []spentBatch
 	// batch is the batch size that last worked: halved by a query that
 	// timed out, down to minSweepBatch, grown back by half after each
 	// pass without a timeout, up to sweepBatch.
@@ -222,11 +226,16 @@ func (st *sweepTerm) note(run gaterun.Run, out outcome, now time.Time, interval 
 // A rate-limit error stops the pass; the ticks before the limit's reset
 // are skipped and not counted as passes.
 //
-// A pass spends at most its time budget (sweeperConfig.TimeShare) and its
-// interval: before each batch it stops, at its cursor, when the batch
-// would take it past either (judged by the mean time of its batches); the next
-// pass resumes the window there. Such a pass is complete (it did its
-// share) but Behind.
+// The sweeper spends at most its time budget (sweeperConfig.TimeShare) in
+// any window of one interval, across passes: before each batch it counts
+// the forge time of the batches begun within the interval before, adds
+// the longest a batch can take (GitHub's forge.ServerTimeout, scaled to
+// the interval), and waits until that fits. A pass stops, at its cursor,
+// when the wait and the batch (judged by that longest time, or the mean of
+// its batches if longer) could take it past its interval; the next pass resumes the window
+// there, and when it reaches the window's end with time left, goes round
+// to the window's start, up to the runs it offered. Such a pass is
+// complete (it did its share) but Behind.
 //
 // A batch that times out (forge.ErrQueryTimeout) is offered again in
 // halves, down to minSweepBatch, and the pass goes on; the term keeps the

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"iterion.dev/iterion/internal/clock"
 	"iterion.dev/iterion/pkg/forge"
 	"iterion.dev/iterion/pkg/gaterun"
 )
@@ -40,10 +41,50 @@ type sweepPassState struct {
 	timedOut bool
 }
 
-// timeBudget is the forge time one pass may spend: TimeShare of GitHub's
-// GraphQL CPU-time limit per minute, scaled to the interval.
+// timeBudget is the forge time the sweeper may spend in any interval:
+// TimeShare of GitHub's GraphQL CPU-time limit per minute, scaled to the
+// interval.
 func (s *sweeper) timeBudget() time.Duration {
 	return time.Duration(s.cfg.TimeShare * float64(forge.GraphQLCPUPerMinute) * float64(s.cfg.Interval) / float64(time.Minute))
+}
+
+// longestBatch is the most forge time one batch can be charged: GitHub
+// stops a query at forge.ServerTimeout and charges no more, scaled to the
+// interval as the budget is. It is what the time budget keeps free for
+// the next batch, whose time cannot be known before it answers.
+func (s *sweeper) longestBatch() time.Duration {
+	return time.Duration(float64(forge.ServerTimeout) * float64(s.cfg.Interval) / float64(time.Minute))
+}
+
+// spentBatch is one batch's forge time, by when it began.
+type spentBatch struct {
+	began time.Time
+	took  time.Duration
+}
+
+// roomAt is the earliest time, now or later, at which the batches of the
+// term begun within the window before it, plus next, fit in budget: now
+// if they already do, else when enough of the oldest have left the
+// window. It forgets the batches that left the window before now.
+func (st *sweepTerm) roomAt(now time.Time, window, budget, next time.Duration) time.Time {
+	i := 0
+	for i < len(st.spent) && !st.spent[i].began.After(now.Add(-window)) {
+		i++
+	}
+	st.spent = st.spent[i:]
+	var sum time.Duration
+	for _, b := range st.spent {
+		sum += b.took
+	}
+	at := now
+	for _, b := range st.spent {
+		if sum+next <= budget {
+			break
+		}
+		sum -= b.took
+		at = b.began.Add(window)
+	}
+	return at
 }
 
 // pass makes one pass of the term st and returns it, with the rate
@@ -66,6 +107,14 @@ func (s *sweeper) pass(ctx context.Context, st *sweepTerm) (_ SweepPass, resume 
 	}
 	p.Since = shallowSince
 	cur, stop, resume := s.offerSince(ctx, ps, shallowSince, shallowCur)
+	if stop == stopDone && !p.Deep && shallowCur != (gaterun.Cursor{}) {
+		// Resumed mid-window, the pass reached the window's end with time
+		// left: it goes round to the window's start, skipping the runs it
+		// offered, so no interval's time is left idle while runs wait.
+		ps.skip = true
+		cur, stop, resume = s.offerSince(ctx, ps, shallowSince, gaterun.Cursor{})
+		ps.skip = false
+	}
 	// Only a pass out of time resumes the shallow window at its cursor;
 	// after a failure or a limit it starts afresh, so no run of the last
 	// hour is left for the deep window.
@@ -112,8 +161,8 @@ func (s *sweeper) pass(ctx context.Context, st *sweepTerm) (_ SweepPass, resume 
 	}
 	log("sweep pass", "term", p.Term, "pass", p.Pass, "deep", p.Deep,
 		"since", p.Since, "offered", p.Offered, "backing_off", p.BackingOff,
-		"forge_reads", p.ForgeReads, "forge_errors", p.ForgeErrors, "forge_time", p.ForgeTime,
-		"batch", p.Batch, "complete", p.Complete, "behind", p.Behind, "resume", resume)
+		"forge_reads", p.ForgeReads, "forge_errors", p.ForgeErrors, "forge_time", p.ForgeTime, "waited", p.Waited,
+		"batch", p.Batch, "complete", p.Complete, "behind", p.Behind, "resume", resume, "took", s.cfg.Now().Sub(p.At))
 	if s.cfg.OnPass != nil {
 		s.cfg.OnPass(p)
 	}
@@ -166,7 +215,10 @@ func (s *sweeper) offerSince(ctx context.Context, ps *sweepPassState, since time
 			if ctx.Err() != nil {
 				return cur, stopFailed, time.Time{}
 			}
-			if s.outOfTime(ps) {
+			if s.outOfTime(ctx, ps) {
+				if ctx.Err() != nil {
+					return cur, stopFailed, time.Time{}
+				}
 				return cur, stopTime, time.Time{}
 			}
 			n := min(ps.st.batch, len(page)-i)
@@ -194,15 +246,36 @@ func (s *sweeper) offerSince(ctx context.Context, ps *sweepPassState, since time
 	}
 }
 
-// outOfTime reports whether one more batch, taking the mean time of the
-// pass's batches so far, would take the pass past its time budget or its
-// interval.
-func (s *sweeper) outOfTime(ps *sweepPassState) bool {
-	if ps.batches == 0 || s.cfg.TimeShare < 0 {
+// outOfTime waits, when it must, until one more batch fits in the time
+// budget, and reports whether the pass is out of time instead: the budget
+// would have room only so late that the batch, taking as long as a batch
+// can (longestBatch) or the mean of the pass's batches if longer, could
+// end past the pass's interval, where the watchdog would cut the pass
+// short; or ctx ended while it waited.
+//
+// The budget holds in every window of one interval, across passes: the
+// batches begun within the interval before a batch, plus the longest that
+// batch can take (longestBatch, not a guess at its time), are at most the
+// budget. So however slow the next answer, the forge time of any interval
+// stays within the budget.
+func (s *sweeper) outOfTime(ctx context.Context, ps *sweepPassState) bool {
+	if s.cfg.TimeShare < 0 {
 		return false
 	}
-	next := ps.p.ForgeTime / time.Duration(ps.batches)
-	return ps.p.ForgeTime+next > ps.budget || s.cfg.Now().Add(next).After(ps.deadline)
+	next := s.longestBatch()
+	if ps.batches > 0 {
+		next = max(next, ps.p.ForgeTime/time.Duration(ps.batches))
+	}
+	now := s.cfg.Now()
+	at := ps.st.roomAt(now, s.cfg.Interval, ps.budget, s.longestBatch())
+	if at.Add(next).After(ps.deadline) {
+		return true
+	}
+	if wait := at.Sub(now); wait > 0 {
+		ps.p.Waited += wait
+		return !clock.Sleep(ctx, wait)
+	}
+	return false
 }
 
 // offerChunk offers, in one batch, the runs of chunk not backing off at
@@ -228,7 +301,9 @@ func (s *sweeper) offerChunk(ctx context.Context, ps *sweepPassState, chunk []ga
 	}
 	began := s.cfg.Now()
 	outs, err := s.cfg.Offer.OfferBatch(ctx, batch)
-	p.ForgeTime += s.cfg.Now().Sub(began)
+	took := s.cfg.Now().Sub(began)
+	p.ForgeTime += took
+	st.spent = append(st.spent, spentBatch{began, took})
 	ps.batches++
 	for i, out := range outs {
 		st.note(batch[i], out, p.At, s.cfg.Interval)

@@ -52,7 +52,9 @@ func (s *Sim) getPull(r *http.Request, _ string) reply {
 	if err != nil {
 		return notFound()
 	}
-	return jsonReply(http.StatusOK, s.pullJSON(r, rp, is))
+	rep := jsonReply(http.StatusOK, s.pullJSON(r, rp, is))
+	rep.reads = []pullRef{{repo: rp.owner + "/" + rp.name, number: is.number}}
+	return rep
 }
 
 // pullJSON is GitHub's pull-request for is of rp. The head branch is

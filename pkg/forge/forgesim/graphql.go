@@ -9,6 +9,7 @@ import (
 	"math"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	graphql "github.com/graph-gophers/graphql-go"
@@ -175,9 +176,10 @@ func (s *Sim) graphql(r *http.Request, tok string) reply {
 			Message: "API rate limit exceeded for " + tokenLabel(tok) + ".",
 		}}}}
 	}
-	ctx := context.WithValue(r.Context(), gqlCallKey{}, &gqlCall{s: s, tok: tok, rate: gqlRateLimit{
+	call := &gqlCall{s: s, tok: tok, rate: gqlRateLimit{
 		cost: cost, nodes: nodes, limit: limit, used: win.used + cost, reset: win.reset,
-	}})
+	}}
+	ctx := context.WithValue(r.Context(), gqlCallKey{}, call)
 	res := execSchema.Exec(ctx, req.Query, req.OperationName, req.Variables)
 	out := gqlAnswer{Data: res.Data}
 	for _, e := range res.Errors {
@@ -190,7 +192,7 @@ func (s *Sim) graphql(r *http.Request, tok string) reply {
 		}
 		out.Errors = append(out.Errors, ge)
 	}
-	return reply{status: http.StatusOK, body: out, points: cost}
+	return reply{status: http.StatusOK, body: out, points: cost, reads: call.reads}
 }
 
 // priceQuery is GitHub's price of a query (graphqlDoc, "Calculating a
@@ -276,6 +278,10 @@ type gqlCall struct {
 	s    *Sim
 	tok  string
 	rate gqlRateLimit
+	// reads are the pull requests the query resolved (clock_stats.go);
+	// readsMu guards it, as resolvers run concurrently.
+	readsMu sync.Mutex
+	reads   []pullRef
 }
 
 type gqlCallKey struct{}
@@ -340,11 +346,15 @@ type gqlRepo struct{ rp *repo }
 func (g *gqlRepo) Name() string          { return g.rp.name }
 func (g *gqlRepo) NameWithOwner() string { return g.rp.owner + "/" + g.rp.name }
 
-func (g *gqlRepo) PullRequest(args struct{ Number int32 }) (*gqlPull, error) {
+func (g *gqlRepo) PullRequest(ctx context.Context, args struct{ Number int32 }) (*gqlPull, error) {
 	is := g.rp.issues[int(args.Number)]
 	if is == nil || is.pull == nil {
 		return nil, &gqlError{Type: "NOT_FOUND", Message: fmt.Sprintf("Could not resolve to a PullRequest with the number of %d.", args.Number)}
 	}
+	call := callOf(ctx)
+	call.readsMu.Lock()
+	call.reads = append(call.reads, pullRef{repo: g.rp.owner + "/" + g.rp.name, number: is.number})
+	call.readsMu.Unlock()
 	return &gqlPull{rp: g.rp, is: is}, nil
 }
 

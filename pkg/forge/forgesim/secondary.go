@@ -149,9 +149,9 @@ func (s *Sim) chargeGraphQL(principal string, points int, now time.Time) (reply,
 
 // chargeREST charges a REST request's points to its endpoint's minute, and
 // a content-creating request to the content minute and hour; it answers
-// the refusal when a window cannot take it, charging nothing then; s.mu is
-// held.
-func (s *Sim) chargeREST(principal, method, route string, now time.Time) (reply, bool) {
+// the refusal when a window cannot take it, with the kind of limit that
+// refused it (clock_stats.go), charging nothing then; s.mu is held.
+func (s *Sim) chargeREST(principal, method, route string, now time.Time) (reply, string, bool) {
 	points := 5
 	switch method {
 	case http.MethodGet, http.MethodHead, http.MethodOptions:
@@ -160,16 +160,16 @@ func (s *Sim) chargeREST(principal, method, route string, now time.Time) (reply,
 	if s.limitsOn.RESTPointsPerMinute > 0 {
 		w := s.secWindows[secKey{principal, kindRESTPoints, route}]
 		if w != nil && now.Before(w.reset) && w.used+points > s.limitsOn.RESTPointsPerMinute {
-			return secondaryReply(http.StatusForbidden, w.reset.Sub(now)), false
+			return secondaryReply(http.StatusForbidden, w.reset.Sub(now)), RefusedPoints, false
 		}
 	}
 	if points == 5 && isContentCreating(route) {
 		if rep, ok := s.chargeContent(principal, now); !ok {
-			return rep, false
+			return rep, RefusedContent, false
 		}
 	}
 	s.chargeWindow(secKey{principal, kindRESTPoints, route}, s.minute, s.limitsOn.RESTPointsPerMinute, points, now)
-	return reply{}, true
+	return reply{}, "", true
 }
 
 // chargeContent charges one content-creating request to the minute and the

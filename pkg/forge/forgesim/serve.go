@@ -27,6 +27,8 @@ type reply struct {
 	points int
 	// free: the answer costs nothing (a refusal, an invalid GraphQL query).
 	free bool
+	// reads are the pull requests the answer holds (clock_stats.go).
+	reads []pullRef
 }
 
 func jsonReply(status int, body any) reply { return reply{status: status, body: body} }
@@ -87,36 +89,48 @@ func (s *Sim) api(h func(*http.Request, string) reply) http.Handler {
 		refused := true        // by a limit: nothing charged
 		retryAfter, injected := s.takeSecondary(tok)
 		cpuRefusal, cpuOK := s.admitCPU(principal, res, now)
+		kind := "" // the limit that refused it (clock_stats.go)
 		switch {
 		case s.revoked(tok):
 			rep = errorReply(http.StatusUnauthorized, "Bad credentials")
 		case !admitted:
 			// In-flight requests end within seconds; no window to wait for.
-			rep = secondaryReply(http.StatusTooManyRequests, time.Second)
+			rep, kind = secondaryReply(http.StatusTooManyRequests, time.Second), RefusedConcurrency
 		case injected:
-			rep = secondaryReply(http.StatusForbidden, retryAfter)
+			rep, kind = secondaryReply(http.StatusForbidden, retryAfter), RefusedInjected
 		case res == "core" && win.used >= limit: // GraphQL's refusal is graphql's own
+			kind = RefusedPrimary
 			rep = jsonReply(http.StatusForbidden, githubError{
 				Message:          "API rate limit exceeded for " + tokenLabel(tok) + ". (But here's the good news: Authenticated requests get a higher rate limit. Check out the documentation for more details.)",
 				DocumentationURL: "https://docs.github.com/rest/overview/resources-in-the-rest-api#rate-limiting",
 			})
 		case !cpuOK:
-			rep = cpuRefusal
+			rep, kind = cpuRefusal, RefusedCPU
 		default:
 			var ok bool
 			if res == "graphql" {
 				rep, ok = s.chargeGraphQL(principal, graphqlPoints(body), now)
+				kind = RefusedPoints
 			} else {
-				rep, ok = s.chargeREST(principal, r.Method, r.Pattern, now)
+				rep, kind, ok = s.chargeREST(principal, r.Method, r.Pattern, now)
 			}
 			if ok {
-				refused = false
+				refused, kind = false, ""
 				ans := notFound()
 				if s.reaches(tok, r) {
 					ans = h(r, tok)
 				}
 				rep, took = s.answerTime(r, principal, res, body, ans, now)
+				if res == "graphql" {
+					rep = s.injectFault(rep)
+				}
+				if isPrimaryRefusal(rep) {
+					kind = RefusedPrimary
+				}
 			}
+		}
+		if kind != "" {
+			s.countRefusal(principal, res, kind)
 		}
 		if res == "graphql" {
 			rep = s.shapeGraphQLLimit(refused, rep)
@@ -154,6 +168,9 @@ func (s *Sim) api(h func(*http.Request, string) reply) http.Handler {
 			hd.Set("Vary", "Accept, Authorization, Cookie")
 		}
 		s.count(r, tok, status, units, took)
+		if status == http.StatusOK || status == http.StatusNotModified {
+			s.noteReads(principal, rep.reads, now.Add(s.scaled(took)))
+		}
 		s.mu.Unlock()
 		s.wait(r.Context(), took)
 		write(w, status, out)

@@ -63,6 +63,8 @@
 //	POST /_sim/webhook                                     {"url":"…","secret":"…","app_id":1} (where installation webhooks go)
 //	GET  /_sim/stats                                       Stats as JSON
 //	POST /_sim/stats/reset
+//	GET  /_sim/reads?principal=…                           when each pull request was read (Reads)
+//	POST /_sim/faults                                      {"bad_gateway_share":0.01,"seed":1} (SetGraphQLFaults)
 //	ANY  /_sim/redirect/{hops}/{path...}                   307 to …/{hops-1}/{path}, then to /{path}
 //
 // A malformed control body answers 400 with {"message":…,"field":…} naming
@@ -121,6 +123,7 @@ type Sim struct {
 	latency        *latencyModel      // WithLatency; nil: answers are instant
 	gqlLimitAnswer GraphQLLimitAnswer // WithGraphQLLimitAnswer
 	installSize    *InstallationSize  // WithInstallationSize
+	faults         faultModel         // WithGraphQLFaults, SetGraphQLFaults; s.mu guards it
 
 	mu            sync.Mutex
 	offset        time.Duration // Advance's total
@@ -137,6 +140,9 @@ type Sim struct {
 	points        map[statKey]int64           // budget units charged, beside stats
 	took          map[statKey]time.Duration   // modelled response time, beside stats
 	installSizes  map[string]InstallationSize // by principal, set by SetInstallationSize
+	refusals      map[refusalKey]int64        // refused requests by kind (clock_stats.go)
+	cpuMinutes    map[cpuMinuteKey]time.Duration
+	pullReads     map[readKey][]time.Time
 	nextID        int64
 	minted        int
 
@@ -171,6 +177,9 @@ func New(opts ...Option) *Sim {
 		points:        make(map[statKey]int64),
 		took:          make(map[statKey]time.Duration),
 		installSizes:  make(map[string]InstallationSize),
+		refusals:      make(map[refusalKey]int64),
+		cpuMinutes:    make(map[cpuMinuteKey]time.Duration),
+		pullReads:     make(map[readKey][]time.Time),
 		apps:          make(map[int64]*simInstallation),
 		removedApps:   make(map[int64]bool),
 		repoInstall:   make(map[string]int64),
@@ -241,6 +250,8 @@ func (s *Sim) routes() {
 		"POST /_sim/webhook":                             s.ctlWebhook,
 		"GET /_sim/stats":                                func(*http.Request) reply { return jsonReply(http.StatusOK, s.Stats()) },
 		"POST /_sim/stats/reset":                         s.ctlResetStats,
+		"GET /_sim/reads":                                s.ctlReads,
+		"POST /_sim/faults":                              s.ctlFaults,
 		"/_sim/redirect/{hops}/{path...}":                s.ctlRedirect,
 		"/_sim/": func(*http.Request) reply {
 			return jsonReply(http.StatusNotFound, githubError{Message: "forgesim: no such control endpoint"})

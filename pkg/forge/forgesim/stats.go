@@ -57,10 +57,14 @@ type Budget struct {
 }
 
 // Stats is what GET /_sim/stats returns: every request received, control
-// endpoints included, sorted by token, route, method and status, and the budgets.
+// endpoints included, sorted by token, route, method and status, and the
+// budgets; the refused requests by the kind of limit that refused them,
+// and each principal's CPU-time minutes (clock_stats.go).
 type Stats struct {
-	Requests []RequestCount `json:"requests"`
-	Budget   Budget         `json:"budget"`
+	Requests   []RequestCount `json:"requests"`
+	Budget     Budget         `json:"budget"`
+	Refusals   []Refusal      `json:"refusals"`
+	CPUMinutes []CPUMinute    `json:"cpu_minutes"`
 }
 
 // Stats returns a snapshot of the counts and budgets.
@@ -68,7 +72,8 @@ func (s *Sim) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.clock()
-	st := Stats{Requests: []RequestCount{}, Budget: Budget{DefaultLimit: s.defaultLimit, Windows: []BudgetWindow{}}}
+	st := Stats{Requests: []RequestCount{}, Budget: Budget{DefaultLimit: s.defaultLimit, Windows: []BudgetWindow{}},
+		Refusals: s.refusalsOf(), CPUMinutes: s.cpuMinutesOf()}
 	for k, n := range s.stats {
 		st.Requests = append(st.Requests, RequestCount{Token: k.token, Method: k.method, Route: k.route, Status: k.status, Count: n, Points: s.points[k], Seconds: s.took[k].Seconds()})
 	}
@@ -111,11 +116,15 @@ func (s *Sim) Requests(f Filter) int64 {
 	return n
 }
 
-// ResetStats forgets every count; budgets are untouched.
+// ResetStats forgets every count, refusal, CPU-time minute and pull read;
+// budgets and limits' windows are untouched.
 func (s *Sim) ResetStats() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	clear(s.stats)
 	clear(s.points)
 	clear(s.took)
+	clear(s.refusals)
+	clear(s.cpuMinutes)
+	clear(s.pullReads)
 }

@@ -63,7 +63,9 @@ func (s *Sim) chargeCPU(principal, res string, took time.Duration, now time.Time
 		kinds = append(kinds, kindGraphQLCPU)
 	}
 	for _, kind := range kinds {
-		s.openWindow(secKey{principal, kind, ""}, s.minute, now).used += int(took.Milliseconds())
+		w := s.openWindow(secKey{principal, kind, ""}, s.minute, now)
+		w.used += int(took.Milliseconds())
+		s.noteCPUMinute(principal, cpuResource[kind], w, took)
 	}
 }
 
@@ -105,6 +107,16 @@ func (s *Sim) answerTime(r *http.Request, principal, res string, body []byte, re
 	return rep, took
 }
 
+// cpuResource is the resource a CPU-time window kind counts, as CPUMinute
+// names it.
+var cpuResource = map[string]string{kindCPU: "all", kindGraphQLCPU: "graphql"}
+
+// scaled is took of GitHub's time on the simulator's clock: scaled by its
+// minute.
+func (s *Sim) scaled(took time.Duration) time.Duration {
+	return time.Duration(float64(took) * float64(s.minute) / float64(time.Minute))
+}
+
 // wait holds an answer for took of GitHub's time: took scaled by the
 // simulator's minute, on the Go runtime's timers (a synctest bubble's
 // virtual time in tests), or until the client gives up.
@@ -112,8 +124,7 @@ func (s *Sim) wait(ctx context.Context, took time.Duration) {
 	if took <= 0 {
 		return
 	}
-	d := time.Duration(float64(took) * float64(s.minute) / float64(time.Minute))
-	t := time.NewTimer(d)
+	t := time.NewTimer(s.scaled(took))
 	defer t.Stop()
 	select {
 	case <-t.C:

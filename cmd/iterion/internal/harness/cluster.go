@@ -123,13 +123,16 @@ func (c *cluster) startMongo(addr string) error {
 
 // replicaSpec says how to start replicas: with --no-lease, with a forge
 // token shared by all of them ("": each its own), or with GitHub App auth
-// (app: the --github-app-* flags, in place of a token), and extra serve
-// flags.
+// (app: the --github-app-* flags, in place of a token), with the sweeper's
+// time budget on (timeBudget: for a simulator that answers as slowly as
+// GitHub on the same compressed minute; else --sweep-no-time-budget), and
+// extra serve flags.
 type replicaSpec struct {
-	noLease bool
-	token   string
-	app     []string
-	extra   []string
+	noLease    bool
+	token      string
+	app        []string
+	timeBudget bool
+	extra      []string
 }
 
 // startReplicas starts n more replicas and waits until each answers.
@@ -191,9 +194,11 @@ func (c *cluster) startReplica(ctx context.Context, seq int, spec replicaSpec) (
 		"--forge-url", c.sim.url + "/",
 		"--api-token", c.apiToken,
 		"--sweep-interval", c.interval.String(),
+	}
+	if !spec.timeBudget {
 		// The simulator answers at once and the minute is compressed: a
 		// pass's time is the machine's, not GitHub's.
-		"--sweep-no-time-budget",
+		args = append(args, "--sweep-no-time-budget")
 	}
 	if spec.app != nil {
 		args = append(args, spec.app...)

@@ -18,11 +18,14 @@
 //     contracts of the simulator and the replicas, and the statistics;
 //   - cluster.go starts and stops the processes of one run, and
 //     population.go seeds the gating runs the scenarios measure;
-//   - cost.go, budget.go, takeover.go, faults.go, scale.go, load.go and group.go each
-//     hold one scenario: a type whose run method takes a cluster and returns
-//     its rows (the load scenario's three phases are in load_slow.go,
-//     load_webhooks.go and load_runs.go; the group scenario's figures, from
-//     its replicas' logged shard terms, in group_terms.go);
+//   - cost.go, budget.go, takeover.go, faults.go, scale.go, clock.go, load.go
+//     and group.go each hold one scenario: a type whose run method takes a
+//     cluster and returns its rows (the load scenario's three phases are in
+//     load_slow.go, load_webhooks.go and load_runs.go; the group scenario's
+//     figures, from its replicas' logged shard terms, in group_terms.go; the
+//     clock scenario's, from the simulator's reads and the sweepers' logs,
+//     in clock_figures.go; its wire contracts in clock_clients.go, what it
+//     reads of a cluster in cluster_clock.go, its report in report_clock.go);
 //   - options.go validates Options, report.go renders the rows, and
 //     harness.go's Run starts the clusters and runs the chosen scenarios.
 //
@@ -66,13 +69,13 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return nil, err
 	}
 	logf := func(format string, args ...any) { fmt.Fprintf(o.Progress, "  "+format+"\n", args...) }
-	// Every scenario but scale shares one cluster and population; scale
-	// starts its own.
+	// Every scenario but scale and clock shares one cluster and
+	// population; scale and clock start their own.
 	var (
 		c          *cluster
 		population []runRequest
 	)
-	if slices.ContainsFunc(o.Scenarios, func(s string) bool { return s != ScenarioScale }) {
+	if slices.ContainsFunc(o.Scenarios, func(s string) bool { return s != ScenarioScale && s != ScenarioClock }) {
 		c, err = startCluster(ctx, bins, dir, o.Interval, simBudget)
 		if err != nil {
 			return rep, err
@@ -108,6 +111,17 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			s := groupScenario{shards: o.GroupShards, replicas: o.GroupReplicas, interval: o.GroupInterval, window: 30 * o.GroupInterval, logf: logf}
 			g, err := s.run(ctx, c)
 			rep.Group = &g
+			return err
+		},
+		ScenarioClock: func(ctx context.Context) (err error) {
+			shallow := max(o.ClockShallow, 0)
+			s := clockScenario{runs: o.ClockRuns, replicas: o.ClockReplicas, shallow: shallow, passes: o.ClockPasses, deepPasses: o.ClockDeepPasses, logf: logf}
+			cc, err := s.startCluster(ctx, bins, filepath.Join(dir, "clock"), o.ClockInterval)
+			if err != nil {
+				return err
+			}
+			defer cc.close()
+			rep.Clock, err = s.run(ctx, cc)
 			return err
 		},
 		ScenarioScale: func(ctx context.Context) (err error) {

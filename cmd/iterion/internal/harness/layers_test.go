@@ -18,19 +18,21 @@ var layers = []struct {
 	files []string
 }{
 	{"errors", []string{"errors.go"}},
-	{"plumbing", []string{"proc.go", "forwarder.go", "clients.go"}},
+	{"plumbing", []string{"proc.go", "forwarder.go", "clients.go", "clock_clients.go"}},
 	{"statistics", []string{"measure.go"}},
-	{"cluster", []string{"cluster.go"}},
+	{"cluster", []string{"cluster.go", "cluster_clock.go"}},
 	{"population", []string{"population.go"}},
 	{"cost scenario", []string{"cost.go"}},
 	{"budget scenario", []string{"budget.go"}},
 	{"takeover scenario", []string{"takeover.go"}},
 	{"fault scenario", []string{"faults.go"}},
-	{"scale scenario", []string{"scale.go"}},
+	// The clock scenario is the scale scenario on GitHub's clock: it seeds
+	// and authenticates as the scale scenario does.
+	{"scale scenario", []string{"scale.go", "clock.go", "clock_figures.go"}},
 	{"load scenario", []string{"load.go", "load_slow.go", "load_webhooks.go", "load_runs.go"}},
 	{"group scenario", []string{"group.go", "group_terms.go"}},
 	{"options", []string{"options.go"}},
-	{"report", []string{"report.go"}},
+	{"report", []string{"report.go", "report_clock.go"}},
 	{"run", []string{"harness.go"}},
 }
 

@@ -25,12 +25,15 @@ const (
 	// --measure-group-shards) and measures its spread, hand-overs, store
 	// cost and overlaps (group.go).
 	ScenarioGroup = "group"
+	// ScenarioClock measures the batched sweep against a simulator that
+	// answers as slowly as GitHub, its time budget on (clock.go).
+	ScenarioClock = "clock"
 )
 
 // Scenarios returns every scenario name Options.Scenarios accepts, in the
 // order Run runs them.
 func Scenarios() []string {
-	return []string{ScenarioCost, ScenarioBudget, ScenarioTakeover, ScenarioFaults, ScenarioScale, ScenarioLoad, ScenarioGroup}
+	return []string{ScenarioCost, ScenarioBudget, ScenarioTakeover, ScenarioFaults, ScenarioScale, ScenarioClock, ScenarioLoad, ScenarioGroup}
 }
 
 // Options configures one harness run. The zero value of a field means the
@@ -83,6 +86,26 @@ type Options struct {
 	// ScalePasses is how many intervals each scale configuration is
 	// measured over, after its first pass. Default 2.
 	ScalePasses int
+	// ClockRuns are the open-run populations of the clock scenario, in
+	// increasing order, all in the shallow window. Default 1000, 5000.
+	ClockRuns []int
+	// ClockReplicas are the clock scenario's replica counts. Default 1, 10.
+	ClockReplicas []int
+	// ClockShallow is how many runs of the largest ClockRuns stay in the
+	// shallow window when the clock scenario ages the rest out of it, for
+	// its last configurations; 0: default 500; negative: none.
+	ClockShallow int
+	// ClockInterval is the clock scenario's sweep interval and simulator
+	// minute, the compressed minute. Default 6s: a 1.5 s query answers in
+	// 150 ms, well above the machine's own time per query.
+	ClockInterval time.Duration
+	// ClockPasses is how many intervals each clock configuration is
+	// measured over, after its first pass. Default 10.
+	ClockPasses int
+	// ClockDeepPasses is the same for the configurations with runs aged
+	// out of the shallow window: long enough to see a deep-pass period.
+	// Default server.DeepEvery + 12.
+	ClockDeepPasses int
 	// GroupShards is the group scenario's shard count. Default 64.
 	GroupShards int
 	// GroupReplicas is the group scenario's replica count, halved and
@@ -117,6 +140,16 @@ func (o *Options) defaults() error {
 	}
 	o.ScaleInterval = cmp.Or(o.ScaleInterval, 10*time.Second)
 	o.ScalePasses = cmp.Or(o.ScalePasses, 2)
+	if len(o.ClockRuns) == 0 {
+		o.ClockRuns = []int{1000, 5000}
+	}
+	if len(o.ClockReplicas) == 0 {
+		o.ClockReplicas = []int{1, 10}
+	}
+	o.ClockShallow = cmp.Or(o.ClockShallow, 500)
+	o.ClockInterval = cmp.Or(o.ClockInterval, 6*time.Second)
+	o.ClockPasses = cmp.Or(o.ClockPasses, 10)
+	o.ClockDeepPasses = cmp.Or(o.ClockDeepPasses, server.DeepEvery+12)
 	o.GroupShards = cmp.Or(o.GroupShards, 64)
 	o.GroupReplicas = cmp.Or(o.GroupReplicas, 10)
 	o.GroupInterval = cmp.Or(o.GroupInterval, 3*time.Second)
@@ -151,10 +184,16 @@ func (o *Options) defaults() error {
 		return fmt.Errorf("%w: ScalePasses %d is under 1", ErrInvalid, o.ScalePasses)
 	case !slices.IsSorted(o.ScaleRuns) || o.ScaleRuns[0] < 1:
 		return fmt.Errorf("%w: ScaleRuns %v: want increasing populations of at least 1", ErrInvalid, o.ScaleRuns)
+	case !slices.IsSorted(o.ClockRuns) || o.ClockRuns[0] < 1:
+		return fmt.Errorf("%w: ClockRuns %v: want increasing populations of at least 1", ErrInvalid, o.ClockRuns)
+	case o.ClockInterval < time.Second:
+		return fmt.Errorf("%w: ClockInterval %v is under 1s", ErrInvalid, o.ClockInterval)
+	case o.ClockPasses < 2 || o.ClockDeepPasses < 2:
+		return fmt.Errorf("%w: ClockPasses %d, ClockDeepPasses %d: want at least 2", ErrInvalid, o.ClockPasses, o.ClockDeepPasses)
 	}
-	for _, n := range o.ScaleReplicas {
+	for _, n := range append(slices.Clone(o.ScaleReplicas), o.ClockReplicas...) {
 		if n < 1 {
-			return fmt.Errorf("%w: ScaleReplicas has %d, under 1", ErrInvalid, n)
+			return fmt.Errorf("%w: ScaleReplicas or ClockReplicas has %d, under 1", ErrInvalid, n)
 		}
 	}
 	if err := o.Load.defaults(); err != nil {

@@ -25,6 +25,7 @@ type Report struct {
 	Faults   []FaultResult
 	Load     *LoadResult
 	Scale    []ScaleRow
+	Clock    []ClockRow
 	Group    *GroupResult
 }
 
@@ -111,6 +112,9 @@ func (r *Report) Markdown(command string) string {
 	}
 	if len(r.Scale) > 0 {
 		b.WriteString(scaleMarkdown(r))
+	}
+	if len(r.Clock) > 0 {
+		b.WriteString(clockMarkdown(r))
 	}
 	if r.Group != nil {
 		b.WriteString(groupMarkdown(*r.Group))

@@ -210,12 +210,17 @@ func seedScale(ctx context.Context, c *cluster, first, last int) ([]runRequest, 
 		go func() {
 			defer wg.Done()
 			for r := range next {
-				err := c.sim.seedPull(ctx, r.Repo, r.Pull, r.HeadSHA)
-				if err == nil {
-					err = c.sim.seedStatus(ctx, r.Repo, r.HeadSHA, gateContext, r.Verdict)
-				}
-				if err == nil {
-					err = seeder.api.postRun(ctx, r)
+				// Every step is idempotent, so a step a loaded machine
+				// timed out is sent again, up to 3 times.
+				var err error
+				for attempt := 0; attempt < 3 && (attempt == 0 || err != nil); attempt++ {
+					err = c.sim.seedPull(ctx, r.Repo, r.Pull, r.HeadSHA)
+					if err == nil {
+						err = c.sim.seedStatus(ctx, r.Repo, r.HeadSHA, gateContext, r.Verdict)
+					}
+					if err == nil {
+						err = seeder.api.postRun(ctx, r)
+					}
 				}
 				if err != nil {
 					mu.Lock()
@@ -259,24 +264,8 @@ func (s scaleScenario) one(ctx context.Context, c *cluster, pop []runRequest, mo
 		return row, err
 	}
 	defer c.stopAll()
-	// The first pass of the term (deep) offers every run once: the window
-	// opens when it has. A per-run REST pass over thousands of runs takes
-	// several intervals; one deep pass's worth of them, and a minute for
-	// the replicas to start, bounds the wait.
-	firstPass := (server.DeepEvery+1)*iv + time.Minute
-	deadline := time.Now().Add(firstPass)
-	for {
-		snap, err := sweepersOf(ctx, rs)
-		if err != nil {
-			return row, err
-		}
-		if snap.offers >= int64(len(pop)) {
-			break
-		}
-		if time.Now().After(deadline) {
-			return row, fmt.Errorf("%w: the first pass offered %d of %d runs within %v", ErrMeasure, snap.offers, len(pop), firstPass)
-		}
-		clock.Sleep(ctx, 50*time.Millisecond)
+	if err := awaitFirstPass(ctx, rs, len(pop), iv); err != nil {
+		return row, err
 	}
 	snap0, err := sweepersOf(ctx, rs)
 	if err != nil {
@@ -294,18 +283,8 @@ func (s scaleScenario) one(ctx context.Context, c *cluster, pop []runRequest, mo
 			return row, err
 		}
 	}
-	type repair struct {
-		n     int
-		after time.Duration
-		err   error
-	}
-	repaired := make(chan repair, 1)
-	rctx, cancel := context.WithCancel(ctx)
-	defer func() { cancel(); <-repaired }() // an early return waits for the poller too
-	go func() {
-		n, after, err := awaitAgreement(rctx, c.sim, drifted, t0, (server.DeepEvery+1)*iv, iv)
-		repaired <- repair{n, after, err}
-	}()
+	repair := watchRepair(ctx, c.sim, drifted, t0, (server.DeepEvery+1)*iv, iv)
+	defer repair.stop() // an early return waits for the poller too
 	clock.Sleep(ctx, time.Duration(s.passes)*iv)
 	snap1, err := sweepersOf(ctx, rs)
 	if err != nil {
@@ -339,10 +318,66 @@ func (s scaleScenario) one(ctx context.Context, c *cluster, pop []runRequest, mo
 		}
 	}
 	row.Drifted = len(drifted)
-	rp := <-repaired
-	repaired <- rp // for the deferred wait
-	row.Repaired, row.RepairAfter = rp.n, rp.after
-	return row, rp.err
+	row.Repaired, row.RepairAfter, err = repair.result()
+	return row, err
+}
+
+// awaitFirstPass waits until the sweepers of rs have offered n runs: the
+// term's first pass (deep) offers every run once. A per-run REST pass, or
+// a pass on GitHub's clock, over thousands of runs takes several
+// intervals; one deep pass's worth of them, and a minute for the replicas
+// to start, bounds the wait.
+func awaitFirstPass(ctx context.Context, rs []*replica, n int, iv time.Duration) error {
+	firstPass := (server.DeepEvery+1)*iv + time.Minute
+	deadline := time.Now().Add(firstPass)
+	for {
+		snap, err := sweepersOf(ctx, rs)
+		if err != nil {
+			return err
+		}
+		if snap.offers >= int64(n) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%w: the first pass offered %d of %d runs within %v", ErrMeasure, snap.offers, n, firstPass)
+		}
+		clock.Sleep(ctx, 50*time.Millisecond)
+	}
+}
+
+// repairWatch polls drifted runs' statuses in the background until they
+// agree with their verdicts (awaitAgreement).
+type repairWatch struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	n      int
+	after  time.Duration
+	err    error
+}
+
+// watchRepair starts polling drifted on s from t0, giving up within after
+// it; minute is the simulator's.
+func watchRepair(ctx context.Context, s sim, drifted []runRequest, t0 time.Time, within, minute time.Duration) *repairWatch {
+	rctx, cancel := context.WithCancel(ctx)
+	w := &repairWatch{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		w.n, w.after, w.err = awaitAgreement(rctx, s, drifted, t0, within, minute)
+	}()
+	return w
+}
+
+// result waits for the poller and returns how many runs agree and when,
+// from t0.
+func (w *repairWatch) result() (int, time.Duration, error) {
+	<-w.done
+	return w.n, w.after, w.err
+}
+
+// stop cancels the poller and waits for it; safe after result.
+func (w *repairWatch) stop() {
+	w.cancel()
+	<-w.done
 }
 
 // sweepers is the replicas' sweeper figures at one instant: offers and

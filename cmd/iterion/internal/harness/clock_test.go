@@ -1,0 +1,68 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// TestClockScenario runs the clock scenario reduced (300 open runs, 100 of
+// them in the shallow window for the aged configurations, 1 and 2
+// replicas, a 2-s compressed minute, 4 intervals each) on real processes
+// against the simulator's latency model, and asserts the rules that hold
+// at any size, with margins for the machine's load: no request refused by
+// any limit; at most 30 s of GraphQL time in any of the simulator's
+// minutes; one replica sweeps; every drifted run repaired within 2
+// intervals; every shallow-window run checked within 3 intervals; under
+// 1% injected 502s, no gate status on a moved head. It logs the ÷N ratio.
+func TestClockScenario(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	dir, bin, devMongo := testBinaries(ctx, t)
+	o := Options{
+		Bin: bin, DevMongoBin: devMongo, Dir: filepath.Join(dir, "run"),
+		ClockRuns: []int{300}, ClockReplicas: []int{1, 2}, ClockShallow: 100,
+		ClockInterval: 2 * time.Second, ClockPasses: 4, ClockDeepPasses: 4,
+		Scenarios: []string{ScenarioClock},
+		Progress:  testWriter{t},
+	}
+	rep, err := Run(ctx, o)
+	if err != nil {
+		t.Fatalf("harness: %v", err)
+	}
+	t.Log("\n" + rep.Markdown("go test ./cmd/iterion/internal/harness -run TestClockScenario"))
+	if len(rep.Clock) != 5 {
+		t.Fatalf("got %d clock rows, want 5: 300 runs all shallow and 100 shallow at 1 and 2 replicas, and faults", len(rep.Clock))
+	}
+	for _, c := range rep.Clock {
+		name := func() string {
+			return fmt.Sprintf("%d runs, %d shallow, N=%d, faults %s", c.Runs, c.Shallow, c.Replicas, yesNo(c.Faults))
+		}
+		if n := c.RefusalsTotal(); n != 0 {
+			t.Errorf("%s: %d refusals (%v), want 0: the time budget keeps the sweep under every limit", name(), n, c.Refusals)
+		}
+		if m := c.MaxGraphQLMinute(); m > 30 || len(c.GraphQLMinutes) == 0 {
+			t.Errorf("%s: at most %.1f s of GraphQL in the simulator's minutes %v, want some and never over 30 s", name(), m, c.GraphQLMinutes)
+		}
+		if c.Sweepers != 1 {
+			t.Errorf("%s: %d replicas swept, want 1: the lease elects one", name(), c.Sweepers)
+		}
+		if c.Repaired != c.Drifted || c.intervals(c.RepairAfter) > 2 {
+			t.Errorf("%s: %d of %d drifted runs repaired in %.1f intervals, want all within 2", name(), c.Repaired, c.Drifted, c.intervals(c.RepairAfter))
+		}
+		if s := c.intervals(c.LongestShallow); s > 3 {
+			t.Errorf("%s: a shallow-window run went %.1f intervals unchecked, want at most 3", name(), s)
+		}
+		if c.Faults && (c.Moved == 0 || c.WrongCommit != 0) {
+			t.Errorf("%s: %d of %d moved heads got a gate status, want none of some: no verdict from a wrong commit", name(), c.WrongCommit, c.Moved)
+		}
+	}
+	// The ÷N ratio is reported, not asserted: at this size one timeout
+	// (10 s, then its batch again in halves, a point each) moves it by
+	// half or more; the lease's rule is asserted above, one sweeper.
+	for _, shallow := range []int{300, 100} {
+		t.Logf("%d shallow: ÷N ratio (points per run checked, 2 replicas over 1) %.3f", shallow, ClockRatio(rep.Clock, 300, shallow))
+	}
+}

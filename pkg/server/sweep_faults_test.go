@@ -1,0 +1,109 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"iterion.dev/iterion/pkg/forge"
+	"iterion.dev/iterion/pkg/forge/forgesim"
+	"iterion.dev/iterion/pkg/gaterun"
+	"iterion.dev/iterion/pkg/server"
+)
+
+// TestSweepUnderFaultsLosesNothingAndItsBatchRecovers pins the sweep
+// against the simulator with GitHub's latency model (2% of 100-pull
+// queries past the 10 s timeout) and 1% more of GraphQL queries answered
+// 502, then a burst of 502s that drives the batch to its floor, then no
+// fault at all:
+//
+//   - nothing is lost: every run whose gate status drifted is repaired;
+//   - no verdict from a wrong commit: a run whose pull request has another
+//     head is settled, and nothing is written on the new head;
+//   - the batch size is back to 100 within 10 intervals of the faults
+//     stopping.
+func TestSweepUnderFaultsLosesNothingAndItsBatchRecovers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const n, drifted, moved = 1000, 50, 20
+		lat := forgesim.GitHubLatency()
+		lat.Seed = 2
+		sim := forgesim.New(forgesim.WithLatency(lat), forgesim.WithGraphQLFaults(forgesim.GraphQLFaults{BadGatewayShare: 0.01, Seed: 3}))
+		fc, runs, stopSim := seedSweepRuns(t, sim, n, drifted)
+		defer stopSim()
+		// Runs drifted+1 .. drifted+moved: their pull requests got a new
+		// head the runs never saw.
+		newHead := func(i int) string { return fmt.Sprintf("%040x", 1<<20+i) }
+		for i := drifted + 1; i <= drifted+moved; i++ {
+			if err := sim.PushHead("acme", "app", i, newHead(i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		rec := &sweepRecorder{sim: sim}
+		sw := server.NewSweeper(server.SweeperConfig{Runs: runs, Offer: server.NewReconciler(runs, fc, nil), Interval: time.Minute, OnPass: rec.onPass})
+		stop := startSweeper(sw)
+		defer stop()
+
+		// 6 intervals at the fault rates, then 2 of a 502 burst.
+		time.Sleep(6*time.Minute + 50*time.Second)
+		synctest.Wait()
+		burst := len(func() []server.SweepPass { p, _ := rec.snapshot(); return p }())
+		if err := sim.SetGraphQLFaults(forgesim.GraphQLFaults{BadGatewayShare: 0.7, Seed: 4}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * time.Minute)
+		synctest.Wait()
+		// The faults stop: no 502, no tail.
+		if err := sim.SetGraphQLFaults(forgesim.GraphQLFaults{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := sim.SetLatency(steadyLatency()); err != nil {
+			t.Fatal(err)
+		}
+		stopped := len(func() []server.SweepPass { p, _ := rec.snapshot(); return p }())
+		time.Sleep(10 * time.Minute)
+		synctest.Wait()
+		stop()
+		passes, _ := rec.snapshot()
+
+		timeouts, floor := 0, forge.MaxPullBatch
+		for i, p := range passes {
+			if i < burst {
+				timeouts += p.Timeouts
+			}
+			if i < stopped {
+				floor = min(floor, p.Batch)
+			}
+			t.Logf("pass %d: offered %d, batches %d, failed %d, timeouts %d, batch after %d, forge time %v, complete %v, behind %v",
+				p.Pass, p.Offered, p.ForgeReads, p.ForgeErrors, p.Timeouts, p.Batch, p.ForgeTime, p.Complete, p.Behind)
+		}
+		if timeouts == 0 || floor > 12 {
+			t.Fatalf("%d timeouts and 502s at the issue's rates, smallest batch %d before the faults stopped; want some, and the batch near its floor of 10 after the burst: the faults must bite for the test to mean anything", timeouts, floor)
+		}
+		recovered := 0
+		for i := stopped; i < len(passes); i++ {
+			if passes[i].Batch == forge.MaxPullBatch {
+				recovered = i - stopped + 1
+				break
+			}
+		}
+		if recovered == 0 || recovered > 10 {
+			t.Errorf("batch back to %d after %d passes of the faults stopping (0: never in %d), want within 10 intervals", forge.MaxPullBatch, recovered, len(passes)-stopped)
+		}
+		for i := 1; i <= drifted; i++ {
+			if got := gateState(t, fc, fmt.Sprintf("%040d", i)); got != "success" {
+				t.Errorf("run %d's drifted gate status: got %q, want success: nothing is lost to timeouts and 502s", i, got)
+			}
+		}
+		for i := drifted + 1; i <= drifted+moved; i++ {
+			if got := gateState(t, fc, newHead(i)); got != "" {
+				t.Errorf("pull %d's new head: gate status %q, want none: no verdict from a wrong commit", i, got)
+			}
+			run, err := runs.Get(context.Background(), gateRun(i, fmt.Sprintf("%040d", i), gaterun.VerdictSuccess).ID)
+			if err != nil || !run.Settled {
+				t.Errorf("run %d, whose pull request has another head: settled %v (%v), want settled", i, run.Settled, err)
+			}
+		}
+	})
+}
