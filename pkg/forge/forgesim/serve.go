@@ -154,6 +154,7 @@ func (s *Sim) api(h func(*http.Request, string) reply) http.Handler {
 			hd.Set("Vary", "Accept, Authorization, Cookie")
 		}
 		s.count(r, tok, status, units, took)
+		s.logRequest(r, tok, status, refused, now)
 		s.mu.Unlock()
 		s.wait(r.Context(), took)
 		write(w, status, out)
