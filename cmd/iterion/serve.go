@@ -377,8 +377,11 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// The owner names this replica in the lease store and, through the
+	// forge client's User-Agent, in GitHub's view of who sent what.
+	owner := server.NewOwner()
 	fcfg := forge.Config{BaseURL: c.forgeURL, Token: c.forgeToken, Logger: logger, Registerer: reg, ETagCacheBytes: c.etagCache,
-		Timeout: c.forgeRequestTimeout()}
+		Timeout: c.forgeRequestTimeout(), UserAgent: "iterion (" + owner + ")"}
 	if c.appID != 0 {
 		key, err := os.ReadFile(c.privateKeyFile)
 		if err != nil {
@@ -428,7 +431,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 		SweepInterval: c.sweepInterval,
 		Board:         cards, BoardRepos: c.boardRepos, BoardInterval: c.boardInterval,
 		StoreTimeout: c.storeTimeout, Deliveries: deliveries, DeliveryWindow: c.deliveryWindow, Limits: c.limits,
-		Logger: logger, Registry: reg,
+		Logger: logger, Registry: reg, Owner: owner,
 	}, server.Comparison{NoLease: c.noLease, SweepMode: server.SweepMode(c.sweepMode), NoSweepTimeBudget: c.noTimeBudget, MeasureGroupShards: c.measureShards})
 	if err != nil {
 		return err
