@@ -37,18 +37,21 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer) error {
 // serveHelp is serve's -h: its flags by group, the measurement-only ones
 // last.
 var serveHelp = help{
-	usage: "iterion serve --api-token TOKEN (--forge-token TOKEN | --github-app-*) [flags]",
+	usage: "iterion serve --api-token TOKEN (--forge-token TOKEN | --github-app-id ID --github-private-key-file FILE [--github-installation-id ID]) [flags]",
 	about: "Runs one replica of the merge-gate server: the HTTP API, webhooks, /metrics,\n" +
 		"/healthz, /readyz and the pages, and the elected nets (the merge-gate sweeper, and the\n" +
 		"forge board sync with --board-repos), each under its lease. Replicas sharing\n" +
-		"--mongo-uri elect one of them per net. Every flag has an ITERION_* twin.",
+		"--mongo-uri elect one of them per net. With --github-app-id and\n" +
+		"--github-private-key-file but no --github-installation-id (App mode) it serves\n" +
+		"every installation of the App, each swept on one shard of the lease group\n" +
+		"merge-gate-sweeper. Every flag has an ITERION_* twin.",
 	example: "ITERION_API_TOKEN=secret ITERION_FORGE_TOKEN=ghp_... \\\n" +
 		"  iterion serve --mongo-uri mongodb://db:27017/?replicaSet=rs0 --board-repos acme/app\n",
 	groups: []flagGroup{
 		{"server", []string{"listen", "api-token", "api-token-file", "pages-token", "pages-token-file", "public-pages", "webhook-secret", "webhook-secret-file", "log-format", "log-level"}},
 		{"stores", []string{"mongo-uri", "mongo-db", "store-timeout", "delivery-window"}},
 		{"forge", []string{"forge-url", "forge-token", "forge-token-file", "github-app-id", "github-installation-id", "github-private-key-file", "forge-etag-cache", "forge-timeout"}},
-		{"elected nets", []string{"sweep-interval", "board-repos", "board-interval"}},
+		{"elected nets", []string{"sweep-interval", "board-repos", "board-interval", "sweep-shards", "installation-concurrency"}},
 		{"HTTP limits", []string{"read-header-timeout", "read-timeout", "write-timeout", "idle-timeout", "max-header-bytes", "max-run-body-bytes", "large-webhook-reads", "min-webhook-body-rate", "slow-body-grace"}},
 		{"for comparison measurements only, never in production", []string{"no-lease", "sweep-mode", "sweep-no-time-budget", "measure-group-shards"}},
 	},
@@ -72,6 +75,8 @@ type serveConfig struct {
 	sweepInterval  time.Duration
 	boardRepos     []string
 	boardInterval  time.Duration
+	sweepShards    int
+	instConc       int
 	noLease        bool
 	sweepMode      string
 	noTimeBudget   bool
@@ -100,7 +105,7 @@ func serveFlags(fs *flag.FlagSet, c *serveConfig) (envOf map[string]string) {
 	fs.StringVar(&c.forgeURL, "forge-url", "", "forge REST API root; absent: https://api.github.com/")
 	fs.StringVar(&c.forgeToken, "forge-token", "", "forge token (or use the three --github-app-* flags)")
 	fs.Int64Var(&c.appID, "github-app-id", 0, "GitHub App id")
-	fs.Int64Var(&c.installationID, "github-installation-id", 0, "GitHub App installation id")
+	fs.Int64Var(&c.installationID, "github-installation-id", 0, "GitHub App installation id; absent with --github-app-id: App mode, every installation of the App")
 	fs.StringVar(&c.privateKeyFile, "github-private-key-file", "", "GitHub App private key (PEM) file")
 	fs.StringVar(&c.webhookSecret, "webhook-secret", "", "secret of X-Hub-Signature-256; absent: POST /webhooks/github answers 404")
 	fs.StringVar(&c.apiToken, "api-token", "", "bearer token of POST /api/runs and GET /api/runs (required); it opens the pages too")
@@ -117,6 +122,8 @@ func serveFlags(fs *flag.FlagSet, c *serveConfig) (envOf map[string]string) {
 		return nil
 	})
 	fs.DurationVar(&c.boardInterval, "board-interval", board.DefaultInterval, "forge board sync interval; its lease's TTL is 3 intervals, its retry 1")
+	fs.IntVar(&c.sweepShards, "sweep-shards", server.DefaultSweepShards, "App mode: shards of the lease groups merge-gate-sweeper and forge-board-sync; an installation is swept on shard server.InstallationShard(id, shards)")
+	fs.IntVar(&c.instConc, "installation-concurrency", server.DefaultInstallationConcurrency, "App mode: installations one shard term sweeps at once (each installation's passes run one at a time)")
 	fs.BoolVar(&c.noLease, "no-lease", false, "run every elected net on this replica without a lease (the forge cost scales with replicas)")
 	fs.IntVar(&c.measureShards, "measure-group-shards", 0, "run the lease group measure-group of this many shards, whose work only holds its shard terms (0: none)")
 	fs.StringVar(&c.sweepMode, "sweep-mode", string(server.SweepBatch), "batch: one GraphQL query per 100 runs; rest: two REST reads per run, the per-run sweep the batched one replaced (the forge cost grows with open runs)")
@@ -259,17 +266,26 @@ func (c serveConfig) validate() []error {
 	case c.forgeToken != "" && app:
 		add("--forge-token and --github-app-* are both set: choose one forge credential")
 	case !app && c.forgeToken == "" && c.forgeTokenFile == "":
-		add("--forge-token, or --github-app-id with --github-installation-id and --github-private-key-file, is required")
+		add("--forge-token, or --github-app-id with --github-private-key-file (and --github-installation-id for one installation), is required")
 	case app:
 		if c.appID <= 0 {
 			add("--github-app-id %d: want a positive App id", c.appID)
 		}
-		if c.installationID <= 0 {
-			add("--github-installation-id %d: want a positive installation id", c.installationID)
+		if c.installationID < 0 {
+			add("--github-installation-id %d: want a positive installation id, or none for App mode (every installation)", c.installationID)
 		}
 		if c.privateKeyFile == "" {
 			add("--github-private-key-file is required with --github-app-id")
 		}
+	}
+	if c.sweepShards < 1 {
+		add("--sweep-shards %d: want 1 or more", c.sweepShards)
+	}
+	if c.instConc < 1 {
+		add("--installation-concurrency %d: want 1 or more", c.instConc)
+	}
+	if c.appMode() && len(c.boardRepos) > 0 {
+		add("--board-repos in App mode (no --github-installation-id): the board sync serves one credential only, for now")
 	}
 	if c.sweepInterval < lease.MinTTL {
 		add("--sweep-interval %v: want at least %v", c.sweepInterval, lease.MinTTL)
@@ -332,6 +348,12 @@ func (c serveConfig) validate() []error {
 	return bad
 }
 
+// appMode reports whether serve runs in App mode: App credentials and no
+// installation id, so every installation of the App is served.
+func (c serveConfig) appMode() bool {
+	return c.appID != 0 && c.installationID == 0
+}
+
 // forgeRequestTimeout is --forge-timeout, or when it is 0 the default
 // derived from the shortest interval of the nets this replica runs.
 func (c serveConfig) forgeRequestTimeout() time.Duration {
@@ -380,18 +402,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	// The owner names this replica in the lease store and, through the
 	// forge client's User-Agent, in GitHub's view of who sent what.
 	owner := server.NewOwner()
-	fcfg := forge.Config{BaseURL: c.forgeURL, Token: c.forgeToken, Logger: logger, Registerer: reg, ETagCacheBytes: c.etagCache,
-		Timeout: c.forgeRequestTimeout(), UserAgent: "iterion (" + owner + ")"}
-	if c.appID != 0 {
-		key, err := os.ReadFile(c.privateKeyFile)
-		if err != nil {
-			return fmt.Errorf("--github-private-key-file: %w", err)
-		}
-		fcfg.App = &forge.AppAuth{AppID: c.appID, InstallationID: c.installationID, PrivateKey: key}
-	}
-	fc, err := forge.New(fcfg)
+	fc, app, err := c.forgeClient(logger, reg, "iterion ("+owner+")")
 	if err != nil {
-		return fmt.Errorf("forge client (--forge-url, --forge-token, --github-app-*): %w", err)
+		return err
 	}
 
 	var runs gaterun.Store = gaterun.NewMemoryStore()
@@ -426,7 +439,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	}
 
 	srv, err := server.NewForComparison(server.Config{
-		Runs: runs, Leases: leases, Forge: fc, ForgeHost: c.forgeHost(),
+		Runs: runs, Leases: leases, Forge: fc, App: app, ForgeHost: c.forgeHost(),
+		SweepShards: c.sweepShards, InstallationConcurrency: c.instConc,
 		APIToken: c.apiToken, PagesToken: c.pagesToken, PublicPages: c.publicPages, WebhookSecret: c.webhookSecret,
 		SweepInterval: c.sweepInterval,
 		Board:         cards, BoardRepos: c.boardRepos, BoardInterval: c.boardInterval,
@@ -442,8 +456,37 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	}
 	logger.Info("iterion serve", "owner", srv.Owner(), "forge_host", c.forgeHost(),
 		"sweep_interval", c.sweepInterval.String(), "board_repos", strings.Join(c.boardRepos, ","),
-		"board_interval", c.boardInterval.String(), "public_pages", c.publicPages, "forge_timeout", c.forgeRequestTimeout().String(), "no_lease", c.noLease, "mongo", c.mongoURI != "")
+		"board_interval", c.boardInterval.String(), "app_mode", c.appMode(), "sweep_shards", c.sweepShards,
+		"installation_concurrency", c.instConc, "public_pages", c.publicPages, "forge_timeout", c.forgeRequestTimeout().String(), "no_lease", c.noLease, "mongo", c.mongoURI != "")
 	return srv.Run(ctx, ln)
+}
+
+// forgeClient builds the forge client serve's credentials call for: a
+// Client for a token or one installation, or, in App mode, an AppClient
+// (the other is nil).
+func (c serveConfig) forgeClient(logger *slog.Logger, reg prometheus.Registerer, userAgent string) (*forge.Client, *forge.AppClient, error) {
+	fcfg := forge.Config{BaseURL: c.forgeURL, Token: c.forgeToken, Logger: logger, Registerer: reg, ETagCacheBytes: c.etagCache,
+		Timeout: c.forgeRequestTimeout(), UserAgent: userAgent}
+	if c.appID != 0 {
+		key, err := os.ReadFile(c.privateKeyFile)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--github-private-key-file: %w", err)
+		}
+		if c.appMode() {
+			app, err := forge.NewApp(forge.AppConfig{BaseURL: c.forgeURL, Logger: logger, Registerer: reg, ETagCacheBytes: c.etagCache,
+				Timeout: c.forgeRequestTimeout(), UserAgent: userAgent, AppID: c.appID, PrivateKey: key})
+			if err != nil {
+				return nil, nil, fmt.Errorf("forge App client (--forge-url, --github-app-id, --github-private-key-file): %w", err)
+			}
+			return nil, app, nil
+		}
+		fcfg.App = &forge.AppAuth{AppID: c.appID, InstallationID: c.installationID, PrivateKey: key}
+	}
+	fc, err := forge.New(fcfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("forge client (--forge-url, --forge-token, --github-app-*): %w", err)
+	}
+	return fc, nil, nil
 }
 
 // mongoSelectTimeout bounds how long a request waits for a reachable MongoDB

@@ -19,6 +19,7 @@ import (
 	"iterion.dev/iterion/internal/testing/mongotest"
 	"iterion.dev/iterion/pkg/forge/forgesim"
 	"iterion.dev/iterion/pkg/lease/mongolease"
+	"iterion.dev/iterion/pkg/server"
 )
 
 // env is a fake environment for serve's and leases' variable twins.
@@ -41,7 +42,10 @@ func TestServeValidatesConfigNamingTheFlag(t *testing.T) {
 		{"api token missing", []string{"--forge-token", "t"}, env(), "--api-token"},
 		{"no forge credential", []string{"--api-token", "a"}, env(), "--forge-token"},
 		{"token and app", append(base, "--github-app-id", "1"), env(), "--github-app-*"},
-		{"app without installation", []string{"--api-token", "a", "--github-app-id", "1", "--github-private-key-file", "k.pem"}, env(), "--github-installation-id"},
+		{"app installation negative", []string{"--api-token", "a", "--github-app-id", "1", "--github-installation-id", "-2", "--github-private-key-file", "k.pem"}, env(), "--github-installation-id -2"},
+		{"sweep shards zero", append(base, "--sweep-shards", "0"), env(), "--sweep-shards 0"},
+		{"installation concurrency zero", append(base, "--installation-concurrency", "0"), env(), "--installation-concurrency 0"},
+		{"board in app mode", []string{"--api-token", "a", "--github-app-id", "1", "--github-private-key-file", "k.pem", "--board-repos", "acme/app"}, env(), "--board-repos in App mode"},
 		{"app without key", []string{"--api-token", "a", "--github-app-id", "1", "--github-installation-id", "2"}, env(), "--github-private-key-file"},
 		{"sweep interval zero", append(base, "--sweep-interval", "0s"), env(), "--sweep-interval"},
 		{"sweep interval not a duration", append(base, "--sweep-interval", "often"), env(), "sweep-interval"},
@@ -75,6 +79,37 @@ func TestServeValidatesConfigNamingTheFlag(t *testing.T) {
 			_, err := parseServe(c.args, c.env, io.Discard)
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Errorf("parseServe(%q) = %v, want an error naming %s: config is validated at start", c.args, err, c.want)
+			}
+		})
+	}
+}
+
+// TestServeAppModeIsAppCredentialsWithoutInstallation pins how serve tells
+// its modes apart: App credentials without --github-installation-id serve
+// every installation of the App; with one, that installation alone; a
+// token, the token's repositories. The shard and concurrency settings
+// default to the server's defaults.
+func TestServeAppModeIsAppCredentialsWithoutInstallation(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		args []string
+		app  bool
+	}{
+		{"app without installation", []string{"--github-app-id", "1", "--github-private-key-file", "k.pem"}, true},
+		{"app with installation", []string{"--github-app-id", "1", "--github-installation-id", "2", "--github-private-key-file", "k.pem"}, false},
+		{"token", []string{"--forge-token", "t"}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := parseServe(append([]string{"--api-token", "a"}, c.args...), env(), io.Discard)
+			if err != nil {
+				t.Fatalf("parseServe: %v", err)
+			}
+			if got.appMode() != c.app {
+				t.Errorf("appMode() = %v, want %v", got.appMode(), c.app)
+			}
+			if got.sweepShards != server.DefaultSweepShards || got.instConc != server.DefaultInstallationConcurrency {
+				t.Errorf("--sweep-shards %d, --installation-concurrency %d, want the defaults %d and %d",
+					got.sweepShards, got.instConc, server.DefaultSweepShards, server.DefaultInstallationConcurrency)
 			}
 		})
 	}

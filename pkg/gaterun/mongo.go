@@ -44,6 +44,8 @@ type runDoc struct {
 	TargetURL   string    `bson:"target_url"`
 	Created     time.Time `bson:"created_at"`
 	Updated     time.Time `bson:"updated_at"`
+	// Installation is absent from documents written before it: 0.
+	Installation int64 `bson:"installation"`
 	// Settled is read raw: the driver would take any number as a bool.
 	Settled bson.RawValue `bson:"settled"`
 }
@@ -57,6 +59,8 @@ func NewMongoStore(ctx context.Context, db *mongo.Database) (*MongoStore, error)
 	err := mongostore.CreateIndexes(ctx, coll, []mongo.IndexModel{
 		{Keys: bson.D{{Key: "settled", Value: 1}, {Key: "updated_at", Value: 1}, {Key: "_id", Value: 1}},
 			Options: options.Index().SetName("unsettled_by_updated")},
+		{Keys: bson.D{{Key: "installation", Value: 1}, {Key: "settled", Value: 1}, {Key: "updated_at", Value: 1}, {Key: "_id", Value: 1}},
+			Options: options.Index().SetName("unsettled_by_installation")},
 		{Keys: bson.D{{Key: "host", Value: 1}, {Key: "repo_key", Value: 1}, {Key: "pull", Value: 1}},
 			Options: options.Index().SetName("by_pull_key")},
 		{Keys: bson.D{{Key: "host", Value: 1}, {Key: "repo_key", Value: 1}, {Key: "head_sha", Value: 1}},
@@ -115,6 +119,7 @@ func (s *MongoStore) Put(ctx context.Context, run Run, now time.Time) (bool, err
 			{Key: "context", Value: run.Context}, {Key: "verdict", Value: string(run.Verdict)},
 			{Key: "description", Value: run.Description}, {Key: "target_url", Value: run.TargetURL},
 			{Key: "updated_at", Value: now}, {Key: "settled", Value: false},
+			{Key: "installation", Value: run.Installation},
 		}},
 		{Key: "$setOnInsert", Value: bson.D{{Key: "created_at", Value: now}, {Key: "repo", Value: run.Repo}}},
 	}
@@ -154,6 +159,25 @@ func (s *MongoStore) Unsettled(ctx context.Context, since time.Time, after Curso
 	return s.page(ctx, filter, after, limit)
 }
 
+// UnsettledIn implements Store, on the index unsettled_by_installation. A
+// document written before the installation field has none, and is listed
+// as installation 0's.
+func (s *MongoStore) UnsettledIn(ctx context.Context, installation int64, since time.Time, after Cursor, limit int) ([]Run, error) {
+	if limit < 1 {
+		return nil, fmt.Errorf("%w: limit %d is under 1", ErrInvalid, limit)
+	}
+	var inst any = installation
+	if installation == 0 {
+		inst = bson.D{{Key: "$in", Value: bson.A{int64(0), nil}}}
+	}
+	filter := bson.D{
+		{Key: "installation", Value: inst},
+		{Key: "settled", Value: false},
+		{Key: "updated_at", Value: bson.D{{Key: "$gte", Value: mongostore.Stamp(since)}}},
+	}
+	return s.page(ctx, filter, after, limit)
+}
+
 // List implements Store.
 func (s *MongoStore) List(ctx context.Context, q Query) ([]Run, error) {
 	if err := q.Validate(); err != nil {
@@ -168,6 +192,9 @@ func (s *MongoStore) List(ctx context.Context, q Query) ([]Run, error) {
 	}
 	if q.Pull != 0 {
 		filter = append(filter, bson.E{Key: "pull", Value: q.Pull})
+	}
+	if q.Installation != 0 {
+		filter = append(filter, bson.E{Key: "installation", Value: q.Installation})
 	}
 	if q.State != StateAll {
 		filter = append(filter, bson.E{Key: "settled", Value: q.State == StateSettled})
@@ -243,6 +270,7 @@ func decodeRun(raw bson.Raw) (Run, error) {
 		ID: d.ID, Host: d.Host, Repo: d.Repo, Pull: d.Pull, HeadSHA: d.HeadSHA,
 		Context: d.Context, Verdict: Verdict(d.Verdict), Description: d.Description,
 		TargetURL: d.TargetURL, Created: d.Created.UTC(), Updated: d.Updated.UTC(), Settled: settled,
+		Installation: d.Installation,
 	}
 	if err := r.Validate(); err != nil {
 		return Run{}, fmt.Errorf("%w: _id %q: %w", ErrMalformed, d.ID, err)

@@ -60,6 +60,11 @@ type Run struct {
 	// Settled is true once the pull request was seen closed, merged or with
 	// another head; a settled run is never offered by the sweeper.
 	Settled bool
+	// Installation is the GitHub App installation that covers Repo, whose
+	// token offers the run; 0 when the server uses one credential for
+	// every repository (a token, or a single installation). A later Put
+	// replaces it, as a repository may move between installations.
+	Installation int64
 }
 
 // Verdict is a gating run's verdict, published as the commit status state.
@@ -121,6 +126,8 @@ func (r Run) Validate() error {
 		return fmt.Errorf("%w: head_sha %q is not a commit", ErrInvalid, r.HeadSHA)
 	case strings.TrimSpace(r.Context) == "":
 		return fmt.Errorf("%w: context %q is empty", ErrInvalid, r.Context)
+	case r.Installation < 0:
+		return fmt.Errorf("%w: installation %d is negative", ErrInvalid, r.Installation)
 	}
 	if _, err := parseVerdict(string(r.Verdict)); err != nil {
 		return err
@@ -171,6 +178,9 @@ type Query struct {
 	// least 1) of it.
 	Host, Repo string
 	Pull       int
+	// Installation selects the runs of one App installation (at least 1);
+	// 0 matches every run, whatever its installation.
+	Installation int64
 	// State selects settled or unsettled runs.
 	State State
 	// After is where the page starts: the runs after it in listing order.
@@ -187,6 +197,8 @@ func (q Query) Validate() error {
 		return fmt.Errorf("%w: repo %q is not owner/name", ErrInvalid, q.Repo)
 	case q.Pull < 0:
 		return fmt.Errorf("%w: pull %d is not a pull request number", ErrInvalid, q.Pull)
+	case q.Installation < 0:
+		return fmt.Errorf("%w: installation %d is negative", ErrInvalid, q.Installation)
 	case q.State != StateAll && q.State != StateUnsettled && q.State != StateSettled:
 		return fmt.Errorf("%w: state %q is not settled or unsettled", ErrInvalid, q.State)
 	case q.Limit < 1:
@@ -196,9 +208,10 @@ func (q Query) Validate() error {
 }
 
 // Matches reports whether r has q's host, repo (compared by
-// [forge.RepoKey]), pull and state (the cursor and limit aside).
+// [forge.RepoKey]), pull, installation and state (the cursor and limit
+// aside).
 func (q Query) Matches(r Run) bool {
 	return (q.Host == "" || r.Host == q.Host) && (q.Repo == "" || forge.RepoKey(r.Repo) == forge.RepoKey(q.Repo)) &&
-		(q.Pull == 0 || r.Pull == q.Pull) &&
+		(q.Pull == 0 || r.Pull == q.Pull) && (q.Installation == 0 || r.Installation == q.Installation) &&
 		(q.State == StateAll || r.Settled == (q.State == StateSettled))
 }

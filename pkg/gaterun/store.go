@@ -34,6 +34,11 @@ type Store interface {
 	// Resume with CursorAt(last run of the page); a page shorter than limit
 	// is the last.
 	Unsettled(ctx context.Context, since time.Time, after Cursor, limit int) ([]Run, error)
+	// UnsettledIn is Unsettled restricted to the runs of one installation
+	// (Run.Installation; 0 lists the runs stored without one), in the same
+	// order and with the same paging: the sweeper of one App installation
+	// lists its runs alone.
+	UnsettledIn(ctx context.Context, installation int64, since time.Time, after Cursor, limit int) ([]Run, error)
 	// ForPull returns the unsettled runs of one pull request, any head.
 	// Here and in ForHead and List, repo matches a run's Repo without
 	// regard to case, as GitHub compares names ([forge.RepoKey]).
@@ -105,12 +110,22 @@ func (s *MemoryStore) Get(ctx context.Context, id string) (Run, error) {
 
 // Unsettled implements Store.
 func (s *MemoryStore) Unsettled(ctx context.Context, since time.Time, after Cursor, limit int) ([]Run, error) {
+	return s.unsettled(ctx, func(Run) bool { return true }, since, after, limit)
+}
+
+// UnsettledIn implements Store.
+func (s *MemoryStore) UnsettledIn(ctx context.Context, installation int64, since time.Time, after Cursor, limit int) ([]Run, error) {
+	return s.unsettled(ctx, func(r Run) bool { return r.Installation == installation }, since, after, limit)
+}
+
+// unsettled is Unsettled of the runs keep accepts.
+func (s *MemoryStore) unsettled(ctx context.Context, keep func(Run) bool, since time.Time, after Cursor, limit int) ([]Run, error) {
 	if limit < 1 {
 		return nil, fmt.Errorf("%w: limit %d is under 1", ErrInvalid, limit)
 	}
 	since = mongostore.Stamp(since)
 	out, err := s.filter(ctx, func(r Run) bool {
-		return !r.Updated.Before(since) && after.Before(r)
+		return keep(r) && !r.Updated.Before(since) && after.Before(r)
 	})
 	if err != nil {
 		return nil, err

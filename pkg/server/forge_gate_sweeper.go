@@ -49,6 +49,9 @@ const (
 type SweepPass struct {
 	// Owner is the replica that swept.
 	Owner string
+	// Installation is the App installation whose runs the pass swept, in
+	// App mode; 0 for the one sweeper of a token or single installation.
+	Installation int64
 	// Term counts the terms this sweeper served, from 1; Pass counts the
 	// passes of the term, from 1.
 	Term, Pass int

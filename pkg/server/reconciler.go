@@ -53,20 +53,32 @@ type offerer interface {
 // for concurrent use, and its Offer is idempotent: racing offers of one run,
 // from any replicas, converge on the same status.
 type reconciler struct {
-	runs   gaterun.Store
-	forge  *forge.Client
-	logger *slog.Logger
+	runs    gaterun.Store
+	forgeOf forgeOf
+	logger  *slog.Logger
 }
 
 var _ offerer = (*reconciler)(nil)
 
+// forgeOf returns the forge client that offers run: the one client of a
+// token or single installation, or, in App mode, the client of the run's
+// installation (appForge).
+type forgeOf func(ctx context.Context, run gaterun.Run) (*forge.Client, error)
+
 // newReconciler returns a reconciler that reads runs from runs and talks to
-// the forge through fc. A nil logger discards.
+// the forge through fc, whatever the run. A nil logger discards.
 func newReconciler(runs gaterun.Store, fc *forge.Client, logger *slog.Logger) *reconciler {
+	return newReconcilerOf(runs, func(context.Context, gaterun.Run) (*forge.Client, error) { return fc, nil }, logger)
+}
+
+// newReconcilerOf returns a reconciler that reads runs from runs and
+// offers each through the client clients returns for it. A nil logger
+// discards.
+func newReconcilerOf(runs gaterun.Store, clients forgeOf, logger *slog.Logger) *reconciler {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &reconciler{runs: runs, forge: fc, logger: logger}
+	return &reconciler{runs: runs, forgeOf: clients, logger: logger}
 }
 
 // Offer re-reads run (by its ID) from the store and the pull request from
@@ -92,19 +104,23 @@ func (r *reconciler) Offer(ctx context.Context, run gaterun.Run) (outcome, error
 // offerStored is Offer for a run just read from the store: two REST reads,
 // then the decision.
 func (r *reconciler) offerStored(ctx context.Context, run gaterun.Run) (outcome, error) {
+	fc, err := r.forgeOf(ctx, run)
+	if err != nil {
+		return r.failed("find the run's installation", run, err)
+	}
 	owner, repo := ownerRepo(run)
-	pull, err := r.forge.GetPull(ctx, owner, repo, run.Pull)
+	pull, err := fc.GetPull(ctx, owner, repo, run.Pull)
 	if err != nil {
 		return r.unread(run, err)
 	}
 	a, err := choose(run, pull, func() ([]forge.Status, error) {
-		cs, err := r.forge.CombinedStatus(ctx, owner, repo, run.HeadSHA)
+		cs, err := fc.CombinedStatus(ctx, owner, repo, run.HeadSHA)
 		return cs.Statuses, err
 	})
 	if err != nil {
 		return r.failed("read status", run, err)
 	}
-	return r.act(ctx, run, pull, a)
+	return r.act(ctx, fc, run, pull, a)
 }
 
 // OfferBatch offers runs as the store listed them an instant before (the
@@ -118,6 +134,9 @@ func (r *reconciler) offerStored(ctx context.Context, run gaterun.Run) (outcome,
 // with Offer, nothing is written from a stale copy, and a pass's store
 // reads grow with its pages and its drifted runs, not with open runs.
 //
+// The runs are of one installation (the sweeper lists one installation's
+// at a time): the query goes through the first run's client.
+//
 // It returns one outcome per run, in order, and every failure joined: a
 // forge rate limit stopping the query (errors.As finds a
 // *forge.RateLimitError) fails every run. More than forge.MaxPullBatch runs
@@ -127,12 +146,19 @@ func (r *reconciler) OfferBatch(ctx context.Context, runs []gaterun.Run) ([]outc
 	if len(runs) == 0 {
 		return outs, nil
 	}
+	fc, err := r.forgeOf(ctx, runs[0])
+	if err != nil {
+		for i, run := range runs {
+			outs[i], _ = r.failed("find the runs' installation", run, err)
+		}
+		return outs, fmt.Errorf("server: offer %d runs: find installation %d: %w", len(runs), runs[0].Installation, err)
+	}
 	refs := make([]forge.PullRef, len(runs))
 	for i, run := range runs {
 		owner, repo := ownerRepo(run)
 		refs[i] = forge.PullRef{Owner: owner, Repo: repo, Number: run.Pull}
 	}
-	states, err := r.forge.PullStates(ctx, refs)
+	states, err := fc.PullStates(ctx, refs)
 	if err != nil {
 		for i, run := range runs {
 			outs[i], _ = r.failed("read pulls", run, err)
@@ -141,14 +167,14 @@ func (r *reconciler) OfferBatch(ctx context.Context, runs []gaterun.Run) ([]outc
 	}
 	errs := make([]error, len(runs))
 	for i, run := range runs {
-		outs[i], errs[i] = r.offerListed(ctx, run, states[i])
+		outs[i], errs[i] = r.offerListed(ctx, fc, run, states[i])
 	}
 	return outs, errors.Join(errs...)
 }
 
 // offerListed decides a listed run from the forge's state of its pull
 // request, and re-reads it from the store before any write (OfferBatch).
-func (r *reconciler) offerListed(ctx context.Context, listed gaterun.Run, st forge.PullState) (outcome, error) {
+func (r *reconciler) offerListed(ctx context.Context, fc *forge.Client, listed gaterun.Run, st forge.PullState) (outcome, error) {
 	if st.Err != nil {
 		return r.unread(listed, st.Err)
 	}
@@ -163,7 +189,7 @@ func (r *reconciler) offerListed(ctx context.Context, listed gaterun.Run, st for
 	case !unchanged(listed, fresh):
 		return r.offerStored(ctx, fresh)
 	}
-	return r.act(ctx, fresh, st.Pull, a)
+	return r.act(ctx, fc, fresh, st.Pull, a)
 }
 
 // unchanged reports whether fresh, the stored run, is still the run listed
@@ -244,8 +270,9 @@ func choose(run gaterun.Run, pull forge.Pull, statuses func() ([]forge.Status, e
 }
 
 // act carries out a for run, whose pull request the forge showed as pull:
-// it settles the run in the store or creates the verdict's status.
-func (r *reconciler) act(ctx context.Context, run gaterun.Run, pull forge.Pull, a action) (outcome, error) {
+// it settles the run in the store or creates the verdict's status through
+// fc.
+func (r *reconciler) act(ctx context.Context, fc *forge.Client, run gaterun.Run, pull forge.Pull, a action) (outcome, error) {
 	switch a {
 	case actSettle:
 		if err := r.runs.Settle(ctx, run.ID); err != nil {
@@ -265,7 +292,7 @@ func (r *reconciler) act(ctx context.Context, run gaterun.Run, pull forge.Pull, 
 			return outcomeSuperseded, nil
 		}
 		owner, repo := ownerRepo(run)
-		err = r.forge.CreateStatus(ctx, owner, repo, run.HeadSHA, forge.Status{
+		err = fc.CreateStatus(ctx, owner, repo, run.HeadSHA, forge.Status{
 			Context: run.Context, State: string(run.Verdict),
 			Description: run.Description, TargetURL: run.TargetURL,
 		})
@@ -313,7 +340,7 @@ func decides(runs []gaterun.Run, of gaterun.Run) gaterun.Run {
 // failed logs a failed step of an offer and returns it as outcomeFailed.
 func (r *reconciler) failed(step string, run gaterun.Run, err error) (outcome, error) {
 	r.logger.Warn("offer failed; left for the next offer", "step", step, "run", run.ID,
-		"repo", run.Repo, "pull", run.Pull, "err", err)
+		"repo", run.Repo, "pull", run.Pull, "installation", run.Installation, "err", err)
 	return outcomeFailed, fmt.Errorf("server: offer run %s: %s: %w", run.ID, step, err)
 }
 

@@ -36,6 +36,9 @@ type runView struct {
 	Created     time.Time       `json:"created"` // RFC 3339
 	Updated     time.Time       `json:"updated"` // RFC 3339
 	Settled     bool            `json:"settled"`
+	// Installation is the App installation that offers the run; 0 when
+	// the server has one credential (a token or one installation).
+	Installation int64 `json:"installation"`
 	// LastOffer is the run's last offer on the replica that answered,
 	// absent when it made none since it started (another replica may have).
 	LastOffer *offerRecord `json:"last_offer,omitempty"`
@@ -57,7 +60,7 @@ type runsList struct {
 func (s *Server) view(run gaterun.Run) runView {
 	v := runView{ID: run.ID, Host: run.Host, Repo: run.Repo, Pull: run.Pull, HeadSHA: run.HeadSHA,
 		Context: run.Context, Verdict: run.Verdict, Description: run.Description, TargetURL: run.TargetURL,
-		Created: run.Created, Updated: run.Updated, Settled: run.Settled}
+		Created: run.Created, Updated: run.Updated, Settled: run.Settled, Installation: run.Installation}
 	if rec, ok := s.seen.lastOffer(run.ID); ok {
 		v.LastOffer = &rec
 	}

@@ -40,18 +40,35 @@ import (
 	"iterion.dev/iterion/pkg/lease/leaseprom"
 )
 
-// Config assembles a Server from its dependencies. Runs, Leases, Forge and
-// APIToken are required; a zero optional field means the
-// default its comment names.
+// Config assembles a Server from its dependencies. Runs, Leases, one of
+// Forge and App, and APIToken are required; a zero optional field means
+// the default its comment names.
 type Config struct {
 	// Runs keeps the gating runs (gaterun.MemoryStore or gaterun.MongoStore).
 	Runs gaterun.Store
 	// Leases elects the nets (lease.MemoryStore or mongolease.MongoStore). It
-	// should implement lease.Inspector for /leases.
+	// should implement lease.Inspector for /leases (App mode requires it:
+	// its nets are lease groups).
 	Leases lease.Store
-	// Forge is the forge client. Run closes it when it returns, which
-	// writes the partial hourly line.
+	// Forge is the forge client of a token or of one App installation,
+	// which serves every repository. Run closes it when it returns, which
+	// writes the partial hourly line. Set Forge or App, not both.
 	Forge *forge.Client
+	// App serves every installation of a GitHub App (App mode): each run
+	// is offered through its installation's client, the sweeper is the
+	// lease group merge-gate-sweeper of SweepShards shards, each
+	// installation swept on the shard InstallationShard names, and the
+	// board sync the group forge-board-sync. Run runs its re-list
+	// (AppClient.Run) and closes it when it returns. Set Forge or App,
+	// not both.
+	App *forge.AppClient
+	// SweepShards is how many shards the App-mode sweeper and board groups
+	// have; 0 means DefaultSweepShards. Unused without App.
+	SweepShards int
+	// InstallationConcurrency is how many installations one App-mode shard
+	// term sweeps at once; 0 means DefaultInstallationConcurrency. Unused
+	// without App.
+	InstallationConcurrency int
 	// ForgeHost is the forge host recorded on runs and in their ids;
 	// "" means "github.com".
 	ForgeHost string
@@ -209,8 +226,16 @@ func NewForComparison(cfg Config, cmp Comparison) (*Server, error) {
 		return nil, fmt.Errorf("%w: Runs is nil", ErrConfig)
 	case cfg.Leases == nil:
 		return nil, fmt.Errorf("%w: Leases is nil", ErrConfig)
-	case cfg.Forge == nil:
-		return nil, fmt.Errorf("%w: Forge is nil", ErrConfig)
+	case cfg.Forge == nil && cfg.App == nil:
+		return nil, fmt.Errorf("%w: Forge and App are nil: set one", ErrConfig)
+	case cfg.Forge != nil && cfg.App != nil:
+		return nil, fmt.Errorf("%w: Forge and App are both set: choose one", ErrConfig)
+	case cfg.SweepShards < 0:
+		return nil, fmt.Errorf("%w: SweepShards %d is negative", ErrConfig, cfg.SweepShards)
+	case cfg.App != nil && len(cfg.BoardRepos) > 0:
+		return nil, fmt.Errorf("%w: BoardRepos with App: the board sync in App mode is not built yet", ErrConfig)
+	case cfg.InstallationConcurrency < 0:
+		return nil, fmt.Errorf("%w: InstallationConcurrency %d is negative", ErrConfig, cfg.InstallationConcurrency)
 	case strings.TrimSpace(cfg.APIToken) == "":
 		return nil, fmt.Errorf("%w: APIToken is empty", ErrConfig)
 	case cfg.PagesToken != "" && strings.TrimSpace(cfg.PagesToken) == "":
@@ -256,6 +281,12 @@ func NewForComparison(cfg Config, cmp Comparison) (*Server, error) {
 	if cfg.SweepInterval == 0 {
 		cfg.SweepInterval = DefaultSweepInterval
 	}
+	if cfg.SweepShards == 0 {
+		cfg.SweepShards = DefaultSweepShards
+	}
+	if cfg.InstallationConcurrency == 0 {
+		cfg.InstallationConcurrency = DefaultInstallationConcurrency
+	}
 	if cfg.OfferTimeout == 0 {
 		cfg.OfferTimeout = 10 * time.Second
 	}
@@ -288,7 +319,6 @@ func NewForComparison(cfg Config, cmp Comparison) (*Server, error) {
 		cfg:    cfg,
 		cmp:    cmp,
 		log:    log,
-		rec:    newReconciler(cfg.Runs, cfg.Forge, log),
 		leases: leaseprom.New(cfg.Registry),
 		offers: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gate_offers_total",
@@ -297,6 +327,11 @@ func NewForComparison(cfg Config, cmp Comparison) (*Server, error) {
 		largeReads: make(chan struct{}, cfg.Limits.LargeWebhookReads),
 		largeBy:    make(map[string]bool),
 		stalls:     map[string]chan struct{}{MergeGateSweeper().Name: make(chan struct{}, 1), ForgeBoardSync().Name: make(chan struct{}, 1)},
+	}
+	if cfg.App != nil {
+		s.rec = newReconcilerOf(cfg.Runs, appForge(cfg.App), log)
+	} else {
+		s.rec = newReconciler(cfg.Runs, cfg.Forge, log)
 	}
 	backingOff := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "merge_gate_runs_backing_off",
@@ -374,6 +409,9 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	if s.cmp.MeasureGroupShards > 0 {
 		nets.Go(func() { s.measureGroup(netsCtx) })
 	}
+	if s.cfg.App != nil {
+		nets.Go(func() { _ = s.cfg.App.Run(netsCtx) }) // returns ctx's error at shutdown
+	}
 	var srv *http.Server
 	served := make(chan error, 1)
 	if ln != nil {
@@ -399,7 +437,11 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	stopNets()
 	nets.Wait()
 	s.log.Info("shutting down: flush the forge hourly line")
-	s.cfg.Forge.Close()
+	if s.cfg.App != nil {
+		s.cfg.App.Close()
+	} else {
+		s.cfg.Forge.Close()
+	}
 	return err
 }
 

@@ -7,9 +7,11 @@
 package gateruntest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -93,7 +95,7 @@ var cases = []conformance.Case[gaterun.Store]{
 	}},
 	{Name: "GetRoundTrips", Rule: "every field of a stored run reads back as stored, instants in UTC to the millisecond", Check: func(t *testing.T, s gaterun.Store) {
 		r := newRun("acme/app", 7, "0123abcd")
-		r.Context = "custom/ctx"
+		r.Context, r.Installation = "custom/ctx", 42
 		put(t, s, r, at(0).In(time.FixedZone("x", 3600)))
 		got, err := s.Get(context.Background(), r.ID)
 		if err != nil {
@@ -121,6 +123,7 @@ var cases = []conformance.Case[gaterun.Store]{
 			func(r *gaterun.Run) { r.HeadSHA = "" },
 			func(r *gaterun.Run) { r.Verdict = "approved" },
 			func(r *gaterun.Run) { r.Host = "" },
+			func(r *gaterun.Run) { r.Installation = -1 },
 		} {
 			r := newRun("acme/app", 3, "bbb")
 			bad(&r)
@@ -182,6 +185,57 @@ var cases = []conformance.Case[gaterun.Store]{
 	{Name: "UnsettledRefusesBadLimit", Rule: "a limit under 1 is ErrInvalid", Check: func(t *testing.T, s gaterun.Store) {
 		if _, err := s.Unsettled(context.Background(), at(0), gaterun.Cursor{}, 0); !errors.Is(err, gaterun.ErrInvalid) {
 			t.Errorf("got %v, want ErrInvalid: limit must be at least 1", err)
+		}
+	}},
+	{Name: "UnsettledInOneInstallation", Rule: "UnsettledIn lists one installation's unsettled runs alone, in listing order and pages like Unsettled; 0 lists the runs of none; a Put naming another installation moves the run", Check: func(t *testing.T, s gaterun.Store) {
+		var one []gaterun.Run
+		for i := range 5 {
+			r := newRun(fmt.Sprintf("org-1/repo-%d", i%2), 20+i, "i1")
+			r.Installation = 1
+			put(t, s, r, at(time.Duration(i/2)*time.Second)) // two runs share each instant
+			r, _ = s.Get(context.Background(), r.ID)
+			one = append(one, r)
+		}
+		two, none, settled := newRun("org-2/repo-1", 1, "i2"), newRun("acme/app", 1, "i0"), newRun("org-1/repo-9", 9, "i1s")
+		two.Installation, settled.Installation = 2, 1
+		for _, r := range []gaterun.Run{two, none, settled} {
+			put(t, s, r, at(0))
+		}
+		if err := s.Settle(context.Background(), settled.ID); err != nil {
+			t.Fatal(err)
+		}
+		var got []gaterun.Run
+		cur := gaterun.Cursor{}
+		for page := 0; page < 10; page++ {
+			p, err := s.UnsettledIn(context.Background(), 1, at(0), cur, 2)
+			if err != nil {
+				t.Fatalf("UnsettledIn: %v", err)
+			}
+			got = append(got, p...)
+			if len(p) < 2 {
+				break
+			}
+			cur = gaterun.CursorAt(p[len(p)-1])
+		}
+		slices.SortFunc(one, func(a, b gaterun.Run) int {
+			return cmp.Or(a.Updated.Compare(b.Updated), cmp.Compare(a.ID, b.ID))
+		})
+		if !sameIDs(got, one...) {
+			t.Errorf("UnsettledIn(1) paged by 2 = %v, want %v: installation 1's unsettled runs alone, in (Updated, ID) order", ids(got), ids(one))
+		}
+		if got, err := s.UnsettledIn(context.Background(), 0, at(0), gaterun.Cursor{}, 10); err != nil || !sameIDs(got, none) {
+			t.Errorf("UnsettledIn(0) = %v, %v, want [acme/app#1@i0]: 0 lists the runs of no installation", ids(got), err)
+		}
+		two.Installation = 3
+		put(t, s, two, at(time.Minute))
+		if got, err := s.UnsettledIn(context.Background(), 2, at(0), gaterun.Cursor{}, 10); err != nil || len(got) != 0 {
+			t.Errorf("UnsettledIn(2) after a Put naming installation 3 = %v, %v, want none: the run moved", ids(got), err)
+		}
+		if got, err := s.UnsettledIn(context.Background(), 3, at(0), gaterun.Cursor{}, 10); err != nil || !sameIDs(got, two) {
+			t.Errorf("UnsettledIn(3) = %v, %v, want [org-2/repo-1#1@i2]: a Put replaces the installation", ids(got), err)
+		}
+		if _, err := s.UnsettledIn(context.Background(), 1, at(0), gaterun.Cursor{}, 0); !errors.Is(err, gaterun.ErrInvalid) {
+			t.Errorf("UnsettledIn with limit 0 = %v, want ErrInvalid: limit must be at least 1", err)
 		}
 	}},
 	{Name: "SettleIsIdempotentAndPutUnsettles", Rule: "settling twice is fine; a later Put of the same run unsettles it", Check: func(t *testing.T, s gaterun.Store) {
@@ -262,10 +316,11 @@ var cases = []conformance.Case[gaterun.Store]{
 			}
 		}
 	}},
-	{Name: "ListFilters", Rule: "List selects by host, repo, pull and state; a zero field matches every run; settled runs are listed unless State leaves them out", Check: func(t *testing.T, s gaterun.Store) {
+	{Name: "ListFilters", Rule: "List selects by host, repo, pull, installation and state; a zero field matches every run; settled runs are listed unless State leaves them out", Check: func(t *testing.T, s gaterun.Store) {
 		a9, a9b, a10, lib9 := newRun("acme/app", 9, "g1"), newRun("acme/app", 9, "g2"), newRun("acme/app", 10, "g3"), newRun("acme/lib", 9, "g4")
 		otherHost := newRun("acme/app", 9, "g5")
 		otherHost.Host, otherHost.ID = "ghe.example", gaterun.ID("ghe.example", "acme/app", 9, "g5")
+		a10.Installation, lib9.Installation = 7, 7
 		for i, r := range []gaterun.Run{a9, a9b, a10, lib9, otherHost} {
 			put(t, s, r, at(time.Duration(i)*time.Second))
 		}
@@ -283,6 +338,7 @@ var cases = []conformance.Case[gaterun.Store]{
 			{"one pull of one repo and host", gaterun.Query{Host: "github.com", Repo: "acme/app", Pull: 9, Limit: 10}, []gaterun.Run{a9, a9b}},
 			{"unsettled only", gaterun.Query{Host: "github.com", Repo: "acme/app", Pull: 9, State: gaterun.StateUnsettled, Limit: 10}, []gaterun.Run{a9}},
 			{"settled only", gaterun.Query{State: gaterun.StateSettled, Limit: 10}, []gaterun.Run{a9b}},
+			{"one installation", gaterun.Query{Installation: 7, Limit: 10}, []gaterun.Run{a10, lib9}},
 			{"the limit bounds the page", gaterun.Query{Limit: 2}, []gaterun.Run{a9, a9b}},
 			{"the cursor starts the page after it", gaterun.Query{After: gaterun.Cursor{Updated: ms(at(time.Second)), ID: a9b.ID}, Limit: 10}, []gaterun.Run{a10, lib9, otherHost}},
 		} {
@@ -292,9 +348,9 @@ var cases = []conformance.Case[gaterun.Store]{
 			}
 		}
 	}},
-	{Name: "ListRefusesBadQuery", Rule: "a query Validate refuses (bad repo, negative pull, unknown state, limit under 1) is ErrInvalid", Check: func(t *testing.T, s gaterun.Store) {
+	{Name: "ListRefusesBadQuery", Rule: "a query Validate refuses (bad repo, negative pull or installation, unknown state, limit under 1) is ErrInvalid", Check: func(t *testing.T, s gaterun.Store) {
 		for _, q := range []gaterun.Query{
-			{Repo: "app", Limit: 1}, {Pull: -1, Limit: 1}, {State: "open", Limit: 1}, {Limit: 0},
+			{Repo: "app", Limit: 1}, {Pull: -1, Limit: 1}, {State: "open", Limit: 1}, {Limit: 0}, {Installation: -1, Limit: 1},
 		} {
 			if _, err := s.List(context.Background(), q); !errors.Is(err, gaterun.ErrInvalid) {
 				t.Errorf("List(%+v) = %v, want ErrInvalid naming the field", q, err)

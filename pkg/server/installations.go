@@ -1,0 +1,62 @@
+// App mode: which shard sweeps an installation, and which client offers a
+// run.
+
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"strconv"
+
+	"iterion.dev/iterion/pkg/forge"
+	"iterion.dev/iterion/pkg/gaterun"
+)
+
+// App mode's defaults (Config.SweepShards, Config.InstallationConcurrency).
+const (
+	// DefaultSweepShards is how many shards the App-mode groups have: with
+	// 10 replicas each holds 6 or 7, and with 1,000 installations a shard
+	// holds about 16.
+	DefaultSweepShards = 64
+	// DefaultInstallationConcurrency is how many installations one shard
+	// term sweeps at once.
+	DefaultInstallationConcurrency = 4
+)
+
+// InstallationShard is the shard, from 0 to shards-1, that sweeps App
+// installation id in a group of shards shards: FNV-1a (64-bit) of the
+// id's decimal digits, modulo shards. It is a pure function of its
+// arguments, stable across processes and releases (a change would move
+// every installation to another shard mid-deployment), so every replica
+// agrees on it without asking the store. shards under 1 counts as 1.
+func InstallationShard(id int64, shards int) int {
+	if shards <= 1 {
+		return 0
+	}
+	h := fnv.New64a()
+	h.Write([]byte(strconv.FormatInt(id, 10))) // never fails
+	return int(h.Sum64() % uint64(shards))
+}
+
+// appForge is App mode's forgeOf: the client of the run's installation.
+// A run stored without one (recorded before App mode), or whose
+// installation the App client does not know (removed, or not listed yet),
+// is resolved by its repository (AppClient.ForRepo, cached).
+func appForge(app *forge.AppClient) forgeOf {
+	return func(ctx context.Context, run gaterun.Run) (*forge.Client, error) {
+		if run.Installation != 0 {
+			fc, err := app.Installation(run.Installation)
+			if err == nil || !errors.Is(err, forge.ErrNotInstalled) {
+				return fc, err
+			}
+		}
+		owner, repo := ownerRepo(run)
+		fc, _, err := app.ForRepo(ctx, owner, repo)
+		if err != nil {
+			return nil, fmt.Errorf("server: run %s: %w", run.ID, err)
+		}
+		return fc, nil
+	}
+}
