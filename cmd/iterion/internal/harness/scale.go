@@ -2,15 +2,10 @@ package harness
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/rsa"
-	"crypto/x509"
-	"encoding/pem"
 	"fmt"
 	"math"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -368,21 +363,6 @@ func sweepersOf(ctx context.Context, rs []*replica) (sweepers, error) {
 		out.requests = append(out.requests, f.requests)
 	}
 	return out, nil
-}
-
-// writeAppKey writes a fresh RSA key for the scale App's JWTs into dir and
-// returns its path. The simulator reads a JWT's issuer, not its signature.
-func writeAppKey(dir string) (string, error) {
-	k, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		return "", fmt.Errorf("%w: App key: %w", ErrProcess, err)
-	}
-	path := filepath.Join(dir, "app-key.pem")
-	b := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(k)})
-	if err := os.WriteFile(path, b, 0o600); err != nil {
-		return "", fmt.Errorf("%w: App key: %w", ErrProcess, err)
-	}
-	return path, nil
 }
 
 // ScaleGoal is the batched sweep's goal for one pass at runs open runs: at most
