@@ -103,7 +103,7 @@ type tenure struct {
 func tenuresOf(ss []sweep, gap time.Duration) []tenure {
 	var out []tenure
 	open := map[string]int{} // owner → index of its latest tenure in out
-	for _, s := range ss {       // sorted by first arrival
+	for _, s := range ss {   // sorted by first arrival
 		if i, ok := open[s.owner]; ok && s.b.First.Sub(out[i].to) <= gap {
 			if s.b.Last.After(out[i].to) {
 				out[i].to = s.b.Last
