@@ -26,6 +26,7 @@ type Report struct {
 	Load     *LoadResult
 	Scale    []ScaleRow
 	Group    *GroupResult
+	Tenants  *TenantsResult
 }
 
 // CostRatio is the sweep's request rate at the largest N over the rate at
@@ -114,6 +115,9 @@ func (r *Report) Markdown(command string) string {
 	}
 	if r.Group != nil {
 		b.WriteString(groupMarkdown(*r.Group))
+	}
+	if r.Tenants != nil {
+		b.WriteString(tenantsMarkdown(*r.Tenants))
 	}
 	if len(r.Faults) > 0 {
 		b.WriteString("**Faults.** During each fault the harness sets the gate status of a quarter of the runs to `failure` " +
