@@ -118,7 +118,7 @@ func sendPullWebhook(ctx context.Context, a api, id int64, sha string) (int, err
 	payload := map[string]any{
 		"action": "opened", "number": 1,
 		"pull_request": map[string]any{"number": 1, "state": "open", "head": map[string]any{"sha": sha, "ref": "feature"}},
-		"repository": map[string]any{"name": name, "full_name": tenantRepo(id), "owner": map[string]any{"login": owner}},
+		"repository":   map[string]any{"name": name, "full_name": tenantRepo(id), "owner": map[string]any{"login": owner}},
 		"installation": map[string]any{"id": id},
 		"sender":       map[string]any{"login": "harness"},
 	}
