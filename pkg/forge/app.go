@@ -345,7 +345,11 @@ func (a *AppClient) Installation(id int64) (*Client, error) {
 		return nil, fmt.Errorf("%w: installation %d is not one of App %d's known installations", ErrNotInstalled, id, a.cfg.AppID)
 	}
 	if in.client == nil {
-		itr := ghinstallation.NewFromAppsTransport(a.atr, id)
+		// Each installation gets its own copy of the App's transport: a
+		// token refresh writes the AppsTransport's BaseURL and Client, and
+		// refreshes of two installations run concurrently.
+		atr := *a.atr
+		itr := ghinstallation.NewFromAppsTransport(&atr, id)
 		tagged := &installationTag{next: itr, id: id}
 		c, err := assemble(tagged, a.parts.counting, a.base, a.now, a.cfg.Reserves, nil, a.cfg.Timeout)
 		if err != nil {

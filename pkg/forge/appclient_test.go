@@ -365,3 +365,32 @@ func mustSim(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// TestInstallationsRefreshTheirTokensConcurrently pins that installation
+// clients are safe to use concurrently from their first request, when
+// each mints its token at once (run with -race): an App-mode server sweeps
+// several installations at a time.
+func TestInstallationsRefreshTheirTokensConcurrently(t *testing.T) {
+	sim, srv := startSim(t)
+	mustSim(t, sim.SeedInstallations(8, 1))
+	a := newApp(t, srv, forge.AppConfig{})
+	mustSim(t, a.Relist(context.Background()))
+	errs := make(chan error, 8)
+	for id := int64(1); id <= 8; id++ {
+		go func() {
+			c, err := a.Installation(id)
+			if err == nil {
+				_, err = c.GetPull(context.Background(), "org-"+strconv.FormatInt(id, 10), "repo-1", 1)
+			}
+			errs <- err
+		}()
+	}
+	for range 8 {
+		if err := <-errs; err != nil && !errors.Is(err, forge.ErrNotFound) {
+			t.Errorf("a first request of an installation: %v, want it sent (the pull does not exist: 404)", err)
+		}
+	}
+	if minted := sim.Requests(forgesim.Filter{Route: "POST /app/installations/{id}/access_tokens"}); minted != 8 {
+		t.Errorf("tokens minted: %d, want 8: each installation mints its own", minted)
+	}
+}

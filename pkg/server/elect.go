@@ -22,8 +22,9 @@ type electedNet struct {
 // nets lists the server's elected nets. Adding a net costs one entry here
 // and its Lease in leases.go: elect runs each through lease.Run.
 func (s *Server) nets() []electedNet {
-	nets := []electedNet{
-		{MergeGateSweeper(), s.cfg.SweepInterval, s.sweeper.Work},
+	var nets []electedNet
+	if s.sweeper != nil { // App mode sweeps through the group instead (installationSweeps)
+		nets = append(nets, electedNet{MergeGateSweeper(), s.cfg.SweepInterval, s.sweeper.Work})
 	}
 	if s.board != nil {
 		nets = append(nets, electedNet{ForgeBoardSync(), s.board.Interval(), s.board.Work})
@@ -143,19 +144,21 @@ func (s *Server) leaseEvent(ev lease.Event) {
 	}
 }
 
-// laneOfferer is the server's offer on one lane, as an offerer.
+// laneOfferer is the server's offer on one lane through rec, as an
+// offerer.
 type laneOfferer struct {
 	s    *Server
+	rec  *reconciler
 	lane string
 }
 
 func (o laneOfferer) Offer(ctx context.Context, run gaterun.Run) (outcome, error) {
-	return o.s.offer(ctx, o.lane, run)
+	return o.s.offerBy(ctx, o.rec, o.lane, run)
 }
 
 // OfferBatch offers runs together on the lane and counts each outcome.
 func (o laneOfferer) OfferBatch(ctx context.Context, runs []gaterun.Run) ([]outcome, error) {
-	outs, err := o.s.rec.OfferBatch(forge.WithLane(ctx, o.lane), runs)
+	outs, err := o.rec.OfferBatch(forge.WithLane(ctx, o.lane), runs)
 	for _, out := range outs {
 		o.s.offers.WithLabelValues(o.lane, string(out)).Inc()
 	}

@@ -174,6 +174,12 @@ type sweepTerm struct {
 	serverBackoff time.Duration
 }
 
+// newTerm counts a new term of s and returns its fresh state: its first
+// pass is deep.
+func (s *sweeper) newTerm() *sweepTerm {
+	return &sweepTerm{term: int(s.terms.Add(1)), backoff: make(map[string]backoff), batch: sweepBatch}
+}
+
 // maxServerBackoff bounds the wait between passes while the forge answers
 // 5xx, in intervals.
 const maxServerBackoff = 8
@@ -241,7 +247,7 @@ func (st *sweepTerm) note(run gaterun.Run, out outcome, now time.Time, interval 
 // in a row that did not complete), Work logs why and returns, and the
 // lease is released.
 func (s *sweeper) Work(ctx context.Context) {
-	st := &sweepTerm{term: int(s.terms.Add(1)), backoff: make(map[string]backoff), batch: sweepBatch}
+	st := s.newTerm()
 	defer s.showBackingOff(nil)
 	if s.cfg.Behind != nil {
 		defer s.cfg.Behind.Set(0)

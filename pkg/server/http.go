@@ -211,10 +211,12 @@ func jsonKind(t reflect.Type) string {
 
 // postRun is POST /api/runs: 401 without the bearer token; 413 for a body
 // over Limits.MaxRunBodyBytes; 400 naming the field for a body it cannot
-// use (nothing stored); 503 with Retry-After when the store does not answer
-// within StoreTimeout; else it stores the run, offers it on lane api, and
-// answers 201 (new) or 200 (same repo, pull and head again) with
-// {"id": ...}.
+// use (nothing stored); in App mode, 422 naming the repository when no
+// installation of the App covers it, and 503 with Retry-After when the
+// forge could not say which does; 503 with Retry-After when the store
+// does not answer within StoreTimeout; else it stores the run (with its
+// installation), offers it on lane api, and answers 201 (new) or 200 (same
+// repo, pull and head again) with {"id": ...}.
 func (s *Server) postRun(w http.ResponseWriter, r *http.Request) {
 	if !s.authorized(w, r) {
 		return
@@ -233,6 +235,10 @@ func (s *Server) postRun(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
+	if run.Installation, err = s.installationOf(r.Context(), run.Repo); err != nil {
+		s.refuseInstallation(w, run.Repo, err)
+		return
+	}
 	ctx, cancel := s.storeCtx(r)
 	created, err := s.cfg.Runs.Put(ctx, run, s.cfg.Now())
 	cancel()
@@ -241,7 +247,7 @@ func (s *Server) postRun(w http.ResponseWriter, r *http.Request) {
 		s.unavailable(w, "run not stored; retry")
 		return
 	}
-	s.log.Info("run recorded", "run", run.ID, "repo", run.Repo, "pull", run.Pull,
+	s.log.Info("run recorded", "run", run.ID, "repo", run.Repo, "pull", run.Pull, "installation", run.Installation,
 		"head", run.HeadSHA, "verdict", run.Verdict, "created", created)
 	s.offerAll(r.Context(), forge.LaneAPI, []gaterun.Run{run})
 	code := http.StatusOK

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"net/http"
 	"strconv"
 
 	"iterion.dev/iterion/pkg/forge"
@@ -59,4 +60,35 @@ func appForge(app *forge.AppClient) forgeOf {
 		}
 		return fc, nil
 	}
+}
+
+// installationOf is the App installation that covers repo ("owner/name"),
+// resolved within OfferTimeout (AppClient.ForRepo: cached, kept current by
+// the installation webhooks); 0 without an App. An error wraps
+// forge.ErrNotInstalled when no installation covers repo.
+func (s *Server) installationOf(ctx context.Context, repo string) (int64, error) {
+	if s.cfg.App == nil {
+		return 0, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.OfferTimeout)
+	defer cancel()
+	owner, name, err := forge.ParseRepo(repo)
+	if err != nil {
+		return 0, fmt.Errorf("%w: repo: %w", errInvalid, err)
+	}
+	_, id, err := s.cfg.App.ForRepo(ctx, owner, name) // charged to forge.LaneApp
+	return id, err
+}
+
+// refuseInstallation answers a run whose repository's installation
+// installationOf could not give: 422 naming the repository when no
+// installation covers it, else 503 with Retry-After (the forge did not
+// say).
+func (s *Server) refuseInstallation(w http.ResponseWriter, repo string, err error) {
+	if errors.Is(err, forge.ErrNotInstalled) {
+		writeError(w, http.StatusUnprocessableEntity, fmt.Sprintf("repo %s: no installation of the GitHub App covers it; install the App on it", repo))
+		return
+	}
+	s.log.Warn("run refused: its repository's installation not resolved", "repo", repo, "err", err)
+	s.unavailable(w, "the repository's installation not resolved; retry")
 }

@@ -52,6 +52,7 @@ func (tl *timeline) snapshot() ([]lease.Event, []server.SweepPass) {
 type replica struct {
 	owner, token string
 	forge        *forge.Client
+	app          *forge.AppClient // App mode (startAppReplicas); nil otherwise
 	handler      http.Handler // the replica's HTTP API and pages
 	stop         func()       // cancels Run and waits for it
 }

@@ -156,8 +156,9 @@ type Server struct {
 	cmp     Comparison   // the zero value in production
 	log     *slog.Logger // cfg.Logger with this replica's owner
 	rec     *reconciler
-	sweeper *sweeper
-	board   *board.Sync // nil: no BoardRepos, the board net does not run
+	sweeper *sweeper            // nil in App mode
+	sweeps  *installationSweeps // App mode's sweeper; nil otherwise
+	board   *board.Sync         // nil: no BoardRepos, the board net does not run
 	leases  *leaseprom.Metrics
 	health  *lease.Health
 	offers  *prometheus.CounterVec
@@ -359,32 +360,15 @@ func NewForComparison(cfg Config, cmp Comparison) (*Server, error) {
 		boardInterval = board.DefaultInterval
 	}
 	s.health = lease.NewHealth(healthBound(cfg.SweepInterval, boardInterval, len(cfg.BoardRepos) > 0))
-	var sweepOffer offerer = laneOfferer{s, forge.LaneMergeGateSweeper}
-	if cmp.SweepMode == SweepREST {
-		sweepOffer = perRunOfferer{sweepOffer}
-	}
-	timeShare := 0.0 // the default
-	if cmp.NoSweepTimeBudget {
-		timeShare = -1
-	}
-	s.sweeper = newSweeper(sweeperConfig{
-		Runs: cfg.Runs, Offer: sweepOffer, Interval: cfg.SweepInterval, TimeShare: timeShare,
-		Owner: cfg.Owner, Now: cfg.Now, Logger: log, OnPass: s.passes.sweepPass(cfg.Now, cfg.OnSweep),
-		BackingOff: backingOff, Behind: behind, Watchdog: s.watchdog(MergeGateSweeper(), cfg.SweepInterval),
-	})
-	if len(cfg.BoardRepos) > 0 {
-		bs, err := board.NewSync(board.Config{
-			Store: cfg.Board, Forge: cfg.Forge, Host: cfg.ForgeHost, Repos: cfg.BoardRepos,
-			Interval: cfg.BoardInterval, Owner: cfg.Owner, Now: cfg.Now, Logger: cfg.Logger, // NewSync adds the owner
-			OnPass: s.passes.boardPass(cfg.Now, s.boardPassed), Watchdog: s.watchdog(ForgeBoardSync(), boardInterval),
-		})
-		if err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
-		}
-		s.board = bs
+	s.buildSweeper(backingOff, behind)
+	if err := s.buildBoard(boardInterval); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	for _, n := range s.nets() {
 		s.passes.interval.WithLabelValues(n.lease.Name).Set(n.interval.Seconds())
+	}
+	if s.sweeps != nil {
+		s.passes.interval.WithLabelValues(MergeGateSweeper().Name).Set(cfg.SweepInterval.Seconds())
 	}
 	s.handler = s.routes()
 	return s, nil
@@ -409,8 +393,12 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	if s.cmp.MeasureGroupShards > 0 {
 		nets.Go(func() { s.measureGroup(netsCtx) })
 	}
-	if s.cfg.App != nil {
-		nets.Go(func() { _ = s.cfg.App.Run(netsCtx) }) // returns ctx's error at shutdown
+	if s.sweeps != nil {
+		nets.Go(func() { s.runApp(netsCtx) })
+		if s.cmp.NoLease {
+			s.log.Warn("--no-lease has no effect on App mode's sweeper group")
+		}
+		nets.Go(func() { s.sweeps.run(netsCtx) })
 	}
 	var srv *http.Server
 	served := make(chan error, 1)
@@ -447,34 +435,13 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 
 // offer offers run on lane and counts the outcome.
 func (s *Server) offer(ctx context.Context, lane string, run gaterun.Run) (outcome, error) {
-	out, err := s.rec.Offer(forge.WithLane(ctx, lane), run)
+	return s.offerBy(ctx, s.rec, lane, run)
+}
+
+// offerBy offers run on lane through rec and counts the outcome.
+func (s *Server) offerBy(ctx context.Context, rec *reconciler, lane string, run gaterun.Run) (outcome, error) {
+	out, err := rec.Offer(forge.WithLane(ctx, lane), run)
 	s.offers.WithLabelValues(lane, string(out)).Inc()
 	s.seen.offered(run.ID, lane, out, err, s.cfg.Now())
 	return out, err
-}
-
-// boardPassed notes a board pass for GET /board's freshness, then passes it
-// on to Config.OnBoardPass.
-func (s *Server) boardPassed(p board.Pass) {
-	s.seen.boardPassed(p, s.cfg.Now())
-	if s.cfg.OnBoardPass != nil {
-		s.cfg.OnBoardPass(p)
-	}
-}
-
-// boardStatus is GET /board's sync status: the board lease's owner, from
-// the lease store (none when it cannot say within ctx), and this replica's
-// last complete pass.
-func (s *Server) boardStatus(ctx context.Context) board.Status {
-	st := board.Status{LastPass: s.seen.lastBoardPass()}
-	if insp, ok := s.cfg.Leases.(lease.Inspector); ok {
-		if hs, err := insp.Holders(ctx); err == nil {
-			for _, h := range hs {
-				if h.Name == ForgeBoardSync().Name && s.cfg.Now().Before(h.Expires) {
-					st.Syncer, st.Self = h.Owner, h.Owner == s.cfg.Owner
-				}
-			}
-		}
-	}
-	return st
 }

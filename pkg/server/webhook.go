@@ -56,8 +56,9 @@ var (
 // application/x-www-form-urlencoded (whose payload parameter is the JSON
 // payload); 401 when the body does not match the signature;
 // 503 with Retry-After when too many large bodies are in flight or the
-// stores do not answer within StoreTimeout. Events other than pull_request
-// and status are ignored with 202. A delivery whose X-GitHub-Delivery was
+// stores do not answer within StoreTimeout. In App mode, appWebhook answers
+// the installation events and an event of an unknown installation. Other
+// events than pull_request and status are ignored with 202. A delivery whose X-GitHub-Delivery was
 // processed within DeliveryWindow, on any replica sharing Deliveries, is
 // acknowledged with 200 {"duplicate": id} and not processed again; one
 // being processed under an earlier claim answers 503 with Retry-After.
@@ -104,6 +105,9 @@ func (s *Server) postWebhook(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	event := github.WebHookType(r)
+	if s.cfg.App != nil && s.appWebhook(w, event, body) {
+		return
+	}
 	if event != "pull_request" && event != "status" {
 		writeJSON(w, http.StatusAccepted, map[string]string{"ignored": event})
 		return

@@ -1,0 +1,56 @@
+// The board net's server side: its passes noted for GET /board, and the
+// sync status the board's view shows.
+
+package server
+
+import (
+	"context"
+	"time"
+
+	"iterion.dev/iterion/pkg/board"
+	"iterion.dev/iterion/pkg/lease"
+)
+
+// buildBoard builds the board sync of Config.BoardRepos, if any, whose
+// passes run every boardInterval.
+func (s *Server) buildBoard(boardInterval time.Duration) error {
+	if len(s.cfg.BoardRepos) == 0 {
+		return nil
+	}
+	bs, err := board.NewSync(board.Config{
+		Store: s.cfg.Board, Forge: s.cfg.Forge, Host: s.cfg.ForgeHost, Repos: s.cfg.BoardRepos,
+		Interval: s.cfg.BoardInterval, Owner: s.cfg.Owner, Now: s.cfg.Now, Logger: s.cfg.Logger, // NewSync adds the owner
+		OnPass: s.passes.boardPass(s.cfg.Now, s.boardPassed), Watchdog: s.watchdog(ForgeBoardSync(), boardInterval),
+	})
+	if err != nil {
+		return err
+	}
+	s.board = bs
+	return nil
+}
+
+// boardPassed notes a board pass for GET /board's freshness, then passes it
+// on to Config.OnBoardPass.
+func (s *Server) boardPassed(p board.Pass) {
+	s.seen.boardPassed(p, s.cfg.Now())
+	if s.cfg.OnBoardPass != nil {
+		s.cfg.OnBoardPass(p)
+	}
+}
+
+// boardStatus is GET /board's sync status: the board lease's owner, from
+// the lease store (none when it cannot say within ctx), and this replica's
+// last complete pass.
+func (s *Server) boardStatus(ctx context.Context) board.Status {
+	st := board.Status{LastPass: s.seen.lastBoardPass()}
+	if insp, ok := s.cfg.Leases.(lease.Inspector); ok {
+		if hs, err := insp.Holders(ctx); err == nil {
+			for _, h := range hs {
+				if h.Name == ForgeBoardSync().Name && s.cfg.Now().Before(h.Expires) {
+					st.Syncer, st.Self = h.Owner, h.Owner == s.cfg.Owner
+				}
+			}
+		}
+	}
+	return st
+}

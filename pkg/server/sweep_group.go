@@ -1,0 +1,297 @@
+// App mode's merge-gate sweeper: the lease group merge-gate-sweeper, whose
+// shard terms sweep the installations InstallationShard gives them, each
+// with a sweeper of its own.
+
+package server
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"iterion.dev/iterion/pkg/forge"
+	"iterion.dev/iterion/pkg/gaterun"
+	"iterion.dev/iterion/pkg/lease"
+)
+
+// installationSweeps is the App-mode sweeper (docs/design.md, "One App,
+// many installations"). Each installation has a sweeper of its own (the
+// sweeper type, over its runs alone and offering through its client), so
+// its cursors, batch size, time budget and back-offs are its own, as
+// GitHub's limits are. Safe for concurrent use: RunGroup calls shardTerm
+// concurrently for different shards.
+type installationSweeps struct {
+	s        *Server
+	app      *forge.AppClient
+	shards   int
+	interval time.Duration
+	conc     int
+	// newSweeper builds installation id's sweeper.
+	newSweeper func(id int64) *sweeper
+	// lookups holds a pending look-up of the App's installations (lookUp).
+	lookups chan struct{}
+
+	mu       sync.Mutex
+	sweepers map[int64]*sweeper // made on first use, kept while the App knows it
+	// backingOff and behind are each installation's latest figures, summed
+	// (and or-ed) into the replica's gauges: no series per installation.
+	backingOff      map[int64]int
+	behind          map[int64]bool
+	backingOffGauge prometheus.Gauge
+	behindGauge     prometheus.Gauge
+}
+
+// run serves the group merge-gate-sweeper of g.shards shards until ctx is
+// done; its TTL and retry are the single sweeper lease's.
+func (g *installationSweeps) run(ctx context.Context) {
+	l := MergeGateSweeper()
+	err := lease.RunGroup(ctx, g.s.cfg.Leases, lease.GroupSpec{
+		Name:    l.Name,
+		Owner:   g.s.cfg.Owner,
+		Shards:  g.shards,
+		TTL:     l.TTL(g.interval),
+		Retry:   l.Retry(g.interval),
+		Logger:  g.s.cfg.Logger, // RunGroup adds the owner itself
+		Health:  g.s.health,
+		OnEvent: g.s.leaseEvent,
+	}, g.shardTerm)
+	if err != nil {
+		g.s.log.Error("elected group not started", "lease", l.Name, "err", err)
+	}
+}
+
+// buildSweeper builds the merge-gate sweeper: one sweeper under the lease
+// MergeGateSweeper(), or in App mode the group of installation sweepers,
+// each instantiated on first use over its installation's runs and client.
+// backingOff and behind are the replica's gauges.
+func (s *Server) buildSweeper(backingOff, behind prometheus.Gauge) {
+	timeShare := 0.0 // the default
+	if s.cmp.NoSweepTimeBudget {
+		timeShare = -1
+	}
+	sweepOffer := func(rec *reconciler) offerer {
+		if s.cmp.SweepMode == SweepREST {
+			return perRunOfferer{laneOfferer{s, rec, forge.LaneMergeGateSweeper}}
+		}
+		return laneOfferer{s, rec, forge.LaneMergeGateSweeper}
+	}
+	if s.cfg.App != nil {
+		s.sweeps = &installationSweeps{
+			s: s, app: s.cfg.App, shards: s.cfg.SweepShards, interval: s.cfg.SweepInterval, conc: s.cfg.InstallationConcurrency,
+			sweepers: map[int64]*sweeper{}, backingOff: map[int64]int{}, behind: map[int64]bool{},
+			backingOffGauge: backingOff, behindGauge: behind, lookups: make(chan struct{}, 1),
+			newSweeper: func(id int64) *sweeper {
+				ilog := s.log.With("installation", id)
+				onPass := s.passes.sweepPass(s.cfg.Now, s.cfg.OnSweep)
+				return newSweeper(sweeperConfig{
+					Runs: installationRuns{s.cfg.Runs, id}, Offer: sweepOffer(newReconcilerOf(s.cfg.Runs, installationForge(s.cfg.App, id), ilog)),
+					Interval: s.cfg.SweepInterval, TimeShare: timeShare, Owner: s.cfg.Owner, Now: s.cfg.Now, Logger: ilog,
+					OnPass: func(p SweepPass) { p.Installation = id; onPass(p) },
+				})
+			},
+		}
+	} else {
+		s.sweeper = newSweeper(sweeperConfig{
+			Runs: s.cfg.Runs, Offer: sweepOffer(s.rec), Interval: s.cfg.SweepInterval, TimeShare: timeShare,
+			Owner: s.cfg.Owner, Now: s.cfg.Now, Logger: s.log, OnPass: s.passes.sweepPass(s.cfg.Now, s.cfg.OnSweep),
+			BackingOff: backingOff, Behind: behind, Watchdog: s.watchdog(MergeGateSweeper(), s.cfg.SweepInterval),
+		})
+	}
+}
+
+// installationsOf is the set of installations the App client knows that
+// shard sweeps.
+func (g *installationSweeps) installationsOf(shard int) map[int64]bool {
+	mine := map[int64]bool{}
+	for _, in := range g.app.Installations() {
+		if InstallationShard(in.ID, g.shards) == shard {
+			mine[in.ID] = true
+		}
+	}
+	return mine
+}
+
+// shardTerm serves one term of shard: at its start and at every interval
+// after, it looks at the installations the shard has and starts sweeping
+// those new to it (their first pass one interval later, and deep) and
+// stops those gone. Every installation sweeps on its own cadence, one pass
+// at a time; the term's installations share conc pass slots. The term ends
+// with ctx, never for one installation's failures (sweepInstallation).
+func (g *installationSweeps) shardTerm(ctx context.Context, shard int) {
+	ctx = forge.WithLane(ctx, forge.LaneMergeGateSweeper)
+	slots := make(chan struct{}, g.conc)
+	running := map[int64]context.CancelFunc{}
+	var wg sync.WaitGroup
+	defer func() {
+		for _, stop := range running {
+			stop()
+		}
+		wg.Wait()
+	}()
+	tick := time.NewTicker(g.interval)
+	defer tick.Stop()
+	for {
+		mine := g.installationsOf(shard)
+		for id, stop := range running {
+			if !mine[id] {
+				stop()
+				delete(running, id)
+				g.s.log.Info("sweep: installation left the shard", "installation", id, "shard", shard)
+			}
+		}
+		for id := range mine {
+			if running[id] == nil {
+				ictx, stop := context.WithCancel(ctx)
+				running[id] = stop
+				wg.Go(func() { g.sweepInstallation(ictx, id, slots) })
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// sweeperOf is installation id's sweeper, made on first use.
+func (g *installationSweeps) sweeperOf(id int64) *sweeper {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	sw := g.sweepers[id]
+	if sw == nil {
+		sw = g.newSweeper(id)
+		g.sweepers[id] = sw
+	}
+	return sw
+}
+
+// sweepInstallation sweeps installation id until ctx is done: a pass every
+// interval, the first one interval after it starts and deep, through
+// lease.Every. The watchdog is the installation's own: each pass is
+// bounded by the interval (pass), and stallPasses passes in a row that did
+// not complete park the installation for stallPasses intervals, after
+// which it starts again afresh (a deep first pass). The shard's other
+// installations are not held back by it.
+func (g *installationSweeps) sweepInstallation(ctx context.Context, id int64, slots chan struct{}) {
+	sw := g.sweeperOf(id)
+	defer g.forget(id)
+	for {
+		st := sw.newTerm()
+		err := lease.Every(ctx, g.interval, g.s.cfg.Now,
+			func(ctx context.Context) (time.Time, bool) { return g.pass(ctx, sw, st, id, slots) },
+			func(until time.Time) {
+				sw.cfg.Logger.Debug("sweep skipped: rate limited or backing off", "until", until)
+			},
+			lease.Watchdog{Name: MergeGateSweeper().Name, StallAfter: stallPasses,
+				Stalled: g.s.passes.stalls.WithLabelValues(MergeGateSweeper().Name).Inc})
+		if err == nil || ctx.Err() != nil {
+			return
+		}
+		sitOut := stallPasses * g.interval
+		sw.cfg.Logger.Warn("sweep: installation parked: its passes keep failing; the shard's other installations go on", "for", sitOut.String(), "err", err)
+		g.note(id, nil, false)
+		t := time.NewTimer(sitOut)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// pass makes one pass of installation id's term st, once it has one of
+// the shard term's slots. It returns what lease.Every expects: the
+// instant the next pass must wait for, and whether it completed. A pass
+// that got no slot within an interval, or whose installation the App no
+// longer knows, is skipped: it returns a resume of now, which counts
+// neither as a failure nor as a success. The pass itself is bounded by the
+// interval (cause lease.ErrPassTimeout, counted as a timeout), from the
+// moment it has its slot, so the wait for one is not charged to it.
+func (g *installationSweeps) pass(ctx context.Context, sw *sweeper, st *sweepTerm, id int64, slots chan struct{}) (time.Time, bool) {
+	if _, err := g.app.Installation(id); err != nil {
+		return g.s.cfg.Now(), false // removed: the shard term stops it at its next interval
+	}
+	wait := time.NewTimer(g.interval)
+	defer wait.Stop()
+	select {
+	case slots <- struct{}{}:
+	case <-ctx.Done():
+		return time.Time{}, false
+	case <-wait.C:
+		sw.cfg.Logger.Warn("sweep skipped: every slot of the shard was taken for an interval; raise --installation-concurrency")
+		return g.s.cfg.Now(), false
+	}
+	defer func() { <-slots }()
+	pctx, cancel := context.WithTimeoutCause(ctx, g.interval, lease.ErrPassTimeout)
+	defer cancel()
+	p, resume := sw.pass(pctx, st)
+	if errors.Is(context.Cause(pctx), lease.ErrPassTimeout) {
+		g.s.passes.timeouts.WithLabelValues(MergeGateSweeper().Name).Inc()
+	}
+	g.note(id, st, p.Behind)
+	return resume, p.Complete
+}
+
+// note records installation id's backing-off runs (none when st is nil)
+// and whether its last pass was behind, and sets the replica's gauges to
+// the sum and the or over its installations.
+func (g *installationSweeps) note(id int64, st *sweepTerm, behind bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.backingOff[id], g.behind[id] = 0, behind
+	if st != nil {
+		g.backingOff[id] = len(st.backoff)
+	}
+	g.showLocked()
+}
+
+// forget drops installation id's figures once this replica stops sweeping
+// it, and its sweeper once the App no longer knows it.
+func (g *installationSweeps) forget(id int64) {
+	_, err := g.app.Installation(id)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	delete(g.backingOff, id)
+	delete(g.behind, id)
+	if err != nil {
+		delete(g.sweepers, id)
+	}
+	g.showLocked()
+}
+
+// showLocked sets the gauges from the figures; g.mu is held.
+func (g *installationSweeps) showLocked() {
+	n, behind := 0, false
+	for id, b := range g.backingOff {
+		n += b
+		behind = behind || g.behind[id]
+	}
+	g.backingOffGauge.Set(float64(n))
+	g.behindGauge.Set(b2f(behind))
+}
+
+// installationRuns is a run store as one installation's sweeper sees it:
+// its Unsettled lists that installation's runs alone.
+type installationRuns struct {
+	gaterun.Store
+	id int64
+}
+
+// Unsettled lists installation r.id's unsettled runs (Store.UnsettledIn).
+func (r installationRuns) Unsettled(ctx context.Context, since time.Time, after gaterun.Cursor, limit int) ([]gaterun.Run, error) {
+	return r.UnsettledIn(ctx, r.id, since, after, limit)
+}
+
+// installationForge is the forgeOf of installation id's sweeper: that
+// installation's client, and never another's, whatever the run says; an
+// installation the App no longer knows fails the offer without a request.
+func installationForge(app *forge.AppClient, id int64) forgeOf {
+	return func(context.Context, gaterun.Run) (*forge.Client, error) {
+		return app.Installation(id)
+	}
+}

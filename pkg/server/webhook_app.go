@@ -1,0 +1,114 @@
+// App mode's webhooks: the installation events, and the installation every
+// event names.
+
+package server
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/google/go-github/v88/github"
+)
+
+// appWebhook handles, in App mode, what a signed webhook says about the
+// App's installations, and reports whether it answered w. An installation
+// or installation_repositories event keeps the App client's set current
+// (200 {"installation": id, "action": ...}); it is idempotent, so a
+// redelivery is harmless and not deduplicated. A pull_request or status
+// event naming an installation the App client does not know is answered
+// 202 {"unknown_installation": id}, and the installation is looked up (a
+// re-list of the App's installations, lookUp); its runs are left to the
+// sweeper, which picks the installation up once known. A payload it cannot
+// read is 400. Any other event is not answered here.
+func (s *Server) appWebhook(w http.ResponseWriter, event string, body []byte) bool {
+	switch event {
+	case "installation", "installation_repositories", "pull_request", "status":
+	default:
+		return false
+	}
+	payload, err := github.ParseWebHook(event, body)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("%s payload: %v", event, err))
+		return true
+	}
+	switch ev := payload.(type) {
+	case *github.InstallationEvent:
+		s.cfg.App.HandleInstallationEvent(ev)
+		s.log.Info("webhook: installation", "installation", ev.GetInstallation().GetID(), "action", ev.GetAction(),
+			"account", ev.GetInstallation().GetAccount().GetLogin())
+		writeJSON(w, http.StatusOK, map[string]any{"installation": ev.GetInstallation().GetID(), "action": ev.GetAction()})
+		return true
+	case *github.InstallationRepositoriesEvent:
+		s.cfg.App.HandleInstallationRepositoriesEvent(ev)
+		s.log.Info("webhook: installation repositories", "installation", ev.GetInstallation().GetID(), "action", ev.GetAction(),
+			"added", len(ev.RepositoriesAdded), "removed", len(ev.RepositoriesRemoved))
+		writeJSON(w, http.StatusOK, map[string]any{"installation": ev.GetInstallation().GetID(), "action": ev.GetAction()})
+		return true
+	case *github.PullRequestEvent:
+		return s.unknownInstallation(w, event, ev.GetInstallation().GetID())
+	case *github.StatusEvent:
+		return s.unknownInstallation(w, event, ev.GetInstallation().GetID())
+	}
+	return false
+}
+
+// unknownInstallation answers 202 and asks for a look-up when id (an
+// event's installation.id) is one the App client does not know, and
+// reports whether it answered. An event without one (a repository's own
+// webhook) names none and is processed as in token mode.
+func (s *Server) unknownInstallation(w http.ResponseWriter, event string, id int64) bool {
+	if id == 0 {
+		return false
+	}
+	if _, err := s.cfg.App.Installation(id); err == nil {
+		return false
+	}
+	s.log.Info("webhook: unknown installation; looking it up", "event", event, "installation", id)
+	s.sweeps.lookUp()
+	writeJSON(w, http.StatusAccepted, map[string]int64{"unknown_installation": id})
+	return true
+}
+
+// lookUp asks runApp for a re-list of the App's installations, without
+// waiting: requests made while one is pending or running are one.
+func (g *installationSweeps) lookUp() {
+	select {
+	case g.lookups <- struct{}{}:
+	default:
+	}
+}
+
+// runApp keeps the App client's installations current until ctx is done:
+// its periodic re-list (AppClient.Run), and the re-lists lookUp asks for,
+// at most one per sweep interval, so a stream of events from an unknown
+// installation costs the App's budget little (a 1,000-installation App
+// lists them in 10 requests).
+func (s *Server) runApp(ctx context.Context) {
+	relisted := make(chan struct{})
+	go func() {
+		defer close(relisted)
+		_ = s.cfg.App.Run(ctx) // returns ctx's error at shutdown
+	}()
+	defer func() { <-relisted }()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.sweeps.lookups:
+		}
+		lctx, cancel := context.WithTimeout(ctx, s.cfg.OfferTimeout)
+		if err := s.cfg.App.Relist(lctx); err != nil && ctx.Err() == nil {
+			s.log.Warn("looking installations up failed; the periodic re-list will", "err", err)
+		}
+		cancel()
+		t := time.NewTimer(s.cfg.SweepInterval)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
