@@ -190,3 +190,29 @@ func TestLastRequestAndLimited(t *testing.T) {
 		t.Errorf("got %d limited after 5s, want 0: only the window's buckets count", n)
 	}
 }
+
+func TestSettled(t *testing.T) {
+	iv := time.Second
+	ids := []int64{1, 2}
+	cases := []struct {
+		name string
+		log  *synthLog
+		n    int
+		want bool
+		why  string
+	}{
+		{"each on one replica", newSynthLog().sweeps(1, "a", 0.1, 2.1, 4.1).sweeps(2, "b", 0.5, 3.5), 2, true,
+			"every installation swept in each half by the same one replica, and both replicas sweep"},
+		{"an installation moved", newSynthLog().sweeps(1, "a", 0.1, 1.1).sweeps(1, "b", 4.1).sweeps(2, "b", 0.5, 3.5), 2, false,
+			"an installation swept by another replica in the second half is still moving"},
+		{"an installation unswept", newSynthLog().sweeps(1, "a", 0.1, 4.1).sweeps(2, "b", 0.5), 2, false,
+			"an installation not swept in the second half has not settled"},
+		{"a replica idle", newSynthLog().sweeps(1, "a", 0.1, 4.1).sweeps(2, "a", 0.5, 3.5), 2, false,
+			"at N=2 both replicas must sweep"},
+	}
+	for _, c := range cases {
+		if got := settled(sweepsOf(c.log.log()), ids, c.n, sec(0), iv); got != c.want {
+			t.Errorf("%s: got %v, want %v: %s", c.name, got, c.want, c.why)
+		}
+	}
+}

@@ -20,8 +20,8 @@ func tenantsMarkdown(t TenantsResult) string {
 		"(its latency model and secondary limits compressed alike; sweep TTL %v, retry %v). Every figure comes from the simulator's own "+
 		"request log (`GET /_sim/installations/requests`): each installation's requests by sender, the replica naming itself and its lane "+
 		"in its User-Agent (`iterion (<owner>) lane/merge-gate-sweeper`), per interval with the first and last arrival on the simulator's clock. "+
-		"Each replica count is measured over whole intervals once every installation is swept by one replica, the same two intervals running.\n\n",
-		t.Installations, t.Installations, t.RunsPer, shards, t.Interval, t.TTL, t.Retry)
+		"Each replica count is measured over whole intervals once every installation is swept by one replica, the same over two stretches of %d intervals running.\n\n",
+		t.Installations, t.Installations, t.RunsPer, shards, t.Interval, t.TTL, t.Retry, settleHalf)
 	b.WriteString("| replicas | settled after | window | installations swept | sweep requests/hour per installation | replicas sweeping | busiest ÷ mean | longest gap | overlaps | rate-limit refusals |\n")
 	b.WriteString("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range t.Rows {

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"iterion.dev/iterion/internal/clock"
 )
 
 // The tenants scenario's wire steps: its installations and their runs,
@@ -45,8 +47,10 @@ func tenantRuns(id int64, n int) []runRequest {
 // pull request and its gate status on the simulator (control endpoints,
 // which no budget or secondary limit charges), then the verdict through
 // POST /api/runs on to, which resolves the repository's installation and
-// offers the run at once.
-func seedTenantRuns(ctx context.Context, s sim, to api, rs []runRequest, conc int) error {
+// offers the run at once. A 503 (the installation not resolved yet: the
+// App's requests are held back by a secondary limit) is retried after its
+// Retry-After, or pause, as a client of the idempotent API would.
+func seedTenantRuns(ctx context.Context, s sim, to api, rs []runRequest, conc int, pause time.Duration) error {
 	var (
 		wg   sync.WaitGroup
 		mu   sync.Mutex
@@ -63,7 +67,7 @@ func seedTenantRuns(ctx context.Context, s sim, to api, rs []runRequest, conc in
 					err = s.seedStatus(ctx, r.Repo, r.HeadSHA, gateContext, r.Verdict)
 				}
 				if err == nil {
-					err = to.postRun(ctx, r)
+					err = postRunRetrying(ctx, to, r, pause)
 				}
 				if err != nil {
 					mu.Lock()
@@ -82,6 +86,33 @@ func seedTenantRuns(ctx context.Context, s sim, to api, rs []runRequest, conc in
 		return fmt.Errorf("seeding %d runs: %d failed, the first: %w", len(rs), len(errs), errs[0])
 	}
 	return nil
+}
+
+// seedAttempts bounds postRunRetrying's attempts.
+const seedAttempts = 120
+
+// postRunRetrying posts r to a, retrying a 503 after its Retry-After (at
+// least pause) up to seedAttempts times.
+func postRunRetrying(ctx context.Context, a api, r runRequest, pause time.Duration) error {
+	body, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("%w: run: %w", ErrRequest, err)
+	}
+	for range seedAttempts {
+		status, retryAfter, answer, _, err := postStatus(ctx, a.hc, a.url+"/api/runs", a.token, body)
+		switch {
+		case err != nil:
+			return err
+		case status == http.StatusCreated || status == http.StatusOK:
+			return nil
+		case status != http.StatusServiceUnavailable:
+			return fmt.Errorf("%w: POST %s/api/runs %s#%d: %d: %s", ErrRequest, a.url, r.Repo, r.Pull, status, strings.TrimSpace(string(answer)))
+		}
+		if !clock.Sleep(ctx, max(retryAfter, pause)) {
+			return ctx.Err()
+		}
+	}
+	return fmt.Errorf("%w: POST %s/api/runs %s#%d: 503 %d times", ErrRequest, a.url, r.Repo, r.Pull, seedAttempts)
 }
 
 // addInstallation installs the App on account org-<id> over its one
@@ -154,6 +185,19 @@ func appRequests(ctx context.Context, s sim) (int64, error) {
 		return 0, err
 	}
 	return total(st.byToken(func(r simRequests) bool { return strings.HasPrefix(r.Token, "app:") })), nil
+}
+
+// appRefusals is how many requests made with the App's JWT the simulator
+// answered 403 or 429: a limit's refusals (an unknown installation's mint
+// is 404).
+func appRefusals(ctx context.Context, s sim) (int64, error) {
+	st, err := s.stats(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return total(st.byToken(func(r simRequests) bool {
+		return strings.HasPrefix(r.Token, "app:") && (r.Status == http.StatusForbidden || r.Status == http.StatusTooManyRequests)
+	})), nil
 }
 
 // sweepBehind sums merge_gate_sweep_behind over rs: the replicas whose
