@@ -311,7 +311,8 @@ const tenantsSeedConcurrency = 8
 func (s tenantsScenario) steady(ctx context.Context, c *cluster, n int, ids []int64, tUp time.Time) (TenantsRow, map[int64]int64, error) {
 	iv := c.interval
 	row := TenantsRow{Replicas: n}
-	deadline := tUp.Add(c.ttl() + 30*iv + 30*time.Second)
+	deadline := tUp.Add(c.ttl() + 15*iv + 10*time.Second)
+	why := "not looked"
 	for !row.Settled && time.Now().Before(deadline) {
 		clock.Sleep(ctx, iv)
 		look := alignUp(time.Now(), iv).Add(-(2*settleHalf + 1) * iv)
@@ -319,12 +320,12 @@ func (s tenantsScenario) steady(ctx context.Context, c *cluster, n int, ids []in
 		if err != nil {
 			return row, nil, err
 		}
-		if settled(sweepsOf(log), ids, n, look, iv) {
-			row.Settled, row.SettleAfter = true, time.Since(tUp)
+		if row.Settled, why = settled(sweepsOf(log), ids, n, look, iv); row.Settled {
+			row.SettleAfter = time.Since(tUp)
 		}
 	}
 	if !row.Settled {
-		s.logf("tenants N=%d: not settled within %v; measuring anyway", n, time.Since(tUp).Round(time.Millisecond))
+		s.logf("tenants N=%d: not settled within %v (%s); measuring anyway", n, time.Since(tUp).Round(time.Millisecond), why)
 	}
 	from := alignUp(time.Now(), iv)
 	to := from.Add(time.Duration(s.window) * iv)
@@ -349,12 +350,12 @@ func (s tenantsScenario) steady(ctx context.Context, c *cluster, n int, ids []in
 
 // settleHalf is how many intervals each half of settled's look spans: an
 // installation swept less often than every interval still settles.
-const settleHalf = 3
+const settleHalf = 2
 
 // settled tells whether, in the 2 × settleHalf whole intervals from from,
 // every installation of ids was swept in each half, by one replica, the
-// same in both, and n replicas swept.
-func settled(sl sweepLog, ids []int64, n int, from time.Time, iv time.Duration) bool {
+// same in both, and n replicas swept; when not, why not.
+func settled(sl sweepLog, ids []int64, n int, from time.Time, iv time.Duration) (bool, string) {
 	owners := map[string]bool{}
 	for _, id := range ids {
 		var by [2]map[string]bool
@@ -369,16 +370,19 @@ func settled(sl sweepLog, ids []int64, n int, from time.Time, iv time.Duration) 
 			by[k][sw.owner] = true
 		}
 		if len(by[0]) != 1 || len(by[1]) != 1 {
-			return false
+			return false, fmt.Sprintf("installation %d swept by %d and then %d replicas", id, len(by[0]), len(by[1]))
 		}
 		for o := range by[0] {
 			if !by[1][o] {
-				return false
+				return false, fmt.Sprintf("installation %d moved", id)
 			}
 			owners[o] = true
 		}
 	}
-	return len(owners) == n
+	if len(owners) != n {
+		return false, fmt.Sprintf("%d of %d replicas sweep", len(owners), n)
+	}
+	return true, ""
 }
 
 // total64 sums m's values.
@@ -419,10 +423,10 @@ func (s tenantsScenario) disturb(ctx context.Context, c *cluster, res *TenantsRe
 		}
 		removed[id] = time.Now()
 	}
-	clock.Sleep(ctx, 3*iv)
 
 	// A webhook for an installation no replica was told of: the simulator
-	// installs it with its webhooks off.
+	// installs it with its webhooks off. Its two intervals are also the
+	// added installations' bound to be swept in.
 	unknown := next
 	if err := pointWebhooks(ctx, c.sim, ""); err != nil {
 		return err
@@ -460,7 +464,7 @@ func (s tenantsScenario) disturb(ctx context.Context, c *cluster, res *TenantsRe
 	}
 	tKill := time.Now()
 	c.stopReplica(victim, syscall.SIGKILL)
-	clock.Sleep(ctx, res.killBound()+3*iv)
+	clock.Sleep(ctx, res.killBound()+2*iv)
 	if res.Behind, err = sweepBehind(ctx, c.replicas); err != nil {
 		return err
 	}

@@ -211,7 +211,7 @@ func TestSettled(t *testing.T) {
 			"at N=2 both replicas must sweep"},
 	}
 	for _, c := range cases {
-		if got := settled(sweepsOf(c.log.log()), ids, c.n, sec(0), iv); got != c.want {
+		if got, _ := settled(sweepsOf(c.log.log()), ids, c.n, sec(0), iv); got != c.want {
 			t.Errorf("%s: got %v, want %v: %s", c.name, got, c.want, c.why)
 		}
 	}
