@@ -284,9 +284,6 @@ func (c serveConfig) validate() []error {
 	if c.instConc < 1 {
 		add("--installation-concurrency %d: want 1 or more", c.instConc)
 	}
-	if c.appMode() && len(c.boardRepos) > 0 {
-		add("--board-repos in App mode (no --github-installation-id): the board sync serves one credential only, for now")
-	}
 	if c.sweepInterval < lease.MinTTL {
 		add("--sweep-interval %v: want at least %v", c.sweepInterval, lease.MinTTL)
 	}

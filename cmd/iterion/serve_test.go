@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"iterion.dev/iterion/internal/testing/forgetest"
 	"iterion.dev/iterion/internal/testing/mongotest"
 	"iterion.dev/iterion/pkg/forge/forgesim"
 	"iterion.dev/iterion/pkg/lease/mongolease"
@@ -45,7 +46,6 @@ func TestServeValidatesConfigNamingTheFlag(t *testing.T) {
 		{"app installation negative", []string{"--api-token", "a", "--github-app-id", "1", "--github-installation-id", "-2", "--github-private-key-file", "k.pem"}, env(), "--github-installation-id -2"},
 		{"sweep shards zero", append(base, "--sweep-shards", "0"), env(), "--sweep-shards 0"},
 		{"installation concurrency zero", append(base, "--installation-concurrency", "0"), env(), "--installation-concurrency 0"},
-		{"board in app mode", []string{"--api-token", "a", "--github-app-id", "1", "--github-private-key-file", "k.pem", "--board-repos", "acme/app"}, env(), "--board-repos in App mode"},
 		{"app without key", []string{"--api-token", "a", "--github-app-id", "1", "--github-installation-id", "2"}, env(), "--github-private-key-file"},
 		{"sweep interval zero", append(base, "--sweep-interval", "0s"), env(), "--sweep-interval"},
 		{"sweep interval not a duration", append(base, "--sweep-interval", "often"), env(), "sweep-interval"},
@@ -274,6 +274,86 @@ func TestServeInMemoryServesAndStopsGracefully(t *testing.T) {
 	log.waitFor(t, `"msg":"lease: released"`)
 	if line := log.waitFor(t, "forge HTTP:"); !strings.Contains(line, "partial hour") {
 		t.Errorf("hourly line %s, want a partial hour: the stop flushes the hour being counted", line)
+	}
+}
+
+// TestServeAppModeServesEveryInstallation pins serve in App mode, end to
+// end: with the App's id and key and no installation id it serves every
+// installation of the App: a run is stored with its repository's
+// installation and offered with that installation's token, a repository no
+// installation covers is 422 naming it, and the sweeper is the lease group
+// merge-gate-sweeper of --sweep-shards shards, all held by this process.
+func TestServeAppModeServesEveryInstallation(t *testing.T) {
+	sim := forgesim.New()
+	const sha = "abc1230000000000000000000000000000000000"
+	if err := sim.SeedInstallations(2, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := sim.SeedPull("org-2", "repo-1", 12, sha, "open"); err != nil {
+		t.Fatal(err)
+	}
+	simSrv := httptest.NewServer(sim)
+	defer simSrv.Close()
+	key := filepath.Join(t.TempDir(), "app.pem")
+	if err := os.WriteFile(key, forgetest.AppKey(t), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	url, log, stop := startServe(t, []string{"--listen", "127.0.0.1:0", "--forge-url", simSrv.URL + "/",
+		"--github-app-id", "1", "--github-private-key-file", key, "--api-token", "api", "--sweep-interval", "1h", "--sweep-shards", "4"})
+	log.waitFor(t, `"msg":"lease: elected"`)
+
+	post := func(repo string) (int, string) {
+		req, _ := http.NewRequest("POST", url+"/api/runs", strings.NewReader(`{"repo": "`+repo+`", "pull": 12, "head_sha": "`+sha+`", "verdict": "success"}`))
+		req.Header.Set("Authorization", "Bearer api")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := post("org-2/repo-1"); code != http.StatusCreated {
+		t.Fatalf("POST /api/runs for org-2/repo-1 = %d %s, want 201", code, body)
+	}
+	var runs struct {
+		Runs []struct {
+			Repo         string
+			Installation int64
+		}
+	}
+	getJSON(t, url+"/api/runs", &runs)
+	if len(runs.Runs) != 1 || runs.Runs[0].Installation != 2 {
+		t.Errorf("runs %+v, want org-2/repo-1's with installation 2", runs.Runs)
+	}
+	var written int64
+	for _, rc := range sim.Stats().Requests {
+		if strings.HasPrefix(rc.Token, "ghs_sim_2_") && rc.Route == "POST /repos/{owner}/{repo}/statuses/{sha}" && rc.Status == http.StatusCreated {
+			written += rc.Count
+		}
+	}
+	if written != 1 {
+		t.Errorf("statuses written with installation 2's tokens: %d, want 1: the run is offered through its installation", written)
+	}
+	if code, body := post("acme/none"); code != http.StatusUnprocessableEntity || !strings.Contains(body, "acme/none") {
+		t.Errorf("POST /api/runs for acme/none = %d %s, want 422 naming it", code, body)
+	}
+	var holders []leaseRow
+	shards := 0
+	for deadline := time.Now().Add(10 * time.Second); shards < 4 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		getJSON(t, url+"/leases?format=json", &holders) // the shards' campaigns run side by side
+		shards = 0
+		for _, h := range holders {
+			if strings.HasPrefix(h.Name, "merge-gate-sweeper[4]/shard/") {
+				shards++
+			}
+		}
+	}
+	if shards != 4 {
+		t.Errorf("leases %+v, want the 4 shards of merge-gate-sweeper[4] held here", holders)
+	}
+	if err := stop(); err != nil {
+		t.Errorf("serve after the stop signal = %v, want nil (exit 0)", err)
 	}
 }
 

@@ -2,8 +2,13 @@ package server_test
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"iterion.dev/iterion/internal/testing/forgetest"
+	"iterion.dev/iterion/pkg/board"
 	"iterion.dev/iterion/pkg/forge"
 	"iterion.dev/iterion/pkg/forge/forgesim"
 	"iterion.dev/iterion/pkg/gaterun"
@@ -38,10 +44,13 @@ func appRun(i int64) gaterun.Run {
 // newAppCluster is newCluster for App mode: the simulator has
 // installations 1..n of the App, installation i covering org-<i>/repo-1,
 // whose pull #1 is open at head sha-<i>; with runs, each has its run
-// (appRun) in the store, its status not yet published.
-func newAppCluster(t *testing.T, n int, runs bool) (c *cluster, next http.RoundTripper) {
+// (appRun) in the store, its status not yet published. opts configure the
+// simulator.
+func newAppCluster(t *testing.T, n int, runs bool, opts ...forgesim.Option) (c *cluster, next http.RoundTripper) {
 	t.Helper()
-	c, next = newCluster(t, 0)
+	c = &cluster{sim: forgesim.New(opts...), leases: lease.NewMemoryStore(), runs: gaterun.NewMemoryStore(), tl: &timeline{}}
+	next, stopSim := serveSimOnPipe(c.sim)
+	t.Cleanup(stopSim)
 	if err := c.sim.SeedInstallations(n, 1); err != nil {
 		t.Fatal(err)
 	}
@@ -67,15 +76,15 @@ func seedAppPull(t *testing.T, c *cluster, i int64, run bool) {
 	}
 }
 
-// startAppReplicas is startReplicas in App mode: n Servers (owners
-// replica-1..n) serving every installation of App appID, each with its
+// startAppReplicas is startReplicas in App mode: n more Servers (owners
+// replica-<k>, k counting c's replicas from 1) serving every installation of App appID, each with its
 // own AppClient (one key: the App's), sweeping every interval in a group
 // of shards shards. next may be wrapped by wrap (nil: as is).
 func startAppReplicas(t *testing.T, c *cluster, next http.RoundTripper, n int, interval time.Duration, shards int, mod func(*server.Config)) {
 	t.Helper()
 	key := forgetest.AppKey(t)
 	for i := 1; i <= n; i++ {
-		r := &replica{owner: fmt.Sprintf("replica-%d", i)}
+		r := &replica{owner: fmt.Sprintf("replica-%d", len(c.replicas)+1)}
 		reg := prometheus.NewRegistry()
 		app, err := forge.NewApp(forge.AppConfig{BaseURL: "http://sim/", Next: next, AppID: appID, PrivateKey: key, Registerer: reg})
 		if err != nil {
@@ -84,24 +93,7 @@ func startAppReplicas(t *testing.T, c *cluster, next http.RoundTripper, n int, i
 		r.app = app
 		cfg := server.Config{Runs: c.runs, Leases: c.leases, App: app, SweepShards: shards, APIToken: apiToken, WebhookSecret: webhookSecret,
 			Owner: r.owner, SweepInterval: interval, Registry: reg, OnLeaseEvent: c.tl.onEvent, OnSweep: c.tl.onSweep}
-		if mod != nil {
-			mod(&cfg)
-		}
-		srv, err := server.NewForComparison(cfg, c.cmp)
-		if err != nil {
-			t.Fatalf("server.NewForComparison: %v", err)
-		}
-		r.handler = srv.Handler()
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- srv.Run(ctx, nil) }()
-		r.stop = sync.OnceFunc(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("%s: Run = %v, want nil after its context is done", r.owner, err)
-			}
-		})
-		c.replicas = append(c.replicas, r)
+		c.start(t, r, cfg, mod)
 	}
 }
 
@@ -195,6 +187,441 @@ func TestAppModeSweepsEachInstallationWithItsOwnToken(t *testing.T) {
 			if rc.Status == http.StatusNotFound || rc.Status == http.StatusUnauthorized {
 				t.Errorf("simulator answered %d %s to token %s %d times, want no refusal: no installation reads another's repository", rc.Status, rc.Route, rc.Token, rc.Count)
 			}
+		}
+	})
+}
+
+// call sends a request to r's handler and returns the status and body;
+// hook names a webhook event, signed with webhookSecret.
+func (r *replica) call(t *testing.T, method, path, hook, body string) (int, string) {
+	t.Helper()
+	req := httptest.NewRequest(method, path, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+apiToken)
+	if hook != "" {
+		req.Header.Set("X-GitHub-Event", hook)
+		req.Header.Set("X-GitHub-Delivery", rand.Text())
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Hub-Signature-256", sign(webhookSecret, body))
+	}
+	w := httptest.NewRecorder()
+	r.handler.ServeHTTP(w, req)
+	return w.Code, w.Body.String()
+}
+
+// TestAppModeRunsResolveTheirInstallation pins POST /api/runs in App mode:
+// a run is stored with the installation that covers its repository, which
+// GET /api/runs/{id} and /runs show and GET /api/runs?installation=
+// selects by; a repository no installation covers is 422 naming it, and
+// nothing is stored.
+func TestAppModeRunsResolveTheirInstallation(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, next := newAppCluster(t, 3, false)
+		startAppReplicas(t, c, next, 1, time.Minute, 4, nil)
+		r := c.replicas[0]
+		defer r.stop()
+		sha := strings.Repeat("ab", 20)
+		if err := c.sim.SeedPull("org-2", "repo-1", 2, sha, "open"); err != nil {
+			t.Fatal(err)
+		}
+		code, body := r.call(t, "POST", "/api/runs", "", `{"repo":"org-2/repo-1","pull":2,"head_sha":"`+sha+`","verdict":"success"}`)
+		if code != http.StatusCreated {
+			t.Fatalf("POST /api/runs for org-2/repo-1: %d %s, want 201", code, body)
+		}
+		var created struct{ ID string }
+		if err := json.Unmarshal([]byte(body), &created); err != nil {
+			t.Fatal(err)
+		}
+		code, body = r.call(t, "GET", "/api/runs/"+created.ID, "", "")
+		var view server.RunView
+		if err := json.Unmarshal([]byte(body), &view); code != http.StatusOK || err != nil || view.Installation != 2 {
+			t.Errorf("GET /api/runs/{id}: %d %s, want installation 2: a run knows the installation covering its repository", code, body)
+		}
+		if !strings.Contains(body, `"installation":2`) {
+			t.Errorf("GET /api/runs/{id} = %s, want the field installation", body)
+		}
+		if code, body := r.call(t, "GET", "/api/runs?installation=2", "", ""); code != http.StatusOK || !strings.Contains(body, created.ID) {
+			t.Errorf("GET /api/runs?installation=2: %d %s, want the run: the API lists one installation's runs", code, body)
+		}
+		if code, body := r.call(t, "GET", "/api/runs?installation=3", "", ""); code != http.StatusOK || strings.Contains(body, created.ID) {
+			t.Errorf("GET /api/runs?installation=3: %d %s, want no run of installation 2", code, body)
+		}
+		if code, body := r.call(t, "GET", "/api/runs?installation=0", "", ""); code != http.StatusBadRequest || !strings.Contains(body, "installation") {
+			t.Errorf("GET /api/runs?installation=0: %d %s, want 400 naming installation", code, body)
+		}
+		if code, body := r.call(t, "GET", "/runs", "", ""); code != http.StatusOK || !strings.Contains(body, "<th>installation</th>") || !strings.Contains(body, "<td>2</td>") {
+			t.Errorf("GET /runs: %d %s, want an installation column showing 2: /runs shows each run's installation in App mode", code, body)
+		}
+
+		code, body = r.call(t, "POST", "/api/runs", "", `{"repo":"acme/nowhere","pull":1,"head_sha":"`+sha+`","verdict":"success"}`)
+		if code != http.StatusUnprocessableEntity || !strings.Contains(body, "acme/nowhere") {
+			t.Errorf("POST /api/runs for acme/nowhere: %d %s, want 422 naming the repository: no installation covers it", code, body)
+		}
+		if runs, _ := c.runs.List(context.Background(), gaterun.Query{Repo: "acme/nowhere", Limit: 10}); len(runs) != 0 {
+			t.Errorf("runs of acme/nowhere stored: %d, want none: a refused run is not stored", len(runs))
+		}
+	})
+}
+
+// pullEvent is a pull_request webhook payload for installation id's
+// repository's pull #1.
+func pullEvent(id int64) string {
+	owner, name, _ := strings.Cut(appRepo(id), "/")
+	return fmt.Sprintf(`{"action":"synchronize","number":1,"pull_request":{"number":1,"state":"open","head":{"sha":"sha-%d"}},`+
+		`"repository":{"name":%q,"full_name":%q,"owner":{"login":%q}},"installation":{"id":%d}}`, id, name, appRepo(id), owner, id)
+}
+
+// TestAppModeWebhookOfAnUnknownInstallationIsLookedUp pins that a webhook
+// naming an installation the server does not know is answered 202, not
+// processed and never crashed on, and that the installation is looked up
+// (the App's installations listed again), so it is known after.
+func TestAppModeWebhookOfAnUnknownInstallationIsLookedUp(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, next := newAppCluster(t, 2, true)
+		startAppReplicas(t, c, next, 1, time.Minute, 4, nil)
+		r := c.replicas[0]
+		defer r.stop()
+		synctest.Wait() // the first list of the installations
+		if err := c.sim.AddInstallation(9, "org-9", appRepo(9)); err != nil {
+			t.Fatal(err)
+		}
+		seedAppPull(t, c, 9, true)
+		if _, err := r.app.Installation(9); err == nil {
+			t.Fatal("installation 9 known before any webhook or list named it")
+		}
+		code, body := r.call(t, "POST", "/webhooks/github", "pull_request", pullEvent(9))
+		if code != http.StatusAccepted || !strings.Contains(body, `"unknown_installation":9`) {
+			t.Errorf("pull_request webhook of unknown installation 9: %d %s, want 202 naming it", code, body)
+		}
+		synctest.Wait()
+		if _, err := r.app.Installation(9); err != nil {
+			t.Errorf("installation 9 after the webhook: %v, want it known: an unknown installation is looked up", err)
+		}
+		if code, body := r.call(t, "POST", "/webhooks/github", "pull_request", pullEvent(9)); code != http.StatusOK {
+			t.Errorf("pull_request webhook of installation 9 once known: %d %s, want 200: processed", code, body)
+		}
+		if got := requestsBy(c.sim, 9, statusRoute, http.StatusCreated); got != 1 {
+			t.Errorf("installation 9: %d statuses written with its tokens, want 1: the event's run offered through its client", got)
+		}
+	})
+}
+
+// installationEvent is an installation webhook payload: action on
+// installation id, listing its repository.
+func installationEvent(action string, id int64) string {
+	return fmt.Sprintf(`{"action":%q,"installation":{"id":%d,"account":{"login":"org-%d"}},"repositories":[{"full_name":%q}]}`,
+		action, id, id, appRepo(id))
+}
+
+// TestAppModeInstallationsComeAndGoMidTerm pins that the shard terms
+// follow the App's installations: one created mid-term (its webhook) is
+// swept within 2 intervals, deep first, without a new term; one deleted
+// gets no request from 1 interval after its webhook on.
+func TestAppModeInstallationsComeAndGoMidTerm(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const interval = time.Minute
+		c, next := newAppCluster(t, 2, true)
+		startAppReplicas(t, c, next, 1, interval, 1, nil)
+		r := c.replicas[0]
+		defer r.stop()
+		time.Sleep(interval + interval/2)
+		synctest.Wait()
+		terms := len(shardTerms(c))
+
+		if err := c.sim.AddInstallation(3, "org-3", appRepo(3)); err != nil {
+			t.Fatal(err)
+		}
+		seedAppPull(t, c, 3, true)
+		added := time.Now()
+		if code, body := r.call(t, "POST", "/webhooks/github", "installation", installationEvent("created", 3)); code != http.StatusOK {
+			t.Fatalf("installation created webhook: %d %s, want 200", code, body)
+		}
+		time.Sleep(2 * interval)
+		synctest.Wait()
+		passes := sweptBy(c, 3)
+		if len(passes) == 0 || passes[0].At.After(added.Add(2*interval)) || !passes[0].Deep {
+			t.Errorf("installation 3 added at %v: passes %+v, want a deep one within 2 intervals", added, passes)
+		}
+		if got := requestsBy(c.sim, 3, statusRoute, http.StatusCreated); got != 1 {
+			t.Errorf("installation 3: %d statuses written, want 1: its run swept", got)
+		}
+		if n := len(shardTerms(c)); n != terms {
+			t.Errorf("shard terms: %d after the installation came, %d before; want the same term to pick it up", n, terms)
+		}
+
+		if err := c.sim.RemoveInstallation(1); err != nil {
+			t.Fatal(err)
+		}
+		if code, body := r.call(t, "POST", "/webhooks/github", "installation", installationEvent("deleted", 1)); code != http.StatusOK {
+			t.Fatalf("installation deleted webhook: %d %s, want 200", code, body)
+		}
+		time.Sleep(interval)
+		synctest.Wait()
+		before, swept := requestsBy(c.sim, 1, "", 0), len(sweptBy(c, 1))
+		time.Sleep(5 * interval)
+		synctest.Wait()
+		if after := requestsBy(c.sim, 1, "", 0); after != before {
+			t.Errorf("installation 1 deleted: %d requests with its tokens in the 5 intervals after the first, want none", after-before)
+		}
+		if n := len(sweptBy(c, 1)); n != swept {
+			t.Errorf("installation 1 deleted: %d passes after the first interval, want none", n-swept)
+		}
+		if n := len(sweptBy(c, 2)); n < 8 {
+			t.Errorf("installation 2: %d passes in 9.5 intervals, want one an interval: the others go on", n)
+		}
+	})
+}
+
+// passSpan is one sweep pass of an installation and when it ended.
+type passSpan struct {
+	p   server.SweepPass
+	end time.Time
+}
+
+// spans records every pass's span, by installation.
+type spans struct {
+	mu sync.Mutex
+	by map[int64][]passSpan
+}
+
+func (s *spans) onSweep(next func(server.SweepPass)) func(server.SweepPass) {
+	return func(p server.SweepPass) {
+		s.mu.Lock()
+		s.by[p.Installation] = append(s.by[p.Installation], passSpan{p, time.Now()})
+		s.mu.Unlock()
+		next(p)
+	}
+}
+
+// TestAppModeReplicasSplitTheShardsAndNeverSweepAnInstallationTogether
+// pins the group's promise per installation: two replicas, then three
+// (one joins, shards move to it), then two (one stops, its shards are
+// taken over), each hold shards while running and sweep their
+// installations; one installation's passes never overlap, whoever makes
+// them; and every installation is swept again after the moves.
+func TestAppModeReplicasSplitTheShardsAndNeverSweepAnInstallationTogether(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const interval, n, shards = time.Minute, 8, 8
+		// GitHub's latency: a pass takes seconds, so a term that ended
+		// before its passes did would show.
+		c, next := newAppCluster(t, n, true, forgesim.WithLatency(forgesim.GitHubLatency()))
+		rec := &spans{by: map[int64][]passSpan{}}
+		record := func(cfg *server.Config) { cfg.OnSweep = rec.onSweep(cfg.OnSweep) }
+		startAppReplicas(t, c, next, 2, interval, shards, record)
+		time.Sleep(10 * interval)
+		startAppReplicas(t, c, next, 1, interval, shards, record)
+		time.Sleep(10 * interval)
+		synctest.Wait()
+		c.replicas[0].stop()
+		stopped := time.Now()
+		time.Sleep(10 * interval)
+		synctest.Wait()
+		for _, r := range c.replicas[1:] {
+			r.stop()
+		}
+
+		owners := map[string]bool{}
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		for id := int64(1); id <= n; id++ {
+			list := rec.by[id]
+			for i := 1; i < len(list); i++ {
+				prev, cur := list[i-1], list[i]
+				if cur.p.At.Before(prev.end) {
+					t.Errorf("installation %d: a pass by %s began at %v, before the pass by %s ended at %v: one installation is swept by one replica at a time",
+						id, cur.p.Owner, cur.p.At, prev.p.Owner, prev.end)
+				}
+			}
+			swept := false
+			for _, s := range list {
+				owners[s.p.Owner] = true
+				swept = swept || s.p.At.After(stopped.Add(5*interval))
+			}
+			if !swept {
+				t.Errorf("installation %d: no pass in the last 5 intervals after replica-1 stopped, want its shard taken over", id)
+			}
+		}
+		if len(owners) != 3 {
+			t.Errorf("replicas that swept: %v, want all three: the shards are spread", owners)
+		}
+	})
+}
+
+// failingInstallation answers 502 to every GraphQL query of installation
+// id's tokens, as a forge failing for one organization does, or with hang
+// never answers them (until the request is cancelled), and passes
+// everything else to next.
+type failingInstallation struct {
+	next http.RoundTripper
+	id   int64
+	hang bool
+}
+
+func (f failingInstallation) RoundTrip(req *http.Request) (*http.Response, error) {
+	_, tok, _ := strings.Cut(req.Header.Get("Authorization"), " ")
+	if installationTokenOf(tok) != f.id || !strings.HasSuffix(req.URL.Path, "/graphql") {
+		return f.next.RoundTrip(req)
+	}
+	if req.Body != nil {
+		req.Body.Close()
+	}
+	if f.hang {
+		<-req.Context().Done()
+		return nil, req.Context().Err()
+	}
+	return &http.Response{StatusCode: http.StatusBadGateway, Status: "502 Bad Gateway", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: http.Header{"Content-Type": {"text/html"}}, Body: io.NopCloser(strings.NewReader("<html>502 Bad Gateway</html>")), Request: req}, nil
+}
+
+// TestAppModeAFailingInstallationDoesNotStopItsShard pins that one
+// installation's failures are its own: while every GraphQL answer of
+// installation 2 is a 502, its passes fail and back off, and the other
+// installations of its shard are swept every interval, in the one shard
+// term that started, which never ends for it.
+func TestAppModeAFailingInstallationDoesNotStopItsShard(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const interval = time.Minute
+		c, next := newAppCluster(t, 3, true)
+		startAppReplicas(t, c, failingInstallation{next: next, id: 2}, 1, interval, 1, nil)
+		time.Sleep(12*interval + time.Second)
+		synctest.Wait()
+		c.replicas[0].stop()
+
+		for _, id := range []int64{1, 3} {
+			complete := 0
+			for _, p := range sweptBy(c, id) {
+				if p.Complete {
+					complete++
+				}
+			}
+			if complete < 10 {
+				t.Errorf("installation %d: %d complete passes in 12 intervals, want one an interval (at least 10): a failing installation does not starve its shard", id, complete)
+			}
+		}
+		bad := sweptBy(c, 2)
+		for _, p := range bad {
+			if p.Complete {
+				t.Errorf("installation 2: pass %+v complete, want none: every read of it failed", p)
+			}
+		}
+		if len(bad) == 0 || len(bad) > 6 {
+			t.Errorf("installation 2: %d passes in 12 intervals, want some, backing off (2, 4, 8 intervals apart)", len(bad))
+		}
+		if terms := shardTerms(c); len(terms) != 1 {
+			t.Errorf("shard terms %d, want the one: a failing installation does not end its shard's term", len(terms))
+		}
+		if got := requestsBy(c.sim, 3, statusRoute, http.StatusCreated); got != 1 {
+			t.Errorf("installation 3: %d statuses written, want 1", got)
+		}
+	})
+}
+
+// TestAppModeAHangingInstallationIsParkedAlone pins the watchdog's rule
+// per installation (docs/design.md): while installation 2's forge never
+// answers, each of its passes is cut at the interval, and after
+// stallPasses (3) of them in a row it is parked for 3 intervals, counted
+// in iterion_net_stalls_total, then tried again; the other installations
+// of its shard are swept every interval, in the one shard term.
+func TestAppModeAHangingInstallationIsParkedAlone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const interval = time.Minute
+		c, next := newAppCluster(t, 3, true)
+		startAppReplicas(t, c, failingInstallation{next: next, id: 2, hang: true}, 1, interval, 1, nil)
+		time.Sleep(14*interval + time.Second)
+		synctest.Wait()
+		r := c.replicas[0]
+		stalls, timeouts := metricValue(t, r.handler, "iterion_net_stalls_total"), metricValue(t, r.handler, "iterion_net_pass_timeouts_total")
+		r.stop()
+
+		for _, id := range []int64{1, 3} {
+			if n := len(sweptBy(c, id)); n < 12 {
+				t.Errorf("installation %d: %d passes in 14 intervals, want one an interval: a hanging installation does not hold its shard up", id, n)
+			}
+		}
+		if stalls < 1 || timeouts < 3 {
+			t.Errorf("stalls %v, pass timeouts %v; want installation 2 parked at least once after 3 timed-out passes", stalls, timeouts)
+		}
+		if n := len(sweptBy(c, 2)); n < 3 || n > 9 {
+			t.Errorf("installation 2: %d passes in 14 intervals, want 3 in a row, then none for 3 intervals while parked, then again", n)
+		}
+		if terms := shardTerms(c); len(terms) != 1 {
+			t.Errorf("shard terms %d, want the one: a parked installation does not end its shard's term", len(terms))
+		}
+	})
+}
+
+// TestAppModeBoardSyncsEachRepositoryThroughItsInstallation pins the
+// board group in App mode: each board repository is synced by the shard of
+// the installation that covers it, through that installation's client (the
+// simulator refuses a token whose installation does not cover the
+// repository, and refuses none), and a repository no installation covers
+// is left out without stopping the others.
+func TestAppModeBoardSyncsEachRepositoryThroughItsInstallation(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, next := newAppCluster(t, 3, false)
+		seedIssues(t, "org-1/repo-1#5", "org-3/repo-1#6", "acme/none#7")(c.sim)
+		cards := board.NewMemoryStore()
+		startAppReplicas(t, c, next, 1, time.Minute, 4, func(cfg *server.Config) {
+			cfg.Board, cfg.BoardRepos, cfg.BoardInterval = cards, []string{"org-1/repo-1", "org-3/repo-1", "acme/none"}, time.Minute
+		})
+		time.Sleep(3*time.Minute + time.Second)
+		synctest.Wait()
+		c.replicas[0].stop()
+
+		got, err := cards.Cards(context.Background(), board.Query{Limit: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var repos []string
+		for _, card := range got {
+			repos = append(repos, card.Repo)
+		}
+		slices.Sort(repos)
+		if repos = slices.Compact(repos); !slices.Equal(repos, []string{"org-1/repo-1", "org-3/repo-1"}) {
+			t.Errorf("cards of %v, want org-1/repo-1 and org-3/repo-1: each covered board repository is synced, the uncovered one left out", repos)
+		}
+		for _, id := range []int64{1, 3} {
+			if n := requestsBy(c.sim, id, issuesRoute, http.StatusOK); n == 0 {
+				t.Errorf("installation %d: no issue list with its tokens, want its repository listed through its client", id)
+			}
+		}
+		for _, rc := range c.sim.Stats().Requests {
+			if installationTokenOf(rc.Token) != 0 && rc.Status >= 400 {
+				t.Errorf("simulator answered %d %s to token %s %d times, want no refusal", rc.Status, rc.Route, rc.Token, rc.Count)
+			}
+		}
+	})
+}
+
+// TestAppModeRunsFollowTheirRepositoryToAnotherInstallation pins that the
+// unsettled runs of a repository an installation_repositories event adds
+// to an installation move to it: the run stored under installation 1
+// (or under none, before App mode) is then swept through installation 2's
+// token.
+func TestAppModeRunsFollowTheirRepositoryToAnotherInstallation(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, next := newAppCluster(t, 2, false)
+		startAppReplicas(t, c, next, 1, time.Minute, 4, nil)
+		r := c.replicas[0]
+		defer r.stop()
+		run := appRun(1)
+		if _, err := c.runs.Put(context.Background(), run, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.sim.AddInstallationRepos(2, run.Repo); err != nil {
+			t.Fatal(err)
+		}
+		body := fmt.Sprintf(`{"action":"added","installation":{"id":2,"account":{"login":"org-2"}},"repository_selection":"selected",`+
+			`"repositories_added":[{"full_name":%q}],"repositories_removed":[]}`, run.Repo)
+		if code, body := r.call(t, "POST", "/webhooks/github", "installation_repositories", body); code != http.StatusOK || !strings.Contains(body, `"runs_moved":1`) {
+			t.Fatalf("installation_repositories added: %d %s, want 200 with one run moved", code, body)
+		}
+		if got, err := c.runs.Get(context.Background(), run.ID); err != nil || got.Installation != 2 {
+			t.Errorf("run after its repository moved: %+v, %v; want installation 2", got, err)
+		}
+		time.Sleep(2*time.Minute + time.Second)
+		synctest.Wait()
+		if got := requestsBy(c.sim, 2, statusRoute, http.StatusCreated); got != 1 {
+			t.Errorf("statuses written with installation 2's tokens: %d, want 1: the moved run is swept through its new installation", got)
 		}
 	})
 }

@@ -5,16 +5,28 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"iterion.dev/iterion/pkg/board"
+	"iterion.dev/iterion/pkg/forge"
 	"iterion.dev/iterion/pkg/lease"
 )
 
 // buildBoard builds the board sync of Config.BoardRepos, if any, whose
-// passes run every boardInterval.
+// passes run every boardInterval: one board.Sync under the lease
+// ForgeBoardSync(), or in App mode the group of installation syncs.
 func (s *Server) buildBoard(boardInterval time.Duration) error {
 	if len(s.cfg.BoardRepos) == 0 {
+		return nil
+	}
+	if s.cfg.App != nil {
+		for _, r := range s.cfg.BoardRepos {
+			if _, _, err := forge.ParseRepo(r); err != nil {
+				return fmt.Errorf("%w: BoardRepos entry %q: %w", board.ErrConfig, r, err)
+			}
+		}
+		s.boards = &installationBoards{s: s, app: s.cfg.App, shards: s.cfg.SweepShards, interval: boardInterval}
 		return nil
 	}
 	bs, err := board.NewSync(board.Config{

@@ -87,12 +87,8 @@ func (s *Server) elect(ctx context.Context, n electedNet) {
 		}
 		sitOut := stallPasses * n.interval
 		s.log.Warn("not campaigning: the last term stalled; another replica may take over", "lease", n.lease.Name, "for", sitOut.String())
-		t := time.NewTimer(sitOut)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !sleepCtx(ctx, sitOut) {
 			return
-		case <-t.C:
 		}
 	}
 }
@@ -163,4 +159,16 @@ func (o laneOfferer) OfferBatch(ctx context.Context, runs []gaterun.Run) ([]outc
 		o.s.offers.WithLabelValues(o.lane, string(out)).Inc()
 	}
 	return outs, err
+}
+
+// sleepCtx waits d or until ctx is done, and reports whether d passed.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"iterion.dev/iterion/internal/testing/forgetest"
 	"iterion.dev/iterion/pkg/forge"
 	"iterion.dev/iterion/pkg/forge/forgesim"
 	"iterion.dev/iterion/pkg/gaterun"
@@ -402,6 +403,10 @@ func TestHealthzMetricsAndLeases(t *testing.T) {
 func TestNewRejectsBadConfigNamingTheField(t *testing.T) {
 	fc := newForge(t, "http://127.0.0.1:1/", nil, "tok", nil, nil)
 	good := server.Config{Runs: gaterun.NewMemoryStore(), Leases: lease.NewMemoryStore(), Forge: fc, APIToken: "a", WebhookSecret: "w"}
+	app, err := forge.NewApp(forge.AppConfig{BaseURL: "http://127.0.0.1:1/", AppID: 1, PrivateKey: forgetest.AppKey(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		field string
 		mod   func(*server.Config)
@@ -411,6 +416,9 @@ func TestNewRejectsBadConfigNamingTheField(t *testing.T) {
 		{"Forge", func(c *server.Config) { c.Forge = nil }},
 		{"APIToken", func(c *server.Config) { c.APIToken = " " }},
 		{"SweepInterval", func(c *server.Config) { c.SweepInterval = -time.Second }},
+		{"SweepShards", func(c *server.Config) { c.SweepShards = -1 }},
+		{"InstallationConcurrency", func(c *server.Config) { c.InstallationConcurrency = -1 }},
+		{"App", func(c *server.Config) { c.App = app }},
 	} {
 		cfg := good
 		c.mod(&cfg)

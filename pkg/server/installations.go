@@ -10,6 +10,8 @@ import (
 	"hash/fnv"
 	"net/http"
 	"strconv"
+	"sync"
+	"time"
 
 	"iterion.dev/iterion/pkg/forge"
 	"iterion.dev/iterion/pkg/gaterun"
@@ -91,4 +93,61 @@ func (s *Server) refuseInstallation(w http.ResponseWriter, repo string, err erro
 	}
 	s.log.Warn("run refused: its repository's installation not resolved", "repo", repo, "err", err)
 	s.unavailable(w, "the repository's installation not resolved; retry")
+}
+
+// followInstallations serves a shard term's installations until ctx is
+// done: at once and at every interval after, want names the installations
+// to serve, each with a key, and run(ctx, id, key) serves each in a
+// goroutine of its own, whose ctx ends when want no longer names the
+// installation or names it with another key (a new run starts with the
+// new key); a run that returned on its own starts again at the next
+// interval. It returns once every run has.
+func followInstallations(ctx context.Context, interval time.Duration, want func() map[int64]string, run func(ctx context.Context, id int64, key string)) {
+	type running struct {
+		key  string
+		stop context.CancelFunc
+		done chan struct{}
+	}
+	runs := map[int64]running{}
+	var wg sync.WaitGroup
+	defer func() {
+		for _, r := range runs {
+			r.stop()
+		}
+		wg.Wait()
+	}()
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		keys := want()
+		for id, r := range runs {
+			select {
+			case <-r.done:
+				delete(runs, id)
+				continue
+			default:
+			}
+			if key, ok := keys[id]; !ok || key != r.key {
+				r.stop()
+				delete(runs, id)
+			}
+		}
+		for id, key := range keys {
+			if _, ok := runs[id]; ok {
+				continue
+			}
+			rctx, stop := context.WithCancel(ctx)
+			r := running{key: key, stop: stop, done: make(chan struct{})}
+			runs[id] = r
+			wg.Go(func() {
+				defer close(r.done)
+				run(rctx, id, key)
+			})
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
 }

@@ -53,8 +53,8 @@ type replica struct {
 	owner, token string
 	forge        *forge.Client
 	app          *forge.AppClient // App mode (startAppReplicas); nil otherwise
-	handler      http.Handler // the replica's HTTP API and pages
-	stop         func()       // cancels Run and waits for it
+	handler      http.Handler     // the replica's HTTP API and pages
+	stop         func()           // cancels Run and waits for it
 }
 
 // cluster is n replicas on one lease store, one run store and one
@@ -102,25 +102,32 @@ func startReplicas(t *testing.T, c *cluster, next http.RoundTripper, n int, inte
 		r.forge = newForge(t, "http://sim/", next, r.token, reg, nil)
 		cfg := server.Config{Runs: c.runs, Leases: c.leases, Forge: r.forge, APIToken: "a", WebhookSecret: "w",
 			Owner: r.owner, SweepInterval: interval, Registry: reg, OnLeaseEvent: c.tl.onEvent, OnSweep: c.tl.onSweep}
-		if mod != nil {
-			mod(&cfg)
-		}
-		srv, err := server.NewForComparison(cfg, c.cmp)
-		if err != nil {
-			t.Fatalf("server.NewForComparison: %v", err)
-		}
-		r.handler = srv.Handler()
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- srv.Run(ctx, nil) }()
-		r.stop = sync.OnceFunc(func() { // a second stop must not wait forever on done
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("%s: Run = %v, want nil after its context is done", r.owner, err)
-			}
-		})
-		c.replicas = append(c.replicas, r)
+		c.start(t, r, cfg, mod)
 	}
+}
+
+// start builds r's Server from cfg as mod (nil: none) adjusts it, as
+// c.cmp says, runs it, and adds r to c; r.stop stops it.
+func (c *cluster) start(t *testing.T, r *replica, cfg server.Config, mod func(*server.Config)) {
+	t.Helper()
+	if mod != nil {
+		mod(&cfg)
+	}
+	srv, err := server.NewForComparison(cfg, c.cmp)
+	if err != nil {
+		t.Fatalf("server.NewForComparison: %v", err)
+	}
+	r.handler = srv.Handler()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx, nil) }()
+	r.stop = sync.OnceFunc(func() { // a second stop must not wait forever on done
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("%s: Run = %v, want nil after its context is done", r.owner, err)
+		}
+	})
+	c.replicas = append(c.replicas, r)
 }
 
 // tokensSeen are the tokens the simulator received requests from.

@@ -135,7 +135,7 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// listRuns is GET /api/runs?repo=&pull=&state=&limit=&cursor=: 401 without
+// listRuns is GET /api/runs?repo=&pull=&installation=&state=&limit=&cursor=: 401 without
 // the bearer token; 400 naming a bad parameter; else a runsList of this
 // forge host's runs in listing order (Updated, then ID).
 func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
@@ -178,6 +178,13 @@ func (s *Server) runQueryOf(r *http.Request) (gaterun.Query, error) {
 			return q, fmt.Errorf("%w: pull %q is not a pull request number", errInvalid, p)
 		}
 		q.Pull = n
+	}
+	if in := v.Get("installation"); in != "" {
+		n, err := strconv.ParseInt(in, 10, 64)
+		if err != nil || n < 1 {
+			return q, fmt.Errorf("%w: installation %q is not an installation id", errInvalid, in)
+		}
+		q.Installation = n
 	}
 	if l := v.Get("limit"); l != "" {
 		n, err := strconv.Atoi(l)
@@ -235,20 +242,21 @@ func (s *Server) getRunsPage(w http.ResponseWriter, r *http.Request) {
 			views[i].SupersededBy = by.Pull
 		}
 	}
-	s.render(w, runsPage, "Runs", runsBody{Runs: views, Limit: DefaultRunsLimit})
+	s.render(w, runsPage, "Runs", runsBody{Runs: views, Limit: DefaultRunsLimit, App: s.cfg.App != nil})
 }
 
 type runsBody struct {
 	Runs  []runView
 	Limit int
+	App   bool // App mode: each run shows its installation
 }
 
 var runsPage = page.New(`{{define "content"}}{{with .Body}}
 <p>{{len .Runs}} unsettled run{{if ne (len .Runs) 1}}s{{end}}{{if eq (len .Runs) .Limit}} (the first {{.Limit}}){{end}}, the longest unchanged first. The last offer is this replica's; the sweeper's leader may be another. When runs of pull requests sharing a head disagree, the one updated last decides the commit's status. JSON: <code>GET /api/runs?state=unsettled</code> with the API token.</p>
-<div class="scroll"><table><thead><tr><th>pull request</th><th>head</th><th>verdict</th><th>updated</th><th>last offer here</th><th>backoff</th></tr></thead><tbody>
-{{range .Runs}}<tr><td class="nowrap">{{.Repo}}#{{.Pull}}</td><td><code title="{{.HeadSHA}}">{{short .HeadSHA}}</code></td><td>{{.Verdict}}{{with .SupersededBy}} <span class="muted" title="a later run of the same commit and context decides its status">superseded by #{{.}}</span>{{end}}</td><td>{{when .Updated}}</td>
+<div class="scroll"><table><thead><tr><th>pull request</th>{{if .App}}<th>installation</th>{{end}}<th>head</th><th>verdict</th><th>updated</th><th>last offer here</th><th>backoff</th></tr></thead><tbody>
+{{range .Runs}}<tr><td class="nowrap">{{.Repo}}#{{.Pull}}</td>{{if $.Body.App}}<td>{{.Installation}}</td>{{end}}<td><code title="{{.HeadSHA}}">{{short .HeadSHA}}</code></td><td>{{.Verdict}}{{with .SupersededBy}} <span class="muted" title="a later run of the same commit and context decides its status">superseded by #{{.}}</span>{{end}}</td><td>{{when .Updated}}</td>
 <td>{{with .LastOffer}}<span class="{{if or (eq .Outcome "failed") (eq .Outcome "unreadable")}}bad{{end}}"{{with .Error}} title="{{.}}"{{end}}>{{.Outcome}}</span> ({{.Lane}}) {{when .At}}{{else}}<span class="muted">none here</span>{{end}}</td>
 <td>{{with .LastOffer}}{{if .RetryAt.IsZero}}{{if eq .Outcome "failed"}}next offer{{else if eq .Outcome "unreadable"}}the sweeper backs off, doubling up to a deep pass{{else}}<span class="muted">none</span>{{end}}{{else}}rate limited until {{when .RetryAt}}{{end}}{{else}}<span class="muted">none</span>{{end}}</td></tr>
-{{else}}<tr><td colspan="6">no unsettled runs</td></tr>
+{{else}}<tr><td colspan="7">no unsettled runs</td></tr>
 {{end}}</tbody></table></div>
 {{end}}{{end}}`, map[string]any{"short": func(sha string) string { return sha[:min(len(sha), 12)] }})

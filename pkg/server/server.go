@@ -99,8 +99,10 @@ type Config struct {
 	// without BoardRepos, and GET /board then answers 404.
 	Board board.Store
 	// BoardRepos are the repositories ("owner/name") whose issues the board
-	// sync keeps as cards, under lease ForgeBoardSync(); empty: the board
-	// net does not run.
+	// sync keeps as cards, under lease ForgeBoardSync() (in App mode, the
+	// group forge-board-sync: each repository on the shard of the
+	// installation covering it, through its client); empty: the board net
+	// does not run.
 	BoardRepos []string
 	// BoardInterval is the board sync's interval; 0 means
 	// board.DefaultInterval. Its lease TTL and retry derive from it.
@@ -158,7 +160,8 @@ type Server struct {
 	rec     *reconciler
 	sweeper *sweeper            // nil in App mode
 	sweeps  *installationSweeps // App mode's sweeper; nil otherwise
-	board   *board.Sync         // nil: no BoardRepos, the board net does not run
+	board   *board.Sync         // nil: no BoardRepos, or App mode
+	boards  *installationBoards // App mode's board sync; nil without BoardRepos
 	leases  *leaseprom.Metrics
 	health  *lease.Health
 	offers  *prometheus.CounterVec
@@ -233,8 +236,6 @@ func NewForComparison(cfg Config, cmp Comparison) (*Server, error) {
 		return nil, fmt.Errorf("%w: Forge and App are both set: choose one", ErrConfig)
 	case cfg.SweepShards < 0:
 		return nil, fmt.Errorf("%w: SweepShards %d is negative", ErrConfig, cfg.SweepShards)
-	case cfg.App != nil && len(cfg.BoardRepos) > 0:
-		return nil, fmt.Errorf("%w: BoardRepos with App: the board sync in App mode is not built yet", ErrConfig)
 	case cfg.InstallationConcurrency < 0:
 		return nil, fmt.Errorf("%w: InstallationConcurrency %d is negative", ErrConfig, cfg.InstallationConcurrency)
 	case strings.TrimSpace(cfg.APIToken) == "":
@@ -393,12 +394,8 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	if s.cmp.MeasureGroupShards > 0 {
 		nets.Go(func() { s.measureGroup(netsCtx) })
 	}
-	if s.sweeps != nil {
-		nets.Go(func() { s.runApp(netsCtx) })
-		if s.cmp.NoLease {
-			s.log.Warn("--no-lease has no effect on App mode's sweeper group")
-		}
-		nets.Go(func() { s.sweeps.run(netsCtx) })
+	if s.cfg.App != nil {
+		s.startAppNets(netsCtx, &nets)
 	}
 	var srv *http.Server
 	served := make(chan error, 1)

@@ -102,13 +102,13 @@ func (s *Server) buildSweeper(backingOff, behind prometheus.Gauge) {
 	}
 }
 
-// installationsOf is the set of installations the App client knows that
-// shard sweeps.
-func (g *installationSweeps) installationsOf(shard int) map[int64]bool {
-	mine := map[int64]bool{}
+// installationsOf is the installations the App client knows that shard
+// sweeps, each with the key "" (followInstallations).
+func (g *installationSweeps) installationsOf(shard int) map[int64]string {
+	mine := map[int64]string{}
 	for _, in := range g.app.Installations() {
 		if InstallationShard(in.ID, g.shards) == shard {
-			mine[in.ID] = true
+			mine[in.ID] = ""
 		}
 	}
 	return mine
@@ -117,44 +117,15 @@ func (g *installationSweeps) installationsOf(shard int) map[int64]bool {
 // shardTerm serves one term of shard: at its start and at every interval
 // after, it looks at the installations the shard has and starts sweeping
 // those new to it (their first pass one interval later, and deep) and
-// stops those gone. Every installation sweeps on its own cadence, one pass
-// at a time; the term's installations share conc pass slots. The term ends
-// with ctx, never for one installation's failures (sweepInstallation).
+// stops those gone (followInstallations). Every installation sweeps on its
+// own cadence, one pass at a time; the term's installations share conc
+// pass slots. The term ends with ctx, never for one installation's
+// failures (sweepInstallation).
 func (g *installationSweeps) shardTerm(ctx context.Context, shard int) {
 	ctx = forge.WithLane(ctx, forge.LaneMergeGateSweeper)
 	slots := make(chan struct{}, g.conc)
-	running := map[int64]context.CancelFunc{}
-	var wg sync.WaitGroup
-	defer func() {
-		for _, stop := range running {
-			stop()
-		}
-		wg.Wait()
-	}()
-	tick := time.NewTicker(g.interval)
-	defer tick.Stop()
-	for {
-		mine := g.installationsOf(shard)
-		for id, stop := range running {
-			if !mine[id] {
-				stop()
-				delete(running, id)
-				g.s.log.Info("sweep: installation left the shard", "installation", id, "shard", shard)
-			}
-		}
-		for id := range mine {
-			if running[id] == nil {
-				ictx, stop := context.WithCancel(ctx)
-				running[id] = stop
-				wg.Go(func() { g.sweepInstallation(ictx, id, slots) })
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-	}
+	followInstallations(ctx, g.interval, func() map[int64]string { return g.installationsOf(shard) },
+		func(ctx context.Context, id int64, _ string) { g.sweepInstallation(ctx, id, slots) })
 }
 
 // sweeperOf is installation id's sweeper, made on first use.
@@ -194,12 +165,8 @@ func (g *installationSweeps) sweepInstallation(ctx context.Context, id int64, sl
 		sitOut := stallPasses * g.interval
 		sw.cfg.Logger.Warn("sweep: installation parked: its passes keep failing; the shard's other installations go on", "for", sitOut.String(), "err", err)
 		g.note(id, nil, false)
-		t := time.NewTimer(sitOut)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !sleepCtx(ctx, sitOut) {
 			return
-		case <-t.C:
 		}
 	}
 }

@@ -105,7 +105,7 @@ func (s *Server) postWebhook(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	event := github.WebHookType(r)
-	if s.cfg.App != nil && s.appWebhook(w, event, body) {
+	if s.cfg.App != nil && s.appWebhook(w, r, event, body) {
 		return
 	}
 	if event != "pull_request" && event != "status" {

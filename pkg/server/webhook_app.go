@@ -7,22 +7,26 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"time"
+	"sync"
 
 	"github.com/google/go-github/v88/github"
+	"iterion.dev/iterion/pkg/gaterun"
 )
 
 // appWebhook handles, in App mode, what a signed webhook says about the
 // App's installations, and reports whether it answered w. An installation
 // or installation_repositories event keeps the App client's set current
-// (200 {"installation": id, "action": ...}); it is idempotent, so a
-// redelivery is harmless and not deduplicated. A pull_request or status
+// (200 {"installation": id, "action": ...}); the unsettled runs of the
+// repositories an installation_repositories event adds move to its
+// installation (moveRuns; "runs_moved": n, or 503 when the store does not
+// answer within StoreTimeout). Both are idempotent, so a redelivery is
+// harmless and not deduplicated. A pull_request or status
 // event naming an installation the App client does not know is answered
 // 202 {"unknown_installation": id}, and the installation is looked up (a
 // re-list of the App's installations, lookUp); its runs are left to the
 // sweeper, which picks the installation up once known. A payload it cannot
 // read is 400. Any other event is not answered here.
-func (s *Server) appWebhook(w http.ResponseWriter, event string, body []byte) bool {
+func (s *Server) appWebhook(w http.ResponseWriter, r *http.Request, event string, body []byte) bool {
 	switch event {
 	case "installation", "installation_repositories", "pull_request", "status":
 	default:
@@ -42,9 +46,18 @@ func (s *Server) appWebhook(w http.ResponseWriter, event string, body []byte) bo
 		return true
 	case *github.InstallationRepositoriesEvent:
 		s.cfg.App.HandleInstallationRepositoriesEvent(ev)
-		s.log.Info("webhook: installation repositories", "installation", ev.GetInstallation().GetID(), "action", ev.GetAction(),
-			"added", len(ev.RepositoriesAdded), "removed", len(ev.RepositoriesRemoved))
-		writeJSON(w, http.StatusOK, map[string]any{"installation": ev.GetInstallation().GetID(), "action": ev.GetAction()})
+		id := ev.GetInstallation().GetID()
+		ctx, cancel := s.storeCtx(r)
+		moved, err := s.moveRuns(ctx, id, ev.RepositoriesAdded)
+		cancel()
+		if err != nil {
+			s.log.Error("webhook: runs of the added repositories not moved to their installation", "installation", id, "err", err)
+			s.unavailable(w, "runs not moved; redeliver")
+			return true
+		}
+		s.log.Info("webhook: installation repositories", "installation", id, "action", ev.GetAction(),
+			"added", len(ev.RepositoriesAdded), "removed", len(ev.RepositoriesRemoved), "runs_moved", moved)
+		writeJSON(w, http.StatusOK, map[string]any{"installation": id, "action": ev.GetAction(), "runs_moved": moved})
 		return true
 	case *github.PullRequestEvent:
 		return s.unknownInstallation(w, event, ev.GetInstallation().GetID())
@@ -52,6 +65,41 @@ func (s *Server) appWebhook(w http.ResponseWriter, event string, body []byte) bo
 		return s.unknownInstallation(w, event, ev.GetInstallation().GetID())
 	}
 	return false
+}
+
+// moveRuns gives the unsettled runs of repos, stored under another
+// installation, installation id (a Put, which makes them the sweeper's
+// news), so the installation now covering their repository offers them;
+// it returns how many moved.
+func (s *Server) moveRuns(ctx context.Context, id int64, repos []*github.Repository) (int, error) {
+	moved := 0
+	for _, repo := range repos {
+		q := gaterun.Query{Host: s.cfg.ForgeHost, Repo: repo.GetFullName(), State: gaterun.StateUnsettled, Limit: DefaultRunsLimit}
+		if q.Validate() != nil {
+			continue // not a repository name the runs could have
+		}
+		for {
+			page, err := s.cfg.Runs.List(ctx, q)
+			if err != nil {
+				return moved, fmt.Errorf("server: list the runs of %s: %w", q.Repo, err)
+			}
+			for _, run := range page {
+				if run.Installation == id {
+					continue
+				}
+				run.Installation = id
+				if _, err := s.cfg.Runs.Put(ctx, run, s.cfg.Now()); err != nil {
+					return moved, fmt.Errorf("server: move run %s to installation %d: %w", run.ID, id, err)
+				}
+				moved++
+			}
+			if len(page) < q.Limit {
+				break
+			}
+			q.After = gaterun.CursorAt(page[len(page)-1])
+		}
+	}
+	return moved, nil
 }
 
 // unknownInstallation answers 202 and asks for a look-up when id (an
@@ -80,6 +128,20 @@ func (g *installationSweeps) lookUp() {
 	}
 }
 
+// startAppNets starts App mode's nets on nets until ctx is done: the
+// installations' re-lists and look-ups (runApp), the sweeper group and,
+// with board repositories, the board group.
+func (s *Server) startAppNets(ctx context.Context, nets *sync.WaitGroup) {
+	if s.cmp.NoLease {
+		s.log.Warn("--no-lease has no effect on App mode's groups")
+	}
+	nets.Go(func() { s.runApp(ctx) })
+	nets.Go(func() { s.sweeps.run(ctx) })
+	if s.boards != nil {
+		nets.Go(func() { s.boards.run(ctx) })
+	}
+}
+
 // runApp keeps the App client's installations current until ctx is done:
 // its periodic re-list (AppClient.Run), and the re-lists lookUp asks for,
 // at most one per sweep interval, so a stream of events from an unknown
@@ -103,12 +165,8 @@ func (s *Server) runApp(ctx context.Context) {
 			s.log.Warn("looking installations up failed; the periodic re-list will", "err", err)
 		}
 		cancel()
-		t := time.NewTimer(s.cfg.SweepInterval)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !sleepCtx(ctx, s.cfg.SweepInterval) {
 			return
-		case <-t.C:
 		}
 	}
 }

@@ -14,9 +14,9 @@ func TestTenantsScenario(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute) // cold builds of both commands included
 	defer cancel()
 	dir, bin, devMongo := testBinaries(ctx, t)
-	iv := time.Second
+	iv := 2 * time.Second // at 1s, a loaded machine's store reads outlive the passes' deadline
 	o := Options{
-		Bin: bin, DevMongoBin: devMongo, Dir: filepath.Join(dir, "run"),
+		Bin: bin, DevMongoBin: devMongo, Dir: filepath.Join("/tmp/th-run", filepath.Base(dir)),
 		TenantsInstallations: 40, TenantsRuns: 5, TenantsReplicas: []int{1, 3},
 		TenantsInterval: iv, TenantsWindow: 4, TenantsChurn: 3, TenantsShards: 16,
 		Scenarios: []string{ScenarioTenants},
