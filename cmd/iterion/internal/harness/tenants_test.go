@@ -16,7 +16,7 @@ func TestTenantsScenario(t *testing.T) {
 	dir, bin, devMongo := testBinaries(ctx, t)
 	iv := 2 * time.Second // at 1s, a loaded machine's store reads outlive the passes' deadline
 	o := Options{
-		Bin: bin, DevMongoBin: devMongo, Dir: filepath.Join("/tmp/th-run", filepath.Base(dir)),
+		Bin: bin, DevMongoBin: devMongo, Dir: filepath.Join(dir, "run"),
 		TenantsInstallations: 40, TenantsRuns: 5, TenantsReplicas: []int{1, 3},
 		TenantsInterval: iv, TenantsWindow: 4, TenantsChurn: 3, TenantsShards: 16,
 		Scenarios: []string{ScenarioTenants},
