@@ -303,7 +303,7 @@ func (s tenantsScenario) seed(ctx context.Context, c *cluster, spec replicaSpec)
 }
 
 // tenantsSeedConcurrency is how many runs are seeded at once.
-const tenantsSeedConcurrency = 8
+const tenantsSeedConcurrency = 32
 
 // steady waits for n replicas started at tUp to settle, then measures a
 // window of whole intervals; it returns the row and the sweep's requests
