@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"os"
 	"strings"
-	"sync"
 	"time"
 
 	"iterion.dev/iterion/internal/clock"
@@ -194,39 +193,8 @@ func seedScale(ctx context.Context, c *cluster, first, last int) ([]runRequest, 
 	for n := first; n <= last; n++ {
 		out = append(out, runRequest{Repo: seedRepo, Pull: n, HeadSHA: headSHA(n), Verdict: "success"})
 	}
-	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		errs []error
-	)
-	next := make(chan runRequest)
-	for range seedConcurrency {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for r := range next {
-				err := c.sim.seedPull(ctx, r.Repo, r.Pull, r.HeadSHA)
-				if err == nil {
-					err = c.sim.seedStatus(ctx, r.Repo, r.HeadSHA, gateContext, r.Verdict)
-				}
-				if err == nil {
-					err = seeder.api.postRun(ctx, r)
-				}
-				if err != nil {
-					mu.Lock()
-					errs = append(errs, err)
-					mu.Unlock()
-				}
-			}
-		}()
-	}
-	for _, r := range out {
-		next <- r
-	}
-	close(next)
-	wg.Wait()
-	if len(errs) > 0 {
-		return nil, fmt.Errorf("seeding %d runs: %d failed, the first: %w", len(out), len(errs), errs[0])
+	if err := seedRuns(ctx, c.sim, seeder.api, out, seedConcurrency, c.interval); err != nil {
+		return nil, err
 	}
 	return out, nil
 }

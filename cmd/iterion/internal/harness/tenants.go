@@ -295,7 +295,7 @@ func (s tenantsScenario) seed(ctx context.Context, c *cluster, spec replicaSpec)
 			runs = append(runs, tenantRuns(id, s.runsPer)[j])
 		}
 	}
-	if err := seedTenantRuns(ctx, c.sim, rs[0].api, runs, tenantsSeedConcurrency, c.interval); err != nil {
+	if err := seedRuns(ctx, c.sim, rs[0].api, runs, tenantsSeedConcurrency, c.interval); err != nil {
 		return err
 	}
 	s.logf("tenants: seeded %d installations × %d runs in %v", s.installations, s.runsPer, time.Since(t0).Round(time.Millisecond))
@@ -411,7 +411,7 @@ func (s tenantsScenario) disturb(ctx context.Context, c *cluster, res *TenantsRe
 			return err
 		}
 		added[id] = time.Now()
-		if err := seedTenantRuns(ctx, c.sim, front.api, tenantRuns(id, s.runsPer), s.runsPer, iv); err != nil {
+		if err := seedRuns(ctx, c.sim, front.api, tenantRuns(id, s.runsPer), s.runsPer, iv); err != nil {
 			return err
 		}
 	}
