@@ -107,7 +107,7 @@ func (b *installationBoards) reposOf(shard int) map[int64]string {
 // stallPasses failed passes in a row end that sync alone, which the next
 // interval starts again afresh.
 func (b *installationBoards) shardTerm(ctx context.Context, shard int) {
-	followInstallations(ctx, b.interval, func() map[int64]string { return b.reposOf(shard) },
+	followInstallations(ctx, b.interval, nil, func() map[int64]string { return b.reposOf(shard) },
 		func(ctx context.Context, id int64, repos string) {
 			if bs := b.newSync(id, strings.Split(repos, ",")); bs != nil {
 				bs.Work(ctx)

@@ -7,6 +7,7 @@ import (
 	"context"
 	"time"
 
+	"iterion.dev/iterion/internal/clock"
 	"iterion.dev/iterion/pkg/forge"
 	"iterion.dev/iterion/pkg/gaterun"
 	"iterion.dev/iterion/pkg/lease"
@@ -87,7 +88,7 @@ func (s *Server) elect(ctx context.Context, n electedNet) {
 		}
 		sitOut := stallPasses * n.interval
 		s.log.Warn("not campaigning: the last term stalled; another replica may take over", "lease", n.lease.Name, "for", sitOut.String())
-		if !sleepCtx(ctx, sitOut) {
+		if !clock.Sleep(ctx, sitOut) {
 			return
 		}
 	}
@@ -159,16 +160,4 @@ func (o laneOfferer) OfferBatch(ctx context.Context, runs []gaterun.Run) ([]outc
 		o.s.offers.WithLabelValues(o.lane, string(out)).Inc()
 	}
 	return outs, err
-}
-
-// sleepCtx waits d or until ctx is done, and reports whether d passed.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }

@@ -64,13 +64,24 @@ func appForge(app *forge.AppClient) forgeOf {
 	}
 }
 
-// installationOf is the App installation that covers repo ("owner/name"),
-// resolved within OfferTimeout (AppClient.ForRepo: cached, kept current by
-// the installation webhooks); 0 without an App. An error wraps
-// forge.ErrNotInstalled when no installation covers repo.
+// installationOf is the App installation that covers repo ("owner/name");
+// 0 without an App. A stored run of repo names it, when the App client
+// knows that installation (a store read every replica shares, so a
+// repository costs the App's budget once, not once per replica); else it
+// is resolved within OfferTimeout (AppClient.ForRepo: cached, kept current
+// by the installation webhooks). An error wraps forge.ErrNotInstalled when
+// no installation covers repo.
 func (s *Server) installationOf(ctx context.Context, repo string) (int64, error) {
 	if s.cfg.App == nil {
 		return 0, nil
+	}
+	sctx, scancel := context.WithTimeout(ctx, s.cfg.StoreTimeout)
+	runs, err := s.cfg.Runs.List(sctx, gaterun.Query{Host: s.cfg.ForgeHost, Repo: repo, Limit: 1})
+	scancel()
+	if err == nil && len(runs) == 1 && runs[0].Installation > 0 {
+		if _, err := s.cfg.App.Installation(runs[0].Installation); err == nil {
+			return runs[0].Installation, nil
+		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.OfferTimeout)
 	defer cancel()
@@ -96,13 +107,13 @@ func (s *Server) refuseInstallation(w http.ResponseWriter, repo string, err erro
 }
 
 // followInstallations serves a shard term's installations until ctx is
-// done: at once and at every interval after, want names the installations
-// to serve, each with a key, and run(ctx, id, key) serves each in a
+// done: at once, at every interval after, and whenever wake (nil: never)
+// is closed, want names the installations to serve, each with a key, and run(ctx, id, key) serves each in a
 // goroutine of its own, whose ctx ends when want no longer names the
 // installation or names it with another key (a new run starts with the
 // new key); a run that returned on its own starts again at the next
 // interval. It returns once every run has.
-func followInstallations(ctx context.Context, interval time.Duration, want func() map[int64]string, run func(ctx context.Context, id int64, key string)) {
+func followInstallations(ctx context.Context, interval time.Duration, wake func() <-chan struct{}, want func() map[int64]string, run func(ctx context.Context, id int64, key string)) {
 	type running struct {
 		key  string
 		stop context.CancelFunc
@@ -118,7 +129,11 @@ func followInstallations(ctx context.Context, interval time.Duration, want func(
 	}()
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
+	if wake == nil {
+		wake = func() <-chan struct{} { return nil }
+	}
 	for {
+		woken := wake() // before want: a change after it wakes the next round
 		keys := want()
 		for id, r := range runs {
 			select {
@@ -148,6 +163,7 @@ func followInstallations(ctx context.Context, interval time.Duration, want func(
 		case <-ctx.Done():
 			return
 		case <-tick.C:
+		case <-woken:
 		}
 	}
 }

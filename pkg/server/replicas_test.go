@@ -106,6 +106,13 @@ func startReplicas(t *testing.T, c *cluster, next http.RoundTripper, n int, inte
 	}
 }
 
+// stopAll stops every replica of c.
+func (c *cluster) stopAll() {
+	for _, r := range c.replicas {
+		r.stop()
+	}
+}
+
 // start builds r's Server from cfg as mod (nil: none) adjusts it, as
 // c.cmp says, runs it, and adds r to c; r.stop stops it.
 func (c *cluster) start(t *testing.T, r *replica, cfg server.Config, mod func(*server.Config)) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"iterion.dev/iterion/internal/clock"
 	"iterion.dev/iterion/pkg/forge"
 	"iterion.dev/iterion/pkg/gaterun"
 	"iterion.dev/iterion/pkg/lease"
@@ -33,6 +34,9 @@ type installationSweeps struct {
 	newSweeper func(id int64) *sweeper
 	// lookups holds a pending look-up of the App's installations (lookUp).
 	lookups chan struct{}
+	// news wakes the shard terms when the App client's installations
+	// changed here (a webhook, a look-up).
+	news broadcast
 
 	mu       sync.Mutex
 	sweepers map[int64]*sweeper // made on first use, kept while the App knows it
@@ -114,8 +118,9 @@ func (g *installationSweeps) installationsOf(shard int) map[int64]string {
 	return mine
 }
 
-// shardTerm serves one term of shard: at its start and at every interval
-// after, it looks at the installations the shard has and starts sweeping
+// shardTerm serves one term of shard: at its start, at every interval
+// after, and when the installations changed (news), it looks at the
+// installations the shard has and starts sweeping
 // those new to it (their first pass one interval later, and deep) and
 // stops those gone (followInstallations). Every installation sweeps on its
 // own cadence, one pass at a time; the term's installations share conc
@@ -124,7 +129,7 @@ func (g *installationSweeps) installationsOf(shard int) map[int64]string {
 func (g *installationSweeps) shardTerm(ctx context.Context, shard int) {
 	ctx = forge.WithLane(ctx, forge.LaneMergeGateSweeper)
 	slots := make(chan struct{}, g.conc)
-	followInstallations(ctx, g.interval, func() map[int64]string { return g.installationsOf(shard) },
+	followInstallations(ctx, g.interval, g.news.wait, func() map[int64]string { return g.installationsOf(shard) },
 		func(ctx context.Context, id int64, _ string) { g.sweepInstallation(ctx, id, slots) })
 }
 
@@ -165,7 +170,7 @@ func (g *installationSweeps) sweepInstallation(ctx context.Context, id int64, sl
 		sitOut := stallPasses * g.interval
 		sw.cfg.Logger.Warn("sweep: installation parked: its passes keep failing; the shard's other installations go on", "for", sitOut.String(), "err", err)
 		g.note(id, nil, false)
-		if !sleepCtx(ctx, sitOut) {
+		if !clock.Sleep(ctx, sitOut) {
 			return
 		}
 	}

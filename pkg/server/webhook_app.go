@@ -10,13 +10,15 @@ import (
 	"sync"
 
 	"github.com/google/go-github/v88/github"
+
 	"iterion.dev/iterion/pkg/gaterun"
 )
 
 // appWebhook handles, in App mode, what a signed webhook says about the
 // App's installations, and reports whether it answered w. An installation
 // or installation_repositories event keeps the App client's set current
-// (200 {"installation": id, "action": ...}); the unsettled runs of the
+// (200 {"installation": id, "action": ...}) and tells the other replicas
+// (installationsChanged); the unsettled runs of the
 // repositories an installation_repositories event adds move to its
 // installation (moveRuns; "runs_moved": n, or 503 when the store does not
 // answer within StoreTimeout). Both are idempotent, so a redelivery is
@@ -40,12 +42,14 @@ func (s *Server) appWebhook(w http.ResponseWriter, r *http.Request, event string
 	switch ev := payload.(type) {
 	case *github.InstallationEvent:
 		s.cfg.App.HandleInstallationEvent(ev)
+		s.installationsChanged(r)
 		s.log.Info("webhook: installation", "installation", ev.GetInstallation().GetID(), "action", ev.GetAction(),
 			"account", ev.GetInstallation().GetAccount().GetLogin())
 		writeJSON(w, http.StatusOK, map[string]any{"installation": ev.GetInstallation().GetID(), "action": ev.GetAction()})
 		return true
 	case *github.InstallationRepositoriesEvent:
 		s.cfg.App.HandleInstallationRepositoriesEvent(ev)
+		s.installationsChanged(r)
 		id := ev.GetInstallation().GetID()
 		ctx, cancel := s.storeCtx(r)
 		moved, err := s.moveRuns(ctx, id, ev.RepositoriesAdded)
@@ -73,6 +77,9 @@ func (s *Server) appWebhook(w http.ResponseWriter, r *http.Request, event string
 // it returns how many moved.
 func (s *Server) moveRuns(ctx context.Context, id int64, repos []*github.Repository) (int, error) {
 	moved := 0
+	if id <= 0 {
+		return 0, nil // an event without an installation moves nothing
+	}
 	for _, repo := range repos {
 		q := gaterun.Query{Host: s.cfg.ForgeHost, Repo: repo.GetFullName(), State: gaterun.StateUnsettled, Limit: DefaultRunsLimit}
 		if q.Validate() != nil {
@@ -139,34 +146,5 @@ func (s *Server) startAppNets(ctx context.Context, nets *sync.WaitGroup) {
 	nets.Go(func() { s.sweeps.run(ctx) })
 	if s.boards != nil {
 		nets.Go(func() { s.boards.run(ctx) })
-	}
-}
-
-// runApp keeps the App client's installations current until ctx is done:
-// its periodic re-list (AppClient.Run), and the re-lists lookUp asks for,
-// at most one per sweep interval, so a stream of events from an unknown
-// installation costs the App's budget little (a 1,000-installation App
-// lists them in 10 requests).
-func (s *Server) runApp(ctx context.Context) {
-	relisted := make(chan struct{})
-	go func() {
-		defer close(relisted)
-		_ = s.cfg.App.Run(ctx) // returns ctx's error at shutdown
-	}()
-	defer func() { <-relisted }()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-s.sweeps.lookups:
-		}
-		lctx, cancel := context.WithTimeout(ctx, s.cfg.OfferTimeout)
-		if err := s.cfg.App.Relist(lctx); err != nil && ctx.Err() == nil {
-			s.log.Warn("looking installations up failed; the periodic re-list will", "err", err)
-		}
-		cancel()
-		if !sleepCtx(ctx, s.cfg.SweepInterval) {
-			return
-		}
 	}
 }
