@@ -102,8 +102,9 @@ func awaitAgreement(ctx context.Context, s sim, rs []runRequest, from time.Time,
 // which no budget or secondary limit charges), then the verdict through
 // POST /api/runs on to, which resolves the repository's installation and
 // offers the run at once. A 503 (the installation not resolved yet: the
-// App's requests are held back by a secondary limit) is retried after its
-// Retry-After, or pause, as a client of the idempotent API would.
+// App's requests are held back by a secondary limit) or no answer in time
+// is retried after its Retry-After, or pause, as a client of the
+// idempotent API would.
 func seedRuns(ctx context.Context, s sim, to api, rs []runRequest, conc int, pause time.Duration) error {
 	var (
 		wg   sync.WaitGroup
@@ -145,8 +146,8 @@ func seedRuns(ctx context.Context, s sim, to api, rs []runRequest, conc int, pau
 // seedAttempts bounds postRunRetrying's attempts.
 const seedAttempts = 120
 
-// postRunRetrying posts r to a, retrying a 503 after its Retry-After (at
-// least pause) up to seedAttempts times.
+// postRunRetrying posts r to a, retrying a 503 or no answer after the
+// Retry-After (at least pause) up to seedAttempts times.
 func postRunRetrying(ctx context.Context, a api, r runRequest, pause time.Duration) error {
 	body, err := json.Marshal(r)
 	if err != nil {
@@ -155,8 +156,11 @@ func postRunRetrying(ctx context.Context, a api, r runRequest, pause time.Durati
 	for range seedAttempts {
 		status, retryAfter, answer, _, err := postStatus(ctx, a.hc, a.url+"/api/runs", a.token, body)
 		switch {
-		case err != nil:
+		case err != nil && ctx.Err() != nil:
 			return err
+		case err != nil:
+			// No answer in the client's time (the run's offer waits on
+			// GitHub's): the put is idempotent, so send it again.
 		case status == http.StatusCreated || status == http.StatusOK:
 			return nil
 		case status != http.StatusServiceUnavailable:
@@ -166,5 +170,5 @@ func postRunRetrying(ctx context.Context, a api, r runRequest, pause time.Durati
 			return ctx.Err()
 		}
 	}
-	return fmt.Errorf("%w: POST %s/api/runs %s#%d: 503 %d times", ErrRequest, a.url, r.Repo, r.Pull, seedAttempts)
+	return fmt.Errorf("%w: POST %s/api/runs %s#%d: 503 or no answer %d times", ErrRequest, a.url, r.Repo, r.Pull, seedAttempts)
 }
