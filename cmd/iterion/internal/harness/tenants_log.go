@@ -3,6 +3,7 @@ package harness
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
@@ -310,6 +311,52 @@ func limitedIn(log forgesim.RequestLog, from, to time.Time) int64 {
 				n += b.Limited
 			}
 		}
+	}
+	return n
+}
+
+// settleHalf is how many intervals each half of settled's look spans: an
+// installation swept less often than every interval still settles.
+const settleHalf = 2
+
+// settled tells whether, in the 2 × settleHalf whole intervals from from,
+// every installation of ids was swept in each half, by one replica, the
+// same in both, and n replicas swept; when not, why not.
+func settled(sl sweepLog, ids []int64, n int, from time.Time, iv time.Duration) (bool, string) {
+	owners := map[string]bool{}
+	for _, id := range ids {
+		var by [2]map[string]bool
+		for _, sw := range sl[id] {
+			k := int(sw.b.Start.Sub(from) / (settleHalf * iv))
+			if sw.b.Start.Before(from) || k > 1 {
+				continue
+			}
+			if by[k] == nil {
+				by[k] = map[string]bool{}
+			}
+			by[k][sw.owner] = true
+		}
+		if len(by[0]) != 1 || len(by[1]) != 1 {
+			return false, fmt.Sprintf("installation %d swept by %d and then %d replicas", id, len(by[0]), len(by[1]))
+		}
+		for o := range by[0] {
+			if !by[1][o] {
+				return false, fmt.Sprintf("installation %d moved", id)
+			}
+			owners[o] = true
+		}
+	}
+	if len(owners) != n {
+		return false, fmt.Sprintf("%d of %d replicas sweep", len(owners), n)
+	}
+	return true, ""
+}
+
+// total64 sums m's values.
+func total64(m map[int64]int64) int64 {
+	var n int64
+	for _, v := range m {
+		n += v
 	}
 	return n
 }
