@@ -439,7 +439,12 @@ func (s tenantsScenario) disturb(ctx context.Context, c *cluster, res *TenantsRe
 	for id, t := range removed {
 		res.RemovedAfter = max(res.RemovedAfter, lastRequest(log, id).Sub(t))
 	}
-	killed := sl.sweptBy(victim.owner, tKill.Add(-2*iv), tKill)
+	// The victim's installations, but those removed just before: nobody
+	// should sweep them again.
+	killed := slices.DeleteFunc(sl.sweptBy(victim.owner, tKill.Add(-2*iv), tKill), func(id int64) bool {
+		_, gone := removed[id]
+		return gone
+	})
 	res.KilledInstallations = len(killed)
 	for _, id := range killed {
 		if at := sl.firstSweepAfter(id, tKill, victim.owner); !at.IsZero() {
