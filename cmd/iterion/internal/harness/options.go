@@ -106,7 +106,8 @@ type Options struct {
 	TenantsReplicas []int
 	// TenantsInterval is the tenants scenario's sweep interval, its
 	// compressed minute (the latency model's and the secondary limits').
-	// Default 15s: a pass over 1,000 installations on this machine.
+	// Default 15s, meant to leave a pass over 1,000 installations room
+	// (not measured yet: see docs/benchmarks.md).
 	TenantsInterval time.Duration
 	// TenantsWindow is how many intervals each replica count's steady
 	// state is measured over. Default 10.
