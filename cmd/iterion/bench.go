@@ -17,8 +17,8 @@ var benchHelp = help{
 	usage: "iterion bench [flags]",
 	about: "Builds iterion and dev-mongo, starts real replica processes against the forge\n" +
 		"simulator and MongoDB, and measures the forge cost per replica count, the\n" +
-		"takeovers, the faults, the budget, the load, the scale, GitHub's clock and the\n" +
-		"lease-group scenarios. It prints its figures as markdown for docs/benchmarks.md. It takes\n" +
+		"takeovers, the faults, the budget, the load, the scale, GitHub's clock, the\n" +
+		"lease-group and the many-installation (tenants) scenarios. It prints its figures as markdown for docs/benchmarks.md. It takes\n" +
 		"tens of minutes.",
 	example: "iterion bench --scenarios cost,takeover -n 1,3 --out bench.md",
 }
@@ -54,6 +54,13 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&o.GroupShards, "group-shards", 64, "shards of the group scenario's lease group")
 	fs.IntVar(&o.GroupReplicas, "group-replicas", 10, "replicas in the group scenario (it halves and restores them)")
 	fs.DurationVar(&o.GroupInterval, "group-interval", 3*time.Second, "the group scenario's sweep interval (the group's TTL is 3 intervals, retry 1)")
+	fs.IntVar(&o.TenantsInstallations, "tenants-installations", 1000, "installations of the App in the tenants scenario")
+	fs.IntVar(&o.TenantsRuns, "tenants-runs", 10, "open runs of each installation in the tenants scenario")
+	tenantsReplicas := fs.String("tenants-replicas", "1,10", "replica counts of the tenants scenario, comma-separated, increasing (the largest also gets the churn and the kill)")
+	fs.DurationVar(&o.TenantsInterval, "tenants-interval", 15*time.Second, "the tenants scenario's sweep interval (its compressed minute)")
+	fs.IntVar(&o.TenantsWindow, "tenants-window", 10, "intervals each tenants replica count is measured over once settled")
+	fs.IntVar(&o.TenantsChurn, "tenants-churn", 20, "installations the tenants scenario adds, and as many it removes, at its largest replica count")
+	fs.IntVar(&o.TenantsShards, "tenants-shards", 0, "serve --sweep-shards in the tenants scenario (0: serve's default)")
 	fs.StringVar(&o.Bin, "bin", "", "a built iterion binary (default: build ./cmd/iterion of the enclosing module)")
 	fs.StringVar(&o.DevMongoBin, "dev-mongo-bin", "", "a built dev-mongo binary (default: build ./cmd/dev-mongo of the enclosing module)")
 	fs.StringVar(&o.Dir, "dir", "", "keep logs and Mongo's files here (default: a temporary directory, removed on success)")
@@ -71,6 +78,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return usageError{err}
 	}
 	if o.ClockRuns, err = ints("--clock-runs", *clockRuns); err != nil {
+		return usageError{err}
+	}
+	if o.TenantsReplicas, err = ints("--tenants-replicas", *tenantsReplicas); err != nil {
 		return usageError{err}
 	}
 	if o.ClockReplicas, err = ints("--clock-replicas", *clockReplicas); err != nil {

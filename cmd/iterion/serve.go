@@ -396,7 +396,10 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	fc, app, err := c.forgeClient(logger, reg)
+	// The owner names this replica in the lease store and, through the
+	// forge client's User-Agent, in GitHub's view of who sent what.
+	owner := server.NewOwner()
+	fc, app, err := c.forgeClient(logger, reg, "iterion ("+owner+")")
 	if err != nil {
 		return err
 	}
@@ -439,7 +442,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 		SweepInterval: c.sweepInterval,
 		Board:         cards, BoardRepos: c.boardRepos, BoardInterval: c.boardInterval,
 		StoreTimeout: c.storeTimeout, Deliveries: deliveries, DeliveryWindow: c.deliveryWindow, Limits: c.limits,
-		Logger: logger, Registry: reg,
+		Logger: logger, Registry: reg, Owner: owner,
 	}, server.Comparison{NoLease: c.noLease, SweepMode: server.SweepMode(c.sweepMode), NoSweepTimeBudget: c.noTimeBudget, MeasureGroupShards: c.measureShards})
 	if err != nil {
 		return err
@@ -458,9 +461,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 // forgeClient builds the forge client serve's credentials call for: a
 // Client for a token or one installation, or, in App mode, an AppClient
 // (the other is nil).
-func (c serveConfig) forgeClient(logger *slog.Logger, reg prometheus.Registerer) (*forge.Client, *forge.AppClient, error) {
+func (c serveConfig) forgeClient(logger *slog.Logger, reg prometheus.Registerer, userAgent string) (*forge.Client, *forge.AppClient, error) {
 	fcfg := forge.Config{BaseURL: c.forgeURL, Token: c.forgeToken, Logger: logger, Registerer: reg, ETagCacheBytes: c.etagCache,
-		Timeout: c.forgeRequestTimeout()}
+		Timeout: c.forgeRequestTimeout(), UserAgent: userAgent}
 	if c.appID != 0 {
 		key, err := os.ReadFile(c.privateKeyFile)
 		if err != nil {
@@ -468,7 +471,7 @@ func (c serveConfig) forgeClient(logger *slog.Logger, reg prometheus.Registerer)
 		}
 		if c.appMode() {
 			app, err := forge.NewApp(forge.AppConfig{BaseURL: c.forgeURL, Logger: logger, Registerer: reg, ETagCacheBytes: c.etagCache,
-				Timeout: c.forgeRequestTimeout(), AppID: c.appID, PrivateKey: key})
+				Timeout: c.forgeRequestTimeout(), UserAgent: userAgent, AppID: c.appID, PrivateKey: key})
 			if err != nil {
 				return nil, nil, fmt.Errorf("forge App client (--forge-url, --github-app-id, --github-private-key-file): %w", err)
 			}

@@ -36,8 +36,8 @@ const DefaultLowestBudgets = 10
 // AppConfig configures an AppClient: a GitHub App serving each of its
 // installations.
 type AppConfig struct {
-	// BaseURL, Next, Logger, Now, Reserves and Timeout are as in Config,
-	// and apply to every installation's client.
+	// BaseURL, Next, Logger, Now, Reserves, Timeout and UserAgent are as
+	// in Config, and apply to every installation's client.
 	BaseURL string
 	Next    http.RoundTripper
 	Logger  *slog.Logger
@@ -45,6 +45,9 @@ type AppConfig struct {
 	// Reserves apply to each installation's budget on its own.
 	Reserves map[string]int
 	Timeout  time.Duration
+	// UserAgent is as Config.UserAgent: the App's own requests and every
+	// installation's carry it, with their lane.
+	UserAgent string
 	// AppID and PrivateKey (PEM-encoded RSA) are the App's.
 	AppID      int64
 	PrivateKey []byte
@@ -118,7 +121,7 @@ func NewApp(cfg AppConfig) (*AppClient, error) {
 	}
 	base, now, parts, err := prepare(Config{
 		BaseURL: cfg.BaseURL, Next: cfg.Next, Logger: cfg.Logger, Registerer: cfg.Registerer, Now: cfg.Now,
-		Reserves: cfg.Reserves, ETagCacheBytes: cfg.ETagCacheBytes, Timeout: cfg.Timeout,
+		Reserves: cfg.Reserves, ETagCacheBytes: cfg.ETagCacheBytes, Timeout: cfg.Timeout, UserAgent: cfg.UserAgent,
 	})
 	if err != nil {
 		return nil, err

@@ -25,7 +25,8 @@
 // busiest installations.
 //
 // The transport chain, outermost first: rate gate → auth (token or
-// ghinstallation) → ETag cache → counting → Config.Next. The gate sits above
+// ghinstallation) → ETag cache → counting → User-Agent (when
+// Config.UserAgent names the sender) → Config.Next. The gate sits above
 // counting, so a request it holds back is not counted; it was not sent. Auth
 // sits above counting, so installation-token refreshes are counted too (lane
 // auth), and above the ETag cache, which keys answers by the token they were
@@ -33,6 +34,7 @@
 package forge
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -111,6 +113,11 @@ type Config struct {
 	ETagCacheBytes int
 	// Timeout bounds each call, redirects included; 0: none beyond the context.
 	Timeout time.Duration
+	// UserAgent names the sender to GitHub, such as "iterion
+	// (web-7f9c-3a1b2c4d)": every request's User-Agent is UserAgent
+	// followed by " lane/" and its lane. "": go-github's own User-Agent.
+	// It must be printable ASCII.
+	UserAgent string
 }
 
 // Client is a forge client whose every request is counted. Safe for
@@ -173,11 +180,18 @@ func prepare(cfg Config) (string, func() time.Time, countedParts, error) {
 	if err != nil {
 		return "", nil, countedParts{}, err
 	}
+	if !validUserAgent(cfg.UserAgent) {
+		return "", nil, countedParts{}, fmt.Errorf("%w: UserAgent %q: want printable ASCII", ErrInvalidConfig, cfg.UserAgent)
+	}
 	now := cfg.Now
 	if now == nil {
 		now = time.Now
 	}
-	parts, err := newCountedParts(cfg.Next, cfg.Logger, cfg.Registerer, now, cfg.ETagCacheBytes)
+	next := cfg.Next
+	if cfg.UserAgent != "" {
+		next = &userAgent{next: cmp.Or[http.RoundTripper](next, http.DefaultTransport), agent: cfg.UserAgent}
+	}
+	parts, err := newCountedParts(next, cfg.Logger, cfg.Registerer, now, cfg.ETagCacheBytes)
 	return base, now, parts, err
 }
 

@@ -57,11 +57,12 @@ func (l Lease) Retry(interval time.Duration) time.Duration {
 	return time.Duration(l.RetryIntervals) * interval
 }
 
-// newOwner returns a fresh owner identity for this process: the host name
+// NewOwner returns a fresh owner identity for this process: the host name
 // plus a random suffix ("web-7f9c-3a1b2c4d"), so two replicas on one host
 // (or a restarted one) never share an owner. It is shown in logs and on
-// /leases.
-func newOwner() string {
+// /leases; Config.Owner "" gets one. A caller that names the replica
+// elsewhere too (the forge client's User-Agent) makes it first.
+func NewOwner() string {
 	host, err := os.Hostname()
 	if err != nil || host == "" {
 		host = "iterion"

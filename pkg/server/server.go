@@ -273,7 +273,7 @@ func NewForComparison(cfg Config, cmp Comparison) (*Server, error) {
 		cfg.ForgeHost = "github.com"
 	}
 	if cfg.Owner == "" {
-		cfg.Owner = newOwner()
+		cfg.Owner = NewOwner()
 	}
 	switch {
 	case len(cfg.BoardRepos) == 0:

@@ -17,7 +17,11 @@
 //
 // A GitHub App's installations (apps.go) each cover repositories and spend
 // their own budgets; adding or removing them, or their repositories, sends
-// GitHub's installation webhooks, signed, to a configured URL.
+// GitHub's installation webhooks, signed, to a configured URL. The request
+// log (requestlog.go) keeps, per installation and per sender (the
+// User-Agent), each interval's requests made with the installation's
+// tokens and when the first and last arrived: who swept which installation
+// when, seen from GitHub's side.
 //
 // A Sim is an http.Handler: serve it with httptest.NewServer in process, or
 // run "iterion forge-sim". It serves the API at its root (/repos/...), so a
@@ -60,6 +64,7 @@
 //	DELETE /_sim/installations/{id}
 //	POST /_sim/installations/{id}/repos                    {"add":["acme/web"]} or {"remove":["acme/app"]}
 //	GET  /_sim/installations                               the installations as JSON
+//	GET  /_sim/installations/requests                      RequestLog as JSON (since=RFC 3339, installation=ID)
 //	POST /_sim/webhook                                     {"url":"…","secret":"…","app_id":1} (where installation webhooks go)
 //	GET  /_sim/stats                                       Stats as JSON
 //	POST /_sim/stats/reset
@@ -154,6 +159,8 @@ type Sim struct {
 	hookSeq     int64
 	hooksSent   int64
 	hooksFailed int64
+
+	reqLog requestLog // requestlog.go
 }
 
 // New returns a Sim with no repositories and fresh budgets.
@@ -247,6 +254,7 @@ func (s *Sim) routes() {
 		"DELETE /_sim/installations/{id}":                s.ctlRemoveInstallation,
 		"POST /_sim/installations/{id}/repos":            s.ctlInstallationRepos,
 		"GET /_sim/installations":                        func(*http.Request) reply { return jsonReply(http.StatusOK, s.Installations()) },
+		"GET /_sim/installations/requests":               s.ctlRequestLog,
 		"POST /_sim/webhook":                             s.ctlWebhook,
 		"GET /_sim/stats":                                func(*http.Request) reply { return jsonReply(http.StatusOK, s.Stats()) },
 		"POST /_sim/stats/reset":                         s.ctlResetStats,

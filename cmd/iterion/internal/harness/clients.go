@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -393,4 +394,31 @@ func (s sim) setBudget(ctx context.Context, token string, limit int) error {
 func (s sim) secondary(ctx context.Context, token string, retryAfter time.Duration, count int) error {
 	body := map[string]any{"token": token, "retry_after_seconds": int(retryAfter / time.Second), "count": count}
 	return doJSON(ctx, s.hc, http.MethodPost, s.url+"/_sim/secondary", "", body, nil)
+}
+
+// postStatus posts body as JSON to url with the API token and returns the
+// answer's status, its Retry-After, its body and how long it took. err is a
+// connection error: no answer.
+func postStatus(ctx context.Context, hc *http.Client, url, token string, body []byte) (status int, retryAfter time.Duration, answer []byte, took time.Duration, err error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return 0, 0, nil, 0, fmt.Errorf("%w: POST %s: %w", ErrRequest, url, err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+token)
+	start := time.Now()
+	resp, err := hc.Do(req)
+	if err != nil {
+		return 0, 0, nil, time.Since(start), fmt.Errorf("%w: POST %s: %w", ErrRequest, url, err)
+	}
+	defer resp.Body.Close()
+	answer, err = io.ReadAll(resp.Body)
+	took = time.Since(start)
+	if err != nil {
+		return 0, 0, nil, took, fmt.Errorf("%w: POST %s: %w", ErrRequest, url, err)
+	}
+	if s, perr := strconv.Atoi(resp.Header.Get("Retry-After")); perr == nil {
+		retryAfter = time.Duration(s) * time.Second
+	}
+	return resp.StatusCode, retryAfter, answer, took, nil
 }

@@ -2,6 +2,10 @@ package harness
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/pem"
 	"fmt"
 	"net"
 	"net/http"
@@ -379,4 +383,20 @@ func (c *cluster) holds(ctx context.Context, r *replica) bool {
 		return owner == r.owner
 	}
 	return false
+}
+
+// writeAppKey writes a fresh RSA key for an App's JWTs (the replicas'
+// --github-private-key-file) into dir and returns its path. The simulator
+// reads a JWT's issuer, not its signature.
+func writeAppKey(dir string) (string, error) {
+	k, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return "", fmt.Errorf("%w: App key: %w", ErrProcess, err)
+	}
+	path := filepath.Join(dir, "app-key.pem")
+	b := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(k)})
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		return "", fmt.Errorf("%w: App key: %w", ErrProcess, err)
+	}
+	return path, nil
 }

@@ -18,14 +18,17 @@
 //     contracts of the simulator and the replicas, and the statistics;
 //   - cluster.go starts and stops the processes of one run, and
 //     population.go seeds the gating runs the scenarios measure;
-//   - cost.go, budget.go, takeover.go, faults.go, scale.go, clock.go, load.go
-//     and group.go each hold one scenario: a type whose run method takes a
-//     cluster and returns its rows (the load scenario's three phases are in
-//     load_slow.go, load_webhooks.go and load_runs.go; the group scenario's
-//     figures, from its replicas' logged shard terms, in group_terms.go; the
-//     clock scenario's, from the simulator's reads and the sweepers' logs,
-//     in clock_figures.go; its wire contracts in clock_clients.go, what it
-//     reads of a cluster in cluster_clock.go, its report in report_clock.go);
+//   - cost.go, budget.go, takeover.go, faults.go, scale.go, clock.go, load.go,
+//     group.go and tenants.go each hold one scenario: a type whose run method
+//     takes a cluster and returns its rows (the load scenario's three phases
+//     are in load_slow.go, load_webhooks.go and load_runs.go; the group
+//     scenario's figures, from its replicas' logged shard terms, in
+//     group_terms.go; the clock scenario's, from the simulator's reads and
+//     the sweepers' logs, in clock_figures.go; its wire contracts in
+//     clock_clients.go, what it reads of a cluster in cluster_clock.go, its
+//     report in report_clock.go; the tenants scenario's, from the
+//     simulator's request log, in tenants_log.go, and its wire steps in
+//     tenants_seed.go);
 //   - options.go validates Options, report.go renders the rows, and
 //     harness.go's Run starts the clusters and runs the chosen scenarios.
 //
@@ -69,13 +72,15 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return nil, err
 	}
 	logf := func(format string, args ...any) { fmt.Fprintf(o.Progress, "  "+format+"\n", args...) }
-	// Every scenario but scale and clock shares one cluster and
-	// population; scale and clock start their own.
+	// Every scenario but scale, clock and tenants shares one cluster and
+	// population; those three start their own.
 	var (
 		c          *cluster
 		population []runRequest
 	)
-	if slices.ContainsFunc(o.Scenarios, func(s string) bool { return s != ScenarioScale && s != ScenarioClock }) {
+	if slices.ContainsFunc(o.Scenarios, func(s string) bool {
+		return s != ScenarioScale && s != ScenarioClock && s != ScenarioTenants
+	}) {
 		c, err = startCluster(ctx, bins, dir, o.Interval, simBudget)
 		if err != nil {
 			return rep, err
@@ -132,6 +137,18 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			}
 			defer sc.close()
 			rep.Scale, err = s.run(ctx, sc)
+			return err
+		},
+		ScenarioTenants: func(ctx context.Context) error {
+			s := tenantsScenario{installations: o.TenantsInstallations, runsPer: o.TenantsRuns, replicas: o.TenantsReplicas,
+				window: o.TenantsWindow, churn: o.TenantsChurn, shards: o.TenantsShards, logf: logf}
+			tc, err := s.startCluster(ctx, bins, filepath.Join(dir, "tenants"), o.TenantsInterval)
+			if err != nil {
+				return err
+			}
+			defer tc.close()
+			t, err := s.run(ctx, tc)
+			rep.Tenants = &t
 			return err
 		},
 	}

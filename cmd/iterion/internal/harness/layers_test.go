@@ -31,14 +31,15 @@ var layers = []struct {
 	{"scale scenario", []string{"scale.go", "clock.go", "clock_figures.go"}},
 	{"load scenario", []string{"load.go", "load_slow.go", "load_webhooks.go", "load_runs.go"}},
 	{"group scenario", []string{"group.go", "group_terms.go"}},
+	{"tenants scenario", []string{"tenants.go", "tenants_log.go", "tenants_seed.go"}},
 	{"options", []string{"options.go"}},
-	{"report", []string{"report.go", "report_clock.go"}},
+	{"report", []string{"report.go", "report_clock.go", "tenants_report.go"}},
 	{"run", []string{"harness.go"}},
 }
 
 // scenarioLayers are the layers that must not refer to one another, though
 // the list above orders them.
-var scenarioLayers = []string{"cost scenario", "budget scenario", "takeover scenario", "fault scenario", "scale scenario", "load scenario", "group scenario"}
+var scenarioLayers = []string{"cost scenario", "budget scenario", "takeover scenario", "fault scenario", "scale scenario", "load scenario", "group scenario", "tenants scenario"}
 
 // TestLayersReferOnlyDown: no file uses a package-level name declared in a
 // layer above its own, and no scenario uses another's names, so the

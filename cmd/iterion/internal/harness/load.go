@@ -1,15 +1,12 @@
 package harness
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"time"
 
 	"iterion.dev/iterion/pkg/server"
@@ -199,33 +196,6 @@ func (s loadScenario) run(ctx context.Context, c *cluster) (*LoadResult, error) 
 
 // mb is n bytes in megabytes (10^6).
 func mb(n int64) float64 { return float64(n) / 1e6 }
-
-// postStatus posts body as JSON to url with the API token and returns the
-// answer's status, its Retry-After, its body and how long it took. err is a
-// connection error: no answer.
-func postStatus(ctx context.Context, hc *http.Client, url, token string, body []byte) (status int, retryAfter time.Duration, answer []byte, took time.Duration, err error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
-	if err != nil {
-		return 0, 0, nil, 0, fmt.Errorf("%w: POST %s: %w", ErrRequest, url, err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+token)
-	start := time.Now()
-	resp, err := hc.Do(req)
-	if err != nil {
-		return 0, 0, nil, time.Since(start), fmt.Errorf("%w: POST %s: %w", ErrRequest, url, err)
-	}
-	defer resp.Body.Close()
-	answer, err = io.ReadAll(resp.Body)
-	took = time.Since(start)
-	if err != nil {
-		return 0, 0, nil, took, fmt.Errorf("%w: POST %s: %w", ErrRequest, url, err)
-	}
-	if s, perr := strconv.Atoi(resp.Header.Get("Retry-After")); perr == nil {
-		retryAfter = time.Duration(s) * time.Second
-	}
-	return resp.StatusCode, retryAfter, answer, took, nil
-}
 
 // loadClient is an HTTP client that keeps a connection per concurrent
 // client alive, as a real client pool would.

@@ -28,12 +28,16 @@ const (
 	// ScenarioClock measures the batched sweep against a simulator that
 	// answers as slowly as GitHub, its time budget on (clock.go).
 	ScenarioClock = "clock"
+	// ScenarioTenants serves one App's many installations in App mode at
+	// 1 and N replicas, adds and removes installations and kills a
+	// replica, measured from the simulator's request log (tenants.go).
+	ScenarioTenants = "tenants"
 )
 
 // Scenarios returns every scenario name Options.Scenarios accepts, in the
 // order Run runs them.
 func Scenarios() []string {
-	return []string{ScenarioCost, ScenarioBudget, ScenarioTakeover, ScenarioFaults, ScenarioScale, ScenarioClock, ScenarioLoad, ScenarioGroup}
+	return []string{ScenarioCost, ScenarioBudget, ScenarioTakeover, ScenarioFaults, ScenarioScale, ScenarioClock, ScenarioLoad, ScenarioGroup, ScenarioTenants}
 }
 
 // Options configures one harness run. The zero value of a field means the
@@ -115,6 +119,27 @@ type Options struct {
 	// TTL is 3 of them and its retry 1. Default 3s: at 1s, ten replicas
 	// renewing 64 shards on a loaded 2-core machine miss renewals.
 	GroupInterval time.Duration
+	// TenantsInstallations is how many installations of the App the
+	// tenants scenario serves, TenantsRuns the open runs of each. Default
+	// 1,000 and 10.
+	TenantsInstallations, TenantsRuns int
+	// TenantsReplicas are the tenants scenario's replica counts, in
+	// increasing order; the largest, at least 2, also gets the churn and
+	// the kill. Default 1, 10.
+	TenantsReplicas []int
+	// TenantsInterval is the tenants scenario's sweep interval, its
+	// compressed minute (the latency model's and the secondary limits').
+	// Default 15s, meant to leave a pass over 1,000 installations room
+	// (not measured yet: see docs/benchmarks.md).
+	TenantsInterval time.Duration
+	// TenantsWindow is how many intervals each replica count's steady
+	// state is measured over. Default 10.
+	TenantsWindow int
+	// TenantsChurn is how many installations are added, and how many
+	// removed, at the largest replica count. Default 20.
+	TenantsChurn int
+	// TenantsShards is serve's --sweep-shards; 0: its default.
+	TenantsShards int
 	// Scenarios to run; empty: all of Scenarios().
 	Scenarios []string
 	// Progress receives one line per step; nil discards.
@@ -153,6 +178,14 @@ func (o *Options) defaults() error {
 	o.GroupShards = cmp.Or(o.GroupShards, 64)
 	o.GroupReplicas = cmp.Or(o.GroupReplicas, 10)
 	o.GroupInterval = cmp.Or(o.GroupInterval, 3*time.Second)
+	o.TenantsInstallations = cmp.Or(o.TenantsInstallations, 1000)
+	o.TenantsRuns = cmp.Or(o.TenantsRuns, 10)
+	if len(o.TenantsReplicas) == 0 {
+		o.TenantsReplicas = []int{1, 10}
+	}
+	o.TenantsInterval = cmp.Or(o.TenantsInterval, 15*time.Second)
+	o.TenantsWindow = cmp.Or(o.TenantsWindow, 10)
+	o.TenantsChurn = cmp.Or(o.TenantsChurn, 20)
 	if len(o.Scenarios) == 0 {
 		o.Scenarios = Scenarios()
 	}
@@ -182,6 +215,18 @@ func (o *Options) defaults() error {
 		return fmt.Errorf("%w: GroupInterval %v is under 100ms", ErrInvalid, o.GroupInterval)
 	case o.ScalePasses < 1:
 		return fmt.Errorf("%w: ScalePasses %d is under 1", ErrInvalid, o.ScalePasses)
+	case o.TenantsInstallations < 1 || o.TenantsRuns < 1:
+		return fmt.Errorf("%w: TenantsInstallations %d, TenantsRuns %d: want at least 1 each", ErrInvalid, o.TenantsInstallations, o.TenantsRuns)
+	case !slices.IsSorted(o.TenantsReplicas) || o.TenantsReplicas[0] < 1 || slices.Max(o.TenantsReplicas) < 2:
+		return fmt.Errorf("%w: TenantsReplicas %v: want increasing counts of at least 1, the largest at least 2 (it kills one)", ErrInvalid, o.TenantsReplicas)
+	case o.TenantsInterval < 500*time.Millisecond:
+		return fmt.Errorf("%w: TenantsInterval %v is under 500ms", ErrInvalid, o.TenantsInterval)
+	case o.TenantsWindow < 2:
+		return fmt.Errorf("%w: TenantsWindow %d is under 2 intervals", ErrInvalid, o.TenantsWindow)
+	case o.TenantsChurn < 1 || o.TenantsChurn > o.TenantsInstallations:
+		return fmt.Errorf("%w: TenantsChurn %d: want 1 to TenantsInstallations (%d)", ErrInvalid, o.TenantsChurn, o.TenantsInstallations)
+	case o.TenantsShards < 0:
+		return fmt.Errorf("%w: TenantsShards %d is negative", ErrInvalid, o.TenantsShards)
 	case !slices.IsSorted(o.ScaleRuns) || o.ScaleRuns[0] < 1:
 		return fmt.Errorf("%w: ScaleRuns %v: want increasing populations of at least 1", ErrInvalid, o.ScaleRuns)
 	case !slices.IsSorted(o.ClockRuns) || o.ClockRuns[0] < 1:

@@ -2,7 +2,11 @@ package harness
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
+	"strings"
+	"sync"
 	"time"
 
 	"iterion.dev/iterion/internal/clock"
@@ -91,4 +95,85 @@ func awaitAgreement(ctx context.Context, s sim, rs []runRequest, from time.Time,
 		}
 		clock.Sleep(ctx, gap)
 	}
+}
+
+// seedRuns seeds rs through the wire contracts, conc at once: each
+// pull request and its gate status on the simulator (control endpoints,
+// which no budget or secondary limit charges), then the verdict through
+// POST /api/runs on to, which resolves the repository's installation and
+// offers the run at once. A 503 (the installation not resolved yet: the
+// App's requests are held back by a secondary limit) or no answer in time
+// is retried after its Retry-After, or pause, as a client of the
+// idempotent API would.
+func seedRuns(ctx context.Context, s sim, to api, rs []runRequest, conc int, pause time.Duration) error {
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+	)
+	next := make(chan runRequest)
+	for range conc {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for r := range next {
+				// Every step is idempotent, so a step a loaded machine
+				// timed out is sent again, up to 3 times.
+				var err error
+				for attempt := 0; attempt < 3 && (attempt == 0 || err != nil); attempt++ {
+					err = s.seedPull(ctx, r.Repo, r.Pull, r.HeadSHA)
+					if err == nil {
+						err = s.seedStatus(ctx, r.Repo, r.HeadSHA, gateContext, r.Verdict)
+					}
+					if err == nil {
+						err = postRunRetrying(ctx, to, r, pause)
+					}
+				}
+				if err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	for _, r := range rs {
+		next <- r
+	}
+	close(next)
+	wg.Wait()
+	if len(errs) > 0 {
+		return fmt.Errorf("seeding %d runs: %d failed, the first: %w", len(rs), len(errs), errs[0])
+	}
+	return nil
+}
+
+// seedAttempts bounds postRunRetrying's attempts.
+const seedAttempts = 120
+
+// postRunRetrying posts r to a, retrying a 503 or no answer after the
+// Retry-After (at least pause) up to seedAttempts times.
+func postRunRetrying(ctx context.Context, a api, r runRequest, pause time.Duration) error {
+	body, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("%w: run: %w", ErrRequest, err)
+	}
+	for range seedAttempts {
+		status, retryAfter, answer, _, err := postStatus(ctx, a.hc, a.url+"/api/runs", a.token, body)
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return err
+		case err != nil:
+			// No answer in the client's time (the run's offer waits on
+			// GitHub's): the put is idempotent, so send it again.
+		case status == http.StatusCreated || status == http.StatusOK:
+			return nil
+		case status != http.StatusServiceUnavailable:
+			return fmt.Errorf("%w: POST %s/api/runs %s#%d: %d: %s", ErrRequest, a.url, r.Repo, r.Pull, status, strings.TrimSpace(string(answer)))
+		}
+		if !clock.Sleep(ctx, max(retryAfter, pause)) {
+			return ctx.Err()
+		}
+	}
+	return fmt.Errorf("%w: POST %s/api/runs %s#%d: 503 or no answer %d times", ErrRequest, a.url, r.Repo, r.Pull, seedAttempts)
 }

@@ -27,6 +27,7 @@ type Report struct {
 	Scale    []ScaleRow
 	Clock    []ClockRow
 	Group    *GroupResult
+	Tenants  *TenantsResult
 }
 
 // CostRatio is the sweep's request rate at the largest N over the rate at
@@ -68,10 +69,14 @@ func (r *Report) Markdown(command string) string {
 	var b strings.Builder
 	o := r.Options
 	fmt.Fprintf(&b, "Measured %s on this project's 2-core machine with:\n\n    %s\n\n", r.Date.Format("2006-01-02 15:04 MST"), command)
-	fmt.Fprintf(&b, "Real processes: `dev-mongo`, `iterion forge-sim` and `iterion serve` replicas on loopback, "+
-		"each replica with its own forge token so the simulator's counts (`GET /_sim/stats`) attribute every request. "+
-		"Sweep interval %v (the compressed minute), so the lease's TTL is %v and its retry %v; %d seeded gating runs.\n\n",
-		o.Interval, o.ttl(), o.retry(), o.Runs)
+	// The shared cluster's sentence; the tenants scenario describes its own.
+	shared := len(r.Cost)+len(r.Budget)+len(r.Takeover)+len(r.Faults)+len(r.Scale) > 0 || r.Load != nil || r.Group != nil
+	if shared || r.Tenants == nil {
+		fmt.Fprintf(&b, "Real processes: `dev-mongo`, `iterion forge-sim` and `iterion serve` replicas on loopback, "+
+			"each replica with its own forge token so the simulator's counts (`GET /_sim/stats`) attribute every request. "+
+			"Sweep interval %v (the compressed minute), so the lease's TTL is %v and its retry %v; %d seeded gating runs.\n\n",
+			o.Interval, o.ttl(), o.retry(), o.Runs)
+	}
 	if len(r.Cost) > 0 {
 		b.WriteString("**Cost.** Sweeper-lane requests, the least-squares rate of the simulator's counts over " +
 			fmt.Sprintf("%v per configuration; all configurations in one run.\n\n", o.Window))
@@ -118,6 +123,9 @@ func (r *Report) Markdown(command string) string {
 	}
 	if r.Group != nil {
 		b.WriteString(groupMarkdown(*r.Group))
+	}
+	if r.Tenants != nil {
+		b.WriteString(tenantsMarkdown(*r.Tenants))
 	}
 	if len(r.Faults) > 0 {
 		b.WriteString("**Faults.** During each fault the harness sets the gate status of a quarter of the runs to `failure` " +

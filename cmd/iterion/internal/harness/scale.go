@@ -2,17 +2,11 @@ package harness
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/rsa"
-	"crypto/x509"
-	"encoding/pem"
 	"fmt"
 	"math"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	"iterion.dev/iterion/internal/clock"
@@ -199,44 +193,8 @@ func seedScale(ctx context.Context, c *cluster, first, last int) ([]runRequest, 
 	for n := first; n <= last; n++ {
 		out = append(out, runRequest{Repo: seedRepo, Pull: n, HeadSHA: headSHA(n), Verdict: "success"})
 	}
-	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		errs []error
-	)
-	next := make(chan runRequest)
-	for range seedConcurrency {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for r := range next {
-				// Every step is idempotent, so a step a loaded machine
-				// timed out is sent again, up to 3 times.
-				var err error
-				for attempt := 0; attempt < 3 && (attempt == 0 || err != nil); attempt++ {
-					err = c.sim.seedPull(ctx, r.Repo, r.Pull, r.HeadSHA)
-					if err == nil {
-						err = c.sim.seedStatus(ctx, r.Repo, r.HeadSHA, gateContext, r.Verdict)
-					}
-					if err == nil {
-						err = seeder.api.postRun(ctx, r)
-					}
-				}
-				if err != nil {
-					mu.Lock()
-					errs = append(errs, err)
-					mu.Unlock()
-				}
-			}
-		}()
-	}
-	for _, r := range out {
-		next <- r
-	}
-	close(next)
-	wg.Wait()
-	if len(errs) > 0 {
-		return nil, fmt.Errorf("seeding %d runs: %d failed, the first: %w", len(out), len(errs), errs[0])
+	if err := seedRuns(ctx, c.sim, seeder.api, out, seedConcurrency, c.interval); err != nil {
+		return nil, err
 	}
 	return out, nil
 }
@@ -403,21 +361,6 @@ func sweepersOf(ctx context.Context, rs []*replica) (sweepers, error) {
 		out.requests = append(out.requests, f.requests)
 	}
 	return out, nil
-}
-
-// writeAppKey writes a fresh RSA key for the scale App's JWTs into dir and
-// returns its path. The simulator reads a JWT's issuer, not its signature.
-func writeAppKey(dir string) (string, error) {
-	k, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		return "", fmt.Errorf("%w: App key: %w", ErrProcess, err)
-	}
-	path := filepath.Join(dir, "app-key.pem")
-	b := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(k)})
-	if err := os.WriteFile(path, b, 0o600); err != nil {
-		return "", fmt.Errorf("%w: App key: %w", ErrProcess, err)
-	}
-	return path, nil
 }
 
 // ScaleGoal is the batched sweep's goal for one pass at runs open runs: at most

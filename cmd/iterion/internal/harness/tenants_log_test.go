@@ -1,0 +1,218 @@
+package harness
+
+import (
+	"testing"
+	"time"
+
+	"iterion.dev/iterion/pkg/forge/forgesim"
+)
+
+var logT0 = time.Date(2026, 12, 1, 6, 0, 0, 0, time.UTC)
+
+// sec is logT0 plus s seconds.
+func sec(s float64) time.Time { return logT0.Add(time.Duration(s * float64(time.Second))) }
+
+// synthLog builds a request log of 1 s buckets: for each installation and
+// owner, one request at each of the given seconds, on lane (the sweeper's
+// unless given).
+type synthLog struct {
+	series map[[2]string]map[int64][]float64 // {agent, ""} → installation → seconds
+}
+
+func newSynthLog() *synthLog { return &synthLog{series: map[[2]string]map[int64][]float64{}} }
+
+func (l *synthLog) add(id int64, owner, lane string, secs ...float64) *synthLog {
+	k := [2]string{"iterion (" + owner + ") lane/" + lane}
+	if l.series[k] == nil {
+		l.series[k] = map[int64][]float64{}
+	}
+	l.series[k][id] = append(l.series[k][id], secs...)
+	return l
+}
+
+func (l *synthLog) sweeps(id int64, owner string, secs ...float64) *synthLog {
+	return l.add(id, owner, "merge-gate-sweeper", secs...)
+}
+
+func (l *synthLog) log() forgesim.RequestLog {
+	out := forgesim.RequestLog{Interval: time.Second}
+	for k, byID := range l.series {
+		for id, secs := range byID {
+			sr := forgesim.SenderRequests{Installation: id, Sender: k[0], Tokens: 1}
+			for _, s := range secs {
+				t := sec(s)
+				start := t.Truncate(time.Second)
+				n := len(sr.Buckets)
+				if n > 0 && sr.Buckets[n-1].Start.Equal(start) {
+					sr.Buckets[n-1].Requests++
+					sr.Buckets[n-1].Last = t
+					continue
+				}
+				sr.Buckets = append(sr.Buckets, forgesim.RequestBucket{Start: start, Requests: 1, First: t, Last: t})
+			}
+			out.Series = append(out.Series, sr)
+		}
+	}
+	return out
+}
+
+func TestParseSenderReadsTheReplicasUserAgent(t *testing.T) {
+	for _, c := range []struct {
+		agent, owner, lane string
+		ok                 bool
+	}{
+		{"iterion (web-7f9c-3a1b2c4d) lane/merge-gate-sweeper", "web-7f9c-3a1b2c4d", "merge-gate-sweeper", true},
+		{"iterion (a) lane/api", "a", "api", true},
+		{"go-github/v88.0.0", "", "", false},
+		{"iterion (a)", "", "", false},
+		{"", "", "", false},
+	} {
+		owner, lane, ok := parseSender(c.agent)
+		if owner != c.owner || lane != c.lane || ok != c.ok {
+			t.Errorf("parseSender(%q) = %q, %q, %v; want %q, %q, %v: the owner and lane of iterion's User-Agent, nothing else", c.agent, owner, lane, ok, c.owner, c.lane, c.ok)
+		}
+	}
+}
+
+func TestSweepsOfKeepsTheSweeperLaneOnly(t *testing.T) {
+	log := newSynthLog().sweeps(1, "a", 1.1, 2.1).add(1, "b", "api", 1.5).add(2, "a", "webhook", 1.2).log()
+	sl := sweepsOf(log)
+	if len(sl) != 1 || len(sl[1]) != 2 || sl[1][0].owner != "a" {
+		t.Fatalf("got %+v, want installation 1's two sweeper buckets from a: the API's and webhooks' offers are not sweeps", sl)
+	}
+}
+
+func TestOverlapsOf(t *testing.T) {
+	gap := 2 * time.Second // two intervals of 1 s
+	cases := []struct {
+		name string
+		log  *synthLog
+		want int
+		why  string
+	}{
+		{"one sweeper", newSynthLog().sweeps(1, "a", 0.1, 1.1, 2.1, 3.1), 0, "one replica sweeping every interval overlaps nobody"},
+		{"clean hand-over", newSynthLog().sweeps(1, "a", 0.1, 1.1, 2.1).sweeps(1, "b", 2.6, 3.6, 4.6), 0,
+			"the successor's first request after the predecessor's last is a hand-over"},
+		{"hand-over in one bucket", newSynthLog().sweeps(1, "a", 0.1, 1.1, 2.1).sweeps(1, "b", 2.9, 3.9), 0,
+			"a hand-over within one interval is still a hand-over"},
+		{"kill then takeover", newSynthLog().sweeps(1, "a", 0.1, 1.1).sweeps(1, "b", 5.3, 6.3), 0, "a successor after a kill overlaps nobody"},
+		{"double sweep", newSynthLog().sweeps(1, "a", 0.1, 1.1, 2.1, 3.1).sweeps(1, "b", 0.6, 1.6, 2.6), 1,
+			"two replicas each sweeping every interval is an overlap"},
+		{"one stray pass", newSynthLog().sweeps(1, "a", 0.1, 1.1, 2.1, 3.1).sweeps(1, "b", 1.6), 1,
+			"one request of another replica inside a holder's tenure is an overlap"},
+		{"hand back after a pause", newSynthLog().sweeps(1, "a", 0.1, 1.1).sweeps(1, "b", 1.6, 2.6, 3.6, 4.6).sweeps(1, "a", 8.1, 9.1), 0,
+			"a replica that lost an installation and won it back later opens a new tenure"},
+		{"other installations apart", newSynthLog().sweeps(1, "a", 0.1, 1.1).sweeps(2, "b", 0.1, 1.1), 0,
+			"replicas sweeping different installations at once is the point"},
+	}
+	for _, c := range cases {
+		got := overlapsOf(sweepsOf(c.log.log()), gap)
+		if len(got) != c.want {
+			t.Errorf("%s: got %d overlaps %+v, want %d: %s", c.name, len(got), got, c.want, c.why)
+		}
+	}
+	o := overlapsOf(sweepsOf(newSynthLog().sweeps(1, "a", 0.1, 1.1, 2.1, 3.1).sweeps(1, "b", 0.6, 1.6, 2.6).log()), gap)
+	if len(o) != 1 || o[0].length != 2*time.Second {
+		t.Errorf("double sweep: got %+v, want one overlap of 2s (b's tenure 0.6–2.6 inside a's 0.1–3.1): the overlap is the shared time", o)
+	}
+}
+
+func TestCostRatioIsPerInstallation(t *testing.T) {
+	lo := map[int64]int64{1: 10, 2: 10, 3: 10, 4: 10}
+	hi := map[int64]int64{1: 10, 2: 10, 3: 10, 4: 12, 5: 100}
+	mean, p95, most := costRatio(lo, hi)
+	if mean != 42.0/40 || most != 1.2 || p95 != 1.2 {
+		t.Errorf("got mean %.3f, p95 %.3f, max %.3f; want 1.05, 1.2, 1.2: the ratio of the totals over the installations both windows swept (5 is new), and the spread of the installations' own", mean, p95, most)
+	}
+	if mean, _, _ := costRatio(map[int64]int64{}, hi); mean != 0 {
+		t.Errorf("got %v with nothing at N=1, want 0: no ratio without a base", mean)
+	}
+}
+
+func TestHoldersAndBalance(t *testing.T) {
+	log := newSynthLog().
+		sweeps(1, "a", 0.1, 1.1, 2.1).sweeps(1, "b", 3.1). // a holds 1 (more requests)
+		sweeps(2, "a", 0.2, 1.2).
+		sweeps(3, "b", 0.3, 1.3).
+		sweeps(4, "c", 0.4, 1.4).log()
+	held := sweepsOf(log).holders()
+	if held["a"] != 2 || held["b"] != 1 || held["c"] != 1 {
+		t.Fatalf("got %v, want a 2, b 1, c 1: an installation is held by the replica that sent most of its sweep", held)
+	}
+	if b := balance(held, 4); b != 2 {
+		t.Errorf("got balance %.2f over 4 replicas, want 2 (a holds 2, the mean is 1): a replica holding nothing counts in the mean", b)
+	}
+	if b := balance(held, 3); b != 1.5 {
+		t.Errorf("got balance %.2f over 3 replicas, want 1.5", b)
+	}
+}
+
+func TestLongestGap(t *testing.T) {
+	sl := sweepsOf(newSynthLog().sweeps(1, "a", 0.1, 1.1, 2.1, 3.1).sweeps(2, "a", 0.2, 2.9).sweeps(3, "b", 0.5, 1.0, 1.5).log())
+	if g, id := sl.longestGap([]int64{1}, sec(0), sec(4)); g != time.Second || id != 1 {
+		t.Errorf("installation 1: got %v (%d), want 1s between two sweeps: swept every interval", g, id)
+	}
+	if g, id := sl.longestGap([]int64{1, 2}, sec(0), sec(4)); g != 2700*time.Millisecond || id != 2 {
+		t.Errorf("installations 1 and 2: got %v (%d), want 2.7s of installation 2: the longest gap between two sweeps", g, id)
+	}
+	if g, id := sl.longestGap([]int64{1, 3, 9}, sec(0), sec(4)); g != 4*time.Second || id != 9 {
+		t.Errorf("with installation 9 never swept: got %v (%d), want the whole window, 4s: an unswept installation is the worst", g, id)
+	}
+}
+
+func TestFirstSweepAfterAndSweptBy(t *testing.T) {
+	sl := sweepsOf(newSynthLog().sweeps(1, "a", 0.1, 1.1).sweeps(1, "b", 5.3, 6.3).sweeps(2, "b", 0.5, 1.5, 2.5).log())
+	if got := sl.firstSweepAfter(1, sec(1.5), "a"); !got.Equal(sec(5.3)) {
+		t.Errorf("installation 1 after a's kill at 1.5: got %v, want b's first sweep at 5.3", got)
+	}
+	if got := sl.firstSweepAfter(1, sec(7), ""); !got.IsZero() {
+		t.Errorf("installation 1 after its last sweep: got %v, want zero: never swept again", got)
+	}
+	// A bucket straddling t counts its last request: late, never early.
+	if got := sl.firstSweepAfter(2, sec(2.2), ""); !got.Equal(sec(2.5)) {
+		t.Errorf("installation 2 after 2.2: got %v, want 2.5", got)
+	}
+	if got := sl.sweptBy("a", sec(0), sec(2)); len(got) != 1 || got[0] != 1 {
+		t.Errorf("swept by a in [0, 2): got %v, want [1]", got)
+	}
+}
+
+func TestLastRequestAndLimited(t *testing.T) {
+	log := newSynthLog().sweeps(1, "a", 0.1, 1.1).add(1, "b", "api", 3.4).sweeps(2, "a", 0.2).log()
+	if got := lastRequest(log, 1); !got.Equal(sec(3.4)) {
+		t.Errorf("got %v, want 3.4: the last request of any lane", got)
+	}
+	log.Series[0].Buckets[0].Limited = 2
+	if n := limitedIn(log, sec(0), sec(10)); n != 2 {
+		t.Errorf("got %d limited, want 2", n)
+	}
+	if n := limitedIn(log, sec(5), sec(10)); n != 0 {
+		t.Errorf("got %d limited after 5s, want 0: only the window's buckets count", n)
+	}
+}
+
+func TestSettled(t *testing.T) {
+	iv := time.Second
+	ids := []int64{1, 2}
+	cases := []struct {
+		name string
+		log  *synthLog
+		n    int
+		want bool
+		why  string
+	}{
+		{"each on one replica", newSynthLog().sweeps(1, "a", 0.1, 2.1, 4.1).sweeps(2, "b", 0.5, 3.5), 2, true,
+			"every installation swept in each half by the same one replica, and both replicas sweep"},
+		{"an installation moved", newSynthLog().sweeps(1, "a", 0.1, 1.1).sweeps(1, "b", 4.1).sweeps(2, "b", 0.5, 3.5), 2, false,
+			"an installation swept by another replica in the second half is still moving"},
+		{"an installation unswept", newSynthLog().sweeps(1, "a", 0.1, 4.1).sweeps(2, "b", 0.5), 2, false,
+			"an installation not swept in the second half has not settled"},
+		{"a replica idle", newSynthLog().sweeps(1, "a", 0.1, 4.1).sweeps(2, "a", 0.5, 3.5), 2, false,
+			"at N=2 both replicas must sweep"},
+	}
+	for _, c := range cases {
+		if got, _ := settled(sweepsOf(c.log.log()), ids, c.n, sec(0), iv); got != c.want {
+			t.Errorf("%s: got %v, want %v: %s", c.name, got, c.want, c.why)
+		}
+	}
+}
