@@ -660,6 +660,15 @@ func TestAppModeARepositoryCostsTheAppOneLookUpAcrossReplicas(t *testing.T) {
 		c, next := newAppCluster(t, 2, false)
 		startAppReplicas(t, c, next, 3, time.Minute, 4, nil)
 		defer c.stopAll()
+		// Each replica's App client knows installation 2 before its first
+		// run (its own start-up re-list may not have answered yet on a
+		// loaded machine): the store's answer is taken only for an
+		// installation the client knows.
+		for _, r := range c.replicas {
+			if err := r.app.Relist(context.Background()); err != nil {
+				t.Fatalf("%s: Relist: %v", r.owner, err)
+			}
+		}
 		for pull, r := range c.replicas {
 			sha := strings.Repeat(fmt.Sprint(pull+1), 40)
 			if code, body := r.call(t, "POST", "/api/runs", "", fmt.Sprintf(`{"repo":"org-2/repo-1","pull":%d,"head_sha":%q,"verdict":"success"}`, pull+1, sha)); code != http.StatusCreated {
