@@ -178,7 +178,8 @@ func b2f(b bool) float64 {
 }
 
 // backOffServer returns when the next pass may start after p: while every
-// forge read of the passes in a row got a 5xx, the wait doubles from two
+// forge read of the passes in a row got a 5xx (query timeouts aside: see
+// SweepPass.ServerErrors), the wait doubles from two
 // intervals (the next tick is skipped) up to maxServerBackoff intervals,
 // since every replica asking would fail alike; zero (the next tick) after
 // any other pass.
@@ -316,7 +317,10 @@ func (s *sweeper) offerChunk(ctx context.Context, ps *sweepPassState, chunk []ga
 		p.ForgeReads++
 		if !slices.ContainsFunc(outs, func(o outcome) bool { return o != outcomeFailed }) {
 			p.ForgeErrors++
-			if errors.Is(err, forge.ErrServer) {
+			// A query GitHub stopped at its timeout is answered 502 or
+			// 504, yet says the query was too slow, not that GitHub is
+			// down: the batch is halved, and no pass is skipped for it.
+			if errors.Is(err, forge.ErrServer) && !errors.Is(err, forge.ErrQueryTimeout) {
 				p.ServerErrors++
 			}
 		}
