@@ -109,11 +109,12 @@ func TestSweepUnderFaultsLosesNothingAndItsBatchRecovers(t *testing.T) {
 }
 
 // TestSweepQueryTimeoutSkipsNoPass pins that a query GitHub stops at its
-// timeout (answered 502 or 504) does not back the sweep off as a failing
-// forge does: with every query of a few runs, already at the smallest
-// batch, past the 10 s timeout, a pass still comes every interval (3 in
-// 3 intervals, each with one timeout and no server error), where the 5xx
-// back-off would skip the next tick after each.
+// timeout (answered 502 or 504 after 10 s) does not back the sweep off as
+// a failing forge does (TestPassSuccessMeansForgeSuccess: a 502 at once):
+// with every query of a few runs, already at the smallest batch, past the
+// timeout, a pass still comes every interval (3 in 3 intervals, each with
+// one timeout and no server error), where the 5xx back-off would skip the
+// next tick after each.
 func TestSweepQueryTimeoutSkipsNoPass(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const n = 5
@@ -123,8 +124,8 @@ func TestSweepQueryTimeoutSkipsNoPass(t *testing.T) {
 		fc, runs, stopSim := seedSweepRuns(t, sim, n, 0)
 		defer stopSim()
 		rec := &sweepRecorder{sim: sim}
-		sw := server.NewSweeper(server.SweeperConfig{Runs: runs, Offer: server.NewReconciler(runs, fc, nil), Interval: 2 * time.Minute, OnPass: rec.onPass})
-		passes := sweepFor(sw, rec, 6*time.Minute+50*time.Second)
+		sw := server.NewSweeper(server.SweeperConfig{Runs: runs, Offer: server.NewReconciler(runs, fc, nil), Interval: time.Minute, OnPass: rec.onPass})
+		passes := sweepFor(sw, rec, 3*time.Minute+50*time.Second)
 		if len(passes) != 3 {
 			t.Fatalf("got %d passes in 3 intervals of timed-out queries, want 3: a query timeout skips no pass", len(passes))
 		}
