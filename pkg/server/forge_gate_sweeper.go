@@ -66,7 +66,10 @@ type SweepPass struct {
 	Offered, BackingOff int
 	// ForgeReads is how many batches the pass offered (one forge read
 	// each); ForgeErrors how many of them failed whole (no run got a
-	// forge answer), ServerErrors how many of those with a 5xx.
+	// forge answer), ServerErrors how many of those with a 5xx, but for
+	// a 502 or 504 that came once the query had run as long as GitHub lets
+	// one run (forge.ServerTimeout, scaled to the interval): GitHub
+	// stopping a slow query, counted in Timeouts alone.
 	ForgeReads, ForgeErrors, ServerErrors int
 	// Timeouts is how many batches timed out (forge.ErrQueryTimeout); Batch
 	// is the batch size the next pass starts with.
@@ -248,7 +251,9 @@ func (st *sweepTerm) note(run gaterun.Run, out outcome, now time.Time, interval 
 // the term, like the cursors and the batch size.
 //
 // A pass in which every forge read failed is not complete. While every
-// forge read of a pass gets a 5xx, the next passes wait: two intervals,
+// forge read of a pass gets a 5xx but GitHub stopping a slow query (a
+// 502 or 504 after forge.ServerTimeout, scaled to the interval: the query
+// was slow, the forge is not down), the next passes wait: two intervals,
 // doubling up to maxServerBackoff intervals, until a read succeeds (the
 // ticks before are skipped, as for a rate limit).
 //

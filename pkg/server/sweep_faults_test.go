@@ -107,3 +107,32 @@ func TestSweepUnderFaultsLosesNothingAndItsBatchRecovers(t *testing.T) {
 		}
 	})
 }
+
+// TestSweepQueryTimeoutSkipsNoPass pins that a query GitHub stops at its
+// timeout (answered 502 or 504 after 10 s) does not back the sweep off as
+// a failing forge does (TestPassSuccessMeansForgeSuccess: a 502 at once):
+// with every query of a few runs, already at the smallest batch, past the
+// timeout, a pass still comes every interval (3 in 3 intervals, each with
+// one timeout and no server error), where the 5xx back-off would skip the
+// next tick after each.
+func TestSweepQueryTimeoutSkipsNoPass(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const n = 5
+		lat := steadyLatency()
+		lat.GraphQLPerNode = 3 * time.Second // a node a pull: 5 pulls take 16 s, past the timeout
+		sim := forgesim.New(forgesim.WithLatency(lat))
+		fc, runs, stopSim := seedSweepRuns(t, sim, n, 0)
+		defer stopSim()
+		rec := &sweepRecorder{sim: sim}
+		sw := server.NewSweeper(server.SweeperConfig{Runs: runs, Offer: server.NewReconciler(runs, fc, nil), Interval: time.Minute, OnPass: rec.onPass})
+		passes := sweepFor(sw, rec, 3*time.Minute+50*time.Second)
+		if len(passes) != 3 {
+			t.Fatalf("got %d passes in 3 intervals of timed-out queries, want 3: a query timeout skips no pass", len(passes))
+		}
+		for _, p := range passes {
+			if p.Timeouts != 1 || p.ServerErrors != 0 || p.ForgeReads != 1 {
+				t.Errorf("pass %d: %d timeouts, %d server errors, %d forge reads; want 1, 0, 1: a timeout is no server error", p.Pass, p.Timeouts, p.ServerErrors, p.ForgeReads)
+			}
+		}
+	})
+}

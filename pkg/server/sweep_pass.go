@@ -178,7 +178,8 @@ func b2f(b bool) float64 {
 }
 
 // backOffServer returns when the next pass may start after p: while every
-// forge read of the passes in a row got a 5xx, the wait doubles from two
+// forge read of the passes in a row got a 5xx (GitHub stopping a slow
+// query aside: see SweepPass.ServerErrors), the wait doubles from two
 // intervals (the next tick is skipped) up to maxServerBackoff intervals,
 // since every replica asking would fail alike; zero (the next tick) after
 // any other pass.
@@ -316,7 +317,12 @@ func (s *sweeper) offerChunk(ctx context.Context, ps *sweepPassState, chunk []ga
 		p.ForgeReads++
 		if !slices.ContainsFunc(outs, func(o outcome) bool { return o != outcomeFailed }) {
 			p.ForgeErrors++
-			if errors.Is(err, forge.ErrServer) {
+			// A 502 or 504 that came once the query had run as long as
+			// GitHub lets one run is GitHub stopping the query: it was too
+			// slow, GitHub is not down, so the batch is halved and no pass
+			// is skipped for it. One that came sooner is a failing forge.
+			stopped := errors.Is(err, forge.ErrQueryTimeout) && took >= s.longestBatch()
+			if errors.Is(err, forge.ErrServer) && !stopped {
 				p.ServerErrors++
 			}
 		}
