@@ -411,6 +411,20 @@ func (s tenantsScenario) disturb(ctx context.Context, c *cluster, res *TenantsRe
 	_, herr := front.api.owner(ctx)
 	res.UnknownAlive = herr == nil && !front.p.exited()
 
+	// The kill waits until the added installations' bound, with one
+	// interval to spare, has passed since the last was added: an added
+	// installation on the victim's shards would otherwise wait for the
+	// takeover, and the kill's cost would be counted as the add's.
+	var lastAdd time.Time
+	for _, t := range added {
+		if t.After(lastAdd) {
+			lastAdd = t
+		}
+	}
+	if d := time.Until(lastAdd.Add(3 * iv)); d > 0 {
+		clock.Sleep(ctx, d)
+	}
+
 	// Kill -9 of one replica, not the one the webhooks go to.
 	victim := c.replicas[len(c.replicas)-1]
 	if victim == front {

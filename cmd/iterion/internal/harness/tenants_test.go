@@ -66,8 +66,12 @@ func TestTenantsScenario(t *testing.T) {
 		t.Errorf("kill -9: got %d of %d installations swept again, slowest %v, want all within %v (TTL + retry + one tick, + one interval of slack)",
 			r.KillSwept, r.KilledInstallations, r.KillAfter, r.killBound()+iv)
 	}
-	if r.AddedSwept != r.Added || r.AddedAfter > 3*iv {
-		t.Errorf("added: got %d of %d swept, slowest %v, want all within %v (2 intervals + one of slack)", r.AddedSwept, r.Added, r.AddedAfter, 3*iv)
+	// The goal is 2 intervals (the report says whether it was met); the news
+	// of an add reaches the shard's holder through another replica's lease
+	// store list and a re-list, each once an interval, so a loaded machine
+	// gets two more of slack here.
+	if r.AddedSwept != r.Added || r.AddedAfter > 4*iv {
+		t.Errorf("added: got %d of %d swept, slowest %v, want all within %v (2 intervals + two of slack)", r.AddedSwept, r.Added, r.AddedAfter, 4*iv)
 	}
 	if r.RemovedAfter > 2*iv {
 		t.Errorf("removed: got a request %v after a removal, want none after %v (1 interval + one of slack): a removed installation costs nothing", r.RemovedAfter, 2*iv)
