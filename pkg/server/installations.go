@@ -108,11 +108,11 @@ func (s *Server) refuseInstallation(w http.ResponseWriter, repo string, err erro
 
 // followInstallations serves a shard term's installations until ctx is
 // done: at once, at every interval after, and whenever wake (nil: never)
-// is closed, want names the installations to serve, each with a key, and run(ctx, id, key) serves each in a
-// goroutine of its own, whose ctx ends when want no longer names the
-// installation or names it with another key (a new run starts with the
-// new key); a run that returned on its own starts again at the next
-// interval. It returns once every run has.
+// is closed, want names the installations to serve, each with a key, and
+// run(ctx, id, key) serves each in a goroutine of its own, whose ctx ends
+// when want no longer names the installation or names it with another key
+// (a new run starts with the new key); a run that returned on its own
+// starts again at the next interval. It returns once every run has.
 func followInstallations(ctx context.Context, interval time.Duration, wake func() <-chan struct{}, want func() map[int64]string, run func(ctx context.Context, id int64, key string)) {
 	type running struct {
 		key  string

@@ -117,17 +117,18 @@ func seedRuns(ctx context.Context, s sim, to api, rs []runRequest, conc int, pau
 		go func() {
 			defer wg.Done()
 			for r := range next {
-				// Every step is idempotent, so a step a loaded machine
-				// timed out is sent again, up to 3 times.
+				// The simulator's steps are idempotent, so a step a loaded
+				// machine timed out is sent again, up to 3 times;
+				// postRunRetrying retries the API's put itself.
 				var err error
 				for attempt := 0; attempt < 3 && (attempt == 0 || err != nil); attempt++ {
 					err = s.seedPull(ctx, r.Repo, r.Pull, r.HeadSHA)
 					if err == nil {
 						err = s.seedStatus(ctx, r.Repo, r.HeadSHA, gateContext, r.Verdict)
 					}
-					if err == nil {
-						err = postRunRetrying(ctx, to, r, pause)
-					}
+				}
+				if err == nil {
+					err = postRunRetrying(ctx, to, r, pause)
 				}
 				if err != nil {
 					mu.Lock()
