@@ -118,6 +118,20 @@ load 1m
   merge_gate_sweep_behind{instance="a"} 0x20
 `, 10 * time.Minute}},
 }, {
+	alert: "IterionRunsUncovered",
+	fires: fixture{"the adopter's holder has counted 3 uncovered runs for over an hour", `
+load 5m
+  merge_gate_runs_uncovered{instance="a"} 3x20
+  merge_gate_runs_uncovered{instance="b"} 0x20
+`, 70 * time.Minute},
+	healthy: []fixture{{"an uncovered run adopted after 50 minutes, when the App was installed on its repository", `
+load 5m
+  merge_gate_runs_uncovered{instance="a"} 1x10 0x10
+`, 70 * time.Minute}, {"none uncovered", `
+load 5m
+  merge_gate_runs_uncovered{instance="a"} 0x20
+`, 70 * time.Minute}},
+}, {
 	alert: "IterionLeaseStoreUnreachable",
 	fires: fixture{"every renewal and acquire of replica a for 15m got no answer", `
 load 1m

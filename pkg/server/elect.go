@@ -30,6 +30,10 @@ func (s *Server) nets() []electedNet {
 	if s.board != nil {
 		nets = append(nets, electedNet{ForgeBoardSync(), s.board.Interval(), s.board.Work})
 	}
+	if s.adopter != nil {
+		wd := s.watchdog(RunAdopter(), s.adopter.interval)
+		nets = append(nets, electedNet{RunAdopter(), s.adopter.interval, func(ctx context.Context) { s.adopter.work(ctx, wd) }})
+	}
 	return nets
 }
 

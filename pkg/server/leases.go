@@ -34,6 +34,12 @@ func ForgeBoardSync() Lease {
 	return Lease{Name: "forge-board-sync", TTLIntervals: 3, RetryIntervals: 1}
 }
 
+// RunAdopter is App mode's run adopter's lease (adopt.go): TTL three of
+// its intervals, retry one, as the sweeper's.
+func RunAdopter() Lease {
+	return Lease{Name: "merge-gate-adopter", TTLIntervals: 3, RetryIntervals: 1}
+}
+
 // MeasureGroup is the lease group a replica runs for measurements only
 // (Comparison.MeasureGroupShards): TTL three sweep intervals, retry one, as
 // the sweeper's. No production net uses it, so Leases does not list it.
@@ -44,7 +50,7 @@ func MeasureGroup() Lease {
 // Leases returns every lease the server elects, one per net. A test pins
 // that their names are distinct.
 func Leases() []Lease {
-	return []Lease{MergeGateSweeper(), ForgeBoardSync()}
+	return []Lease{MergeGateSweeper(), ForgeBoardSync(), RunAdopter()}
 }
 
 // TTL is the lease's TTL for a net that runs every interval.

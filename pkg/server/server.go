@@ -180,6 +180,7 @@ type Server struct {
 	// without Comparison.MeasureGroupShards.
 	measureCalls *prometheus.CounterVec
 	recorder     *sweepRecorder // App mode's sweep records (sweep_record.go); nil: none
+	adopter      *adopter       // App mode's run adopter (adopt.go); nil: none
 }
 
 // ErrConfig reports a Config New cannot use; errors that wrap it name the
@@ -329,7 +330,7 @@ func NewForComparison(cfg Config, cmp Comparison) (*Server, error) {
 		}, []string{"lane", "outcome"}),
 		largeReads: make(chan struct{}, cfg.Limits.LargeWebhookReads),
 		largeBy:    make(map[string]bool),
-		stalls:     map[string]chan struct{}{MergeGateSweeper().Name: make(chan struct{}, 1), ForgeBoardSync().Name: make(chan struct{}, 1)},
+		stalls:     map[string]chan struct{}{MergeGateSweeper().Name: make(chan struct{}, 1), ForgeBoardSync().Name: make(chan struct{}, 1), RunAdopter().Name: make(chan struct{}, 1)},
 	}
 	if cfg.App != nil {
 		s.rec = newReconcilerOf(cfg.Runs, appForge(cfg.App), log)
@@ -351,6 +352,9 @@ func NewForComparison(cfg Config, cmp Comparison) (*Server, error) {
 		}
 	}
 	if s.passes, err = newNetMetrics(cfg.Registry); err != nil {
+		return nil, fmt.Errorf("%w: Registry: %w", ErrConfig, err)
+	}
+	if s.adopter, err = newAdopter(s); err != nil {
 		return nil, fmt.Errorf("%w: Registry: %w", ErrConfig, err)
 	}
 	if cmp.MeasureGroupShards > 0 {

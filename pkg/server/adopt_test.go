@@ -1,0 +1,165 @@
+package server_test
+
+import (
+	"context"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"iterion.dev/iterion/pkg/gaterun"
+	"iterion.dev/iterion/pkg/server"
+)
+
+// uncoveredGauge sums merge_gate_runs_uncovered over c's replicas, read
+// from each one's /metrics.
+func uncoveredGauge(t *testing.T, c *cluster) float64 {
+	t.Helper()
+	re := regexp.MustCompile(`(?m)^merge_gate_runs_uncovered (\S+)$`)
+	var sum float64
+	for _, r := range c.replicas {
+		code, body := r.call(t, "GET", "/metrics", "", "")
+		if code != http.StatusOK {
+			t.Fatalf("%s: GET /metrics = %d", r.owner, code)
+		}
+		m := re.FindStringSubmatch(body)
+		if m == nil {
+			t.Fatalf("%s: no merge_gate_runs_uncovered in /metrics", r.owner)
+		}
+		v, err := strconv.ParseFloat(m[1], 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum += v
+	}
+	return sum
+}
+
+// pathCounter counts the requests that pass through it to next by URL
+// path.
+type pathCounter struct {
+	next http.RoundTripper
+	mu   sync.Mutex
+	n    map[string]int
+}
+
+func (p *pathCounter) RoundTrip(req *http.Request) (*http.Response, error) {
+	p.mu.Lock()
+	if p.n == nil {
+		p.n = map[string]int{}
+	}
+	p.n[req.URL.Path]++
+	p.mu.Unlock()
+	return p.next.RoundTrip(req)
+}
+
+// count is how many requests for path passed.
+func (p *pathCounter) count(path string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.n[path]
+}
+
+// TestAppModeAdoptsRunsNoShardSweeps pins the run adopter: in App mode a
+// run stored under an installation the App does not know (0, as before
+// App mode; or one uninstalled since) is put under the installation that
+// covers its repository within adopter interval + a sweep interval of
+// the adopter's election, and then swept through that installation's
+// client; one replica does it, so each repository is looked up once for
+// the deployment; a run whose repository no installation covers is left
+// unsettled under its installation, counted in merge_gate_runs_uncovered,
+// and looked up again only after the App's installations are re-listed;
+// its passes are reported as every net's are.
+func TestAppModeAdoptsRunsNoShardSweeps(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		c, next := newAppCluster(t, 2, false)
+		lookUps := &pathCounter{next: next}
+		beforeApp, uninstalled := appRun(1), appRun(2)
+		beforeApp.Installation, uninstalled.Installation = 0, 99
+		orphan := appRun(9) // org-9: no installation covers it
+		orphan.Installation = 0
+		for _, run := range []gaterun.Run{beforeApp, uninstalled, orphan} {
+			if _, err := c.runs.Put(ctx, run, time.Now()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		startAppReplicas(t, c, lookUps, 2, time.Minute, 4, nil)
+		defer c.stopAll()
+
+		// Elected at once, the adopter's first pass comes one of its
+		// intervals (5 sweep intervals) later; the shard sweeps the
+		// adopted runs at its next pass, a sweep interval after.
+		time.Sleep(5*time.Minute + time.Minute + time.Second)
+		synctest.Wait()
+		for _, want := range []struct {
+			run gaterun.Run
+			to  int64
+		}{{beforeApp, 1}, {uninstalled, 2}, {orphan, 0}} {
+			got, err := c.runs.Get(ctx, want.run.ID)
+			if err != nil || got.Installation != want.to || got.Settled {
+				t.Errorf("run %s after the adopter's pass: installation %d settled %v (%v); want installation %d, unsettled",
+					want.run.Repo, got.Installation, got.Settled, err, want.to)
+			}
+		}
+		for _, id := range []int64{1, 2} {
+			if got := requestsBy(c.sim, id, statusRoute, http.StatusCreated); got != 1 {
+				t.Errorf("statuses written with installation %d's tokens: %d, want 1: an adopted run is swept through the installation covering it", id, got)
+			}
+		}
+		for _, repo := range []string{"org-1", "org-2", "org-9"} {
+			if n := lookUps.count("/repos/" + repo + "/repo-1/installation"); n != 1 {
+				t.Errorf("look-ups of %s/repo-1's installation: %d, want 1: one replica adopts, once", repo, n)
+			}
+		}
+		if got := uncoveredGauge(t, c); got != 1 {
+			t.Errorf("merge_gate_runs_uncovered summed over the replicas: %v, want 1 (org-9's run)", got)
+		}
+		passed := 0
+		for _, r := range c.replicas {
+			if _, body := r.call(t, "GET", "/metrics", "", ""); strings.Contains(body, `iterion_net_last_success_timestamp_seconds{lease="merge-gate-adopter"}`) {
+				passed++
+			}
+		}
+		if passed != 1 {
+			t.Errorf("replicas reporting a complete merge-gate-adopter pass: %d, want 1: its passes are the nets' passes (IterionNetNeverPassed)", passed)
+		}
+
+		// Two more passes with no re-list: no new look-up of org-9.
+		time.Sleep(10 * time.Minute)
+		synctest.Wait()
+		if n := lookUps.count("/repos/org-9/repo-1/installation"); n != 1 {
+			t.Errorf("look-ups of org-9/repo-1 after two more passes without a re-list: %d, want 1: a miss waits for news", n)
+		}
+		// A re-list is news: the next pass looks org-9 up again.
+		for _, r := range c.replicas {
+			if err := r.app.Relist(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(5 * time.Minute)
+		synctest.Wait()
+		if n := lookUps.count("/repos/org-9/repo-1/installation"); n != 2 {
+			t.Errorf("look-ups of org-9/repo-1 after a re-list and a pass: %d, want 2", n)
+		}
+	})
+}
+
+// TestRunAdopterHasALeaseOfItsOwn pins that the adopter is elected under
+// a lease no other net shares.
+func TestRunAdopterHasALeaseOfItsOwn(t *testing.T) {
+	seen := map[string]bool{}
+	for _, l := range server.Leases() {
+		if seen[l.Name] {
+			t.Errorf("lease %q listed twice", l.Name)
+		}
+		seen[l.Name] = true
+	}
+	if !seen[server.RunAdopter().Name] {
+		t.Errorf("Leases() = %v, want it to list the run adopter's %q", server.Leases(), server.RunAdopter().Name)
+	}
+}
