@@ -9,20 +9,6 @@ import (
 	"iterion.dev/iterion/pkg/server"
 )
 
-// holderOf is the replica of c that holds the shard of installation id in
-// the group merge-gate-sweeper of shards shards.
-func holderOf(t *testing.T, c *cluster, shards int, id int64) *replica {
-	t.Helper()
-	other := notSweeping(t, c, shards, id)
-	for _, r := range c.replicas {
-		if r != other {
-			return r
-		}
-	}
-	t.Fatalf("installation %d: no replica holds its shard", id)
-	return nil
-}
-
 // TestAppModeAnInstallationAddedMidTermIsSweptAtOnce pins how soon a shard
 // term sweeps an installation created mid-term (no latency here, so a pass
 // takes no virtual time):
