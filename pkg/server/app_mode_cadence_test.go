@@ -6,6 +6,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"iterion.dev/iterion/pkg/forge/forgesim"
 	"iterion.dev/iterion/pkg/server"
 )
 
@@ -114,6 +115,34 @@ func TestAppModeATermSpreadsItsInstallationsFirstPasses(t *testing.T) {
 		}
 		if len(instants) < n/2 {
 			t.Errorf("the term's %d installations' first passes came at %d instants, want at least %d: spread over the interval", n, len(instants), n/2)
+		}
+	})
+}
+
+// TestAppModeOneReplicaSweepsFortyInstallationsEveryInterval pins the
+// tenants scenario's gap goal in virtual time, where the machine's load
+// plays no part: one replica holding every shard of 16 sweeps each of 40
+// installations under GitHub's latency model once an interval, from its
+// first pass on (no gap over 1.5 intervals, the goal), its passes spread
+// or not.
+func TestAppModeOneReplicaSweepsFortyInstallationsEveryInterval(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const interval, n, shards = time.Minute, 40, 16
+		c, next := newAppCluster(t, n, true, forgesim.WithLatency(forgesim.GitHubLatency()))
+		startAppReplicas(t, c, next, 1, interval, shards, nil)
+		defer c.stopAll()
+		time.Sleep(14 * interval)
+		synctest.Wait()
+		for id := int64(1); id <= n; id++ {
+			passes := sweptBy(c, id)
+			if len(passes) < 12 {
+				t.Errorf("installation %d: %d passes in 14 intervals, want one an interval from the second on", id, len(passes))
+			}
+			for i := 1; i < len(passes); i++ {
+				if gap := passes[i].At.Sub(passes[i-1].At); gap > interval+interval/2 {
+					t.Errorf("installation %d: %v between passes %d and %d, want at most 1.5 intervals", id, gap, i, i+1)
+				}
+			}
 		}
 	})
 }
