@@ -59,15 +59,31 @@ type Watchdog struct {
 // must be positive.
 func Every(ctx context.Context, interval time.Duration, now func() time.Time,
 	pass func(context.Context) (resume time.Time, complete bool), skipped func(until time.Time), wd Watchdog) error {
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
+	return EveryAfter(ctx, interval, interval, now, pass, skipped, wd)
+}
+
+// EveryAfter is [Every] with its first pass first after it starts (at
+// once when first is 0 or less) rather than one interval after; the
+// passes after it come once an interval from the first. Every's rules
+// (decision 3's included) are the caller's to keep.
+func EveryAfter(ctx context.Context, first, interval time.Duration, now func() time.Time,
+	pass func(context.Context) (resume time.Time, complete bool), skipped func(until time.Time), wd Watchdog) error {
+	wait := time.NewTimer(max(first, 0))
+	defer wait.Stop()
+	var tick *time.Ticker
+	next := wait.C
 	var resume time.Time
 	failed := 0
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-tick.C:
+		case <-next:
+		}
+		if tick == nil { // the first tick: the cadence starts here
+			tick = time.NewTicker(interval)
+			defer tick.Stop()
+			next = tick.C
 		}
 		// select picks at random among ready cases: a tick that came with
 		// the end of the term must not start a pass in a term that is over.

@@ -182,3 +182,32 @@ func TestEveryWatchdog(t *testing.T) {
 		})
 	})
 }
+
+// TestEveryAfterStartsItsCadenceAtItsFirstPass pins EveryAfter's timing in
+// virtual time: the first pass first after the start (at once for 0), the
+// passes after it once an interval from the first.
+func TestEveryAfterStartsItsCadenceAtItsFirstPass(t *testing.T) {
+	const interval = time.Minute
+	for _, first := range []time.Duration{0, interval / 3, interval + interval/4} {
+		synctest.Test(t, func(t *testing.T) {
+			start := time.Now()
+			ctx, cancel := context.WithCancel(t.Context())
+			var passes []time.Duration
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				lease.EveryAfter(ctx, first, interval, time.Now, func(context.Context) (time.Time, bool) {
+					passes = append(passes, time.Since(start))
+					return time.Time{}, true
+				}, func(time.Time) {}, lease.Watchdog{})
+			}()
+			time.Sleep(first + 2*interval + interval/2)
+			cancel()
+			<-done
+			want := []time.Duration{first, first + interval, first + 2*interval}
+			if len(passes) != len(want) || passes[0] != want[0] || passes[1] != want[1] || passes[2] != want[2] {
+				t.Errorf("first %v: got passes at %v, want %v: the first pass first in, then one an interval from it", first, passes, want)
+			}
+		})
+	}
+}

@@ -316,6 +316,21 @@ func installationEvent(action string, id int64) string {
 // installation id in the group merge-gate-sweeper of shards shards.
 func notSweeping(t *testing.T, c *cluster, shards int, id int64) *replica {
 	t.Helper()
+	return shardReplica(t, c, shards, id, false)
+}
+
+// holderOf is the replica of c that holds the shard of installation id in
+// the group merge-gate-sweeper of shards shards.
+func holderOf(t *testing.T, c *cluster, shards int, id int64) *replica {
+	t.Helper()
+	return shardReplica(t, c, shards, id, true)
+}
+
+// shardReplica is a replica of c that holds (holds true) or does not hold
+// the shard of installation id in the group merge-gate-sweeper of shards
+// shards.
+func shardReplica(t *testing.T, c *cluster, shards int, id int64, holds bool) *replica {
+	t.Helper()
 	name := lease.ShardName(server.MergeGateSweeper().Name, shards, server.InstallationShard(id, shards))
 	hs, err := c.leases.Holders(context.Background())
 	if err != nil {
@@ -326,12 +341,12 @@ func notSweeping(t *testing.T, c *cluster, shards int, id int64) *replica {
 			continue
 		}
 		for _, r := range c.replicas {
-			if r.owner != h.Owner {
+			if (r.owner == h.Owner) == holds {
 				return r
 			}
 		}
 	}
-	t.Fatalf("no replica but the holder of %s, or no holder: %+v", name, hs)
+	t.Fatalf("no replica (holding: %v) for %s, or no holder: %+v", holds, name, hs)
 	return nil
 }
 

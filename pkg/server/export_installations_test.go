@@ -1,6 +1,9 @@
 package server
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // RecordSweepPass hands p to the server as the sweeper hands it each pass,
 // then writes what that queued at once, as the recorder's loop in Run
@@ -11,3 +14,6 @@ func (s *Server) RecordSweepPass(p SweepPass) {
 		s.recorder.flush(context.Background())
 	}
 }
+
+// PassOffset is passOffset, for the tests of App mode's cadence.
+func PassOffset(id int64, interval time.Duration) time.Duration { return passOffset(id, interval) }

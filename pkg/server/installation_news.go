@@ -70,11 +70,13 @@ func (s *Server) otherNews(ctx context.Context, seen map[string]time.Time, remem
 // runApp keeps the App client's installations current until ctx is done:
 // its periodic re-list (AppClient.Run), and a re-list when a webhook named
 // an unknown installation (lookUp) or another replica's news lease moved
-// (otherNews, listed every sweep interval), at most one a sweep interval,
-// so a stream of events costs the App's budget little (a 1,000-installation
-// App lists them in 10 requests). After a re-list the shard terms look at
-// their installations again at once. At the end it releases this replica's
-// news lease.
+// (otherNews, listed at every tick of the sweep interval), at most one
+// between two ticks, so a stream of events costs the App's budget little
+// (a 1,000-installation App lists them in 10 requests): news re-lists at
+// the tick that lists it, a look-up at once unless a re-list was made
+// since the last tick (then at the next). After a re-list the shard terms
+// look at their installations again at once. At the end it releases this
+// replica's news lease.
 func (s *Server) runApp(ctx context.Context) {
 	relisted := make(chan struct{})
 	go func() {
@@ -91,7 +93,7 @@ func (s *Server) runApp(ctx context.Context) {
 	s.otherNews(ctx, seen, true)
 	tick := time.NewTicker(s.cfg.SweepInterval)
 	defer tick.Stop()
-	var last time.Time // the last look-up's
+	listed := false // since the last tick
 	pending := false
 	for {
 		select {
@@ -99,13 +101,17 @@ func (s *Server) runApp(ctx context.Context) {
 			return
 		case <-s.sweeps.lookups:
 			pending = true
+			if listed {
+				continue // waits for the next tick
+			}
 		case <-tick.C:
+			listed = false
 			pending = s.otherNews(ctx, seen, false) || pending
+			if !pending {
+				continue
+			}
 		}
-		if !pending || (!last.IsZero() && time.Since(last) < s.cfg.SweepInterval) {
-			continue // a pending look-up waits for the next tick
-		}
-		pending, last = false, time.Now()
+		pending, listed = false, true
 		lctx, cancel := context.WithTimeout(ctx, s.cfg.OfferTimeout)
 		if err := s.cfg.App.Relist(lctx); err != nil && ctx.Err() == nil {
 			s.log.Warn("looking installations up failed; the periodic re-list will", "err", err)

@@ -38,9 +38,26 @@ func InstallationShard(id int64, shards int) int {
 	if shards <= 1 {
 		return 0
 	}
+	return int(installationHash(id) % uint64(shards))
+}
+
+// installationHash is FNV-1a (64-bit) of id's decimal digits.
+func installationHash(id int64) uint64 {
 	h := fnv.New64a()
 	h.Write([]byte(strconv.FormatInt(id, 10))) // never fails
-	return int(h.Sum64() % uint64(shards))
+	return h.Sum64()
+}
+
+// passOffset is how far into the interval installation id's passes come
+// at a shard term's start, from 0 to half the interval: a stable fraction
+// of it (the high bits of the hash InstallationShard takes, which its
+// modulo does not fix), so a term's deep first passes spread over the
+// first half of their interval rather than reading the store all at once,
+// and the term's first pass comes at most 1.5 intervals after its
+// election.
+func passOffset(id int64, interval time.Duration) time.Duration {
+	frac := float64(installationHash(id)>>11) / (1 << 53) // in [0, 1)
+	return time.Duration(frac * float64(interval) / 2)
 }
 
 // appForge is App mode's forgeOf: the client of the run's installation.

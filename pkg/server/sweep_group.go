@@ -120,17 +120,24 @@ func (g *installationSweeps) installationsOf(shard int) map[int64]string {
 
 // shardTerm serves one term of shard: at its start, at every interval
 // after, and when the installations changed (news), it looks at the
-// installations the shard has and starts sweeping
-// those new to it (their first pass one interval later, and deep) and
-// stops those gone (followInstallations). Every installation sweeps on its
-// own cadence, one pass at a time; the term's installations share conc
-// pass slots. The term ends with ctx, never for one installation's
-// failures (sweepInstallation).
+// installations the shard has and starts sweeping those new to it and
+// stops those gone (followInstallations). An installation's first pass is
+// deep and comes at the later of now and the term's start plus one
+// interval plus the installation's offset (passOffset): the term's own
+// installations one interval and their spread in (decision 3), one the
+// term learns of later at once. Every installation sweeps on its own
+// cadence, one pass at a time; the term's installations share conc pass
+// slots. The term ends with ctx, never for one installation's failures
+// (sweepInstallation).
 func (g *installationSweeps) shardTerm(ctx context.Context, shard int) {
 	ctx = forge.WithLane(ctx, forge.LaneMergeGateSweeper)
+	start := time.Now()
 	slots := make(chan struct{}, g.conc)
 	followInstallations(ctx, g.interval, g.news.wait, func() map[int64]string { return g.installationsOf(shard) },
-		func(ctx context.Context, id int64, _ string) { g.sweepInstallation(ctx, id, slots) })
+		func(ctx context.Context, id int64, _ string) {
+			first := time.Until(start.Add(g.interval + passOffset(id, g.interval)))
+			g.sweepInstallation(ctx, id, slots, first)
+		})
 }
 
 // sweeperOf is installation id's sweeper, made on first use.
@@ -146,18 +153,19 @@ func (g *installationSweeps) sweeperOf(id int64) *sweeper {
 }
 
 // sweepInstallation sweeps installation id until ctx is done: a pass every
-// interval, the first one interval after it starts and deep, through
-// lease.Every. The watchdog is the installation's own: each pass is
-// bounded by the interval (pass), and stallPasses passes in a row that did
-// not complete park the installation for stallPasses intervals, after
-// which it starts again afresh (a deep first pass). The shard's other
-// installations are not held back by it.
-func (g *installationSweeps) sweepInstallation(ctx context.Context, id int64, slots chan struct{}) {
+// interval, the first one first after it starts (at once for 0 or less)
+// and deep, through lease.EveryAfter. The watchdog is the installation's
+// own: each pass is bounded by the interval (pass), and stallPasses passes
+// in a row that did not complete park the installation for stallPasses
+// intervals, after which it starts again afresh (a deep first pass one
+// interval later). The shard's other installations are not held back by
+// it.
+func (g *installationSweeps) sweepInstallation(ctx context.Context, id int64, slots chan struct{}, first time.Duration) {
 	sw := g.sweeperOf(id)
 	defer g.forget(id)
 	for {
 		st := sw.newTerm()
-		err := lease.Every(ctx, g.interval, g.s.cfg.Now,
+		err := lease.EveryAfter(ctx, first, g.interval, g.s.cfg.Now,
 			func(ctx context.Context) (time.Time, bool) { return g.pass(ctx, sw, st, id, slots) },
 			func(until time.Time) {
 				sw.cfg.Logger.Debug("sweep skipped: rate limited or backing off", "until", until)
@@ -173,6 +181,7 @@ func (g *installationSweeps) sweepInstallation(ctx context.Context, id int64, sl
 		if !clock.Sleep(ctx, sitOut) {
 			return
 		}
+		first = g.interval
 	}
 }
 

@@ -1,0 +1,148 @@
+package server_test
+
+import (
+	"net/http"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"iterion.dev/iterion/pkg/forge/forgesim"
+	"iterion.dev/iterion/pkg/server"
+)
+
+// TestAppModeAnInstallationAddedMidTermIsSweptAtOnce pins how soon a shard
+// term sweeps an installation created mid-term (no latency here, so a pass
+// takes no virtual time):
+//   - the webhook reaches the shard's holder: the first pass, deep, comes
+//     at once, not one interval later (decision 3's interval is a term's,
+//     not an installation's);
+//   - the webhook reaches another replica: the holder learns it at its next
+//     listing of the lease store, re-lists at that tick even though it
+//     re-listed half an interval before (for a webhook of an unknown
+//     installation), and sweeps at once: within one interval of the
+//     webhook.
+func TestAppModeAnInstallationAddedMidTermIsSweptAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const interval, shards = time.Minute, 2
+		c, next := newAppCluster(t, 2, true)
+		startAppReplicas(t, c, next, 2, interval, shards, nil)
+		defer c.stopAll()
+		time.Sleep(5*interval + interval/2) // the two replicas settle to a shard each; half an interval to their next tick
+		synctest.Wait()
+
+		if err := c.sim.AddInstallation(3, "org-3", appRepo(3)); err != nil {
+			t.Fatal(err)
+		}
+		seedAppPull(t, c, 3, true)
+		added := time.Now()
+		if code, body := holderOf(t, c, shards, 3).call(t, "POST", "/webhooks/github", "installation", installationEvent("created", 3)); code != http.StatusOK {
+			t.Fatalf("installation created webhook: %d %s, want 200", code, body)
+		}
+		synctest.Wait()
+		if passes := sweptBy(c, 3); len(passes) == 0 || !passes[0].At.Equal(added) || !passes[0].Deep {
+			t.Errorf("installation 3 added at %v through its shard's holder: passes %+v, want a deep one at once", added, passes)
+		}
+
+		// The holder of installation 5's shard looks an unknown
+		// installation up (a re-list), then hears of 5 through the lease
+		// store only.
+		holder := holderOf(t, c, shards, 5)
+		if err := c.sim.AddInstallation(4, "org-4", appRepo(4)); err != nil {
+			t.Fatal(err)
+		}
+		seedAppPull(t, c, 4, true)
+		if code, body := holder.call(t, "POST", "/webhooks/github", "pull_request", pullEvent(4)); code != http.StatusAccepted {
+			t.Fatalf("pull_request webhook of unknown installation 4: %d %s, want 202", code, body)
+		}
+		synctest.Wait()
+		if _, err := holder.app.Installation(4); err != nil {
+			t.Fatalf("installation 4 after its webhook: %v, want it looked up", err)
+		}
+		if err := c.sim.AddInstallation(5, "org-5", appRepo(5)); err != nil {
+			t.Fatal(err)
+		}
+		seedAppPull(t, c, 5, true)
+		added = time.Now()
+		if code, body := notSweeping(t, c, shards, 5).call(t, "POST", "/webhooks/github", "installation", installationEvent("created", 5)); code != http.StatusOK {
+			t.Fatalf("installation created webhook: %d %s, want 200", code, body)
+		}
+		time.Sleep(2 * interval)
+		synctest.Wait()
+		if passes := sweptBy(c, 5); len(passes) == 0 || passes[0].At.After(added.Add(interval)) || !passes[0].Deep {
+			t.Errorf("installation 5 added at %v through another replica: passes %+v, want a deep one within 1 interval: the holder's next listing, its re-list and the pass at once", added, passes)
+		}
+	})
+}
+
+// TestAppModeATermSpreadsItsInstallationsFirstPasses pins the cadence of a
+// shard term's own installations: each one's first pass, deep, comes one
+// interval after the term's election plus its offset (PassOffset, under
+// half an interval), its next one interval after that, so the term's deep
+// first passes do not all read the store at one instant.
+func TestAppModeATermSpreadsItsInstallationsFirstPasses(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const interval, n, shards = time.Minute, 8, 2
+		c, next := newAppCluster(t, n, true)
+		startAppReplicas(t, c, next, 1, interval, shards, nil)
+		defer c.stopAll()
+		time.Sleep(3 * interval)
+		synctest.Wait()
+		elected := map[int]time.Time{}
+		for _, e := range shardTerms(c) {
+			if _, ok := elected[e.Shard]; !ok {
+				elected[e.Shard] = e.At
+			}
+		}
+		instants := map[time.Time]bool{}
+		for id := int64(1); id <= n; id++ {
+			start, ok := elected[server.InstallationShard(id, shards)]
+			if !ok {
+				t.Fatalf("installation %d: its shard never elected: %+v", id, shardTerms(c))
+			}
+			off := server.PassOffset(id, interval)
+			if off < 0 || off >= interval/2 {
+				t.Errorf("installation %d: offset %v, want in [0, half an interval)", id, off)
+			}
+			passes := sweptBy(c, id)
+			if len(passes) > 0 {
+				instants[passes[0].At] = true
+			}
+			want := start.Add(interval + off)
+			if len(passes) < 2 || !passes[0].At.Equal(want) || !passes[0].Deep || !passes[1].At.Equal(want.Add(interval)) {
+				t.Errorf("installation %d: passes %+v, want a deep one at %v (one interval and its offset after its shard's election at %v), the next one interval later",
+					id, passes, want, start)
+			}
+		}
+		if len(instants) < n/2 {
+			t.Errorf("the term's %d installations' first passes came at %d instants, want at least %d: spread over the interval", n, len(instants), n/2)
+		}
+	})
+}
+
+// TestAppModeOneReplicaSweepsFortyInstallationsEveryInterval pins the
+// tenants scenario's gap goal in virtual time, where the machine's load
+// plays no part: one replica holding every shard of 16 sweeps each of 40
+// installations under GitHub's latency model once an interval, from its
+// first pass on (no gap over 1.5 intervals, the goal), its passes spread
+// or not.
+func TestAppModeOneReplicaSweepsFortyInstallationsEveryInterval(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const interval, n, shards = time.Minute, 40, 16
+		c, next := newAppCluster(t, n, true, forgesim.WithLatency(forgesim.GitHubLatency()))
+		startAppReplicas(t, c, next, 1, interval, shards, nil)
+		defer c.stopAll()
+		time.Sleep(14 * interval)
+		synctest.Wait()
+		for id := int64(1); id <= n; id++ {
+			passes := sweptBy(c, id)
+			if len(passes) < 12 {
+				t.Errorf("installation %d: %d passes in 14 intervals, want one an interval from the second on", id, len(passes))
+			}
+			for i := 1; i < len(passes); i++ {
+				if gap := passes[i].At.Sub(passes[i-1].At); gap > interval+interval/2 {
+					t.Errorf("installation %d: %v between passes %d and %d, want at most 1.5 intervals", id, gap, i, i+1)
+				}
+			}
+		}
+	})
+}
