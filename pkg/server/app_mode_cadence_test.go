@@ -76,9 +76,10 @@ func TestAppModeAnInstallationAddedMidTermIsSweptAtOnce(t *testing.T) {
 
 // TestAppModeATermSpreadsItsInstallationsFirstPasses pins the cadence of a
 // shard term's own installations: each one's first pass, deep, comes one
-// interval after the term's election plus its offset (PassOffset, under
-// half an interval), its next one interval after that, so the term's deep
-// first passes do not all read the store at one instant.
+// interval after the term's election less its offset (PassOffset, under
+// half an interval), so within the first tick, its next one interval after
+// that, and the term's deep first passes do not all read the store at one
+// instant.
 func TestAppModeATermSpreadsItsInstallationsFirstPasses(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const interval, n, shards = time.Minute, 8, 2
@@ -107,9 +108,9 @@ func TestAppModeATermSpreadsItsInstallationsFirstPasses(t *testing.T) {
 			if len(passes) > 0 {
 				instants[passes[0].At] = true
 			}
-			want := start.Add(interval + off)
+			want := start.Add(interval - off)
 			if len(passes) < 2 || !passes[0].At.Equal(want) || !passes[0].Deep || !passes[1].At.Equal(want.Add(interval)) {
-				t.Errorf("installation %d: passes %+v, want a deep one at %v (one interval and its offset after its shard's election at %v), the next one interval later",
+				t.Errorf("installation %d: passes %+v, want a deep one at %v (one interval less its offset after its shard's election at %v), the next one interval later",
 					id, passes, want, start)
 			}
 		}

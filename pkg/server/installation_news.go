@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"iterion.dev/iterion/internal/clock"
 	"iterion.dev/iterion/pkg/lease"
 )
 
@@ -67,6 +68,20 @@ func (s *Server) otherNews(ctx context.Context, seen map[string]time.Time, remem
 	return news
 }
 
+// firstListed wakes the shard terms once the App client's first list of
+// its installations (AppClient.Run's, at start-up) has answered, so a
+// term elected before it learns of its installations then, and spreads
+// their first passes (passOffset), rather than at its first tick, all at
+// once. It looks every twentieth of an interval, and gives up with ctx.
+func (s *Server) firstListed(ctx context.Context) {
+	for s.cfg.App.LastListed().IsZero() {
+		if !clock.Sleep(ctx, s.cfg.SweepInterval/20) {
+			return
+		}
+	}
+	s.sweeps.news.notify()
+}
+
 // runApp keeps the App client's installations current until ctx is done:
 // its periodic re-list (AppClient.Run), and a re-list when a webhook named
 // an unknown installation (lookUp) or another replica's news lease moved
@@ -84,6 +99,7 @@ func (s *Server) runApp(ctx context.Context) {
 		_ = s.cfg.App.Run(ctx) // returns ctx's error at shutdown
 	}()
 	defer func() { <-relisted }()
+	go s.firstListed(ctx)
 	defer func() {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.StoreTimeout)
 		defer cancel()

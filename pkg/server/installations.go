@@ -48,13 +48,15 @@ func installationHash(id int64) uint64 {
 	return h.Sum64()
 }
 
-// passOffset is how far into the interval installation id's passes come
-// at a shard term's start, from 0 to half the interval: a stable fraction
-// of it (the high bits of the hash InstallationShard takes, which its
-// modulo does not fix), so a term's deep first passes spread over the
-// first half of their interval rather than reading the store all at once,
-// and the term's first pass comes at most 1.5 intervals after its
-// election.
+// passOffset is how much sooner than one interval after a shard term's
+// election installation id's first pass comes, from 0 to under half the
+// interval: a stable fraction of it (the high bits of the hash
+// InstallationShard takes, which its modulo does not fix), so a term's
+// deep first passes spread over the half interval before its first tick
+// rather than reading the store all at once, and every one of them still
+// comes within one tick of the election (the takeover bound, TTL + retry
+// + one tick, holds) and at least half an interval after it (a term that
+// flaps sooner costs nothing).
 func passOffset(id int64, interval time.Duration) time.Duration {
 	frac := float64(installationHash(id)>>11) / (1 << 53) // in [0, 1)
 	return time.Duration(frac * float64(interval) / 2)

@@ -123,9 +123,9 @@ func (g *installationSweeps) installationsOf(shard int) map[int64]string {
 // installations the shard has and starts sweeping those new to it and
 // stops those gone (followInstallations). An installation's first pass is
 // deep and comes at the later of now and the term's start plus one
-// interval plus the installation's offset (passOffset): the term's own
-// installations one interval and their spread in (decision 3), one the
-// term learns of later at once. Every installation sweeps on its own
+// interval less the installation's offset (passOffset): the term's own
+// installations spread over the half interval before the first tick
+// (decision 3), one the term learns of later at once. Every installation sweeps on its own
 // cadence, one pass at a time; the term's installations share conc pass
 // slots. The term ends with ctx, never for one installation's failures
 // (sweepInstallation).
@@ -135,7 +135,7 @@ func (g *installationSweeps) shardTerm(ctx context.Context, shard int) {
 	slots := make(chan struct{}, g.conc)
 	followInstallations(ctx, g.interval, g.news.wait, func() map[int64]string { return g.installationsOf(shard) },
 		func(ctx context.Context, id int64, _ string) {
-			first := time.Until(start.Add(g.interval + passOffset(id, g.interval)))
+			first := time.Until(start.Add(g.interval - passOffset(id, g.interval)))
 			g.sweepInstallation(ctx, id, slots, first)
 		})
 }
