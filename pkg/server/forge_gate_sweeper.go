@@ -74,9 +74,11 @@ type SweepPass struct {
 	// Timeouts is how many batches timed out (forge.ErrQueryTimeout); Batch
 	// is the batch size the next pass starts with.
 	Timeouts, Batch int
-	// ForgeTime is the time the pass's batches took, the estimate of
-	// GitHub's CPU time that GitHub documents (response time). Waited is
-	// how long the pass waited for room in its time budget.
+	// ForgeTime is the forge's response time to the pass's batches (each
+	// one's query and the REST calls of its drifted runs), the estimate of
+	// GitHub's CPU time that GitHub documents; the store's reads and writes
+	// between those calls are not in it. Waited is how long the pass
+	// waited for room in its time budget.
 	ForgeTime, Waited time.Duration
 	// Limited is the cause of the rate limit that stopped the pass, "" if
 	// none did.

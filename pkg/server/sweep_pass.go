@@ -301,8 +301,9 @@ func (s *sweeper) offerChunk(ctx context.Context, ps *sweepPassState, chunk []ga
 		return false, time.Time{}, false
 	}
 	began := s.cfg.Now()
-	outs, err := s.cfg.Offer.OfferBatch(ctx, batch)
-	took := s.cfg.Now().Sub(began)
+	tctx, timer := withForgeTimer(ctx, s.cfg.Now)
+	outs, err := s.cfg.Offer.OfferBatch(tctx, batch)
+	took := timer.Took()
 	p.ForgeTime += took
 	st.spent = append(st.spent, spentBatch{began, took})
 	ps.batches++
