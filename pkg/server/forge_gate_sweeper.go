@@ -243,9 +243,11 @@ func (st *sweepTerm) note(run gaterun.Run, out outcome, now time.Time, interval 
 // complete (it did its share) but Behind.
 //
 // A batch that times out (forge.ErrQueryTimeout) is offered again in
-// halves, down to minSweepBatch, and the pass goes on; the term keeps the
-// size that worked and grows it back by half after each pass without a
-// timeout.
+// halves at once, down to minSweepBatch, and the pass goes on; the term
+// keeps the size that worked and grows it back by half after each pass
+// without a timeout. A shallow-window batch that times out at
+// minSweepBatch runs or fewer is offered once more after the rest of the
+// shallow window, before the deep window, if the time budget allows.
 //
 // A run whose pull request cannot be read (outcomeUnreadable) backs off on
 // its own: it is skipped for two intervals, then four, doubling up to
