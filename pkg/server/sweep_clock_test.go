@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -74,15 +75,7 @@ func TestSweepReadsATimedOutShallowBatchAgainBeforeTheDeepWindow(t *testing.T) {
 		sim := forgesim.New(forgesim.WithLatency(slow))
 		fc, runs, stopSim := seedSweepRuns(t, sim, shallow, 0)
 		defer stopSim()
-		for i := shallow + 1; i <= shallow+old; i++ {
-			sha := fmt.Sprintf("%040d", i)
-			if err := sim.SeedPull("acme", "app", i, sha, "open"); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := runs.Put(context.Background(), gateRun(i, sha, gaterun.VerdictSuccess), time.Now().Add(-5*time.Hour)); err != nil {
-				t.Fatal(err)
-			}
-		}
+		seedAgedRuns(t, sim, runs, shallow+1, shallow+old)
 		rec := &sweepRecorder{sim: sim}
 		sw := server.NewSweeper(server.SweeperConfig{Runs: runs, Offer: server.NewReconciler(runs, fc, nil), Interval: time.Minute, OnPass: rec.onPass})
 		stop := startSweeper(sw)
@@ -123,6 +116,111 @@ func TestSweepReadsATimedOutShallowBatchAgainBeforeTheDeepWindow(t *testing.T) {
 		for i := 1; i <= shallow; i++ {
 			if read[i].IsZero() || !read[i].Before(firstOld) {
 				t.Errorf("shallow-window pull %d read at %v, the deep window's first at %v; want read in pass 1, before the deep window: its timed-out query is sent again", i, read[i], firstOld)
+			}
+		}
+	})
+}
+
+// seedAgedRuns seeds pulls from..to as seedSweepRuns does (open, the gate
+// status already the verdict), with runs updated 5 hours ago: in the deep
+// window, not the shallow one.
+func seedAgedRuns(t *testing.T, sim *forgesim.Sim, runs gaterun.Store, from, to int) {
+	t.Helper()
+	for i := from; i <= to; i++ {
+		sha := fmt.Sprintf("%040d", i)
+		err := sim.SeedPull("acme", "app", i, sha, "open")
+		if err == nil {
+			err = sim.SetStatus("acme", "app", sha, forgesim.Status{Context: gaterun.DefaultContext, State: "success"})
+		}
+		if err == nil {
+			_, err = runs.Put(context.Background(), gateRun(i, sha, gaterun.VerdictSuccess), time.Now().Add(-5*time.Hour))
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// checkedOfferer records the runs whose offer got the forge's answer
+// (any outcome but failed): the runs a pass checked.
+type checkedOfferer struct {
+	server.Offerer
+	mu      sync.Mutex
+	checked map[string]bool
+}
+
+func (o *checkedOfferer) OfferBatch(ctx context.Context, runs []gaterun.Run) ([]server.Outcome, error) {
+	outs, err := o.Offerer.OfferBatch(ctx, runs)
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for i, r := range runs {
+		if outs[i] != server.OutcomeFailed {
+			o.checked[r.ID] = true
+		}
+	}
+	return outs, err
+}
+
+// take returns the runs checked since the last take.
+func (o *checkedOfferer) take() map[string]bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	out := o.checked
+	o.checked = make(map[string]bool)
+	return out
+}
+
+// TestSweepShallowWindowUnderGitHubLatency measures the shallow
+// goal in process, in virtual time, against the simulator with GitHub's
+// latency model as it ships (seed 1): 5,000 open runs, 500 of them in the
+// shallow window, one sweeper, 36 intervals; it logs each pass that left
+// shallow-window runs unchecked and how many passes did
+// (docs/benchmarks.md, GitHub's clock). It asserts what holds whatever
+// the draws: a pass every interval and at most 30 s of GraphQL time in
+// every one of the simulator's minutes. Skipped by -short.
+func TestSweepShallowWindowUnderGitHubLatency(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a measurement over 36 intervals of 5,000 runs")
+	}
+	synctest.Test(t, func(t *testing.T) {
+		const n, shallow, intervals = 5000, 500, 36
+		lat := forgesim.GitHubLatency()
+		lat.Seed = 1
+		sim := forgesim.New(forgesim.WithLatency(lat))
+		fc, runs, stopSim := seedSweepRuns(t, sim, shallow, 0)
+		defer stopSim()
+		seedAgedRuns(t, sim, runs, shallow+1, n)
+		sim.ResetStats()
+		offer := &checkedOfferer{Offerer: server.NewReconciler(runs, fc, nil), checked: make(map[string]bool)}
+		rec := &sweepRecorder{sim: sim}
+		var checked []map[string]bool
+		sw := server.NewSweeper(server.SweeperConfig{Runs: runs, Offer: offer, Interval: time.Minute,
+			OnPass: func(p server.SweepPass) { rec.onPass(p); checked = append(checked, offer.take()) }})
+		passes := sweepFor(sw, rec, intervals*time.Minute+50*time.Second)
+		missed, timedOut := 0, 0
+		for i, p := range passes {
+			fresh := 0
+			for j := 1; j <= shallow; j++ {
+				if checked[i][gateRun(j, fmt.Sprintf("%040d", j), gaterun.VerdictSuccess).ID] {
+					fresh++
+				}
+			}
+			if p.Timeouts > 0 {
+				timedOut++
+			}
+			if fresh < shallow {
+				missed++
+				t.Logf("pass %d: %d of %d shallow-window runs checked; deep %v, timeouts %d, batch after %d, forge time %v, waited %v",
+					p.Pass, fresh, shallow, p.Deep, p.Timeouts, p.Batch, p.ForgeTime, p.Waited)
+			}
+		}
+		t.Logf("%d of %d passes checked every shallow-window run; %d passes had a timeout", len(passes)-missed, len(passes), timedOut)
+		if len(passes) != intervals {
+			t.Errorf("got %d passes in %d intervals, want %d", len(passes), intervals, intervals)
+		}
+		for i, sec := range graphqlMinutes(sim) {
+			if sec > 30 {
+				t.Errorf("the simulator's minute %d counted %v s of GraphQL, want at most 30", i+1, sec)
 			}
 		}
 	})
