@@ -60,65 +60,77 @@ func TestSweepBudgetCountsTheForgesTimeNotTheStores(t *testing.T) {
 
 // TestSweepReadsATimedOutShallowBatchAgainBeforeTheDeepWindow pins, against
 // the simulator, what a pass does with the shallow window's runs whose
-// query timed out at the smallest batch (no smaller query to halve it
-// into): it reads them again in the same pass, after the rest of the
-// shallow window and before the deep window. Five shallow-window runs (one
-// query, under the floor of 10) whose query GitHub stops at its 10 s
-// timeout, the next query answered in its median time: pass 1 reads every
-// shallow run, each before any run of the deep window, and the deep
-// window's runs too.
+// query GitHub stopped at its 10 s timeout (the next queries answered in
+// their median time): it reads them again in the same pass, before the
+// deep window. 100 shallow-window runs are read again at once in two
+// queries of 50; 5 (one query, under the floor of 10: nothing smaller to
+// halve it into) once more after the rest of the shallow window. Either
+// way pass 1 reads every shallow run once, each before any run of the deep
+// window, and the deep window's runs too.
 func TestSweepReadsATimedOutShallowBatchAgainBeforeTheDeepWindow(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		const shallow, old = 5, 3
-		slow := steadyLatency()
-		slow.GraphQLPerNode = 3 * time.Second // 5 pulls take 16 s: past the timeout
-		sim := forgesim.New(forgesim.WithLatency(slow))
-		fc, runs, stopSim := seedSweepRuns(t, sim, shallow, 0)
-		defer stopSim()
-		seedAgedRuns(t, sim, runs, shallow+1, shallow+old)
-		rec := &sweepRecorder{sim: sim}
-		sw := server.NewSweeper(server.SweeperConfig{Runs: runs, Offer: server.NewReconciler(runs, fc, nil), Interval: time.Minute, OnPass: rec.onPass})
-		stop := startSweeper(sw)
-		defer stop()
-		// The first query goes out one interval in; GitHub stops it at 10 s.
-		time.Sleep(time.Minute + 5*time.Second)
-		synctest.Wait()
-		if err := sim.SetLatency(steadyLatency()); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(45 * time.Second)
-		synctest.Wait()
-		stop()
-		passes, _ := rec.snapshot()
-		if len(passes) != 1 {
-			t.Fatalf("got %d passes, want 1", len(passes))
-		}
-		if p := passes[0]; p.Timeouts != 1 || p.ForgeReads != 3 || !p.ShallowDone {
-			t.Errorf("pass 1: %d timeouts, %d forge reads, shallow done %v; want 1, 3 (the timed-out query, it again, the deep window's), done", p.Timeouts, p.ForgeReads, p.ShallowDone)
-		}
-		read := make(map[int]time.Time)
-		for _, r := range sim.Reads("") {
-			if len(r.At) != 1 {
-				t.Errorf("pull %d delivered %d times, want once", r.Number, len(r.At))
-			}
-			if len(r.At) > 0 {
-				read[r.Number] = r.At[0]
-			}
-		}
-		firstOld := read[shallow+1]
-		for i := shallow + 1; i <= shallow+old; i++ {
-			if read[i].IsZero() {
-				t.Errorf("deep-window pull %d never read, want read in pass 1", i)
-			} else if read[i].Before(firstOld) {
-				firstOld = read[i]
-			}
-		}
-		for i := 1; i <= shallow; i++ {
-			if read[i].IsZero() || !read[i].Before(firstOld) {
-				t.Errorf("shallow-window pull %d read at %v, the deep window's first at %v; want read in pass 1, before the deep window: its timed-out query is sent again", i, read[i], firstOld)
-			}
-		}
-	})
+	for _, c := range []struct {
+		name           string
+		shallow, reads int // reads: the pass's queries, the deep window's one included
+	}{
+		{"halved", 100, 4},
+		{"at the floor", 5, 3},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				const old = 3
+				slow := steadyLatency()
+				slow.GraphQLPerNode = 3 * time.Second // 5 pulls take 16 s, 100 take 301 s: past the timeout
+				sim := forgesim.New(forgesim.WithLatency(slow))
+				fc, runs, stopSim := seedSweepRuns(t, sim, c.shallow, 0)
+				defer stopSim()
+				seedAgedRuns(t, sim, runs, c.shallow+1, c.shallow+old)
+				rec := &sweepRecorder{sim: sim}
+				sw := server.NewSweeper(server.SweeperConfig{Runs: runs, Offer: server.NewReconciler(runs, fc, nil), Interval: time.Minute, OnPass: rec.onPass})
+				stop := startSweeper(sw)
+				defer stop()
+				// The first query goes out one interval in; GitHub stops it
+				// at 10 s.
+				time.Sleep(time.Minute + 5*time.Second)
+				synctest.Wait()
+				if err := sim.SetLatency(steadyLatency()); err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(45 * time.Second)
+				synctest.Wait()
+				stop()
+				passes, _ := rec.snapshot()
+				if len(passes) != 1 {
+					t.Fatalf("got %d passes, want 1", len(passes))
+				}
+				if p := passes[0]; p.Timeouts != 1 || p.ForgeReads != c.reads || !p.ShallowDone {
+					t.Errorf("pass 1: %d timeouts, %d forge reads, shallow done %v; want 1, %d (the timed-out query, its runs again, the deep window's), done", p.Timeouts, p.ForgeReads, p.ShallowDone, c.reads)
+				}
+				read := make(map[int]time.Time)
+				for _, r := range sim.Reads("") {
+					if len(r.At) != 1 {
+						t.Errorf("pull %d delivered %d times, want once", r.Number, len(r.At))
+					}
+					if len(r.At) > 0 {
+						read[r.Number] = r.At[0]
+					}
+				}
+				firstOld := read[c.shallow+1]
+				for i := c.shallow + 1; i <= c.shallow+old; i++ {
+					if read[i].IsZero() {
+						t.Errorf("deep-window pull %d never read, want read in pass 1", i)
+					} else if read[i].Before(firstOld) {
+						firstOld = read[i]
+					}
+				}
+				for i := 1; i <= c.shallow; i++ {
+					if read[i].IsZero() || !read[i].Before(firstOld) {
+						t.Errorf("shallow-window pull %d read at %v, the deep window's first at %v; want read in pass 1, before the deep window: its timed-out query is sent again", i, read[i], firstOld)
+						break
+					}
+				}
+			})
+		})
+	}
 }
 
 // seedAgedRuns seeds pulls from..to as seedSweepRuns does (open, the gate
