@@ -186,7 +186,8 @@ func (o *checkedOfferer) take() map[string]bool {
 // goal in process, in virtual time, against the simulator with GitHub's
 // latency model as it ships (seed 1): 5,000 open runs, 500 of them in the
 // shallow window, one sweeper, 36 intervals; it logs each pass that left
-// shallow-window runs unchecked and how many passes did
+// shallow-window runs unchecked, how many passes did, and the most passes
+// in a row a shallow-window run went unchecked
 // (docs/benchmarks.md, GitHub's clock). It asserts what holds whatever
 // the draws: a pass every interval and at most 30 s of GraphQL time in
 // every one of the simulator's minutes. Skipped by -short.
@@ -209,12 +210,17 @@ func TestSweepShallowWindowUnderGitHubLatency(t *testing.T) {
 		sw := server.NewSweeper(server.SweeperConfig{Runs: runs, Offer: offer, Interval: time.Minute,
 			OnPass: func(p server.SweepPass) { rec.onPass(p); checked = append(checked, offer.take()) }})
 		passes := sweepFor(sw, rec, intervals*time.Minute+50*time.Second)
-		missed, timedOut := 0, 0
+		missed, timedOut, longest := 0, 0, 0
+		unchecked := make([]int, shallow+1) // passes in a row each run went unchecked
 		for i, p := range passes {
 			fresh := 0
 			for j := 1; j <= shallow; j++ {
 				if checked[i][gateRun(j, fmt.Sprintf("%040d", j), gaterun.VerdictSuccess).ID] {
 					fresh++
+					unchecked[j] = 0
+				} else {
+					unchecked[j]++
+					longest = max(longest, unchecked[j])
 				}
 			}
 			if p.Timeouts > 0 {
@@ -226,7 +232,8 @@ func TestSweepShallowWindowUnderGitHubLatency(t *testing.T) {
 					p.Pass, fresh, shallow, p.Deep, p.Timeouts, p.Batch, p.ForgeTime, p.Waited)
 			}
 		}
-		t.Logf("%d of %d passes checked every shallow-window run; %d passes had a timeout", len(passes)-missed, len(passes), timedOut)
+		t.Logf("%d of %d passes checked every shallow-window run; %d passes had a timeout; the most passes in a row a shallow-window run went unchecked: %d",
+			len(passes)-missed, len(passes), timedOut, longest)
 		if len(passes) != intervals {
 			t.Errorf("got %d passes in %d intervals, want %d", len(passes), intervals, intervals)
 		}
