@@ -223,7 +223,7 @@ func (s *sweeper) offerSince(ctx context.Context, ps *sweepPassState, since time
 			return cur, stopFailed, time.Time{}
 		}
 		for i := 0; i < len(page); {
-			if stop, ok := s.mayNotOffer(ctx, ps); ok {
+			if stop, must := s.mustStop(ctx, ps); must {
 				return cur, stop, time.Time{}
 			}
 			n := min(ps.st.batch, len(page)-i)
@@ -256,11 +256,10 @@ func (s *sweeper) offerSince(ctx context.Context, ps *sweepPassState, since time
 	}
 }
 
-// mayNotOffer reports why the pass may not offer its next batch, after
-// waiting for room in its time budget when it must (outOfTime): stopFailed
-// when ctx ended, stopTime when the pass is out of time; ok is false when
-// the batch may go.
-func (s *sweeper) mayNotOffer(ctx context.Context, ps *sweepPassState) (_ passStop, ok bool) {
+// mustStop reports whether the pass must stop before its next batch, after
+// waiting for room in its time budget when it may (outOfTime), and why:
+// stopFailed when ctx ended, stopTime when the pass is out of time.
+func (s *sweeper) mustStop(ctx context.Context, ps *sweepPassState) (_ passStop, must bool) {
 	if ctx.Err() != nil {
 		return stopFailed, true
 	}
@@ -283,7 +282,7 @@ func (s *sweeper) offerAgain(ctx context.Context, ps *sweepPassState) (_ passSto
 	runs := ps.again
 	ps.again = nil
 	for len(runs) > 0 {
-		if stop, ok := s.mayNotOffer(ctx, ps); ok {
+		if stop, must := s.mustStop(ctx, ps); must {
 			return stop, time.Time{}
 		}
 		n := min(ps.st.batch, len(runs))
