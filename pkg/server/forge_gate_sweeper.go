@@ -74,9 +74,11 @@ type SweepPass struct {
 	// Timeouts is how many batches timed out (forge.ErrQueryTimeout); Batch
 	// is the batch size the next pass starts with.
 	Timeouts, Batch int
-	// ForgeTime is the time the pass's batches took, the estimate of
-	// GitHub's CPU time that GitHub documents (response time). Waited is
-	// how long the pass waited for room in its time budget.
+	// ForgeTime is the forge's response time to the pass's batches (each
+	// one's query and the REST calls of its drifted runs), the estimate of
+	// GitHub's CPU time that GitHub documents; the store's reads and writes
+	// between those calls are not in it. Waited is how long the pass
+	// waited for room in its time budget.
 	ForgeTime, Waited time.Duration
 	// Limited is the cause of the rate limit that stopped the pass, "" if
 	// none did.
@@ -241,9 +243,11 @@ func (st *sweepTerm) note(run gaterun.Run, out outcome, now time.Time, interval 
 // complete (it did its share) but Behind.
 //
 // A batch that times out (forge.ErrQueryTimeout) is offered again in
-// halves, down to minSweepBatch, and the pass goes on; the term keeps the
-// size that worked and grows it back by half after each pass without a
-// timeout.
+// halves at once, down to minSweepBatch, and the pass goes on; the term
+// keeps the size that worked and grows it back by half after each pass
+// without a timeout. A shallow-window batch that times out at
+// minSweepBatch runs or fewer is offered once more after the rest of the
+// shallow window, before the deep window, if the time budget allows.
 //
 // A run whose pull request cannot be read (outcomeUnreadable) backs off on
 // its own: it is skipped for two intervals, then four, doubling up to

@@ -40,6 +40,8 @@ const (
 
 // offerer offers runs: it brings the forge in line with each run, or
 // settles it. The sweeper and the event path use the reconciler through it.
+// Its forge calls go through timeForge, so the sweeper's time budget counts
+// the forge's response time and not the store's.
 type offerer interface {
 	// Offer offers one run (the event path).
 	Offer(ctx context.Context, run gaterun.Run) (outcome, error)
@@ -109,12 +111,20 @@ func (r *reconciler) offerStored(ctx context.Context, run gaterun.Run) (outcome,
 		return r.failed("find the run's installation", run, err)
 	}
 	owner, repo := ownerRepo(run)
-	pull, err := fc.GetPull(ctx, owner, repo, run.Pull)
+	var pull forge.Pull
+	err = timeForge(ctx, func() (err error) {
+		pull, err = fc.GetPull(ctx, owner, repo, run.Pull)
+		return err
+	})
 	if err != nil {
 		return r.unread(run, err)
 	}
 	a, err := choose(run, pull, func() ([]forge.Status, error) {
-		cs, err := fc.CombinedStatus(ctx, owner, repo, run.HeadSHA)
+		var cs forge.CombinedStatus
+		err := timeForge(ctx, func() (err error) {
+			cs, err = fc.CombinedStatus(ctx, owner, repo, run.HeadSHA)
+			return err
+		})
 		return cs.Statuses, err
 	})
 	if err != nil {
@@ -158,7 +168,11 @@ func (r *reconciler) OfferBatch(ctx context.Context, runs []gaterun.Run) ([]outc
 		owner, repo := ownerRepo(run)
 		refs[i] = forge.PullRef{Owner: owner, Repo: repo, Number: run.Pull}
 	}
-	states, err := fc.PullStates(ctx, refs)
+	var states []forge.PullState
+	err = timeForge(ctx, func() (err error) {
+		states, err = fc.PullStates(ctx, refs)
+		return err
+	})
 	if err != nil {
 		for i, run := range runs {
 			outs[i], _ = r.failed("read pulls", run, err)
@@ -292,9 +306,11 @@ func (r *reconciler) act(ctx context.Context, fc *forge.Client, run gaterun.Run,
 			return outcomeSuperseded, nil
 		}
 		owner, repo := ownerRepo(run)
-		err = fc.CreateStatus(ctx, owner, repo, run.HeadSHA, forge.Status{
-			Context: run.Context, State: string(run.Verdict),
-			Description: run.Description, TargetURL: run.TargetURL,
+		err = timeForge(ctx, func() error {
+			return fc.CreateStatus(ctx, owner, repo, run.HeadSHA, forge.Status{
+				Context: run.Context, State: string(run.Verdict),
+				Description: run.Description, TargetURL: run.TargetURL,
+			})
 		})
 		if err != nil {
 			return r.failed("create status", run, err)

@@ -113,8 +113,8 @@ func TestSweepUnderFaultsLosesNothingAndItsBatchRecovers(t *testing.T) {
 // a failing forge does (TestPassSuccessMeansForgeSuccess: a 502 at once):
 // with every query of a few runs, already at the smallest batch, past the
 // timeout, a pass still comes every interval (3 in 3 intervals, each with
-// one timeout and no server error), where the 5xx back-off would skip the
-// next tick after each.
+// two timeouts, the batch's and its one more try, and no server error),
+// where the 5xx back-off would skip the next tick after each.
 func TestSweepQueryTimeoutSkipsNoPass(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const n = 5
@@ -130,8 +130,8 @@ func TestSweepQueryTimeoutSkipsNoPass(t *testing.T) {
 			t.Fatalf("got %d passes in 3 intervals of timed-out queries, want 3: a query timeout skips no pass", len(passes))
 		}
 		for _, p := range passes {
-			if p.Timeouts != 1 || p.ServerErrors != 0 || p.ForgeReads != 1 {
-				t.Errorf("pass %d: %d timeouts, %d server errors, %d forge reads; want 1, 0, 1: a timeout is no server error", p.Pass, p.Timeouts, p.ServerErrors, p.ForgeReads)
+			if p.Timeouts != 2 || p.ServerErrors != 0 || p.ForgeReads != 2 {
+				t.Errorf("pass %d: %d timeouts, %d server errors, %d forge reads; want 2, 0, 2: a timeout is no server error, and the smallest batch is tried once more", p.Pass, p.Timeouts, p.ServerErrors, p.ForgeReads)
 			}
 		}
 	})

@@ -35,10 +35,14 @@ type sweepPassState struct {
 	deadline time.Time
 	batches  int
 	// offered holds the runs the shallow part offered, which the deep part
-	// skips; skip turns that on.
+	// skips; skip turns that on; deep is true in the deep part.
 	offered  map[string]bool
 	skip     bool
+	deep     bool
 	timedOut bool
+	// again holds the shallow window's runs whose batch timed out at the
+	// smallest size, offered once more before the deep part (offerAgain).
+	again []gaterun.Run
 }
 
 // timeBudget is the forge time the sweeper may spend in any interval:
@@ -102,18 +106,24 @@ func (s *sweeper) pass(ctx context.Context, st *sweepTerm) (_ SweepPass, resume 
 	// the deep window alone (the shallow one is in it): one store read
 	// fewer, which a store that scans per read (dev-mongo) feels.
 	shallowSince, shallowCur := p.At.Add(-shallowWindow), st.shallowCursor
-	if p.Deep && s.cfg.TimeShare < 0 {
-		shallowSince, shallowCur = p.At.Add(-deepWindow), st.deepCursor
+	alone := p.Deep && s.cfg.TimeShare < 0
+	if alone {
+		shallowSince, shallowCur, ps.deep = p.At.Add(-deepWindow), st.deepCursor, true
 	}
 	p.Since = shallowSince
 	cur, stop, resume := s.offerSince(ctx, ps, shallowSince, shallowCur)
 	if stop == stopDone && !p.Deep && shallowCur != (gaterun.Cursor{}) {
 		// Resumed mid-window, the pass reached the window's end with time
 		// left: it goes round to the window's start, skipping the runs it
-		// offered, so no interval's time is left idle while runs wait.
+		// offered, so no interval's time is left idle while runs wait. (A
+		// deep pass goes on to the deep window instead, which a shallow
+		// window longer than a pass would otherwise starve.)
 		ps.skip = true
 		cur, stop, resume = s.offerSince(ctx, ps, shallowSince, gaterun.Cursor{})
 		ps.skip = false
+	}
+	if stop == stopDone && len(ps.again) > 0 {
+		stop, resume = s.offerAgain(ctx, ps)
 	}
 	// Only a pass out of time resumes the shallow window at its cursor;
 	// after a failure or a limit it starts afresh, so no run of the last
@@ -131,7 +141,7 @@ func (s *sweeper) pass(ctx context.Context, st *sweepTerm) (_ SweepPass, resume 
 		}
 	} else if stop == stopDone && p.Deep {
 		p.Since = p.At.Add(-deepWindow)
-		ps.skip = true
+		ps.skip, ps.deep = true, true
 		cur, stop, resume = s.offerSince(ctx, ps, p.Since, st.deepCursor)
 		st.deepPending = stop != stopDone
 		st.deepCursor = gaterun.Cursor{}
@@ -213,18 +223,12 @@ func (s *sweeper) offerSince(ctx context.Context, ps *sweepPassState, since time
 			return cur, stopFailed, time.Time{}
 		}
 		for i := 0; i < len(page); {
-			if ctx.Err() != nil {
-				return cur, stopFailed, time.Time{}
-			}
-			if s.outOfTime(ctx, ps) {
-				if ctx.Err() != nil {
-					return cur, stopFailed, time.Time{}
-				}
-				return cur, stopTime, time.Time{}
+			if stop, must := s.mustStop(ctx, ps); must {
+				return cur, stop, time.Time{}
 			}
 			n := min(ps.st.batch, len(page)-i)
 			chunk := page[i : i+n]
-			limited, reset, timedOut := s.offerChunk(ctx, ps, chunk)
+			offered, limited, reset, timedOut := s.offerChunk(ctx, ps, chunk)
 			if limited {
 				return cur, stopLimited, reset
 			}
@@ -233,6 +237,11 @@ func (s *sweeper) offerSince(ctx context.Context, ps *sweepPassState, since time
 				ps.timedOut = true
 				ps.st.batch = max(n/2, minSweepBatch)
 				continue
+			}
+			if timedOut && !ps.deep {
+				// Already the smallest query: once more after the rest of
+				// the shallow window (offerAgain).
+				ps.again = append(ps.again, offered...)
 			}
 			ps.timedOut = ps.timedOut || timedOut
 			i += n
@@ -245,6 +254,44 @@ func (s *sweeper) offerSince(ctx context.Context, ps *sweepPassState, since time
 			return cur, stopDone, time.Time{}
 		}
 	}
+}
+
+// mustStop reports whether the pass must stop before its next batch, after
+// waiting for room in its time budget when it may (outOfTime), and why:
+// stopFailed when ctx ended, stopTime when the pass is out of time.
+func (s *sweeper) mustStop(ctx context.Context, ps *sweepPassState) (_ passStop, must bool) {
+	if ctx.Err() != nil {
+		return stopFailed, true
+	}
+	if s.outOfTime(ctx, ps) {
+		if ctx.Err() != nil {
+			return stopFailed, true
+		}
+		return stopTime, true
+	}
+	return stopDone, false
+}
+
+// offerAgain offers once more, in batches of the term's size, the shallow
+// window's runs whose batch timed out at the smallest size (ps.again),
+// within the time budget, so one slow answer does not leave them unchecked
+// for the interval; a batch that times out again is not retried. It
+// returns why it stopped and, when a rate limit stopped it, the limit's
+// reset.
+func (s *sweeper) offerAgain(ctx context.Context, ps *sweepPassState) (_ passStop, resume time.Time) {
+	runs := ps.again
+	ps.again = nil
+	for len(runs) > 0 {
+		if stop, must := s.mustStop(ctx, ps); must {
+			return stop, time.Time{}
+		}
+		n := min(ps.st.batch, len(runs))
+		if _, limited, reset, _ := s.offerChunk(ctx, ps, runs[:n]); limited {
+			return stopLimited, reset
+		}
+		runs = runs[n:]
+	}
+	return stopDone, time.Time{}
 }
 
 // outOfTime waits, when it must, until one more batch fits in the time
@@ -281,12 +328,13 @@ func (s *sweeper) outOfTime(ctx context.Context, ps *sweepPassState) bool {
 
 // offerChunk offers, in one batch, the runs of chunk not backing off at
 // p.At (nor offered by the shallow part, when ps.skip), notes their
-// outcomes, and counts the batch and its time in p. It reports whether a
-// forge rate limit stopped the batch, with the limit's reset (an interval
-// from now when the limit names none), and whether the query timed out.
-func (s *sweeper) offerChunk(ctx context.Context, ps *sweepPassState, chunk []gaterun.Run) (limited bool, resume time.Time, timedOut bool) {
+// outcomes, and counts the batch and its time in p. It returns the runs
+// it offered, and reports whether a forge rate limit stopped the batch,
+// with the limit's reset (an interval from now when the limit names
+// none), and whether the query timed out.
+func (s *sweeper) offerChunk(ctx context.Context, ps *sweepPassState, chunk []gaterun.Run) (batch []gaterun.Run, limited bool, resume time.Time, timedOut bool) {
 	st, p := ps.st, ps.p
-	batch := make([]gaterun.Run, 0, len(chunk))
+	batch = make([]gaterun.Run, 0, len(chunk))
 	for _, run := range chunk {
 		switch {
 		case ps.skip && ps.offered[run.ID]:
@@ -298,17 +346,18 @@ func (s *sweeper) offerChunk(ctx context.Context, ps *sweepPassState, chunk []ga
 		batch = append(batch, run)
 	}
 	if len(batch) == 0 {
-		return false, time.Time{}, false
+		return nil, false, time.Time{}, false
 	}
 	began := s.cfg.Now()
-	outs, err := s.cfg.Offer.OfferBatch(ctx, batch)
-	took := s.cfg.Now().Sub(began)
+	tctx, timer := withForgeTimer(ctx, s.cfg.Now)
+	outs, err := s.cfg.Offer.OfferBatch(tctx, batch)
+	took := timer.Took()
 	p.ForgeTime += took
 	st.spent = append(st.spent, spentBatch{began, took})
 	ps.batches++
 	for i, out := range outs {
 		st.note(batch[i], out, p.At, s.cfg.Interval)
-		if !ps.skip {
+		if !ps.deep {
 			ps.offered[batch[i].ID] = true
 		}
 	}
@@ -330,7 +379,7 @@ func (s *sweeper) offerChunk(ctx context.Context, ps *sweepPassState, chunk []ga
 			p.Timeouts++
 			timedOut = true
 		}
-		return false, time.Time{}, timedOut
+		return batch, false, time.Time{}, timedOut
 	}
 	resume = s.cfg.Now().Add(s.cfg.Interval)
 	rl := (*forge.RateLimitError)(nil)
@@ -339,5 +388,5 @@ func (s *sweeper) offerChunk(ctx context.Context, ps *sweepPassState, chunk []ga
 		p.Limited = rl.Cause
 	}
 	s.cfg.Logger.Warn("sweep stopped: rate limited", "until", resume, "err", err)
-	return true, resume, false
+	return batch, true, resume, false
 }
