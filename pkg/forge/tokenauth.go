@@ -33,12 +33,10 @@ type installationAuth struct {
 	cur InstallationToken // this replica's copy; zero: none
 }
 
-// tokenNow is the clock a token's expiry is judged by: the machine's, as
-// ghinstallation judges it, since expires_at is GitHub's time, not the
-// AppClient's (AppConfig.Now may stand still for the hourly line).
-var tokenNow = time.Now
-
 // servable tells whether tok may be served at now: it has TokenMargin left.
+// now is the machine's clock (time.Now), as ghinstallation judges expiry:
+// expires_at is GitHub's time, not the AppClient's (AppConfig.Now may
+// stand still for the hourly line).
 func servable(tok InstallationToken, now time.Time) bool {
 	return tok.Token != "" && !now.Add(TokenMargin).After(tok.ExpiresAt)
 }
@@ -90,7 +88,7 @@ func (t *installationAuth) send(req *http.Request, tok string) (*http.Response, 
 func (t *installationAuth) token(ctx context.Context) (string, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	now := tokenNow()
+	now := time.Now()
 	if servable(t.cur, now) {
 		return t.cur.Token, nil
 	}
@@ -138,7 +136,7 @@ func (a *AppClient) mint(ctx context.Context, id int64) (InstallationToken, erro
 		return InstallationToken{}, a.app.wrap(ctx, fmt.Sprintf("mint installation %d's token", id), err)
 	}
 	tok := InstallationToken{Installation: id, Token: it.GetToken(), ExpiresAt: it.GetExpiresAt().Time,
-		MintedBy: a.cfg.Owner, MintedAt: tokenNow()}
+		MintedBy: a.cfg.Owner, MintedAt: time.Now()}
 	if err := tok.Check(); err != nil {
 		return InstallationToken{}, fmt.Errorf("forge: GitHub's answer to a token mint: %w", err)
 	}

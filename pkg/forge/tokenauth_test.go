@@ -23,6 +23,18 @@ import (
 
 const mintRoute = "POST /app/installations/{id}/access_tokens"
 
+// pipeSim is a simulator with installations 1..n, each covering
+// org-<i>/repo-1, served on a pipe (synctest's clock runs through it)
+// until the test ends, and the transport reaching it.
+func pipeSim(t *testing.T, n int, opts ...forgesim.Option) (*forgesim.Sim, http.RoundTripper) {
+	t.Helper()
+	sim := forgesim.New(opts...)
+	mustSim(t, sim.SeedInstallations(n, 1))
+	tr, stop := forgetest.ServeSimOnPipe(sim)
+	t.Cleanup(stop)
+	return sim, tr
+}
+
 // pipeApp makes an AppClient of App 42 on tr (a simulator on a pipe) with
 // cfg's other fields.
 func pipeApp(t *testing.T, tr http.RoundTripper, cfg forge.AppConfig) *forge.AppClient {
@@ -77,10 +89,7 @@ func TestReplicasSharingATokenStoreMintOnce(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				sim := forgesim.New()
-				mustSim(t, sim.SeedInstallations(2, 1))
-				tr, stop := forgetest.ServeSimOnPipe(sim)
-				defer stop()
+				sim, tr := pipeSim(t, 2)
 				store := tc.store()
 				one := pipeApp(t, tr, forge.AppConfig{Tokens: store, Owner: "web-1"})
 				two := pipeApp(t, tr, forge.AppConfig{Tokens: store, Owner: "web-2"})
@@ -115,10 +124,7 @@ func TestReplicasSharingATokenStoreMintOnce(t *testing.T) {
 func TestATokenNearExpiryIsMintedAfresh(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const ttl = 10 * time.Minute
-		sim := forgesim.New(forgesim.WithTokenTTL(ttl))
-		mustSim(t, sim.SeedInstallations(1, 1))
-		tr, stop := forgetest.ServeSimOnPipe(sim)
-		defer stop()
+		sim, tr := pipeSim(t, 1, forgesim.WithTokenTTL(ttl))
 		store := new(forge.MemoryTokenStore)
 		one := pipeApp(t, tr, forge.AppConfig{Tokens: store, Owner: "web-1"})
 		two := pipeApp(t, tr, forge.AppConfig{Tokens: store, Owner: "web-2"})
@@ -177,10 +183,7 @@ func (r *refuseToken) RoundTrip(req *http.Request) (*http.Response, error) {
 // more), the request fails after that one mint, never looping.
 func TestARefusedTokenIsDroppedAndMintedAfreshOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		sim := forgesim.New()
-		mustSim(t, sim.SeedInstallations(2, 1))
-		tr, stop := forgetest.ServeSimOnPipe(sim)
-		defer stop()
+		sim, tr := pipeSim(t, 2)
 		refuse := &refuseToken{next: tr, refused: map[string]bool{}}
 		store := new(forge.MemoryTokenStore)
 		a := pipeApp(t, tr, forge.AppConfig{Tokens: store, Next: refuse})
@@ -237,10 +240,7 @@ func (s failingStore) Drop(context.Context, int64, string) error          { retu
 // an error or a metric on any path.
 func TestAStoreThatFailsIsMintedAroundAndNoTokenIsLogged(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		sim := forgesim.New()
-		mustSim(t, sim.SeedInstallations(1, 1))
-		tr, stop := forgetest.ServeSimOnPipe(sim)
-		defer stop()
+		sim, tr := pipeSim(t, 1)
 		logger, logs := forgetest.TextLogger()
 		reg := prometheus.NewRegistry()
 		malformed := fmt.Errorf("%w: installation 1: token is int32, want a string", forge.ErrMalformedToken)
