@@ -44,7 +44,7 @@ func servable(tok InstallationToken, now time.Time) bool {
 // RoundTrip implements http.RoundTripper.
 func (t *installationAuth) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
-	tok, err := t.token(ctx)
+	tok, err := t.token(ctx, "")
 	if err != nil {
 		closeBody(req)
 		return nil, err
@@ -57,7 +57,7 @@ func (t *installationAuth) RoundTrip(req *http.Request) (*http.Response, error) 
 	if req.Body != nil && req.GetBody == nil {
 		return resp, nil // the body is spent; the next request mints
 	}
-	again, err := t.token(ctx)
+	again, err := t.token(ctx, tok)
 	if err != nil {
 		t.logger.Warn("forge: GitHub refused an installation token and minting a fresh one failed", "installation", t.id, "err", err)
 		return resp, nil
@@ -80,12 +80,13 @@ func (t *installationAuth) send(req *http.Request, tok string) (*http.Response, 
 }
 
 // token is the token to send a request with: this replica's copy while it
-// is servable, else the store's while it is, else a fresh one, minted and
-// stored. A store that cannot be read or written is logged and minted
+// is servable, else the store's while it is and is not refused (a token
+// GitHub just refused, which a store that failed to drop it may still
+// hold), else a fresh one, minted and stored. A store that cannot be read or written is logged and minted
 // around: the forge's requests never wait on it beyond ctx. The token a
 // mint returns is used even with less than TokenMargin left, so a short
 // lifetime mints once per request, never in a loop.
-func (t *installationAuth) token(ctx context.Context) (string, error) {
+func (t *installationAuth) token(ctx context.Context, refused string) (string, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := time.Now()
@@ -96,7 +97,7 @@ func (t *installationAuth) token(ctx context.Context) (string, error) {
 	switch {
 	case err != nil:
 		t.logger.Warn("forge: reading the installation's stored token failed; minting one", "installation", t.id, "err", err)
-	case ok && servable(stored, now):
+	case ok && servable(stored, now) && stored.Token != refused:
 		t.cur = stored
 		return stored.Token, nil
 	}

@@ -223,6 +223,35 @@ func TestARefusedTokenIsDroppedAndMintedAfreshOnce(t *testing.T) {
 	})
 }
 
+// undroppable is a MemoryTokenStore whose Drop fails.
+type undroppable struct{ *forge.MemoryTokenStore }
+
+func (undroppable) Drop(context.Context, int64, string) error { return errors.New("store down") }
+
+// TestARefusedTokenTheStoreKeepsIsNotServedAgain pins that a token GitHub
+// refused is not taken back from a store that failed to drop it: the
+// retry mints a fresh one.
+func TestARefusedTokenTheStoreKeepsIsNotServedAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sim, tr := pipeSim(t, 1)
+		refuse := &refuseToken{next: tr, refused: map[string]bool{}}
+		store := undroppable{new(forge.MemoryTokenStore)}
+		a := pipeApp(t, tr, forge.AppConfig{Tokens: store, Next: refuse})
+		mustSim(t, a.Relist(context.Background()))
+		mustSim(t, readIssues(a, 1))
+		first, _, _ := store.Get(context.Background(), 1)
+		refuse.mu.Lock()
+		refuse.refused[first.Token] = true
+		refuse.mu.Unlock()
+		if err := readIssues(a, 1); err != nil {
+			t.Fatalf("a read whose token is refused, the store failing to drop it: %v, want it sent again with a fresh token", err)
+		}
+		if n := sim.Requests(forgesim.Filter{Route: mintRoute}); n != 2 {
+			t.Fatalf("mints: %d, want 2: the refused token is not served again from the store", n)
+		}
+	})
+}
+
 // failingStore is a TokenStore that cannot be read or written, or whose
 // document is malformed.
 type failingStore struct{ getErr, putErr error }
@@ -274,4 +303,49 @@ func TestAStoreThatFailsIsMintedAroundAndNoTokenIsLogged(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestATakeoverFindsItsInstallationsTokensMinted pins the cost the shared
+// store removes, at a small scale: R replicas each sending requests for
+// all I installations mint I tokens between them (R×I without the store),
+// and a fresh replica taking over (a dead one's successor) mints none
+// while the tokens have TokenMargin left.
+func TestATakeoverFindsItsInstallationsTokensMinted(t *testing.T) {
+	const replicas, installations = 4, 12
+	for _, tc := range []struct {
+		name                string
+		shared              bool
+		mints, takeoverMint int64
+	}{
+		{"shared", true, installations, 0},
+		{"per replica", false, replicas * installations, installations},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				sim, tr := pipeSim(t, installations)
+				var store forge.TokenStore
+				if tc.shared {
+					store = new(forge.MemoryTokenStore)
+				}
+				touchAll := func(a *forge.AppClient) {
+					mustSim(t, a.Relist(context.Background()))
+					for id := int64(1); id <= installations; id++ {
+						mustSim(t, readIssues(a, id))
+					}
+				}
+				for range replicas {
+					touchAll(pipeApp(t, tr, forge.AppConfig{Tokens: store}))
+				}
+				mints := func() int64 { return sim.Requests(forgesim.Filter{Route: mintRoute}) }
+				if n := mints(); n != tc.mints {
+					t.Fatalf("mints by %d replicas over %d installations: %d, want %d", replicas, installations, n, tc.mints)
+				}
+				time.Sleep(30 * time.Minute)
+				touchAll(pipeApp(t, tr, forge.AppConfig{Tokens: store}))
+				if n := mints() - tc.mints; n != tc.takeoverMint {
+					t.Fatalf("mints by a replica taking over half an hour later: %d, want %d", n, tc.takeoverMint)
+				}
+			})
+		})
+	}
 }
