@@ -72,10 +72,15 @@ func (t *installationAuth) RoundTrip(req *http.Request) (*http.Response, error) 
 	return t.send(retry, again)
 }
 
-// send sends a copy of req with tok's Authorization header.
+// send sends a copy of req with tok's Authorization header, and GitHub's
+// v3 media type when it names none, as ghinstallation's installation
+// transport did.
 func (t *installationAuth) send(req *http.Request, tok string) (*http.Response, error) {
 	r := req.Clone(req.Context())
 	r.Header.Set("Authorization", "token "+tok)
+	if r.Header.Get("Accept") == "" {
+		r.Header.Set("Accept", "application/vnd.github.v3+json")
+	}
 	return t.next.RoundTrip(r)
 }
 
