@@ -22,6 +22,7 @@ import (
 	"iterion.dev/iterion/pkg/board"
 	"iterion.dev/iterion/pkg/delivery"
 	"iterion.dev/iterion/pkg/forge"
+	"iterion.dev/iterion/pkg/forge/mongotokens"
 	"iterion.dev/iterion/pkg/gaterun"
 	"iterion.dev/iterion/pkg/lease"
 	"iterion.dev/iterion/pkg/lease/mongolease"
@@ -50,7 +51,7 @@ var serveHelp = help{
 	groups: []flagGroup{
 		{"server", []string{"listen", "api-token", "api-token-file", "pages-token", "pages-token-file", "public-pages", "webhook-secret", "webhook-secret-file", "log-format", "log-level"}},
 		{"stores", []string{"mongo-uri", "mongo-db", "store-timeout", "delivery-window"}},
-		{"forge", []string{"forge-url", "forge-token", "forge-token-file", "github-app-id", "github-installation-id", "github-private-key-file", "forge-etag-cache", "forge-timeout"}},
+		{"forge", []string{"forge-url", "forge-token", "forge-token-file", "github-app-id", "github-installation-id", "github-private-key-file", "share-installation-tokens", "forge-etag-cache", "forge-timeout"}},
 		{"elected nets", []string{"sweep-interval", "board-repos", "board-interval", "sweep-shards", "installation-concurrency"}},
 		{"HTTP limits", []string{"read-header-timeout", "read-timeout", "write-timeout", "idle-timeout", "max-header-bytes", "max-run-body-bytes", "large-webhook-reads", "min-webhook-body-rate", "slow-body-grace"}},
 		{"for comparison measurements only, never in production", []string{"no-lease", "sweep-mode", "sweep-no-time-budget", "measure-group-shards"}},
@@ -68,6 +69,10 @@ type serveConfig struct {
 	appID          int64
 	installationID int64
 	privateKeyFile string
+	// shareTokens is --share-installation-tokens; shareTokensSet tells
+	// whether the flag or its twin was given.
+	shareTokens    bool
+	shareTokensSet bool
 	webhookSecret  string
 	apiToken       string
 	pagesToken     string
@@ -107,6 +112,7 @@ func serveFlags(fs *flag.FlagSet, c *serveConfig) (envOf map[string]string) {
 	fs.Int64Var(&c.appID, "github-app-id", 0, "GitHub App id")
 	fs.Int64Var(&c.installationID, "github-installation-id", 0, "GitHub App installation id; absent with --github-app-id: App mode, every installation of the App")
 	fs.StringVar(&c.privateKeyFile, "github-private-key-file", "", "GitHub App private key (PEM) file")
+	fs.BoolVar(&c.shareTokens, "share-installation-tokens", true, "App mode with --mongo-uri: the replicas share each installation's token through the collection installation_tokens, minting one an hour between them; whoever reads the collection can act as the App until a token expires. false: each replica mints its own")
 	fs.StringVar(&c.webhookSecret, "webhook-secret", "", "secret of X-Hub-Signature-256; absent: POST /webhooks/github answers 404")
 	fs.StringVar(&c.apiToken, "api-token", "", "bearer token of POST /api/runs and GET /api/runs (required); it opens the pages too")
 	fs.StringVar(&c.pagesToken, "pages-token", "", "read-only token of the pages (/, /leases, /runs, /board, /installations and their JSON), as a bearer token or a basic auth password; absent: only --api-token opens them. /healthz and /metrics need no token")
@@ -206,6 +212,7 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 			bad = append(bad, fmt.Errorf("--%s-file: %w", sf.flag, err))
 		}
 	}
+	c.shareTokensSet = given["share-installation-tokens"] || getenv(envOf["share-installation-tokens"]) != ""
 	bad = append(bad, c.validate()...)
 	if len(bad) > 0 {
 		return c, usageError{bad}
@@ -277,6 +284,9 @@ func (c serveConfig) validate() []error {
 		if c.privateKeyFile == "" {
 			add("--github-private-key-file is required with --github-app-id")
 		}
+	}
+	if c.shareTokensSet && !c.appMode() {
+		add("--share-installation-tokens is set without App mode: only --github-app-id with --github-private-key-file and no --github-installation-id serves installations whose tokens the replicas share")
 	}
 	if c.sweepShards < 1 {
 		add("--sweep-shards %d: want 1 or more", c.sweepShards)
@@ -399,15 +409,11 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	// The owner names this replica in the lease store and, through the
 	// forge client's User-Agent, in GitHub's view of who sent what.
 	owner := server.NewOwner()
-	fc, app, err := c.forgeClient(logger, reg, "iterion ("+owner+")")
-	if err != nil {
-		return err
-	}
-
 	var runs gaterun.Store = gaterun.NewMemoryStore()
 	var leases lease.Store = lease.NewMemoryStore()
 	var cards board.Store         // nil: in memory
 	var deliveries delivery.Store // nil: in memory
+	var tokens forge.TokenStore   // nil: each AppClient its own, in memory
 	if c.mongoURI != "" {
 		client, db, err := connectMongo(ctx, c.mongoURI, c.mongoDB)
 		if err != nil {
@@ -431,8 +437,15 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 				return fmt.Errorf("--mongo-uri: %w", err)
 			}
 		}
+		if c.appMode() && c.shareTokens {
+			tokens = mongotokens.NewStore(db)
+		}
 	} else {
 		logger.Info("no --mongo-uri: in-memory run and lease stores; this process elects itself")
+	}
+	fc, app, err := c.forgeClient(logger, reg, "iterion ("+owner+")", tokens)
+	if err != nil {
+		return err
 	}
 
 	srv, err := server.NewForComparison(server.Config{
@@ -454,14 +467,16 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	logger.Info("iterion serve", "owner", srv.Owner(), "forge_host", c.forgeHost(),
 		"sweep_interval", c.sweepInterval.String(), "board_repos", strings.Join(c.boardRepos, ","),
 		"board_interval", c.boardInterval.String(), "app_mode", c.appMode(), "sweep_shards", c.sweepShards,
-		"installation_concurrency", c.instConc, "public_pages", c.publicPages, "forge_timeout", c.forgeRequestTimeout().String(), "no_lease", c.noLease, "mongo", c.mongoURI != "")
+		"installation_concurrency", c.instConc, "public_pages", c.publicPages, "forge_timeout", c.forgeRequestTimeout().String(), "no_lease", c.noLease, "mongo", c.mongoURI != "",
+		"shared_installation_tokens", tokens != nil)
 	return srv.Run(ctx, ln)
 }
 
 // forgeClient builds the forge client serve's credentials call for: a
 // Client for a token or one installation, or, in App mode, an AppClient
-// (the other is nil).
-func (c serveConfig) forgeClient(logger *slog.Logger, reg prometheus.Registerer, userAgent string) (*forge.Client, *forge.AppClient, error) {
+// (the other is nil) whose installation tokens are kept in tokens (nil:
+// its own, in memory), minted by userAgent's replica.
+func (c serveConfig) forgeClient(logger *slog.Logger, reg prometheus.Registerer, userAgent string, tokens forge.TokenStore) (*forge.Client, *forge.AppClient, error) {
 	fcfg := forge.Config{BaseURL: c.forgeURL, Token: c.forgeToken, Logger: logger, Registerer: reg, ETagCacheBytes: c.etagCache,
 		Timeout: c.forgeRequestTimeout(), UserAgent: userAgent}
 	if c.appID != 0 {
@@ -471,7 +486,7 @@ func (c serveConfig) forgeClient(logger *slog.Logger, reg prometheus.Registerer,
 		}
 		if c.appMode() {
 			app, err := forge.NewApp(forge.AppConfig{BaseURL: c.forgeURL, Logger: logger, Registerer: reg, ETagCacheBytes: c.etagCache,
-				Timeout: c.forgeRequestTimeout(), UserAgent: userAgent, AppID: c.appID, PrivateKey: key})
+				Timeout: c.forgeRequestTimeout(), UserAgent: userAgent, AppID: c.appID, PrivateKey: key, Tokens: tokens, Owner: userAgent})
 			if err != nil {
 				return nil, nil, fmt.Errorf("forge App client (--forge-url, --github-app-id, --github-private-key-file): %w", err)
 			}

@@ -74,6 +74,9 @@ func TestServeValidatesConfigNamingTheFlag(t *testing.T) {
 		{"api token and its file", append(base, "--api-token-file", "x"), env(), "--api-token (ITERION_API_TOKEN) and --api-token-file"},
 		{"forge token and its file twin", base, env("ITERION_FORGE_TOKEN_FILE", "x"), "--forge-token (ITERION_FORGE_TOKEN) and --forge-token-file"},
 		{"secret file missing", []string{"--forge-token", "t", "--api-token-file", "/nonexistent/api-token"}, env(), "--api-token-file"},
+		{"token sharing without App mode", append(base, "--share-installation-tokens=false"), env(), "--share-installation-tokens is set without App mode"},
+		{"token sharing twin with one installation", []string{"--api-token", "a", "--github-app-id", "1", "--github-installation-id", "2", "--github-private-key-file", "k.pem"}, env("ITERION_SHARE_INSTALLATION_TOKENS", "true"), "--share-installation-tokens"},
+		{"token sharing twin not a bool", []string{"--api-token", "a", "--github-app-id", "1", "--github-private-key-file", "k.pem"}, env("ITERION_SHARE_INSTALLATION_TOKENS", "sometimes"), "ITERION_SHARE_INSTALLATION_TOKENS"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := parseServe(c.args, c.env, io.Discard)

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -64,6 +63,14 @@ type AppConfig struct {
 	// budget remaining, forge_installation_rate_limit_remaining has a
 	// series for; 0: DefaultLowestBudgets.
 	LowestBudgets int
+	// Tokens keeps the installation tokens; AppClients sharing one (the
+	// replicas of a deployment, through one database) mint one token per
+	// installation between them and serve it until TokenMargin before its
+	// expiry. nil: a MemoryTokenStore of this AppClient's own.
+	Tokens TokenStore
+	// Owner names this replica as the minter of the tokens it stores
+	// (InstallationToken.MintedBy).
+	Owner string
 }
 
 // Installation is one installation of the App, as the AppClient knows it.
@@ -74,20 +81,24 @@ type Installation struct {
 
 // AppClient is a GitHub App's client: it knows the App's installations,
 // and holds one Client per installation, each with its own installation
-// token (through ghinstallation), its own rate gate and budget figures, so
+// token (from AppConfig.Tokens, minted with the App's JWT when none there
+// is servable), its own rate gate and budget figures, so
 // one installation's spent budget never holds another back. Every
 // installation's requests, and the App's own, are counted by one counting
 // transport: one hourly line, broken down by installation, and one ETag
 // cache, whose entries are per token.
 //
 // The App's own requests (listing installations, finding a repository's)
-// are made with its JWT and charged to LaneApp. Safe for concurrent use.
+// are made with its JWT and charged to LaneApp; token mints, also made
+// with its JWT, are charged to LaneAuth and to the installation. Safe for
+// concurrent use.
 type AppClient struct {
 	cfg    AppConfig
 	base   string
 	now    func() time.Time
 	parts  countedParts
-	atr    *ghinstallation.AppsTransport
+	minter *github.Client // mints installation tokens with the App's JWT
+	tokens TokenStore
 	app    *Client // the App's own, with its JWT
 	lowest int
 
@@ -126,13 +137,17 @@ func NewApp(cfg AppConfig) (*AppClient, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Refreshes of every installation's token go through authLane; the
-	// App's own requests through appLane.
+	// Mints of every installation's token go through authLane, past the
+	// rate gates as ghinstallation's refreshes did; the App's own requests
+	// through appLane.
 	atr, err := ghinstallation.NewAppsTransport(&authLane{next: parts.counted}, cfg.AppID, cfg.PrivateKey)
 	if err != nil {
 		return nil, fmt.Errorf("%w: PrivateKey: %w", ErrInvalidConfig, err)
 	}
-	atr.BaseURL = strings.TrimSuffix(base, "/")
+	minter, err := github.NewClient(github.WithHTTPClient(&http.Client{Transport: atr}), github.WithURLs(&base, nil), github.WithDisableRateLimitCheck())
+	if err != nil {
+		return nil, fmt.Errorf("%w: BaseURL %q: %w", ErrInvalidConfig, base, err)
+	}
 	jwtAuth, err := ghinstallation.NewAppsTransport(&appLane{next: parts.counted}, cfg.AppID, cfg.PrivateKey)
 	if err != nil {
 		return nil, fmt.Errorf("%w: PrivateKey: %w", ErrInvalidConfig, err)
@@ -147,8 +162,12 @@ func NewApp(cfg AppConfig) (*AppClient, error) {
 	if err != nil {
 		return nil, err
 	}
+	tokens := cfg.Tokens
+	if tokens == nil {
+		tokens = new(MemoryTokenStore)
+	}
 	a := &AppClient{
-		cfg: cfg, base: base, now: now, parts: parts, atr: atr, app: app,
+		cfg: cfg, base: base, now: now, parts: parts, minter: minter, tokens: tokens, app: app,
 		lowest: cmp.Or(cfg.LowestBudgets, DefaultLowestBudgets),
 		known:  make(map[int64]*appInstallation), repos: make(map[string]int64),
 	}
@@ -345,12 +364,9 @@ func (a *AppClient) Installation(id int64) (*Client, error) {
 		return nil, fmt.Errorf("%w: installation %d is not one of App %d's known installations", ErrNotInstalled, id, a.cfg.AppID)
 	}
 	if in.client == nil {
-		// Each installation gets its own copy of the App's transport: a
-		// token refresh writes the AppsTransport's BaseURL and Client, and
-		// refreshes of two installations run concurrently.
-		atr := *a.atr
-		itr := ghinstallation.NewFromAppsTransport(&atr, id)
-		tagged := &installationTag{next: itr, id: id}
+		auth := &installationAuth{id: id, store: a.tokens, mint: a.mint, next: a.parts.counted,
+			logger: cmp.Or(a.cfg.Logger, slog.New(slog.DiscardHandler))}
+		tagged := &installationTag{next: auth, id: id}
 		c, err := assemble(tagged, a.parts.counting, a.base, a.now, a.cfg.Reserves, nil, a.cfg.Timeout)
 		if err != nil {
 			return nil, err

@@ -24,8 +24,8 @@
 // installation, all counted by one transport whose hourly line names the
 // busiest installations.
 //
-// The transport chain, outermost first: rate gate → auth (token or
-// ghinstallation) → ETag cache → counting → User-Agent (when
+// The transport chain, outermost first: rate gate → auth (token,
+// ghinstallation, or an AppClient installation's TokenStore token) → ETag cache → counting → User-Agent (when
 // Config.UserAgent names the sender) → Config.Next. The gate sits above
 // counting, so a request it holds back is not counted; it was not sent. Auth
 // sits above counting, so installation-token refreshes are counted too (lane

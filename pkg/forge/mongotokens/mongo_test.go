@@ -1,0 +1,68 @@
+package mongotokens_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"iterion.dev/iterion/internal/testing/mongotest"
+	"iterion.dev/iterion/pkg/forge"
+	"iterion.dev/iterion/pkg/forge/mongotokens"
+	"iterion.dev/iterion/pkg/forge/tokenstest"
+)
+
+// TestConformance runs the TokenStore conformance suite on Store.
+func TestConformance(t *testing.T) {
+	tokenstest.Run(t, func(t *testing.T) forge.TokenStore { return mongotokens.NewStore(mongotest.DB(t)) })
+}
+
+// TestMalformedDocumentIsANamedErrorWithoutTheToken pins that a document
+// of the wrong shape is reported, wrapping ErrMalformedToken and naming the
+// installation and the field, and that the error never quotes the token.
+func TestMalformedDocumentIsANamedErrorWithoutTheToken(t *testing.T) {
+	ctx := context.Background()
+	db := mongotest.DB(t)
+	s := mongotokens.NewStore(db)
+	exp := time.Now().Add(time.Hour)
+	for _, tc := range []struct {
+		name  string
+		doc   bson.D
+		field string
+	}{
+		{"token not a string", bson.D{{Key: "_id", Value: int64(7)}, {Key: "token", Value: 42}, {Key: "expires_at", Value: exp}, {Key: "minted_by", Value: "w"}, {Key: "minted_at", Value: exp}}, "token"},
+		{"expiry a string", bson.D{{Key: "_id", Value: int64(7)}, {Key: "token", Value: "ghs_secret"}, {Key: "expires_at", Value: "ghs_secret"}, {Key: "minted_by", Value: "w"}, {Key: "minted_at", Value: exp}}, "expires_at"},
+		{"no expiry", bson.D{{Key: "_id", Value: int64(7)}, {Key: "token", Value: "ghs_secret"}, {Key: "minted_by", Value: "w"}, {Key: "minted_at", Value: exp}}, "expires_at"},
+		{"empty token", bson.D{{Key: "_id", Value: int64(7)}, {Key: "token", Value: ""}, {Key: "expires_at", Value: exp}, {Key: "minted_by", Value: "w"}, {Key: "minted_at", Value: exp}}, "token"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			coll := db.Collection(mongotokens.Collection)
+			if _, err := coll.DeleteMany(ctx, bson.D{}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := coll.InsertOne(ctx, tc.doc); err != nil {
+				t.Fatal(err)
+			}
+			_, ok, err := s.Get(ctx, 7)
+			if !errors.Is(err, forge.ErrMalformedToken) || ok {
+				t.Fatalf("Get(7) = ok %v, %v; want ErrMalformedToken", ok, err)
+			}
+			if !strings.Contains(err.Error(), "installation 7") || !strings.Contains(err.Error(), tc.field) {
+				t.Errorf("error %q: want it to name installation 7 and the field %s", err, tc.field)
+			}
+			if strings.Contains(err.Error(), "ghs_secret") {
+				t.Errorf("error %q quotes the token", err)
+			}
+			// A fresh Put replaces the malformed document.
+			if err := s.Put(ctx, forge.InstallationToken{Installation: 7, Token: "ghs_fresh", ExpiresAt: exp}); err != nil {
+				t.Fatal(err)
+			}
+			if got, ok, err := s.Get(ctx, 7); err != nil || !ok || got.Token != "ghs_fresh" {
+				t.Errorf("Get(7) after a Put over the malformed document: ok %v, %v; want the fresh token", ok, err)
+			}
+		})
+	}
+}

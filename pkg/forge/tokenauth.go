@@ -1,0 +1,165 @@
+// The installation transport of an AppClient: each installation's token
+// comes from the TokenStore, and is minted with the App's JWT only when
+// none there has TokenMargin left.
+
+package forge
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// installationAuth authenticates installation id's requests with its
+// token: this replica's copy while it has TokenMargin left, else the
+// TokenStore's, else one it mints and stores. A request GitHub answers
+// 401 had its token refused (revoked, say): the token is dropped here and
+// from the store, and the request is sent once more with a fresh one; the
+// second answer is returned whatever it is, so a refused token never
+// loops. Safe for concurrent use; concurrent requests of one installation
+// mint at most once between them.
+type installationAuth struct {
+	id     int64
+	store  TokenStore
+	mint   func(ctx context.Context, id int64) (InstallationToken, error)
+	next   http.RoundTripper
+	logger *slog.Logger
+
+	mu  sync.Mutex
+	cur InstallationToken // this replica's copy; zero: none
+}
+
+// servable tells whether tok may be served at now: it has TokenMargin left.
+// now is the machine's clock (time.Now), as ghinstallation judges expiry:
+// expires_at is GitHub's time, not the AppClient's (AppConfig.Now may
+// stand still for the hourly line).
+func servable(tok InstallationToken, now time.Time) bool {
+	return tok.Token != "" && !now.Add(TokenMargin).After(tok.ExpiresAt)
+}
+
+// RoundTrip implements http.RoundTripper.
+func (t *installationAuth) RoundTrip(req *http.Request) (*http.Response, error) {
+	ctx := req.Context()
+	tok, err := t.token(ctx, "")
+	if err != nil {
+		closeBody(req)
+		return nil, err
+	}
+	resp, err := t.send(req, tok)
+	if err != nil || resp.StatusCode != http.StatusUnauthorized {
+		return resp, err
+	}
+	t.forget(ctx, tok)
+	if req.Body != nil && req.GetBody == nil {
+		return resp, nil // the body is spent; the next request mints
+	}
+	again, err := t.token(ctx, tok)
+	if err != nil {
+		t.logger.Warn("forge: GitHub refused an installation token and minting a fresh one failed", "installation", t.id, "err", err)
+		return resp, nil
+	}
+	retry := req.Clone(ctx)
+	if req.GetBody != nil {
+		if retry.Body, err = req.GetBody(); err != nil {
+			return resp, nil
+		}
+	}
+	drain(resp)
+	return t.send(retry, again)
+}
+
+// send sends a copy of req with tok's Authorization header, and GitHub's
+// v3 media type when it names none, as ghinstallation's installation
+// transport did.
+func (t *installationAuth) send(req *http.Request, tok string) (*http.Response, error) {
+	r := req.Clone(req.Context())
+	r.Header.Set("Authorization", "token "+tok)
+	if r.Header.Get("Accept") == "" {
+		r.Header.Set("Accept", "application/vnd.github.v3+json")
+	}
+	return t.next.RoundTrip(r)
+}
+
+// token is the token to send a request with: this replica's copy while it
+// is servable, else the store's while it is and is not refused (a token
+// GitHub just refused, which a store that failed to drop it may still
+// hold), else a fresh one, minted and stored. A store that cannot be read or written is logged and minted
+// around: the forge's requests never wait on it beyond ctx. The token a
+// mint returns is used even with less than TokenMargin left, so a short
+// lifetime mints once per request, never in a loop.
+func (t *installationAuth) token(ctx context.Context, refused string) (string, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := time.Now()
+	if servable(t.cur, now) {
+		return t.cur.Token, nil
+	}
+	stored, ok, err := t.store.Get(ctx, t.id)
+	switch {
+	case err != nil:
+		t.logger.Warn("forge: reading the installation's stored token failed; minting one", "installation", t.id, "err", err)
+	case ok && servable(stored, now) && stored.Token != refused:
+		t.cur = stored
+		return stored.Token, nil
+	}
+	fresh, err := t.mint(ctx, t.id)
+	if err != nil {
+		return "", fmt.Errorf("forge: minting installation %d's token: %w", t.id, err)
+	}
+	if err := t.store.Put(ctx, fresh); err != nil {
+		t.logger.Warn("forge: storing the installation's fresh token failed; other replicas mint their own", "installation", t.id, "err", err)
+	}
+	t.cur = fresh
+	return fresh.Token, nil
+}
+
+// forget drops tok, which GitHub refused, from this replica's copy and
+// from the store (only if it is still tok there).
+func (t *installationAuth) forget(ctx context.Context, tok string) {
+	t.mu.Lock()
+	if t.cur.Token == tok {
+		t.cur = InstallationToken{}
+	}
+	t.mu.Unlock()
+	if err := t.store.Drop(ctx, t.id, tok); err != nil {
+		t.logger.Warn("forge: dropping the installation's refused token from the store failed", "installation", t.id, "err", err)
+	}
+}
+
+// mint mints a token for installation id (POST
+// /app/installations/{id}/access_tokens with the App's JWT: "Create an
+// installation access token for an app",
+// https://docs.github.com/rest/apps/apps#create-an-installation-access-token-for-an-app),
+// charged to LaneAuth and, through ctx, to the installation. Its errors
+// never carry the token.
+func (a *AppClient) mint(ctx context.Context, id int64) (InstallationToken, error) {
+	it, _, err := a.minter.Apps.CreateInstallationToken(ctx, id, nil)
+	if err != nil {
+		return InstallationToken{}, a.app.wrap(ctx, fmt.Sprintf("mint installation %d's token", id), err)
+	}
+	tok := InstallationToken{Installation: id, Token: it.GetToken(), ExpiresAt: it.GetExpiresAt().Time,
+		MintedBy: a.cfg.Owner, MintedAt: time.Now()}
+	if err := tok.Check(); err != nil {
+		return InstallationToken{}, fmt.Errorf("forge: GitHub's answer to a token mint: %w", err)
+	}
+	return tok, nil
+}
+
+// closeBody closes req's body, as a RoundTripper must even when it sends
+// nothing.
+func closeBody(req *http.Request) {
+	if req.Body != nil {
+		req.Body.Close()
+	}
+}
+
+// drain reads what is left of resp's body, up to 64 KiB so the connection
+// can be reused, and closes it.
+func drain(resp *http.Response) {
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+}

@@ -1,0 +1,351 @@
+package forge_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/expfmt"
+
+	"iterion.dev/iterion/internal/testing/forgetest"
+	"iterion.dev/iterion/pkg/forge"
+	"iterion.dev/iterion/pkg/forge/forgesim"
+)
+
+const mintRoute = "POST /app/installations/{id}/access_tokens"
+
+// pipeSim is a simulator with installations 1..n, each covering
+// org-<i>/repo-1, served on a pipe (synctest's clock runs through it)
+// until the test ends, and the transport reaching it.
+func pipeSim(t *testing.T, n int, opts ...forgesim.Option) (*forgesim.Sim, http.RoundTripper) {
+	t.Helper()
+	sim := forgesim.New(opts...)
+	mustSim(t, sim.SeedInstallations(n, 1))
+	tr, stop := forgetest.ServeSimOnPipe(sim)
+	t.Cleanup(stop)
+	return sim, tr
+}
+
+// pipeApp makes an AppClient of App 42 on tr (a simulator on a pipe) with
+// cfg's other fields.
+func pipeApp(t *testing.T, tr http.RoundTripper, cfg forge.AppConfig) *forge.AppClient {
+	t.Helper()
+	cfg.BaseURL, cfg.AppID, cfg.PrivateKey = "http://sim/", 42, forgetest.AppKey(t)
+	if cfg.Next == nil {
+		cfg.Next = tr
+	}
+	a, err := forge.NewApp(cfg)
+	mustSim(t, err)
+	return a
+}
+
+// readIssues has installation id's Client of a list its repository's
+// issues (org-<id>/repo-1).
+func readIssues(a *forge.AppClient, id int64) error {
+	c, err := a.Installation(id)
+	if err != nil {
+		return err
+	}
+	_, err = c.ListIssues(laneCtx(forge.LaneMergeGateSweeper), fmt.Sprintf("org-%d", id), "repo-1", time.Time{})
+	return err
+}
+
+// tokensUsed is the installation tokens the simulator's reads of route
+// came with, by token.
+func tokensUsed(sim *forgesim.Sim, route string) map[string]int64 {
+	out := map[string]int64{}
+	for _, rc := range sim.Stats().Requests {
+		if rc.Route == route && strings.HasPrefix(rc.Token, "ghs_sim_") {
+			out[rc.Token] += rc.Count
+		}
+	}
+	return out
+}
+
+const issuesRoute = "GET /repos/{owner}/{repo}/issues"
+
+// TestReplicasSharingATokenStoreMintOnce pins the point of a shared
+// TokenStore: two AppClients (two replicas) on one store mint one token
+// per installation between them and both send with it; without a store
+// each mints its own, as before the store.
+func TestReplicasSharingATokenStoreMintOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		store func() forge.TokenStore
+		mints int64
+		why   string
+	}{
+		{"shared store", func() forge.TokenStore { return new(forge.MemoryTokenStore) }, 1, "the second replica takes the token the first stored"},
+		{"no store", func() forge.TokenStore { return nil }, 2, "each replica keeps its own tokens (a MemoryTokenStore of its own)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				sim, tr := pipeSim(t, 2)
+				store := tc.store()
+				one := pipeApp(t, tr, forge.AppConfig{Tokens: store, Owner: "web-1"})
+				two := pipeApp(t, tr, forge.AppConfig{Tokens: store, Owner: "web-2"})
+				for _, a := range []*forge.AppClient{one, two, one, two} {
+					mustSim(t, a.Relist(context.Background()))
+					mustSim(t, readIssues(a, 1))
+				}
+				if n := sim.Requests(forgesim.Filter{Route: mintRoute}); n != tc.mints {
+					t.Errorf("tokens minted for installation 1 by two replicas: %d, want %d: %s", n, tc.mints, tc.why)
+				}
+				if used := tokensUsed(sim, issuesRoute); int64(len(used)) != tc.mints {
+					t.Errorf("tokens the reads came with: %v, want %d distinct", used, tc.mints)
+				}
+				for _, a := range []*forge.AppClient{one, two} {
+					want := int64(1)
+					if tc.mints == 1 && a == two {
+						want = 0
+					}
+					if n := appCount(a, forge.LaneAuth, http.StatusCreated, 1); n != want {
+						t.Errorf("mints counted on lane auth for installation 1 by a replica: %d, want %d: the mint is charged where it is sent", n, want)
+					}
+				}
+			})
+		})
+	}
+}
+
+// TestATokenNearExpiryIsMintedAfresh pins TokenMargin: a token is served
+// (by the replica that minted it and, through the store, by the others)
+// while it has at least TokenMargin left, and minted afresh once it has
+// less; the fresh token reaches the other replica through the store.
+func TestATokenNearExpiryIsMintedAfresh(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const ttl = 10 * time.Minute
+		sim, tr := pipeSim(t, 1, forgesim.WithTokenTTL(ttl))
+		store := new(forge.MemoryTokenStore)
+		one := pipeApp(t, tr, forge.AppConfig{Tokens: store, Owner: "web-1"})
+		two := pipeApp(t, tr, forge.AppConfig{Tokens: store, Owner: "web-2"})
+		mustSim(t, one.Relist(context.Background()))
+		mustSim(t, two.Relist(context.Background()))
+		mints := func() int64 { return sim.Requests(forgesim.Filter{Route: mintRoute}) }
+		mustSim(t, readIssues(one, 1))
+		time.Sleep(ttl - forge.TokenMargin - time.Second)
+		mustSim(t, readIssues(one, 1))
+		mustSim(t, readIssues(two, 1))
+		if n := mints(); n != 1 {
+			t.Fatalf("mints with TokenMargin and a second left: %d, want 1: the token is still served, to both replicas", n)
+		}
+		time.Sleep(2 * time.Second)
+		mustSim(t, readIssues(one, 1))
+		if n := mints(); n != 2 {
+			t.Fatalf("mints with less than TokenMargin left: %d, want 2: the token is minted afresh", n)
+		}
+		mustSim(t, readIssues(two, 1))
+		if n := mints(); n != 2 {
+			t.Fatalf("mints after the other replica's read: %d, want 2: it takes the fresh token from the store", n)
+		}
+		tok, ok, err := store.Get(context.Background(), 1)
+		if err != nil || !ok || tok.MintedBy != "web-1" || !tok.ExpiresAt.After(time.Now().Add(ttl-time.Second)) {
+			t.Fatalf("stored token: %v (ok %v, %v), want the fresh one web-1 minted, expiring in %v", tok, ok, err, ttl)
+		}
+	})
+}
+
+// refuseToken answers 401 "Bad credentials", as GitHub answers a revoked
+// token, to every request but a mint sent with a token refused holds.
+type refuseToken struct {
+	next    http.RoundTripper
+	mu      sync.Mutex
+	refused map[string]bool
+}
+
+func (r *refuseToken) RoundTrip(req *http.Request) (*http.Response, error) {
+	r.mu.Lock()
+	no := r.refused[strings.TrimPrefix(req.Header.Get("Authorization"), "token ")]
+	r.mu.Unlock()
+	if !no {
+		return r.next.RoundTrip(req)
+	}
+	if req.Body != nil {
+		req.Body.Close()
+	}
+	return &http.Response{StatusCode: http.StatusUnauthorized, Status: "401 Unauthorized", Header: http.Header{"Content-Type": {"application/json"}},
+		Body: io.NopCloser(bytes.NewReader([]byte(`{"message":"Bad credentials"}`))), Request: req}, nil
+}
+
+// TestARefusedTokenIsDroppedAndMintedAfreshOnce pins the 401 rule: a
+// token GitHub refuses is dropped from the replica and the store, one
+// fresh token is minted and the request sent once more with it; when the
+// installation is gone (the simulator revokes its tokens and mints no
+// more), the request fails after that one mint, never looping.
+func TestARefusedTokenIsDroppedAndMintedAfreshOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sim, tr := pipeSim(t, 2)
+		refuse := &refuseToken{next: tr, refused: map[string]bool{}}
+		store := new(forge.MemoryTokenStore)
+		a := pipeApp(t, tr, forge.AppConfig{Tokens: store, Next: refuse})
+		mustSim(t, a.Relist(context.Background()))
+		mints := func() int64 { return sim.Requests(forgesim.Filter{Route: mintRoute}) }
+
+		// Revoked while installed: the retry with a fresh token succeeds.
+		mustSim(t, readIssues(a, 1))
+		first, _, _ := store.Get(context.Background(), 1)
+		refuse.mu.Lock()
+		refuse.refused[first.Token] = true
+		refuse.mu.Unlock()
+		if err := readIssues(a, 1); err != nil {
+			t.Fatalf("a read whose token is refused: %v, want it sent again with a fresh token", err)
+		}
+		if n := mints(); n != 2 {
+			t.Fatalf("mints: %d, want 2: the refused token is replaced once", n)
+		}
+		if now, _, _ := store.Get(context.Background(), 1); now.Token == first.Token {
+			t.Fatalf("the store still holds the refused token, want the fresh one")
+		}
+
+		// Uninstalled: the simulator answers its tokens 401 and its mints
+		// 404; one mint is tried, then the read fails.
+		mustSim(t, readIssues(a, 2))
+		before := mints()
+		mustSim(t, sim.RemoveInstallation(2))
+		if err := readIssues(a, 2); err == nil {
+			t.Fatalf("a read of an uninstalled installation succeeded, want its 401")
+		}
+		if n := mints() - before; n != 1 {
+			t.Fatalf("mints after the 401 of an uninstalled installation: %d, want 1: a refused token is minted afresh once, not in a loop", n)
+		}
+		if _, ok, _ := store.Get(context.Background(), 2); ok {
+			t.Fatalf("the store still holds the uninstalled installation's refused token, want it dropped")
+		}
+	})
+}
+
+// undroppable is a MemoryTokenStore whose Drop fails.
+type undroppable struct{ *forge.MemoryTokenStore }
+
+func (undroppable) Drop(context.Context, int64, string) error { return errors.New("store down") }
+
+// TestARefusedTokenTheStoreKeepsIsNotServedAgain pins that a token GitHub
+// refused is not taken back from a store that failed to drop it: the
+// retry mints a fresh one.
+func TestARefusedTokenTheStoreKeepsIsNotServedAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sim, tr := pipeSim(t, 1)
+		refuse := &refuseToken{next: tr, refused: map[string]bool{}}
+		store := undroppable{new(forge.MemoryTokenStore)}
+		a := pipeApp(t, tr, forge.AppConfig{Tokens: store, Next: refuse})
+		mustSim(t, a.Relist(context.Background()))
+		mustSim(t, readIssues(a, 1))
+		first, _, _ := store.Get(context.Background(), 1)
+		refuse.mu.Lock()
+		refuse.refused[first.Token] = true
+		refuse.mu.Unlock()
+		if err := readIssues(a, 1); err != nil {
+			t.Fatalf("a read whose token is refused, the store failing to drop it: %v, want it sent again with a fresh token", err)
+		}
+		if n := sim.Requests(forgesim.Filter{Route: mintRoute}); n != 2 {
+			t.Fatalf("mints: %d, want 2: the refused token is not served again from the store", n)
+		}
+	})
+}
+
+// failingStore is a TokenStore that cannot be read or written, or whose
+// document is malformed.
+type failingStore struct{ getErr, putErr error }
+
+func (s failingStore) Get(context.Context, int64) (forge.InstallationToken, bool, error) {
+	return forge.InstallationToken{}, false, s.getErr
+}
+func (s failingStore) Put(context.Context, forge.InstallationToken) error { return s.putErr }
+func (s failingStore) Drop(context.Context, int64, string) error          { return nil }
+
+// TestAStoreThatFailsIsMintedAroundAndNoTokenIsLogged pins that a store
+// failing to read (a malformed document, a database down) or to write
+// never fails a forge request: the replica mints, logs the store's error
+// by name, and keeps its token; and that no token appears in a log record,
+// an error or a metric on any path.
+func TestAStoreThatFailsIsMintedAroundAndNoTokenIsLogged(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sim, tr := pipeSim(t, 1)
+		logger, logs := forgetest.TextLogger()
+		reg := prometheus.NewRegistry()
+		malformed := fmt.Errorf("%w: installation 1: token is int32, want a string", forge.ErrMalformedToken)
+		store := failingStore{getErr: malformed, putErr: errors.New("store down")}
+		a := pipeApp(t, tr, forge.AppConfig{Tokens: store, Logger: logger, Registerer: reg})
+		mustSim(t, a.Relist(context.Background()))
+		for range 2 {
+			if err := readIssues(a, 1); err != nil {
+				t.Fatalf("a read with the store failing: %v, want it sent: the store never fails a forge request", err)
+			}
+		}
+		if n := sim.Requests(forgesim.Filter{Route: mintRoute}); n != 1 {
+			t.Errorf("mints: %d, want 1: the replica keeps the token it minted", n)
+		}
+		if !strings.Contains(logs.String(), "malformed installation token") || !strings.Contains(logs.String(), "store down") {
+			t.Errorf("logs:\n%s\nwant the malformed document and the failed write reported", logs)
+		}
+		// The uninstalled path logs and errs too.
+		mustSim(t, sim.RemoveInstallation(1))
+		err := readIssues(a, 1)
+		a.Close()
+		var metrics strings.Builder
+		mfs, gerr := reg.Gather()
+		mustSim(t, gerr)
+		for _, mf := range mfs {
+			_, _ = expfmt.MetricFamilyToText(&metrics, mf)
+		}
+		for where, text := range map[string]string{"logs": logs.String(), "error": fmt.Sprint(err), "metrics": metrics.String()} {
+			if strings.Contains(text, "ghs_") {
+				t.Errorf("%s carry an installation token:\n%s", where, text)
+			}
+		}
+	})
+}
+
+// TestATakeoverFindsItsInstallationsTokensMinted pins the cost the shared
+// store removes, at a small scale: R replicas each sending requests for
+// all I installations mint I tokens between them (R×I without the store),
+// and a fresh replica taking over (a dead one's successor) mints none
+// while the tokens have TokenMargin left.
+func TestATakeoverFindsItsInstallationsTokensMinted(t *testing.T) {
+	const replicas, installations = 4, 12
+	for _, tc := range []struct {
+		name                string
+		shared              bool
+		mints, takeoverMint int64
+	}{
+		{"shared", true, installations, 0},
+		{"per replica", false, replicas * installations, installations},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				sim, tr := pipeSim(t, installations)
+				var store forge.TokenStore
+				if tc.shared {
+					store = new(forge.MemoryTokenStore)
+				}
+				touchAll := func(a *forge.AppClient) {
+					mustSim(t, a.Relist(context.Background()))
+					for id := int64(1); id <= installations; id++ {
+						mustSim(t, readIssues(a, id))
+					}
+				}
+				for range replicas {
+					touchAll(pipeApp(t, tr, forge.AppConfig{Tokens: store}))
+				}
+				mints := func() int64 { return sim.Requests(forgesim.Filter{Route: mintRoute}) }
+				if n := mints(); n != tc.mints {
+					t.Fatalf("mints by %d replicas over %d installations: %d, want %d", replicas, installations, n, tc.mints)
+				}
+				time.Sleep(30 * time.Minute)
+				touchAll(pipeApp(t, tr, forge.AppConfig{Tokens: store}))
+				if n := mints() - tc.mints; n != tc.takeoverMint {
+					t.Fatalf("mints by a replica taking over half an hour later: %d, want %d", n, tc.takeoverMint)
+				}
+			})
+		})
+	}
+}
