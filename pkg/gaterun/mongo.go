@@ -178,6 +178,31 @@ func (s *MongoStore) UnsettledIn(ctx context.Context, installation int64, since 
 	return s.page(ctx, filter, after, limit)
 }
 
+// UnsettledAmong implements Store, in one query on the index
+// unsettled_by_installation ($in over the installations); 0 names the
+// documents written before the installation field, as in UnsettledIn.
+func (s *MongoStore) UnsettledAmong(ctx context.Context, installations []int64, since time.Time, after Cursor, limit int) ([]Run, error) {
+	if limit < 1 {
+		return nil, fmt.Errorf("%w: limit %d is under 1", ErrInvalid, limit)
+	}
+	if len(installations) == 0 {
+		return nil, nil
+	}
+	in := bson.A{}
+	for _, id := range installations {
+		in = append(in, id)
+		if id == 0 {
+			in = append(in, nil)
+		}
+	}
+	filter := bson.D{
+		{Key: "installation", Value: bson.D{{Key: "$in", Value: in}}},
+		{Key: "settled", Value: false},
+		{Key: "updated_at", Value: bson.D{{Key: "$gte", Value: mongostore.Stamp(since)}}},
+	}
+	return s.page(ctx, filter, after, limit)
+}
+
 // List implements Store.
 func (s *MongoStore) List(ctx context.Context, q Query) ([]Run, error) {
 	if err := q.Validate(); err != nil {
