@@ -127,13 +127,15 @@ func NewApp(cfg AppConfig) (*AppClient, error) {
 		return nil, err
 	}
 	// Refreshes of every installation's token go through authLane; the
-	// App's own requests through appLane.
-	atr, err := ghinstallation.NewAppsTransport(&authLane{next: parts.counted}, cfg.AppID, cfg.PrivateKey)
+	// App's own requests through appLane; both, made with the App's JWT,
+	// one at a time (jwtGate).
+	jwt := newJWTGate()
+	atr, err := ghinstallation.NewAppsTransport(&authLane{next: parts.counted, jwt: jwt}, cfg.AppID, cfg.PrivateKey)
 	if err != nil {
 		return nil, fmt.Errorf("%w: PrivateKey: %w", ErrInvalidConfig, err)
 	}
 	atr.BaseURL = strings.TrimSuffix(base, "/")
-	jwtAuth, err := ghinstallation.NewAppsTransport(&appLane{next: parts.counted}, cfg.AppID, cfg.PrivateKey)
+	jwtAuth, err := ghinstallation.NewAppsTransport(&appLane{next: parts.counted, jwt: jwt}, cfg.AppID, cfg.PrivateKey)
 	if err != nil {
 		return nil, fmt.Errorf("%w: PrivateKey: %w", ErrInvalidConfig, err)
 	}
@@ -164,11 +166,12 @@ func NewApp(cfg AppConfig) (*AppClient, error) {
 // use.
 type appLane struct {
 	next http.RoundTripper
+	jwt  jwtGate
 }
 
 // RoundTrip implements http.RoundTripper.
 func (t *appLane) RoundTrip(req *http.Request) (*http.Response, error) {
-	return t.next.RoundTrip(req.WithContext(WithLane(req.Context(), LaneApp)))
+	return t.jwt.roundTrip(t.next, req.WithContext(WithLane(req.Context(), LaneApp)))
 }
 
 // installationTag counts every request it passes as installation id's.

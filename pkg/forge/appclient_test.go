@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -440,4 +441,69 @@ func TestInstallationsRefreshTheirTokensConcurrently(t *testing.T) {
 	if minted := sim.Requests(forgesim.Filter{Route: "POST /app/installations/{id}/access_tokens"}); minted != 8 {
 		t.Errorf("tokens minted: %d, want 8: each installation mints its own", minted)
 	}
+}
+
+// inFlight counts the token mints in flight through it, each held a
+// second (virtual time), and keeps the most at once.
+type inFlight struct {
+	next      http.RoundTripper
+	mu        sync.Mutex
+	now, most int
+}
+
+func (t *inFlight) RoundTrip(req *http.Request) (*http.Response, error) {
+	if !strings.HasSuffix(req.URL.Path, "/access_tokens") {
+		return t.next.RoundTrip(req)
+	}
+	t.mu.Lock()
+	t.now++
+	t.most = max(t.most, t.now)
+	t.mu.Unlock()
+	time.Sleep(time.Second)
+	defer func() {
+		t.mu.Lock()
+		t.now--
+		t.mu.Unlock()
+	}()
+	return t.next.RoundTrip(req)
+}
+
+// TestAppJWTRequestsGoOneAtATime pins the App JWT's gate: installations
+// minting their tokens at once mint them in turn, so their response times
+// never sum to more than the time passed (GitHub's CPU-time limit allows
+// 90 s a minute), and every installation still gets its own.
+func TestAppJWTRequestsGoOneAtATime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sim := forgesim.New()
+		mustSim(t, sim.SeedInstallations(8, 1))
+		pipe, stop := forgetest.ServeSimOnPipe(sim)
+		defer stop()
+		tr := &inFlight{next: pipe}
+		a, err := forge.NewApp(forge.AppConfig{BaseURL: "http://sim/", AppID: 42, PrivateKey: forgetest.AppKey(t), Next: tr})
+		mustSim(t, err)
+		mustSim(t, a.Relist(context.Background()))
+		start := time.Now()
+		var wg sync.WaitGroup
+		for id := int64(1); id <= 8; id++ {
+			wg.Go(func() {
+				c, err := a.Installation(id)
+				if err == nil {
+					_, err = c.GetPull(context.Background(), "org-"+strconv.FormatInt(id, 10), "repo-1", 1)
+				}
+				if err != nil && !errors.Is(err, forge.ErrNotFound) {
+					t.Errorf("installation %d's first request: %v, want it sent", id, err)
+				}
+			})
+		}
+		wg.Wait()
+		if tr.most != 1 {
+			t.Errorf("token mints in flight at once: %d, want 1: the App's JWT requests go one at a time", tr.most)
+		}
+		if took := time.Since(start); took < 8*time.Second {
+			t.Errorf("8 mints of a second each took %v, want at least 8s: in turn", took)
+		}
+		if minted := sim.Requests(forgesim.Filter{Route: "POST /app/installations/{id}/access_tokens"}); minted != 8 {
+			t.Errorf("tokens minted: %d, want 8: each installation mints its own", minted)
+		}
+	})
 }
