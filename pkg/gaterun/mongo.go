@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -228,7 +229,10 @@ func (s *MongoStore) List(ctx context.Context, q Query) ([]Run, error) {
 }
 
 // page finds at most limit runs that match filter and come after the
-// cursor, in listing order (updated_at, then _id).
+// cursor, in listing order (updated_at, then _id), in one reply (the
+// batch size is the limit): no server cursor outlives the read, which on
+// FerretDB's SQLite backend would hold one of its pool's connections until
+// a getMore or killCursors came.
 func (s *MongoStore) page(ctx context.Context, filter bson.D, after Cursor, limit int) ([]Run, error) {
 	if after != (Cursor{}) {
 		at := mongostore.Stamp(after.Updated)
@@ -239,7 +243,7 @@ func (s *MongoStore) page(ctx context.Context, filter bson.D, after Cursor, limi
 	}
 	opts := options.Find().
 		SetSort(bson.D{{Key: "updated_at", Value: 1}, {Key: "_id", Value: 1}}).
-		SetLimit(int64(limit))
+		SetLimit(int64(limit)).SetBatchSize(int32(min(limit, math.MaxInt32)))
 	return s.find(ctx, filter, opts)
 }
 
