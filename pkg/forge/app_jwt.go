@@ -1,6 +1,9 @@
 package forge
 
-import "net/http"
+import (
+	"context"
+	"net/http"
+)
 
 // jwtGate lets one request made with a GitHub App's JWT (a token mint, a
 // listing of the installations, a repository's look-up) through at a
@@ -9,7 +12,7 @@ import "net/http"
 // your API requests" ("About secondary rate limits":
 // https://docs.github.com/rest/using-the-rest-api/rate-limits-for-the-rest-api#about-secondary-rate-limits),
 // and the JWT's requests are one principal's: one at a time, their
-// response times sum to at most 60 s a minute, so a replica starting
+// response times sum to about 60 s a minute at most, so a replica starting
 // with many installations mints their tokens in turn instead of all at
 // once and being refused. Replicas do not share the gate: N of them may
 // together spend up to N × 60 s a minute.
@@ -17,9 +20,12 @@ type jwtGate chan struct{}
 
 func newJWTGate() jwtGate { return make(jwtGate, 1) }
 
-// roundTrip sends req through next once it holds the gate, and gives the
-// gate back when the response's headers came (the response time GitHub
-// charges); a request whose context ends while it waits is not sent.
+// roundTrip sends req through next once it holds the gate. The gate is
+// given back when GitHub answered (the response time it charges), not
+// when req's context ends: a caller that gives up on a request in flight
+// gets its context's error at once, but GitHub still spends the time, so
+// the next request waits for the answer. A request whose context ends
+// while it waits for the gate is not sent.
 func (g jwtGate) roundTrip(next http.RoundTripper, req *http.Request) (*http.Response, error) {
 	if g == nil {
 		return next.RoundTrip(req)
@@ -29,6 +35,25 @@ func (g jwtGate) roundTrip(next http.RoundTripper, req *http.Request) (*http.Res
 	case <-req.Context().Done():
 		return nil, req.Context().Err()
 	}
-	defer func() { <-g }()
-	return next.RoundTrip(req)
+	type answer struct {
+		resp *http.Response
+		err  error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		resp, err := next.RoundTrip(req.WithContext(context.WithoutCancel(req.Context())))
+		<-g
+		done <- answer{resp, err}
+	}()
+	select {
+	case a := <-done:
+		return a.resp, a.err
+	case <-req.Context().Done():
+		go func() {
+			if a := <-done; a.resp != nil {
+				a.resp.Body.Close()
+			}
+		}()
+		return nil, req.Context().Err()
+	}
 }

@@ -444,11 +444,13 @@ func TestInstallationsRefreshTheirTokensConcurrently(t *testing.T) {
 }
 
 // inFlight counts the token mints in flight through it, each held a
-// second (virtual time), and keeps the most at once.
+// second (virtual time) whatever its context, and keeps the most at once
+// and when each began.
 type inFlight struct {
 	next      http.RoundTripper
 	mu        sync.Mutex
 	now, most int
+	began     []time.Time
 }
 
 func (t *inFlight) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -458,6 +460,7 @@ func (t *inFlight) RoundTrip(req *http.Request) (*http.Response, error) {
 	t.mu.Lock()
 	t.now++
 	t.most = max(t.most, t.now)
+	t.began = append(t.began, time.Now())
 	t.mu.Unlock()
 	time.Sleep(time.Second)
 	defer func() {
@@ -504,6 +507,39 @@ func TestAppJWTRequestsGoOneAtATime(t *testing.T) {
 		}
 		if minted := sim.Requests(forgesim.Filter{Route: "POST /app/installations/{id}/access_tokens"}); minted != 8 {
 			t.Errorf("tokens minted: %d, want 8: each installation mints its own", minted)
+		}
+	})
+}
+
+// TestAppJWTGateHeldUntilGitHubAnswers pins that a caller giving up on a
+// mint in flight does not free the App JWT's turn: GitHub spends the
+// response time all the same, so the next mint starts once it answered.
+func TestAppJWTGateHeldUntilGitHubAnswers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sim := forgesim.New()
+		mustSim(t, sim.SeedInstallations(2, 1))
+		pipe, stop := forgetest.ServeSimOnPipe(sim)
+		defer stop()
+		tr := &inFlight{next: pipe}
+		a, err := forge.NewApp(forge.AppConfig{BaseURL: "http://sim/", AppID: 42, PrivateKey: forgetest.AppKey(t), Next: tr})
+		mustSim(t, err)
+		mustSim(t, a.Relist(context.Background()))
+		start := time.Now()
+		c1, _ := a.Installation(1)
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		if _, err := c1.GetPull(ctx, "org-1", "repo-1", 1); err == nil {
+			t.Fatalf("a mint given up after 100ms: got no error")
+		}
+		if took := time.Since(start); took > 500*time.Millisecond {
+			t.Errorf("the caller that gave up returned after %v, want at its context's end (100ms)", took)
+		}
+		c2, _ := a.Installation(2)
+		if _, err := c2.GetPull(context.Background(), "org-2", "repo-1", 1); err != nil && !errors.Is(err, forge.ErrNotFound) {
+			t.Fatalf("installation 2's first request: %v", err)
+		}
+		if len(tr.began) != 2 || tr.began[1].Sub(start) < time.Second {
+			t.Errorf("mints began at %v after the start, want the second at 1s or later: the gate is held until GitHub answered the first", tr.began)
 		}
 	})
 }
