@@ -3,6 +3,7 @@ package forge
 import (
 	"context"
 	"net/http"
+	"time"
 )
 
 // jwtGate lets one request made with a GitHub App's JWT (a token mint, a
@@ -20,12 +21,18 @@ type jwtGate chan struct{}
 
 func newJWTGate() jwtGate { return make(jwtGate, 1) }
 
-// roundTrip sends req through next once it holds the gate. The gate is
-// given back when GitHub answered (the response time it charges), not
-// when req's context ends: a caller that gives up on a request in flight
-// gets its context's error at once, but GitHub still spends the time, so
-// the next request waits for the answer. A request whose context ends
-// while it waits for the gate is not sent.
+// jwtAnswerWait bounds how long a request sent through the gate is waited
+// for once its caller gave up: GitHub ends a REST request that takes over
+// 10 seconds ("Troubleshooting the REST API", Timeouts:
+// https://docs.github.com/rest/using-the-rest-api/troubleshooting-the-rest-api#timeouts).
+const jwtAnswerWait = 10 * time.Second
+
+// roundTrip sends req through next once it holds the gate, and holds it
+// until GitHub answered. A request whose context ends while it waits for
+// the gate is not sent. One sent is waited for even if its context ends
+// (up to jwtAnswerWait more): GitHub spends the response time either way,
+// and a mint's token, kept by the installation's transport, serves its
+// next request instead of being minted again.
 func (g jwtGate) roundTrip(next http.RoundTripper, req *http.Request) (*http.Response, error) {
 	if g == nil {
 		return next.RoundTrip(req)
@@ -35,25 +42,12 @@ func (g jwtGate) roundTrip(next http.RoundTripper, req *http.Request) (*http.Res
 	case <-req.Context().Done():
 		return nil, req.Context().Err()
 	}
-	type answer struct {
-		resp *http.Response
-		err  error
+	defer func() { <-g }()
+	ctx := context.WithoutCancel(req.Context())
+	if d, ok := req.Context().Deadline(); ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, d.Add(jwtAnswerWait))
+		context.AfterFunc(ctx, cancel) // ends with ctx; the body is read after roundTrip returns
 	}
-	done := make(chan answer, 1)
-	go func() {
-		resp, err := next.RoundTrip(req.WithContext(context.WithoutCancel(req.Context())))
-		<-g
-		done <- answer{resp, err}
-	}()
-	select {
-	case a := <-done:
-		return a.resp, a.err
-	case <-req.Context().Done():
-		go func() {
-			if a := <-done; a.resp != nil {
-				a.resp.Body.Close()
-			}
-		}()
-		return nil, req.Context().Err()
-	}
+	return next.RoundTrip(req.WithContext(ctx))
 }
