@@ -543,8 +543,11 @@ func TestAppJWTMintSentIsWaitedFor(t *testing.T) {
 			t.Fatalf("installation 1's next request: %v", err)
 		}
 		time.Sleep(3 * time.Second) // every mint answered
-		if len(tr.began) != 2 || tr.began[1].Sub(start) < time.Second {
-			t.Errorf("mints began at %v, want 2, the second at 1s or later: installation 1's token kept, the gate held until GitHub answered", tr.began)
+		tr.mu.Lock()
+		began := tr.began
+		tr.mu.Unlock()
+		if len(began) != 2 || began[1].Sub(start) < time.Second {
+			t.Errorf("mints began at %v, want 2, the second at 1s or later: installation 1's token kept, the gate held until GitHub answered", began)
 		}
 	})
 }
