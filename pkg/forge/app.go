@@ -99,7 +99,8 @@ type AppClient struct {
 
 type appInstallation struct {
 	account string
-	client  *Client // made on first use
+	client  *Client                   // made on first use
+	tokens  *ghinstallation.Transport // the client's token source
 }
 
 // LaneApp is the App's own requests, made with its JWT: listing its
@@ -359,7 +360,7 @@ func (a *AppClient) Installation(id int64) (*Client, error) {
 			return nil, err
 		}
 		c.installation = id
-		in.client = c
+		in.client, in.tokens = c, itr
 	}
 	return in.client, nil
 }

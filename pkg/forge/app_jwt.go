@@ -2,6 +2,7 @@ package forge
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"time"
 )
@@ -50,4 +51,26 @@ func (g jwtGate) roundTrip(next http.RoundTripper, req *http.Request) (*http.Res
 		context.AfterFunc(ctx, cancel) // ends with ctx; the body is read after roundTrip returns
 	}
 	return next.RoundTrip(req.WithContext(ctx))
+}
+
+// Mint makes sure installation id has a token its Client can use, minting
+// one (through the JWT's gate, within ctx) when it has none or its token
+// is about to expire; the token is the one the Client's requests then
+// send. A caller that has more time than one request's deadline (a sweep
+// pass has an interval) waits for its turn here rather than inside a
+// request. An id not in the known set wraps ErrNotInstalled.
+func (a *AppClient) Mint(ctx context.Context, id int64) error {
+	if _, err := a.Installation(id); err != nil {
+		return err
+	}
+	a.mu.Lock()
+	in := a.known[id]
+	a.mu.Unlock()
+	if in == nil || in.tokens == nil {
+		return fmt.Errorf("%w: installation %d is not one of App %d's known installations", ErrNotInstalled, id, a.cfg.AppID)
+	}
+	if _, err := in.tokens.Token(ctx); err != nil {
+		return fmt.Errorf("forge: mint installation %d's token: %w", id, err)
+	}
+	return nil
 }

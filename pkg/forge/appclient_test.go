@@ -551,3 +551,29 @@ func TestAppJWTMintSentIsWaitedFor(t *testing.T) {
 		}
 	})
 }
+
+// TestMintGivesTheInstallationItsToken pins Mint: it mints installation
+// id's token once, the Client's requests then send it without minting
+// again, and an unknown installation is ErrNotInstalled.
+func TestMintGivesTheInstallationItsToken(t *testing.T) {
+	sim, srv := startSim(t)
+	mustSim(t, sim.SeedInstallations(1, 1))
+	a := newApp(t, srv, forge.AppConfig{})
+	mustSim(t, a.Relist(context.Background()))
+	const mints = "POST /app/installations/{id}/access_tokens"
+	for range 2 {
+		if err := a.Mint(context.Background(), 1); err != nil {
+			t.Fatalf("Mint(1): %v", err)
+		}
+	}
+	c, _ := a.Installation(1)
+	if _, err := c.GetPull(context.Background(), "org-1", "repo-1", 1); err != nil && !errors.Is(err, forge.ErrNotFound) {
+		t.Fatalf("installation 1's request after Mint: %v", err)
+	}
+	if n := sim.Requests(forgesim.Filter{Route: mints}); n != 1 {
+		t.Errorf("tokens minted: %d, want 1: Mint's token is the one the Client sends", n)
+	}
+	if err := a.Mint(context.Background(), 9); !errors.Is(err, forge.ErrNotInstalled) {
+		t.Errorf("Mint(9) = %v, want ErrNotInstalled", err)
+	}
+}

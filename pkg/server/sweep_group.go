@@ -194,6 +194,9 @@ func (g *installationSweeps) pass(ctx context.Context, sw *sweeper, st *sweepTer
 	if _, err := g.app.Installation(id); err != nil {
 		return g.s.cfg.Now(), false // removed: the shard term stops it at its next interval
 	}
+	if !g.minted(ctx, sw, id) {
+		return g.s.cfg.Now(), false
+	}
 	wait := time.NewTimer(g.interval)
 	defer wait.Stop()
 	select {
