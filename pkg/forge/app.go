@@ -110,7 +110,8 @@ type AppClient struct {
 
 type appInstallation struct {
 	account string
-	client  *Client // made on first use
+	client  *Client                   // made on first use
+	tokens  *installationAuth // the client's token source
 }
 
 // LaneApp is the App's own requests, made with its JWT: listing its
@@ -139,8 +140,10 @@ func NewApp(cfg AppConfig) (*AppClient, error) {
 	}
 	// Mints of every installation's token go through authLane, past the
 	// rate gates as ghinstallation's refreshes did; the App's own requests
-	// through appLane.
-	atr, err := ghinstallation.NewAppsTransport(&authLane{next: parts.counted}, cfg.AppID, cfg.PrivateKey)
+	// through appLane; both, made with the App's JWT, one at a time
+	// (jwtGate).
+	jwt := newJWTGate()
+	atr, err := ghinstallation.NewAppsTransport(&authLane{next: parts.counted, jwt: jwt}, cfg.AppID, cfg.PrivateKey)
 	if err != nil {
 		return nil, fmt.Errorf("%w: PrivateKey: %w", ErrInvalidConfig, err)
 	}
@@ -148,7 +151,7 @@ func NewApp(cfg AppConfig) (*AppClient, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: BaseURL %q: %w", ErrInvalidConfig, base, err)
 	}
-	jwtAuth, err := ghinstallation.NewAppsTransport(&appLane{next: parts.counted}, cfg.AppID, cfg.PrivateKey)
+	jwtAuth, err := ghinstallation.NewAppsTransport(&appLane{next: parts.counted, jwt: jwt}, cfg.AppID, cfg.PrivateKey)
 	if err != nil {
 		return nil, fmt.Errorf("%w: PrivateKey: %w", ErrInvalidConfig, err)
 	}
@@ -183,11 +186,12 @@ func NewApp(cfg AppConfig) (*AppClient, error) {
 // use.
 type appLane struct {
 	next http.RoundTripper
+	jwt  jwtGate
 }
 
 // RoundTrip implements http.RoundTripper.
 func (t *appLane) RoundTrip(req *http.Request) (*http.Response, error) {
-	return t.next.RoundTrip(req.WithContext(WithLane(req.Context(), LaneApp)))
+	return t.jwt.roundTrip(t.next, req.WithContext(WithLane(req.Context(), LaneApp)))
 }
 
 // installationTag counts every request it passes as installation id's.
@@ -372,7 +376,7 @@ func (a *AppClient) Installation(id int64) (*Client, error) {
 			return nil, err
 		}
 		c.installation = id
-		in.client = c
+		in.client, in.tokens = c, auth
 	}
 	return in.client, nil
 }

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -439,5 +440,140 @@ func TestInstallationsRefreshTheirTokensConcurrently(t *testing.T) {
 	}
 	if minted := sim.Requests(forgesim.Filter{Route: "POST /app/installations/{id}/access_tokens"}); minted != 8 {
 		t.Errorf("tokens minted: %d, want 8: each installation mints its own", minted)
+	}
+}
+
+// inFlight counts the token mints in flight through it, each held a
+// second (virtual time) whatever its context, and keeps the most at once
+// and when each began.
+type inFlight struct {
+	next      http.RoundTripper
+	mu        sync.Mutex
+	now, most int
+	began     []time.Time
+}
+
+func (t *inFlight) RoundTrip(req *http.Request) (*http.Response, error) {
+	if !strings.HasSuffix(req.URL.Path, "/access_tokens") {
+		return t.next.RoundTrip(req)
+	}
+	t.mu.Lock()
+	t.now++
+	t.most = max(t.most, t.now)
+	t.began = append(t.began, time.Now())
+	t.mu.Unlock()
+	time.Sleep(time.Second)
+	defer func() {
+		t.mu.Lock()
+		t.now--
+		t.mu.Unlock()
+	}()
+	return t.next.RoundTrip(req)
+}
+
+// TestAppJWTRequestsGoOneAtATime pins the App JWT's gate: installations
+// minting their tokens at once mint them in turn, so their response times
+// never sum to more than the time passed (GitHub's CPU-time limit allows
+// 90 s a minute), and every installation still gets its own.
+func TestAppJWTRequestsGoOneAtATime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sim := forgesim.New()
+		mustSim(t, sim.SeedInstallations(8, 1))
+		pipe, stop := forgetest.ServeSimOnPipe(sim)
+		defer stop()
+		tr := &inFlight{next: pipe}
+		a, err := forge.NewApp(forge.AppConfig{BaseURL: "http://sim/", AppID: 42, PrivateKey: forgetest.AppKey(t), Next: tr})
+		mustSim(t, err)
+		mustSim(t, a.Relist(context.Background()))
+		start := time.Now()
+		var wg sync.WaitGroup
+		for id := int64(1); id <= 8; id++ {
+			wg.Go(func() {
+				c, err := a.Installation(id)
+				if err == nil {
+					_, err = c.GetPull(context.Background(), "org-"+strconv.FormatInt(id, 10), "repo-1", 1)
+				}
+				if err != nil && !errors.Is(err, forge.ErrNotFound) {
+					t.Errorf("installation %d's first request: %v, want it sent", id, err)
+				}
+			})
+		}
+		wg.Wait()
+		if tr.most != 1 {
+			t.Errorf("token mints in flight at once: %d, want 1: the App's JWT requests go one at a time", tr.most)
+		}
+		if took := time.Since(start); took < 8*time.Second {
+			t.Errorf("8 mints of a second each took %v, want at least 8s: in turn", took)
+		}
+		if minted := sim.Requests(forgesim.Filter{Route: "POST /app/installations/{id}/access_tokens"}); minted != 8 {
+			t.Errorf("tokens minted: %d, want 8: each installation mints its own", minted)
+		}
+	})
+}
+
+// TestAppJWTMintSentIsWaitedFor pins that a mint once sent is waited for
+// even when its caller's context ends first: GitHub spends its response
+// time either way, the next JWT request waits for the answer, and the
+// token serves the installation's next request without a second mint.
+func TestAppJWTMintSentIsWaitedFor(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sim := forgesim.New()
+		mustSim(t, sim.SeedInstallations(2, 1))
+		pipe, stop := forgetest.ServeSimOnPipe(sim)
+		defer stop()
+		tr := &inFlight{next: pipe}
+		a, err := forge.NewApp(forge.AppConfig{BaseURL: "http://sim/", AppID: 42, PrivateKey: forgetest.AppKey(t), Next: tr})
+		mustSim(t, err)
+		mustSim(t, a.Relist(context.Background()))
+		start := time.Now()
+		c1, _ := a.Installation(1)
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		go func() {
+			time.Sleep(200 * time.Millisecond)
+			c2, _ := a.Installation(2)
+			if _, err := c2.GetPull(context.Background(), "org-2", "repo-1", 1); err != nil && !errors.Is(err, forge.ErrNotFound) {
+				t.Errorf("installation 2's first request: %v", err)
+			}
+		}()
+		if _, err := c1.GetPull(ctx, "org-1", "repo-1", 1); err == nil {
+			t.Fatalf("a request whose context ended during its mint: got no error")
+		}
+		if _, err := c1.GetPull(context.Background(), "org-1", "repo-1", 1); err != nil && !errors.Is(err, forge.ErrNotFound) {
+			t.Fatalf("installation 1's next request: %v", err)
+		}
+		time.Sleep(3 * time.Second) // every mint answered
+		tr.mu.Lock()
+		began := tr.began
+		tr.mu.Unlock()
+		if len(began) != 2 || began[1].Sub(start) < time.Second {
+			t.Errorf("mints began at %v, want 2, the second at 1s or later: installation 1's token kept, the gate held until GitHub answered", began)
+		}
+	})
+}
+
+// TestMintGivesTheInstallationItsToken pins Mint: it mints installation
+// id's token once, the Client's requests then send it without minting
+// again, and an unknown installation is ErrNotInstalled.
+func TestMintGivesTheInstallationItsToken(t *testing.T) {
+	sim, srv := startSim(t)
+	mustSim(t, sim.SeedInstallations(1, 1))
+	a := newApp(t, srv, forge.AppConfig{})
+	mustSim(t, a.Relist(context.Background()))
+	const mints = "POST /app/installations/{id}/access_tokens"
+	for range 2 {
+		if err := a.Mint(context.Background(), 1); err != nil {
+			t.Fatalf("Mint(1): %v", err)
+		}
+	}
+	c, _ := a.Installation(1)
+	if _, err := c.GetPull(context.Background(), "org-1", "repo-1", 1); err != nil && !errors.Is(err, forge.ErrNotFound) {
+		t.Fatalf("installation 1's request after Mint: %v", err)
+	}
+	if n := sim.Requests(forgesim.Filter{Route: mints}); n != 1 {
+		t.Errorf("tokens minted: %d, want 1: Mint's token is the one the Client sends", n)
+	}
+	if err := a.Mint(context.Background(), 9); !errors.Is(err, forge.ErrNotInstalled) {
+		t.Errorf("Mint(9) = %v, want ErrNotInstalled", err)
 	}
 }

@@ -31,12 +31,13 @@ func (t *tokenAuth) RoundTrip(req *http.Request) (*http.Response, error) {
 // for concurrent use.
 type authLane struct {
 	next http.RoundTripper
+	jwt  jwtGate // nil: refreshes are not gated
 }
 
 // RoundTrip implements http.RoundTripper.
 func (t *authLane) RoundTrip(req *http.Request) (*http.Response, error) {
 	if isTokenRefresh(req) {
-		req = req.WithContext(WithLane(req.Context(), LaneAuth))
+		return t.jwt.roundTrip(t.next, req.WithContext(WithLane(req.Context(), LaneAuth)))
 	}
 	return t.next.RoundTrip(req)
 }

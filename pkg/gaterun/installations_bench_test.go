@@ -59,6 +59,24 @@ func BenchmarkMongoInstallationReads(b *testing.B) {
 			}
 		}
 	})
+	b.Run("UnsettledIn", func(b *testing.B) {
+		for b.Loop() {
+			if got, err := s.UnsettledIn(ctx, 500, now.Add(-time.Hour), gaterun.Cursor{}, 100); err != nil || len(got) != perInstallation {
+				b.Fatalf("UnsettledIn = %d, %v; want %d", len(got), err, perInstallation)
+			}
+		}
+	})
+	b.Run("Put", func(b *testing.B) {
+		i := 0
+		for b.Loop() {
+			i++
+			run := gaterun.Run{ID: gaterun.ID("github.com", "org-1/repo-1", 100+i, "abc"), Host: "github.com", Repo: "org-1/repo-1",
+				Pull: 100 + i, HeadSHA: "abc", Context: gaterun.DefaultContext, Verdict: "success", Installation: 1}
+			if _, err := s.Put(ctx, run, now); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 	b.Run("Sweeps", func(b *testing.B) {
 		for b.Loop() {
 			if got, err := s.Sweeps(ctx); err != nil || len(got) != n {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -178,6 +179,31 @@ func (s *MongoStore) UnsettledIn(ctx context.Context, installation int64, since 
 	return s.page(ctx, filter, after, limit)
 }
 
+// UnsettledAmong implements Store, in one query on the index
+// unsettled_by_installation ($in over the installations); 0 names the
+// documents written before the installation field, as in UnsettledIn.
+func (s *MongoStore) UnsettledAmong(ctx context.Context, installations []int64, since time.Time, after Cursor, limit int) ([]Run, error) {
+	if limit < 1 {
+		return nil, fmt.Errorf("%w: limit %d is under 1", ErrInvalid, limit)
+	}
+	if len(installations) == 0 {
+		return nil, nil
+	}
+	in := bson.A{}
+	for _, id := range installations {
+		in = append(in, id)
+		if id == 0 {
+			in = append(in, nil)
+		}
+	}
+	filter := bson.D{
+		{Key: "installation", Value: bson.D{{Key: "$in", Value: in}}},
+		{Key: "settled", Value: false},
+		{Key: "updated_at", Value: bson.D{{Key: "$gte", Value: mongostore.Stamp(since)}}},
+	}
+	return s.page(ctx, filter, after, limit)
+}
+
 // List implements Store.
 func (s *MongoStore) List(ctx context.Context, q Query) ([]Run, error) {
 	if err := q.Validate(); err != nil {
@@ -203,7 +229,10 @@ func (s *MongoStore) List(ctx context.Context, q Query) ([]Run, error) {
 }
 
 // page finds at most limit runs that match filter and come after the
-// cursor, in listing order (updated_at, then _id).
+// cursor, in listing order (updated_at, then _id), in one reply (the
+// batch size is the limit): no server cursor outlives the read, which on
+// FerretDB's SQLite backend would hold one of its pool's connections until
+// a getMore or killCursors came.
 func (s *MongoStore) page(ctx context.Context, filter bson.D, after Cursor, limit int) ([]Run, error) {
 	if after != (Cursor{}) {
 		at := mongostore.Stamp(after.Updated)
@@ -214,7 +243,7 @@ func (s *MongoStore) page(ctx context.Context, filter bson.D, after Cursor, limi
 	}
 	opts := options.Find().
 		SetSort(bson.D{{Key: "updated_at", Value: 1}, {Key: "_id", Value: 1}}).
-		SetLimit(int64(limit))
+		SetLimit(int64(limit)).SetBatchSize(int32(min(limit, math.MaxInt32)))
 	return s.find(ctx, filter, opts)
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -42,10 +43,21 @@ func (s *MongoStore) sweepsColl() *mongo.Collection {
 	return s.coll.Database().Collection(SweepsCollection)
 }
 
-// RecordSweeps implements InstallationStore, in one unordered bulk write of
-// conditional upserts: a document is replaced only when its at is earlier,
-// and an upsert that finds a later one fails with a duplicate key, which
-// is the refusal the contract asks for, not an error.
+// recordChunk bounds the statements of one bulk write of RecordSweeps.
+// FerretDB v1.24 (the test server) keeps every statement's iterator of an
+// update command open until the command ends (internal/handler/
+// msg_update.go: closer.Close deferred inside the statements' loop), each
+// holding a connection of its SQLite pool of 100 (metadata/pool/
+// opendb.go): a command of 100 statements or more waits for ever for
+// another, and every request of the database after it. MongoDB takes any
+// number; smaller commands cost it a round trip each.
+const recordChunk = 50
+
+// RecordSweeps implements InstallationStore, in unordered bulk writes of
+// conditional upserts, recordChunk at a time: a document is replaced only
+// when its at is earlier, and an upsert that finds a later one fails with
+// a duplicate key, which is the refusal the contract asks for, not an
+// error.
 func (s *MongoStore) RecordSweeps(ctx context.Context, sweeps []InstallationSweep) error {
 	sweeps, err := validateSweeps(sweeps)
 	if err != nil || len(sweeps) == 0 {
@@ -62,11 +74,13 @@ func (s *MongoStore) RecordSweeps(ctx context.Context, sweeps []InstallationSwee
 			SetUpdate(bson.D{{Key: "$set", Value: bson.D{{Key: "at", Value: sw.At}, {Key: "owner", Value: sw.Owner}, {Key: "budgets", Value: budgets}}}}).
 			SetUpsert(true)
 	}
-	_, err = s.sweepsColl().BulkWrite(ctx, models, options.BulkWrite().SetOrdered(false))
-	if err == nil || onlyDuplicateKeys(err) {
-		return nil
+	for chunk := range slices.Chunk(models, recordChunk) {
+		_, err = s.sweepsColl().BulkWrite(ctx, chunk, options.BulkWrite().SetOrdered(false))
+		if err != nil && !onlyDuplicateKeys(err) {
+			return fmt.Errorf("gaterun: record %d installation sweeps: %w", len(sweeps), err)
+		}
 	}
-	return fmt.Errorf("gaterun: record %d installation sweeps: %w", len(sweeps), err)
+	return nil
 }
 
 // onlyDuplicateKeys reports whether err is a bulk write's failure whose

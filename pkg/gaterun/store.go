@@ -39,6 +39,12 @@ type Store interface {
 	// order and with the same paging: the sweeper of one App installation
 	// lists its runs alone.
 	UnsettledIn(ctx context.Context, installation int64, since time.Time, after Cursor, limit int) ([]Run, error)
+	// UnsettledAmong is Unsettled restricted to the runs of a set of
+	// installations (as UnsettledIn, 0 naming the runs stored without
+	// one), in the same order and with the same paging: one read for the
+	// installations a replica sweeps, where a read each would cost a store
+	// that scans per query once per installation. An empty set lists none.
+	UnsettledAmong(ctx context.Context, installations []int64, since time.Time, after Cursor, limit int) ([]Run, error)
 	// ForPull returns the unsettled runs of one pull request, any head.
 	// Here and in ForHead and List, repo matches a run's Repo without
 	// regard to case, as GitHub compares names ([forge.RepoKey]).
@@ -117,6 +123,11 @@ func (s *MemoryStore) Unsettled(ctx context.Context, since time.Time, after Curs
 // UnsettledIn implements Store.
 func (s *MemoryStore) UnsettledIn(ctx context.Context, installation int64, since time.Time, after Cursor, limit int) ([]Run, error) {
 	return s.unsettled(ctx, func(r Run) bool { return r.Installation == installation }, since, after, limit)
+}
+
+// UnsettledAmong implements Store.
+func (s *MemoryStore) UnsettledAmong(ctx context.Context, installations []int64, since time.Time, after Cursor, limit int) ([]Run, error) {
+	return s.unsettled(ctx, func(r Run) bool { return slices.Contains(installations, r.Installation) }, since, after, limit)
 }
 
 // unsettled is Unsettled of the runs keep accepts.

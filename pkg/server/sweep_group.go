@@ -37,6 +37,9 @@ type installationSweeps struct {
 	// news wakes the shard terms when the App client's installations
 	// changed here (a webhook, a look-up).
 	news broadcast
+	// reads lists the installations' unsettled runs, one store read for
+	// all those swept here (sweep_reads.go).
+	reads *sweepReads
 
 	mu       sync.Mutex
 	sweepers map[int64]*sweeper // made on first use, kept while the App knows it
@@ -83,15 +86,16 @@ func (s *Server) buildSweeper(backingOff, behind prometheus.Gauge) {
 		return laneOfferer{s, rec, forge.LaneMergeGateSweeper}
 	}
 	if s.cfg.App != nil {
+		reads := newSweepReads(s.cfg.Runs, s.cfg.Now, s.cfg.SweepInterval)
 		s.sweeps = &installationSweeps{
 			s: s, app: s.cfg.App, shards: s.cfg.SweepShards, interval: s.cfg.SweepInterval, conc: s.cfg.InstallationConcurrency,
 			sweepers: map[int64]*sweeper{}, backingOff: map[int64]int{}, behind: map[int64]bool{},
-			backingOffGauge: backingOff, behindGauge: behind, lookups: make(chan struct{}, 1),
+			backingOffGauge: backingOff, behindGauge: behind, lookups: make(chan struct{}, 1), reads: reads,
 			newSweeper: func(id int64) *sweeper {
 				ilog := s.log.With("installation", id)
 				onPass := s.passes.sweepPass(s.cfg.Now, s.sweepPassed)
 				return newSweeper(sweeperConfig{
-					Runs: installationRuns{s.cfg.Runs, id}, Offer: sweepOffer(newReconcilerOf(s.cfg.Runs, installationForge(s.cfg.App, id), ilog)),
+					Runs: installationRuns{s.cfg.Runs, reads, id}, Offer: sweepOffer(newReconcilerOf(s.cfg.Runs, installationForge(s.cfg.App, id), ilog)),
 					Interval: s.cfg.SweepInterval, TimeShare: timeShare, Owner: s.cfg.Owner, Now: s.cfg.Now, Logger: ilog,
 					OnPass: func(p SweepPass) { p.Installation = id; onPass(p) },
 				})
@@ -163,6 +167,8 @@ func (g *installationSweeps) sweeperOf(id int64) *sweeper {
 func (g *installationSweeps) sweepInstallation(ctx context.Context, id int64, slots chan struct{}, first time.Duration) {
 	sw := g.sweeperOf(id)
 	defer g.forget(id)
+	g.reads.join(id)
+	defer g.reads.leave(id)
 	for {
 		st := sw.newTerm()
 		err := lease.EveryAfter(ctx, first, g.interval, g.s.cfg.Now,
@@ -196,6 +202,9 @@ func (g *installationSweeps) sweepInstallation(ctx context.Context, id int64, sl
 func (g *installationSweeps) pass(ctx context.Context, sw *sweeper, st *sweepTerm, id int64, slots chan struct{}) (time.Time, bool) {
 	if _, err := g.app.Installation(id); err != nil {
 		return g.s.cfg.Now(), false // removed: the shard term stops it at its next interval
+	}
+	if !g.minted(ctx, sw, id) {
+		return g.s.cfg.Now(), false
 	}
 	wait := time.NewTimer(g.interval)
 	defer wait.Stop()
@@ -260,12 +269,14 @@ func (g *installationSweeps) showLocked() {
 // its Unsettled lists that installation's runs alone.
 type installationRuns struct {
 	gaterun.Store
-	id int64
+	reads *sweepReads
+	id    int64
 }
 
-// Unsettled lists installation r.id's unsettled runs (Store.UnsettledIn).
+// Unsettled lists installation r.id's unsettled runs (Store.UnsettledIn),
+// through the replica's shared reads.
 func (r installationRuns) Unsettled(ctx context.Context, since time.Time, after gaterun.Cursor, limit int) ([]gaterun.Run, error) {
-	return r.UnsettledIn(ctx, r.id, since, after, limit)
+	return r.reads.unsettledIn(ctx, r.id, since, after, limit)
 }
 
 // installationForge is the forgeOf of installation id's sweeper: that

@@ -238,6 +238,52 @@ var cases = []conformance.Case[gaterun.Store]{
 			t.Errorf("UnsettledIn with limit 0 = %v, want ErrInvalid: limit must be at least 1", err)
 		}
 	}},
+	{Name: "UnsettledAmongInstallations", Rule: "UnsettledAmong lists the unsettled runs of a set of installations alone, in listing order and pages like Unsettled; 0 in the set names the runs of none; an empty set lists none", Check: func(t *testing.T, s gaterun.Store) {
+		var want []gaterun.Run
+		for i := range 6 {
+			r := newRun(fmt.Sprintf("org-%d/repo-1", i%3), 30+i, "am")
+			r.Installation = int64(i % 3)                    // 0, 1, 2
+			put(t, s, r, at(time.Duration(i/2)*time.Second)) // two runs share each instant
+			if r.Installation != 1 {
+				r, _ = s.Get(context.Background(), r.ID)
+				want = append(want, r)
+			}
+		}
+		settled := newRun("org-2/repo-1", 99, "am")
+		settled.Installation = 2
+		put(t, s, settled, at(0))
+		if err := s.Settle(context.Background(), settled.ID); err != nil {
+			t.Fatal(err)
+		}
+		var got []gaterun.Run
+		cur := gaterun.Cursor{}
+		for page := 0; page < 10; page++ {
+			p, err := s.UnsettledAmong(context.Background(), []int64{2, 0, 7}, at(0), cur, 2)
+			if err != nil {
+				t.Fatalf("UnsettledAmong: %v", err)
+			}
+			got = append(got, p...)
+			if len(p) < 2 {
+				break
+			}
+			cur = gaterun.CursorAt(p[len(p)-1])
+		}
+		slices.SortFunc(want, func(a, b gaterun.Run) int {
+			return cmp.Or(a.Updated.Compare(b.Updated), cmp.Compare(a.ID, b.ID))
+		})
+		if !sameIDs(got, want...) {
+			t.Errorf("UnsettledAmong({2, 0, 7}) paged by 2 = %v, want %v: the unsettled runs of installations 2 and none, in (Updated, ID) order", ids(got), ids(want))
+		}
+		if got, err := s.UnsettledAmong(context.Background(), []int64{2}, at(2*time.Second), gaterun.Cursor{}, 10); err != nil || !sameIDs(got, want[len(want)-1]) {
+			t.Errorf("UnsettledAmong({2}) since 2s = %v, %v, want [%s]: since bounds it as Unsettled's", ids(got), err, want[len(want)-1].ID)
+		}
+		if got, err := s.UnsettledAmong(context.Background(), nil, at(0), gaterun.Cursor{}, 10); err != nil || len(got) != 0 {
+			t.Errorf("UnsettledAmong(none) = %v, %v, want none", ids(got), err)
+		}
+		if _, err := s.UnsettledAmong(context.Background(), []int64{1}, at(0), gaterun.Cursor{}, 0); !errors.Is(err, gaterun.ErrInvalid) {
+			t.Errorf("UnsettledAmong with limit 0 = %v, want ErrInvalid: limit must be at least 1", err)
+		}
+	}},
 	{Name: "SettleIsIdempotentAndPutUnsettles", Rule: "settling twice is fine; a later Put of the same run unsettles it", Check: func(t *testing.T, s gaterun.Store) {
 		r := newRun("acme/app", 5, "d1")
 		put(t, s, r, at(0))

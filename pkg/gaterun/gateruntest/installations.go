@@ -134,6 +134,25 @@ var installationCases = []conformance.Case[gaterun.InstallationStore]{
 			t.Errorf("got %s, want [2 web-2 1 10 web-2 10 30 web-1 30]: one record per installation, by ID", got)
 		}
 	}},
+	{Name: "ManySweepsInOneBatch", Rule: "a batch of a replica's many installations (250) is recorded, over records of them as well, within 30 s: a store may split it, never hang on it", Check: func(t *testing.T, s gaterun.InstallationStore) {
+		const n = 250
+		for pass := range 2 {
+			batch := make([]gaterun.InstallationSweep, n)
+			for i := range batch {
+				batch[i] = sweep(int64(i+1), "web-1", time.Duration(pass)*time.Second, 100-pass)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			err := s.RecordSweeps(ctx, batch)
+			cancel()
+			if err != nil {
+				t.Fatalf("RecordSweeps of %d installations, pass %d: %v, want nil", n, pass+1, err)
+			}
+		}
+		got, err := s.Sweeps(context.Background())
+		if err != nil || len(got) != n || got[n-1].Budgets[0].Remaining != 99 {
+			t.Errorf("Sweeps after two batches of %d = %d records, %v; want %d, each the later pass's", n, len(got), err, n)
+		}
+	}},
 	{Name: "RecordSweepsRefusesInvalid", Rule: "a batch with a sweep Validate refuses is ErrInvalid naming the field, and nothing of it is written", Check: func(t *testing.T, s gaterun.InstallationStore) {
 		for _, c := range []struct {
 			field string

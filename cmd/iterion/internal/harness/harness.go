@@ -27,8 +27,9 @@
 //     the sweepers' logs, in clock_figures.go; its wire contracts in
 //     clock_clients.go, what it reads of a cluster in cluster_clock.go, its
 //     report in report_clock.go; the tenants scenario's, from the
-//     simulator's request log, in tenants_log.go, and its wire steps in
-//     tenants_seed.go);
+//     simulator's request log, in tenants_log.go, its wire steps in
+//     tenants_seed.go, and its seeding straight into the store in
+//     tenants_seed_store.go);
 //   - options.go validates Options, report.go renders the rows, and
 //     harness.go's Run starts the clusters and runs the chosen scenarios.
 //

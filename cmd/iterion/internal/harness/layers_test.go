@@ -31,7 +31,7 @@ var layers = []struct {
 	{"scale scenario", []string{"scale.go", "clock.go", "clock_figures.go"}},
 	{"load scenario", []string{"load.go", "load_slow.go", "load_webhooks.go", "load_runs.go"}},
 	{"group scenario", []string{"group.go", "group_terms.go"}},
-	{"tenants scenario", []string{"tenants.go", "tenants_log.go", "tenants_seed.go"}},
+	{"tenants scenario", []string{"tenants.go", "tenants_log.go", "tenants_seed.go", "tenants_seed_store.go"}},
 	{"options", []string{"options.go"}},
 	{"report", []string{"report.go", "report_clock.go", "tenants_report.go"}},
 	{"run", []string{"harness.go"}},

@@ -276,8 +276,10 @@ func (s tenantsScenario) run(ctx context.Context, c *cluster) (TenantsResult, er
 	return res, nil
 }
 
-// seed seeds every installation's runs through one seeding replica, which
-// never sweeps (its first pass would come an hour after its terms begin).
+// seed seeds every installation's runs (seedStore: the first through one
+// seeding replica's POST /api/runs, the rest written to the store as that
+// one was); the seeding replica never sweeps (its first pass would come an
+// hour after its terms begin).
 func (s tenantsScenario) seed(ctx context.Context, c *cluster, spec replicaSpec) error {
 	seedSpec := spec
 	seedSpec.extra = append(slices.Clone(spec.extra), "--sweep-interval", time.Hour.String())
@@ -290,20 +292,33 @@ func (s tenantsScenario) seed(ctx context.Context, c *cluster, spec replicaSpec)
 	// Round-robin over the installations: the runs seeded at once are of
 	// different installations, whose first run resolves it.
 	var runs []runRequest
+	of := map[string]int64{}
 	for j := range s.runsPer {
 		for id := int64(1); id <= int64(s.installations); id++ {
 			runs = append(runs, tenantRuns(id, s.runsPer)[j])
+			of[tenantRepo(id)] = id
 		}
 	}
-	if err := seedRuns(ctx, c.sim, rs[0].api, runs, tenantsSeedConcurrency, c.interval); err != nil {
+	installationOf := func(r runRequest) int64 { return of[r.Repo] }
+	if err := seedStore(ctx, c, rs[0].api, runs, installationOf, tenantsSeedConcurrency); err != nil {
 		return err
 	}
-	s.logf("tenants: seeded %d installations × %d runs in %v", s.installations, s.runsPer, time.Since(t0).Round(time.Millisecond))
+	s.logf("tenants: seeded %d installations × %d runs in %v (the first through POST /api/runs, the rest written to the store as it stored that one)",
+		s.installations, s.runsPer, time.Since(t0).Round(time.Millisecond))
 	return nil
 }
 
 // tenantsSeedConcurrency is how many runs are seeded at once.
-const tenantsSeedConcurrency = 32
+const tenantsSeedConcurrency = 16
+
+// tenantsMintsPerInterval is a low estimate of the installation tokens a
+// replica starting afresh mints on the App's JWT per interval (the
+// simulator's minute): its CPU-time limit, 90 s of modelled response time
+// a minute at a median of 1 s a request with a log-normal tail
+// (forgesim's latency.go), admits some 45 to 90. A replica count's
+// settling waits an interval more for each that many installations, on
+// top of the 15 every size gets.
+const tenantsMintsPerInterval = 30
 
 // steady waits for n replicas started at tUp to settle, then measures a
 // window of whole intervals; it returns the row and the sweep's requests
@@ -311,7 +326,7 @@ const tenantsSeedConcurrency = 32
 func (s tenantsScenario) steady(ctx context.Context, c *cluster, n int, ids []int64, tUp time.Time) (TenantsRow, map[int64]int64, error) {
 	iv := c.interval
 	row := TenantsRow{Replicas: n}
-	deadline := tUp.Add(c.ttl() + 15*iv + 10*time.Second)
+	deadline := tUp.Add(c.ttl() + time.Duration(15+s.installations/tenantsMintsPerInterval)*iv + 10*time.Second)
 	why := "not looked"
 	for !row.Settled && time.Now().Before(deadline) {
 		clock.Sleep(ctx, iv)

@@ -15,7 +15,7 @@ func tenantsMarkdown(t TenantsResult) string {
 		shards = fmt.Sprint(t.Shards)
 	}
 	fmt.Fprintf(&b, "**Many installations.** One GitHub App installed %d times (`forge-sim --installations %d --repos-per-installation 1 --latency`), "+
-		"%d open runs each, seeded through the simulator's control API and `POST /api/runs`; replicas in App mode (`--github-app-id`, "+
+		"%d open runs each, seeded through the simulator's control API and, the first through `POST /api/runs`, the rest written to the store as it stored that one (the documents compared); replicas in App mode (`--github-app-id`, "+
 		"`--github-private-key-file`, no `--github-installation-id`; `--sweep-shards` %s) at sweep interval %v, the simulator's minute "+
 		"(its latency model and secondary limits compressed alike; sweep TTL %v, retry %v). Every figure comes from the simulator's own "+
 		"request log (`GET /_sim/installations/requests`): each installation's requests by sender, the replica naming itself and its lane "+

@@ -1,0 +1,74 @@
+package forge
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// jwtGate lets one request made with a GitHub App's JWT (a token mint, a
+// listing of the installations, a repository's look-up) through at a
+// time, per AppClient. GitHub allows "no more than 90 seconds of CPU time
+// per 60 seconds of real time", estimated by "the total response time for
+// your API requests" ("About secondary rate limits":
+// https://docs.github.com/rest/using-the-rest-api/rate-limits-for-the-rest-api#about-secondary-rate-limits),
+// and the JWT's requests are one principal's: one at a time, their
+// response times sum to about 60 s a minute at most, so a replica starting
+// with many installations mints their tokens in turn instead of all at
+// once and being refused. Replicas do not share the gate: N of them may
+// together spend up to N × 60 s a minute.
+type jwtGate chan struct{}
+
+func newJWTGate() jwtGate { return make(jwtGate, 1) }
+
+// jwtAnswerWait bounds how long a request sent through the gate is waited
+// for once its caller gave up: GitHub ends a REST request that takes over
+// 10 seconds ("Troubleshooting the REST API", Timeouts:
+// https://docs.github.com/rest/using-the-rest-api/troubleshooting-the-rest-api#timeouts).
+const jwtAnswerWait = 10 * time.Second
+
+// roundTrip sends req through next once it holds the gate, and holds it
+// until GitHub answered. A request whose context ends while it waits for
+// the gate is not sent. One sent is waited for even if its context ends
+// (up to jwtAnswerWait more): GitHub spends the response time either way,
+// and a mint's token, kept by the installation's transport, serves its
+// next request instead of being minted again.
+func (g jwtGate) roundTrip(next http.RoundTripper, req *http.Request) (*http.Response, error) {
+	if g == nil {
+		return next.RoundTrip(req)
+	}
+	select {
+	case g <- struct{}{}:
+	case <-req.Context().Done():
+		return nil, req.Context().Err()
+	}
+	defer func() { <-g }()
+	ctx := context.WithoutCancel(req.Context())
+	if d, ok := req.Context().Deadline(); ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, d.Add(jwtAnswerWait))
+		context.AfterFunc(ctx, cancel) // ends with ctx; the body is read after roundTrip returns
+	}
+	return next.RoundTrip(req.WithContext(ctx))
+}
+
+// Mint makes sure installation id has a token its Client can use: this
+// replica's, else the TokenStore's, else one it mints (through the JWT's
+// gate, within ctx) and stores, as the Client's own requests would; the
+// token is the one they then send. A caller that has more time than one request's deadline (a sweep
+// pass has an interval) waits for its turn here rather than inside a
+// request. An id not in the known set wraps ErrNotInstalled.
+func (a *AppClient) Mint(ctx context.Context, id int64) error {
+	if _, err := a.Installation(id); err != nil {
+		return err
+	}
+	a.mu.Lock()
+	in := a.known[id]
+	a.mu.Unlock()
+	if in == nil || in.tokens == nil {
+		return fmt.Errorf("%w: installation %d is not one of App %d's known installations", ErrNotInstalled, id, a.cfg.AppID)
+	}
+	_, err := in.tokens.token(ctx, "") // its error names the installation
+	return err
+}
