@@ -110,7 +110,7 @@ type AppClient struct {
 
 type appInstallation struct {
 	account string
-	client  *Client                   // made on first use
+	client  *Client           // made on first use
 	tokens  *installationAuth // the client's token source
 }
 
