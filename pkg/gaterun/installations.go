@@ -44,8 +44,12 @@ type InstallationSweep struct {
 type InstallationStore interface {
 	Store
 	// RecordSweeps makes each sweep its installation's last, unless the
-	// one stored has an At as late or later: a replica that records late
-	// (an old term's pass) never hides a newer pass. A sweep that fails
+	// one stored began later, or at the same instant by an Owner that
+	// sorts after or equal to the sweep's: a replica that records late (an
+	// old term's pass) never hides a newer pass, and two passes of one
+	// instant leave the same record whatever order they land in. (Of one
+	// At and Owner, the same pass recorded twice, either's budgets may
+	// stay.) A sweep that fails
 	// Validate is refused with an error wrapping ErrInvalid, and then
 	// nothing of the call is written. An error otherwise means some
 	// sweeps may have been recorded.
@@ -115,7 +119,7 @@ func (s *MemoryStore) RecordSweeps(ctx context.Context, sweeps []InstallationSwe
 		s.sweeps = make(map[int64]InstallationSweep)
 	}
 	for _, sw := range sweeps {
-		if old, ok := s.sweeps[sw.Installation]; !ok || sw.At.After(old.At) {
+		if old, ok := s.sweeps[sw.Installation]; !ok || sw.At.After(old.At) || sw.At.Equal(old.At) && sw.Owner > old.Owner {
 			s.sweeps[sw.Installation] = sw
 		}
 	}

@@ -2,7 +2,12 @@ package gaterun_test
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"iterion.dev/iterion/internal/testing/mongotest"
 	"iterion.dev/iterion/pkg/gaterun"
@@ -21,4 +26,48 @@ func TestMongoInstallationStoreConformance(t *testing.T) {
 		}
 		return s
 	})
+}
+
+// TestMongoSweepsMalformedDocuments pins that an installation_sweeps
+// document of the wrong shape, the flat one of earlier builds included, is
+// an ErrMalformed error from Sweeps naming its _id, never a sweep; and that
+// a record over one with the installation's own _id writes the sweep whole.
+func TestMongoSweepsMalformedDocuments(t *testing.T) {
+	at := time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)
+	last := bson.D{{Key: "at", Value: at}, {Key: "owner", Value: "web-1"}, {Key: "budgets", Value: bson.A{}}}
+	for _, c := range []struct {
+		name string
+		doc  bson.D
+	}{
+		{"flat, before last", bson.D{{Key: "_id", Value: "9"}, {Key: "at", Value: at}, {Key: "owner", Value: "web-1"}}},
+		{"last is a string", bson.D{{Key: "_id", Value: "9"}, {Key: "last", Value: "yesterday"}}},
+		{"last.at is a string", bson.D{{Key: "_id", Value: "9"}, {Key: "last", Value: mongotest.WithField(last, "at", "noon")}}},
+		{"last.owner missing", bson.D{{Key: "_id", Value: "9"}, {Key: "last", Value: mongotest.WithField(last, "owner", nil)}}},
+		{"_id a number", bson.D{{Key: "_id", Value: int64(9)}, {Key: "last", Value: last}}},
+		{"_id not decimal", bson.D{{Key: "_id", Value: "09"}, {Key: "last", Value: last}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			db := mongotest.DB(t)
+			s, err := gaterun.NewMongoStore(context.Background(), db)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := db.Collection(gaterun.SweepsCollection).InsertOne(context.Background(), c.doc); err != nil {
+				t.Fatal(err)
+			}
+			if got, err := s.Sweeps(context.Background()); !errors.Is(err, gaterun.ErrMalformed) || !strings.Contains(err.Error(), "9") {
+				t.Errorf("Sweeps = %v, %v; want ErrMalformed naming _id 9: a malformed document is an error, never a sweep", got, err)
+			}
+			if c.doc[0].Value != "9" {
+				return // another document than installation 9's: a record leaves it, and Sweeps keeps failing on it
+			}
+			sw := gaterun.InstallationSweep{Installation: 9, At: at.Add(time.Minute), Owner: "web-2"}
+			if err := s.RecordSweeps(context.Background(), []gaterun.InstallationSweep{sw}); err != nil {
+				t.Fatalf("RecordSweeps over it: %v", err)
+			}
+			if got, err := s.Sweeps(context.Background()); err != nil || len(got) != 1 || got[0].Owner != "web-2" || !got[0].At.Equal(sw.At) {
+				t.Errorf("Sweeps after a record over it = %+v, %v; want web-2's sweep: a record writes the sweep whole", got, err)
+			}
+		})
+	}
 }

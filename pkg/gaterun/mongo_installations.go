@@ -1,10 +1,11 @@
 package gaterun
 
 import (
+	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -16,19 +17,35 @@ import (
 )
 
 // SweepsCollection is the collection MongoStore keeps installation sweeps
-// in, beside the runs: one small document per installation, _id its ID,
-// so its size is the App's installation count and a pass costs one write
-// per installation.
+// in, beside the runs: one small document per installation, _id its ID
+// in decimal, so its size is the App's installation count and a pass
+// costs one write per installation.
 const SweepsCollection = "installation_sweeps"
 
 var _ InstallationStore = (*MongoStore)(nil)
 
-// sweepDoc is an installation sweep as installation_sweeps keeps it.
+// sweepDoc is an installation sweep as installation_sweeps keeps it: the
+// sweep itself in one field, so that one $max writes it whole or not at
+// all.
 type sweepDoc struct {
-	Installation int64       `bson:"_id"`
-	At           time.Time   `bson:"at"`
-	Owner        string      `bson:"owner"`
-	Budgets      []budgetDoc `bson:"budgets"`
+	ID   string    `bson:"_id"` // sweepID's
+	Last lastSweep `bson:"last"`
+}
+
+// sweepID is installation id's _id in installation_sweeps: its decimal
+// string, as FerretDB v1.24 (the test server) looks up an _id without
+// reading the whole collection only when it is a string or an ObjectID
+// (internal/backends/sqlite/collection.go, Query).
+func sweepID(id int64) string { return strconv.FormatInt(id, 10) }
+
+// lastSweep is a sweepDoc's sweep. Its field order is its order under
+// MongoDB's comparison of embedded documents (key by key, in order:
+// https://www.mongodb.com/docs/manual/reference/bson-type-comparison-order/#objects),
+// which $max keeps the greatest of: the later At, then the greater Owner.
+type lastSweep struct {
+	At      time.Time   `bson:"at"`
+	Owner   string      `bson:"owner"`
+	Budgets []budgetDoc `bson:"budgets"`
 }
 
 // budgetDoc is one budget figure of a sweepDoc.
@@ -54,10 +71,15 @@ func (s *MongoStore) sweepsColl() *mongo.Collection {
 const recordChunk = 50
 
 // RecordSweeps implements InstallationStore, in unordered bulk writes of
-// conditional upserts, recordChunk at a time: a document is replaced only
-// when its at is earlier, and an upsert that finds a later one fails with
-// a duplicate key, which is the refusal the contract asks for, not an
-// error.
+// upserts, recordChunk at a time. Each upsert's filter is the
+// installation's _id alone and its update a $max of the whole sweep
+// (https://www.mongodb.com/docs/manual/reference/operator/update/max/), so
+// the store keeps the greater of the stored and the new sweep in one
+// atomic write, and a late, older pass changes nothing. A filter of a
+// string _id alone is the only one FerretDB v1.24 looks up without reading
+// the whole collection (sweepID): the conditional upserts this replaced
+// (_id and at) made a record of 1,000 installations read 1,000 × 1,000
+// documents (docs/benchmarks.md, "Many installations").
 func (s *MongoStore) RecordSweeps(ctx context.Context, sweeps []InstallationSweep) error {
 	sweeps, err := validateSweeps(sweeps)
 	if err != nil || len(sweeps) == 0 {
@@ -70,59 +92,49 @@ func (s *MongoStore) RecordSweeps(ctx context.Context, sweeps []InstallationSwee
 			budgets[j] = budgetDoc{Resource: b.Resource, Limit: b.Limit, Remaining: b.Remaining, Reset: b.Reset}
 		}
 		models[i] = mongo.NewUpdateOneModel().
-			SetFilter(bson.D{{Key: "_id", Value: sw.Installation}, {Key: "at", Value: bson.D{{Key: "$lt", Value: sw.At}}}}).
-			SetUpdate(bson.D{{Key: "$set", Value: bson.D{{Key: "at", Value: sw.At}, {Key: "owner", Value: sw.Owner}, {Key: "budgets", Value: budgets}}}}).
+			SetFilter(bson.D{{Key: "_id", Value: sweepID(sw.Installation)}}).
+			SetUpdate(bson.D{{Key: "$max", Value: bson.D{{Key: "last", Value: lastSweep{At: sw.At, Owner: sw.Owner, Budgets: budgets}}}}}).
 			SetUpsert(true)
 	}
 	for chunk := range slices.Chunk(models, recordChunk) {
-		_, err = s.sweepsColl().BulkWrite(ctx, chunk, options.BulkWrite().SetOrdered(false))
-		if err != nil && !onlyDuplicateKeys(err) {
+		if _, err := s.sweepsColl().BulkWrite(ctx, chunk, options.BulkWrite().SetOrdered(false)); err != nil {
 			return fmt.Errorf("gaterun: record %d installation sweeps: %w", len(sweeps), err)
 		}
 	}
 	return nil
 }
 
-// onlyDuplicateKeys reports whether err is a bulk write's failure whose
-// every write error is a duplicate key, with no write concern error.
-func onlyDuplicateKeys(err error) bool {
-	var bwe mongo.BulkWriteException
-	if !errors.As(err, &bwe) || bwe.WriteConcernError != nil || len(bwe.WriteErrors) == 0 {
-		return false
-	}
-	for _, we := range bwe.WriteErrors {
-		if !mongo.IsDuplicateKeyError(we) {
-			return false
-		}
-	}
-	return true
-}
-
 // Sweeps implements InstallationStore.
 func (s *MongoStore) Sweeps(ctx context.Context) ([]InstallationSweep, error) {
-	out, err := mongostore.FindAll(ctx, s.sweepsColl(), bson.D{}, options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}), decodeSweep)
+	out, err := mongostore.FindAll(ctx, s.sweepsColl(), bson.D{}, nil, decodeSweep)
 	if err != nil {
 		return nil, fmt.Errorf("gaterun: list installation sweeps: %w", err)
 	}
 	if out == nil {
 		out = []InstallationSweep{}
 	}
+	slices.SortFunc(out, func(x, y InstallationSweep) int { return cmp.Compare(x.Installation, y.Installation) })
 	return out, nil
 }
 
 // decodeSweep turns an installation_sweeps document into a sweep, refusing
-// any document of the wrong shape or with a field Validate refuses.
+// any document of the wrong shape (an _id not sweepID's included) or with
+// a field Validate refuses.
 func decodeSweep(raw bson.Raw) (InstallationSweep, error) {
 	var d sweepDoc
 	if err := bson.Unmarshal(raw, &d); err != nil {
 		return InstallationSweep{}, fmt.Errorf("%w: %s _id %v: %w", ErrMalformed, SweepsCollection, raw.Lookup("_id"), err)
 	}
-	sw := InstallationSweep{Installation: d.Installation, At: d.At.UTC(), Owner: d.Owner}
-	for _, b := range d.Budgets {
+	id, err := strconv.ParseInt(d.ID, 10, 64)
+	if err != nil || sweepID(id) != d.ID {
+		return InstallationSweep{}, fmt.Errorf("%w: %s _id %q is not an installation ID in decimal", ErrMalformed, SweepsCollection, d.ID)
+	}
+	sw := InstallationSweep{Installation: id, At: d.Last.At.UTC(), Owner: d.Last.Owner}
+	for _, b := range d.Last.Budgets {
 		sw.Budgets = append(sw.Budgets, forge.RateLimit{Resource: b.Resource, Limit: b.Limit, Remaining: b.Remaining, Reset: b.Reset.UTC()})
 	}
 	if err := sw.Validate(); err != nil {
-		return InstallationSweep{}, fmt.Errorf("%w: %s _id %d: %w", ErrMalformed, SweepsCollection, d.Installation, err)
+		return InstallationSweep{}, fmt.Errorf("%w: %s _id %q: %w", ErrMalformed, SweepsCollection, d.ID, err)
 	}
 	return sw, nil
 }

@@ -109,15 +109,19 @@ var installationCases = []conformance.Case[gaterun.InstallationStore]{
 			t.Errorf("got %+v, want installation 3 with no budget", got)
 		}
 	}},
-	{Name: "LaterSweepReplacesEarlierNever", Rule: "a sweep replaces the installation's record only when it began later; an older pass recorded late is ignored", Check: func(t *testing.T, s gaterun.InstallationStore) {
+	{Name: "LaterSweepReplacesEarlierNever", Rule: "a sweep replaces the installation's record only when it began later, or at the same instant by a greater owner; an older pass recorded late is ignored", Check: func(t *testing.T, s gaterun.InstallationStore) {
 		record(t, s, sweep(1, "web-1", time.Minute, 4000))
 		record(t, s, sweep(1, "web-2", 0, 3000)) // an old term's pass, late
 		if got := fmt.Sprint(sweeps(t, s)); got != "[1 web-1 4000]" {
 			t.Errorf("after an older sweep: got %s, want [1 web-1 4000]: an older pass never hides a newer one", got)
 		}
-		record(t, s, sweep(1, "web-2", time.Minute, 3000)) // as old as the stored one
+		record(t, s, sweep(1, "web-0", time.Minute, 3000)) // as old as the stored one, by an owner sorting first
 		if got := fmt.Sprint(sweeps(t, s)); got != "[1 web-1 4000]" {
-			t.Errorf("after a sweep as old: got %s, want [1 web-1 4000]: only a later pass replaces", got)
+			t.Errorf("after a sweep as old by web-0: got %s, want [1 web-1 4000]: a pass of the same instant replaces only by a greater owner", got)
+		}
+		record(t, s, sweep(1, "web-2", time.Minute, 3500)) // as old, by an owner sorting after
+		if got := fmt.Sprint(sweeps(t, s)); got != "[1 web-2 3500]" {
+			t.Errorf("after a sweep as old by web-2: got %s, want [1 web-2 3500]: of two passes of one instant the greater owner's stays, in either order", got)
 		}
 		record(t, s, sweep(1, "web-2", 2*time.Minute, 2000))
 		if got := fmt.Sprint(sweeps(t, s)); got != "[1 web-2 2000]" {
