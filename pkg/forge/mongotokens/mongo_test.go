@@ -33,10 +33,10 @@ func TestMalformedDocumentIsANamedErrorWithoutTheToken(t *testing.T) {
 		doc   bson.D
 		field string
 	}{
-		{"token not a string", bson.D{{Key: "_id", Value: int64(7)}, {Key: "token", Value: 42}, {Key: "expires_at", Value: exp}, {Key: "minted_by", Value: "w"}, {Key: "minted_at", Value: exp}}, "token"},
-		{"expiry a string", bson.D{{Key: "_id", Value: int64(7)}, {Key: "token", Value: "ghs_secret"}, {Key: "expires_at", Value: "ghs_secret"}, {Key: "minted_by", Value: "w"}, {Key: "minted_at", Value: exp}}, "expires_at"},
-		{"no expiry", bson.D{{Key: "_id", Value: int64(7)}, {Key: "token", Value: "ghs_secret"}, {Key: "minted_by", Value: "w"}, {Key: "minted_at", Value: exp}}, "expires_at"},
-		{"empty token", bson.D{{Key: "_id", Value: int64(7)}, {Key: "token", Value: ""}, {Key: "expires_at", Value: exp}, {Key: "minted_by", Value: "w"}, {Key: "minted_at", Value: exp}}, "token"},
+		{"token not a string", bson.D{{Key: "_id", Value: "7"}, {Key: "token", Value: 42}, {Key: "expires_at", Value: exp}, {Key: "minted_by", Value: "w"}, {Key: "minted_at", Value: exp}}, "token"},
+		{"expiry a string", bson.D{{Key: "_id", Value: "7"}, {Key: "token", Value: "ghs_secret"}, {Key: "expires_at", Value: "ghs_secret"}, {Key: "minted_by", Value: "w"}, {Key: "minted_at", Value: exp}}, "expires_at"},
+		{"no expiry", bson.D{{Key: "_id", Value: "7"}, {Key: "token", Value: "ghs_secret"}, {Key: "minted_by", Value: "w"}, {Key: "minted_at", Value: exp}}, "expires_at"},
+		{"empty token", bson.D{{Key: "_id", Value: "7"}, {Key: "token", Value: ""}, {Key: "expires_at", Value: exp}, {Key: "minted_by", Value: "w"}, {Key: "minted_at", Value: exp}}, "token"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			coll := db.Collection(mongotokens.Collection)
@@ -64,5 +64,29 @@ func TestMalformedDocumentIsANamedErrorWithoutTheToken(t *testing.T) {
 				t.Errorf("Get(7) after a Put over the malformed document: ok %v, %v; want the fresh token", ok, err)
 			}
 		})
+	}
+}
+
+// TestNumericIDIsNotRead pins that a document keyed by the installation ID
+// as a number, as earlier builds stored it, is not read as the
+// installation's token: Get finds none (so the replica mints one) and a
+// Put writes the decimal _id beside it.
+func TestNumericIDIsNotRead(t *testing.T) {
+	ctx := context.Background()
+	db := mongotest.DB(t)
+	s := mongotokens.NewStore(db)
+	exp := time.Now().Add(time.Hour).UTC().Truncate(time.Millisecond)
+	old := bson.D{{Key: "_id", Value: int64(7)}, {Key: "token", Value: "ghs_old"}, {Key: "expires_at", Value: exp}, {Key: "minted_by", Value: "w"}, {Key: "minted_at", Value: exp}}
+	if _, err := db.Collection(mongotokens.Collection).InsertOne(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok, err := s.Get(ctx, 7); err != nil || ok {
+		t.Fatalf("Get(7) over a numeric _id = %v, ok %v, %v; want none: the _id is the ID in decimal", got.Token != "", ok, err)
+	}
+	if err := s.Put(ctx, forge.InstallationToken{Installation: 7, Token: "ghs_new", ExpiresAt: exp}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := db.Collection(mongotokens.Collection).CountDocuments(ctx, bson.D{{Key: "_id", Value: "7"}}); err != nil || n != 1 {
+		t.Errorf("documents with _id \"7\" after a Put = %d, %v; want 1", n, err)
 	}
 }
