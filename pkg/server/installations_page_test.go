@@ -429,6 +429,51 @@ func TestSweepRecordsSurviveAFailedWrite(t *testing.T) {
 	}
 }
 
+// chunkedSweeps is a run store that counts the sweeps of each
+// RecordSweeps call.
+type chunkedSweeps struct {
+	*gaterun.MemoryStore
+	calls []int
+}
+
+func (s *chunkedSweeps) RecordSweeps(ctx context.Context, sws []gaterun.InstallationSweep) error {
+	s.calls = append(s.calls, len(sws))
+	return s.MemoryStore.RecordSweeps(ctx, sws)
+}
+
+// TestSweepRecorderWritesInChunks pins that the recorder writes a
+// replica's many installations in store calls of at most 100 sweeps each,
+// every one of them written: one call of 1,000 outlived the store timeout
+// on dev-mongo, and none was ever recorded.
+func TestSweepRecorderWritesInChunks(t *testing.T) {
+	f := newViewFixture(t, 3)
+	st := &failingSweeps{MemoryStore: f.runs, fail: true}
+	counted := &chunkedSweeps{MemoryStore: f.runs}
+	runs := &struct{ gaterun.InstallationStore }{st}
+	a := f.replica(t, "replica-a", func(c *server.Config) { c.Runs = runs })
+	const n = 250
+	for id := range int64(n) {
+		a.srv.RecordSweepPass(server.SweepPass{Owner: "replica-a", Installation: id + 1, At: pageNow, Complete: true})
+	}
+	st.fail = false
+	runs.InstallationStore = counted
+	a.srv.RecordSweepPass(server.SweepPass{Owner: "replica-a", Installation: 1, At: pageNow.Add(time.Minute), Complete: true})
+	total := 0
+	for _, c := range counted.calls {
+		if c > 100 {
+			t.Errorf("a RecordSweeps call of %d sweeps, want at most 100: each call fits the store timeout", c)
+		}
+		total += c
+	}
+	got, err := f.runs.Sweeps(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if total != n || len(got) != n {
+		t.Errorf("calls %v wrote %d sweeps, %d recorded; want %d of each: every pending sweep written", counted.calls, total, len(got), n)
+	}
+}
+
 // TestInstallationsShowTheSweepersPassesOnEveryReplica pins the view end
 // to end, on App-mode replicas that sweep: after a few intervals every
 // installation shows a complete pass of the last two intervals, the
