@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"slices"
 	"sync"
@@ -245,24 +246,46 @@ func (a *AppClient) Relist(ctx context.Context) error {
 	return nil
 }
 
+// relistRetry is the first wait before Run lists again after a failed
+// list that no rate limit timed; each failure in a row doubles it, up to
+// the period.
+const relistRetry = 30 * time.Second
+
 // Run lists the installations every RelistEvery (the first time at once)
 // until ctx is done, and returns ctx's error. A failed list is logged and
-// tried again at the next period.
+// tried again sooner than the period, so that a replica whose start-up
+// list failed does not serve no installation for a period: at the
+// limit's reset when a rate limit refused it (RateLimitError.Reset), else
+// after relistRetry, doubling with each failure in a row up to the
+// period; and up to a quarter of that wait later still (at most a minute),
+// at random, so that replicas refused together do not all ask again at
+// the same instant.
 func (a *AppClient) Run(ctx context.Context) error {
 	every := cmp.Or(a.cfg.RelistEvery, DefaultRelistEvery)
 	logger := cmp.Or(a.cfg.Logger, slog.New(slog.DiscardHandler))
 	t := time.NewTimer(0)
 	defer t.Stop()
+	backoff := relistRetry
 	for {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-t.C:
 		}
-		if err := a.Relist(ctx); err != nil && ctx.Err() == nil {
-			logger.Warn("forge: listing the App's installations failed; the known set is kept", "err", err)
+		err := a.Relist(ctx)
+		if err == nil || ctx.Err() != nil {
+			backoff = relistRetry
+			t.Reset(every)
+			continue
 		}
-		t.Reset(every)
+		wait := min(backoff, every)
+		backoff *= 2
+		if rl, ok := errors.AsType[*RateLimitError](err); ok {
+			wait = min(max(time.Until(rl.Reset), 0), every)
+		}
+		wait += rand.N(min(wait/4, time.Minute) + 1)
+		logger.Warn("forge: listing the App's installations failed; the known set is kept, and listed again", "in", wait.Round(time.Second).String(), "err", err)
+		t.Reset(wait)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -253,6 +254,89 @@ func TestRunRelistsEveryPeriodInVirtualTime(t *testing.T) {
 		cancel()
 		if err := <-done; !errors.Is(err, context.Canceled) {
 			t.Fatalf("Run after cancel: %v, want context.Canceled", err)
+		}
+	})
+}
+
+// lossy is a transport whose answers are lost while down is set: the
+// fault of a network or forge that does not answer.
+type lossy struct {
+	next http.RoundTripper
+	down atomic.Bool
+}
+
+func (l *lossy) RoundTrip(req *http.Request) (*http.Response, error) {
+	if l.down.Load() {
+		return nil, errors.New("answer lost")
+	}
+	return l.next.RoundTrip(req)
+}
+
+// TestRunListsAgainSoonAfterAFailedList pins Run's retry: a start-up list
+// whose answer is lost is tried again after 30 s (and up to a quarter
+// more), doubling with each failure in a row, not after the period; one
+// that GitHub's App budget refuses is tried again after the budget's
+// reset, not before; a replica refused at start serves every installation
+// once the list goes through.
+func TestRunListsAgainSoonAfterAFailedList(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sim := forgesim.New()
+		mustSim(t, sim.SeedInstallations(2, 0))
+		tr, stop := forgetest.ServeSimOnPipe(sim)
+		defer stop()
+		net := &lossy{next: tr}
+		net.down.Store(true)
+		rec := &records{}
+		a, err := forge.NewApp(forge.AppConfig{BaseURL: "http://sim/", AppID: 42, PrivateKey: forgetest.AppKey(t), Next: net, RelistEvery: 3 * time.Hour, Logger: slog.New(rec)})
+		mustSim(t, err)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		go a.Run(ctx)
+		synctest.Wait()
+		if n := len(a.Installations()); n != 0 {
+			t.Fatalf("after a lost list: %d installations, want 0", n)
+		}
+		// 30 s, doubled: the second try comes 30–37.5 s after the first,
+		// the third 60–75 s after the second: 90–112.5 s after the first.
+		time.Sleep(38 * time.Second)
+		synctest.Wait()
+		net.down.Store(false)
+		time.Sleep(52*time.Second - time.Millisecond)
+		synctest.Wait()
+		if n := len(a.Installations()); n != 0 {
+			t.Fatalf("before the third try: %d installations, want 0: the wait doubles", n)
+		}
+		time.Sleep(23 * time.Second)
+		synctest.Wait()
+		if n := len(a.Installations()); n != 2 {
+			t.Fatalf("after the third try: %d installations, want 2: a failed list is tried again within minutes, not the period", n)
+		}
+
+		// The App's budget spent: refused until the window's reset, about
+		// an hour later (the client holds back what it sends before).
+		failed := func() (n int) {
+			for _, m := range rec.messages() {
+				if strings.HasPrefix(m, "forge: listing the App's installations failed") {
+					n++
+				}
+			}
+			return n
+		}
+		mustSim(t, sim.SetBudget("app:42", 0))
+		mustSim(t, sim.AddInstallation(3, "late"))
+		time.Sleep(3 * time.Hour) // the period: a list, refused
+		synctest.Wait()
+		refused := failed()
+		mustSim(t, sim.SetBudget("app:42", 5000))
+		time.Sleep(40 * time.Minute) // a retry every 30 s, doubling, would have failed 6 times more
+		synctest.Wait()
+		if failed() != refused {
+			t.Fatalf("%d failed lists after the refusal, want none: a list refused by the budget is tried again at its reset", failed()-refused)
+		}
+		time.Sleep(36 * time.Minute) // the reset, within the hour, and at most a minute more
+		synctest.Wait()
+		if n := len(a.Installations()); n != 3 {
+			t.Fatalf("after the budget's reset: %d installations, want 3: the refused list is tried again at the reset", n)
 		}
 	})
 }
