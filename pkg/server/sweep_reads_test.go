@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -135,4 +136,66 @@ func sameRunIDs(a, b []gaterun.Run) bool {
 		}
 	}
 	return true
+}
+
+// failingAmong is a run store whose UnsettledAmong fails while down is
+// set, and counts its calls.
+type failingAmong struct {
+	gaterun.Store
+	down  atomic.Bool
+	calls atomic.Int64
+}
+
+func (f *failingAmong) UnsettledAmong(ctx context.Context, ids []int64, since time.Time, after gaterun.Cursor, limit int) ([]gaterun.Run, error) {
+	f.calls.Add(1)
+	if f.down.Load() {
+		return nil, context.DeadlineExceeded
+	}
+	return f.Store.UnsettledAmong(ctx, ids, since, after, limit)
+}
+
+// TestSweepReadsBackOffAfterAFailedRead pins the back-off: after a failed
+// read, the replica's other sweepers' lists fail at once with its error,
+// sending the store nothing, for an eighth of an interval; then one read
+// is tried again, and once it succeeds the lists are served as before.
+func TestSweepReadsBackOffAfterAFailedRead(t *testing.T) {
+	ctx, iv := context.Background(), 40*time.Second
+	t0 := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	now := t0.Add(time.Minute)
+	mem, _, _ := readsFixture(t, 20, t0, &now, iv)
+	store := &failingAmong{Store: mem}
+	store.down.Store(true)
+	reads := newSweepReads(store, func() time.Time { return now }, iv)
+	for id := int64(1); id <= 20; id++ {
+		reads.join(id)
+	}
+	list := func(id int64) error {
+		_, err := reads.unsettledIn(ctx, id, now.Add(-time.Hour), gaterun.Cursor{}, 10)
+		return err
+	}
+	for id := int64(1); id <= 20; id++ {
+		if err := list(id); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("installation %d's list with the store timing out: %v, want its error", id, err)
+		}
+		now = now.Add(200 * time.Millisecond) // 20 passes within 4 s, under an eighth of 40 s
+	}
+	if n := store.calls.Load(); n != 1 {
+		t.Errorf("store reads for 20 lists within 4 s of a failed read: %d, want 1: the others wait out the back-off", n)
+	}
+	store.down.Store(false)
+	now = now.Add(iv/8 - 4*time.Second)
+	if err := list(1); err != nil {
+		t.Fatalf("a list an eighth of an interval after the failed read, the store back: %v, want it read", err)
+	}
+	if n := store.calls.Load(); n != 2 {
+		t.Errorf("store reads after the back-off: %d, want 2", n)
+	}
+	for id := int64(2); id <= 20; id++ {
+		if err := list(id); err != nil {
+			t.Fatalf("installation %d after a good read: %v", id, err)
+		}
+	}
+	if n := store.calls.Load(); n != 2 {
+		t.Errorf("store reads for the other 19 after a good read: %d more, want none: the snapshot serves them", n-2)
+	}
 }
