@@ -81,12 +81,12 @@ func TestServeAppModeSharesInstallationTokensThroughMongo(t *testing.T) {
 			}
 			if tc.stored > 0 {
 				var doc struct {
-					ID       int64  `bson:"_id"`
+					ID       string `bson:"_id"`
 					MintedBy string `bson:"minted_by"`
 				}
 				mustSim(coll.FindOne(context.Background(), bson.D{}).Decode(&doc))
-				if doc.ID != 2 || !strings.HasPrefix(doc.MintedBy, "iterion (") {
-					t.Errorf("stored token of installation %d minted by %q, want installation 2's, minted by the replica's name", doc.ID, doc.MintedBy)
+				if doc.ID != "2" || !strings.HasPrefix(doc.MintedBy, "iterion (") {
+					t.Errorf("stored token of installation %s minted by %q, want installation 2's, minted by the replica's name", doc.ID, doc.MintedBy)
 				}
 			}
 			for _, stop := range stops {
