@@ -28,16 +28,9 @@ var _ InstallationStore = (*MongoStore)(nil)
 // sweep itself in one field, so that one $max writes it whole or not at
 // all.
 type sweepDoc struct {
-	ID   string    `bson:"_id"` // sweepID's
+	ID   string    `bson:"_id"` // mongostore.DecimalID's
 	Last lastSweep `bson:"last"`
 }
-
-// sweepID is installation id's _id in installation_sweeps: its decimal
-// string, as FerretDB v1.24 (the test server) pushes a filter down to
-// SQLite only when it is an _id alone, a string or an ObjectID
-// (internal/backends/sqlite/collection.go, Query); any other filter
-// decodes every document of the collection in Go, several times slower.
-func sweepID(id int64) string { return strconv.FormatInt(id, 10) }
 
 // lastSweep is a sweepDoc's sweep. Its field order is its order under
 // MongoDB's comparison of embedded documents (key by key, in order:
@@ -77,10 +70,10 @@ const recordChunk = 50
 // (https://www.mongodb.com/docs/manual/reference/operator/update/max/), so
 // the store keeps the greater of the stored and the new sweep in one
 // atomic write, and a late, older pass changes nothing. A filter of a
-// string _id alone is the only one FerretDB v1.24 pushes down (sweepID):
-// with the conditional upserts this replaced (_id and at), a record of
-// 1,000 installations decoded 1,000 × 1,000 documents, 4× the time
-// (docs/benchmarks.md, "Many installations").
+// string _id alone is the only one FerretDB v1.24 pushes down
+// (mongostore.DecimalID): with the conditional upserts this replaced (_id
+// and at), a record of 1,000 installations decoded 1,000 × 1,000
+// documents, 4× the time (docs/benchmarks.md, "Many installations").
 func (s *MongoStore) RecordSweeps(ctx context.Context, sweeps []InstallationSweep) error {
 	sweeps, err := validateSweeps(sweeps)
 	if err != nil || len(sweeps) == 0 {
@@ -93,7 +86,7 @@ func (s *MongoStore) RecordSweeps(ctx context.Context, sweeps []InstallationSwee
 			budgets[j] = budgetDoc{Resource: b.Resource, Limit: b.Limit, Remaining: b.Remaining, Reset: b.Reset}
 		}
 		models[i] = mongo.NewUpdateOneModel().
-			SetFilter(bson.D{{Key: "_id", Value: sweepID(sw.Installation)}}).
+			SetFilter(bson.D{{Key: "_id", Value: mongostore.DecimalID(sw.Installation)}}).
 			SetUpdate(bson.D{{Key: "$max", Value: bson.D{{Key: "last", Value: lastSweep{At: sw.At, Owner: sw.Owner, Budgets: budgets}}}}}).
 			SetUpsert(true)
 	}
@@ -119,7 +112,7 @@ func (s *MongoStore) Sweeps(ctx context.Context) ([]InstallationSweep, error) {
 }
 
 // decodeSweep turns an installation_sweeps document into a sweep, refusing
-// any document of the wrong shape (an _id not sweepID's included) or with
+// any document of the wrong shape (an _id not mongostore.DecimalID's included) or with
 // a field Validate refuses.
 func decodeSweep(raw bson.Raw) (InstallationSweep, error) {
 	var d sweepDoc
@@ -127,7 +120,7 @@ func decodeSweep(raw bson.Raw) (InstallationSweep, error) {
 		return InstallationSweep{}, fmt.Errorf("%w: %s _id %v: %w", ErrMalformed, SweepsCollection, raw.Lookup("_id"), err)
 	}
 	id, err := strconv.ParseInt(d.ID, 10, 64)
-	if err != nil || sweepID(id) != d.ID {
+	if err != nil || mongostore.DecimalID(id) != d.ID {
 		return InstallationSweep{}, fmt.Errorf("%w: %s _id %q is not an installation ID in decimal", ErrMalformed, SweepsCollection, d.ID)
 	}
 	sw := InstallationSweep{Installation: id, At: d.Last.At.UTC(), Owner: d.Last.Owner}

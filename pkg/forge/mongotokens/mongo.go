@@ -14,7 +14,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -44,16 +43,9 @@ func NewStore(db *mongo.Database) *Store {
 	return &Store{coll: db.Collection(Collection)}
 }
 
-// docID is installation id's _id: its decimal string. FerretDB v1.24, the
-// test server, pushes a filter down to SQLite only when it is an _id
-// alone, a string or an ObjectID (internal/backends/sqlite/collection.go,
-// Query); a numeric _id made every Get decode the whole collection, 1,000
-// documents at 1,000 installations, on each replica's start.
-func docID(id int64) string { return strconv.FormatInt(id, 10) }
-
 // Get implements forge.TokenStore.
 func (s *Store) Get(ctx context.Context, id int64) (forge.InstallationToken, bool, error) {
-	raw, err := s.coll.FindOne(ctx, bson.D{{Key: "_id", Value: docID(id)}}).Raw()
+	raw, err := s.coll.FindOne(ctx, bson.D{{Key: "_id", Value: mongostore.DecimalID(id)}}).Raw()
 	if errors.Is(err, mongo.ErrNoDocuments) {
 		return forge.InstallationToken{}, false, nil
 	}
@@ -109,11 +101,11 @@ func (s *Store) Put(ctx context.Context, tok forge.InstallationToken) error {
 		return err
 	}
 	doc := bson.D{
-		{Key: "_id", Value: docID(tok.Installation)}, {Key: "token", Value: tok.Token},
+		{Key: "_id", Value: mongostore.DecimalID(tok.Installation)}, {Key: "token", Value: tok.Token},
 		{Key: "expires_at", Value: mongostore.Stamp(tok.ExpiresAt)},
 		{Key: "minted_by", Value: tok.MintedBy}, {Key: "minted_at", Value: mongostore.Stamp(tok.MintedAt)},
 	}
-	filter := bson.D{{Key: "_id", Value: docID(tok.Installation)}}
+	filter := bson.D{{Key: "_id", Value: mongostore.DecimalID(tok.Installation)}}
 	opts := options.Replace().SetUpsert(true)
 	_, err := s.coll.ReplaceOne(ctx, filter, doc, opts)
 	if mongo.IsDuplicateKeyError(err) {
@@ -128,7 +120,7 @@ func (s *Store) Put(ctx context.Context, tok forge.InstallationToken) error {
 
 // Drop implements forge.TokenStore: one delete conditional on the token.
 func (s *Store) Drop(ctx context.Context, id int64, token string) error {
-	if _, err := s.coll.DeleteOne(ctx, bson.D{{Key: "_id", Value: docID(id)}, {Key: "token", Value: token}}); err != nil {
+	if _, err := s.coll.DeleteOne(ctx, bson.D{{Key: "_id", Value: mongostore.DecimalID(id)}, {Key: "token", Value: token}}); err != nil {
 		return fmt.Errorf("mongotokens: drop installation %d's token: %w", id, err)
 	}
 	return nil
