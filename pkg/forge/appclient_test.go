@@ -280,15 +280,11 @@ func (l *lossy) RoundTrip(req *http.Request) (*http.Response, error) {
 // once the list goes through.
 func TestRunListsAgainSoonAfterAFailedList(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		sim := forgesim.New()
-		mustSim(t, sim.SeedInstallations(2, 0))
-		tr, stop := forgetest.ServeSimOnPipe(sim)
-		defer stop()
+		sim, tr := pipeSim(t, 2)
 		net := &lossy{next: tr}
 		net.down.Store(true)
 		rec := &records{}
-		a, err := forge.NewApp(forge.AppConfig{BaseURL: "http://sim/", AppID: 42, PrivateKey: forgetest.AppKey(t), Next: net, RelistEvery: 3 * time.Hour, Logger: slog.New(rec)})
-		mustSim(t, err)
+		a := pipeApp(t, tr, forge.AppConfig{Next: net, RelistEvery: 3 * time.Hour, Logger: slog.New(rec)})
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		go a.Run(ctx)
