@@ -276,7 +276,7 @@ func (s tenantsScenario) run(ctx context.Context, c *cluster) (TenantsResult, er
 	return res, nil
 }
 
-// seed seeds every installation's runs (seedStore: the first through one
+// seed seeds every installation's runs (storeSeeder: the first through one
 // seeding replica's POST /api/runs, the rest written to the store as that
 // one was); the seeding replica never sweeps (its first pass would come an
 // hour after its terms begin).
@@ -300,7 +300,12 @@ func (s tenantsScenario) seed(ctx context.Context, c *cluster, spec replicaSpec)
 		}
 	}
 	installationOf := func(r runRequest) int64 { return of[r.Repo] }
-	if err := seedStore(ctx, c, rs[0].api, runs, installationOf, tenantsSeedConcurrency); err != nil {
+	ss, err := newStoreSeeder(ctx, c, rs[0].api, runs[0], installationOf)
+	if err != nil {
+		return err
+	}
+	defer ss.close(ctx)
+	if err := ss.write(ctx, runs[1:], installationOf, tenantsSeedConcurrency); err != nil {
 		return err
 	}
 	s.logf("tenants: seeded %d installations × %d runs in %v (the first through POST /api/runs, the rest written to the store as it stored that one)",
@@ -370,7 +375,10 @@ func (s tenantsScenario) disturb(ctx context.Context, c *cluster, res *TenantsRe
 	iv := c.interval
 	tChurn := time.Now()
 	front := c.replicas[0] // where the simulator sends its webhooks, and the API calls go
-	// Churn: add churn installations, each with its runs, and remove as many.
+	// Churn: add churn installations, each with its runs, and remove as
+	// many. An added installation's first run goes through POST /api/runs
+	// (its repository looked up on the App's JWT), the rest straight to
+	// the store, as seeding wrote them.
 	added := map[int64]time.Time{}
 	next := int64(s.installations) + 1
 	for range s.churn {
@@ -380,7 +388,15 @@ func (s tenantsScenario) disturb(ctx context.Context, c *cluster, res *TenantsRe
 			return err
 		}
 		added[id] = time.Now()
-		if err := seedRuns(ctx, c.sim, front.api, tenantRuns(id, s.runsPer), s.runsPer, iv); err != nil {
+		runs := tenantRuns(id, s.runsPer)
+		of := func(runRequest) int64 { return id }
+		ss, err := newStoreSeeder(ctx, c, front.api, runs[0], of)
+		if err != nil {
+			return err
+		}
+		err = ss.write(ctx, runs[1:], of, tenantsSeedConcurrency)
+		ss.close(ctx)
+		if err != nil {
 			return err
 		}
 	}

@@ -33,7 +33,7 @@ func tenantsMarkdown(t TenantsResult) string {
 			r.Installations, r.PerHour(t.Interval), r.Sweepers, r.Balance, r.LongestGap.Round(time.Millisecond), r.GapInstallation, r.Overlaps, r.Limited)
 	}
 	b.WriteString("\nAt the largest replica count, after its window: installations added (the simulator sends the `installation` " +
-		"webhook to the first replica, then their runs are posted) and as many removed, a signed `pull_request` webhook naming an " +
+		"webhook to the first replica, then each one's first run is posted and the rest written to the store as seeding wrote them) and as many removed, a signed `pull_request` webhook naming an " +
 		"installation the replicas were never told of, and SIGKILL of the last replica. An overlap is two replicas' tenures of one " +
 		"installation sharing an instant, a tenure running from a replica's first sweep request to its last with no pause over a TTL.\n\n")
 	b.WriteString("| goal | measured | met |\n|:---|:---|:---|\n")

@@ -23,60 +23,80 @@ import (
 // two reads (the repository's installation, the offer's runs of its
 // head), which dev-mongo answers by scanning the collection, and each
 // installation one look-up on the App's JWT, whose CPU-time limit admits
-// a few dozen a minute.
+// a few dozen a minute. The churn's added installations are seeded the
+// same way: at 1,000 × 10, its runs posted one by one overran dev-mongo.
 
-// seedStore writes runs, each of installation installationOf(run), into
-// the cluster's store, with conc writes at once, after the simulator's
-// pull request and status of each (as seedRuns). One run, the first, is
-// also posted to front through POST /api/runs, and its document so stored
-// must equal the one written here but for the times: else the error says
-// which fields differ.
-func seedStore(ctx context.Context, c *cluster, front api, runs []runRequest, installationOf func(runRequest) int64, conc int) error {
+// storeSeeder writes runs into the store the cluster's replicas share, as
+// POST /api/runs would have stored them.
+type storeSeeder struct {
+	c      *cluster
+	client *mongo.Client
+	store  *gaterun.MongoStore
+	host   string // the replicas' forge host, as they stored the sample
+}
+
+// newStoreSeeder connects to the cluster's store and posts sample, the
+// first run, to front through POST /api/runs (installation
+// installationOf(sample)); the document so stored must equal the one the
+// seeder writes for it but for the times: else the error says which fields
+// differ. The caller closes the seeder.
+func newStoreSeeder(ctx context.Context, c *cluster, front api, sample runRequest, installationOf func(runRequest) int64) (*storeSeeder, error) {
 	client, err := mongo.Connect(options.Client().ApplyURI("mongodb://" + c.mongoAddr + "/?" + c.mongoQS))
 	if err != nil {
-		return fmt.Errorf("%w: connect to Mongo: %w", ErrProcess, err)
+		return nil, fmt.Errorf("%w: connect to Mongo: %w", ErrProcess, err)
 	}
-	defer client.Disconnect(context.WithoutCancel(ctx))
+	ss := &storeSeeder{c: c, client: client}
 	db := client.Database("iterion") // serve's default --mongo-db
-	store, err := gaterun.NewMongoStore(ctx, db)
-	if err != nil {
-		return fmt.Errorf("%w: %w", ErrProcess, err)
+	if ss.store, err = gaterun.NewMongoStore(ctx, db); err != nil {
+		ss.close(ctx)
+		return nil, fmt.Errorf("%w: %w", ErrProcess, err)
 	}
-	if len(runs) == 0 {
-		return nil
+	if err := ss.check(ctx, db.Collection(gaterun.Collection), front, sample, installationOf); err != nil {
+		ss.close(ctx)
+		return nil, err
 	}
+	return ss, nil
+}
+
+// check posts sample through front and writes it again over a fresh
+// document: the two must agree but for the times.
+func (ss *storeSeeder) check(ctx context.Context, coll *mongo.Collection, front api, sample runRequest, installationOf func(runRequest) int64) error {
 	// The sample, through the API: its host is the replicas' forge host.
-	first := runs[0]
-	if err := seedRuns(ctx, c.sim, front, runs[:1], 1, c.interval); err != nil {
+	if err := seedRuns(ctx, ss.c.sim, front, []runRequest{sample}, 1, ss.c.interval); err != nil {
 		return err
 	}
-	coll := db.Collection(gaterun.Collection)
-	posted, err := runDoc(ctx, coll, first)
+	posted, err := runDoc(ctx, coll, sample)
 	if err != nil {
 		return err
 	}
-	host, _ := posted["host"].(string)
-	asRun := func(r runRequest) gaterun.Run {
-		sha := strings.ToLower(r.HeadSHA)
-		return gaterun.Run{ID: gaterun.ID(host, r.Repo, r.Pull, sha), Host: host, Repo: r.Repo, Pull: r.Pull, HeadSHA: sha,
-			Context: gaterun.DefaultContext, Verdict: gaterun.Verdict(r.Verdict), Installation: installationOf(r)}
-	}
-	// The sample again, written here over a fresh document: the two must
-	// agree.
-	if _, err := coll.DeleteOne(ctx, bson.D{{Key: "_id", Value: asRun(first).ID}}); err != nil {
+	ss.host, _ = posted["host"].(string)
+	if _, err := coll.DeleteOne(ctx, bson.D{{Key: "_id", Value: ss.asRun(sample, installationOf).ID}}); err != nil {
 		return fmt.Errorf("%w: delete the sample run: %w", ErrProcess, err)
 	}
-	if _, err := store.Put(ctx, asRun(first), time.Now()); err != nil {
+	if _, err := ss.store.Put(ctx, ss.asRun(sample, installationOf), time.Now()); err != nil {
 		return fmt.Errorf("%w: %w", ErrProcess, err)
 	}
-	written, err := runDoc(ctx, coll, first)
+	written, err := runDoc(ctx, coll, sample)
 	if err != nil {
 		return err
 	}
 	if diff := docDiff(posted, written, "created_at", "updated_at"); diff != "" {
 		return fmt.Errorf("%w: the run written to the store differs from the one POST /api/runs stored: %s", ErrMeasure, diff)
 	}
+	return nil
+}
 
+// asRun is r as POST /api/runs stores it, of installation installationOf(r).
+func (ss *storeSeeder) asRun(r runRequest, installationOf func(runRequest) int64) gaterun.Run {
+	sha := strings.ToLower(r.HeadSHA)
+	return gaterun.Run{ID: gaterun.ID(ss.host, r.Repo, r.Pull, sha), Host: ss.host, Repo: r.Repo, Pull: r.Pull, HeadSHA: sha,
+		Context: gaterun.DefaultContext, Verdict: gaterun.Verdict(r.Verdict), Installation: installationOf(r)}
+}
+
+// write writes runs, each of installation installationOf(run), into the
+// store, with conc writes at once, after the simulator's pull request and
+// status of each (as seedRuns).
+func (ss *storeSeeder) write(ctx context.Context, runs []runRequest, installationOf func(runRequest) int64, conc int) error {
 	var (
 		wg   sync.WaitGroup
 		mu   sync.Mutex
@@ -86,12 +106,12 @@ func seedStore(ctx context.Context, c *cluster, front api, runs []runRequest, in
 	for range conc {
 		wg.Go(func() {
 			for r := range next {
-				err := c.sim.seedPull(ctx, r.Repo, r.Pull, r.HeadSHA)
+				err := ss.c.sim.seedPull(ctx, r.Repo, r.Pull, r.HeadSHA)
 				if err == nil {
-					err = c.sim.seedStatus(ctx, r.Repo, r.HeadSHA, gateContext, r.Verdict)
+					err = ss.c.sim.seedStatus(ctx, r.Repo, r.HeadSHA, gateContext, r.Verdict)
 				}
 				if err == nil {
-					_, err = store.Put(ctx, asRun(r), time.Now())
+					_, err = ss.store.Put(ctx, ss.asRun(r, installationOf), time.Now())
 				}
 				if err != nil {
 					mu.Lock()
@@ -101,7 +121,7 @@ func seedStore(ctx context.Context, c *cluster, front api, runs []runRequest, in
 			}
 		})
 	}
-	for _, r := range runs[1:] {
+	for _, r := range runs {
 		next <- r
 	}
 	close(next)
@@ -110,6 +130,11 @@ func seedStore(ctx context.Context, c *cluster, front api, runs []runRequest, in
 		return fmt.Errorf("%w: seeding %d runs into the store: %d failed, the first: %w", ErrProcess, len(runs), len(errs), errs[0])
 	}
 	return nil
+}
+
+// close disconnects the seeder from the store.
+func (ss *storeSeeder) close(ctx context.Context) {
+	ss.client.Disconnect(context.WithoutCancel(ctx))
 }
 
 // runDoc is the stored document of run r, found by its repository, pull
