@@ -261,6 +261,16 @@ const relistRetry = 30 * time.Second
 // at random, so that replicas refused together do not all ask again at
 // the same instant.
 func (a *AppClient) Run(ctx context.Context) error {
+	return a.RunInTurn(ctx, nil)
+}
+
+// RunInTurn is Run, each list made in turn: turn (nil: none) is called
+// before each list, returns once this AppClient may list, and gives what
+// to call when the list is done. Replicas sharing one App pass a turn that
+// lets one of them list at a time (the server's lease): their lists, sent
+// together, would spend the App's CPU-time limit together. A list whose
+// ctx ended while it waited for its turn is not made.
+func (a *AppClient) RunInTurn(ctx context.Context, turn func(context.Context) (done func())) error {
 	every := cmp.Or(a.cfg.RelistEvery, DefaultRelistEvery)
 	logger := cmp.Or(a.cfg.Logger, slog.New(slog.DiscardHandler))
 	t := time.NewTimer(0)
@@ -272,7 +282,7 @@ func (a *AppClient) Run(ctx context.Context) error {
 			return ctx.Err()
 		case <-t.C:
 		}
-		err := a.Relist(ctx)
+		err := a.RelistInTurn(ctx, turn)
 		if err == nil || ctx.Err() != nil {
 			backoff = relistRetry
 			t.Reset(every)
@@ -286,6 +296,61 @@ func (a *AppClient) Run(ctx context.Context) error {
 		wait += rand.N(min(wait/4, time.Minute) + 1)
 		logger.Warn("forge: listing the App's installations failed; the known set is kept, and listed again", "in", wait.Round(time.Second).String(), "err", err)
 		t.Reset(wait)
+	}
+}
+
+// RelistInTurn is Relist made in turn (RunInTurn); turn nil: at once.
+func (a *AppClient) RelistInTurn(ctx context.Context, turn func(context.Context) (done func())) error {
+	if turn != nil {
+		done := turn(ctx)
+		defer done()
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+	return a.Relist(ctx)
+}
+
+// InstallationChange is what one installation webhook changed in the
+// known set: the replica it reached tells the others, which Apply it
+// instead of listing the App's installations again. The zero value (ID
+// 0) changed nothing.
+type InstallationChange struct {
+	ID int64
+	// Gone is true when the installation was dropped (deleted,
+	// suspended); else it is known from then on.
+	Gone bool
+	// Account is the installation's account login, "" when unsaid.
+	Account string
+	// Repositories is true when the event changed which repositories
+	// the installation covers.
+	Repositories bool
+}
+
+// Apply makes the known set say what ch says, as another replica's
+// HandleInstallationEvent or HandleInstallationRepositoriesEvent changed
+// its own: a Gone installation is dropped with its client and the
+// repositories resolved to it; another is known (its account, when
+// said, updated), and when its Repositories changed, the repositories
+// resolved to it are forgotten, so the next ForRepo of each asks GitHub
+// again. Applying a change twice is applying it once. It sends no request.
+func (a *AppClient) Apply(ch InstallationChange) {
+	if ch.ID <= 0 {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if ch.Gone {
+		a.dropLocked(ch.ID)
+		return
+	}
+	a.addLocked(ch.ID, ch.Account)
+	if ch.Repositories {
+		for k, v := range a.repos {
+			if v == ch.ID {
+				delete(a.repos, k)
+			}
+		}
 	}
 }
 
@@ -317,23 +382,28 @@ func (a *AppClient) dropLocked(id int64) {
 // created, unsuspend and new_permissions_accepted add the
 // installation (and the repositories the payload lists resolve to it);
 // deleted and suspend drop it. Other actions and an event without an
-// installation ID change nothing. It sends no request.
-func (a *AppClient) HandleInstallationEvent(ev *github.InstallationEvent) {
+// installation ID change nothing. It sends no request, and returns the
+// change, for the other replicas to Apply (the zero value: none).
+func (a *AppClient) HandleInstallationEvent(ev *github.InstallationEvent) InstallationChange {
 	id := ev.GetInstallation().GetID()
 	if id <= 0 {
-		return
+		return InstallationChange{}
 	}
+	account := ev.GetInstallation().GetAccount().GetLogin()
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	switch ev.GetAction() {
 	case "created", "unsuspend", "new_permissions_accepted":
-		a.addLocked(id, ev.GetInstallation().GetAccount().GetLogin())
+		a.addLocked(id, account)
 		for _, r := range ev.Repositories {
 			a.repos[RepoKey(r.GetFullName())] = id
 		}
+		return InstallationChange{ID: id, Account: account, Repositories: len(ev.Repositories) > 0}
 	case "deleted", "suspend":
 		a.dropLocked(id)
+		return InstallationChange{ID: id, Gone: true, Account: account}
 	}
+	return InstallationChange{}
 }
 
 // HandleInstallationRepositoriesEvent keeps the repositories current from
@@ -341,15 +411,18 @@ func (a *AppClient) HandleInstallationEvent(ev *github.InstallationEvent) {
 // (https://docs.github.com/webhooks/webhook-events-and-payloads#installation_repositories):
 // those added resolve to its
 // installation (known from then on), those removed are forgotten, and the
-// next ForRepo for one asks GitHub again. It sends no request.
-func (a *AppClient) HandleInstallationRepositoriesEvent(ev *github.InstallationRepositoriesEvent) {
+// next ForRepo for one asks GitHub again. It sends no request, and
+// returns the change, for the other replicas to Apply (the zero value:
+// none).
+func (a *AppClient) HandleInstallationRepositoriesEvent(ev *github.InstallationRepositoriesEvent) InstallationChange {
 	id := ev.GetInstallation().GetID()
 	if id <= 0 {
-		return
+		return InstallationChange{}
 	}
+	account := ev.GetInstallation().GetAccount().GetLogin()
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.addLocked(id, ev.GetInstallation().GetAccount().GetLogin())
+	a.addLocked(id, account)
 	for _, r := range ev.RepositoriesAdded {
 		a.repos[RepoKey(r.GetFullName())] = id
 	}
@@ -358,6 +431,7 @@ func (a *AppClient) HandleInstallationRepositoriesEvent(ev *github.InstallationR
 			delete(a.repos, k)
 		}
 	}
+	return InstallationChange{ID: id, Account: account, Repositories: true}
 }
 
 // Installations is the known set, by ID.

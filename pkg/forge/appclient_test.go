@@ -169,8 +169,13 @@ func TestForRepoResolvesOnceWithoutCaseAndNamesAnUncoveredRepository(t *testing.
 	}
 }
 
+// TestInstallationWebhooksKeepTheSetCurrentWithoutARequest pins that the
+// installation webhooks keep the set current with no request, and that
+// another replica's AppClient (b), told each change the webhooks made
+// (Apply), knows the same set, with no request either, and asks GitHub
+// again for a repository whose installation's repositories changed.
 func TestInstallationWebhooksKeepTheSetCurrentWithoutARequest(t *testing.T) {
-	var a *forge.AppClient
+	var a, b *forge.AppClient
 	const secret = "s3cret"
 	hooks := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		payload, err := github.ValidatePayload(r, []byte(secret))
@@ -185,20 +190,22 @@ func TestInstallationWebhooksKeepTheSetCurrentWithoutARequest(t *testing.T) {
 		}
 		switch ev := ev.(type) {
 		case *github.InstallationEvent:
-			a.HandleInstallationEvent(ev)
+			b.Apply(a.HandleInstallationEvent(ev))
 		case *github.InstallationRepositoriesEvent:
-			a.HandleInstallationRepositoriesEvent(ev)
+			b.Apply(a.HandleInstallationRepositoriesEvent(ev))
 		}
 		w.WriteHeader(http.StatusAccepted)
 	}))
 	t.Cleanup(hooks.Close)
 	sim, srv := startSim(t, forgesim.WithWebhook(forgesim.Webhook{URL: hooks.URL, Secret: secret, AppID: 42}))
-	a = newApp(t, srv, forge.AppConfig{})
+	a, b = newApp(t, srv, forge.AppConfig{}), newApp(t, srv, forge.AppConfig{})
 	ctx := context.Background()
 	mustSim(t, sim.AddInstallation(9, "acme", "acme/app"))
 	mustSim(t, sim.AddInstallationRepos(9, "acme/web"))
-	if got := a.Installations(); len(got) != 1 || got[0] != (forge.Installation{ID: 9, Account: "acme"}) {
-		t.Fatalf("after the created webhook: %+v, want installation 9 on acme", got)
+	for _, c := range []*forge.AppClient{a, b} {
+		if got := c.Installations(); len(got) != 1 || got[0] != (forge.Installation{ID: 9, Account: "acme"}) {
+			t.Fatalf("after the created webhook: %+v, want installation 9 on acme, told or applied", got)
+		}
 	}
 	for _, repo := range []string{"app", "web"} {
 		if _, id, err := a.ForRepo(ctx, "acme", repo); err != nil || id != 9 {
@@ -208,13 +215,25 @@ func TestInstallationWebhooksKeepTheSetCurrentWithoutARequest(t *testing.T) {
 	if n := sim.Requests(forgesim.Filter{Token: "app:42"}); n != 0 {
 		t.Fatalf("the App sent %d requests, want 0: the webhooks told it everything", n)
 	}
+	// b resolves acme/web itself (one request), then is told its
+	// installation's repositories changed: it asks GitHub again.
+	if _, id, err := b.ForRepo(ctx, "acme", "web"); err != nil || id != 9 {
+		t.Fatalf("b: ForRepo(acme/web) = %d, %v; want 9", id, err)
+	}
 	mustSim(t, sim.RemoveInstallationRepos(9, "acme/web"))
-	if _, _, err := a.ForRepo(ctx, "acme", "web"); !errors.Is(err, forge.ErrNotInstalled) {
-		t.Fatalf("ForRepo of a repository removed from the installation: %v, want ErrNotInstalled", err)
+	for _, c := range []*forge.AppClient{a, b} {
+		if _, _, err := c.ForRepo(ctx, "acme", "web"); !errors.Is(err, forge.ErrNotInstalled) {
+			t.Fatalf("ForRepo of a repository removed from the installation: %v, want ErrNotInstalled", err)
+		}
+	}
+	if n := sim.Requests(forgesim.Filter{Route: repoInstRoute}); n != 3 {
+		t.Fatalf("repository-installation requests: %d, want 3: b's first, then a's and b's again, each having forgotten acme/web", n)
 	}
 	mustSim(t, sim.RemoveInstallation(9))
-	if got := a.Installations(); len(got) != 0 {
-		t.Fatalf("after the deleted webhook: %+v, want none", got)
+	for _, c := range []*forge.AppClient{a, b} {
+		if got := c.Installations(); len(got) != 0 {
+			t.Fatalf("after the deleted webhook: %+v, want none, told or applied", got)
+		}
 	}
 	if sent, failed := sim.Deliveries(); sent != 4 || failed != 0 {
 		t.Fatalf("webhooks: %d sent, %d failed; want 4 handled", sent, failed)
@@ -656,4 +675,55 @@ func TestMintGivesTheInstallationItsToken(t *testing.T) {
 	if err := a.Mint(context.Background(), 9); !errors.Is(err, forge.ErrNotInstalled) {
 		t.Errorf("Mint(9) = %v, want ErrNotInstalled", err)
 	}
+}
+
+// TestRunInTurnListsOnlyInItsTurn pins RunInTurn and RelistInTurn: each
+// list waits for its turn and ends it when done, the periodic ones too;
+// a list whose ctx ends while it waits for its turn is not made.
+func TestRunInTurnListsOnlyInItsTurn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sim := forgesim.New()
+		mustSim(t, sim.SeedInstallations(2, 0))
+		tr, stop := forgetest.ServeSimOnPipe(sim)
+		defer stop()
+		a, err := forge.NewApp(forge.AppConfig{BaseURL: "http://sim/", AppID: 42, PrivateKey: forgetest.AppKey(t), Next: tr, RelistEvery: time.Hour})
+		mustSim(t, err)
+		lists := func() int64 { return sim.Requests(forgesim.Filter{Route: "GET /app/installations"}) }
+		open := make(chan struct{})
+		var turns, dones atomic.Int32
+		turn := func(ctx context.Context) func() {
+			turns.Add(1)
+			select {
+			case <-open:
+			case <-ctx.Done():
+			}
+			return func() { dones.Add(1) }
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- a.RunInTurn(ctx, turn) }()
+		synctest.Wait()
+		if n := lists(); n != 0 || turns.Load() != 1 {
+			t.Fatalf("before its turn: %d lists, %d turns asked; want 0 and 1", n, turns.Load())
+		}
+		close(open)
+		synctest.Wait()
+		if n := lists(); n != 1 || dones.Load() != 1 || len(a.Installations()) != 2 {
+			t.Fatalf("in its turn: %d lists, %d turns ended, %d installations; want 1, 1, 2", n, dones.Load(), len(a.Installations()))
+		}
+		time.Sleep(time.Hour)
+		synctest.Wait()
+		if n := lists(); n != 2 || turns.Load() != 2 || dones.Load() != 2 {
+			t.Fatalf("after the period: %d lists, %d turns asked, %d ended; want 2 each", n, turns.Load(), dones.Load())
+		}
+		cancel()
+		<-done
+
+		never := func(ctx context.Context) func() { <-ctx.Done(); return func() {} }
+		wctx, wcancel := context.WithTimeout(context.Background(), time.Minute)
+		defer wcancel()
+		if err := a.RelistInTurn(wctx, never); !errors.Is(err, context.DeadlineExceeded) || lists() != 2 {
+			t.Fatalf("a list whose turn never came: %v, %d lists; want DeadlineExceeded and none made", err, lists()-2)
+		}
+	})
 }

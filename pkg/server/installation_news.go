@@ -1,71 +1,270 @@
 // Installation news: GitHub delivers each installation webhook to one
 // replica, and the installation's shard may be another's. The replica that
-// handled one says so in the lease store, which every replica lists once
-// an interval; the others then list the App's installations again.
+// handled one says what changed in the lease store, which every replica
+// lists once an interval; the others apply the change as it says. And the
+// replicas list the App's installations one at a time.
 
 package server
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
 	"net/http"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"iterion.dev/iterion/internal/clock"
+	"iterion.dev/iterion/pkg/forge"
 	"iterion.dev/iterion/pkg/lease"
 )
 
-// installationNewsPrefix starts the name of each replica's news lease,
-// app-installations-changed/<owner>: its owner takes it again (moving its
-// expiry) each time it handles an installation webhook, and releases it
-// when it stops. It elects nothing.
+// installationNewsPrefix starts the name of a news lease,
+// app-installations-changed/<id>/<kind>/<account>/<owner>: one change an
+// installation webhook made (newsName), taken by the replica it reached
+// (owner) for newsIntervals sweep intervals and released after. It elects
+// nothing: the other replicas read the change from its name.
 const installationNewsPrefix = "app-installations-changed/"
 
-// newsIntervals is the news lease's TTL in sweep intervals: long enough
-// for every replica's interval list to see it unexpired.
+// newsIntervals is a news lease's TTL in sweep intervals: long enough for
+// every replica's interval list to see it unexpired.
 const newsIntervals = 3
+
+// The kinds of change a news lease names.
+const (
+	newsInstalled    = "installed"
+	newsGone         = "gone"
+	newsRepositories = "repositories"
+)
+
+// newsName is the news lease of change ch made on owner.
+func newsName(ch forge.InstallationChange, owner string) string {
+	kind := newsInstalled
+	switch {
+	case ch.Gone:
+		kind = newsGone
+	case ch.Repositories:
+		kind = newsRepositories
+	}
+	return fmt.Sprintf("%s%d/%s/%s/%s", installationNewsPrefix, ch.ID, kind, ch.Account, owner)
+}
+
+// parseNews is the change and owner a news lease's name says; ok is false
+// for a name that is not one (another version's, say).
+func parseNews(name string) (ch forge.InstallationChange, owner string, ok bool) {
+	rest, ok := strings.CutPrefix(name, installationNewsPrefix)
+	if !ok {
+		return ch, "", false
+	}
+	parts := strings.SplitN(rest, "/", 4)
+	if len(parts) != 4 || parts[3] == "" {
+		return ch, "", false
+	}
+	id, err := strconv.ParseInt(parts[0], 10, 64)
+	if err != nil || id <= 0 {
+		return ch, "", false
+	}
+	ch = forge.InstallationChange{ID: id, Account: parts[2]}
+	switch parts[1] {
+	case newsInstalled:
+	case newsGone:
+		ch.Gone = true
+	case newsRepositories:
+		ch.Repositories = true
+	default:
+		return ch, "", false
+	}
+	return ch, parts[3], true
+}
 
 // installationsChanged applies what an installation webhook changed here
 // at once (the shard terms look at their installations again), and tells
-// the other replicas by taking this replica's news lease again, within
+// the other replicas by taking the change's news lease, within
 // StoreTimeout. A store that does not answer is logged: the others then
 // learn at their hourly re-list.
-func (s *Server) installationsChanged(r *http.Request) {
+func (s *Server) installationsChanged(r *http.Request, ch forge.InstallationChange) {
 	s.sweeps.news.notify()
+	if ch.ID <= 0 {
+		return
+	}
 	ctx, cancel := s.storeCtx(r)
 	defer cancel()
-	_, err := s.cfg.Leases.Acquire(ctx, installationNewsPrefix+s.cfg.Owner, s.cfg.Owner, s.cfg.Now(), newsIntervals*s.cfg.SweepInterval)
-	if err != nil {
-		s.log.Warn("installation change not told to the other replicas; they learn at their next re-list", "err", err)
+	name, ttl := newsName(ch, s.cfg.Owner), newsIntervals*s.cfg.SweepInterval
+	if _, err := s.cfg.Leases.Acquire(ctx, name, s.cfg.Owner, s.cfg.Now(), ttl); err != nil {
+		s.log.Warn("installation change not told to the other replicas; they learn at their next re-list", "installation", ch.ID, "err", err)
+		return
+	}
+	s.sweeps.told(name, s.cfg.Now().Add(ttl))
+}
+
+// told notes this replica's news lease name, expiring at expires, for
+// releaseTold.
+func (g *installationSweeps) told(name string, expires time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.newsTold[name] = expires
+}
+
+// releaseTold releases, within StoreTimeout each, this replica's news
+// leases expired at now, or all of them with all; one the store did not
+// release is tried again next time (all: left to expire, and to
+// otherNews's clearing).
+func (s *Server) releaseTold(ctx context.Context, now time.Time, all bool) {
+	g := s.sweeps
+	g.mu.Lock()
+	var names []string
+	for name, exp := range g.newsTold {
+		if all || !exp.After(now) {
+			names = append(names, name)
+		}
+	}
+	g.mu.Unlock()
+	for _, name := range names {
+		if s.release(ctx, name) || all {
+			g.mu.Lock()
+			delete(g.newsTold, name)
+			g.mu.Unlock()
+		}
 	}
 }
 
-// otherNews lists the lease store within StoreTimeout and reports whether
-// another replica's news lease moved since seen (which it updates);
-// remember notes the leases without reporting them (the first list).
-func (s *Server) otherNews(ctx context.Context, seen map[string]time.Time, remember bool) bool {
+// isTold reports whether name is one of this replica's news leases that
+// releaseTold has yet to release.
+func (g *installationSweeps) isTold(name string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	_, ok := g.newsTold[name]
+	return ok
+}
+
+// otherNews lists the lease store within StoreTimeout and returns the
+// changes other replicas' news leases say that are new or moved since seen
+// (which it updates, forgetting the leases gone from the store), oldest
+// first; remember notes the leases without returning them (the first
+// list, which the start-up re-list covers). A news lease left expired by a
+// replica that died for newsIntervals intervals more is cleared: taken,
+// then released, so the store does not keep them.
+func (s *Server) otherNews(ctx context.Context, seen map[string]time.Time, remember bool) []forge.InstallationChange {
 	insp, ok := s.cfg.Leases.(lease.Inspector)
 	if !ok {
-		return false
+		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.StoreTimeout)
-	defer cancel()
-	hs, err := insp.Holders(ctx)
+	lctx, cancel := context.WithTimeout(ctx, s.cfg.StoreTimeout)
+	hs, err := insp.Holders(lctx)
+	cancel()
 	if err != nil {
-		return false // the next interval lists again
+		return nil // the next interval lists again
 	}
-	news := false
+	type dated struct {
+		ch forge.InstallationChange
+		at time.Time
+	}
+	var news []dated
+	listed := make(map[string]bool, len(hs))
+	now, ttl := s.cfg.Now(), newsIntervals*s.cfg.SweepInterval
 	for _, h := range hs {
-		if !strings.HasPrefix(h.Name, installationNewsPrefix) || h.Owner == s.cfg.Owner {
+		ch, owner, ok := parseNews(h.Name)
+		switch {
+		case !ok:
+			continue // not news
+		case h.Owner == s.cfg.Owner:
+			// This replica's: one it told (releaseTold's), or, expired
+			// and not told here, one it took to clear or told before it
+			// restarted under the same owner.
+			if !h.Expires.After(now) && !s.sweeps.isTold(h.Name) {
+				s.release(ctx, h.Name)
+			}
+			continue
+		case owner != h.Owner:
+			continue // another replica is clearing it
+		}
+		listed[h.Name] = true
+		if h.Expires.Add(ttl).Before(now) {
+			s.clearNews(ctx, h.Name, now)
 			continue
 		}
-		if last, ok := seen[h.Name]; !ok || !last.Equal(h.Expires) {
-			seen[h.Name] = h.Expires
-			news = news || !remember
+		if last, ok := seen[h.Name]; ok && last.Equal(h.Expires) {
+			continue
+		}
+		seen[h.Name] = h.Expires
+		if !remember {
+			news = append(news, dated{ch, h.Expires})
 		}
 	}
-	return news
+	for name := range seen {
+		if !listed[name] {
+			delete(seen, name)
+		}
+	}
+	slices.SortStableFunc(news, func(a, b dated) int { return a.at.Compare(b.at) })
+	out := make([]forge.InstallationChange, len(news))
+	for i, d := range news {
+		out[i] = d.ch
+	}
+	return out
+}
+
+// clearNews takes another replica's long-expired news lease name and
+// releases it: the store forgets it. Taken, its owner is this replica, not
+// the one its name says, so no replica reads it as news meanwhile; a
+// release the store did not answer is made at a later list (otherNews).
+func (s *Server) clearNews(ctx context.Context, name string, now time.Time) {
+	actx, cancel := context.WithTimeout(ctx, s.cfg.StoreTimeout)
+	ok, err := s.cfg.Leases.Acquire(actx, name, s.cfg.Owner, now, s.cfg.StoreTimeout)
+	cancel()
+	if ok && err == nil {
+		s.release(ctx, name)
+	}
+}
+
+// release releases this replica's lease name within StoreTimeout and
+// reports whether the store answered (a lease no longer this replica's
+// is an answer).
+func (s *Server) release(ctx context.Context, name string) bool {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.StoreTimeout)
+	defer cancel()
+	err := s.cfg.Leases.Release(ctx, name, s.cfg.Owner)
+	return err == nil || errors.Is(err, lease.ErrLost)
+}
+
+// installationListLease is the lease a replica holds while it lists the
+// App's installations (listTurn).
+const installationListLease = "app-installations-list"
+
+// listTurn waits until this replica holds the lease app-installations-list
+// (TTL one sweep interval, which a list of 1,000 installations, 10 pages,
+// fits), trying again every tenth of an interval or so, and returns its
+// release. So replicas list the App's installations one at a time: ten
+// replicas starting together, each listing 1,000 installations at about
+// 1.5 s of GitHub's time a page, would ask 150 s of the App's CPU-time
+// limit of 90 s a minute at once ("About secondary rate limits":
+// https://docs.github.com/rest/using-the-rest-api/rate-limits-for-the-rest-api#about-secondary-rate-limits),
+// and be refused. A store that does not answer does not hold the list up:
+// the replica lists. It elects nothing; /leases shows it.
+func (s *Server) listTurn(ctx context.Context) (done func()) {
+	iv := s.cfg.SweepInterval
+	for {
+		actx, cancel := context.WithTimeout(ctx, s.cfg.StoreTimeout)
+		ok, err := s.cfg.Leases.Acquire(actx, installationListLease, s.cfg.Owner, s.cfg.Now(), iv)
+		cancel()
+		if ok || err != nil {
+			if err != nil && ctx.Err() == nil {
+				s.log.Warn("listing the App's installations without the list lease: the lease store did not answer", "err", err)
+			}
+			return func() {
+				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.StoreTimeout)
+				defer cancel()
+				_ = s.cfg.Leases.Release(rctx, installationListLease, s.cfg.Owner) // another's or nobody's: refused or a no-op
+			}
+		}
+		if !clock.Sleep(ctx, iv/10+rand.N(iv/10+1)) {
+			return func() {}
+		}
+	}
 }
 
 // firstListed wakes the shard terms once the App client's first list of
@@ -83,53 +282,53 @@ func (s *Server) firstListed(ctx context.Context) {
 }
 
 // runApp keeps the App client's installations current until ctx is done:
-// its periodic re-list (AppClient.Run), and a re-list when a webhook named
-// an unknown installation (lookUp) or another replica's news lease moved
-// (otherNews, listed at every tick of the sweep interval), at most one
-// between two ticks, so a stream of events costs the App's budget little
-// (a 1,000-installation App lists them in 10 requests): news re-lists at
-// the tick that lists it, a look-up at once unless a re-list was made
-// since the last tick (then at the next). After a re-list the shard terms
-// look at their installations again at once. At the end it releases this
-// replica's news lease.
+// its periodic re-list (AppClient.RunInTurn, in listTurn); the changes
+// other replicas' news leases say (otherNews, listed at every tick of the
+// sweep interval), applied without a request, so an installation webhook
+// costs the App's budget nothing on the replicas it did not reach; and a
+// re-list when a webhook named an unknown installation (lookUp), at once
+// unless one was made since the last tick (then at the next). After
+// either the shard terms look at their installations again at once. At
+// each tick it releases this replica's expired news leases, and at the
+// end all of them.
 func (s *Server) runApp(ctx context.Context) {
 	relisted := make(chan struct{})
 	go func() {
 		defer close(relisted)
-		_ = s.cfg.App.Run(ctx) // returns ctx's error at shutdown
+		_ = s.cfg.App.RunInTurn(ctx, s.listTurn) // returns ctx's error at shutdown
 	}()
 	defer func() { <-relisted }()
 	go s.firstListed(ctx)
-	defer func() {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.StoreTimeout)
-		defer cancel()
-		_ = s.cfg.Leases.Release(rctx, installationNewsPrefix+s.cfg.Owner, s.cfg.Owner) // nobody's: a no-op
-	}()
+	defer s.releaseTold(context.WithoutCancel(ctx), time.Time{}, true)
 	seen := map[string]time.Time{}
 	s.otherNews(ctx, seen, true)
 	tick := time.NewTicker(s.cfg.SweepInterval)
 	defer tick.Stop()
-	listed := false // since the last tick
-	pending := false
+	listed, pending := false, false // a look-up since the last tick; one asked for
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-s.sweeps.lookups:
 			pending = true
-			if listed {
-				continue // waits for the next tick
-			}
 		case <-tick.C:
 			listed = false
-			pending = s.otherNews(ctx, seen, false) || pending
-			if !pending {
-				continue
+			s.releaseTold(ctx, s.cfg.Now(), false)
+			changes := s.otherNews(ctx, seen, false)
+			for _, ch := range changes {
+				s.cfg.App.Apply(ch)
 			}
+			if len(changes) > 0 {
+				s.log.Info("installations changed on other replicas", "changes", len(changes))
+				s.sweeps.news.notify()
+			}
+		}
+		if !pending || listed {
+			continue // a look-up asked for since one was made: at the next tick
 		}
 		pending, listed = false, true
 		lctx, cancel := context.WithTimeout(ctx, s.cfg.OfferTimeout)
-		if err := s.cfg.App.Relist(lctx); err != nil && ctx.Err() == nil {
+		if err := s.cfg.App.RelistInTurn(lctx, s.listTurn); err != nil && ctx.Err() == nil {
 			s.log.Warn("looking installations up failed; the periodic re-list will", "err", err)
 		}
 		cancel()

@@ -35,7 +35,7 @@ type installationSweeps struct {
 	// lookups holds a pending look-up of the App's installations (lookUp).
 	lookups chan struct{}
 	// news wakes the shard terms when the App client's installations
-	// changed here (a webhook, a look-up).
+	// changed here (a webhook, another replica's news, a look-up).
 	news broadcast
 	// reads lists the installations' unsettled runs, one store read for
 	// all those swept here (sweep_reads.go).
@@ -43,6 +43,9 @@ type installationSweeps struct {
 
 	mu       sync.Mutex
 	sweepers map[int64]*sweeper // made on first use, kept while the App knows it
+	// newsTold is this replica's news leases, by name, with their
+	// expiry (installationsChanged, releaseTold).
+	newsTold map[string]time.Time
 	// backingOff and behind are each installation's latest figures, summed
 	// (and or-ed) into the replica's gauges: no series per installation.
 	backingOff      map[int64]int
@@ -89,7 +92,7 @@ func (s *Server) buildSweeper(backingOff, behind prometheus.Gauge) {
 		reads := newSweepReads(s.cfg.Runs, s.cfg.Now, s.cfg.SweepInterval)
 		s.sweeps = &installationSweeps{
 			s: s, app: s.cfg.App, shards: s.cfg.SweepShards, interval: s.cfg.SweepInterval, conc: s.cfg.InstallationConcurrency,
-			sweepers: map[int64]*sweeper{}, backingOff: map[int64]int{}, behind: map[int64]bool{},
+			sweepers: map[int64]*sweeper{}, newsTold: map[string]time.Time{}, backingOff: map[int64]int{}, behind: map[int64]bool{},
 			backingOffGauge: backingOff, behindGauge: behind, lookups: make(chan struct{}, 1), reads: reads,
 			newSweeper: func(id int64) *sweeper {
 				ilog := s.log.With("installation", id)

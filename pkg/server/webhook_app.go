@@ -41,15 +41,13 @@ func (s *Server) appWebhook(w http.ResponseWriter, r *http.Request, event string
 	}
 	switch ev := payload.(type) {
 	case *github.InstallationEvent:
-		s.cfg.App.HandleInstallationEvent(ev)
-		s.installationsChanged(r)
+		s.installationsChanged(r, s.cfg.App.HandleInstallationEvent(ev))
 		s.log.Info("webhook: installation", "installation", ev.GetInstallation().GetID(), "action", ev.GetAction(),
 			"account", ev.GetInstallation().GetAccount().GetLogin())
 		writeJSON(w, http.StatusOK, map[string]any{"installation": ev.GetInstallation().GetID(), "action": ev.GetAction()})
 		return true
 	case *github.InstallationRepositoriesEvent:
-		s.cfg.App.HandleInstallationRepositoriesEvent(ev)
-		s.installationsChanged(r)
+		s.installationsChanged(r, s.cfg.App.HandleInstallationRepositoriesEvent(ev))
 		id := ev.GetInstallation().GetID()
 		ctx, cancel := s.storeCtx(r)
 		moved, err := s.moveRuns(ctx, id, ev.RepositoriesAdded)

@@ -1,0 +1,188 @@
+package server_test
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"iterion.dev/iterion/pkg/forge/forgesim"
+)
+
+// listRoute is the simulator's route of GET /app/installations.
+const listRoute = "GET /app/installations"
+
+// newsLeases is the names of the news leases in c's lease store.
+func newsLeases(t *testing.T, c *cluster) []string {
+	t.Helper()
+	hs, err := c.leases.Holders(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, h := range hs {
+		if strings.HasPrefix(h.Name, "app-installations-changed/") {
+			out = append(out, h.Name+" ("+h.Owner+")")
+		}
+	}
+	return out
+}
+
+// knows reports whether every replica of c knows installation id (want
+// true) or none does (want false), naming the first that does not agree.
+func knows(c *cluster, id int64, want bool) (string, bool) {
+	for _, r := range c.replicas {
+		_, err := r.app.Installation(id)
+		if (err == nil) != want {
+			return r.owner, false
+		}
+	}
+	return "", true
+}
+
+// TestAppModeAnInstallationWebhookReachesEveryReplicaWithoutAList pins
+// installation news: a webhook reaching one replica changes every
+// replica's installations within an interval, an installation created and
+// then deleted alike, with no request to GitHub (no list of the App's
+// installations after the start-up ones, none at all from the replicas it
+// did not reach); the replica it reached releases its news lease once
+// the lease's TTL (3 intervals) has passed, so the store does not keep
+// them.
+func TestAppModeAnInstallationWebhookReachesEveryReplicaWithoutAList(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const interval, shards = time.Minute, 4
+		c, next := newAppCluster(t, 2, true)
+		startAppReplicas(t, c, next, 3, interval, shards, nil)
+		defer c.stopAll()
+		time.Sleep(3 * interval)
+		synctest.Wait()
+		lists := c.sim.Requests(forgesim.Filter{Route: listRoute})
+		if lists != 3 {
+			t.Fatalf("lists of the App's installations at start-up: %d, want 3, one a replica", lists)
+		}
+
+		if err := c.sim.AddInstallation(3, "org-3", appRepo(3)); err != nil {
+			t.Fatal(err)
+		}
+		to := c.replicas[0]
+		if code, body := to.call(t, "POST", "/webhooks/github", "installation", installationEvent("created", 3)); code != http.StatusOK {
+			t.Fatalf("installation created webhook: %d %s, want 200", code, body)
+		}
+		time.Sleep(interval)
+		synctest.Wait()
+		if who, ok := knows(c, 3, true); !ok {
+			t.Fatalf("an interval after installation 3's created webhook reached %s, %s does not know it", to.owner, who)
+		}
+		if err := c.sim.RemoveInstallation(3); err != nil {
+			t.Fatal(err)
+		}
+		if code, body := c.replicas[1].call(t, "POST", "/webhooks/github", "installation", installationEvent("deleted", 3)); code != http.StatusOK {
+			t.Fatalf("installation deleted webhook: %d %s, want 200", code, body)
+		}
+		time.Sleep(interval)
+		synctest.Wait()
+		if who, ok := knows(c, 3, false); !ok {
+			t.Fatalf("an interval after installation 3's deleted webhook, %s still knows it", who)
+		}
+		if n := c.sim.Requests(forgesim.Filter{Route: listRoute}); n != lists {
+			t.Errorf("lists of the App's installations after the webhooks: %d more, want none: the news says what changed", n-lists)
+		}
+		if n := len(newsLeases(t, c)); n != 2 {
+			t.Errorf("news leases while fresh: %v, want 2 (created, deleted)", newsLeases(t, c))
+		}
+		time.Sleep(3 * interval)
+		synctest.Wait()
+		if left := newsLeases(t, c); len(left) != 0 {
+			t.Errorf("news leases 3 intervals after: %v, want none: each is released once its TTL passed", left)
+		}
+	})
+}
+
+// TestAppModeADeadReplicasNewsIsReadThenCleared pins the news of a
+// replica that died before releasing it: the others apply it while it is
+// fresh, and clear it (take it, then release it) once it has been expired
+// a TTL more, without applying it again.
+func TestAppModeADeadReplicasNewsIsReadThenCleared(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const interval, shards = time.Minute, 2
+		c, next := newAppCluster(t, 1, true)
+		startAppReplicas(t, c, next, 2, interval, shards, nil)
+		defer c.stopAll()
+		time.Sleep(2 * interval)
+		synctest.Wait()
+		// The dead replica told the others of installation 1's removal.
+		name := "app-installations-changed/1/gone/org-1/ghost"
+		if ok, err := c.leases.Acquire(context.Background(), name, "ghost", time.Now(), 3*interval); !ok || err != nil {
+			t.Fatalf("Acquire(%s) = %t, %v", name, ok, err)
+		}
+		time.Sleep(interval)
+		synctest.Wait()
+		if who, ok := knows(c, 1, false); !ok {
+			t.Fatalf("an interval after the dead replica's news, %s still knows installation 1", who)
+		}
+		time.Sleep(7 * interval) // expired at 3, cleared after 6
+		synctest.Wait()
+		if left := newsLeases(t, c); len(left) != 0 {
+			t.Errorf("the dead replica's news 8 intervals after: %v, want cleared", left)
+		}
+	})
+}
+
+// listCounter counts GET /app/installations requests in flight through
+// it, and the most at once.
+type listCounter struct {
+	next          http.RoundTripper
+	mu            sync.Mutex
+	now, most, of int
+}
+
+func (l *listCounter) RoundTrip(req *http.Request) (*http.Response, error) {
+	list := req.Method == http.MethodGet && strings.HasSuffix(req.URL.Path, "/app/installations")
+	if list {
+		l.mu.Lock()
+		l.now++
+		l.of++
+		l.most = max(l.most, l.now)
+		l.mu.Unlock()
+		defer func() {
+			l.mu.Lock()
+			l.now--
+			l.mu.Unlock()
+		}()
+	}
+	return l.next.RoundTrip(req)
+}
+
+// TestAppModeReplicasListTheInstallationsOneAtATime pins the list lease:
+// replicas starting together, whose lists each take GitHub's time (the
+// latency model on), list the App's installations one after another,
+// never two at once, and each lists once; and the lease is left free.
+func TestAppModeReplicasListTheInstallationsOneAtATime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const interval, shards = time.Minute, 4
+		c, next := newAppCluster(t, 4, true, forgesim.WithLatency(forgesim.GitHubLatency()))
+		lc := &listCounter{next: next}
+		startAppReplicas(t, c, lc, 4, interval, shards, nil)
+		defer c.stopAll()
+		time.Sleep(3 * interval)
+		synctest.Wait()
+		lc.mu.Lock()
+		most, of := lc.most, lc.of
+		lc.mu.Unlock()
+		if of != 4 || most != 1 {
+			t.Errorf("lists of the App's installations: %d, at most %d at once; want 4, one at a time", of, most)
+		}
+		hs, err := c.leases.Holders(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, h := range hs {
+			if h.Name == "app-installations-list" {
+				t.Errorf("the list lease is held by %s after the lists: want it released", h.Owner)
+			}
+		}
+	})
+}
