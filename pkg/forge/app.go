@@ -107,6 +107,9 @@ type AppClient struct {
 	known  map[int64]*appInstallation
 	repos  map[string]int64 // RepoKey → installation covering it
 	listed time.Time        // last complete list
+	// changed is when a list, a webhook or an Apply last changed what
+	// the set says (Changed).
+	changed time.Time
 }
 
 type appInstallation struct {
@@ -243,6 +246,7 @@ func (a *AppClient) Relist(ctx context.Context) error {
 		}
 	}
 	a.listed = a.now()
+	a.changed = a.listed
 	return nil
 }
 
@@ -340,6 +344,7 @@ func (a *AppClient) Apply(ch InstallationChange) {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.changed = a.now()
 	if ch.Gone {
 		a.dropLocked(ch.ID)
 		return
@@ -394,12 +399,14 @@ func (a *AppClient) HandleInstallationEvent(ev *github.InstallationEvent) Instal
 	defer a.mu.Unlock()
 	switch ev.GetAction() {
 	case "created", "unsuspend", "new_permissions_accepted":
+		a.changed = a.now()
 		a.addLocked(id, account)
 		for _, r := range ev.Repositories {
 			a.repos[RepoKey(r.GetFullName())] = id
 		}
 		return InstallationChange{ID: id, Account: account, Repositories: len(ev.Repositories) > 0}
 	case "deleted", "suspend":
+		a.changed = a.now()
 		a.dropLocked(id)
 		return InstallationChange{ID: id, Gone: true, Account: account}
 	}
@@ -422,6 +429,7 @@ func (a *AppClient) HandleInstallationRepositoriesEvent(ev *github.InstallationR
 	account := ev.GetInstallation().GetAccount().GetLogin()
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.changed = a.now()
 	a.addLocked(id, account)
 	for _, r := range ev.RepositoriesAdded {
 		a.repos[RepoKey(r.GetFullName())] = id
@@ -451,6 +459,17 @@ func (a *AppClient) LastListed() time.Time {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.listed
+}
+
+// Changed is when the installations or the repositories resolved to them
+// last changed by a list (Relist), a webhook (HandleInstallationEvent,
+// HandleInstallationRepositoriesEvent) or another replica's news (Apply);
+// zero before any. A repository no installation covered may be covered
+// since.
+func (a *AppClient) Changed() time.Time {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.changed
 }
 
 // Installation is the Client of installation id, made on first use and

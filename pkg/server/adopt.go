@@ -34,7 +34,8 @@ const adoptIntervals = 5
 // each run's repository up (AppClient.ForRepo, cached) and puts the run
 // under the installation that covers it, which a shard then sweeps. A
 // repository no installation covers is looked up again only after the
-// App's installations were re-listed; its runs are counted in
+// App's installations changed (AppClient.Changed: a re-list, a webhook
+// here, another replica's news); its runs are counted in
 // merge_gate_runs_uncovered and left as they are, never settled or
 // dropped.
 type adopter struct {
@@ -48,7 +49,7 @@ type adopter struct {
 	// pass metrics, under the lease's name.
 	uncovered prometheus.Gauge
 	passes    *netMetrics
-	// misses holds, by forge.RepoKey, the App's LastListed when no
+	// misses holds, by forge.RepoKey, the App's Changed when no
 	// installation covered the repository; only the term's goroutine
 	// uses it.
 	misses map[string]time.Time
@@ -119,7 +120,7 @@ func (a *adopter) adopt(ctx context.Context, p *adoptPass) (time.Time, bool) {
 		a.log.Warn("run adoption: open runs not counted", "err", err)
 		return time.Time{}, false
 	}
-	listed := a.app.LastListed()
+	listed := a.app.Changed()
 	seen := map[string]bool{}
 	for id, n := range open {
 		if n == 0 || a.known(id) {
@@ -162,7 +163,7 @@ func (a *adopter) known(id int64) bool {
 
 // adoptFrom puts each unsettled run of installation from under the
 // installation covering its repository, counting in p. listed is the
-// App's LastListed at the pass's start; seen collects the repositories of
+// App's Changed at the pass's start; seen collects the repositories of
 // the runs it looked at.
 func (a *adopter) adoptFrom(ctx context.Context, from int64, listed time.Time, seen map[string]bool, p *adoptPass) error {
 	var after gaterun.Cursor
@@ -177,7 +178,7 @@ func (a *adopter) adoptFrom(ctx context.Context, from int64, listed time.Time, s
 			key := forge.RepoKey(run.Repo)
 			seen[key] = true
 			if missed, ok := a.misses[key]; ok && !listed.After(missed) {
-				p.uncovered++ // looked up since the last re-list: no news
+				p.uncovered++ // looked up since the last change: no news
 				continue
 			}
 			owner, name := ownerRepo(run)

@@ -11,6 +11,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"iterion.dev/iterion/pkg/forge"
 	"iterion.dev/iterion/pkg/gaterun"
 	"iterion.dev/iterion/pkg/server"
 )
@@ -135,7 +136,16 @@ func TestAppModeAdoptsRunsNoShardSweeps(t *testing.T) {
 		if n := lookUps.count("/repos/org-9/repo-1/installation"); n != 1 {
 			t.Errorf("look-ups of org-9/repo-1 after two more passes without a re-list: %d, want 1: a miss waits for news", n)
 		}
-		// A re-list is news: the next pass looks org-9 up again.
+		// Another replica's news is news: the next pass looks org-9 up
+		// again; and so is a re-list.
+		for _, r := range c.replicas {
+			r.app.Apply(forge.InstallationChange{ID: 1, Account: "org-1", Repositories: true})
+		}
+		time.Sleep(5 * time.Minute)
+		synctest.Wait()
+		if n := lookUps.count("/repos/org-9/repo-1/installation"); n != 2 {
+			t.Errorf("look-ups of org-9/repo-1 after another replica's news and a pass: %d, want 2", n)
+		}
 		for _, r := range c.replicas {
 			if err := r.app.Relist(ctx); err != nil {
 				t.Fatal(err)
@@ -143,8 +153,8 @@ func TestAppModeAdoptsRunsNoShardSweeps(t *testing.T) {
 		}
 		time.Sleep(5 * time.Minute)
 		synctest.Wait()
-		if n := lookUps.count("/repos/org-9/repo-1/installation"); n != 2 {
-			t.Errorf("look-ups of org-9/repo-1 after a re-list and a pass: %d, want 2", n)
+		if n := lookUps.count("/repos/org-9/repo-1/installation"); n != 3 {
+			t.Errorf("look-ups of org-9/repo-1 after a re-list and a pass: %d, want 3", n)
 		}
 	})
 }
