@@ -542,33 +542,8 @@ func TestInstallationsRefreshTheirTokensConcurrently(t *testing.T) {
 	}
 }
 
-// inFlight counts the token mints in flight through it, each held a
-// second (virtual time) whatever its context, and keeps the most at once
-// and when each began.
-type inFlight struct {
-	next      http.RoundTripper
-	mu        sync.Mutex
-	now, most int
-	began     []time.Time
-}
-
-func (t *inFlight) RoundTrip(req *http.Request) (*http.Response, error) {
-	if !strings.HasSuffix(req.URL.Path, "/access_tokens") {
-		return t.next.RoundTrip(req)
-	}
-	t.mu.Lock()
-	t.now++
-	t.most = max(t.most, t.now)
-	t.began = append(t.began, time.Now())
-	t.mu.Unlock()
-	time.Sleep(time.Second)
-	defer func() {
-		t.mu.Lock()
-		t.now--
-		t.mu.Unlock()
-	}()
-	return t.next.RoundTrip(req)
-}
+// mints picks the token mints.
+func mints(req *http.Request) bool { return strings.HasSuffix(req.URL.Path, "/access_tokens") }
 
 // TestAppJWTRequestsGoOneAtATime pins the App JWT's gate: installations
 // minting their tokens at once mint them in turn, so their response times
@@ -580,7 +555,7 @@ func TestAppJWTRequestsGoOneAtATime(t *testing.T) {
 		mustSim(t, sim.SeedInstallations(8, 1))
 		pipe, stop := forgetest.ServeSimOnPipe(sim)
 		defer stop()
-		tr := &inFlight{next: pipe}
+		tr := &forgetest.InFlight{Next: pipe, Match: mints, Hold: time.Second}
 		a, err := forge.NewApp(forge.AppConfig{BaseURL: "http://sim/", AppID: 42, PrivateKey: forgetest.AppKey(t), Next: tr})
 		mustSim(t, err)
 		mustSim(t, a.Relist(context.Background()))
@@ -598,8 +573,8 @@ func TestAppJWTRequestsGoOneAtATime(t *testing.T) {
 			})
 		}
 		wg.Wait()
-		if tr.most != 1 {
-			t.Errorf("token mints in flight at once: %d, want 1: the App's JWT requests go one at a time", tr.most)
+		if most := tr.Most(); most != 1 {
+			t.Errorf("token mints in flight at once: %d, want 1: the App's JWT requests go one at a time", most)
 		}
 		if took := time.Since(start); took < 8*time.Second {
 			t.Errorf("8 mints of a second each took %v, want at least 8s: in turn", took)
@@ -620,7 +595,7 @@ func TestAppJWTMintSentIsWaitedFor(t *testing.T) {
 		mustSim(t, sim.SeedInstallations(2, 1))
 		pipe, stop := forgetest.ServeSimOnPipe(sim)
 		defer stop()
-		tr := &inFlight{next: pipe}
+		tr := &forgetest.InFlight{Next: pipe, Match: mints, Hold: time.Second}
 		a, err := forge.NewApp(forge.AppConfig{BaseURL: "http://sim/", AppID: 42, PrivateKey: forgetest.AppKey(t), Next: tr})
 		mustSim(t, err)
 		mustSim(t, a.Relist(context.Background()))
@@ -642,9 +617,7 @@ func TestAppJWTMintSentIsWaitedFor(t *testing.T) {
 			t.Fatalf("installation 1's next request: %v", err)
 		}
 		time.Sleep(3 * time.Second) // every mint answered
-		tr.mu.Lock()
-		began := tr.began
-		tr.mu.Unlock()
+		began := tr.Began()
 		if len(began) != 2 || began[1].Sub(start) < time.Second {
 			t.Errorf("mints began at %v, want 2, the second at 1s or later: installation 1's token kept, the gate held until GitHub answered", began)
 		}

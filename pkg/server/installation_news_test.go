@@ -4,11 +4,11 @@ import (
 	"context"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"iterion.dev/iterion/internal/testing/forgetest"
 	"iterion.dev/iterion/pkg/forge/forgesim"
 )
 
@@ -131,31 +131,6 @@ func TestAppModeADeadReplicasNewsIsReadThenCleared(t *testing.T) {
 	})
 }
 
-// listCounter counts GET /app/installations requests in flight through
-// it, and the most at once.
-type listCounter struct {
-	next          http.RoundTripper
-	mu            sync.Mutex
-	now, most, of int
-}
-
-func (l *listCounter) RoundTrip(req *http.Request) (*http.Response, error) {
-	list := req.Method == http.MethodGet && strings.HasSuffix(req.URL.Path, "/app/installations")
-	if list {
-		l.mu.Lock()
-		l.now++
-		l.of++
-		l.most = max(l.most, l.now)
-		l.mu.Unlock()
-		defer func() {
-			l.mu.Lock()
-			l.now--
-			l.mu.Unlock()
-		}()
-	}
-	return l.next.RoundTrip(req)
-}
-
 // TestAppModeReplicasListTheInstallationsOneAtATime pins the list lease:
 // replicas starting together, whose lists each take GitHub's time (the
 // latency model on), list the App's installations one after another,
@@ -164,14 +139,14 @@ func TestAppModeReplicasListTheInstallationsOneAtATime(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const interval, shards = time.Minute, 4
 		c, next := newAppCluster(t, 4, true, forgesim.WithLatency(forgesim.GitHubLatency()))
-		lc := &listCounter{next: next}
-		startAppReplicas(t, c, lc, 4, interval, shards, nil)
+		lists := &forgetest.InFlight{Next: next, Match: func(req *http.Request) bool {
+			return req.Method == http.MethodGet && strings.HasSuffix(req.URL.Path, "/app/installations")
+		}}
+		startAppReplicas(t, c, lists, 4, interval, shards, nil)
 		defer c.stopAll()
 		time.Sleep(3 * interval)
 		synctest.Wait()
-		lc.mu.Lock()
-		most, of := lc.most, lc.of
-		lc.mu.Unlock()
+		most, of := lists.Most(), len(lists.Began())
 		if of != 4 || most != 1 {
 			t.Errorf("lists of the App's installations: %d, at most %d at once; want 4, one at a time", of, most)
 		}
