@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"iterion.dev/iterion/cmd/iterion/internal/harness"
+	"iterion.dev/iterion/pkg/server"
 )
 
 // benchHelp is bench's -h.
@@ -50,6 +51,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&o.ClockShallow, "clock-shallow", 500, "runs of the largest clock population left in the shallow window when the rest are aged out of it (negative: no such configuration)")
 	fs.DurationVar(&o.ClockInterval, "clock-interval", 6*time.Second, "the clock scenario's sweep interval and simulator minute (its compressed minute)")
 	fs.IntVar(&o.ClockPasses, "clock-passes", 10, "intervals each clock configuration is measured over, after its first pass")
+	clockConc := fs.String("clock-sweep-concurrency", "1", "sweep concurrencies (serve's --sweep-concurrency) each clock configuration is measured at, side by side, comma-separated")
+	fs.Float64Var(&o.ClockTimeShare, "clock-time-share", 0, "the clock scenario's replicas' --sweep-time-share (0: serve's default)")
 	fs.IntVar(&o.ClockDeepPasses, "clock-deep-passes", 0, "intervals the clock configurations with aged runs are measured over (default the deep-pass period + 12)")
 	fs.IntVar(&o.GroupShards, "group-shards", 64, "shards of the group scenario's lease group")
 	fs.IntVar(&o.GroupReplicas, "group-replicas", 10, "replicas in the group scenario (it halves and restores them)")
@@ -82,6 +85,17 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if o.TenantsReplicas, err = ints("--tenants-replicas", *tenantsReplicas); err != nil {
 		return usageError{err}
+	}
+	if o.ClockConcurrency, err = ints("--clock-sweep-concurrency", *clockConc); err != nil {
+		return usageError{err}
+	}
+	for _, k := range o.ClockConcurrency {
+		if k < 1 || k > server.MaxSweepConcurrency {
+			return usageError{fmt.Errorf("--clock-sweep-concurrency %q: %d is not within 1 to %d", *clockConc, k, server.MaxSweepConcurrency)}
+		}
+	}
+	if o.ClockTimeShare < 0 || o.ClockTimeShare > 1 {
+		return usageError{fmt.Errorf("--clock-time-share %v: want 0 (serve's default) to 1", o.ClockTimeShare)}
 	}
 	if o.ClockReplicas, err = ints("--clock-replicas", *clockReplicas); err != nil {
 		return usageError{err}

@@ -52,7 +52,7 @@ var serveHelp = help{
 		{"server", []string{"listen", "api-token", "api-token-file", "pages-token", "pages-token-file", "public-pages", "webhook-secret", "webhook-secret-file", "log-format", "log-level"}},
 		{"stores", []string{"mongo-uri", "mongo-db", "store-timeout", "delivery-window"}},
 		{"forge", []string{"forge-url", "forge-token", "forge-token-file", "github-app-id", "github-installation-id", "github-private-key-file", "share-installation-tokens", "forge-etag-cache", "forge-timeout"}},
-		{"elected nets", []string{"sweep-interval", "board-repos", "board-interval", "sweep-shards", "installation-concurrency"}},
+		{"elected nets", []string{"sweep-interval", "sweep-time-share", "sweep-concurrency", "board-repos", "board-interval", "sweep-shards", "installation-concurrency"}},
 		{"HTTP limits", []string{"read-header-timeout", "read-timeout", "write-timeout", "idle-timeout", "max-header-bytes", "max-run-body-bytes", "large-webhook-reads", "min-webhook-body-rate", "slow-body-grace"}},
 		{"for comparison measurements only, never in production", []string{"no-lease", "sweep-mode", "sweep-no-time-budget", "measure-group-shards"}},
 	},
@@ -82,6 +82,8 @@ type serveConfig struct {
 	boardInterval  time.Duration
 	sweepShards    int
 	instConc       int
+	timeShare      float64
+	sweepConc      int
 	noLease        bool
 	sweepMode      string
 	noTimeBudget   bool
@@ -118,6 +120,8 @@ func serveFlags(fs *flag.FlagSet, c *serveConfig) (envOf map[string]string) {
 	fs.StringVar(&c.pagesToken, "pages-token", "", "read-only token of the pages (/, /leases, /runs, /board, /installations and their JSON), as a bearer token or a basic auth password; absent: only --api-token opens them. /healthz and /metrics need no token")
 	fs.BoolVar(&c.publicPages, "public-pages", false, "serve the pages without a token: they list repositories, pull requests, heads, issue titles and assignees")
 	fs.DurationVar(&c.sweepInterval, "sweep-interval", server.DefaultSweepInterval, "merge-gate sweeper interval; its lease's TTL is 3 intervals, its retry 1")
+	fs.Float64Var(&c.timeShare, "sweep-time-share", server.DefaultSweepTimeShare, "share (above 0, at most 1) of GitHub's GraphQL CPU-time limit, 60 s a minute, the sweeper may spend in any interval, per installation")
+	fs.IntVar(&c.sweepConc, "sweep-concurrency", 1, fmt.Sprintf("batches a sweep pass may have in flight at once, per installation (1 to %d); 1: one at a time, as GitHub advises. Each needs a whole GitHub timeout (10 s) free in the time budget", server.MaxSweepConcurrency))
 	fs.Func("board-repos", "repositories owner/name,... whose issues the forge board keeps as cards (lease forge-board-sync); absent: no board", func(v string) error {
 		c.boardRepos = nil
 		for _, r := range strings.Split(v, ",") {
@@ -297,6 +301,12 @@ func (c serveConfig) validate() []error {
 	if c.sweepInterval < lease.MinTTL {
 		add("--sweep-interval %v: want at least %v", c.sweepInterval, lease.MinTTL)
 	}
+	if !(c.timeShare > 0 && c.timeShare <= 1) {
+		add("--sweep-time-share %v: want above 0 and at most 1", c.timeShare)
+	}
+	if c.sweepConc < 1 || c.sweepConc > server.MaxSweepConcurrency {
+		add("--sweep-concurrency %d: want 1 to %d", c.sweepConc, server.MaxSweepConcurrency)
+	}
 	if c.boardInterval < lease.MinTTL {
 		add("--board-interval %v: want at least %v", c.boardInterval, lease.MinTTL)
 	}
@@ -452,8 +462,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 		Runs: runs, Leases: leases, Forge: fc, App: app, ForgeHost: c.forgeHost(),
 		SweepShards: c.sweepShards, InstallationConcurrency: c.instConc,
 		APIToken: c.apiToken, PagesToken: c.pagesToken, PublicPages: c.publicPages, WebhookSecret: c.webhookSecret,
-		SweepInterval: c.sweepInterval,
-		Board:         cards, BoardRepos: c.boardRepos, BoardInterval: c.boardInterval,
+		SweepInterval: c.sweepInterval, SweepTimeShare: c.timeShare, SweepConcurrency: c.sweepConc,
+		Board: cards, BoardRepos: c.boardRepos, BoardInterval: c.boardInterval,
 		StoreTimeout: c.storeTimeout, Deliveries: deliveries, DeliveryWindow: c.deliveryWindow, Limits: c.limits,
 		Logger: logger, Registry: reg, Owner: owner,
 	}, server.Comparison{NoLease: c.noLease, SweepMode: server.SweepMode(c.sweepMode), NoSweepTimeBudget: c.noTimeBudget, MeasureGroupShards: c.measureShards})
@@ -467,7 +477,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	logger.Info("iterion serve", "owner", srv.Owner(), "forge_host", c.forgeHost(),
 		"sweep_interval", c.sweepInterval.String(), "board_repos", strings.Join(c.boardRepos, ","),
 		"board_interval", c.boardInterval.String(), "app_mode", c.appMode(), "sweep_shards", c.sweepShards,
-		"installation_concurrency", c.instConc, "public_pages", c.publicPages, "forge_timeout", c.forgeRequestTimeout().String(), "no_lease", c.noLease, "mongo", c.mongoURI != "",
+		"installation_concurrency", c.instConc, "sweep_time_share", c.timeShare, "sweep_concurrency", c.sweepConc, "public_pages", c.publicPages, "forge_timeout", c.forgeRequestTimeout().String(), "no_lease", c.noLease, "mongo", c.mongoURI != "",
 		"shared_installation_tokens", tokens != nil)
 	return srv.Run(ctx, ln)
 }

@@ -43,6 +43,10 @@ const (
 	// interval: half, leaving the rest to the event path and other
 	// clients of the installation.
 	DefaultSweepTimeShare = 0.5
+	// MaxSweepConcurrency bounds Config.SweepConcurrency: GitHub asks
+	// integrations to send their requests serially, so more than a few
+	// in flight for one installation is not offered.
+	MaxSweepConcurrency = 4
 )
 
 // SweepPass reports one pass of the sweeper to sweeperConfig.OnPass.
@@ -127,6 +131,9 @@ type sweeperConfig struct {
 	// Behind, when set, is 1 while the last pass of the current term was
 	// Behind, else 0 (0 once the term ends).
 	Behind prometheus.Gauge
+	// Concurrency is how many batches a pass may have in flight at once;
+	// 0 means 1: one at a time, as GitHub advises.
+	Concurrency int
 }
 
 // sweeper is the merge-gate sweeper: the net that re-offers unsettled runs
@@ -153,6 +160,7 @@ func newSweeper(cfg sweeperConfig) *sweeper {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	cfg.Concurrency = max(cfg.Concurrency, 1)
 	return &sweeper{cfg: cfg}
 }
 
@@ -222,7 +230,7 @@ func (st *sweepTerm) note(run gaterun.Run, out outcome, now time.Time, interval 
 // the first one interval after the term starts (docs/design.md,
 // decision 3), so a term that flaps costs no forge request. Its forge
 // requests are charged to lane merge-gate-sweeper, and go out one at a
-// time.
+// time, or up to sweeperConfig.Concurrency batches at once (offerPage).
 //
 // Every pass sweeps the shallow window (shallowWindow) first. A pass is
 // also deep (deepWindow) when it is the term's first, every DeepEvery-th

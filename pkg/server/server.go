@@ -94,6 +94,15 @@ type Config struct {
 	// SweepInterval is the sweeper's interval; 0 means DefaultSweepInterval.
 	// The sweeper's lease TTL and retry derive from it (MergeGateSweeper).
 	SweepInterval time.Duration
+	// SweepTimeShare is the share, above 0 and at most 1, of GitHub's
+	// GraphQL CPU-time limit (60 s a minute) the sweeper may spend in any
+	// interval, per installation; 0 means DefaultSweepTimeShare.
+	SweepTimeShare float64
+	// SweepConcurrency is how many of a pass's batches may be in flight at
+	// once, per installation, from 1 to MaxSweepConcurrency; 0 means 1:
+	// one at a time, as GitHub advises. The time budget keeps a whole
+	// GitHub timeout free for each batch in flight.
+	SweepConcurrency int
 	// Board keeps the forge board's cards (board.MemoryStore or
 	// board.MongoStore); nil means a new board.MemoryStore. It is unused
 	// without BoardRepos, and GET /board then answers 404.
@@ -244,6 +253,10 @@ func NewForComparison(cfg Config, cmp Comparison) (*Server, error) {
 		return nil, fmt.Errorf("%w: APIToken is empty", ErrConfig)
 	case cfg.PagesToken != "" && strings.TrimSpace(cfg.PagesToken) == "":
 		return nil, fmt.Errorf("%w: PagesToken is blank", ErrConfig)
+	case !(cfg.SweepTimeShare >= 0 && cfg.SweepTimeShare <= 1):
+		return nil, fmt.Errorf("%w: SweepTimeShare %v is not within 0 to 1", ErrConfig, cfg.SweepTimeShare)
+	case cfg.SweepConcurrency < 0 || cfg.SweepConcurrency > MaxSweepConcurrency:
+		return nil, fmt.Errorf("%w: SweepConcurrency %d is not within 0 to %d", ErrConfig, cfg.SweepConcurrency, MaxSweepConcurrency)
 	case cfg.SweepInterval < 0:
 		return nil, fmt.Errorf("%w: SweepInterval %v is negative", ErrConfig, cfg.SweepInterval)
 	case cfg.SweepInterval > 0 && cfg.SweepInterval < lease.MinTTL:

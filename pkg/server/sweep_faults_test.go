@@ -24,7 +24,18 @@ import (
 //     head is settled, and nothing is written on the new head;
 //   - the batch size is back to 100 within 10 intervals of the faults
 //     stopping.
+//
+// It holds one batch at a time (the default), and with two in flight at
+// once (SweepConcurrency 2, with three quarters of GitHub's GraphQL time).
 func TestSweepUnderFaultsLosesNothingAndItsBatchRecovers(t *testing.T) {
+	for _, conc := range []int{1, 2} {
+		t.Run(fmt.Sprintf("concurrency %d", conc), func(t *testing.T) { sweepUnderFaults(t, conc) })
+	}
+}
+
+// sweepUnderFaults is TestSweepUnderFaultsLosesNothingAndItsBatchRecovers
+// with conc batches in flight at once.
+func sweepUnderFaults(t *testing.T, conc int) {
 	synctest.Test(t, func(t *testing.T) {
 		const n, drifted, moved = 1000, 50, 20
 		lat := forgesim.GitHubLatency()
@@ -41,8 +52,11 @@ func TestSweepUnderFaultsLosesNothingAndItsBatchRecovers(t *testing.T) {
 			}
 		}
 		rec := &sweepRecorder{sim: sim}
-		sw := server.NewSweeper(server.SweeperConfig{Runs: runs, Offer: server.NewReconciler(runs, fc, nil), Interval: time.Minute, OnPass: rec.onPass})
-		stop := startSweeper(sw)
+		cfg := server.SweeperConfig{Runs: runs, Offer: server.NewReconciler(runs, fc, nil), Interval: time.Minute, OnPass: rec.onPass, Concurrency: conc}
+		if conc > 1 {
+			cfg.TimeShare = 0.75
+		}
+		stop := startSweeper(server.NewSweeper(cfg))
 		defer stop()
 
 		// 6 intervals at the fault rates, then 2 of a 502 burst.

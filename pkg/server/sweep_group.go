@@ -78,7 +78,7 @@ func (g *installationSweeps) run(ctx context.Context) {
 // each instantiated on first use over its installation's runs and client.
 // backingOff and behind are the replica's gauges.
 func (s *Server) buildSweeper(backingOff, behind prometheus.Gauge) {
-	timeShare := 0.0 // the default
+	timeShare := s.cfg.SweepTimeShare // 0: the default
 	if s.cmp.NoSweepTimeBudget {
 		timeShare = -1
 	}
@@ -99,14 +99,14 @@ func (s *Server) buildSweeper(backingOff, behind prometheus.Gauge) {
 				onPass := s.passes.sweepPass(s.cfg.Now, s.sweepPassed)
 				return newSweeper(sweeperConfig{
 					Runs: installationRuns{s.cfg.Runs, reads, id}, Offer: sweepOffer(newReconcilerOf(s.cfg.Runs, installationForge(s.cfg.App, id), ilog)),
-					Interval: s.cfg.SweepInterval, TimeShare: timeShare, Owner: s.cfg.Owner, Now: s.cfg.Now, Logger: ilog,
+					Interval: s.cfg.SweepInterval, TimeShare: timeShare, Concurrency: s.cfg.SweepConcurrency, Owner: s.cfg.Owner, Now: s.cfg.Now, Logger: ilog,
 					OnPass: func(p SweepPass) { p.Installation = id; onPass(p) },
 				})
 			},
 		}
 	} else {
 		s.sweeper = newSweeper(sweeperConfig{
-			Runs: s.cfg.Runs, Offer: sweepOffer(s.rec), Interval: s.cfg.SweepInterval, TimeShare: timeShare,
+			Runs: s.cfg.Runs, Offer: sweepOffer(s.rec), Interval: s.cfg.SweepInterval, TimeShare: timeShare, Concurrency: s.cfg.SweepConcurrency,
 			Owner: s.cfg.Owner, Now: s.cfg.Now, Logger: s.log, OnPass: s.passes.sweepPass(s.cfg.Now, s.sweepPassed),
 			BackingOff: backingOff, Behind: behind, Watchdog: s.watchdog(MergeGateSweeper(), s.cfg.SweepInterval),
 		})

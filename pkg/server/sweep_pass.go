@@ -210,11 +210,10 @@ func (s *sweeper) showBackingOff(backoff map[string]backoff) {
 }
 
 // offerSince offers the unsettled runs updated since since that come after
-// cur, listing them listPage at a time and offering each page in batches
-// of the term's batch size, skipping the runs backing off at p.At (and,
-// in the deep part, those the shallow part offered), and counts them in
-// p. It returns the cursor after the last batch it finished, why it
-// stopped, and, when a rate limit stopped it, the limit's reset.
+// cur, listing them listPage at a time and offering each page (offerPage),
+// and counts them in p. It returns the cursor after the last run of the
+// runs it offered in order, why it stopped, and, when a rate limit
+// stopped it, the limit's reset.
 func (s *sweeper) offerSince(ctx context.Context, ps *sweepPassState, since time.Time, cur gaterun.Cursor) (_ gaterun.Cursor, _ passStop, resume time.Time) {
 	for {
 		page, err := s.cfg.Runs.Unsettled(ctx, since, cur, listPage)
@@ -222,30 +221,12 @@ func (s *sweeper) offerSince(ctx context.Context, ps *sweepPassState, since time
 			s.cfg.Logger.Warn("sweep stopped: cannot list runs", "err", err)
 			return cur, stopFailed, time.Time{}
 		}
-		for i := 0; i < len(page); {
-			if stop, must := s.mustStop(ctx, ps); must {
-				return cur, stop, time.Time{}
-			}
-			n := min(ps.st.batch, len(page)-i)
-			chunk := page[i : i+n]
-			offered, limited, reset, timedOut := s.offerChunk(ctx, ps, chunk)
-			if limited {
-				return cur, stopLimited, reset
-			}
-			if timedOut && n > minSweepBatch {
-				// The same runs again, in a smaller query.
-				ps.timedOut = true
-				ps.st.batch = max(n/2, minSweepBatch)
-				continue
-			}
-			if timedOut && !ps.deep {
-				// Already the smallest query: once more after the rest of
-				// the shallow window (offerAgain).
-				ps.again = append(ps.again, offered...)
-			}
-			ps.timedOut = ps.timedOut || timedOut
-			i += n
-			cur = gaterun.CursorAt(chunk[n-1])
+		done, stop, resume := s.offerPage(ctx, ps, page)
+		if done > 0 {
+			cur = gaterun.CursorAt(page[done-1])
+		}
+		if stop != stopDone {
+			return cur, stop, resume
 		}
 		if len(page) < listPage {
 			if ctx.Err() != nil {
@@ -254,6 +235,137 @@ func (s *sweeper) offerSince(ctx context.Context, ps *sweepPassState, since time
 			return cur, stopDone, time.Time{}
 		}
 	}
+}
+
+// span is the runs page[from:to] of a page being offered.
+type span struct{ from, to int }
+
+// flown is a span's batch once its forge read answered.
+type flown struct {
+	sp   span
+	sent sentBatch
+}
+
+// offerPage offers page in batches of the term's batch size, skipping the
+// runs backing off at p.At (and, in the deep part, those the shallow part
+// offered), with up to the sweeper's Concurrency batches in flight at
+// once (the time budget keeping a whole GitHub timeout free for each).
+// A batch that times out is offered again in halves before the pass goes
+// past it, down to minSweepBatch; one that times out at that size is
+// passed, and in the shallow part kept for offerAgain. A rate limit, the
+// time budget or ctx stops the sending of batches; those in flight are
+// waited for. It returns how many runs of the page, from its start, were
+// all offered (the cursor goes after the last), why it stopped, and, when
+// a rate limit stopped it, the limit's reset.
+func (s *sweeper) offerPage(ctx context.Context, ps *sweepPassState, page []gaterun.Run) (done int, stop passStop, resume time.Time) {
+	var (
+		pending []span // halves of timed-out batches, offered first, in page order
+		next    int    // the first run in no span yet
+		flying  int
+		offered = make([]bool, len(page))
+		answers = make(chan flown, s.cfg.Concurrency)
+	)
+	finish := func(sp span) {
+		for i := sp.from; i < sp.to; i++ {
+			offered[i] = true
+		}
+		for done < len(page) && offered[done] {
+			done++
+		}
+	}
+	answered := func(f flown) {
+		flying--
+		limited, reset, timedOut := s.record(ps, f.sent)
+		n := f.sp.to - f.sp.from
+		switch {
+		case limited:
+			if stop != stopLimited {
+				stop, resume = stopLimited, reset
+			}
+			return
+		case timedOut && n > minSweepBatch:
+			// The same runs again, in smaller queries.
+			ps.timedOut = true
+			ps.st.batch = max(n/2, minSweepBatch)
+			if flying == 0 && len(pending) == 0 && next == f.sp.to {
+				next = f.sp.from // one at a time: from the batch's start, in the new size
+				return
+			}
+			pending = insertSpans(pending, halves(f.sp, ps.st.batch))
+			return
+		case timedOut && !ps.deep:
+			// Already the smallest query: once more after the rest of the
+			// shallow window (offerAgain).
+			ps.again = append(ps.again, f.sent.runs...)
+		}
+		ps.timedOut = ps.timedOut || timedOut
+		finish(f.sp)
+	}
+	for {
+		for stop == stopDone && flying < s.cfg.Concurrency && (len(pending) > 0 || next < len(page)) {
+			if flying > 0 && !s.roomForAnother(ps, flying) {
+				break // the next batch waits for one in flight
+			}
+			if why, must := s.mustStop(ctx, ps); must {
+				if flying == 0 {
+					stop = why
+				}
+				break // else judged again once those in flight answered
+			}
+			var sp span
+			if len(pending) > 0 {
+				sp, pending = pending[0], pending[1:]
+			} else {
+				sp = span{next, min(next+ps.st.batch, len(page))}
+				next = sp.to
+			}
+			batch := s.pick(ps, page[sp.from:sp.to])
+			if len(batch) == 0 {
+				finish(sp)
+				continue
+			}
+			flying++
+			go func() { answers <- flown{sp, s.send(ctx, batch)} }()
+		}
+		if flying == 0 {
+			return done, stop, resume
+		}
+		answered(<-answers)
+	}
+}
+
+// halves splits sp into runs of at most size, as even as can be.
+func halves(sp span, size int) []span {
+	n := sp.to - sp.from
+	k := (n + size - 1) / size
+	out := make([]span, 0, k)
+	for i := range k {
+		out = append(out, span{sp.from + i*n/k, sp.from + (i+1)*n/k})
+	}
+	return out
+}
+
+// insertSpans is pending with add inserted in page order.
+func insertSpans(pending, add []span) []span {
+	out := append(pending, add...)
+	slices.SortFunc(out, func(a, b span) int { return a.from - b.from })
+	return out
+}
+
+// roomForAnother reports whether one more batch may be sent now beside
+// flying ones: the time budget has room for it now with a whole GitHub
+// timeout (longestBatch) kept free for each of them, and it could end
+// within the pass's interval.
+func (s *sweeper) roomForAnother(ps *sweepPassState, flying int) bool {
+	if s.cfg.TimeShare < 0 {
+		return true
+	}
+	now, longest := s.cfg.Now(), s.longestBatch()
+	reserve := time.Duration(flying) * longest
+	if now.Add(longest).After(ps.deadline) || ps.budget < reserve+longest {
+		return false
+	}
+	return !ps.st.roomAt(now, s.cfg.Interval, ps.budget-reserve, longest).After(now)
 }
 
 // mustStop reports whether the pass must stop before its next batch, after
@@ -327,66 +439,103 @@ func (s *sweeper) outOfTime(ctx context.Context, ps *sweepPassState) bool {
 }
 
 // offerChunk offers, in one batch, the runs of chunk not backing off at
-// p.At (nor offered by the shallow part, when ps.skip), notes their
-// outcomes, and counts the batch and its time in p. It returns the runs
-// it offered, and reports whether a forge rate limit stopped the batch,
-// with the limit's reset (an interval from now when the limit names
-// none), and whether the query timed out.
+// p.At (nor offered by the shallow part, when ps.skip), and records the
+// batch (record). It returns the runs it offered, and reports whether a
+// forge rate limit stopped the batch, with the limit's reset, and whether
+// the query timed out.
 func (s *sweeper) offerChunk(ctx context.Context, ps *sweepPassState, chunk []gaterun.Run) (batch []gaterun.Run, limited bool, resume time.Time, timedOut bool) {
-	st, p := ps.st, ps.p
-	batch = make([]gaterun.Run, 0, len(chunk))
+	batch = s.pick(ps, chunk)
+	if len(batch) == 0 {
+		return nil, false, time.Time{}, false
+	}
+	sent := s.send(ctx, batch)
+	limited, resume, timedOut = s.record(ps, sent)
+	return batch, limited, resume, timedOut
+}
+
+// pick is the runs of chunk to offer: those not backing off at p.At
+// (counted in p.BackingOff), nor, when ps.skip, offered by the shallow
+// part.
+func (s *sweeper) pick(ps *sweepPassState, chunk []gaterun.Run) []gaterun.Run {
+	batch := make([]gaterun.Run, 0, len(chunk))
 	for _, run := range chunk {
 		switch {
 		case ps.skip && ps.offered[run.ID]:
 			continue
-		case p.At.Before(st.backoff[run.ID].until):
-			p.BackingOff++
+		case ps.p.At.Before(ps.st.backoff[run.ID].until):
+			ps.p.BackingOff++
 			continue
 		}
 		batch = append(batch, run)
 	}
-	if len(batch) == 0 {
-		return nil, false, time.Time{}, false
-	}
+	return batch
+}
+
+// sentBatch is one batch offered: its runs, their outcomes and the
+// error, when it began and the forge time it took.
+type sentBatch struct {
+	runs  []gaterun.Run
+	outs  []outcome
+	err   error
+	began time.Time
+	took  time.Duration
+}
+
+// send offers batch in one forge read, timing it. It touches no pass
+// state, so batches may be sent concurrently.
+func (s *sweeper) send(ctx context.Context, batch []gaterun.Run) sentBatch {
 	began := s.cfg.Now()
 	tctx, timer := withForgeTimer(ctx, s.cfg.Now)
 	outs, err := s.cfg.Offer.OfferBatch(tctx, batch)
-	took := timer.Took()
-	p.ForgeTime += took
-	st.spent = append(st.spent, spentBatch{began, took})
+	return sentBatch{runs: batch, outs: outs, err: err, began: began, took: timer.Took()}
+}
+
+// record notes a sent batch's outcomes and counts it and its time in p
+// (its time in the term's spent batches, in order of beginning). It
+// reports whether a forge rate limit stopped the batch, with the limit's
+// reset (an interval from now when the limit names none), and whether the
+// query timed out.
+func (s *sweeper) record(ps *sweepPassState, b sentBatch) (limited bool, resume time.Time, timedOut bool) {
+	st, p := ps.st, ps.p
+	p.ForgeTime += b.took
+	at := len(st.spent)
+	for at > 0 && st.spent[at-1].began.After(b.began) {
+		at--
+	}
+	st.spent = slices.Insert(st.spent, at, spentBatch{b.began, b.took})
 	ps.batches++
-	for i, out := range outs {
-		st.note(batch[i], out, p.At, s.cfg.Interval)
+	for i, out := range b.outs {
+		st.note(b.runs[i], out, p.At, s.cfg.Interval)
 		if !ps.deep {
-			ps.offered[batch[i].ID] = true
+			ps.offered[b.runs[i].ID] = true
 		}
 	}
-	p.Offered += len(batch)
-	if !errors.Is(err, forge.ErrRateLimited) {
+	p.Offered += len(b.runs)
+	if !errors.Is(b.err, forge.ErrRateLimited) {
 		p.ForgeReads++
-		if !slices.ContainsFunc(outs, func(o outcome) bool { return o != outcomeFailed }) {
+		if !slices.ContainsFunc(b.outs, func(o outcome) bool { return o != outcomeFailed }) {
 			p.ForgeErrors++
 			// A 502 or 504 that came once the query had run as long as
 			// GitHub lets one run is GitHub stopping the query: it was too
 			// slow, GitHub is not down, so the batch is halved and no pass
 			// is skipped for it. One that came sooner is a failing forge.
-			stopped := errors.Is(err, forge.ErrQueryTimeout) && took >= s.longestBatch()
-			if errors.Is(err, forge.ErrServer) && !stopped {
+			stopped := errors.Is(b.err, forge.ErrQueryTimeout) && b.took >= s.longestBatch()
+			if errors.Is(b.err, forge.ErrServer) && !stopped {
 				p.ServerErrors++
 			}
 		}
-		if errors.Is(err, forge.ErrQueryTimeout) {
+		if errors.Is(b.err, forge.ErrQueryTimeout) {
 			p.Timeouts++
 			timedOut = true
 		}
-		return batch, false, time.Time{}, timedOut
+		return false, time.Time{}, timedOut
 	}
 	resume = s.cfg.Now().Add(s.cfg.Interval)
 	rl := (*forge.RateLimitError)(nil)
-	if errors.As(err, &rl) {
+	if errors.As(b.err, &rl) {
 		resume = rl.Reset
 		p.Limited = rl.Cause
 	}
-	s.cfg.Logger.Warn("sweep stopped: rate limited", "until", resume, "err", err)
-	return batch, true, resume, false
+	s.cfg.Logger.Warn("sweep stopped: rate limited", "until", resume, "err", b.err)
+	return true, resume, false
 }

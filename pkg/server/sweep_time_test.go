@@ -66,14 +66,17 @@ func sweepFor(sw *server.Sweeper, rec *sweepRecorder, d time.Duration) []server.
 // a limit met mid-pass stops the pass after at most one more request, the
 // pass reports the limit's cause, no request goes out before the limit's
 // reset, and the next pass, after the reset, checks the runs the stopped
-// one did not reach.
+// one did not reach; with two batches in flight at once too, the other
+// being the one more request.
 func TestSweepStopsAtAGraphQL200Limit(t *testing.T) {
 	for _, c := range []struct {
 		name  string
 		cause forge.RateLimitCause
+		conc  int // batches in flight at once
 	}{
-		{"primary RATE_LIMITED", forge.CausePrimary},
-		{"secondary message", forge.CauseSecondary},
+		{"primary RATE_LIMITED", forge.CausePrimary, 1},
+		{"secondary message", forge.CauseSecondary, 1},
+		{"primary RATE_LIMITED, two batches at once", forge.CausePrimary, 2},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -83,7 +86,8 @@ func TestSweepStopsAtAGraphQL200Limit(t *testing.T) {
 				defer stopSim()
 				sim.ResetStats()
 				rec := &sweepRecorder{sim: sim}
-				sw := server.NewSweeper(server.SweeperConfig{Runs: runs, Offer: server.NewReconciler(runs, fc, nil), Interval: time.Minute, OnPass: rec.onPass})
+				sw := server.NewSweeper(server.SweeperConfig{Runs: runs, Offer: server.NewReconciler(runs, fc, nil), Interval: time.Minute, OnPass: rec.onPass,
+					Concurrency: c.conc})
 				start := time.Now()
 				stop := startSweeper(sw)
 				defer stop()

@@ -47,6 +47,8 @@ const (
 // figures for its installation.
 type ClockRow struct {
 	Runs, Shallow, Replicas int
+	// Concurrency is the replicas' --sweep-concurrency.
+	Concurrency int
 	// Faults: 1% of GraphQL queries were answered 502 over the window,
 	// and Moved pull requests got a new head as it opened.
 	Faults bool
@@ -95,7 +97,11 @@ type clockScenario struct {
 	// deepPasses the same for those with runs aged out (long enough for a
 	// deep-pass period).
 	passes, deepPasses int
-	logf               func(format string, args ...any)
+	// concurrency are the sweep concurrencies each configuration is
+	// measured at; timeShare the replicas' time share (0: serve's default).
+	concurrency []int
+	timeShare   float64
+	logf        func(format string, args ...any)
 }
 
 // startCluster starts the clock scenario's cluster in dir: the simulator's
@@ -120,17 +126,25 @@ func (s clockScenario) run(ctx context.Context, c *cluster) ([]ClockRow, error) 
 	}
 	var pop []runRequest
 	installation := 0
-	measure := func(shallow, n, passes int, faults bool) error {
+	measureAt := func(shallow, n, passes int, faults bool, conc int) error {
 		installation++
-		row, err := s.one(ctx, c, clockConfig{pop: pop, shallow: shallow, replicas: n, passes: passes, faults: faults, installation: installation, key: key})
+		row, err := s.one(ctx, c, clockConfig{pop: pop, shallow: shallow, replicas: n, passes: passes, faults: faults, installation: installation, key: key, concurrency: conc})
 		if err != nil {
-			return fmt.Errorf("%d runs (%d shallow), %d replicas, faults %v: %w", len(pop), shallow, n, faults, err)
+			return fmt.Errorf("%d runs (%d shallow), %d replicas, faults %v, concurrency %d: %w", len(pop), shallow, n, faults, conc, err)
 		}
 		rows = append(rows, row)
-		s.logf("clock runs=%-5d shallow=%-5d N=%-2d faults=%-5v GraphQL max %5.1f s/min  points %5.1f/interval  refusals %d  longest unchecked %.1f (shallow) %.1f (deep) intervals  repaired %d/%d in %.1f intervals  pass ÷ interval %.2f mean %.2f max  behind %d of %d  wrong commit %d",
-			row.Runs, row.Shallow, n, faults, row.MaxGraphQLMinute(), row.PointsPerInterval(), row.RefusalsTotal(),
+		s.logf("clock runs=%-5d shallow=%-5d N=%-2d conc=%d faults=%-5v GraphQL max %5.1f s/min  points %5.1f/interval  refusals %d  longest unchecked %.1f (shallow) %.1f (deep) intervals  repaired %d/%d in %.1f intervals  pass ÷ interval %.2f mean %.2f max  behind %d of %d  wrong commit %d",
+			row.Runs, row.Shallow, n, conc, faults, row.MaxGraphQLMinute(), row.PointsPerInterval(), row.RefusalsTotal(),
 			row.intervals(row.LongestShallow), row.intervals(row.LongestDeep), row.Repaired, row.Drifted, row.intervals(row.RepairAfter),
 			row.MeanDuty(), row.MaxDuty(), row.BehindPasses(), len(row.Passes), row.WrongCommit)
+		return nil
+	}
+	measure := func(shallow, n, passes int, faults bool) error {
+		for _, k := range s.concurrency {
+			if err := measureAt(shallow, n, passes, faults, k); err != nil {
+				return err
+			}
+		}
 		return nil
 	}
 	for _, size := range s.runs {
@@ -163,6 +177,17 @@ func (s clockScenario) run(ctx context.Context, c *cluster) ([]ClockRow, error) 
 	return rows, measure(s.shallow, s.replicas[0], s.passes, true)
 }
 
+// replicaFlags are the flags of configuration cf's replicas beyond their
+// credentials: debug logs (each pass), the sweep concurrency and the time
+// share.
+func (s clockScenario) replicaFlags(cf clockConfig) []string {
+	flags := []string{"--log-level", "debug", "--sweep-concurrency", fmt.Sprint(max(cf.concurrency, 1))}
+	if s.timeShare > 0 {
+		flags = append(flags, "--sweep-time-share", fmt.Sprint(s.timeShare))
+	}
+	return flags
+}
+
 // clockConfig is one configuration: the population (its first shallow
 // runs in the shallow window), the replica count, the intervals measured,
 // faults or not, and the installation its replicas authenticate as.
@@ -174,12 +199,13 @@ type clockConfig struct {
 	faults       bool
 	installation int
 	key          string
+	concurrency  int // the replicas' --sweep-concurrency
 }
 
 // one measures one configuration on fresh replicas.
 func (s clockScenario) one(ctx context.Context, c *cluster, cf clockConfig) (ClockRow, error) {
 	iv := c.interval
-	row := ClockRow{Runs: len(cf.pop), Shallow: cf.shallow, Replicas: cf.replicas, Faults: cf.faults, Interval: iv}
+	row := ClockRow{Runs: len(cf.pop), Shallow: cf.shallow, Replicas: cf.replicas, Faults: cf.faults, Interval: iv, Concurrency: cf.concurrency}
 	principal := installationPrincipal(cf.installation)
 	before, err := c.sim.fullStats(ctx)
 	if err != nil {
@@ -189,7 +215,7 @@ func (s clockScenario) one(ctx context.Context, c *cluster, cf clockConfig) (Clo
 		app: []string{"--github-app-id", fmt.Sprint(scaleAppID), "--github-installation-id", fmt.Sprint(cf.installation),
 			"--github-private-key-file", cf.key},
 		timeBudget: true,
-		extra:      []string{"--log-level", "debug"},
+		extra:      s.replicaFlags(cf),
 	})
 	if err != nil {
 		return row, err

@@ -154,16 +154,16 @@ func (r ClockRow) PointsPerRun() float64 {
 }
 
 // ClockRatio is, for runs open runs of which shallow are in the shallow
-// window and no faults, the GraphQL points per run checked at the largest
-// replica count over those at the smallest: the ÷N ratio with the lease,
-// normalised by the work done, since a sweeper that its time budget holds
-// back checks fewer runs an interval whatever the replica count (0 when
-// either is missing).
-func ClockRatio(rows []ClockRow, runs, shallow int) float64 {
+// window, sweep concurrency conc and no faults, the GraphQL points per run
+// checked at the largest replica count over those at the smallest: the ÷N
+// ratio with the lease, normalised by the work done, since a sweeper that
+// its time budget holds back checks fewer runs an interval whatever the
+// replica count (0 when either is missing).
+func ClockRatio(rows []ClockRow, runs, shallow, conc int) float64 {
 	var lo, hi *ClockRow
 	for i := range rows {
 		c := &rows[i]
-		if c.Runs != runs || c.Shallow != shallow || c.Faults {
+		if c.Runs != runs || c.Shallow != shallow || c.Concurrency != conc || c.Faults {
 			continue
 		}
 		if lo == nil || c.Replicas < lo.Replicas {

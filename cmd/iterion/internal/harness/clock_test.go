@@ -63,6 +63,6 @@ func TestClockScenario(t *testing.T) {
 	// (10 s, then its batch again in halves, a point each) moves it by
 	// half or more; the lease's rule is asserted above, one sweeper.
 	for _, shallow := range []int{300, 100} {
-		t.Logf("%d shallow: ÷N ratio (points per run checked, 2 replicas over 1) %.3f", shallow, ClockRatio(rep.Clock, 300, shallow))
+		t.Logf("%d shallow: ÷N ratio (points per run checked, 2 replicas over 1) %.3f", shallow, ClockRatio(rep.Clock, 300, shallow, 1))
 	}
 }

@@ -121,7 +121,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		},
 		ScenarioClock: func(ctx context.Context) (err error) {
 			shallow := max(o.ClockShallow, 0)
-			s := clockScenario{runs: o.ClockRuns, replicas: o.ClockReplicas, shallow: shallow, passes: o.ClockPasses, deepPasses: o.ClockDeepPasses, logf: logf}
+			s := clockScenario{runs: o.ClockRuns, replicas: o.ClockReplicas, shallow: shallow, passes: o.ClockPasses, deepPasses: o.ClockDeepPasses,
+				concurrency: o.ClockConcurrency, timeShare: o.ClockTimeShare, logf: logf}
+			if len(s.concurrency) == 0 {
+				s.concurrency = []int{1}
+			}
 			cc, err := s.startCluster(ctx, bins, filepath.Join(dir, "clock"), o.ClockInterval)
 			if err != nil {
 				return err

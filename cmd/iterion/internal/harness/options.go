@@ -110,6 +110,13 @@ type Options struct {
 	// out of the shallow window: long enough to see a deep-pass period.
 	// Default server.DeepEvery + 12.
 	ClockDeepPasses int
+	// ClockConcurrency are the sweep concurrencies (serve's
+	// --sweep-concurrency) each clock configuration is measured at, side
+	// by side. Default 1.
+	ClockConcurrency []int
+	// ClockTimeShare is the replicas' --sweep-time-share in the clock
+	// scenario; 0: serve's default.
+	ClockTimeShare float64
 	// GroupShards is the group scenario's shard count. Default 64.
 	GroupShards int
 	// GroupReplicas is the group scenario's replica count, halved and

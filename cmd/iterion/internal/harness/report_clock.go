@@ -22,31 +22,34 @@ func clockMarkdown(r *Report) string {
 		"when the simulator delivered each pull request to the installation; passes from the sweepers' logs.\n\n",
 		clockSeed, iv, float64(time.Minute)/float64(iv), time.Duration(float64(1500*time.Millisecond)*float64(iv)/float64(time.Minute)),
 		clockAge, clockDrifted, 100*clockFaultShare, clockMoved)
-	b.WriteString("| open runs | shallow | replicas | faults | intervals | GraphQL s/min max (mean) | points/interval | refusals | " +
+	if share := r.Options.ClockTimeShare; share > 0 {
+		fmt.Fprintf(&b, "The replicas' time share: `--sweep-time-share %v` (%.0f s of GitHub's 60 s of GraphQL a minute).\n\n", share, 60*share)
+	}
+	b.WriteString("| open runs | shallow | replicas | in flight | faults | intervals | GraphQL s/min max (mean) | points/interval | refusals | " +
 		"runs checked/interval shallow + deep | longest unchecked shallow / deep (intervals) | drift repaired | pass ÷ interval mean / max | " +
 		"passes behind | sweeping | wrong commit |\n")
-	b.WriteString("|---:|---:|---:|:---|---:|---:|---:|:---|---:|---:|:---|---:|---:|---:|---:|\n")
+	b.WriteString("|---:|---:|---:|---:|:---|---:|---:|---:|:---|---:|---:|:---|---:|---:|---:|---:|\n")
 	for _, c := range r.Clock {
-		fmt.Fprintf(&b, "| %d | %d | %d | %s | %d | %.1f (%.1f) | %.1f | %s | %.0f + %.0f | %.1f / %s | %d/%d in %.1f intervals | %.2f / %.2f | %d of %d | %d | %s |\n",
-			c.Runs, c.Shallow, c.Replicas, yesNo(c.Faults), len(c.Points), c.MaxGraphQLMinute(), mean(c.GraphQLMinutes), c.PointsPerInterval(),
+		fmt.Fprintf(&b, "| %d | %d | %d | %d | %s | %d | %.1f (%.1f) | %.1f | %s | %.0f + %.0f | %.1f / %s | %d/%d in %.1f intervals | %.2f / %.2f | %d of %d | %d | %s |\n",
+			c.Runs, c.Shallow, c.Replicas, max(c.Concurrency, 1), yesNo(c.Faults), len(c.Points), c.MaxGraphQLMinute(), mean(c.GraphQLMinutes), c.PointsPerInterval(),
 			refusalList(c.Refusals), meanInts(c.ShallowChecked), meanInts(c.DeepChecked), c.intervals(c.LongestShallow), deepFigure(c),
 			c.Repaired, c.Drifted, c.intervals(c.RepairAfter), c.MeanDuty(), c.MaxDuty(), c.BehindPasses(), len(c.Passes), c.Sweepers, wrongCommit(c))
 	}
 	fmt.Fprintf(&b, "\n÷N ratio (GraphQL points per run checked, largest N over smallest, with the lease):")
-	seen := map[[2]int]bool{}
+	seen := map[[3]int]bool{}
 	for _, c := range r.Clock {
-		k := [2]int{c.Runs, c.Shallow}
+		k := [3]int{c.Runs, c.Shallow, c.Concurrency}
 		if seen[k] || c.Faults {
 			continue
 		}
 		seen[k] = true
-		if ratio := ClockRatio(r.Clock, c.Runs, c.Shallow); ratio > 0 {
-			fmt.Fprintf(&b, " %d runs (%d shallow) %.3f;", c.Runs, c.Shallow, ratio)
+		if ratio := ClockRatio(r.Clock, c.Runs, c.Shallow, c.Concurrency); ratio > 0 {
+			fmt.Fprintf(&b, " %d runs (%d shallow, %d in flight) %.3f;", c.Runs, c.Shallow, max(c.Concurrency, 1), ratio)
 		}
 	}
 	b.WriteString("\n\nPer interval (points; shallow + deep runs checked; the GraphQL seconds of the simulator's minutes in order):\n\n")
 	for _, c := range r.Clock {
-		fmt.Fprintf(&b, "- %d runs, %d shallow, N=%d, faults %s: points %v; checked", c.Runs, c.Shallow, c.Replicas, yesNo(c.Faults), c.Points)
+		fmt.Fprintf(&b, "- %d runs, %d shallow, N=%d, %d in flight, faults %s: points %v; checked", c.Runs, c.Shallow, c.Replicas, max(c.Concurrency, 1), yesNo(c.Faults), c.Points)
 		for k := range c.Points {
 			fmt.Fprintf(&b, " %d+%d", c.ShallowChecked[k], c.DeepChecked[k])
 		}

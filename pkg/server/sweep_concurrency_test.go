@@ -1,0 +1,116 @@
+package server_test
+
+import (
+	"net/http"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"iterion.dev/iterion/internal/testing/forgetest"
+	"iterion.dev/iterion/pkg/forge"
+	"iterion.dev/iterion/pkg/forge/forgesim"
+	"iterion.dev/iterion/pkg/server"
+)
+
+// concurrencyRun is what one configuration of
+// TestSweepConcurrencyShortensAPassWithinItsBudget measured.
+type concurrencyRun struct {
+	meanDuty, maxDuty float64 // pass ÷ interval
+	done              int     // passes that checked every run
+	mostInFlight      int
+	maxMinute         float64 // the simulator's GraphQL seconds in its busiest minute
+	queries           int64
+}
+
+// sweepConcurrently sweeps n open runs for passes intervals of a minute
+// with conc batches in flight at once and time share share, against the
+// simulator with GitHub's latency model (seed 1), checking each pass is
+// complete (none failed) and no request is refused.
+func sweepConcurrently(t *testing.T, n, passes, conc int, share float64) concurrencyRun {
+	var got concurrencyRun
+	synctest.Test(t, func(t *testing.T) {
+		lat := forgesim.GitHubLatency()
+		lat.Seed = 1
+		sim := forgesim.New(forgesim.WithLatency(lat))
+		_, runs, stopSim := seedSweepRuns(t, sim, n, 0)
+		defer stopSim()
+		pipe, stopPipe := serveSimOnPipe(sim)
+		defer stopPipe()
+		queries := &forgetest.InFlight{Next: pipe, Match: func(r *http.Request) bool { return r.URL.Path == "/graphql" }}
+		fc, err := forge.New(forge.Config{BaseURL: "http://sim/", Token: "tok", Next: queries})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sim.ResetStats()
+		rec := &sweepRecorder{sim: sim}
+		sw := server.NewSweeper(server.SweeperConfig{Runs: runs, Offer: server.NewReconciler(runs, fc, nil), Interval: time.Minute, OnPass: rec.onPass,
+			Concurrency: conc, TimeShare: share})
+		ps := sweepFor(sw, rec, time.Duration(passes)*time.Minute+59*time.Second)
+		if len(ps) != passes {
+			t.Fatalf("got %d passes in %d intervals, want %d", len(ps), passes, passes)
+		}
+		for i, p := range ps {
+			duty := rec.took[i].Seconds() / 60
+			got.meanDuty += duty / float64(passes)
+			got.maxDuty = max(got.maxDuty, duty)
+			if !p.Complete {
+				t.Errorf("concurrency %d, pass %d: not complete, want complete", conc, p.Pass)
+			}
+			if p.ShallowDone {
+				got.done++
+			}
+		}
+		for _, rc := range sim.Stats().Requests {
+			if rc.Status == http.StatusForbidden || rc.Status == http.StatusTooManyRequests {
+				t.Errorf("simulator answered %d %s %d times, want no refusal", rc.Status, rc.Route, rc.Count)
+			}
+		}
+		for _, sec := range graphqlMinutes(sim) {
+			got.maxMinute = max(got.maxMinute, sec)
+		}
+		got.mostInFlight = queries.Most()
+		got.queries = sim.Requests(forgesim.Filter{Route: "POST /graphql"})
+	})
+	return got
+}
+
+// TestSweepConcurrencyShortensAPassWithinItsBudget pins SweepConcurrency
+// against the simulator with GitHub's latency model: 1,000 open runs, 10
+// passes, one batch at a time (the default), one at a time with three
+// quarters of GitHub's GraphQL time a minute (45 s), and two at once with
+// the 45 s, side by side. With
+// two, at most two queries are ever in flight, a pass takes at most 30%
+// of its interval on average, less than one at a time with the same
+// budget (about 37%, the model's mean of 2.2 s a query, 10 queries), the
+// simulator's busiest minute stays
+// within the 45 s (and 30 s one at a time), no pass fails, and no fewer
+// passes check every run.
+func TestSweepConcurrencyShortensAPassWithinItsBudget(t *testing.T) {
+	const n, passes = 1000, 10
+	var one, oneWide, two concurrencyRun
+	t.Run("one at a time", func(t *testing.T) { one = sweepConcurrently(t, n, passes, 1, 0) })
+	t.Run("one at a time, 45 s", func(t *testing.T) { oneWide = sweepConcurrently(t, n, passes, 1, 0.75) })
+	t.Run("two at once, 45 s", func(t *testing.T) { two = sweepConcurrently(t, n, passes, 2, 0.75) })
+	for _, c := range []struct {
+		name string
+		r    concurrencyRun
+	}{{"one at a time, 30 s", one}, {"one at a time, 45 s", oneWide}, {"two at once, 45 s", two}} {
+		t.Logf("%s: pass ÷ interval %.2f mean, %.2f most; %d of %d passes checked every run; busiest minute %.1f s; %d queries",
+			c.name, c.r.meanDuty, c.r.maxDuty, c.r.done, passes, c.r.maxMinute, c.r.queries)
+	}
+	if two.meanDuty >= oneWide.meanDuty {
+		t.Errorf("a pass takes %.2f of its interval two at once, %.2f one at a time with the same budget; want less: the concurrency, not the budget, shortens it", two.meanDuty, oneWide.meanDuty)
+	}
+	if one.mostInFlight != 1 || two.mostInFlight != 2 {
+		t.Errorf("queries in flight at once: %d and %d, want 1 and 2", one.mostInFlight, two.mostInFlight)
+	}
+	if two.meanDuty > 0.30 || two.meanDuty >= one.meanDuty {
+		t.Errorf("two at once: a pass takes %.2f of its interval on average (one at a time: %.2f), want at most 0.30 and less", two.meanDuty, one.meanDuty)
+	}
+	if two.maxMinute > 45 || oneWide.maxMinute > 45 || one.maxMinute > 30 {
+		t.Errorf("busiest minute: %.1f s one at a time, %.1f s with 45 s, %.1f s two at once; want at most 30, 45 and 45: the budget keeps a whole timeout free for each query in flight", one.maxMinute, oneWide.maxMinute, two.maxMinute)
+	}
+	if two.done < one.done {
+		t.Errorf("passes that checked every run: %d two at once, %d one at a time; want no fewer", two.done, one.done)
+	}
+}
