@@ -351,11 +351,7 @@ func (a *AppClient) Apply(ch InstallationChange) {
 	}
 	a.addLocked(ch.ID, ch.Account)
 	if ch.Repositories {
-		for k, v := range a.repos {
-			if v == ch.ID {
-				delete(a.repos, k)
-			}
-		}
+		a.forgetReposLocked(ch.ID)
 	}
 }
 
@@ -374,6 +370,12 @@ func (a *AppClient) addLocked(id int64, account string) {
 // a.mu is held.
 func (a *AppClient) dropLocked(id int64) {
 	delete(a.known, id)
+	a.forgetReposLocked(id)
+}
+
+// forgetReposLocked forgets the repositories resolved to installation id;
+// a.mu is held.
+func (a *AppClient) forgetReposLocked(id int64) {
 	for k, v := range a.repos {
 		if v == id {
 			delete(a.repos, k)

@@ -256,9 +256,7 @@ func (s *Server) listTurn(ctx context.Context) (done func()) {
 				s.log.Warn("listing the App's installations without the list lease: the lease store did not answer", "err", err)
 			}
 			return func() {
-				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.StoreTimeout)
-				defer cancel()
-				_ = s.cfg.Leases.Release(rctx, installationListLease, s.cfg.Owner) // another's or nobody's: refused or a no-op
+				s.release(context.WithoutCancel(ctx), installationListLease) // another's or nobody's: refused or a no-op
 			}
 		}
 		if !clock.Sleep(ctx, iv/10+rand.N(iv/10+1)) {
