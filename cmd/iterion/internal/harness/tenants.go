@@ -378,9 +378,16 @@ func (s tenantsScenario) disturb(ctx context.Context, c *cluster, res *TenantsRe
 	// Churn: add churn installations, each with its runs, and remove as
 	// many. An added installation's first run goes through POST /api/runs
 	// (its repository looked up on the App's JWT), the rest straight to
-	// the store, as seeding wrote them.
+	// the store, as seeding wrote them; one seeder serves them all, its
+	// sample the first added installation's first run.
 	added := map[int64]time.Time{}
 	next := int64(s.installations) + 1
+	var ss *storeSeeder
+	defer func() {
+		if ss != nil {
+			ss.close(ctx)
+		}
+	}()
 	for range s.churn {
 		id := next
 		next++
@@ -390,12 +397,15 @@ func (s tenantsScenario) disturb(ctx context.Context, c *cluster, res *TenantsRe
 		added[id] = time.Now()
 		runs := tenantRuns(id, s.runsPer)
 		of := func(runRequest) int64 { return id }
-		ss, err := newStoreSeeder(ctx, c, front.api, runs[0], of)
-		if err != nil {
-			return err
+		var err error
+		if ss == nil {
+			ss, err = newStoreSeeder(ctx, c, front.api, runs[0], of)
+		} else {
+			err = seedRuns(ctx, c.sim, front.api, runs[:1], 1, iv)
 		}
-		err = ss.write(ctx, runs[1:], of, tenantsSeedConcurrency)
-		ss.close(ctx)
+		if err == nil {
+			err = ss.write(ctx, runs[1:], of, tenantsSeedConcurrency)
+		}
 		if err != nil {
 			return err
 		}
