@@ -54,7 +54,7 @@ var serveHelp = help{
 		{"forge", []string{"forge-url", "forge-token", "forge-token-file", "github-app-id", "github-installation-id", "github-private-key-file", "share-installation-tokens", "forge-etag-cache", "forge-timeout"}},
 		{"elected nets", []string{"sweep-interval", "sweep-time-share", "sweep-concurrency", "board-repos", "board-interval", "sweep-shards", "installation-concurrency"}},
 		{"HTTP limits", []string{"read-header-timeout", "read-timeout", "write-timeout", "idle-timeout", "max-header-bytes", "max-run-body-bytes", "large-webhook-reads", "min-webhook-body-rate", "slow-body-grace"}},
-		{"for comparison measurements only, never in production", []string{"no-lease", "sweep-mode", "sweep-no-time-budget", "measure-group-shards"}},
+		{"for measurements only, never in production", []string{"no-lease", "sweep-mode", "sweep-no-time-budget", "forge-minute", "measure-group-shards"}},
 	},
 }
 
@@ -87,6 +87,7 @@ type serveConfig struct {
 	noLease        bool
 	sweepMode      string
 	noTimeBudget   bool
+	forgeMinute    time.Duration
 	measureShards  int
 	etagCache      int
 	forgeTimeout   time.Duration
@@ -120,7 +121,7 @@ func serveFlags(fs *flag.FlagSet, c *serveConfig) (envOf map[string]string) {
 	fs.StringVar(&c.pagesToken, "pages-token", "", "read-only token of the pages (/, /leases, /runs, /board, /installations and their JSON), as a bearer token or a basic auth password; absent: only --api-token opens them. /healthz and /metrics need no token")
 	fs.BoolVar(&c.publicPages, "public-pages", false, "serve the pages without a token: they list repositories, pull requests, heads, issue titles and assignees")
 	fs.DurationVar(&c.sweepInterval, "sweep-interval", server.DefaultSweepInterval, "merge-gate sweeper interval; its lease's TTL is 3 intervals, its retry 1")
-	fs.Float64Var(&c.timeShare, "sweep-time-share", server.DefaultSweepTimeShare, "share (above 0, at most 1) of GitHub's GraphQL CPU-time limit, 60 s a minute, the sweeper may spend in any interval, per installation")
+	fs.Float64Var(&c.timeShare, "sweep-time-share", server.DefaultSweepTimeShare, "share (above 0, at most 1) of GitHub's GraphQL CPU-time limit, 60 s a minute, the sweeper may spend in any minute, per installation, whatever --sweep-interval is")
 	fs.IntVar(&c.sweepConc, "sweep-concurrency", 1, fmt.Sprintf("batches a sweep pass may have in flight at once, per installation (1 to %d); 1: one at a time, as GitHub advises. Each needs a whole GitHub timeout (10 s) free in the time budget", server.MaxSweepConcurrency))
 	fs.Func("board-repos", "repositories owner/name,... whose issues the forge board keeps as cards (lease forge-board-sync); absent: no board", func(v string) error {
 		c.boardRepos = nil
@@ -138,6 +139,7 @@ func serveFlags(fs *flag.FlagSet, c *serveConfig) (envOf map[string]string) {
 	fs.IntVar(&c.measureShards, "measure-group-shards", 0, "run the lease group measure-group of this many shards, whose work only holds its shard terms (0: none)")
 	fs.StringVar(&c.sweepMode, "sweep-mode", string(server.SweepBatch), "batch: one GraphQL query per 100 runs; rest: two REST reads per run, the per-run sweep the batched one replaced (the forge cost grows with open runs)")
 	fs.BoolVar(&c.noTimeBudget, "sweep-no-time-budget", false, "lift the sweeper's time budget (half of GitHub's GraphQL time a minute) and interval stop, for a harness on a compressed clock whose forge answers at once")
+	fs.DurationVar(&c.forgeMinute, "forge-minute", time.Minute, "length of GitHub's minute on this replica's clock, the window of the sweeper's time budget: 1m against GitHub; a demo or harness whose forge simulator compresses its minute (forge-sim --minute) passes the same")
 	fs.DurationVar(&c.forgeTimeout, "forge-timeout", 0, "deadline of each forge request; 0: GitHub's own 10 s request limit plus 5 s, at most a quarter of the shortest net interval")
 	fs.IntVar(&c.etagCache, "forge-etag-cache", 0, "forge ETag cache bound in bytes of cached answers; 0: the default (64 MiB), negative: off")
 	fs.StringVar(&c.apiTokenFile, "api-token-file", "", "file holding the bearer token of POST /api/runs (instead of --api-token, which ps shows)")
@@ -301,6 +303,9 @@ func (c serveConfig) validate() []error {
 	if c.sweepInterval < lease.MinTTL {
 		add("--sweep-interval %v: want at least %v", c.sweepInterval, lease.MinTTL)
 	}
+	if c.forgeMinute <= 0 {
+		add("--forge-minute %v: want a positive duration (1m against GitHub)", c.forgeMinute)
+	}
 	if !(c.timeShare > 0 && c.timeShare <= 1) {
 		add("--sweep-time-share %v: want above 0 and at most 1", c.timeShare)
 	}
@@ -462,7 +467,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 		Runs: runs, Leases: leases, Forge: fc, App: app, ForgeHost: c.forgeHost(),
 		SweepShards: c.sweepShards, InstallationConcurrency: c.instConc,
 		APIToken: c.apiToken, PagesToken: c.pagesToken, PublicPages: c.publicPages, WebhookSecret: c.webhookSecret,
-		SweepInterval: c.sweepInterval, SweepTimeShare: c.timeShare, SweepConcurrency: c.sweepConc,
+		SweepInterval: c.sweepInterval, SweepTimeShare: c.timeShare, SweepConcurrency: c.sweepConc, ForgeMinute: c.forgeMinute,
 		Board: cards, BoardRepos: c.boardRepos, BoardInterval: c.boardInterval,
 		StoreTimeout: c.storeTimeout, Deliveries: deliveries, DeliveryWindow: c.deliveryWindow, Limits: c.limits,
 		Logger: logger, Registry: reg, Owner: owner,
@@ -477,7 +482,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	logger.Info("iterion serve", "owner", srv.Owner(), "forge_host", c.forgeHost(),
 		"sweep_interval", c.sweepInterval.String(), "board_repos", strings.Join(c.boardRepos, ","),
 		"board_interval", c.boardInterval.String(), "app_mode", c.appMode(), "sweep_shards", c.sweepShards,
-		"installation_concurrency", c.instConc, "sweep_time_share", c.timeShare, "sweep_concurrency", c.sweepConc, "public_pages", c.publicPages, "forge_timeout", c.forgeRequestTimeout().String(), "no_lease", c.noLease, "mongo", c.mongoURI != "",
+		"installation_concurrency", c.instConc, "sweep_time_share", c.timeShare, "sweep_concurrency", c.sweepConc, "forge_minute", c.forgeMinute.String(), "public_pages", c.publicPages, "forge_timeout", c.forgeRequestTimeout().String(), "no_lease", c.noLease, "mongo", c.mongoURI != "",
 		"shared_installation_tokens", tokens != nil)
 	return srv.Run(ctx, ln)
 }

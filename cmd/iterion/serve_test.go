@@ -50,6 +50,7 @@ func TestServeValidatesConfigNamingTheFlag(t *testing.T) {
 		{"sweep time share over 1", append(base, "--sweep-time-share", "1.5"), env(), "--sweep-time-share 1.5"},
 		{"sweep concurrency zero", append(base, "--sweep-concurrency", "0"), env(), "--sweep-concurrency 0"},
 		{"sweep concurrency over the bound", append(base, "--sweep-concurrency", "5"), env(), "--sweep-concurrency 5: want 1 to 4"},
+		{"forge minute zero", append(base, "--forge-minute", "0"), env(), "--forge-minute 0s: want a positive duration"},
 		{"app without key", []string{"--api-token", "a", "--github-app-id", "1", "--github-installation-id", "2"}, env(), "--github-private-key-file"},
 		{"sweep interval zero", append(base, "--sweep-interval", "0s"), env(), "--sweep-interval"},
 		{"sweep interval not a duration", append(base, "--sweep-interval", "often"), env(), "sweep-interval"},

@@ -39,9 +39,9 @@ const (
 	// minSweepBatch is the floor a batch that times out is halved to.
 	minSweepBatch = 10
 	// DefaultSweepTimeShare is the share of GitHub's GraphQL CPU-time limit
-	// (forge.GraphQLCPUPerMinute) a pass may spend per minute of its
-	// interval: half, leaving the rest to the event path and other
-	// clients of the installation.
+	// (forge.GraphQLCPUPerMinute) the sweeper may spend in any minute:
+	// half, leaving the rest to the event path and other clients of the
+	// installation.
 	DefaultSweepTimeShare = 0.5
 	// MaxSweepConcurrency bounds Config.SweepConcurrency: GitHub asks
 	// integrations to send their requests serially, so more than a few
@@ -123,11 +123,17 @@ type sweeperConfig struct {
 	// Watchdog bounds each pass and ends a term whose passes keep failing
 	// (lease.Every); the zero Watchdog bounds nothing.
 	Watchdog lease.Watchdog
-	// TimeShare is the share of forge.GraphQLCPUPerMinute a pass may spend
-	// per minute of Interval, measured as the batches' response time; 0
-	// means DefaultSweepTimeShare, a negative share no time budget and no
-	// interval stop (Comparison.NoSweepTimeBudget).
+	// TimeShare is the share of forge.GraphQLCPUPerMinute the batches may
+	// spend in any minute (Minute), measured as their response time,
+	// whatever Interval is; 0 means DefaultSweepTimeShare, a negative
+	// share no time budget and no interval stop
+	// (Comparison.NoSweepTimeBudget).
 	TimeShare float64
+	// Minute is GitHub's minute on Now's clock, the time budget's window;
+	// GitHub's query timeout (forge.ServerTimeout) is scaled by it too. 0
+	// means time.Minute; a run that compresses GitHub's minute
+	// (forgesim.WithMinute) sets the same length.
+	Minute time.Duration
 	// Behind, when set, is 1 while the last pass of the current term was
 	// Behind, else 0 (0 once the term ends).
 	Behind prometheus.Gauge
@@ -153,6 +159,9 @@ func newSweeper(cfg sweeperConfig) *sweeper {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.Minute <= 0 {
+		cfg.Minute = time.Minute
 	}
 	if cfg.TimeShare == 0 {
 		cfg.TimeShare = DefaultSweepTimeShare

@@ -96,8 +96,15 @@ type Config struct {
 	SweepInterval time.Duration
 	// SweepTimeShare is the share, above 0 and at most 1, of GitHub's
 	// GraphQL CPU-time limit (60 s a minute) the sweeper may spend in any
-	// interval, per installation; 0 means DefaultSweepTimeShare.
+	// minute (ForgeMinute), per installation, whatever SweepInterval is; 0
+	// means DefaultSweepTimeShare.
 	SweepTimeShare float64
+	// ForgeMinute is GitHub's minute on this replica's clock: the window
+	// of the sweeper's time budget, and what GitHub's 10 s query timeout is
+	// scaled by. 0 means a minute, as against GitHub. Only a demo or a
+	// harness whose forge simulator compresses its minute
+	// (forgesim.WithMinute) sets it, to the same length.
+	ForgeMinute time.Duration
 	// SweepConcurrency is how many of a pass's batches may be in flight at
 	// once, per installation, from 1 to MaxSweepConcurrency; 0 means 1:
 	// one at a time, as GitHub advises. The time budget keeps a whole
@@ -259,6 +266,8 @@ func NewForComparison(cfg Config, cmp Comparison) (*Server, error) {
 		return nil, fmt.Errorf("%w: SweepConcurrency %d is not within 0 to %d", ErrConfig, cfg.SweepConcurrency, MaxSweepConcurrency)
 	case cfg.SweepInterval < 0:
 		return nil, fmt.Errorf("%w: SweepInterval %v is negative", ErrConfig, cfg.SweepInterval)
+	case cfg.ForgeMinute < 0:
+		return nil, fmt.Errorf("%w: ForgeMinute %v is negative", ErrConfig, cfg.ForgeMinute)
 	case cfg.SweepInterval > 0 && cfg.SweepInterval < lease.MinTTL:
 		return nil, fmt.Errorf("%w: SweepInterval %v is under %v", ErrConfig, cfg.SweepInterval, lease.MinTTL)
 	case cfg.BoardInterval < 0:

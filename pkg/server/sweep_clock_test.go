@@ -3,11 +3,13 @@ package server_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"iterion.dev/iterion/pkg/forge"
 	"iterion.dev/iterion/pkg/forge/forgesim"
 	"iterion.dev/iterion/pkg/gaterun"
 	"iterion.dev/iterion/pkg/server"
@@ -133,6 +135,96 @@ func TestSweepReadsATimedOutShallowBatchAgainBeforeTheDeepWindow(t *testing.T) {
 	}
 }
 
+// TestSweepGoingRoundOffersATimedOutBatchAgain pins that a batch that
+// times out while a pass goes round to the shallow window's start is
+// offered again in the same pass, as anywhere else. 2,000 shallow-window
+// runs; pass 1 (deep) reads them all at once; then GitHub's latency
+// without its tail (a 100-pull query 1.5 s), so pass 2 stops at its time
+// budget mid-window and pass 3 resumes there, reaches the window's end
+// and goes round, where its first batch times out (the offerer answers it
+// as GitHub's 10 s timeout). Pass 3 then reads each of that batch's runs
+// in halves, and counts 1 timeout. Before, the runs of a failed read were
+// marked offered, so going round skipped them for the rest of the pass.
+func TestSweepGoingRoundOffersATimedOutBatchAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const n = 2000
+		sim := forgesim.New(forgesim.WithLatency(forgesim.Latency{})) // instant, until pass 1 is done
+		fc, runs, stopSim := seedSweepRuns(t, sim, n, 0)
+		defer stopSim()
+		first, err := runs.Unsettled(context.Background(), time.Time{}, gaterun.Cursor{}, 1)
+		if err != nil || len(first) != 1 {
+			t.Fatalf("first run: %v, %v", first, err)
+		}
+		// The window's first run heads a batch in pass 1, in pass 2, and
+		// going round in pass 3.
+		round := &timeOutNthFrom{Offerer: server.NewReconciler(runs, fc, nil), first: first[0].ID, nth: 3}
+		offer := &checkedOfferer{Offerer: round, checked: make(map[string]bool)}
+		rec := &sweepRecorder{sim: sim}
+		var checked []map[string]bool
+		sw := server.NewSweeper(server.SweeperConfig{Runs: runs, Offer: offer, Interval: time.Minute,
+			OnPass: func(p server.SweepPass) { rec.onPass(p); checked = append(checked, offer.take()) }})
+		stop := startSweeper(sw)
+		defer stop()
+		time.Sleep(time.Minute + 30*time.Second)
+		synctest.Wait()
+		if err := sim.SetLatency(steadyLatency()); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * time.Minute)
+		synctest.Wait()
+		stop()
+		passes, _ := rec.snapshot()
+		if len(passes) != 3 {
+			t.Fatalf("got %d passes, want 3", len(passes))
+		}
+		if p := passes[0]; !p.ShallowDone || p.Behind {
+			t.Fatalf("pass 1: shallow done %v, behind %v; want done and not behind: it answered at once", p.ShallowDone, p.Behind)
+		}
+		if p := passes[1]; p.ShallowDone || p.Deep {
+			t.Fatalf("pass 2: shallow done %v, deep %v; want stopped by its budget mid-window, not deep, so pass 3 goes round", p.ShallowDone, p.Deep)
+		}
+		if len(round.failed) == 0 {
+			t.Fatal("pass 3 did not go round to the window's first run")
+		}
+		if p := passes[2]; p.Timeouts != 1 {
+			t.Errorf("pass 3: %d timeouts, want 1", p.Timeouts)
+		}
+		missed := 0
+		for _, r := range round.failed {
+			if !checked[2][r.ID] {
+				missed++
+			}
+		}
+		if missed > 0 {
+			t.Errorf("pass 3 left %d of the %d runs of its timed-out batch unread, want 0: going round, a batch that times out is offered again in halves", missed, len(round.failed))
+		}
+	})
+}
+
+// timeOutNthFrom answers the nth batch that begins with run first as
+// GitHub's timeout (every run failed, forge.ErrQueryTimeout), keeping its
+// runs in failed; every other batch goes to the Offerer.
+type timeOutNthFrom struct {
+	server.Offerer
+	first     string
+	nth, seen int
+	failed    []gaterun.Run
+}
+
+func (o *timeOutNthFrom) OfferBatch(ctx context.Context, runs []gaterun.Run) ([]server.Outcome, error) {
+	if runs[0].ID == o.first {
+		if o.seen++; o.seen == o.nth {
+			o.failed = slices.Clone(runs)
+			outs := make([]server.Outcome, len(runs))
+			for i := range outs {
+				outs[i] = server.OutcomeFailed
+			}
+			return outs, fmt.Errorf("forge: GraphQL %d pull requests: %w", len(runs), forge.ErrQueryTimeout)
+		}
+	}
+	return o.Offerer.OfferBatch(ctx, runs)
+}
+
 // seedAgedRuns seeds pulls from..to as seedSweepRuns does (open, the gate
 // status already the verdict), with runs updated 5 hours ago: in the deep
 // window, not the shallow one.
@@ -243,4 +335,82 @@ func TestSweepShallowWindowUnderGitHubLatency(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestSweepAtALongerIntervalChecksMoreRunsAPass measures the issue's
+// all-shallow configuration against GitHub's latency model as it ships
+// (seed 1), in virtual time: 5,000 open runs, all in the shallow window,
+// one sweeper, 10 intervals, at intervals of 1, 2 and 3 minutes. The time
+// budget is GitHub's minute's (30 s, about 1,000 runs a minute at the
+// model's mean of 2.2 s a 100-pull query), whatever the interval, and a
+// pass longer than a minute grows its batch back a step a minute, so a
+// longer interval checks more runs a pass at the same rate. It asserts at
+// most 30 s of GraphQL in every one of the simulator's minutes at each
+// interval, a 3-minute pass checking at least twice the runs of a
+// 1-minute one, and the sweeper saying it is behind (5,000 runs are more
+// than one interval's time at each); it logs the runs checked a pass and
+// the most passes in a row a run went unchecked (docs/benchmarks.md,
+// GitHub's clock). Skipped by -short.
+func TestSweepAtALongerIntervalChecksMoreRunsAPass(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a measurement over 10 intervals of 5,000 runs")
+	}
+	perPass := map[time.Duration]float64{}
+	for _, interval := range []time.Duration{time.Minute, 2 * time.Minute, 3 * time.Minute} {
+		t.Run(interval.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				const n, intervals = 5000, 10
+				lat := forgesim.GitHubLatency()
+				lat.Seed = 1
+				sim := forgesim.New(forgesim.WithLatency(lat))
+				fc, runs, stopSim := seedSweepRuns(t, sim, n, 0)
+				defer stopSim()
+				sim.ResetStats()
+				offer := &checkedOfferer{Offerer: server.NewReconciler(runs, fc, nil), checked: make(map[string]bool)}
+				rec := &sweepRecorder{sim: sim}
+				var checked []map[string]bool
+				sw := server.NewSweeper(server.SweeperConfig{Runs: runs, Offer: offer, Interval: interval,
+					OnPass: func(p server.SweepPass) { rec.onPass(p); checked = append(checked, offer.take()) }})
+				passes := sweepFor(sw, rec, intervals*interval+interval*5/6)
+				if len(passes) != intervals {
+					t.Fatalf("got %d passes in %d intervals, want %d", len(passes), intervals, intervals)
+				}
+				longest, behind, sum := 0, 0, 0
+				unchecked := make([]int, n+1) // passes in a row each run went unchecked
+				for i, p := range passes {
+					for j := 1; j <= n; j++ {
+						if checked[i][gateRun(j, fmt.Sprintf("%040d", j), gaterun.VerdictSuccess).ID] {
+							unchecked[j] = 0
+						} else {
+							unchecked[j]++
+							longest = max(longest, unchecked[j])
+						}
+					}
+					sum += len(checked[i])
+					if p.Behind {
+						behind++
+					}
+				}
+				perPass[interval] = float64(sum) / intervals
+				var most, total float64
+				minutes := graphqlMinutes(sim)
+				for _, sec := range minutes {
+					most, total = max(most, sec), total+sec
+				}
+				t.Logf("interval %v: %.0f runs checked a pass; the most passes in a row a run went unchecked: %d; %d of %d passes behind; GraphQL s a minute %.1f most, %.1f mean",
+					interval, perPass[interval], longest, behind, intervals, most, total/float64(len(minutes)))
+				for i, sec := range minutes {
+					if sec > 30 {
+						t.Errorf("interval %v: the simulator's minute %d counted %.1f s of GraphQL, want at most 30", interval, i+1, sec)
+					}
+				}
+				if behind == 0 {
+					t.Errorf("interval %v: no pass behind, want some: 5,000 runs are more than one interval's GitHub time", interval)
+				}
+			})
+		})
+	}
+	if one, three := perPass[time.Minute], perPass[3*time.Minute]; one > 0 && three > 0 && three < 2*one {
+		t.Errorf("runs checked a pass: %.0f at 3 minutes, %.0f at 1; want at least twice: the budget is a minute's, so a longer pass goes on", three, one)
+	}
 }

@@ -99,14 +99,14 @@ func (s *Server) buildSweeper(backingOff, behind prometheus.Gauge) {
 				onPass := s.passes.sweepPass(s.cfg.Now, s.sweepPassed)
 				return newSweeper(sweeperConfig{
 					Runs: installationRuns{s.cfg.Runs, reads, id}, Offer: sweepOffer(newReconcilerOf(s.cfg.Runs, installationForge(s.cfg.App, id), ilog)),
-					Interval: s.cfg.SweepInterval, TimeShare: timeShare, Concurrency: s.cfg.SweepConcurrency, Owner: s.cfg.Owner, Now: s.cfg.Now, Logger: ilog,
+					Interval: s.cfg.SweepInterval, Minute: s.cfg.ForgeMinute, TimeShare: timeShare, Concurrency: s.cfg.SweepConcurrency, Owner: s.cfg.Owner, Now: s.cfg.Now, Logger: ilog,
 					OnPass: func(p SweepPass) { p.Installation = id; onPass(p) },
 				})
 			},
 		}
 	} else {
 		s.sweeper = newSweeper(sweeperConfig{
-			Runs: s.cfg.Runs, Offer: sweepOffer(s.rec), Interval: s.cfg.SweepInterval, TimeShare: timeShare, Concurrency: s.cfg.SweepConcurrency,
+			Runs: s.cfg.Runs, Offer: sweepOffer(s.rec), Interval: s.cfg.SweepInterval, Minute: s.cfg.ForgeMinute, TimeShare: timeShare, Concurrency: s.cfg.SweepConcurrency,
 			Owner: s.cfg.Owner, Now: s.cfg.Now, Logger: s.log, OnPass: s.passes.sweepPass(s.cfg.Now, s.sweepPassed),
 			BackingOff: backingOff, Behind: behind, Watchdog: s.watchdog(MergeGateSweeper(), s.cfg.SweepInterval),
 		})

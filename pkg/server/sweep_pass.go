@@ -34,30 +34,44 @@ type sweepPassState struct {
 	budget   time.Duration
 	deadline time.Time
 	batches  int
-	// offered holds the runs the shallow part offered, which the deep part
-	// skips; skip turns that on; deep is true in the deep part.
+	// offered holds the runs the shallow part offered (less those of a
+	// batch that timed out, until offered again in halves), which going
+	// round and the deep part skip; skip turns that on; deep is true in
+	// the deep part.
 	offered  map[string]bool
 	skip     bool
 	deep     bool
 	timedOut bool
+	// grown is when the batch size last grew, or a batch last timed out,
+	// in this pass (from its start): a minute after it, the size grows
+	// (growBatch).
+	grown time.Time
 	// again holds the shallow window's runs whose batch timed out at the
 	// smallest size, offered once more before the deep part (offerAgain).
 	again []gaterun.Run
 }
 
-// timeBudget is the forge time the sweeper may spend in any interval:
-// TimeShare of GitHub's GraphQL CPU-time limit per minute, scaled to the
-// interval.
+// timeBudget is the forge time the sweeper may spend in any minute
+// (cfg.Minute), whatever its interval: TimeShare of GitHub's GraphQL
+// CPU-time limit per minute, on the sweeper's clock.
 func (s *sweeper) timeBudget() time.Duration {
-	return time.Duration(s.cfg.TimeShare * float64(forge.GraphQLCPUPerMinute) * float64(s.cfg.Interval) / float64(time.Minute))
+	return time.Duration(s.cfg.TimeShare * float64(forge.GraphQLCPUPerMinute) * float64(s.cfg.Minute) / float64(time.Minute))
 }
 
 // longestBatch is the most forge time one batch can be charged: GitHub
-// stops a query at forge.ServerTimeout and charges no more, scaled to the
-// interval as the budget is. It is what the time budget keeps free for
+// stops a query at forge.ServerTimeout and charges no more, on the
+// sweeper's clock (cfg.Minute). It is what the time budget keeps free for
 // the next batch, whose time cannot be known before it answers.
 func (s *sweeper) longestBatch() time.Duration {
-	return time.Duration(float64(forge.ServerTimeout) * float64(s.cfg.Interval) / float64(time.Minute))
+	return time.Duration(float64(forge.ServerTimeout) * float64(s.cfg.Minute) / float64(time.Minute))
+}
+
+// longestWait is the longest a batch can keep the pass waiting: GitHub's
+// timeout (longestBatch), or the forge client's default timeout for the
+// interval (forge.RequestTimeout) when that is shorter. A batch may begin
+// only when it would end within the pass's interval by this bound.
+func (s *sweeper) longestWait() time.Duration {
+	return min(s.longestBatch(), forge.RequestTimeout(s.cfg.Interval))
 }
 
 // spentBatch is one batch's forge time, by when it began.
@@ -100,7 +114,7 @@ func (s *sweeper) pass(ctx context.Context, st *sweepTerm) (_ SweepPass, resume 
 		st.deepPending, st.deepCursor, st.deepBegan = true, gaterun.Cursor{}, p.At
 	}
 	p.Deep = st.deepPending
-	ps := &sweepPassState{st: st, p: &p, budget: s.timeBudget(), deadline: p.At.Add(s.cfg.Interval), offered: make(map[string]bool)}
+	ps := &sweepPassState{st: st, p: &p, budget: s.timeBudget(), deadline: p.At.Add(s.cfg.Interval), offered: make(map[string]bool), grown: p.At}
 
 	// Without a time budget a pass runs to its end, so a deep pass lists
 	// the deep window alone (the shallow one is in it): one store read
@@ -155,7 +169,7 @@ func (s *sweeper) pass(ctx context.Context, st *sweepTerm) (_ SweepPass, resume 
 	}
 	p.Behind = !p.ShallowDone || (st.deepPending && !p.At.Before(st.deepBegan.Add(DeepEvery*s.cfg.Interval)))
 	if !ps.timedOut && p.ForgeReads > p.ForgeErrors {
-		st.batch = min(st.batch+(st.batch+1)/2, sweepBatch)
+		st.batch = grownBatch(st.batch)
 	}
 	p.Batch = st.batch
 	if resume.IsZero() {
@@ -177,6 +191,22 @@ func (s *sweeper) pass(ctx context.Context, st *sweepTerm) (_ SweepPass, resume 
 		s.cfg.OnPass(p)
 	}
 	return p, resume
+}
+
+// grownBatch is batch size b grown by half, up to sweepBatch.
+func grownBatch(b int) int {
+	return min(b+(b+1)/2, sweepBatch)
+}
+
+// growBatch grows the term's batch size by half (grownBatch) when a
+// minute (cfg.Minute) has passed in this pass since it last grew or a
+// batch timed out. So a pass longer than a minute grows the size as a
+// pass of a minute's interval would, one step a minute of GitHub's clock;
+// a pass ending within its minute grows it only at its end.
+func (s *sweeper) growBatch(ps *sweepPassState) {
+	if now := s.cfg.Now(); now.Sub(ps.grown) >= s.cfg.Minute {
+		ps.st.batch, ps.grown = grownBatch(ps.st.batch), now
+	}
 }
 
 // b2f is 1 for true, 0 for false.
@@ -277,6 +307,9 @@ func (s *sweeper) offerPage(ctx context.Context, ps *sweepPassState, page []gate
 		flying--
 		limited, reset, timedOut := s.record(ps, f.sent)
 		n := f.sp.to - f.sp.from
+		if timedOut {
+			ps.grown = s.cfg.Now()
+		}
 		switch {
 		case limited:
 			if stop != stopLimited {
@@ -284,7 +317,12 @@ func (s *sweeper) offerPage(ctx context.Context, ps *sweepPassState, page []gate
 			}
 			return
 		case timedOut && n > minSweepBatch:
-			// The same runs again, in smaller queries.
+			// The same runs again, in smaller queries: no longer offered,
+			// so going round (which skips the runs the pass offered)
+			// offers them too.
+			for _, r := range f.sent.runs {
+				delete(ps.offered, r.ID)
+			}
 			ps.timedOut = true
 			ps.st.batch = max(n/2, minSweepBatch)
 			if flying == 0 && len(pending) == 0 && next == f.sp.to {
@@ -316,6 +354,7 @@ func (s *sweeper) offerPage(ctx context.Context, ps *sweepPassState, page []gate
 			if len(pending) > 0 {
 				sp, pending = pending[0], pending[1:]
 			} else {
+				s.growBatch(ps)
 				sp = span{next, min(next+ps.st.batch, len(page))}
 				next = sp.to
 			}
@@ -362,10 +401,10 @@ func (s *sweeper) roomForAnother(ps *sweepPassState, flying int) bool {
 	}
 	now, longest := s.cfg.Now(), s.longestBatch()
 	reserve := time.Duration(flying) * longest
-	if now.Add(longest).After(ps.deadline) || ps.budget < reserve+longest {
+	if now.Add(s.longestWait()).After(ps.deadline) || ps.budget < reserve+longest {
 		return false
 	}
-	return !ps.st.roomAt(now, s.cfg.Interval, ps.budget-reserve, longest).After(now)
+	return !ps.st.roomAt(now, s.cfg.Minute, ps.budget-reserve, longest).After(now)
 }
 
 // mustStop reports whether the pass must stop before its next batch, after
@@ -408,26 +447,27 @@ func (s *sweeper) offerAgain(ctx context.Context, ps *sweepPassState) (_ passSto
 
 // outOfTime waits, when it must, until one more batch fits in the time
 // budget, and reports whether the pass is out of time instead: the budget
-// would have room only so late that the batch, taking as long as a batch
-// can (longestBatch) or the mean of the pass's batches if longer, could
-// end past the pass's interval, where the watchdog would cut the pass
-// short; or ctx ended while it waited.
+// would have room only so late that the batch, keeping the pass waiting
+// as long as a batch can (longestWait) or the mean of the pass's batches
+// if longer, could end past the pass's interval, where the watchdog would
+// cut the pass short; or ctx ended while it waited.
 //
-// The budget holds in every window of one interval, across passes: the
-// batches begun within the interval before a batch, plus the longest that
-// batch can take (longestBatch, not a guess at its time), are at most the
-// budget. So however slow the next answer, the forge time of any interval
-// stays within the budget.
+// The budget holds in every window of one minute (cfg.Minute), across
+// passes and whatever the interval: the batches begun within the minute
+// before a batch, plus the longest that batch can be charged
+// (longestBatch, not a guess at its time), are at most the budget. So
+// however slow the next answer, the forge time of any minute stays within
+// the budget.
 func (s *sweeper) outOfTime(ctx context.Context, ps *sweepPassState) bool {
 	if s.cfg.TimeShare < 0 {
 		return false
 	}
-	next := s.longestBatch()
+	next := s.longestWait()
 	if ps.batches > 0 {
 		next = max(next, ps.p.ForgeTime/time.Duration(ps.batches))
 	}
 	now := s.cfg.Now()
-	at := ps.st.roomAt(now, s.cfg.Interval, ps.budget, s.longestBatch())
+	at := ps.st.roomAt(now, s.cfg.Minute, ps.budget, s.longestBatch())
 	if at.Add(next).After(ps.deadline) {
 		return true
 	}

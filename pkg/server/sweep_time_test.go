@@ -225,6 +225,55 @@ func TestSweepSpendsAtMostItsTimeBudget(t *testing.T) {
 	})
 }
 
+// TestSweepTimeBudgetHoldsInEveryMinuteWhateverTheInterval pins the time
+// budget's window to GitHub's minute, not the sweep interval: with 5,000
+// shallow-window runs and GitHub's latency model as it ships (seed 1),
+// sweepers at intervals of 20 s, 1 m and 5 m each keep the simulator's
+// GraphQL time at most 30 s in every one of its minutes, with no request
+// refused; and a 5-minute pass goes on past its first minute's budget,
+// waiting for room, so it offers more than two minutes' worth of runs
+// (2,000; about 1,000 a minute, fewer after a timeout halves the batch).
+// Budgeting per interval instead spent 66 s in a minute at 5 m (past
+// GitHub's whole 60 s) and 32 s at 20 s.
+func TestSweepTimeBudgetHoldsInEveryMinuteWhateverTheInterval(t *testing.T) {
+	for _, interval := range []time.Duration{20 * time.Second, time.Minute, 5 * time.Minute} {
+		t.Run(interval.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				const n = 5000
+				lat := forgesim.GitHubLatency()
+				lat.Seed = 1
+				sim := forgesim.New(forgesim.WithLatency(lat))
+				fc, runs, stopSim := seedSweepRuns(t, sim, n, 0)
+				defer stopSim()
+				sim.ResetStats()
+				rec := &sweepRecorder{sim: sim}
+				sw := server.NewSweeper(server.SweeperConfig{Runs: runs, Offer: server.NewReconciler(runs, fc, nil), Interval: interval, OnPass: rec.onPass})
+				passes := sweepFor(sw, rec, 15*time.Minute)
+				if len(passes) == 0 {
+					t.Fatal("no pass in 15 minutes")
+				}
+				for i, sec := range graphqlMinutes(sim) {
+					if sec > 30 {
+						t.Errorf("interval %v: the simulator's minute %d counted %.1f s of GraphQL, want at most 30: half of GitHub's 60 s in every minute, whatever the interval", interval, i+1, sec)
+					}
+				}
+				for _, rc := range sim.Stats().Requests {
+					if rc.Status == 403 || rc.Status == 429 {
+						t.Errorf("interval %v: simulator answered %d %s %d times, want no refusal", interval, rc.Status, rc.Route, rc.Count)
+					}
+				}
+				if interval == 5*time.Minute {
+					for _, p := range passes[:len(passes)-1] {
+						if p.Offered < 2000 {
+							t.Errorf("5-minute pass %d offered %d runs, want at least 2,000: a pass longer than a minute waits for room and goes on", p.Pass, p.Offered)
+						}
+					}
+				}
+			})
+		})
+	}
+}
+
 // TestSweepHalvesABatchThatTimesOut pins the batch size against the
 // simulator: with queries of 100 pull requests past GitHub's 10 s timeout
 // and queries of 50 under it, a pass offers the timed-out runs again in
@@ -240,8 +289,9 @@ func TestSweepHalvesABatchThatTimesOut(t *testing.T) {
 		fc, runs, stopSim := seedSweepRuns(t, sim, n, 0)
 		defer stopSim()
 		rec := &sweepRecorder{sim: sim}
-		sw := server.NewSweeper(server.SweeperConfig{Runs: runs, Offer: server.NewReconciler(runs, fc, nil), Interval: 2 * time.Minute, OnPass: rec.onPass})
-		passes := sweepFor(sw, rec, 6*time.Minute+50*time.Second)
+		// All of GitHub's 60 s a minute, so each pass ends within its minute.
+		sw := server.NewSweeper(server.SweeperConfig{Runs: runs, Offer: server.NewReconciler(runs, fc, nil), Interval: time.Minute, TimeShare: 1, OnPass: rec.onPass})
+		passes := sweepFor(sw, rec, 3*time.Minute+50*time.Second)
 		if len(passes) != 3 {
 			t.Fatalf("got %d passes, want 3", len(passes))
 		}
@@ -254,6 +304,75 @@ func TestSweepHalvesABatchThatTimesOut(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestSweepGrowsItsBatchAMinuteAfterATimeout pins the batch size's growth
+// in a pass longer than a minute: a 3-minute interval, 3,000 shallow-window
+// runs, the first query of 100 pulls past GitHub's 10 s timeout (then
+// GitHub's latency without its tail, a 50-pull query 1.25 s). The pass
+// reads those runs again in halves and goes on in batches of 50; a minute
+// after the timeout, with none since, the size grows by half (75), and a
+// minute later again (100), within the pass, as passes of a minute's
+// interval would grow it at their ends.
+func TestSweepGrowsItsBatchAMinuteAfterATimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const n = 3000
+		slow := steadyLatency()
+		slow.GraphQLPerNode = 100 * time.Millisecond // 100 pulls take 11 s: past the timeout
+		sim := forgesim.New(forgesim.WithLatency(slow))
+		fc, runs, stopSim := seedSweepRuns(t, sim, n, 0)
+		defer stopSim()
+		sizes := &batchSizes{Offerer: server.NewReconciler(runs, fc, nil)}
+		rec := &sweepRecorder{sim: sim}
+		sw := server.NewSweeper(server.SweeperConfig{Runs: runs, Offer: sizes, Interval: 3 * time.Minute, OnPass: rec.onPass})
+		stop := startSweeper(sw)
+		defer stop()
+		time.Sleep(3*time.Minute + 15*time.Second) // the first pass's first query has timed out
+		synctest.Wait()
+		if err := sim.SetLatency(steadyLatency()); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2*time.Minute + 30*time.Second)
+		synctest.Wait()
+		stop()
+		passes, _ := rec.snapshot()
+		if len(passes) != 1 || passes[0].Timeouts != 1 {
+			t.Fatalf("got %d passes, %+v; want 1 with 1 timeout", len(passes), passes)
+		}
+		if sizes.n[0] != 100 {
+			t.Fatalf("first batch %d runs, want 100", sizes.n[0])
+		}
+		// GitHub stops the first query at 10 s; from then, each batch
+		// begun a minute or more after the size last grew (or the
+		// timeout) grows it by half: 50, then 75, then 100.
+		grown, want, steps := sizes.at[0].Add(forgesim.GraphQLTimeout), 50, 0
+		for i := 1; i < len(sizes.n); i++ {
+			if sizes.at[i].Sub(grown) >= time.Minute {
+				grown, want, steps = sizes.at[i], min(want+(want+1)/2, 100), steps+1
+			}
+			if last := i == len(sizes.n)-1; sizes.n[i] != want && !(last && sizes.n[i] < want) {
+				t.Errorf("batch %d, %v after the timeout: %d runs, want %d: the size grows by half a minute after the timeout, and each minute after", i+1, sizes.at[i].Sub(sizes.at[0]).Round(time.Second), sizes.n[i], want)
+			}
+		}
+		if steps != 2 {
+			t.Errorf("the size grew %d times in the pass, want 2: to 75, then 100", steps)
+		}
+	})
+}
+
+// batchSizes records each batch's size and when it was offered.
+type batchSizes struct {
+	server.Offerer
+	mu sync.Mutex
+	n  []int
+	at []time.Time
+}
+
+func (b *batchSizes) OfferBatch(ctx context.Context, runs []gaterun.Run) ([]server.Outcome, error) {
+	b.mu.Lock()
+	b.n, b.at = append(b.n, len(runs)), append(b.at, time.Now())
+	b.mu.Unlock()
+	return b.Offerer.OfferBatch(ctx, runs)
 }
 
 // TestSweepUnderGitHubLatency measures the sweep against the simulator with

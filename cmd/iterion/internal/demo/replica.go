@@ -73,6 +73,7 @@ func (d *demo) start(ctx context.Context, name string, noLease bool) (*replica, 
 		WebhookSecret: "demo",
 		Owner:         name,
 		SweepInterval: d.cfg.Interval,
+		ForgeMinute:   d.cfg.Interval, // the simulator's minute (WithMinute)
 		BoardRepos:    []string{demoOwner + "/" + demoRepo},
 		BoardInterval: d.cfg.Interval,
 		Registry:      reg,

@@ -15,11 +15,12 @@ import (
 // query's median 1.5 s, 2% of them past GitHub's 10 s timeout), with the
 // sweeper's time budget on, at each population of open runs and replica
 // count, with the lease and App auth (each configuration an installation
-// of its own). The simulator's minute and the sweep interval are the same
-// compressed minute, so the modelled times, GitHub's per-minute limits and
-// the sweeper's budget (scaled to its interval) shrink together; the
-// compression is chosen so that a modelled query dwarfs the machine's own
-// time per query.
+// of its own). The simulator's minute and the replicas' --forge-minute are
+// the same compressed minute, so the modelled times, GitHub's per-minute
+// limits and the sweeper's budget shrink together; the sweep interval is
+// that minute or a whole number of them (sweepMinutes). The compression is
+// chosen so that a modelled query dwarfs the machine's own time per
+// query.
 //
 // Every figure of GitHub's side comes from the simulator: the points and
 // refusals (by kind) it counted for the installation, the GraphQL time it
@@ -52,10 +53,11 @@ type ClockRow struct {
 	// Faults: 1% of GraphQL queries were answered 502 over the window,
 	// and Moved pull requests got a new head as it opened.
 	Faults bool
-	// Interval is the compressed minute; Window how long the figures below
-	// were taken over (whole intervals from when the first pass had offered
-	// every run).
-	Interval, Window time.Duration
+	// Interval is the sweep interval and Minute the compressed minute (the
+	// same, or a whole number of minutes to the interval); Window how long
+	// the figures below were taken over (whole intervals from when the
+	// first pass had offered every run).
+	Interval, Minute, Window time.Duration
 	// Points is the GraphQL points charged in each interval of the window.
 	Points []int64
 	// ShallowChecked and DeepChecked are, per interval of the window, how
@@ -101,7 +103,9 @@ type clockScenario struct {
 	// measured at; timeShare the replicas' time share (0: serve's default).
 	concurrency []int
 	timeShare   float64
-	logf        func(format string, args ...any)
+	// sweepMinutes is the sweep interval in compressed minutes (0: 1).
+	sweepMinutes int
+	logf         func(format string, args ...any)
 }
 
 // startCluster starts the clock scenario's cluster in dir: the simulator's
@@ -178,10 +182,10 @@ func (s clockScenario) run(ctx context.Context, c *cluster) ([]ClockRow, error) 
 }
 
 // replicaFlags are the flags of configuration cf's replicas beyond their
-// credentials: debug logs (each pass), the sweep concurrency and the time
-// share.
-func (s clockScenario) replicaFlags(cf clockConfig) []string {
-	flags := []string{"--log-level", "debug", "--sweep-concurrency", fmt.Sprint(max(cf.concurrency, 1))}
+// credentials: debug logs (each pass), the sweep interval, the sweep
+// concurrency and the time share.
+func (s clockScenario) replicaFlags(cf clockConfig, interval time.Duration) []string {
+	flags := []string{"--log-level", "debug", "--sweep-interval", interval.String(), "--sweep-concurrency", fmt.Sprint(max(cf.concurrency, 1))}
 	if s.timeShare > 0 {
 		flags = append(flags, "--sweep-time-share", fmt.Sprint(s.timeShare))
 	}
@@ -204,8 +208,8 @@ type clockConfig struct {
 
 // one measures one configuration on fresh replicas.
 func (s clockScenario) one(ctx context.Context, c *cluster, cf clockConfig) (ClockRow, error) {
-	iv := c.interval
-	row := ClockRow{Runs: len(cf.pop), Shallow: cf.shallow, Replicas: cf.replicas, Faults: cf.faults, Interval: iv, Concurrency: cf.concurrency}
+	iv := c.interval * time.Duration(max(s.sweepMinutes, 1))
+	row := ClockRow{Runs: len(cf.pop), Shallow: cf.shallow, Replicas: cf.replicas, Faults: cf.faults, Interval: iv, Minute: c.interval, Concurrency: cf.concurrency}
 	principal := installationPrincipal(cf.installation)
 	before, err := c.sim.fullStats(ctx)
 	if err != nil {
@@ -215,7 +219,7 @@ func (s clockScenario) one(ctx context.Context, c *cluster, cf clockConfig) (Clo
 		app: []string{"--github-app-id", fmt.Sprint(scaleAppID), "--github-installation-id", fmt.Sprint(cf.installation),
 			"--github-private-key-file", cf.key},
 		timeBudget: true,
-		extra:      s.replicaFlags(cf),
+		extra:      s.replicaFlags(cf, iv),
 	})
 	if err != nil {
 		return row, err

@@ -198,6 +198,7 @@ func (c *cluster) startReplica(ctx context.Context, seq int, spec replicaSpec) (
 		"--forge-url", c.sim.url + "/",
 		"--api-token", c.apiToken,
 		"--sweep-interval", c.interval.String(),
+		"--forge-minute", c.interval.String(), // the simulator's minute
 	}
 	if !spec.timeBudget {
 		// The simulator answers at once and the minute is compressed: a

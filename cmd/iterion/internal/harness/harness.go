@@ -122,7 +122,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		ScenarioClock: func(ctx context.Context) (err error) {
 			shallow := max(o.ClockShallow, 0)
 			s := clockScenario{runs: o.ClockRuns, replicas: o.ClockReplicas, shallow: shallow, passes: o.ClockPasses, deepPasses: o.ClockDeepPasses,
-				concurrency: o.ClockConcurrency, timeShare: o.ClockTimeShare, logf: logf}
+				concurrency: o.ClockConcurrency, timeShare: o.ClockTimeShare, sweepMinutes: o.ClockSweepMinutes, logf: logf}
 			if len(s.concurrency) == 0 {
 				s.concurrency = []int{1}
 			}

@@ -99,10 +99,14 @@ type Options struct {
 	// shallow window when the clock scenario ages the rest out of it, for
 	// its last configurations; 0: default 500; negative: none.
 	ClockShallow int
-	// ClockInterval is the clock scenario's sweep interval and simulator
-	// minute, the compressed minute. Default 6s: a 1.5 s query answers in
-	// 150 ms, well above the machine's own time per query.
+	// ClockInterval is the clock scenario's simulator minute, the
+	// compressed minute, and its sweep interval unless ClockSweepMinutes
+	// says otherwise. Default 6s: a 1.5 s query answers in 150 ms, well
+	// above the machine's own time per query.
 	ClockInterval time.Duration
+	// ClockSweepMinutes is the clock scenario's sweep interval in its
+	// compressed minutes (ClockInterval). Default 1.
+	ClockSweepMinutes int
 	// ClockPasses is how many intervals each clock configuration is
 	// measured over, after its first pass. Default 10.
 	ClockPasses int
@@ -181,6 +185,7 @@ func (o *Options) defaults() error {
 	o.ClockShallow = cmp.Or(o.ClockShallow, 500)
 	o.ClockInterval = cmp.Or(o.ClockInterval, 6*time.Second)
 	o.ClockPasses = cmp.Or(o.ClockPasses, 10)
+	o.ClockSweepMinutes = cmp.Or(o.ClockSweepMinutes, 1)
 	o.ClockDeepPasses = cmp.Or(o.ClockDeepPasses, server.DeepEvery+12)
 	o.GroupShards = cmp.Or(o.GroupShards, 64)
 	o.GroupReplicas = cmp.Or(o.GroupReplicas, 10)
@@ -240,6 +245,8 @@ func (o *Options) defaults() error {
 		return fmt.Errorf("%w: ClockRuns %v: want increasing populations of at least 1", ErrInvalid, o.ClockRuns)
 	case o.ClockInterval < time.Second:
 		return fmt.Errorf("%w: ClockInterval %v is under 1s", ErrInvalid, o.ClockInterval)
+	case o.ClockSweepMinutes < 1:
+		return fmt.Errorf("%w: ClockSweepMinutes %d: want 1 or more", ErrInvalid, o.ClockSweepMinutes)
 	case o.ClockPasses < 2 || o.ClockDeepPasses < 2:
 		return fmt.Errorf("%w: ClockPasses %d, ClockDeepPasses %d: want at least 2", ErrInvalid, o.ClockPasses, o.ClockDeepPasses)
 	}

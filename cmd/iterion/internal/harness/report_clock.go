@@ -14,13 +14,14 @@ func clockMarkdown(r *Report) string {
 	iv := r.Options.ClockInterval
 	fmt.Fprintf(&b, "**GitHub's clock.** The batched sweep with its time budget on, against `forge-sim --latency` as it ships "+
 		"(a 100-pull query's median 1.5 s, 2%% past GitHub's 10 s timeout, seed %d), with the lease and App auth (an installation per "+
-		"configuration). Sweep interval and simulator minute %v (GitHub's minute, compressed %.0f×: a 1.5 s query answers in %v). "+
+		"configuration). Simulator minute %v (GitHub's minute, compressed %.0f×: a 1.5 s query answers in %v), the replicas' `--forge-minute` the same; sweep interval %v. "+
 		"Runs in the shallow window were updated in the last hour, the others %v ago. Each configuration is measured over whole intervals "+
 		"once its first pass has offered every run; %d shallow-window runs had their gate status set to `failure` as the window opened. "+
 		"The faults configuration adds %.0f%% of GraphQL queries answered 502 over its window and pushes %d pull requests to a new head. "+
 		"GraphQL seconds are the simulator's own per-minute figure (GitHub's seconds); checked runs and the longest time unchecked come from "+
 		"when the simulator delivered each pull request to the installation; passes from the sweepers' logs.\n\n",
 		clockSeed, iv, float64(time.Minute)/float64(iv), time.Duration(float64(1500*time.Millisecond)*float64(iv)/float64(time.Minute)),
+		iv*time.Duration(max(r.Options.ClockSweepMinutes, 1)),
 		clockAge, clockDrifted, 100*clockFaultShare, clockMoved)
 	if share := r.Options.ClockTimeShare; share > 0 {
 		fmt.Fprintf(&b, "The replicas' time share: `--sweep-time-share %v` (%.0f s of GitHub's 60 s of GraphQL a minute).\n\n", share, 60*share)
