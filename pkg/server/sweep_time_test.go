@@ -156,6 +156,20 @@ func TestSweepStopsAtAGraphQL200Limit(t *testing.T) {
 	}
 }
 
+// seedLatencySweep is a simulator with GitHub's latency model as it ships
+// (seed 1) and n open runs seeded in the shallow window (seedSweepRuns),
+// its stats reset: what the measurements of the sweep on GitHub's clock
+// start from.
+func seedLatencySweep(tb testing.TB, n int) (*forgesim.Sim, *forge.Client, *gaterun.MemoryStore, func()) {
+	tb.Helper()
+	lat := forgesim.GitHubLatency()
+	lat.Seed = 1
+	sim := forgesim.New(forgesim.WithLatency(lat))
+	fc, runs, stop := seedSweepRuns(tb, sim, n, 0)
+	sim.ResetStats()
+	return sim, fc, runs, stop
+}
+
 // graphqlMinutes is the simulator's own figure of GraphQL response time
 // in each of its minutes (forgesim.CPUMinute), GitHub's seconds.
 func graphqlMinutes(sim *forgesim.Sim) []float64 {
@@ -240,12 +254,8 @@ func TestSweepTimeBudgetHoldsInEveryMinuteWhateverTheInterval(t *testing.T) {
 		t.Run(interval.String(), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				const n = 5000
-				lat := forgesim.GitHubLatency()
-				lat.Seed = 1
-				sim := forgesim.New(forgesim.WithLatency(lat))
-				fc, runs, stopSim := seedSweepRuns(t, sim, n, 0)
+				sim, fc, runs, stopSim := seedLatencySweep(t, n)
 				defer stopSim()
-				sim.ResetStats()
 				rec := &sweepRecorder{sim: sim}
 				sw := server.NewSweeper(server.SweeperConfig{Runs: runs, Offer: server.NewReconciler(runs, fc, nil), Interval: interval, OnPass: rec.onPass})
 				passes := sweepFor(sw, rec, 15*time.Minute)
@@ -388,12 +398,8 @@ func TestSweepUnderGitHubLatency(t *testing.T) {
 	for _, n := range []int{1000, 5000} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				lat := forgesim.GitHubLatency()
-				lat.Seed = 1
-				sim := forgesim.New(forgesim.WithLatency(lat))
-				fc, runs, stopSim := seedSweepRuns(t, sim, n, 0)
+				sim, fc, runs, stopSim := seedLatencySweep(t, n)
 				defer stopSim()
-				sim.ResetStats()
 				rec := &sweepRecorder{sim: sim}
 				sw := server.NewSweeper(server.SweeperConfig{Runs: runs, Offer: server.NewReconciler(runs, fc, nil), Interval: time.Minute, OnPass: rec.onPass})
 				passes := sweepFor(sw, rec, 6*time.Minute+59*time.Second)
