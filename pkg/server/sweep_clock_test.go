@@ -88,19 +88,9 @@ func TestSweepReadsATimedOutShallowBatchAgainBeforeTheDeepWindow(t *testing.T) {
 				seedAgedRuns(t, sim, runs, c.shallow+1, c.shallow+old)
 				rec := &sweepRecorder{sim: sim}
 				sw := server.NewSweeper(server.SweeperConfig{Runs: runs, Offer: server.NewReconciler(runs, fc, nil), Interval: time.Minute, OnPass: rec.onPass})
-				stop := startSweeper(sw)
-				defer stop()
 				// The first query goes out one interval in; GitHub stops it
 				// at 10 s.
-				time.Sleep(time.Minute + 5*time.Second)
-				synctest.Wait()
-				if err := sim.SetLatency(steadyLatency()); err != nil {
-					t.Fatal(err)
-				}
-				time.Sleep(45 * time.Second)
-				synctest.Wait()
-				stop()
-				passes, _ := rec.snapshot()
+				passes := sweepSwitchingLatency(t, sw, rec, sim, time.Minute+5*time.Second, steadyLatency(), 45*time.Second)
 				if len(passes) != 1 {
 					t.Fatalf("got %d passes, want 1", len(passes))
 				}
@@ -163,17 +153,7 @@ func TestSweepGoingRoundOffersATimedOutBatchAgain(t *testing.T) {
 		var checked []map[string]bool
 		sw := server.NewSweeper(server.SweeperConfig{Runs: runs, Offer: offer, Interval: time.Minute,
 			OnPass: func(p server.SweepPass) { rec.onPass(p); checked = append(checked, offer.take()) }})
-		stop := startSweeper(sw)
-		defer stop()
-		time.Sleep(time.Minute + 30*time.Second)
-		synctest.Wait()
-		if err := sim.SetLatency(steadyLatency()); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(2 * time.Minute)
-		synctest.Wait()
-		stop()
-		passes, _ := rec.snapshot()
+		passes := sweepSwitchingLatency(t, sw, rec, sim, time.Minute+30*time.Second, steadyLatency(), 2*time.Minute)
 		if len(passes) != 3 {
 			t.Fatalf("got %d passes, want 3", len(passes))
 		}

@@ -61,6 +61,25 @@ func sweepFor(sw *server.Sweeper, rec *sweepRecorder, d time.Duration) []server.
 	return passes
 }
 
+// sweepSwitchingLatency runs one term of sw for before of virtual time,
+// then sets sim's latency model to l and runs it for after more, and
+// returns the passes rec recorded.
+func sweepSwitchingLatency(t *testing.T, sw *server.Sweeper, rec *sweepRecorder, sim *forgesim.Sim, before time.Duration, l forgesim.Latency, after time.Duration) []server.SweepPass {
+	t.Helper()
+	stop := startSweeper(sw)
+	defer stop()
+	time.Sleep(before)
+	synctest.Wait()
+	if err := sim.SetLatency(l); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(after)
+	synctest.Wait()
+	stop()
+	passes, _ := rec.snapshot()
+	return passes
+}
+
 // TestSweepStopsAtAGraphQL200Limit pins, against the simulator with the
 // latency model on and GraphQL limits answered 200 with an errors array:
 // a limit met mid-pass stops the pass after at most one more request, the
@@ -335,17 +354,9 @@ func TestSweepGrowsItsBatchAMinuteAfterATimeout(t *testing.T) {
 		sizes := &batchSizes{Offerer: server.NewReconciler(runs, fc, nil)}
 		rec := &sweepRecorder{sim: sim}
 		sw := server.NewSweeper(server.SweeperConfig{Runs: runs, Offer: sizes, Interval: 3 * time.Minute, OnPass: rec.onPass})
-		stop := startSweeper(sw)
-		defer stop()
-		time.Sleep(3*time.Minute + 15*time.Second) // the first pass's first query has timed out
-		synctest.Wait()
-		if err := sim.SetLatency(steadyLatency()); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(2*time.Minute + 30*time.Second)
-		synctest.Wait()
-		stop()
-		passes, _ := rec.snapshot()
+		// Past the first pass's first query, timed out: GitHub's latency
+		// without its tail from then.
+		passes := sweepSwitchingLatency(t, sw, rec, sim, 3*time.Minute+15*time.Second, steadyLatency(), 2*time.Minute+30*time.Second)
 		if len(passes) != 1 || passes[0].Timeouts != 1 {
 			t.Fatalf("got %d passes, %+v; want 1 with 1 timeout", len(passes), passes)
 		}

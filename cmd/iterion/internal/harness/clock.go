@@ -53,11 +53,10 @@ type ClockRow struct {
 	// Faults: 1% of GraphQL queries were answered 502 over the window,
 	// and Moved pull requests got a new head as it opened.
 	Faults bool
-	// Interval is the sweep interval and Minute the compressed minute (the
-	// same, or a whole number of minutes to the interval); Window how long
-	// the figures below were taken over (whole intervals from when the
-	// first pass had offered every run).
-	Interval, Minute, Window time.Duration
+	// Interval is the sweep interval (the compressed minute, or a whole
+	// number of them); Window how long the figures below were taken over
+	// (whole intervals from when the first pass had offered every run).
+	Interval, Window time.Duration
 	// Points is the GraphQL points charged in each interval of the window.
 	Points []int64
 	// ShallowChecked and DeepChecked are, per interval of the window, how
@@ -209,7 +208,7 @@ type clockConfig struct {
 // one measures one configuration on fresh replicas.
 func (s clockScenario) one(ctx context.Context, c *cluster, cf clockConfig) (ClockRow, error) {
 	iv := c.interval * time.Duration(max(s.sweepMinutes, 1))
-	row := ClockRow{Runs: len(cf.pop), Shallow: cf.shallow, Replicas: cf.replicas, Faults: cf.faults, Interval: iv, Minute: c.interval, Concurrency: cf.concurrency}
+	row := ClockRow{Runs: len(cf.pop), Shallow: cf.shallow, Replicas: cf.replicas, Faults: cf.faults, Interval: iv, Concurrency: cf.concurrency}
 	principal := installationPrincipal(cf.installation)
 	before, err := c.sim.fullStats(ctx)
 	if err != nil {
