@@ -53,6 +53,7 @@ func serveForgeSim(ctx context.Context, args []string, stdout, stderr io.Writer)
 	gqlNode := fs.Duration("latency-graphql-node", gh.GraphQLPerNode, "what each node a GraphQL query asks for adds to its median")
 	timeouts := fs.Float64("latency-timeouts", 0.02, "share of 100-node GraphQL queries whose time passes GitHub's 10 s timeout: sets the heavy tail (0: no tail, every answer its median)")
 	badGateway := fs.Float64("latency-502-share", gh.BadGatewayShare, "share of timed-out GraphQL queries answered 502 rather than 504")
+	perQuery := fs.Bool("latency-per-query", false, "draw each GraphQL query's time from the seed, the query and how many times its installation sent it before, not in the order all requests arrive: runs that send the same queries meet the same times and timeouts (a harness comparing replica counts)")
 	var faults forgesim.GraphQLFaults
 	fs.Float64Var(&faults.BadGatewayShare, "graphql-502-share", 0, "share of GraphQL queries answered 502 after they ran (charged, no data), apart from the latency model's timeouts; POST /_sim/faults changes it")
 	fs.Uint64Var(&faults.Seed, "graphql-fault-seed", 0, "seed of the injected GraphQL faults' draws")
@@ -114,6 +115,7 @@ func serveForgeSim(ctx context.Context, args []string, stdout, stderr io.Writer)
 			Tail:            forgesim.TailFor(*gqlBase+100**gqlNode, *timeouts),
 			BadGatewayShare: *badGateway,
 			Seed:            *seed,
+			PerQuery:        *perQuery,
 		}
 		if err := l.Validate(); err != nil {
 			var fe *forgesim.FieldError

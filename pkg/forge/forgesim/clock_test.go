@@ -115,9 +115,9 @@ func TestAnswersTakeTheirModelledTimeOnTheSimulatorsClock(t *testing.T) {
 func TestGitHubLatencyHasTheFiguresMedianAndTail(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const n = 1000
-		run := func(seed uint64) ([]time.Duration, int) {
+		run := func(seed uint64, perQuery bool) ([]time.Duration, int) {
 			l := forgesim.GitHubLatency()
-			l.Seed = seed
+			l.Seed, l.PerQuery = seed, perQuery
 			sim := forgesim.New(forgesim.WithLatency(l), forgesim.WithBudget(1<<30),
 				forgesim.WithSecondaryLimits(forgesim.SecondaryLimits{}))
 			seedPulls(t, sim, 1)
@@ -136,21 +136,68 @@ func TestGitHubLatencyHasTheFiguresMedianAndTail(t *testing.T) {
 			}
 			return times, timeouts
 		}
-		times, timeouts := run(1)
-		sorted := slices.Sorted(slices.Values(times))
-		if med := sorted[n/2]; med < 1350*time.Millisecond || med > 1650*time.Millisecond {
-			t.Errorf("median of %d 100-node queries: got %v, want 1.5 s ± 10%%: the median of a 100-pull query", n, med)
+		for _, perQuery := range []bool{false, true} {
+			times, timeouts := run(1, perQuery)
+			sorted := slices.Sorted(slices.Values(times))
+			if med := sorted[n/2]; med < 1350*time.Millisecond || med > 1650*time.Millisecond {
+				t.Errorf("PerQuery %v: median of %d 100-node queries: got %v, want 1.5 s ± 10%%: the median of a 100-pull query", perQuery, n, med)
+			}
+			if timeouts < 10 || timeouts > 35 {
+				t.Errorf("PerQuery %v: timeouts: got %d of %d, want about 2%% (10–35): the tail times out 2%% of 100-pull queries", perQuery, timeouts, n)
+			}
+			again, _ := run(1, perQuery)
+			if !slices.Equal(times, again) {
+				t.Errorf("PerQuery %v: the same seed twice: got different times, want the same: draws are seeded", perQuery)
+			}
+			other, _ := run(2, perQuery)
+			if slices.Equal(times, other) {
+				t.Errorf("PerQuery %v: another seed: got the same times, want others", perQuery)
+			}
 		}
-		if timeouts < 10 || timeouts > 35 {
-			t.Errorf("timeouts: got %d of %d, want about 2%% (10–35): the tail times out 2%% of 100-pull queries", timeouts, n)
+	})
+}
+
+// TestLatencyPerQueryMeetsTheSameDrawsWhateverElseIsAsked pins
+// Latency.PerQuery: a principal's k-th sending of a query takes the same
+// time (and the same timeout answer) on two simulators of one seed, though
+// one of them also answers other queries, other principals and REST
+// requests in between; without it, those shift the stream.
+func TestLatencyPerQueryMeetsTheSameDrawsWhateverElseIsAsked(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const n = 500
+		other := strings.Replace(nodes100, "number: 1", "number: 2", 1)
+		run := func(perQuery, busy bool) (times []time.Duration, codes []int) {
+			l := forgesim.GitHubLatency()
+			l.Seed, l.PerQuery = 7, perQuery
+			sim := forgesim.New(forgesim.WithLatency(l), forgesim.WithBudget(1<<30),
+				forgesim.WithSecondaryLimits(forgesim.SecondaryLimits{}))
+			seedPulls(t, sim, 2)
+			for range n {
+				if busy {
+					timed(sim, "POST", "/graphql", "u", gqlBody(nodes100))
+					timed(sim, "POST", "/graphql", "t", gqlBody(other))
+					timed(sim, "GET", "/repos/acme/app/pulls/1", "t", "")
+				}
+				rec, took := timed(sim, "POST", "/graphql", "t", gqlBody(nodes100))
+				times, codes = append(times, took), append(codes, rec.Code)
+			}
+			return times, codes
 		}
-		again, _ := run(1)
-		if !slices.Equal(times, again) {
-			t.Errorf("the same seed twice: got different times, want the same: draws are seeded")
+		quiet, quietCodes := run(true, false)
+		busy, busyCodes := run(true, true)
+		if !slices.Equal(quiet, busy) || !slices.Equal(quietCodes, busyCodes) {
+			t.Errorf("PerQuery: the same query's times with other requests in between differ, want the same: a query's draws follow its own sendings")
 		}
-		other, _ := run(2)
-		if slices.Equal(times, other) {
-			t.Errorf("another seed: got the same times, want others")
+		if slices.Index(quietCodes, 504) < 0 && slices.Index(quietCodes, 502) < 0 {
+			t.Errorf("PerQuery: no timeout in %d sendings of a 100-node query, want about 2%%: the k-th sending draws anew", n)
+		}
+		if slices.Equal(slices.Compact(slices.Clone(quiet)), quiet[:1]) {
+			t.Errorf("PerQuery: every sending took %v, want fresh draws", quiet[0])
+		}
+		inOrder, _ := run(false, false)
+		inOrderBusy, _ := run(false, true)
+		if slices.Equal(inOrder, inOrderBusy) {
+			t.Errorf("without PerQuery: got the same times with other requests in between, want them shifted: one stream in the order requests arrive")
 		}
 	})
 }

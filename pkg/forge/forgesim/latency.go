@@ -3,6 +3,7 @@ package forgesim
 import (
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"math"
 	"math/rand/v2"
 	"time"
@@ -43,6 +44,17 @@ type Latency struct {
 	// Seed seeds the draws: one seed and one order of requests give the
 	// same times.
 	Seed uint64
+	// PerQuery draws each GraphQL query's time, and whether a timeout is a
+	// 502, from Seed, the request's body and how many times its principal
+	// sent that body before, rather than from one stream in the order all
+	// requests arrive. Two runs that send the same queries then meet the
+	// same times and the same timeouts, whatever else was asked, by whom
+	// and in what order: a harness comparing replica counts on one
+	// simulator meets the same draws at each (common random numbers). Each
+	// draw is still a fresh one (the k-th sending of a body draws anew),
+	// so the model's distribution is unchanged. REST answers keep the
+	// stream.
+	PerQuery bool
 }
 
 // GraphQLTimeout is how long GitHub lets a GraphQL query run: "If GitHub
@@ -129,22 +141,45 @@ func WithLatency(l Latency) Option {
 		panic(fmt.Sprintf("forgesim: WithLatency: %v", err))
 	}
 	return func(s *Sim) {
-		s.latency = &latencyModel{Latency: l, rng: rand.New(rand.NewPCG(l.Seed, 0))}
+		s.latency = &latencyModel{Latency: l, rng: rand.New(rand.NewPCG(l.Seed, 0)), sent: make(map[sentKey]uint64)}
 	}
 }
 
-// latencyModel is Latency with its random source; s.mu guards rng.
+// latencyModel is Latency with its random source and, for PerQuery, how
+// many times each principal sent each GraphQL body; s.mu guards both.
 type latencyModel struct {
 	Latency
-	rng *rand.Rand
+	rng  *rand.Rand
+	sent map[sentKey]uint64
 }
 
-// draw is one answer's time of median; s.mu is held.
-func (m *latencyModel) draw(median time.Duration) time.Duration {
+// sentKey is a principal's GraphQL body, by its hash.
+type sentKey struct {
+	principal string
+	body      uint64
+}
+
+// source is the random source of a GraphQL query's draws: with PerQuery,
+// one of its own, seeded by Seed, body and how many times principal sent
+// body before; else the model's stream. s.mu is held.
+func (m *latencyModel) source(principal string, body []byte) *rand.Rand {
+	if !m.PerQuery {
+		return m.rng
+	}
+	h := fnv.New64a()
+	h.Write(body)
+	k := sentKey{principal, h.Sum64()}
+	n := m.sent[k]
+	m.sent[k] = n + 1
+	return rand.New(rand.NewPCG(m.Seed^k.body, n*0x9e3779b97f4a7c15)) // n spread by the golden ratio, as SplitMix64 does
+}
+
+// draw is one answer's time of median, drawn from rng; s.mu is held.
+func (m *latencyModel) draw(rng *rand.Rand, median time.Duration) time.Duration {
 	if m.Tail == 0 {
 		return median
 	}
-	return time.Duration(float64(median) * math.Exp(m.Tail*m.rng.NormFloat64()))
+	return time.Duration(float64(median) * math.Exp(m.Tail*rng.NormFloat64()))
 }
 
 // listRoutes are the REST routes that answer pages.

@@ -80,10 +80,12 @@ func (s *Sim) answerTime(r *http.Request, principal, res string, body []byte, re
 		return rep, 0
 	}
 	var took time.Duration
+	rng := m.rng
 	if res == "graphql" {
-		took = m.draw(m.graphqlMedian(body))
+		rng = m.source(principal, body)
+		took = m.draw(rng, m.graphqlMedian(body))
 	} else {
-		took = m.draw(m.restMedian(r.Pattern))
+		took = m.draw(rng, m.restMedian(r.Pattern))
 	}
 	if res == "graphql" && took > GraphQLTimeout {
 		// GitHub stops the query at the timeout and answers 502 or 504
@@ -95,7 +97,7 @@ func (s *Sim) answerTime(r *http.Request, principal, res string, body []byte, re
 		// https://github.blog/changelog/2025-07-21-including-timeouts-in-primary-rate-limits).
 		took = GraphQLTimeout
 		status := http.StatusGatewayTimeout
-		if m.rng.Float64() < m.BadGatewayShare {
+		if rng.Float64() < m.BadGatewayShare {
 			status = http.StatusBadGateway
 		}
 		rep = reply{status: status, points: rep.points, body: githubError{

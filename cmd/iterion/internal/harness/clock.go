@@ -108,12 +108,15 @@ type clockScenario struct {
 }
 
 // startCluster starts the clock scenario's cluster in dir: the simulator's
-// latency model on, its minute the sweep interval.
+// latency model on, its minute the sweep interval, its GraphQL draws per
+// query (each configuration's installation meets the same times and
+// timeouts for the same queries, so replica counts are compared on the
+// same draws).
 func (s clockScenario) startCluster(ctx context.Context, bins binaries, dir string, interval time.Duration) (*cluster, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrProcess, err)
 	}
-	return startCluster(ctx, bins, dir, interval, simBudget, "--latency", "--latency-seed", fmt.Sprint(clockSeed),
+	return startCluster(ctx, bins, dir, interval, simBudget, "--latency", "--latency-per-query", "--latency-seed", fmt.Sprint(clockSeed),
 		"--graphql-fault-seed", fmt.Sprint(clockSeed), "--token-ttl", (60*interval + time.Minute).String())
 }
 
