@@ -178,3 +178,55 @@ func doJSON(req *http.Request, v any) error {
 	defer resp.Body.Close()
 	return json.NewDecoder(resp.Body).Decode(v)
 }
+
+// TestForgeSimLatencyPerQueryDrawsByTheQuery pins --latency-per-query: two
+// installations sending the same GraphQL query once each meet the same
+// draw of its time; without the flag, the second sending is the stream's
+// next draw.
+func TestForgeSimLatencyPerQueryDrawsByTheQuery(t *testing.T) {
+	graphqlSeconds := func(flags ...string) map[string]float64 {
+		url, stop := startForgeSim(t, append([]string{"--latency", "--latency-seed", "3", "--minute", "60ms"}, flags...)...)
+		defer stop()
+		for _, token := range []string{"a", "b"} {
+			req, _ := http.NewRequest("POST", url+"/graphql", strings.NewReader(`{"query":"{ viewer { login } }"}`))
+			req.Header.Set("Authorization", "token "+token)
+			var answer map[string]any
+			if err := doJSON(req, &answer); err != nil {
+				t.Fatalf("query as %s: %v", token, err)
+			}
+		}
+		var stats struct {
+			CPUMinutes []struct {
+				Principal, Resource string
+				Seconds             float64
+			} `json:"cpu_minutes"`
+		}
+		st, _ := http.NewRequest("GET", url+"/_sim/stats", nil)
+		if err := doJSON(st, &stats); err != nil {
+			t.Fatal(err)
+		}
+		secs := map[string]float64{}
+		for _, m := range stats.CPUMinutes {
+			if m.Resource == "graphql" {
+				secs[m.Principal] += m.Seconds
+			}
+		}
+		if len(secs) != 2 {
+			t.Fatalf("GraphQL minutes %+v, want one for each of 2 principals", stats.CPUMinutes)
+		}
+		return secs
+	}
+	distinct := func(secs map[string]float64) int {
+		seen := map[float64]bool{}
+		for _, s := range secs {
+			seen[s] = true
+		}
+		return len(seen)
+	}
+	if got := graphqlSeconds("--latency-per-query"); distinct(got) != 1 {
+		t.Errorf("--latency-per-query: the same query's time by principal %v, want one time: each principal's first sending draws alike", got)
+	}
+	if got := graphqlSeconds(); distinct(got) != 2 {
+		t.Errorf("without --latency-per-query: %v, want two times: one stream, two draws", got)
+	}
+}

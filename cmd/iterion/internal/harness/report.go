@@ -69,9 +69,10 @@ func (r *Report) Markdown(command string) string {
 	var b strings.Builder
 	o := r.Options
 	fmt.Fprintf(&b, "Measured %s on this project's 2-core machine with:\n\n    %s\n\n", r.Date.Format("2006-01-02 15:04 MST"), command)
-	// The shared cluster's sentence; the tenants scenario describes its own.
+	// The shared cluster's sentence, when a scenario ran on it; the clock
+	// and tenants scenarios run clusters of their own and describe them.
 	shared := len(r.Cost)+len(r.Budget)+len(r.Takeover)+len(r.Faults)+len(r.Scale) > 0 || r.Load != nil || r.Group != nil
-	if shared || r.Tenants == nil {
+	if shared || (r.Tenants == nil && len(r.Clock) == 0) {
 		fmt.Fprintf(&b, "Real processes: `dev-mongo`, `iterion forge-sim` and `iterion serve` replicas on loopback, "+
 			"each replica with its own forge token so the simulator's counts (`GET /_sim/stats`) attribute every request. "+
 			"Sweep interval %v (the compressed minute), so the lease's TTL is %v and its retry %v; %d seeded gating runs.\n\n",
