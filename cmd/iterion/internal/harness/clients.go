@@ -19,11 +19,15 @@ import (
 	"iterion.dev/iterion/pkg/server"
 )
 
-// newHTTPClient is the harness's HTTP client. Every server it talks to is
-// on loopback, but the simulator with its latency model on answers in
-// GitHub's time on its minute: at a real minute (--clock-interval 1m) a
-// REST answer's tail runs past 5 s now and then, so the timeout is 30 s.
-func newHTTPClient() *http.Client { return &http.Client{Timeout: 30 * time.Second} }
+// newHTTPClient is the harness's HTTP client: short timeouts, since every
+// server it talks to is on loopback.
+func newHTTPClient() *http.Client { return &http.Client{Timeout: 5 * time.Second} }
+
+// newSimHTTPClient is the harness's HTTP client for the simulator, which
+// with its latency model on answers in GitHub's time on its minute: at a
+// real minute (--clock-interval 1m) a REST answer's tail runs past 5 s now
+// and then, so it waits 30 s.
+func newSimHTTPClient() *http.Client { return &http.Client{Timeout: 30 * time.Second} }
 
 // doJSON sends a request with an optional JSON body and decodes a JSON answer
 // into out (when out is not nil). Any status outside 2xx is an error that

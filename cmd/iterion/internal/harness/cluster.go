@@ -90,7 +90,7 @@ func startCluster(ctx context.Context, bins binaries, dir string, interval time.
 		c.close()
 		return nil, fmt.Errorf("%w: forge-sim printed %q, want its URL", ErrProcess, line)
 	}
-	c.sim = sim{url: strings.TrimRight(u, "/"), hc: c.hc}
+	c.sim = sim{url: strings.TrimRight(u, "/"), hc: newSimHTTPClient()}
 	return c, nil
 }
 
