@@ -474,6 +474,12 @@ func (a *AppClient) Changed() time.Time {
 	return a.changed
 }
 
+// Timeout is the deadline each request of every installation's Client
+// gets (AppConfig.Timeout), or 0 when it has none beyond its context.
+func (a *AppClient) Timeout() time.Duration {
+	return a.cfg.Timeout
+}
+
 // Installation is the Client of installation id, made on first use and
 // the same one after: its token is installation id's, and so are its rate
 // gate and budget figures and its counts. An id not in the known set wraps

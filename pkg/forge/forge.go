@@ -290,6 +290,13 @@ func (c *Client) HTTPClient() *http.Client {
 	return c.http
 }
 
+// Timeout is the deadline each request of c gets (Config.Timeout), or 0
+// when it has none beyond its context: the longest a call can keep its
+// caller waiting, when GitHub's own ServerTimeout is not shorter.
+func (c *Client) Timeout() time.Duration {
+	return c.http.Timeout
+}
+
 // GitHub is the go-github client over the same HTTP client, for calls the
 // Client has no method for. Its built-in rate-limit check is off, the
 // Client's transport does that job; its errors are go-github's (a request

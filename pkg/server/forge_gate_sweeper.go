@@ -140,6 +140,10 @@ type sweeperConfig struct {
 	// Concurrency is how many batches a pass may have in flight at once;
 	// 0 means 1: one at a time, as GitHub advises.
 	Concurrency int
+	// RequestTimeout is the forge client's deadline for each request
+	// (forge.Client.Timeout); 0 means none, so a batch may keep a pass
+	// waiting GitHub's whole query timeout.
+	RequestTimeout time.Duration
 }
 
 // sweeper is the merge-gate sweeper: the net that re-offers unsettled runs

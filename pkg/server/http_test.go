@@ -416,6 +416,8 @@ func TestNewRejectsBadConfigNamingTheField(t *testing.T) {
 		{"Forge", func(c *server.Config) { c.Forge = nil }},
 		{"APIToken", func(c *server.Config) { c.APIToken = " " }},
 		{"SweepInterval", func(c *server.Config) { c.SweepInterval = -time.Second }},
+		// No pass could begin a batch: one may wait GitHub's 10 s timeout.
+		{"SweepInterval", func(c *server.Config) { c.SweepInterval = 10 * time.Second }},
 		{"SweepShards", func(c *server.Config) { c.SweepShards = -1 }},
 		{"InstallationConcurrency", func(c *server.Config) { c.InstallationConcurrency = -1 }},
 		{"App", func(c *server.Config) { c.App = app }},

@@ -93,6 +93,10 @@ type Config struct {
 	Owner string
 	// SweepInterval is the sweeper's interval; 0 means DefaultSweepInterval.
 	// The sweeper's lease TTL and retry derive from it (MergeGateSweeper).
+	// A pass begins a batch only when it would end within the interval
+	// however long it waits (GitHub's 10 s query timeout on ForgeMinute's
+	// clock, or the forge client's Timeout when shorter), so New refuses an
+	// interval no longer than that wait.
 	SweepInterval time.Duration
 	// SweepTimeShare is the share, above 0 and at most 1, of GitHub's
 	// GraphQL CPU-time limit (60 s a minute) the sweeper may spend in any
@@ -306,6 +310,9 @@ func NewForComparison(cfg Config, cmp Comparison) (*Server, error) {
 	}
 	if cfg.SweepInterval == 0 {
 		cfg.SweepInterval = DefaultSweepInterval
+	}
+	if err := checkSweepWait(cfg, cmp); err != nil {
+		return nil, err
 	}
 	if cfg.SweepShards == 0 {
 		cfg.SweepShards = DefaultSweepShards

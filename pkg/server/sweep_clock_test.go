@@ -9,9 +9,11 @@ import (
 	"testing/synctest"
 	"time"
 
+	"iterion.dev/iterion/internal/testing/forgetest"
 	"iterion.dev/iterion/pkg/forge"
 	"iterion.dev/iterion/pkg/forge/forgesim"
 	"iterion.dev/iterion/pkg/gaterun"
+	"iterion.dev/iterion/pkg/lease"
 	"iterion.dev/iterion/pkg/server"
 )
 
@@ -394,5 +396,87 @@ func TestSweepAtALongerIntervalChecksMoreRunsAPass(t *testing.T) {
 	}
 	if one, three := perPass[time.Minute], perPass[3*time.Minute]; one > 0 && three > 0 && three < 2*one {
 		t.Errorf("runs checked a pass: %.0f at 3 minutes, %.0f at 1; want at least twice: the budget is a minute's, so a longer pass goes on", three, one)
+	}
+}
+
+// TestSweepLeavesTheLongestItsClientWaitsAtTheEndOfTheInterval pins the
+// pass's deadline against the simulator with the latency model on (no
+// tail: every 100-pull query takes 1.5 s): a batch begins only when it
+// would end within the pass's interval however long the forge client lets
+// it wait, GitHub's 10 s timeout when the client has no deadline of its
+// own, else the shorter of the two. At a 20 s interval over 2,000 runs,
+// the first pass sends 7 batches with no client deadline (the last begun
+// 9 s in, ending by 19 s even if GitHub stopped it at 10 s) and 12 with a
+// 3 s one (the last begun 16.5 s in), not the 11 that a quarter of the
+// interval, the default deadline, would allow whatever the client has.
+func TestSweepLeavesTheLongestItsClientWaitsAtTheEndOfTheInterval(t *testing.T) {
+	const interval = 20 * time.Second
+	for _, tc := range []struct {
+		deadline, wait time.Duration
+		batches        int
+	}{
+		{0, forge.ServerTimeout, 7},
+		{3 * time.Second, 3 * time.Second, 12},
+	} {
+		t.Run(fmt.Sprintf("client deadline %v", tc.deadline), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				sim := forgesim.New(forgesim.WithLatency(steadyLatency()))
+				fc, runs, stopSim := seedSweepRuns(t, sim, 2000, 0)
+				defer stopSim()
+				rec := &sweepRecorder{sim: sim}
+				sizes := &batchSizes{Offerer: server.NewReconciler(runs, fc, nil)}
+				sw := server.NewSweeper(server.SweeperConfig{Runs: runs, Offer: sizes, Interval: interval, RequestTimeout: tc.deadline, OnPass: rec.onPass})
+				passes := sweepFor(sw, rec, 2*interval-time.Second)
+				if len(passes) != 1 {
+					t.Fatalf("got %d passes, want 1", len(passes))
+				}
+				p, end := passes[0], passes[0].At.Add(interval)
+				if len(sizes.at) != tc.batches || p.Offered != 100*tc.batches || !p.Behind {
+					t.Errorf("pass sent %d batches (%d runs offered, behind %v), want %d and behind: each may begin only %v before the interval's end",
+						len(sizes.at), p.Offered, p.Behind, tc.batches, tc.wait)
+				}
+				for i, at := range sizes.at {
+					if at.Add(tc.wait).After(end) {
+						t.Errorf("batch %d began %v before the interval's end, want at least %v: it could keep the pass waiting past it", i, end.Sub(at), tc.wait)
+					}
+				}
+			})
+		})
+	}
+}
+
+// TestSweepWorksToItsForgeClientsDeadline pins that the server hands the
+// sweeper its forge client's own request deadline (forge.Config.Timeout,
+// forge.AppConfig.Timeout in App mode), which bounds how late in its
+// interval a pass may begin a batch
+// (TestSweepLeavesTheLongestItsClientWaitsAtTheEndOfTheInterval): so a
+// 5 s interval, which a client without a deadline makes New refuse (a
+// batch could wait GitHub's whole 10 s), is accepted with a 3 or 4 s one.
+func TestSweepWorksToItsForgeClientsDeadline(t *testing.T) {
+	fc, err := forge.New(forge.Config{BaseURL: "http://127.0.0.1:1/", Token: "tok", Timeout: 3 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	app, err := forge.NewApp(forge.AppConfig{BaseURL: "http://127.0.0.1:1/", AppID: 1, PrivateKey: forgetest.AppKey(t), Timeout: 4 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		mode string
+		cfg  server.Config
+		want time.Duration
+	}{
+		{"token", server.Config{Forge: fc}, 3 * time.Second},
+		{"App", server.Config{App: app}, 4 * time.Second},
+	} {
+		c.cfg.Runs, c.cfg.Leases, c.cfg.APIToken, c.cfg.WebhookSecret = gaterun.NewMemoryStore(), lease.NewMemoryStore(), "a", "w"
+		c.cfg.SweepInterval = 5 * time.Second
+		srv, err := server.New(c.cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := srv.SweepRequestTimeout(1); got != c.want {
+			t.Errorf("%s mode: the sweeper works to a %v request deadline, want its forge client's %v", c.mode, got, c.want)
+		}
 	}
 }

@@ -7,6 +7,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -99,18 +100,46 @@ func (s *Server) buildSweeper(backingOff, behind prometheus.Gauge) {
 				onPass := s.passes.sweepPass(s.cfg.Now, s.sweepPassed)
 				return newSweeper(sweeperConfig{
 					Runs: installationRuns{s.cfg.Runs, reads, id}, Offer: sweepOffer(newReconcilerOf(s.cfg.Runs, installationForge(s.cfg.App, id), ilog)),
-					Interval: s.cfg.SweepInterval, Minute: s.cfg.ForgeMinute, TimeShare: timeShare, Concurrency: s.cfg.SweepConcurrency, Owner: s.cfg.Owner, Now: s.cfg.Now, Logger: ilog,
+					Interval: s.cfg.SweepInterval, Minute: s.cfg.ForgeMinute, TimeShare: timeShare, Concurrency: s.cfg.SweepConcurrency, RequestTimeout: s.cfg.App.Timeout(), Owner: s.cfg.Owner, Now: s.cfg.Now, Logger: ilog,
 					OnPass: func(p SweepPass) { p.Installation = id; onPass(p) },
 				})
 			},
 		}
 	} else {
 		s.sweeper = newSweeper(sweeperConfig{
-			Runs: s.cfg.Runs, Offer: sweepOffer(s.rec), Interval: s.cfg.SweepInterval, Minute: s.cfg.ForgeMinute, TimeShare: timeShare, Concurrency: s.cfg.SweepConcurrency,
+			Runs: s.cfg.Runs, Offer: sweepOffer(s.rec), Interval: s.cfg.SweepInterval, Minute: s.cfg.ForgeMinute, TimeShare: timeShare, Concurrency: s.cfg.SweepConcurrency, RequestTimeout: s.cfg.Forge.Timeout(),
 			Owner: s.cfg.Owner, Now: s.cfg.Now, Logger: s.log, OnPass: s.passes.sweepPass(s.cfg.Now, s.sweepPassed),
 			BackingOff: backingOff, Behind: behind, Watchdog: s.watchdog(MergeGateSweeper(), s.cfg.SweepInterval),
 		})
 	}
+}
+
+// checkSweepWait rejects a SweepInterval (cfg's, defaulted) that leaves a
+// pass with its time budget on no room to begin a batch: a pass begins
+// one only when it would end within the interval however long the forge
+// client lets it wait (batchWait: GitHub's query timeout on ForgeMinute's
+// clock, or the client's Timeout when shorter), so an interval no longer
+// than that would never sweep. The error wraps ErrConfig and names the
+// field.
+func checkSweepWait(cfg Config, cmp Comparison) error {
+	if cmp.NoSweepTimeBudget {
+		return nil
+	}
+	minute := cfg.ForgeMinute
+	if minute == 0 {
+		minute = time.Minute
+	}
+	var timeout time.Duration
+	if cfg.App != nil {
+		timeout = cfg.App.Timeout()
+	} else {
+		timeout = cfg.Forge.Timeout()
+	}
+	if wait := batchWait(minute, timeout); wait >= cfg.SweepInterval {
+		return fmt.Errorf("%w: SweepInterval %v: a sweep batch may keep its pass waiting %v (GitHub's %v query timeout on ForgeMinute's clock, or the forge client's Timeout when shorter), so no pass could begin one: give the forge client a Timeout under the interval (iterion serve: --forge-timeout)",
+			ErrConfig, cfg.SweepInterval, wait, forge.ServerTimeout)
+	}
+	return nil
 }
 
 // installationsOf is the installations the App client knows that shard

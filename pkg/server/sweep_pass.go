@@ -63,15 +63,32 @@ func (s *sweeper) timeBudget() time.Duration {
 // sweeper's clock (cfg.Minute). It is what the time budget keeps free for
 // the next batch, whose time cannot be known before it answers.
 func (s *sweeper) longestBatch() time.Duration {
-	return time.Duration(float64(forge.ServerTimeout) * float64(s.cfg.Minute) / float64(time.Minute))
+	return queryTimeout(s.cfg.Minute)
+}
+
+// queryTimeout is GitHub's query timeout (forge.ServerTimeout) on the
+// clock whose GitHub minute is minute.
+func queryTimeout(minute time.Duration) time.Duration {
+	return time.Duration(float64(forge.ServerTimeout) * float64(minute) / float64(time.Minute))
 }
 
 // longestWait is the longest a batch can keep the pass waiting: GitHub's
-// timeout (longestBatch), or the forge client's default timeout for the
-// interval (forge.RequestTimeout) when that is shorter. A batch may begin
-// only when it would end within the pass's interval by this bound.
+// timeout (longestBatch), or the forge client's own deadline
+// (cfg.RequestTimeout) when it has one and that is shorter. A batch may
+// begin only when it would end within the pass's interval by this bound.
 func (s *sweeper) longestWait() time.Duration {
-	return min(s.longestBatch(), forge.RequestTimeout(s.cfg.Interval))
+	return batchWait(s.cfg.Minute, s.cfg.RequestTimeout)
+}
+
+// batchWait is the longest a batch can keep a pass waiting on the clock
+// whose GitHub minute is minute: GitHub's query timeout, or the forge
+// client's deadline requestTimeout when it has one (above 0) and that is
+// shorter.
+func batchWait(minute, requestTimeout time.Duration) time.Duration {
+	if requestTimeout > 0 {
+		return min(queryTimeout(minute), requestTimeout)
+	}
+	return queryTimeout(minute)
 }
 
 // spentBatch is one batch's forge time, by when it began.

@@ -29,7 +29,7 @@ func TestSweeperFiguresReadTheServersPassMetrics(t *testing.T) {
 	passed := make(chan struct{}, 1)
 	srv, err := server.New(server.Config{
 		Runs: gaterun.NewMemoryStore(), Leases: lease.NewMemoryStore(), Forge: fc, APIToken: "api",
-		SweepInterval: 50 * time.Millisecond,
+		SweepInterval: 50 * time.Millisecond, ForgeMinute: 50 * time.Millisecond, // GitHub's minute compressed to the interval
 		OnSweep: func(server.SweepPass) {
 			select {
 			case passed <- struct{}{}:
