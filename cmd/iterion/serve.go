@@ -336,6 +336,9 @@ func (c serveConfig) validate() []error {
 	if c.forgeTimeout < 0 {
 		add("--forge-timeout %v: want a positive duration, or 0 for the default", c.forgeTimeout)
 	}
+	if wait := server.SweepBatchWait(c.forgeMinute, c.forgeTimeout); c.forgeTimeout > 0 && !c.noTimeBudget && c.sweepInterval > 0 && wait >= c.sweepInterval {
+		add("--forge-timeout %v: want it under --sweep-interval %v: a sweep pass begins a batch only when it would end within the interval, and one may wait %v", c.forgeTimeout, c.sweepInterval, wait)
+	}
 	for _, l := range []struct {
 		flag string
 		v    int64

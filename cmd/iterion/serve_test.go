@@ -65,6 +65,7 @@ func TestServeValidatesConfigNamingTheFlag(t *testing.T) {
 		{"store timeout zero", append(base, "--store-timeout", "0s"), env(), "--store-timeout"},
 		{"pages token and public pages", append(base, "--pages-token", "p", "--public-pages"), env(), "--public-pages"},
 		{"forge timeout negative", append(base, "--forge-timeout", "-1s"), env(), "--forge-timeout"},
+		{"forge timeout leaves the sweep no room", append(base, "--sweep-interval", "5s", "--forge-timeout", "6s"), env(), "--forge-timeout 6s: want it under --sweep-interval 5s"},
 		{"delivery window zero", append(base, "--delivery-window", "0s"), env(), "--delivery-window"},
 		{"read timeout zero", append(base, "--read-timeout", "0s"), env(), "--read-timeout"},
 		{"read header timeout negative", append(base, "--read-header-timeout", "-1s"), env(), "--read-header-timeout"},

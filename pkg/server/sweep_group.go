@@ -117,7 +117,7 @@ func (s *Server) buildSweeper(backingOff, behind prometheus.Gauge) {
 // checkSweepWait rejects a SweepInterval (cfg's, defaulted) that leaves a
 // pass with its time budget on no room to begin a batch: a pass begins
 // one only when it would end within the interval however long the forge
-// client lets it wait (batchWait: GitHub's query timeout on ForgeMinute's
+// client lets it wait (SweepBatchWait: GitHub's query timeout on ForgeMinute's
 // clock, or the client's Timeout when shorter), so an interval no longer
 // than that would never sweep. The error wraps ErrConfig and names the
 // field.
@@ -125,17 +125,13 @@ func checkSweepWait(cfg Config, cmp Comparison) error {
 	if cmp.NoSweepTimeBudget {
 		return nil
 	}
-	minute := cfg.ForgeMinute
-	if minute == 0 {
-		minute = time.Minute
-	}
 	var timeout time.Duration
 	if cfg.App != nil {
 		timeout = cfg.App.Timeout()
 	} else {
 		timeout = cfg.Forge.Timeout()
 	}
-	if wait := batchWait(minute, timeout); wait >= cfg.SweepInterval {
+	if wait := SweepBatchWait(cfg.ForgeMinute, timeout); wait >= cfg.SweepInterval {
 		return fmt.Errorf("%w: SweepInterval %v: a sweep batch may keep its pass waiting %v (GitHub's %v query timeout on ForgeMinute's clock, or the forge client's Timeout when shorter), so no pass could begin one: give the forge client a Timeout under the interval (iterion serve: --forge-timeout)",
 			ErrConfig, cfg.SweepInterval, wait, forge.ServerTimeout)
 	}

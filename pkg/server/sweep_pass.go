@@ -77,14 +77,18 @@ func queryTimeout(minute time.Duration) time.Duration {
 // (cfg.RequestTimeout) when it has one and that is shorter. A batch may
 // begin only when it would end within the pass's interval by this bound.
 func (s *sweeper) longestWait() time.Duration {
-	return batchWait(s.cfg.Minute, s.cfg.RequestTimeout)
+	return SweepBatchWait(s.cfg.Minute, s.cfg.RequestTimeout)
 }
 
-// batchWait is the longest a batch can keep a pass waiting on the clock
-// whose GitHub minute is minute: GitHub's query timeout, or the forge
-// client's deadline requestTimeout when it has one (above 0) and that is
-// shorter.
-func batchWait(minute, requestTimeout time.Duration) time.Duration {
+// SweepBatchWait is the longest one sweep batch can keep its pass waiting
+// on the clock whose GitHub minute is minute (Config.ForgeMinute; 0 means
+// a minute): GitHub's query timeout, or the forge client's deadline
+// requestTimeout when it has one (above 0) and that is shorter. A pass
+// begins a batch only when it would end within its interval by this.
+func SweepBatchWait(minute, requestTimeout time.Duration) time.Duration {
+	if minute <= 0 {
+		minute = time.Minute
+	}
 	if requestTimeout > 0 {
 		return min(queryTimeout(minute), requestTimeout)
 	}
