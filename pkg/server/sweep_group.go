@@ -100,14 +100,14 @@ func (s *Server) buildSweeper(backingOff, behind prometheus.Gauge) {
 				onPass := s.passes.sweepPass(s.cfg.Now, s.sweepPassed)
 				return newSweeper(sweeperConfig{
 					Runs: installationRuns{s.cfg.Runs, reads, id}, Offer: sweepOffer(newReconcilerOf(s.cfg.Runs, installationForge(s.cfg.App, id), ilog)),
-					Interval: s.cfg.SweepInterval, Minute: s.cfg.ForgeMinute, TimeShare: timeShare, Concurrency: s.cfg.SweepConcurrency, RequestTimeout: s.cfg.App.Timeout(), Owner: s.cfg.Owner, Now: s.cfg.Now, Logger: ilog,
+					Interval: s.cfg.SweepInterval, Minute: s.cfg.ForgeMinute, TimeShare: timeShare, Concurrency: s.cfg.SweepConcurrency, RequestTimeout: s.cfg.forgeTimeout(), Owner: s.cfg.Owner, Now: s.cfg.Now, Logger: ilog,
 					OnPass: func(p SweepPass) { p.Installation = id; onPass(p) },
 				})
 			},
 		}
 	} else {
 		s.sweeper = newSweeper(sweeperConfig{
-			Runs: s.cfg.Runs, Offer: sweepOffer(s.rec), Interval: s.cfg.SweepInterval, Minute: s.cfg.ForgeMinute, TimeShare: timeShare, Concurrency: s.cfg.SweepConcurrency, RequestTimeout: s.cfg.Forge.Timeout(),
+			Runs: s.cfg.Runs, Offer: sweepOffer(s.rec), Interval: s.cfg.SweepInterval, Minute: s.cfg.ForgeMinute, TimeShare: timeShare, Concurrency: s.cfg.SweepConcurrency, RequestTimeout: s.cfg.forgeTimeout(),
 			Owner: s.cfg.Owner, Now: s.cfg.Now, Logger: s.log, OnPass: s.passes.sweepPass(s.cfg.Now, s.sweepPassed),
 			BackingOff: backingOff, Behind: behind, Watchdog: s.watchdog(MergeGateSweeper(), s.cfg.SweepInterval),
 		})
@@ -125,17 +125,20 @@ func checkSweepWait(cfg Config, cmp Comparison) error {
 	if cmp.NoSweepTimeBudget {
 		return nil
 	}
-	var timeout time.Duration
-	if cfg.App != nil {
-		timeout = cfg.App.Timeout()
-	} else {
-		timeout = cfg.Forge.Timeout()
-	}
-	if wait := SweepBatchWait(cfg.ForgeMinute, timeout); wait >= cfg.SweepInterval {
+	if wait := SweepBatchWait(cfg.ForgeMinute, cfg.forgeTimeout()); wait >= cfg.SweepInterval {
 		return fmt.Errorf("%w: SweepInterval %v: a sweep batch may keep its pass waiting %v (GitHub's %v query timeout on ForgeMinute's clock, or the forge client's Timeout when shorter), so no pass could begin one: give the forge client a Timeout under the interval (iterion serve: --forge-timeout)",
 			ErrConfig, cfg.SweepInterval, wait, forge.ServerTimeout)
 	}
 	return nil
+}
+
+// forgeTimeout is the deadline each forge request of c's client gets (the
+// App's in App mode), or 0 when it has none.
+func (c Config) forgeTimeout() time.Duration {
+	if c.App != nil {
+		return c.App.Timeout()
+	}
+	return c.Forge.Timeout()
 }
 
 // installationsOf is the installations the App client knows that shard

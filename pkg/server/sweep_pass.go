@@ -89,10 +89,11 @@ func SweepBatchWait(minute, requestTimeout time.Duration) time.Duration {
 	if minute <= 0 {
 		minute = time.Minute
 	}
+	wait := queryTimeout(minute)
 	if requestTimeout > 0 {
-		return min(queryTimeout(minute), requestTimeout)
+		wait = min(wait, requestTimeout)
 	}
-	return queryTimeout(minute)
+	return wait
 }
 
 // spentBatch is one batch's forge time, by when it began.
