@@ -20,6 +20,8 @@ const (
 	OutcomeSuperseded = outcomeSuperseded
 	ShallowWindow     = shallowWindow
 	DeepWindow        = deepWindow
+	DeepEase          = deepEase
+	DeepShare         = deepShare
 )
 
 var (

@@ -26,6 +26,16 @@ const (
 	// DeepEvery makes every DeepEvery-th pass of a term deep; the first
 	// pass of every term is deep too.
 	DeepEvery = 30
+	// deepEase and deepShare spread a deep window over passes: for its
+	// first deepEase intervals, a deep window's sweep begins a batch only
+	// while that batch, however slow (longestWait), would end within
+	// deepShare of the pass's interval from the pass's start, so each pass
+	// of it fits in a quarter of its interval beside the shallow window's
+	// runs. A pass whose shallow part left no room for one such batch, and
+	// a deep window not done by then, go on at the whole time budget, so
+	// the window still ends within the deep-pass period.
+	deepEase  = DeepEvery / 3
+	deepShare = 0.25
 	// listPage is how many runs one store read returns: a pass over N open
 	// runs lists them in ceil(N/listPage) reads, and offers each page in
 	// batches of sweepBatch. A page of 5,000 runs holds a few megabytes
@@ -249,15 +259,21 @@ func (st *sweepTerm) note(run gaterun.Run, out outcome, now time.Time, interval 
 // also deep (deepWindow) when it is the term's first, every DeepEvery-th
 // pass, or when the last deep pass stopped early, which it then resumes
 // from its cursor; the deep part skips the runs the shallow part offered.
+// For the first deepEase intervals of a deep window, its part of a pass
+// stops, at its cursor, where one more batch could take the pass past
+// deepShare of its interval, so the window spreads over a few light
+// passes; after that, or when the shallow part left no room for one batch
+// in that share, it has the whole time budget.
 // A rate-limit error stops the pass; the ticks before the limit's reset
 // are skipped and not counted as passes.
 //
 // The sweeper spends at most its time budget (sweeperConfig.TimeShare) in
-// any window of one interval, across passes: before each batch it counts
-// the forge time of the batches begun within the interval before, adds
-// the longest a batch can take (GitHub's forge.ServerTimeout, scaled to
-// the interval), and waits until that fits. A pass stops, at its cursor,
-// when the wait and the batch (judged by that longest time, or the mean of
+// any window of one minute (sweeperConfig.Minute), across passes: before
+// each batch it counts the forge time of the batches begun within the
+// minute before, adds the longest a batch can be charged (GitHub's
+// forge.ServerTimeout, on the sweeper's minute), and waits until that
+// fits. A pass stops, at its cursor, when the wait and the batch (judged
+// by the longest it can keep the pass waiting, longestWait, or the mean of
 // its batches if longer) could take it past its interval; the next pass resumes the window
 // there, and when it reaches the window's end with time left, goes round
 // to the window's start, up to the runs it offered. Such a pass is

@@ -480,3 +480,58 @@ func TestSweepWorksToItsForgeClientsDeadline(t *testing.T) {
 		}
 	}
 }
+
+// TestSweepSpreadsADeepWindowOverLightPasses pins how a deep window is
+// spread, against the simulator with the latency model on (no tail: every
+// 100-pull query 1.5 s), at a minute's interval: with 4,000 open runs, 100
+// of them in the shallow window, each of the deep window's first DeepEase
+// passes reads the shallow window and then deep batches only while one
+// more, however slow, would end within DeepShare of the interval, so each
+// takes at most a quarter of it (where reading on to the budget would take
+// a third); the deep window not done by then goes on at the whole budget
+// and is done the pass after (easing on would take three passes more).
+func TestSweepSpreadsADeepWindowOverLightPasses(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const n, shallow = 4000, 100
+		sim := forgesim.New(forgesim.WithLatency(steadyLatency()))
+		fc, runs, stopSim := seedSweepRuns(t, sim, shallow, 0)
+		defer stopSim()
+		seedAgedRuns(t, sim, runs, shallow+1, n)
+		offer := &checkedOfferer{Offerer: server.NewReconciler(runs, fc, nil), checked: make(map[string]bool)}
+		rec := &sweepRecorder{sim: sim}
+		var checked []map[string]bool
+		sw := server.NewSweeper(server.SweeperConfig{Runs: runs, Offer: offer, Interval: time.Minute,
+			OnPass: func(p server.SweepPass) { rec.onPass(p); checked = append(checked, offer.take()) }})
+		passes := sweepFor(sw, rec, (server.DeepEase+2)*time.Minute+45*time.Second)
+		if len(passes) != server.DeepEase+2 {
+			t.Fatalf("got %d passes, want %d", len(passes), server.DeepEase+2)
+		}
+		share := time.Duration(server.DeepShare * float64(time.Minute))
+		all := make(map[string]bool)
+		deepDone := 0
+		for i, p := range passes {
+			fresh := 0
+			for j := 1; j <= shallow; j++ {
+				if checked[i][gateRun(j, fmt.Sprintf("%040d", j), gaterun.VerdictSuccess).ID] {
+					fresh++
+				}
+			}
+			for id := range checked[i] {
+				all[id] = true
+			}
+			t.Logf("pass %d: deep %v, took %v, forge time %v, runs checked %d (shallow window %d), so far %d of %d", p.Pass, p.Deep, rec.took[i], p.ForgeTime, len(checked[i]), fresh, len(all), n)
+			if fresh != shallow || p.Behind {
+				t.Errorf("pass %d: %d of %d shallow-window runs checked, behind %v; want all, not behind", p.Pass, fresh, shallow, p.Behind)
+			}
+			if p.Pass <= server.DeepEase && rec.took[i] > share {
+				t.Errorf("pass %d took %v, want at most %v: a deep window's first %d passes each fit in its share of the interval", p.Pass, rec.took[i], share, server.DeepEase)
+			}
+			if deepDone == 0 && len(all) == n {
+				deepDone = p.Pass
+			}
+		}
+		if deepDone != server.DeepEase+1 {
+			t.Errorf("every run checked by pass %d, want pass %d: after %d light passes, the deep window goes on at the whole budget", deepDone, server.DeepEase+1, server.DeepEase)
+		}
+	})
+}

@@ -29,8 +29,10 @@ const (
 type sweepPassState struct {
 	st *sweepTerm
 	p  *SweepPass
-	// budget is the forge time the pass may spend; deadline is the end of
-	// its interval; batches is how many batches took p.ForgeTime.
+	// budget is the forge time the pass may spend; deadline is when it
+	// must be done by: the end of its interval, or, in a deep part that
+	// eases (deepEase), deepShare of it; batches is how many batches took
+	// p.ForgeTime.
 	budget   time.Duration
 	deadline time.Time
 	batches  int
@@ -178,6 +180,13 @@ func (s *sweeper) pass(ctx context.Context, st *sweepTerm) (_ SweepPass, resume 
 	} else if stop == stopDone && p.Deep {
 		p.Since = p.At.Add(-deepWindow)
 		ps.skip, ps.deep = true, true
+		if eased := p.At.Add(time.Duration(deepShare * float64(s.cfg.Interval))); p.At.Before(st.deepBegan.Add(deepEase*s.cfg.Interval)) &&
+			!s.cfg.Now().Add(s.longestWait()).After(eased) {
+			// Easing, while the shallow part left room for a batch in
+			// the share (else easing would stall the window and lighten
+			// no pass).
+			ps.deadline = eased
+		}
 		cur, stop, resume = s.offerSince(ctx, ps, p.Since, st.deepCursor)
 		st.deepPending = stop != stopDone
 		st.deepCursor = gaterun.Cursor{}
