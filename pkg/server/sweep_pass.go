@@ -180,14 +180,21 @@ func (s *sweeper) pass(ctx context.Context, st *sweepTerm) (_ SweepPass, resume 
 	} else if stop == stopDone && p.Deep {
 		p.Since = p.At.Add(-deepWindow)
 		ps.skip, ps.deep = true, true
-		if eased := p.At.Add(time.Duration(deepShare * float64(s.cfg.Interval))); p.At.Before(st.deepBegan.Add(deepEase*s.cfg.Interval)) &&
-			!s.cfg.Now().Add(s.longestWait()).After(eased) {
-			// Easing, while the shallow part left room for a batch in
-			// the share (else easing would stall the window and lighten
-			// no pass).
-			ps.deadline = eased
+		cur = st.deepCursor
+		eased := p.At.Before(st.deepBegan.Add(deepEase * s.cfg.Interval))
+		if eased {
+			deadline, sent := ps.deadline, ps.batches
+			ps.deadline = p.At.Add(time.Duration(deepShare * float64(s.cfg.Interval)))
+			cur, stop, resume = s.offerSince(ctx, ps, p.Since, cur)
+			ps.deadline = deadline
+			// Easing that sent no batch (the shallow part left no room in
+			// the share) would stall the window and lighten no pass: the
+			// pass goes on to its interval's end.
+			eased = stop != stopTime || ps.batches > sent
 		}
-		cur, stop, resume = s.offerSince(ctx, ps, p.Since, st.deepCursor)
+		if !eased {
+			cur, stop, resume = s.offerSince(ctx, ps, p.Since, cur)
+		}
 		st.deepPending = stop != stopDone
 		st.deepCursor = gaterun.Cursor{}
 		if stop != stopDone {
