@@ -150,12 +150,14 @@ func (s *sweeper) pass(ctx context.Context, st *sweepTerm) (_ SweepPass, resume 
 	}
 	p.Since = shallowSince
 	cur, stop, resume := s.offerSince(ctx, ps, shallowSince, shallowCur)
-	if stop == stopDone && !p.Deep && shallowCur != (gaterun.Cursor{}) {
+	easing := p.Deep && !alone && p.At.Before(st.deepBegan.Add(deepEase*s.cfg.Interval))
+	if stop == stopDone && (!p.Deep || easing) && shallowCur != (gaterun.Cursor{}) {
 		// Resumed mid-window, the pass reached the window's end with time
 		// left: it goes round to the window's start, skipping the runs it
 		// offered, so no interval's time is left idle while runs wait. (A
-		// deep pass goes on to the deep window instead, which a shallow
-		// window longer than a pass would otherwise starve.)
+		// deep pass past its easing goes on to the deep window instead,
+		// which a shallow window longer than a pass would otherwise
+		// starve; one easing takes what is left of its share after.)
 		ps.skip = true
 		cur, stop, resume = s.offerSince(ctx, ps, shallowSince, gaterun.Cursor{})
 		ps.skip = false
@@ -171,30 +173,24 @@ func (s *sweeper) pass(ctx context.Context, st *sweepTerm) (_ SweepPass, resume 
 		st.shallowCursor = cur
 	}
 	p.ShallowDone = stop == stopDone
+	// deepNow is whether this pass goes on to the deep window: it owes it
+	// and, while the window eases, one more batch would end within
+	// deepShare of the interval; the deep part then stops there.
+	deepNow, deadline := p.Deep, ps.deadline
+	if eased := p.At.Add(time.Duration(deepShare * float64(s.cfg.Interval))); easing && stop == stopDone {
+		at, wait := s.nextBatch(ps)
+		deepNow, deadline = !at.Add(wait).After(eased), eased
+	}
 	if p.Deep && s.cfg.TimeShare < 0 {
 		st.shallowCursor = gaterun.Cursor{}
 		st.deepPending, st.deepCursor = stop != stopDone, gaterun.Cursor{}
 		if stop != stopDone {
 			st.deepCursor = cur
 		}
-	} else if stop == stopDone && p.Deep {
+	} else if stop == stopDone && deepNow {
 		p.Since = p.At.Add(-deepWindow)
-		ps.skip, ps.deep = true, true
-		cur = st.deepCursor
-		eased := p.At.Before(st.deepBegan.Add(deepEase * s.cfg.Interval))
-		if eased {
-			deadline, sent := ps.deadline, ps.batches
-			ps.deadline = p.At.Add(time.Duration(deepShare * float64(s.cfg.Interval)))
-			cur, stop, resume = s.offerSince(ctx, ps, p.Since, cur)
-			ps.deadline = deadline
-			// Easing that sent no batch (the shallow part left no room in
-			// the share) would stall the window and lighten no pass: the
-			// pass goes on to its interval's end.
-			eased = stop != stopTime || ps.batches > sent
-		}
-		if !eased {
-			cur, stop, resume = s.offerSince(ctx, ps, p.Since, cur)
-		}
+		ps.skip, ps.deep, ps.deadline = true, true, deadline
+		cur, stop, resume = s.offerSince(ctx, ps, p.Since, st.deepCursor)
 		st.deepPending = stop != stopDone
 		st.deepCursor = gaterun.Cursor{}
 		if stop != stopDone {
@@ -500,20 +496,27 @@ func (s *sweeper) outOfTime(ctx context.Context, ps *sweepPassState) bool {
 	if s.cfg.TimeShare < 0 {
 		return false
 	}
-	next := s.longestWait()
-	if ps.batches > 0 {
-		next = max(next, ps.p.ForgeTime/time.Duration(ps.batches))
-	}
-	now := s.cfg.Now()
-	at := ps.st.roomAt(now, s.cfg.Minute, ps.budget, s.longestBatch())
+	at, next := s.nextBatch(ps)
 	if at.Add(next).After(ps.deadline) {
 		return true
 	}
-	if wait := at.Sub(now); wait > 0 {
+	if wait := at.Sub(s.cfg.Now()); wait > 0 {
 		ps.p.Waited += wait
 		return !clock.Sleep(ctx, wait)
 	}
 	return false
+}
+
+// nextBatch is when the pass's next batch could begin within the time
+// budget (now, or once enough of the minute's batches have left its
+// window), and how long it is judged to keep the pass waiting: the longest
+// a batch can (longestWait), or the mean of the pass's batches if longer.
+func (s *sweeper) nextBatch(ps *sweepPassState) (at time.Time, wait time.Duration) {
+	wait = s.longestWait()
+	if ps.batches > 0 {
+		wait = max(wait, ps.p.ForgeTime/time.Duration(ps.batches))
+	}
+	return ps.st.roomAt(s.cfg.Now(), s.cfg.Minute, ps.budget, s.longestBatch()), wait
 }
 
 // offerChunk offers, in one batch, the runs of chunk not backing off at

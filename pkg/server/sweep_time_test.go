@@ -208,8 +208,9 @@ func graphqlMinutes(sim *forgesim.Sim) []float64 {
 // spends close to what that leaves once a whole timeout is kept free for
 // its next batch (at least 20 s), stops at its cursor and says it is
 // behind (the Behind gauge is 1), the next passes resume there so every
-// run is checked within 4 intervals, and no limit of the simulator
-// refuses a request.
+// run is checked within 4 intervals (the fourth reaches the window's end
+// and goes round to its start: its deep window, easing, has no room), and
+// no limit of the simulator refuses a request.
 func TestSweepSpendsAtMostItsTimeBudget(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const n = 5000
@@ -228,22 +229,19 @@ func TestSweepSpendsAtMostItsTimeBudget(t *testing.T) {
 		}
 		offered := 0
 		for i, p := range passes {
-			if i < 3 && (p.ForgeTime > 30*time.Second || p.ForgeTime < 20*time.Second) {
+			if p.ForgeTime > 30*time.Second || p.ForgeTime < 20*time.Second {
 				t.Errorf("pass %d spent %v of forge time, want 20 to 30 s: at most half of GitHub's 60 s of GraphQL a minute, less the 10 s kept for the next batch", p.Pass, p.ForgeTime)
 			}
 			if !p.Complete || p.Limited != "" {
 				t.Errorf("pass %d: complete %v, limited %q; want complete and unlimited: a pass stopped by its budget did its share", p.Pass, p.Complete, p.Limited)
 			}
-			if i == 3 && (!p.ShallowDone || gauge[i] != 0) {
-				t.Errorf("pass 4: shallow done %v, gauge %v; want done, 0: the fourth pass reaches the window's end", p.ShallowDone, gauge[i])
-			}
-			if i < 3 && (!p.Behind || p.ShallowDone || gauge[i] != 1) {
+			if !p.Behind || p.ShallowDone || gauge[i] != 1 {
 				t.Errorf("pass %d: behind %v, shallow done %v, gauge %v; want behind, not done, 1: the shallow window is more than one pass's time", p.Pass, p.Behind, p.ShallowDone, gauge[i])
 			}
 			offered += p.Offered
 		}
-		if offered < n {
-			t.Errorf("4 passes offered %d runs, want all %d: each pass resumes where the last stopped", offered, n)
+		if last := passes[3].Offered; offered < n || offered-last >= n {
+			t.Errorf("4 passes offered %d runs, the fourth %d; want all %d, the fourth some a second time: each pass resumes where the last stopped, and the fourth goes round to the window's start", offered, last, n)
 		}
 		for i, sec := range graphqlMinutes(sim) {
 			if sec > 30 {
@@ -473,9 +471,12 @@ func (o *seenOfferer) take() map[string]int {
 // TestSweepShallowFirstDeepWithinItsPeriod pins the order of a pass against
 // the simulator with the latency model on (no tail): with 5,000 open runs,
 // 500 of them updated in the last hour, every pass checks the 500 first,
-// and the deep window, too much for one pass's time, goes on from its
-// cursor over the next passes and has checked every run well within the
-// deep-pass period; no pass is behind and no request is refused.
+// and the deep window waits: the 500 take 7.5 s, leaving no room for a
+// deep batch in a quarter of the interval while the deep window eases
+// (DeepEase intervals). Then, too much for one pass's time, it goes on from
+// its cursor over the next passes with the whole time budget and has
+// checked every run within the deep-pass period; no pass is behind and no
+// request is refused.
 func TestSweepShallowFirstDeepWithinItsPeriod(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const n, shallow = 5000, 500
@@ -500,9 +501,10 @@ func TestSweepShallowFirstDeepWithinItsPeriod(t *testing.T) {
 		var seen []map[string]int
 		sw := server.NewSweeper(server.SweeperConfig{Runs: runs, Offer: offer, Interval: time.Minute,
 			OnPass: func(p server.SweepPass) { rec.onPass(p); seen = append(seen, offer.take()) }})
-		passes := sweepFor(sw, rec, 6*time.Minute+45*time.Second)
-		if len(passes) != 6 {
-			t.Fatalf("got %d passes in 6 intervals, want 6", len(passes))
+		const intervals = server.DeepEase + 6
+		passes := sweepFor(sw, rec, intervals*time.Minute+45*time.Second)
+		if len(passes) != intervals {
+			t.Fatalf("got %d passes in %d intervals, want %d", len(passes), intervals, intervals)
 		}
 		deep := make(map[string]bool)
 		deepDone := 0
@@ -523,6 +525,9 @@ func TestSweepShallowFirstDeepWithinItsPeriod(t *testing.T) {
 			if deepDone == 0 && len(deep) == n {
 				deepDone = p.Pass
 			}
+			if p.Pass <= server.DeepEase && (len(seen[i]) != shallow || !p.Since.Equal(p.At.Add(-server.ShallowWindow))) {
+				t.Errorf("pass %d checked %d runs, swept since %v before it; want the %d of the shallow window alone, since %v: it leaves the easing deep window no room, and does not list it", p.Pass, len(seen[i]), p.At.Sub(p.Since), shallow, server.ShallowWindow)
+			}
 		}
 		if deepDone == 0 || deepDone > server.DeepEvery {
 			t.Errorf("every run checked by pass %d, want by pass %d at most: the deep window finishes within the deep-pass period", deepDone, server.DeepEvery)
@@ -538,11 +543,13 @@ func TestSweepShallowFirstDeepWithinItsPeriod(t *testing.T) {
 // TestSweepShallowWindowGoesRoundFromItsCursor pins the shallow window's
 // cursor across passes against the simulator (no tail: every 100-pull
 // query 1.5 s): with 2,000 runs in the shallow window, more than one
-// pass's time, once the term's first deep window is done (pass 4), each
-// pass resumes where the last stopped and, reaching the window's end with
-// time left, goes round to its start: every such pass spends its time on
-// runs (none offers fewer than 1,300, where stopping at the window's end
-// would offer 600), and no run goes unchecked for 2 passes in a row.
+// pass's time, each pass from the second resumes where the last stopped
+// and, reaching the window's end with time left, goes round to its start
+// (the term's first deep window, easing, has no room, so it waits, but
+// for a pass that reaches the end early): every pass that goes round
+// spends its time on runs (none offers fewer than 1,300, where stopping at
+// the window's end would offer 600), and no run goes unchecked for 2
+// passes in a row.
 func TestSweepShallowWindowGoesRoundFromItsCursor(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const n = 2000
@@ -560,8 +567,8 @@ func TestSweepShallowWindowGoesRoundFromItsCursor(t *testing.T) {
 		}
 		for i, p := range passes {
 			t.Logf("pass %d: deep %v, offered %d, forge time %v, waited %v, behind %v", p.Pass, p.Deep, p.Offered, p.ForgeTime, p.Waited, p.Behind)
-			if i >= 4 && (p.Deep || p.Offered < 1300 || len(seen[i]) != p.Offered) {
-				t.Errorf("pass %d: deep %v, offered %d runs (%d distinct), want a shallow pass offering at least 1,300, each once: a pass that reaches the window's end goes round to its start", p.Pass, p.Deep, p.Offered, len(seen[i]))
+			if i >= 1 && p.Since.Equal(p.At.Add(-server.ShallowWindow)) && (p.Offered < 1300 || len(seen[i]) != p.Offered) {
+				t.Errorf("pass %d: offered %d runs (%d distinct), want at least 1,300, each once: a pass that reaches the window's end, and not the deep window, goes round to its start", p.Pass, p.Offered, len(seen[i]))
 			}
 			if i == 0 {
 				continue
