@@ -35,7 +35,8 @@ const (
 	// leaves the deep window to the next (and goes round the shallow
 	// window as a shallow pass does); a deep window not done by then goes
 	// on at the whole time budget, so it still ends within the deep-pass
-	// period.
+	// period. Without a time budget (Comparison.NoSweepTimeBudget) a deep
+	// pass reads its window whole.
 	deepEase  = DeepEvery / 2
 	deepShare = 0.25
 	// listPage is how many runs one store read returns: a pass over N open
