@@ -229,6 +229,41 @@ func seedAgedRuns(t *testing.T, sim *forgesim.Sim, runs gaterun.Store, from, to 
 	}
 }
 
+// agedSweep is a sweeper over open runs against a simulator, at a
+// minute's interval, and what its passes checked: checked[i] holds the
+// runs pass i checked (checkedOfferer), rec its passes.
+type agedSweep struct {
+	sw      *server.Sweeper
+	rec     *sweepRecorder
+	checked []map[string]bool
+}
+
+// newAgedSweep seeds pulls 1..n on sim, runs 1..shallow in the shallow
+// window and the rest 5 hours old (seedSweepRuns, seedAgedRuns), and
+// returns a sweeper over them; the simulator's server stops with the test.
+func newAgedSweep(t *testing.T, sim *forgesim.Sim, shallow, n int) *agedSweep {
+	t.Helper()
+	fc, runs, stopSim := seedSweepRuns(t, sim, shallow, 0)
+	t.Cleanup(stopSim)
+	seedAgedRuns(t, sim, runs, shallow+1, n)
+	a := &agedSweep{rec: &sweepRecorder{sim: sim}}
+	offer := &checkedOfferer{Offerer: server.NewReconciler(runs, fc, nil), checked: make(map[string]bool)}
+	a.sw = server.NewSweeper(server.SweeperConfig{Runs: runs, Offer: offer, Interval: time.Minute,
+		OnPass: func(p server.SweepPass) { a.rec.onPass(p); a.checked = append(a.checked, offer.take()) }})
+	return a
+}
+
+// checkedOf is how many of runs 1..shallow (seedSweepRuns's) checked holds.
+func checkedOf(checked map[string]bool, shallow int) int {
+	n := 0
+	for j := 1; j <= shallow; j++ {
+		if checked[gateRun(j, fmt.Sprintf("%040d", j), gaterun.VerdictSuccess).ID] {
+			n++
+		}
+	}
+	return n
+}
+
 // checkedOfferer records the runs whose offer got the forge's answer
 // (any outcome but failed): the runs a pass checked.
 type checkedOfferer struct {
@@ -276,16 +311,10 @@ func TestSweepShallowWindowUnderGitHubLatency(t *testing.T) {
 		lat := forgesim.GitHubLatency()
 		lat.Seed = 1
 		sim := forgesim.New(forgesim.WithLatency(lat))
-		fc, runs, stopSim := seedSweepRuns(t, sim, shallow, 0)
-		defer stopSim()
-		seedAgedRuns(t, sim, runs, shallow+1, n)
+		a := newAgedSweep(t, sim, shallow, n)
 		sim.ResetStats()
-		offer := &checkedOfferer{Offerer: server.NewReconciler(runs, fc, nil), checked: make(map[string]bool)}
-		rec := &sweepRecorder{sim: sim}
-		var checked []map[string]bool
-		sw := server.NewSweeper(server.SweeperConfig{Runs: runs, Offer: offer, Interval: time.Minute,
-			OnPass: func(p server.SweepPass) { rec.onPass(p); checked = append(checked, offer.take()) }})
-		passes := sweepFor(sw, rec, intervals*time.Minute+50*time.Second)
+		passes := sweepFor(a.sw, a.rec, intervals*time.Minute+50*time.Second)
+		checked := a.checked
 		missed, timedOut, longest := 0, 0, 0
 		unchecked := make([]int, shallow+1) // passes in a row each run went unchecked
 		for i, p := range passes {
@@ -498,15 +527,9 @@ func TestSweepSpreadsADeepWindowOverLightPasses(t *testing.T) {
 		const shallow = 100
 		const n = shallow + 300*server.DeepEase + 900
 		sim := forgesim.New(forgesim.WithLatency(steadyLatency()))
-		fc, runs, stopSim := seedSweepRuns(t, sim, shallow, 0)
-		defer stopSim()
-		seedAgedRuns(t, sim, runs, shallow+1, n)
-		offer := &checkedOfferer{Offerer: server.NewReconciler(runs, fc, nil), checked: make(map[string]bool)}
-		rec := &sweepRecorder{sim: sim}
-		var checked []map[string]bool
-		sw := server.NewSweeper(server.SweeperConfig{Runs: runs, Offer: offer, Interval: time.Minute,
-			OnPass: func(p server.SweepPass) { rec.onPass(p); checked = append(checked, offer.take()) }})
-		passes := sweepFor(sw, rec, (server.DeepEase+2)*time.Minute+45*time.Second)
+		a := newAgedSweep(t, sim, shallow, n)
+		passes := sweepFor(a.sw, a.rec, (server.DeepEase+2)*time.Minute+45*time.Second)
+		checked, rec := a.checked, a.rec
 		if len(passes) != server.DeepEase+2 {
 			t.Fatalf("got %d passes, want %d", len(passes), server.DeepEase+2)
 		}
@@ -514,12 +537,7 @@ func TestSweepSpreadsADeepWindowOverLightPasses(t *testing.T) {
 		all := make(map[string]bool)
 		deepDone := 0
 		for i, p := range passes {
-			fresh := 0
-			for j := 1; j <= shallow; j++ {
-				if checked[i][gateRun(j, fmt.Sprintf("%040d", j), gaterun.VerdictSuccess).ID] {
-					fresh++
-				}
-			}
+			fresh := checkedOf(checked[i], shallow)
 			for id := range checked[i] {
 				all[id] = true
 			}
@@ -568,15 +586,9 @@ func sweepAThousandRuns(t *testing.T, seed uint64) {
 	lat := forgesim.GitHubLatency()
 	lat.Seed = seed
 	sim := forgesim.New(forgesim.WithLatency(lat))
-	fc, runs, stopSim := seedSweepRuns(t, sim, shallow, 0)
-	defer stopSim()
-	seedAgedRuns(t, sim, runs, shallow+1, n)
-	offer := &checkedOfferer{Offerer: server.NewReconciler(runs, fc, nil), checked: make(map[string]bool)}
-	rec := &sweepRecorder{sim: sim}
-	var checked []map[string]bool
-	sw := server.NewSweeper(server.SweeperConfig{Runs: runs, Offer: offer, Interval: time.Minute,
-		OnPass: func(p server.SweepPass) { rec.onPass(p); checked = append(checked, offer.take()) }})
-	passes := sweepFor(sw, rec, intervals*time.Minute+50*time.Second)
+	a := newAgedSweep(t, sim, shallow, n)
+	passes := sweepFor(a.sw, a.rec, intervals*time.Minute+50*time.Second)
+	checked, rec := a.checked, a.rec
 	if len(passes) != intervals {
 		t.Fatalf("got %d passes in %d intervals, want %d", len(passes), intervals, intervals)
 	}
@@ -590,12 +602,7 @@ func sweepAThousandRuns(t *testing.T, seed uint64) {
 			}
 			clear(window)
 		}
-		fresh := 0
-		for j := 1; j <= shallow; j++ {
-			if checked[i][gateRun(j, fmt.Sprintf("%040d", j), gaterun.VerdictSuccess).ID] {
-				fresh++
-			}
-		}
+		fresh := checkedOf(checked[i], shallow)
 		for id := range checked[i] {
 			window[id] = true
 		}
