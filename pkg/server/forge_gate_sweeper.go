@@ -31,13 +31,15 @@ const (
 	// while that batch, however slow (longestWait), would end within
 	// deepShare of the pass's interval from the pass's start, so each pass
 	// of it fits in a quarter of its interval beside the shallow window's
-	// runs. A pass whose shallow part left no room for one such batch
-	// leaves the deep window to the next (and goes round the shallow
-	// window as a shallow pass does); a deep window not done by then goes
-	// on at the whole time budget, so it still ends within the deep-pass
-	// period. Without a time budget (Comparison.NoSweepTimeBudget) a deep
-	// pass reads its window whole.
-	deepEase  = DeepEvery / 2
+	// runs. While it eases the shallow window keeps its priority (a pass
+	// goes round it first), and a pass whose shallow part left no room for
+	// one such batch reads one deep batch, so a shallow window that fills
+	// the share does not stall the deep one, or, after a query timed out,
+	// none; a deep window not done by then goes on at the whole time
+	// budget, so it still ends within the deep-pass period. Without a time
+	// budget (Comparison.NoSweepTimeBudget) a deep pass reads its window
+	// whole.
+	deepEase  = DeepEvery / 3
 	deepShare = 0.25
 	// listPage is how many runs one store read returns: a pass over N open
 	// runs lists them in ceil(N/listPage) reads, and offers each page in
@@ -266,8 +268,8 @@ func (st *sweepTerm) note(run gaterun.Run, out outcome, now time.Time, interval 
 // stops, at its cursor, where one more batch could take the pass past
 // deepShare of its interval, so the window spreads over a few light
 // passes; a pass whose shallow part left no room for one batch in that
-// share leaves the window to the next; after deepEase intervals it has
-// the whole time budget.
+// share reads one deep batch (none after a timeout); after deepEase
+// intervals it has the whole time budget.
 // A rate-limit error stops the pass; the ticks before the limit's reset
 // are skipped and not counted as passes.
 //

@@ -129,6 +129,41 @@ func TestSweepReadsATimedOutShallowBatchAgainBeforeTheDeepWindow(t *testing.T) {
 	}
 }
 
+// TestSweepAfterAShallowTimeoutTheEasingDeepWindowWaits pins, against the
+// simulator, what an easing deep window does in a pass whose shallow part
+// met a query GitHub stopped at its 10 s timeout: at a minute's interval,
+// the 100 shallow-window runs' query times out and is read again in
+// halves, which leaves no room for a deep batch in a quarter of the
+// interval; the pass reads none of the deep window (the one batch a pass
+// with no room reads is not read after a timeout), and the next pass,
+// with room, reads it.
+func TestSweepAfterAShallowTimeoutTheEasingDeepWindowWaits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const shallow, old = 100, 3
+		slow := steadyLatency()
+		slow.GraphQLPerNode = 3 * time.Second // 100 pulls take 301 s: past the timeout
+		sim := forgesim.New(forgesim.WithLatency(slow))
+		fc, runs, stopSim := seedSweepRuns(t, sim, shallow, 0)
+		defer stopSim()
+		seedAgedRuns(t, sim, runs, shallow+1, shallow+old)
+		rec := &sweepRecorder{sim: sim}
+		sw := server.NewSweeper(server.SweeperConfig{Runs: runs, Offer: server.NewReconciler(runs, fc, nil), Interval: time.Minute, OnPass: rec.onPass})
+		passes := sweepSwitchingLatency(t, sw, rec, sim, time.Minute+5*time.Second, steadyLatency(), time.Minute+45*time.Second)
+		if len(passes) != 2 {
+			t.Fatalf("got %d passes, want 2", len(passes))
+		}
+		if p := passes[0]; p.Timeouts != 1 || !p.ShallowDone || !p.Deep || p.Offered != shallow+shallow {
+			t.Errorf("pass 1: %d timeouts, shallow done %v, deep %v, offered %d; want 1, done, deep, %d (the shallow window twice, none of the deep one)", p.Timeouts, p.ShallowDone, p.Deep, p.Offered, 2*shallow)
+		}
+		second := passes[1].At
+		for _, r := range sim.Reads("") {
+			if r.Number > shallow && (len(r.At) != 1 || r.At[0].Before(second)) {
+				t.Errorf("deep-window pull %d read at %v, want once, in pass 2 (from %v): the deep window waits a pass after a shallow timeout", r.Number, r.At, second)
+			}
+		}
+	})
+}
+
 // TestSweepGoingRoundOffersATimedOutBatchAgain pins that a batch that
 // times out while a pass goes round to the shallow window's start is
 // offered again in the same pass, as anywhere else. 2,000 shallow-window

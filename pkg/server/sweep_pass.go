@@ -32,10 +32,14 @@ type sweepPassState struct {
 	// budget is the forge time the pass may spend; deadline is when it
 	// must be done by: the end of its interval, or, in a deep part that
 	// eases (deepEase), deepShare of it; batches is how many batches took
-	// p.ForgeTime.
+	// p.ForgeTime, sent how many were sent; most, when above 0, is the
+	// most the pass may send (an easing deep part with no room in its
+	// share sends one).
 	budget   time.Duration
 	deadline time.Time
 	batches  int
+	sent     int
+	most     int
 	// offered holds the runs the shallow part offered (less those of a
 	// batch that timed out, until offered again in halves), which going
 	// round and the deep part skip; skip turns that on; deep is true in
@@ -175,11 +179,20 @@ func (s *sweeper) pass(ctx context.Context, st *sweepTerm) (_ SweepPass, resume 
 	p.ShallowDone = stop == stopDone
 	// deepNow is whether this pass goes on to the deep window: it owes it
 	// and, while the window eases, one more batch would end within
-	// deepShare of the interval; the deep part then stops there.
-	deepNow, deadline := p.Deep, ps.deadline
+	// deepShare of the interval (the deep part then stops there), or the
+	// shallow part met no timeout (one batch, so a shallow window that
+	// fills the share does not stall the deep one); after a timeout the
+	// deep window waits for the next pass.
+	deepNow, deadline, most := p.Deep, ps.deadline, 0
 	if eased := p.At.Add(time.Duration(deepShare * float64(s.cfg.Interval))); easing && stop == stopDone {
-		at, wait := s.nextBatch(ps)
-		deepNow, deadline = !at.Add(wait).After(eased), eased
+		switch at, wait := s.nextBatch(ps); {
+		case !at.Add(wait).After(eased):
+			deadline = eased
+		case p.Timeouts == 0:
+			most = ps.sent + 1
+		default:
+			deepNow = false
+		}
 	}
 	if p.Deep && s.cfg.TimeShare < 0 {
 		st.shallowCursor = gaterun.Cursor{}
@@ -189,7 +202,7 @@ func (s *sweeper) pass(ctx context.Context, st *sweepTerm) (_ SweepPass, resume 
 		}
 	} else if stop == stopDone && deepNow {
 		p.Since = p.At.Add(-deepWindow)
-		ps.skip, ps.deep, ps.deadline = true, true, deadline
+		ps.skip, ps.deep, ps.deadline, ps.most = true, true, deadline, most
 		cur, stop, resume = s.offerSince(ctx, ps, p.Since, st.deepCursor)
 		st.deepPending = stop != stopDone
 		st.deepCursor = gaterun.Cursor{}
@@ -398,6 +411,7 @@ func (s *sweeper) offerPage(ctx context.Context, ps *sweepPassState, page []gate
 				continue
 			}
 			flying++
+			ps.sent++
 			go func() { answers <- flown{sp, s.send(ctx, batch)} }()
 		}
 		if flying == 0 {
@@ -447,6 +461,9 @@ func (s *sweeper) roomForAnother(ps *sweepPassState, flying int) bool {
 func (s *sweeper) mustStop(ctx context.Context, ps *sweepPassState) (_ passStop, must bool) {
 	if ctx.Err() != nil {
 		return stopFailed, true
+	}
+	if ps.most > 0 && ps.sent >= ps.most {
+		return stopTime, true
 	}
 	if s.outOfTime(ctx, ps) {
 		if ctx.Err() != nil {
@@ -529,6 +546,7 @@ func (s *sweeper) offerChunk(ctx context.Context, ps *sweepPassState, chunk []ga
 	if len(batch) == 0 {
 		return nil, false, time.Time{}, false
 	}
+	ps.sent++
 	sent := s.send(ctx, batch)
 	limited, resume, timedOut = s.record(ps, sent)
 	return batch, limited, resume, timedOut
