@@ -32,13 +32,15 @@ const (
 	// deepShare of the pass's interval from the pass's start, so each pass
 	// of it fits in a quarter of its interval beside the shallow window's
 	// runs. While it eases the shallow window keeps its priority (a pass
-	// goes round it first), and a pass whose shallow part left no room for
-	// one such batch reads one deep batch, so a shallow window that fills
-	// the share does not stall the deep one, or, after a query timed out,
-	// none; a deep window not done by then goes on at the whole time
-	// budget, so it still ends within the deep-pass period. Without a time
-	// budget (Comparison.NoSweepTimeBudget) a deep pass reads its window
-	// whole.
+	// goes round it first). A pass whose shallow part left no room for one
+	// such batch reads one deep batch, or, after a query timed out, none;
+	// from the second such pass in a row whose shallow part offered more
+	// runs than one query reads (a shallow window that fills the share
+	// itself, which easing would only make wait), the whole time budget.
+	// A deep window not done after deepEase intervals goes on at the whole
+	// time budget, so it still ends within the deep-pass period. Without a
+	// time budget (Comparison.NoSweepTimeBudget) a deep pass reads its
+	// window whole.
 	deepEase  = DeepEvery / 3
 	deepShare = 0.25
 	// listPage is how many runs one store read returns: a pass over N open
@@ -201,10 +203,15 @@ type sweepTerm struct {
 	shallowCursor gaterun.Cursor
 	// deepCursor is where an unfinished deep pass stopped; deepPending
 	// makes the next pass a deep one that resumes there. deepBegan is
-	// when the deep window being swept began.
+	// when the deep window being swept began. crowded counts the passes
+	// in a row in which its shallow part, offering more runs than one
+	// query reads and meeting no timeout, left the easing deep window no
+	// room; from 2, such a pass reads the window at the whole budget
+	// (deepEase).
 	deepCursor  gaterun.Cursor
 	deepPending bool
 	deepBegan   time.Time
+	crowded     int
 	// spent is the forge time of the batches begun within the last
 	// interval, oldest first: the window the time budget holds in.
 	spent []spentBatch
@@ -268,8 +275,9 @@ func (st *sweepTerm) note(run gaterun.Run, out outcome, now time.Time, interval 
 // stops, at its cursor, where one more batch could take the pass past
 // deepShare of its interval, so the window spreads over a few light
 // passes; a pass whose shallow part left no room for one batch in that
-// share reads one deep batch (none after a timeout); after deepEase
-// intervals it has the whole time budget.
+// share reads one deep batch (none after a timeout), or, from the second
+// in a row whose shallow part offered more runs than one query reads, the
+// whole budget; after deepEase intervals it has the whole budget.
 // A rate-limit error stops the pass; the ticks before the limit's reset
 // are skipped and not counted as passes.
 //

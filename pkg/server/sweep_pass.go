@@ -139,7 +139,7 @@ func (s *sweeper) pass(ctx context.Context, st *sweepTerm) (_ SweepPass, resume 
 	st.pass++
 	p := SweepPass{Owner: s.cfg.Owner, Term: st.term, Pass: st.pass, At: s.cfg.Now(), Complete: true}
 	if !st.deepPending && (st.pass == 1 || st.pass%DeepEvery == 0) {
-		st.deepPending, st.deepCursor, st.deepBegan = true, gaterun.Cursor{}, p.At
+		st.deepPending, st.deepCursor, st.deepBegan, st.crowded = true, gaterun.Cursor{}, p.At, 0
 	}
 	p.Deep = st.deepPending
 	ps := &sweepPassState{st: st, p: &p, budget: s.timeBudget(), deadline: p.At.Add(s.cfg.Interval), offered: make(map[string]bool), grown: p.At}
@@ -180,16 +180,23 @@ func (s *sweeper) pass(ctx context.Context, st *sweepTerm) (_ SweepPass, resume 
 	// deepNow is whether this pass goes on to the deep window: it owes it
 	// and, while the window eases, one more batch would end within
 	// deepShare of the interval (the deep part then stops there), or the
-	// shallow part met no timeout (one batch, so a shallow window that
-	// fills the share does not stall the deep one); after a timeout the
-	// deep window waits for the next pass.
+	// shallow part met no timeout: one batch, and at the second such pass
+	// in a row whose shallow part offered more runs than one query reads
+	// (sweepBatch), the whole budget (the shallow window fills the share
+	// itself; easing would only make the deep one wait). After a timeout
+	// the deep window waits for the next pass.
 	deepNow, deadline, most := p.Deep, ps.deadline, 0
 	if eased := p.At.Add(time.Duration(deepShare * float64(s.cfg.Interval))); easing && stop == stopDone {
 		switch at, wait := s.nextBatch(ps); {
 		case !at.Add(wait).After(eased):
-			deadline = eased
+			deadline, st.crowded = eased, 0
 		case p.Timeouts == 0:
-			most = ps.sent + 1
+			if p.Offered > sweepBatch {
+				st.crowded++ // more than a query's runs filled the share: not one slow answer
+			}
+			if st.crowded < 2 {
+				most = ps.sent + 1
+			}
 		default:
 			deepNow = false
 		}
