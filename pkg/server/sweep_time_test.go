@@ -501,7 +501,7 @@ func TestSweepShallowFirstDeepWithinItsPeriod(t *testing.T) {
 		var seen []map[string]int
 		sw := server.NewSweeper(server.SweeperConfig{Runs: runs, Offer: offer, Interval: time.Minute,
 			OnPass: func(p server.SweepPass) { rec.onPass(p); seen = append(seen, offer.take()) }})
-		const intervals = server.DeepEase + 6
+		const intervals = 8
 		passes := sweepFor(sw, rec, intervals*time.Minute+45*time.Second)
 		if len(passes) != intervals {
 			t.Fatalf("got %d passes in %d intervals, want %d", len(passes), intervals, intervals)
