@@ -34,8 +34,9 @@ const (
 	// runs. While it eases the shallow window keeps its priority (a pass
 	// goes round it first). A pass whose shallow part left no room for one
 	// such batch reads one deep batch, or, after a query timed out, none;
-	// from the second such pass in a row whose shallow part offered more
-	// runs than one query reads (a shallow window that fills the share
+	// from the second such pass, since the window began or last had room,
+	// whose shallow part offered more runs than one query reads (a
+	// shallow window that fills the share
 	// itself, which easing would only make wait), the whole time budget.
 	// A deep window not done after deepEase intervals goes on at the whole
 	// time budget, so it still ends within the deep-pass period. Without a
@@ -203,11 +204,11 @@ type sweepTerm struct {
 	shallowCursor gaterun.Cursor
 	// deepCursor is where an unfinished deep pass stopped; deepPending
 	// makes the next pass a deep one that resumes there. deepBegan is
-	// when the deep window being swept began. crowded counts the passes
-	// in a row in which its shallow part, offering more runs than one
-	// query reads and meeting no timeout, left the easing deep window no
-	// room; from 2, such a pass reads the window at the whole budget
-	// (deepEase).
+	// when the deep window being swept began. crowded counts the passes,
+	// since it began or last had room, in which its shallow part,
+	// offering more runs than one query reads and meeting no timeout, left
+	// the easing deep window no room; from 2, such a pass reads the window
+	// at the whole budget (deepEase).
 	deepCursor  gaterun.Cursor
 	deepPending bool
 	deepBegan   time.Time
@@ -276,8 +277,8 @@ func (st *sweepTerm) note(run gaterun.Run, out outcome, now time.Time, interval 
 // deepShare of its interval, so the window spreads over a few light
 // passes; a pass whose shallow part left no room for one batch in that
 // share reads one deep batch (none after a timeout), or, from the second
-// in a row whose shallow part offered more runs than one query reads, the
-// whole budget; after deepEase intervals it has the whole budget.
+// since the window last had room whose shallow part offered more runs
+// than one query reads, the whole budget; after deepEase intervals it has the whole budget.
 // A rate-limit error stops the pass; the ticks before the limit's reset
 // are skipped and not counted as passes.
 //

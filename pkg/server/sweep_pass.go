@@ -180,9 +180,9 @@ func (s *sweeper) pass(ctx context.Context, st *sweepTerm) (_ SweepPass, resume 
 	// deepNow is whether this pass goes on to the deep window: it owes it
 	// and, while the window eases, one more batch would end within
 	// deepShare of the interval (the deep part then stops there), or the
-	// shallow part met no timeout: one batch, and at the second such pass
-	// in a row whose shallow part offered more runs than one query reads
-	// (sweepBatch), the whole budget (the shallow window fills the share
+	// shallow part met no timeout: one batch, and from the second such
+	// pass since the window last had room whose shallow part offered more
+	// runs than one query reads (sweepBatch), the whole budget (the shallow window fills the share
 	// itself; easing would only make the deep one wait). After a timeout
 	// the deep window waits for the next pass.
 	deepNow, deadline, most := p.Deep, ps.deadline, 0
