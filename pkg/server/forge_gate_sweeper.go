@@ -217,8 +217,9 @@ type sweepTerm struct {
 	// interval, oldest first: the window the time budget holds in.
 	spent []spentBatch
 	// batch is the batch size that last worked: halved by a query that
-	// timed out, down to minSweepBatch, grown back by half after each
-	// pass without a timeout, up to sweepBatch.
+	// timed out, down to minSweepBatch, unless its halves, read at once,
+	// show the timeout was a slow moment of GitHub's (aSlowMoment); grown
+	// back by half after each pass without a timeout, up to sweepBatch.
 	batch int
 	// backoff holds the runs whose pull request could not be read, by ID.
 	backoff map[string]backoff

@@ -459,8 +459,15 @@ func TestSweepModeIsValidated(t *testing.T) {
 // the run store, and a stop for the pipe's server.
 func seedSweepRuns(tb testing.TB, sim *forgesim.Sim, n, drifted int) (*forge.Client, *gaterun.MemoryStore, func()) {
 	tb.Helper()
+	return seedSweepRunsWithin(tb, sim, n, drifted, 0)
+}
+
+// seedSweepRunsWithin is seedSweepRuns with a forge client whose requests
+// give up after timeout (0: never).
+func seedSweepRunsWithin(tb testing.TB, sim *forgesim.Sim, n, drifted int, timeout time.Duration) (*forge.Client, *gaterun.MemoryStore, func()) {
+	tb.Helper()
 	tr, stop := serveSimOnPipe(sim)
-	fc, err := forge.New(forge.Config{BaseURL: "http://sim/", Token: "tok", Next: tr})
+	fc, err := forge.New(forge.Config{BaseURL: "http://sim/", Token: "tok", Next: tr, Timeout: timeout})
 	if err != nil {
 		stop()
 		tb.Fatal(err)

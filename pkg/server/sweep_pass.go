@@ -330,15 +330,37 @@ type flown struct {
 	sent sentBatch
 }
 
+// retried is a batch that timed out, while its runs are read again in
+// smaller queries: its span, its size, and the time and runs of those
+// queries so far.
+type retried struct {
+	sp       span
+	size     int
+	took     time.Duration
+	answered int
+}
+
+// aSlowMoment reports whether the smaller queries that read a timed-out
+// batch's runs again, all answered, show the timeout was a slow moment of
+// GitHub's rather than the batch's size: together they took at most half
+// of GitHub's timeout (longestBatch). One query asks for the same nodes
+// as its parts and pays one query's fixed cost instead of several
+// (forgesim's model: GraphQLBase plus GraphQLPerNode a node), so the whole
+// batch would normally have answered in no more than that time.
+func (s *sweeper) aSlowMoment(r retried) bool {
+	return r.answered == r.sp.to-r.sp.from && r.took <= s.longestBatch()/2
+}
+
 // offerPage offers page in batches of the term's batch size, skipping the
 // runs backing off at p.At (and, in the deep part, those the shallow part
 // offered), with up to the sweeper's Concurrency batches in flight at
 // once (the time budget keeping a whole GitHub timeout free for each).
 // A batch that times out is offered again in halves before the pass goes
-// past it, down to minSweepBatch; one that times out at that size is
-// passed, and in the shallow part kept for offerAgain. A rate limit, the
-// time budget or ctx stops the sending of batches; those in flight are
-// waited for. It returns how many runs of the page, from its start, were
+// past it, down to minSweepBatch (the term's size is halved with it, and
+// taken back when the halves show a slow moment: aSlowMoment); one that
+// times out at that size is passed, and in the shallow part kept for
+// offerAgain. A rate limit, the time budget or ctx stops the sending of
+// batches; those in flight are waited for. It returns how many runs of the page, from its start, were
 // all offered (the cursor goes after the last), why it stopped, and, when
 // a rate limit stopped it, the limit's reset.
 func (s *sweeper) offerPage(ctx context.Context, ps *sweepPassState, page []gaterun.Run) (done int, stop passStop, resume time.Time) {
@@ -348,7 +370,35 @@ func (s *sweeper) offerPage(ctx context.Context, ps *sweepPassState, page []gate
 		flying  int
 		offered = make([]bool, len(page))
 		answers = make(chan flown, s.cfg.Concurrency)
+		retries []retried // timed-out batches being read again
 	)
+	// retrying notes an answered span's batch against the timed-out
+	// batches whose runs it reads again: one that got no answer (it timed
+	// out too, or failed) ends them, and the size stays halved; once
+	// one's runs have all been read in half GitHub's timeout or less
+	// (aSlowMoment), the term's batch size goes back to that batch's.
+	retrying := func(sp span, took time.Duration, read bool) {
+		kept := retries[:0]
+		for _, r := range retries {
+			if sp.from < r.sp.from || sp.to > r.sp.to {
+				kept = append(kept, r)
+				continue
+			}
+			if !read {
+				continue
+			}
+			r.took += took
+			r.answered += sp.to - sp.from
+			switch {
+			case s.aSlowMoment(r):
+				ps.st.batch = max(ps.st.batch, r.size)
+				s.cfg.Logger.Debug("sweep batch size restored: its runs read again in halves answered quickly", "batch", r.size, "took", r.took)
+			case r.answered < r.sp.to-r.sp.from:
+				kept = append(kept, r)
+			}
+		}
+		retries = kept
+	}
 	finish := func(sp span) {
 		for i := sp.from; i < sp.to; i++ {
 			offered[i] = true
@@ -363,6 +413,9 @@ func (s *sweeper) offerPage(ctx context.Context, ps *sweepPassState, page []gate
 		n := f.sp.to - f.sp.from
 		if timedOut {
 			ps.grown = s.cfg.Now()
+		}
+		if !limited {
+			retrying(f.sp, f.sent.took, !timedOut && slices.ContainsFunc(f.sent.outs, func(o outcome) bool { return o != outcomeFailed }))
 		}
 		switch {
 		case limited:
@@ -379,6 +432,7 @@ func (s *sweeper) offerPage(ctx context.Context, ps *sweepPassState, page []gate
 			}
 			ps.timedOut = true
 			ps.st.batch = max(n/2, minSweepBatch)
+			retries = append(retries, retried{sp: f.sp, size: n})
 			if flying == 0 && len(pending) == 0 && next == f.sp.to {
 				next = f.sp.from // one at a time: from the batch's start, in the new size
 				return
@@ -604,11 +658,19 @@ func (s *sweeper) send(ctx context.Context, batch []gaterun.Run) sentBatch {
 func (s *sweeper) record(ps *sweepPassState, b sentBatch) (limited bool, resume time.Time, timedOut bool) {
 	st, p := ps.st, ps.p
 	p.ForgeTime += b.took
+	// A query the forge client gave up on at its own deadline, before
+	// GitHub answered, may go on running at GitHub until its timeout and
+	// be charged for it (the simulator charges its whole modelled time):
+	// the budget counts it as the longest a batch can be charged.
+	charged := b.took
+	if errors.Is(b.err, forge.ErrQueryTimeout) && !errors.Is(b.err, forge.ErrServer) {
+		charged = max(charged, s.longestBatch())
+	}
 	at := len(st.spent)
 	for at > 0 && st.spent[at-1].began.After(b.began) {
 		at--
 	}
-	st.spent = slices.Insert(st.spent, at, spentBatch{b.began, b.took})
+	st.spent = slices.Insert(st.spent, at, spentBatch{b.began, charged})
 	ps.batches++
 	for i, out := range b.outs {
 		st.note(b.runs[i], out, p.At, s.cfg.Interval)

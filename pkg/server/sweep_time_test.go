@@ -379,6 +379,57 @@ func TestSweepGrowsItsBatchAMinuteAfterATimeout(t *testing.T) {
 	})
 }
 
+// TestSweepTakesBackItsBatchSizeAfterASlowMoment pins what a timeout's
+// halves say: 1,000 shallow-window runs, the first batch of 100 answered
+// as GitHub's timeout (a 504), its runs read again in two batches of 50.
+// When those answer within half GitHub's timeout together (GitHub's
+// latency without its tail: 1.25 s each), the timeout was a slow moment,
+// not the size: the pass goes on in batches of 100 and ends at 100. When
+// they take longer (a base of 2.6 s: 2.85 s each, 5.7 s together), the
+// size that worked, 50, is kept for the rest of the pass and after it.
+func TestSweepTakesBackItsBatchSizeAfterASlowMoment(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		base time.Duration
+		want int
+	}{
+		{"halves quick", time.Second, 100},
+		{"halves slow", 2600 * time.Millisecond, 50},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				lat := steadyLatency()
+				lat.GraphQLBase = tc.base
+				sim := forgesim.New(forgesim.WithLatency(lat))
+				fc, runs, stopSim := seedSweepRuns(t, sim, 1000, 0)
+				defer stopSim()
+				first, err := runs.Unsettled(context.Background(), time.Time{}, gaterun.Cursor{}, 1)
+				if err != nil || len(first) != 1 {
+					t.Fatalf("first run: %v, %v", first, err)
+				}
+				sizes := &batchSizes{Offerer: &timeOutNthFrom{Offerer: server.NewReconciler(runs, fc, nil), first: first[0].ID, nth: 1}}
+				rec := &sweepRecorder{sim: sim}
+				sw := server.NewSweeper(server.SweeperConfig{Runs: runs, Offer: sizes, Interval: time.Minute, OnPass: rec.onPass})
+				passes := sweepFor(sw, rec, time.Minute+50*time.Second)
+				if len(passes) != 1 || passes[0].Timeouts != 1 {
+					t.Fatalf("got %d passes, %+v; want 1 with 1 timeout", len(passes), passes)
+				}
+				if len(sizes.n) < 4 || sizes.n[0] != 100 || sizes.n[1] != 50 || sizes.n[2] != 50 {
+					t.Fatalf("batches %v, want 100 (timed out), then its runs in two of 50", sizes.n)
+				}
+				for i, n := range sizes.n[3:] {
+					if n != tc.want && i < len(sizes.n)-4 {
+						t.Errorf("batch %d: %d runs, want %d", i+4, n, tc.want)
+					}
+				}
+				if got := passes[0].Batch; got != tc.want {
+					t.Errorf("the pass ended at batch size %d, want %d", got, tc.want)
+				}
+			})
+		})
+	}
+}
+
 // batchSizes records each batch's size and when it was offered.
 type batchSizes struct {
 	server.Offerer
