@@ -36,8 +36,8 @@ const (
 	// such batch reads one deep batch, or, after a query timed out, none;
 	// from the second such pass, since the window began or last had room,
 	// whose shallow part offered more runs than one query reads (a
-	// shallow window that fills the share
-	// itself, which easing would only make wait), the whole time budget.
+	// shallow window that fills the share itself, which easing would only
+	// make wait), the whole time budget.
 	// A deep window not done after deepEase intervals goes on at the whole
 	// time budget, so it still ends within the deep-pass period. Without a
 	// time budget (Comparison.NoSweepTimeBudget) a deep pass reads its
@@ -279,7 +279,8 @@ func (st *sweepTerm) note(run gaterun.Run, out outcome, now time.Time, interval 
 // passes; a pass whose shallow part left no room for one batch in that
 // share reads one deep batch (none after a timeout), or, from the second
 // since the window last had room whose shallow part offered more runs
-// than one query reads, the whole budget; after deepEase intervals it has the whole budget.
+// than one query reads, the whole budget; after deepEase intervals it has
+// the whole budget.
 // A rate-limit error stops the pass; the ticks before the limit's reset
 // are skipped and not counted as passes.
 //

@@ -388,8 +388,12 @@ func sweepShallowWindow(t *testing.T, seed uint64) (npasses, complete int) {
 	passes := sweepFor(a.sw, a.rec, intervals*time.Minute+50*time.Second)
 	checked := a.checked
 	missed, timedOut, longest := 0, 0, 0
+	deepDone := 0                       // the last pass of the term's first deep window
 	unchecked := make([]int, shallow+1) // passes in a row each run went unchecked
 	for i, p := range passes {
+		if p.Deep && p.Pass < server.DeepEvery {
+			deepDone = p.Pass
+		}
 		fresh := 0
 		for j := 1; j <= shallow; j++ {
 			if checked[i][gateRun(j, fmt.Sprintf("%040d", j), gaterun.VerdictSuccess).ID] {
@@ -407,12 +411,6 @@ func sweepShallowWindow(t *testing.T, seed uint64) (npasses, complete int) {
 			missed++
 			t.Logf("pass %d: %d of %d shallow-window runs checked; deep %v, timeouts %d, batch after %d, forge time %v, waited %v",
 				p.Pass, fresh, shallow, p.Deep, p.Timeouts, p.Batch, p.ForgeTime, p.Waited)
-		}
-	}
-	deepDone := 0 // the last pass of the term's first deep window
-	for _, p := range passes {
-		if p.Deep && p.Pass < server.DeepEvery {
-			deepDone = p.Pass
 		}
 	}
 	t.Logf("seed %d: %d of %d passes checked every shallow-window run; %d passes had a timeout; the most passes in a row a shallow-window run went unchecked: %d; the first deep window done at pass %d",

@@ -182,9 +182,10 @@ func (s *sweeper) pass(ctx context.Context, st *sweepTerm) (_ SweepPass, resume 
 	// deepShare of the interval (the deep part then stops there), or the
 	// shallow part met no timeout: one batch, and from the second such
 	// pass since the window last had room whose shallow part offered more
-	// runs than one query reads (sweepBatch), the whole budget (the shallow window fills the share
-	// itself; easing would only make the deep one wait). After a timeout
-	// the deep window waits for the next pass.
+	// runs than one query reads (sweepBatch), the whole budget (the
+	// shallow window fills the share itself; easing would only make the
+	// deep one wait). After a timeout the deep window waits for the next
+	// pass.
 	deepNow, deadline, most := p.Deep, ps.deadline, 0
 	if eased := p.At.Add(time.Duration(deepShare * float64(s.cfg.Interval))); easing && stop == stopDone {
 		switch at, wait := s.nextBatch(ps); {
@@ -340,15 +341,15 @@ type retried struct {
 	answered int
 }
 
-// aSlowMoment reports whether the smaller queries that read a timed-out
-// batch's runs again, all answered, show the timeout was a slow moment of
-// GitHub's rather than the batch's size: together they took at most half
-// of GitHub's timeout (longestBatch). One query asks for the same nodes
-// as its parts and pays one query's fixed cost instead of several
-// (forgesim's model: GraphQLBase plus GraphQLPerNode a node), so the whole
-// batch would normally have answered in no more than that time.
-func (s *sweeper) aSlowMoment(r retried) bool {
-	return r.answered == r.sp.to-r.sp.from && r.took <= s.longestBatch()/2
+// aSlowMoment reports whether the smaller queries that read all of a
+// timed-out batch's runs again, taking took together, show the timeout
+// was a slow moment of GitHub's rather than the batch's size: took is at
+// most half of GitHub's timeout (longestBatch). One query asks for the
+// same nodes as its parts and pays one query's fixed cost instead of
+// several (forgesim's model: GraphQLBase plus GraphQLPerNode a node), so
+// the whole batch would normally have answered in no more than that time.
+func (s *sweeper) aSlowMoment(took time.Duration) bool {
+	return took <= s.longestBatch()/2
 }
 
 // offerPage offers page in batches of the term's batch size, skipping the
@@ -360,9 +361,10 @@ func (s *sweeper) aSlowMoment(r retried) bool {
 // taken back when the halves show a slow moment: aSlowMoment); one that
 // times out at that size is passed, and in the shallow part kept for
 // offerAgain. A rate limit, the time budget or ctx stops the sending of
-// batches; those in flight are waited for. It returns how many runs of the page, from its start, were
-// all offered (the cursor goes after the last), why it stopped, and, when
-// a rate limit stopped it, the limit's reset.
+// batches; those in flight are waited for. It returns how many runs of
+// the page, from its start, were all offered (the cursor goes after the
+// last), why it stopped, and, when a rate limit stopped it, the limit's
+// reset.
 func (s *sweeper) offerPage(ctx context.Context, ps *sweepPassState, page []gaterun.Run) (done int, stop passStop, resume time.Time) {
 	var (
 		pending []span // halves of timed-out batches, offered first, in page order
@@ -390,11 +392,11 @@ func (s *sweeper) offerPage(ctx context.Context, ps *sweepPassState, page []gate
 			r.took += took
 			r.answered += sp.to - sp.from
 			switch {
-			case s.aSlowMoment(r):
-				ps.st.batch = max(ps.st.batch, r.size)
-				s.cfg.Logger.Debug("sweep batch size restored: its runs read again in halves answered quickly", "batch", r.size, "took", r.took)
 			case r.answered < r.sp.to-r.sp.from:
 				kept = append(kept, r)
+			case s.aSlowMoment(r.took):
+				ps.st.batch = max(ps.st.batch, r.size)
+				s.cfg.Logger.Debug("sweep batch size restored: its runs read again in halves answered quickly", "batch", r.size, "took", r.took)
 			}
 		}
 		retries = kept
@@ -415,7 +417,7 @@ func (s *sweeper) offerPage(ctx context.Context, ps *sweepPassState, page []gate
 			ps.grown = s.cfg.Now()
 		}
 		if !limited {
-			retrying(f.sp, f.sent.took, !timedOut && slices.ContainsFunc(f.sent.outs, func(o outcome) bool { return o != outcomeFailed }))
+			retrying(f.sp, f.sent.took, !timedOut && f.sent.read())
 		}
 		switch {
 		case limited:
@@ -641,6 +643,12 @@ type sentBatch struct {
 	took  time.Duration
 }
 
+// read reports whether the batch's forge read answered for any of its
+// runs: not every outcome failed.
+func (b sentBatch) read() bool {
+	return slices.ContainsFunc(b.outs, func(o outcome) bool { return o != outcomeFailed })
+}
+
 // send offers batch in one forge read, timing it. It touches no pass
 // state, so batches may be sent concurrently.
 func (s *sweeper) send(ctx context.Context, batch []gaterun.Run) sentBatch {
@@ -681,7 +689,7 @@ func (s *sweeper) record(ps *sweepPassState, b sentBatch) (limited bool, resume 
 	p.Offered += len(b.runs)
 	if !errors.Is(b.err, forge.ErrRateLimited) {
 		p.ForgeReads++
-		if !slices.ContainsFunc(b.outs, func(o outcome) bool { return o != outcomeFailed }) {
+		if !b.read() {
 			p.ForgeErrors++
 			// A 502 or 504 that came once the query had run as long as
 			// GitHub lets one run is GitHub stopping the query: it was too
