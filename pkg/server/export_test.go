@@ -21,6 +21,7 @@ const (
 	ShallowWindow     = shallowWindow
 	DeepWindow        = deepWindow
 	DeepEase          = deepEase
+	DeepSpacing       = DeepEvery - deepSlack
 	DeepShare         = deepShare
 )
 

@@ -23,8 +23,14 @@ const (
 	shallowWindow = time.Hour
 	// deepWindow is how far back a deep pass looks.
 	deepWindow = 192 * time.Hour
-	// DeepEvery makes every DeepEvery-th pass of a term deep; the first
-	// pass of every term is deep too.
+	// DeepEvery is the deep-pass period: each open run is checked at least
+	// once every DeepEvery intervals. The first pass of every term is
+	// deep. Without a time budget, every DeepEvery-th pass is deep too and
+	// reads its window whole; with one, a deep window spans passes, and
+	// the next begins DeepEvery-deepSlack intervals after the one before
+	// began, so it may lag that one by up to deepSlack intervals at a
+	// run's place in the listing and still check the run within
+	// DeepEvery intervals (deepDue, paceBehind).
 	DeepEvery = 30
 	// deepEase and deepShare spread a deep window over passes: for its
 	// first deepEase intervals, a deep window's sweep begins a batch only
@@ -44,6 +50,16 @@ const (
 	// window whole.
 	deepEase  = DeepEvery / 3
 	deepShare = 0.25
+	// deepSlack is how many intervals short of DeepEvery a deep window
+	// begins after the one before began; a window eases no more while it
+	// stands behind where the one before stood deepSlack-paceAhead
+	// intervals into it, at the same interval of their own (paceBehind).
+	// Under GitHub's latency model, 5,000 open runs with 500 in the
+	// shallow window, at 16 seeds over 66 intervals, windows every 30
+	// intervals left a run unchecked for 31 to 37 of them at every seed;
+	// these leave it 25 to 31 (docs/benchmarks.md).
+	deepSlack = 6
+	paceAhead = 4
 	// listPage is how many runs one store read returns: a pass over N open
 	// runs lists them in ceil(N/listPage) reads, and offers each page in
 	// batches of sweepBatch. A page of 5,000 runs holds a few megabytes
@@ -213,6 +229,12 @@ type sweepTerm struct {
 	deepPending bool
 	deepBegan   time.Time
 	crowded     int
+	// pace is where the deep window being swept stood at the end of each
+	// interval since it began (by the interval's index); lastPace is the
+	// window's before it, up to the interval it was done in. A window
+	// that stands behind lastPace eases no more until it catches up
+	// (paceBehind).
+	pace, lastPace []paceMark
 	// spent is the forge time of the batches begun within the last
 	// interval, oldest first: the window the time budget holds in.
 	spent []spentBatch
@@ -226,6 +248,64 @@ type sweepTerm struct {
 	// serverBackoff is the wait after a pass whose every forge read got a
 	// 5xx, doubled by each such pass in a row; 0 after any other pass.
 	serverBackoff time.Duration
+}
+
+// paceMark is where a deep window stood at the end of an interval: its
+// cursor, or done.
+type paceMark struct {
+	cur  gaterun.Cursor
+	done bool
+}
+
+// paceAge is the index of the interval at at since the deep window
+// being swept began.
+func (st *sweepTerm) paceAge(at time.Time, interval time.Duration) int {
+	return int((at.Sub(st.deepBegan) + interval/2) / interval)
+}
+
+// notePace records where the deep window stands at the end of the pass
+// of interval age: at deepCursor, or done when no deep pass is pending.
+func (st *sweepTerm) notePace(age int) {
+	m := paceMark{cur: st.deepCursor, done: !st.deepPending}
+	for len(st.pace) < age {
+		last := paceMark{}
+		if n := len(st.pace); n > 0 {
+			last = st.pace[n-1]
+		}
+		st.pace = append(st.pace, last) // an interval without a pass stood where the one before ended
+	}
+	st.pace = append(st.pace[:age], m)
+}
+
+// paceBehind reports whether the deep window being swept, at its cursor
+// at the start of the pass of interval age, stands behind where the
+// window before it stood at the end of interval age-deepSlack+paceAhead
+// (done, or past that cursor in listing order). Windows begin
+// DeepEvery-deepSlack intervals apart, so a window that stands by the end
+// of each interval where the one before stood deepSlack intervals earlier
+// checks each run within DeepEvery intervals of the last check; judging
+// paceAhead intervals ahead of that lets a window that fell behind catch
+// up at the whole budget over a few passes, where the window before went
+// faster. False for the term's first window, which has none before it,
+// and in a window's first intervals, which have nothing to keep up with.
+func (st *sweepTerm) paceBehind(age int) bool {
+	age += paceAhead - deepSlack
+	if len(st.lastPace) == 0 || age < 0 {
+		return false
+	}
+	if age >= len(st.lastPace) {
+		return true // the window before was done by then
+	}
+	m := st.lastPace[age]
+	return m.done || cursorBefore(st.deepCursor, m.cur)
+}
+
+// cursorBefore reports whether a comes before b in listing order.
+func cursorBefore(a, b gaterun.Cursor) bool {
+	if !a.Updated.Equal(b.Updated) {
+		return a.Updated.Before(b.Updated)
+	}
+	return a.ID < b.ID
 }
 
 // newTerm counts a new term of s and returns its fresh state: its first

@@ -136,8 +136,11 @@ func startSweeper(sw *server.Sweeper) (stop func()) {
 }
 
 // TestSweeperCadence pins the sweeper's cadence (docs/design.md): the first pass
-// of a term comes one interval after the term starts and is deep; every
-// 30th pass is deep; the others are shallow; each pass offers exactly the
+// of a term comes one interval after the term starts and is deep; with a
+// time budget, a deep window begins every DeepSpacing (24) intervals after
+// the one before began, 6 short of the deep-pass period (DeepEvery), so
+// a window that lags the one before still checks each run within the
+// period; the others are shallow; each pass offers exactly the
 // unsettled runs updated within its window; passes are counted across the
 // term, and a new term starts counting afresh with a deep pass.
 func TestSweeperCadence(t *testing.T) {
@@ -171,7 +174,7 @@ func TestSweeperCadence(t *testing.T) {
 			t.Fatalf("got %d passes in 60 intervals, want 60: one pass per interval", len(passes))
 		}
 		for i, p := range passes {
-			wantDeep := i == 0 || (i+1)%30 == 0 // docs/design.md: the first pass of a term, and every thirty
+			wantDeep := i%server.DeepSpacing == 0 // docs/design.md: the first pass of a term, and every 24 intervals after
 			window := server.ShallowWindow
 			if wantDeep {
 				window = server.DeepWindow
@@ -188,7 +191,7 @@ func TestSweeperCadence(t *testing.T) {
 			case p.Term != 1 || p.Pass != i+1:
 				t.Errorf("pass %d: term %d pass %d, want term 1 pass %d: passes are counted across the term", i+1, p.Term, p.Pass, i+1)
 			case p.Deep != wantDeep:
-				t.Errorf("pass %d: deep = %v, want %v: the first and every %dth pass are deep", p.Pass, p.Deep, wantDeep, server.DeepEvery)
+				t.Errorf("pass %d: deep = %v, want %v: the first pass and every %d intervals after are deep", p.Pass, p.Deep, wantDeep, server.DeepSpacing)
 			case !p.At.Equal(start.Add(time.Duration(i+1) * time.Minute)):
 				t.Errorf("pass %d at %v, want %v: one pass per interval", p.Pass, p.At.Sub(start), time.Duration(i+1)*time.Minute)
 			case !p.Since.Equal(p.At.Add(-window)):

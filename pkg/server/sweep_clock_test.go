@@ -391,7 +391,7 @@ func sweepShallowWindow(t *testing.T, seed uint64) (npasses, complete int) {
 	deepDone := 0                       // the last pass of the term's first deep window
 	unchecked := make([]int, shallow+1) // passes in a row each run went unchecked
 	for i, p := range passes {
-		if p.Deep && p.Pass < server.DeepEvery {
+		if p.Deep && p.Pass <= server.DeepSpacing {
 			deepDone = p.Pass
 		}
 		fresh := 0
@@ -424,6 +424,94 @@ func sweepShallowWindow(t *testing.T, seed uint64) (npasses, complete int) {
 		}
 	}
 	return len(passes), len(passes) - missed
+}
+
+// TestSweepDeepWindowsUnderGitHubLatency measures the deep windows'
+// period against GitHub's latency model as it ships, in virtual time:
+// 5,000 open runs, 500 of them in the shallow window, one sweeper, 66
+// intervals of a minute (the term's first window and the two after it).
+// It logs, per seed, the longest any deep-window run went between two
+// checks (or from its last check to the end), the passes that checked
+// every shallow-window run, and each window's passes (docs/benchmarks.md,
+// GitHub's clock). It asserts what holds whatever the draws: every window
+// done within the deep-pass period, every run checked, and at most 30 s
+// of GraphQL in every one of the simulator's minutes. Skipped by -short.
+func TestSweepDeepWindowsUnderGitHubLatency(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a measurement over 66 intervals of 5,000 runs")
+	}
+	worst, over, all, complete := 0, 0, 0, 0
+	for _, seed := range seedsOr(1) {
+		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				longest, n, m := sweepDeepWindows(t, seed)
+				worst, all, complete = max(worst, longest), all+n, complete+m
+				if longest > server.DeepEvery {
+					over++
+				}
+			})
+		})
+	}
+	t.Logf("in all, the longest a deep-window run went unchecked: %d intervals; seeds past %d: %d; %d of %d passes checked every shallow-window run", worst, server.DeepEvery, over, complete, all)
+}
+
+// sweepDeepWindows is TestSweepDeepWindowsUnderGitHubLatency at one seed;
+// it returns the longest gap in intervals, the passes, and those that
+// checked every shallow-window run.
+func sweepDeepWindows(t *testing.T, seed uint64) (longest, npasses, complete int) {
+	const n, shallow, intervals = 5000, 500, 66
+	lat := forgesim.GitHubLatency()
+	lat.Seed = seed
+	sim := forgesim.New(forgesim.WithLatency(lat))
+	a := newAgedSweep(t, sim, shallow, n)
+	sim.ResetStats()
+	passes := sweepFor(a.sw, a.rec, intervals*time.Minute+50*time.Second)
+	if len(passes) != intervals {
+		t.Fatalf("got %d passes in %d intervals, want %d", len(passes), intervals, intervals)
+	}
+	last := make(map[string]int)
+	windows, began, seen := "", 0, make(map[string]bool)
+	for i, p := range passes {
+		if checkedOf(a.checked[i], shallow) == shallow {
+			complete++
+		}
+		for id := range a.checked[i] {
+			if l, ok := last[id]; ok {
+				longest = max(longest, i-l)
+			}
+			last[id], seen[id] = i, true
+		}
+		if p.Deep && (i == 0 || !passes[i-1].Deep) {
+			began = p.Pass
+			clear(seen)
+			for id := range a.checked[i] {
+				seen[id] = true
+			}
+		}
+		if p.Deep && (i == len(passes)-1 || !passes[i+1].Deep) {
+			windows += fmt.Sprintf(" %d–%d", began, p.Pass)
+			if i < len(passes)-1 && len(seen) != n {
+				t.Errorf("the deep window of passes %d–%d checked %d of %d runs, want all", began, p.Pass, len(seen), n)
+			}
+			if p.Pass-began >= server.DeepEvery {
+				t.Errorf("the deep window begun at pass %d took to pass %d, want within %d intervals", began, p.Pass, server.DeepEvery)
+			}
+		}
+	}
+	for _, l := range last {
+		longest = max(longest, len(passes)-1-l)
+	}
+	if len(last) != n {
+		t.Errorf("%d of %d runs checked, want all", len(last), n)
+	}
+	for i, sec := range graphqlMinutes(sim) {
+		if sec > 30 {
+			t.Errorf("the simulator's minute %d counted %v s of GraphQL, want at most 30", i+1, sec)
+		}
+	}
+	t.Logf("seed %d: the longest a run went unchecked: %d intervals; %d of %d passes checked every shallow-window run; deep windows (passes)%s",
+		seed, longest, complete, len(passes), windows)
+	return longest, len(passes), complete
 }
 
 // TestSweepAtALongerIntervalChecksMoreRunsAPass measures the issue's
@@ -622,6 +710,87 @@ func TestSweepChargesAQueryItsClientGaveUpOnAsGitHubsTimeout(t *testing.T) {
 	})
 }
 
+// TestSweepFillsItsLastRoomWithATimedOutBatchsRuns pins the last room's
+// rule against the simulator: 100 shallow-window runs, one query. GitHub
+// takes 200 ms a node at first, so that query (21 s) and its first half
+// (50, 11 s) answer as its 10 s timeout, 20 of the pass's 30 s; then it
+// takes its steady time again. One more batch fits the budget (a batch is
+// charged at most 10 s), so it reads the 75 runs left of the timed-out
+// query in one query of 100 (the half's quarters and the other half,
+// whole), not a quarter of 25: the pass offers its whole shallow window
+// within 30 s of GraphQL.
+func TestSweepFillsItsLastRoomWithATimedOutBatchsRuns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		slow := steadyLatency()
+		slow.GraphQLPerNode = 200 * time.Millisecond
+		sim := forgesim.New(forgesim.WithLatency(slow))
+		fc, runs, stopSim := seedSweepRuns(t, sim, 100, 0)
+		defer stopSim()
+		sizes := &batchSizes{Offerer: server.NewReconciler(runs, fc, nil)}
+		rec := &sweepRecorder{sim: sim}
+		sw := server.NewSweeper(server.SweeperConfig{Runs: runs, Offer: sizes, Interval: time.Minute, OnPass: rec.onPass})
+		// The first pass begins at a minute; its two timeouts end at 1m20s.
+		passes := sweepSwitchingLatency(t, sw, rec, sim, time.Minute+15*time.Second, steadyLatency(), 35*time.Second)
+		if len(passes) != 1 {
+			t.Fatalf("got %d passes, want 1", len(passes))
+		}
+		if want := []int{100, 50, 100}; !slices.Equal(sizes.n, want) {
+			t.Errorf("batches %v, want %v: after two timeouts, the last room reads the 75 runs left whole with the 25 before them", sizes.n, want)
+		}
+		if p := passes[0]; !p.ShallowDone || p.Timeouts != 2 || p.Offered != 250 {
+			t.Errorf("pass 1: shallow done %v, %d timeouts, %d offered; want done, 2, 250", p.ShallowDone, p.Timeouts, p.Offered)
+		}
+		for i, sec := range graphqlMinutes(sim) {
+			if sec > 30 {
+				t.Errorf("the simulator's minute %d counted %v s of GraphQL, want at most 30", i+1, sec)
+			}
+		}
+	})
+}
+
+// TestSweepADeepWindowKeepsThePaceOfTheOneBefore pins the deep windows'
+// cadence and pace against the simulator (no tail), 2,000 runs all in the
+// deep window, one sweeper, 40 intervals. The term's first window eases
+// at 4 queries of 1.5 s a pass (400 runs) and is done in 5 passes. The
+// next begins at pass 25, DeepEvery-6 intervals later, when GitHub has
+// grown slow (6.5 s a query): easing, it would read one query a pass
+// for 10 passes, and a run the first window read at its third pass
+// would wait 32 intervals. From its third pass it stands behind where the
+// first window stood two intervals earlier, so it reads at the whole
+// budget from there, and every run is checked within the deep-pass
+// period.
+func TestSweepADeepWindowKeepsThePaceOfTheOneBefore(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const n, intervals = 2000, 40
+		sim := forgesim.New(forgesim.WithLatency(steadyLatency()))
+		a := newAgedSweep(t, sim, 0, n)
+		slow := steadyLatency()
+		slow.GraphQLBase = 6 * time.Second
+		passes := sweepSwitchingLatency(t, a.sw, a.rec, sim, (server.DeepSpacing-1)*time.Minute+30*time.Second, slow, (intervals-server.DeepSpacing+1)*time.Minute+20*time.Second)
+		if len(passes) != intervals {
+			t.Fatalf("got %d passes in %d intervals, want %d", len(passes), intervals, intervals)
+		}
+		for i, p := range passes {
+			if want := i < 5 || i >= server.DeepSpacing && i < server.DeepSpacing+7; p.Deep != want {
+				t.Errorf("pass %d: deep %v, want %v: windows begin at passes 1 and %d; the first takes 5, the second 7 (2 easing, 4 of 400 runs, 1 of 200)", p.Pass, p.Deep, want, server.DeepSpacing+1)
+			}
+		}
+		last := make(map[string]int)
+		longest := 0
+		for i := range passes {
+			for id := range a.checked[i] {
+				if l, ok := last[id]; ok {
+					longest = max(longest, i-l)
+				}
+				last[id] = i
+			}
+		}
+		if len(last) != n || longest > server.DeepEvery {
+			t.Errorf("%d of %d runs checked, the longest between two checks %d intervals; want all, within %d: the second window keeps the first one's pace", len(last), n, longest, server.DeepEvery)
+		}
+	})
+}
+
 // TestSweepSpreadsADeepWindowOverLightPasses pins how a deep window is
 // spread, against the simulator with the latency model on (no tail: every
 // 100-pull query 1.5 s), at a minute's interval: with 100 open runs in the
@@ -706,7 +875,7 @@ func sweepAThousandRuns(t *testing.T, seed uint64) {
 	over := 0                       // passes past 18 s for a shallow-window timeout
 	window := make(map[string]bool) // runs checked since the deep window began
 	for i, p := range passes {
-		if p.Pass == server.DeepEvery {
+		if p.Pass == server.DeepSpacing+1 {
 			if len(window) != n {
 				t.Errorf("the term's first deep window checked %d of %d runs by pass %d, want all", len(window), n, p.Pass)
 			}
@@ -733,7 +902,7 @@ func sweepAThousandRuns(t *testing.T, seed uint64) {
 		}
 	}
 	if len(window) != n {
-		t.Errorf("the 30th pass's deep window checked %d of %d runs by pass %d, want all", len(window), n, intervals)
+		t.Errorf("the deep window begun at pass %d checked %d of %d runs by pass %d, want all", server.DeepSpacing+1, len(window), n, intervals)
 	}
 	t.Logf("seed %d: the longest pass took %v, %.2f of its interval; %d of %d passes past 30%%, each for a shallow-window query that timed out", seed, longest, longest.Seconds()/60, over, len(passes))
 }

@@ -138,8 +138,9 @@ func (st *sweepTerm) roomAt(now time.Time, window, budget, next time.Duration) t
 func (s *sweeper) pass(ctx context.Context, st *sweepTerm) (_ SweepPass, resume time.Time) {
 	st.pass++
 	p := SweepPass{Owner: s.cfg.Owner, Term: st.term, Pass: st.pass, At: s.cfg.Now(), Complete: true}
-	if !st.deepPending && (st.pass == 1 || st.pass%DeepEvery == 0) {
+	if !st.deepPending && (st.pass == 1 || s.deepDue(st, p.At)) {
 		st.deepPending, st.deepCursor, st.deepBegan, st.crowded = true, gaterun.Cursor{}, p.At, 0
+		st.lastPace, st.pace = st.pace, nil
 	}
 	p.Deep = st.deepPending
 	ps := &sweepPassState{st: st, p: &p, budget: s.timeBudget(), deadline: p.At.Add(s.cfg.Interval), offered: make(map[string]bool), grown: p.At}
@@ -154,7 +155,8 @@ func (s *sweeper) pass(ctx context.Context, st *sweepTerm) (_ SweepPass, resume 
 	}
 	p.Since = shallowSince
 	cur, stop, resume := s.offerSince(ctx, ps, shallowSince, shallowCur)
-	easing := p.Deep && !alone && p.At.Before(st.deepBegan.Add(deepEase*s.cfg.Interval))
+	age := st.paceAge(p.At, s.cfg.Interval)
+	easing := p.Deep && !alone && p.At.Before(st.deepBegan.Add(deepEase*s.cfg.Interval)) && !st.paceBehind(age)
 	if stop == stopDone && (!p.Deep || easing) && shallowCur != (gaterun.Cursor{}) {
 		// Resumed mid-window, the pass reached the window's end with time
 		// left: it goes round to the window's start, skipping the runs it
@@ -218,6 +220,9 @@ func (s *sweeper) pass(ctx context.Context, st *sweepTerm) (_ SweepPass, resume 
 			st.deepCursor = cur
 		}
 	}
+	if p.Deep {
+		st.notePace(age)
+	}
 	p.Complete = stop == stopDone || stop == stopTime
 	if p.ForgeReads > 0 && p.ForgeErrors == p.ForgeReads {
 		p.Complete = false // no run got a forge answer: nothing was checked
@@ -246,6 +251,20 @@ func (s *sweeper) pass(ctx context.Context, st *sweepTerm) (_ SweepPass, resume 
 		s.cfg.OnPass(p)
 	}
 	return p, resume
+}
+
+// deepDue reports whether a new deep window begins at at (the term's
+// first pass aside): without a time budget, at every DeepEvery-th pass,
+// which reads its window whole; with one, DeepEvery-deepSlack intervals
+// after the window before began, so a window that lags the one before by
+// up to deepSlack intervals at a run's place in the listing still checks
+// that run within DeepEvery intervals of the last check.
+func (s *sweeper) deepDue(st *sweepTerm, at time.Time) bool {
+	if s.cfg.TimeShare < 0 {
+		return st.pass%DeepEvery == 0
+	}
+	iv := s.cfg.Interval
+	return !at.Before(st.deepBegan.Add(time.Duration(DeepEvery-deepSlack)*iv - iv/2))
 }
 
 // grownBatch is batch size b grown by half, up to sweepBatch.
@@ -373,6 +392,7 @@ func (s *sweeper) offerPage(ctx context.Context, ps *sweepPassState, page []gate
 		offered = make([]bool, len(page))
 		answers = make(chan flown, s.cfg.Concurrency)
 		retries []retried // timed-out batches being read again
+		redoEnd int       // the end of the timed-out batches' runs
 	)
 	// retrying notes an answered span's batch against the timed-out
 	// batches whose runs it reads again: one that got no answer (it timed
@@ -433,8 +453,9 @@ func (s *sweeper) offerPage(ctx context.Context, ps *sweepPassState, page []gate
 				delete(ps.offered, r.ID)
 			}
 			ps.timedOut = true
-			ps.st.batch = max(n/2, minSweepBatch)
-			retries = append(retries, retried{sp: f.sp, size: n})
+			redoEnd = max(redoEnd, f.sp.to)
+			retries = append(retries, retried{sp: f.sp, size: min(n, ps.st.batch)})
+			ps.st.batch = min(ps.st.batch, max(n/2, minSweepBatch))
 			if flying == 0 && len(pending) == 0 && next == f.sp.to {
 				next = f.sp.from // one at a time: from the batch's start, in the new size
 				return
@@ -468,6 +489,9 @@ func (s *sweeper) offerPage(ctx context.Context, ps *sweepPassState, page []gate
 				sp = span{next, min(next+ps.st.batch, len(page))}
 				next = sp.to
 			}
+			if sp.from < redoEnd && flying == 0 && s.lastRoom(ps) {
+				sp, pending, next = widened(sp, pending, next, redoEnd)
+			}
 			batch := s.pick(ps, page[sp.from:sp.to])
 			if len(batch) == 0 {
 				finish(sp)
@@ -482,6 +506,45 @@ func (s *sweeper) offerPage(ctx context.Context, ps *sweepPassState, page []gate
 		}
 		answered(<-answers)
 	}
+}
+
+// widened is sp grown up to end, the end of the timed-out batches whose
+// runs are read again: by the pending spans that follow it without a gap
+// and, when none is left and sp ends at next, by the page's runs from next
+// (next moves past them). It returns the grown span, the pending spans
+// left and next.
+func widened(sp span, pending []span, next, end int) (span, []span, int) {
+	for len(pending) > 0 && pending[0].from == sp.to && pending[0].to <= end {
+		sp.to, pending = pending[0].to, pending[1:]
+	}
+	if len(pending) == 0 && sp.to == next && end > next {
+		sp.to, next = end, end
+	}
+	return sp, pending, next
+}
+
+// lastRoom reports whether the pass's next batch is the last its time
+// budget has room for: after it, charged what the pass's batches took on
+// average, a batch charged the longest one can be (longestBatch) could
+// not begin early enough to end by the pass's deadline (nextBatch's
+// rule). A batch is charged at most GitHub's timeout whatever its size, so
+// while a timed-out batch's runs are read again in smaller queries, the
+// last room reads all that is left of them in one (widened): a pass whose
+// query and one half timed out, 20 of a 30 s budget, then reads the other
+// 75 runs in its last 10 s rather than 25. It is false without a time
+// budget, before any batch answered, and in an easing deep part allowed a
+// set number of batches (ps.most), whose time the easing bounds.
+func (s *sweeper) lastRoom(ps *sweepPassState) bool {
+	if s.cfg.TimeShare < 0 || ps.most > 0 || ps.batches == 0 {
+		return false
+	}
+	at, wait := s.nextBatch(ps)
+	if at.Add(wait).After(ps.deadline) {
+		return false // no room even for this one: mustStop stops the pass
+	}
+	mean := ps.p.ForgeTime / time.Duration(ps.batches)
+	after := ps.st.roomAt(s.cfg.Now(), s.cfg.Minute, ps.budget, mean+s.longestBatch())
+	return after.Add(wait).After(ps.deadline)
 }
 
 // halves splits sp into runs of at most size, as even as can be.
