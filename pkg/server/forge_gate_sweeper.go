@@ -51,9 +51,10 @@ const (
 	deepEase  = DeepEvery / 3
 	deepShare = 0.25
 	// deepSlack is how many intervals short of DeepEvery a deep window
-	// begins after the one before began; a window eases no more while it
-	// stands behind where the one before stood deepSlack-paceAhead
-	// intervals into it, at the same interval of their own (paceBehind).
+	// begins after the one before began. A window eases no more while, at
+	// the start of its a-th interval, it stands behind where the one
+	// before stood at the end of its own (a-deepSlack+paceAhead)-th: two
+	// intervals earlier into its span (paceBehind).
 	// Under GitHub's latency model, 5,000 open runs with 500 in the
 	// shallow window, at 16 seeds over 66 intervals, windows every 30
 	// intervals left a run unchecked for 31 to 37 of them at every seed;
@@ -350,9 +351,13 @@ func (st *sweepTerm) note(run gaterun.Run, out outcome, now time.Time, interval 
 // time, or up to sweeperConfig.Concurrency batches at once (offerPage).
 //
 // Every pass sweeps the shallow window (shallowWindow) first. A pass is
-// also deep (deepWindow) when it is the term's first, every DeepEvery-th
-// pass, or when the last deep pass stopped early, which it then resumes
-// from its cursor; the deep part skips the runs the shallow part offered.
+// also deep (deepWindow) when it is the term's first, when a new deep
+// window is due (deepDue: DeepEvery-deepSlack intervals after the last
+// began, or every DeepEvery-th pass without a time budget), or when the
+// last deep pass stopped early, which it then resumes from its cursor;
+// the deep part skips the runs the shallow part offered. A deep window
+// that stands behind the pace of the one before it eases no more
+// (paceBehind).
 // For the first deepEase intervals of a deep window, its part of a pass
 // stops, at its cursor, where one more batch could take the pass past
 // deepShare of its interval, so the window spreads over a few light

@@ -842,7 +842,7 @@ func TestSweepSpreadsADeepWindowOverLightPasses(t *testing.T) {
 // GitHub's latency model as it ships (its tail and timeouts on), at three
 // seeds: 1,000 open runs, a tenth of them in the shallow window (the first
 // list's shape), one sweeper, from the term's start until its second deep
-// window (the 30th pass's) is due done. Every pass checks every
+// window (begun at pass DeepSpacing+1) is due done. Every pass checks every
 // shallow-window run and no pass is behind; every pass that reads the
 // deep window takes at most 30% of its interval (a pass can pass it only
 // for a shallow-window query GitHub stopped at 10 s and its two halves,

@@ -377,9 +377,10 @@ func (s *sweeper) aSlowMoment(took time.Duration) bool {
 // once (the time budget keeping a whole GitHub timeout free for each).
 // A batch that times out is offered again in halves before the pass goes
 // past it, down to minSweepBatch (the term's size is halved with it, and
-// taken back when the halves show a slow moment: aSlowMoment); one that
-// times out at that size is passed, and in the shallow part kept for
-// offerAgain. A rate limit, the time budget or ctx stops the sending of
+// taken back when the halves show a slow moment: aSlowMoment), the last
+// batch the time budget has room for reading all that is left of them
+// (lastRoom); one that times out at that size is passed, and in the
+// shallow part kept for offerAgain. A rate limit, the time budget or ctx stops the sending of
 // batches; those in flight are waited for. It returns how many runs of
 // the page, from its start, were all offered (the cursor goes after the
 // last), why it stopped, and, when a rate limit stopped it, the limit's
