@@ -375,17 +375,26 @@ func TestSweepShallowWindowUnderGitHubLatency(t *testing.T) {
 	t.Logf("in all, %d of %d passes checked every shallow-window run", complete, all)
 }
 
-// sweepShallowWindow is TestSweepShallowWindowUnderGitHubLatency at one
-// seed; it returns the passes and those that checked every shallow-window
-// run.
-func sweepShallowWindow(t *testing.T, seed uint64) (npasses, complete int) {
-	const n, shallow, intervals = 5000, 500, 36
+// sweepUnderGitHubLatency runs newAgedSweep's sweeper (shallow of n runs
+// in the shallow window) against GitHub's latency model as it ships at
+// seed, for intervals of a minute, and returns it, its simulator (its
+// counts from the first pass on) and its passes.
+func sweepUnderGitHubLatency(t *testing.T, seed uint64, shallow, n, intervals int) (*agedSweep, *forgesim.Sim, []server.SweepPass) {
+	t.Helper()
 	lat := forgesim.GitHubLatency()
 	lat.Seed = seed
 	sim := forgesim.New(forgesim.WithLatency(lat))
 	a := newAgedSweep(t, sim, shallow, n)
 	sim.ResetStats()
-	passes := sweepFor(a.sw, a.rec, intervals*time.Minute+50*time.Second)
+	return a, sim, sweepFor(a.sw, a.rec, time.Duration(intervals)*time.Minute+50*time.Second)
+}
+
+// sweepShallowWindow is TestSweepShallowWindowUnderGitHubLatency at one
+// seed; it returns the passes and those that checked every shallow-window
+// run.
+func sweepShallowWindow(t *testing.T, seed uint64) (npasses, complete int) {
+	const n, shallow, intervals = 5000, 500, 36
+	a, sim, passes := sweepUnderGitHubLatency(t, seed, shallow, n, intervals)
 	checked := a.checked
 	missed, timedOut, longest := 0, 0, 0
 	deepDone := 0                       // the last pass of the term's first deep window
@@ -460,12 +469,7 @@ func TestSweepDeepWindowsUnderGitHubLatency(t *testing.T) {
 // checked every shallow-window run.
 func sweepDeepWindows(t *testing.T, seed uint64) (longest, npasses, complete int) {
 	const n, shallow, intervals = 5000, 500, 66
-	lat := forgesim.GitHubLatency()
-	lat.Seed = seed
-	sim := forgesim.New(forgesim.WithLatency(lat))
-	a := newAgedSweep(t, sim, shallow, n)
-	sim.ResetStats()
-	passes := sweepFor(a.sw, a.rec, intervals*time.Minute+50*time.Second)
+	a, sim, passes := sweepUnderGitHubLatency(t, seed, shallow, n, intervals)
 	if len(passes) != intervals {
 		t.Fatalf("got %d passes in %d intervals, want %d", len(passes), intervals, intervals)
 	}
@@ -862,11 +866,7 @@ func TestSweepAThousandRunsFitEachPassUnderGitHubLatency(t *testing.T) {
 // at one seed of the latency model.
 func sweepAThousandRuns(t *testing.T, seed uint64) {
 	const n, shallow, intervals = 1000, 100, server.DeepEvery + server.DeepEase + 1
-	lat := forgesim.GitHubLatency()
-	lat.Seed = seed
-	sim := forgesim.New(forgesim.WithLatency(lat))
-	a := newAgedSweep(t, sim, shallow, n)
-	passes := sweepFor(a.sw, a.rec, intervals*time.Minute+50*time.Second)
+	a, _, passes := sweepUnderGitHubLatency(t, seed, shallow, n, intervals)
 	checked, rec := a.checked, a.rec
 	if len(passes) != intervals {
 		t.Fatalf("got %d passes in %d intervals, want %d", len(passes), intervals, intervals)
