@@ -298,15 +298,7 @@ func (st *sweepTerm) paceBehind(age int) bool {
 		return true // the window before was done by then
 	}
 	m := st.lastPace[age]
-	return m.done || cursorBefore(st.deepCursor, m.cur)
-}
-
-// cursorBefore reports whether a comes before b in listing order.
-func cursorBefore(a, b gaterun.Cursor) bool {
-	if !a.Updated.Equal(b.Updated) {
-		return a.Updated.Before(b.Updated)
-	}
-	return a.ID < b.ID
+	return m.done || st.deepCursor.Before(gaterun.Run{ID: m.cur.ID, Updated: m.cur.Updated})
 }
 
 // newTerm counts a new term of s and returns its fresh state: its first

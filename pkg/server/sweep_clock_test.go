@@ -427,11 +427,7 @@ func sweepShallowWindow(t *testing.T, seed uint64) (npasses, complete int) {
 	if len(passes) != intervals {
 		t.Errorf("got %d passes in %d intervals, want %d", len(passes), intervals, intervals)
 	}
-	for i, sec := range graphqlMinutes(sim) {
-		if sec > 30 {
-			t.Errorf("the simulator's minute %d counted %v s of GraphQL, want at most 30", i+1, sec)
-		}
-	}
+	checkGraphQLMinutes(t, sim, "", "")
 	return len(passes), len(passes) - missed
 }
 
@@ -465,6 +461,25 @@ func TestSweepDeepWindowsUnderGitHubLatency(t *testing.T) {
 	t.Logf("in all, the longest a deep-window run went unchecked: %d intervals; seeds past %d: %d; %d of %d passes (the first %d of each seed) checked every shallow-window run", worst, server.DeepEvery, over, complete, all, int(server.ShallowWindow/time.Minute))
 }
 
+// longestUnchecked is, over passes whose checked runs are checked[i], the
+// most passes any run went between two checks or from its last check to
+// the last pass, and how many runs were checked at all.
+func longestUnchecked(checked []map[string]bool) (longest, runs int) {
+	last := make(map[string]int)
+	for i := range checked {
+		for id := range checked[i] {
+			if l, ok := last[id]; ok {
+				longest = max(longest, i-l)
+			}
+			last[id] = i
+		}
+	}
+	for _, l := range last {
+		longest = max(longest, len(checked)-1-l)
+	}
+	return longest, len(last)
+}
+
 // sweepDeepWindows is TestSweepDeepWindowsUnderGitHubLatency at one seed;
 // it returns the longest gap in intervals, the passes, and those that
 // checked every shallow-window run.
@@ -477,17 +492,13 @@ func sweepDeepWindows(t *testing.T, seed uint64) (longest, npasses, complete int
 	if len(passes) != intervals {
 		t.Fatalf("got %d passes in %d intervals, want %d", len(passes), intervals, intervals)
 	}
-	last := make(map[string]int)
 	windows, began, seen := "", 0, make(map[string]bool)
 	for i, p := range passes {
 		if i < inWindow && checkedOf(a.checked[i], shallow) == shallow {
 			complete++
 		}
 		for id := range a.checked[i] {
-			if l, ok := last[id]; ok {
-				longest = max(longest, i-l)
-			}
-			last[id], seen[id] = i, true
+			seen[id] = true
 		}
 		if p.Deep && (i == 0 || !passes[i-1].Deep) {
 			began = p.Pass
@@ -506,17 +517,11 @@ func sweepDeepWindows(t *testing.T, seed uint64) (longest, npasses, complete int
 			}
 		}
 	}
-	for _, l := range last {
-		longest = max(longest, len(passes)-1-l)
+	longest, runs := longestUnchecked(a.checked)
+	if runs != n {
+		t.Errorf("%d of %d runs checked, want all", runs, n)
 	}
-	if len(last) != n {
-		t.Errorf("%d of %d runs checked, want all", len(last), n)
-	}
-	for i, sec := range graphqlMinutes(sim) {
-		if sec > 30 {
-			t.Errorf("the simulator's minute %d counted %v s of GraphQL, want at most 30", i+1, sec)
-		}
-	}
+	checkGraphQLMinutes(t, sim, "", "")
 	t.Logf("seed %d: the longest a run went unchecked: %d intervals; %d of the first %d passes checked every shallow-window run; deep windows (passes)%s",
 		seed, longest, complete, inWindow, windows)
 	return longest, inWindow, complete
@@ -710,11 +715,7 @@ func TestSweepChargesAQueryItsClientGaveUpOnAsGitHubsTimeout(t *testing.T) {
 		if timeouts == 0 {
 			t.Fatalf("no batch timed out in %d passes, want some: the client's 3 s deadline is shorter than a 100-pull query", len(passes))
 		}
-		for i, sec := range graphqlMinutes(sim) {
-			if sec > 30 {
-				t.Errorf("the simulator's minute %d counted %.1f s of GraphQL, want at most 30: a query the client gave up on is charged whole", i+1, sec)
-			}
-		}
+		checkGraphQLMinutes(t, sim, "", ": a query the client gave up on is charged whole")
 	})
 }
 
@@ -748,11 +749,7 @@ func TestSweepFillsItsLastRoomWithATimedOutBatchsRuns(t *testing.T) {
 		if p := passes[0]; !p.ShallowDone || p.Timeouts != 2 || p.Offered != 250 {
 			t.Errorf("pass 1: shallow done %v, %d timeouts, %d offered; want done, 2, 250", p.ShallowDone, p.Timeouts, p.Offered)
 		}
-		for i, sec := range graphqlMinutes(sim) {
-			if sec > 30 {
-				t.Errorf("the simulator's minute %d counted %v s of GraphQL, want at most 30", i+1, sec)
-			}
-		}
+		checkGraphQLMinutes(t, sim, "", "")
 	})
 }
 
@@ -783,18 +780,9 @@ func TestSweepADeepWindowKeepsThePaceOfTheOneBefore(t *testing.T) {
 				t.Errorf("pass %d: deep %v, want %v: windows begin at passes 1 and %d; the first takes 5, the second 7 (2 easing, 4 of 400 runs, 1 of 200)", p.Pass, p.Deep, want, server.DeepSpacing+1)
 			}
 		}
-		last := make(map[string]int)
-		longest := 0
-		for i := range passes {
-			for id := range a.checked[i] {
-				if l, ok := last[id]; ok {
-					longest = max(longest, i-l)
-				}
-				last[id] = i
-			}
-		}
-		if len(last) != n || longest > server.DeepEvery {
-			t.Errorf("%d of %d runs checked, the longest between two checks %d intervals; want all, within %d: the second window keeps the first one's pace", len(last), n, longest, server.DeepEvery)
+		longest, runs := longestUnchecked(a.checked)
+		if runs != n || longest > server.DeepEvery {
+			t.Errorf("%d of %d runs checked, the longest unchecked %d intervals; want all, within %d: the second window keeps the first one's pace", runs, n, longest, server.DeepEvery)
 		}
 	})
 }

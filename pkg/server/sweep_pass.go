@@ -534,15 +534,13 @@ func widened(sp span, pending []span, next, end int) (span, []span, int) {
 // query and one half timed out, 20 of a 30 s budget, then reads the other
 // 75 runs in its last 10 s rather than 25. It is false without a time
 // budget, before any batch answered, and in an easing deep part allowed a
-// set number of batches (ps.most), whose time the easing bounds.
+// set number of batches (ps.most), whose time the easing bounds. It is
+// asked just after mustStop found room for the next batch.
 func (s *sweeper) lastRoom(ps *sweepPassState) bool {
 	if s.cfg.TimeShare < 0 || ps.most > 0 || ps.batches == 0 {
 		return false
 	}
-	at, wait := s.nextBatch(ps)
-	if at.Add(wait).After(ps.deadline) {
-		return false // no room even for this one: mustStop stops the pass
-	}
+	_, wait := s.nextBatch(ps)
 	mean := ps.p.ForgeTime / time.Duration(ps.batches)
 	after := ps.st.roomAt(s.cfg.Now(), s.cfg.Minute, ps.budget, mean+s.longestBatch())
 	return after.Add(wait).After(ps.deadline)

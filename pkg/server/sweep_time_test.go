@@ -201,6 +201,18 @@ func graphqlMinutes(sim *forgesim.Sim) []float64 {
 	return out
 }
 
+// checkGraphQLMinutes fails t for each of sim's minutes that counted more
+// than 30 s of GraphQL, half of GitHub's 60 s; prefix and why frame the
+// message.
+func checkGraphQLMinutes(t *testing.T, sim *forgesim.Sim, prefix, why string) {
+	t.Helper()
+	for i, sec := range graphqlMinutes(sim) {
+		if sec > 30 {
+			t.Errorf("%sthe simulator's minute %d counted %.1f s of GraphQL, want at most 30%s", prefix, i+1, sec, why)
+		}
+	}
+}
+
 // TestSweepSpendsAtMostItsTimeBudget pins the time budget against the
 // simulator with the latency model on: with more shallow-window runs than
 // half of GitHub's GraphQL time allows in a minute, the simulator counts
@@ -243,11 +255,7 @@ func TestSweepSpendsAtMostItsTimeBudget(t *testing.T) {
 		if last := passes[3].Offered; offered < n || offered-last >= n {
 			t.Errorf("4 passes offered %d runs, the fourth %d; want all %d, the fourth some a second time: each pass resumes where the last stopped, and the fourth goes round to the window's start", offered, last, n)
 		}
-		for i, sec := range graphqlMinutes(sim) {
-			if sec > 30 {
-				t.Errorf("the simulator's minute %d counted %v s of GraphQL, want at most 30: half of GitHub's 60 s in every minute", i+1, sec)
-			}
-		}
+		checkGraphQLMinutes(t, sim, "", ": half of GitHub's 60 s in every minute")
 		for _, rc := range sim.Stats().Requests {
 			if rc.Status != 200 {
 				t.Errorf("simulator answered %d %s %s %d times, want only 200s: the budget keeps the sweep under GitHub's time limit", rc.Status, rc.Method, rc.Route, rc.Count)
@@ -279,11 +287,7 @@ func TestSweepTimeBudgetHoldsInEveryMinuteWhateverTheInterval(t *testing.T) {
 				if len(passes) == 0 {
 					t.Fatal("no pass in 15 minutes")
 				}
-				for i, sec := range graphqlMinutes(sim) {
-					if sec > 30 {
-						t.Errorf("interval %v: the simulator's minute %d counted %.1f s of GraphQL, want at most 30: half of GitHub's 60 s in every minute, whatever the interval", interval, i+1, sec)
-					}
-				}
+				checkGraphQLMinutes(t, sim, fmt.Sprintf("interval %v: ", interval), ": half of GitHub's 60 s in every minute, whatever the interval")
 				for _, rc := range sim.Stats().Requests {
 					if rc.Status == 403 || rc.Status == 429 {
 						t.Errorf("interval %v: simulator answered %d %s %d times, want no refusal", interval, rc.Status, rc.Route, rc.Count)
