@@ -58,8 +58,10 @@ const (
 	// Under GitHub's latency model, 5,000 open runs with 500 in the
 	// shallow window, at 16 seeds over 66 intervals, windows every 30
 	// intervals left a run unchecked for 31 to 37 of them at every seed;
-	// these leave it 25 to 31 (docs/benchmarks.md).
-	deepSlack = 6
+	// every 24, 25 to 31 (one seed past 30); every 23, with the batch size
+	// doubled back after a fast pass (grownBatch), 24 to 30
+	// (docs/benchmarks.md).
+	deepSlack = 7
 	paceAhead = 4
 	// listPage is how many runs one store read returns: a pass over N open
 	// runs lists them in ceil(N/listPage) reads, and offers each page in
@@ -225,11 +227,16 @@ type sweepTerm struct {
 	// since it began or last had room, in which its shallow part,
 	// offering more runs than one query reads and meeting no timeout, left
 	// the easing deep window no room; from 2, such a pass reads the window
-	// at the whole budget (deepEase).
+	// at the whole budget (deepEase). roundShort is true from a pass that
+	// went round the shallow window and ran out of time there until a
+	// pass goes round to the window's end, or a deep pass past its easing
+	// reaches the end without going round for it (and goes on to the
+	// deep window).
 	deepCursor  gaterun.Cursor
 	deepPending bool
 	deepBegan   time.Time
 	crowded     int
+	roundShort  bool
 	// pace is where the deep window being swept stood at the end of each
 	// interval since it began (by the interval's index); lastPace is the
 	// window's before it, up to the interval it was done in. A window

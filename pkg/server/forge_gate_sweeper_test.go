@@ -137,8 +137,8 @@ func startSweeper(sw *server.Sweeper) (stop func()) {
 
 // TestSweeperCadence pins the sweeper's cadence (docs/design.md): the first pass
 // of a term comes one interval after the term starts and is deep; with a
-// time budget, a deep window begins every DeepSpacing (24) intervals after
-// the one before began, 6 short of the deep-pass period (DeepEvery), so
+// time budget, a deep window begins every DeepSpacing (23) intervals after
+// the one before began, 7 short of the deep-pass period (DeepEvery), so
 // a window that lags the one before still checks each run within the
 // period; the others are shallow; each pass offers exactly the
 // unsettled runs updated within its window; passes are counted across the
@@ -174,7 +174,7 @@ func TestSweeperCadence(t *testing.T) {
 			t.Fatalf("got %d passes in 60 intervals, want 60: one pass per interval", len(passes))
 		}
 		for i, p := range passes {
-			wantDeep := i%server.DeepSpacing == 0 // docs/design.md: the first pass of a term, and every 24 intervals after
+			wantDeep := i%server.DeepSpacing == 0 // docs/design.md: the first pass of a term, and every 23 intervals after
 			window := server.ShallowWindow
 			if wantDeep {
 				window = server.DeepWindow

@@ -757,13 +757,13 @@ func TestSweepFillsItsLastRoomWithATimedOutBatchsRuns(t *testing.T) {
 // cadence and pace against the simulator (no tail), 2,000 runs all in the
 // deep window, one sweeper, 40 intervals. The term's first window eases
 // at 4 queries of 1.5 s a pass (400 runs) and is done in 5 passes. The
-// next begins at pass 25, DeepEvery-6 intervals later, when GitHub has
+// next begins at pass 24, DeepEvery-7 intervals later, when GitHub has
 // grown slow (6.5 s a query): easing, it would read one query a pass
 // for 10 passes, and a run the first window read at its third pass
-// would wait 32 intervals. From its third pass it stands behind where the
-// first window stood two intervals earlier, so it reads at the whole
-// budget from there, and every run is checked within the deep-pass
-// period.
+// would wait 31 intervals. From its fourth pass it stands behind where
+// the first window stood three intervals earlier, so it reads at the
+// whole budget from there, and every run is checked within the
+// deep-pass period.
 func TestSweepADeepWindowKeepsThePaceOfTheOneBefore(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const n, intervals = 2000, 40
@@ -776,13 +776,95 @@ func TestSweepADeepWindowKeepsThePaceOfTheOneBefore(t *testing.T) {
 			t.Fatalf("got %d passes in %d intervals, want %d", len(passes), intervals, intervals)
 		}
 		for i, p := range passes {
-			if want := i < 5 || i >= server.DeepSpacing && i < server.DeepSpacing+7; p.Deep != want {
-				t.Errorf("pass %d: deep %v, want %v: windows begin at passes 1 and %d; the first takes 5, the second 7 (2 easing, 4 of 400 runs, 1 of 200)", p.Pass, p.Deep, want, server.DeepSpacing+1)
+			if want := i < 5 || i >= server.DeepSpacing && i < server.DeepSpacing+8; p.Deep != want {
+				t.Errorf("pass %d: deep %v, want %v: windows begin at passes 1 and %d; the first takes 5, the second 8 (3 easing, 4 of 400 runs, 1 of 100)", p.Pass, p.Deep, want, server.DeepSpacing+1)
 			}
 		}
 		longest, runs := longestUnchecked(a.checked)
 		if runs != n || longest > server.DeepEvery {
 			t.Errorf("%d of %d runs checked, the longest unchecked %d intervals; want all, within %d: the second window keeps the first one's pace", runs, n, longest, server.DeepEvery)
+		}
+	})
+}
+
+// TestSweepADeepPassGoesRoundTheShallowWindow pins the shallow window's
+// priority in a deep pass past its easing, against the simulator (no
+// tail): 1,000 runs in the shallow window and 5,000 more in the deep one,
+// one sweeper. GitHub grows slow (6.5 s a query) for the term's 11th
+// pass, which stops in the shallow window at its cursor. The 12th, deep
+// and past its easing, resumes there, reaches the window's end and goes
+// round to its start, so it checks all 1,000 runs before the deep window,
+// as every pass but the slow one does.
+func TestSweepADeepPassGoesRoundTheShallowWindow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const shallow, n, intervals = 1000, 6000, 13
+		sim := forgesim.New(forgesim.WithLatency(steadyLatency()))
+		a := newAgedSweep(t, sim, shallow, n)
+		slow := steadyLatency()
+		slow.GraphQLBase = 6 * time.Second
+		stop := startSweeper(a.sw)
+		for _, at := range []struct {
+			sleep time.Duration
+			l     forgesim.Latency
+		}{{11*time.Minute + time.Second, slow}, {time.Minute - 2*time.Second, steadyLatency()}} {
+			time.Sleep(at.sleep)
+			synctest.Wait()
+			if err := sim.SetLatency(at.l); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(time.Minute + 50*time.Second)
+		synctest.Wait()
+		stop()
+		passes, _ := a.rec.snapshot()
+		if len(passes) != intervals {
+			t.Fatalf("got %d passes in %d intervals, want %d", len(passes), intervals, intervals)
+		}
+		for i, p := range passes {
+			fresh := checkedOf(a.checked[i], shallow)
+			t.Logf("pass %d: deep %v, shallow done %v, checked %d (shallow window %d), forge time %v, waited %v", p.Pass, p.Deep, p.ShallowDone, len(a.checked[i]), fresh, p.ForgeTime, p.Waited)
+			if !p.Deep {
+				t.Errorf("pass %d is not deep, want deep: 5,000 runs at 400 a pass keep the term's first window going", p.Pass)
+			}
+			if slowPass := p.Pass == 11; slowPass != (fresh < shallow) || slowPass == p.ShallowDone {
+				t.Errorf("pass %d checked %d of %d shallow-window runs, shallow done %v; want all and done but for the slow 11th pass", p.Pass, fresh, shallow, p.ShallowDone)
+			}
+		}
+		if p := passes[11]; p.Pass <= server.DeepEase || checkedOf(a.checked[11], shallow) != shallow {
+			t.Errorf("pass %d checked %d of %d shallow-window runs; want a pass past the deep window's %d easing ones to resume at the cursor and go round: all", p.Pass, checkedOf(a.checked[11], shallow), shallow, server.DeepEase)
+		}
+	})
+}
+
+// TestSweepADeepWindowOutlastsAShallowWindowLongerThanAPass pins the
+// limit of going round, against the simulator (no tail): 3,000 runs in
+// the shallow window, more than a pass reads (about 1,400 in GitHub's
+// 30 s), and 1,000 more in the deep one. Passes read the shallow window
+// on from their cursor, going round at its end; once a round has run out
+// of time, the next deep pass past its easing that reaches the window's
+// end goes on to the deep window instead, so the deep window is done
+// within the deep-pass period rather than starved.
+func TestSweepADeepWindowOutlastsAShallowWindowLongerThanAPass(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const shallow, n, intervals = 3000, 4000, 20
+		sim := forgesim.New(forgesim.WithLatency(steadyLatency()))
+		a := newAgedSweep(t, sim, shallow, n)
+		passes := sweepFor(a.sw, a.rec, intervals*time.Minute+50*time.Second)
+		if len(passes) != intervals {
+			t.Fatalf("got %d passes in %d intervals, want %d", len(passes), intervals, intervals)
+		}
+		seen, done := make(map[string]bool), 0
+		for i, p := range passes {
+			for id := range a.checked[i] {
+				seen[id] = true
+			}
+			if done == 0 && len(seen) == n {
+				done = p.Pass
+			}
+			t.Logf("pass %d: deep %v, shallow done %v, checked %d (shallow window %d), so far %d of %d, behind %v", p.Pass, p.Deep, p.ShallowDone, len(a.checked[i]), checkedOf(a.checked[i], shallow), len(seen), n, p.Behind)
+		}
+		if done == 0 || done > intervals {
+			t.Errorf("every run checked by pass %d, want by pass %d: the deep window is not starved by a shallow window longer than a pass", done, intervals)
 		}
 	})
 }

@@ -157,16 +157,25 @@ func (s *sweeper) pass(ctx context.Context, st *sweepTerm) (_ SweepPass, resume 
 	cur, stop, resume := s.offerSince(ctx, ps, shallowSince, shallowCur)
 	age := st.paceAge(p.At, s.cfg.Interval)
 	easing := p.Deep && !alone && p.At.Before(st.deepBegan.Add(deepEase*s.cfg.Interval)) && !st.paceBehind(age)
-	if stop == stopDone && (!p.Deep || easing) && shallowCur != (gaterun.Cursor{}) {
+	went := false
+	if stop == stopDone && (!p.Deep || easing || !st.roundShort) && shallowCur != (gaterun.Cursor{}) {
 		// Resumed mid-window, the pass reached the window's end with time
 		// left: it goes round to the window's start, skipping the runs it
-		// offered, so no interval's time is left idle while runs wait. (A
-		// deep pass past its easing goes on to the deep window instead,
-		// which a shallow window longer than a pass would otherwise
-		// starve; one easing takes what is left of its share after.)
+		// offered, so every run of the window is checked this interval
+		// and no interval's time is left idle while runs wait. A deep
+		// pass past its easing goes on to the deep window instead when
+		// the term's last round ran out of time (roundShort): a shallow
+		// window longer than a pass would otherwise starve the deep one.
+		// One easing takes what is left of its share after.
+		went = true
 		ps.skip = true
 		cur, stop, resume = s.offerSince(ctx, ps, shallowSince, gaterun.Cursor{})
 		ps.skip = false
+	}
+	if went {
+		st.roundShort = stop == stopTime
+	} else if stop == stopDone && shallowCur != (gaterun.Cursor{}) {
+		st.roundShort = false // a deep pass that did not go round for it
 	}
 	if stop == stopDone && len(ps.again) > 0 {
 		stop, resume = s.offerAgain(ctx, ps)
@@ -229,7 +238,7 @@ func (s *sweeper) pass(ctx context.Context, st *sweepTerm) (_ SweepPass, resume 
 	}
 	p.Behind = !p.ShallowDone || (st.deepPending && !p.At.Before(st.deepBegan.Add(DeepEvery*s.cfg.Interval)))
 	if !ps.timedOut && p.ForgeReads > p.ForgeErrors {
-		st.batch = grownBatch(st.batch)
+		st.batch = s.grownBatch(ps)
 	}
 	p.Batch = st.batch
 	if resume.IsZero() {
@@ -267,19 +276,30 @@ func (s *sweeper) deepDue(st *sweepTerm, at time.Time) bool {
 	return !at.Before(st.deepBegan.Add(time.Duration(DeepEvery-deepSlack)*iv - iv/2))
 }
 
-// grownBatch is batch size b grown by half, up to sweepBatch.
-func grownBatch(b int) int {
+// grownBatch is the term's batch size grown one step, up to sweepBatch:
+// doubled when the pass's batches answered, on average, in half GitHub's
+// timeout (longestBatch) or less, else grown by half. A query of twice
+// the runs asks for twice the nodes and pays its fixed cost once
+// (aSlowMoment's reasoning), so batches that fast say the size did not
+// make the timeout, and the size that worked before it comes back in one
+// step rather than in several slow passes; batches slower than that grow
+// it by half, as a size near GitHub's timeout should.
+func (s *sweeper) grownBatch(ps *sweepPassState) int {
+	b := ps.st.batch
+	if ps.batches > 0 && ps.p.ForgeTime/time.Duration(ps.batches) <= s.longestBatch()/2 {
+		return min(2*b, sweepBatch)
+	}
 	return min(b+(b+1)/2, sweepBatch)
 }
 
-// growBatch grows the term's batch size by half (grownBatch) when a
+// growBatch grows the term's batch size one step (grownBatch) when a
 // minute (cfg.Minute) has passed in this pass since it last grew or a
 // batch timed out. So a pass longer than a minute grows the size as a
 // pass of a minute's interval would, one step a minute of GitHub's clock;
 // a pass ending within its minute grows it only at its end.
 func (s *sweeper) growBatch(ps *sweepPassState) {
 	if now := s.cfg.Now(); now.Sub(ps.grown) >= s.cfg.Minute {
-		ps.st.batch, ps.grown = grownBatch(ps.st.batch), now
+		ps.st.batch, ps.grown = s.grownBatch(ps), now
 	}
 }
 
