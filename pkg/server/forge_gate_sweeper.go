@@ -37,8 +37,9 @@ const (
 	// while that batch, however slow (longestWait), would end within
 	// deepShare of the pass's interval from the pass's start, so each pass
 	// of it fits in a quarter of its interval beside the shallow window's
-	// runs. While it eases the shallow window keeps its priority (a pass
-	// goes round it first). A pass whose shallow part left no room for one
+	// runs. The shallow window keeps its priority (a pass goes round it
+	// first; past the easing, unless the term's last round ran out of
+	// time). A pass whose shallow part left no room for one
 	// such batch reads one deep batch, or, after a query timed out, none;
 	// from the second such pass, since the window began or last had room,
 	// whose shallow part offered more runs than one query reads (a
@@ -249,7 +250,8 @@ type sweepTerm struct {
 	// batch is the batch size that last worked: halved by a query that
 	// timed out, down to minSweepBatch, unless its halves, read at once,
 	// show the timeout was a slow moment of GitHub's (aSlowMoment); grown
-	// back by half after each pass without a timeout, up to sweepBatch.
+	// back a step after each pass without a timeout, up to sweepBatch
+	// (grownBatch).
 	batch int
 	// backoff holds the runs whose pull request could not be read, by ID.
 	backoff map[string]backoff
@@ -377,13 +379,16 @@ func (st *sweepTerm) note(run gaterun.Run, out outcome, now time.Time, interval 
 // by the longest it can keep the pass waiting, longestWait, or the mean of
 // its batches if longer) could take it past its interval; the next pass resumes the window
 // there, and when it reaches the window's end with time left, goes round
-// to the window's start, up to the runs it offered. Such a pass is
-// complete (it did its share) but Behind.
+// to the window's start, up to the runs it offered (a deep pass past its
+// easing does not when the term's last round ran out of time, so a
+// shallow window longer than a pass leaves the deep window the rest of
+// the pass). Such a pass is complete (it did its share) but Behind.
 //
 // A batch that times out (forge.ErrQueryTimeout) is offered again in
 // halves at once, down to minSweepBatch, and the pass goes on; the term
-// keeps the size that worked and grows it back by half after each pass
-// without a timeout. A shallow-window batch that times out at
+// keeps the size that worked and grows it back a step after each pass
+// without a timeout: doubled when the pass's batches answered in half
+// GitHub's timeout on average, else by half (grownBatch). A shallow-window batch that times out at
 // minSweepBatch runs or fewer is offered once more after the rest of the
 // shallow window, before the deep window, if the time budget allows.
 //

@@ -280,10 +280,10 @@ func (s *sweeper) deepDue(st *sweepTerm, at time.Time) bool {
 // doubled when the pass's batches answered, on average, in half GitHub's
 // timeout (longestBatch) or less, else grown by half. A query of twice
 // the runs asks for twice the nodes and pays its fixed cost once
-// (aSlowMoment's reasoning), so batches that fast say the size did not
-// make the timeout, and the size that worked before it comes back in one
-// step rather than in several slow passes; batches slower than that grow
-// it by half, as a size near GitHub's timeout should.
+// (aSlowMoment's reasoning), so batches that fast say twice their size
+// would still answer within the timeout, and the size comes back in
+// fewer passes (10 to 100 in 4, not 6); batches slower than that grow it
+// by half, as a size near GitHub's timeout should.
 func (s *sweeper) grownBatch(ps *sweepPassState) int {
 	b := ps.st.batch
 	if ps.batches > 0 && ps.p.ForgeTime/time.Duration(ps.batches) <= s.longestBatch()/2 {
