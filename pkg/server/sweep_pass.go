@@ -157,8 +157,7 @@ func (s *sweeper) pass(ctx context.Context, st *sweepTerm) (_ SweepPass, resume 
 	cur, stop, resume := s.offerSince(ctx, ps, shallowSince, shallowCur)
 	age := st.paceAge(p.At, s.cfg.Interval)
 	easing := p.Deep && !alone && p.At.Before(st.deepBegan.Add(deepEase*s.cfg.Interval)) && !st.paceBehind(age)
-	went := false
-	if stop == stopDone && (!p.Deep || easing || !st.roundShort) && shallowCur != (gaterun.Cursor{}) {
+	if stop == stopDone && shallowCur != (gaterun.Cursor{}) {
 		// Resumed mid-window, the pass reached the window's end with time
 		// left: it goes round to the window's start, skipping the runs it
 		// offered, so every run of the window is checked this interval
@@ -167,15 +166,14 @@ func (s *sweeper) pass(ctx context.Context, st *sweepTerm) (_ SweepPass, resume 
 		// the term's last round ran out of time (roundShort): a shallow
 		// window longer than a pass would otherwise starve the deep one.
 		// One easing takes what is left of its share after.
-		went = true
-		ps.skip = true
-		cur, stop, resume = s.offerSince(ctx, ps, shallowSince, gaterun.Cursor{})
-		ps.skip = false
-	}
-	if went {
-		st.roundShort = stop == stopTime
-	} else if stop == stopDone && shallowCur != (gaterun.Cursor{}) {
-		st.roundShort = false // a deep pass that did not go round for it
+		if !p.Deep || easing || !st.roundShort {
+			ps.skip = true
+			cur, stop, resume = s.offerSince(ctx, ps, shallowSince, gaterun.Cursor{})
+			ps.skip = false
+			st.roundShort = stop == stopTime
+		} else {
+			st.roundShort = false // the deep window has this pass's rest
+		}
 	}
 	if stop == stopDone && len(ps.again) > 0 {
 		stop, resume = s.offerAgain(ctx, ps)
@@ -286,7 +284,7 @@ func (s *sweeper) deepDue(st *sweepTerm, at time.Time) bool {
 // by half, as a size near GitHub's timeout should.
 func (s *sweeper) grownBatch(ps *sweepPassState) int {
 	b := ps.st.batch
-	if ps.batches > 0 && ps.p.ForgeTime/time.Duration(ps.batches) <= s.longestBatch()/2 {
+	if ps.batches > 0 && ps.meanBatch() <= s.longestBatch()/2 {
 		return min(2*b, sweepBatch)
 	}
 	return min(b+(b+1)/2, sweepBatch)
@@ -560,10 +558,8 @@ func (s *sweeper) lastRoom(ps *sweepPassState) bool {
 	if s.cfg.TimeShare < 0 || ps.most > 0 || ps.batches == 0 {
 		return false
 	}
-	_, wait := s.nextBatch(ps)
-	mean := ps.p.ForgeTime / time.Duration(ps.batches)
-	after := ps.st.roomAt(s.cfg.Now(), s.cfg.Minute, ps.budget, mean+s.longestBatch())
-	return after.Add(wait).After(ps.deadline)
+	after := ps.st.roomAt(s.cfg.Now(), s.cfg.Minute, ps.budget, ps.meanBatch()+s.longestBatch())
+	return after.Add(s.batchWait(ps)).After(ps.deadline)
 }
 
 // halves splits sp into runs of at most size, as even as can be.
@@ -671,14 +667,25 @@ func (s *sweeper) outOfTime(ctx context.Context, ps *sweepPassState) bool {
 
 // nextBatch is when the pass's next batch could begin within the time
 // budget (now, or once enough of the minute's batches have left its
-// window), and how long it is judged to keep the pass waiting: the longest
-// a batch can (longestWait), or the mean of the pass's batches if longer.
+// window), and how long it is judged to keep the pass waiting (batchWait).
 func (s *sweeper) nextBatch(ps *sweepPassState) (at time.Time, wait time.Duration) {
-	wait = s.longestWait()
-	if ps.batches > 0 {
-		wait = max(wait, ps.p.ForgeTime/time.Duration(ps.batches))
+	return ps.st.roomAt(s.cfg.Now(), s.cfg.Minute, ps.budget, s.longestBatch()), s.batchWait(ps)
+}
+
+// batchWait is how long the pass's next batch is judged to keep it
+// waiting: the longest a batch can (longestWait), or the mean of the
+// pass's batches if longer.
+func (s *sweeper) batchWait(ps *sweepPassState) time.Duration {
+	return max(s.longestWait(), ps.meanBatch())
+}
+
+// meanBatch is the mean forge time of the pass's answered batches; 0
+// before any.
+func (ps *sweepPassState) meanBatch() time.Duration {
+	if ps.batches == 0 {
+		return 0
 	}
-	return ps.st.roomAt(s.cfg.Now(), s.cfg.Minute, ps.budget, s.longestBatch()), wait
+	return ps.p.ForgeTime / time.Duration(ps.batches)
 }
 
 // offerChunk offers, in one batch, the runs of chunk not backing off at
