@@ -26,8 +26,9 @@ const (
 )
 
 var (
-	NewReconciler = newReconciler
-	NewSweeper    = newSweeper
+	DeepSpacingAfter = deepSpacing
+	NewReconciler    = newReconciler
+	NewSweeper       = newSweeper
 )
 
 // The JSON answers of GET /api/runs, which the tests decode.

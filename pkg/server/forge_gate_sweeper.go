@@ -28,9 +28,10 @@ const (
 	// deep. Without a time budget, every DeepEvery-th pass is deep too and
 	// reads its window whole; with one, a deep window spans passes, and
 	// the next begins DeepEvery-deepSlack intervals after the one before
-	// began, so it may lag that one by up to deepSlack intervals at a
-	// run's place in the listing and still check the run within
-	// DeepEvery intervals (deepDue, paceBehind).
+	// began, or sooner after a window that took long, so it may lag that
+	// one by up to deepSlack intervals at a run's place in the listing,
+	// or take longer than it, and still check the run within DeepEvery
+	// intervals (deepDue, deepSpacing, paceBehind).
 	DeepEvery = 30
 	// deepEase and deepShare spread a deep window over passes: for its
 	// first deepEase intervals, a deep window's sweep begins a batch only
@@ -52,18 +53,22 @@ const (
 	deepEase  = DeepEvery / 3
 	deepShare = 0.25
 	// deepSlack is how many intervals short of DeepEvery a deep window
-	// begins after the one before began. A window eases no more while, at
-	// the start of its a-th interval, it stands behind where the one
-	// before stood at the end of its own (a-deepSlack+paceAhead)-th: two
-	// intervals earlier into its span (paceBehind).
+	// begins after the one before began, at most. A window eases no more
+	// while, at the start of its a-th interval, it stands behind where
+	// the one before stood at the end of its own
+	// (a-deepSlack+paceAhead)-th: three intervals earlier into its span
+	// (paceBehind). deepStretch begins the next window sooner after one
+	// that took long (deepSpacing).
 	// Under GitHub's latency model, 5,000 open runs with 500 in the
 	// shallow window, at 16 seeds over 66 intervals, windows every 30
 	// intervals left a run unchecked for 31 to 37 of them at every seed;
 	// every 24, 25 to 31 (one seed past 30); every 23, with the batch size
-	// doubled back after a fast pass (grownBatch), 24 to 30
-	// (docs/benchmarks.md).
-	deepSlack = 7
-	paceAhead = 4
+	// doubled back after a fast pass (grownBatch), 24 to 30. At 32 seeds,
+	// every 23 left 24 to 30 (27 on average); with deepStretch 1.3, 17 to
+	// 28 (22.7) (docs/benchmarks.md).
+	deepSlack   = 7
+	paceAhead   = 4
+	deepStretch = 1.3
 	// listPage is how many runs one store read returns: a pass over N open
 	// runs lists them in ceil(N/listPage) reads, and offers each page in
 	// batches of sweepBatch. A page of 5,000 runs holds a few megabytes
@@ -98,8 +103,12 @@ type SweepPass struct {
 	// passes of the term, from 1.
 	Term, Pass int
 	// Deep is true when the pass owes the 192-hour window (after the
-	// shallow one).
-	Deep bool
+	// shallow one); DeepBegan is then when the deep window it owes began
+	// (the pass that began it, At), else zero. A window may begin at the
+	// pass after the one before ends (deepSpacing), so DeepBegan, not
+	// Deep, tells two windows apart.
+	Deep      bool
+	DeepBegan time.Time
 	// At is when the pass began; Since is the start of the last window it
 	// swept: the deep window's once it reached it, else the shallow one's.
 	At, Since time.Time
@@ -285,6 +294,21 @@ func (st *sweepTerm) notePace(age int) {
 		st.pace = append(st.pace, last) // an interval without a pass stood where the one before ended
 	}
 	st.pace = append(st.pace[:age], m)
+}
+
+// deepSpacing is how many intervals after a deep window began the next
+// begins, given the intervals the window took: DeepEvery-deepSlack, or
+// DeepEvery-deepStretch×took when that is sooner. A window then checks
+// each run within DeepEvery intervals of the window before's check
+// while it lags that window by at most deepSlack intervals at the run's
+// place in the listing, and, when the window before took long, while it
+// takes up to 1+deepStretch times as long (GitHub grown slow, more
+// timeouts): the run the window before read last waits the spacing plus
+// the difference of the two windows' lengths. At most 0 for a window
+// that took DeepEvery/deepStretch intervals or more: the next begins at
+// once.
+func deepSpacing(took int) int {
+	return min(DeepEvery-deepSlack, DeepEvery-int(deepStretch*float64(took)))
 }
 
 // paceBehind reports whether the deep window being swept, at its cursor

@@ -400,7 +400,7 @@ func sweepShallowWindow(t *testing.T, seed uint64) (npasses, complete int) {
 	deepDone := 0                       // the last pass of the term's first deep window
 	unchecked := make([]int, shallow+1) // passes in a row each run went unchecked
 	for i, p := range passes {
-		if p.Deep && p.Pass <= server.DeepSpacing {
+		if p.Deep && p.DeepBegan.Equal(passes[0].DeepBegan) {
 			deepDone = p.Pass
 		}
 		fresh := 0
@@ -500,14 +500,14 @@ func sweepDeepWindows(t *testing.T, seed uint64) (longest, npasses, complete int
 		for id := range a.checked[i] {
 			seen[id] = true
 		}
-		if p.Deep && (i == 0 || !passes[i-1].Deep) {
+		if p.Deep && (i == 0 || !passes[i-1].DeepBegan.Equal(p.DeepBegan)) {
 			began = p.Pass
 			clear(seen)
 			for id := range a.checked[i] {
 				seen[id] = true
 			}
 		}
-		if p.Deep && (i == len(passes)-1 || !passes[i+1].Deep) {
+		if p.Deep && (i == len(passes)-1 || !passes[i+1].DeepBegan.Equal(p.DeepBegan)) {
 			windows += fmt.Sprintf(" %d–%d", began, p.Pass)
 			if i < len(passes)-1 && len(seen) != n {
 				t.Errorf("the deep window of passes %d–%d checked %d of %d runs, want all", began, p.Pass, len(seen), n)
@@ -787,6 +787,51 @@ func TestSweepADeepWindowKeepsThePaceOfTheOneBefore(t *testing.T) {
 	})
 }
 
+// TestSweepADeepWindowThatTookLongBeginsTheNextSooner pins the deep
+// windows' spacing against the simulator (no tail), 5,000 runs all in the
+// deep window, one sweeper, 50 intervals. The term's first window reads
+// at 1.5 s a query and is done in 11 passes (10 easing at 400 runs, one
+// at the whole budget). GitHub then grows slow (9.5 s a query, 300 runs a
+// pass at the whole budget), so the next window takes half as long again
+// as the first. Begun DeepEvery-7 intervals after the first, it would
+// read the runs the first read last 31 intervals after; begun
+// DeepSpacingAfter(11) intervals after, it checks every run within the
+// deep-pass period.
+func TestSweepADeepWindowThatTookLongBeginsTheNextSooner(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const n, intervals, took = 5000, 50, 11
+		sim := forgesim.New(forgesim.WithLatency(steadyLatency()))
+		a := newAgedSweep(t, sim, 0, n)
+		slow := steadyLatency()
+		slow.GraphQLBase = 9 * time.Second
+		passes := sweepSwitchingLatency(t, a.sw, a.rec, sim, (took+4)*time.Minute+30*time.Second, slow, (intervals-took-4)*time.Minute+20*time.Second)
+		if len(passes) != intervals {
+			t.Fatalf("got %d passes in %d intervals, want %d", len(passes), intervals, intervals)
+		}
+		next := server.DeepSpacingAfter(took)
+		if next >= server.DeepSpacing {
+			t.Fatalf("DeepSpacingAfter(%d) = %d, want fewer than %d: a window that took %d intervals lets the next begin sooner", took, next, server.DeepSpacing, took)
+		}
+		for i, p := range passes[:next+1] {
+			var began time.Time // the deep window pass i owes began at
+			switch {
+			case i < took:
+				began = passes[0].At
+			case i == next:
+				began = p.At
+			}
+			if !p.DeepBegan.Equal(began) || p.Deep == began.IsZero() {
+				t.Errorf("pass %d: deep %v, window begun %v; want the window begun %v: windows begin at passes 1 and %d, the first takes %d",
+					p.Pass, p.Deep, p.DeepBegan, began, next+1, took)
+			}
+		}
+		longest, runs := longestUnchecked(a.checked)
+		if runs != n || longest > server.DeepEvery {
+			t.Errorf("%d of %d runs checked, the longest unchecked %d intervals; want all, within %d: the second window begins soon enough to take longer than the first", runs, n, longest, server.DeepEvery)
+		}
+	})
+}
+
 // TestSweepADeepPassGoesRoundTheShallowWindow pins the shallow window's
 // priority in a deep pass past its easing, against the simulator (no
 // tail): 1,000 runs in the shallow window and 5,000 more in the deep one,
@@ -920,7 +965,7 @@ func TestSweepSpreadsADeepWindowOverLightPasses(t *testing.T) {
 // GitHub's latency model as it ships (its tail and timeouts on), at three
 // seeds: 1,000 open runs, a tenth of them in the shallow window (the first
 // list's shape), one sweeper, from the term's start until its second deep
-// window (begun at pass DeepSpacing+1) is due done. Every pass checks every
+// window (begun by pass DeepSpacing+1) is due done. Every pass checks every
 // shallow-window run and no pass is behind; every pass that reads the
 // deep window takes at most 30% of its interval (a pass can pass it only
 // for a shallow-window query GitHub stopped at 10 s and its two halves,
@@ -948,8 +993,10 @@ func sweepAThousandRuns(t *testing.T, seed uint64) {
 	var longest time.Duration
 	over := 0                       // passes past 18 s for a shallow-window timeout
 	window := make(map[string]bool) // runs checked since the deep window began
+	second := 0                     // the pass the term's second deep window began at
 	for i, p := range passes {
-		if p.Pass == server.DeepSpacing+1 {
+		if second == 0 && p.Deep && !p.DeepBegan.Equal(passes[0].DeepBegan) {
+			second = p.Pass
 			if len(window) != n {
 				t.Errorf("the term's first deep window checked %d of %d runs by pass %d, want all", len(window), n, p.Pass)
 			}
@@ -975,8 +1022,8 @@ func sweepAThousandRuns(t *testing.T, seed uint64) {
 			t.Errorf("pass %d checked %d of %d shallow-window runs, behind %v; want all, not behind", p.Pass, fresh, shallow, p.Behind)
 		}
 	}
-	if len(window) != n {
-		t.Errorf("the deep window begun at pass %d checked %d of %d runs by pass %d, want all", server.DeepSpacing+1, len(window), n, intervals)
+	if second == 0 || second > server.DeepSpacing+1 || len(window) != n {
+		t.Errorf("the deep window begun at pass %d (want by %d) checked %d of %d runs by pass %d, want all", second, server.DeepSpacing+1, len(window), n, intervals)
 	}
 	t.Logf("seed %d: the longest pass took %v, %.2f of its interval; %d of %d passes past 30%%, each for a shallow-window query that timed out", seed, longest, longest.Seconds()/60, over, len(passes))
 }

@@ -143,6 +143,9 @@ func (s *sweeper) pass(ctx context.Context, st *sweepTerm) (_ SweepPass, resume 
 		st.lastPace, st.pace = st.pace, nil
 	}
 	p.Deep = st.deepPending
+	if p.Deep {
+		p.DeepBegan = st.deepBegan
+	}
 	ps := &sweepPassState{st: st, p: &p, budget: s.timeBudget(), deadline: p.At.Add(s.cfg.Interval), offered: make(map[string]bool), grown: p.At}
 
 	// Without a time budget a pass runs to its end, so a deep pass lists
@@ -262,16 +265,15 @@ func (s *sweeper) pass(ctx context.Context, st *sweepTerm) (_ SweepPass, resume 
 
 // deepDue reports whether a new deep window begins at at (the term's
 // first pass aside): without a time budget, at every DeepEvery-th pass,
-// which reads its window whole; with one, DeepEvery-deepSlack intervals
-// after the window before began, so a window that lags the one before by
-// up to deepSlack intervals at a run's place in the listing still checks
-// that run within DeepEvery intervals of the last check.
+// which reads its window whole; with one, deepSpacing intervals after
+// the window before began, by the intervals that window took (its pace
+// marks, the last of them done).
 func (s *sweeper) deepDue(st *sweepTerm, at time.Time) bool {
 	if s.cfg.TimeShare < 0 {
 		return st.pass%DeepEvery == 0
 	}
 	iv := s.cfg.Interval
-	return !at.Before(st.deepBegan.Add(time.Duration(DeepEvery-deepSlack)*iv - iv/2))
+	return !at.Before(st.deepBegan.Add(time.Duration(deepSpacing(len(st.pace)))*iv - iv/2))
 }
 
 // grownBatch is the term's batch size grown one step, up to sweepBatch:
