@@ -314,10 +314,12 @@ func deepSpacing(took int) int {
 // paceBehind reports whether the deep window being swept, at its cursor
 // at the start of the pass of interval age, stands behind where the
 // window before it stood at the end of interval age-deepSlack+paceAhead
-// (done, or past that cursor in listing order). Windows begin
-// DeepEvery-deepSlack intervals apart, so a window that stands by the end
-// of each interval where the one before stood deepSlack intervals earlier
-// checks each run within DeepEvery intervals of the last check; judging
+// (done, or past that cursor in listing order). Windows begin at most
+// DeepEvery-deepSlack intervals apart (deepSpacing), so a window that
+// stands by the end of each interval where the one before stood
+// deepSlack intervals earlier checks each run within DeepEvery intervals
+// of the last check; a window begun sooner is judged at the same point,
+// so it keeps the earlier start as slack. Judging
 // paceAhead intervals ahead of that lets a window that fell behind catch
 // up at the whole budget over a few passes, where the window before went
 // faster. False for the term's first window, which has none before it,
@@ -377,8 +379,9 @@ func (st *sweepTerm) note(run gaterun.Run, out outcome, now time.Time, interval 
 //
 // Every pass sweeps the shallow window (shallowWindow) first. A pass is
 // also deep (deepWindow) when it is the term's first, when a new deep
-// window is due (deepDue: DeepEvery-deepSlack intervals after the last
-// began, or every DeepEvery-th pass without a time budget), or when the
+// window is due (deepDue: deepSpacing intervals after the last began,
+// at most DeepEvery-deepSlack, or every DeepEvery-th pass without a
+// time budget), or when the
 // last deep pass stopped early, which it then resumes from its cursor;
 // the deep part skips the runs the shallow part offered. A deep window
 // that stands behind the pace of the one before it eases no more

@@ -766,25 +766,44 @@ func TestSweepFillsItsLastRoomWithATimedOutBatchsRuns(t *testing.T) {
 // deep-pass period.
 func TestSweepADeepWindowKeepsThePaceOfTheOneBefore(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		const n, intervals = 2000, 40
-		sim := forgesim.New(forgesim.WithLatency(steadyLatency()))
-		a := newAgedSweep(t, sim, 0, n)
-		slow := steadyLatency()
-		slow.GraphQLBase = 6 * time.Second
-		passes := sweepSwitchingLatency(t, a.sw, a.rec, sim, (server.DeepSpacing-1)*time.Minute+30*time.Second, slow, (intervals-server.DeepSpacing+1)*time.Minute+20*time.Second)
-		if len(passes) != intervals {
-			t.Fatalf("got %d passes in %d intervals, want %d", len(passes), intervals, intervals)
-		}
+		const n = 2000
+		a, passes := sweepDeepRunsGitHubSlows(t, n, 40, server.DeepSpacing, 6*time.Second)
 		for i, p := range passes {
 			if want := i < 5 || i >= server.DeepSpacing && i < server.DeepSpacing+8; p.Deep != want {
 				t.Errorf("pass %d: deep %v, want %v: windows begin at passes 1 and %d; the first takes 5, the second 8 (3 easing, 4 of 400 runs, 1 of 100)", p.Pass, p.Deep, want, server.DeepSpacing+1)
 			}
 		}
-		longest, runs := longestUnchecked(a.checked)
-		if runs != n || longest > server.DeepEvery {
-			t.Errorf("%d of %d runs checked, the longest unchecked %d intervals; want all, within %d: the second window keeps the first one's pace", runs, n, longest, server.DeepEvery)
-		}
+		checkedWithinThePeriod(t, a, n, "the second window keeps the first one's pace")
 	})
+}
+
+// sweepDeepRunsGitHubSlows sweeps n runs, all in the deep window, for
+// intervals of a minute against the simulator without a tail: GitHub
+// answers as GitHubLatency's median until the pass of interval slowFrom
+// (counted from 0), and from there with GraphQLBase slowBase. It returns
+// the sweep and its passes, one an interval.
+func sweepDeepRunsGitHubSlows(t *testing.T, n, intervals, slowFrom int, slowBase time.Duration) (*agedSweep, []server.SweepPass) {
+	t.Helper()
+	sim := forgesim.New(forgesim.WithLatency(steadyLatency()))
+	a := newAgedSweep(t, sim, 0, n)
+	slow := steadyLatency()
+	slow.GraphQLBase = slowBase
+	before := time.Duration(slowFrom-1)*time.Minute + 30*time.Second
+	passes := sweepSwitchingLatency(t, a.sw, a.rec, sim, before, slow, time.Duration(intervals)*time.Minute+50*time.Second-before)
+	if len(passes) != intervals {
+		t.Fatalf("got %d passes in %d intervals, want %d", len(passes), intervals, intervals)
+	}
+	return a, passes
+}
+
+// checkedWithinThePeriod fails t unless a checked all n runs, none of
+// them going unchecked past the deep-pass period; why names the rule.
+func checkedWithinThePeriod(t *testing.T, a *agedSweep, n int, why string) {
+	t.Helper()
+	longest, runs := longestUnchecked(a.checked)
+	if runs != n || longest > server.DeepEvery {
+		t.Errorf("%d of %d runs checked, the longest unchecked %d intervals; want all, within %d: %s", runs, n, longest, server.DeepEvery, why)
+	}
 }
 
 // TestSweepADeepWindowThatTookLongBeginsTheNextSooner pins the deep
@@ -799,15 +818,8 @@ func TestSweepADeepWindowKeepsThePaceOfTheOneBefore(t *testing.T) {
 // deep-pass period.
 func TestSweepADeepWindowThatTookLongBeginsTheNextSooner(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		const n, intervals, took = 5000, 50, 11
-		sim := forgesim.New(forgesim.WithLatency(steadyLatency()))
-		a := newAgedSweep(t, sim, 0, n)
-		slow := steadyLatency()
-		slow.GraphQLBase = 9 * time.Second
-		passes := sweepSwitchingLatency(t, a.sw, a.rec, sim, (took+4)*time.Minute+30*time.Second, slow, (intervals-took-4)*time.Minute+20*time.Second)
-		if len(passes) != intervals {
-			t.Fatalf("got %d passes in %d intervals, want %d", len(passes), intervals, intervals)
-		}
+		const n, took = 5000, 11
+		a, passes := sweepDeepRunsGitHubSlows(t, n, 50, took+5, 9*time.Second)
 		next := server.DeepSpacingAfter(took)
 		if next >= server.DeepSpacing {
 			t.Fatalf("DeepSpacingAfter(%d) = %d, want fewer than %d: a window that took %d intervals lets the next begin sooner", took, next, server.DeepSpacing, took)
@@ -825,10 +837,7 @@ func TestSweepADeepWindowThatTookLongBeginsTheNextSooner(t *testing.T) {
 					p.Pass, p.Deep, p.DeepBegan, began, next+1, took)
 			}
 		}
-		longest, runs := longestUnchecked(a.checked)
-		if runs != n || longest > server.DeepEvery {
-			t.Errorf("%d of %d runs checked, the longest unchecked %d intervals; want all, within %d: the second window begins soon enough to take longer than the first", runs, n, longest, server.DeepEvery)
-		}
+		checkedWithinThePeriod(t, a, n, "the second window begins soon enough to take longer than the first")
 	})
 }
 
