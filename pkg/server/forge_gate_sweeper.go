@@ -138,8 +138,10 @@ type SweepPass struct {
 	// window; a pass that ran out of time resumes it next interval.
 	ShallowDone bool
 	// Behind is true when the pass could not keep up: its shallow window
-	// is unfinished, or the deep window has taken DeepEvery intervals or
-	// more and is unfinished.
+	// is unfinished, or the deep window is unfinished and has taken
+	// DeepEvery intervals or more, or the run it reads next was last
+	// checked (by the window before) DeepEvery intervals ago or more, so
+	// that run is checked past the deep-pass period (overdue).
 	Behind bool
 	// Complete is false when the pass stopped early (a rate limit, a store
 	// error or the end of the term) or when every forge read failed. A
@@ -233,7 +235,8 @@ type sweepTerm struct {
 	shallowCursor gaterun.Cursor
 	// deepCursor is where an unfinished deep pass stopped; deepPending
 	// makes the next pass a deep one that resumes there. deepBegan is
-	// when the deep window being swept began. crowded counts the passes,
+	// when the deep window being swept began, lastBegan when the one
+	// before it began (lastPace's start). crowded counts the passes,
 	// since it began or last had room, in which its shallow part,
 	// offering more runs than one query reads and meeting no timeout, left
 	// the easing deep window no room; from 2, such a pass reads the window
@@ -245,6 +248,7 @@ type sweepTerm struct {
 	deepCursor  gaterun.Cursor
 	deepPending bool
 	deepBegan   time.Time
+	lastBegan   time.Time
 	crowded     int
 	roundShort  bool
 	// pace is where the deep window being swept stood at the end of each
@@ -294,6 +298,23 @@ func (st *sweepTerm) notePace(age int) {
 		st.pace = append(st.pace, last) // an interval without a pass stood where the one before ended
 	}
 	st.pace = append(st.pace[:age], m)
+}
+
+// overdue reports whether the run the deep window being swept reads next
+// has gone DeepEvery intervals or more unchecked by the pass of interval
+// at, since the window before read it: in the interval of lastPace's
+// first mark that stands past the window's cursor (or done), counted
+// from lastBegan. Windows read in listing order, so no run the window
+// has still to read was read earlier by the one before. False in the
+// term's first window, which has no window before it.
+func (st *sweepTerm) overdue(at time.Time, interval time.Duration) bool {
+	for j, m := range st.lastPace {
+		if m.done || st.deepCursor.Before(gaterun.Run{ID: m.cur.ID, Updated: m.cur.Updated}) {
+			read := st.lastBegan.Add(time.Duration(j) * interval)
+			return at.Sub(read)+interval/2 >= DeepEvery*interval
+		}
+	}
+	return false
 }
 
 // deepSpacing is how many intervals after a deep window began the next

@@ -1036,3 +1036,41 @@ func sweepAThousandRuns(t *testing.T, seed uint64) {
 	}
 	t.Logf("seed %d: the longest pass took %v, %.2f of its interval; %d of %d passes past 30%%, each for a shallow-window query that timed out", seed, longest, longest.Seconds()/60, over, len(passes))
 }
+
+// TestSweepIsBehindOnceARunIsOverdue pins when an unfinished deep window
+// makes a pass Behind, against the simulator (no tail): 5,000 runs all in
+// the deep window, one sweeper, 45 intervals. The term's first window
+// reads at 1.5 s a query and is done in 11 passes. GitHub then grows so
+// slow (9.8 s a query and more: only a query of 25 runs or so answers
+// within its timeout) that the next window, begun at pass 17, crawls. A
+// pass is Behind exactly when, at its end, some run has gone DeepEvery
+// intervals unchecked, so its next check comes past the deep-pass
+// period: from when the run the window reads next is overdue, long
+// before the window has taken DeepEvery intervals (pass 47).
+func TestSweepIsBehindOnceARunIsOverdue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const n, took, intervals = 5000, 11, 45
+		a, passes := sweepDeepRunsGitHubSlows(t, n, intervals, took+5, 9800*time.Millisecond)
+		last, behind := make(map[string]int), 0
+		for i, p := range passes {
+			for id := range a.checked[i] {
+				last[id] = i
+			}
+			oldest := i
+			for _, l := range last {
+				oldest = min(oldest, l)
+			}
+			overdue := len(last) == n && i-oldest >= server.DeepEvery
+			t.Logf("pass %d: deep %v, checked %d, the oldest check at pass %d, behind %v", p.Pass, p.Deep, len(a.checked[i]), oldest+1, p.Behind)
+			if p.Behind != overdue {
+				t.Errorf("pass %d: behind %v, want %v: a run last checked at pass %d is checked past the deep-pass period from pass %d", p.Pass, p.Behind, overdue, oldest+1, oldest+server.DeepEvery+1)
+			}
+			if p.Behind {
+				behind++
+			}
+		}
+		if behind == 0 {
+			t.Errorf("no pass behind in %d intervals; want the crawling window's last passes behind: its next run overdue", intervals)
+		}
+	})
+}

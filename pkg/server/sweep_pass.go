@@ -139,7 +139,7 @@ func (s *sweeper) pass(ctx context.Context, st *sweepTerm) (_ SweepPass, resume 
 	st.pass++
 	p := SweepPass{Owner: s.cfg.Owner, Term: st.term, Pass: st.pass, At: s.cfg.Now(), Complete: true}
 	if !st.deepPending && (st.pass == 1 || s.deepDue(st, p.At)) {
-		st.deepPending, st.deepCursor, st.deepBegan, st.crowded = true, gaterun.Cursor{}, p.At, 0
+		st.deepPending, st.deepCursor, st.lastBegan, st.deepBegan, st.crowded = true, gaterun.Cursor{}, st.deepBegan, p.At, 0
 		st.lastPace, st.pace = st.pace, nil
 	}
 	p.Deep = st.deepPending
@@ -237,7 +237,7 @@ func (s *sweeper) pass(ctx context.Context, st *sweepTerm) (_ SweepPass, resume 
 	if p.ForgeReads > 0 && p.ForgeErrors == p.ForgeReads {
 		p.Complete = false // no run got a forge answer: nothing was checked
 	}
-	p.Behind = !p.ShallowDone || (st.deepPending && !p.At.Before(st.deepBegan.Add(DeepEvery*s.cfg.Interval)))
+	p.Behind = !p.ShallowDone || (st.deepPending && (!p.At.Before(st.deepBegan.Add(DeepEvery*s.cfg.Interval)) || st.overdue(p.At, s.cfg.Interval)))
 	if !ps.timedOut && p.ForgeReads > p.ForgeErrors {
 		st.batch = s.grownBatch(ps)
 	}
@@ -253,7 +253,7 @@ func (s *sweeper) pass(ctx context.Context, st *sweepTerm) (_ SweepPass, resume 
 	if !p.Complete || p.Behind {
 		log = s.cfg.Logger.Info
 	}
-	log("sweep pass", "term", p.Term, "pass", p.Pass, "deep", p.Deep,
+	log("sweep pass", "term", p.Term, "pass", p.Pass, "deep", p.Deep, "deep_began", p.DeepBegan,
 		"since", p.Since, "offered", p.Offered, "backing_off", p.BackingOff,
 		"forge_reads", p.ForgeReads, "forge_errors", p.ForgeErrors, "forge_time", p.ForgeTime, "waited", p.Waited,
 		"batch", p.Batch, "complete", p.Complete, "behind", p.Behind, "resume", resume, "took", s.cfg.Now().Sub(p.At))
