@@ -304,9 +304,9 @@ func (st *sweepTerm) notePace(age int) {
 // has gone DeepEvery intervals or more unchecked by the pass of interval
 // at, since the window before read it: in the interval of lastPace's
 // first mark that stands past the window's cursor (or done), counted
-// from lastBegan. Windows read in listing order, so no run the window
-// has still to read was read earlier by the one before. False in the
-// term's first window, which has no window before it.
+// from lastBegan. Windows read in listing order, so of the runs the
+// window has still to read, the window before read that one first.
+// False in the term's first window, which has no window before it.
 func (st *sweepTerm) overdue(at time.Time, interval time.Duration) bool {
 	for j, m := range st.lastPace {
 		if m.done || st.deepCursor.Before(gaterun.Run{ID: m.cur.ID, Updated: m.cur.Updated}) {
