@@ -141,7 +141,7 @@ type SweepPass struct {
 	// is unfinished, or the deep window is unfinished and has taken
 	// DeepEvery intervals or more, or the run it reads next was last
 	// checked (by the window before) DeepEvery intervals ago or more, so
-	// that run is checked past the deep-pass period (overdue).
+	// that run is checked past the deep-pass period (deepBehind).
 	Behind bool
 	// Complete is false when the pass stopped early (a rate limit, a store
 	// error or the end of the term) or when every forge read failed. A
@@ -280,10 +280,17 @@ type paceMark struct {
 	done bool
 }
 
-// paceAge is the index of the interval at at since the deep window
-// being swept began.
-func (st *sweepTerm) paceAge(at time.Time, interval time.Duration) int {
-	return int((at.Sub(st.deepBegan) + interval/2) / interval)
+// intervalsAfter is the index of the interval at at, counted from the
+// one that began at from (0), to the nearest interval: passes keep their
+// interval's start only to within a tick.
+func intervalsAfter(from, at time.Time, interval time.Duration) int {
+	return int((at.Sub(from) + interval/2) / interval)
+}
+
+// past reports whether m stands past cur in listing order: done, or at a
+// cursor after cur.
+func (m paceMark) past(cur gaterun.Cursor) bool {
+	return m.done || cur.Before(gaterun.Run{ID: m.cur.ID, Updated: m.cur.Updated})
 }
 
 // notePace records where the deep window stands at the end of the pass
@@ -300,18 +307,25 @@ func (st *sweepTerm) notePace(age int) {
 	st.pace = append(st.pace[:age], m)
 }
 
-// overdue reports whether the run the deep window being swept reads next
-// has gone DeepEvery intervals or more unchecked by the pass of interval
-// at, since the window before read it: in the interval of lastPace's
-// first mark that stands past the window's cursor (or done), counted
-// from lastBegan. Windows read in listing order, so of the runs the
-// window has still to read, the window before read that one first.
-// False in the term's first window, which has no window before it.
-func (st *sweepTerm) overdue(at time.Time, interval time.Duration) bool {
+// deepBehind reports whether the deep window keeps the pass of interval
+// at behind: it is unfinished, and it began DeepEvery intervals ago or
+// more, or the run it reads next has gone DeepEvery intervals or more
+// unchecked since the window before read it (overdue). That window read
+// the run in the interval of lastPace's first mark past the cursor,
+// counted from lastBegan; windows read in listing order, so of the runs
+// the window has still to read, the window before read that one first.
+// The term's first window has no window before it: its age alone
+// counts.
+func (st *sweepTerm) deepBehind(at time.Time, interval time.Duration) bool {
+	if !st.deepPending {
+		return false
+	}
+	if !at.Before(st.deepBegan.Add(DeepEvery * interval)) {
+		return true
+	}
 	for j, m := range st.lastPace {
-		if m.done || st.deepCursor.Before(gaterun.Run{ID: m.cur.ID, Updated: m.cur.Updated}) {
-			read := st.lastBegan.Add(time.Duration(j) * interval)
-			return at.Sub(read)+interval/2 >= DeepEvery*interval
+		if m.past(st.deepCursor) {
+			return intervalsAfter(st.lastBegan, at, interval)-j >= DeepEvery
 		}
 	}
 	return false
@@ -353,8 +367,7 @@ func (st *sweepTerm) paceBehind(age int) bool {
 	if age >= len(st.lastPace) {
 		return true // the window before was done by then
 	}
-	m := st.lastPace[age]
-	return m.done || st.deepCursor.Before(gaterun.Run{ID: m.cur.ID, Updated: m.cur.Updated})
+	return st.lastPace[age].past(st.deepCursor)
 }
 
 // newTerm counts a new term of s and returns its fresh state: its first

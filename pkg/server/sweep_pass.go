@@ -158,7 +158,7 @@ func (s *sweeper) pass(ctx context.Context, st *sweepTerm) (_ SweepPass, resume 
 	}
 	p.Since = shallowSince
 	cur, stop, resume := s.offerSince(ctx, ps, shallowSince, shallowCur)
-	age := st.paceAge(p.At, s.cfg.Interval)
+	age := intervalsAfter(st.deepBegan, p.At, s.cfg.Interval)
 	easing := p.Deep && !alone && p.At.Before(st.deepBegan.Add(deepEase*s.cfg.Interval)) && !st.paceBehind(age)
 	if stop == stopDone && shallowCur != (gaterun.Cursor{}) {
 		// Resumed mid-window, the pass reached the window's end with time
@@ -237,7 +237,7 @@ func (s *sweeper) pass(ctx context.Context, st *sweepTerm) (_ SweepPass, resume 
 	if p.ForgeReads > 0 && p.ForgeErrors == p.ForgeReads {
 		p.Complete = false // no run got a forge answer: nothing was checked
 	}
-	p.Behind = !p.ShallowDone || (st.deepPending && (!p.At.Before(st.deepBegan.Add(DeepEvery*s.cfg.Interval)) || st.overdue(p.At, s.cfg.Interval)))
+	p.Behind = !p.ShallowDone || st.deepBehind(p.At, s.cfg.Interval)
 	if !ps.timedOut && p.ForgeReads > p.ForgeErrors {
 		st.batch = s.grownBatch(ps)
 	}
@@ -272,8 +272,7 @@ func (s *sweeper) deepDue(st *sweepTerm, at time.Time) bool {
 	if s.cfg.TimeShare < 0 {
 		return st.pass%DeepEvery == 0
 	}
-	iv := s.cfg.Interval
-	return !at.Before(st.deepBegan.Add(time.Duration(deepSpacing(len(st.pace)))*iv - iv/2))
+	return intervalsAfter(st.deepBegan, at, s.cfg.Interval) >= deepSpacing(len(st.pace))
 }
 
 // grownBatch is the term's batch size grown one step, up to sweepBatch:
