@@ -3,6 +3,7 @@ package forgesim_test
 import (
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"net/http/httptest"
 	"slices"
 	"strings"
@@ -216,6 +217,44 @@ func TestTailForTimesOutTheAskedShare(t *testing.T) {
 		if got := forgesim.TailFor(c.median, c.share); got < c.want-0.001 || got > c.want+0.001 {
 			t.Errorf("TailFor(%v, %v): got %.4f, want %.4f: P(median·e^(σZ) > 10 s) = share", c.median, c.share, got, c.want)
 		}
+	}
+}
+
+// GraphQLTime is the model's draw: a 100-node query's median is 1.5 s
+// under GitHubLatency, 2% of its draws run past GitHub's 10 s and are
+// charged exactly that, and a query of half the nodes times out less
+// often (its median is lower under the same tail).
+func TestGraphQLTimeDrawsTheModel(t *testing.T) {
+	lat := forgesim.GitHubLatency()
+	rng := rand.New(rand.NewPCG(1, 2))
+	const draws = 100_000
+	share := func(nodes int) (timedOut float64, median time.Duration) {
+		times := make([]time.Duration, draws)
+		n := 0
+		for i := range times {
+			took, out := lat.GraphQLTime(rng, nodes)
+			if out {
+				n++
+				if took != forgesim.GraphQLTimeout {
+					t.Fatalf("%d nodes: a timed-out draw took %v, want GitHub's %v", nodes, took, forgesim.GraphQLTimeout)
+				}
+			} else if took > forgesim.GraphQLTimeout {
+				t.Fatalf("%d nodes: a draw took %v and did not time out, want a timeout past %v", nodes, took, forgesim.GraphQLTimeout)
+			}
+			times[i] = took
+		}
+		slices.Sort(times)
+		return float64(n) / draws, times[draws/2]
+	}
+	full, median := share(100)
+	if full < 0.018 || full > 0.022 {
+		t.Errorf("100 nodes: %.2f%% of draws timed out, want 2%% (GitHubLatency's tail)", 100*full)
+	}
+	if median < 1450*time.Millisecond || median > 1550*time.Millisecond {
+		t.Errorf("100 nodes: median %v, want 1.5 s", median)
+	}
+	if half, _ := share(50); half >= full {
+		t.Errorf("50 nodes: %.2f%% timed out, 100 nodes %.2f%%; want fewer: a smaller query's median is lower", 100*half, 100*full)
 	}
 }
 

@@ -79,15 +79,18 @@ func (s *Sim) answerTime(r *http.Request, principal, res string, body []byte, re
 	if m == nil || rep.free {
 		return rep, 0
 	}
-	var took time.Duration
-	rng := m.rng
+	var (
+		took     time.Duration
+		timedOut bool
+		rng      = m.rng
+	)
 	if res == "graphql" {
 		rng = m.source(principal, body)
-		took = m.draw(rng, m.graphqlMedian(body))
+		took, timedOut = m.GraphQLTime(rng, graphqlNodes(body))
 	} else {
 		took = m.draw(rng, m.restMedian(r.Pattern))
 	}
-	if res == "graphql" && took > GraphQLTimeout {
+	if timedOut {
 		// GitHub stops the query at the timeout and answers 502 or 504
 		// with "We couldn't respond to your request in time"; timeouts
 		// count against the primary limit ("Rate limits and query limits
@@ -95,7 +98,6 @@ func (s *Sim) answerTime(r *http.Request, principal, res string, body []byte, re
 		// https://docs.github.com/graphql/overview/rate-limits-and-query-limits-for-the-graphql-api#timeouts;
 		// "Including timeouts in primary rate limits",
 		// https://github.blog/changelog/2025-07-21-including-timeouts-in-primary-rate-limits).
-		took = GraphQLTimeout
 		status := http.StatusGatewayTimeout
 		if rng.Float64() < m.BadGatewayShare {
 			status = http.StatusBadGateway
