@@ -88,8 +88,9 @@ func floorShares(seed uint64, draw floorDraw, passes, runs int, budget, reserve 
 // model as it ships and the default time share, even a pass that has its
 // minute to itself misses the end of a 500-run shallow window in some
 // passes. At least as often as two of its first five queries time out:
-// two timeouts are the 20 s after which no query may begin (30 s a
-// minute, 10 s kept for it), and their runs are still to read. So "every
+// two timeouts are 20 s, after which at most one more query may begin (30
+// s a minute, 10 s kept for it), while their runs need at least two more
+// (the halves of the second). So "every
 // shallow-window run checked every interval" cannot hold in every pass
 // together with "at most 30 s of GraphQL in any minute" while 2% of
 // queries time out. It logs the floor at larger time shares, and under a
