@@ -110,18 +110,17 @@ func floorShares(seed uint64, draw floorDraw, passes, runs int, budget, reserve 
 // model as it ships and the default time share, even a pass that has its
 // minute to itself misses the end of a 500-run shallow window in some
 // passes. At least as often as two of its first five queries time out:
-// two timeouts are 20 s, after which at most one more query may begin (30
-// s a minute, 10 s kept for it), while their runs need at least two more
-// (the halves of the second). So "every
-// shallow-window run checked every interval" cannot hold in every pass
-// together with "at most 30 s of GraphQL in any minute" while 2% of
-// queries time out. It logs the floor at larger time shares, and under a
+// two timeouts are 20 s, after which at most one more query may begin
+// (30 s a minute, 10 s kept for it), while their runs need at least two
+// more (the halves of the second). So "every shallow-window run checked
+// every interval" cannot hold in every pass together with "at most 30 s
+// of GraphQL in any minute" while 2% of queries time out. It logs the floor at larger time shares, and under a
 // narrower body of answers with the same 2% of timeouts (the sensitivity
 // to the model's shape).
 func TestSweepShallowGoalHasAFloorUnderGitHubLatency(t *testing.T) {
 	const passes, runs = 200_000, 500
 	lat := forgesim.GitHubLatency()
-	shipped := func(rng *rand.Rand, n int) (time.Duration, bool) { return lat.GraphQLTime(rng, n) }
+	shipped := floorDraw(lat.GraphQLTime)
 	reserve := queryTimeout(time.Minute)
 	budget := func(share float64) time.Duration {
 		s := &sweeper{cfg: sweeperConfig{TimeShare: share, Minute: time.Minute}}
@@ -172,7 +171,7 @@ func TestSweepShallowGoalHasAFloorUnderGitHubLatency(t *testing.T) {
 func TestSweepThousandRunGoalHasAFloorUnderGitHubLatency(t *testing.T) {
 	const passes, runs = 200_000, 100
 	lat := forgesim.GitHubLatency()
-	shipped := func(rng *rand.Rand, n int) (time.Duration, bool) { return lat.GraphQLTime(rng, n) }
+	shipped := floorDraw(lat.GraphQLTime)
 	rng, over := rand.New(rand.NewPCG(1, 1)), 0
 	limit := time.Duration(0.3 * float64(time.Minute))
 	for range passes {
@@ -210,9 +209,9 @@ func TestSweepAllShallowGoalIsPastAMinutesBudget(t *testing.T) {
 		name string
 		draw floorDraw
 	}{
-		{"shipped", func(rng *rand.Rand, n int) (time.Duration, bool) { return lat.GraphQLTime(rng, n) }},
+		{"shipped", lat.GraphQLTime},
 		{"narrow body", narrowBody(lat)},
-		{"every query its 1.5 s median, none timed out", func(rng *rand.Rand, n int) (time.Duration, bool) { return flat.GraphQLTime(rng, n) }},
+		{"every query its 1.5 s median, none timed out", flat.GraphQLTime},
 	} {
 		rng := rand.New(rand.NewPCG(1, 1))
 		var spent []spentBatch // the queries begun within the last minute
