@@ -83,6 +83,12 @@ func floorPass(rng *rand.Rand, draw floorDraw, runs int, budget, reserve time.Du
 	return true, timedOut, spent
 }
 
+// floorBudget is the sweeper's time budget at share of GitHub's GraphQL
+// time, on GitHub's own minute.
+func floorBudget(share float64) time.Duration {
+	return (&sweeper{cfg: sweeperConfig{TimeShare: share, Minute: time.Minute}}).timeBudget()
+}
+
 // floorShares runs passes passes of floorPass and returns the share of
 // them with a timeout, and the share that missed runs growing straight
 // back and staying halved.
@@ -122,10 +128,6 @@ func TestSweepShallowGoalHasAFloorUnderGitHubLatency(t *testing.T) {
 	lat := forgesim.GitHubLatency()
 	shipped := floorDraw(lat.GraphQLTime)
 	reserve := queryTimeout(time.Minute)
-	budget := func(share float64) time.Duration {
-		s := &sweeper{cfg: sweeperConfig{TimeShare: share, Minute: time.Minute}}
-		return s.timeBudget()
-	}
 
 	// p is the share of whole batches that time out.
 	rng, out := rand.New(rand.NewPCG(3, 1)), 0
@@ -138,9 +140,9 @@ func TestSweepShallowGoalHasAFloorUnderGitHubLatency(t *testing.T) {
 	q := math.Pow(1-p, 5)
 	twice := 1 - q - 5*p*q/(1-p) // P(at least 2 of 5 time out)
 
-	timedOut, straight, halved := floorShares(1, shipped, passes, runs, budget(DefaultSweepTimeShare), reserve)
+	timedOut, straight, halved := floorShares(1, shipped, passes, runs, floorBudget(DefaultSweepTimeShare), reserve)
 	t.Logf("shipped model, %v a minute: %.2f%% of batches of %d time out; %.1f%% of passes meet a timeout; %.2f%% miss growing straight back, %.2f%% staying halved; %.2f%% have two timeouts among their first five queries",
-		budget(DefaultSweepTimeShare), 100*p, sweepBatch, 100*timedOut, 100*straight, 100*halved, 100*twice)
+		floorBudget(DefaultSweepTimeShare), 100*p, sweepBatch, 100*timedOut, 100*straight, 100*halved, 100*twice)
 	if straight < twice {
 		t.Errorf("%.2f%% of passes miss growing straight back, want at least %.2f%%: a pass with two timeouts cannot read their runs again within the budget", 100*straight, 100*twice)
 	}
@@ -148,13 +150,13 @@ func TestSweepShallowGoalHasAFloorUnderGitHubLatency(t *testing.T) {
 		t.Errorf("misses: %.2f%% growing straight back, %.2f%% staying halved; want above 0, and staying halved no fewer", 100*straight, 100*halved)
 	}
 	for _, share := range []float64{0.6, 2.0 / 3} {
-		_, s, h := floorShares(1, shipped, passes, runs, budget(share), reserve)
-		t.Logf("shipped model, %v a minute: %.2f%% of passes miss growing straight back, %.2f%% staying halved", budget(share), 100*s, 100*h)
+		_, s, h := floorShares(1, shipped, passes, runs, floorBudget(share), reserve)
+		t.Logf("shipped model, %v a minute: %.2f%% of passes miss growing straight back, %.2f%% staying halved", floorBudget(share), 100*s, 100*h)
 	}
 
-	nt, ns, nh := floorShares(1, narrowBody(lat), passes, runs, budget(DefaultSweepTimeShare), reserve)
+	nt, ns, nh := floorShares(1, narrowBody(lat), passes, runs, floorBudget(DefaultSweepTimeShare), reserve)
 	t.Logf("narrow body (log-Cauchy), %v a minute: %.1f%% of passes meet a timeout; %.2f%% miss growing straight back, %.2f%% staying halved",
-		budget(DefaultSweepTimeShare), 100*nt, 100*ns, 100*nh)
+		floorBudget(DefaultSweepTimeShare), 100*nt, 100*ns, 100*nh)
 	if ns < twice/2 {
 		t.Errorf("narrow body: %.2f%% of passes miss, want near %.2f%% or more: its two timeouts in five are as likely", 100*ns, 100*twice)
 	}
@@ -203,7 +205,7 @@ func TestSweepAllShallowGoalIsPastAMinutesBudget(t *testing.T) {
 	lat := forgesim.GitHubLatency()
 	flat := lat
 	flat.Tail = 0
-	budget := (&sweeper{cfg: sweeperConfig{TimeShare: DefaultSweepTimeShare, Minute: time.Minute}}).timeBudget()
+	budget := floorBudget(DefaultSweepTimeShare)
 	reserve := queryTimeout(time.Minute)
 	for _, m := range []struct {
 		name string
@@ -214,14 +216,13 @@ func TestSweepAllShallowGoalIsPastAMinutesBudget(t *testing.T) {
 		{"every query its 1.5 s median, none timed out", flat.GraphQLTime},
 	} {
 		rng := rand.New(rand.NewPCG(1, 1))
-		var spent []spentBatch // the queries begun within the last minute
+		st := &sweepTerm{} // its spent: the queries begun within the last minute
 		var now time.Time
 		runs, end := 0, now.Add(10*time.Hour)
 		for now.Before(end) {
-			st := &sweepTerm{spent: spent}
 			now = st.roomAt(now, time.Minute, budget, reserve)
 			took, out := m.draw(rng, sweepBatch)
-			spent = append(st.spent, spentBatch{began: now, took: took})
+			st.spent = append(st.spent, spentBatch{began: now, took: took})
 			if !out {
 				runs += sweepBatch
 			}
