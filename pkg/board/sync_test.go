@@ -335,7 +335,7 @@ func TestSyncRateLimitStopsThePassUntilTheReset(t *testing.T) {
 			t.Fatalf("pass with the budget spent: got %+v, want it stopped at its first repository with a *forge.RateLimitError: a rate limit stops the pass", p)
 		}
 		sent := r.listRequests(0)
-		time.Sleep(rl.Reset.Sub(time.Now()) - time.Nanosecond)
+		time.Sleep(time.Until(rl.Reset) - time.Nanosecond)
 		synctest.Wait()
 		if n := len(r.passes); n != 0 || r.listRequests(0) != sent {
 			t.Fatalf("before the reset at %v: got %d passes and %d requests, want none: ticks before the reset are skipped", rl.Reset, n, r.listRequests(0)-sent)
