@@ -5,8 +5,10 @@ package prometheus_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -113,10 +115,40 @@ load 1m
 	healthy: []fixture{{"one pass in three is behind: the backlog clears", `
 load 1m
   merge_gate_sweep_behind{instance="a"} 1 0 0 1 0 0 1 0 0 1 0 0 1 0 0
+`, 12 * time.Minute}, {"two passes in three are behind, never 5 minutes in a row: IterionSweepOftenBehind's case", `
+load 1m
+  merge_gate_sweep_behind{instance="a"} 1 1 0 1 1 0 1 1 0 1 1 0 1 1 0
 `, 12 * time.Minute}, {"no pass is behind", `
 load 1m
   merge_gate_sweep_behind{instance="a"} 0x20
 `, 10 * time.Minute}},
+}, {
+	alert: "IterionSweepOftenBehind",
+	fires: fixture{"for 90m, two of every three passes (one a minute, on a) stopped before the end of the shallow window; IterionSweepBehind stays quiet, as every third pass is not behind", `
+load 1m
+  merge_gate_sweep_passes_behind_total{window="shallow", instance="a"} ` + cumulative("110", 90) + `
+  merge_gate_sweep_passes_behind_total{window="deep", instance="a"} 0x90
+  iterion_net_pass_duration_seconds_count{lease="merge-gate-sweeper", instance="a"} 0+1x90
+  iterion_net_pass_duration_seconds_count{lease="merge-gate-sweeper", instance="b"} 0x90
+`, 90 * time.Minute},
+	healthy: []fixture{{"one pass in three behind, the backlog clearing", `
+load 1m
+  merge_gate_sweep_passes_behind_total{window="shallow", instance="a"} ` + cumulative("100", 90) + `
+  iterion_net_pass_duration_seconds_count{lease="merge-gate-sweeper", instance="a"} 0+1x90
+`, 90 * time.Minute}, {"one pass in twenty behind, as GitHub's timeouts leave under the project's latency model", `
+load 1m
+  merge_gate_sweep_passes_behind_total{window="shallow", instance="a"} ` + cumulative("10000000000000000000", 90) + `
+  iterion_net_pass_duration_seconds_count{lease="merge-gate-sweeper", instance="a"} 0+1x90
+`, 90 * time.Minute}, {"every pass behind in its deep window only: IterionSweepBehind's concern, not this one's", `
+load 1m
+  merge_gate_sweep_passes_behind_total{window="shallow", instance="a"} 0x90
+  merge_gate_sweep_passes_behind_total{window="deep", instance="a"} 0+1x90
+  iterion_net_pass_duration_seconds_count{lease="merge-gate-sweeper", instance="a"} 0+1x90
+`, 90 * time.Minute}, {"no replica swept in the last hour: no passes, no share", `
+load 1m
+  merge_gate_sweep_passes_behind_total{window="shallow", instance="a"} 0x90
+  iterion_net_pass_duration_seconds_count{lease="merge-gate-sweeper", instance="a"} 0x90
+`, 90 * time.Minute}},
 }, {
 	alert: "IterionRunsUncovered",
 	fires: fixture{"the adopter's holder has counted 3 uncovered runs for over an hour", `
@@ -180,6 +212,22 @@ load 1m
   lease_group_shards_overdue{group="sweeper", instance="a"} 0x12
 `, 10 * time.Minute}},
 }}
+
+// cumulative is a counter's samples, one a step for steps+1 steps from 0,
+// that grows by one at each step whose place in pattern, repeated, is
+// '1': promqltest's load syntax for passes counted as they end.
+func cumulative(pattern string, steps int) string {
+	var b strings.Builder
+	n := 0
+	b.WriteString("0")
+	for i := range steps {
+		if pattern[i%len(pattern)] == '1' {
+			n++
+		}
+		fmt.Fprintf(&b, " %d", n)
+	}
+	return b.String()
+}
 
 // TestAlertRules loads iterion-rules.yaml with Prometheus's rule parser
 // and, for each alert, evaluates its expression with Prometheus's PromQL

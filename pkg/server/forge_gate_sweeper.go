@@ -81,6 +81,10 @@ const (
 	sweepBatch = forge.MaxPullBatch
 	// minSweepBatch is the floor a batch that times out is halved to.
 	minSweepBatch = 10
+	// windowShallow and windowDeep are merge_gate_sweep_passes_behind_total's
+	// window label values (sweeperConfig.BehindPasses).
+	windowShallow = "shallow"
+	windowDeep    = "deep"
 	// DefaultSweepTimeShare is the share of GitHub's GraphQL CPU-time limit
 	// (forge.GraphQLCPUPerMinute) the sweeper may spend in any minute:
 	// half, leaving the rest to the event path and other clients of the
@@ -186,6 +190,11 @@ type sweeperConfig struct {
 	// Behind, when set, is 1 while the last pass of the current term was
 	// Behind, else 0 (0 once the term ends).
 	Behind prometheus.Gauge
+	// BehindPasses, when set, counts the passes that were Behind by the
+	// label window: windowShallow when the shallow window is unfinished
+	// (ShallowDone false), whatever the deep window's state, else
+	// windowDeep. Several sweepers may share one.
+	BehindPasses *prometheus.CounterVec
 	// Concurrency is how many batches a pass may have in flight at once;
 	// 0 means 1: one at a time, as GitHub advises.
 	Concurrency int

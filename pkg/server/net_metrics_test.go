@@ -1,7 +1,10 @@
 package server_test
 
 import (
+	"context"
+	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -11,6 +14,7 @@ import (
 
 	"iterion.dev/iterion/pkg/forge"
 	"iterion.dev/iterion/pkg/forge/forgesim"
+	"iterion.dev/iterion/pkg/gaterun"
 	"iterion.dev/iterion/pkg/server"
 )
 
@@ -169,4 +173,92 @@ func simRemaining(t *testing.T, sim *forgesim.Sim, token string) int {
 	}
 	t.Fatalf("simulator budget windows %+v: want a core window for %s", sim.Stats().Budget.Windows, token)
 	return 0
+}
+
+// TestSweepCountsItsPassesBehindByWindow pins
+// merge_gate_sweep_passes_behind_total, the count an operator divides by
+// the sweeper's passes for the share that left runs for later: with 1,000
+// runs in the shallow window, their statuses in place, and GitHub taking
+// 9 s a query, a pass's 30 s a minute reads at most 300 of them, so no
+// pass in the first four minutes reaches the window's end, and each is
+// counted under window="shallow", none under "deep", on the replica that
+// swept, alone and in App mode alike. Both series exist from the start
+// at 0.
+func TestSweepCountsItsPassesBehindByWindow(t *testing.T) {
+	const n = 1000
+	slow := forgesim.Latency{GraphQLBase: 9 * time.Second}
+	for _, app := range []bool{false, true} {
+		t.Run(map[bool]string{false: "one installation", true: "App mode"}[app], func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var c *cluster
+				var next http.RoundTripper
+				run := func(pull int) gaterun.Run { return gateRun(pull, fmt.Sprintf("sha%d", pull), gaterun.VerdictSuccess) }
+				if app {
+					c, next = newAppCluster(t, 1, false, forgesim.WithLatency(slow))
+					run = func(pull int) gaterun.Run {
+						r := appRun(1)
+						r.Pull, r.HeadSHA = pull, fmt.Sprintf("sha-1-%d", pull)
+						r.ID = gaterun.ID(r.Host, r.Repo, pull, r.HeadSHA)
+						return r
+					}
+				} else {
+					c, next = newCluster(t, 0)
+					if err := c.sim.SetLatency(slow); err != nil {
+						t.Fatal(err)
+					}
+				}
+				for pull := 1; pull <= n; pull++ {
+					r := run(pull)
+					owner, name, _ := strings.Cut(r.Repo, "/")
+					if err := c.sim.SeedPull(owner, name, pull, r.HeadSHA, "open"); err != nil {
+						t.Fatal(err)
+					}
+					if err := c.sim.SetStatus(owner, name, r.HeadSHA, forgesim.Status{Context: r.Context, State: string(r.Verdict), Description: r.Description, TargetURL: r.TargetURL}); err != nil {
+						t.Fatal(err)
+					}
+					if _, err := c.runs.Put(context.Background(), r, time.Now()); err != nil {
+						t.Fatal(err)
+					}
+				}
+				var reg *prometheus.Registry
+				keep := func(cfg *server.Config) { reg = cfg.Registry }
+				if app {
+					startAppReplicas(t, c, next, 1, time.Minute, 1, keep)
+				} else {
+					startReplicas(t, c, next, 1, time.Minute, keep)
+				}
+				defer c.stopAll()
+				behind := func(window string) float64 {
+					t.Helper()
+					m := metric(t, reg, "merge_gate_sweep_passes_behind_total", "window", window)
+					if m == nil {
+						t.Fatalf("merge_gate_sweep_passes_behind_total{window=%q}: absent, want a series from the start", window)
+					}
+					return m.GetCounter().GetValue()
+				}
+				if s, d := behind("shallow"), behind("deep"); s != 0 || d != 0 {
+					t.Fatalf("before any pass: shallow %v, deep %v; want 0 and 0", s, d)
+				}
+				time.Sleep(4*time.Minute + 50*time.Second)
+				synctest.Wait()
+				_, passes := c.tl.snapshot()
+				unfinished := 0
+				for _, p := range passes {
+					if !p.ShallowDone && p.Complete && p.Offered <= 300 {
+						unfinished++
+					}
+				}
+				if len(passes) < 3 || unfinished != len(passes) {
+					t.Fatalf("passes %+v: want at least 3, each complete with at most 300 runs offered, none reaching the shallow window's end", passes)
+				}
+				if s, d := behind("shallow"), behind("deep"); s != float64(unfinished) || d != 0 {
+					t.Errorf("shallow %v, deep %v; want %d and 0: one count a pass that stopped before the end of the shallow window", s, d, unfinished)
+				}
+				h := metric(t, reg, "iterion_net_pass_duration_seconds", "lease", server.MergeGateSweeper().Name).GetHistogram()
+				if h.GetSampleCount() != uint64(len(passes)) {
+					t.Errorf("iterion_net_pass_duration_seconds count %d, want %d: the share's denominator counts the same passes", h.GetSampleCount(), len(passes))
+				}
+			})
+		})
+	}
 }

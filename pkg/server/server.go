@@ -375,7 +375,14 @@ func NewForComparison(cfg Config, cmp Comparison) (*Server, error) {
 		Name: "merge_gate_sweep_behind",
 		Help: "1 while the sweeper's last pass on this replica could not keep up: its shallow window (runs of the last hour) unfinished at its time budget, or its deep window unfinished after the deep-pass period; else 0.",
 	})
-	for _, c := range []prometheus.Collector{s.offers, backingOff, behind} {
+	behindPasses := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "merge_gate_sweep_passes_behind_total",
+		Help: "The sweeper's passes on this replica that were behind, by window: shallow when the pass stopped before the end of its shallow window, the runs of the last hour (at its time budget, a rate limit or its term's end), else deep when a run of the deep window is checked past the deep-pass period. Over iterion_net_pass_duration_seconds_count{lease=\"merge-gate-sweeper\"}, the share of passes that left runs for later.",
+	}, []string{"window"})
+	for _, w := range []string{windowShallow, windowDeep} {
+		behindPasses.WithLabelValues(w) // both series from the start, so a rate over them is 0, not absent
+	}
+	for _, c := range []prometheus.Collector{s.offers, backingOff, behind, behindPasses} {
 		if err := cfg.Registry.Register(c); err != nil {
 			return nil, fmt.Errorf("%w: Registry: %w", ErrConfig, err)
 		}
@@ -396,7 +403,7 @@ func NewForComparison(cfg Config, cmp Comparison) (*Server, error) {
 		boardInterval = board.DefaultInterval
 	}
 	s.health = lease.NewHealth(healthBound(cfg.SweepInterval, boardInterval, len(cfg.BoardRepos) > 0))
-	s.buildSweeper(backingOff, behind)
+	s.buildSweeper(backingOff, behind, behindPasses)
 	if err := s.buildBoard(boardInterval); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}

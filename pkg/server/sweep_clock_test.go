@@ -10,6 +10,9 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"iterion.dev/iterion/internal/testing/forgetest"
 	"iterion.dev/iterion/pkg/forge"
 	"iterion.dev/iterion/pkg/forge/forgesim"
@@ -268,11 +271,13 @@ func seedAgedRuns(t *testing.T, sim *forgesim.Sim, runs gaterun.Store, from, to 
 
 // agedSweep is a sweeper over open runs against a simulator, at a
 // minute's interval, and what its passes checked: checked[i] holds the
-// runs pass i checked (checkedOfferer), rec its passes.
+// runs pass i checked (checkedOfferer), rec its passes, behind its
+// passes behind by window.
 type agedSweep struct {
 	sw      *server.Sweeper
 	rec     *sweepRecorder
 	checked []map[string]bool
+	behind  *prometheus.CounterVec // the sweeper's BehindPasses
 }
 
 // newAgedSweep seeds pulls 1..n on sim, runs 1..shallow in the shallow
@@ -283,9 +288,9 @@ func newAgedSweep(t *testing.T, sim *forgesim.Sim, shallow, n int) *agedSweep {
 	fc, runs, stopSim := seedSweepRuns(t, sim, shallow, 0)
 	t.Cleanup(stopSim)
 	seedAgedRuns(t, sim, runs, shallow+1, n)
-	a := &agedSweep{rec: &sweepRecorder{sim: sim}}
+	a := &agedSweep{rec: &sweepRecorder{sim: sim}, behind: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "behind"}, []string{"window"})}
 	offer := &checkedOfferer{Offerer: server.NewReconciler(runs, fc, nil), checked: make(map[string]bool)}
-	a.sw = server.NewSweeper(server.SweeperConfig{Runs: runs, Offer: offer, Interval: time.Minute,
+	a.sw = server.NewSweeper(server.SweeperConfig{Runs: runs, Offer: offer, Interval: time.Minute, BehindPasses: a.behind,
 		OnPass: func(p server.SweepPass) { a.rec.onPass(p); a.checked = append(a.checked, offer.take()) }})
 	return a
 }
@@ -1071,6 +1076,9 @@ func TestSweepIsBehindOnceARunIsOverdue(t *testing.T) {
 		}
 		if behind == 0 {
 			t.Errorf("no pass behind in %d intervals; want the crawling window's last passes behind: its next run overdue", intervals)
+		}
+		if d, s := testutil.ToFloat64(a.behind.WithLabelValues("deep")), testutil.ToFloat64(a.behind.WithLabelValues("shallow")); d != float64(behind) || s != 0 {
+			t.Errorf("passes behind counted: deep %v, shallow %v; want %d and 0: an overdue run of the deep window is counted as the deep window's", d, s, behind)
 		}
 	})
 }

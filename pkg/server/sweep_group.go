@@ -77,8 +77,9 @@ func (g *installationSweeps) run(ctx context.Context) {
 // buildSweeper builds the merge-gate sweeper: one sweeper under the lease
 // MergeGateSweeper(), or in App mode the group of installation sweepers,
 // each instantiated on first use over its installation's runs and client.
-// backingOff and behind are the replica's gauges.
-func (s *Server) buildSweeper(backingOff, behind prometheus.Gauge) {
+// backingOff and behind are the replica's gauges, behindPasses its count
+// of passes behind, which every installation's sweeper adds to.
+func (s *Server) buildSweeper(backingOff, behind prometheus.Gauge, behindPasses *prometheus.CounterVec) {
 	timeShare := s.cfg.SweepTimeShare // 0: the default
 	if s.cmp.NoSweepTimeBudget {
 		timeShare = -1
@@ -101,7 +102,8 @@ func (s *Server) buildSweeper(backingOff, behind prometheus.Gauge) {
 				return newSweeper(sweeperConfig{
 					Runs: installationRuns{s.cfg.Runs, reads, id}, Offer: sweepOffer(newReconcilerOf(s.cfg.Runs, installationForge(s.cfg.App, id), ilog)),
 					Interval: s.cfg.SweepInterval, Minute: s.cfg.ForgeMinute, TimeShare: timeShare, Concurrency: s.cfg.SweepConcurrency, RequestTimeout: s.cfg.forgeTimeout(), Owner: s.cfg.Owner, Now: s.cfg.Now, Logger: ilog,
-					OnPass: func(p SweepPass) { p.Installation = id; onPass(p) },
+					BehindPasses: behindPasses,
+					OnPass:       func(p SweepPass) { p.Installation = id; onPass(p) },
 				})
 			},
 		}
@@ -109,7 +111,7 @@ func (s *Server) buildSweeper(backingOff, behind prometheus.Gauge) {
 		s.sweeper = newSweeper(sweeperConfig{
 			Runs: s.cfg.Runs, Offer: sweepOffer(s.rec), Interval: s.cfg.SweepInterval, Minute: s.cfg.ForgeMinute, TimeShare: timeShare, Concurrency: s.cfg.SweepConcurrency, RequestTimeout: s.cfg.forgeTimeout(),
 			Owner: s.cfg.Owner, Now: s.cfg.Now, Logger: s.log, OnPass: s.passes.sweepPass(s.cfg.Now, s.sweepPassed),
-			BackingOff: backingOff, Behind: behind, Watchdog: s.watchdog(MergeGateSweeper(), s.cfg.SweepInterval),
+			BackingOff: backingOff, Behind: behind, BehindPasses: behindPasses, Watchdog: s.watchdog(MergeGateSweeper(), s.cfg.SweepInterval),
 		})
 	}
 }

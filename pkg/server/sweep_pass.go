@@ -249,6 +249,13 @@ func (s *sweeper) pass(ctx context.Context, st *sweepTerm) (_ SweepPass, resume 
 	if s.cfg.Behind != nil {
 		s.cfg.Behind.Set(b2f(p.Behind))
 	}
+	if s.cfg.BehindPasses != nil && p.Behind {
+		w := windowDeep
+		if !p.ShallowDone {
+			w = windowShallow
+		}
+		s.cfg.BehindPasses.WithLabelValues(w).Inc()
+	}
 	log := s.cfg.Logger.Debug
 	if !p.Complete || p.Behind {
 		log = s.cfg.Logger.Info
