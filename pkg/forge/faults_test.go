@@ -3,8 +3,10 @@ package forge_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,12 +14,7 @@ import (
 )
 
 func TestMalformedAnswerIsAnErrorAndCounted(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		w.Write([]byte(`{"number": "twelve", "head": `))
-	}))
-	t.Cleanup(srv.Close)
-	c := newClient(t, srv, forge.Config{Token: "t"})
+	c := answering(t, `{"number": "twelve", "head": `)
 	_, err := c.GetPull(laneCtx(forge.LaneWebhook), "acme", "app", 12)
 	if err == nil {
 		t.Fatal("GetPull of a malformed document: got no error, want one")
@@ -59,12 +56,7 @@ func TestEmptyGraphQLAnswerIsAnErrorNotNotFound(t *testing.T) {
 		{"an alias null, no errors", `{"data": {"p0": null, "rateLimit": {"cost": 1}}}`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				w.Header().Set("Content-Type", "application/json")
-				w.Write([]byte(c.body))
-			}))
-			t.Cleanup(srv.Close)
-			fc := newClient(t, srv, forge.Config{Token: "t"})
+			fc := answering(t, c.body)
 			states, err := fc.PullStates(laneCtx(forge.LaneMergeGateSweeper), []forge.PullRef{{Owner: "acme", Repo: "app", Number: 12}})
 			if err == nil && len(states) == 1 {
 				err = states[0].Err
@@ -73,5 +65,78 @@ func TestEmptyGraphQLAnswerIsAnErrorNotNotFound(t *testing.T) {
 				t.Errorf("PullStates on %s: got %v, want ErrEmptyAnswer and not ErrNotFound: an empty answer is a failed read", c.body, err)
 			}
 		})
+	}
+}
+
+// TestGetPullRefusesAnAnswerMissingWhatGitHubRequires pins that a REST
+// pull request answer, valid JSON, that lacks what GitHub's schema
+// requires (number, state, head.sha) or holds another state or number
+// fails with ErrMalformedAnswer naming the field, never a Pull: read as
+// one, it would be a closed pull request or a moved head, and the merge
+// gate would settle a run it can no longer repair.
+func TestGetPullRefusesAnAnswerMissingWhatGitHubRequires(t *testing.T) {
+	for _, c := range []struct{ name, body, field string }{
+		{"an empty object", `{}`, "number"},
+		{"no state", `{"number": 12, "head": {"sha": "abc"}}`, "state"},
+		{"a state GitHub does not have", `{"number": 12, "state": "draft", "head": {"sha": "abc"}}`, "state"},
+		{"no head sha", `{"number": 12, "state": "open", "head": {}}`, "sha"},
+		{"no head", `{"number": 12, "state": "open"}`, "sha"},
+		{"another pull request", `{"number": 13, "state": "open", "head": {"sha": "abc"}}`, "number"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			fc := answering(t, c.body)
+			p, err := fc.GetPull(laneCtx(forge.LaneWebhook), "acme", "app", 12)
+			if !errors.Is(err, forge.ErrMalformedAnswer) || !strings.Contains(err.Error(), c.field) {
+				t.Errorf("GetPull on %s: got %+v, %v; want ErrMalformedAnswer naming %s", c.body, p, err, c.field)
+			}
+		})
+	}
+	if p, err := answering(t, `{"number": 12, "state": "closed", "merged": true, "head": {"sha": "abc"}}`).GetPull(laneCtx(forge.LaneWebhook), "acme", "app", 12); err != nil || p != (forge.Pull{Number: 12, State: "closed", Merged: true, HeadSHA: "abc"}) {
+		t.Errorf("GetPull on a whole answer: got %+v, %v; want #12 closed, merged, at abc", p, err)
+	}
+}
+
+// TestPullStatesRefusesAPullMissingWhatGitHubRequires pins the same for a
+// batch: a pull request whose answer lacks its head commit's oid or its
+// state, has a state GraphQL's PullRequestState does not, or is another
+// pull request than the one asked for gets an Err wrapping
+// ErrMalformedAnswer (not ErrNotFound), and the batch's whole answers
+// stand.
+func TestPullStatesRefusesAPullMissingWhatGitHubRequires(t *testing.T) {
+	pull := func(fields string) string {
+		return `{"pullRequest": {` + fields + `, "commits": {"nodes": []}}}`
+	}
+	body := `{"data": {` +
+		`"p0": ` + pull(`"number": 1, "state": "OPEN", "headRefOid": "a1"`) + `, ` +
+		`"p1": ` + pull(`"number": 2, "state": "OPEN", "headRefOid": null`) + `, ` +
+		`"p2": ` + pull(`"number": 3, "headRefOid": "a3"`) + `, ` +
+		`"p3": ` + pull(`"number": 4, "state": "DRAFT", "headRefOid": "a4"`) + `, ` +
+		`"p4": ` + pull(`"number": 6, "state": "OPEN", "headRefOid": "a5"`) + `, ` +
+		`"p5": ` + pull(`"number": 6, "state": "MERGED", "merged": true, "headRefOid": "a6"`) + `, ` +
+		`"rateLimit": {"cost": 1}}}`
+	fc := answering(t, body)
+	var refs []forge.PullRef
+	for n := 1; n <= 6; n++ {
+		refs = append(refs, forge.PullRef{Owner: "acme", Repo: "app", Number: n})
+	}
+	states, err := fc.PullStates(laneCtx(forge.LaneMergeGateSweeper), refs)
+	if err != nil || len(states) != len(refs) {
+		t.Fatalf("PullStates: got %d states, %v; want %d and no error: one pull request's answer fails alone", len(states), err, len(refs))
+	}
+	want := map[int]string{1: "", 2: "sha", 3: "state", 4: "state", 5: "number", 6: ""}
+	for i, st := range states {
+		n := refs[i].Number
+		if want[n] == "" {
+			if st.Err != nil || st.Pull.Number != n || st.Pull.HeadSHA != fmt.Sprintf("a%d", n) {
+				t.Errorf("#%d: got %+v, want it read whole", n, st)
+			}
+			continue
+		}
+		if !errors.Is(st.Err, forge.ErrMalformedAnswer) || errors.Is(st.Err, forge.ErrNotFound) || !strings.Contains(st.Err.Error(), want[n]) || st.Pull != (forge.Pull{}) {
+			t.Errorf("#%d: got %+v; want no pull request and an Err wrapping ErrMalformedAnswer, not ErrNotFound, naming %s", n, st, want[n])
+		}
+	}
+	if states[5].Pull.State != "closed" || !states[5].Pull.Merged {
+		t.Errorf("#6 MERGED: got %+v, want closed and merged", states[5].Pull)
 	}
 }

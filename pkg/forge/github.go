@@ -49,18 +49,51 @@ type Issue struct {
 // perPage is the page size asked for in paginated calls: GitHub's maximum.
 const perPage = 100
 
-// GetPull returns pull request number of owner/repo.
+// ErrMalformedAnswer reports a forge answer, valid JSON, that lacks a
+// field GitHub's schema requires or holds a value GitHub never gives: a
+// pull request without its head commit, with a state other than open or
+// closed, or with another number than the one asked for. It is a failed
+// read, never a closed pull request or a moved head, so a caller decides
+// nothing from it.
+var ErrMalformedAnswer = errors.New("forge: malformed answer")
+
+// GetPull returns pull request number of owner/repo. An answer checkPull
+// refuses fails with ErrMalformedAnswer.
 func (c *Client) GetPull(ctx context.Context, owner, repo string, number int) (Pull, error) {
+	op := fmt.Sprintf("GET pull %s/%s#%d", owner, repo, number)
 	pr, _, err := c.gh.PullRequests.Get(ctx, owner, repo, number)
 	if err != nil {
-		return Pull{}, c.wrap(ctx, fmt.Sprintf("GET pull %s/%s#%d", owner, repo, number), err)
+		return Pull{}, c.wrap(ctx, op, err)
 	}
-	return Pull{
+	p := Pull{
 		Number:  pr.GetNumber(),
 		State:   pr.GetState(),
 		Merged:  pr.GetMerged(),
 		HeadSHA: pr.GetHead().GetSHA(),
-	}, nil
+	}
+	if err := checkPull(p, number); err != nil {
+		return Pull{}, fmt.Errorf("%s: %w", op, err)
+	}
+	return p, nil
+}
+
+// checkPull reports, wrapping ErrMalformedAnswer and naming the field,
+// what makes p unusable as GitHub's answer for pull request number: the
+// REST schema's pull-request requires number, state (open or closed) and
+// head.sha, as GraphQL's PullRequest has number, state and a non-null
+// headRefOid (@octokit/openapi, octokit/graphql-schema). Without that
+// check an answer missing them reads as a closed pull request or a moved
+// head, and its run would be settled, never repaired.
+func checkPull(p Pull, number int) error {
+	switch {
+	case p.Number != number:
+		return fmt.Errorf("%w: number %d, asked for %d", ErrMalformedAnswer, p.Number, number)
+	case p.State != "open" && p.State != "closed":
+		return fmt.Errorf("%w: state %q, want open or closed", ErrMalformedAnswer, p.State)
+	case p.HeadSHA == "":
+		return fmt.Errorf("%w: the head commit's sha is missing", ErrMalformedAnswer)
+	}
+	return nil
 }
 
 // CombinedStatus returns the combined status of ref (a SHA, branch or tag)

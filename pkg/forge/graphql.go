@@ -199,7 +199,7 @@ func (c *Client) PullStates(ctx context.Context, refs []PullRef) ([]PullState, e
 			out[i].Err = fmt.Errorf("forge: %s: %s: %w: no pull request and no error in the answer", op, refs[i], ErrEmptyAnswer)
 			continue
 		}
-		out[i] = pullStateOf(repo.Elem().Field(0).Interface().(*gqlPull))
+		out[i] = pullStateOf(repo.Elem().Field(0).Interface().(*gqlPull), refs[i].Number)
 	}
 	if cost := v.Field(len(refs)).Field(0).Int(); cost > 0 {
 		c.counting.chargePoints(got.host, laneOf(ctx), c.installation, cost)
@@ -249,13 +249,23 @@ func aliasIndex(path []any, n int) int {
 	return i
 }
 
-// pullStateOf turns GitHub's answer into a PullState, in REST's spelling:
-// state open or closed (GraphQL's MERGED is closed and merged), status
-// states in lower case.
-func pullStateOf(p *gqlPull) PullState {
-	st := PullState{Pull: Pull{Number: p.Number, State: "open", Merged: p.Merged, HeadSHA: p.HeadRefOid}}
-	if p.State != "OPEN" {
+// pullStateOf turns GitHub's answer for pull request number into a
+// PullState, in REST's spelling: state open or closed (GraphQL's MERGED is
+// closed and merged), status states in lower case. An answer with a state
+// GraphQL's PullRequestState does not have, or that checkPull refuses, is
+// the PullState's Err, wrapping ErrMalformedAnswer.
+func pullStateOf(p *gqlPull, number int) PullState {
+	st := PullState{Pull: Pull{Number: p.Number, Merged: p.Merged, HeadSHA: p.HeadRefOid}}
+	switch p.State {
+	case "OPEN":
+		st.Pull.State = "open"
+	case "CLOSED", "MERGED":
 		st.Pull.State = "closed"
+	default:
+		return PullState{Err: fmt.Errorf("forge: pull request #%d: %w: state %q, want OPEN, CLOSED or MERGED", number, ErrMalformedAnswer, p.State)}
+	}
+	if err := checkPull(st.Pull, number); err != nil {
+		return PullState{Err: fmt.Errorf("forge: pull request #%d: %w", number, err)}
 	}
 	for _, n := range p.Commits.Nodes {
 		if n.Commit.Oid != p.HeadRefOid {

@@ -3,6 +3,7 @@ package forge_test
 import (
 	"context"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"slices"
 	"sync"
@@ -61,6 +62,18 @@ func newClient(t *testing.T, srv *httptest.Server, cfg forge.Config) *forge.Clie
 		t.Fatalf("forge.New: %v", err)
 	}
 	return c
+}
+
+// answering is a Client on a server that answers every request 200 with
+// body as JSON, whatever it asks: a forge's malformed or empty answer.
+func answering(t *testing.T, body string) *forge.Client {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(body))
+	}))
+	t.Cleanup(srv.Close)
+	return newClient(t, srv, forge.Config{Token: "t"})
 }
 
 // records collects log records; safe for concurrent use.

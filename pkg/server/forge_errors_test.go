@@ -1,6 +1,8 @@
 package server_test
 
 import (
+	"bytes"
+	"context"
 	"io"
 	"net/http"
 	"strings"
@@ -12,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"iterion.dev/iterion/pkg/forge/forgesim"
+	"iterion.dev/iterion/pkg/gaterun"
 	"iterion.dev/iterion/pkg/server"
 )
 
@@ -97,4 +100,75 @@ func TestPassSuccessMeansForgeSuccess(t *testing.T) {
 func passesOf(c *cluster) []server.SweepPass {
 	_, passes := c.tl.snapshot()
 	return passes
+}
+
+// statelessGraphQL, while on, rewrites every GraphQL answer next gives so
+// that each open pull request's state is null, an answer GitHub's schema
+// never gives (PullRequest.state is PullRequestState!), and passes
+// everything else as it is.
+type statelessGraphQL struct {
+	next http.RoundTripper
+	on   atomic.Bool
+}
+
+func (h *statelessGraphQL) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := h.next.RoundTrip(req)
+	if err != nil || !h.on.Load() || !strings.HasSuffix(req.URL.Path, "/graphql") {
+		return resp, err
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	body = bytes.ReplaceAll(body, []byte(`"state":"OPEN"`), []byte(`"state":null`))
+	resp.Body, resp.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+	resp.Header.Del("Content-Length")
+	return resp, nil
+}
+
+// TestSweepLosesNoRunToAMalformedAnswer pins that an answer missing what
+// GitHub's schema requires is a failed read, not a decision: while every
+// pull request in the GraphQL answers has a null state, the sweeper's
+// passes settle none of the 3 open runs (read as closed, each would be
+// settled and never repaired) and publish nothing; once the answers are
+// whole, the next term's first pass publishes each run's verdict.
+func TestSweepLosesNoRunToAMalformedAnswer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, next := newCluster(t, 3)
+		hg := &statelessGraphQL{next: next}
+		hg.on.Store(true)
+		startReplicas(t, c, hg, 1, time.Minute, nil)
+		defer c.stopAll()
+		time.Sleep(3*time.Minute + 30*time.Second)
+		synctest.Wait()
+		passes := passesOf(c)
+		if len(passes) == 0 {
+			t.Fatal("no pass in 3 minutes")
+		}
+		for _, p := range passes {
+			if p.ForgeReads == 0 || p.ForgeErrors != p.ForgeReads || p.Complete {
+				t.Errorf("pass %d: %d forge reads, %d failed, complete %v; want every read failed and the pass incomplete: a malformed answer is a failed read", p.Pass, p.ForgeReads, p.ForgeErrors, p.Complete)
+			}
+		}
+		runs, err := c.runs.Unsettled(context.Background(), time.Time{}, gaterun.Cursor{}, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(runs) != 3 {
+			t.Errorf("unsettled runs after %d passes of malformed answers: got %d, want 3: a pull request without a state is not closed", len(passes), len(runs))
+		}
+		if posts := c.sim.Requests(forgesim.Filter{Route: statusRoute}); posts != 0 {
+			t.Errorf("statuses published from malformed answers: got %d, want 0", posts)
+		}
+
+		// Three failed passes in a row end the term, and the replica waits
+		// three intervals before it campaigns again (stallPasses).
+		hg.on.Store(false)
+		time.Sleep(6 * time.Minute)
+		synctest.Wait()
+		if posts := c.sim.Requests(forgesim.Filter{Route: statusRoute, Status: http.StatusCreated}); posts != 3 {
+			t.Errorf("statuses published once the answers are whole: got %d, want 3: every run's verdict repaired", posts)
+		}
+	})
 }
