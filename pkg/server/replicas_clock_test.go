@@ -85,6 +85,7 @@ func sweepCostAt(t *testing.T, n, runs, shallow, intervals int) (cost clockCost)
 // replica is elected for the whole run and sweeps alone
 // (docs/benchmarks.md, GitHub's clock).
 func TestSweepCostWithTheLeaseDoesNotGrowWithReplicas(t *testing.T) {
+	t.Parallel() // virtual time: its figures do not depend on what else runs
 	const runs, shallow, intervals = 1000, 500, 20
 	one := sweepCostAt(t, 1, runs, shallow, intervals)
 	ten := sweepCostAt(t, 10, runs, shallow, intervals)

@@ -368,6 +368,7 @@ func TestSweepShallowWindowUnderGitHubLatency(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a measurement over 36 intervals of 5,000 runs")
 	}
+	t.Parallel() // virtual time: its figures do not depend on what else runs
 	var all, complete int
 	for _, seed := range seedsOr(1) {
 		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) {
@@ -451,6 +452,7 @@ func TestSweepDeepWindowsUnderGitHubLatency(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a measurement over 66 intervals of 5,000 runs")
 	}
+	t.Parallel() // virtual time: its figures do not depend on what else runs
 	worst, over, all, complete := 0, 0, 0, 0
 	for _, seed := range seedsOr(1) {
 		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) {
@@ -553,6 +555,7 @@ func TestSweepAtALongerIntervalChecksMoreRunsAPass(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a measurement over 10 intervals of 5,000 runs")
 	}
+	t.Parallel() // virtual time: its figures do not depend on what else runs
 	perPass := map[time.Duration]float64{}
 	for _, interval := range []time.Duration{time.Minute, 3 * time.Minute, 4 * time.Minute} {
 		t.Run(interval.String(), func(t *testing.T) {
@@ -822,6 +825,7 @@ func checkedWithinThePeriod(t *testing.T, a *agedSweep, n int, why string) {
 // DeepSpacingAfter(11) intervals after, it checks every run within the
 // deep-pass period.
 func TestSweepADeepWindowThatTookLongBeginsTheNextSooner(t *testing.T) {
+	t.Parallel() // virtual time: its figures do not depend on what else runs
 	synctest.Test(t, func(t *testing.T) {
 		const n, took = 5000, 11
 		a, passes := sweepDeepRunsGitHubSlows(t, n, 50, took+5, 9*time.Second)
@@ -855,6 +859,7 @@ func TestSweepADeepWindowThatTookLongBeginsTheNextSooner(t *testing.T) {
 // round to its start, so it checks all 1,000 runs before the deep window,
 // as every pass but the slow one does.
 func TestSweepADeepPassGoesRoundTheShallowWindow(t *testing.T) {
+	t.Parallel() // virtual time: its figures do not depend on what else runs
 	synctest.Test(t, func(t *testing.T) {
 		const shallow, n, intervals = 1000, 6000, 13
 		sim := forgesim.New(forgesim.WithLatency(steadyLatency()))
@@ -904,6 +909,7 @@ func TestSweepADeepPassGoesRoundTheShallowWindow(t *testing.T) {
 // end goes on to the deep window instead, so the deep window is done
 // within the deep-pass period rather than starved.
 func TestSweepADeepWindowOutlastsAShallowWindowLongerThanAPass(t *testing.T) {
+	t.Parallel() // virtual time: its figures do not depend on what else runs
 	synctest.Test(t, func(t *testing.T) {
 		const shallow, n, intervals = 3000, 4000, 20
 		sim := forgesim.New(forgesim.WithLatency(steadyLatency()))
@@ -988,6 +994,7 @@ func TestSweepSpreadsADeepWindowOverLightPasses(t *testing.T) {
 // window to the time budget instead took 0.34 to 0.44 of the interval at
 // seeds 2 to 7.
 func TestSweepAThousandRunsFitEachPassUnderGitHubLatency(t *testing.T) {
+	t.Parallel() // virtual time: its figures do not depend on what else runs
 	for _, seed := range seedsOr(2, 5, 7) {
 		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) { sweepAThousandRuns(t, seed) })

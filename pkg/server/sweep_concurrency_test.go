@@ -86,6 +86,7 @@ func sweepConcurrently(t *testing.T, n, passes, conc int, share float64) concurr
 // within the 45 s (and 30 s one at a time), no pass fails, and no fewer
 // passes check every run.
 func TestSweepConcurrencyShortensAPassWithinItsBudget(t *testing.T) {
+	t.Parallel() // virtual time: its figures do not depend on what else runs
 	const n, passes = 1000, 10
 	var one, oneWide, two concurrencyRun
 	t.Run("one at a time", func(t *testing.T) { one = sweepConcurrently(t, n, passes, 1, 0) })

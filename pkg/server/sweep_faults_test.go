@@ -28,6 +28,7 @@ import (
 // It holds one batch at a time (the default), and with two in flight at
 // once (SweepConcurrency 2, with three quarters of GitHub's GraphQL time).
 func TestSweepUnderFaultsLosesNothingAndItsBatchRecovers(t *testing.T) {
+	t.Parallel() // virtual time: its figures do not depend on what else runs
 	for _, conc := range []int{1, 2} {
 		t.Run(fmt.Sprintf("concurrency %d", conc), func(t *testing.T) { sweepUnderFaults(t, conc) })
 	}

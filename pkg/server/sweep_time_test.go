@@ -275,6 +275,7 @@ func TestSweepSpendsAtMostItsTimeBudget(t *testing.T) {
 // Budgeting per interval instead spent 66 s in a minute at 5 m (past
 // GitHub's whole 60 s) and 32 s at 20 s.
 func TestSweepTimeBudgetHoldsInEveryMinuteWhateverTheInterval(t *testing.T) {
+	t.Parallel() // virtual time: its figures do not depend on what else runs
 	for _, interval := range []time.Duration{20 * time.Second, time.Minute, 5 * time.Minute} {
 		t.Run(interval.String(), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
