@@ -140,3 +140,48 @@ func TestPullStatesRefusesAPullMissingWhatGitHubRequires(t *testing.T) {
 		t.Errorf("#6 MERGED: got %+v, want closed and merged", states[5].Pull)
 	}
 }
+
+// FuzzPullStatesAnswer pins what a batch read promises whatever GitHub's
+// 200 holds: no panic, and either an error or one PullState per ref, each
+// failed alone (Err, with no statuses) or a whole pull request: the
+// number asked for, open or closed, with a head commit. A run is never
+// decided from less.
+func FuzzPullStatesAnswer(f *testing.F) {
+	for _, body := range []string{
+		`{"data": {"p0": {"pullRequest": {"number": 1, "state": "OPEN", "merged": false, "headRefOid": "a", "commits": {"nodes": [{"commit": {"oid": "a", "status": {"contexts": [{"context": "iterion/review", "state": "SUCCESS"}]}}}]}}}, "p1": {"pullRequest": {"number": 2, "state": "MERGED", "merged": true, "headRefOid": "b", "commits": {"nodes": []}}}, "rateLimit": {"cost": 1}}}`,
+		`{"data": {"p0": null, "p1": {"pullRequest": null}}, "errors": [{"type": "NOT_FOUND", "path": ["p0"], "message": "x"}]}`,
+		`{"data": {"p0": {"pullRequest": {"number": 1, "headRefOid": null}}}}`,
+		`{"errors": [{"type": "RATE_LIMITED", "message": "API rate limit exceeded"}]}`,
+		`{"data": {"p1": {"pullRequest": {"number": 2, "state": "CLOSED", "headRefOid": "b", "commits": {"nodes": [{"commit": {"oid": "c"}}]}}}}}`,
+		`{}`, `null`, `[]`, `{"data": 1}`,
+	} {
+		f.Add(body)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.Write([]byte(body))
+		}))
+		defer srv.Close()
+		fc := newClient(t, srv, forge.Config{Token: "t"})
+		refs := []forge.PullRef{{Owner: "acme", Repo: "app", Number: 1}, {Owner: "acme", Repo: "app", Number: 2}}
+		states, err := fc.PullStates(laneCtx(forge.LaneMergeGateSweeper), refs)
+		if err != nil {
+			return
+		}
+		if len(states) != len(refs) {
+			t.Fatalf("got %d states and no error, want %d", len(states), len(refs))
+		}
+		for i, st := range states {
+			if st.Err != nil {
+				if st.Statuses != nil {
+					t.Errorf("#%d: Err %v beside statuses %v; want none taken from a failed read", refs[i].Number, st.Err, st.Statuses)
+				}
+				continue
+			}
+			if p := st.Pull; p.Number != refs[i].Number || (p.State != "open" && p.State != "closed") || p.HeadSHA == "" {
+				t.Errorf("#%d: got %+v without an Err; want the pull request asked for, open or closed, with its head", refs[i].Number, p)
+			}
+		}
+	})
+}
