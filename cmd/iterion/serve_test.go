@@ -5,12 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -156,6 +158,55 @@ func TestServeEnvironmentTwins(t *testing.T) {
 	if c.sweepInterval != 2*time.Minute {
 		t.Errorf("sweep interval %v, want 2m: a flag given on the command line wins over its variable", c.sweepInterval)
 	}
+}
+
+// TestServeFlagsTableMatchesTheFlags pins docs/operating.md's table of
+// serve's flags to serve itself: every flag serve defines has a row, every
+// flag a row names exists, and where a row names each flag's variable,
+// it is that flag's ITERION_* twin, in the same order.
+func TestServeFlagsTableMatchesTheFlags(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "operating.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs := newFlagSet("serve", serveHelp, io.Discard)
+	envOf := serveFlags(fs, &serveConfig{})
+	_, table, ok := strings.Cut(string(doc), "| flag | variable | default | meaning |\n| --- | --- | --- | --- |\n")
+	if !ok {
+		t.Fatal("docs/operating.md: no table of serve's flags (| flag | variable | default | meaning |)")
+	}
+	table, _, _ = strings.Cut(table, "\n\n")
+	tick := regexp.MustCompile("`([^`]+)`")
+	documented := map[string]bool{}
+	for row := range strings.Lines(table) {
+		cells := strings.Split(row, " | ")
+		if len(cells) < 2 {
+			t.Errorf("row %q: want | flag | variable | default | meaning |", row)
+			continue
+		}
+		var flags, vars []string
+		for _, m := range tick.FindAllStringSubmatch(cells[0], -1) {
+			flags = append(flags, strings.TrimPrefix(m[1], "--"))
+		}
+		for _, m := range tick.FindAllStringSubmatch(cells[1], -1) {
+			vars = append(vars, m[1])
+		}
+		for i, name := range flags {
+			documented[name] = true
+			if fs.Lookup(name) == nil {
+				t.Errorf("docs/operating.md documents --%s, which serve does not define", name)
+				continue
+			}
+			if len(vars) == len(flags) && vars[i] != envOf[name] {
+				t.Errorf("docs/operating.md gives --%s the variable %s, want %s", name, vars[i], envOf[name])
+			}
+		}
+	}
+	fs.VisitAll(func(f *flag.Flag) {
+		if !documented[f.Name] {
+			t.Errorf("serve defines --%s, which docs/operating.md's table of flags does not list", f.Name)
+		}
+	})
 }
 
 // logLines collects a serve's log lines and lets a test wait for one.
