@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -257,6 +260,68 @@ func TestSweepCountsItsPassesBehindByWindow(t *testing.T) {
 				h := metric(t, reg, "iterion_net_pass_duration_seconds", "lease", server.MergeGateSweeper().Name).GetHistogram()
 				if h.GetSampleCount() != uint64(len(passes)) {
 					t.Errorf("iterion_net_pass_duration_seconds count %d, want %d: the share's denominator counts the same passes", h.GetSampleCount(), len(passes))
+				}
+			})
+		})
+	}
+}
+
+// TestEveryMetricIsInOperatingsTable pins docs/operating.md's table of
+// metrics to what a replica exports: every metric family a replica's
+// registry gathers after a few passes, with the board on and in App mode,
+// has a row there.
+func TestEveryMetricIsInOperatingsTable(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "operating.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, table, ok := strings.Cut(string(doc), "| metric | labels | what it says |\n| --- | --- | --- |\n")
+	if !ok {
+		t.Fatal("docs/operating.md: no table of metrics (| metric | labels | what it says |)")
+	}
+	table, _, _ = strings.Cut(table, "\n\n")
+	documented := map[string]bool{}
+	for row := range strings.Lines(table) {
+		first, _, _ := strings.Cut(strings.TrimPrefix(row, "| "), " | ")
+		for _, m := range regexp.MustCompile("`([a-z_]+)`").FindAllStringSubmatch(first, -1) {
+			documented[m[1]] = true
+		}
+	}
+	for _, app := range []bool{false, true} {
+		t.Run(map[bool]string{false: "one installation, with the board", true: "App mode"}[app], func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var c *cluster
+				var reg *prometheus.Registry
+				keep := func(cfg *server.Config) { reg = cfg.Registry }
+				if app {
+					var next http.RoundTripper
+					c, next = newAppCluster(t, 2, true)
+					startAppReplicas(t, c, next, 1, time.Minute, 4, keep)
+				} else {
+					var next http.RoundTripper
+					c, next = newCluster(t, 2)
+					if err := c.sim.SeedIssue("acme", "app", forgesim.Issue{Number: 10, Title: "an issue", State: "open"}); err != nil {
+						t.Fatal(err)
+					}
+					startReplicas(t, c, next, 1, time.Minute, func(cfg *server.Config) {
+						keep(cfg)
+						cfg.BoardRepos, cfg.BoardInterval = []string{"acme/app"}, time.Minute
+					})
+				}
+				defer c.stopAll()
+				time.Sleep(3*time.Minute + 30*time.Second)
+				synctest.Wait()
+				mfs, err := reg.Gather()
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, mf := range mfs {
+					if !documented[mf.GetName()] {
+						t.Errorf("the replica exports %s, which docs/operating.md's table of metrics does not list", mf.GetName())
+					}
+				}
+				if len(mfs) < 15 {
+					t.Errorf("%d metric families gathered, want the server's, the leases' and the forge client's (15 or more)", len(mfs))
 				}
 			})
 		})
