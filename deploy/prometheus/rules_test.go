@@ -7,6 +7,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -277,6 +279,46 @@ func TestAlertRules(t *testing.T) {
 					}
 				}
 			})
+		}
+	}
+}
+
+// TestEveryAlertIsInOperatingsTable pins docs/operating.md's table of
+// alerts to iterion-rules.yaml: every alert the rules define has a row,
+// and every row names an alert the rules define.
+func TestEveryAlertIsInOperatingsTable(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "operating.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, table, ok := strings.Cut(string(doc), "| alert | fires when |\n| --- | --- |\n")
+	if !ok {
+		t.Fatal("docs/operating.md: no table of alerts (| alert | fires when |)")
+	}
+	table, _, _ = strings.Cut(table, "\n\n")
+	documented := map[string]bool{}
+	for row := range strings.Lines(table) {
+		name, _, _ := strings.Cut(strings.TrimPrefix(row, "| `"), "`")
+		documented[name] = true
+	}
+	groups, errs := rulefmt.ParseFile(rulesFile, false, model.UTF8Validation, parser.NewParser(parser.Options{}), slog.New(slog.DiscardHandler))
+	if len(errs) > 0 {
+		t.Fatalf("rulefmt.ParseFile(%s): %v", rulesFile, errs)
+	}
+	defined := map[string]bool{}
+	for _, g := range groups.Groups {
+		for _, r := range g.Rules {
+			if r.Alert != "" {
+				defined[r.Alert] = true
+				if !documented[r.Alert] {
+					t.Errorf("%s defines %s, which docs/operating.md's table of alerts does not list", rulesFile, r.Alert)
+				}
+			}
+		}
+	}
+	for name := range documented {
+		if !defined[name] {
+			t.Errorf("docs/operating.md lists the alert %s, which %s does not define", name, rulesFile)
 		}
 	}
 }
