@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -96,12 +97,36 @@ func TestGetPullRefusesAnAnswerMissingWhatGitHubRequires(t *testing.T) {
 	}
 }
 
+// TestCombinedStatusRefusesAStatusMissingWhatGitHubRequires pins that a
+// status without its context or state, or with a state GitHub's statuses
+// do not have, fails CombinedStatus with ErrMalformedAnswer naming it:
+// read as a status that is not the verdict, it would have the gate publish
+// the verdict again on every offer, up to GitHub's 1,000 a context.
+func TestCombinedStatusRefusesAStatusMissingWhatGitHubRequires(t *testing.T) {
+	for _, c := range []struct{ name, body, field string }{
+		{"no state", `{"state": "pending", "statuses": [{"context": "iterion/review"}]}`, "iterion/review: state"},
+		{"a state statuses do not have", `{"state": "pending", "statuses": [{"context": "iterion/review", "state": "green"}]}`, "iterion/review: state"},
+		{"no context", `{"state": "success", "statuses": [{"state": "success"}]}`, "context"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cs, err := answering(t, c.body).CombinedStatus(laneCtx(forge.LaneWebhook), "acme", "app", "abc")
+			if !errors.Is(err, forge.ErrMalformedAnswer) || !strings.Contains(err.Error(), c.field) {
+				t.Errorf("CombinedStatus on %s: got %+v, %v; want ErrMalformedAnswer naming %s", c.body, cs, err, c.field)
+			}
+		})
+	}
+	cs, err := answering(t, `{"state": "success", "statuses": [{"context": "iterion/review", "state": "success"}]}`).CombinedStatus(laneCtx(forge.LaneWebhook), "acme", "app", "abc")
+	if err != nil || len(cs.Statuses) != 1 || cs.Statuses[0].State != "success" {
+		t.Errorf("CombinedStatus on a whole answer: got %+v, %v; want one success", cs, err)
+	}
+}
+
 // TestPullStatesRefusesAPullMissingWhatGitHubRequires pins the same for a
 // batch: a pull request whose answer lacks its head commit's oid or its
-// state, has a state GraphQL's PullRequestState does not, or is another
-// pull request than the one asked for gets an Err wrapping
-// ErrMalformedAnswer (not ErrNotFound), and the batch's whole answers
-// stand.
+// state, has a state GraphQL's PullRequestState does not, is another pull
+// request than the one asked for, or has a status without its state gets
+// an Err wrapping ErrMalformedAnswer (not ErrNotFound), and the batch's
+// whole answers stand.
 func TestPullStatesRefusesAPullMissingWhatGitHubRequires(t *testing.T) {
 	pull := func(fields string) string {
 		return `{"pullRequest": {` + fields + `, "commits": {"nodes": []}}}`
@@ -113,17 +138,18 @@ func TestPullStatesRefusesAPullMissingWhatGitHubRequires(t *testing.T) {
 		`"p3": ` + pull(`"number": 4, "state": "DRAFT", "headRefOid": "a4"`) + `, ` +
 		`"p4": ` + pull(`"number": 6, "state": "OPEN", "headRefOid": "a5"`) + `, ` +
 		`"p5": ` + pull(`"number": 6, "state": "MERGED", "merged": true, "headRefOid": "a6"`) + `, ` +
+		`"p6": {"pullRequest": {"number": 7, "state": "OPEN", "headRefOid": "a7", "commits": {"nodes": [{"commit": {"oid": "a7", "status": {"contexts": [{"context": "iterion/review", "state": null}]}}}]}}}, ` +
 		`"rateLimit": {"cost": 1}}}`
 	fc := answering(t, body)
 	var refs []forge.PullRef
-	for n := 1; n <= 6; n++ {
+	for n := 1; n <= 7; n++ {
 		refs = append(refs, forge.PullRef{Owner: "acme", Repo: "app", Number: n})
 	}
 	states, err := fc.PullStates(laneCtx(forge.LaneMergeGateSweeper), refs)
 	if err != nil || len(states) != len(refs) {
 		t.Fatalf("PullStates: got %d states, %v; want %d and no error: one pull request's answer fails alone", len(states), err, len(refs))
 	}
-	want := map[int]string{1: "", 2: "sha", 3: "state", 4: "state", 5: "number", 6: ""}
+	want := map[int]string{1: "", 2: "sha", 3: "state", 4: "state", 5: "number", 6: "", 7: "iterion/review: state"}
 	for i, st := range states {
 		n := refs[i].Number
 		if want[n] == "" {
@@ -144,8 +170,9 @@ func TestPullStatesRefusesAPullMissingWhatGitHubRequires(t *testing.T) {
 // FuzzPullStatesAnswer pins what a batch read promises whatever GitHub's
 // 200 holds: no panic, and either an error or one PullState per ref, each
 // failed alone (Err, with no statuses) or a whole pull request: the
-// number asked for, open or closed, with a head commit. A run is never
-// decided from less.
+// number asked for, open or closed, with a head commit, and statuses each
+// with a context and one of GitHub's states. A run is never decided from
+// less.
 func FuzzPullStatesAnswer(f *testing.F) {
 	for _, body := range []string{
 		`{"data": {"p0": {"pullRequest": {"number": 1, "state": "OPEN", "merged": false, "headRefOid": "a", "commits": {"nodes": [{"commit": {"oid": "a", "status": {"contexts": [{"context": "iterion/review", "state": "SUCCESS"}]}}}]}}}, "p1": {"pullRequest": {"number": 2, "state": "MERGED", "merged": true, "headRefOid": "b", "commits": {"nodes": []}}}, "rateLimit": {"cost": 1}}}`,
@@ -181,6 +208,11 @@ func FuzzPullStatesAnswer(f *testing.F) {
 			}
 			if p := st.Pull; p.Number != refs[i].Number || (p.State != "open" && p.State != "closed") || p.HeadSHA == "" {
 				t.Errorf("#%d: got %+v without an Err; want the pull request asked for, open or closed, with its head", refs[i].Number, p)
+			}
+			for _, s := range st.Statuses {
+				if s.Context == "" || !slices.Contains([]string{"error", "expected", "failure", "pending", "success"}, s.State) {
+					t.Errorf("#%d: status %+v without an Err; want a context and one of GitHub's states", refs[i].Number, s)
+				}
 			}
 		}
 	})

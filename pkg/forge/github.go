@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/google/go-github/v88/github"
@@ -52,9 +53,10 @@ const perPage = 100
 // ErrMalformedAnswer reports a forge answer, valid JSON, that lacks a
 // field GitHub's schema requires or holds a value GitHub never gives: a
 // pull request without its head commit, with a state other than open or
-// closed, or with another number than the one asked for. It is a failed
-// read, never a closed pull request or a moved head, so a caller decides
-// nothing from it.
+// closed, or with another number than the one asked for; a commit status
+// without its context or state. It is a failed read, never a closed pull
+// request, a moved head or a missing status, so a caller decides nothing
+// from it.
 var ErrMalformedAnswer = errors.New("forge: malformed answer")
 
 // GetPull returns pull request number of owner/repo. An answer checkPull
@@ -77,6 +79,21 @@ func (c *Client) GetPull(ctx context.Context, owner, repo string, number int) (P
 	return p, nil
 }
 
+// checkStatus reports, wrapping ErrMalformedAnswer, a commit status
+// without its context or with a state GitHub's statuses do not have
+// (error, failure, pending, success; GraphQL's StatusState, lower-cased,
+// adds expected): a gate that read it would publish its verdict again on
+// every offer, up to GitHub's 1,000 statuses a context.
+func checkStatus(st Status) error {
+	switch {
+	case st.Context == "":
+		return fmt.Errorf("%w: a status without its context", ErrMalformedAnswer)
+	case !slices.Contains([]string{"error", "expected", "failure", "pending", "success"}, st.State):
+		return fmt.Errorf("%w: status %s: state %q, want error, expected, failure, pending or success", ErrMalformedAnswer, st.Context, st.State)
+	}
+	return nil
+}
+
 // checkPull reports, wrapping ErrMalformedAnswer and naming the field,
 // what makes p unusable as GitHub's answer for pull request number: the
 // REST schema's pull-request requires number, state (open or closed) and
@@ -97,7 +114,8 @@ func checkPull(p Pull, number int) error {
 }
 
 // CombinedStatus returns the combined status of ref (a SHA, branch or tag)
-// in owner/repo, every page of its statuses included.
+// in owner/repo, every page of its statuses included. A status checkStatus
+// refuses fails the call with ErrMalformedAnswer.
 func (c *Client) CombinedStatus(ctx context.Context, owner, repo, ref string) (CombinedStatus, error) {
 	var out CombinedStatus
 	opts := &github.ListOptions{PerPage: perPage}
@@ -108,12 +126,16 @@ func (c *Client) CombinedStatus(ctx context.Context, owner, repo, ref string) (C
 		}
 		out.State = cs.GetState()
 		for _, s := range cs.Statuses {
-			out.Statuses = append(out.Statuses, Status{
+			st := Status{
 				Context:     s.GetContext(),
 				State:       s.GetState(),
 				Description: s.GetDescription(),
 				TargetURL:   s.GetTargetURL(),
-			})
+			}
+			if err := checkStatus(st); err != nil {
+				return CombinedStatus{}, fmt.Errorf("GET combined status %s/%s@%s: %w", owner, repo, ref, err)
+			}
+			out.Statuses = append(out.Statuses, st)
 		}
 		if resp.NextPage == 0 {
 			return out, nil

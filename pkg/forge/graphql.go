@@ -252,8 +252,9 @@ func aliasIndex(path []any, n int) int {
 // pullStateOf turns GitHub's answer for pull request number into a
 // PullState, in REST's spelling: state open or closed (GraphQL's MERGED is
 // closed and merged), status states in lower case. An answer with a state
-// GraphQL's PullRequestState does not have, or that checkPull refuses, is
-// the PullState's Err, wrapping ErrMalformedAnswer.
+// GraphQL's PullRequestState does not have, that checkPull refuses, or
+// with a status checkStatus refuses is the PullState's Err, wrapping
+// ErrMalformedAnswer.
 func pullStateOf(p *gqlPull, number int) PullState {
 	st := PullState{Pull: Pull{Number: p.Number, Merged: p.Merged, HeadSHA: p.HeadRefOid}}
 	switch p.State {
@@ -278,7 +279,11 @@ func pullStateOf(p *gqlPull, number int) PullState {
 			continue
 		}
 		for _, sc := range n.Commit.Status.Contexts {
-			st.Statuses = append(st.Statuses, Status{Context: sc.Context, State: strings.ToLower(sc.State)})
+			s := Status{Context: sc.Context, State: strings.ToLower(sc.State)}
+			if err := checkStatus(s); err != nil {
+				return PullState{Err: fmt.Errorf("forge: pull request #%d: %w", number, err)}
+			}
+			st.Statuses = append(st.Statuses, s)
 		}
 	}
 	return st
