@@ -251,19 +251,17 @@ func aliasIndex(path []any, n int) int {
 
 // pullStateOf turns GitHub's answer for pull request number into a
 // PullState, in REST's spelling: state open or closed (GraphQL's MERGED is
-// closed and merged), status states in lower case. An answer with a state
-// GraphQL's PullRequestState does not have, that checkPull refuses, or
-// with a status checkStatus refuses is the PullState's Err, wrapping
-// ErrMalformedAnswer.
+// closed and merged), status states in lower case. An answer that
+// checkPull refuses (a state GraphQL's PullRequestState does not have is
+// left as it came, so checkPull names it) or with a status checkStatus
+// refuses is the PullState's Err, wrapping ErrMalformedAnswer.
 func pullStateOf(p *gqlPull, number int) PullState {
-	st := PullState{Pull: Pull{Number: p.Number, Merged: p.Merged, HeadSHA: p.HeadRefOid}}
+	st := PullState{Pull: Pull{Number: p.Number, State: p.State, Merged: p.Merged, HeadSHA: p.HeadRefOid}}
 	switch p.State {
 	case "OPEN":
 		st.Pull.State = "open"
 	case "CLOSED", "MERGED":
 		st.Pull.State = "closed"
-	default:
-		return PullState{Err: fmt.Errorf("forge: pull request #%d: %w: state %q, want OPEN, CLOSED or MERGED", number, ErrMalformedAnswer, p.State)}
 	}
 	if err := checkPull(st.Pull, number); err != nil {
 		return PullState{Err: fmt.Errorf("forge: pull request #%d: %w", number, err)}

@@ -120,9 +120,9 @@ func floorShares(seed uint64, draw floorDraw, passes, runs int, budget, reserve 
 // (30 s a minute, 10 s kept for it), while their runs need at least two
 // more (the halves of the second). So "every shallow-window run checked
 // every interval" cannot hold in every pass together with "at most 30 s
-// of GraphQL in any minute" while 2% of queries time out. It logs the floor at larger time shares, and under a
-// narrower body of answers with the same 2% of timeouts (the sensitivity
-// to the model's shape).
+// of GraphQL in any minute" while 2% of queries time out. It logs the
+// floor at larger time shares, and under a narrower body of answers with
+// the same 2% of timeouts (the sensitivity to the model's shape).
 func TestSweepShallowGoalHasAFloorUnderGitHubLatency(t *testing.T) {
 	const passes, runs = 200_000, 500
 	lat := forgesim.GitHubLatency()
