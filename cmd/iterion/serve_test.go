@@ -12,12 +12,12 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"iterion.dev/iterion/internal/testing/doctable"
 	"iterion.dev/iterion/internal/testing/forgetest"
 	"iterion.dev/iterion/internal/testing/mongotest"
 	"iterion.dev/iterion/pkg/forge/forgesim"
@@ -165,32 +165,15 @@ func TestServeEnvironmentTwins(t *testing.T) {
 // flag a row names exists, and where a row names each flag's variable,
 // it is that flag's ITERION_* twin, in the same order.
 func TestServeFlagsTableMatchesTheFlags(t *testing.T) {
-	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "operating.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	fs := newFlagSet("serve", serveHelp, io.Discard)
 	envOf := serveFlags(fs, &serveConfig{})
-	_, table, ok := strings.Cut(string(doc), "| flag | variable | default | meaning |\n| --- | --- | --- | --- |\n")
-	if !ok {
-		t.Fatal("docs/operating.md: no table of serve's flags (| flag | variable | default | meaning |)")
-	}
-	table, _, _ = strings.Cut(table, "\n\n")
-	tick := regexp.MustCompile("`([^`]+)`")
 	documented := map[string]bool{}
-	for row := range strings.Lines(table) {
-		cells := strings.Split(row, " | ")
-		if len(cells) < 2 {
-			t.Errorf("row %q: want | flag | variable | default | meaning |", row)
-			continue
+	for _, row := range doctable.Rows(t, "operating.md", "| flag | variable | default | meaning |") {
+		var flags []string
+		for _, f := range doctable.Ticked(row[0]) {
+			flags = append(flags, strings.TrimPrefix(f, "--"))
 		}
-		var flags, vars []string
-		for _, m := range tick.FindAllStringSubmatch(cells[0], -1) {
-			flags = append(flags, strings.TrimPrefix(m[1], "--"))
-		}
-		for _, m := range tick.FindAllStringSubmatch(cells[1], -1) {
-			vars = append(vars, m[1])
-		}
+		vars := doctable.Ticked(row[1])
 		for i, name := range flags {
 			documented[name] = true
 			if fs.Lookup(name) == nil {

@@ -4,9 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
-	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -15,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"iterion.dev/iterion/internal/testing/doctable"
 	"iterion.dev/iterion/pkg/forge"
 	"iterion.dev/iterion/pkg/forge/forgesim"
 	"iterion.dev/iterion/pkg/gaterun"
@@ -271,20 +269,10 @@ func TestSweepCountsItsPassesBehindByWindow(t *testing.T) {
 // registry gathers after a few passes, with the board on and in App mode,
 // has a row there.
 func TestEveryMetricIsInOperatingsTable(t *testing.T) {
-	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "operating.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, table, ok := strings.Cut(string(doc), "| metric | labels | what it says |\n| --- | --- | --- |\n")
-	if !ok {
-		t.Fatal("docs/operating.md: no table of metrics (| metric | labels | what it says |)")
-	}
-	table, _, _ = strings.Cut(table, "\n\n")
 	documented := map[string]bool{}
-	for row := range strings.Lines(table) {
-		first, _, _ := strings.Cut(strings.TrimPrefix(row, "| "), " | ")
-		for _, m := range regexp.MustCompile("`([a-z_]+)`").FindAllStringSubmatch(first, -1) {
-			documented[m[1]] = true
+	for _, row := range doctable.Rows(t, "operating.md", "| metric | labels | what it says |") {
+		for _, name := range doctable.Ticked(row[0]) {
+			documented[name] = true
 		}
 	}
 	for _, app := range []bool{false, true} {
