@@ -512,9 +512,10 @@ const (
 )
 
 // perRunOfferer is the SweepREST sweep: its OfferBatch offers each run
-// through Offer, one after another, and stops at a forge rate limit,
-// failing the runs it did not reach, as OfferBatch does when the limit
-// stops its query.
+// through Offer, one after another, and stops at a forge rate limit or
+// when ctx ends (the term's end), failing the runs it did not reach, as
+// OfferBatch does when the limit stops its query. A run not reached is
+// not offered, so it is not counted as an offer either.
 type perRunOfferer struct{ offerer }
 
 // OfferBatch offers runs one by one; one outcome per run, in order.
@@ -522,14 +523,25 @@ func (o perRunOfferer) OfferBatch(ctx context.Context, runs []gaterun.Run) ([]ou
 	outs := make([]outcome, len(runs))
 	var errs []error
 	for i, run := range runs {
+		if err := ctx.Err(); err != nil {
+			failRest(outs, i)
+			errs = append(errs, err)
+			break
+		}
 		out, err := o.Offer(ctx, run)
 		outs[i], errs = out, append(errs, err)
 		if errors.Is(err, forge.ErrRateLimited) {
-			for j := i + 1; j < len(runs); j++ {
-				outs[j] = outcomeFailed
-			}
+			failRest(outs, i+1)
 			break
 		}
 	}
 	return outs, errors.Join(errs...)
+}
+
+// failRest sets outs[from:] to outcomeFailed: the runs a batch did not
+// reach.
+func failRest(outs []outcome, from int) {
+	for j := from; j < len(outs); j++ {
+		outs[j] = outcomeFailed
+	}
 }

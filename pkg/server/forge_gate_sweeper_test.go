@@ -432,6 +432,56 @@ func TestRESTSweepModeReadsEachRun(t *testing.T) {
 	})
 }
 
+// TestRESTSweepStopsAtItsTermsEnd pins SweepREST's batch at the end of
+// its context (the term's): the runs after it are failed without an
+// offer, so a REST pass cut by a step-down sends no further read and
+// counts no offer it did not make.
+func TestRESTSweepStopsAtItsTermsEnd(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const n = 5
+		sim := forgesim.New()
+		fc, runs, stopSim := seedSweepRuns(t, sim, n, 0)
+		defer stopSim()
+		page, err := runs.Unsettled(context.Background(), time.Time{}, gaterun.Cursor{}, n)
+		if err != nil || len(page) != n {
+			t.Fatalf("listing the seeded runs: %d runs, %v; want %d", len(page), err, n)
+		}
+		sim.ResetStats()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		off := &cancellingOfferer{Offerer: server.NewReconciler(runs, fc, nil), cancel: cancel}
+		outs, err := server.PerRunOfferer(off).OfferBatch(ctx, page)
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("got error %v, want one that is context.Canceled: the batch says why it stopped", err)
+		}
+		if off.offered != 1 {
+			t.Errorf("got %d runs offered, want 1: no run is offered after the term's end", off.offered)
+		}
+		if gets := sim.Requests(forgesim.Filter{Method: "GET"}); gets != 2 {
+			t.Errorf("got %d GETs, want 2: the first run's pull and status, nothing after the term's end", gets)
+		}
+		for i, o := range outs[1:] {
+			if o != server.OutcomeFailed {
+				t.Errorf("run %d: got outcome %q, want %q: a run the batch did not reach is failed, left for a later pass", i+2, o, server.OutcomeFailed)
+			}
+		}
+	})
+}
+
+// cancellingOfferer offers through Offerer and cancels its term's context
+// after the first offer, as a step-down would.
+type cancellingOfferer struct {
+	server.Offerer
+	cancel  context.CancelFunc
+	offered int
+}
+
+func (o *cancellingOfferer) Offer(ctx context.Context, run gaterun.Run) (server.Outcome, error) {
+	o.offered++
+	defer o.cancel()
+	return o.Offerer.Offer(ctx, run)
+}
+
 // TestSweepModeIsValidated pins Comparison.SweepMode's validation: only
 // "", batch and rest are modes, and the error names the field and the
 // value.

@@ -321,6 +321,11 @@ type sweeperFigures struct {
 	passes      uint64
 	// requests is its transport's count of lane merge-gate-sweeper.
 	requests int64
+	// terms is lease_terms_started_total{lease="merge-gate-sweeper"}: the
+	// sweeper terms it won; stepDowns is lease_step_downs_total of that
+	// lease, by reason.
+	terms     int64
+	stepDowns map[string]int64
 }
 
 // sweeper reads the replica's sweeper figures from one /metrics scrape.
@@ -335,9 +340,21 @@ func (a api) sweeper(ctx context.Context) (sweeperFigures, error) {
 			f.offers += int64(m.GetCounter().GetValue())
 		}
 	}
+	sweeperLease := server.MergeGateSweeper().Name
 	for _, m := range fams["iterion_net_pass_duration_seconds"].GetMetric() {
-		if label(m, "lease") == server.MergeGateSweeper().Name {
+		if label(m, "lease") == sweeperLease {
 			f.passSeconds, f.passes = m.GetHistogram().GetSampleSum(), m.GetHistogram().GetSampleCount()
+		}
+	}
+	for _, m := range fams["lease_terms_started_total"].GetMetric() {
+		if label(m, "lease") == sweeperLease {
+			f.terms += int64(m.GetCounter().GetValue())
+		}
+	}
+	f.stepDowns = map[string]int64{}
+	for _, m := range fams["lease_step_downs_total"].GetMetric() {
+		if label(m, "lease") == sweeperLease {
+			f.stepDowns[label(m, "reason")] += int64(m.GetCounter().GetValue())
 		}
 	}
 	return f, nil

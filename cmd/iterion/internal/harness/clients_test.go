@@ -17,8 +17,9 @@ import (
 // TestSweeperFiguresReadTheServersPassMetrics pins the harness's reading of
 // a replica's /metrics against the server's own: after a sweep pass,
 // api.sweeper finds it in iterion_net_pass_duration_seconds under the
-// sweeper's lease label, so the scale scenario's pass times cannot go to
-// zero when a metric or label is renamed on one side only.
+// sweeper's lease label, and its terms and step-downs in the lease's
+// metrics, so the scale scenario's pass times cannot go to zero, nor a
+// handover go unseen, when a metric or label is renamed on one side only.
 func TestSweeperFiguresReadTheServersPassMetrics(t *testing.T) {
 	sim := httptest.NewServer(forgesim.New())
 	defer sim.Close()
@@ -59,5 +60,23 @@ func TestSweeperFiguresReadTheServersPassMetrics(t *testing.T) {
 	}
 	if f.passes == 0 {
 		t.Errorf("got %d sweeper passes from /metrics after a pass, want at least 1: the harness reads the server's pass metric and its lease label", f.passes)
+	}
+	if f.terms != 1 || len(f.stepDowns) != 0 {
+		t.Errorf("got %d sweeper terms and step-downs %v while in its first term, want 1 and none: the scale scenario tells a handover by them", f.terms, f.stepDowns)
+	}
+	// The term steps down when Run's context ends; /metrics still answers.
+	cancel()
+	<-done
+	done <- nil // for the deferred receive
+	f, err = api{url: hs.URL, token: "api", hc: http.DefaultClient}.sweeper(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var downs int64
+	for _, n := range f.stepDowns {
+		downs += n
+	}
+	if f.terms != 1 || downs != 1 {
+		t.Errorf("got %d sweeper terms and step-downs %v after Run ended, want 1 and one: the harness reads lease_terms_started_total and lease_step_downs_total under the sweeper's lease label", f.terms, f.stepDowns)
 	}
 }

@@ -233,6 +233,12 @@ func scaleMarkdown(r *Report) string {
 		"GraphQL the points the simulator charged. Pass ÷ interval is the mean duration of the passes that ended in the window " +
 		"(the sweepers' `iterion_net_pass_duration_seconds`: listing, forge reads and writes, from the tick to the pass's end) over the interval; " +
 		"when no pass ended in the window, the window over the share of a pass offered.\n\n")
+	for _, s := range r.Scale {
+		for _, why := range s.Discarded {
+			fmt.Fprintf(&b, "- %s sweep, %d runs, %d replicas: a measurement discarded and taken again on fresh replicas: %s\n",
+				s.Mode, s.Runs, s.Replicas, why)
+		}
+	}
 	return b.String()
 }
 
