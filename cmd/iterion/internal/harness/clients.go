@@ -321,11 +321,6 @@ type sweeperFigures struct {
 	passes      uint64
 	// requests is its transport's count of lane merge-gate-sweeper.
 	requests int64
-	// terms is lease_terms_started_total{lease="merge-gate-sweeper"}: the
-	// sweeper terms it won; stepDowns is lease_step_downs_total of that
-	// lease, by reason.
-	terms     int64
-	stepDowns map[string]int64
 }
 
 // sweeper reads the replica's sweeper figures from one /metrics scrape.
@@ -340,24 +335,34 @@ func (a api) sweeper(ctx context.Context) (sweeperFigures, error) {
 			f.offers += int64(m.GetCounter().GetValue())
 		}
 	}
-	sweeperLease := server.MergeGateSweeper().Name
 	for _, m := range fams["iterion_net_pass_duration_seconds"].GetMetric() {
-		if label(m, "lease") == sweeperLease {
+		if label(m, "lease") == server.MergeGateSweeper().Name {
 			f.passSeconds, f.passes = m.GetHistogram().GetSampleSum(), m.GetHistogram().GetSampleCount()
 		}
 	}
-	for _, m := range fams["lease_terms_started_total"].GetMetric() {
-		if label(m, "lease") == sweeperLease {
-			f.terms += int64(m.GetCounter().GetValue())
-		}
-	}
-	f.stepDowns = map[string]int64{}
-	for _, m := range fams["lease_step_downs_total"].GetMetric() {
-		if label(m, "lease") == sweeperLease {
-			f.stepDowns[label(m, "reason")] += int64(m.GetCounter().GetValue())
-		}
-	}
 	return f, nil
+}
+
+// leaseTurns reads, from one /metrics scrape, the terms of lease the
+// replica won (lease_terms_started_total) and the terms it stepped down,
+// by reason (lease_step_downs_total).
+func (a api) leaseTurns(ctx context.Context, lease string) (terms int64, stepDowns map[string]int64, err error) {
+	fams, err := a.metrics(ctx)
+	if err != nil {
+		return 0, nil, err
+	}
+	for _, m := range fams["lease_terms_started_total"].GetMetric() {
+		if label(m, "lease") == lease {
+			terms += int64(m.GetCounter().GetValue())
+		}
+	}
+	stepDowns = map[string]int64{}
+	for _, m := range fams["lease_step_downs_total"].GetMetric() {
+		if label(m, "lease") == lease {
+			stepDowns[label(m, "reason")] += int64(m.GetCounter().GetValue())
+		}
+	}
+	return terms, stepDowns, nil
 }
 
 // holdsLease reads lease_held{lease} from the replica's /metrics: whether

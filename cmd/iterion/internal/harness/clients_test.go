@@ -61,22 +61,24 @@ func TestSweeperFiguresReadTheServersPassMetrics(t *testing.T) {
 	if f.passes == 0 {
 		t.Errorf("got %d sweeper passes from /metrics after a pass, want at least 1: the harness reads the server's pass metric and its lease label", f.passes)
 	}
-	if f.terms != 1 || len(f.stepDowns) != 0 {
-		t.Errorf("got %d sweeper terms and step-downs %v while in its first term, want 1 and none: the scale scenario tells a handover by them", f.terms, f.stepDowns)
+	a := api{url: hs.URL, token: "api", hc: http.DefaultClient}
+	sweeperLease := server.MergeGateSweeper().Name
+	if terms, downs, err := a.leaseTurns(ctx, sweeperLease); err != nil || terms != 1 || len(downs) != 0 {
+		t.Errorf("got %d sweeper terms and step-downs %v (%v) while in its first term, want 1 and none: the cost and scale scenarios tell a handover by them", terms, downs, err)
 	}
 	// The term steps down when Run's context ends; /metrics still answers.
 	cancel()
 	<-done
 	done <- nil // for the deferred receive
-	f, err = api{url: hs.URL, token: "api", hc: http.DefaultClient}.sweeper(context.Background())
+	terms, downs, err := a.leaseTurns(context.Background(), sweeperLease)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var downs int64
-	for _, n := range f.stepDowns {
-		downs += n
+	var n int64
+	for _, d := range downs {
+		n += d
 	}
-	if f.terms != 1 || downs != 1 {
-		t.Errorf("got %d sweeper terms and step-downs %v after Run ended, want 1 and one: the harness reads lease_terms_started_total and lease_step_downs_total under the sweeper's lease label", f.terms, f.stepDowns)
+	if terms != 1 || n != 1 {
+		t.Errorf("got %d sweeper terms and step-downs %v after Run ended, want 1 and one: the harness reads lease_terms_started_total and lease_step_downs_total under the lease's label", terms, downs)
 	}
 }

@@ -97,6 +97,9 @@ func (r *Report) Markdown(command string) string {
 			"GraphQL query a pass (a POST, which no ETag makes conditional) and sends REST only to write a drifted run's status, so "+
 			"REST reads answered 304 (the goal ≥ 90%% of the per-run REST sweep's ETag reads) have none to count.\n\n",
 			r.CostRatio(true), r.CostRatio(false))
+		for _, c := range r.Cost {
+			b.WriteString(discardedMarkdown(fmt.Sprintf("%d replicas with the lease", c.Replicas), c.Discarded))
+		}
 		b.WriteString(boardMarkdown(r))
 	}
 	if len(r.Budget) > 0 {
@@ -234,10 +237,17 @@ func scaleMarkdown(r *Report) string {
 		"(the sweepers' `iterion_net_pass_duration_seconds`: listing, forge reads and writes, from the tick to the pass's end) over the interval; " +
 		"when no pass ended in the window, the window over the share of a pass offered.\n\n")
 	for _, s := range r.Scale {
-		for _, why := range s.Discarded {
-			fmt.Fprintf(&b, "- %s sweep, %d runs, %d replicas: a measurement discarded and taken again on fresh replicas: %s\n",
-				s.Mode, s.Runs, s.Replicas, why)
-		}
+		b.WriteString(discardedMarkdown(fmt.Sprintf("%s sweep, %d runs, %d replicas", s.Mode, s.Runs, s.Replicas), s.Discarded))
+	}
+	return b.String()
+}
+
+// discardedMarkdown is a paragraph for each discarded measurement of the
+// configuration what, saying why (errHandover); "" when there is none.
+func discardedMarkdown(what string, discarded []string) string {
+	var b strings.Builder
+	for _, why := range discarded {
+		fmt.Fprintf(&b, "Discarded and measured again on fresh replicas (%s): %s.\n\n", what, why)
 	}
 	return b.String()
 }

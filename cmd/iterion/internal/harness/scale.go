@@ -7,7 +7,6 @@ import (
 	"math"
 	"net/http"
 	"os"
-	"slices"
 	"strings"
 	"time"
 
@@ -34,19 +33,7 @@ const (
 	mintRoute = "POST /app/installations/{id}/access_tokens"
 	// seedConcurrency is how many runs are seeded at once.
 	seedConcurrency = 16
-	// scaleAttempts is how many times a configuration is measured, each on
-	// fresh replicas, before a sweeper term beginning in every window
-	// fails the scenario (errTermBegan).
-	scaleAttempts = 3
 )
-
-// errTermBegan is a measuring window in which a sweeper term ended or
-// began: a step-down (on a loaded machine, a renewal late past its
-// deadline) and the next term's first pass (deep, on a fresh ETag cache)
-// fell in the window, so it measured a handover rather than the steady
-// state; the takeover and faults scenarios measure handovers. The
-// configuration is measured again on fresh replicas.
-var errTermBegan = fmt.Errorf("%w: a sweeper term ended or began in the measuring window", ErrMeasure)
 
 // ScaleRow is one configuration of the scale scenario. Counts are the
 // configuration's installation's, over its measuring window.
@@ -89,7 +76,7 @@ type ScaleRow struct {
 	Drifted, Repaired int
 	RepairAfter       time.Duration
 	// Discarded is why each earlier measurement of this configuration was
-	// discarded (errTermBegan, with the replicas' step-downs), in order.
+	// discarded (errHandover, with the replicas' step-downs), in order.
 	Discarded []string
 }
 
@@ -175,18 +162,15 @@ func (s scaleScenario) run(ctx context.Context, c *cluster) ([]ScaleRow, error) 
 		s.logf("scale: seeded %d open runs in %v", len(pop), time.Since(t0).Round(time.Millisecond))
 		for _, mode := range []server.SweepMode{server.SweepREST, server.SweepBatch} {
 			for _, n := range s.replicas {
-				var row ScaleRow
-				var discarded []string
-				for attempt := 1; ; attempt++ {
+				what := fmt.Sprintf("scale %-5s runs=%-5d N=%-2d", mode, len(pop), n)
+				row, discarded, err := remeasured(s.logf, what, func() (ScaleRow, error) {
 					installation++
-					row, err = s.one(ctx, c, pop, mode, n, installation, key)
-					if !errors.Is(err, errTermBegan) || attempt == scaleAttempts {
-						break
+					row, err := s.one(ctx, c, pop, mode, n, installation, key)
+					if errors.Is(err, errHandover) {
+						err = fmt.Errorf("%w; it measured %.1f requests a pass, %d replicas sweeping", err, row.PerPass(row.Requests), row.Sweepers)
 					}
-					why := fmt.Sprintf("%v; it measured %.1f requests a pass, %d replicas sweeping", err, row.PerPass(row.Requests), row.Sweepers)
-					discarded = append(discarded, why)
-					s.logf("scale %-5s runs=%-5d N=%-2d measured again on fresh replicas: %s", mode, len(pop), n, why)
-				}
+					return row, err
+				})
 				if err != nil {
 					return rows, fmt.Errorf("%s sweep, %d runs, %d replicas: %w", mode, len(pop), n, err)
 				}
@@ -257,6 +241,10 @@ func (s scaleScenario) one(ctx context.Context, c *cluster, pop []runRequest, mo
 	if err != nil {
 		return row, err
 	}
+	turns0, err := turnsOf(ctx, rs, server.MergeGateSweeper().Name)
+	if err != nil {
+		return row, err
+	}
 	st0, err := c.sim.stats(ctx)
 	if err != nil {
 		return row, err
@@ -273,6 +261,10 @@ func (s scaleScenario) one(ctx context.Context, c *cluster, pop []runRequest, mo
 	defer repair.stop() // an early return waits for the poller too
 	clock.Sleep(ctx, time.Duration(s.passes)*iv)
 	snap1, err := sweepersOf(ctx, rs)
+	if err != nil {
+		return row, err
+	}
+	turns1, err := turnsOf(ctx, rs, server.MergeGateSweeper().Name)
 	if err != nil {
 		return row, err
 	}
@@ -303,40 +295,12 @@ func (s scaleScenario) one(ctx context.Context, c *cluster, pop []runRequest, mo
 			row.Sweepers++
 		}
 	}
-	if err := handoverBetween(rs, snap0, snap1); err != nil {
+	if err := handoverBetween(rs, turns0, turns1); err != nil {
 		return row, err
 	}
 	row.Drifted = len(drifted)
 	row.Repaired, row.RepairAfter, err = repair.result()
 	return row, err
-}
-
-// handoverBetween returns errTermBegan, naming each replica's step-downs
-// by reason ("replica-05 deadline 1"), when the sweeper lease changed
-// hands between two snapshots of rs: a term stepped down, and at most as
-// many began. A term begun with no step-down to make room for it would be
-// a second holder: it returns nil, and checkScale's one sweeper fails.
-func handoverBetween(rs []*replica, a, b sweepers) error {
-	var downs int64
-	var named []string
-	for i, r := range rs {
-		var reasons []string
-		for reason, n := range b.stepDowns[i] {
-			if d := n - a.stepDowns[i][reason]; d > 0 {
-				downs += d
-				reasons = append(reasons, fmt.Sprintf("%s %d", reason, d))
-			}
-		}
-		if len(reasons) > 0 {
-			slices.Sort(reasons)
-			named = append(named, r.name+" "+strings.Join(reasons, ", "))
-		}
-	}
-	began := b.terms - a.terms
-	if downs == 0 || began > downs {
-		return nil
-	}
-	return fmt.Errorf("%w: %d stepped down (%s), %d began", errTermBegan, downs, strings.Join(named, "; "), began)
 }
 
 // awaitFirstPass waits until the sweepers of rs have offered n runs: the
@@ -397,16 +361,13 @@ func (w *repairWatch) stop() {
 	<-w.done
 }
 
-// sweepers is the replicas' sweeper figures at one instant: offers,
-// passes and terms won summed; sweeper requests and step-downs by
-// replica.
+// sweepers is the replicas' sweeper figures at one instant: offers and
+// passes summed, sweeper requests by replica.
 type sweepers struct {
 	offers      int64
 	passSeconds float64
 	passes      uint64
-	terms       int64
-	requests    []int64            // by replica
-	stepDowns   []map[string]int64 // by replica, by reason
+	requests    []int64 // by replica
 }
 
 // sweepersOf scrapes each replica's /metrics once.
@@ -420,9 +381,7 @@ func sweepersOf(ctx context.Context, rs []*replica) (sweepers, error) {
 		out.offers += f.offers
 		out.passSeconds += f.passSeconds
 		out.passes += f.passes
-		out.terms += f.terms
 		out.requests = append(out.requests, f.requests)
-		out.stepDowns = append(out.stepDowns, f.stepDowns)
 	}
 	return out, nil
 }

@@ -6,27 +6,27 @@ import (
 	"testing"
 )
 
-// TestHandoverBetweenTellsAHandoverFromASecondHolder pins the scale
-// scenario's rule for a window in which the sweeper lease moved: a
+// TestHandoverBetweenTellsAHandoverFromASecondHolder pins the cost and
+// scale scenarios' rule for a window in which an elected lease moved: a
 // step-down with a term begun for it (or none yet) is a handover, measured
 // again on fresh replicas and named by replica and reason; a term begun
 // with no step-down is a second holder, kept for the one-sweeper check to
 // fail on; a window with neither is the steady state.
 func TestHandoverBetweenTellsAHandoverFromASecondHolder(t *testing.T) {
 	rs := []*replica{{name: "replica-04"}, {name: "replica-05"}, {name: "replica-06"}}
-	snap := func(terms int64, downs ...map[string]int64) sweepers {
-		return sweepers{terms: terms, stepDowns: downs}
+	snap := func(terms int64, downs ...map[string]int64) turns {
+		return turns{lease: "merge-gate-sweeper", terms: terms, stepDowns: downs}
 	}
 	none := map[string]int64{}
 	before := snap(1, none, map[string]int64{"ctx_done": 1}, none)
 	for _, c := range []struct {
 		name  string
-		after sweepers
+		after turns
 		want  string // "" when the window is kept
 	}{
 		{"steady state", snap(1, none, map[string]int64{"ctx_done": 1}, none), ""},
 		{"handover", snap(2, map[string]int64{"deadline": 1}, map[string]int64{"ctx_done": 1}, none),
-			"1 stepped down (replica-04 deadline 1), 1 began"},
+			"merge-gate-sweeper: 1 stepped down (replica-04 deadline 1), 1 began"},
 		{"step-down, no term yet", snap(1, none, map[string]int64{"ctx_done": 1}, map[string]int64{"unanswered": 1, "deadline": 1}),
 			"2 stepped down (replica-06 deadline 1, unanswered 1), 0 began"},
 		{"second holder", snap(2, none, map[string]int64{"ctx_done": 1}, none), ""},
@@ -36,8 +36,8 @@ func TestHandoverBetweenTellsAHandoverFromASecondHolder(t *testing.T) {
 		switch {
 		case c.want == "" && err != nil:
 			t.Errorf("%s: got %v, want nil: the window is kept", c.name, err)
-		case c.want != "" && (!errors.Is(err, errTermBegan) || !errors.Is(err, ErrMeasure) || !strings.Contains(err.Error(), c.want)):
-			t.Errorf("%s: got %v, want errTermBegan naming %q", c.name, err, c.want)
+		case c.want != "" && (!errors.Is(err, errHandover) || !errors.Is(err, ErrMeasure) || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%s: got %v, want errHandover naming %q", c.name, err, c.want)
 		}
 	}
 }
