@@ -216,7 +216,10 @@ func (a *AppClient) App() *Client { return a.app }
 // Relist lists the App's installations (GET /app/installations, every
 // page, LaneApp) and makes the known set exactly that list: installations
 // new to it are added, those missing are dropped with their clients and
-// the repositories resolved to them. On an error the set is unchanged.
+// the repositories resolved to them. On an error the set is unchanged; an
+// installation in the answer without a positive id (GitHub's schema
+// requires one) fails the whole list with ErrMalformedAnswer, since
+// reading the rest as the whole set would drop the installation it hides.
 func (a *AppClient) Relist(ctx context.Context) error {
 	ctx = WithLane(ctx, LaneApp)
 	opts := &github.ListOptions{PerPage: 100}
@@ -225,6 +228,11 @@ func (a *AppClient) Relist(ctx context.Context) error {
 		page, resp, err := a.app.gh.Apps.ListInstallations(ctx, opts)
 		if err != nil {
 			return a.app.wrap(ctx, "list installations", err)
+		}
+		for _, in := range page {
+			if in.GetID() <= 0 {
+				return fmt.Errorf("%w: GET /app/installations: an installation's id is %d (on account %q), want a positive id", ErrMalformedAnswer, in.GetID(), in.GetAccount().GetLogin())
+			}
 		}
 		all = append(all, page...)
 		if resp.NextPage == 0 {

@@ -700,3 +700,44 @@ func TestRunInTurnListsOnlyInItsTurn(t *testing.T) {
 		}
 	})
 }
+
+// TestRelistRefusesAnInstallationWithoutItsID pins Relist against a
+// malformed list: an installation whose id is missing (GitHub's schema
+// requires it) fails the whole list with ErrMalformedAnswer naming the id,
+// and the known set stays as the last whole list made it, rather than an
+// installation 0 added and the hidden one dropped.
+func TestRelistRefusesAnInstallationWithoutItsID(t *testing.T) {
+	var body atomic.Value
+	body.Store(`[{"id": 1, "account": {"login": "org-1"}}, {"id": 2, "account": {"login": "org-2"}}]`)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(body.Load().(string)))
+	}))
+	defer srv.Close()
+	a := newApp(t, srv, forge.AppConfig{})
+	if err := a.Relist(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	whole := a.Installations()
+	if len(whole) != 2 {
+		t.Fatalf("Installations() = %+v after a whole list, want 2", whole)
+	}
+	for _, malformed := range []string{
+		`[{"id": 1, "account": {"login": "org-1"}}, {"account": {"login": "org-2"}}]`,
+		`[{"id": 1, "account": {"login": "org-1"}}, {"id": 0, "account": {"login": "org-2"}}]`,
+		`[{"id": 1, "account": {"login": "org-1"}}, {"id": -2, "account": {"login": "org-2"}}]`,
+	} {
+		body.Store(malformed)
+		err := a.Relist(context.Background())
+		if !errors.Is(err, forge.ErrMalformedAnswer) || !strings.Contains(err.Error(), "id") || !strings.Contains(err.Error(), "org-2") {
+			t.Errorf("Relist of %s: got %v, want forge.ErrMalformedAnswer naming the id and its account", malformed, err)
+		}
+		if got := a.Installations(); fmt.Sprint(got) != fmt.Sprint(whole) {
+			t.Errorf("Installations() = %+v after the malformed list %s, want %+v: a refused list changes nothing", got, malformed, whole)
+		}
+	}
+	body.Store(`[]`)
+	if err := a.Relist(context.Background()); err != nil || len(a.Installations()) != 0 {
+		t.Errorf("Relist of an empty list: %v, %d installations; want nil and none: an App installed nowhere is a whole answer", err, len(a.Installations()))
+	}
+}

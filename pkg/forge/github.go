@@ -54,9 +54,9 @@ const perPage = 100
 // field GitHub's schema requires or holds a value GitHub never gives: a
 // pull request without its head commit, with a state other than open or
 // closed, or with another number than the one asked for; a commit status
-// without its context or state. It is a failed read, never a closed pull
-// request, a moved head or a missing status, so a caller decides nothing
-// from it.
+// without its context or state; an App installation without its id. It is
+// a failed read, never a closed pull request, a moved head, a missing
+// status or an installation gone, so a caller decides nothing from it.
 var ErrMalformedAnswer = errors.New("forge: malformed answer")
 
 // GetPull returns pull request number of owner/repo. An answer checkPull

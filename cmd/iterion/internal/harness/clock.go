@@ -8,6 +8,7 @@ import (
 
 	"iterion.dev/iterion/internal/clock"
 	"iterion.dev/iterion/pkg/forge/forgesim"
+	"iterion.dev/iterion/pkg/server"
 )
 
 // The clock scenario: the batched sweep against a simulator that answers
@@ -85,6 +86,9 @@ type ClockRow struct {
 	// Moved pull requests got a new head (Faults); WrongCommit is how many
 	// of those new heads carry a gate status afterwards (want 0).
 	Moved, WrongCommit int
+	// Discarded is why each earlier measurement of this configuration was
+	// discarded (errHandover, with the replicas' step-downs), in order.
+	Discarded []string
 }
 
 // clockScenario measures the configurations of the clock scenario.
@@ -133,11 +137,15 @@ func (s clockScenario) run(ctx context.Context, c *cluster) ([]ClockRow, error) 
 	var pop []runRequest
 	installation := 0
 	measureAt := func(shallow, n, passes int, faults bool, conc int) error {
-		installation++
-		row, err := s.one(ctx, c, clockConfig{pop: pop, shallow: shallow, replicas: n, passes: passes, faults: faults, installation: installation, key: key, concurrency: conc})
+		what := fmt.Sprintf("clock runs=%-5d shallow=%-5d N=%-2d conc=%d faults=%-5v", len(pop), shallow, n, conc, faults)
+		row, discarded, err := remeasured(s.logf, what, func() (ClockRow, error) {
+			installation++
+			return s.one(ctx, c, clockConfig{pop: pop, shallow: shallow, replicas: n, passes: passes, faults: faults, installation: installation, key: key, concurrency: conc})
+		})
 		if err != nil {
 			return fmt.Errorf("%d runs (%d shallow), %d replicas, faults %v, concurrency %d: %w", len(pop), shallow, n, faults, conc, err)
 		}
+		row.Discarded = discarded
 		rows = append(rows, row)
 		s.logf("clock runs=%-5d shallow=%-5d N=%-2d conc=%d faults=%-5v GraphQL max %5.1f s/min  points %5.1f/interval  refusals %d  longest unchecked %.1f (shallow) %.1f (deep) intervals  repaired %d/%d in %.1f intervals  pass ÷ interval %.2f mean %.2f max  behind %d of %d  wrong commit %d",
 			row.Runs, row.Shallow, n, conc, faults, row.MaxGraphQLMinute(), row.PointsPerInterval(), row.RefusalsTotal(),
@@ -232,6 +240,10 @@ func (s clockScenario) one(ctx context.Context, c *cluster, cf clockConfig) (Clo
 	if err := awaitFirstPass(ctx, rs, len(cf.pop), iv); err != nil {
 		return row, err
 	}
+	turns0, err := turnsOf(ctx, rs, server.MergeGateSweeper().Name)
+	if err != nil {
+		return row, err
+	}
 	t0 := time.Now()
 	drifted := cf.pop[:min(clockDrifted, cf.shallow)]
 	for _, r := range drifted {
@@ -272,6 +284,13 @@ func (s clockScenario) one(ctx context.Context, c *cluster, cf clockConfig) (Clo
 		if err := c.sim.setFaults(ctx, forgesim.GraphQLFaults{}); err != nil {
 			return row, err
 		}
+	}
+	turns1, err := turnsOf(ctx, rs, server.MergeGateSweeper().Name)
+	if err != nil {
+		return row, err
+	}
+	if err := handoverBetween(rs, turns0, turns1); err != nil {
+		return row, err
 	}
 	for _, r := range moved {
 		st, err := c.sim.statusOf(ctx, r.Repo, movedHead(r.Pull), gateContext)

@@ -8,9 +8,9 @@ import (
 	"strings"
 )
 
-// measureAttempts is how many times the cost and scale scenarios measure a
-// configuration, each time on fresh replicas, before a handover in every
-// window (errHandover) fails the scenario.
+// measureAttempts is how many times the cost, scale and clock scenarios
+// measure a configuration, each time on fresh replicas, before a handover
+// in every window (errHandover) fails the scenario.
 const measureAttempts = 3
 
 // errHandover is a measuring window in which an elected lease changed
@@ -60,8 +60,8 @@ func turnsOfEach(ctx context.Context, rs []*replica, leases []string) ([]turns, 
 // replica's step-downs by reason ("replica-05 deadline 1"), when the lease
 // changed hands between two readings a and b of rs: a term stepped down,
 // and at most as many began. A term begun with no step-down to make room
-// for it would be a second holder: it returns nil, so the scenario's own
-// check of one sweeper fails on it.
+// for it would be a second holder: it returns nil, so that the scenario's
+// own check of one sweeper (or syncer) fails on it.
 func handoverBetween(rs []*replica, a, b turns) error {
 	var downs int64
 	var named []string

@@ -22,6 +22,9 @@ var layers = []struct {
 	{"statistics", []string{"measure.go"}},
 	{"cluster", []string{"cluster.go", "cluster_clock.go"}},
 	{"population", []string{"population.go"}},
+	// A handover in a measuring window, which the cost, scale and clock
+	// scenarios measure again.
+	{"handovers", []string{"handover.go"}},
 	{"cost scenario", []string{"cost.go"}},
 	{"budget scenario", []string{"budget.go"}},
 	{"takeover scenario", []string{"takeover.go"}},

@@ -65,6 +65,9 @@ func clockMarkdown(r *Report) string {
 		b.WriteString("\n")
 	}
 	b.WriteString("\n")
+	for _, c := range r.Clock {
+		b.WriteString(discardedMarkdown(fmt.Sprintf("%d runs, %d shallow, N=%d, %d in flight, faults %s", c.Runs, c.Shallow, c.Replicas, max(c.Concurrency, 1), yesNo(c.Faults)), c.Discarded))
+	}
 	return b.String()
 }
 
