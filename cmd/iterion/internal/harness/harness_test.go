@@ -1,10 +1,14 @@
 package harness
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -172,7 +176,64 @@ func testBinaries(ctx context.Context, t *testing.T) (dir, bin, devMongo string)
 	if built.err != nil {
 		t.Fatal(built.err)
 	}
-	return t.TempDir(), built.bin, built.devMongo
+	dir = t.TempDir()
+	// Registered after TempDir's removal, so it runs before it.
+	t.Cleanup(func() {
+		if t.Failed() {
+			logLeaseWarnings(t, dir)
+		}
+	})
+	return dir, built.bin, built.devMongo
+}
+
+// maxLeaseWarnings caps the lines a failed test logs.
+const maxLeaseWarnings = 100
+
+// logLeaseWarnings logs, for a failed test, the lease warnings its
+// processes wrote under dir (leaseWarnings): the test's temporary
+// directory is removed with the logs, and a lease that changed hands on a
+// loaded CI machine explains most failures of "one sweeper".
+func logLeaseWarnings(t *testing.T, dir string) {
+	lines, more := leaseWarnings(dir, maxLeaseWarnings)
+	for _, l := range lines {
+		t.Logf("lease warning, %s", l)
+	}
+	if more {
+		t.Logf("lease warnings: more than %d; the rest are not shown", maxLeaseWarnings)
+	}
+}
+
+// leaseWarnings returns up to max of the lease warnings and errors in the
+// processes' logs (*.stdout, *.stderr) under dir, each as "file: line": a
+// step-down other than a clean stop, a renewal failed, the store
+// unreachable, a release refused. more says some were left out.
+func leaseWarnings(dir string, max int) (lines []string, more bool) {
+	filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !(strings.HasSuffix(path, ".stdout") || strings.HasSuffix(path, ".stderr")) {
+			return nil
+		}
+		f, err := os.Open(path)
+		if err != nil {
+			return nil
+		}
+		defer f.Close()
+		rel, _ := filepath.Rel(dir, path)
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
+		for sc.Scan() {
+			var rec struct{ Level, Msg string }
+			if json.Unmarshal(sc.Bytes(), &rec) != nil || !strings.HasPrefix(rec.Msg, "lease:") || (rec.Level != "WARN" && rec.Level != "ERROR") {
+				continue
+			}
+			if len(lines) == max {
+				more = true
+				return filepath.SkipAll
+			}
+			lines = append(lines, rel+": "+sc.Text())
+		}
+		return nil
+	})
+	return lines, more
 }
 
 // buildTestBinaries fills built; built.mu is held.
@@ -247,4 +308,44 @@ type testWriter struct{ t *testing.T }
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(string(p))
 	return len(p), nil
+}
+
+// TestLeaseWarningsKeepsTheLeasesWarningsOnly pins what a failed
+// multi-process test logs of its processes' logs: the lease's warnings
+// and errors, with their file, and nothing else (a clean step-down, other
+// warnings, lines that are not JSON), at most max of them.
+func TestLeaseWarningsKeepsTheLeasesWarningsOnly(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "scale"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	logs := map[string]string{
+		"scale/replica-04.stdout": `{"level":"INFO","msg":"lease: elected","lease":"merge-gate-sweeper"}
+{"level":"WARN","msg":"lease: renew failed","lease":"merge-gate-sweeper","err":"context deadline exceeded"}
+{"level":"WARN","msg":"lease: stepped down","lease":"merge-gate-sweeper","reason":"deadline"}
+{"level":"INFO","msg":"lease: stepped down","lease":"merge-gate-sweeper","reason":"ctx_done"}
+{"level":"WARN","msg":"forge: rate limited"}
+not json: lease: stepped down
+`,
+		"scale/replica-04.stderr": `{"level":"ERROR","msg":"lease: work panicked"}` + "\n",
+		"scale/app-key.pem":       `{"level":"WARN","msg":"lease: not a log"}` + "\n",
+	}
+	for name, body := range logs {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lines, more := leaseWarnings(dir, 10)
+	want := []string{"work panicked", "renew failed", `"reason":"deadline"`} // files in lexical order
+	if len(lines) != len(want) || more {
+		t.Fatalf("got %d lines (more %v): %q; want %d, none left out", len(lines), more, lines, len(want))
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(lines[i], filepath.Join("scale", "replica-04.")) || !strings.Contains(lines[i], w) {
+			t.Errorf("line %d: got %q, want one of scale/replica-04's naming %q", i, lines[i], w)
+		}
+	}
+	if lines, more := leaseWarnings(dir, 2); len(lines) != 2 || !more {
+		t.Errorf("with at most 2: got %d lines, more %v; want 2 and more", len(lines), more)
+	}
 }
