@@ -106,47 +106,55 @@ func awaitAgreement(ctx context.Context, s sim, rs []runRequest, from time.Time,
 // is retried after its Retry-After, or pause, as a client of the
 // idempotent API would.
 func seedRuns(ctx context.Context, s sim, to api, rs []runRequest, conc int, pause time.Duration) error {
+	failed, first := eachAtOnce(rs, conc, func(r runRequest) error {
+		// The simulator's steps are idempotent, so a step a loaded machine
+		// timed out is sent again, up to 3 times; postRunRetrying retries
+		// the API's put itself.
+		var err error
+		for attempt := 0; attempt < 3 && (attempt == 0 || err != nil); attempt++ {
+			err = s.seedPull(ctx, r.Repo, r.Pull, r.HeadSHA)
+			if err == nil {
+				err = s.seedStatus(ctx, r.Repo, r.HeadSHA, gateContext, r.Verdict)
+			}
+		}
+		if err != nil {
+			return err
+		}
+		return postRunRetrying(ctx, to, r, pause)
+	})
+	if failed > 0 {
+		return fmt.Errorf("seeding %d runs: %d failed, the first: %w", len(rs), failed, first)
+	}
+	return nil
+}
+
+// eachAtOnce calls seed for every run of rs, conc at once, and returns how
+// many calls failed and the first failure to return.
+func eachAtOnce(rs []runRequest, conc int, seed func(runRequest) error) (failed int, first error) {
 	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		errs []error
+		wg sync.WaitGroup
+		mu sync.Mutex
 	)
 	next := make(chan runRequest)
 	for range conc {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for r := range next {
-				// The simulator's steps are idempotent, so a step a loaded
-				// machine timed out is sent again, up to 3 times;
-				// postRunRetrying retries the API's put itself.
-				var err error
-				for attempt := 0; attempt < 3 && (attempt == 0 || err != nil); attempt++ {
-					err = s.seedPull(ctx, r.Repo, r.Pull, r.HeadSHA)
-					if err == nil {
-						err = s.seedStatus(ctx, r.Repo, r.HeadSHA, gateContext, r.Verdict)
-					}
-				}
-				if err == nil {
-					err = postRunRetrying(ctx, to, r, pause)
-				}
-				if err != nil {
+				if err := seed(r); err != nil {
 					mu.Lock()
-					errs = append(errs, err)
+					if failed++; first == nil {
+						first = err
+					}
 					mu.Unlock()
 				}
 			}
-		}()
+		})
 	}
 	for _, r := range rs {
 		next <- r
 	}
 	close(next)
 	wg.Wait()
-	if len(errs) > 0 {
-		return fmt.Errorf("seeding %d runs: %d failed, the first: %w", len(rs), len(errs), errs[0])
-	}
-	return nil
+	return failed, first
 }
 
 // seedAttempts bounds postRunRetrying's attempts.

@@ -6,7 +6,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -97,37 +96,18 @@ func (ss *storeSeeder) asRun(r runRequest, installationOf func(runRequest) int64
 // store, with conc writes at once, after the simulator's pull request and
 // status of each (as seedRuns).
 func (ss *storeSeeder) write(ctx context.Context, runs []runRequest, installationOf func(runRequest) int64, conc int) error {
-	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		errs []error
-	)
-	next := make(chan runRequest)
-	for range conc {
-		wg.Go(func() {
-			for r := range next {
-				err := ss.c.sim.seedPull(ctx, r.Repo, r.Pull, r.HeadSHA)
-				if err == nil {
-					err = ss.c.sim.seedStatus(ctx, r.Repo, r.HeadSHA, gateContext, r.Verdict)
-				}
-				if err == nil {
-					_, err = ss.store.Put(ctx, ss.asRun(r, installationOf), time.Now())
-				}
-				if err != nil {
-					mu.Lock()
-					errs = append(errs, err)
-					mu.Unlock()
-				}
-			}
-		})
-	}
-	for _, r := range runs {
-		next <- r
-	}
-	close(next)
-	wg.Wait()
-	if len(errs) > 0 {
-		return fmt.Errorf("%w: seeding %d runs into the store: %d failed, the first: %w", ErrProcess, len(runs), len(errs), errs[0])
+	failed, first := eachAtOnce(runs, conc, func(r runRequest) error {
+		if err := ss.c.sim.seedPull(ctx, r.Repo, r.Pull, r.HeadSHA); err != nil {
+			return err
+		}
+		if err := ss.c.sim.seedStatus(ctx, r.Repo, r.HeadSHA, gateContext, r.Verdict); err != nil {
+			return err
+		}
+		_, err := ss.store.Put(ctx, ss.asRun(r, installationOf), time.Now())
+		return err
+	})
+	if failed > 0 {
+		return fmt.Errorf("%w: seeding %d runs into the store: %d failed, the first: %w", ErrProcess, len(runs), failed, first)
 	}
 	return nil
 }
