@@ -11,8 +11,8 @@ import (
 
 // The floors under three of the issue's goals, whatever the sweeper does,
 // when GraphQL queries time out: how often a pass that keeps its time
-// budget cannot read 500 shallow-window runs (docs/benchmarks.md, "Why a
-// shallow pass still misses now and then"), how often a 100-run shallow
+// budget cannot read 500 shallow-window runs (docs/benchmarks-clock.md,
+// "Why a shallow pass still misses now and then"), how often a 100-run shallow
 // window takes a pass past 30% of its interval, and the most runs a
 // minute the time budget reads. A Monte Carlo of
 // one pass's shallow part, drawn from the latency model itself
