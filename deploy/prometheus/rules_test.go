@@ -202,6 +202,24 @@ load 1m
   lease_held{lease="forge-board-sync", instance="a"} 0x40
 `, 30 * time.Minute},
 }, {
+	alert: "IterionLeaseFlapping",
+	fires: fixture{"replica a's sweeper terms ended at their deadline 3 times in 20 minutes, and b's was refused once: its renewals are late", `
+load 5m
+  lease_step_downs_total{lease="merge-gate-sweeper", reason="deadline", instance="a"} 0 1 2 3x10
+  lease_step_downs_total{lease="merge-gate-sweeper", reason="refused", instance="b"} 0 0 0 0 1x10
+`, 40 * time.Minute},
+	healthy: []fixture{{"a rolling restart: every replica's terms ended cleanly, 10 in 25 minutes", `
+load 5m
+  lease_step_downs_total{lease="merge-gate-sweeper", reason="ctx_done", instance="a"} 0 2 4 6 8 10x5
+`, 40 * time.Minute}, {"one stall an hour, over three hours: 4 deadlines, never more than 2 in an hour", `
+load 15m
+  lease_step_downs_total{lease="merge-gate-sweeper", reason="deadline", instance="a"} 0 0 0 1 1 1 2 2 2 3 3 3 4 4
+`, 195 * time.Minute}, {"2 deadlines of the sweeper's lease and 2 of the board's in the hour: each lease counts alone", `
+load 5m
+  lease_step_downs_total{lease="merge-gate-sweeper", reason="deadline", instance="a"} 0 1 2x10
+  lease_step_downs_total{lease="forge-board-sync", reason="deadline", instance="a"} 0 1 2x10
+`, 40 * time.Minute}},
+}, {
 	alert: "IterionLeaseGroupShardsUnheld",
 	fires: fixture{"member a has seen 2 shards of the group unheld past TTL + retry", `
 load 1m
