@@ -220,6 +220,19 @@ load 5m
   lease_step_downs_total{lease="forge-board-sync", reason="deadline", instance="a"} 0 1 2x10
 `, 40 * time.Minute}},
 }, {
+	alert: "IterionLeaseFlapping",
+	fires: fixture{"member a of the sweeper's group lost its share to a missed deadline 4 times in 40 minutes, 6 shards each time", `
+load 5m
+  lease_group_handovers_total{group="merge-gate-sweeper", reason="deadline", instance="a"} 0 6 6 12 12 18 18 24x5
+`, 40 * time.Minute},
+	healthy: []fixture{{"one stall dropped member a's whole share of 8 shards at once", `
+load 5m
+  lease_group_handovers_total{group="merge-gate-sweeper", reason="deadline", instance="a"} 0 0 8x10
+`, 40 * time.Minute}, {"a scale-out: members gave up 30 shards to even the share, over 25 minutes", `
+load 5m
+  lease_group_handovers_total{group="merge-gate-sweeper", reason="rebalanced", instance="a"} 0 6 12 18 24 30x5
+`, 40 * time.Minute}},
+}, {
 	alert: "IterionLeaseGroupShardsUnheld",
 	fires: fixture{"member a has seen 2 shards of the group unheld past TTL + retry", `
 load 1m
