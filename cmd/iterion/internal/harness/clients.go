@@ -343,23 +343,26 @@ func (a api) sweeper(ctx context.Context) (sweeperFigures, error) {
 	return f, nil
 }
 
-// leaseTurns reads, from one /metrics scrape, the terms of lease the
-// replica won (lease_terms_started_total) and the terms it stepped down,
-// by reason (lease_step_downs_total).
-func (a api) leaseTurns(ctx context.Context, lease string) (terms int64, stepDowns map[string]int64, err error) {
+// leaseTurns reads, from one /metrics scrape, the terms of each of leases
+// the replica won (lease_terms_started_total) and the terms it stepped
+// down, by reason (lease_step_downs_total), in the order of leases.
+func (a api) leaseTurns(ctx context.Context, leases ...string) (terms []int64, stepDowns []map[string]int64, err error) {
 	fams, err := a.metrics(ctx)
 	if err != nil {
-		return 0, nil, err
+		return nil, nil, err
 	}
-	for _, m := range fams["lease_terms_started_total"].GetMetric() {
-		if label(m, "lease") == lease {
-			terms += int64(m.GetCounter().GetValue())
+	terms, stepDowns = make([]int64, len(leases)), make([]map[string]int64, len(leases))
+	for i, lease := range leases {
+		for _, m := range fams["lease_terms_started_total"].GetMetric() {
+			if label(m, "lease") == lease {
+				terms[i] += int64(m.GetCounter().GetValue())
+			}
 		}
-	}
-	stepDowns = map[string]int64{}
-	for _, m := range fams["lease_step_downs_total"].GetMetric() {
-		if label(m, "lease") == lease {
-			stepDowns[label(m, "reason")] += int64(m.GetCounter().GetValue())
+		stepDowns[i] = map[string]int64{}
+		for _, m := range fams["lease_step_downs_total"].GetMetric() {
+			if label(m, "lease") == lease {
+				stepDowns[i][label(m, "reason")] += int64(m.GetCounter().GetValue())
+			}
 		}
 	}
 	return terms, stepDowns, nil

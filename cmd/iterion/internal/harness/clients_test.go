@@ -63,7 +63,7 @@ func TestSweeperFiguresReadTheServersPassMetrics(t *testing.T) {
 	}
 	a := api{url: hs.URL, token: "api", hc: http.DefaultClient}
 	sweeperLease := server.MergeGateSweeper().Name
-	if terms, downs, err := a.leaseTurns(ctx, sweeperLease); err != nil || terms != 1 || len(downs) != 0 {
+	if terms, downs, err := a.leaseTurns(ctx, sweeperLease); err != nil || terms[0] != 1 || len(downs[0]) != 0 {
 		t.Errorf("got %d sweeper terms and step-downs %v (%v) while in its first term, want 1 and none: the cost and scale scenarios tell a handover by them", terms, downs, err)
 	}
 	// The term steps down when Run's context ends; /metrics still answers.
@@ -75,10 +75,10 @@ func TestSweeperFiguresReadTheServersPassMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	var n int64
-	for _, d := range downs {
+	for _, d := range downs[0] {
 		n += d
 	}
-	if terms != 1 || n != 1 {
-		t.Errorf("got %d sweeper terms and step-downs %v after Run ended, want 1 and one: the harness reads lease_terms_started_total and lease_step_downs_total under the lease's label", terms, downs)
+	if terms[0] != 1 || n != 1 {
+		t.Errorf("got %d sweeper terms and step-downs %v after Run ended, want 1 and one: the harness reads lease_terms_started_total and lease_step_downs_total under the lease's label", terms[0], downs[0])
 	}
 }

@@ -289,7 +289,7 @@ func (s clockScenario) one(ctx context.Context, c *cluster, cf clockConfig) (Clo
 	if err != nil {
 		return row, err
 	}
-	if err := handoverBetween(rs, turns0, turns1); err != nil {
+	if err := handoversBetween(rs, turns0, turns1); err != nil {
 		return row, err
 	}
 	for _, r := range moved {

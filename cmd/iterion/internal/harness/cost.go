@@ -128,7 +128,7 @@ func (s costScenario) one(ctx context.Context, c *cluster, n int, lease bool) (C
 	// With the lease, a window in which either lease changed hands is
 	// measured again (remeasured); without it, no replica holds a term.
 	leases := []string{server.MergeGateSweeper().Name, server.ForgeBoardSync().Name}
-	turns0, err := turnsOfEach(ctx, rs, leases)
+	turns0, err := turnsOf(ctx, rs, leases...)
 	if err != nil {
 		return CostRow{}, err
 	}
@@ -147,14 +147,12 @@ func (s costScenario) one(ctx context.Context, c *cluster, n int, lease bool) (C
 	if err != nil {
 		return CostRow{}, err
 	}
-	turns1, err := turnsOfEach(ctx, rs, leases)
+	turns1, err := turnsOf(ctx, rs, leases...)
 	if err != nil {
 		return CostRow{}, err
 	}
-	for i := range leases {
-		if err := handoverBetween(rs, turns0[i], turns1[i]); err != nil {
-			return CostRow{}, err
-		}
+	if err := handoversBetween(rs, turns0, turns1); err != nil {
+		return CostRow{}, err
 	}
 	intervals := float64(time.Since(t0)) / float64(c.interval)
 	points := total(pick(st1.pointsByToken(isGraphQL), tokens)) - total(pick(st0.pointsByToken(isGraphQL), tokens))

@@ -29,31 +29,35 @@ type turns struct {
 	stepDowns []map[string]int64 // by replica, by reason
 }
 
-// turnsOf scrapes each replica of rs for lease's terms and step-downs.
-func turnsOf(ctx context.Context, rs []*replica, lease string) (turns, error) {
-	out := turns{lease: lease}
+// turnsOf scrapes each replica of rs once for the terms and step-downs of
+// each of leases, and returns them in the order of leases.
+func turnsOf(ctx context.Context, rs []*replica, leases ...string) ([]turns, error) {
+	out := make([]turns, len(leases))
+	for i, l := range leases {
+		out[i].lease = l
+	}
 	for _, r := range rs {
-		terms, downs, err := r.api.leaseTurns(ctx, lease)
+		terms, downs, err := r.api.leaseTurns(ctx, leases...)
 		if err != nil {
-			return turns{}, err
+			return nil, err
 		}
-		out.terms += terms
-		out.stepDowns = append(out.stepDowns, downs)
+		for i := range leases {
+			out[i].terms += terms[i]
+			out[i].stepDowns = append(out[i].stepDowns, downs[i])
+		}
 	}
 	return out, nil
 }
 
-// turnsOfEach is turnsOf for each of leases, in order.
-func turnsOfEach(ctx context.Context, rs []*replica, leases []string) ([]turns, error) {
-	out := make([]turns, 0, len(leases))
-	for _, l := range leases {
-		t, err := turnsOf(ctx, rs, l)
-		if err != nil {
-			return nil, err
+// handoversBetween is handoverBetween for each lease of two readings a
+// and b of rs (turnsOf, with the same leases): the first handover found.
+func handoversBetween(rs []*replica, a, b []turns) error {
+	for i := range b {
+		if err := handoverBetween(rs, a[i], b[i]); err != nil {
+			return err
 		}
-		out = append(out, t)
 	}
-	return out, nil
+	return nil
 }
 
 // handoverBetween returns errHandover, naming the lease and each

@@ -295,7 +295,7 @@ func (s scaleScenario) one(ctx context.Context, c *cluster, pop []runRequest, mo
 			row.Sweepers++
 		}
 	}
-	if err := handoverBetween(rs, turns0, turns1); err != nil {
+	if err := handoversBetween(rs, turns0, turns1); err != nil {
 		return row, err
 	}
 	row.Drifted = len(drifted)
