@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -104,6 +105,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	o.Scenarios = strings.Split(*scen, ",")
 	o.Progress = stderr
 	rep, err := harness.Run(ctx, o)
+	if errors.Is(err, harness.ErrInvalid) {
+		return usageError{err} // a bad flag, named by its option: exit 2
+	}
 	if rep != nil {
 		md := rep.Markdown("go run ./cmd/iterion bench " + strings.Join(args, " "))
 		fmt.Fprint(stdout, md)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -36,6 +37,9 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	cfg.Out = stdout
 	res, err := demo.Run(ctx, cfg)
+	if errors.Is(err, demo.ErrInvalid) {
+		return usageError{err} // a bad flag: exit 2
+	}
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -35,5 +36,36 @@ func TestDemoEndsWithTheReport(t *testing.T) {
 	}
 	if b, err := os.ReadFile(report); err != nil || !strings.Contains(string(b), "<svg") {
 		t.Errorf("report %s: got %d bytes, %v; want the HTML report with its chart", report, len(b), err)
+	}
+}
+
+// TestDemoBadSettingIsAUsageErrorNamingItsFlag pins that a setting the
+// demo cannot run with exits 2, as every bad flag does, naming the flag.
+func TestDemoBadSettingIsAUsageErrorNamingItsFlag(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		flag string
+	}{
+		{[]string{"--replicas", "1"}, "--replicas"},
+		{[]string{"--interval", "5ms"}, "--interval"},
+		{[]string{"--interval", "100ms", "--phase", "150ms"}, "--phase"},
+		{[]string{"--runs", "-1"}, "--runs"},
+		{[]string{"--issues", "-1"}, "--issues"},
+	} {
+		var msg strings.Builder
+		err := runDemo(t.Context(), c.args, io.Discard, io.Discard)
+		if code := exitCode(&msg, "demo", err); code != 2 || !strings.Contains(msg.String(), c.flag) {
+			t.Errorf("demo %q: exit %d, %q; want exit 2 naming %s", c.args, code, msg.String(), c.flag)
+		}
+	}
+}
+
+// TestBenchBadOptionIsAUsageError pins the same for bench: an option the
+// harness refuses exits 2, naming it, before anything is built or started.
+func TestBenchBadOptionIsAUsageError(t *testing.T) {
+	var msg strings.Builder
+	err := runBench(t.Context(), []string{"--interval", "1ms", "--dir", t.TempDir()}, io.Discard, io.Discard)
+	if code := exitCode(&msg, "bench", err); code != 2 || !strings.Contains(msg.String(), "Interval 1ms") {
+		t.Errorf("bench --interval 1ms: exit %d, %q; want exit 2 naming the interval", code, msg.String())
 	}
 }

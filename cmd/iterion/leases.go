@@ -44,7 +44,7 @@ type leaseRow struct {
 }
 
 // leases is runLeases with its environment, output and clock as arguments.
-func leases(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer, now func() time.Time) error {
+func leases(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer, now func() time.Time) (rerr error) {
 	release := len(args) > 0 && args[0] == "release"
 	if release {
 		args = args[1:]
@@ -76,11 +76,14 @@ func leases(ctx context.Context, args []string, getenv func(string) string, stdo
 		return usageError{fmt.Errorf("unexpected argument %q", fs.Arg(0))}
 	case *mongoURI == "":
 		return usageError{errors.New("--mongo-uri (ITERION_MONGO_URI) is required: leases live in the deployment's MongoDB")}
+	case mongoDBNameProblem(*mongoDB) != "":
+		return usageError{fmt.Errorf("--mongo-db %q: %s", *mongoDB, mongoDBNameProblem(*mongoDB))}
 	case release && strings.TrimSpace(name) == "":
 		return usageError{errors.New("release: the lease NAME is required: iterion leases release NAME --owner OWNER")}
 	case release && strings.TrimSpace(*owner) == "":
 		return usageError{errors.New("release: --owner is required: the holder the lease is taken from")}
 	}
+	defer func() { rerr = redactErr(rerr, *mongoURI) }() // no error quotes the password
 	client, db, err := connectMongo(ctx, *mongoURI, *mongoDB)
 	if err != nil {
 		return err

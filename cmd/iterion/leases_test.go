@@ -144,3 +144,24 @@ func TestLeasesGroupsShowSharesByOwner(t *testing.T) {
 		t.Errorf("--groups --json = %s, want the same group as the table", got)
 	}
 }
+
+// TestLeasesErrorsHideTheMongoPassword pins for the leases command what
+// serve keeps: no fragment of the Mongo URI's password reaches an error,
+// even when a bad escape makes the driver quote it.
+func TestLeasesErrorsHideTheMongoPassword(t *testing.T) {
+	const pw = "hunter2%zzpw"
+	err := leases(t.Context(), []string{"--mongo-uri", "mongodb://admin:" + pw + "@127.0.0.1:1/"},
+		func(string) string { return "" }, io.Discard, io.Discard, time.Now)
+	hidesThePassword(t, err)
+}
+
+// TestLeasesRefusesABadDatabaseName pins that --mongo-db is checked before
+// connecting, as serve checks it: a usage error naming the flag.
+func TestLeasesRefusesABadDatabaseName(t *testing.T) {
+	err := leases(t.Context(), []string{"--mongo-uri", "mongodb://127.0.0.1:1/", "--mongo-db", "prod.iterion"},
+		func(string) string { return "" }, io.Discard, io.Discard, time.Now)
+	var msg strings.Builder
+	if code := exitCode(&msg, "leases", err); code != 2 || !strings.Contains(msg.String(), `--mongo-db "prod.iterion"`) {
+		t.Errorf("leases --mongo-db prod.iterion: exit %d, %q; want exit 2 naming --mongo-db", code, msg.String())
+	}
+}

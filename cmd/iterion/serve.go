@@ -269,8 +269,14 @@ func (c serveConfig) validate() []error {
 		add("--api-token (ITERION_API_TOKEN) is required: POST /api/runs needs it")
 	}
 	app := c.appID != 0 || c.installationID != 0 || c.privateKeyFile != ""
-	if c.pagesToken != "" && strings.TrimSpace(c.pagesToken) == "" {
-		add("--pages-token (ITERION_PAGES_TOKEN) is blank: give a token or none")
+	for _, f := range []struct{ flag, env, v string }{
+		{"--pages-token", "ITERION_PAGES_TOKEN", c.pagesToken},
+		{"--webhook-secret", "ITERION_WEBHOOK_SECRET", c.webhookSecret},
+		{"--forge-token", "ITERION_FORGE_TOKEN", c.forgeToken},
+	} {
+		if f.v != "" && strings.TrimSpace(f.v) == "" {
+			add("%s (%s) is blank: give one or none", f.flag, f.env)
+		}
 	}
 	if (c.pagesToken != "" || c.pagesTokenFile != "") && c.publicPages {
 		add("--pages-token and --public-pages are both set: choose one")
@@ -324,8 +330,10 @@ func (c serveConfig) validate() []error {
 	if c.logFormat != "json" && c.logFormat != "text" {
 		add("--log-format %q: want json or text", c.logFormat)
 	}
-	if c.mongoURI != "" && strings.TrimSpace(c.mongoDB) == "" {
-		add("--mongo-db %q: want a database name", c.mongoDB)
+	if c.mongoURI != "" {
+		if problem := mongoDBNameProblem(c.mongoDB); problem != "" {
+			add("--mongo-db %q: %s", c.mongoDB, problem)
+		}
 	}
 	if c.storeTimeout <= 0 {
 		add("--store-timeout %v: want a positive duration", c.storeTimeout)
@@ -393,16 +401,24 @@ func (c serveConfig) forgeRequestTimeout() time.Duration {
 }
 
 // forgeHost is the host runs are recorded under: github.com for GitHub's
-// API, the forge URL's host otherwise.
+// API, the forge URL's host otherwise, in lower case and without its
+// scheme's default port.
 func (c serveConfig) forgeHost() string {
 	if c.forgeURL == "" {
 		return "github.com"
 	}
 	u, _ := url.Parse(c.forgeURL) // validate parsed it
-	if u.Host == "api.github.com" {
+	// Host names are case-insensitive and a scheme's default port is no
+	// port (RFC 3986, 3.2.2 and 3.2.3), so https://API.GitHub.com:443/
+	// keys its runs as https://api.github.com/ does.
+	host := strings.ToLower(u.Host)
+	if p := u.Port(); (u.Scheme == "https" && p == "443") || (u.Scheme == "http" && p == "80") {
+		host = strings.ToLower(u.Hostname())
+	}
+	if host == "api.github.com" {
 		return "github.com"
 	}
-	return u.Host
+	return host
 }
 
 // serve is runServe with its environment and log sink as arguments.
@@ -421,6 +437,15 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	} else {
 		logger = slog.New(slog.NewJSONHandler(stderr, opts))
 	}
+	defer func() {
+		// A stop (SIGTERM) that comes while the replica starts, say while
+		// MongoDB is slow to answer, is a clean stop too, not a failure
+		// of the step it cut short.
+		if rerr != nil && ctx.Err() != nil && errors.Is(rerr, context.Canceled) {
+			logger.Info("stopped while starting", "step", rerr.Error())
+			rerr = nil
+		}
+	}()
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -548,6 +573,25 @@ func redactURI(uri string) string {
 		return "<unparsable URI>"
 	}
 	return u.Redacted()
+}
+
+// mongoDBNameProblem says what makes name no MongoDB database name, or ""
+// when it is one: it must not be empty, must be under 64 bytes and must
+// hold none of / \ . space " $ nor a NUL, which MongoDB refuses on every
+// platform ("MongoDB Limits and Thresholds", Naming Restrictions:
+// https://www.mongodb.com/docs/manual/reference/limits/#naming-restrictions;
+// a server on Windows refuses *<>:|? too, and answers so when the stores
+// first write).
+func mongoDBNameProblem(name string) string {
+	switch {
+	case strings.TrimSpace(name) == "":
+		return "want a database name"
+	case len(name) >= 64:
+		return "want a database name under 64 bytes"
+	case strings.ContainsAny(name, "/\\. \"$\x00"):
+		return `want a database name without / \ . space " $ or NUL`
+	}
+	return ""
 }
 
 // redactErr returns err with the password of uri hidden wherever its

@@ -58,6 +58,15 @@ func TestServeValidatesConfigNamingTheFlag(t *testing.T) {
 		{"sweep interval not a duration", append(base, "--sweep-interval", "often"), env(), "sweep-interval"},
 		{"forge url relative", append(base, "--forge-url", "api.example"), env(), "--forge-url"},
 		{"mongo uri not mongodb", append(base, "--mongo-uri", "http://db"), env(), "--mongo-uri"},
+		{"mongo db with a dot", append(base, "--mongo-uri", "mongodb://db", "--mongo-db", "prod.iterion"), env(), `--mongo-db "prod.iterion"`},
+		{"mongo db with a slash", append(base, "--mongo-uri", "mongodb://db", "--mongo-db", "a/b"), env(), `--mongo-db "a/b"`},
+		{"mongo db with a space", append(base, "--mongo-uri", "mongodb://db", "--mongo-db", "a b"), env(), `--mongo-db "a b"`},
+		{"mongo db with a dollar", append(base, "--mongo-uri", "mongodb://db", "--mongo-db", "a$b"), env(), `--mongo-db "a$b"`},
+		{"mongo db of 64 bytes", append(base, "--mongo-uri", "mongodb://db", "--mongo-db", strings.Repeat("d", 64)), env(), "--mongo-db"},
+		{"webhook secret blank", append(base, "--webhook-secret", "  "), env(), "--webhook-secret (ITERION_WEBHOOK_SECRET) is blank"},
+		{"webhook secret twin blank", base, env("ITERION_WEBHOOK_SECRET", " "), "--webhook-secret (ITERION_WEBHOOK_SECRET) is blank"},
+		{"forge token blank", []string{"--forge-token", "  ", "--api-token", "a"}, env(), "--forge-token (ITERION_FORGE_TOKEN) is blank"},
+		{"pages token blank", append(base, "--pages-token", " "), env(), "--pages-token (ITERION_PAGES_TOKEN) is blank"},
 		{"log format", append(base, "--log-format", "xml"), env(), "--log-format"},
 		{"sweep mode unknown", append(base, "--sweep-mode", "graphql"), env(), `--sweep-mode "graphql"`},
 		{"measure group shards negative", append(base, "--measure-group-shards", "-1"), env(), "--measure-group-shards -1"},
@@ -536,12 +545,65 @@ func TestServeErrorsHideABadlyEscapedMongoPassword(t *testing.T) {
 	const pw = "hunter2%zzpw"
 	err := serve(t.Context(), []string{"--forge-token", "t", "--api-token", "a", "--listen", "127.0.0.1:0",
 		"--mongo-uri", "mongodb://admin:" + pw + "@127.0.0.1:1/"}, env(), io.Discard)
+	hidesThePassword(t, err)
+}
+
+// hidesThePassword fails t unless err is an error that shows no fragment
+// of the password "hunter2%zzpw".
+func hidesThePassword(t *testing.T, err error) {
+	t.Helper()
 	if err == nil {
-		t.Fatal("serve with an unparsable Mongo URI: got nil, want an error")
+		t.Fatal("an unparsable Mongo URI: got nil, want an error")
 	}
 	for _, frag := range []string{"hunter2", "%zz", "zzpw", "2%z"} {
 		if strings.Contains(err.Error(), frag) {
 			t.Errorf("error %q shows %q, a fragment of the password: no secret in any output", err, frag)
+		}
+	}
+}
+
+// TestServeTakesAMongoDBNameOf63Bytes pins the edge of the --mongo-db
+// rule: a name under 64 bytes, with MongoDB's allowed punctuation, passes.
+func TestServeTakesAMongoDBNameOf63Bytes(t *testing.T) {
+	for _, name := range []string{strings.Repeat("d", 63), "iterion-prod_2"} {
+		args := []string{"--forge-token", "t", "--api-token", "a", "--mongo-uri", "mongodb://db", "--mongo-db", name}
+		if _, err := parseServe(args, env(), io.Discard); err != nil {
+			t.Errorf("--mongo-db %q: %v, want it taken", name, err)
+		}
+	}
+}
+
+// TestServeStoppedWhileStartingExitsCleanly pins that a stop (SIGTERM)
+// which comes while the replica starts, here before MongoDB answered, is a
+// clean stop: serve returns nil (exit 0), not the step's cancelled error.
+func TestServeStoppedWhileStartingExitsCleanly(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	var log strings.Builder
+	err := serve(ctx, []string{"--forge-token", "t", "--api-token", "a", "--listen", "127.0.0.1:0",
+		"--mongo-uri", mongotest.URI(t), "--mongo-db", "stopped_starting"}, env(), &log)
+	if code := exitCode(io.Discard, "serve", err); code != 0 || err != nil {
+		t.Errorf("serve stopped while starting: %v (exit %d), want nil and exit 0", err, code)
+	}
+	if !strings.Contains(log.String(), "stopped while starting") {
+		t.Errorf("log %q: want the line saying it stopped while starting", log.String())
+	}
+}
+
+// TestServeForgeHostIgnoresCaseAndTheDefaultPort pins the host runs are
+// recorded under: one forge written two ways keys its runs alike.
+func TestServeForgeHostIgnoresCaseAndTheDefaultPort(t *testing.T) {
+	for _, c := range []struct{ url, want string }{
+		{"", "github.com"},
+		{"https://api.github.com/", "github.com"},
+		{"https://API.GitHub.com:443/", "github.com"},
+		{"https://GHE.example.com/api/v3/", "ghe.example.com"},
+		{"https://ghe.example.com:443/api/v3/", "ghe.example.com"},
+		{"https://ghe.example.com:8443/api/v3/", "ghe.example.com:8443"},
+		{"http://127.0.0.1:80/", "127.0.0.1"},
+	} {
+		if got := (serveConfig{forgeURL: c.url}).forgeHost(); got != c.want {
+			t.Errorf("forgeHost of %q = %q, want %q", c.url, got, c.want)
 		}
 	}
 }

@@ -73,15 +73,15 @@ func (c *Config) defaults() error {
 	}
 	switch {
 	case c.Replicas < 2:
-		return fmt.Errorf("%w: Replicas %d is under 2: a takeover needs a successor", ErrInvalid, c.Replicas)
+		return fmt.Errorf("%w: Replicas (--replicas) %d is under 2: a takeover needs a successor", ErrInvalid, c.Replicas)
 	case c.Interval < 20*time.Millisecond:
-		return fmt.Errorf("%w: Interval %v is under 20ms", ErrInvalid, c.Interval)
+		return fmt.Errorf("%w: Interval (--interval) %v is under 20ms", ErrInvalid, c.Interval)
 	case c.Phase < 2*c.Interval:
-		return fmt.Errorf("%w: Phase %v is under 2 intervals", ErrInvalid, c.Phase)
+		return fmt.Errorf("%w: Phase (--phase) %v is under 2 intervals", ErrInvalid, c.Phase)
 	case c.Runs < 1:
-		return fmt.Errorf("%w: Runs %d is under 1", ErrInvalid, c.Runs)
+		return fmt.Errorf("%w: Runs (--runs) %d is under 1", ErrInvalid, c.Runs)
 	case c.Issues < 1:
-		return fmt.Errorf("%w: Issues %d is under 1", ErrInvalid, c.Issues)
+		return fmt.Errorf("%w: Issues (--issues) %d is under 1", ErrInvalid, c.Issues)
 	}
 	return nil
 }
