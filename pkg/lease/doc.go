@@ -83,7 +83,9 @@
 // goroutines, before anything is logged: a slow log sink delays neither.
 // Likewise a granted renewal moves the deadline from its own goroutine as
 // soon as the store answers, so a term on a starved machine is not stepped
-// down for a grant Run's goroutine had yet to handle.
+// down for a grant Run's goroutine had yet to handle. A renewal answered
+// after failed ones acts the same way first, and only then logs that the
+// store is reachable again.
 //
 // # Late calls
 //

@@ -63,10 +63,13 @@ type renewal struct {
 	err  error
 }
 
-// renew sends one Renew, bounded by TTL/3 and by termCtx.
+// renew sends one Renew, bounded by TTL/3 and by termCtx. It leaves the
+// store-unreachable episode to its caller (track), which acts on the answer
+// first: logging the episode's end must not delay a step-down or a moved
+// deadline.
 func (l *lessee) renew(termCtx context.Context) renewal {
 	res := renewal{sent: time.Now()}
-	res.err = l.call(termCtx, OpRenew, func(ctx context.Context) error {
+	res.err = l.callOutsideEpisode(termCtx, OpRenew, func(ctx context.Context) error {
 		var err error
 		res.ok, err = l.st.Renew(ctx, l.name, l.owner, res.sent, l.ttl)
 		return err
@@ -118,15 +121,22 @@ func (l *lessee) release(ctx context.Context, reason, token string) {
 }
 
 // call sends one store call (see callOutsideEpisode) and tracks the
-// store-unreachable episode with its outcome: the first failure opens it,
-// the first answer closes it, each logged once. A call cut because parent is
-// done (shutdown, step-down) says nothing about the store and changes
-// nothing. ErrLost is an answer, not a failure.
+// store-unreachable episode with its outcome (see track).
 func (l *lessee) call(parent context.Context, op string, f func(context.Context) error) error {
 	start := time.Now()
 	err := l.callOutsideEpisode(parent, op, f)
+	l.track(parent, op, start, err)
+	return err
+}
+
+// track tracks the store-unreachable episode with err, the outcome of the
+// call op sent at start: the first failure opens it, the first answer
+// closes it, each logged once. A call cut because parent is done
+// (shutdown, step-down) says nothing about the store and changes nothing.
+// ErrLost is an answer, not a failure.
+func (l *lessee) track(parent context.Context, op string, start time.Time, err error) {
 	if cutShort(parent, err) {
-		return err
+		return
 	}
 	failed := err != nil && !errors.Is(err, ErrLost)
 	switch {
@@ -137,7 +147,6 @@ func (l *lessee) call(parent context.Context, op string, f func(context.Context)
 		l.down = false
 		l.log.Info("lease: store reachable again", "op", op, "down", time.Since(l.downSince))
 	}
-	return err
 }
 
 // callOutsideEpisode runs one store call bounded by TTL/3 and by parent, and

@@ -107,6 +107,72 @@ func TestStepDownPrecedesItsLogLineEvenWithASlowLogSink(t *testing.T) {
 	}
 }
 
+// TestRenewalAnsweredAfterAnOutageIsNotDelayedByASlowLog pins that a
+// renewal answered after a failed one acts before the episode's end is
+// logged: a refusal steps down, and a grant moves the deadline, as soon as
+// the store answers, even while the sink takes 3s over "store reachable
+// again". Renewals go out at 1s, 2s and 3s.
+func TestRenewalAnsweredAfterAnOutageIsNotDelayedByASlowLog(t *testing.T) {
+	const reachable = "lease: store reachable again"
+	for _, c := range []struct {
+		name   string
+		plan   func(storeCall) fault
+		until  time.Duration // Run's ctx is cancelled
+		at     time.Duration // the step-down: work's context cancelled
+		reason string
+		why    string
+		// stopped: work's context is cancelled when the reachable line
+		// reaches the sink.
+		stopped bool
+	}{
+		// The renewal at 1s is granted (deadline 3.5s), the one at 2s
+		// fails, and the one at 3s finds the lease another's.
+		{"refused", func(c storeCall) fault {
+			switch {
+			case c.Op == "renew" && c.N == 1:
+				return fault{kind: fail}
+			case c.Op == "renew" && c.N == 2:
+				return fault{kind: stolen}
+			}
+			return fault{}
+		}, 10 * time.Second, 3 * time.Second, lease.ReasonRefused, "the refusal steps down at once, before its episode's log line", true},
+		// The renewal at 1s fails; the one at 2s is granted, which moves
+		// the deadline from 2.5s to 4.5s.
+		{"granted", func(c storeCall) fault {
+			if c.Op == "renew" && c.N == 0 {
+				return fault{kind: fail}
+			}
+			return fault{}
+		}, 4 * time.Second, 4 * time.Second, lease.ReasonCanceled, "the grant at 2s moved the deadline to 4.5s before its episode's log line", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				h := newHarness(t)
+				sink := &slowSink{slow: map[string]bool{reachable: true}, delay: 3 * time.Second, cancelled: map[string]bool{}}
+				spec := h.spec("a", time.Hour)
+				spec.Logger = slog.New(sink)
+				st := newTermFaultStore(lease.NewMemoryStore(), c.plan)
+				h.runUntil(c.until, st, spec, h.work("a", func(ctx context.Context) {
+					sink.setWork(ctx)
+					<-ctx.Done()
+				}))
+				terms := h.Terms("a")
+				if len(terms) != 1 || terms[0].Cancelled != h.at(c.at) {
+					t.Errorf("got terms %+v, want one whose work's context is cancelled at %v: %s", terms, c.at, c.why)
+				}
+				if sd := h.Events("a", lease.SteppedDown); len(sd) != 1 || sd[0].Reason != c.reason {
+					t.Errorf("got step-downs %+v, want one with reason %q: %s", sd, c.reason, c.why)
+				}
+				sink.mu.Lock()
+				defer sink.mu.Unlock()
+				if got, logged := sink.cancelled[reachable]; !logged || got != c.stopped {
+					t.Errorf("got work's context cancelled=%v (logged %v) when %q reached the sink, want %v: %s", got, logged, reachable, c.stopped, c.why)
+				}
+			})
+		})
+	}
+}
+
 // TestStepDownDeadlineKeepsTheMonotonicReading pins that the deadline is an
 // instant on the monotonic clock. synctest's clock cannot jump its wall
 // reading, so the test checks the property that makes a jump harmless: the

@@ -137,8 +137,9 @@ func (t *term) tick() {
 	t.sendRenewal()
 }
 
-// sendRenewal sends one Renew in its own goroutine; its answer comes on
-// t.answer.
+// sendRenewal sends one Renew in its own goroutine, which acts on the
+// answer (a refusal steps down, a grant moves the deadline), then tracks
+// the store-unreachable episode, then hands the answer on t.answer.
 func (t *term) sendRenewal() {
 	answer := make(chan renewal, 1)
 	t.answer, t.due = answer, false
@@ -154,6 +155,8 @@ func (t *term) sendRenewal() {
 			// (perhaps waiting for a CPU) gets the answer.
 			t.prove(res.sent)
 		}
+		// Only then the episode, whose end may be a log line.
+		t.l.track(t.ctx, OpRenew, res.sent, res.err)
 		answer <- res
 	}()
 }
