@@ -132,9 +132,10 @@
 // ceil(S/N), the targets sum to S, and reaching them moves as few shards as
 // possible. A member above its target gives up its excess once two lists in
 // a row showed the same members (its terms step down with
-// [ReasonRebalanced] and release, so the shard is free at the taker's next
-// list: a hand-over leaves a shard without a holder for at most one Retry
-// while the membership holds). A member below its target campaigns only for
+// [ReasonRebalanced] and release, and a campaign still in flight releases
+// its win at once for the same reason, so the shard is free at the taker's
+// next list: a hand-over leaves a shard without a holder for at most one
+// Retry while the membership holds). A member below its target campaigns only for
 // free or expired shards, up to its target: first those the list gives it
 // (each free shard, in order, goes to the member short of its target with
 // the highest rendezvous hash for it, so members listing at once do not

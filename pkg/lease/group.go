@@ -50,6 +50,16 @@ type GroupSpec struct {
 // when it gives the shard up to even the share.
 var errRebalanced = errors.New("lease: shard given up to even the share")
 
+// doneReason is why ctx, a term's or a campaign's, is done, as a
+// step-down reason: ReasonRebalanced when its group gave the shard up,
+// ReasonCanceled otherwise.
+func doneReason(ctx context.Context) string {
+	if errors.Is(context.Cause(ctx), errRebalanced) {
+		return ReasonRebalanced
+	}
+	return ReasonCanceled
+}
+
 // RunGroup serves shards of the lease group spec.Name for spec.Owner on st,
 // calling work for each shard term with the shard's index, until ctx is
 // done. The package doc says how the shards are spread.

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -78,6 +80,79 @@ func TestRunGroupRepanicsAfterEndingEveryTerm(t *testing.T) {
 		if hs, _ := st.Holders(context.Background()); len(hs) != 0 {
 			t.Errorf("leases left %v, want none: every shard and the member lease are released before the re-panic", hs)
 		}
+	})
+}
+
+// slowShardAnswers is a MemoryStore whose AcquireTerm of a shard by owner,
+// sent before until, lands at once but answers only delay later, whatever
+// the caller's ctx does meanwhile: the answer was on its way.
+type slowShardAnswers struct {
+	*lease.MemoryStore
+	owner string
+	delay time.Duration
+	until time.Time
+}
+
+func (s slowShardAnswers) AcquireTerm(ctx context.Context, name, owner string, now time.Time, ttl time.Duration, token string) (bool, error) {
+	ok, err := s.MemoryStore.AcquireTerm(ctx, name, owner, now, ttl, token)
+	if owner == s.owner && strings.Contains(name, "/shard/") && now.Before(s.until) {
+		time.Sleep(s.delay)
+	}
+	return ok, err
+}
+
+// TestShardGivenUpMidCampaignIsReleasedAtOnceWhenItsAcquireWins pins that a
+// shard its member gave up to even the share while the shard's Acquire was
+// in flight starts no term when that Acquire wins: it is released at once,
+// for ReasonRebalanced, as Run releases a win answered once ctx is done,
+// not held unrenewed until the group shuts down. Member a campaigns for
+// shards 0 and 1 at 0s; both Acquires land at once and answer at 2.5s. b
+// joins at 0.7s, so at a's survey at 2s the membership has held for a
+// Retry and a gives one shard up; b takes it at its next survey, at 2.7s
+// (off the instant of a's release, so the test does not race it).
+func TestShardGivenUpMidCampaignIsReleasedAtOnceWhenItsAcquireWins(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		t0 := time.Now()
+		mem := lease.NewMemoryStore()
+		var mu sync.Mutex
+		var events []lease.Event
+		record := func(e lease.Event) {
+			mu.Lock()
+			defer mu.Unlock()
+			events = append(events, e)
+		}
+		spec := func(owner string) lease.GroupSpec {
+			return lease.GroupSpec{Name: "g", Owner: owner, Shards: 2, TTL: 30 * time.Second, Retry: time.Second, OnEvent: record}
+		}
+		work := func(ctx context.Context, shard int) { <-ctx.Done() }
+		ctx, cancel := context.WithCancel(t.Context())
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			_ = lease.RunGroup(ctx, slowShardAnswers{MemoryStore: mem, owner: "a", delay: 2500 * time.Millisecond, until: t0.Add(time.Second)}, spec("a"), work)
+		})
+		time.Sleep(700 * time.Millisecond)
+		wg.Go(func() { _ = lease.RunGroup(ctx, mem, spec("b"), work) })
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		mu.Lock()
+		var released, elected []string
+		for _, e := range events {
+			switch {
+			case e.Kind == lease.Released && e.Owner == "a" && e.Shard >= 0:
+				released = append(released, fmt.Sprintf("%v shard %d %s", e.At.Sub(t0), e.Shard, e.Reason))
+			case e.Kind == lease.Elected && e.Owner == "b":
+				elected = append(elected, fmt.Sprintf("%v shard %d", e.At.Sub(t0), e.Shard))
+			}
+		}
+		mu.Unlock()
+		if want := []string{"2.5s shard 1 rebalanced"}; !slices.Equal(released, want) {
+			t.Errorf("a's shard releases by 5.7s: got %q, want %q: the given-up shard whose Acquire won is released as the win answers", released, want)
+		}
+		if want := []string{"2.7s shard 1"}; !slices.Equal(elected, want) {
+			t.Errorf("b's terms by 5.7s: got %q, want %q: the shard a gave up is free at b's next survey", elected, want)
+		}
+		cancel()
+		wg.Wait()
 	})
 }
 

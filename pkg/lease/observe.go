@@ -18,7 +18,8 @@ const (
 	// step-down reason of the term it ends, [ReasonUnanswered] after an
 	// Acquire whose answer did not arrive (reported once per
 	// store-unreachable episode, not once per attempt), or [ReasonCanceled]
-	// after an Acquire won once ctx was done, which starts no term.
+	// after an Acquire won once ctx was done, which starts no term
+	// ([ReasonRebalanced] when a group gave the shard up meanwhile).
 	Released
 	// Campaigning: reported once per Run, after its arguments are checked
 	// and before its first store call.

@@ -129,7 +129,9 @@ func (r *runner) run(ctx context.Context) {
 // campaign sends one Acquire and reports its send instant, its term token
 // ("" when the store is no TermStore) and whether it won a term to serve. An
 // unanswered Acquire is followed by a Release; so is a won one when ctx is
-// done by the time it is answered.
+// done by the time it is answered, released for ctx's reason (doneReason):
+// a shard its group gave up meanwhile does not wait for the group's
+// shutdown.
 func (l *lessee) campaign(ctx context.Context) (sent time.Time, token string, won bool) {
 	sent = time.Now()
 	if l.terms != nil {
@@ -149,7 +151,7 @@ func (l *lessee) campaign(ctx context.Context) (sent time.Time, token string, wo
 		l.release(ctx, ReasonUnanswered, token)
 		return sent, token, false
 	case won && ctx.Err() != nil:
-		l.release(ctx, ReasonCanceled, token)
+		l.release(ctx, doneReason(ctx), token)
 		return sent, token, false
 	}
 	return sent, token, won

@@ -2,7 +2,6 @@ package lease
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"runtime/debug"
 	"sync"
@@ -89,10 +88,7 @@ func (t *term) await(ctx context.Context) string {
 		var reason string
 		select {
 		case <-ctx.Done():
-			reason = ReasonCanceled
-			if errors.Is(context.Cause(ctx), errRebalanced) {
-				reason = ReasonRebalanced
-			}
+			reason = doneReason(ctx)
 		case p := <-t.returned:
 			reason = t.workReturned(p)
 		case <-t.expired:
