@@ -381,7 +381,7 @@ func TestLogsNameTheOwnerOnceAndTheLeaseAsLease(t *testing.T) {
 func TestPartitionedLeaderStopsSweepingBeforeTheSuccessorStarts(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c, tr := newCluster(t, 2)
-		views := map[string]*leasecut.Store{}
+		views := map[string]leasecut.Store{}
 		n := 0
 		startReplicas(t, c, tr, 3, time.Minute, func(cfg *server.Config) {
 			n++

@@ -18,7 +18,7 @@ import (
 // replica is one pkg/server instance of the demo, with its own forge client
 // (whose token is its name) and metrics registry.
 type replica struct {
-	store  *leasecut.Store // its view of the shared lease store, cut by a crash
+	store  leasecut.Store // its view of the shared lease store, cut by a crash
 	cancel context.CancelFunc
 	done   chan struct{}
 }
