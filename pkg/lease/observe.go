@@ -62,9 +62,10 @@ type Event struct {
 	// Reason is why, for SteppedDown and Released: one of the Reason
 	// constants. "" otherwise.
 	Reason string
-	// Op is the store call of a StoreCalled event: [OpAcquire], [OpRenew]
-	// or [OpRelease]. Took is its latency, and Failed is true when it got
-	// no answer (an error other than [ErrLost], which is an answer).
+	// Op is the store call of a StoreCalled event: [OpAcquire], [OpRenew],
+	// [OpRelease] or, for a group member's survey, [OpList]. Took is its
+	// latency, and Failed is true when it got no answer (an error other
+	// than [ErrLost], which is an answer).
 	Op     string
 	Took   time.Duration
 	Failed bool

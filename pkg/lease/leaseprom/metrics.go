@@ -22,7 +22,7 @@ import (
 //   - lease_step_downs_total{lease,reason}: terms ended, by lease's Reason
 //     constants.
 //   - lease_store_call_duration_seconds{op}: store call latency, op acquire,
-//     renew or release, answered or not.
+//     renew, release or list (a group member's survey), answered or not.
 //   - lease_store_call_errors_total{op}: store calls that did not answer
 //     (ErrLost is an answer and does not count). Calls cut because Run's
 //     context was done or the term ended count in neither.
