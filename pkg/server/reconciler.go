@@ -337,13 +337,15 @@ func (r *reconciler) decider(ctx context.Context, run gaterun.Run) (gaterun.Run,
 }
 
 // decides returns the run of runs that decides the status of of's commit
-// and context: of those with of's host, repository, head and context
-// (compared without case, as GitHub compares contexts), the one updated
-// last, the larger ID breaking a tie, so every replica picks the same one.
+// and context: of those with of's host, repository (compared as GitHub
+// compares names, and as the store matches them: forge.RepoKey), head and
+// context (compared without case, as GitHub compares contexts), the one
+// updated last, the larger ID breaking a tie, so every replica picks the
+// same one.
 func decides(runs []gaterun.Run, of gaterun.Run) gaterun.Run {
-	best := of
+	best, repo := of, forge.RepoKey(of.Repo)
 	for _, o := range runs {
-		if o.Host != of.Host || o.Repo != of.Repo || o.HeadSHA != of.HeadSHA || !strings.EqualFold(o.Context, of.Context) || o.Settled {
+		if o.Host != of.Host || forge.RepoKey(o.Repo) != repo || o.HeadSHA != of.HeadSHA || !strings.EqualFold(o.Context, of.Context) || o.Settled {
 			continue
 		}
 		if c := o.Updated.Compare(best.Updated); c > 0 || c == 0 && o.ID > best.ID {

@@ -16,21 +16,37 @@ import (
 	"iterion.dev/iterion/pkg/server"
 )
 
+// spellings are the names pull 30's run gives its repository where pull
+// 31's gives acme/app: one spelling, or one that differs in case.
+var spellings = map[string]string{"same case": "acme/app", "case differs": "Acme/App"}
+
 // TestOneVerdictPerCommit pins the rule that runs which disagree about one
 // commit and context do not fight over its status: GitHub keeps one state
 // per commit and context, so the unsettled run updated last decides it and
 // the others are superseded. Pull requests 30 and 31 share a head; 30
 // reports success, then 31 failure. Twenty passes of the sweeper's batch
 // offers and of the event path's single offers (a status webhook offers
-// both) write the status at most once, and it is 31's.
+// both) write the status at most once, and it is 31's. It holds as well
+// when the runs spell the repository differently in case: GitHub's names
+// compare without case, and so does the store.
 func TestOneVerdictPerCommit(t *testing.T) {
+	for name, repo30 := range spellings {
+		t.Run(name, func(t *testing.T) { oneVerdictPerCommit(t, repo30) })
+	}
+}
+
+// oneVerdictPerCommit is TestOneVerdictPerCommit with pull 30's run
+// reported as repo30 and pull 31's as acme/app.
+func oneVerdictPerCommit(t *testing.T, repo30 string) {
 	const sha = "3030303030303030303030303030303030303030"
 	sim, srv := startSim(t)
 	fc := newForge(t, srv.URL, nil, "tok", nil, nil)
 	runs := gaterun.NewMemoryStore()
 	ctx := forge.WithLane(context.Background(), testLane)
 	t0 := time.Date(2026, 10, 1, 9, 0, 0, 0, time.UTC)
-	for i, r := range []gaterun.Run{gateRun(30, sha, gaterun.VerdictSuccess), gateRun(31, sha, gaterun.VerdictFailure)} {
+	r30 := gateRun(30, sha, gaterun.VerdictSuccess)
+	r30.Repo = repo30
+	for i, r := range []gaterun.Run{r30, gateRun(31, sha, gaterun.VerdictFailure)} {
 		if err := sim.SeedPull("acme", "app", r.Pull, sha, "open"); err != nil {
 			t.Fatal(err)
 		}
@@ -78,32 +94,39 @@ func TestOneVerdictPerCommit(t *testing.T) {
 	if err := runs.Settle(ctx, gaterun.ID("github.com", "acme/app", 31, sha)); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := rec.Offer(ctx, gateRun(30, sha, gaterun.VerdictSuccess)); out != server.OutcomePublished || err != nil {
+	if out, err := rec.Offer(ctx, r30); out != server.OutcomePublished || err != nil {
 		t.Errorf("offer after the decider settled: got %q, %v, want published: the remaining run decides", out, err)
 	}
 }
 
 // TestRunsPageShowsSuperseded pins that /runs names the pull request whose
-// later run of the same commit supersedes a run.
+// later run of the same commit supersedes a run, whichever case each run
+// spells the repository in.
 func TestRunsPageShowsSuperseded(t *testing.T) {
-	const sha = "3131313131313131313131313131313131313131"
-	_, fsrv := startSim(t)
-	runs := gaterun.NewMemoryStore()
-	t0 := time.Date(2026, 10, 1, 9, 0, 0, 0, time.UTC)
-	for i, r := range []gaterun.Run{gateRun(30, sha, gaterun.VerdictSuccess), gateRun(31, sha, gaterun.VerdictFailure)} {
-		if _, err := runs.Put(context.Background(), r, t0.Add(time.Duration(i)*time.Second)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	s, err := server.New(server.Config{Runs: runs, Leases: lease.NewMemoryStore(), Forge: newForge(t, fsrv.URL, nil, "tok", nil, nil),
-		APIToken: "api-token", PublicPages: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rr := httptest.NewRecorder()
-	s.Handler().ServeHTTP(rr, httptest.NewRequest(http.MethodGet, "/runs", nil))
-	body, _ := io.ReadAll(rr.Body)
-	if rr.Code != http.StatusOK || strings.Count(string(body), "superseded by #31") != 1 {
-		t.Errorf("GET /runs: %d, %d mentions of \"superseded by #31\", want 200 and 1: the page shows which run decides", rr.Code, strings.Count(string(body), "superseded by #31"))
+	for name, repo30 := range spellings {
+		t.Run(name, func(t *testing.T) {
+			const sha = "3131313131313131313131313131313131313131"
+			_, fsrv := startSim(t)
+			runs := gaterun.NewMemoryStore()
+			t0 := time.Date(2026, 10, 1, 9, 0, 0, 0, time.UTC)
+			r30 := gateRun(30, sha, gaterun.VerdictSuccess)
+			r30.Repo = repo30
+			for i, r := range []gaterun.Run{r30, gateRun(31, sha, gaterun.VerdictFailure)} {
+				if _, err := runs.Put(context.Background(), r, t0.Add(time.Duration(i)*time.Second)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			s, err := server.New(server.Config{Runs: runs, Leases: lease.NewMemoryStore(), Forge: newForge(t, fsrv.URL, nil, "tok", nil, nil),
+				APIToken: "api-token", PublicPages: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rr := httptest.NewRecorder()
+			s.Handler().ServeHTTP(rr, httptest.NewRequest(http.MethodGet, "/runs", nil))
+			body, _ := io.ReadAll(rr.Body)
+			if rr.Code != http.StatusOK || strings.Count(string(body), "superseded by #31") != 1 {
+				t.Errorf("GET /runs: %d, %d mentions of \"superseded by #31\", want 200 and 1: the page shows which run decides", rr.Code, strings.Count(string(body), "superseded by #31"))
+			}
+		})
 	}
 }
