@@ -157,11 +157,12 @@ func (o laneOfferer) Offer(ctx context.Context, run gaterun.Run) (outcome, error
 	return o.s.offerBy(ctx, o.rec, o.lane, run)
 }
 
-// OfferBatch offers runs together on the lane and counts each outcome.
+// OfferBatch offers runs together on the lane, and counts and notes each
+// run's offer as Offer does.
 func (o laneOfferer) OfferBatch(ctx context.Context, runs []gaterun.Run) ([]outcome, error) {
-	outs, err := o.rec.OfferBatch(forge.WithLane(ctx, o.lane), runs)
-	for _, out := range outs {
-		o.s.offers.WithLabelValues(o.lane, string(out)).Inc()
+	outs, errs, err := o.rec.offerBatch(forge.WithLane(ctx, o.lane), runs)
+	for i, out := range outs {
+		o.s.offered(o.lane, runs[i].ID, out, errs[i])
 	}
 	return outs, err
 }

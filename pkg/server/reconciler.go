@@ -152,16 +152,24 @@ func (r *reconciler) offerStored(ctx context.Context, run gaterun.Run) (outcome,
 // *forge.RateLimitError) fails every run. More than forge.MaxPullBatch runs
 // fail the forge read.
 func (r *reconciler) OfferBatch(ctx context.Context, runs []gaterun.Run) ([]outcome, error) {
-	outs := make([]outcome, len(runs))
+	outs, _, err := r.offerBatch(ctx, runs)
+	return outs, err
+}
+
+// offerBatch is OfferBatch, with each run's own error beside its outcome
+// (nil when its offer did not fail), for a caller that notes every run's
+// offer.
+func (r *reconciler) offerBatch(ctx context.Context, runs []gaterun.Run) ([]outcome, []error, error) {
+	outs, errs := make([]outcome, len(runs)), make([]error, len(runs))
 	if len(runs) == 0 {
-		return outs, nil
+		return outs, errs, nil
 	}
 	fc, err := r.forgeOf(ctx, runs[0])
 	if err != nil {
 		for i, run := range runs {
-			outs[i], _ = r.failed("find the runs' installation", run, err)
+			outs[i], errs[i] = r.failed("find the runs' installation", run, err)
 		}
-		return outs, fmt.Errorf("server: offer %d runs: find installation %d: %w", len(runs), runs[0].Installation, err)
+		return outs, errs, fmt.Errorf("server: offer %d runs: find installation %d: %w", len(runs), runs[0].Installation, err)
 	}
 	refs := make([]forge.PullRef, len(runs))
 	for i, run := range runs {
@@ -175,15 +183,14 @@ func (r *reconciler) OfferBatch(ctx context.Context, runs []gaterun.Run) ([]outc
 	})
 	if err != nil {
 		for i, run := range runs {
-			outs[i], _ = r.failed("read pulls", run, err)
+			outs[i], errs[i] = r.failed("read pulls", run, err)
 		}
-		return outs, fmt.Errorf("server: offer %d runs: read pulls: %w", len(refs), err)
+		return outs, errs, fmt.Errorf("server: offer %d runs: read pulls: %w", len(refs), err)
 	}
-	errs := make([]error, len(runs))
 	for i, run := range runs {
 		outs[i], errs[i] = r.offerListed(ctx, fc, run, states[i])
 	}
-	return outs, errors.Join(errs...)
+	return outs, errs, errors.Join(errs...)
 }
 
 // offerListed decides a listed run from the forge's state of its pull

@@ -4,9 +4,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+	"testing/synctest"
+	"time"
 
+	"iterion.dev/iterion/pkg/forge/forgesim"
 	"iterion.dev/iterion/pkg/gaterun"
 	"iterion.dev/iterion/pkg/server"
 )
@@ -39,6 +43,36 @@ func TestGetRunAnswersTheRunWithItsLastOffer(t *testing.T) {
 	if code, _ := f.do(t, "GET", "/api/runs/"+id.ID, nil, ""); code != http.StatusUnauthorized {
 		t.Errorf("GET /api/runs/{id} without a token = %d, want 401: the API needs the bearer token", code)
 	}
+}
+
+// TestGetRunShowsTheSweepersBatchOfferAsItsLastOffer pins that a run's
+// last offer is the answering replica's whatever offered it, the batch
+// sweep included (operating.md: the lane is api, webhook or
+// merge-gate-sweeper): on the replica whose sweeper just published the
+// run's status, GET /api/runs/{id} shows that offer.
+func TestGetRunShowsTheSweepersBatchOfferAsItsLastOffer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, next := newCluster(t, 1)
+		startReplicas(t, c, next, 1, time.Minute, nil)
+		r := c.replicas[0]
+		time.Sleep(time.Minute + time.Second)
+		synctest.Wait()
+		if posts := c.sim.Requests(forgesim.Filter{Route: statusRoute}); posts != 1 {
+			t.Fatalf("status writes: %d, want the sweeper's 1", posts)
+		}
+		req := httptest.NewRequest("GET", "/api/runs/"+gateRun(1, "sha1", "success").ID, nil)
+		req.Header.Set("Authorization", "Bearer a")
+		w := httptest.NewRecorder()
+		r.handler.ServeHTTP(w, req)
+		r.stop()
+		var got server.RunView
+		if err := json.Unmarshal(w.Body.Bytes(), &got); err != nil || w.Code != http.StatusOK {
+			t.Fatalf("GET /api/runs/{id}: %d %s", w.Code, w.Body)
+		}
+		if got.LastOffer == nil || got.LastOffer.Lane != "merge-gate-sweeper" || got.LastOffer.Outcome != string(server.OutcomePublished) {
+			t.Errorf("last offer: %+v, want the sweeper's (lane merge-gate-sweeper, published): the batch sweep's offers are noted as the API's and webhooks' are", got.LastOffer)
+		}
+	})
 }
 
 func TestListRunsFiltersAndPages(t *testing.T) {

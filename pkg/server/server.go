@@ -481,7 +481,13 @@ func (s *Server) offer(ctx context.Context, lane string, run gaterun.Run) (outco
 // offerBy offers run on lane through rec and counts the outcome.
 func (s *Server) offerBy(ctx context.Context, rec *reconciler, lane string, run gaterun.Run) (outcome, error) {
 	out, err := rec.Offer(forge.WithLane(ctx, lane), run)
-	s.offers.WithLabelValues(lane, string(out)).Inc()
-	s.seen.offered(run.ID, lane, out, err, s.cfg.Now())
+	s.offered(lane, run.ID, out, err)
 	return out, err
+}
+
+// offered counts an offer of run id on lane in gate_offers_total and notes
+// it as the run's last offer on this replica (GET /api/runs/{id}, /runs).
+func (s *Server) offered(lane, id string, out outcome, err error) {
+	s.offers.WithLabelValues(lane, string(out)).Inc()
+	s.seen.offered(id, lane, out, err, s.cfg.Now())
 }
