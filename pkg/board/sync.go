@@ -65,7 +65,8 @@ type Config struct {
 	// Host is the forge host the cards are filed under, e.g. "github.com";
 	// required.
 	Host string
-	// Repos are the repositories to sync, "owner/name"; at least one.
+	// Repos are the repositories to sync, "owner/name"; at least one, and
+	// each once, names compared without regard to case (CheckRepos).
 	Repos []string
 	// Interval is the time between passes; 0 means DefaultInterval.
 	Interval time.Duration
@@ -117,19 +118,11 @@ func NewSync(cfg Config) (*Sync, error) {
 	case cfg.Interval < 0:
 		return nil, fmt.Errorf("%w: Interval %v is negative", ErrConfig, cfg.Interval)
 	}
-	s := &Sync{}
-	seen := map[string]bool{}
-	for _, r := range cfg.Repos {
-		owner, name, err := forge.ParseRepo(r)
-		if err != nil {
-			return nil, fmt.Errorf("%w: Repos entry %q: %w", ErrConfig, r, err)
-		}
-		if seen[r] {
-			return nil, fmt.Errorf("%w: Repos entry %q is listed twice", ErrConfig, r)
-		}
-		seen[r] = true
-		s.repos = append(s.repos, boardRepo{full: r, owner: owner, name: name})
+	repos, err := parseRepos("Repos", cfg.Repos)
+	if err != nil {
+		return nil, err
 	}
+	s := &Sync{repos: repos}
 	if cfg.Interval == 0 {
 		cfg.Interval = DefaultInterval
 	}
@@ -142,6 +135,37 @@ func NewSync(cfg Config) (*Sync, error) {
 	cfg.Logger = cfg.Logger.With("owner", cfg.Owner)
 	s.cfg = cfg
 	return s, nil
+}
+
+// CheckRepos reports whether NewSync takes repos as Config.Repos: nil, or
+// an error wrapping ErrConfig that names field and the first entry it
+// refuses, one that forge.ParseRepo refuses or one naming a repository an
+// earlier entry names. Names compare without regard to case, as GitHub
+// compares them (forge.RepoKey): "acme/app" and "Acme/App" are one
+// repository, whose issues would otherwise be two cards each. An empty
+// repos is nil.
+func CheckRepos(field string, repos []string) error {
+	_, err := parseRepos(field, repos)
+	return err
+}
+
+// parseRepos is CheckRepos, returning the repositories as the sync keeps
+// them.
+func parseRepos(field string, repos []string) ([]boardRepo, error) {
+	out := make([]boardRepo, 0, len(repos))
+	seen := map[string]string{} // forge.RepoKey to the entry naming it
+	for _, r := range repos {
+		owner, name, err := forge.ParseRepo(r)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s entry %q: %w", ErrConfig, field, r, err)
+		}
+		if first, ok := seen[forge.RepoKey(r)]; ok {
+			return nil, fmt.Errorf("%w: %s entry %q names the repository of entry %q: it is listed twice", ErrConfig, field, r, first)
+		}
+		seen[forge.RepoKey(r)] = r
+		out = append(out, boardRepo{full: r, owner: owner, name: name})
+	}
+	return out, nil
 }
 
 // Interval is the time between two passes, as configured.

@@ -406,7 +406,8 @@ func TestNewSyncRefusesBadConfigNamingTheField(t *testing.T) {
 		{`Host ""`, func(c *board.Config) { c.Host = "" }},
 		{"Repos is empty", func(c *board.Config) { c.Repos = nil }},
 		{`Repos entry "acme"`, func(c *board.Config) { c.Repos = []string{"acme"} }},
-		{`Repos entry "acme/app" is listed twice`, func(c *board.Config) { c.Repos = []string{"acme/app", "acme/app"} }},
+		{`Repos entry "acme/app" names the repository of entry "acme/app": it is listed twice`, func(c *board.Config) { c.Repos = []string{"acme/app", "acme/app"} }},
+		{`Repos entry "Acme/App" names the repository of entry "acme/app"`, func(c *board.Config) { c.Repos = []string{"acme/app", "Acme/App"} }},
 		{"Interval -1s", func(c *board.Config) { c.Interval = -time.Second }},
 	} {
 		cfg := good()

@@ -5,27 +5,26 @@ package server
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"iterion.dev/iterion/pkg/board"
-	"iterion.dev/iterion/pkg/forge"
 	"iterion.dev/iterion/pkg/lease"
 )
 
 // buildBoard builds the board sync of Config.BoardRepos, if any, whose
 // passes run every boardInterval: one board.Sync under the lease
-// ForgeBoardSync(), or in App mode the group of installation syncs.
+// ForgeBoardSync(), or in App mode the group of installation syncs. It
+// checks BoardRepos first in both modes (board.CheckRepos), so App mode,
+// whose syncs are built later, per installation, refuses what a board.Sync
+// would.
 func (s *Server) buildBoard(boardInterval time.Duration) error {
 	if len(s.cfg.BoardRepos) == 0 {
 		return nil
 	}
+	if err := board.CheckRepos("BoardRepos", s.cfg.BoardRepos); err != nil {
+		return err
+	}
 	if s.cfg.App != nil {
-		for _, r := range s.cfg.BoardRepos {
-			if _, _, err := forge.ParseRepo(r); err != nil {
-				return fmt.Errorf("%w: BoardRepos entry %q: %w", board.ErrConfig, r, err)
-			}
-		}
 		s.boards = &installationBoards{s: s, app: s.cfg.App, shards: s.cfg.SweepShards, interval: boardInterval}
 		return nil
 	}

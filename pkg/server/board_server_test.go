@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"iterion.dev/iterion/internal/testing/forgetest"
 	"iterion.dev/iterion/pkg/board"
 	"iterion.dev/iterion/pkg/forge"
 	"iterion.dev/iterion/pkg/forge/forgesim"
@@ -201,19 +203,38 @@ func TestBoardRoute(t *testing.T) {
 	}
 }
 
+// TestNewRejectsBadBoardConfigNamingTheField pins that New refuses a bad
+// board configuration with ErrConfig naming the field, in token and App
+// mode alike: App mode builds its board syncs later, per installation, so
+// what a board sync would refuse must be refused at New, or that
+// installation's board would never sync. A repository named twice, in any
+// case (GitHub's names compare without case), would be two cards per issue.
 func TestNewRejectsBadBoardConfigNamingTheField(t *testing.T) {
 	fc := newForge(t, "http://127.0.0.1:1/", nil, "tok", nil, nil)
-	for _, c := range []struct {
-		field string
-		mod   func(*server.Config)
-	}{
-		{"BoardInterval", func(c *server.Config) { c.BoardInterval = -time.Second }},
-		{`Repos entry "nope"`, func(c *server.Config) { c.BoardRepos = []string{"nope"} }},
-	} {
-		cfg := server.Config{Runs: gaterun.NewMemoryStore(), Leases: lease.NewMemoryStore(), Forge: fc, APIToken: "a", WebhookSecret: "w", BoardRepos: []string{"acme/app"}}
-		c.mod(&cfg)
-		if _, err := server.New(cfg); err == nil || !strings.Contains(err.Error(), c.field) {
-			t.Errorf("New with a bad %s = %v, want an error naming it", c.field, err)
+	app, err := forge.NewApp(forge.AppConfig{BaseURL: "http://127.0.0.1:1/", AppID: appID, PrivateKey: forgetest.AppKey(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	modes := map[string]func(*server.Config){
+		"token": func(c *server.Config) { c.Forge = fc },
+		"App":   func(c *server.Config) { c.App = app },
+	}
+	for mode, inMode := range modes {
+		for _, c := range []struct {
+			field string
+			mod   func(*server.Config)
+		}{
+			{"BoardInterval", func(c *server.Config) { c.BoardInterval = -time.Second }},
+			{`BoardRepos entry "nope"`, func(c *server.Config) { c.BoardRepos = []string{"nope"} }},
+			{`BoardRepos entry "acme/app" names the repository of entry "acme/app"`, func(c *server.Config) { c.BoardRepos = []string{"acme/app", "acme/lib", "acme/app"} }},
+			{`BoardRepos entry "Acme/App" names the repository of entry "acme/app"`, func(c *server.Config) { c.BoardRepos = []string{"acme/app", "Acme/App"} }},
+		} {
+			cfg := server.Config{Runs: gaterun.NewMemoryStore(), Leases: lease.NewMemoryStore(), APIToken: "a", WebhookSecret: "w", BoardRepos: []string{"acme/app"}}
+			inMode(&cfg)
+			c.mod(&cfg)
+			if _, err := server.New(cfg); !errors.Is(err, server.ErrConfig) || !strings.Contains(err.Error(), c.field) {
+				t.Errorf("%s mode: New with a bad %s = %v, want ErrConfig naming it", mode, c.field, err)
+			}
 		}
 	}
 }

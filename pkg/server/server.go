@@ -122,7 +122,9 @@ type Config struct {
 	// sync keeps as cards, under lease ForgeBoardSync() (in App mode, the
 	// group forge-board-sync: each repository on the shard of the
 	// installation covering it, through its client); empty: the board net
-	// does not run.
+	// does not run. New refuses an entry that is not "owner/name" or names
+	// a repository an earlier entry names (names compare without regard to
+	// case, as GitHub compares them).
 	BoardRepos []string
 	// BoardInterval is the board sync's interval; 0 means
 	// board.DefaultInterval. Its lease TTL and retry derive from it.
