@@ -666,10 +666,67 @@ func TestAppModeRunsFollowTheirRepositoryToAnotherInstallation(t *testing.T) {
 	})
 }
 
+// TestAppModeANewRunOfAMovedRepositoryTakesItsNewInstallation pins that a
+// repository's settled runs never name the installation of its new runs:
+// org-1/repo-1 had a run under installation 1, long settled, then moved to
+// installation 2 (installation_repositories added, which moves the
+// unsettled runs alone). A new run of it is stored under installation 2,
+// which covers it now, and its verdict is published; under installation 1,
+// whose token GitHub refuses for the repository, it never would be, and
+// the adopter leaves the runs of an installation the App knows alone.
+func TestAppModeANewRunOfAMovedRepositoryTakesItsNewInstallation(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		c, next := newAppCluster(t, 2, false)
+		startAppReplicas(t, c, next, 1, time.Minute, 4, nil)
+		r := c.replicas[0]
+		defer r.stop()
+		if err := r.app.Relist(ctx); err != nil { // the App client knows installations 1 and 2
+			t.Fatal(err)
+		}
+		old := appRun(1)
+		if _, err := c.runs.Put(ctx, old, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.runs.Settle(ctx, old.ID); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.sim.AddInstallationRepos(2, old.Repo); err != nil {
+			t.Fatal(err)
+		}
+		body := fmt.Sprintf(`{"action":"added","installation":{"id":2,"account":{"login":"org-2"}},"repository_selection":"selected",`+
+			`"repositories_added":[{"full_name":%q}],"repositories_removed":[]}`, old.Repo)
+		if code, body := r.call(t, "POST", "/webhooks/github", "installation_repositories", body); code != http.StatusOK {
+			t.Fatalf("installation_repositories added: %d %s", code, body)
+		}
+		sha := strings.Repeat("cd", 20)
+		if err := c.sim.SeedPull("org-1", "repo-1", 2, sha, "open"); err != nil {
+			t.Fatal(err)
+		}
+		code, resp := r.call(t, "POST", "/api/runs", "", `{"repo":"org-1/repo-1","pull":2,"head_sha":"`+sha+`","verdict":"success"}`)
+		if code != http.StatusCreated {
+			t.Fatalf("POST /api/runs: %d %s", code, resp)
+		}
+		var created struct{ ID string }
+		if err := json.Unmarshal([]byte(resp), &created); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(40*time.Minute + time.Second) // past a deep pass and the adopter's passes
+		synctest.Wait()
+		got, err := c.runs.Get(ctx, created.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if posted := requestsBy(c.sim, 2, statusRoute, http.StatusCreated); got.Installation != 2 || posted != 1 {
+			t.Errorf("new run of the moved repository: installation %d, statuses written with installation 2's tokens %d; want installation 2 and its status published (1): a settled run's installation is no hint", got.Installation, posted)
+		}
+	})
+}
+
 // TestAppModeARepositoryCostsTheAppOneLookUpAcrossReplicas pins that a
 // repository's installation is asked of GitHub once for the deployment,
 // not once per replica: a replica that meets a repository another already
-// stored a run of takes the installation from the store.
+// stored an unsettled run of takes the installation from the store.
 func TestAppModeARepositoryCostsTheAppOneLookUpAcrossReplicas(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c, next := newAppCluster(t, 2, false)
@@ -686,6 +743,9 @@ func TestAppModeARepositoryCostsTheAppOneLookUpAcrossReplicas(t *testing.T) {
 		}
 		for pull, r := range c.replicas {
 			sha := strings.Repeat(fmt.Sprint(pull+1), 40)
+			if err := c.sim.SeedPull("org-2", "repo-1", pull+1, sha, "open"); err != nil { // open at the run's head: the run stays unsettled
+				t.Fatal(err)
+			}
 			if code, body := r.call(t, "POST", "/api/runs", "", fmt.Sprintf(`{"repo":"org-2/repo-1","pull":%d,"head_sha":%q,"verdict":"success"}`, pull+1, sha)); code != http.StatusCreated {
 				t.Fatalf("%s: POST /api/runs = %d %s, want 201", r.owner, code, body)
 			}

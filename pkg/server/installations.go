@@ -84,18 +84,23 @@ func appForge(app *forge.AppClient) forgeOf {
 }
 
 // installationOf is the App installation that covers repo ("owner/name");
-// 0 without an App. A stored run of repo names it, when the App client
-// knows that installation (a store read every replica shares, so a
+// 0 without an App. An unsettled stored run of repo names it, when the App
+// client knows that installation (a store read every replica shares, so a
 // repository costs the App's budget once, not once per replica); else it
 // is resolved within OfferTimeout (AppClient.ForRepo: cached, kept current
 // by the installation webhooks). An error wraps forge.ErrNotInstalled when
 // no installation covers repo.
+//
+// Only an unsettled run is taken: the repository's unsettled runs follow it
+// to the installation an installation_repositories event adds it to
+// (moveRuns), while a settled run keeps the installation it settled
+// under, which may since have lost the repository.
 func (s *Server) installationOf(ctx context.Context, repo string) (int64, error) {
 	if s.cfg.App == nil {
 		return 0, nil
 	}
 	sctx, scancel := context.WithTimeout(ctx, s.cfg.StoreTimeout)
-	runs, err := s.cfg.Runs.List(sctx, gaterun.Query{Host: s.cfg.ForgeHost, Repo: repo, Limit: 1})
+	runs, err := s.cfg.Runs.List(sctx, gaterun.Query{Host: s.cfg.ForgeHost, Repo: repo, State: gaterun.StateUnsettled, Limit: 1})
 	scancel()
 	if err == nil && len(runs) == 1 && runs[0].Installation > 0 {
 		if _, err := s.cfg.App.Installation(runs[0].Installation); err == nil {
