@@ -167,16 +167,21 @@ func (s *MongoStore) UnsettledIn(ctx context.Context, installation int64, since 
 	if limit < 1 {
 		return nil, fmt.Errorf("%w: limit %d is under 1", ErrInvalid, limit)
 	}
-	var inst any = installation
-	if installation == 0 {
-		inst = bson.D{{Key: "$in", Value: bson.A{int64(0), nil}}}
-	}
 	filter := bson.D{
-		{Key: "installation", Value: inst},
+		{Key: "installation", Value: installationIs(installation)},
 		{Key: "settled", Value: false},
 		{Key: "updated_at", Value: bson.D{{Key: "$gte", Value: mongostore.Stamp(since)}}},
 	}
 	return s.page(ctx, filter, after, limit)
+}
+
+// installationIs is the filter value of the installation field matching
+// installation id; 0 also matches a document written before the field.
+func installationIs(id int64) any {
+	if id == 0 {
+		return bson.D{{Key: "$in", Value: bson.A{int64(0), nil}}}
+	}
+	return id
 }
 
 // UnsettledAmong implements Store, in one query on the index
@@ -274,6 +279,21 @@ func (s *MongoStore) Settle(ctx context.Context, id string) error {
 		return fmt.Errorf("%w: id %q", ErrNotFound, id)
 	}
 	return nil
+}
+
+// Move implements Store, in one conditional update; from 0 also matches a
+// document written before the installation field, as in UnsettledIn.
+func (s *MongoStore) Move(ctx context.Context, id string, from, to int64, now time.Time) (bool, error) {
+	if to < 1 {
+		return false, fmt.Errorf("%w: run %q: installation %d to move to is not an installation ID", ErrInvalid, id, to)
+	}
+	res, err := s.coll.UpdateOne(ctx,
+		bson.D{{Key: "_id", Value: id}, {Key: "settled", Value: false}, {Key: "installation", Value: installationIs(from)}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "installation", Value: to}, {Key: "updated_at", Value: mongostore.Stamp(now)}}}})
+	if err != nil {
+		return false, fmt.Errorf("gaterun: move run %q to installation %d: %w", id, to, err)
+	}
+	return res.MatchedCount == 1, nil
 }
 
 func (s *MongoStore) find(ctx context.Context, filter bson.D, opts *options.FindOptionsBuilder) ([]Run, error) {

@@ -60,6 +60,16 @@ type Store interface {
 	// Settle marks the run with id settled; settling a settled run is a
 	// no-op. A missing id is an error wrapping ErrNotFound.
 	Settle(ctx context.Context, id string) error
+	// Move gives the run with id installation to, in one conditional
+	// write, if it is unsettled and stored under installation from (0: the
+	// runs stored without one), and reports whether it did. The run keeps
+	// every other field but Updated, which becomes now, so the sweeper of
+	// to finds it among its news: unlike a Put of a copy read earlier, a
+	// move never undoes a verdict reported or a settle made since the
+	// read. A run that is gone, settled or under another installation is
+	// left as it is, and moved is false. A to under 1 is refused with an
+	// error wrapping ErrInvalid.
+	Move(ctx context.Context, id string, from, to int64, now time.Time) (moved bool, err error)
 }
 
 // MemoryStore is the in-memory Store twin, for a single process and
@@ -213,4 +223,23 @@ func (s *MemoryStore) Settle(ctx context.Context, id string) error {
 	r.Settled = true
 	s.runs[id] = r
 	return nil
+}
+
+// Move implements Store.
+func (s *MemoryStore) Move(ctx context.Context, id string, from, to int64, now time.Time) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, fmt.Errorf("gaterun: move run: %w", err)
+	}
+	if to < 1 {
+		return false, fmt.Errorf("%w: run %q: installation %d to move to is not an installation ID", ErrInvalid, id, to)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.runs[id]
+	if !ok || r.Settled || r.Installation != from {
+		return false, nil
+	}
+	r.Installation, r.Updated = to, mongostore.Stamp(now)
+	s.runs[id] = r
+	return true, nil
 }

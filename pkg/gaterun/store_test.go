@@ -77,6 +77,31 @@ func TestMongoRunStoreFindsDocumentsWithoutKey(t *testing.T) {
 	}
 }
 
+// TestMongoRunStoreMovesDocumentsWithoutInstallation pins that a document
+// written before the installation field is installation 0's to Move, as it
+// is to UnsettledIn: the adopter moves such runs from 0.
+func TestMongoRunStoreMovesDocumentsWithoutInstallation(t *testing.T) {
+	now := time.Date(2026, 9, 30, 9, 0, 0, 0, time.UTC)
+	db := mongotest.DB(t)
+	s, err := gaterun.NewMongoStore(context.Background(), db)
+	if err != nil {
+		t.Fatalf("NewMongoStore: %v", err)
+	}
+	id := gaterun.ID("github.com", "acme/app", 4, "abc")
+	legacy := bson.D{{Key: "_id", Value: id}, {Key: "host", Value: "github.com"}, {Key: "repo", Value: "acme/app"}, {Key: "repo_key", Value: "acme/app"},
+		{Key: "pull", Value: 4}, {Key: "head_sha", Value: "abc"}, {Key: "context", Value: "iterion/review"}, {Key: "verdict", Value: "success"},
+		{Key: "created_at", Value: now}, {Key: "updated_at", Value: now}, {Key: "settled", Value: false}}
+	if _, err := db.Collection(gaterun.Collection).InsertOne(context.Background(), legacy); err != nil {
+		t.Fatal(err)
+	}
+	if moved, err := s.Move(context.Background(), id, 0, 7, now.Add(time.Minute)); err != nil || !moved {
+		t.Fatalf("Move(0 to 7) of a document without installation = %v, %v, want true: it is installation 0's", moved, err)
+	}
+	if got, err := s.Get(context.Background(), id); err != nil || got.Installation != 7 || got.Verdict != gaterun.VerdictSuccess {
+		t.Errorf("after Move: %+v, %v, want installation 7, verdict kept", got, err)
+	}
+}
+
 // TestMongoRunStoreMalformedDocuments pins that a document of the wrong
 // shape is an ErrMalformed error from every read, never a panic or a run.
 func TestMongoRunStoreMalformedDocuments(t *testing.T) {

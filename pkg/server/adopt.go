@@ -31,8 +31,10 @@ const adoptIntervals = 5
 // installations the App knows, so an unsettled run stored under any other
 // installation is swept by none. Each pass of the adopter's holder finds
 // the installations with unsettled runs that the App does not know, looks
-// each run's repository up (AppClient.ForRepo, cached) and puts the run
-// under the installation that covers it, which a shard then sweeps. A
+// each run's repository up (AppClient.ForRepo, cached) and moves the run
+// to the installation that covers it (gaterun.Store.Move, conditional on
+// the run being still unsettled where it was listed), which a shard then
+// sweeps. A
 // repository no installation covers is looked up again only after the
 // App's installations changed (AppClient.Changed: a re-list, a webhook
 // here, another replica's news); its runs are counted in
@@ -161,10 +163,11 @@ func (a *adopter) known(id int64) bool {
 	return err == nil
 }
 
-// adoptFrom puts each unsettled run of installation from under the
-// installation covering its repository, counting in p. listed is the
-// App's Changed at the pass's start; seen collects the repositories of
-// the runs it looked at.
+// adoptFrom moves each unsettled run of installation from to the
+// installation covering its repository (gaterun.Store.Move: a run settled
+// or moved since the listing is left as it is, and a verdict reported
+// since stands), counting in p. listed is the App's Changed at the pass's
+// start; seen collects the repositories of the runs it looked at.
 func (a *adopter) adoptFrom(ctx context.Context, from int64, listed time.Time, seen map[string]bool, p *adoptPass) error {
 	var after gaterun.Cursor
 	for {
@@ -197,14 +200,15 @@ func (a *adopter) adoptFrom(ctx context.Context, from int64, listed time.Time, s
 			if to == from {
 				continue // the look-up made the installation known: a shard sweeps it now
 			}
-			run.Installation = to
 			sctx, cancel := context.WithTimeout(ctx, a.timeout)
-			_, err = a.runs.Put(sctx, run, a.now())
+			moved, err := a.runs.Move(sctx, run.ID, from, to, a.now())
 			cancel()
 			if err != nil {
 				return err
 			}
-			p.adopted++
+			if moved {
+				p.adopted++
+			}
 		}
 		if len(page) < DefaultRunsLimit {
 			return nil

@@ -159,6 +159,32 @@ func TestAppModeAdoptsRunsNoShardSweeps(t *testing.T) {
 	})
 }
 
+// TestAppModeAdopterKeepsAVerdictReportedMeanwhile pins that the adopter
+// writes nothing from the copy it listed: it lists an orphaned
+// installation's runs, looks each repository up on GitHub, then moves the
+// run; a verdict reported meanwhile (POST /api/runs for the same head)
+// stands, under the adopting installation.
+func TestAppModeAdopterKeepsAVerdictReportedMeanwhile(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		c, next := newAppCluster(t, 1, false)
+		run := appRun(1)
+		run.Installation = 0 // stored before App mode
+		store := &racedStore{MemoryStore: c.runs, id: run.ID, land: func() { newerVerdict(t, c.runs, run) }}
+		if _, err := c.runs.Put(ctx, run, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		startAppReplicas(t, c, next, 1, time.Minute, 4, func(cfg *server.Config) { cfg.Runs = store })
+		defer c.stopAll()
+		time.Sleep(5*time.Minute + 30*time.Second) // the adopter's first pass
+		synctest.Wait()
+		got, err := c.runs.Get(ctx, run.ID)
+		if err != nil || got.Installation != 1 || got.Verdict != gaterun.VerdictFailure {
+			t.Errorf("run after adoption: installation %d verdict %q (%v); want installation 1 and failure, the verdict reported during the adoption: the adopter writes nothing from its listed copy", got.Installation, got.Verdict, err)
+		}
+	})
+}
+
 // TestRunAdopterHasALeaseOfItsOwn pins that the adopter is elected under
 // a lease no other net shares.
 func TestRunAdopterHasALeaseOfItsOwn(t *testing.T) {

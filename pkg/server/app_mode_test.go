@@ -208,6 +208,35 @@ func (r *replica) call(t *testing.T, method, path, hook, body string) (int, stri
 	return w.Code, w.Body.String()
 }
 
+// postRun reports a success verdict for pull of repo at head sha to r
+// (POST /api/runs) and returns the stored run's ID; r must answer 201.
+func (r *replica) postRun(t *testing.T, repo string, pull int, sha string) string {
+	t.Helper()
+	code, body := r.call(t, "POST", "/api/runs", "", fmt.Sprintf(`{"repo":%q,"pull":%d,"head_sha":%q,"verdict":"success"}`, repo, pull, sha))
+	var created struct{ ID string }
+	if err := json.Unmarshal([]byte(body), &created); code != http.StatusCreated || err != nil {
+		t.Fatalf("%s: POST /api/runs for %s#%d: %d %s, want 201 with the run's id", r.owner, repo, pull, code, body)
+	}
+	return created.ID
+}
+
+// addRepo adds repo to installation id at the simulator and delivers to r
+// the installation_repositories event (added) GitHub sends for it,
+// returning r's answer; r must answer 200.
+func addRepo(t *testing.T, c *cluster, r *replica, id int64, repo string) string {
+	t.Helper()
+	if err := c.sim.AddInstallationRepos(id, repo); err != nil {
+		t.Fatal(err)
+	}
+	body := fmt.Sprintf(`{"action":"added","installation":{"id":%d,"account":{"login":"org-%d"}},"repository_selection":"selected",`+
+		`"repositories_added":[{"full_name":%q}],"repositories_removed":[]}`, id, id, repo)
+	code, resp := r.call(t, "POST", "/webhooks/github", "installation_repositories", body)
+	if code != http.StatusOK {
+		t.Fatalf("installation_repositories added %s to installation %d: %d %s, want 200", repo, id, code, resp)
+	}
+	return resp
+}
+
 // TestAppModeRunsResolveTheirInstallation pins POST /api/runs in App mode:
 // a run is stored with the installation that covers its repository, which
 // GET /api/runs/{id} and /runs show and GET /api/runs?installation=
@@ -223,15 +252,8 @@ func TestAppModeRunsResolveTheirInstallation(t *testing.T) {
 		if err := c.sim.SeedPull("org-2", "repo-1", 2, sha, "open"); err != nil {
 			t.Fatal(err)
 		}
-		code, body := r.call(t, "POST", "/api/runs", "", `{"repo":"org-2/repo-1","pull":2,"head_sha":"`+sha+`","verdict":"success"}`)
-		if code != http.StatusCreated {
-			t.Fatalf("POST /api/runs for org-2/repo-1: %d %s, want 201", code, body)
-		}
-		var created struct{ ID string }
-		if err := json.Unmarshal([]byte(body), &created); err != nil {
-			t.Fatal(err)
-		}
-		code, body = r.call(t, "GET", "/api/runs/"+created.ID, "", "")
+		created := r.postRun(t, "org-2/repo-1", 2, sha)
+		code, body := r.call(t, "GET", "/api/runs/"+created, "", "")
 		var view server.RunView
 		if err := json.Unmarshal([]byte(body), &view); code != http.StatusOK || err != nil || view.Installation != 2 {
 			t.Errorf("GET /api/runs/{id}: %d %s, want installation 2: a run knows the installation covering its repository", code, body)
@@ -239,10 +261,10 @@ func TestAppModeRunsResolveTheirInstallation(t *testing.T) {
 		if !strings.Contains(body, `"installation":2`) {
 			t.Errorf("GET /api/runs/{id} = %s, want the field installation", body)
 		}
-		if code, body := r.call(t, "GET", "/api/runs?installation=2", "", ""); code != http.StatusOK || !strings.Contains(body, created.ID) {
+		if code, body := r.call(t, "GET", "/api/runs?installation=2", "", ""); code != http.StatusOK || !strings.Contains(body, created) {
 			t.Errorf("GET /api/runs?installation=2: %d %s, want the run: the API lists one installation's runs", code, body)
 		}
-		if code, body := r.call(t, "GET", "/api/runs?installation=3", "", ""); code != http.StatusOK || strings.Contains(body, created.ID) {
+		if code, body := r.call(t, "GET", "/api/runs?installation=3", "", ""); code != http.StatusOK || strings.Contains(body, created) {
 			t.Errorf("GET /api/runs?installation=3: %d %s, want no run of installation 2", code, body)
 		}
 		if code, body := r.call(t, "GET", "/api/runs?installation=0", "", ""); code != http.StatusBadRequest || !strings.Contains(body, "installation") {
@@ -647,13 +669,8 @@ func TestAppModeRunsFollowTheirRepositoryToAnotherInstallation(t *testing.T) {
 		if _, err := c.runs.Put(context.Background(), run, time.Now()); err != nil {
 			t.Fatal(err)
 		}
-		if err := c.sim.AddInstallationRepos(2, run.Repo); err != nil {
-			t.Fatal(err)
-		}
-		body := fmt.Sprintf(`{"action":"added","installation":{"id":2,"account":{"login":"org-2"}},"repository_selection":"selected",`+
-			`"repositories_added":[{"full_name":%q}],"repositories_removed":[]}`, run.Repo)
-		if code, body := r.call(t, "POST", "/webhooks/github", "installation_repositories", body); code != http.StatusOK || !strings.Contains(body, `"runs_moved":1`) {
-			t.Fatalf("installation_repositories added: %d %s, want 200 with one run moved", code, body)
+		if body := addRepo(t, c, r, 2, run.Repo); !strings.Contains(body, `"runs_moved":1`) {
+			t.Fatalf("installation_repositories added: %s, want one run moved", body)
 		}
 		if got, err := c.runs.Get(context.Background(), run.ID); err != nil || got.Installation != 2 {
 			t.Errorf("run after its repository moved: %+v, %v; want installation 2", got, err)
@@ -662,6 +679,32 @@ func TestAppModeRunsFollowTheirRepositoryToAnotherInstallation(t *testing.T) {
 		synctest.Wait()
 		if got := requestsBy(c.sim, 2, statusRoute, http.StatusCreated); got != 1 {
 			t.Errorf("statuses written with installation 2's tokens: %d, want 1: the moved run is swept through its new installation", got)
+		}
+	})
+}
+
+// TestAppModeMovingRunsKeepsAVerdictReportedMeanwhile pins that moving a
+// repository's runs to the installation an installation_repositories event
+// adds it to writes nothing from the copy it listed: a verdict reported
+// between the listing and the move (POST /api/runs) stands, under the new
+// installation.
+func TestAppModeMovingRunsKeepsAVerdictReportedMeanwhile(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, next := newAppCluster(t, 2, false)
+		run := appRun(1) // success, installation 1
+		store := &racedStore{MemoryStore: c.runs, id: run.ID, land: func() { newerVerdict(t, c.runs, run) }}
+		startAppReplicas(t, c, next, 1, time.Minute, 4, func(cfg *server.Config) { cfg.Runs = store })
+		r := c.replicas[0]
+		defer r.stop()
+		if _, err := c.runs.Put(context.Background(), run, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		if body := addRepo(t, c, r, 2, run.Repo); !strings.Contains(body, `"runs_moved":1`) {
+			t.Fatalf("installation_repositories added: %s, want one run moved", body)
+		}
+		got, err := c.runs.Get(context.Background(), run.ID)
+		if err != nil || got.Verdict != gaterun.VerdictFailure || got.Installation != 2 {
+			t.Errorf("run after the move: verdict %q installation %d (%v); want failure, the verdict reported during the move, under installation 2: a move writes nothing from its listed copy", got.Verdict, got.Installation, err)
 		}
 	})
 }
@@ -691,29 +734,15 @@ func TestAppModeANewRunOfAMovedRepositoryTakesItsNewInstallation(t *testing.T) {
 		if err := c.runs.Settle(ctx, old.ID); err != nil {
 			t.Fatal(err)
 		}
-		if err := c.sim.AddInstallationRepos(2, old.Repo); err != nil {
-			t.Fatal(err)
-		}
-		body := fmt.Sprintf(`{"action":"added","installation":{"id":2,"account":{"login":"org-2"}},"repository_selection":"selected",`+
-			`"repositories_added":[{"full_name":%q}],"repositories_removed":[]}`, old.Repo)
-		if code, body := r.call(t, "POST", "/webhooks/github", "installation_repositories", body); code != http.StatusOK {
-			t.Fatalf("installation_repositories added: %d %s", code, body)
-		}
+		addRepo(t, c, r, 2, old.Repo)
 		sha := strings.Repeat("cd", 20)
 		if err := c.sim.SeedPull("org-1", "repo-1", 2, sha, "open"); err != nil {
 			t.Fatal(err)
 		}
-		code, resp := r.call(t, "POST", "/api/runs", "", `{"repo":"org-1/repo-1","pull":2,"head_sha":"`+sha+`","verdict":"success"}`)
-		if code != http.StatusCreated {
-			t.Fatalf("POST /api/runs: %d %s", code, resp)
-		}
-		var created struct{ ID string }
-		if err := json.Unmarshal([]byte(resp), &created); err != nil {
-			t.Fatal(err)
-		}
+		id := r.postRun(t, old.Repo, 2, sha)
 		time.Sleep(40*time.Minute + time.Second) // past a deep pass and the adopter's passes
 		synctest.Wait()
-		got, err := c.runs.Get(ctx, created.ID)
+		got, err := c.runs.Get(ctx, id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -746,9 +775,7 @@ func TestAppModeARepositoryCostsTheAppOneLookUpAcrossReplicas(t *testing.T) {
 			if err := c.sim.SeedPull("org-2", "repo-1", pull+1, sha, "open"); err != nil { // open at the run's head: the run stays unsettled
 				t.Fatal(err)
 			}
-			if code, body := r.call(t, "POST", "/api/runs", "", fmt.Sprintf(`{"repo":"org-2/repo-1","pull":%d,"head_sha":%q,"verdict":"success"}`, pull+1, sha)); code != http.StatusCreated {
-				t.Fatalf("%s: POST /api/runs = %d %s, want 201", r.owner, code, body)
-			}
+			r.postRun(t, "org-2/repo-1", pull+1, sha)
 		}
 		if n := c.sim.Requests(forgesim.Filter{Route: "GET /repos/{owner}/{repo}/installation"}); n != 1 {
 			t.Errorf("repository installation look-ups: %d for 3 replicas, want 1: the store tells the others", n)

@@ -3,7 +3,10 @@ package server_test
 import (
 	"context"
 	"errors"
+	"slices"
+	"sync"
 	"sync/atomic"
+	"testing"
 	"time"
 
 	"iterion.dev/iterion/internal/testing/forgetest"
@@ -47,4 +50,43 @@ func (c *countingRuns) Unsettled(ctx context.Context, since time.Time, after gat
 // take returns the Get and Unsettled calls since the last take.
 func (c *countingRuns) take() (gets, lists int64) {
 	return c.gets.Swap(0), c.lists.Swap(0)
+}
+
+// racedStore is a MemoryStore that runs land once, just after the first
+// List or UnsettledIn whose answer holds the run with id: another writer
+// (a POST /api/runs, say) landing between a caller's read of the run and
+// its write.
+type racedStore struct {
+	*gaterun.MemoryStore
+	id   string
+	land func()
+	once sync.Once
+}
+
+func (s *racedStore) List(ctx context.Context, q gaterun.Query) ([]gaterun.Run, error) {
+	out, err := s.MemoryStore.List(ctx, q)
+	s.landAfter(out)
+	return out, err
+}
+
+func (s *racedStore) UnsettledIn(ctx context.Context, installation int64, since time.Time, after gaterun.Cursor, limit int) ([]gaterun.Run, error) {
+	out, err := s.MemoryStore.UnsettledIn(ctx, installation, since, after, limit)
+	s.landAfter(out)
+	return out, err
+}
+
+// landAfter runs land the first time read holds the run.
+func (s *racedStore) landAfter(read []gaterun.Run) {
+	if slices.ContainsFunc(read, func(r gaterun.Run) bool { return r.ID == s.id }) {
+		s.once.Do(s.land)
+	}
+}
+
+// newerVerdict puts run again in runs, now with verdict failure: a new
+// verdict reported for its head.
+func newerVerdict(t *testing.T, runs gaterun.Store, run gaterun.Run) {
+	run.Verdict, run.Description = gaterun.VerdictFailure, "review failed"
+	if _, err := runs.Put(context.Background(), run, time.Now()); err != nil {
+		t.Error(err)
+	}
 }

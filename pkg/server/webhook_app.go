@@ -70,9 +70,12 @@ func (s *Server) appWebhook(w http.ResponseWriter, r *http.Request, event string
 }
 
 // moveRuns gives the unsettled runs of repos, stored under another
-// installation, installation id (a Put, which makes them the sweeper's
-// news), so the installation now covering their repository offers them;
-// it returns how many moved.
+// installation, installation id (gaterun.Store.Move, which makes them the
+// sweeper's news), so the installation now covering their repository
+// offers them; it returns how many moved. A run is moved only if it is
+// still unsettled under the installation it was listed with, and keeps
+// everything else: a verdict reported or a settle made since the listing
+// stands.
 func (s *Server) moveRuns(ctx context.Context, id int64, repos []*github.Repository) (int, error) {
 	moved := 0
 	if id <= 0 {
@@ -92,11 +95,13 @@ func (s *Server) moveRuns(ctx context.Context, id int64, repos []*github.Reposit
 				if run.Installation == id {
 					continue
 				}
-				run.Installation = id
-				if _, err := s.cfg.Runs.Put(ctx, run, s.cfg.Now()); err != nil {
+				ok, err := s.cfg.Runs.Move(ctx, run.ID, run.Installation, id, s.cfg.Now())
+				if err != nil {
 					return moved, fmt.Errorf("server: move run %s to installation %d: %w", run.ID, id, err)
 				}
-				moved++
+				if ok {
+					moved++
+				}
 			}
 			if len(page) < q.Limit {
 				break

@@ -307,6 +307,51 @@ var cases = []conformance.Case[gaterun.Store]{
 			t.Errorf("got %v, want ErrNotFound: an unknown id is not found", err)
 		}
 	}},
+	{Name: "MoveChangesOnlyTheInstallation", Rule: "Move gives an unsettled run under from installation to and Updated now, and keeps every other field, a verdict put since the caller read the run included; a run settled, gone or under another installation is left as it is; to under 1 is ErrInvalid", Check: func(t *testing.T, s gaterun.Store) {
+		ctx := context.Background()
+		r := newRun("acme/app", 6, "m1")
+		r.Installation = 1
+		put(t, s, r, at(0))
+		listed, _ := s.Get(ctx, r.ID) // what a mover reads
+		newer := r
+		newer.Verdict, newer.Description = gaterun.VerdictFailure, "changes requested"
+		put(t, s, newer, at(time.Second)) // a verdict reported between the read and the move
+		if moved, err := s.Move(ctx, r.ID, listed.Installation, 2, at(time.Minute)); err != nil || !moved {
+			t.Fatalf("Move(1 to 2) = %v, %v, want true: an unsettled run under installation 1 moves", moved, err)
+		}
+		want := newer
+		want.Installation, want.Created, want.Updated = 2, ms(at(0)), ms(at(time.Minute))
+		if got, err := s.Get(ctx, r.ID); err != nil || got != want {
+			t.Errorf("after Move: %+v, %v, want %+v: the installation and Updated change, and the verdict put since the read stays", got, err, want)
+		}
+		if moved, err := s.Move(ctx, r.ID, 1, 3, at(2*time.Minute)); err != nil || moved {
+			t.Errorf("Move(1 to 3) of a run under 2 = %v, %v, want false: a run under another installation stays", moved, err)
+		}
+		if err := s.Settle(ctx, r.ID); err != nil {
+			t.Fatal(err)
+		}
+		if moved, err := s.Move(ctx, r.ID, 2, 3, at(3*time.Minute)); err != nil || moved {
+			t.Errorf("Move of a settled run = %v, %v, want false: a settled run stays settled where it is", moved, err)
+		}
+		want.Settled = true
+		if got, err := s.Get(ctx, r.ID); err != nil || got != want {
+			t.Errorf("after the refused moves: %+v, %v, want %+v: nothing changes", got, err, want)
+		}
+		none := newRun("acme/app", 7, "m2") // stored without an installation
+		put(t, s, none, at(0))
+		if moved, err := s.Move(ctx, none.ID, 0, 4, at(time.Minute)); err != nil || !moved {
+			t.Errorf("Move(0 to 4) = %v, %v, want true: from 0 names the runs stored without an installation", moved, err)
+		}
+		if got, err := s.UnsettledIn(ctx, 4, at(0), gaterun.Cursor{}, 10); err != nil || !sameIDs(got, none) {
+			t.Errorf("UnsettledIn(4) = %v, %v, want the moved run", ids(got), err)
+		}
+		if moved, err := s.Move(ctx, "nope", 0, 1, at(0)); err != nil || moved {
+			t.Errorf("Move of an unknown id = %v, %v, want false and no error: a gone run is left as it is", moved, err)
+		}
+		if _, err := s.Move(ctx, none.ID, 4, 0, at(0)); !errors.Is(err, gaterun.ErrInvalid) {
+			t.Errorf("Move to installation 0 = %v, want ErrInvalid: a run moves to an installation", err)
+		}
+	}},
 	{Name: "ForPullAndForHead", Rule: "ForPull finds a pull's unsettled runs of any head; ForHead a head's in one repo; neither crosses repos or hosts", Check: func(t *testing.T, s gaterun.Store) {
 		h1, h2, other, otherRepo := newRun("acme/app", 9, "e1"), newRun("acme/app", 9, "e2"), newRun("acme/app", 10, "e1"), newRun("acme/lib", 9, "e1")
 		otherHost := newRun("acme/app", 9, "e1")
@@ -415,6 +460,13 @@ var cases = []conformance.Case[gaterun.Store]{
 		}
 		if _, err := s.Unsettled(ctx, at(0), gaterun.Cursor{}, 1); err == nil {
 			t.Errorf("Unsettled on a done context = nil, want an error")
+		}
+		put(t, s, r, at(0))
+		if _, err := s.Move(ctx, r.ID, 0, 1, at(time.Minute)); err == nil {
+			t.Errorf("Move on a done context = nil, want an error")
+		}
+		if got, err := s.Get(context.Background(), r.ID); err != nil || got.Installation != 0 {
+			t.Errorf("Get after a Move on a done context = %+v, %v, want installation 0: nothing is written", got, err)
 		}
 	}},
 }
