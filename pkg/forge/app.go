@@ -91,8 +91,10 @@ type Installation struct {
 //
 // The App's own requests (listing installations, finding a repository's)
 // are made with its JWT and charged to LaneApp; token mints, also made
-// with its JWT, are charged to LaneAuth and to the installation. Safe for
-// concurrent use.
+// with its JWT, are charged to LaneAuth and to the installation. Both
+// pass one rate gate, the App's: a mint GitHub refuses with a rate limit
+// holds back the App's next JWT requests, mints included, until the
+// limit's reset or retry-after. Safe for concurrent use.
 type AppClient struct {
 	cfg    AppConfig
 	base   string
@@ -142,19 +144,12 @@ func NewApp(cfg AppConfig) (*AppClient, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Mints of every installation's token go through authLane, past the
-	// rate gates as ghinstallation's refreshes did; the App's own requests
-	// through appLane; both, made with the App's JWT, one at a time
-	// (jwtGate).
+	// The App's own requests go through appLane, mints of every
+	// installation's token through authLane; both, made with the App's
+	// JWT, one at a time (jwtGate), and under the App's rate gate: GitHub
+	// limits the JWT's requests as one principal, so a mint refused by a
+	// limit holds the next mint and the App's other requests back too.
 	jwt := newJWTGate()
-	atr, err := ghinstallation.NewAppsTransport(&authLane{next: parts.counted, jwt: jwt}, cfg.AppID, cfg.PrivateKey)
-	if err != nil {
-		return nil, fmt.Errorf("%w: PrivateKey: %w", ErrInvalidConfig, err)
-	}
-	minter, err := github.NewClient(github.WithHTTPClient(&http.Client{Transport: atr}), github.WithURLs(&base, nil), github.WithDisableRateLimitCheck())
-	if err != nil {
-		return nil, fmt.Errorf("%w: BaseURL %q: %w", ErrInvalidConfig, base, err)
-	}
 	jwtAuth, err := ghinstallation.NewAppsTransport(&appLane{next: parts.counted, jwt: jwt}, cfg.AppID, cfg.PrivateKey)
 	if err != nil {
 		return nil, fmt.Errorf("%w: PrivateKey: %w", ErrInvalidConfig, err)
@@ -168,6 +163,14 @@ func NewApp(cfg AppConfig) (*AppClient, error) {
 	app, err := assemble(jwtAuth, parts.counting, base, now, nil, nil, cfg.Timeout)
 	if err != nil {
 		return nil, err
+	}
+	atr, err := ghinstallation.NewAppsTransport(&authLane{next: parts.counted, jwt: jwt}, cfg.AppID, cfg.PrivateKey)
+	if err != nil {
+		return nil, fmt.Errorf("%w: PrivateKey: %w", ErrInvalidConfig, err)
+	}
+	minter, err := github.NewClient(github.WithHTTPClient(&http.Client{Transport: gateOver{gate: app.gate, next: atr}}), github.WithURLs(&base, nil), github.WithDisableRateLimitCheck())
+	if err != nil {
+		return nil, fmt.Errorf("%w: BaseURL %q: %w", ErrInvalidConfig, base, err)
 	}
 	tokens := cfg.Tokens
 	if tokens == nil {

@@ -650,6 +650,53 @@ func TestMintGivesTheInstallationItsToken(t *testing.T) {
 	}
 }
 
+// TestASecondaryLimitedMintHoldsTheAppsJWTRequestsUntilRetryAfter pins
+// that a token mint GitHub refuses with a secondary limit (403,
+// retry-after 90) fails the request that needed it with a sent
+// *RateLimitError on lane auth resetting at now + retry-after, and that
+// until then the App's JWT requests, mints and lists alike, are held back
+// unsent: GitHub says not to retry before retry-after ("Rate limits for
+// the REST API", Exceeding the rate limit), and limits the JWT's requests
+// as one principal.
+func TestASecondaryLimitedMintHoldsTheAppsJWTRequestsUntilRetryAfter(t *testing.T) {
+	clk := newTestClock(time.Date(2026, 9, 30, 9, 0, 0, 0, time.UTC))
+	sim, srv := startSim(t, forgesim.WithClock(clk.Now))
+	mustSim(t, sim.SeedInstallations(1, 1))
+	a := newApp(t, srv, forge.AppConfig{Now: clk.Now})
+	mustSim(t, a.Relist(context.Background()))
+	mustSim(t, sim.SecondaryLimit("app:42", 90*time.Second, 1))
+	c, _ := a.Installation(1)
+	read := func() error {
+		_, err := c.GetPull(laneCtx(forge.LaneMergeGateSweeper), "org-1", "repo-1", 1)
+		return err
+	}
+	reset := clk.Now().Add(90 * time.Second)
+	var rl *forge.RateLimitError
+	if err := read(); !errors.As(err, &rl) || !rl.Sent || rl.Cause != forge.CauseSecondary || !rl.Reset.Equal(reset) || rl.Lane != forge.LaneAuth {
+		t.Fatalf("a request whose mint GitHub refused with retry-after 90: %v, want a sent secondary *RateLimitError on lane auth resetting at %v: a caller resuming at Reset waits the retry-after out", err, reset)
+	}
+	clk.Set(reset.Add(-time.Second))
+	for _, step := range []struct {
+		name string
+		call func() error
+	}{
+		{"the installation's next request", read},
+		{"Mint", func() error { return a.Mint(context.Background(), 1) }},
+		{"Relist", func() error { return a.Relist(context.Background()) }},
+	} {
+		if err := step.call(); !errors.As(err, &rl) || rl.Sent || rl.Cause != forge.CauseSecondary || !rl.Reset.Equal(reset) {
+			t.Errorf("%s within retry-after: %v, want a secondary *RateLimitError held back until %v", step.name, err, reset)
+		}
+	}
+	if n := sim.Requests(forgesim.Filter{Token: "app:42"}); n != 2 {
+		t.Errorf("requests made with the App's JWT: %d, want 2 (the list, the refused mint): nothing is sent within retry-after", n)
+	}
+	clk.Set(reset)
+	if err := read(); err != nil && !errors.Is(err, forge.ErrNotFound) {
+		t.Errorf("the installation's request at retry-after's end: %v, want its token minted and the request sent", err)
+	}
+}
+
 // TestRunInTurnListsOnlyInItsTurn pins RunInTurn and RelistInTurn: each
 // list waits for its turn and ends it when done, the periodic ones too;
 // a list whose ctx ends while it waits for its turn is not made.

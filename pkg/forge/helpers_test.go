@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -68,12 +69,28 @@ func newClient(t *testing.T, srv *httptest.Server, cfg forge.Config) *forge.Clie
 // body as JSON, whatever it asks: a forge's malformed or empty answer.
 func answering(t *testing.T, body string) *forge.Client {
 	t.Helper()
+	srv, _ := forgeAnswering(t, http.StatusOK, nil, body)
+	return newClient(t, srv, forge.Config{Token: "t"})
+}
+
+// forgeAnswering is a server, closed at cleanup, that answers every
+// request with status, header and body as JSON, whatever it asks, and
+// counts the requests it got: an answer GitHub gives that the simulator
+// does not.
+func forgeAnswering(t *testing.T, status int, header http.Header, body string) (*httptest.Server, *atomic.Int64) {
+	t.Helper()
+	var n atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n.Add(1)
+		for k, v := range header {
+			w.Header()[k] = v
+		}
 		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
 		w.Write([]byte(body))
 	}))
 	t.Cleanup(srv.Close)
-	return newClient(t, srv, forge.Config{Token: "t"})
+	return srv, &n
 }
 
 // records collects log records; safe for concurrent use.

@@ -121,18 +121,39 @@ func resourceOf(req *http.Request) string {
 
 // RoundTrip implements http.RoundTripper.
 func (g *rateGate) RoundTrip(req *http.Request) (*http.Response, error) {
+	return g.roundTrip(g.next, req)
+}
+
+// roundTrip sends req through next unless admit holds it back, and learns
+// from the answer.
+func (g *rateGate) roundTrip(next http.RoundTripper, req *http.Request) (*http.Response, error) {
 	if err := g.admit(req); err != nil {
 		if req.Body != nil {
 			req.Body.Close()
 		}
 		return nil, err
 	}
-	resp, err := g.next.RoundTrip(req)
+	resp, err := next.RoundTrip(req)
 	if err != nil {
 		return nil, err
 	}
 	g.learn(req.URL.Host, resp)
 	return resp, nil
+}
+
+// gateOver sends requests through next under gate, as gate's own: held
+// back by what gate knows, and teaching it what their answers say. An
+// AppClient's token mints, sent through a transport of their own, pass
+// the gate of the App's other requests made with its JWT: GitHub limits
+// them as one principal. Safe for concurrent use.
+type gateOver struct {
+	gate *rateGate
+	next http.RoundTripper
+}
+
+// RoundTrip implements http.RoundTripper.
+func (t gateOver) RoundTrip(req *http.Request) (*http.Response, error) {
+	return t.gate.roundTrip(t.next, req)
 }
 
 // admit returns the *RateLimitError that holds req back, or nil to send it.
@@ -197,9 +218,10 @@ func (g *rateGate) backOffLocked(h http.Header, now time.Time) {
 	}
 }
 
-// noteSecondary backs off from a secondary limit that answered 200 (a
-// GraphQL errors array, which learn does not read), as learn does from a
-// 403, and returns the end of the back-off.
+// noteSecondary backs off from a secondary limit learn did not take for
+// one (a GraphQL 200 with the limit in its errors array, or a 403 that
+// go-github knows by its documentation URL alone), as learn does from a
+// 403 with h, the answer's headers, and returns the end of the back-off.
 func (g *rateGate) noteSecondary(h http.Header) time.Time {
 	now := g.now()
 	g.mu.Lock()

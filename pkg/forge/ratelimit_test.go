@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -148,6 +149,29 @@ func TestSecondaryLimitBacksOff(t *testing.T) {
 	}
 	if _, err := c.GetPull(laneCtx(forge.LaneAPI), "acme", "app", 1); err != nil {
 		t.Fatalf("after the back-off: %v, want success", err)
+	}
+}
+
+// TestSecondaryLimitKnownByItsDocumentationURLBacksOff pins that a 403
+// go-github takes for a secondary limit by its documentation URL alone (no
+// retry-after, a message the gate does not know as a limit's) backs off
+// as a secondary limit without retry-after does: Reset a minute from now,
+// never in the past, and the next request held back unsent until then.
+func TestSecondaryLimitKnownByItsDocumentationURLBacksOff(t *testing.T) {
+	clk := newTestClock(time.Date(2026, 9, 30, 9, 0, 0, 0, time.UTC))
+	srv, n := forgeAnswering(t, http.StatusForbidden, nil,
+		`{"message":"You have triggered an abuse detection mechanism. Please wait a few minutes before you try again.",`+
+			`"documentation_url":"https://docs.github.com/rest/using-the-rest-api/rate-limits-for-the-rest-api#about-secondary-rate-limits"}`)
+	c := newClient(t, srv, forge.Config{Token: "t", Now: clk.Now})
+	start := clk.Now()
+	_, err := c.GetPull(laneCtx(forge.LaneWebhook), "acme", "app", 1)
+	var rle *forge.RateLimitError
+	if !errors.As(err, &rle) || rle.Cause != forge.CauseSecondary || !rle.Sent || !rle.Reset.Equal(start.Add(time.Minute)) {
+		t.Fatalf("403 with the secondary limit's documentation URL: got %v, want a sent secondary *RateLimitError with Reset = now + a minute: GitHub says to wait at least a minute", err)
+	}
+	clk.Add(59 * time.Second)
+	if _, err := c.GetPull(laneCtx(forge.LaneWebhook), "acme", "app", 1); !errors.As(err, &rle) || rle.Sent || n.Load() != 1 {
+		t.Fatalf("within the minute: got %v with %d requests sent, want a *RateLimitError held back and 1 request: the gate backs off too", err, n.Load())
 	}
 }
 
