@@ -18,7 +18,8 @@ import (
 )
 
 // ErrForbidden is wrapped when the forge refuses to show something for want
-// of permission (REST 403 that is not a rate limit, GraphQL FORBIDDEN).
+// of permission: a 403 that is not a rate limit (REST, or a whole GraphQL
+// query), or a GraphQL FORBIDDEN error (one pull request of a batch).
 var ErrForbidden = errors.New("forge: forbidden")
 
 // ErrInvalidArgument is wrapped when a call's argument is unusable; the
@@ -301,16 +302,22 @@ func (c *Client) graphqlLimited(ctx context.Context) *RateLimitError {
 }
 
 // wrapGraphQL turns a query that got no 200 into this package's errors: a
-// request the gate held back, a secondary limit, or the forge's refusal.
+// request the gate held back, a rate limit (a secondary one, which the
+// gate learnt from the answer, or the primary one: 403 or 429 with
+// x-ratelimit-remaining 0), another 403 (ErrForbidden), a 5xx, as the
+// REST calls' wrap does.
 func (c *Client) wrapGraphQL(ctx context.Context, op string, err error, got captured) error {
 	var held *RateLimitError
+	limited := got.status == http.StatusForbidden || got.status == http.StatusTooManyRequests
 	switch {
 	case errors.As(err, &held):
 		return fmt.Errorf("%s: %w", op, held)
-	case (got.status == http.StatusForbidden || got.status == http.StatusTooManyRequests) && c.gate.secondaryUntil().After(c.gate.now()):
+	case limited && c.gate.secondaryUntil().After(c.gate.now()):
 		return fmt.Errorf("%s: %w", op, &RateLimitError{Reset: c.gate.secondaryUntil(), Cause: CauseSecondary, Sent: true, Lane: laneOf(ctx)})
-	case got.status == http.StatusForbidden || got.status == http.StatusTooManyRequests:
+	case limited && got.header.Get("X-Ratelimit-Remaining") == "0":
 		return fmt.Errorf("%s: %w", op, c.graphqlLimited(ctx))
+	case got.status == http.StatusForbidden:
+		return fmt.Errorf("forge: %s: %w: %w", op, ErrForbidden, err)
 	case got.status == http.StatusBadGateway || got.status == http.StatusGatewayTimeout:
 		return fmt.Errorf("forge: %s: %w %d: %w: %w", op, ErrServer, got.status, ErrQueryTimeout, err)
 	case got.status >= 500:

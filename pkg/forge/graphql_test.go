@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -77,6 +79,48 @@ func TestPullStatesRefusals(t *testing.T) {
 	}
 	if n := sim.Requests(forgesim.Filter{Route: "POST /graphql"}); n != 1 {
 		t.Fatalf("got %d queries at the simulator, want 1: the held-back one is not sent", n)
+	}
+}
+
+// TestGraphQL403Or429IsAPrimaryLimitOnlyWithNoBudgetLeft pins how a
+// GraphQL query answered 403 or 429 fails, as REST's does: GitHub's
+// primary limit is a 403 or 429 with x-ratelimit-remaining 0 ("Rate limits
+// for the REST API", Exceeding the rate limit); any other 403 is a
+// refusal for want of permission, never a limit that stops the sweep
+// until the budget's reset.
+func TestGraphQL403Or429IsAPrimaryLimitOnlyWithNoBudgetLeft(t *testing.T) {
+	reset := time.Date(2026, 9, 30, 10, 0, 0, 0, time.UTC)
+	cases := []struct {
+		name      string
+		status    int
+		remaining string
+		limit     bool // a primary *RateLimitError
+		forbidden bool // ErrForbidden
+	}{
+		{"403 with budget left is ErrForbidden", 403, "4999", false, true},
+		{"429 with budget left is an error, neither a limit nor ErrForbidden", 429, "4999", false, false},
+		{"403 with no budget left is the primary limit", 403, "0", true, false},
+		{"429 with no budget left is the primary limit", 429, "0", true, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			srv, _ := forgeAnswering(t, tc.status, http.Header{
+				"X-Ratelimit-Limit": {"5000"}, "X-Ratelimit-Remaining": {tc.remaining},
+				"X-Ratelimit-Reset": {strconv.FormatInt(reset.Unix(), 10)}, "X-Ratelimit-Resource": {"graphql"},
+			}, `{"message":"Resource not accessible by integration","documentation_url":"https://docs.github.com/graphql"}`)
+			c := newClient(t, srv, forge.Config{Token: "t", Now: func() time.Time { return reset.Add(-time.Hour) }})
+			_, err := c.PullStates(laneCtx(forge.LaneMergeGateSweeper), []forge.PullRef{{Owner: "acme", Repo: "app", Number: 1}})
+			var rl *forge.RateLimitError
+			limit := errors.As(err, &rl)
+			switch {
+			case tc.limit && (!limit || rl.Cause != forge.CausePrimary || !rl.Sent || !rl.Reset.Equal(reset)):
+				t.Fatalf("got %v, want a sent primary *RateLimitError resetting at %v", err, reset)
+			case !tc.limit && limit:
+				t.Fatalf("got %v, want no *RateLimitError: budget is left and nothing says secondary limit", err)
+			case err == nil || errors.Is(err, forge.ErrForbidden) != tc.forbidden:
+				t.Fatalf("got %v, want an error, wrapping ErrForbidden: %v", err, tc.forbidden)
+			}
+		})
 	}
 }
 
