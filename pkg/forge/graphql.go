@@ -120,8 +120,9 @@ type gqlPull struct {
 // A pull request that cannot be read fails alone, in its PullState.Err. The
 // call fails as a whole on a transport error, a refusal (an error that
 // errors.As finds a *RateLimitError in, for GitHub's RATE_LIMITED answer as
-// for a request the gate held back), or a malformed answer; more than
-// MaxPullBatch refs, or none, wrap ErrInvalidArgument.
+// for a request the gate held back; after a RATE_LIMITED answer every
+// query is held back until that error's Reset), or a malformed answer;
+// more than MaxPullBatch refs, or none, wrap ErrInvalidArgument.
 func (c *Client) PullStates(ctx context.Context, refs []PullRef) ([]PullState, error) {
 	if len(refs) == 0 || len(refs) > MaxPullBatch {
 		return nil, fmt.Errorf("%w: refs: %d pull requests, want 1 to %d", ErrInvalidArgument, len(refs), MaxPullBatch)
@@ -159,7 +160,11 @@ func (c *Client) PullStates(ctx context.Context, refs []PullRef) ([]PullState, e
 	}
 	out := make([]PullState, len(refs))
 	for _, e := range body.Errors {
-		if e.Type == "RATE_LIMITED" {
+		// GitHub's type is RATE_LIMITED, but it has been seen answering
+		// RATE_LIMIT (code graphql_rate_limit) for a spent budget too
+		// (yanyongyu/githubkit#271, fixed by #272;
+		// octokit/plugin-throttling.js#824, fix proposed in #848).
+		if e.Type == "RATE_LIMITED" || e.Type == "RATE_LIMIT" {
 			return nil, fmt.Errorf("%s: %w", op, c.graphqlLimited(ctx))
 		}
 		if isSecondaryMessage(e.Message) {
@@ -288,17 +293,16 @@ func pullStateOf(p *gqlPull, number int) PullState {
 	return st
 }
 
-// graphqlLimited is the error of a RATE_LIMITED answer: the GraphQL point
-// budget is spent until the reset the answer's headers gave (the gate has
-// learnt them, so it holds the next query back itself).
+// graphqlLimited is the error of GitHub's refusal of a query for the
+// primary limit, and holds GraphQL back until the error's Reset: the
+// budget's reset the answer's headers gave, or a minute from now when
+// they gave none ahead. It holds whatever x-ratelimit-remaining said:
+// GitHub answers RATE_LIMITED with points left, to a query that costs
+// more than is left (octokit/plugin-throttling.js#632, #636).
 func (c *Client) graphqlLimited(ctx context.Context) *RateLimitError {
-	e := &RateLimitError{Cause: CausePrimary, Sent: true, Lane: laneOf(ctx), Resource: "graphql"}
-	for _, rl := range c.gate.limitsSnapshot() {
-		if rl.Resource == "graphql" {
-			e.Reset, e.Limit, e.Remaining = rl.Reset, rl.Limit, rl.Remaining
-		}
-	}
-	return e
+	until, rl := c.gate.holdSpent("graphql")
+	return &RateLimitError{Reset: until, Cause: CausePrimary, Sent: true, Lane: laneOf(ctx),
+		Resource: "graphql", Limit: rl.Limit, Remaining: rl.Remaining}
 }
 
 // wrapGraphQL turns a query that got no 200 into this package's errors: a

@@ -124,6 +124,55 @@ func TestGraphQL403Or429IsAPrimaryLimitOnlyWithNoBudgetLeft(t *testing.T) {
 	}
 }
 
+// TestGraphQLRateLimitErrorHoldsGraphQLUntilTheReset pins how PullStates
+// takes GitHub's refusal of a query for the primary limit, a 200 whose
+// errors say so: a sent primary *RateLimitError resetting at the budget's
+// x-ratelimit-reset (a minute from now when the answer gives none), and
+// every query until then held back unsent, whatever x-ratelimit-remaining
+// said.
+func TestGraphQLRateLimitErrorHoldsGraphQLUntilTheReset(t *testing.T) {
+	start := time.Date(2026, 9, 30, 9, 0, 0, 0, time.UTC)
+	window := func(remaining string) http.Header {
+		return http.Header{"X-Ratelimit-Limit": {"5000"}, "X-Ratelimit-Remaining": {remaining},
+			"X-Ratelimit-Reset": {strconv.FormatInt(start.Add(time.Hour).Unix(), 10)}, "X-Ratelimit-Resource": {"graphql"}}
+	}
+	cases := []struct {
+		name   string
+		header http.Header
+		body   string
+		reset  time.Time
+	}{
+		{"RATE_LIMITED with points left (a query costing more than is left) holds until the reset",
+			window("1"), `{"errors":[{"type":"RATE_LIMITED","message":"API rate limit exceeded for installation ID 1."}]}`, start.Add(time.Hour)},
+		{"RATE_LIMIT, the type GitHub also answers (githubkit#271), is the same refusal",
+			window("0"), `{"errors":[{"type":"RATE_LIMIT","code":"graphql_rate_limit","message":"API rate limit already exceeded for installation ID 1."}]}`, start.Add(time.Hour)},
+		{"a refusal without x-ratelimit-* headers holds a minute",
+			nil, `{"errors":[{"type":"RATE_LIMITED","message":"API rate limit exceeded for installation ID 1."}]}`, start.Add(time.Minute)},
+	}
+	refs := []forge.PullRef{{Owner: "acme", Repo: "app", Number: 1}}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := newTestClock(start)
+			srv, n := forgeAnswering(t, http.StatusOK, tc.header, tc.body)
+			c := newClient(t, srv, forge.Config{Token: "t", Now: clk.Now})
+			_, err := c.PullStates(laneCtx(forge.LaneMergeGateSweeper), refs)
+			var rl *forge.RateLimitError
+			if !errors.As(err, &rl) || !rl.Sent || rl.Cause != forge.CausePrimary || !rl.Reset.Equal(tc.reset) {
+				t.Fatalf("got %v, want a sent primary *RateLimitError resetting at %v", err, tc.reset)
+			}
+			clk.Set(tc.reset.Add(-time.Second))
+			if _, err := c.PullStates(laneCtx(forge.LaneMergeGateSweeper), refs); !errors.As(err, &rl) || rl.Sent || !rl.Reset.Equal(tc.reset) || n.Load() != 1 {
+				t.Fatalf("a second before the reset: got %v with %d queries sent, want a *RateLimitError held back until %v and 1 query", err, n.Load(), tc.reset)
+			}
+			clk.Set(tc.reset)
+			_, _ = c.PullStates(laneCtx(forge.LaneMergeGateSweeper), refs)
+			if n.Load() != 2 {
+				t.Fatalf("at the reset: %d queries sent, want 2: the hold ends there", n.Load())
+			}
+		})
+	}
+}
+
 func TestHourlyLineShowsGraphQLPoints(t *testing.T) {
 	c, clk, logs, host := hourlySetup(t, time.Date(2026, 9, 30, 14, 0, 0, 0, time.UTC))
 	ctx := forge.WithLane(context.Background(), forge.LaneMergeGateSweeper)

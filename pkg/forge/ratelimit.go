@@ -22,7 +22,8 @@ type RateLimitCause string
 
 const (
 	// CausePrimary: the hourly budget is spent; GitHub answered 403 or 429 with
-	// x-ratelimit-remaining 0, or the Client knew it was spent and did not send.
+	// x-ratelimit-remaining 0, or a GraphQL RATE_LIMITED error whatever
+	// remaining said, or the Client knew it was spent and did not send.
 	CausePrimary RateLimitCause = "primary"
 	// CauseReserve: the lane has a reserve (Config.Reserves) and the budget
 	// left is below it; the Client did not send, keeping the rest for others.
@@ -82,11 +83,12 @@ type RateLimit struct {
 	Reset            time.Time
 }
 
-// Secondary-limit back-off when GitHub gives no retry-after: wait at least a
-// minute, doubling while the limit keeps being hit (GitHub's "best practices
-// for using the REST API"), up to maxSecondaryBackoff.
+// Back-off from a rate limit that says neither when it resets nor
+// retry-after: wait at least a minute, and from a secondary limit double
+// that while the limit keeps being hit (GitHub's "best practices for using
+// the REST API"), up to maxSecondaryBackoff.
 const (
-	minSecondaryBackoff = time.Minute
+	minBackoff          = time.Minute
 	maxSecondaryBackoff = 16 * time.Minute
 )
 
@@ -101,14 +103,18 @@ type rateGate struct {
 	reserves map[string]int
 	metrics  *rateMetrics // nil: no Prometheus
 
-	mu        sync.Mutex
-	limits    map[string]RateLimit
+	mu     sync.Mutex
+	limits map[string]RateLimit
+	// spent holds a resource's requests back until its instant: GitHub
+	// refused one for the primary limit, whatever remaining said.
+	spent     map[string]time.Time
 	secondary time.Time // no request before this instant
 	strikes   int       // consecutive secondary limits without retry-after
 }
 
 func newRateGate(next http.RoundTripper, now func() time.Time, reserves map[string]int, metrics *rateMetrics) *rateGate {
-	return &rateGate{next: next, now: now, reserves: reserves, metrics: metrics, limits: make(map[string]RateLimit)}
+	return &rateGate{next: next, now: now, reserves: reserves, metrics: metrics,
+		limits: make(map[string]RateLimit), spent: make(map[string]time.Time)}
 }
 
 // resourceOf is the budget a request draws on.
@@ -168,6 +174,8 @@ func (g *rateGate) admit(req *http.Request) error {
 	switch {
 	case now.Before(g.secondary):
 		e.Cause, e.Reset = CauseSecondary, g.secondary
+	case now.Before(g.spent[res]):
+		e.Cause, e.Reset = CausePrimary, g.spent[res]
 	case known && rl.Remaining == 0 && now.Before(rl.Reset):
 		e.Cause, e.Reset = CausePrimary, rl.Reset
 	case known && rl.Remaining < g.reserves[lane] && now.Before(rl.Reset):
@@ -210,7 +218,7 @@ func (g *rateGate) learn(host string, resp *http.Response) {
 func (g *rateGate) backOffLocked(h http.Header, now time.Time) {
 	wait, ok := retryAfter(h)
 	if !ok {
-		wait = min(minSecondaryBackoff<<g.strikes, maxSecondaryBackoff)
+		wait = min(minBackoff<<g.strikes, maxSecondaryBackoff)
 		g.strikes++
 	}
 	if until := now.Add(wait); until.After(g.secondary) {
@@ -228,6 +236,24 @@ func (g *rateGate) noteSecondary(h http.Header) time.Time {
 	defer g.mu.Unlock()
 	g.backOffLocked(h, now)
 	return g.secondary
+}
+
+// holdSpent holds every request on resource res back until the reset of
+// its budget the gate knows, or minBackoff from now when it knows none
+// ahead: GitHub refused a request on res for its primary limit, which it
+// may do with x-ratelimit-remaining above 0 (a query that costs more than
+// is left). It returns the end of the hold and res's latest figures.
+func (g *rateGate) holdSpent(res string) (time.Time, RateLimit) {
+	now := g.now()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	rl := g.limits[res]
+	until := rl.Reset
+	if !until.After(now) {
+		until = now.Add(minBackoff)
+	}
+	g.spent[res] = until
+	return until, rl
 }
 
 // secondaryUntil is the end of the current secondary-limit back-off.
