@@ -3,6 +3,7 @@ package forge
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"time"
 )
@@ -30,10 +31,11 @@ const jwtAnswerWait = 10 * time.Second
 
 // roundTrip sends req through next once it holds the gate, and holds it
 // until GitHub answered. A request whose context ends while it waits for
-// the gate is not sent. One sent is waited for even if its context ends
-// (up to jwtAnswerWait more): GitHub spends the response time either way,
-// and a mint's token, kept by the installation's transport, serves its
-// next request instead of being minted again.
+// the gate is not sent. One sent is waited for even if its context ends,
+// however it ends, but jwtAnswerWait more at most: GitHub spends the
+// response time either way, and a mint's token, kept by the
+// installation's transport, serves its next request instead of being
+// minted again. The answer's body can be read as long.
 func (g jwtGate) roundTrip(next http.RoundTripper, req *http.Request) (*http.Response, error) {
 	if g == nil {
 		return next.RoundTrip(req)
@@ -44,13 +46,29 @@ func (g jwtGate) roundTrip(next http.RoundTripper, req *http.Request) (*http.Res
 		return nil, req.Context().Err()
 	}
 	defer func() { <-g }()
-	ctx := context.WithoutCancel(req.Context())
-	if d, ok := req.Context().Deadline(); ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, d.Add(jwtAnswerWait))
-		context.AfterFunc(ctx, cancel) // ends with ctx; the body is read after roundTrip returns
+	ctx, cancel := context.WithCancel(context.WithoutCancel(req.Context()))
+	stop := context.AfterFunc(req.Context(), func() { time.AfterFunc(jwtAnswerWait, cancel) })
+	release := func() { stop(); cancel() }
+	resp, err := next.RoundTrip(req.WithContext(ctx))
+	if err != nil {
+		release()
+		return nil, err
 	}
-	return next.RoundTrip(req.WithContext(ctx))
+	resp.Body = releasingBody{ReadCloser: resp.Body, release: release}
+	return resp, nil
+}
+
+// releasingBody is an answer's body that calls release once closed.
+type releasingBody struct {
+	io.ReadCloser
+	release func()
+}
+
+// Close closes the body, then calls release.
+func (b releasingBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.release()
+	return err
 }
 
 // Mint makes sure installation id has a token its Client can use: this

@@ -624,6 +624,34 @@ func TestAppJWTMintSentIsWaitedFor(t *testing.T) {
 	})
 }
 
+// TestAppJWTMintIsWaitedForAtMostJWTAnswerWaitAfterItsCallerGivesUp pins
+// the bound on that wait: a mint GitHub does not answer, whose caller's
+// context is cancelled and had no deadline, is given up 10 s (jwtAnswerWait)
+// after the cancel, and the request that needed it returns then with the
+// cancel's error, rather than holding the installation's token and the
+// App's JWT gate until GitHub answers.
+func TestAppJWTMintIsWaitedForAtMostJWTAnswerWaitAfterItsCallerGivesUp(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sim := forgesim.New(forgesim.WithLatency(forgesim.Latency{REST: map[string]time.Duration{
+			"POST /app/installations/{id}/access_tokens": time.Hour, // a mint GitHub does not answer
+		}}))
+		mustSim(t, sim.SeedInstallations(1, 1))
+		pipe, stop := forgetest.ServeSimOnPipe(sim)
+		defer stop()
+		a, err := forge.NewApp(forge.AppConfig{BaseURL: "http://sim/", AppID: 42, PrivateKey: forgetest.AppKey(t), Next: pipe})
+		mustSim(t, err)
+		mustSim(t, a.Relist(context.Background()))
+		c, _ := a.Installation(1)
+		ctx, cancel := context.WithCancel(context.Background())
+		time.AfterFunc(100*time.Millisecond, cancel)
+		start := time.Now()
+		_, err = c.GetPull(ctx, "org-1", "repo-1", 1)
+		if took := time.Since(start); took > 100*time.Millisecond+10*time.Second || !errors.Is(err, context.Canceled) {
+			t.Errorf("a request whose context was cancelled at 100ms during its mint: returned after %v with %v, want context.Canceled within 10s of the cancel", took, err)
+		}
+	})
+}
+
 // TestMintGivesTheInstallationItsToken pins Mint: it mints installation
 // id's token once, the Client's requests then send it without minting
 // again, and an unknown installation is ErrNotInstalled.
