@@ -725,6 +725,26 @@ func TestASecondaryLimitedMintHoldsTheAppsJWTRequestsUntilRetryAfter(t *testing.
 	}
 }
 
+// TestMintIsChargedToLaneAuthAndTheInstallation pins that a token minted
+// by Mint (the sweeper's way) is counted as the installation's request,
+// on lane auth, as one its Client's own request needed: the
+// installation's Client counts it, and the App's own requests
+// (installation 0) do not.
+func TestMintIsChargedToLaneAuthAndTheInstallation(t *testing.T) {
+	sim, srv := startSim(t)
+	mustSim(t, sim.SeedInstallations(1, 1))
+	a := newApp(t, srv, forge.AppConfig{})
+	mustSim(t, a.Relist(context.Background()))
+	mustSim(t, a.Mint(context.Background(), 1))
+	if n, app := appCount(a, forge.LaneAuth, http.StatusCreated, 1), appCount(a, forge.LaneAuth, -1, 0); n != 1 || app != 0 {
+		t.Errorf("mints counted on lane auth: %d for installation 1, %d for the App's own, want 1 and 0", n, app)
+	}
+	c, _ := a.Installation(1)
+	if n := countOf(c, forge.LaneAuth, -1); n != 1 {
+		t.Errorf("installation 1's Client counts %d mints, want 1: its token's mint is its own", n)
+	}
+}
+
 // TestRunInTurnListsOnlyInItsTurn pins RunInTurn and RelistInTurn: each
 // list waits for its turn and ends it when done, the periodic ones too;
 // a list whose ctx ends while it waits for its turn is not made.

@@ -146,12 +146,12 @@ func (t *installationAuth) forget(ctx context.Context, tok string) {
 // /app/installations/{id}/access_tokens with the App's JWT: "Create an
 // installation access token for an app",
 // https://docs.github.com/rest/apps/apps#create-an-installation-access-token-for-an-app),
-// charged to LaneAuth and, through ctx, to the installation. It passes
+// charged to LaneAuth and to installation id. It passes
 // the App's rate gate: a mint the gate holds back, or GitHub refuses with
 // a rate limit, fails with a *RateLimitError whose Reset is when to mint
 // again. Its errors never carry the token.
 func (a *AppClient) mint(ctx context.Context, id int64) (InstallationToken, error) {
-	ctx = WithLane(ctx, LaneAuth)
+	ctx = withInstallation(WithLane(ctx, LaneAuth), id)
 	it, _, err := a.minter.Apps.CreateInstallationToken(ctx, id, nil)
 	if err != nil {
 		return InstallationToken{}, a.app.wrap(ctx, fmt.Sprintf("mint installation %d's token", id), err)
