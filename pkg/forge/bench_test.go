@@ -39,7 +39,7 @@ func BenchmarkCountingTransport(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		return newCountingTransport(next, time.Now, vecs, newHourly(slog.New(slog.DiscardHandler), time.Now()))
+		return newCountingTransport(next, graphqlPath(DefaultBaseURL), time.Now, vecs, newHourly(slog.New(slog.DiscardHandler), time.Now()))
 	}
 	promhttpCounter := func() http.RoundTripper {
 		vec := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "client_requests_total"}, []string{"code", "method"})

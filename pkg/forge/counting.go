@@ -37,9 +37,11 @@ func laneOf(ctx context.Context) string {
 	return LaneUnlaned
 }
 
-// apiOf tells GraphQL requests (path /graphql or /api/graphql) from REST ones.
-func apiOf(path string) string {
-	if path == "/graphql" || path == "/api/graphql" {
+// apiOf tells a client's GraphQL requests, those to endpoint, the path of
+// its GraphQL endpoint (graphqlPath), from its REST ones. The counting
+// transport and the rate gate both ask it.
+func apiOf(req *http.Request, endpoint string) string {
+	if req.URL.Path == endpoint {
 		return APIGraphQL
 	}
 	return APIREST
@@ -101,17 +103,18 @@ type countEntry struct {
 //
 // It is safe for concurrent use. It also feeds the hourly log line.
 type countingTransport struct {
-	next http.RoundTripper
-	now  func() time.Time
-	vecs countingVecs
+	next    http.RoundTripper
+	graphql string // the GraphQL endpoint's path (apiOf)
+	now     func() time.Time
+	vecs    countingVecs
 
 	mu      sync.Mutex
 	entries map[countKey]*countEntry
 	hour    hourly
 }
 
-func newCountingTransport(next http.RoundTripper, now func() time.Time, vecs countingVecs, h hourly) *countingTransport {
-	return &countingTransport{next: next, now: now, vecs: vecs, entries: make(map[countKey]*countEntry), hour: h}
+func newCountingTransport(next http.RoundTripper, graphql string, now func() time.Time, vecs countingVecs, h hourly) *countingTransport {
+	return &countingTransport{next: next, graphql: graphql, now: now, vecs: vecs, entries: make(map[countKey]*countEntry), hour: h}
 }
 
 // RoundTrip implements http.RoundTripper.
@@ -121,7 +124,7 @@ func (t *countingTransport) RoundTrip(req *http.Request) (*http.Response, error)
 	if err == nil {
 		code = resp.StatusCode
 	}
-	t.count(countKey{host: req.URL.Host, api: apiOf(req.URL.Path), lane: laneOf(req.Context()), code: code, installation: installationOf(req.Context())})
+	t.count(countKey{host: req.URL.Host, api: apiOf(req, t.graphql), lane: laneOf(req.Context()), code: code, installation: installationOf(req.Context())})
 	return resp, err
 }
 

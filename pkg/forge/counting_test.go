@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -130,28 +131,59 @@ func TestLaneComesFromTheContext(t *testing.T) {
 	}
 }
 
-func TestGraphQLIsToldFromREST(t *testing.T) {
-	_, srv := startSim(t)
-	c := newClient(t, srv, forge.Config{Token: "t"})
-	for _, path := range []string{"/graphql", "/api/graphql"} {
-		req, _ := http.NewRequest(http.MethodPost, srv.URL+path, strings.NewReader(`{"query":"{ viewer { login } }"}`))
-		resp, err := c.HTTPClient().Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
+// TestGraphQLIsToldFromRESTUnderAnyRoot pins that a Client tells its
+// GraphQL queries from its REST requests by its own GraphQL endpoint, the
+// one beside its REST root (Config.BaseURL), whatever the root's path: a
+// query is counted as GraphQL and gated on the graphql budget, a REST read
+// is counted as REST and gated on the core budget.
+func TestGraphQLIsToldFromRESTUnderAnyRoot(t *testing.T) {
+	cases := []struct {
+		name, root string // root: the REST root's path
+		graphql    string // the GraphQL endpoint's path
+	}{
+		{"GitHub's root: /graphql", "/", "/graphql"},
+		{"an Enterprise server's /api/v3/: /api/graphql", "/api/v3/", "/api/graphql"},
+		{"a root under a path prefix: the prefix's /graphql", "/github/", "/github/graphql"},
 	}
-	var gql, rest int64
-	for _, k := range c.Counts() {
-		switch k.API {
-		case forge.APIGraphQL:
-			gql += k.N
-		case forge.APIREST:
-			rest += k.N
-		}
-	}
-	if gql != 2 || rest != 0 {
-		t.Fatalf("got GraphQL %d REST %d, want GraphQL 2 REST 0: /graphql and /api/graphql are GraphQL", gql, rest)
+	refs := []forge.PullRef{{Owner: "acme", Repo: "app", Number: 1}}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			sim := forgesim.New(forgesim.WithBudget(2))
+			mustSim(t, sim.SeedPull("acme", "app", 1, "sha", "open"))
+			mux := http.NewServeMux()
+			mux.Handle(tc.root, http.StripPrefix(strings.TrimSuffix(tc.root, "/"), sim))
+			mux.Handle(tc.graphql, http.StripPrefix(strings.TrimSuffix(tc.graphql, "/graphql"), sim))
+			srv := httptest.NewServer(mux)
+			t.Cleanup(srv.Close)
+			c, err := forge.New(forge.Config{BaseURL: srv.URL + tc.root, Token: "t", Next: srv.Client().Transport, ETagCacheBytes: -1})
+			mustSim(t, err)
+			ctx := laneCtx(forge.LaneMergeGateSweeper)
+			if _, err := c.GetPull(ctx, "acme", "app", 1); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.PullStates(ctx, refs); err != nil {
+				t.Fatal(err)
+			}
+			host := strings.TrimPrefix(srv.URL, "http://")
+			want := fmt.Sprint([]forge.Count{
+				{Host: host, API: forge.APIGraphQL, Lane: forge.LaneMergeGateSweeper, Code: 200, N: 1, Points: 1},
+				{Host: host, API: forge.APIREST, Lane: forge.LaneMergeGateSweeper, Code: 200, N: 1},
+			})
+			if got := fmt.Sprint(c.Counts()); got != want {
+				t.Fatalf("counts: got %s, want %s: the query at %s is GraphQL, the read REST", got, want, tc.graphql)
+			}
+			// Spend the rest of the graphql budget of 2; core has 1 left.
+			if _, err := c.PullStates(ctx, refs); err != nil {
+				t.Fatal(err)
+			}
+			var rl *forge.RateLimitError
+			if _, err := c.PullStates(ctx, refs); !errors.As(err, &rl) || rl.Sent || rl.Resource != "graphql" {
+				t.Fatalf("a query with the graphql budget spent: got %v, want a *RateLimitError held back on graphql: queries are gated on their own budget", err)
+			}
+			if _, err := c.GetPull(ctx, "acme", "app", 1); err != nil {
+				t.Fatalf("a REST read with core budget left: %v, want it sent: a spent graphql budget holds no REST read", err)
+			}
+		})
 	}
 }
 

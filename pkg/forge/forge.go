@@ -84,7 +84,10 @@ type AppAuth struct {
 type Config struct {
 	// BaseURL is the REST API root: "" for https://api.github.com/, an
 	// Enterprise root such as https://ghe.example.com/api/v3/, or a
-	// simulator's URL. A missing trailing slash is added.
+	// simulator's URL. A missing trailing slash is added. GraphQL goes to
+	// the endpoint beside it: its graphql, or /api/graphql beside an
+	// Enterprise /api/v3/; requests there are counted as GraphQL and
+	// gated on the graphql budget, all others as REST on core.
 	BaseURL string
 	// Token is a plain token (personal access or installation token).
 	Token string
@@ -191,7 +194,7 @@ func prepare(cfg Config) (string, func() time.Time, countedParts, error) {
 	if cfg.UserAgent != "" {
 		next = &userAgent{next: cmp.Or[http.RoundTripper](next, http.DefaultTransport), agent: cfg.UserAgent}
 	}
-	parts, err := newCountedParts(next, cfg.Logger, cfg.Registerer, now, cfg.ETagCacheBytes)
+	parts, err := newCountedParts(next, graphqlPath(base), cfg.Logger, cfg.Registerer, now, cfg.ETagCacheBytes)
 	return base, now, parts, err
 }
 
@@ -220,7 +223,7 @@ type countedParts struct {
 	counted  http.RoundTripper // the ETag cache, or counting without one
 }
 
-func newCountedParts(next http.RoundTripper, logger *slog.Logger, reg prometheus.Registerer, now func() time.Time, etagBytes int) (countedParts, error) {
+func newCountedParts(next http.RoundTripper, graphql string, logger *slog.Logger, reg prometheus.Registerer, now func() time.Time, etagBytes int) (countedParts, error) {
 	if next == nil {
 		next = http.DefaultTransport
 	}
@@ -235,7 +238,7 @@ func newCountedParts(next http.RoundTripper, logger *slog.Logger, reg prometheus
 	if err != nil {
 		return countedParts{}, fmt.Errorf("%w: Registerer: %w", ErrInvalidConfig, err)
 	}
-	counting := newCountingTransport(next, now, vecs, newHourly(logger, now()))
+	counting := newCountingTransport(next, graphql, now, vecs, newHourly(logger, now()))
 	parts := countedParts{counting: counting, counted: counting}
 	if etagBytes == 0 {
 		etagBytes = DefaultETagCacheBytes
@@ -248,7 +251,7 @@ func newCountedParts(next http.RoundTripper, logger *slog.Logger, reg prometheus
 
 // assemble puts the rate gate over authed and makes the Client.
 func assemble(authed http.RoundTripper, counting *countingTransport, base string, now func() time.Time, reserves map[string]int, rates *rateMetrics, timeout time.Duration) (*Client, error) {
-	gate := newRateGate(authed, now, reserves, rates)
+	gate := newRateGate(authed, graphqlPath(base), now, reserves, rates)
 	hc := &http.Client{Transport: gate, Timeout: timeout}
 	gh, err := github.NewClient(github.WithHTTPClient(hc), github.WithURLs(&base, nil), github.WithDisableRateLimitCheck())
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"reflect"
 	"strconv"
 	"strings"
@@ -87,6 +88,15 @@ func graphqlURL(base string) string {
 		return root + "/api/graphql"
 	}
 	return base + "graphql"
+}
+
+// graphqlPath is the path of graphqlURL(base), which tells a client's
+// GraphQL requests from its REST ones (apiOf) under any REST root: GitHub's
+// /graphql, an Enterprise server's /api/graphql, /prefix/graphql behind a
+// proxy. base is a REST root baseURLOf accepted, so it parses.
+func graphqlPath(base string) string {
+	u, _ := url.Parse(graphqlURL(base))
+	return u.Path
 }
 
 // gqlPull is the part of GitHub's PullRequest a batch reads (field names

@@ -99,6 +99,7 @@ const (
 // Safe for concurrent use.
 type rateGate struct {
 	next     http.RoundTripper
+	graphql  string // the GraphQL endpoint's path (apiOf)
 	now      func() time.Time
 	reserves map[string]int
 	metrics  *rateMetrics // nil: no Prometheus
@@ -112,14 +113,14 @@ type rateGate struct {
 	strikes   int       // consecutive secondary limits without retry-after
 }
 
-func newRateGate(next http.RoundTripper, now func() time.Time, reserves map[string]int, metrics *rateMetrics) *rateGate {
-	return &rateGate{next: next, now: now, reserves: reserves, metrics: metrics,
+func newRateGate(next http.RoundTripper, graphql string, now func() time.Time, reserves map[string]int, metrics *rateMetrics) *rateGate {
+	return &rateGate{next: next, graphql: graphql, now: now, reserves: reserves, metrics: metrics,
 		limits: make(map[string]RateLimit), spent: make(map[string]time.Time)}
 }
 
 // resourceOf is the budget a request draws on.
-func resourceOf(req *http.Request) string {
-	if apiOf(req.URL.Path) == APIGraphQL {
+func (g *rateGate) resourceOf(req *http.Request) string {
+	if apiOf(req, g.graphql) == APIGraphQL {
 		return "graphql"
 	}
 	return "core"
@@ -166,7 +167,7 @@ func (t gateOver) RoundTrip(req *http.Request) (*http.Response, error) {
 func (g *rateGate) admit(req *http.Request) error {
 	now := g.now()
 	lane := laneOf(req.Context())
-	res := resourceOf(req)
+	res := g.resourceOf(req)
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	rl, known := g.limits[res]
