@@ -217,7 +217,7 @@ func (g *rateGate) learn(host string, resp *http.Response) {
 // retry-after when h has it, else a minute doubling with each strike;
 // g.mu is held.
 func (g *rateGate) backOffLocked(h http.Header, now time.Time) {
-	wait, ok := retryAfter(h)
+	wait, ok := retryAfter(h, now)
 	if !ok {
 		wait = min(minBackoff<<g.strikes, maxSecondaryBackoff)
 		g.strikes++
@@ -291,13 +291,18 @@ func parseRateLimit(h http.Header) (RateLimit, bool) {
 	return RateLimit{Resource: res, Limit: limit, Remaining: remaining, Reset: time.Unix(reset, 0).UTC()}, true
 }
 
-// retryAfter reads retry-after in seconds (GitHub sends seconds).
-func retryAfter(h http.Header) (time.Duration, bool) {
-	s, err := strconv.Atoi(h.Get("Retry-After"))
-	if err != nil || s < 0 {
-		return 0, false
+// retryAfter reads retry-after as the wait from now: seconds, as GitHub
+// sends it, or an HTTP-date, which HTTP allows too (RFC 9110, section
+// 10.2.3), 0 once it has passed.
+func retryAfter(h http.Header, now time.Time) (time.Duration, bool) {
+	v := h.Get("Retry-After")
+	if s, err := strconv.Atoi(v); err == nil && s >= 0 {
+		return time.Duration(s) * time.Second, true
 	}
-	return time.Duration(s) * time.Second, true
+	if at, err := http.ParseTime(v); err == nil {
+		return max(at.Sub(now), 0), true
+	}
+	return 0, false
 }
 
 // isSecondary tells a secondary rate limit from another 403/429 (missing

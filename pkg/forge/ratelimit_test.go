@@ -175,6 +175,26 @@ func TestSecondaryLimitKnownByItsDocumentationURLBacksOff(t *testing.T) {
 	}
 }
 
+// TestSecondaryLimitRetryAfterMayBeAnHTTPDate pins that a retry-after
+// given as an HTTP-date (RFC 9110, section 10.2.3) rather than in
+// seconds is waited for to that date, not a one-minute default.
+func TestSecondaryLimitRetryAfterMayBeAnHTTPDate(t *testing.T) {
+	clk := newTestClock(time.Date(2026, 9, 30, 9, 0, 0, 0, time.UTC))
+	until := clk.Now().Add(5 * time.Minute)
+	srv, n := forgeAnswering(t, http.StatusTooManyRequests, http.Header{"Retry-After": {until.Format(http.TimeFormat)}},
+		`{"message":"You have exceeded a secondary rate limit. Please wait a few minutes before you try again."}`)
+	c := newClient(t, srv, forge.Config{Token: "t", Now: clk.Now})
+	_, err := c.GetPull(laneCtx(forge.LaneWebhook), "acme", "app", 1)
+	var rle *forge.RateLimitError
+	if !errors.As(err, &rle) || rle.Cause != forge.CauseSecondary || !rle.Reset.Equal(until) {
+		t.Fatalf("429 with retry-after %s: got %v, want a secondary *RateLimitError resetting at that date", until.Format(http.TimeFormat), err)
+	}
+	clk.Set(until.Add(-time.Second))
+	if _, err := c.GetPull(laneCtx(forge.LaneWebhook), "acme", "app", 1); !errors.As(err, &rle) || rle.Sent || n.Load() != 1 {
+		t.Fatalf("a second before the date: got %v with %d requests sent, want a *RateLimitError held back and 1 request", err, n.Load())
+	}
+}
+
 // TestRateLimitGaugesFollowTheLatestAnswer pins the rate-limit gauges: after
 // each answer, forge_rate_limit_remaining, _limit and _reset_timestamp_seconds
 // hold that answer's x-ratelimit-* figures for its host and
