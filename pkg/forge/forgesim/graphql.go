@@ -232,9 +232,7 @@ func priceQuery(req gqlRequest) (points, nodes int, errs []*gqlError) {
 				inner := mult
 				if sel.Definition != nil && strings.HasSuffix(sel.Definition.Type.Name(), "Connection") {
 					args := sel.ArgumentMap(vars)
-					first, _ := args["first"].(int64)
-					last, _ := args["last"].(int64)
-					page := max(first, last)
+					page := max(intArg(args["first"]), intArg(args["last"]))
 					if page < 1 || page > maxPage {
 						return &gqlError{Type: "MISSING_PAGINATION_BOUNDARIES", Path: []any{sel.Alias}, Message: fmt.Sprintf(
 							"You must provide a `first` or `last` value between 1 and %d to properly paginate the `%s` connection.", maxPage, sel.Name)}
@@ -431,3 +429,17 @@ type gqlContext struct{ st *status }
 func (c *gqlContext) Context() string      { return c.st.context }
 func (c *gqlContext) State() string        { return strings.ToUpper(c.st.state) }
 func (c *gqlContext) Description() *string { return optString(c.st.description) }
+
+// intArg is an Int argument's value as VariableValues leaves it: an int64
+// for a literal (or a json.Number, which it converts), a float64 for a
+// variable as encoding/json decodes a JSON number (VariableValues has
+// refused a fractional one); 0 for anything else.
+func intArg(v any) int64 {
+	switch n := v.(type) {
+	case int64:
+		return n
+	case float64:
+		return int64(n)
+	}
+	return 0
+}

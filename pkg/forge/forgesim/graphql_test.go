@@ -142,3 +142,19 @@ func TestGraphQLRefusals(t *testing.T) {
 		}
 	}
 }
+
+func TestGraphQLPaginationArgumentsMayBeVariables(t *testing.T) {
+	sim := forgesim.New()
+	mustOK(t, sim.SeedPull("acme", "app", 1, "sha1", "open"))
+	body, err := json.Marshal(map[string]any{
+		"query":     `query($n: Int!) { repository(owner: "acme", name: "app") { pullRequest(number: 1) { commits(last: $n) { totalCount } } } }`,
+		"variables": map[string]any{"n": 1},
+	})
+	mustOK(t, err)
+	rec := call(sim, "POST", "/graphql", "tok", strings.NewReader(string(body)))
+	var a gqlAnswer
+	mustOK(t, json.Unmarshal(rec.Body.Bytes(), &a))
+	if rec.Code != 200 || len(a.Errors) > 0 || a.Data == nil {
+		t.Fatalf("commits(last: $n) with n = 1: got %d %s, want data and no errors: a connection's first or last may come from a variable (a JSON number)", rec.Code, rec.Body)
+	}
+}
