@@ -158,3 +158,18 @@ func TestGraphQLPaginationArgumentsMayBeVariables(t *testing.T) {
 		t.Fatalf("commits(last: $n) with n = 1: got %d %s, want data and no errors: a connection's first or last may come from a variable (a JSON number)", rec.Code, rec.Body)
 	}
 }
+
+func TestGraphQLPrimaryRefusalReportsNoneRemaining(t *testing.T) {
+	sim := forgesim.New(forgesim.WithBudget(2))
+	seedPulls(t, sim, 150)
+	if rec := call(sim, "POST", "/graphql", "tok", strings.NewReader(gqlBody(`{ viewer { login } }`))); rec.Code != 200 || remaining(rec) != "1" {
+		t.Fatalf("a 1-point query on a budget of 2: got %d remaining %s, want 200 remaining 1", rec.Code, remaining(rec))
+	}
+	rec := call(sim, "POST", "/graphql", "tok", strings.NewReader(gqlBody(pullsQuery(150))))
+	if !strings.Contains(rec.Body.String(), `"type":"RATE_LIMITED"`) {
+		t.Fatalf("a 2-point query with 1 point left: got %d %s, want a RATE_LIMITED error", rec.Code, rec.Body)
+	}
+	if got, used := remaining(rec), rec.Header().Get("X-Ratelimit-Used"); got != "0" || used != "1" {
+		t.Errorf("the RATE_LIMITED answer: got remaining %s used %s, want remaining 0 used 1: over the primary limit GitHub reports none remaining, and the refusal costs nothing", got, used)
+	}
+}

@@ -158,8 +158,18 @@ func (s *Sim) api(h func(*http.Request, string) reply) http.Handler {
 		for k, v := range rep.header {
 			hd[k] = v
 		}
+		left := max(limit-win.used, 0)
+		if kind == RefusedPrimary {
+			// A GraphQL query the budget cannot pay may leave points a
+			// cheaper one could spend, yet "If you exceed your primary
+			// rate limit, the response status will still be 200, but you
+			// will receive an error message, and the value of the
+			// x-ratelimit-remaining header will be 0" (graphqlDoc,
+			// Exceeding the rate limit).
+			left = 0
+		}
 		hd.Set("X-Ratelimit-Limit", strconv.Itoa(limit))
-		hd.Set("X-Ratelimit-Remaining", strconv.Itoa(max(limit-win.used, 0)))
+		hd.Set("X-Ratelimit-Remaining", strconv.Itoa(left))
 		hd.Set("X-Ratelimit-Used", strconv.Itoa(win.used))
 		hd.Set("X-Ratelimit-Reset", strconv.FormatInt(win.reset.Unix(), 10))
 		hd.Set("X-Ratelimit-Resource", res)
