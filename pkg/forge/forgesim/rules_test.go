@@ -195,6 +195,25 @@ func TestGraphQLPointsPerMinute(t *testing.T) {
 	})
 }
 
+func TestGraphQLPrimaryRefusalsCostNoSecondaryPoints(t *testing.T) {
+	lim := forgesim.GitHubSecondaryLimits
+	lim.GraphQLPointsPerMinute = 3
+	sim := forgesim.New(forgesim.WithBudget(1), forgesim.WithSecondaryLimits(lim))
+	query := func() *httptest.ResponseRecorder {
+		return call(sim, "POST", "/graphql", "t", strings.NewReader(gqlBody(`{ viewer { login } }`)))
+	}
+	query() // spends the budget of 1 and 1 of the minute's 3 points
+	for i := range 2 {
+		if rec := query(); !strings.Contains(rec.Body.String(), `"type":"RATE_LIMITED"`) {
+			t.Fatalf("query %d over a spent budget: got %d %s, want RATE_LIMITED", i+2, rec.Code, rec.Body)
+		}
+	}
+	mustOK(t, sim.SetBudget("t", 100))
+	if rec := query(); rec.Code != 200 {
+		t.Errorf("a query once the budget has room: got %d %s, want 200: the two RATE_LIMITED answers cost none of the minute's 3 points", rec.Code, rec.Body)
+	}
+}
+
 func TestConcurrentRequestsOverTheLimitAre429(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		sim := forgesim.New(forgesim.WithSecondaryLimits(forgesim.SecondaryLimits{Concurrent: 2}))

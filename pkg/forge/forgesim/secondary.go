@@ -147,6 +147,15 @@ func (s *Sim) chargeGraphQL(principal string, points int, now time.Time) (reply,
 	return reply{}, true
 }
 
+// refundGraphQL gives back the points chargeGraphQL took for a query the
+// primary budget then refused, as refused requests cost nothing; s.mu is
+// held, as it was for the charge, so the window is the one charged.
+func (s *Sim) refundGraphQL(principal string, points int) {
+	if w := s.secWindows[secKey{principal, kindGraphQLPoints, ""}]; w != nil {
+		w.used -= points
+	}
+}
+
 // chargeREST charges a REST request's points to its endpoint's minute, and
 // a content-creating request to the content minute and hour; it answers
 // the refusal when a window cannot take it, with the kind of limit that

@@ -108,8 +108,10 @@ func (s *Sim) api(h func(*http.Request, string) reply) http.Handler {
 			rep, kind = cpuRefusal, RefusedCPU
 		default:
 			var ok bool
+			points := 0 // the secondary-limit points chargeGraphQL took
 			if res == "graphql" {
-				rep, ok = s.chargeGraphQL(principal, graphqlPoints(body), now)
+				points = graphqlPoints(body)
+				rep, ok = s.chargeGraphQL(principal, points, now)
 				kind = RefusedPoints
 			} else {
 				rep, kind, ok = s.chargeREST(principal, r.Method, r.Pattern, now)
@@ -126,6 +128,7 @@ func (s *Sim) api(h func(*http.Request, string) reply) http.Handler {
 				}
 				if isPrimaryRefusal(rep) {
 					kind = RefusedPrimary
+					s.refundGraphQL(principal, points)
 				}
 			}
 		}
