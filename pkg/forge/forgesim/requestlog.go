@@ -115,9 +115,10 @@ type logBucket struct {
 func (s *Sim) logWidth() time.Duration { return cmp.Or(s.reqLog.interval, s.minute) }
 
 // logRequest records one request made with tok, if tok is an installation
-// token, arriving at now and answered status; refused says a limit refused
-// it or its token was revoked. s.mu is held.
-func (s *Sim) logRequest(r *http.Request, tok string, status int, refused bool, now time.Time) {
+// token, arriving at now and answered status; limited says a rate limit
+// refused it, whatever the status of the refusal's shape (a GraphQL
+// RATE_LIMITED answer is a 200). s.mu is held.
+func (s *Sim) logRequest(r *http.Request, tok string, status int, limited bool, now time.Time) {
 	id, ok := s.installations[tok]
 	if !ok {
 		return
@@ -165,7 +166,7 @@ func (s *Sim) logRequest(r *http.Request, tok string, status int, refused bool, 
 	}
 	b.last = max(b.last, t)
 	switch {
-	case refused && status != http.StatusUnauthorized:
+	case limited:
 		b.limited++
 	case status >= 400:
 		b.fails++

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -96,6 +97,22 @@ func TestRequestLogCountsRefusalsAndRevokedTokensApart(t *testing.T) {
 	}
 	if b := log.Series[1].Buckets[0]; b.Requests != 1 || b.Limited != 0 || b.Failed != 1 {
 		t.Errorf("installation 2 after its removal: got %+v, want 1 request, failed, not limited: a revoked token is logged against its installation", b)
+	}
+}
+
+func TestRequestLogCountsPrimaryRefusalsOfEitherAPIAsLimited(t *testing.T) {
+	sim := forgesim.New()
+	mustOK(t, sim.AddInstallation(7, "acme", "acme/app"))
+	tok := mint(t, sim, 7)
+	mustOK(t, sim.SetBudget(tok, 0))
+	if rec := call(sim, "POST", "/graphql", tok, strings.NewReader(gqlBody(`{ viewer { login } }`))); !strings.Contains(rec.Body.String(), `"type":"RATE_LIMITED"`) {
+		t.Fatalf("GraphQL over a spent budget: got %d %s, want a 200 RATE_LIMITED answer", rec.Code, rec.Body)
+	}
+	if rec := call(sim, "GET", "/repos/acme/app/pulls/1", tok, nil); rec.Code != http.StatusForbidden {
+		t.Fatalf("REST over a spent budget: got %d, want 403", rec.Code)
+	}
+	if b := sim.RequestLog(time.Time{}, 7).Series[0].Buckets[0]; b.Requests != 2 || b.Limited != 2 || b.Failed != 0 {
+		t.Errorf("got %+v, want 2 requests, both limited: the primary limit refused both, GraphQL's with a 200", b)
 	}
 }
 

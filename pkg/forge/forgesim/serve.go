@@ -184,7 +184,7 @@ func (s *Sim) api(h func(*http.Request, string) reply) http.Handler {
 		if status == http.StatusOK || status == http.StatusNotModified {
 			s.noteReads(principal, rep.reads, now.Add(s.scaled(took)))
 		}
-		s.logRequest(r, tok, status, refused, now)
+		s.logRequest(r, tok, status, kind != "", now)
 		s.mu.Unlock()
 		s.wait(r.Context(), took)
 		write(w, status, out)
