@@ -127,7 +127,9 @@ type secondaryRule struct {
 // SecondaryLimit makes the next count API requests of token (any token when
 // "") answer 403 with a secondary-rate-limit message and retry-after (whole
 // seconds; 0: no retry-after header, as GitHub sometimes does), whatever the
-// enforced limits say. They cost no budget.
+// enforced limits say. They cost no budget. A request refused before the
+// limits (a revoked token's, one over the concurrency limit) is not one of
+// them.
 func (s *Sim) SecondaryLimit(token string, retryAfter time.Duration, count int) error {
 	if retryAfter < 0 {
 		return badField("retry_after_seconds", retryAfter.String(), "must be >= 0")
@@ -141,16 +143,23 @@ func (s *Sim) SecondaryLimit(token string, retryAfter time.Duration, count int) 
 	return nil
 }
 
-// takeSecondary uses up one secondary-limited request of tok, if any; s.mu
-// is held.
-func (s *Sim) takeSecondary(tok string) (time.Duration, bool) {
-	for _, k := range []string{tok, ""} {
-		if r := s.secondary[k]; r != nil {
-			if r.count--; r.count == 0 {
-				delete(s.secondary, k)
-			}
-			return r.retryAfter, true
-		}
+// injected tells whether an injected secondary limit (SecondaryLimit)
+// awaits tok's next request; s.mu is held.
+func (s *Sim) injected(tok string) bool {
+	return s.secondary[tok] != nil || s.secondary[""] != nil
+}
+
+// takeSecondary uses up one secondary-limited request of tok, its own
+// limit before the one for any token, and returns its retry-after; only
+// a request injected refuses takes one. s.mu is held.
+func (s *Sim) takeSecondary(tok string) time.Duration {
+	k := tok
+	if s.secondary[k] == nil {
+		k = ""
 	}
-	return 0, false
+	r := s.secondary[k]
+	if r.count--; r.count == 0 {
+		delete(s.secondary, k)
+	}
+	return r.retryAfter
 }

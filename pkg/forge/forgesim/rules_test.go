@@ -242,6 +242,24 @@ func TestConcurrentRequestsOverTheLimitAre429(t *testing.T) {
 	})
 }
 
+func TestInjectedSecondaryLimitIsSpentOnlyByARequestThatReachesIt(t *testing.T) {
+	sim := forgesim.New()
+	mustOK(t, sim.AddInstallation(7, "acme", "acme/app"))
+	mustOK(t, sim.SeedPull("acme", "app", 1, "sha", "open"))
+	old := mint(t, sim, 7)
+	mustOK(t, sim.RemoveInstallation(7))
+	mustOK(t, sim.SecondaryLimit("", time.Minute, 1))
+	if rec := call(sim, "GET", "/repos/acme/app/pulls/1", old, nil); rec.Code != 401 {
+		t.Fatalf("a removed installation's token: got %d, want 401 Bad credentials", rec.Code)
+	}
+	if rec := call(sim, "GET", "/repos/acme/app/pulls/1", "pat", nil); rec.Code != 403 {
+		t.Errorf("the next request, after a 401: got %d, want 403: SecondaryLimit(\"\", 1m, 1) refuses the first request that reaches the limits, after the token and concurrency checks", rec.Code)
+	}
+	if rec := call(sim, "GET", "/repos/acme/app/pulls/1", "pat", nil); rec.Code != 200 {
+		t.Errorf("the request after it: got %d, want 200: the injected limit was for one request", rec.Code)
+	}
+}
+
 func TestSecondaryLimitsSwitchOff(t *testing.T) {
 	sim := forgesim.New(forgesim.WithSecondaryLimits(forgesim.SecondaryLimits{}))
 	mustOK(t, sim.SeedPull("acme", "app", 1, "sha", "open"))

@@ -45,9 +45,10 @@ func errorReply(status int, msg string) reply {
 }
 
 // api wraps a GitHub endpoint: it names the token and its principal,
-// enforces the concurrency limit, an injected secondary limit, the primary
-// budget, the CPU-time limit and the per-minute secondary limits, in that
-// order, gives a GraphQL refusal its configured shape, answers a matching
+// refuses a revoked token, then enforces the concurrency limit, an
+// injected secondary limit (used up only by a request that reaches it),
+// the primary budget, the CPU-time limit and the per-minute secondary
+// limits, in that order, gives a GraphQL refusal its configured shape, answers a matching
 // If-None-Match with a 304, charges the budget, sets the x-ratelimit-*
 // headers, counts the request, and holds the answer for its modelled time
 // (timing.go) before writing it.
@@ -87,7 +88,6 @@ func (s *Sim) api(h func(*http.Request, string) reply) http.Handler {
 		var rep reply
 		var took time.Duration // the answer's modelled time
 		refused := true        // by a limit: nothing charged
-		retryAfter, injected := s.takeSecondary(tok)
 		cpuRefusal, cpuOK := s.admitCPU(principal, res, now)
 		kind := "" // the limit that refused it (clock_stats.go)
 		switch {
@@ -96,8 +96,8 @@ func (s *Sim) api(h func(*http.Request, string) reply) http.Handler {
 		case !admitted:
 			// In-flight requests end within seconds; no window to wait for.
 			rep, kind = secondaryReply(http.StatusTooManyRequests, time.Second), RefusedConcurrency
-		case injected:
-			rep, kind = secondaryReply(http.StatusForbidden, retryAfter), RefusedInjected
+		case s.injected(tok): // taken only by a request that gets this far
+			rep, kind = secondaryReply(http.StatusForbidden, s.takeSecondary(tok)), RefusedInjected
 		case res == "core" && win.used >= limit: // GraphQL's refusal is graphql's own
 			kind = RefusedPrimary
 			rep = jsonReply(http.StatusForbidden, githubError{
