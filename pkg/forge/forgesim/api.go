@@ -399,10 +399,13 @@ func (s *Sim) createInstallationToken(r *http.Request, tok string) reply {
 	}
 	s.minted++
 	token := fmt.Sprintf("ghs_sim_%d_%d", id, s.minted)
-	s.installations[token] = id
+	// The expiry to the second, as expires_at gives it: the token works
+	// until the time the client was told.
+	expires := s.clock().Add(s.tokenTTL).Truncate(time.Second)
+	s.installations[token] = mintedToken{installation: id, expires: expires}
 	return jsonReply(http.StatusCreated, tokenJSON{
 		Token:               token,
-		ExpiresAt:           ghTime(s.clock().Add(s.tokenTTL)),
+		ExpiresAt:           ghTime(expires),
 		Permissions:         map[string]string{"pull_requests": "read", "statuses": "write", "issues": "read"},
 		RepositorySelection: "all",
 	})

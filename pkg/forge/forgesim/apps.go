@@ -26,11 +26,25 @@ import (
 // payload, which no request carries, are GitHub's.
 var githubAPI = &http.Request{Host: "api.github.com", TLS: &tls.ConnectionState{}}
 
-// revoked tells whether tok was minted for an installation since removed;
-// s.mu is held. GitHub answers such a token 401 "Bad credentials".
-func (s *Sim) revoked(tok string) bool {
-	id, ok := s.installations[tok]
-	return ok && s.removedApps[id]
+// mintedToken is an installation token the simulator minted: its
+// installation, and when it expires on the simulator's clock.
+type mintedToken struct {
+	installation int64
+	expires      time.Time
+}
+
+// unusable tells whether tok is a minted token GitHub no longer takes: its
+// installation was removed since, or it expired at or before now. "When a
+// token has expired or has been revoked, it can no longer be used to
+// authenticate Git and API requests" ("Token expiration and revocation":
+// https://docs.github.com/authentication/keeping-your-account-and-data-secure/token-expiration-and-revocation),
+// and "The installation access token will expire after 1 hour"
+// ("Generating an installation access token for a GitHub App":
+// https://docs.github.com/apps/creating-github-apps/authenticating-with-a-github-app/generating-an-installation-access-token-for-a-github-app);
+// GitHub answers such a token 401 "Bad credentials". s.mu is held.
+func (s *Sim) unusable(tok string, now time.Time) bool {
+	m, ok := s.installations[tok]
+	return ok && (s.removedApps[m.installation] || !now.Before(m.expires))
 }
 
 // simInstallation is one installation of the App.
@@ -369,11 +383,11 @@ func (s *Sim) getRepoInstallation(r *http.Request, tok string) reply {
 // Other tokens, and GraphQL, are not restricted.
 func (s *Sim) reaches(tok string, r *http.Request) bool {
 	owner := r.PathValue("owner")
-	id, minted := s.installations[tok]
+	m, minted := s.installations[tok]
 	if owner == "" || !minted || len(s.apps) == 0 {
 		return true
 	}
-	return s.repoInstall[strings.ToLower(owner+"/"+r.PathValue("repo"))] == id
+	return s.repoInstall[strings.ToLower(owner+"/"+r.PathValue("repo"))] == m.installation
 }
 
 // mintable tells whether a token may be minted for installation id; s.mu

@@ -21,8 +21,8 @@ type bucket struct {
 // its user, the token itself unless MapToken named another user; "" is
 // anonymous.
 func (s *Sim) principalOf(tok string) string {
-	if id, ok := s.installations[tok]; ok {
-		return "installation:" + strconv.FormatInt(id, 10)
+	if m, ok := s.installations[tok]; ok {
+		return "installation:" + strconv.FormatInt(m.installation, 10)
 	}
 	if u, ok := s.users[tok]; ok {
 		return u

@@ -47,8 +47,9 @@ type RequestBucket struct {
 	// (concurrency, points per minute, CPU time, content creation, or one
 	// injected with SecondaryLimit).
 	Limited int64 `json:"limited"`
-	// Failed is the other requests answered 4xx or 5xx: a revoked token's
-	// 401, a repository its installation does not cover (404), a timeout.
+	// Failed is the other requests answered 4xx or 5xx: a revoked or
+	// expired token's 401, a repository its installation does not cover
+	// (404), a timeout.
 	Failed int64 `json:"failed"`
 	// First and Last are when the first and the last of them arrived, on
 	// the simulator's clock.
@@ -119,10 +120,11 @@ func (s *Sim) logWidth() time.Duration { return cmp.Or(s.reqLog.interval, s.minu
 // refused it, whatever the status of the refusal's shape (a GraphQL
 // RATE_LIMITED answer is a 200). s.mu is held.
 func (s *Sim) logRequest(r *http.Request, tok string, status int, limited bool, now time.Time) {
-	id, ok := s.installations[tok]
+	m, ok := s.installations[tok]
 	if !ok {
 		return
 	}
+	id := m.installation
 	l := &s.reqLog
 	if l.series == nil {
 		l.series = make(map[seriesKey]*series)

@@ -45,7 +45,7 @@ func errorReply(status int, msg string) reply {
 }
 
 // api wraps a GitHub endpoint: it names the token and its principal,
-// refuses a revoked token, then enforces the concurrency limit, an
+// refuses a revoked or expired token, then enforces the concurrency limit, an
 // injected secondary limit (used up only by a request that reaches it),
 // the primary budget, the CPU-time limit and the per-minute secondary
 // limits, in that order, gives a GraphQL refusal its configured shape, answers a matching
@@ -91,7 +91,7 @@ func (s *Sim) api(h func(*http.Request, string) reply) http.Handler {
 		cpuRefusal, cpuOK := s.admitCPU(principal, res, now)
 		kind := "" // the limit that refused it (clock_stats.go)
 		switch {
-		case s.revoked(tok):
+		case s.unusable(tok, now):
 			rep = errorReply(http.StatusUnauthorized, "Bad credentials")
 		case !admitted:
 			// In-flight requests end within seconds; no window to wait for.

@@ -106,8 +106,11 @@ func WithBudget(n int) Option {
 }
 
 // WithTokenTTL sets how long minted installation tokens live; d <= 0 keeps
-// DefaultTokenTTL. A TTL under a minute makes ghinstallation refresh before
-// every request.
+// DefaultTokenTTL. A token is refused from its expires_at on, on the
+// simulator's clock (Advance moves it); the TTL is not scaled by
+// WithMinute, as expires_at announces it, so a harness compressing the
+// hour sets it too. A TTL under a minute makes ghinstallation refresh
+// before every request.
 func WithTokenTTL(d time.Duration) Option {
 	return func(s *Sim) {
 		if d > 0 {
@@ -137,9 +140,9 @@ type Sim struct {
 	windows       map[bucket]*window
 	secondary     map[string]*secondaryRule // by token; "" matches any
 	secWindows    map[secKey]*secWindow
-	inFlight      map[string]int    // by principal
-	installations map[string]int64  // minted token → installation ID
-	users         map[string]string // token → user, set by MapToken
+	inFlight      map[string]int         // by principal
+	installations map[string]mintedToken // by token (apps.go)
+	users         map[string]string      // token → user, set by MapToken
 	repos         map[string]*repo
 	stats         map[statKey]int64
 	points        map[statKey]int64           // budget units charged, beside stats
@@ -177,7 +180,7 @@ func New(opts ...Option) *Sim {
 		secondary:     make(map[string]*secondaryRule),
 		secWindows:    make(map[secKey]*secWindow),
 		inFlight:      make(map[string]int),
-		installations: make(map[string]int64),
+		installations: make(map[string]mintedToken),
 		users:         make(map[string]string),
 		repos:         make(map[string]*repo),
 		stats:         make(map[statKey]int64),

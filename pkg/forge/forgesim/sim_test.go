@@ -432,6 +432,35 @@ func TestInstallationTokens(t *testing.T) {
 	}
 }
 
+func TestInstallationTokenIsRefusedFromItsExpiresAt(t *testing.T) {
+	c := &clock{t: t0.Add(500 * time.Millisecond)}
+	sim := forgesim.New(forgesim.WithClock(c.Now))
+	mustOK(t, sim.SeedPull("acme", "app", 1, "sha", "open"))
+	tok := mint(t, sim, 7) // expires_at t0+1h: GitHub's time is to the second
+	steps := []struct {
+		why     string
+		advance time.Duration
+		fresh   bool // a token minted now, not tok
+		want    int
+	}{
+		{"a second before its expires_at the token works", time.Hour - 1500*time.Millisecond, false, 200},
+		{"at its expires_at (Advance moves the simulator's clock) it is Bad credentials", time.Second, false, 401},
+		{"an hour later still", time.Hour, false, 401},
+		{"a token minted afresh works", 0, true, 200},
+	}
+	for _, st := range steps {
+		mustOK(t, sim.Advance(st.advance))
+		token := tok
+		if st.fresh {
+			token = mint(t, sim, 7)
+		}
+		rec := call(sim, "GET", "/repos/acme/app/pulls/1", token, nil)
+		if rec.Code != st.want || (st.want == 401 && !strings.Contains(rec.Body.String(), "Bad credentials")) {
+			t.Errorf("got %d %s, want %d: %s; an installation token lives an hour", rec.Code, rec.Body, st.want, st.why)
+		}
+	}
+}
+
 func TestRedirectAndUnmatchedRoutes(t *testing.T) {
 	sim, srv := start(t)
 	resp, _ := do(t, srv, "GET", "/_sim/redirect/2/repos/acme/app/pulls/1?x=1", "", "")
