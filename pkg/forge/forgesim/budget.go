@@ -66,11 +66,15 @@ func (s *Sim) window(principal, res string, now time.Time) *window {
 }
 
 // limitOf is principal's hourly budget for resource: its own (SetBudget),
-// else its installation's scaled one (installations.go), else the
-// default; s.mu is held.
+// else AnonymousBudget for requests without a token (the default when that
+// is lower), else its installation's scaled one (installations.go), else
+// the default; s.mu is held.
 func (s *Sim) limitOf(principal, resource string) int {
 	if n, ok := s.limits[principal]; ok {
 		return n
+	}
+	if principal == "" {
+		return min(AnonymousBudget, s.defaultLimit)
 	}
 	if n, ok := s.scaledLimit(principal, resource); ok {
 		return n

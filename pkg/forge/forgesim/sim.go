@@ -86,6 +86,15 @@ import (
 // or SetBudget says otherwise: GitHub's figure for a personal token.
 const DefaultBudget = 5000
 
+// AnonymousBudget is the requests unauthenticated clients may make per
+// hour: "The primary rate limit for unauthenticated requests is 60 requests
+// per hour" ("Rate limits for the REST API", Primary rate limit for
+// unauthenticated users:
+// https://docs.github.com/rest/using-the-rest-api/rate-limits-for-the-rest-api#primary-rate-limit-for-unauthenticated-users).
+// GitHub keeps it per IP address; the simulator keeps one for every
+// request without a token.
+const AnonymousBudget = 60
+
 // DefaultTokenTTL is how long a minted installation token lives, as on GitHub.
 const DefaultTokenTTL = time.Hour
 
@@ -100,7 +109,8 @@ func WithClock(now func() time.Time) Option {
 
 // WithBudget sets the requests each principal may make per hour, per resource
 // (core REST and graphql are separate budgets, as on GitHub); n < 0 counts
-// as 0, a budget every request exceeds.
+// as 0, a budget every request exceeds. Requests without a token keep
+// AnonymousBudget unless n is lower.
 func WithBudget(n int) Option {
 	return func(s *Sim) { s.defaultLimit = max(n, 0) }
 }

@@ -186,6 +186,27 @@ func TestBudget(t *testing.T) {
 	}
 }
 
+func TestAnonymousRequestsHaveSixtyAnHour(t *testing.T) {
+	sim := forgesim.New()
+	mustOK(t, sim.SeedPull("acme", "app", 1, "sha", "open"))
+	for i := range forgesim.AnonymousBudget {
+		rec := call(sim, "GET", "/repos/acme/app/pulls/1", "", nil)
+		if rec.Code != 200 || rec.Header().Get("X-Ratelimit-Limit") != "60" {
+			t.Fatalf("anonymous request %d: got %d limit %s, want 200 limit 60: GitHub's primary limit for unauthenticated requests", i+1, rec.Code, rec.Header().Get("X-Ratelimit-Limit"))
+		}
+	}
+	if rec := call(sim, "GET", "/repos/acme/app/pulls/1", "", nil); rec.Code != 403 || remaining(rec) != "0" {
+		t.Errorf("anonymous request 61: got %d remaining %s, want 403 remaining 0", rec.Code, remaining(rec))
+	}
+	if rec := call(sim, "GET", "/repos/acme/app/pulls/1", "t", nil); rec.Code != 200 || rec.Header().Get("X-Ratelimit-Limit") != "5000" {
+		t.Errorf("a token's request: got %d limit %s, want 200 limit 5000: the anonymous hour is apart", rec.Code, rec.Header().Get("X-Ratelimit-Limit"))
+	}
+	low := forgesim.New(forgesim.WithBudget(2))
+	if rec := call(low, "GET", "/repos/acme/app/pulls/1", "", nil); rec.Header().Get("X-Ratelimit-Limit") != "2" {
+		t.Errorf("anonymous under WithBudget(2): got limit %s, want 2: a lower default budget binds anonymous requests too", rec.Header().Get("X-Ratelimit-Limit"))
+	}
+}
+
 func TestETagAnd304CostNoBudget(t *testing.T) {
 	sim, srv := start(t, forgesim.WithBudget(10))
 	mustOK(t, sim.SeedPull("acme", "app", 1, "sha", "open"))
