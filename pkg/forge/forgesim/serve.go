@@ -100,8 +100,18 @@ func (s *Sim) api(h func(*http.Request, string) reply) http.Handler {
 			rep, kind = secondaryReply(http.StatusForbidden, s.takeSecondary(tok)), RefusedInjected
 		case res == "core" && win.used >= limit: // GraphQL's refusal is graphql's own
 			kind = RefusedPrimary
+			msg := "API rate limit exceeded for " + tokenLabel(tok) + "."
+			if tok == "" {
+				// GitHub's hint is for unauthenticated callers: "If you
+				// want a higher primary rate limit, consider making
+				// authenticated requests instead of unauthenticated
+				// requests" ("Rate limits for the REST API", Getting a
+				// higher rate limit:
+				// https://docs.github.com/rest/using-the-rest-api/rate-limits-for-the-rest-api#getting-a-higher-rate-limit).
+				msg += " (But here's the good news: Authenticated requests get a higher rate limit. Check out the documentation for more details.)"
+			}
 			rep = jsonReply(http.StatusForbidden, githubError{
-				Message:          "API rate limit exceeded for " + tokenLabel(tok) + ". (But here's the good news: Authenticated requests get a higher rate limit. Check out the documentation for more details.)",
+				Message:          msg,
 				DocumentationURL: "https://docs.github.com/rest/overview/resources-in-the-rest-api#rate-limiting",
 			})
 		case !cpuOK:

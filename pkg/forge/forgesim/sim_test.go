@@ -207,6 +207,20 @@ func TestAnonymousRequestsHaveSixtyAnHour(t *testing.T) {
 	}
 }
 
+func TestOnlyAnonymousCallersAreToldToAuthenticate(t *testing.T) {
+	const hint = "Authenticated requests get a higher rate limit"
+	sim := forgesim.New(forgesim.WithBudget(0))
+	for _, c := range []struct {
+		token string
+		hint  bool
+	}{{"", true}, {"t", false}} {
+		rec := call(sim, "GET", "/repos/acme/app/pulls/1", c.token, nil)
+		if rec.Code != 403 || !strings.Contains(rec.Body.String(), "API rate limit exceeded") || strings.Contains(rec.Body.String(), hint) != c.hint {
+			t.Errorf("token %q over its budget: got %d %s, want 403 'API rate limit exceeded', with %q %v: GitHub tells only unauthenticated callers to authenticate", c.token, rec.Code, rec.Body, hint, c.hint)
+		}
+	}
+}
+
 func TestETagAnd304CostNoBudget(t *testing.T) {
 	sim, srv := start(t, forgesim.WithBudget(10))
 	mustOK(t, sim.SeedPull("acme", "app", 1, "sha", "open"))
