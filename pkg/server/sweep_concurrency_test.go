@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"net/http"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -113,5 +114,37 @@ func TestSweepConcurrencyShortensAPassWithinItsBudget(t *testing.T) {
 	}
 	if two.done < one.done {
 		t.Errorf("passes that checked every run: %d two at once, %d one at a time; want no fewer", two.done, one.done)
+	}
+}
+
+// TestSweepWidenedBatchIsAtMostOneQuery pins the span a pass's last room
+// reads a timed-out batch's runs in (widened): at most sweepBatch runs,
+// forge.MaxPullBatch, since PullStates refuses more and its runs would all
+// fail unread. With two batches in flight, both can time out and leave
+// their halves pending side by side, up to twice that.
+func TestSweepWidenedBatchIsAtMostOneQuery(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		sp        [2]int
+		pending   [][2]int
+		next, end int
+		want      [2]int
+		wantLeft  [][2]int
+		wantNext  int
+	}{
+		{"the halves of one batch are joined into it",
+			[2]int{0, 50}, [][2]int{{50, 100}}, 100, 100, [2]int{0, 100}, nil, 100},
+		{"the halves of two batches timed out at once are joined up to one query",
+			[2]int{50, 100}, [][2]int{{100, 150}, {150, 200}}, 200, 200, [2]int{50, 150}, [][2]int{{150, 200}}, 200},
+		{"the page's runs past next are taken up to one query",
+			[2]int{0, 25}, nil, 25, 200, [2]int{0, 100}, nil, 100},
+	} {
+		wide, left, next := server.Widened(c.sp, c.pending, c.next, c.end)
+		if wide != c.want || !slices.Equal(left, c.wantLeft) || next != c.wantNext {
+			t.Errorf("%s: got %v, pending %v, next %d; want %v, %v, %d", c.name, wide, left, next, c.want, c.wantLeft, c.wantNext)
+		}
+		if n := wide[1] - wide[0]; n > forge.MaxPullBatch {
+			t.Errorf("%s: got a span of %d runs, want at most forge.MaxPullBatch (%d): one query", c.name, n, forge.MaxPullBatch)
+		}
 	}
 }

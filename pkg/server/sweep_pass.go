@@ -536,11 +536,14 @@ func (s *sweeper) offerPage(ctx context.Context, ps *sweepPassState, page []gate
 }
 
 // widened is sp grown up to end, the end of the timed-out batches whose
-// runs are read again: by the pending spans that follow it without a gap
-// and, when none is left and sp ends at next, by the page's runs from next
-// (next moves past them). It returns the grown span, the pending spans
-// left and next.
+// runs are read again, and to at most sweepBatch runs, the most one query
+// reads (forge.MaxPullBatch; the halves of two batches timed out at once
+// could span twice that): by the pending spans that follow it without a
+// gap and, when none is left and sp ends at next, by the page's runs from
+// next (next moves past them). It returns the grown span, the pending
+// spans left and next.
 func widened(sp span, pending []span, next, end int) (span, []span, int) {
+	end = min(end, sp.from+sweepBatch)
 	for len(pending) > 0 && pending[0].from == sp.to && pending[0].to <= end {
 		sp.to, pending = pending[0].to, pending[1:]
 	}
