@@ -265,6 +265,52 @@ func TestSweeperRateLimit(t *testing.T) {
 	})
 }
 
+// TestSweepWithoutATimeBudgetResumesADeepPassOfferingEachRunOnce pins a
+// deep pass without a time budget (NoSweepTimeBudget), which reads the
+// deep window alone: cut by a rate limit, it resumes at its cursor and
+// offers each run after it once, without going round to the runs the
+// pass before read.
+func TestSweepWithoutATimeBudgetResumesADeepPassOfferingEachRunOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		runs := gaterun.NewMemoryStore()
+		entries := make([]seeded, 300)
+		for i := range entries {
+			entries[i] = seeded{name: fmt.Sprintf("r%03d", i), age: 2 * time.Hour}
+		}
+		seedRuns(t, runs, start, entries)
+		offer := &fakeOfferer{fail: func(n int) error {
+			if n == 101 { // the second batch's first run
+				return fmt.Errorf("offer: %w", &forge.RateLimitError{Reset: start.Add(90 * time.Second), Cause: forge.CausePrimary, Sent: true})
+			}
+			return nil
+		}}
+		log := &passLog{offer: offer}
+		sw := server.NewSweeper(server.SweeperConfig{Runs: runs, Offer: offer, Interval: time.Minute, OnPass: log.onPass, TimeShare: -1})
+		stop := startSweeper(sw)
+		time.Sleep(2*time.Minute + time.Nanosecond)
+		synctest.Wait()
+		stop()
+
+		passes, offers := log.snapshot()
+		if len(passes) != 2 || !passes[1].Deep {
+			t.Fatalf("got %d passes, want 2, the second deep: a rate limit cut the first", len(passes))
+		}
+		seen := map[string]int{}
+		for _, o := range offers[1] {
+			seen[o]++
+		}
+		for o, n := range seen {
+			if n > 1 {
+				t.Errorf("pass 2 offered %s %d times, want once: a resumed deep pass offers each run after its cursor once", o, n)
+			}
+		}
+		if len(seen) != 200 || passes[1].Offered != 200 {
+			t.Errorf("pass 2 offered %d runs (%d distinct), want the 200 after the cursor", passes[1].Offered, len(seen))
+		}
+	})
+}
+
 // TestSweeperPagesThroughManyRuns pins how a pass reads the store and
 // offers: it lists the open runs 5,000 to a store read (the shallow
 // window, then 10,250 runs of the deep one: three reads), offers each

@@ -160,11 +160,14 @@ func (s *sweeper) pass(ctx context.Context, st *sweepTerm) (_ SweepPass, resume 
 	cur, stop, resume := s.offerSince(ctx, ps, shallowSince, shallowCur)
 	age := intervalsAfter(st.deepBegan, p.At, s.cfg.Interval)
 	easing := p.Deep && !alone && p.At.Before(st.deepBegan.Add(deepEase*s.cfg.Interval)) && !st.paceBehind(age)
-	if stop == stopDone && shallowCur != (gaterun.Cursor{}) {
+	if stop == stopDone && !alone && shallowCur != (gaterun.Cursor{}) {
 		// Resumed mid-window, the pass reached the window's end with time
 		// left: it goes round to the window's start, skipping the runs it
 		// offered, so every run of the window is checked this interval
-		// and no interval's time is left idle while runs wait. A deep
+		// and no interval's time is left idle while runs wait. (A deep
+		// window read alone, without a time budget, resumes where a rate
+		// limit or the term's end stopped it and does not go round: the
+		// runs before its cursor were read the pass before.) A deep
 		// pass past its easing goes on to the deep window instead when
 		// the term's last round ran out of time (roundShort): a shallow
 		// window longer than a pass would otherwise starve the deep one.
