@@ -145,7 +145,9 @@ type SweepPass struct {
 	// is unfinished, or the deep window is unfinished and has taken
 	// DeepEvery intervals or more, or the run it reads next was last
 	// checked (by the window before) DeepEvery intervals ago or more, so
-	// that run is checked past the deep-pass period (deepBehind).
+	// that run is checked past the deep-pass period (deepBehind), or a
+	// deep-window run whose offer failed has gone DeepEvery intervals
+	// unchecked (againOverdue).
 	Behind bool
 	// Complete is false when the pass stopped early (a rate limit, a store
 	// error or the end of the term) or when every forge read failed. A
@@ -277,6 +279,13 @@ type sweepTerm struct {
 	batch int
 	// backoff holds the runs whose pull request could not be read, by ID.
 	backoff map[string]backoff
+	// deepAgain holds, by ID, the runs of the deep part whose offer failed
+	// (their batch got no read, or they failed alone): the deep cursor
+	// goes past them, and every later pass offers them again before the
+	// deep window (offerDeepAgain) until an offer reads them. againSeq
+	// numbers them in the order they failed, the listing's.
+	deepAgain map[string]againRun
+	againSeq  int
 	// serverBackoff is the wait after a pass whose every forge read got a
 	// 5xx, doubled by each such pass in a row; 0 after any other pass.
 	serverBackoff time.Duration
@@ -382,7 +391,53 @@ func (st *sweepTerm) paceBehind(age int) bool {
 // newTerm counts a new term of s and returns its fresh state: its first
 // pass is deep.
 func (s *sweeper) newTerm() *sweepTerm {
-	return &sweepTerm{term: int(s.terms.Add(1)), backoff: make(map[string]backoff), batch: sweepBatch}
+	return &sweepTerm{term: int(s.terms.Add(1)), backoff: make(map[string]backoff), deepAgain: make(map[string]againRun), batch: sweepBatch}
+}
+
+// againRun is a deep-window run whose offer failed (sweepTerm.deepAgain):
+// the run as the store listed it (the reconciler re-reads it before any
+// write), the pass it failed in, its place in the failing order, and when
+// it was last known checked: when the window before read it (its pace
+// marks), or, in the term's first window, when that window began.
+type againRun struct {
+	run     gaterun.Run
+	failed  time.Time
+	seq     int
+	checked time.Time
+}
+
+// noteDeep keeps run in deepAgain when its offer in the deep part of the
+// pass at at failed, and drops it once an offer reads it (any outcome but
+// failed), wherever in a pass.
+func (st *sweepTerm) noteDeep(run gaterun.Run, out outcome, deep bool, at time.Time, interval time.Duration) {
+	if out != outcomeFailed {
+		delete(st.deepAgain, run.ID)
+		return
+	}
+	if _, kept := st.deepAgain[run.ID]; kept || !deep {
+		return
+	}
+	checked := st.deepBegan
+	for j, m := range st.lastPace {
+		if m.done || !m.cur.Before(run) {
+			checked = st.lastBegan.Add(time.Duration(j) * interval)
+			break
+		}
+	}
+	st.againSeq++
+	st.deepAgain[run.ID] = againRun{run: run, failed: at, seq: st.againSeq, checked: checked}
+}
+
+// againOverdue reports whether a run of deepAgain has gone DeepEvery
+// intervals or more unchecked at at: it is checked past the deep-pass
+// period, as deepBehind says of the deep cursor's run.
+func (st *sweepTerm) againOverdue(at time.Time, interval time.Duration) bool {
+	for _, a := range st.deepAgain {
+		if intervalsAfter(a.checked, at, interval) >= DeepEvery {
+			return true
+		}
+	}
+	return false
 }
 
 // maxServerBackoff bounds the wait between passes while the forge answers
@@ -460,7 +515,10 @@ func (st *sweepTerm) note(run gaterun.Run, out outcome, now time.Time, interval 
 // without a timeout: doubled when the pass's batches answered in half
 // GitHub's timeout on average, else by half (grownBatch). A shallow-window batch that times out at
 // minSweepBatch runs or fewer is offered once more after the rest of the
-// shallow window, before the deep window, if the time budget allows.
+// shallow window, before the deep window, if the time budget allows. A
+// deep-window run whose offer failed otherwise (a batch without an
+// answer, or the run alone) does not hold the deep cursor: every later
+// pass offers it again there until an offer reads it (offerDeepAgain).
 //
 // A run whose pull request cannot be read (outcomeUnreadable) backs off on
 // its own: it is skipped for two intervals, then four, doubling up to

@@ -1089,3 +1089,90 @@ func TestSweepIsBehindOnceARunIsOverdue(t *testing.T) {
 		}
 	})
 }
+
+// sweepDeepRunsFailing sweeps 300 open runs of the deep window alone (48
+// hours old) for passes intervals of a minute, failing each offer with
+// the error fails returns for it (nil: no failure; n counts offers from
+// 1, offer is "repo#pull"), and returns the passes and the runs each
+// checked (any outcome but failed), by ID.
+func sweepDeepRunsFailing(t *testing.T, passes int, fails func(n int, offer string) error) ([]server.SweepPass, []map[string]bool) {
+	t.Helper()
+	runs := gaterun.NewMemoryStore()
+	entries := make([]seeded, 300)
+	for i := range entries {
+		entries[i] = seeded{name: fmt.Sprintf("r%03d", i), age: 48 * time.Hour}
+	}
+	seedRuns(t, runs, time.Now(), entries)
+	var off *fakeOfferer
+	off = &fakeOfferer{fail: func(n int) error {
+		return fails(n, off.offers[len(off.offers)-1]) // this offer's; off.mu is held
+	}}
+	offer := &checkedOfferer{Offerer: off, checked: make(map[string]bool)}
+	var checked []map[string]bool
+	rec := &passLog{offer: off}
+	sw := server.NewSweeper(server.SweeperConfig{Runs: runs, Offer: offer, Interval: time.Minute,
+		OnPass: func(p server.SweepPass) { rec.onPass(p); checked = append(checked, offer.take()) }})
+	stop := startSweeper(sw)
+	time.Sleep(time.Duration(passes)*time.Minute + 30*time.Second)
+	synctest.Wait()
+	stop()
+	ps, _ := rec.snapshot()
+	return ps, checked
+}
+
+// TestSweepOffersAFailedDeepBatchAgainAtTheNextPass pins a deep-window
+// batch whose read failed for another reason than a timeout or a rate
+// limit (a quick 500 here): the deep cursor goes on, and its runs are
+// offered again from the next pass, before the deep window, so they are
+// still checked within the deep-pass period, not a deep window later.
+func TestSweepOffersAFailedDeepBatchAgainAtTheNextPass(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		failAt := time.Now().Add(server.DeepSpacing*time.Minute + 30*time.Second) // the second deep window's first pass
+		first := 0
+		passes, checked := sweepDeepRunsFailing(t, 60, func(n int, _ string) error {
+			if first == 0 && time.Now().After(failAt) {
+				first = n
+			}
+			if first > 0 && n < first+100 { // that pass's first batch
+				return fmt.Errorf("forge: GraphQL: %w 500", forge.ErrServer)
+			}
+			return nil
+		})
+		if first == 0 {
+			t.Fatal("no offer failed; want the second deep window's first batch failed")
+		}
+		most, n := longestUnchecked(checked)
+		t.Logf("%d passes; the longest a run went unchecked: %d intervals", len(passes), most)
+		if most > server.DeepEvery || n != 300 {
+			t.Errorf("%d runs checked, one %d intervals unchecked; want all 300, none past DeepEvery (%d): a failed deep batch is offered again at the next pass", n, most, server.DeepEvery)
+		}
+	})
+}
+
+// TestSweepADeepRunWhoseOfferKeepsFailingHoldsNoOneBack pins a deep-window
+// run whose every offer fails: it holds no cursor, so every other run is
+// still checked within the deep-pass period, and from the pass at which
+// it has gone DeepEvery intervals unchecked (counted, in the term's first
+// window, from the window's start), every pass is Behind.
+func TestSweepADeepRunWhoseOfferKeepsFailingHoldsNoOneBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const bad = "acme/r150#151"
+		passes, checked := sweepDeepRunsFailing(t, 60, func(_ int, offer string) error {
+			if offer == bad {
+				return fmt.Errorf("forge: pull request #151: %w", forge.ErrStaleHead)
+			}
+			return nil
+		})
+		if most, n := longestUnchecked(checked); most > server.DeepEvery || n != 299 {
+			t.Errorf("%d runs checked, one %d intervals unchecked; want the 299 others, none past DeepEvery (%d): a run that keeps failing holds no other back", n, most, server.DeepEvery)
+		}
+		for _, p := range passes {
+			if want := p.At.Sub(passes[0].At) >= server.DeepEvery*time.Minute; p.Behind != want {
+				t.Errorf("pass %d: behind %v, want %v: %s, never checked, is overdue DeepEvery intervals after the first pass", p.Pass, p.Behind, want, bad)
+			}
+		}
+		if len(passes) != 60 {
+			t.Errorf("got %d passes in 60 intervals, want 60", len(passes))
+		}
+	})
+}

@@ -182,7 +182,7 @@ func (s *sweeper) pass(ctx context.Context, st *sweepTerm) (_ SweepPass, resume 
 		}
 	}
 	if stop == stopDone && len(ps.again) > 0 {
-		stop, resume = s.offerAgain(ctx, ps)
+		stop, resume = s.offerAgain(ctx, ps, ps.again)
 	}
 	// Only a pass out of time resumes the shallow window at its cursor;
 	// after a failure or a limit it starts afresh, so no run of the last
@@ -192,6 +192,9 @@ func (s *sweeper) pass(ctx context.Context, st *sweepTerm) (_ SweepPass, resume 
 		st.shallowCursor = cur
 	}
 	p.ShallowDone = stop == stopDone
+	if stop == stopDone && len(st.deepAgain) > 0 {
+		stop, resume = s.offerDeepAgain(ctx, ps)
+	}
 	// deepNow is whether this pass goes on to the deep window: it owes it
 	// and, while the window eases, one more batch would end within
 	// deepShare of the interval (the deep part then stops there), or the
@@ -240,7 +243,7 @@ func (s *sweeper) pass(ctx context.Context, st *sweepTerm) (_ SweepPass, resume 
 	if p.ForgeReads > 0 && p.ForgeErrors == p.ForgeReads {
 		p.Complete = false // no run got a forge answer: nothing was checked
 	}
-	p.Behind = !p.ShallowDone || st.deepBehind(p.At, s.cfg.Interval)
+	p.Behind = !p.ShallowDone || st.deepBehind(p.At, s.cfg.Interval) || st.againOverdue(p.At, s.cfg.Interval)
 	if !ps.timedOut && p.ForgeReads > p.ForgeErrors {
 		st.batch = s.grownBatch(ps)
 	}
@@ -629,15 +632,14 @@ func (s *sweeper) mustStop(ctx context.Context, ps *sweepPassState) (_ passStop,
 	return stopDone, false
 }
 
-// offerAgain offers once more, in batches of the term's size, the shallow
-// window's runs whose batch timed out at the smallest size (ps.again),
-// within the time budget, so one slow answer does not leave them unchecked
-// for the interval; a batch that times out again is not retried. It
-// returns why it stopped and, when a rate limit stopped it, the limit's
-// reset.
-func (s *sweeper) offerAgain(ctx context.Context, ps *sweepPassState) (_ passStop, resume time.Time) {
-	runs := ps.again
-	ps.again = nil
+// offerAgain offers runs once more, in batches of the term's size, within
+// the time budget: the shallow window's runs whose batch timed out at the
+// smallest size (ps.again), so one slow answer does not leave them
+// unchecked for the interval, or the deep window's whose offer failed
+// (offerDeepAgain); a batch that fails again is not retried in the pass.
+// It returns why it stopped and, when a rate limit stopped it, the
+// limit's reset.
+func (s *sweeper) offerAgain(ctx context.Context, ps *sweepPassState, runs []gaterun.Run) (_ passStop, resume time.Time) {
 	for len(runs) > 0 {
 		if stop, must := s.mustStop(ctx, ps); must {
 			return stop, time.Time{}
@@ -649,6 +651,29 @@ func (s *sweeper) offerAgain(ctx context.Context, ps *sweepPassState) (_ passSto
 		runs = runs[n:]
 	}
 	return stopDone, time.Time{}
+}
+
+// offerDeepAgain offers again the deep window's runs whose offer failed
+// in an earlier pass of the term (sweepTerm.deepAgain), in the order they
+// failed, after the shallow window and before the deep one (offerAgain),
+// but those the shallow part offered this pass: the shallow window reads
+// them every pass. A run stays kept until an offer reads it, so one that
+// keeps failing costs a place in a query each pass and never holds the
+// deep cursor; the pass is Behind once it has gone DeepEvery intervals
+// unchecked (againOverdue).
+func (s *sweeper) offerDeepAgain(ctx context.Context, ps *sweepPassState) (passStop, time.Time) {
+	var kept []againRun
+	for _, a := range ps.st.deepAgain {
+		if a.failed.Before(ps.p.At) && !ps.offered[a.run.ID] {
+			kept = append(kept, a)
+		}
+	}
+	slices.SortFunc(kept, func(a, b againRun) int { return a.seq - b.seq })
+	runs := make([]gaterun.Run, len(kept))
+	for i, a := range kept {
+		runs[i] = a.run
+	}
+	return s.offerAgain(ctx, ps, runs)
 }
 
 // outOfTime waits, when it must, until one more batch fits in the time
@@ -783,14 +808,18 @@ func (s *sweeper) record(ps *sweepPassState, b sentBatch) (limited bool, resume 
 	}
 	st.spent = slices.Insert(st.spent, at, spentBatch{b.began, charged})
 	ps.batches++
+	limited = errors.Is(b.err, forge.ErrRateLimited)
 	for i, out := range b.outs {
 		st.note(b.runs[i], out, p.At, s.cfg.Interval)
+		if !limited { // a limited batch's runs are offered again from the cursor before them
+			st.noteDeep(b.runs[i], out, ps.deep, p.At, s.cfg.Interval)
+		}
 		if !ps.deep {
 			ps.offered[b.runs[i].ID] = true
 		}
 	}
 	p.Offered += len(b.runs)
-	if !errors.Is(b.err, forge.ErrRateLimited) {
+	if !limited {
 		p.ForgeReads++
 		if !b.read() {
 			p.ForgeErrors++
