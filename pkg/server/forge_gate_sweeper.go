@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -268,8 +269,10 @@ type sweepTerm struct {
 	// that stands behind lastPace eases no more until it catches up
 	// (paceBehind).
 	pace, lastPace []paceMark
-	// spent is the forge time of the batches begun within the last
-	// interval, oldest first: the window the time budget holds in.
+	// spent is the forge time of the calls begun within the last minute,
+	// oldest first: the window the time budget holds in. mu guards it, as
+	// the calls of batches in flight are charged as they end.
+	mu    sync.Mutex
 	spent []spentBatch
 	// batch is the batch size that last worked: halved by a query that
 	// timed out, down to minSweepBatch, unless its halves, read at once,
@@ -497,10 +500,14 @@ func (st *sweepTerm) note(run gaterun.Run, out outcome, now time.Time, interval 
 //
 // The sweeper spends at most its time budget (sweeperConfig.TimeShare) in
 // any window of one minute (sweeperConfig.Minute), across passes: before
-// each batch it counts the forge time of the batches begun within the
+// each batch it counts the forge time of the calls begun within the
 // minute before, adds the longest a batch can be charged (GitHub's
 // forge.ServerTimeout, on the sweeper's minute), and waits until that
-// fits. A pass stops, at its cursor, when the wait and the batch (judged
+// fits. A batch's later calls (a drifted run's status write) are made
+// only while that fits at once and they could end within the interval
+// (admitCall); a run not written is left drifted for the next pass, so
+// a drifted backlog is repaired over passes, as many writes a minute as
+// the budget leaves room for beside the queries. A pass stops, at its cursor, when the wait and the batch (judged
 // by the longest it can keep the pass waiting, longestWait, or the mean of
 // its batches if longer) could take it past its interval; the next pass resumes the window
 // there, and when it reaches the window's end with time left, goes round

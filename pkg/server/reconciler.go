@@ -362,9 +362,15 @@ func decides(runs []gaterun.Run, of gaterun.Run) gaterun.Run {
 	return best
 }
 
-// failed logs a failed step of an offer and returns it as outcomeFailed.
+// failed logs a failed step of an offer and returns it as outcomeFailed;
+// a forge call the sweep's time budget had no room for (errNoRoom) is
+// logged at debug level: the budget at work, not a failure.
 func (r *reconciler) failed(step string, run gaterun.Run, err error) (outcome, error) {
-	r.logger.Warn("offer failed; left for the next offer", "step", step, "run", run.ID,
+	log := r.logger.Warn
+	if errors.Is(err, errNoRoom) {
+		log = r.logger.Debug
+	}
+	log("offer failed; left for the next offer", "step", step, "run", run.ID,
 		"repo", run.Repo, "pull", run.Pull, "installation", run.Installation, "err", err)
 	return outcomeFailed, fmt.Errorf("server: offer run %s: %s: %w", run.ID, step, err)
 }

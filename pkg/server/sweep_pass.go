@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"iterion.dev/iterion/internal/clock"
@@ -40,6 +41,10 @@ type sweepPassState struct {
 	batches  int
 	sent     int
 	most     int
+	// flying is how many batches are in flight (offerPage): their forge
+	// calls, made in their own goroutines, each keep a whole GitHub
+	// timeout of the budget free for the others (admitCall).
+	flying atomic.Int64
 	// offered holds the runs the shallow part offered (less those of a
 	// batch that timed out, until offered again in halves), which going
 	// round and the deep part skip; skip turns that on; deep is true in
@@ -102,17 +107,19 @@ func SweepBatchWait(minute, requestTimeout time.Duration) time.Duration {
 	return wait
 }
 
-// spentBatch is one batch's forge time, by when it began.
+// spentBatch is one forge call's time, by when it began.
 type spentBatch struct {
 	began time.Time
 	took  time.Duration
 }
 
-// roomAt is the earliest time, now or later, at which the batches of the
-// term begun within the window before it, plus next, fit in budget: now
-// if they already do, else when enough of the oldest have left the
-// window. It forgets the batches that left the window before now.
+// roomAt is the earliest time, now or later, at which the forge calls of
+// the term begun within the window before it, plus next, fit in budget:
+// now if they already do, else when enough of the oldest have left the
+// window. It forgets the calls that left the window before now.
 func (st *sweepTerm) roomAt(now time.Time, window, budget, next time.Duration) time.Time {
+	st.mu.Lock()
+	defer st.mu.Unlock()
 	i := 0
 	for i < len(st.spent) && !st.spent[i].began.After(now.Add(-window)) {
 		i++
@@ -131,6 +138,18 @@ func (st *sweepTerm) roomAt(now time.Time, window, budget, next time.Duration) t
 		at = b.began.Add(window)
 	}
 	return at
+}
+
+// charge adds a forge call of the term, begun at began and charged took,
+// to its spent calls, in order of beginning.
+func (st *sweepTerm) charge(began time.Time, took time.Duration) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	at := len(st.spent)
+	for at > 0 && st.spent[at-1].began.After(began) {
+		at--
+	}
+	st.spent = slices.Insert(st.spent, at, spentBatch{began, took})
 }
 
 // pass makes one pass of the term st and returns it, with the rate
@@ -421,7 +440,6 @@ func (s *sweeper) offerPage(ctx context.Context, ps *sweepPassState, page []gate
 	var (
 		pending []span // halves of timed-out batches, offered first, in page order
 		next    int    // the first run in no span yet
-		flying  int
 		offered = make([]bool, len(page))
 		answers = make(chan flown, s.cfg.Concurrency)
 		retries []retried // timed-out batches being read again
@@ -463,7 +481,7 @@ func (s *sweeper) offerPage(ctx context.Context, ps *sweepPassState, page []gate
 		}
 	}
 	answered := func(f flown) {
-		flying--
+		ps.flying.Add(-1)
 		limited, reset, timedOut := s.record(ps, f.sent)
 		n := f.sp.to - f.sp.from
 		if timedOut {
@@ -489,7 +507,7 @@ func (s *sweeper) offerPage(ctx context.Context, ps *sweepPassState, page []gate
 			redoEnd = max(redoEnd, f.sp.to)
 			retries = append(retries, retried{sp: f.sp, size: min(n, ps.st.batch)})
 			ps.st.batch = min(ps.st.batch, max(n/2, minSweepBatch))
-			if flying == 0 && len(pending) == 0 && next == f.sp.to {
+			if ps.flying.Load() == 0 && len(pending) == 0 && next == f.sp.to {
 				next = f.sp.from // one at a time: from the batch's start, in the new size
 				return
 			}
@@ -504,12 +522,12 @@ func (s *sweeper) offerPage(ctx context.Context, ps *sweepPassState, page []gate
 		finish(f.sp)
 	}
 	for {
-		for stop == stopDone && flying < s.cfg.Concurrency && (len(pending) > 0 || next < len(page)) {
-			if flying > 0 && !s.roomForAnother(ps, flying) {
+		for stop == stopDone && ps.flying.Load() < int64(s.cfg.Concurrency) && (len(pending) > 0 || next < len(page)) {
+			if flying := ps.flying.Load(); flying > 0 && !s.roomForAnother(ps, flying) {
 				break // the next batch waits for one in flight
 			}
 			if why, must := s.mustStop(ctx, ps); must {
-				if flying == 0 {
+				if ps.flying.Load() == 0 {
 					stop = why
 				}
 				break // else judged again once those in flight answered
@@ -522,7 +540,7 @@ func (s *sweeper) offerPage(ctx context.Context, ps *sweepPassState, page []gate
 				sp = span{next, min(next+ps.st.batch, len(page))}
 				next = sp.to
 			}
-			if sp.from < redoEnd && flying == 0 && s.lastRoom(ps) {
+			if sp.from < redoEnd && ps.flying.Load() == 0 && s.lastRoom(ps) {
 				sp, pending, next = widened(sp, pending, next, redoEnd)
 			}
 			batch := s.pick(ps, page[sp.from:sp.to])
@@ -530,11 +548,11 @@ func (s *sweeper) offerPage(ctx context.Context, ps *sweepPassState, page []gate
 				finish(sp)
 				continue
 			}
-			flying++
+			ps.flying.Add(1)
 			ps.sent++
-			go func() { answers <- flown{sp, s.send(ctx, batch)} }()
+			go func() { answers <- flown{sp, s.send(ctx, ps, batch)} }()
 		}
-		if flying == 0 {
+		if ps.flying.Load() == 0 {
 			return done, stop, resume
 		}
 		answered(<-answers)
@@ -597,11 +615,11 @@ func insertSpans(pending, add []span) []span {
 	return out
 }
 
-// roomForAnother reports whether one more batch may be sent now beside
-// flying ones: the time budget has room for it now with a whole GitHub
-// timeout (longestBatch) kept free for each of them, and it could end
-// within the pass's interval.
-func (s *sweeper) roomForAnother(ps *sweepPassState, flying int) bool {
+// roomForAnother reports whether one more batch, or forge call, may be
+// begun now beside flying batches: the time budget has room for it now
+// with a whole GitHub timeout (longestBatch) kept free for each of them,
+// and it could end within the pass's interval.
+func (s *sweeper) roomForAnother(ps *sweepPassState, flying int64) bool {
 	if s.cfg.TimeShare < 0 {
 		return true
 	}
@@ -738,7 +756,7 @@ func (s *sweeper) offerChunk(ctx context.Context, ps *sweepPassState, chunk []ga
 		return nil, false, time.Time{}, false
 	}
 	ps.sent++
-	sent := s.send(ctx, batch)
+	sent := s.send(ctx, ps, batch)
 	limited, resume, timedOut = s.record(ps, sent)
 	return batch, limited, resume, timedOut
 }
@@ -762,51 +780,68 @@ func (s *sweeper) pick(ps *sweepPassState, chunk []gaterun.Run) []gaterun.Run {
 }
 
 // sentBatch is one batch offered: its runs, their outcomes and the
-// error, when it began and the forge time it took.
+// error, and the forge time it took.
 type sentBatch struct {
-	runs  []gaterun.Run
-	outs  []outcome
-	err   error
-	began time.Time
-	took  time.Duration
+	runs []gaterun.Run
+	outs []outcome
+	err  error
+	took time.Duration
 }
 
 // read reports whether the batch's forge read answered for any of its
-// runs: not every outcome failed.
+// runs: not every outcome failed, or a forge call was refused for want of
+// room (errNoRoom), which only a call after the answered read can be.
 func (b sentBatch) read() bool {
-	return slices.ContainsFunc(b.outs, func(o outcome) bool { return o != outcomeFailed })
+	return slices.ContainsFunc(b.outs, func(o outcome) bool { return o != outcomeFailed }) || errors.Is(b.err, errNoRoom)
 }
 
-// send offers batch in one forge read, timing it. It touches no pass
-// state, so batches may be sent concurrently.
-func (s *sweeper) send(ctx context.Context, batch []gaterun.Run) sentBatch {
-	began := s.cfg.Now()
-	tctx, timer := withForgeTimer(ctx, s.cfg.Now)
+// send offers batch in one forge read, timing it: each forge call is
+// charged to the term's budget as it ends (chargeCall), and each after the
+// batch's query (the status writes of drifted runs, and the REST reads of
+// one changed since the listing) is made only when admitCall allows it;
+// a run whose call was refused comes back failed, left for the next
+// offer. It touches the pass's state only through those, so batches may
+// be sent concurrently.
+func (s *sweeper) send(ctx context.Context, ps *sweepPassState, batch []gaterun.Run) sentBatch {
+	tctx, timer := withForgeTimer(ctx, s.cfg.Now, func() bool { return s.admitCall(ps) },
+		func(began time.Time, took time.Duration, err error) { s.chargeCall(ps.st, began, took, err) })
 	outs, err := s.cfg.Offer.OfferBatch(tctx, batch)
-	return sentBatch{runs: batch, outs: outs, err: err, began: began, took: timer.Took()}
+	return sentBatch{runs: batch, outs: outs, err: err, took: timer.Took()}
+}
+
+// admitCall reports whether a batch in flight may make one more forge
+// call now: as for a batch (roomForAnother), the time budget has room for
+// a whole GitHub timeout more with one kept free for each other batch in
+// flight, and the call, however slow, would end within the pass's
+// deadline. So a batch's writes keep the budget's guarantee as its query
+// does, and a drifted backlog is repaired over passes, as many writes a
+// minute as the budget leaves room for, rather than in one batch that
+// outruns the budget and the interval.
+func (s *sweeper) admitCall(ps *sweepPassState) bool {
+	return s.roomForAnother(ps, max(ps.flying.Load()-1, 0))
+}
+
+// chargeCall charges a forge call of a sweep batch, begun at began, to the
+// term's budget (sweepTerm.charge): what it took, but a query the forge
+// client gave up on at its own deadline, before GitHub answered, may go on
+// running at GitHub until its timeout and be charged for it (the
+// simulator charges its whole modelled time): the budget counts it as the
+// longest a batch can be charged.
+func (s *sweeper) chargeCall(st *sweepTerm, began time.Time, took time.Duration, err error) {
+	if errors.Is(err, forge.ErrQueryTimeout) && !errors.Is(err, forge.ErrServer) {
+		took = max(took, s.longestBatch())
+	}
+	st.charge(began, took)
 }
 
 // record notes a sent batch's outcomes and counts it and its time in p
-// (its time in the term's spent batches, in order of beginning). It
+// (its forge calls were charged to the term's budget as they ended). It
 // reports whether a forge rate limit stopped the batch, with the limit's
 // reset (an interval from now when the limit names none), and whether the
 // query timed out.
 func (s *sweeper) record(ps *sweepPassState, b sentBatch) (limited bool, resume time.Time, timedOut bool) {
 	st, p := ps.st, ps.p
 	p.ForgeTime += b.took
-	// A query the forge client gave up on at its own deadline, before
-	// GitHub answered, may go on running at GitHub until its timeout and
-	// be charged for it (the simulator charges its whole modelled time):
-	// the budget counts it as the longest a batch can be charged.
-	charged := b.took
-	if errors.Is(b.err, forge.ErrQueryTimeout) && !errors.Is(b.err, forge.ErrServer) {
-		charged = max(charged, s.longestBatch())
-	}
-	at := len(st.spent)
-	for at > 0 && st.spent[at-1].began.After(b.began) {
-		at--
-	}
-	st.spent = slices.Insert(st.spent, at, spentBatch{b.began, charged})
 	ps.batches++
 	limited = errors.Is(b.err, forge.ErrRateLimited)
 	for i, out := range b.outs {

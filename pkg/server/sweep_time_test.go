@@ -15,6 +15,7 @@ import (
 	"iterion.dev/iterion/pkg/forge"
 	"iterion.dev/iterion/pkg/forge/forgesim"
 	"iterion.dev/iterion/pkg/gaterun"
+	"iterion.dev/iterion/pkg/lease"
 	"iterion.dev/iterion/pkg/server"
 )
 
@@ -259,6 +260,60 @@ func TestSweepSpendsAtMostItsTimeBudget(t *testing.T) {
 		for _, rc := range sim.Stats().Requests {
 			if rc.Status != 200 {
 				t.Errorf("simulator answered %d %s %s %d times, want only 200s: the budget keeps the sweep under GitHub's time limit", rc.Status, rc.Method, rc.Route, rc.Count)
+			}
+		}
+	})
+}
+
+// TestSweepRepairsADriftedBacklogWithinItsBudget pins a batch's status
+// writes to the time budget: after an outage 100 open runs have drifted,
+// and under GitHub's latency model without its tail (a 100-pull query
+// about 1.5 s, a status write about 1 s) one batch would write all 100,
+// about 100 s, past the 30 s budget and the 1-minute interval, and the
+// watchdog would cut the pass. Each write is admitted as a batch is, only
+// while the budget has room for a whole GitHub timeout more (and it could
+// end within the interval), so each pass spends at most 30 s, ends within
+// its interval and is complete, repairing about 20 runs, and the backlog
+// is repaired over the passes that follow, every simulator minute holding
+// at most 30 s of REST and GraphQL time together.
+func TestSweepRepairsADriftedBacklogWithinItsBudget(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const n = 100
+		sim := forgesim.New(forgesim.WithLatency(steadyLatency()))
+		fc, runs, stopSim := seedSweepRuns(t, sim, n, n)
+		defer stopSim()
+		rec := &sweepRecorder{sim: sim}
+		var writes []int64
+		sw := server.NewSweeper(server.SweeperConfig{Runs: runs, Offer: server.NewReconciler(runs, fc, nil), Interval: time.Minute,
+			OnPass: func(p server.SweepPass) {
+				rec.onPass(p)
+				writes = append(writes, sim.Requests(forgesim.Filter{Route: statusRoute}))
+			},
+			Watchdog: lease.Watchdog{Name: "merge-gate-sweeper", PassTimeout: time.Minute}})
+		passes := sweepFor(sw, rec, 7*time.Minute+59*time.Second)
+		if len(passes) != 7 {
+			t.Fatalf("got %d passes in 7 intervals, want 7: the watchdog ends a term whose passes it cuts", len(passes))
+		}
+		for i, p := range passes {
+			t.Logf("pass %d: offered %d, status writes %d in all, forge time %v, took %v", p.Pass, p.Offered, writes[i], p.ForgeTime, rec.took[i])
+			if p.ForgeTime > 30*time.Second || rec.took[i] > time.Minute || !p.Complete {
+				t.Errorf("pass %d spent %v of forge time in %v, complete %v; want at most the 30 s budget, within its 1 m interval, complete: a batch's writes are admitted as batches are", p.Pass, p.ForgeTime, rec.took[i], p.Complete)
+			}
+		}
+		if first := writes[0]; first < 15 || first >= n {
+			t.Errorf("pass 1 wrote %d statuses, want 15 to 99: as many as the budget leaves room for", first)
+		}
+		if last := writes[len(writes)-1]; last != n {
+			t.Errorf("%d statuses written in %d passes, want all %d: the runs a pass could not write are repaired by the next", last, len(passes), n)
+		}
+		for _, m := range sim.Stats().CPUMinutes { // before the test's own reads below
+			if m.Resource == "all" && m.Seconds > 30 {
+				t.Errorf("the simulator's minute from %v counted %.1f s of REST and GraphQL, want at most 30: the writes are within the budget", m.Start, m.Seconds)
+			}
+		}
+		for i := 1; i <= n; i++ {
+			if got := gateState(t, fc, fmt.Sprintf("%040d", i)); got != "success" {
+				t.Errorf("pull %d: gate status %q, want success", i, got)
 			}
 		}
 	})
