@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -61,7 +62,7 @@ func doJSON(ctx context.Context, hc *http.Client, method, url, bearer string, bo
 		return fmt.Errorf("%w: %s %s: %w", ErrRequest, method, url, err)
 	}
 	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("%w: %s %s: %s: %s", ErrRequest, method, url, resp.Status, strings.TrimSpace(string(b)))
+		return fmt.Errorf("%w: %s %s: %w: %s", ErrRequest, method, url, httpStatus(resp.StatusCode), strings.TrimSpace(string(b)))
 	}
 	if out != nil {
 		if err := json.Unmarshal(b, out); err != nil {
@@ -70,6 +71,12 @@ func doJSON(ctx context.Context, hc *http.Client, method, url, bearer string, bo
 	}
 	return nil
 }
+
+// httpStatus is a status doJSON refused, as an error reading like the
+// status line.
+type httpStatus int
+
+func (s httpStatus) Error() string { return strconv.Itoa(int(s)) + " " + http.StatusText(int(s)) }
 
 // simRequests is one row of the simulator's GET /_sim/stats.
 type simRequests struct {
@@ -189,11 +196,32 @@ func (s sim) seedIssue(ctx context.Context, repo string, number int, title strin
 // that they are never charged to a replica.
 const harnessToken = "harness"
 
+// forgeTries is how many times the harness sends one of its own requests
+// to the simulator's GitHub endpoints while they answer 5xx.
+const forgeTries = 3
+
+// forgeJSON is doJSON for the harness's own requests to the simulator's
+// GitHub endpoints, with harnessToken. With the latency model on, GitHub's
+// 10 s timeout answers a slow one 502 (forgesim.RESTTimeout), as GitHub
+// does: the harness, a client like any other, tries it again ("try your
+// request later", "Troubleshooting the REST API", Timeouts), up to
+// forgeTries times, rather than end a measurement on it.
+func (s sim) forgeJSON(ctx context.Context, method, url string, body, out any) error {
+	var err error
+	for range forgeTries {
+		var st httpStatus
+		if err = doJSON(ctx, s.hc, method, url, harnessToken, body, out); !errors.As(err, &st) || st < 500 {
+			return err
+		}
+	}
+	return err
+}
+
 // setStatus writes a commit status through the forge's own REST endpoint, as
 // a human or another bot would behind the replicas' backs.
 func (s sim) setStatus(ctx context.Context, repo, sha, gateContext, state string) error {
 	body := map[string]string{"state": state, "context": gateContext, "description": "drifted by the harness"}
-	return doJSON(ctx, s.hc, http.MethodPost, s.url+"/repos/"+repo+"/statuses/"+sha, harnessToken, body, nil)
+	return s.forgeJSON(ctx, http.MethodPost, s.url+"/repos/"+repo+"/statuses/"+sha, body, nil)
 }
 
 // statusOf reads the state of gateContext on sha ("" when it has none).
@@ -204,7 +232,7 @@ func (s sim) statusOf(ctx context.Context, repo, sha, gateContext string) (strin
 			State   string `json:"state"`
 		} `json:"statuses"`
 	}
-	if err := doJSON(ctx, s.hc, http.MethodGet, s.url+"/repos/"+repo+"/commits/"+sha+"/status", harnessToken, nil, &cs); err != nil {
+	if err := s.forgeJSON(ctx, http.MethodGet, s.url+"/repos/"+repo+"/commits/"+sha+"/status", nil, &cs); err != nil {
 		return "", err
 	}
 	for _, st := range cs.Statuses {

@@ -2,8 +2,10 @@ package harness
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -80,5 +82,34 @@ func TestSweeperFiguresReadTheServersPassMetrics(t *testing.T) {
 	}
 	if terms[0] != 1 || n != 1 {
 		t.Errorf("got %d sweeper terms and step-downs %v after Run ended, want 1 and one: the harness reads lease_terms_started_total and lease_step_downs_total under the lease's label", terms[0], downs[0])
+	}
+}
+
+// TestHarnessTriesItsOwnForgeRequestsAgainOnAServerError pins forgeJSON:
+// GitHub's 10 s timeout answers a slow REST request 502 (the simulator's
+// latency model does too), so the harness's own status reads try again,
+// forgeTries times in all, rather than end a measurement.
+func TestHarnessTriesItsOwnForgeRequestsAgainOnAServerError(t *testing.T) {
+	for _, c := range []struct {
+		fails int
+		want  string
+		why   string
+	}{
+		{forgeTries - 1, "success", "502s short of forgeTries: the last try reads the status"},
+		{forgeTries, "", "forgeTries 502s: the read fails, as a request error"},
+	} {
+		var sent atomic.Int64
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if sent.Add(1) <= int64(c.fails) {
+				http.Error(w, `{"message":"Server Error"}`, http.StatusBadGateway)
+				return
+			}
+			w.Write([]byte(`{"statuses":[{"context":"ctx","state":"success"}]}`))
+		}))
+		st, err := sim{url: srv.URL, hc: newHTTPClient()}.statusOf(context.Background(), "acme/app", "sha", "ctx")
+		srv.Close()
+		if st != c.want || (err != nil) != (c.want == "") || (err != nil && !errors.Is(err, ErrRequest)) || sent.Load() != int64(min(c.fails+1, forgeTries)) {
+			t.Errorf("%d 502s: got %q, %v after %d requests, want %q: %s", c.fails, st, err, sent.Load(), c.want, c.why)
+		}
 	}
 }
