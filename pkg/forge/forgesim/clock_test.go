@@ -312,6 +312,29 @@ func TestGraphQLQueryPastTenSecondsTimesOutAndIsStillCharged(t *testing.T) {
 	}
 }
 
+func TestRESTRequestPastTenSecondsIsAServerErrorAtTenSeconds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := flat()
+		l.RESTPage = 12 * time.Second
+		sim := forgesim.New(forgesim.WithLatency(l))
+		mustOK(t, sim.SeedIssue("acme", "app", forgesim.Issue{Number: 1, Title: "x", State: "open"}))
+		rec, took := timed(sim, "GET", "/repos/acme/app/issues", "t", "")
+		if rec.Code != 502 || !strings.Contains(rec.Body.String(), `"Server Error"`) {
+			t.Errorf("an issues page modelled at 12 s: got %d %s, want 502 Server Error: GitHub terminates a request past 10 s", rec.Code, rec.Body)
+		}
+		if took != forgesim.RESTTimeout {
+			t.Errorf("got the answer after %v, want %v: GitHub stops the request at 10 s", took, forgesim.RESTTimeout)
+		}
+		st := sim.Stats().Requests
+		if len(st) != 1 || st[0].Points != 1 || st[0].Seconds != 10 {
+			t.Errorf("stats: got %+v, want one request, charged 1, 10 s", st)
+		}
+		if rec, took := timed(sim, "GET", "/repos/acme/app/pulls/1", "t", ""); rec.Code != 404 || took != time.Second {
+			t.Errorf("a request modelled at 1 s: got %d after %v, want its answer (404, no such pull) after 1 s: only requests past 10 s time out", rec.Code, took)
+		}
+	})
+}
+
 func TestCPUTimeSecondaryLimit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := flat()

@@ -64,6 +64,13 @@ type Latency struct {
 // https://docs.github.com/graphql/overview/rate-limits-and-query-limits-for-the-graphql-api#timeouts).
 const GraphQLTimeout = 10 * time.Second
 
+// RESTTimeout is how long GitHub lets a REST request run: "If GitHub takes
+// more than 10 seconds to process an API request, GitHub will terminate
+// the request and you will receive a timeout response and a \"Server
+// Error\" message" ("Troubleshooting the REST API", Timeouts:
+// https://docs.github.com/rest/using-the-rest-api/troubleshooting-the-rest-api#timeouts).
+const RESTTimeout = 10 * time.Second
+
 // GitHubLatency is the default latency model, grounded in what clients of
 // github.com report:
 //

@@ -9,8 +9,8 @@
 // By default every answer is instant. WithLatency turns on a latency model
 // (latency.go): each answer takes GitHub's time, waited on the simulator's
 // own clock and scaled by its minute, and with it come the rules that
-// depend on time: GitHub's 10 s GraphQL timeout and its CPU-time secondary
-// limit (timing.go). WithGraphQLLimitAnswer picks the shape of a GraphQL
+// depend on time: GitHub's 10 s timeouts, GraphQL's and REST's, and its
+// CPU-time secondary limit (timing.go). WithGraphQLLimitAnswer picks the shape of a GraphQL
 // refusal (graphql_limits.go); WithInstallationSize scales installation
 // budgets by GitHub's rule (installations.go). A commit takes at most
 // MaxStatuses statuses of one context.

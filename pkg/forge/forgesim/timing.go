@@ -71,9 +71,9 @@ func (s *Sim) chargeCPU(principal, res string, took time.Duration, now time.Time
 
 // answerTime is how long rep, an answer h gave, takes under the latency
 // model (0 with the model off, or when rep is free); it charges that time
-// to principal's CPU-time windows, and turns a GraphQL query that would
-// run past GraphQLTimeout into GitHub's timeout answer, which takes the
-// timeout and keeps the query's points; s.mu is held.
+// to principal's CPU-time windows, and turns a request that would run past
+// GraphQLTimeout or RESTTimeout into GitHub's timeout answer, which takes
+// the timeout and is charged as the answer would have been; s.mu is held.
 func (s *Sim) answerTime(r *http.Request, principal, res string, body []byte, rep reply, now time.Time) (reply, time.Duration) {
 	m := s.latency
 	if m == nil || rep.free {
@@ -87,10 +87,20 @@ func (s *Sim) answerTime(r *http.Request, principal, res string, body []byte, re
 	if res == "graphql" {
 		rng = m.source(principal, body)
 		took, timedOut = m.GraphQLTime(rng, graphqlNodes(body))
-	} else {
-		took = m.draw(rng, m.restMedian(r.Pattern))
+	} else if took = m.draw(rng, m.restMedian(r.Pattern)); took > RESTTimeout {
+		took, timedOut = RESTTimeout, true
 	}
-	if timedOut {
+	switch {
+	case timedOut && res != "graphql":
+		// GitHub terminates the request with a "Server Error"
+		// (RESTTimeout). The docs name no status; clients meet a 502 with
+		// that message after 10 s (google/go-github#1037, a page of 100
+		// repositories). No draw picks it, so the model's stream, and
+		// every other request's time, stays as it was. The request is
+		// charged, as any answered one; a write the timeout cuts short has
+		// been made, as GitHub does not say it is undone.
+		rep = reply{status: http.StatusBadGateway, body: githubError{Message: "Server Error"}}
+	case timedOut:
 		// GitHub stops the query at the timeout and answers 502 or 504
 		// with "We couldn't respond to your request in time"; timeouts
 		// count against the primary limit ("Rate limits and query limits
