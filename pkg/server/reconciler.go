@@ -150,7 +150,8 @@ func (r *reconciler) offerStored(ctx context.Context, run gaterun.Run) (outcome,
 // It returns one outcome per run, in order, and every failure joined: a
 // forge rate limit stopping the query (errors.As finds a
 // *forge.RateLimitError) fails every run. More than forge.MaxPullBatch runs
-// fail the forge read.
+// fail the forge read. When the read answered, the failures are the runs'
+// own, joined in an afterRead.
 func (r *reconciler) OfferBatch(ctx context.Context, runs []gaterun.Run) ([]outcome, error) {
 	outs, _, err := r.offerBatch(ctx, runs)
 	return outs, err
@@ -190,8 +191,22 @@ func (r *reconciler) offerBatch(ctx context.Context, runs []gaterun.Run) ([]outc
 	for i, run := range runs {
 		outs[i], errs[i] = r.offerListed(ctx, fc, run, states[i])
 	}
-	return outs, errs, errors.Join(errs...)
+	if err := errors.Join(errs...); err != nil {
+		return outs, errs, afterRead{err}
+	}
+	return outs, errs, nil
 }
+
+// afterRead is the failures of a batch whose forge read answered, joined:
+// each run's own, from its pull request's answer on (an unreadable pull
+// request, a store read, a status write GitHub failed or the time budget
+// refused). Its text is theirs. It tells a forge that answered the read
+// from one that did not: a write GitHub stopped at its timeout is no
+// failing forge (see sentBatch.read).
+type afterRead struct{ err error }
+
+func (e afterRead) Error() string { return e.err.Error() }
+func (e afterRead) Unwrap() error { return e.err }
 
 // offerListed decides a listed run from the forge's state of its pull
 // request, and re-reads it from the store before any write (OfferBatch).

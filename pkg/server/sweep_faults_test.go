@@ -151,3 +151,44 @@ func TestSweepQueryTimeoutSkipsNoPass(t *testing.T) {
 		}
 	})
 }
+
+// TestSweepWriteGitHubStoppedIsNoFailingForge pins how the sweep counts a
+// status write GitHub stopped at its 10 s timeout (forgesim answers 502
+// "Server Error", as GitHub's "Troubleshooting the REST API" says) after
+// the batch's read answered: a failed write, the run offered again by the
+// next pass, not a failing forge. So no pass is
+// skipped for it (ServerErrors 0; passes stay an interval apart), where a
+// 5xx on every read backs the sweeper off. Counted as a failed read, a
+// one-run installation skipped two intervals after one slow write.
+func TestSweepWriteGitHubStoppedIsNoFailingForge(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := steadyLatency()
+		l.REST = map[string]time.Duration{statusRoute: 12 * time.Second}
+		sim := forgesim.New(forgesim.WithLatency(l))
+		fc, runs, stopSim := seedSweepRuns(t, sim, 1, 1)
+		defer stopSim()
+		rec := &sweepRecorder{sim: sim}
+		sw := server.NewSweeper(server.SweeperConfig{Runs: runs, Offer: server.NewReconciler(runs, fc, nil),
+			Interval: time.Minute, OnPass: rec.onPass})
+		passes := sweepFor(sw, rec, 4*time.Minute+30*time.Second)
+		for _, p := range passes {
+			t.Logf("pass %d at %v: reads %d, failed %d, 5xx %d", p.Pass, p.At, p.ForgeReads, p.ForgeErrors, p.ServerErrors)
+		}
+		if len(passes) != 4 {
+			t.Fatalf("got %d passes in 4.5 intervals, want 4 (the first an interval in): a write GitHub stopped skips no pass", len(passes))
+		}
+		for _, p := range passes {
+			if p.ServerErrors != 0 || p.ForgeErrors != 0 || p.ForgeReads != 1 {
+				t.Errorf("pass %d: %d forge reads, %d failed, %d with a 5xx; want 1, 0, 0: the read answered, only the write failed", p.Pass, p.ForgeReads, p.ForgeErrors, p.ServerErrors)
+			}
+		}
+		// The simulator keeps a write GitHub stopped (GitHub does not say it
+		// is undone), so the next pass reads the run current.
+		if got := sim.Requests(forgesim.Filter{Route: statusRoute}); got != 1 {
+			t.Errorf("%d status writes, want 1: the stopped write was made, and the next pass reads it", got)
+		}
+		if got := gateState(t, fc, fmt.Sprintf("%040d", 1)); got != "success" {
+			t.Errorf("gate status %q, want success", got)
+		}
+	})
+}

@@ -789,10 +789,13 @@ type sentBatch struct {
 }
 
 // read reports whether the batch's forge read answered for any of its
-// runs: not every outcome failed, or a forge call was refused for want of
-// room (errNoRoom), which only a call after the answered read can be.
+// runs: not every outcome failed, or every failure came after an answered
+// read (afterRead: a status write GitHub failed, say one it stopped at its
+// timeout), or a forge call was refused for want of room (errNoRoom),
+// which only a call after the answered read can be.
 func (b sentBatch) read() bool {
-	return slices.ContainsFunc(b.outs, func(o outcome) bool { return o != outcomeFailed }) || errors.Is(b.err, errNoRoom)
+	return slices.ContainsFunc(b.outs, func(o outcome) bool { return o != outcomeFailed }) ||
+		errors.As(b.err, new(afterRead)) || errors.Is(b.err, errNoRoom)
 }
 
 // send offers batch in one forge read, timing it: each forge call is
