@@ -150,8 +150,8 @@ func (r *reconciler) offerStored(ctx context.Context, run gaterun.Run) (outcome,
 // It returns one outcome per run, in order, and every failure joined: a
 // forge rate limit stopping the query (errors.As finds a
 // *forge.RateLimitError) fails every run. More than forge.MaxPullBatch runs
-// fail the forge read. When the read answered, the failures are the runs'
-// own, joined in an afterRead.
+// fail the forge read. When the read answered for some run's pull request,
+// the failures are the runs' own, joined in an afterRead.
 func (r *reconciler) OfferBatch(ctx context.Context, runs []gaterun.Run) ([]outcome, error) {
 	outs, _, err := r.offerBatch(ctx, runs)
 	return outs, err
@@ -188,21 +188,25 @@ func (r *reconciler) offerBatch(ctx context.Context, runs []gaterun.Run) ([]outc
 		}
 		return outs, errs, fmt.Errorf("server: offer %d runs: read pulls: %w", len(refs), err)
 	}
+	answered := false // some run's pull request read whole
 	for i, run := range runs {
 		outs[i], errs[i] = r.offerListed(ctx, fc, run, states[i])
+		answered = answered || states[i].Err == nil
 	}
-	if err := errors.Join(errs...); err != nil {
+	err = errors.Join(errs...)
+	if err != nil && answered {
 		return outs, errs, afterRead{err}
 	}
-	return outs, errs, nil
+	return outs, errs, err
 }
 
-// afterRead is the failures of a batch whose forge read answered, joined:
-// each run's own, from its pull request's answer on (an unreadable pull
-// request, a store read, a status write GitHub failed or the time budget
-// refused). Its text is theirs. It tells a forge that answered the read
-// from one that did not: a write GitHub stopped at its timeout is no
-// failing forge (see sentBatch.read).
+// afterRead is the failures of a batch whose forge read answered for some
+// run's pull request, joined: each run's own (a store read, a status write
+// GitHub failed or the time budget refused, another pull request's
+// malformed answer). Its text is theirs. It tells a forge that answered
+// the read from one that did not: a write GitHub stopped at its timeout is
+// no failing forge (see sentBatch.read), while a batch whose every pull
+// request came back malformed is a failed read.
 type afterRead struct{ err error }
 
 func (e afterRead) Error() string { return e.err.Error() }
