@@ -106,24 +106,26 @@ func serveForgeSim(ctx context.Context, args []string, stdout, stderr io.Writer)
 	opts := []forgesim.Option{forgesim.WithBudget(*budget), forgesim.WithTokenTTL(*tokenTTL),
 		forgesim.WithMinute(*minute), forgesim.WithSecondaryLimits(limits), forgesim.WithGraphQLLimitAnswer(gqlAnswer),
 		forgesim.WithGraphQLFaults(faults)}
+	// The model is checked whether or not --latency turns it on, so a bad
+	// --latency-* value is named even where it would have no effect.
+	l := forgesim.Latency{
+		RESTPage:        *pageTime,
+		RESTDefault:     *restTime,
+		GraphQLBase:     *gqlBase,
+		GraphQLPerNode:  *gqlNode,
+		Tail:            forgesim.TailFor(*gqlBase+100**gqlNode, *timeouts),
+		BadGatewayShare: *badGateway,
+		Seed:            *seed,
+		PerQuery:        *perQuery,
+	}
+	if err := l.Validate(); err != nil {
+		var fe *forgesim.FieldError
+		if errors.As(err, &fe) {
+			return usageError{fmt.Errorf("--%s: %w", cmp.Or(latencyFlags[fe.Field], "latency"), err)}
+		}
+		return usageError{fmt.Errorf("--latency: %w", err)}
+	}
 	if *latencyOn {
-		l := forgesim.Latency{
-			RESTPage:        *pageTime,
-			RESTDefault:     *restTime,
-			GraphQLBase:     *gqlBase,
-			GraphQLPerNode:  *gqlNode,
-			Tail:            forgesim.TailFor(*gqlBase+100**gqlNode, *timeouts),
-			BadGatewayShare: *badGateway,
-			Seed:            *seed,
-			PerQuery:        *perQuery,
-		}
-		if err := l.Validate(); err != nil {
-			var fe *forgesim.FieldError
-			if errors.As(err, &fe) {
-				return usageError{fmt.Errorf("--%s: %w", cmp.Or(latencyFlags[fe.Field], "latency"), err)}
-			}
-			return usageError{fmt.Errorf("--latency: %w", err)}
-		}
 		opts = append(opts, forgesim.WithLatency(l))
 	}
 	if size != (forgesim.InstallationSize{}) {

@@ -7,8 +7,10 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestForgeSimPrintsItsURLAndStopsOnCancel(t *testing.T) {
@@ -64,9 +66,18 @@ func TestForgeSimPrintsItsURLAndStopsOnCancel(t *testing.T) {
 func TestForgeSimRejectsBadFlags(t *testing.T) {
 	for _, args := range [][]string{{"--budget", "-1"}, {"--token-ttl", "0s"}, {"--minute", "0s"}, {"--listen", "nonsense"},
 		{"--latency-timeouts", "0.7"}, {"--latency-rest", "-1s", "--latency"}, {"--latency-502-share", "2", "--latency"},
+		{"--latency-rest", "-1s"}, {"--latency-graphql-node", "-1ms"}, {"--latency-502-share", "-0.5"}, // named with the model off too
 		{"--graphql-limit-answer", "204"}, {"--installation-repos", "-1"}, {"--installations", "-1"},
 		{"--repos-per-installation", "2"}, {"--webhook-url", "ftp://x"}, {"--app-id", "-1"}, {"--graphql-502-share", "1.5"}} {
-		if err := serveForgeSim(context.Background(), args, io.Discard, io.Discard); err == nil {
+		// A bad flag refuses at once; one taken would serve until ctx ends
+		// and return nil, failing the test rather than hanging it.
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		if !slices.Contains(args, "--listen") {
+			args = append(args, "--listen", "127.0.0.1:0")
+		}
+		err := serveForgeSim(ctx, args, io.Discard, io.Discard)
+		cancel()
+		if err == nil {
 			t.Errorf("forge-sim %v: got no error, want one naming the flag", args)
 		} else if !strings.Contains(err.Error(), strings.TrimPrefix(args[0], "--")) {
 			t.Errorf("forge-sim %v: got %v, want it to name %s", args, err, args[0])
