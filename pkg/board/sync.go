@@ -159,10 +159,11 @@ func parseRepos(field string, repos []string) ([]boardRepo, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w: %s entry %q: %w", ErrConfig, field, r, err)
 		}
-		if first, ok := seen[forge.RepoKey(r)]; ok {
+		key := forge.RepoKey(r)
+		if first, ok := seen[key]; ok {
 			return nil, fmt.Errorf("%w: %s entry %q names the repository of entry %q: it is listed twice", ErrConfig, field, r, first)
 		}
-		seen[forge.RepoKey(r)] = r
+		seen[key] = r
 		out = append(out, boardRepo{full: r, owner: owner, name: name})
 	}
 	return out, nil

@@ -19,10 +19,9 @@ var errNoRoom = errors.New("server: no room in the sweep's time budget for anoth
 type forgeTimer struct {
 	now  func() time.Time
 	took atomic.Int64 // nanoseconds
-	// admit, when set, is asked before each call after the first (the
-	// batch's query, which the sweeper admitted itself); false refuses the
-	// call with errNoRoom. charge, when set, is told each call made, as
-	// it ends, with its error.
+	// admit is asked before each call after the first (the batch's query,
+	// which the sweeper admitted itself); false refuses the call with
+	// errNoRoom. charge is told each call made, as it ends, with its error.
 	admit  func() bool
 	charge func(began time.Time, took time.Duration, err error)
 	calls  atomic.Int64
@@ -33,8 +32,7 @@ type forgeTimerKey struct{}
 
 // withForgeTimer returns a copy of ctx whose forge calls (timeForge) are
 // timed by now into the returned timer, each after the first made only
-// when admit allows it, and each charged to charge as it ends; a nil
-// admit or charge means none.
+// when admit allows it, and each charged to charge as it ends.
 func withForgeTimer(ctx context.Context, now func() time.Time, admit func() bool, charge func(time.Time, time.Duration, error)) (context.Context, *forgeTimer) {
 	t := &forgeTimer{now: now, admit: admit, charge: charge}
 	return context.WithValue(ctx, forgeTimerKey{}, t), t
@@ -54,15 +52,13 @@ func timeForge(ctx context.Context, call func() error) error {
 	if t == nil {
 		return call()
 	}
-	if t.calls.Add(1) > 1 && t.admit != nil && !t.admit() {
+	if t.calls.Add(1) > 1 && !t.admit() {
 		return errNoRoom
 	}
 	began := t.now()
 	err := call()
 	took := t.now().Sub(began)
 	t.took.Add(int64(took))
-	if t.charge != nil {
-		t.charge(began, took, err)
-	}
+	t.charge(began, took, err)
 	return err
 }
