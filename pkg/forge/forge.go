@@ -251,7 +251,7 @@ func newCountedParts(next http.RoundTripper, graphql string, logger *slog.Logger
 
 // assemble puts the rate gate over authed and makes the Client.
 func assemble(authed http.RoundTripper, counting *countingTransport, base string, now func() time.Time, reserves map[string]int, rates *rateMetrics, timeout time.Duration) (*Client, error) {
-	gate := newRateGate(authed, graphqlPath(base), now, reserves, rates)
+	gate := newRateGate(authed, counting.graphql, now, reserves, rates) // the path counting tells GraphQL by
 	hc := &http.Client{Transport: gate, Timeout: timeout}
 	gh, err := github.NewClient(github.WithHTTPClient(hc), github.WithURLs(&base, nil), github.WithDisableRateLimitCheck())
 	if err != nil {

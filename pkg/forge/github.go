@@ -221,20 +221,15 @@ func (c *Client) wrap(ctx context.Context, op string, err error) error {
 		})
 	}
 	// go-github knows a secondary limit by its documentation URL; the gate
-	// by retry-after and GitHub's message, and has started backing off.
+	// by retry-after, GitHub's message and that URL, and has started
+	// backing off.
 	var secondary *github.AbuseRateLimitError
 	var resp *github.ErrorResponse
 	if errors.As(err, &secondary) || (errors.As(err, &resp) && resp.Response != nil &&
 		(resp.Response.StatusCode == http.StatusForbidden || resp.Response.StatusCode == http.StatusTooManyRequests) &&
 		c.gate.secondaryUntil().After(c.gate.now())) {
-		reset := c.gate.secondaryUntil()
-		if secondary != nil && !reset.After(c.gate.now()) {
-			// Known by its documentation URL alone: the gate backs off now,
-			// so the caller and the next request wait alike.
-			reset = c.gate.noteSecondary(secondary.Response.Header)
-		}
 		return fmt.Errorf("%s: %w", op, &RateLimitError{
-			Reset: reset, Cause: CauseSecondary, Sent: true, Lane: laneOf(ctx),
+			Reset: c.gate.secondaryUntil(), Cause: CauseSecondary, Sent: true, Lane: laneOf(ctx),
 		})
 	}
 	if errors.As(err, &resp) && resp.Response != nil && resp.Response.StatusCode == http.StatusNotFound {

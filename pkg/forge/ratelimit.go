@@ -228,9 +228,9 @@ func (g *rateGate) backOffLocked(h http.Header, now time.Time) {
 }
 
 // noteSecondary backs off from a secondary limit learn did not take for
-// one (a GraphQL 200 with the limit in its errors array, or a 403 that
-// go-github knows by its documentation URL alone), as learn does from a
-// 403 with h, the answer's headers, and returns the end of the back-off.
+// one (a GraphQL 200 with the limit in its errors array), as learn does
+// from a 403 with h, the answer's headers, and returns the end of the
+// back-off.
 func (g *rateGate) noteSecondary(h http.Header) time.Time {
 	now := g.now()
 	g.mu.Lock()
@@ -325,9 +325,11 @@ func isSecondary(resp *http.Response) bool {
 }
 
 // isSecondaryMessage tells GitHub's secondary-limit message, in a REST
-// body or a GraphQL error.
+// body or a GraphQL error: by its words, or by the documentation URL it
+// names, old or new (as go-github tells an AbuseRateLimitError).
 func isSecondaryMessage(msg string) bool {
-	return strings.Contains(strings.ToLower(msg), "secondary rate limit") || strings.Contains(msg, "abuse-rate-limits")
+	return strings.Contains(strings.ToLower(msg), "secondary rate limit") ||
+		strings.Contains(msg, "abuse-rate-limits") || strings.Contains(msg, "secondary-rate-limits")
 }
 
 // rateMetrics exports the budget figures a rate gate learns. Clients sharing

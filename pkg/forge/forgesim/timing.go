@@ -88,10 +88,6 @@ func (s *Sim) answerTime(r *http.Request, principal, res string, body []byte, re
 		rng = m.source(principal, body)
 		took, timedOut = m.GraphQLTime(rng, graphqlNodes(body))
 	} else if took = m.draw(rng, m.restMedian(r.Pattern)); took > RESTTimeout {
-		took, timedOut = RESTTimeout, true
-	}
-	switch {
-	case timedOut && res != "graphql":
 		// GitHub terminates the request with a "Server Error"
 		// (RESTTimeout). The docs name no status; clients meet a 502 with
 		// that message after 10 s (google/go-github#1037, a page of 100
@@ -99,8 +95,9 @@ func (s *Sim) answerTime(r *http.Request, principal, res string, body []byte, re
 		// every other request's time, stays as it was. The request is
 		// charged, as any answered one; a write the timeout cuts short has
 		// been made, as GitHub does not say it is undone.
-		rep = reply{status: http.StatusBadGateway, body: githubError{Message: "Server Error"}}
-	case timedOut:
+		took, rep = RESTTimeout, reply{status: http.StatusBadGateway, body: githubError{Message: "Server Error"}}
+	}
+	if timedOut {
 		// GitHub stops the query at the timeout and answers 502 or 504
 		// with "We couldn't respond to your request in time"; timeouts
 		// count against the primary limit ("Rate limits and query limits
