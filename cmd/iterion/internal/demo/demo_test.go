@@ -76,6 +76,12 @@ func TestDemo(t *testing.T) {
 	if got := res.Phases[2].StepDowns[lease.ReasonCanceled]; got < 1 {
 		t.Errorf("phase 3: got %d sweeper step-downs with reason %s, want at least 1: the clean stop ends the leader's term, and the demo records it (%v)", got, lease.ReasonCanceled, res.Phases[2].StepDowns)
 	}
+	// A crashed leader is a dead process: it reports no step-down. The
+	// demo's crash stops its replica after cutting it off, which ends the
+	// term as cancelled; that must not be shown as a clean stop.
+	if got := res.Phases[3].StepDowns[lease.ReasonCanceled]; got != 0 {
+		t.Errorf("phase 4: got %d sweeper step-downs with reason %s, want 0: a crashed leader reports nothing (%v)", got, lease.ReasonCanceled, res.Phases[3].StepDowns)
+	}
 	if want := 3*interval + interval + interval; res.Phases[3].Bound != want {
 		t.Errorf("got crash bound %v, want TTL + retry + tick = %v", res.Phases[3].Bound, want)
 	}

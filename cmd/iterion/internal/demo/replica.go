@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -11,6 +12,7 @@ import (
 	"iterion.dev/iterion/pkg/forge"
 	"iterion.dev/iterion/pkg/forge/forgesim"
 	"iterion.dev/iterion/pkg/gaterun"
+	"iterion.dev/iterion/pkg/lease"
 	"iterion.dev/iterion/pkg/lease/leasecut"
 	"iterion.dev/iterion/pkg/server"
 )
@@ -18,9 +20,10 @@ import (
 // replica is one pkg/server instance of the demo, with its own forge client
 // (whose token is its name) and metrics registry.
 type replica struct {
-	store  leasecut.Store // its view of the shared lease store, cut by a crash
-	cancel context.CancelFunc
-	done   chan struct{}
+	store   leasecut.Store // its view of the shared lease store, cut by a crash
+	crashed atomic.Bool    // set by crash: a dead process reports nothing more
+	cancel  context.CancelFunc
+	done    chan struct{}
 }
 
 // stop ends the replica cleanly: its term ends and its lease is released.
@@ -30,8 +33,12 @@ func (r *replica) stop() {
 }
 
 // crash cuts the replica from the lease store first, then stops it: it
-// sends nothing more, and its lease is left to expire.
+// sends nothing more, and its lease is left to expire. Its lease events
+// from the cut on are not recorded: a crashed process reports no
+// step-down, though the demo's replica, stopped after the cut, ends its
+// term as a cancelled one.
 func (r *replica) crash() {
+	r.crashed.Store(true)
 	r.store.Cut()
 	r.stop()
 }
@@ -77,7 +84,11 @@ func (d *demo) start(ctx context.Context, name string, noLease bool) (*replica, 
 		BoardRepos:    []string{demoOwner + "/" + demoRepo},
 		BoardInterval: d.cfg.Interval,
 		Registry:      reg,
-		OnLeaseEvent:  d.leaseEvent,
+		OnLeaseEvent: func(ev lease.Event) {
+			if !r.crashed.Load() {
+				d.leaseEvent(ev)
+			}
+		},
 	}, server.Comparison{NoLease: noLease}) // phase 1 shows the design the lease replaced
 	if err != nil {
 		fc.Close()
