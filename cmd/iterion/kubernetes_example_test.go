@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"path"
 	"regexp"
 	"slices"
 	"strings"
@@ -14,31 +15,109 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// k8sObject is the part of a Kubernetes object the example test reads.
+// exampleManifest is deploy/kubernetes's example, which these tests hold
+// against the binary it deploys.
+const exampleManifest = "../../deploy/kubernetes/iterion.yaml"
+
+// k8sObject is the part of a Kubernetes object the example tests read.
 type k8sObject struct {
-	Kind string `yaml:"kind"`
-	Spec struct {
+	Kind     string `yaml:"kind"`
+	Metadata struct {
+		Name string `yaml:"name"`
+	} `yaml:"metadata"`
+	StringData map[string]string `yaml:"stringData"` // a Secret's
+	Spec       struct {
 		Template struct {
-			Spec struct {
-				Containers []struct {
-					Name string   `yaml:"name"`
-					Args []string `yaml:"args"`
-					Env  []struct {
-						Name string `yaml:"name"`
-					} `yaml:"env"`
-					LivenessProbe  k8sProbe `yaml:"livenessProbe"`
-					ReadinessProbe k8sProbe `yaml:"readinessProbe"`
-				} `yaml:"containers"`
-			} `yaml:"spec"`
+			Spec k8sPodSpec `yaml:"spec"`
 		} `yaml:"template"`
 	} `yaml:"spec"`
 }
 
-// k8sProbe is the part of a container probe the example test reads.
+// k8sPodSpec is the part of a pod spec the example tests read.
+type k8sPodSpec struct {
+	SecurityContext k8sSecurityContext `yaml:"securityContext"`
+	Containers      []k8sContainer     `yaml:"containers"`
+	Volumes         []struct {
+		Name   string `yaml:"name"`
+		Secret *struct {
+			SecretName  string `yaml:"secretName"`
+			DefaultMode *int   `yaml:"defaultMode"`
+			Items       []struct {
+				Key  string `yaml:"key"`
+				Path string `yaml:"path"`
+				Mode *int   `yaml:"mode"`
+			} `yaml:"items"`
+		} `yaml:"secret"`
+	} `yaml:"volumes"`
+}
+
+// k8sSecurityContext is the part of a pod's or a container's security
+// context the example tests read.
+type k8sSecurityContext struct {
+	RunAsUser  *int64 `yaml:"runAsUser"`
+	RunAsGroup *int64 `yaml:"runAsGroup"`
+	FSGroup    *int64 `yaml:"fsGroup"`
+}
+
+// k8sContainer is the part of a container the example tests read.
+type k8sContainer struct {
+	Name string   `yaml:"name"`
+	Args []string `yaml:"args"`
+	Env  []struct {
+		Name string `yaml:"name"`
+	} `yaml:"env"`
+	LivenessProbe   k8sProbe           `yaml:"livenessProbe"`
+	ReadinessProbe  k8sProbe           `yaml:"readinessProbe"`
+	SecurityContext k8sSecurityContext `yaml:"securityContext"`
+	VolumeMounts    []struct {
+		Name      string `yaml:"name"`
+		MountPath string `yaml:"mountPath"`
+	} `yaml:"volumeMounts"`
+}
+
+// k8sProbe is the part of a container probe the example tests read.
 type k8sProbe struct {
 	HTTPGet struct {
 		Path string `yaml:"path"`
 	} `yaml:"httpGet"`
+}
+
+// readExample parses exampleManifest and returns its objects by kind, each
+// kind's in the file's order.
+func readExample(t *testing.T) map[string][]k8sObject {
+	t.Helper()
+	raw, err := os.ReadFile(exampleManifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs := map[string][]k8sObject{}
+	dec := yaml.NewDecoder(bytes.NewReader(raw))
+	for {
+		var obj k8sObject
+		if err := dec.Decode(&obj); errors.Is(err, io.EOF) {
+			return objs
+		} else if err != nil {
+			t.Fatalf("%s: %v, want valid YAML documents", exampleManifest, err)
+		}
+		objs[obj.Kind] = append(objs[obj.Kind], obj)
+	}
+}
+
+// examplePod returns the example's one Deployment's pod spec and the
+// container that runs serve in it.
+func examplePod(t *testing.T, objs map[string][]k8sObject) (k8sPodSpec, k8sContainer) {
+	t.Helper()
+	if n := len(objs["Deployment"]); n != 1 {
+		t.Fatalf("%s: got %d Deployments, want 1", exampleManifest, n)
+	}
+	pod := objs["Deployment"][0].Spec.Template.Spec
+	for _, c := range pod.Containers {
+		if len(c.Args) > 0 && c.Args[0] == "serve" {
+			return pod, c
+		}
+	}
+	t.Fatalf("%s: got no container whose args start with serve, want one", exampleManifest)
+	return pod, k8sContainer{}
 }
 
 // TestKubernetesExampleUsesServesFlags parses deploy/kubernetes's manifests
@@ -48,11 +127,6 @@ type k8sProbe struct {
 // probes use each endpoint for what it is: /healthz for liveness, /readyz
 // for readiness.
 func TestKubernetesExampleUsesServesFlags(t *testing.T) {
-	const manifest = "../../deploy/kubernetes/iterion.yaml"
-	raw, err := os.ReadFile(manifest)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var help bytes.Buffer
 	if err := serve(context.Background(), []string{"-h"}, env(), &help); err != nil {
 		t.Fatalf("serve -h: %v, want the usage and nil", err)
@@ -70,49 +144,125 @@ func TestKubernetesExampleUsesServesFlags(t *testing.T) {
 		t.Fatalf("serve -h: found %d flags and %d variables in %q, want both", len(helpFlags), len(helpVars), help.String())
 	}
 
+	_, c := examplePod(t, readExample(t))
 	var missing []string
-	var deployments int
-	dec := yaml.NewDecoder(bytes.NewReader(raw))
-	for {
-		var obj k8sObject
-		if err := dec.Decode(&obj); errors.Is(err, io.EOF) {
-			break
-		} else if err != nil {
-			t.Fatalf("%s: %v, want valid YAML documents", manifest, err)
-		}
-		if obj.Kind != "Deployment" {
-			continue
-		}
-		deployments++
-		for _, c := range obj.Spec.Template.Spec.Containers {
-			if len(c.Args) == 0 || c.Args[0] != "serve" {
-				t.Errorf("container %s args %v: got no serve subcommand first, want serve", c.Name, c.Args)
-				continue
-			}
-			for _, a := range c.Args[1:] {
-				name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
-				if !strings.HasPrefix(a, "-") || !helpFlags[name] {
-					missing = append(missing, "flag --"+name)
-				}
-			}
-			if got := c.LivenessProbe.HTTPGet.Path; got != "/healthz" {
-				t.Errorf("container %s livenessProbe path: got %q, want /healthz: a stuck holder is restarted", c.Name, got)
-			}
-			if got := c.ReadinessProbe.HTTPGet.Path; got != "/readyz" {
-				t.Errorf("container %s readinessProbe path: got %q, want /readyz: a replica whose stores do not answer takes no traffic", c.Name, got)
-			}
-			for _, e := range c.Env {
-				if strings.HasPrefix(e.Name, "ITERION_") && !helpVars[e.Name] {
-					missing = append(missing, "variable "+e.Name)
-				}
-			}
+	for _, a := range c.Args[1:] {
+		name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !strings.HasPrefix(a, "-") || !helpFlags[name] {
+			missing = append(missing, "flag --"+name)
 		}
 	}
-	if deployments != 1 {
-		t.Fatalf("%s: got %d Deployments, want 1", manifest, deployments)
+	if got := c.LivenessProbe.HTTPGet.Path; got != "/healthz" {
+		t.Errorf("container %s livenessProbe path: got %q, want /healthz: a stuck holder is restarted", c.Name, got)
+	}
+	if got := c.ReadinessProbe.HTTPGet.Path; got != "/readyz" {
+		t.Errorf("container %s readinessProbe path: got %q, want /readyz: a replica whose stores do not answer takes no traffic", c.Name, got)
+	}
+	for _, e := range c.Env {
+		if strings.HasPrefix(e.Name, "ITERION_") && !helpVars[e.Name] {
+			missing = append(missing, "variable "+e.Name)
+		}
 	}
 	slices.Sort(missing)
 	if len(missing) > 0 {
-		t.Errorf("%s uses %s: got absent from `iterion serve -h`, want every flag and variable the example uses to exist", manifest, strings.Join(missing, ", "))
+		t.Errorf("%s uses %s: got absent from `iterion serve -h`, want every flag and variable the example uses to exist", exampleManifest, strings.Join(missing, ", "))
+	}
+}
+
+// secretFile is a file the kubelet writes from a Secret volume: the
+// Secret and key it holds, and its mode and group.
+type secretFile struct {
+	secret, key string
+	mode        int
+	group       int64
+}
+
+// mountedSecretFile returns the file at file as the kubelet writes it for
+// pod's container c, when an item of a Secret volume c mounts is there:
+// owned by root:root with the volume's mode (the item's, when set), unless
+// the pod sets fsGroup: then its group is fsGroup and group read is added
+// to its mode.
+func mountedSecretFile(pod k8sPodSpec, c k8sContainer, file string) (secretFile, bool) {
+	for _, m := range c.VolumeMounts {
+		rel, ok := strings.CutPrefix(file, strings.TrimSuffix(m.MountPath, "/")+"/")
+		if !ok {
+			continue
+		}
+		for _, v := range pod.Volumes {
+			if v.Name != m.Name || v.Secret == nil {
+				continue
+			}
+			for _, it := range v.Secret.Items {
+				if path.Clean(it.Path) != rel {
+					continue
+				}
+				f := secretFile{secret: v.Secret.SecretName, key: it.Key, mode: 0o644} // the kubelet's default mode
+				if v.Secret.DefaultMode != nil {
+					f.mode = *v.Secret.DefaultMode
+				}
+				if it.Mode != nil {
+					f.mode = *it.Mode
+				}
+				if fs := pod.SecurityContext.FSGroup; fs != nil {
+					f.mode |= 0o440
+					f.group = *fs
+				}
+				return f, true
+			}
+		}
+	}
+	return secretFile{}, false
+}
+
+// TestKubernetesExampleSecretFilesAreReadableByServe checks each --*-file
+// the example passes serve: it is an item of a Secret volume the container
+// mounts, its key is one the Secret holds, and the container's user can
+// read it as the kubelet writes it, or serve exits at start.
+func TestKubernetesExampleSecretFilesAreReadableByServe(t *testing.T) {
+	objs := readExample(t)
+	pod, c := examplePod(t, objs)
+	secrets := map[string]map[string]string{}
+	for _, s := range objs["Secret"] {
+		secrets[s.Metadata.Name] = s.StringData
+	}
+	// The user and groups the container runs as: its own settings over the
+	// pod's, root's without either (the image's user is not known here),
+	// and fsGroup, which the kubelet adds to the container's groups.
+	uid, groups := int64(0), []int64{0}
+	for _, sc := range []k8sSecurityContext{pod.SecurityContext, c.SecurityContext} {
+		if sc.RunAsUser != nil {
+			uid = *sc.RunAsUser
+		}
+		if sc.RunAsGroup != nil {
+			groups[0] = *sc.RunAsGroup
+		}
+	}
+	if fs := pod.SecurityContext.FSGroup; fs != nil {
+		groups = append(groups, *fs)
+	}
+
+	var files int
+	for _, a := range c.Args[1:] {
+		name, file, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !strings.HasSuffix(name, "-file") {
+			continue
+		}
+		files++
+		f, ok := mountedSecretFile(pod, c, file)
+		if !ok {
+			t.Errorf("--%s=%s: got no item of a mounted Secret volume there, want the file to come from the Secret", name, file)
+			continue
+		}
+		if _, ok := secrets[f.secret][f.key]; !ok {
+			t.Errorf("--%s=%s: got key %q, which Secret %s does not hold, want a key it holds", name, file, f.key, f.secret)
+		}
+		readable := f.mode&0o004 != 0 || (uid == 0 && f.mode&0o400 != 0) || (slices.Contains(groups, f.group) && f.mode&0o040 != 0)
+		if !readable {
+			t.Errorf("--%s=%s: got mode %04o owned by root, group %d, which user %d (groups %v) cannot read, want it readable: serve reads it at start",
+				name, file, f.mode, f.group, uid, groups)
+		}
+	}
+	if files == 0 {
+		t.Errorf("%s: got no --*-file flag, want the secrets passed as files", exampleManifest)
 	}
 }
