@@ -38,8 +38,9 @@ type k8sPodSpec struct {
 	SecurityContext k8sSecurityContext `yaml:"securityContext"`
 	Containers      []k8sContainer     `yaml:"containers"`
 	Volumes         []struct {
-		Name   string `yaml:"name"`
-		Secret *struct {
+		Name     string    `yaml:"name"`
+		EmptyDir *struct{} `yaml:"emptyDir"`
+		Secret   *struct {
 			SecretName  string `yaml:"secretName"`
 			DefaultMode *int   `yaml:"defaultMode"`
 			Items       []struct {
@@ -54,9 +55,10 @@ type k8sPodSpec struct {
 // k8sSecurityContext is the part of a pod's or a container's security
 // context the example tests read.
 type k8sSecurityContext struct {
-	RunAsUser  *int64 `yaml:"runAsUser"`
-	RunAsGroup *int64 `yaml:"runAsGroup"`
-	FSGroup    *int64 `yaml:"fsGroup"`
+	RunAsUser              *int64 `yaml:"runAsUser"`
+	RunAsGroup             *int64 `yaml:"runAsGroup"`
+	FSGroup                *int64 `yaml:"fsGroup"`
+	ReadOnlyRootFilesystem bool   `yaml:"readOnlyRootFilesystem"`
 }
 
 // k8sContainer is the part of a container the example tests read.
@@ -64,7 +66,8 @@ type k8sContainer struct {
 	Name string   `yaml:"name"`
 	Args []string `yaml:"args"`
 	Env  []struct {
-		Name string `yaml:"name"`
+		Name  string `yaml:"name"`
+		Value string `yaml:"value"`
 	} `yaml:"env"`
 	LivenessProbe   k8sProbe           `yaml:"livenessProbe"`
 	ReadinessProbe  k8sProbe           `yaml:"readinessProbe"`
@@ -72,6 +75,7 @@ type k8sContainer struct {
 	VolumeMounts    []struct {
 		Name      string `yaml:"name"`
 		MountPath string `yaml:"mountPath"`
+		ReadOnly  bool   `yaml:"readOnly"`
 	} `yaml:"volumeMounts"`
 }
 
@@ -265,4 +269,34 @@ func TestKubernetesExampleSecretFilesAreReadableByServe(t *testing.T) {
 	if files == 0 {
 		t.Errorf("%s: got no --*-file flag, want the secrets passed as files", exampleManifest)
 	}
+}
+
+// TestKubernetesExampleGivesTheWebhookSpoolAWritableDir checks that serve
+// can write its temporary directory in the example's container: a webhook
+// body over 1 MiB is spooled to a file there (os.CreateTemp("", ...) in
+// pkg/server's readSigned), or answered 503. With a read-only root file
+// system, that directory, $TMPDIR or else /tmp, must be an emptyDir
+// volume mounted writable.
+func TestKubernetesExampleGivesTheWebhookSpoolAWritableDir(t *testing.T) {
+	pod, c := examplePod(t, readExample(t))
+	if !c.SecurityContext.ReadOnlyRootFilesystem {
+		return // the image's own /tmp is writable
+	}
+	tmp := "/tmp" // os.TempDir on Unix without $TMPDIR
+	for _, e := range c.Env {
+		if e.Name == "TMPDIR" && e.Value != "" {
+			tmp = e.Value
+		}
+	}
+	for _, m := range c.VolumeMounts {
+		if path.Clean(m.MountPath) != path.Clean(tmp) || m.ReadOnly {
+			continue
+		}
+		for _, v := range pod.Volumes {
+			if v.Name == m.Name && v.EmptyDir != nil {
+				return
+			}
+		}
+	}
+	t.Errorf("container %s: got a read-only root file system and no writable emptyDir at %s, want one: serve spools webhook bodies over 1 MiB there, and answers them 503 when it cannot", c.Name, tmp)
 }
