@@ -7,10 +7,12 @@ import (
 	"io"
 	"os"
 	"path"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -66,8 +68,14 @@ type k8sContainer struct {
 	Name string   `yaml:"name"`
 	Args []string `yaml:"args"`
 	Env  []struct {
-		Name  string `yaml:"name"`
-		Value string `yaml:"value"`
+		Name      string `yaml:"name"`
+		Value     string `yaml:"value"`
+		ValueFrom struct {
+			SecretKeyRef *struct {
+				Name string `yaml:"name"`
+				Key  string `yaml:"key"`
+			} `yaml:"secretKeyRef"`
+		} `yaml:"valueFrom"`
 	} `yaml:"env"`
 	LivenessProbe   k8sProbe           `yaml:"livenessProbe"`
 	ReadinessProbe  k8sProbe           `yaml:"readinessProbe"`
@@ -84,6 +92,7 @@ type k8sProbe struct {
 	HTTPGet struct {
 		Path string `yaml:"path"`
 	} `yaml:"httpGet"`
+	TimeoutSeconds *int `yaml:"timeoutSeconds"`
 }
 
 // readExample parses exampleManifest and returns its objects by kind, each
@@ -225,10 +234,7 @@ func mountedSecretFile(pod k8sPodSpec, c k8sContainer, file string) (secretFile,
 func TestKubernetesExampleSecretFilesAreReadableByServe(t *testing.T) {
 	objs := readExample(t)
 	pod, c := examplePod(t, objs)
-	secrets := map[string]map[string]string{}
-	for _, s := range objs["Secret"] {
-		secrets[s.Metadata.Name] = s.StringData
-	}
+	secrets := exampleSecrets(objs)
 	// The user and groups the container runs as: its own settings over the
 	// pod's, root's without either (the image's user is not known here),
 	// and fsGroup, which the kubelet adds to the container's groups.
@@ -299,4 +305,71 @@ func TestKubernetesExampleGivesTheWebhookSpoolAWritableDir(t *testing.T) {
 		}
 	}
 	t.Errorf("container %s: got a read-only root file system and no writable emptyDir at %s, want one: serve spools webhook bodies over 1 MiB there, and answers them 503 when it cannot", c.Name, tmp)
+}
+
+// exampleSecrets returns the example's Secrets' data by Secret and key.
+func exampleSecrets(objs map[string][]k8sObject) map[string]map[string]string {
+	secrets := map[string]map[string]string{}
+	for _, s := range objs["Secret"] {
+		secrets[s.Metadata.Name] = s.StringData
+	}
+	return secrets
+}
+
+// exampleServeConfig parses the example's serve container as serve would
+// in the pod: its args, its env (values and Secret keys), and the files of
+// the Secret volumes it mounts, written under a temporary directory that
+// stands for the container's root. It fails the test when serve refuses
+// the settings.
+func exampleServeConfig(t *testing.T, objs map[string][]k8sObject) serveConfig {
+	t.Helper()
+	pod, c := examplePod(t, objs)
+	secrets := exampleSecrets(objs)
+	root := t.TempDir()
+	args := slices.Clone(c.Args[1:])
+	for i, a := range args {
+		name, file, ok := strings.Cut(a, "=")
+		if f, mounted := mountedSecretFile(pod, c, file); ok && mounted {
+			local := filepath.Join(root, filepath.FromSlash(file))
+			if err := os.MkdirAll(filepath.Dir(local), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(local, []byte(secrets[f.secret][f.key]), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			args[i] = name + "=" + local
+		}
+	}
+	vars := map[string]string{}
+	for _, e := range c.Env {
+		vars[e.Name] = e.Value
+		if ref := e.ValueFrom.SecretKeyRef; ref != nil {
+			vars[e.Name] = secrets[ref.Name][ref.Key]
+		}
+	}
+	cfg, err := parseServe(args, func(k string) string { return vars[k] }, io.Discard)
+	if err != nil {
+		t.Fatalf("%s: serve %v: %v, want serve to accept the example's settings", exampleManifest, c.Args[1:], err)
+	}
+	return cfg
+}
+
+// TestKubernetesExampleReadinessOutwaitsTheStoreTimeout checks that the
+// readiness probe waits longer than /readyz may take to answer: up to
+// --store-timeout for the stores' reads. A probe cut sooner (Kubernetes's
+// default timeout is 1 s) marks not ready a replica whose stores answer
+// slowly but in time, and since every replica reads the same database, it
+// takes them all out of the Service together.
+func TestKubernetesExampleReadinessOutwaitsTheStoreTimeout(t *testing.T) {
+	objs := readExample(t)
+	_, c := examplePod(t, objs)
+	cfg := exampleServeConfig(t, objs)
+	timeout := time.Second // Kubernetes's default
+	if s := c.ReadinessProbe.TimeoutSeconds; s != nil {
+		timeout = time.Duration(*s) * time.Second
+	}
+	if timeout <= cfg.storeTimeout {
+		t.Errorf("container %s readinessProbe timeout: got %v, want more than --store-timeout %v: /readyz answers within the store timeout, and a probe cut sooner takes out a replica whose stores answer",
+			c.Name, timeout, cfg.storeTimeout)
+	}
 }
