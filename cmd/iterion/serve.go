@@ -52,7 +52,7 @@ var serveHelp = help{
 		{"server", []string{"listen", "api-token", "api-token-file", "pages-token", "pages-token-file", "public-pages", "webhook-secret", "webhook-secret-file", "log-format", "log-level"}},
 		{"stores", []string{"mongo-uri", "mongo-db", "store-timeout", "delivery-window"}},
 		{"forge", []string{"forge-url", "forge-token", "forge-token-file", "github-app-id", "github-installation-id", "github-private-key-file", "share-installation-tokens", "forge-etag-cache", "forge-timeout"}},
-		{"elected nets", []string{"sweep-interval", "sweep-time-share", "sweep-concurrency", "board-repos", "board-interval", "sweep-shards", "installation-concurrency"}},
+		{"elected nets", []string{"sweep-interval", "sweep-time-share", "sweep-concurrency", "sweep-reserve", "board-repos", "board-interval", "sweep-shards", "installation-concurrency"}},
 		{"HTTP limits", []string{"read-header-timeout", "read-timeout", "write-timeout", "idle-timeout", "max-header-bytes", "max-run-body-bytes", "large-webhook-reads", "min-webhook-body-rate", "slow-body-grace"}},
 		{"for measurements only, never in production", []string{"no-lease", "sweep-mode", "sweep-no-time-budget", "forge-minute", "measure-group-shards"}},
 	},
@@ -84,6 +84,7 @@ type serveConfig struct {
 	instConc       int
 	timeShare      float64
 	sweepConc      int
+	sweepReserve   int
 	noLease        bool
 	sweepMode      string
 	noTimeBudget   bool
@@ -123,6 +124,7 @@ func serveFlags(fs *flag.FlagSet, c *serveConfig) (envOf map[string]string) {
 	fs.DurationVar(&c.sweepInterval, "sweep-interval", server.DefaultSweepInterval, "merge-gate sweeper interval; its lease's TTL is 3 intervals, its retry 1")
 	fs.Float64Var(&c.timeShare, "sweep-time-share", server.DefaultSweepTimeShare, "share (above 0, at most 1) of GitHub's GraphQL CPU-time limit, 60 s a minute, the sweeper may spend in any minute, per installation, whatever --sweep-interval is")
 	fs.IntVar(&c.sweepConc, "sweep-concurrency", 1, fmt.Sprintf("batches a sweep pass may have in flight at once, per installation (1 to %d); 1: one at a time, as GitHub advises. Each needs a whole GitHub timeout (10 s) free in the time budget", server.MaxSweepConcurrency))
+	fs.IntVar(&c.sweepReserve, "sweep-reserve", 0, "forge budget the merge-gate sweeper leaves to the other lanes (webhooks, POST /api/runs, the board): it sends nothing while less than this is left of the hour's REST requests or GraphQL points, per installation, until the reset; 0: none. Keep it below the budget (5,000 at least)")
 	fs.Func("board-repos", "repositories owner/name,... whose issues the forge board keeps as cards (lease forge-board-sync); absent: no board", func(v string) error {
 		c.boardRepos = nil
 		for _, r := range strings.Split(v, ",") {
@@ -314,6 +316,9 @@ func (c serveConfig) validate() []error {
 	}
 	if !(c.timeShare > 0 && c.timeShare <= 1) {
 		add("--sweep-time-share %v: want above 0 and at most 1", c.timeShare)
+	}
+	if c.sweepReserve < 0 {
+		add("--sweep-reserve %d: want 0 (none) or more", c.sweepReserve)
 	}
 	if c.sweepConc < 1 || c.sweepConc > server.MaxSweepConcurrency {
 		add("--sweep-concurrency %d: want 1 to %d", c.sweepConc, server.MaxSweepConcurrency)
@@ -510,7 +515,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	logger.Info("iterion serve", "owner", srv.Owner(), "forge_host", c.forgeHost(),
 		"sweep_interval", c.sweepInterval.String(), "board_repos", strings.Join(c.boardRepos, ","),
 		"board_interval", c.boardInterval.String(), "app_mode", c.appMode(), "sweep_shards", c.sweepShards,
-		"installation_concurrency", c.instConc, "sweep_time_share", c.timeShare, "sweep_concurrency", c.sweepConc, "forge_minute", c.forgeMinute.String(), "public_pages", c.publicPages, "forge_timeout", c.forgeRequestTimeout().String(), "no_lease", c.noLease, "mongo", c.mongoURI != "",
+		"installation_concurrency", c.instConc, "sweep_time_share", c.timeShare, "sweep_concurrency", c.sweepConc, "sweep_reserve", c.sweepReserve, "forge_minute", c.forgeMinute.String(), "public_pages", c.publicPages, "forge_timeout", c.forgeRequestTimeout().String(), "no_lease", c.noLease, "mongo", c.mongoURI != "",
 		"shared_installation_tokens", tokens != nil)
 	return srv.Run(ctx, ln)
 }
@@ -521,7 +526,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 // its own, in memory), minted by userAgent's replica.
 func (c serveConfig) forgeClient(logger *slog.Logger, reg prometheus.Registerer, userAgent string, tokens forge.TokenStore) (*forge.Client, *forge.AppClient, error) {
 	fcfg := forge.Config{BaseURL: c.forgeURL, Token: c.forgeToken, Logger: logger, Registerer: reg, ETagCacheBytes: c.etagCache,
-		Timeout: c.forgeRequestTimeout(), UserAgent: userAgent}
+		Timeout: c.forgeRequestTimeout(), UserAgent: userAgent, Reserves: c.reserves()}
 	if c.appID != 0 {
 		key, err := os.ReadFile(c.privateKeyFile)
 		if err != nil {
@@ -529,7 +534,8 @@ func (c serveConfig) forgeClient(logger *slog.Logger, reg prometheus.Registerer,
 		}
 		if c.appMode() {
 			app, err := forge.NewApp(forge.AppConfig{BaseURL: c.forgeURL, Logger: logger, Registerer: reg, ETagCacheBytes: c.etagCache,
-				Timeout: c.forgeRequestTimeout(), UserAgent: userAgent, AppID: c.appID, PrivateKey: key, Tokens: tokens, Owner: userAgent})
+				Timeout: c.forgeRequestTimeout(), UserAgent: userAgent, AppID: c.appID, PrivateKey: key, Tokens: tokens, Owner: userAgent,
+				Reserves: c.reserves()})
 			if err != nil {
 				return nil, nil, fmt.Errorf("forge App client (--forge-url, --github-app-id, --github-private-key-file): %w", err)
 			}
@@ -542,6 +548,15 @@ func (c serveConfig) forgeClient(logger *slog.Logger, reg prometheus.Registerer,
 		return nil, nil, fmt.Errorf("forge client (--forge-url, --forge-token, --github-app-*): %w", err)
 	}
 	return fc, nil, nil
+}
+
+// reserves is the forge clients' Config.Reserves: --sweep-reserve on the
+// merge-gate sweeper's lane, nil when it is 0.
+func (c serveConfig) reserves() map[string]int {
+	if c.sweepReserve == 0 {
+		return nil
+	}
+	return map[string]int{forge.LaneMergeGateSweeper: c.sweepReserve}
 }
 
 // mongoSelectTimeout bounds how long a request waits for a reachable MongoDB

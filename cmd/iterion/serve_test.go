@@ -52,6 +52,7 @@ func TestServeValidatesConfigNamingTheFlag(t *testing.T) {
 		{"sweep time share over 1", append(base, "--sweep-time-share", "1.5"), env(), "--sweep-time-share 1.5"},
 		{"sweep concurrency zero", append(base, "--sweep-concurrency", "0"), env(), "--sweep-concurrency 0"},
 		{"sweep concurrency over the bound", append(base, "--sweep-concurrency", "5"), env(), "--sweep-concurrency 5: want 1 to 4"},
+		{"sweep reserve negative", append(base, "--sweep-reserve", "-1"), env(), "--sweep-reserve -1: want 0 (none) or more"},
 		{"forge minute zero", append(base, "--forge-minute", "0"), env(), "--forge-minute 0s: want a positive duration"},
 		{"app without key", []string{"--api-token", "a", "--github-app-id", "1", "--github-installation-id", "2"}, env(), "--github-private-key-file"},
 		{"sweep interval zero", append(base, "--sweep-interval", "0s"), env(), "--sweep-interval"},
@@ -605,5 +606,67 @@ func TestServeForgeHostIgnoresCaseAndTheDefaultPort(t *testing.T) {
 		if got := (serveConfig{forgeURL: c.url}).forgeHost(); got != c.want {
 			t.Errorf("forgeHost of %q = %q, want %q", c.url, got, c.want)
 		}
+	}
+}
+
+// TestServeSweepReserveLeavesTheBudgetToTheEventPath pins --sweep-reserve,
+// end to end: once less than the reserve is left of the hour's budget, the
+// merge-gate sweeper sends nothing more (its pass stops as at a rate
+// limit, cause reserve) while a run posted to the API is still offered and
+// its status written; the reserve is exported as forge_rate_limit_reserve
+// on the sweeper's lane, which the alert IterionForgeBudgetBelowReserve
+// reads.
+func TestServeSweepReserveLeavesTheBudgetToTheEventPath(t *testing.T) {
+	const budget = 10
+	sim := forgesim.New(forgesim.WithBudget(budget))
+	sha := func(pull int) string { return fmt.Sprintf("%040x", pull) }
+	for _, pull := range []int{1, 2} {
+		if err := sim.SeedPull("acme", "app", pull, sha(pull), "open"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	simSrv := httptest.NewServer(sim)
+	defer simSrv.Close()
+	url, log, stop := startServe(t, []string{"--listen", "127.0.0.1:0", "--forge-url", simSrv.URL + "/",
+		"--forge-token", "tok", "--api-token", "api", "--sweep-interval", "200ms", "--sweep-reserve", fmt.Sprint(budget)})
+	log.waitFor(t, `"msg":"lease: elected"`)
+	post := func(pull int) {
+		t.Helper()
+		req, _ := http.NewRequest("POST", url+"/api/runs", strings.NewReader(fmt.Sprintf(`{"repo": "acme/app", "pull": %d, "head_sha": %q, "verdict": "success"}`, pull, sha(pull))))
+		req.Header.Set("Authorization", "Bearer api")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusCreated {
+			t.Fatalf("POST /api/runs for pull %d = %d, want 201", pull, resp.StatusCode)
+		}
+	}
+	post(1)
+	// The sweeper's first query learns that less than the reserve is left
+	// of its points; its next pass holds back.
+	line := log.waitFor(t, `"msg":"sweep stopped: rate limited"`)
+	if !strings.Contains(line, "(reserve)") || !strings.Contains(line, "held back") {
+		t.Errorf("sweep stop %s, want the reserve holding the sweeper back", line)
+	}
+	if got := sim.Requests(forgesim.Filter{Route: "POST /graphql"}); got != 1 {
+		t.Errorf("sweeper queries: %d, want 1: below its reserve the sweeper sends nothing until the reset", got)
+	}
+	post(2) // the event path: offered on lane api, which has no reserve
+	if got := sim.Requests(forgesim.Filter{Route: "POST /repos/{owner}/{repo}/statuses/{sha}", Status: http.StatusCreated}); got != 2 {
+		t.Errorf("statuses written: %d, want 2: the reserve is left to the API's offers", got)
+	}
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if want := fmt.Sprintf(`forge_rate_limit_reserve{lane="merge-gate-sweeper"} %d`, budget); !strings.Contains(string(body), want) {
+		t.Errorf("/metrics lacks %s", want)
+	}
+	if err := stop(); err != nil {
+		t.Errorf("serve after the stop signal = %v, want nil (exit 0)", err)
 	}
 }
