@@ -273,6 +273,21 @@ func startServe(t *testing.T, args []string) (url string, log *logLines, stop fu
 
 // getJSON decodes the answer of GET url, sent with the tests' API token
 // ("api"), which opens the pages too.
+// postRun posts a success run of repo's pull at sha to serve's API at url
+// (token "api") and returns the answer's status and body.
+func postRun(t *testing.T, url, repo string, pull int, sha string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", url+"/api/runs", strings.NewReader(fmt.Sprintf(`{"repo": %q, "pull": %d, "head_sha": %q, "verdict": "success"}`, repo, pull, sha)))
+	req.Header.Set("Authorization", "Bearer api")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
 func getJSON(t *testing.T, url string, v any) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, url, nil)
@@ -305,15 +320,8 @@ func TestServeInMemoryServesAndStopsGracefully(t *testing.T) {
 		"--forge-token", "tok", "--api-token", "api", "--webhook-secret", "w", "--sweep-interval", "1h"})
 	log.waitFor(t, `"msg":"lease: elected"`)
 
-	req, _ := http.NewRequest("POST", url+"/api/runs", strings.NewReader(`{"repo": "acme/app", "pull": 12, "head_sha": "abc1230000000000000000000000000000000000", "verdict": "success"}`))
-	req.Header.Set("Authorization", "Bearer api")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusCreated {
-		t.Errorf("POST /api/runs = %d, want 201", resp.StatusCode)
+	if code, body := postRun(t, url, "acme/app", 12, "abc1230000000000000000000000000000000000"); code != http.StatusCreated {
+		t.Errorf("POST /api/runs = %d %s, want 201", code, body)
 	}
 	var holders []leaseRow
 	getJSON(t, url+"/leases?format=json", &holders)
@@ -355,18 +363,7 @@ func TestServeAppModeServesEveryInstallation(t *testing.T) {
 		"--github-app-id", "1", "--github-private-key-file", key, "--api-token", "api", "--sweep-interval", "1h", "--sweep-shards", "4"})
 	log.waitFor(t, `"msg":"lease: elected"`)
 
-	post := func(repo string) (int, string) {
-		req, _ := http.NewRequest("POST", url+"/api/runs", strings.NewReader(`{"repo": "`+repo+`", "pull": 12, "head_sha": "`+sha+`", "verdict": "success"}`))
-		req.Header.Set("Authorization", "Bearer api")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
-	if code, body := post("org-2/repo-1"); code != http.StatusCreated {
+	if code, body := postRun(t, url, "org-2/repo-1", 12, sha); code != http.StatusCreated {
 		t.Fatalf("POST /api/runs for org-2/repo-1 = %d %s, want 201", code, body)
 	}
 	var runs struct {
@@ -388,7 +385,7 @@ func TestServeAppModeServesEveryInstallation(t *testing.T) {
 	if written != 1 {
 		t.Errorf("statuses written with installation 2's tokens: %d, want 1: the run is offered through its installation", written)
 	}
-	if code, body := post("acme/none"); code != http.StatusUnprocessableEntity || !strings.Contains(body, "acme/none") {
+	if code, body := postRun(t, url, "acme/none", 12, sha); code != http.StatusUnprocessableEntity || !strings.Contains(body, "acme/none") {
 		t.Errorf("POST /api/runs for acme/none = %d %s, want 422 naming it", code, body)
 	}
 	var holders []leaseRow
@@ -632,15 +629,8 @@ func TestServeSweepReserveLeavesTheBudgetToTheEventPath(t *testing.T) {
 	log.waitFor(t, `"msg":"lease: elected"`)
 	post := func(pull int) {
 		t.Helper()
-		req, _ := http.NewRequest("POST", url+"/api/runs", strings.NewReader(fmt.Sprintf(`{"repo": "acme/app", "pull": %d, "head_sha": %q, "verdict": "success"}`, pull, sha(pull))))
-		req.Header.Set("Authorization", "Bearer api")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusCreated {
-			t.Fatalf("POST /api/runs for pull %d = %d, want 201", pull, resp.StatusCode)
+		if code, body := postRun(t, url, "acme/app", pull, sha(pull)); code != http.StatusCreated {
+			t.Fatalf("POST /api/runs for pull %d = %d %s, want 201", pull, code, body)
 		}
 	}
 	post(1)
