@@ -2,12 +2,16 @@
 // board cards, webhook deliveries) and their memory twins share: the
 // instant as BSON keeps it, creating their indexes in a way every
 // MongoDB-wire server this project runs on accepts, the test server
-// included, and reading a query's documents through the store's own
-// decoder.
+// included, reading a query's documents through the store's own
+// decoder, and decoding a document without converting between BSON types.
 package mongostore
 
 import (
+	"bytes"
 	"context"
+	"fmt"
+	"reflect"
+	"slices"
 	"strconv"
 	"time"
 
@@ -43,6 +47,49 @@ func CreateIndexes(ctx context.Context, coll *mongo.Collection, models []mongo.I
 	}
 	return nil
 }
+
+// Unmarshal is bson.Unmarshal that takes a value only of the BSON type its
+// Go field holds: a string field only a string, a bool only a boolean, an
+// integer only a number (int32, int64, or a double with no fraction), a
+// time.Time only a date. The driver's own decoders convert the others (a
+// number to a bool, an ISO string, int64 or timestamp to a time, a boolean
+// to an integer, null to a zero value), so a document of the wrong shape
+// would read as a well-formed one that the store's queries never match:
+// MongoDB's $gt, $gte, $lt and $lte match only values of the query
+// value's BSON type, and equality tells a boolean from a number
+// (https://www.mongodb.com/docs/manual/reference/operator/query-comparison/).
+// A missing field stays zero. The error names the field
+// ("error decoding key updated_at: ...").
+func Unmarshal(raw bson.Raw, v any) error {
+	dec := bson.NewDecoder(bson.NewDocumentReader(bytes.NewReader(raw)))
+	dec.SetRegistry(strict)
+	return dec.Decode(v)
+}
+
+// strict is the registry Unmarshal decodes with: the driver's own decoders,
+// each behind a check of the value's BSON type.
+var strict = func() *bson.Registry {
+	base, r := bson.NewRegistry(), bson.NewRegistry()
+	only := func(want string, types ...bson.Type) bson.ValueDecoder {
+		return bson.ValueDecoderFunc(func(dc bson.DecodeContext, vr bson.ValueReader, v reflect.Value) error {
+			if !slices.Contains(types, vr.Type()) {
+				return fmt.Errorf("a BSON %v, want %s", vr.Type(), want)
+			}
+			dec, err := base.LookupDecoder(v.Type())
+			if err != nil {
+				return err
+			}
+			return dec.DecodeValue(dc, vr, v)
+		})
+	}
+	r.RegisterKindDecoder(reflect.String, only("a string", bson.TypeString))
+	r.RegisterKindDecoder(reflect.Bool, only("a boolean", bson.TypeBoolean))
+	for _, k := range []reflect.Kind{reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64} {
+		r.RegisterKindDecoder(k, only("a number", bson.TypeInt32, bson.TypeInt64, bson.TypeDouble))
+	}
+	r.RegisterTypeDecoder(reflect.TypeFor[time.Time](), only("a date", bson.TypeDateTime))
+	return r
+}()
 
 // FindAll runs a find of filter with opts on coll and returns every
 // document turned into a T by decode, in the cursor's order. It stops at

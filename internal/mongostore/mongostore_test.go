@@ -3,7 +3,9 @@ package mongostore_test
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -38,6 +40,49 @@ func TestCreateIndexesKeepsExistingIndexes(t *testing.T) {
 	for _, want := range []string{"by_a", "by_b"} {
 		if !slices.Contains(names, want) {
 			t.Errorf("indexes: got %v, want %s among them: CreateIndexes creates every model", names, want)
+		}
+	}
+}
+
+// TestUnmarshalTakesOnlyEachFieldsBSONType pins that a stored value of
+// another BSON type than its field's is an error naming the field, even
+// where the driver would convert it, because the stores' queries compare
+// by BSON type and would never match it; numbers of any width are one type.
+func TestUnmarshalTakesOnlyEachFieldsBSONType(t *testing.T) {
+	type doc struct {
+		S  string    `bson:"s"`
+		B  bool      `bson:"b"`
+		N  int       `bson:"n"`
+		At time.Time `bson:"at"`
+	}
+	at := time.Date(2026, 9, 30, 9, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		name, key string
+		value     any
+		ok        bool
+	}{
+		{"a string is a string", "s", "x", true},
+		{"null is no string", "s", bson.Null{}, false},
+		{"a number is no bool", "b", int32(1), false},
+		{"a whole double is a number", "n", 4.0, true},
+		{"an int64 is a number", "n", int64(4), true},
+		{"a boolean is no number", "n", true, false},
+		{"a date is a time", "at", at, true},
+		{"an ISO string is no time", "at", at.Format(time.RFC3339), false},
+		{"an int64 is no time", "at", at.UnixMilli(), false},
+		{"a timestamp is no time", "at", bson.Timestamp{T: uint32(at.Unix())}, false},
+	} {
+		raw, err := bson.Marshal(bson.D{{Key: c.key, Value: c.value}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var d doc
+		err = mongostore.Unmarshal(raw, &d)
+		switch {
+		case c.ok && err != nil:
+			t.Errorf("%s: got %v, want nil", c.name, err)
+		case !c.ok && (err == nil || !strings.Contains(err.Error(), c.key)):
+			t.Errorf("%s: got %v (%+v), want an error naming %s", c.name, err, d, c.key)
 		}
 	}
 }

@@ -140,7 +140,7 @@ func (s *MongoStore) Cards(ctx context.Context, q Query) ([]Card, error) {
 // is not its card's ID.
 func decodeCard(raw bson.Raw) (Card, error) {
 	var d cardDoc
-	if err := bson.Unmarshal(raw, &d); err != nil {
+	if err := mongostore.Unmarshal(raw, &d); err != nil {
 		return Card{}, fmt.Errorf("%w: _id %v: %w", ErrMalformed, raw.Lookup("_id"), err)
 	}
 	c := Card{

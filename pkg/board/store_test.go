@@ -72,6 +72,14 @@ func TestMongoStoreMalformedDocuments(t *testing.T) {
 		{"labels is a string", with("labels", "bug")},
 		{"updated_at is a string", with("updated_at", "yesterday")},
 		{"updated_at missing", with("updated_at", nil)},
+		// The driver would convert these to a card's types, but the store's
+		// queries compare by BSON type: an updated_at of another type sorts
+		// apart from the dates and never passes Put's filter.
+		{"updated_at is a date string", with("updated_at", now.Add(time.Hour).Format(time.RFC3339))},
+		{"updated_at is a number", with("updated_at", now.Add(time.Hour).UnixMilli())},
+		{"number is a boolean", with("number", true)},
+		{"pull_request is a number", with("pull_request", 1)},
+		{"title is null", with("title", bson.Null{})},
 		{"_id is not the card's", with("number", 2)},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -47,7 +47,7 @@ type runDoc struct {
 	Updated     time.Time `bson:"updated_at"`
 	// Installation is absent from documents written before it: 0.
 	Installation int64 `bson:"installation"`
-	// Settled is read raw: the driver would take any number as a bool.
+	// Settled is read raw: a missing one is malformed, not false.
 	Settled bson.RawValue `bson:"settled"`
 }
 
@@ -308,7 +308,7 @@ func (s *MongoStore) find(ctx context.Context, filter bson.D, opts *options.Find
 // of the wrong shape or with a field Validate refuses.
 func decodeRun(raw bson.Raw) (Run, error) {
 	var d runDoc
-	if err := bson.Unmarshal(raw, &d); err != nil {
+	if err := mongostore.Unmarshal(raw, &d); err != nil {
 		return Run{}, fmt.Errorf("%w: _id %v: %w", ErrMalformed, raw.Lookup("_id"), err)
 	}
 	settled, ok := d.Settled.BooleanOK()

@@ -116,7 +116,7 @@ func (s *MongoStore) Sweeps(ctx context.Context) ([]InstallationSweep, error) {
 // a field Validate refuses.
 func decodeSweep(raw bson.Raw) (InstallationSweep, error) {
 	var d sweepDoc
-	if err := bson.Unmarshal(raw, &d); err != nil {
+	if err := mongostore.Unmarshal(raw, &d); err != nil {
 		return InstallationSweep{}, fmt.Errorf("%w: %s _id %v: %w", ErrMalformed, SweepsCollection, raw.Lookup("_id"), err)
 	}
 	id, err := strconv.ParseInt(d.ID, 10, 64)

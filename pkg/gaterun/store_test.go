@@ -123,6 +123,13 @@ func TestMongoRunStoreMalformedDocuments(t *testing.T) {
 		{"created_at missing", with("created_at", nil), true},
 		{"updated_at is a string", with("updated_at", "yesterday"), false},
 		{"settled is a number", with("settled", 3), false},
+		// The driver would convert these to a run's types, but the queries,
+		// which compare by BSON type, would never find the run they made.
+		{"updated_at is a date string", with("updated_at", now.Format(time.RFC3339)), false},
+		{"created_at is a number", with("created_at", now.UnixMilli()), true},
+		{"pull is a boolean", with("pull", true), true},
+		{"installation is a boolean", mongotest.WithField(append(good, bson.E{Key: "installation", Value: int64(0)}), "installation", true), true},
+		{"verdict is null", with("verdict", bson.Null{}), true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			db := mongotest.DB(t)
