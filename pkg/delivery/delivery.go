@@ -30,6 +30,11 @@ const DefaultWindow = 72 * time.Hour
 // that wrap it name the field and value.
 var ErrInvalid = errors.New("delivery: invalid")
 
+// ErrMalformed reports a stored delivery document of the wrong shape; the
+// store returns it (wrapped, naming the id and the field) instead of an
+// answer.
+var ErrMalformed = errors.New("delivery: malformed delivery document")
+
 // maxDeliveryID bounds an X-GitHub-Delivery id; GitHub's are GUIDs of 36
 // characters (https://docs.github.com/en/webhooks/webhook-events-and-payloads#delivery-headers).
 const maxDeliveryID = 100

@@ -1,6 +1,7 @@
 package delivery
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -100,10 +101,7 @@ func (s *MongoStore) Claim(ctx context.Context, id string, now time.Time, hold t
 	if res.MatchedCount == 1 {
 		return Claimed, nil
 	}
-	var doc struct {
-		State string `bson:"state"`
-	}
-	err = s.coll.FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Decode(&doc)
+	raw, err := s.coll.FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Raw()
 	switch {
 	case errors.Is(err, mongo.ErrNoDocuments):
 		// Deleted as expired between the two calls: free, but another
@@ -111,10 +109,32 @@ func (s *MongoStore) Claim(ctx context.Context, id string, now time.Time, hold t
 		return Held, nil
 	case err != nil:
 		return 0, fmt.Errorf("delivery: claim delivery %q: read its state: %w", id, err)
-	case doc.State == stateDone || doc.State == "": // "": the earlier format, processed ids only
+	}
+	return stateOf(id, raw)
+}
+
+// stateOf is what the document of delivery id, which Claim could not take
+// over, answers: Done or Held. A document of the wrong shape is an error
+// wrapping ErrMalformed that names the field: one whose expires is not a
+// date would answer for ever, since neither the take-over's $lte nor
+// MongoDB's TTL monitor passes it
+// (https://www.mongodb.com/docs/manual/core/index-ttl/: a document whose
+// indexed field is not a date does not expire).
+func stateOf(id string, raw bson.Raw) (Claim, error) {
+	if v := raw.Lookup("expires"); v.Type != bson.TypeDateTime {
+		return 0, fmt.Errorf("%w: delivery %q: expires is %s, want a date", ErrMalformed, id, cmp.Or(v.String(), "missing"))
+	}
+	v := raw.Lookup("state")
+	if v.IsZero() { // the earlier format, processed ids only
 		return Done, nil
 	}
-	return Held, nil
+	switch state, _ := v.StringValueOK(); state {
+	case stateDone:
+		return Done, nil
+	case stateHeld:
+		return Held, nil
+	}
+	return 0, fmt.Errorf("%w: delivery %q: state is %s, want %q or %q", ErrMalformed, id, v, stateHeld, stateDone)
 }
 
 // Complete implements Store: one upsert.

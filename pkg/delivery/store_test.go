@@ -2,7 +2,9 @@ package delivery_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -63,5 +65,41 @@ func TestMongoStoreExpiresIDs(t *testing.T) {
 	}
 	if n, err := coll.CountDocuments(ctx, bson.D{}); err != nil || n != 1 {
 		t.Errorf("documents after 255 expired claims and a new one: got %d (err %v), want 1: the 256th claim deletes the expired ids", n, err)
+	}
+}
+
+// TestMongoStoreMalformedDocuments pins that Claim over a delivery document
+// of the wrong shape is an error wrapping ErrMalformed that names the
+// field, never Held or Done: a document whose expires is not a date never
+// expires (MongoDB's TTL monitor passes it by, and so does Claim's
+// take-over, which compares dates), so it would answer for ever.
+func TestMongoStoreMalformedDocuments(t *testing.T) {
+	now := time.Date(2026, 9, 30, 9, 0, 0, 0, time.UTC)
+	good := bson.D{{Key: "_id", Value: "d"}, {Key: "state", Value: "held"}, {Key: "expires", Value: now.Add(time.Minute)}}
+	with := func(key string, v any) bson.D { return mongotest.WithField(good, key, v) }
+	for _, c := range []struct {
+		name, field string
+		doc         bson.D
+	}{
+		{"expires missing", "expires", with("expires", nil)},
+		{"expires is a date string", "expires", with("expires", now.Add(-time.Hour).Format(time.RFC3339))},
+		{"state unknown", "state", with("state", "processing")},
+		{"state is null", "state", with("state", bson.Null{})},
+		{"state is a number", "state", with("state", 1)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			db := mongotest.DB(t)
+			s, err := delivery.NewMongoStore(context.Background(), db)
+			if err != nil {
+				t.Fatalf("NewMongoStore: %v", err)
+			}
+			if _, err := db.Collection(delivery.Collection).InsertOne(context.Background(), c.doc); err != nil {
+				t.Fatal(err)
+			}
+			claim, err := s.Claim(context.Background(), "d", now, time.Second)
+			if !errors.Is(err, delivery.ErrMalformed) || !strings.Contains(err.Error(), c.field) {
+				t.Errorf("Claim = %v, %v, want ErrMalformed naming %s: a malformed document is an error, never an answer", claim, err, c.field)
+			}
+		})
 	}
 }
