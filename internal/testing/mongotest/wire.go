@@ -16,10 +16,12 @@ import (
 var errWire = errors.New("mongotest: malformed wire message")
 
 // Wire protocol constants (MongoDB wire protocol, "Standard Message Header"
-// and OP_MSG).
+// and OP_MSG). maxMessageLen is MongoDB's maxMessageSizeBytes, "48000000
+// bytes" (https://www.mongodb.com/docs/manual/reference/command/hello/),
+// which FerretDB announces too: decimal, not 48 MiB.
 const (
 	headerLen      = 16
-	maxMessageLen  = 48 << 20 // MongoDB's maxMessageSizeBytes
+	maxMessageLen  = 48_000_000
 	opQuery        = 2004
 	opMsg          = 2013
 	flagChecksum   = 1 << 0

@@ -48,8 +48,9 @@ func buildMsg(t testing.TB, flags uint32, body bson.D, seqID string, docs ...bso
 }
 
 // TestReadMessageFraming checks framing: a message is read whole by its
-// length prefix, and a prefix outside [16, 48 MiB] or a truncated message is
-// an error, never a short read passed on.
+// length prefix, and a prefix outside [16, 48,000,000] (MongoDB's
+// maxMessageSizeBytes) or a truncated message is an error, never a short
+// read passed on.
 func TestReadMessageFraming(t *testing.T) {
 	good := frame(opMsg, []byte{1, 2, 3, 4})
 	for _, tc := range []struct {
@@ -61,7 +62,7 @@ func TestReadMessageFraming(t *testing.T) {
 		{"whole message", append(bytes.Clone(good), 9, 9), good, nil},
 		{"length under the header size", []byte{15, 0, 0, 0}, nil, errWire},
 		{"negative length", []byte{0xff, 0xff, 0xff, 0xff}, nil, errWire},
-		{"length over 48 MiB", binary.LittleEndian.AppendUint32(nil, maxMessageLen+1), nil, errWire},
+		{"length over maxMessageSizeBytes, 48,000,000", binary.LittleEndian.AppendUint32(nil, 48_000_001), nil, errWire},
 		{"truncated body", good[:len(good)-1], nil, io.ErrUnexpectedEOF},
 		{"nothing", nil, nil, io.EOF},
 	} {
