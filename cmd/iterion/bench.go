@@ -3,15 +3,16 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
 
 	"iterion.dev/iterion/cmd/iterion/internal/harness"
-	"iterion.dev/iterion/pkg/server"
 )
 
 // benchHelp is bench's -h.
@@ -28,85 +29,18 @@ var benchHelp = help{
 // runBench runs the multi-process harness in full mode and prints its
 // figures as a markdown block for docs/benchmarks.md.
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("bench", benchHelp, stderr)
-	var o harness.Options
-	ns := fs.String("n", "1,3,10", "replica counts of the cost scenario, comma-separated")
-	scen := fs.String("scenarios", strings.Join(harness.Scenarios(), ","), "scenarios to run, comma-separated")
-	out := fs.String("out", "", "also write the markdown block to this file")
-	fs.DurationVar(&o.Interval, "interval", 500*time.Millisecond, "sweep interval of every replica (the compressed minute; TTL is 3 intervals, retry 1)")
-	fs.IntVar(&o.Runs, "runs", 20, "gating runs to seed")
-	fs.DurationVar(&o.Window, "window", 0, "how long each cost configuration is measured (default 30 intervals)")
-	fs.IntVar(&o.Replicas, "replicas", 3, "replicas in the takeover and fault scenarios")
-	fs.IntVar(&o.Takeovers, "takeovers", 20, "leader stops per signal (SIGTERM, SIGKILL)")
-	fs.IntVar(&o.BudgetReplicas, "budget-replicas", 0, "replicas in the budget scenario (default the largest -n)")
-	fs.DurationVar(&o.Hour, "hour", 0, "the budget scenario's compressed hour (default 60 intervals)")
-	fs.IntVar(&o.Load.Requests, "load-requests", 2000, "runs the load scenario posts")
-	fs.IntVar(&o.Load.Concurrency, "load-concurrency", 50, "clients posting at once in the load scenario")
-	fs.DurationVar(&o.Load.Outage, "load-outage", 2*time.Second, "how long the load scenario leaves dev-mongo down after its SIGKILL")
-	scaleRuns := fs.String("scale-runs", "10,100,1000,5000", "open-run populations of the scale scenario, comma-separated, increasing")
-	scaleReplicas := fs.String("scale-replicas", "1,10", "replica counts of the scale scenario, comma-separated")
-	fs.DurationVar(&o.ScaleInterval, "scale-interval", 10*time.Second, "the scale scenario's sweep interval (its compressed minute; the installation tokens live 60 of them)")
-	fs.IntVar(&o.ScalePasses, "scale-passes", 2, "intervals each scale configuration is measured over, after its first pass")
-	clockRuns := fs.String("clock-runs", "1000,5000", "open-run populations of the clock scenario, comma-separated, increasing")
-	clockReplicas := fs.String("clock-replicas", "1,10", "replica counts of the clock scenario, comma-separated")
-	fs.IntVar(&o.ClockShallow, "clock-shallow", 500, "runs of the largest clock population left in the shallow window when the rest are aged out of it (negative: no such configuration)")
-	fs.DurationVar(&o.ClockInterval, "clock-interval", 6*time.Second, "the clock scenario's simulator minute (its compressed minute), and its sweep interval with --clock-sweep-minutes 1")
-	fs.IntVar(&o.ClockSweepMinutes, "clock-sweep-minutes", 1, "the clock scenario's sweep interval, in its compressed minutes (--clock-interval)")
-	fs.IntVar(&o.ClockPasses, "clock-passes", 10, "intervals each clock configuration is measured over, after its first pass")
-	clockConc := fs.String("clock-sweep-concurrency", "1", "sweep concurrencies (serve's --sweep-concurrency) each clock configuration is measured at, side by side, comma-separated")
-	fs.Float64Var(&o.ClockTimeShare, "clock-time-share", 0, "the clock scenario's replicas' --sweep-time-share (0: serve's default)")
-	fs.IntVar(&o.ClockDeepPasses, "clock-deep-passes", 0, "intervals the clock configurations with aged runs are measured over (default the deep-pass period + 12)")
-	fs.IntVar(&o.GroupShards, "group-shards", 64, "shards of the group scenario's lease group")
-	fs.IntVar(&o.GroupReplicas, "group-replicas", 10, "replicas in the group scenario (it halves and restores them)")
-	fs.DurationVar(&o.GroupInterval, "group-interval", 3*time.Second, "the group scenario's sweep interval (the group's TTL is 3 intervals, retry 1)")
-	fs.IntVar(&o.TenantsInstallations, "tenants-installations", 1000, "installations of the App in the tenants scenario")
-	fs.IntVar(&o.TenantsRuns, "tenants-runs", 10, "open runs of each installation in the tenants scenario")
-	tenantsReplicas := fs.String("tenants-replicas", "1,10", "replica counts of the tenants scenario, comma-separated, increasing (the largest also gets the churn and the kill)")
-	fs.DurationVar(&o.TenantsInterval, "tenants-interval", 15*time.Second, "the tenants scenario's sweep interval (its compressed minute)")
-	fs.IntVar(&o.TenantsWindow, "tenants-window", 10, "intervals each tenants replica count is measured over once settled")
-	fs.IntVar(&o.TenantsChurn, "tenants-churn", 20, "installations the tenants scenario adds, and as many it removes, at its largest replica count")
-	fs.IntVar(&o.TenantsShards, "tenants-shards", 0, "serve --sweep-shards in the tenants scenario (0: serve's default)")
-	fs.StringVar(&o.Bin, "bin", "", "a built iterion binary (default: build ./cmd/iterion of the enclosing module)")
-	fs.StringVar(&o.DevMongoBin, "dev-mongo-bin", "", "a built dev-mongo binary (default: build ./cmd/dev-mongo of the enclosing module)")
-	fs.StringVar(&o.Dir, "dir", "", "keep logs and Mongo's files here (default: a temporary directory, removed on success)")
+	fs, o, out := benchFlags(stderr)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	var err error
-	if o.Ns, err = ints("-n", *ns); err != nil {
-		return usageError{err}
-	}
-	if o.ScaleRuns, err = ints("--scale-runs", *scaleRuns); err != nil {
-		return usageError{err}
-	}
-	if o.ScaleReplicas, err = ints("--scale-replicas", *scaleReplicas); err != nil {
-		return usageError{err}
-	}
-	if o.ClockRuns, err = ints("--clock-runs", *clockRuns); err != nil {
-		return usageError{err}
-	}
-	if o.TenantsReplicas, err = ints("--tenants-replicas", *tenantsReplicas); err != nil {
-		return usageError{err}
-	}
-	if o.ClockConcurrency, err = ints("--clock-sweep-concurrency", *clockConc); err != nil {
-		return usageError{err}
-	}
-	for _, k := range o.ClockConcurrency {
-		if k < 1 || k > server.MaxSweepConcurrency {
-			return usageError{fmt.Errorf("--clock-sweep-concurrency %q: %d is not within 1 to %d", *clockConc, k, server.MaxSweepConcurrency)}
-		}
-	}
-	if o.ClockTimeShare < 0 || o.ClockTimeShare > 1 {
-		return usageError{fmt.Errorf("--clock-time-share %v: want 0 (serve's default) to 1", o.ClockTimeShare)}
-	}
-	if o.ClockReplicas, err = ints("--clock-replicas", *clockReplicas); err != nil {
-		return usageError{err}
-	}
-	o.Scenarios = strings.Split(*scen, ",")
 	o.Progress = stderr
-	rep, err := harness.Run(ctx, o)
-	if errors.Is(err, harness.ErrInvalid) {
-		return usageError{err} // a bad flag, named by its option: exit 2
+	rep, err := harness.Run(ctx, *o)
+	var oe *harness.OptionError
+	if errors.As(err, &oe) {
+		if f := flagOf(fs, o, oe.Field); f != nil {
+			err = fmt.Errorf("%s %v %s", flagName(f.Name), f.Value, oe.Reason)
+		}
+		return usageError{err} // a bad flag: exit 2
 	}
 	if rep != nil {
 		md := rep.Markdown("go run ./cmd/iterion bench " + strings.Join(args, " "))
@@ -120,15 +54,118 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return err
 }
 
-// ints parses the comma-separated numbers v of flag name.
-func ints(name, v string) ([]int, error) {
+// benchFlags returns bench's flag set, the harness options its option
+// flags write into and the --out file. Each option flag's value points at
+// its Options field, so that a refused field finds the flag that set it
+// (flagOf).
+func benchFlags(stderr io.Writer) (*flag.FlagSet, *harness.Options, *string) {
+	fs := newFlagSet("bench", benchHelp, stderr)
+	o := &harness.Options{
+		Ns: []int{1, 3, 10}, Scenarios: harness.Scenarios(),
+		ScaleRuns: []int{10, 100, 1000, 5000}, ScaleReplicas: []int{1, 10},
+		ClockRuns: []int{1000, 5000}, ClockReplicas: []int{1, 10}, ClockConcurrency: []int{1},
+		TenantsReplicas: []int{1, 10},
+	}
+	fs.Var((*ints)(&o.Ns), "n", "replica counts of the cost scenario, comma-separated")
+	fs.Var((*words)(&o.Scenarios), "scenarios", "scenarios to run, comma-separated")
+	out := fs.String("out", "", "also write the markdown block to this file")
+	fs.DurationVar(&o.Interval, "interval", 500*time.Millisecond, "sweep interval of every replica (the compressed minute; TTL is 3 intervals, retry 1)")
+	fs.IntVar(&o.Runs, "runs", 20, "gating runs to seed")
+	fs.DurationVar(&o.Window, "window", 0, "how long each cost configuration is measured (default 30 intervals)")
+	fs.IntVar(&o.Replicas, "replicas", 3, "replicas in the takeover and fault scenarios")
+	fs.IntVar(&o.Takeovers, "takeovers", 20, "leader stops per signal (SIGTERM, SIGKILL)")
+	fs.IntVar(&o.BudgetReplicas, "budget-replicas", 0, "replicas in the budget scenario (default the largest -n)")
+	fs.DurationVar(&o.Hour, "hour", 0, "the budget scenario's compressed hour (default 60 intervals)")
+	fs.IntVar(&o.Load.Requests, "load-requests", 2000, "runs the load scenario posts")
+	fs.IntVar(&o.Load.Concurrency, "load-concurrency", 50, "clients posting at once in the load scenario")
+	fs.DurationVar(&o.Load.Outage, "load-outage", 2*time.Second, "how long the load scenario leaves dev-mongo down after its SIGKILL")
+	fs.Var((*ints)(&o.ScaleRuns), "scale-runs", "open-run populations of the scale scenario, comma-separated, increasing")
+	fs.Var((*ints)(&o.ScaleReplicas), "scale-replicas", "replica counts of the scale scenario, comma-separated")
+	fs.DurationVar(&o.ScaleInterval, "scale-interval", 10*time.Second, "the scale scenario's sweep interval (its compressed minute; the installation tokens live 60 of them)")
+	fs.IntVar(&o.ScalePasses, "scale-passes", 2, "intervals each scale configuration is measured over, after its first pass")
+	fs.Var((*ints)(&o.ClockRuns), "clock-runs", "open-run populations of the clock scenario, comma-separated, increasing")
+	fs.Var((*ints)(&o.ClockReplicas), "clock-replicas", "replica counts of the clock scenario, comma-separated")
+	fs.IntVar(&o.ClockShallow, "clock-shallow", 500, "runs of the largest clock population left in the shallow window when the rest are aged out of it (negative: no such configuration)")
+	fs.DurationVar(&o.ClockInterval, "clock-interval", 6*time.Second, "the clock scenario's simulator minute (its compressed minute), and its sweep interval with --clock-sweep-minutes 1")
+	fs.IntVar(&o.ClockSweepMinutes, "clock-sweep-minutes", 1, "the clock scenario's sweep interval, in its compressed minutes (--clock-interval)")
+	fs.IntVar(&o.ClockPasses, "clock-passes", 10, "intervals each clock configuration is measured over, after its first pass")
+	fs.Var((*ints)(&o.ClockConcurrency), "clock-sweep-concurrency", "sweep concurrencies (serve's --sweep-concurrency) each clock configuration is measured at, side by side, comma-separated")
+	fs.Float64Var(&o.ClockTimeShare, "clock-time-share", 0, "the clock scenario's replicas' --sweep-time-share (0: serve's default)")
+	fs.IntVar(&o.ClockDeepPasses, "clock-deep-passes", 0, "intervals the clock configurations with aged runs are measured over (default the deep-pass period + 12)")
+	fs.IntVar(&o.GroupShards, "group-shards", 64, "shards of the group scenario's lease group")
+	fs.IntVar(&o.GroupReplicas, "group-replicas", 10, "replicas in the group scenario (it halves and restores them)")
+	fs.DurationVar(&o.GroupInterval, "group-interval", 3*time.Second, "the group scenario's sweep interval (the group's TTL is 3 intervals, retry 1)")
+	fs.IntVar(&o.TenantsInstallations, "tenants-installations", 1000, "installations of the App in the tenants scenario")
+	fs.IntVar(&o.TenantsRuns, "tenants-runs", 10, "open runs of each installation in the tenants scenario")
+	fs.Var((*ints)(&o.TenantsReplicas), "tenants-replicas", "replica counts of the tenants scenario, comma-separated, increasing (the largest also gets the churn and the kill)")
+	fs.DurationVar(&o.TenantsInterval, "tenants-interval", 15*time.Second, "the tenants scenario's sweep interval (its compressed minute)")
+	fs.IntVar(&o.TenantsWindow, "tenants-window", 10, "intervals each tenants replica count is measured over once settled")
+	fs.IntVar(&o.TenantsChurn, "tenants-churn", 20, "installations the tenants scenario adds, and as many it removes, at its largest replica count")
+	fs.IntVar(&o.TenantsShards, "tenants-shards", 0, "serve --sweep-shards in the tenants scenario (0: serve's default)")
+	fs.StringVar(&o.Bin, "bin", "", "a built iterion binary (default: build ./cmd/iterion of the enclosing module)")
+	fs.StringVar(&o.DevMongoBin, "dev-mongo-bin", "", "a built dev-mongo binary (default: build ./cmd/dev-mongo of the enclosing module)")
+	fs.StringVar(&o.Dir, "dir", "", "keep logs and Mongo's files here (default: a temporary directory, removed on success)")
+	return fs, o, out
+}
+
+// flagOf returns the flag of fs that writes the Options field named field
+// (dotted when nested, as an OptionError names it) of o, or nil when no flag
+// does: the flag whose value points at the field.
+func flagOf(fs *flag.FlagSet, o *harness.Options, field string) *flag.Flag {
+	v := reflect.ValueOf(o).Elem()
+	for _, name := range strings.Split(field, ".") {
+		if v = v.FieldByName(name); !v.IsValid() {
+			return nil
+		}
+	}
+	var found *flag.Flag
+	fs.VisitAll(func(f *flag.Flag) {
+		// A nested struct shares its first field's address; the kinds tell them apart.
+		if p := reflect.ValueOf(f.Value); p.Kind() == reflect.Pointer && p.Pointer() == v.Addr().Pointer() && p.Elem().Kind() == v.Kind() {
+			found = f
+		}
+	})
+	return found
+}
+
+// flagName is name as a user types it: -n, --interval.
+func flagName(name string) string {
+	if len(name) == 1 {
+		return "-" + name
+	}
+	return "--" + name
+}
+
+// ints is a flag.Value of comma-separated numbers.
+type ints []int
+
+func (l *ints) String() string {
+	s := make([]string, len(*l))
+	for i, n := range *l {
+		s[i] = strconv.Itoa(n)
+	}
+	return strings.Join(s, ",")
+}
+
+func (l *ints) Set(v string) error {
 	var out []int
 	for _, f := range strings.Split(v, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil {
-			return nil, fmt.Errorf("%s %q: %q is not a number", name, v, f)
+			return fmt.Errorf("%q is not a number", f)
 		}
 		out = append(out, n)
 	}
-	return out, nil
+	*l = out
+	return nil
+}
+
+// words is a flag.Value of comma-separated words.
+type words []string
+
+func (l *words) String() string { return strings.Join(*l, ",") }
+
+func (l *words) Set(v string) error {
+	*l = strings.Split(v, ",")
+	return nil
 }

@@ -59,13 +59,3 @@ func TestDemoBadSettingIsAUsageErrorNamingItsFlag(t *testing.T) {
 		}
 	}
 }
-
-// TestBenchBadOptionIsAUsageError pins the same for bench: an option the
-// harness refuses exits 2, naming it, before anything is built or started.
-func TestBenchBadOptionIsAUsageError(t *testing.T) {
-	var msg strings.Builder
-	err := runBench(t.Context(), []string{"--interval", "1ms", "--dir", t.TempDir()}, io.Discard, io.Discard)
-	if code := exitCode(&msg, "bench", err); code != 2 || !strings.Contains(msg.String(), "Interval 1ms") {
-		t.Errorf("bench --interval 1ms: exit %d, %q; want exit 2 naming the interval", code, msg.String())
-	}
-}

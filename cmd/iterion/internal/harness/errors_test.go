@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -65,8 +64,9 @@ func TestErrorsWrapTheirCauses(t *testing.T) {
 	}
 }
 
-// TestOptionsNameTheBadField: Run refuses invalid options with ErrInvalid
-// and a message that names the field, before it starts anything.
+// TestOptionsNameTheBadField: Run refuses invalid options with an
+// *OptionError (an ErrInvalid) that names the field, before it starts
+// anything.
 func TestOptionsNameTheBadField(t *testing.T) {
 	for _, c := range []struct {
 		field string
@@ -76,12 +76,15 @@ func TestOptionsNameTheBadField(t *testing.T) {
 		{"Replicas", Options{Replicas: 1}},
 		{"Ns", Options{Ns: []int{1, 0}}},
 		{"ScaleRuns", Options{ScaleRuns: []int{100, 10}}},
+		{"ClockConcurrency", Options{ClockConcurrency: []int{0}}},
+		{"ClockTimeShare", Options{ClockTimeShare: 1.5}},
 		{"Load.Concurrency", Options{Load: LoadOptions{Requests: 10, Concurrency: 11}}},
-		{"scenario", Options{Scenarios: []string{"nope"}}},
+		{"Scenarios", Options{Scenarios: []string{"nope"}}},
 	} {
 		rep, err := Run(context.Background(), c.o)
-		if rep != nil || !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), c.field) {
-			t.Errorf("%s: got report %v and error %v, want no report and an ErrInvalid naming %s: bad options are refused by name", c.field, rep, err, c.field)
+		var oe *OptionError
+		if rep != nil || !errors.Is(err, ErrInvalid) || !errors.As(err, &oe) || oe.Field != c.field {
+			t.Errorf("%s: got report %v and error %v, want no report and an *OptionError naming %s: bad options are refused by name", c.field, rep, err, c.field)
 		}
 	}
 }

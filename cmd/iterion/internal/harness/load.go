@@ -46,19 +46,19 @@ func (l *LoadOptions) defaults() error {
 	l.Webhooks = cmp.Or(l.Webhooks, 20)
 	switch {
 	case l.Requests < 2:
-		return fmt.Errorf("%w: Load.Requests %d is under 2: Mongo is killed halfway", ErrInvalid, l.Requests)
+		return refuse("Load.Requests", l.Requests, "is under 2: Mongo is killed halfway")
 	case l.Concurrency < 1 || l.Concurrency > l.Requests:
-		return fmt.Errorf("%w: Load.Concurrency %d is not within 1..Load.Requests (%d)", ErrInvalid, l.Concurrency, l.Requests)
+		return refuse("Load.Concurrency", l.Concurrency, "is not within 1 to the requests (%d)", l.Requests)
 	case l.Outage < 0:
-		return fmt.Errorf("%w: Load.Outage %v is negative", ErrInvalid, l.Outage)
+		return refuse("Load.Outage", l.Outage, "is negative")
 	case l.SlowConns < 1:
-		return fmt.Errorf("%w: Load.SlowConns %d is under 1", ErrInvalid, l.SlowConns)
+		return refuse("Load.SlowConns", l.SlowConns, "is under 1")
 	case l.Probes < 2:
-		return fmt.Errorf("%w: Load.Probes %d is under 2", ErrInvalid, l.Probes)
+		return refuse("Load.Probes", l.Probes, "is under 2")
 	case l.ReadTimeout < 0:
-		return fmt.Errorf("%w: Load.ReadTimeout %v is negative", ErrInvalid, l.ReadTimeout)
+		return refuse("Load.ReadTimeout", l.ReadTimeout, "is negative")
 	case l.Webhooks < 1:
-		return fmt.Errorf("%w: Load.Webhooks %d is under 1", ErrInvalid, l.Webhooks)
+		return refuse("Load.Webhooks", l.Webhooks, "is under 1")
 	}
 	return nil
 }

@@ -2,7 +2,6 @@ package harness
 
 import (
 	"cmp"
-	"fmt"
 	"io"
 	"slices"
 	"time"
@@ -41,7 +40,8 @@ func Scenarios() []string {
 }
 
 // Options configures one harness run. The zero value of a field means the
-// default given beside it; Run validates the rest and names the bad field.
+// default given beside it; Run refuses a field it cannot run with, before it
+// starts anything, with an *OptionError naming the field.
 type Options struct {
 	// Bin is a built iterion binary; empty: build ./cmd/iterion of the
 	// module enclosing the working directory into Dir.
@@ -187,6 +187,9 @@ func (o *Options) defaults() error {
 	o.ClockPasses = cmp.Or(o.ClockPasses, 10)
 	o.ClockSweepMinutes = cmp.Or(o.ClockSweepMinutes, 1)
 	o.ClockDeepPasses = cmp.Or(o.ClockDeepPasses, server.DeepEvery+12)
+	if len(o.ClockConcurrency) == 0 {
+		o.ClockConcurrency = []int{1}
+	}
 	o.GroupShards = cmp.Or(o.GroupShards, 64)
 	o.GroupReplicas = cmp.Or(o.GroupReplicas, 10)
 	o.GroupInterval = cmp.Or(o.GroupInterval, 3*time.Second)
@@ -204,68 +207,85 @@ func (o *Options) defaults() error {
 	if o.Progress == nil {
 		o.Progress = io.Discard
 	}
+	for _, l := range []struct {
+		field string
+		ns    []int
+		max   int // 0: none
+	}{
+		{"Ns", o.Ns, 0},
+		{"ScaleReplicas", o.ScaleReplicas, 0},
+		{"ClockReplicas", o.ClockReplicas, 0},
+		{"ClockConcurrency", o.ClockConcurrency, server.MaxSweepConcurrency},
+	} {
+		for _, n := range l.ns {
+			switch {
+			case n < 1:
+				return refuse(l.field, l.ns, "has %d, under 1", n)
+			case l.max > 0 && n > l.max:
+				return refuse(l.field, l.ns, "has %d, over %d", n, l.max)
+			}
+		}
+	}
 	switch {
 	case o.Interval < 50*time.Millisecond:
-		return fmt.Errorf("%w: Interval %v is under 50ms", ErrInvalid, o.Interval)
+		return refuse("Interval", o.Interval, "is under 50ms")
 	case o.Runs < 1:
-		return fmt.Errorf("%w: Runs %d is under 1", ErrInvalid, o.Runs)
+		return refuse("Runs", o.Runs, "is under 1")
 	case o.Window < 4*o.Interval:
-		return fmt.Errorf("%w: Window %v is under 4 intervals (%v)", ErrInvalid, o.Window, 4*o.Interval)
+		return refuse("Window", o.Window, "is under 4 intervals (%v)", 4*o.Interval)
 	case o.Replicas < 2:
-		return fmt.Errorf("%w: Replicas %d is under 2: a takeover needs a successor", ErrInvalid, o.Replicas)
+		return refuse("Replicas", o.Replicas, "is under 2: a takeover needs a successor")
+	case o.BudgetReplicas < 1:
+		return refuse("BudgetReplicas", o.BudgetReplicas, "is under 1")
 	case o.Hour < 10*o.Interval:
-		return fmt.Errorf("%w: Hour %v is under 10 intervals (%v)", ErrInvalid, o.Hour, 10*o.Interval)
+		return refuse("Hour", o.Hour, "is under 10 intervals (%v)", 10*o.Interval)
 	case o.Takeovers < 1:
-		return fmt.Errorf("%w: Takeovers %d is under 1", ErrInvalid, o.Takeovers)
+		return refuse("Takeovers", o.Takeovers, "is under 1")
 	case o.ScaleInterval < 500*time.Millisecond:
-		return fmt.Errorf("%w: ScaleInterval %v is under 500ms", ErrInvalid, o.ScaleInterval)
+		return refuse("ScaleInterval", o.ScaleInterval, "is under 500ms")
 	case o.GroupShards < 1:
-		return fmt.Errorf("%w: GroupShards %d is under 1", ErrInvalid, o.GroupShards)
+		return refuse("GroupShards", o.GroupShards, "is under 1")
 	case o.GroupReplicas < 2:
-		return fmt.Errorf("%w: GroupReplicas %d is under 2: the scenario kills one and stops half", ErrInvalid, o.GroupReplicas)
+		return refuse("GroupReplicas", o.GroupReplicas, "is under 2: the scenario kills one and stops half")
 	case o.GroupInterval < 100*time.Millisecond:
-		return fmt.Errorf("%w: GroupInterval %v is under 100ms", ErrInvalid, o.GroupInterval)
+		return refuse("GroupInterval", o.GroupInterval, "is under 100ms")
 	case o.ScalePasses < 1:
-		return fmt.Errorf("%w: ScalePasses %d is under 1", ErrInvalid, o.ScalePasses)
-	case o.TenantsInstallations < 1 || o.TenantsRuns < 1:
-		return fmt.Errorf("%w: TenantsInstallations %d, TenantsRuns %d: want at least 1 each", ErrInvalid, o.TenantsInstallations, o.TenantsRuns)
+		return refuse("ScalePasses", o.ScalePasses, "is under 1")
+	case o.TenantsInstallations < 1:
+		return refuse("TenantsInstallations", o.TenantsInstallations, "is under 1")
+	case o.TenantsRuns < 1:
+		return refuse("TenantsRuns", o.TenantsRuns, "is under 1")
 	case !slices.IsSorted(o.TenantsReplicas) || o.TenantsReplicas[0] < 1 || slices.Max(o.TenantsReplicas) < 2:
-		return fmt.Errorf("%w: TenantsReplicas %v: want increasing counts of at least 1, the largest at least 2 (it kills one)", ErrInvalid, o.TenantsReplicas)
+		return refuse("TenantsReplicas", o.TenantsReplicas, "is not increasing counts of at least 1, the largest at least 2 (it kills one)")
 	case o.TenantsInterval < 500*time.Millisecond:
-		return fmt.Errorf("%w: TenantsInterval %v is under 500ms", ErrInvalid, o.TenantsInterval)
+		return refuse("TenantsInterval", o.TenantsInterval, "is under 500ms")
 	case o.TenantsWindow < 2:
-		return fmt.Errorf("%w: TenantsWindow %d is under 2 intervals", ErrInvalid, o.TenantsWindow)
+		return refuse("TenantsWindow", o.TenantsWindow, "is under 2 intervals")
 	case o.TenantsChurn < 1 || o.TenantsChurn > o.TenantsInstallations:
-		return fmt.Errorf("%w: TenantsChurn %d: want 1 to TenantsInstallations (%d)", ErrInvalid, o.TenantsChurn, o.TenantsInstallations)
+		return refuse("TenantsChurn", o.TenantsChurn, "is not within 1 to the installations (%d)", o.TenantsInstallations)
 	case o.TenantsShards < 0:
-		return fmt.Errorf("%w: TenantsShards %d is negative", ErrInvalid, o.TenantsShards)
+		return refuse("TenantsShards", o.TenantsShards, "is negative")
 	case !slices.IsSorted(o.ScaleRuns) || o.ScaleRuns[0] < 1:
-		return fmt.Errorf("%w: ScaleRuns %v: want increasing populations of at least 1", ErrInvalid, o.ScaleRuns)
+		return refuse("ScaleRuns", o.ScaleRuns, "is not increasing populations of at least 1")
 	case !slices.IsSorted(o.ClockRuns) || o.ClockRuns[0] < 1:
-		return fmt.Errorf("%w: ClockRuns %v: want increasing populations of at least 1", ErrInvalid, o.ClockRuns)
+		return refuse("ClockRuns", o.ClockRuns, "is not increasing populations of at least 1")
 	case o.ClockInterval < time.Second:
-		return fmt.Errorf("%w: ClockInterval %v is under 1s", ErrInvalid, o.ClockInterval)
+		return refuse("ClockInterval", o.ClockInterval, "is under 1s")
 	case o.ClockSweepMinutes < 1:
-		return fmt.Errorf("%w: ClockSweepMinutes %d: want 1 or more", ErrInvalid, o.ClockSweepMinutes)
-	case o.ClockPasses < 2 || o.ClockDeepPasses < 2:
-		return fmt.Errorf("%w: ClockPasses %d, ClockDeepPasses %d: want at least 2", ErrInvalid, o.ClockPasses, o.ClockDeepPasses)
-	}
-	for _, n := range append(slices.Clone(o.ScaleReplicas), o.ClockReplicas...) {
-		if n < 1 {
-			return fmt.Errorf("%w: ScaleReplicas or ClockReplicas has %d, under 1", ErrInvalid, n)
-		}
+		return refuse("ClockSweepMinutes", o.ClockSweepMinutes, "is under 1")
+	case o.ClockPasses < 2:
+		return refuse("ClockPasses", o.ClockPasses, "is under 2")
+	case o.ClockDeepPasses < 2:
+		return refuse("ClockDeepPasses", o.ClockDeepPasses, "is under 2")
+	case o.ClockTimeShare < 0 || o.ClockTimeShare > 1:
+		return refuse("ClockTimeShare", o.ClockTimeShare, "is not within 0 (serve's default) to 1")
 	}
 	if err := o.Load.defaults(); err != nil {
 		return err
 	}
-	for _, n := range o.Ns {
-		if n < 1 {
-			return fmt.Errorf("%w: Ns has %d, under 1", ErrInvalid, n)
-		}
-	}
 	for _, s := range o.Scenarios {
 		if !slices.Contains(Scenarios(), s) {
-			return fmt.Errorf("%w: scenario %q is not one of %v", ErrInvalid, s, Scenarios())
+			return refuse("Scenarios", o.Scenarios, "has %q, not one of %v", s, Scenarios())
 		}
 	}
 	return nil
