@@ -147,11 +147,18 @@ func serveForgeSim(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return fmt.Errorf("--listen %q: %w", *listen, err)
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, nil))
+	// Every request's context ends when the shutdown begins, so that the
+	// latency model's waits end at once, unanswered, rather than hold the
+	// shutdown past its deadline.
+	requests, endRequests := context.WithCancel(context.Background())
+	defer endRequests()
 	srv := &http.Server{
 		Handler:           sim,
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+		BaseContext:       func(net.Listener) context.Context { return requests },
 	}
+	srv.RegisterOnShutdown(endRequests)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	fmt.Fprintf(stdout, "http://%s\n", ln.Addr())

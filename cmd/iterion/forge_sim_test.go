@@ -63,6 +63,41 @@ func TestForgeSimPrintsItsURLAndStopsOnCancel(t *testing.T) {
 	}
 }
 
+// TestForgeSimShutdownEndsTheModelledWaits: at SIGTERM, a request the
+// latency model holds for minutes ends at once, unanswered, and forge-sim
+// stops cleanly (exit 0) rather than failing its shutdown's deadline.
+func TestForgeSimShutdownEndsTheModelledWaits(t *testing.T) {
+	// A REST answer of 5 s of GitHub's time, in a simulator whose minute is
+	// an hour: a 5-minute wait.
+	url, stop := startForgeSim(t, "--latency", "--latency-rest", "5s", "--latency-timeouts", "0", "--minute", "1h")
+	answered := make(chan error, 1)
+	go func() {
+		req, _ := http.NewRequest("GET", url+"/repos/acme/app/pulls/1", nil)
+		req.Header.Set("Authorization", "token t")
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		answered <- err
+	}()
+	// The simulator counts a request before its wait: once counted, it is
+	// in flight.
+	for waiting := false; !waiting; {
+		var stats struct{ Requests []struct{ Route string } }
+		st, _ := http.NewRequest("GET", url+"/_sim/stats", nil)
+		if err := doJSON(st, &stats); err != nil {
+			t.Fatal(err)
+		}
+		for _, rc := range stats.Requests {
+			waiting = waiting || rc.Route == "GET /repos/{owner}/{repo}/pulls/{number}"
+		}
+	}
+	stop() // fails the test unless forge-sim stops cleanly
+	if err := <-answered; err == nil {
+		t.Errorf("the request in its wait: got an answer, want none: the shutdown ends it unanswered, never answered before its time")
+	}
+}
+
 func TestForgeSimRejectsBadFlags(t *testing.T) {
 	for _, args := range [][]string{{"--budget", "-1"}, {"--token-ttl", "0s"}, {"--minute", "0s"}, {"--listen", "nonsense"},
 		{"--latency-timeouts", "0.7"}, {"--latency-rest", "-1s", "--latency"}, {"--latency-502-share", "2", "--latency"},

@@ -1,9 +1,11 @@
 package forgesim_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
@@ -23,6 +25,31 @@ func timed(sim *forgesim.Sim, method, path, token, body string) (*httptest.Respo
 	start := time.Now()
 	rec := call(sim, method, path, token, strings.NewReader(body))
 	return rec, time.Since(start)
+}
+
+// TestAWaitEndsWithItsRequest: a modelled wait ends the instant its
+// request's context does (the client gave up, or the server is shutting
+// down), and the request ends unanswered (http.ErrAbortHandler) rather than
+// answered before its time.
+func TestAWaitEndsWithItsRequest(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sim := forgesim.New(forgesim.WithLatency(flat())) // a REST answer takes 1 s
+		seedPulls(t, sim, 1)
+		ctx, cancel := context.WithCancel(t.Context())
+		time.AfterFunc(300*time.Millisecond, cancel)
+		req := httptest.NewRequestWithContext(ctx, "GET", "/repos/acme/app/pulls/1", nil)
+		req.Header.Set("Authorization", "token t")
+		rec := httptest.NewRecorder()
+		start := time.Now()
+		var ended any
+		func() {
+			defer func() { ended = recover() }()
+			sim.ServeHTTP(rec, req)
+		}()
+		if took := time.Since(start); ended != http.ErrAbortHandler || took != 300*time.Millisecond || rec.Body.Len() != 0 {
+			t.Errorf("got %v after %v with %d bytes of answer, want http.ErrAbortHandler after 300ms and no answer: a wait ends with its request's context, unanswered", ended, took, rec.Body.Len())
+		}
+	})
 }
 
 // gqlBody is a GraphQL request body for query.

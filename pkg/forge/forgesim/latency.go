@@ -146,7 +146,10 @@ func (l Latency) Validate() error {
 // every answer is instant. The waits run on the Go runtime's timers, scaled
 // by the simulator's minute: virtual inside a testing/synctest bubble, and
 // not shortened by Advance, which moves only the simulator's timestamps
-// and windows. It panics naming the field when l has a
+// and windows. A wait ends when its request's context does (the client
+// gave up, or a server whose BaseContext ends at its shutdown is shutting
+// down), and the request then ends with no answer (http.ErrAbortHandler),
+// its charge and stats kept. It panics naming the field when l has a
 // negative duration, a negative Tail or a BadGatewayShare outside 0–1
 // (Validate), as a bad option is a programming error; validate input
 // first.

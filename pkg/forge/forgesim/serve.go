@@ -196,7 +196,11 @@ func (s *Sim) api(h func(*http.Request, string) reply) http.Handler {
 		}
 		s.logRequest(r, tok, status, kind != "", now)
 		s.mu.Unlock()
-		s.wait(r.Context(), took)
+		if !s.wait(r.Context(), took) {
+			// An answer is never sent before its time: the request ends
+			// unanswered, as when the server goes away mid-request.
+			panic(http.ErrAbortHandler)
+		}
 		write(w, status, out)
 	})
 }

@@ -130,15 +130,18 @@ func (s *Sim) scaled(took time.Duration) time.Duration {
 
 // wait holds an answer for took of GitHub's time: took scaled by the
 // simulator's minute, on the Go runtime's timers (a synctest bubble's
-// virtual time in tests), or until the client gives up.
-func (s *Sim) wait(ctx context.Context, took time.Duration) {
+// virtual time in tests). It reports false when ctx ends first: the client
+// gave up, or the server is shutting down.
+func (s *Sim) wait(ctx context.Context, took time.Duration) bool {
 	if took <= 0 {
-		return
+		return true
 	}
 	t := time.NewTimer(s.scaled(took))
 	defer t.Stop()
 	select {
 	case <-t.C:
+		return true
 	case <-ctx.Done():
+		return false
 	}
 }
