@@ -40,7 +40,7 @@ var forgeSimHelp = help{
 func serveForgeSim(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("forge-sim", forgeSimHelp, stderr)
 	listen := fs.String("listen", "127.0.0.1:0", "address to listen on (port 0: any free port)")
-	budget := fs.Int("budget", forgesim.DefaultBudget, "requests each token may make per hour, per resource (anonymous requests: 60, or this when lower)")
+	budget := fs.Int("budget", forgesim.DefaultBudget, "requests each token may make per hour, per resource (requests without a token: 60 per client IP address, or this when lower)")
 	tokenTTL := fs.Duration("token-ttl", forgesim.DefaultTokenTTL, "lifetime of minted installation tokens")
 	minute := fs.Duration("minute", time.Minute, "length of the simulator's minute, the window of its per-minute secondary limits (a harness compressing a minute into an interval passes the interval)")
 	noSecondary := fs.Bool("no-secondary-limits", false, "switch GitHub's secondary limits off, the CPU-time limit included (for scenarios that measure something else; say so)")

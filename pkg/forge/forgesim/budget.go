@@ -1,7 +1,10 @@
 package forgesim
 
 import (
+	"net"
+	"net/http"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -18,8 +21,8 @@ type bucket struct {
 // https://docs.github.com/rest/using-the-rest-api/rate-limits-for-the-rest-api#about-primary-rate-limits).
 // So: a token this simulator minted for installation N is
 // "installation:N"; an App's JWT is "app:<id>" (tokenOf); a plain token is
-// its user, the token itself unless MapToken named another user; "" is
-// anonymous.
+// its user, the token itself unless MapToken named another user. A request
+// without a token has none: it spends its client's (clientPrincipal).
 func (s *Sim) principalOf(tok string) string {
 	if m, ok := s.installations[tok]; ok {
 		return "installation:" + strconv.FormatInt(m.installation, 10)
@@ -29,6 +32,23 @@ func (s *Sim) principalOf(tok string) string {
 	}
 	return tok
 }
+
+// clientPrincipal is whose budget and secondary limits a request without a
+// token spends: its client's IP address, "ip:<address>" (RemoteAddr's host).
+// "Unauthenticated requests are associated with the originating IP address,
+// not with the user or application that made the request" ("Rate limits for
+// the REST API", Primary rate limit for unauthenticated users:
+// https://docs.github.com/rest/using-the-rest-api/rate-limits-for-the-rest-api#primary-rate-limit-for-unauthenticated-users).
+func clientPrincipal(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	return clientPrefix + host
+}
+
+// clientPrefix starts the principal of a request without a token.
+const clientPrefix = "ip:"
 
 // MapToken makes token a token of user: its requests spend user's budget,
 // shared with the user's other tokens, from its next request on. A blank
@@ -66,14 +86,15 @@ func (s *Sim) window(principal, res string, now time.Time) *window {
 }
 
 // limitOf is principal's hourly budget for resource: its own (SetBudget),
-// else AnonymousBudget for requests without a token (the default when that
-// is lower), else its installation's scaled one (installations.go), else
-// the default; s.mu is held.
+// else AnonymousBudget for a client's requests without a token
+// (clientPrincipal; the default when that is lower), else its
+// installation's scaled one (installations.go), else the default; s.mu is
+// held.
 func (s *Sim) limitOf(principal, resource string) int {
 	if n, ok := s.limits[principal]; ok {
 		return n
 	}
-	if principal == "" {
+	if strings.HasPrefix(principal, clientPrefix) {
 		return min(AnonymousBudget, s.defaultLimit)
 	}
 	if n, ok := s.scaledLimit(principal, resource); ok {

@@ -1,7 +1,6 @@
 package forgesim
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -322,7 +321,7 @@ func (*gqlRoot) RateLimit(ctx context.Context, _ struct{ DryRun bool }) *gqlRate
 }
 
 func (*gqlRoot) Viewer(ctx context.Context) *gqlUser {
-	return &gqlUser{Login: cmp.Or(callOf(ctx).tok, "anonymous")}
+	return &gqlUser{Login: callOf(ctx).tok}
 }
 
 type gqlUser struct{ Login string }

@@ -143,6 +143,34 @@ func TestGraphQLRefusals(t *testing.T) {
 	}
 }
 
+// TestGraphQLRefusesRequestsWithoutAToken: GitHub's GraphQL API answers a
+// request without a token 401, "This endpoint requires you to be
+// authenticated.", charging nothing, whatever shape the rate limits'
+// refusals are given; a token's request is answered.
+func TestGraphQLRefusesRequestsWithoutAToken(t *testing.T) {
+	for _, answer := range []forgesim.GraphQLLimitAnswer{forgesim.GraphQLLimitMixed, forgesim.GraphQLLimit200, forgesim.GraphQLLimit403} {
+		sim := forgesim.New(forgesim.WithGraphQLLimitAnswer(answer))
+		query := `{"query":"{ viewer { login } }"}`
+		rec := call(sim, "POST", "/graphql", "", strings.NewReader(query))
+		var e struct {
+			Message          string
+			DocumentationURL string `json:"documentation_url"`
+		}
+		mustOK(t, json.Unmarshal(rec.Body.Bytes(), &e))
+		if rec.Code != 401 || e.Message != "This endpoint requires you to be authenticated." || !strings.HasSuffix(e.DocumentationURL, "#authenticating-with-graphql") {
+			t.Errorf("limit answer %v, no token: got %d %s, want 401 \"This endpoint requires you to be authenticated.\": GitHub's GraphQL API needs a token", answer, rec.Code, rec.Body)
+		}
+		for _, w := range sim.Stats().Budget.Windows {
+			if w.Used != 0 {
+				t.Errorf("limit answer %v, no token: got window %+v charged, want nothing charged: a 401 costs nothing", answer, w)
+			}
+		}
+		if rec := call(sim, "POST", "/graphql", "tok", strings.NewReader(query)); rec.Code != 200 || !strings.Contains(rec.Body.String(), `"login":"tok"`) {
+			t.Errorf("limit answer %v, a token: got %d %s, want 200 with the viewer", answer, rec.Code, rec.Body)
+		}
+	}
+}
+
 func TestGraphQLPaginationArgumentsMayBeVariables(t *testing.T) {
 	sim := forgesim.New()
 	mustOK(t, sim.SeedPull("acme", "app", 1, "sha1", "open"))

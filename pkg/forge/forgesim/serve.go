@@ -61,6 +61,9 @@ func (s *Sim) api(h func(*http.Request, string) reply) http.Handler {
 		}
 		s.mu.Lock()
 		principal := s.principalOf(tok)
+		if tok == "" {
+			principal = clientPrincipal(r)
+		}
 		admitted := s.enter(principal)
 		s.mu.Unlock()
 		if admitted {
@@ -91,6 +94,18 @@ func (s *Sim) api(h func(*http.Request, string) reply) http.Handler {
 		cpuRefusal, cpuOK := s.admitCPU(principal, res, now)
 		kind := "" // the limit that refused it (clock_stats.go)
 		switch {
+		case res == "graphql" && tok == "":
+			// "To communicate with the GraphQL server, you'll need an OAuth
+			// token with the right scopes" ("Forming calls with GraphQL",
+			// Authenticating with GraphQL:
+			// https://docs.github.com/graphql/guides/forming-calls-with-graphql#authenticating-with-graphql;
+			// the page now lists the tokens that do: a personal access
+			// token, a GitHub App's or an OAuth app's). GitHub answers 401
+			// with this message and that page.
+			rep = jsonReply(http.StatusUnauthorized, githubError{
+				Message:          "This endpoint requires you to be authenticated.",
+				DocumentationURL: "https://docs.github.com/graphql/guides/forming-calls-with-graphql#authenticating-with-graphql",
+			})
 		case s.unusable(tok, now):
 			rep = errorReply(http.StatusUnauthorized, "Bad credentials")
 		case !admitted:
@@ -146,7 +161,8 @@ func (s *Sim) api(h func(*http.Request, string) reply) http.Handler {
 			s.countRefusal(principal, res, kind)
 		}
 		if res == "graphql" {
-			rep = s.shapeGraphQLLimit(refused, rep)
+			// A 401 is no limit's refusal (kind ""): it keeps its shape.
+			rep = s.shapeGraphQLLimit(refused && kind != "", rep)
 		}
 		out, etag := encode(rep, tok)
 		status := rep.status
@@ -279,7 +295,7 @@ func etagMatches(header, etag string) bool {
 
 // tokenOf is who a request is from: the token of "token X" or "Bearer X"; a
 // GitHub App's JWT is named "app:<issuer>" so every JWT of one App shares a
-// budget; "" is anonymous.
+// budget; "" is none (clientPrincipal).
 func tokenOf(r *http.Request) string {
 	auth := r.Header.Get("Authorization")
 	scheme, cred, ok := strings.Cut(auth, " ")

@@ -29,7 +29,8 @@
 // /_sim/ seed repositories, pull requests, statuses and issues, change the
 // budget and the clock, and read the counts; each has an in-process twin
 // method. Any token is accepted; its budget is its principal's
-// (principalOf).
+// (principalOf). A request without a token spends its client IP address's
+// budget (clientPrincipal), and GraphQL refuses it 401, as GitHub does.
 //
 // Endpoints (GitHub's):
 //
@@ -91,8 +92,8 @@ const DefaultBudget = 5000
 // per hour" ("Rate limits for the REST API", Primary rate limit for
 // unauthenticated users:
 // https://docs.github.com/rest/using-the-rest-api/rate-limits-for-the-rest-api#primary-rate-limit-for-unauthenticated-users).
-// GitHub keeps it per IP address; the simulator keeps one for every
-// request without a token.
+// Like GitHub, the simulator keeps one per client IP address
+// (clientPrincipal).
 const AnonymousBudget = 60
 
 // DefaultTokenTTL is how long a minted installation token lives, as on GitHub.

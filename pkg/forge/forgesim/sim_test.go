@@ -207,6 +207,37 @@ func TestAnonymousRequestsHaveSixtyAnHour(t *testing.T) {
 	}
 }
 
+// TestAnonymousBudgetIsEachClientIPs: the 60 requests an hour without a
+// token are each client IP address's, as GitHub keeps them: one address
+// spending its 60 (from any port) leaves another's whole.
+func TestAnonymousBudgetIsEachClientIPs(t *testing.T) {
+	sim := forgesim.New()
+	mustOK(t, sim.SeedPull("acme", "app", 1, "sha", "open"))
+	from := func(addr string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest("GET", "/repos/acme/app/pulls/1", nil)
+		req.RemoteAddr = addr
+		rec := httptest.NewRecorder()
+		sim.ServeHTTP(rec, req)
+		return rec
+	}
+	for i := range forgesim.AnonymousBudget {
+		from(fmt.Sprintf("192.0.2.1:%d", 1000+i)) // a new connection each time
+	}
+	for _, c := range []struct {
+		why, addr string
+		status    int
+		remaining string
+	}{
+		{"the address that spent its 60, from yet another port, is refused", "192.0.2.1:9999", 403, "0"},
+		{"another address has its own 60", "198.51.100.7:1000", 200, "59"},
+		{"an IPv6 address has its own 60 too", "[2001:db8::1]:1000", 200, "59"},
+	} {
+		if rec := from(c.addr); rec.Code != c.status || remaining(rec) != c.remaining {
+			t.Errorf("%s: got %d remaining %s, want %d remaining %s: GitHub keeps unauthenticated requests' limit per originating IP address", c.addr, rec.Code, remaining(rec), c.status, c.remaining)
+		}
+	}
+}
+
 func TestOnlyAnonymousCallersAreToldToAuthenticate(t *testing.T) {
 	const hint = "Authenticated requests get a higher rate limit"
 	sim := forgesim.New(forgesim.WithBudget(0))
@@ -274,8 +305,9 @@ func TestStatsJSON(t *testing.T) {
 	if fmt.Sprint(got.Requests) != "["+strings.Join(want, " ")+"]" {
 		t.Fatalf("stats requests:\ngot  %v\nwant %v\nrule: every request counted by token, method, route pattern and status, with the budget units charged (the stats read itself is counted after it answers)", got.Requests, want)
 	}
-	if got.Budget.DefaultLimit != 7 || len(got.Budget.Windows) != 2 || got.Budget.Windows[1].Token != "a" || got.Budget.Windows[1].Used != 3 || got.Budget.Windows[1].Remaining != 4 {
-		t.Fatalf("stats budget: got %+v, want default 7 and token a with 3 used, 4 remaining", got.Budget)
+	if got.Budget.DefaultLimit != 7 || len(got.Budget.Windows) != 2 || got.Budget.Windows[0].Token != "a" || got.Budget.Windows[0].Used != 3 || got.Budget.Windows[0].Remaining != 4 ||
+		got.Budget.Windows[1].Token != "ip:127.0.0.1" || got.Budget.Windows[1].Used != 1 {
+		t.Fatalf("stats budget: got %+v, want default 7, token a with 3 used, 4 remaining, and the tokenless request's client ip:127.0.0.1 with 1 used", got.Budget)
 	}
 	if n := sim.Requests(forgesim.Filter{Token: "a", Status: 200}); n != 2 {
 		t.Fatalf("Requests(token a, 200): got %d, want 2", n)
