@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -32,14 +34,16 @@ type k8sObject struct {
 		Template struct {
 			Spec k8sPodSpec `yaml:"spec"`
 		} `yaml:"template"`
+		UnhealthyPodEvictionPolicy string `yaml:"unhealthyPodEvictionPolicy"` // a PodDisruptionBudget's
 	} `yaml:"spec"`
 }
 
 // k8sPodSpec is the part of a pod spec the example tests read.
 type k8sPodSpec struct {
-	SecurityContext k8sSecurityContext `yaml:"securityContext"`
-	Containers      []k8sContainer     `yaml:"containers"`
-	Volumes         []struct {
+	TerminationGracePeriodSeconds int                `yaml:"terminationGracePeriodSeconds"`
+	SecurityContext               k8sSecurityContext `yaml:"securityContext"`
+	Containers                    []k8sContainer     `yaml:"containers"`
+	Volumes                       []struct {
 		Name     string    `yaml:"name"`
 		EmptyDir *struct{} `yaml:"emptyDir"`
 		Secret   *struct {
@@ -77,6 +81,18 @@ type k8sContainer struct {
 			} `yaml:"secretKeyRef"`
 		} `yaml:"valueFrom"`
 	} `yaml:"env"`
+	Lifecycle struct {
+		PreStop struct {
+			Sleep *struct {
+				Seconds int `yaml:"seconds"`
+			} `yaml:"sleep"`
+		} `yaml:"preStop"`
+	} `yaml:"lifecycle"`
+	Resources struct {
+		Limits struct {
+			Memory string `yaml:"memory"`
+		} `yaml:"limits"`
+	} `yaml:"resources"`
 	LivenessProbe   k8sProbe           `yaml:"livenessProbe"`
 	ReadinessProbe  k8sProbe           `yaml:"readinessProbe"`
 	SecurityContext k8sSecurityContext `yaml:"securityContext"`
@@ -371,5 +387,78 @@ func TestKubernetesExampleReadinessOutwaitsTheStoreTimeout(t *testing.T) {
 	if timeout <= cfg.storeTimeout {
 		t.Errorf("container %s readinessProbe timeout: got %v, want more than --store-timeout %v: /readyz answers within the store timeout, and a probe cut sooner takes out a replica whose stores answer",
 			c.Name, timeout, cfg.storeTimeout)
+	}
+}
+
+// TestKubernetesExampleShutsDownWithinItsGracePeriod checks the example's
+// termination: a preStop sleep of at least 5 s keeps serve listening
+// while Kubernetes removes the pod from the Service's endpoints (serve
+// stops listening at SIGTERM, and GitHub does not send a refused webhook
+// again), and the sleep, serve's wait for in-flight requests
+// (server.Config.ShutdownTimeout, 10 s) and a lease release bounded by
+// MongoDB's server selection (5 s) fit in terminationGracePeriodSeconds,
+// so a replica steps down cleanly before it could be killed.
+func TestKubernetesExampleShutsDownWithinItsGracePeriod(t *testing.T) {
+	pod, c := examplePod(t, readExample(t))
+	if c.Lifecycle.PreStop.Sleep == nil || c.Lifecycle.PreStop.Sleep.Seconds < 5 {
+		t.Errorf("container %s: got preStop %+v, want a sleep of at least 5 s: serve stops listening at SIGTERM, before the Service stops sending it requests", c.Name, c.Lifecycle.PreStop)
+		return
+	}
+	need := time.Duration(c.Lifecycle.PreStop.Sleep.Seconds)*time.Second + 10*time.Second + mongoSelectTimeout
+	if grace := time.Duration(pod.TerminationGracePeriodSeconds) * time.Second; grace < need {
+		t.Errorf("terminationGracePeriodSeconds %v, want at least %v: the preStop sleep, the HTTP drain and the lease release", grace, need)
+	}
+}
+
+// TestKubernetesExampleTellsGoItsMemoryLimit checks that the example sets
+// GOMEMLIMIT under its container's memory limit, and not far under it, so
+// the Go runtime collects harder before the kernel kills the process.
+func TestKubernetesExampleTellsGoItsMemoryLimit(t *testing.T) {
+	_, c := examplePod(t, readExample(t))
+	limit, err := parseMebi(c.Resources.Limits.Memory)
+	if err != nil {
+		t.Fatalf("container %s: memory limit %q: %v, want a Mi or Gi quantity", c.Name, c.Resources.Limits.Memory, err)
+	}
+	var soft string
+	for _, e := range c.Env {
+		if e.Name == "GOMEMLIMIT" {
+			soft = e.Value
+		}
+	}
+	got, err := parseMebi(strings.TrimSuffix(soft, "B"))
+	if err != nil {
+		t.Fatalf("container %s: GOMEMLIMIT %q: %v, want one set in MiB or GiB", c.Name, soft, err)
+	}
+	if got >= limit || got < limit*8/10 {
+		t.Errorf("container %s: GOMEMLIMIT %s against a memory limit of %s, want 80%% to under 100%% of it", c.Name, soft, c.Resources.Limits.Memory)
+	}
+}
+
+// parseMebi reads a quantity in Mi or Gi as MiB.
+func parseMebi(q string) (int64, error) {
+	unit := int64(1)
+	switch {
+	case strings.HasSuffix(q, "Gi"):
+		q, unit = strings.TrimSuffix(q, "Gi"), 1024
+	case strings.HasSuffix(q, "Mi"):
+		q = strings.TrimSuffix(q, "Mi")
+	default:
+		return 0, fmt.Errorf("no Mi or Gi suffix")
+	}
+	n, err := strconv.ParseInt(q, 10, 64)
+	return n * unit, err
+}
+
+// TestKubernetesExampleLetsUnreadyPodsBeEvicted checks the example's
+// disruption budget lets a node drain evict unready replicas: every
+// replica is unready while the stores do not answer, and the default
+// policy (IfHealthyBudget) would then refuse every eviction.
+func TestKubernetesExampleLetsUnreadyPodsBeEvicted(t *testing.T) {
+	pdbs := readExample(t)["PodDisruptionBudget"]
+	if len(pdbs) != 1 {
+		t.Fatalf("got %d PodDisruptionBudgets, want 1", len(pdbs))
+	}
+	if got := pdbs[0].Spec.UnhealthyPodEvictionPolicy; got != "AlwaysAllow" {
+		t.Errorf("PodDisruptionBudget unhealthyPodEvictionPolicy %q, want AlwaysAllow: a store outage makes every replica unready and must not block node drains", got)
 	}
 }
