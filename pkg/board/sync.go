@@ -17,8 +17,11 @@ import (
 const DefaultInterval = 5 * time.Minute
 
 // IssueLister lists a repository's issues and pull requests updated at or
-// after since (zero: all), every page; *forge.Client is one. The board
-// sync needs nothing else from the forge.
+// after since (zero: all), every page, most recently updated first;
+// *forge.Client is one. The board sync needs nothing else from the forge.
+// The order keeps the watermark honest: listed by creation (GitHub's
+// default), an issue edited on a page already read would be passed over by
+// the watermark of a later edit on a later page.
 type IssueLister interface {
 	ListIssues(ctx context.Context, owner, repo string, since time.Time) ([]forge.Issue, error)
 }

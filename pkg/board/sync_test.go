@@ -25,12 +25,14 @@ const issuesRoute = "GET /repos/{owner}/{repo}/issues"
 
 // watchedTransport passes requests to the simulator's transport and
 // records each URL it sent; while fail is set, every request is a transport
-// error instead (the forge unreachable).
+// error instead (the forge unreachable). before, when set, runs before each
+// request is sent, so a test changes the forge between two pages.
 type watchedTransport struct {
-	next http.RoundTripper
-	fail atomic.Bool
-	mu   sync.Mutex
-	urls []*url.URL
+	next   http.RoundTripper
+	fail   atomic.Bool
+	before func(*http.Request)
+	mu     sync.Mutex
+	urls   []*url.URL
 }
 
 var errUnreachable = errors.New("forge unreachable (injected)")
@@ -42,6 +44,9 @@ func (p *watchedTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	p.mu.Lock()
 	p.urls = append(p.urls, req.URL)
 	p.mu.Unlock()
+	if p.before != nil {
+		p.before(req)
+	}
 	return p.next.RoundTrip(req)
 }
 
@@ -245,6 +250,40 @@ func TestSyncFollowsEveryPage(t *testing.T) {
 		}
 		if got := r.listRequests(0); got != 3 {
 			t.Fatalf("list requests: got %d, want 3: 250 issues at 100 a page, one request a page", got)
+		}
+	})
+}
+
+// TestSyncMissesNoIssueUpdatedWhileItsPagesAreRead pins that the watermark
+// never passes an update the pass did not see: an issue on a page already
+// read that is edited before a later page shows a later edit is listed by
+// the next pass, not skipped behind the later edit's updated time.
+func TestSyncMissesNoIssueUpdatedWhileItsPagesAreRead(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newBoardRig(t, "acme/app")
+		for n := 1; n <= 150; n++ {
+			r.seed(t, "acme/app", forgesim.Issue{Number: n, Title: fmt.Sprint("issue ", n), State: "open"})
+		}
+		var once sync.Once
+		r.net.before = func(req *http.Request) {
+			if req.URL.Query().Get("page") != "2" {
+				return
+			}
+			once.Do(func() { // the newest issue, on the first page, then the oldest, on the second, 2 s later
+				r.seed(t, "acme/app", forgesim.Issue{Number: 150, Title: "edited between the pages", State: "open"})
+				if err := r.sim.Advance(2 * time.Second); err != nil {
+					t.Error(err)
+				}
+				r.seed(t, "acme/app", forgesim.Issue{Number: 1, Title: "edited between the pages", State: "open"})
+			})
+		}
+		r.start(t)
+		r.next(t)
+		r.next(t)
+		for n, c := range r.cards(t) {
+			if (n == 1 || n == 150) && c.Title != "edited between the pages" {
+				t.Errorf("card %d: got title %q after the next pass, want the edit made while the first pass read its pages: no update is skipped", n, c.Title)
+			}
 		}
 	})
 }

@@ -164,10 +164,15 @@ func (c *Client) CreateStatus(ctx context.Context, owner, repo, sha string, st S
 }
 
 // ListIssues returns every issue and pull request of owner/repo, open or
-// closed, updated at or after since (zero: all), following every page.
+// closed, updated at or after since (zero: all), following every page,
+// most recently updated first. In that order an issue updated while the
+// pages are read moves to the first page, already read, so the later pages
+// show nothing updated after the first page was read.
 func (c *Client) ListIssues(ctx context.Context, owner, repo string, since time.Time) ([]Issue, error) {
 	opts := &github.IssueListByRepoOptions{
 		State:       "all",
+		Sort:        "updated",
+		Direction:   "desc",
 		Since:       since,
 		ListOptions: github.ListOptions{PerPage: perPage},
 	}
