@@ -3,10 +3,12 @@ package server_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -69,7 +71,7 @@ func TestNoRedeliveryIsLost(t *testing.T) {
 	if _, err := runs.Put(context.Background(), gateRun(12, headSHA, gaterun.VerdictSuccess), clock.Now()); err != nil {
 		t.Fatal(err)
 	}
-	hold := 2*time.Second + 5*time.Second // the claim's hold: two store calls and the offers
+	hold := 3*time.Second + 5*time.Second // the claim's hold: three store calls and the offers
 	rng := rand.New(rand.NewPCG(23, 23))
 	const deliveriesN = 20
 	lost, processedTwice := 0, 0
@@ -161,5 +163,89 @@ func TestDeliveryWithoutItsIDIs400(t *testing.T) {
 	}
 	if n := f.sim.Requests(forgesim.Filter{}); n != 0 {
 		t.Errorf("forge requests: got %d, want 0: a delivery without its id is not processed", n)
+	}
+}
+
+// laggingDeliveries adds lag to clock after each call it passes on: a
+// store that answers each call just within the request's store timeout, on
+// the clock the server stamps claims with. onComplete, when set, runs
+// before the first Complete is passed on.
+type laggingDeliveries struct {
+	delivery.Store
+	clock      *manualClock
+	lag        time.Duration
+	onComplete func()
+	completing atomic.Bool
+}
+
+func (l *laggingDeliveries) Claim(ctx context.Context, id string, now time.Time, hold time.Duration) (delivery.Claim, error) {
+	defer l.clock.Add(l.lag)
+	return l.Store.Claim(ctx, id, now, hold)
+}
+
+func (l *laggingDeliveries) Complete(ctx context.Context, id string, now time.Time, window time.Duration) error {
+	l.clock.Add(l.lag)
+	if l.onComplete != nil && l.completing.CompareAndSwap(false, true) {
+		l.onComplete()
+	}
+	return l.Store.Complete(ctx, id, now, window)
+}
+
+// laggingRuns is laggingDeliveries' twin for the runs lookup of a
+// pull_request delivery.
+type laggingRuns struct {
+	gaterun.Store
+	clock *manualClock
+	lag   time.Duration
+}
+
+func (l *laggingRuns) ForPull(ctx context.Context, host, repo string, pull int) ([]gaterun.Run, error) {
+	defer l.clock.Add(l.lag)
+	return l.Store.ForPull(ctx, host, repo, pull)
+}
+
+// TestDeliveryClaimHoldsUntilItsCompletion pins that a delivery's claim
+// holds for all of its processing: the claim, the runs lookup, the offers
+// and the completion, each store call answered just within the store
+// timeout. A redelivery that reaches another replica while the completion
+// is on its way is held (503), never processed a second time at once.
+func TestDeliveryClaimHoldsUntilItsCompletion(t *testing.T) {
+	clock := &manualClock{now: time.Now()}
+	const storeTimeout = time.Second
+	runs := gaterun.NewMemoryStore()
+	if _, err := runs.Put(context.Background(), gateRun(12, headSHA, gaterun.VerdictSuccess), clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	deliveries := &laggingDeliveries{Store: delivery.NewMemoryStore(), clock: clock, lag: storeTimeout - time.Millisecond}
+	lookups := &laggingRuns{Store: runs, clock: clock, lag: storeTimeout - time.Millisecond}
+	cfg := func(c *server.Config) {
+		c.Runs, c.Deliveries, c.Now = lookups, deliveries, clock.Now
+		c.StoreTimeout, c.OfferTimeout = storeTimeout, time.Millisecond
+	}
+	a, b := newHTTPFixture(t, cfg), newHTTPFixture(t, cfg)
+	var redelivered string
+	deliveries.onComplete = func() { // on a handler's goroutine: no t.Fatal here
+		req, err := http.NewRequest("POST", b.url+"/webhooks/github", strings.NewReader(pullClosed))
+		if err != nil {
+			redelivered = err.Error()
+			return
+		}
+		for k, v := range deliveryHeaders("guid-slow") {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			redelivered = err.Error()
+			return
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		redelivered = fmt.Sprint(resp.StatusCode, " ", strings.TrimSpace(string(body)))
+	}
+	if code, body := a.postDelivery(t, "guid-slow"); code != http.StatusOK {
+		t.Fatalf("first delivery: got %d %s, want 200", code, body)
+	}
+	if !strings.HasPrefix(redelivered, "503 ") {
+		t.Errorf("redelivery to another replica during the completion: got %s, want 503: a claim holds until its processing ends, so one delivery is never processed twice at once", redelivered)
 	}
 }

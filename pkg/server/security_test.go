@@ -244,8 +244,14 @@ func TestAPIAcceptsGitHubsCommitShapes(t *testing.T) {
 const pullClosed = `{"action": "closed", "number": 12, "pull_request": {"number": 12}, "repository": {"full_name": "acme/app"}}`
 
 func (f *httpFixture) postDelivery(t *testing.T, id string) (int, string) {
-	return f.do(t, "POST", "/webhooks/github", map[string]string{"X-GitHub-Event": "pull_request",
-		"X-Hub-Signature-256": sign(webhookSecret, pullClosed), "X-GitHub-Delivery": id}, pullClosed)
+	return f.do(t, "POST", "/webhooks/github", deliveryHeaders(id), pullClosed)
+}
+
+// deliveryHeaders are the headers GitHub sends with pullClosed as
+// delivery id.
+func deliveryHeaders(id string) map[string]string {
+	return map[string]string{"X-GitHub-Event": "pull_request",
+		"X-Hub-Signature-256": sign(webhookSecret, pullClosed), "X-GitHub-Delivery": id}
 }
 
 func TestReplayedDeliveryIsAcknowledgedNotProcessed(t *testing.T) {

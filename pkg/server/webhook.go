@@ -163,9 +163,11 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request, deliveryID, event
 }
 
 // claimHold is how long a webhook's delivery claim holds before it lapses:
-// the store lookups and the offers of one delivery, and the completion.
+// the claim's own answer, the runs lookup, the offers of one delivery, and
+// the completion. The claim is stamped before it is sent, so a hold short
+// of any of them can lapse while the delivery is still being processed.
 func (s *Server) claimHold() time.Duration {
-	return 2*s.cfg.StoreTimeout + s.cfg.OfferTimeout
+	return 3*s.cfg.StoreTimeout + s.cfg.OfferTimeout
 }
 
 // complete records a processed delivery, on its own bounded context since
