@@ -40,7 +40,7 @@ type CardView struct {
 // first, as a small HTML page, or with ?format=json as a JSON array of
 // CardView. ?repo=owner/name and ?state=open|closed filter, ?limit=N bounds
 // (DefaultLimit, at most MaxLimit); a bad parameter answers 400 naming it.
-// A nil store (no repositories configured) answers 404. Cards updated in
+// A nil store (no repositories configured) answers 404, a store error 503. Cards updated in
 // the same second come by repository, then number as a number. render
 // writes the HTML page in the server's shared layout; nil renders it in
 // that layout with no navigation, logging nothing. status, when not nil,

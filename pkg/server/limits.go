@@ -143,13 +143,27 @@ func (s *Server) storeCtx(r *http.Request) (context.Context, context.CancelFunc)
 // storeDeadline serves h with the request's context bounded by
 // StoreTimeout, for a handler of another package whose store calls take the
 // request's context (GET /board): past it the handler's store call fails
-// and it answers 503.
+// and it answers 503, to which storeDeadline adds Retry-After, as
+// unavailable does.
 func (s *Server) storeDeadline(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := s.storeCtx(r)
 		defer cancel()
-		h.ServeHTTP(w, r.WithContext(ctx))
+		h.ServeHTTP(&retryAfterWriter{ResponseWriter: w, after: s.cfg.StoreTimeout}, r.WithContext(ctx))
 	})
+}
+
+// retryAfterWriter adds a Retry-After of after to a 503 answer.
+type retryAfterWriter struct {
+	http.ResponseWriter
+	after time.Duration
+}
+
+func (w *retryAfterWriter) WriteHeader(code int) {
+	if code == http.StatusServiceUnavailable {
+		setRetryAfter(w.ResponseWriter, w.after)
+	}
+	w.ResponseWriter.WriteHeader(code)
 }
 
 // unavailable answers 503 with msg and a Retry-After of the store timeout

@@ -19,6 +19,7 @@ import (
 
 	"iterion.dev/iterion/internal/testing/forgetest"
 	"iterion.dev/iterion/internal/testing/mongotest"
+	"iterion.dev/iterion/pkg/board"
 	"iterion.dev/iterion/pkg/delivery"
 	"iterion.dev/iterion/pkg/forge/forgesim"
 	"iterion.dev/iterion/pkg/gaterun"
@@ -293,8 +294,12 @@ func mongoFixture(t *testing.T, opts ...func(*server.Config)) (*httpFixture, *mo
 	if err != nil {
 		t.Fatal(err)
 	}
+	cards, err := board.NewMongoStore(context.Background(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
 	f := newHTTPFixture(t, append([]func(*server.Config){func(c *server.Config) {
-		c.Runs, c.Deliveries, c.Leases = runs, deliveries, mongolease.NewStore(db)
+		c.Runs, c.Deliveries, c.Leases, c.Board = runs, deliveries, mongolease.NewStore(db), cards // the board serves only with BoardRepos
 	}}, opts...)...)
 	return f, ms, runs
 }
@@ -303,7 +308,9 @@ func mongoFixture(t *testing.T, opts ...func(*server.Config)) (*httpFixture, *mo
 // the named collection until the test ends.
 func frozenMongo(t *testing.T, collection string) *httpFixture {
 	t.Helper()
-	f, ms, _ := mongoFixture(t, func(c *server.Config) { c.StoreTimeout = 200 * time.Millisecond })
+	f, ms, _ := mongoFixture(t, func(c *server.Config) {
+		c.StoreTimeout, c.BoardRepos = 200*time.Millisecond, []string{"acme/app"}
+	})
 	hold := ms.Proxy().Hold(func(c mongotest.Command) bool { return c.Collection == collection })
 	t.Cleanup(hold.Release)
 	return f
@@ -321,6 +328,8 @@ func TestFrozenStoreAnswers503WithRetryAfter(t *testing.T) {
 		{"GET /api/runs", gaterun.Collection, "GET", "/api/runs", map[string]string{"Authorization": "Bearer " + apiToken}, ""},
 		{"GET /api/runs/{id}", gaterun.Collection, "GET", "/api/runs/some-id", map[string]string{"Authorization": "Bearer " + apiToken}, ""},
 		{"GET /runs", gaterun.Collection, "GET", "/runs", pageAuth, ""},
+		{"GET /board", board.Collection, "GET", "/board", pageAuth, ""},
+		{"GET /board?format=json", board.Collection, "GET", "/board?format=json", pageAuth, ""},
 		{"webhook, runs frozen", gaterun.Collection, "POST", "/webhooks/github", map[string]string{"X-GitHub-Event": "pull_request",
 			"X-Hub-Signature-256": sign(webhookSecret, pullClosed), "X-GitHub-Delivery": "guid-frozen"}, pullClosed},
 		{"webhook, deliveries frozen", delivery.Collection, "POST", "/webhooks/github", map[string]string{"X-GitHub-Event": "pull_request",
