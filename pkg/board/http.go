@@ -138,8 +138,12 @@ type boardPage struct {
 // Status is what GET /board says of the sync, as the serving replica knows
 // it: which replica syncs the board and how fresh its cards are.
 type Status struct {
-	// Syncer owns the board's lease; "" when nobody holds it unexpired.
+	// Syncer owns the board's lease; "" when nobody holds it unexpired,
+	// or when SyncerUnknown.
 	Syncer string
+	// SyncerUnknown is true when the lease store did not say who holds
+	// the lease: the page then says so, never that nobody syncs.
+	SyncerUnknown bool
 	// Self is true when the serving replica is the syncer.
 	Self bool
 	// LastPass is when the serving replica's last complete pass ended;
@@ -149,7 +153,7 @@ type Status struct {
 }
 
 var boardTemplate = page.New(`{{define "content"}}{{with .Body}}
-{{with .Status}}<p>{{if .Syncer}}Synced by <code>{{.Syncer}}</code>{{if .Self}} (this replica){{end}}{{else}}No replica holds the board's lease: nobody syncs now{{end}} · {{if .LastPass.IsZero}}last complete pass: {{if .Self}}none yet{{else}}<span class="muted">not known here</span>{{end}}{{else}}last complete pass {{when .LastPass}}{{end}}</p>{{end}}
+{{with .Status}}<p>{{if .SyncerUnknown}}Who syncs is not known: the lease store did not answer{{else if .Syncer}}Synced by <code>{{.Syncer}}</code>{{if .Self}} (this replica){{end}}{{else}}No replica holds the board's lease: nobody syncs now{{end}} · {{if .LastPass.IsZero}}last complete pass: {{if .Self}}none yet{{else}}<span class="muted">not known here</span>{{end}}{{else}}last complete pass {{when .LastPass}}{{end}}</p>{{end}}
 <p>{{len .Cards}} card{{if ne (len .Cards) 1}}s{{end}}{{with .Query.Repo}} of {{.}}{{end}}{{with .Query.State}}, {{.}}{{end}}, most recently updated first · <a href="{{.JSON}}">JSON</a></p>
 <div class="scroll"><table><thead><tr><th>repository</th><th class="num">#</th><th>kind</th><th>title</th><th>state</th><th>labels</th><th>assignees</th><th>updated</th></tr></thead><tbody>
 {{range .Cards}}<tr class="{{.State}}"><td>{{.Host}}/{{.Repo}}</td><td class="num">{{.Number}}</td><td>{{if .PullRequest}}pull request{{else}}issue{{end}}</td><td>{{if .URL}}<a href="{{.URL}}">{{.Title}}</a>{{else}}{{.Title}}{{end}}</td><td>{{.State}}</td><td>{{join .Labels}}</td><td>{{join .Assignees}}</td><td>{{when .Updated}}</td></tr>

@@ -99,6 +99,7 @@ func TestHandlerSaysWhoSyncsAndHowFresh(t *testing.T) {
 		{board.Status{Syncer: "replica-a", Self: true, LastPass: last}, []string{"(this replica)", "last complete pass", `datetime="2026-09-30T14:00:00.000Z"`}, "this replica syncs"},
 		{board.Status{Syncer: "replica-a", Self: true}, []string{"none yet"}, "this replica was elected and has not passed yet"},
 		{board.Status{}, []string{"nobody syncs now"}, "nobody holds the lease"},
+		{board.Status{SyncerUnknown: true}, []string{"Who syncs is not known"}, "the lease store did not answer"},
 	} {
 		h := board.Handler(board.NewMemoryStore(), nil, func(context.Context) board.Status { return c.status })
 		rec := httptest.NewRecorder()

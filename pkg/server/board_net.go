@@ -50,17 +50,23 @@ func (s *Server) boardPassed(p board.Pass) {
 }
 
 // boardStatus is GET /board's sync status: the board lease's owner, from
-// the lease store (none when it cannot say within ctx), and this replica's
-// last complete pass.
+// the lease store (SyncerUnknown when it cannot say within ctx), and this
+// replica's last complete pass.
 func (s *Server) boardStatus(ctx context.Context) board.Status {
 	st := board.Status{LastPass: s.seen.lastBoardPass()}
-	if insp, ok := s.cfg.Leases.(lease.Inspector); ok {
-		if hs, err := insp.Holders(ctx); err == nil {
-			for _, h := range hs {
-				if h.Name == ForgeBoardSync().Name && s.cfg.Now().Before(h.Expires) {
-					st.Syncer, st.Self = h.Owner, h.Owner == s.cfg.Owner
-				}
-			}
+	insp, ok := s.cfg.Leases.(lease.Inspector)
+	var hs []lease.Holder
+	var err error
+	if ok {
+		hs, err = insp.Holders(ctx)
+	}
+	if !ok || err != nil {
+		st.SyncerUnknown = true
+		return st
+	}
+	for _, h := range hs {
+		if h.Name == ForgeBoardSync().Name && s.cfg.Now().Before(h.Expires) {
+			st.Syncer, st.Self = h.Owner, h.Owner == s.cfg.Owner
 		}
 	}
 	return st

@@ -193,14 +193,20 @@ func TestBoardRoute(t *testing.T) {
 		if err != nil {
 			t.Fatalf("server.New: %v", err)
 		}
-		rec := httptest.NewRecorder()
-		req := httptest.NewRequest("GET", "/board?format=json", nil)
-		req.Header.Set("Authorization", "Bearer a")
-		srv.Handler().ServeHTTP(rec, req)
+		rec := getBoard(srv, "/board?format=json")
 		if rec.Code != tc.code || !strings.Contains(rec.Body.String(), tc.contains) {
 			t.Errorf("GET /board with repos %v: got %d %s, want %d containing %s: %s", tc.repos, rec.Code, rec.Body, tc.code, tc.contains, tc.why)
 		}
 	}
+}
+
+// getBoard serves GET path of srv, whose API token is "a".
+func getBoard(srv *server.Server, path string) *httptest.ResponseRecorder {
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest("GET", path, nil)
+	req.Header.Set("Authorization", "Bearer a")
+	srv.Handler().ServeHTTP(rec, req)
+	return rec
 }
 
 // TestNewRejectsBadBoardConfigNamingTheField pins that New refuses a bad
@@ -250,5 +256,38 @@ func TestForgeBoardSyncLease(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("Leases() = %v lacks %+v: every elected net's lease is listed", server.Leases(), l)
+	}
+}
+
+// unlistedLeases is a lease store whose Holders does not answer.
+type unlistedLeases struct{ *lease.MemoryStore }
+
+var errLeasesDown = errors.New("lease store down (injected)")
+
+func (unlistedLeases) Holders(context.Context) ([]lease.Holder, error) { return nil, errLeasesDown }
+
+// TestBoardPageNeverSaysNobodySyncsUnknowingly pins that GET /board says
+// who syncs is not known when the lease store does not answer, rather
+// than "nobody syncs now", which it does not know either.
+func TestBoardPageNeverSaysNobodySyncsUnknowingly(t *testing.T) {
+	leases := lease.NewMemoryStore()
+	if ok, err := leases.Acquire(context.Background(), server.ForgeBoardSync().Name, "replica-b", time.Now(), time.Hour); !ok || err != nil {
+		t.Fatalf("Acquire: %v, %v", ok, err)
+	}
+	srv, err := server.New(server.Config{Runs: gaterun.NewMemoryStore(), Leases: unlistedLeases{leases},
+		Forge: newForge(t, "http://127.0.0.1:1/", nil, "tok", nil, nil), APIToken: "a", WebhookSecret: "w",
+		Board: board.NewMemoryStore(), BoardRepos: []string{"acme/app"}})
+	if err != nil {
+		t.Fatalf("server.New: %v", err)
+	}
+	rec := getBoard(srv, "/board")
+	line := ""
+	for l := range strings.Lines(rec.Body.String()) {
+		if strings.Contains(l, "last complete pass") {
+			line = l
+		}
+	}
+	if rec.Code != http.StatusOK || strings.Contains(line, "nobody syncs") || !strings.Contains(line, "Who syncs is not known") {
+		t.Errorf("GET /board with the lease store down: got %d, status line %q, want 200 saying who syncs is not known: replica-b holds the lease", rec.Code, line)
 	}
 }
