@@ -35,8 +35,10 @@ type RepoPass struct {
 	// Since is the watermark the pass listed from; zero for a full sync.
 	Since time.Time
 	// Listed is how many issues the forge returned; Changed how many of
-	// them changed the stored card.
-	Listed, Changed int
+	// them changed the stored card; LeftOut how many no card could hold
+	// (a field GitHub's schema does not allow, such as an unknown state),
+	// each logged and skipped rather than failing the repository.
+	Listed, Changed, LeftOut int
 	// Watermark is the repository's watermark after the pass: the latest
 	// updated time seen, unmoved when the pass failed for the repository.
 	Watermark time.Time
@@ -232,7 +234,7 @@ func (s *Sync) pass(ctx context.Context, st *boardTerm) passEnd {
 	var resume time.Time
 	st.pass++
 	p := Pass{Owner: s.cfg.Owner, Term: st.term, Pass: st.pass, At: s.cfg.Now(), Complete: true}
-	listed, changed, failed := 0, 0, 0
+	listed, changed, leftOut, failed := 0, 0, 0, 0
 	for _, r := range s.repos {
 		if ctx.Err() != nil {
 			p.Complete = false
@@ -240,7 +242,7 @@ func (s *Sync) pass(ctx context.Context, st *boardTerm) passEnd {
 		}
 		rp := s.syncRepo(ctx, st, r)
 		p.Repos = append(p.Repos, rp)
-		listed, changed = listed+rp.Listed, changed+rp.Changed
+		listed, changed, leftOut = listed+rp.Listed, changed+rp.Changed, leftOut+rp.LeftOut
 		if rp.Err == nil {
 			continue
 		}
@@ -256,7 +258,7 @@ func (s *Sync) pass(ctx context.Context, st *boardTerm) passEnd {
 			"since", rp.Since, "err", rp.Err)
 	}
 	s.cfg.Logger.Info("board sync pass", "term", p.Term, "pass", p.Pass, "repos", len(p.Repos),
-		"failed", failed, "listed", listed, "changed", changed, "complete", p.Complete)
+		"failed", failed, "listed", listed, "changed", changed, "left_out", leftOut, "complete", p.Complete)
 	if s.cfg.OnPass != nil {
 		s.cfg.OnPass(p)
 	}
@@ -285,6 +287,15 @@ func (s *Sync) syncRepo(ctx context.Context, st *boardTerm, r boardRepo) RepoPas
 			Labels: is.Labels, Assignees: is.Assignees, PullRequest: is.PullRequest, URL: is.HTMLURL,
 			Updated: is.UpdatedAt,
 		})
+		if errors.Is(err, ErrInvalid) {
+			// The forge described this issue in a way GitHub's schema does
+			// not allow: no card can hold it, and failing the repository
+			// for it would leave every later issue of the list out on
+			// every pass. It comes again when the issue is next updated.
+			rp.LeftOut++
+			s.cfg.Logger.Warn("board sync: issue left out", "repo", r.full, "number", is.Number, "err", err)
+			continue
+		}
 		if err != nil {
 			rp.Err = fmt.Errorf("board: board card %s: %w", CardID(s.cfg.Host, r.full, is.Number), err)
 			return rp

@@ -1,9 +1,12 @@
 package board_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -26,11 +29,13 @@ const issuesRoute = "GET /repos/{owner}/{repo}/issues"
 // watchedTransport passes requests to the simulator's transport and
 // records each URL it sent; while fail is set, every request is a transport
 // error instead (the forge unreachable). before, when set, runs before each
-// request is sent, so a test changes the forge between two pages.
+// request is sent, so a test changes the forge between two pages; after,
+// when set, may change each answer before the client reads it.
 type watchedTransport struct {
 	next   http.RoundTripper
 	fail   atomic.Bool
 	before func(*http.Request)
+	after  func(*http.Response) error
 	mu     sync.Mutex
 	urls   []*url.URL
 }
@@ -47,7 +52,11 @@ func (p *watchedTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	if p.before != nil {
 		p.before(req)
 	}
-	return p.next.RoundTrip(req)
+	resp, err := p.next.RoundTrip(req)
+	if err == nil && p.after != nil {
+		err = p.after(resp)
+	}
+	return resp, err
 }
 
 // sinces returns the since parameter of every issues list sent for repo
@@ -284,6 +293,52 @@ func TestSyncMissesNoIssueUpdatedWhileItsPagesAreRead(t *testing.T) {
 			if (n == 1 || n == 150) && c.Title != "edited between the pages" {
 				t.Errorf("card %d: got title %q after the next pass, want the edit made while the first pass read its pages: no update is skipped", n, c.Title)
 			}
+		}
+	})
+}
+
+// TestSyncLeavesOutAnIssueGitHubDescribedBadly pins what a pass does with
+// an issue whose listed fields break GitHub's own schema (here a state
+// other than open or closed), which no card can hold: it leaves that one
+// issue out, logging it by number with the field, and stores every other
+// issue of the list; the repository is synced, not failed on every pass
+// for one issue.
+func TestSyncLeavesOutAnIssueGitHubDescribedBadly(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newBoardRig(t, "acme/app")
+		for n := 1; n <= 3; n++ {
+			r.seed(t, "acme/app", forgesim.Issue{Number: n, Title: fmt.Sprintf("issue %d", n), State: "open"})
+			time.Sleep(time.Second) // issue 3 is the most recently updated, listed first
+		}
+		r.net.after = func(resp *http.Response) error {
+			if resp.StatusCode != http.StatusOK || !strings.HasSuffix(resp.Request.URL.Path, "/issues") {
+				return nil
+			}
+			var issues []map[string]any
+			if err := json.NewDecoder(resp.Body).Decode(&issues); err != nil {
+				return err
+			}
+			for _, is := range issues {
+				if is["number"] == float64(2) {
+					is["state"] = "reopened"
+				}
+			}
+			b, err := json.Marshal(issues)
+			resp.Body, resp.ContentLength = io.NopCloser(bytes.NewReader(b)), int64(len(b))
+			return err
+		}
+		r.start(t)
+
+		rp := r.next(t).Repos[0]
+		if rp.Err != nil || rp.Listed != 3 || rp.Changed != 2 || rp.LeftOut != 1 {
+			t.Errorf("pass: got %+v, want acme/app synced with 3 listed, 2 changed and 1 left out: one badly described issue does not stop its repository", rp)
+		}
+		cards := r.cards(t)
+		if _, ok := cards[2]; len(cards) != 2 || ok || cards[1].Title != "issue 1" || cards[3].Title != "issue 3" {
+			t.Errorf("cards: got %v, want issues 1 and 3: every other issue of the list is stored", cards)
+		}
+		if n := r.logs.Logged(`board sync: issue left out`); n != 1 || !strings.Contains(r.logs.String(), `number=2`) || !strings.Contains(r.logs.String(), `state \"reopened\"`) {
+			t.Errorf("log: %d lines of the issue left out, want 1 naming number 2 and its state:\n%s", n, r.logs.String())
 		}
 	})
 }
