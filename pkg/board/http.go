@@ -136,16 +136,31 @@ type boardPage struct {
 }
 
 // Status is what GET /board says of the sync, as the serving replica knows
-// it: which replica syncs the board and how fresh its cards are.
+// it: which replicas sync the board and how fresh its cards are. The board
+// is synced under one lease, or in App mode by a lease group whose shards
+// (Shards > 0) split the board's installations among their holders.
 type Status struct {
 	// Syncer owns the board's lease; "" when nobody holds it unexpired,
-	// or when SyncerUnknown.
+	// when SyncerUnknown, or in App mode, where Syncers says who syncs.
 	Syncer string
 	// SyncerUnknown is true when the lease store did not say who holds
-	// the lease: the page then says so, never that nobody syncs.
+	// the lease or the group's shards: the page then says so, never that
+	// nobody syncs.
 	SyncerUnknown bool
-	// Self is true when the serving replica is the syncer.
+	// Self is true when the serving replica is the syncer, or in App mode
+	// one of the Syncers.
 	Self bool
+	// Shards is how many shards the board's lease group has in App mode;
+	// 0 under one lease.
+	Shards int
+	// Syncers, in App mode, are the owners of the group's unexpired shard
+	// leases, each once, sorted; empty when no shard is held or when
+	// SyncerUnknown, and always under one lease.
+	Syncers []string
+	// Held, in App mode, is how many of the Shards an unexpired lease
+	// holds: the others' installations are not synced until a replica
+	// takes them. 0 under one lease.
+	Held int
 	// LastPass is when the serving replica's last complete pass ended;
 	// zero when it has made none. Another replica's passes are not known
 	// here.
@@ -153,7 +168,7 @@ type Status struct {
 }
 
 var boardTemplate = page.New(`{{define "content"}}{{with .Body}}
-{{with .Status}}<p>{{if .SyncerUnknown}}Who syncs is not known: the lease store did not answer{{else if .Syncer}}Synced by <code>{{.Syncer}}</code>{{if .Self}} (this replica){{end}}{{else}}No replica holds the board's lease: nobody syncs now{{end}} · {{if .LastPass.IsZero}}last complete pass: {{if .Self}}none yet{{else}}<span class="muted">not known here</span>{{end}}{{else}}last complete pass {{when .LastPass}}{{end}}</p>{{end}}
+{{with .Status}}<p>{{if .SyncerUnknown}}Who syncs is not known: the lease store did not answer{{else if .Shards}}{{if .Syncers}}Synced by {{range $i, $o := .Syncers}}{{if $i}}, {{end}}<code>{{$o}}</code>{{end}}{{if .Self}} (this replica among them){{end}} · {{.Held}} of {{.Shards}} shard{{if ne .Shards 1}}s{{end}} held{{else}}No replica holds a shard of the board's lease group: nobody syncs now{{end}}{{else if .Syncer}}Synced by <code>{{.Syncer}}</code>{{if .Self}} (this replica){{end}}{{else}}No replica holds the board's lease: nobody syncs now{{end}} · {{if .LastPass.IsZero}}last complete pass: {{if .Self}}none yet{{else}}<span class="muted">not known here</span>{{end}}{{else}}last complete pass {{when .LastPass}}{{end}}</p>{{end}}
 <p>{{len .Cards}} card{{if ne (len .Cards) 1}}s{{end}}{{with .Query.Repo}} of {{.}}{{end}}{{with .Query.State}}, {{.}}{{end}}, most recently updated first · <a href="{{.JSON}}">JSON</a></p>
 <div class="scroll"><table><thead><tr><th>repository</th><th class="num">#</th><th>kind</th><th>title</th><th>state</th><th>labels</th><th>assignees</th><th>updated</th></tr></thead><tbody>
 {{range .Cards}}<tr class="{{.State}}"><td>{{.Host}}/{{.Repo}}</td><td class="num">{{.Number}}</td><td>{{if .PullRequest}}pull request{{else}}issue{{end}}</td><td>{{if .URL}}<a href="{{.URL}}">{{.Title}}</a>{{else}}{{.Title}}{{end}}</td><td>{{.State}}</td><td>{{join .Labels}}</td><td>{{join .Assignees}}</td><td>{{when .Updated}}</td></tr>

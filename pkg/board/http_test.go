@@ -86,7 +86,8 @@ func TestHandler(t *testing.T) {
 }
 
 // TestHandlerSaysWhoSyncsAndHowFresh pins the board page's sync status: the
-// lease's owner, whether it is the serving replica, and the serving
+// lease's owner, or in App mode the owners of the lease group's shards and
+// how many are held; whether the serving replica syncs; and the serving
 // replica's last complete pass, which another replica's page does not know.
 func TestHandlerSaysWhoSyncsAndHowFresh(t *testing.T) {
 	last := time.Date(2026, 9, 30, 14, 0, 0, 0, time.UTC)
@@ -100,6 +101,10 @@ func TestHandlerSaysWhoSyncsAndHowFresh(t *testing.T) {
 		{board.Status{Syncer: "replica-a", Self: true}, []string{"none yet"}, "this replica was elected and has not passed yet"},
 		{board.Status{}, []string{"nobody syncs now"}, "nobody holds the lease"},
 		{board.Status{SyncerUnknown: true}, []string{"Who syncs is not known"}, "the lease store did not answer"},
+		{board.Status{Shards: 4, Syncers: []string{"replica-a", "replica-b"}, Held: 3, Self: true}, []string{"Synced by <code>replica-a</code>, <code>replica-b</code> (this replica among them) · 3 of 4 shards held", "none yet"}, "in App mode, the holders of the group's shards sync, and one shard is unheld"},
+		{board.Status{Shards: 1, Syncers: []string{"replica-b"}, Held: 1}, []string{"Synced by <code>replica-b</code> · 1 of 1 shard held", "not known here"}, "in App mode, another replica holds the group's one shard"},
+		{board.Status{Shards: 4}, []string{"nobody syncs now"}, "in App mode, no shard of the group is held"},
+		{board.Status{Shards: 4, SyncerUnknown: true}, []string{"Who syncs is not known"}, "in App mode, the lease store did not answer"},
 	} {
 		h := board.Handler(board.NewMemoryStore(), nil, func(context.Context) board.Status { return c.status })
 		rec := httptest.NewRecorder()

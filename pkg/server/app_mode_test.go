@@ -654,6 +654,61 @@ func TestAppModeBoardSyncsEachRepositoryThroughItsInstallation(t *testing.T) {
 	})
 }
 
+// TestAppModeBoardPageNamesTheReplicasHoldingItsShards pins GET /board's
+// sync line in App mode, where the shards of the lease group
+// forge-board-sync, not one lease, elect who syncs: three replicas sharing
+// two shards each name the two holding them, sorted, with the shards held,
+// and say whether they are among them; "nobody syncs" only once no shard
+// is held, when every replica has stopped and released its shards.
+func TestAppModeBoardPageNamesTheReplicasHoldingItsShards(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const shards = 2
+		c, next := newAppCluster(t, 3, false)
+		seedIssues(t, "org-1/repo-1#5", "org-2/repo-1#6")(c.sim)
+		startAppReplicas(t, c, next, 3, time.Minute, shards, func(cfg *server.Config) {
+			cfg.Board, cfg.BoardRepos, cfg.BoardInterval = board.NewMemoryStore(), []string{"org-1/repo-1", "org-2/repo-1"}, time.Minute
+		})
+		time.Sleep(10*time.Minute + time.Second)
+		synctest.Wait()
+
+		hs, err := c.leases.Holders(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var holders []string
+		for _, h := range hs {
+			for i := range shards {
+				if h.Name == lease.ShardName(server.ForgeBoardSync().Name, shards, i) && time.Now().Before(h.Expires) {
+					holders = append(holders, h.Owner)
+				}
+			}
+		}
+		slices.Sort(holders)
+		if len(holders) != shards || holders[0] == holders[1] {
+			t.Fatalf("board shards held by %v, want two replicas one each: at most ceil(2/3) shards a member", holders)
+		}
+		for _, r := range c.replicas {
+			code, line := boardSyncLine(r.handler)
+			want := "Synced by <code>" + holders[0] + "</code>, <code>" + holders[1] + "</code> · 2 of 2 shards held"
+			if slices.Contains(holders, r.owner) {
+				want = strings.Replace(want, " · ", " (this replica among them) · ", 1)
+			}
+			if code != http.StatusOK || !strings.Contains(line, want) {
+				t.Errorf("%s: GET /board = %d, sync line %q; want 200 with %q: the page names the replicas holding the group's shards, and whether it is one", r.owner, code, line, want)
+			}
+		}
+
+		for _, r := range c.replicas {
+			r.stop()
+		}
+		for _, r := range c.replicas {
+			if _, line := boardSyncLine(r.handler); !strings.Contains(line, "nobody syncs now") {
+				t.Errorf("%s: GET /board sync line %q after every replica stopped, want \"nobody syncs now\": no shard is held", r.owner, line)
+			}
+		}
+	})
+}
+
 // TestAppModeRunsFollowTheirRepositoryToAnotherInstallation pins that the
 // unsettled runs of a repository an installation_repositories event adds
 // to an installation move to it: the run stored under installation 1

@@ -5,6 +5,7 @@ package server
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"iterion.dev/iterion/pkg/board"
@@ -49,8 +50,9 @@ func (s *Server) boardPassed(p board.Pass) {
 	}
 }
 
-// boardStatus is GET /board's sync status: the board lease's owner, from
-// the lease store (SyncerUnknown when it cannot say within ctx), and this
+// boardStatus is GET /board's sync status, from the lease store
+// (SyncerUnknown when it cannot say within ctx): the board lease's owner,
+// or in App mode the owners of the board group's shards; and this
 // replica's last complete pass.
 func (s *Server) boardStatus(ctx context.Context) board.Status {
 	st := board.Status{LastPass: s.seen.lastBoardPass()}
@@ -64,8 +66,22 @@ func (s *Server) boardStatus(ctx context.Context) board.Status {
 		st.SyncerUnknown = true
 		return st
 	}
+	now := s.cfg.Now()
+	if s.boards != nil {
+		st.Shards = s.boards.shards
+		for _, o := range ForgeBoardSync().shardHolders(hs, st.Shards, now) {
+			if o != "" {
+				st.Held++
+				st.Syncers = append(st.Syncers, o)
+			}
+		}
+		slices.Sort(st.Syncers)
+		st.Syncers = slices.Compact(st.Syncers)
+		st.Self = slices.Contains(st.Syncers, s.cfg.Owner)
+		return st
+	}
 	for _, h := range hs {
-		if h.Name == ForgeBoardSync().Name && s.cfg.Now().Before(h.Expires) {
+		if h.Name == ForgeBoardSync().Name && now.Before(h.Expires) {
 			st.Syncer, st.Self = h.Owner, h.Owner == s.cfg.Owner
 		}
 	}

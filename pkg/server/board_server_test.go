@@ -275,19 +275,28 @@ func TestBoardPageNeverSaysNobodySyncsUnknowingly(t *testing.T) {
 		t.Fatalf("Acquire: %v, %v", ok, err)
 	}
 	srv, err := server.New(server.Config{Runs: gaterun.NewMemoryStore(), Leases: unlistedLeases{leases},
-		Forge: newForge(t, "http://127.0.0.1:1/", nil, "tok", nil, nil), APIToken: "a", WebhookSecret: "w",
+		Forge: newForge(t, "http://127.0.0.1:1/", nil, "tok", nil, nil), APIToken: apiToken, WebhookSecret: "w",
 		Board: board.NewMemoryStore(), BoardRepos: []string{"acme/app"}})
 	if err != nil {
 		t.Fatalf("server.New: %v", err)
 	}
-	rec := getBoard(srv, "/board")
-	line := ""
+	code, line := boardSyncLine(srv.Handler())
+	if code != http.StatusOK || strings.Contains(line, "nobody syncs") || !strings.Contains(line, "Who syncs is not known") {
+		t.Errorf("GET /board with the lease store down: got %d, status line %q, want 200 saying who syncs is not known: replica-b holds the lease", code, line)
+	}
+}
+
+// boardSyncLine is h's answer to GET /board: its status and the page's
+// line that says who syncs ("" when there is none).
+func boardSyncLine(h http.Handler) (code int, line string) {
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest("GET", "/board", nil)
+	req.Header.Set("Authorization", "Bearer "+apiToken)
+	h.ServeHTTP(rec, req)
 	for l := range strings.Lines(rec.Body.String()) {
 		if strings.Contains(l, "last complete pass") {
 			line = l
 		}
 	}
-	if rec.Code != http.StatusOK || strings.Contains(line, "nobody syncs") || !strings.Contains(line, "Who syncs is not known") {
-		t.Errorf("GET /board with the lease store down: got %d, status line %q, want 200 saying who syncs is not known: replica-b holds the lease", rec.Code, line)
-	}
+	return rec.Code, line
 }

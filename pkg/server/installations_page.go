@@ -62,12 +62,7 @@ func (s *Server) installationRowsOf(w http.ResponseWriter, r *http.Request) (q i
 	}
 	now := s.cfg.Now()
 	shards := s.cfg.SweepShards
-	holders = make([]string, shards)
-	for _, g := range lease.Groups(hs, now) {
-		if g.Name == MergeGateSweeper().Name && g.Shards == shards {
-			holders = g.Holders
-		}
-	}
+	holders = MergeGateSweeper().shardHolders(hs, shards, now)
 	bySweep := make(map[int64]gaterun.InstallationSweep, len(sweeps))
 	for _, sw := range sweeps {
 		bySweep[sw.Installation] = sw

@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"os"
 	"time"
+
+	"iterion.dev/iterion/pkg/lease"
 )
 
 // Lease declares the lease of one elected net: its name, and its TTL and
@@ -61,6 +63,17 @@ func (l Lease) TTL(interval time.Duration) time.Duration {
 // Retry is the lease's campaign retry for a net that runs every interval.
 func (l Lease) Retry(interval time.Duration) time.Duration {
 	return time.Duration(l.RetryIntervals) * interval
+}
+
+// shardHolders is the owner of each of the shards of l's lease group that
+// hs shows unexpired at now; "" for an unheld shard.
+func (l Lease) shardHolders(hs []lease.Holder, shards int, now time.Time) []string {
+	for _, g := range lease.Groups(hs, now) {
+		if g.Name == l.Name && g.Shards == shards {
+			return g.Holders
+		}
+	}
+	return make([]string, shards)
 }
 
 // NewOwner returns a fresh owner identity for this process: the host name
