@@ -1,6 +1,8 @@
 package harness
 
 import (
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -132,6 +134,50 @@ func TestGroupGoalsFailWhenMissed(t *testing.T) {
 	for _, gl := range g.Goals() {
 		if gl.Met {
 			t.Errorf("%s: measured %s, reported met", gl.Goal, gl.Measured)
+		}
+	}
+}
+
+// TestGroupGoalsAreNeverMetUnmeasured pins that a goal whose figures were
+// not measured is reported unmet, never met on zeros: bench renders the
+// result of a run that failed part-way, whose terms (read from the logs
+// at the end) are then missing.
+func TestGroupGoalsAreNeverMetUnmeasured(t *testing.T) {
+	s := time.Second
+	measured := GroupResult{Shards: 64, Replicas: 10, Interval: s, TTL: 3 * s, Retry: s,
+		Settled: map[string]bool{phaseBalance: true}, MaxHeld: 7, Fair: 7,
+		KilledShards: 6, KillReheld: 4 * s, KillMaxUnheld: 4 * s, Moves: 30, UpHandOvers: 30, UpGap: s / 2,
+		StopHandOvers: 32, StopGap: s / 2, OpsPerMinute: 5000, GoalOpsPerMinute: 6048, Terms: 195}
+	for _, gl := range measured.Goals() {
+		if !gl.Met {
+			t.Fatalf("%s: measured %s, reported unmet; want the measured result to meet every goal", gl.Goal, gl.Measured)
+		}
+	}
+	for _, c := range []struct {
+		name  string
+		unset func(*GroupResult)
+		unmet []string // the goals, by the start of their text
+		why   string
+	}{
+		{"no term logged", func(g *GroupResult) {
+			g.Terms, g.MaxHeld, g.KilledShards, g.KillReheld, g.KillMaxUnheld = 0, 0, 0, 0, 0
+			g.Moves, g.UpHandOvers, g.UpGap, g.StopHandOvers, g.StopGap = 0, 0, 0, 0, 0
+		}, []string{"balance", "kill -9: its", "kill -9: no shard", "5 → 10: shards", "5 → 10: each", "10 → 5", "overlapping"}, "every figure but the store calls comes from the logged terms"},
+		{"the killed replica held no shard", func(g *GroupResult) { g.KilledShards, g.KillReheld = 0, 0 },
+			[]string{"kill -9: its"}, "no shard of the victim was re-held, so none was timed"},
+		{"no hand-over while scaling up", func(g *GroupResult) { g.UpHandOvers, g.UpGap = 0, 0 },
+			[]string{"5 → 10: each"}, "scaling up hands shards over; none timed is none measured"},
+		{"no stopped replica's release", func(g *GroupResult) { g.StopHandOvers, g.StopGap = 0, 0 },
+			[]string{"10 → 5"}, "the stopped replicas held shards; none timed is none measured"},
+		{"no store call counted", func(g *GroupResult) { g.OpsPerMinute = 0 },
+			[]string{"store calls"}, "a group that renews makes store calls; zero is a counter not read"},
+	} {
+		g := measured
+		c.unset(&g)
+		for _, gl := range g.Goals() {
+			if gl.Met && slices.ContainsFunc(c.unmet, func(p string) bool { return strings.HasPrefix(gl.Goal, p) }) {
+				t.Errorf("%s: %q measured %s, reported met; want unmet: %s", c.name, gl.Goal, gl.Measured, c.why)
+			}
 		}
 	}
 }
