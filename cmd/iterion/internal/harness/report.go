@@ -223,7 +223,7 @@ func scaleMarkdown(r *Report) string {
 		"requests/hour | REST % of 5,000/h | GraphQL % of 5,000/h | secondary refusals/hour | pass ÷ interval | sweeping | drift repaired | token mints |\n")
 	b.WriteString("|:---|---:|---:|---:|---:|:---|---:|---:|---:|---:|---:|---:|---:|---:|:---|---:|\n")
 	for _, s := range r.Scale {
-		goal := fmt.Sprintf("%d: %s", ScaleGoal(s.Runs), yesNo(s.PerPass(s.Requests) <= float64(ScaleGoal(s.Runs))))
+		goal := fmt.Sprintf("%d: %s", ScaleGoal(s.Runs), yesNo(s.MeetsGoal()))
 		fmt.Fprintf(&b, "| %s | %d | %d | %.2f | %.1f | %s | %.1f | %.1f | %.0f | %.1f%% | %.1f%% | %.0f | %.2f | %d | %d/%d in %v | %d |\n",
 			s.Mode, s.Runs, s.Replicas, s.Passes, s.PerPass(s.Requests), goal, s.PerPass(s.REST), s.PerPass(s.Points),
 			s.PerHour(s.Requests), 100*s.RESTShare(), 100*s.BudgetShare(s.Points), s.PerHour(s.Refused), s.Duty(),

@@ -88,6 +88,12 @@ func (r ScaleRow) PerPass(v int64) float64 {
 	return float64(v) / r.Passes
 }
 
+// MeetsGoal reports whether the configuration's requests a pass are
+// within ScaleGoal; false when the window held no pass to divide by.
+func (r ScaleRow) MeetsGoal() bool {
+	return r.Passes > 0 && r.PerPass(r.Requests) <= float64(ScaleGoal(r.Runs))
+}
+
 // PerHour is v per compressed hour (60 intervals), at the window's rate.
 func (r ScaleRow) PerHour(v int64) float64 {
 	return float64(v) * float64(60*r.Interval) / float64(r.Window)
