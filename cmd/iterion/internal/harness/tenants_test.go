@@ -83,3 +83,47 @@ func TestTenantsScenario(t *testing.T) {
 		t.Errorf("unknown installation's webhook: got %d, %d look-ups, alive %v; want 202, looked up, alive", r.UnknownStatus, r.UnknownLookups, r.UnknownAlive)
 	}
 }
+
+// TestTenantsGoalsAreNeverMetByAPartialRun pins that bench's report of a
+// tenants run that failed part-way meets no goal: the overlaps, the gaps
+// and the refusals are counted by later steps, so their zeros there were
+// never measured.
+func TestTenantsGoalsAreNeverMetByAPartialRun(t *testing.T) {
+	iv := 2 * time.Second
+	base := TenantsResult{Installations: 40, RunsPer: 5, Interval: iv, TTL: 3 * iv, Retry: iv}
+	firstWindow := base
+	firstWindow.Rows = []TenantsRow{{Replicas: 1, Settled: true, SettleAfter: 20 * time.Second, Window: 4 * iv,
+		Installations: 40, Requests: 160, Sweepers: 1, Balance: 1, LongestGap: iv, GapInstallation: 7}}
+	for _, c := range []struct {
+		name string
+		r    TenantsResult
+	}{
+		{"failed before any window", base},
+		{"failed after N=1's window", firstWindow},
+	} {
+		for _, g := range c.r.Goals() {
+			if g.Met {
+				t.Errorf("%s: %q measured %s, reported met; want unmet: its figures were not all measured", c.name, g.Goal, g.Measured)
+			}
+		}
+	}
+}
+
+// TestTenantsGoalsAreMetByACompleteRun is the partial run's control: the
+// same figures, measured to the end, meet every goal.
+func TestTenantsGoalsAreMetByACompleteRun(t *testing.T) {
+	iv := 2 * time.Second
+	row := func(n int) TenantsRow {
+		return TenantsRow{Replicas: n, Settled: true, SettleAfter: 20 * time.Second, Window: 4 * iv,
+			Installations: 40, Requests: 160, Sweepers: n, Balance: 1, LongestGap: iv, GapInstallation: 7}
+	}
+	r := TenantsResult{Installations: 40, RunsPer: 5, Interval: iv, TTL: 3 * iv, Retry: iv,
+		Rows: []TenantsRow{row(1), row(3)}, Ratio: 1, RatioP95: 1, RatioMax: 1,
+		Added: 3, AddedSwept: 3, AddedAfter: iv, Removed: 3, KilledInstallations: 13, KillSwept: 13, KillAfter: 4 * iv,
+		UnknownStatus: 202, UnknownLookups: 2, UnknownAlive: true, Done: true}
+	for _, g := range r.Goals() {
+		if !g.Met {
+			t.Errorf("%q measured %s, reported unmet; want met: a complete run within every bound", g.Goal, g.Measured)
+		}
+	}
+}
