@@ -63,6 +63,17 @@ func (r *Report) ratio(lease bool, rate func(CostRow) float64) float64 {
 	return rate(*hi) / rate(*lo)
 }
 
+// ratioSpan names the replica counts the cost and board ratios divide,
+// "N=10 ÷ N=1", and their quotient, about the ratio without the lease
+// ("10 ÷ 1"). r.Cost holds a row.
+func (r *Report) ratioSpan() (counts, quotient string) {
+	lo, hi := r.Cost[0].Replicas, r.Cost[0].Replicas
+	for _, c := range r.Cost {
+		lo, hi = min(lo, c.Replicas), max(hi, c.Replicas)
+	}
+	return fmt.Sprintf("N=%d ÷ N=%d", hi, lo), fmt.Sprintf("%d ÷ %d", hi, lo)
+}
+
 // Markdown renders the report as a docs/benchmarks.md section body; command is
 // the command line that reproduces it.
 func (r *Report) Markdown(command string) string {
@@ -91,12 +102,13 @@ func (r *Report) Markdown(command string) string {
 			fmt.Fprintf(&b, "| %d | %s | %.0f | %.1f | %.1f | %d | %s | %d | %d | %s |\n",
 				c.Replicas, yesNo(c.Lease), c.PerMinute, c.PerInterval, c.GraphQLPerInterval, c.Sweepers, share, c.Sim, c.Transport, yesNo(c.Agree()))
 		}
-		fmt.Fprintf(&b, "\nRatio largest N / N=1: with the lease **%.3f** (goal ≤ 1.05); with `--no-lease` **%.2f** (≈ N). Simulator and transport are each configuration's "+
+		counts, quotient := r.ratioSpan()
+		fmt.Fprintf(&b, "\nRatio %s: with the lease **%.3f** (goal ≤ 1.05); with `--no-lease` **%.2f** (≈ %s). Simulator and transport are each configuration's "+
 			"sweeper requests over the replicas' whole lives, counted by the simulator per token and by the replicas' transports "+
 			"(`forge_http_requests_total{lane=\"merge-gate-sweeper\"}`), read at one quiet instant. The batched sweep reads with one "+
 			"GraphQL query a pass (a POST, which no ETag makes conditional) and sends REST only to write a drifted run's status, so "+
 			"REST reads answered 304 (the goal ≥ 90%% of the per-run REST sweep's ETag reads) have none to count.\n\n",
-			r.CostRatio(true), r.CostRatio(false))
+			counts, r.CostRatio(true), r.CostRatio(false), quotient)
 		for _, c := range r.Cost {
 			b.WriteString(discardedMarkdown(fmt.Sprintf("%d replicas with the lease", c.Replicas), c.Discarded))
 		}
@@ -179,9 +191,10 @@ func boardMarkdown(r *Report) string {
 		fmt.Fprintf(&b, "| %d | %s | %.0f | %.2f | %d | %d | %d | %s |\n",
 			c.Replicas, yesNo(c.Lease), c.BoardPerMinute, c.BoardPerInterval, c.BoardSyncers, c.BoardSim, c.BoardTransport, yesNo(c.BoardAgree()))
 	}
-	fmt.Fprintf(&b, "\nBoard ratio largest N / N=1: with the lease **%.3f** (goal ≤ 1.05); with `--no-lease` **%.2f** (≈ N). Transport: "+
+	counts, quotient := r.ratioSpan()
+	fmt.Fprintf(&b, "\nBoard ratio %s: with the lease **%.3f** (goal ≤ 1.05); with `--no-lease` **%.2f** (≈ %s). Transport: "+
 		"`forge_http_requests_total{lane=\"forge-board-sync\"}`, read at the same quiet instant as the sweeper's.\n\n",
-		r.BoardRatio(true), r.BoardRatio(false))
+		counts, r.BoardRatio(true), r.BoardRatio(false), quotient)
 	return b.String()
 }
 

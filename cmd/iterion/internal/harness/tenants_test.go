@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -124,6 +125,19 @@ func TestTenantsGoalsAreMetByACompleteRun(t *testing.T) {
 	for _, g := range r.Goals() {
 		if !g.Met {
 			t.Errorf("%q measured %s, reported unmet; want met: a complete run within every bound", g.Goal, g.Measured)
+		}
+	}
+}
+
+// TestTenantsRatioNamesTheReplicaCountsItDivides: the tenants ratio goal
+// divides the largest count's requests by the smallest's, which is not 1
+// under --tenants-replicas 2,10.
+func TestTenantsRatioNamesTheReplicaCountsItDivides(t *testing.T) {
+	r := TenantsResult{Rows: []TenantsRow{{Replicas: 2}, {Replicas: 10}}, Ratio: 1}
+	want := "requests per installation, N=10 ÷ N=2 ≤ 1.05"
+	for _, g := range r.Goals() {
+		if strings.HasPrefix(g.Goal, "requests per installation") && g.Goal != want {
+			t.Errorf("got goal %q, want %q: the ratio names the counts it divides", g.Goal, want)
 		}
 	}
 }
