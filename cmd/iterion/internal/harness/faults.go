@@ -204,6 +204,9 @@ func (s faultScenario) partition(ctx context.Context, c *cluster, res *FaultResu
 		"%s last swept %v after the cut, %s first swept %v after it; old leader swept again after that: %v",
 		l.name, lastOld.Sub(tCut).Round(time.Millisecond), successor, firstNew.Sub(tCut).Round(time.Millisecond), laterOld >= 0)
 	res.Takeover, res.TakeoverBound = firstNew.Sub(tCut), bound
+	res.check("the successor's first sweep comes within TTL + retry + one tick of the cut, as after a crash (one interval of slack for a loaded machine)",
+		!firstNew.IsZero() && res.Takeover <= bound+c.interval,
+		"%s first swept %v after the cut (bound %v)", successor, res.Takeover.Round(time.Millisecond), bound)
 	stepped, okS := firstChange(held.stop(), tCut, func(held bool) bool { return !held })
 	var elected change[string]
 	okE := false
