@@ -307,8 +307,8 @@ func TestSyncLeavesOutAnIssueGitHubDescribedBadly(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newBoardRig(t, "acme/app")
 		for n := 1; n <= 3; n++ {
-			r.seed(t, "acme/app", forgesim.Issue{Number: n, Title: fmt.Sprintf("issue %d", n), State: "open"})
-			time.Sleep(time.Second) // issue 3 is the most recently updated, listed first
+			r.seed(t, "acme/app", forgesim.Issue{Number: n, Title: fmt.Sprintf("title %d", n), State: "open"})
+			time.Sleep(time.Second) // the last seeded is the most recently updated, listed first
 		}
 		r.net.after = func(resp *http.Response) error {
 			if resp.StatusCode != http.StatusOK || !strings.HasSuffix(resp.Request.URL.Path, "/issues") {
@@ -334,8 +334,8 @@ func TestSyncLeavesOutAnIssueGitHubDescribedBadly(t *testing.T) {
 			t.Errorf("pass: got %+v, want acme/app synced with 3 listed, 2 changed and 1 left out: one badly described issue does not stop its repository", rp)
 		}
 		cards := r.cards(t)
-		if _, ok := cards[2]; len(cards) != 2 || ok || cards[1].Title != "issue 1" || cards[3].Title != "issue 3" {
-			t.Errorf("cards: got %v, want issues 1 and 3: every other issue of the list is stored", cards)
+		if _, ok := cards[2]; len(cards) != 2 || ok || cards[1].Title != "title 1" || cards[3].Title != "title 3" {
+			t.Errorf("cards: got %v, want cards 1 and 3: every other issue of the list is stored", cards)
 		}
 		if n := r.logs.Logged(`board sync: issue left out`); n != 1 || !strings.Contains(r.logs.String(), `number=2`) || !strings.Contains(r.logs.String(), `state \"reopened\"`) {
 			t.Errorf("log: %d lines of the issue left out, want 1 naming number 2 and its state:\n%s", n, r.logs.String())
