@@ -33,6 +33,11 @@ type BudgetRow struct {
 	Budget int
 	// Hour is the compressed hour's real length.
 	Hour time.Duration
+	// DemandFrom says where the GraphQL demand the budget was sized from
+	// came from: the cost scenario's figure at Replicas, Replicas times
+	// its one-replica figure, or Replicas times one point a pass when the
+	// cost scenario did not run.
+	DemandFrom string
 	// RanOut reports whether a budget, REST or GraphQL, was spent within
 	// the hour, and Minute at which minute of it (0–60).
 	RanOut bool
@@ -44,6 +49,21 @@ type BudgetRow struct {
 	// tell from a charged 200: spent sees it as the window's remaining
 	// points.)
 	REST, Points, Refused int64
+}
+
+// demandOf is the demand of s.replicas replicas without the lease, in
+// GraphQL points per interval, and where it came from: as the cost
+// scenario measured it at that count, else that count times its
+// one-replica figure, else that count times one point a pass.
+func (s budgetScenario) demandOf() (float64, string) {
+	n := s.replicas
+	if d, ok := s.demand[n]; ok {
+		return d, fmt.Sprintf("as the cost scenario measured it at %d", n)
+	}
+	if d, ok := s.demand[1]; ok {
+		return float64(n) * d, fmt.Sprintf("%d × the cost scenario's one-replica figure", n)
+	}
+	return float64(n), fmt.Sprintf("%d × one point a pass: the cost scenario did not run", n)
 }
 
 // budgetScenario runs the compressed hour without and then with the lease,
@@ -65,16 +85,8 @@ type budgetScenario struct {
 // run spends the hour twice on c and returns a row for each, without the
 // lease first; on an error, the rows measured before it.
 func (s budgetScenario) run(ctx context.Context, c *cluster) ([]BudgetRow, error) {
-	// The demand of n replicas without the lease, in GraphQL points per
-	// interval: as the cost scenario measured it at n, else n times its
-	// one-replica figure, else n times one point a pass.
 	n := s.replicas
-	demand := float64(n)
-	if d, ok := s.demand[n]; ok {
-		demand = d
-	} else if d, ok := s.demand[1]; ok {
-		demand = float64(n) * d
-	}
+	demand, from := s.demandOf()
 	hour := s.hour
 	passes := float64(hour) / float64(c.interval) // intervals in the hour
 	limit := int(math.Round(adrBudgetShare * demand * passes))
@@ -84,7 +96,7 @@ func (s budgetScenario) run(ctx context.Context, c *cluster) ([]BudgetRow, error
 		if err := c.sim.setBudget(ctx, tok, limit); err != nil {
 			return rows, err
 		}
-		row := BudgetRow{Replicas: n, Lease: lease, Budget: limit, Hour: hour}
+		row := BudgetRow{Replicas: n, Lease: lease, Budget: limit, Hour: hour, DemandFrom: from}
 		t0 := time.Now()
 		if _, err := c.startReplicas(ctx, n, replicaSpec{noLease: !lease, token: tok, extra: []string{noETagFlag}}); err != nil {
 			return rows, err

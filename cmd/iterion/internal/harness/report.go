@@ -206,8 +206,8 @@ func budgetMarkdown(rows []BudgetRow) string {
 		"share one App installation, with the ETag cache off as in the incident. The batched sweep reads with one GraphQL "+
 		"query a pass and writes REST only for drifted runs, so the budget it spends is the GraphQL point budget. "+
 		"The simulator's budget is %d an hour, for REST requests and for GraphQL points each: the same share of %d replicas' "+
-		"GraphQL demand without the lease (as the cost scenario measured it) as the ADR's 12k of its 11.7k–19.4k at ten "+
-		"replicas (%.0f%%).\n\n", r0.Hour, r0.Budget, r0.Replicas, 100*adrBudgetShare)
+		"GraphQL demand without the lease (%s) as the ADR's 12k of its 11.7k–19.4k at ten "+
+		"replicas (%.0f%%).\n\n", r0.Hour, r0.Budget, r0.Replicas, r0.DemandFrom, 100*adrBudgetShare)
 	b.WriteString("| replicas | lease | budget/hour | spent at minute | GraphQL points | REST charged | REST refused (403) |\n|---:|:---|---:|---:|---:|---:|---:|\n")
 	for _, r := range rows {
 		when := "never"

@@ -37,9 +37,10 @@ type TenantsRow struct {
 	// Installations swept in the window, and their sweeper requests.
 	Installations int
 	Requests      int64
-	// Sweepers are the replicas whose sweeper sent requests in the window;
-	// Balance is the most installations one replica held (sent most of
-	// their sweep) over the mean over Replicas.
+	// Sweepers are the replicas that held at least one installation in
+	// the window, a replica holding an installation when it sent most of
+	// its sweep; Balance is the most installations one replica held over
+	// the mean over Replicas.
 	Sweepers int
 	Balance  float64
 	// LongestGap is the longest an installation went unswept in the
