@@ -93,6 +93,7 @@ type k8sContainer struct {
 			Memory string `yaml:"memory"`
 		} `yaml:"limits"`
 	} `yaml:"resources"`
+	StartupProbe    k8sProbe           `yaml:"startupProbe"`
 	LivenessProbe   k8sProbe           `yaml:"livenessProbe"`
 	ReadinessProbe  k8sProbe           `yaml:"readinessProbe"`
 	SecurityContext k8sSecurityContext `yaml:"securityContext"`
@@ -108,7 +109,9 @@ type k8sProbe struct {
 	HTTPGet struct {
 		Path string `yaml:"path"`
 	} `yaml:"httpGet"`
-	TimeoutSeconds *int `yaml:"timeoutSeconds"`
+	TimeoutSeconds   *int `yaml:"timeoutSeconds"`
+	PeriodSeconds    int  `yaml:"periodSeconds"`
+	FailureThreshold int  `yaml:"failureThreshold"`
 }
 
 // readExample parses exampleManifest and returns its objects by kind, each
@@ -460,5 +463,22 @@ func TestKubernetesExampleLetsUnreadyPodsBeEvicted(t *testing.T) {
 	}
 	if got := pdbs[0].Spec.UnhealthyPodEvictionPolicy; got != "AlwaysAllow" {
 		t.Errorf("PodDisruptionBudget unhealthyPodEvictionPolicy %q, want AlwaysAllow: a store outage makes every replica unready and must not block node drains", got)
+	}
+}
+
+// TestKubernetesExampleGivesALongStartItsTime checks the example's startup
+// probe: serve listens only once its stores are ready (indexes built, and
+// on the first start after an upgrade a write for every gate run without
+// its repo_key), and the liveness probe alone, 3 failures 10 s apart,
+// would restart a start longer than 30 s part-way, again and again. The
+// startup probe, on /healthz, must allow at least 5 minutes.
+func TestKubernetesExampleGivesALongStartItsTime(t *testing.T) {
+	_, c := examplePod(t, readExample(t))
+	p := c.StartupProbe
+	if p.HTTPGet.Path != "/healthz" {
+		t.Fatalf("container %s: got a startup probe on %q, want one on /healthz: a long start must not meet the liveness probe", c.Name, p.HTTPGet.Path)
+	}
+	if allowed := time.Duration(p.PeriodSeconds*p.FailureThreshold) * time.Second; allowed < 5*time.Minute {
+		t.Errorf("container %s: the startup probe allows %v (%d × %d s), want at least 5m", c.Name, allowed, p.FailureThreshold, p.PeriodSeconds)
 	}
 }
