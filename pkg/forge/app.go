@@ -551,6 +551,25 @@ func (a *AppClient) ForRepo(ctx context.Context, owner, repo string) (*Client, i
 	return c, id, nil
 }
 
+// Recheck is ForRepo for a repository that installation stale's token
+// could not read: when the cache resolves owner/repo to stale, it forgets
+// that and asks GitHub again (one request with the App's JWT, LaneApp), so
+// a repository that moved to another installation without the webhook
+// that says so reaching this replica (GitHub does not redeliver a failed
+// delivery on its own: "Handling failed webhook deliveries",
+// https://docs.github.com/webhooks/using-webhooks/handling-failed-webhook-deliveries)
+// resolves to the installation covering it now. When the cache resolves it
+// to another installation, that one is returned without a request.
+func (a *AppClient) Recheck(ctx context.Context, owner, repo string, stale int64) (*Client, int64, error) {
+	key := RepoKey(owner + "/" + repo)
+	a.mu.Lock()
+	if id, ok := a.repos[key]; ok && id == stale {
+		delete(a.repos, key)
+	}
+	a.mu.Unlock()
+	return a.ForRepo(ctx, owner, repo)
+}
+
 // Counts is a snapshot of every request the App and its installations
 // sent, one entry per host, API, lane, status code and installation (0:
 // the App's own), sorted by those fields.

@@ -169,6 +169,42 @@ func TestForRepoResolvesOnceWithoutCaseAndNamesAnUncoveredRepository(t *testing.
 	}
 }
 
+// TestRecheckAsksAgainOnlyForTheInstallationThatCouldNotRead pins
+// AppClient.Recheck: org-1/repo-1, cached as installation 1's, moved to
+// installation 2 with no webhook telling the client. ForRepo keeps
+// answering 1 from the cache; Recheck naming another installation as the
+// one that could not read it trusts the cache (no request); Recheck naming
+// 1 asks GitHub again (one request) and answers 2, which ForRepo then
+// answers from the cache.
+func TestRecheckAsksAgainOnlyForTheInstallationThatCouldNotRead(t *testing.T) {
+	sim, srv := startSim(t)
+	mustSim(t, sim.SeedInstallations(2, 1))
+	a := newApp(t, srv, forge.AppConfig{})
+	ctx := context.Background()
+	if _, id, err := a.ForRepo(ctx, "org-1", "repo-1"); err != nil || id != 1 {
+		t.Fatalf("ForRepo(org-1/repo-1) = %d, %v; want 1", id, err)
+	}
+	mustSim(t, sim.AddInstallationRepos(2, "org-1/repo-1"))
+	steps := []struct {
+		call     func() (int64, error)
+		want     int64
+		requests int64
+		rule     string
+	}{
+		{func() (int64, error) { _, id, err := a.ForRepo(ctx, "org-1", "repo-1"); return id, err }, 1, 1, "ForRepo answers from its cache"},
+		{func() (int64, error) { _, id, err := a.Recheck(ctx, "org-1", "repo-1", 7); return id, err }, 1, 1, "a Recheck naming another installation trusts the cache"},
+		{func() (int64, error) { _, id, err := a.Recheck(ctx, "ORG-1", "Repo-1", 1); return id, err }, 2, 2, "a Recheck naming the cached installation asks GitHub again, names compared without case"},
+		{func() (int64, error) { _, id, err := a.ForRepo(ctx, "org-1", "repo-1"); return id, err }, 2, 2, "ForRepo then answers the new installation from the cache"},
+	}
+	for _, st := range steps {
+		id, err := st.call()
+		n := sim.Requests(forgesim.Filter{Route: repoInstRoute})
+		if err != nil || id != st.want || n != st.requests {
+			t.Fatalf("%s: installation %d (%v) after %d repository-installation requests; want %d after %d", st.rule, id, err, n, st.want, st.requests)
+		}
+	}
+}
+
 // TestInstallationWebhooksKeepTheSetCurrentWithoutARequest pins that the
 // installation webhooks keep the set current with no request, and that
 // another replica's AppClient (b), told each change the webhooks made

@@ -738,6 +738,53 @@ func TestAppModeRunsFollowTheirRepositoryToAnotherInstallation(t *testing.T) {
 	})
 }
 
+// TestAppModeRunsFollowTheirRepositoryWhenItsWebhookIsLost pins that a
+// run left under an installation that lost its repository, because the
+// installation_repositories webhook saying so never reached the
+// deployment (GitHub does not send a failed delivery again), is not left
+// there for ever: installation 1's token can no longer read org-1/repo-1
+// (NOT_FOUND), so its sweeper asks GitHub which installation covers the
+// repository now, moves the run to installation 2 (counted in
+// merge_gate_runs_rehomed_total), and installation 2's sweeper publishes
+// its verdict. A repository still covered by installation 1 is left alone.
+func TestAppModeRunsFollowTheirRepositoryWhenItsWebhookIsLost(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		c, next := newAppCluster(t, 3, false)
+		startAppReplicas(t, c, next, 1, time.Minute, 4, nil)
+		r := c.replicas[0]
+		defer r.stop()
+		if err := r.app.Relist(ctx); err != nil { // the App client knows installations 1, 2 and 3
+			t.Fatal(err)
+		}
+		moved, stays := appRun(1), appRun(3)
+		for _, run := range []gaterun.Run{moved, stays} {
+			if _, err := c.runs.Put(ctx, run, time.Now()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// The repository moves to installation 2; no webhook is sent (the
+		// simulator has none configured), as if the delivery had failed.
+		if err := c.sim.AddInstallationRepos(2, moved.Repo); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(4*time.Minute + time.Second)
+		synctest.Wait()
+		if got, err := c.runs.Get(ctx, moved.ID); err != nil || got.Installation != 2 {
+			t.Errorf("run of the moved repository: installation %d (%v); want 2: a run its installation cannot read follows its repository", got.Installation, err)
+		}
+		if got := requestsBy(c.sim, 2, statusRoute, http.StatusCreated); got != 1 {
+			t.Errorf("statuses written with installation 2's tokens: %d, want 1: the moved run's verdict is published through the installation covering it", got)
+		}
+		if got, err := c.runs.Get(ctx, stays.ID); err != nil || got.Installation != 3 {
+			t.Errorf("run of a repository its installation still covers: installation %d (%v); want 3", got.Installation, err)
+		}
+		if got := metricValue(t, r.handler, "merge_gate_runs_rehomed_total"); got != 1 {
+			t.Errorf("merge_gate_runs_rehomed_total = %v, want 1", got)
+		}
+	})
+}
+
 // TestAppModeMovingRunsKeepsAVerdictReportedMeanwhile pins that moving a
 // repository's runs to the installation an installation_repositories event
 // adds it to writes nothing from the copy it listed: a verdict reported

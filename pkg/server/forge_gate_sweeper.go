@@ -282,6 +282,11 @@ type sweepTerm struct {
 	batch int
 	// backoff holds the runs whose pull request could not be read, by ID.
 	backoff map[string]backoff
+	// unreadable, when keepUnreadable (App mode), collects the runs
+	// found unreadable since takeUnreadable last took them, for their
+	// installation to be checked (installationSweeps.rehome).
+	keepUnreadable bool
+	unreadable     []gaterun.Run
 	// deepAgain holds, by ID, the runs of the deep part whose offer failed
 	// (their batch got no read, or they failed alone): the deep cursor
 	// goes past them, and every later pass offers them again before the
@@ -457,7 +462,8 @@ type backoff struct {
 }
 
 // note records the outcome of offering run at now: unreadable starts or
-// doubles its back-off, anything else but a failure ends it.
+// doubles its back-off (and, with keepUnreadable, keeps the run for
+// takeUnreadable), anything else but a failure ends it.
 func (st *sweepTerm) note(run gaterun.Run, out outcome, now time.Time, interval time.Duration) {
 	switch out {
 	case outcomeUnreadable:
@@ -465,11 +471,22 @@ func (st *sweepTerm) note(run gaterun.Run, out outcome, now time.Time, interval 
 		b.delay = min(max(2*b.delay, 2*interval), DeepEvery*interval)
 		b.until = now.Add(b.delay)
 		st.backoff[run.ID] = b
+		if st.keepUnreadable {
+			st.unreadable = append(st.unreadable, run)
+		}
 	case outcomeFailed:
 		// Not the pull request's fault: the back-off, if any, stands.
 	default:
 		delete(st.backoff, run.ID)
 	}
+}
+
+// takeUnreadable returns the runs note found unreadable since the last
+// call, and forgets them.
+func (st *sweepTerm) takeUnreadable() []gaterun.Run {
+	runs := st.unreadable
+	st.unreadable = nil
+	return runs
 }
 
 // Work serves one term: it makes a pass every interval until ctx is done,

@@ -384,7 +384,16 @@ func NewForComparison(cfg Config, cmp Comparison) (*Server, error) {
 	for _, w := range []string{windowShallow, windowDeep} {
 		behindPasses.WithLabelValues(w) // both series from the start, so a rate over them is 0, not absent
 	}
-	for _, c := range []prometheus.Collector{s.offers, backingOff, behind, behindPasses} {
+	collectors := []prometheus.Collector{s.offers, backingOff, behind, behindPasses}
+	var rehomed prometheus.Counter
+	if cfg.App != nil {
+		rehomed = prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "merge_gate_runs_rehomed_total",
+			Help: "Unsettled gating runs moved from an installation whose token GitHub refused for their pull request to the installation GitHub says covers their repository now (App mode): the installation_repositories webhook that moved the repository did not reach this deployment.",
+		})
+		collectors = append(collectors, rehomed)
+	}
+	for _, c := range collectors {
 		if err := cfg.Registry.Register(c); err != nil {
 			return nil, fmt.Errorf("%w: Registry: %w", ErrConfig, err)
 		}
@@ -405,7 +414,7 @@ func NewForComparison(cfg Config, cmp Comparison) (*Server, error) {
 		boardInterval = board.DefaultInterval
 	}
 	s.health = lease.NewHealth(healthBound(cfg.SweepInterval, boardInterval, len(cfg.BoardRepos) > 0))
-	s.buildSweeper(backingOff, behind, behindPasses)
+	s.buildSweeper(backingOff, behind, behindPasses, rehomed)
 	if err := s.buildBoard(boardInterval); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}

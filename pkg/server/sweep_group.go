@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -53,6 +54,8 @@ type installationSweeps struct {
 	behind          map[int64]bool
 	backingOffGauge prometheus.Gauge
 	behindGauge     prometheus.Gauge
+	// rehomed counts the runs rehome moved.
+	rehomed prometheus.Counter
 }
 
 // run serves the group merge-gate-sweeper of g.shards shards until ctx is
@@ -78,8 +81,9 @@ func (g *installationSweeps) run(ctx context.Context) {
 // MergeGateSweeper(), or in App mode the group of installation sweepers,
 // each instantiated on first use over its installation's runs and client.
 // backingOff and behind are the replica's gauges, behindPasses its count
-// of passes behind, which every installation's sweeper adds to.
-func (s *Server) buildSweeper(backingOff, behind prometheus.Gauge, behindPasses *prometheus.CounterVec) {
+// of passes behind, which every installation's sweeper adds to; rehomed
+// (App mode) its count of runs moved by installationSweeps.rehome.
+func (s *Server) buildSweeper(backingOff, behind prometheus.Gauge, behindPasses *prometheus.CounterVec, rehomed prometheus.Counter) {
 	timeShare := s.cfg.SweepTimeShare // 0: the default
 	if s.cmp.NoSweepTimeBudget {
 		timeShare = -1
@@ -95,7 +99,7 @@ func (s *Server) buildSweeper(backingOff, behind prometheus.Gauge, behindPasses 
 		s.sweeps = &installationSweeps{
 			s: s, app: s.cfg.App, shards: s.cfg.SweepShards, interval: s.cfg.SweepInterval, conc: s.cfg.InstallationConcurrency,
 			sweepers: map[int64]*sweeper{}, newsTold: map[string]time.Time{}, backingOff: map[int64]int{}, behind: map[int64]bool{},
-			backingOffGauge: backingOff, behindGauge: behind, lookups: make(chan struct{}, 1), reads: reads,
+			backingOffGauge: backingOff, behindGauge: behind, rehomed: rehomed, lookups: make(chan struct{}, 1), reads: reads,
 			newSweeper: func(id int64) *sweeper {
 				ilog := s.log.With("installation", id)
 				onPass := s.passes.sweepPass(s.cfg.Now, s.sweepPassed)
@@ -204,6 +208,7 @@ func (g *installationSweeps) sweepInstallation(ctx context.Context, id int64, sl
 	defer g.reads.leave(id)
 	for {
 		st := sw.newTerm()
+		st.keepUnreadable = true
 		err := lease.EveryAfter(ctx, first, g.interval, g.s.cfg.Now,
 			func(ctx context.Context) (time.Time, bool) { return g.pass(ctx, sw, st, id, slots) },
 			func(until time.Time) {
@@ -256,8 +261,63 @@ func (g *installationSweeps) pass(ctx context.Context, sw *sweeper, st *sweepTer
 	if errors.Is(context.Cause(pctx), lease.ErrPassTimeout) {
 		g.s.passes.timeouts.WithLabelValues(MergeGateSweeper().Name).Inc()
 	}
+	g.rehome(ctx, sw.cfg.Logger, id, st)
 	g.note(id, st, p.Behind)
 	return resume, p.Complete
+}
+
+// rehome moves each run that installation from's pass found unreadable
+// (its token refused: REST 404 or 403, GraphQL NOT_FOUND or FORBIDDEN) to
+// the installation GitHub says covers the run's repository now
+// (AppClient.Recheck, one request with the App's JWT a repository), when
+// that is another installation. A repository moved between installations
+// while the installation_repositories webhook saying so did not reach the
+// deployment (GitHub does not send a failed delivery again), or a run
+// stored with an installation taken from a run moved just after, leaves
+// runs under an installation whose token can never read them: no sweep
+// would publish their verdicts. The move is gaterun.Store.Move,
+// conditional on the run being still unsettled under from, so a verdict
+// reported or a settle made since stands; the moved run leaves from's
+// back-off, and installation to's sweeper offers it as news. A run whose
+// repository still resolves to from (a pull request deleted, or hidden
+// from the App) or to none backs off as before, and is looked up again
+// only when an offer finds it unreadable again, as its back-off allows.
+// A look-up or move that fails is logged and tried again then; a rate
+// limit ends the call.
+func (g *installationSweeps) rehome(ctx context.Context, log *slog.Logger, from int64, st *sweepTerm) {
+	to := map[string]int64{} // by forge.RepoKey; 0: not to be moved
+	for _, run := range st.takeUnreadable() {
+		key := forge.RepoKey(run.Repo)
+		id, looked := to[key]
+		if !looked {
+			owner, name := ownerRepo(run)
+			lctx, cancel := context.WithTimeout(ctx, g.s.cfg.OfferTimeout)
+			_, found, err := g.app.Recheck(lctx, owner, name, from)
+			cancel()
+			switch {
+			case errors.Is(err, forge.ErrRateLimited):
+				log.Warn("sweep: installation of unreadable runs not looked up: rate limited", "repo", run.Repo, "err", err)
+				return
+			case err != nil:
+				log.Info("sweep: installation of an unreadable run's repository not found", "run", run.ID, "repo", run.Repo, "err", err)
+			}
+			id, to[key] = found, found
+		}
+		if id == 0 || id == from {
+			continue
+		}
+		sctx, cancel := context.WithTimeout(ctx, g.s.cfg.StoreTimeout)
+		moved, err := g.s.cfg.Runs.Move(sctx, run.ID, from, id, g.s.cfg.Now())
+		cancel()
+		switch {
+		case err != nil:
+			log.Warn("sweep: unreadable run not moved to the installation covering its repository", "run", run.ID, "repo", run.Repo, "to", id, "err", err)
+		case moved:
+			delete(st.backoff, run.ID)
+			g.rehomed.Inc()
+			log.Info("sweep: run moved to the installation covering its repository now; this installation's token could not read it", "run", run.ID, "repo", run.Repo, "to", id)
+		}
+	}
 }
 
 // note records installation id's backing-off runs (none when st is nil)

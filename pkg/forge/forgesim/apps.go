@@ -375,19 +375,30 @@ func (s *Sim) getRepoInstallation(r *http.Request, tok string) reply {
 }
 
 // reaches tells whether tok may reach the repository r names, if any; s.mu
-// is held. Once the App has installations, a token minted for one reaches
-// only the repositories it covers, and is answered 404 (charged) for the
-// others, as GitHub answers a private repository a token cannot see ("Troubleshooting the
-// REST API", 404 Not Found for an existing resource:
-// https://docs.github.com/rest/using-the-rest-api/troubleshooting-the-rest-api#404-not-found-for-an-existing-resource).
-// Other tokens, and GraphQL, are not restricted.
+// is held (see reachesRepo).
 func (s *Sim) reaches(tok string, r *http.Request) bool {
 	owner := r.PathValue("owner")
+	return owner == "" || s.reachesRepo(tok, owner, r.PathValue("repo"))
+}
+
+// reachesRepo tells whether tok may reach repository owner/name; s.mu is
+// held. Once the App has installations, a token minted for one reaches
+// only the repositories it covers, over REST and GraphQL alike (an
+// installation reaches its account's resources only where the App was
+// granted access to the repository: "Authenticating as a GitHub App
+// installation",
+// https://docs.github.com/apps/creating-github-apps/authenticating-with-a-github-app/authenticating-as-a-github-app-installation); another repository is answered as GitHub
+// answers a private repository a token cannot see: REST 404, charged
+// ("Troubleshooting the REST API", 404 Not Found for an existing resource:
+// https://docs.github.com/rest/using-the-rest-api/troubleshooting-the-rest-api#404-not-found-for-an-existing-resource),
+// GraphQL a NOT_FOUND error "Could not resolve to a Repository". Other
+// tokens are not restricted.
+func (s *Sim) reachesRepo(tok, owner, name string) bool {
 	m, minted := s.installations[tok]
-	if owner == "" || !minted || len(s.apps) == 0 {
+	if !minted || len(s.apps) == 0 {
 		return true
 	}
-	return s.repoInstall[strings.ToLower(owner+"/"+r.PathValue("repo"))] == m.installation
+	return s.repoInstall[strings.ToLower(owner+"/"+name)] == m.installation
 }
 
 // mintable tells whether a token may be minted for installation id; s.mu

@@ -147,6 +147,24 @@ func TestAnInstallationTokenReachesOnlyItsRepositories(t *testing.T) {
 	if resp, _ := do(t, srv, "GET", "/repos/org-2/repo-1/issues", "ghp_user", ""); resp.StatusCode != 200 {
 		t.Errorf("a plain token on org-2/repo-1: %d, want 200: only installation tokens are scoped", resp.StatusCode)
 	}
+	// GraphQL alike: another installation's repository does not resolve.
+	const q = `{ own: repository(owner: "org-1", name: "repo-1") { name } other: repository(owner: "org-2", name: "repo-1") { name } }`
+	for _, tc := range []struct {
+		tok       string
+		wantOther bool
+	}{{tok1, false}, {"ghp_user", true}} {
+		_, body := do(t, srv, "POST", "/graphql", tc.tok, gqlBody(q))
+		var a gqlAnswer
+		mustOK(t, json.Unmarshal(body, &a))
+		if string(a.Data["own"]) == "null" || a.Data["own"] == nil {
+			t.Errorf("%s: its own repository over GraphQL: %s, want it resolved", tc.tok, body)
+		}
+		gotOther := a.Data["other"] != nil && string(a.Data["other"]) != "null"
+		notFound := len(a.Errors) == 1 && a.Errors[0].Type == "NOT_FOUND" && strings.Contains(a.Errors[0].Message, "Could not resolve to a Repository")
+		if gotOther != tc.wantOther || (!tc.wantOther && !notFound) {
+			t.Errorf("%s: org-2/repo-1 over GraphQL: %s; want resolved %v (an installation token gets NOT_FOUND for a repository its installation does not cover, as over REST)", tc.tok, body, tc.wantOther)
+		}
+	}
 }
 
 func TestTokensAreMintedOnlyForInstallationsTheAppHas(t *testing.T) {

@@ -330,9 +330,10 @@ func (*gqlRoot) Repository(ctx context.Context, args struct {
 	Owner, Name   string
 	FollowRenames bool
 }) (*gqlRepo, error) {
-	s := callOf(ctx).s
+	call := callOf(ctx)
+	s := call.s
 	rp := s.repoFor(args.Owner, args.Name, false)
-	if rp == nil {
+	if rp == nil || !s.reachesRepo(call.tok, args.Owner, args.Name) {
 		return nil, &gqlError{Type: "NOT_FOUND", Message: fmt.Sprintf("Could not resolve to a Repository with the name '%s/%s'.", args.Owner, args.Name)}
 	}
 	return &gqlRepo{rp: rp}, nil
