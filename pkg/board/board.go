@@ -37,7 +37,8 @@ var ErrInvalid = errors.New("board: invalid")
 type Card struct {
 	// Host is the forge host, e.g. "github.com".
 	Host string
-	// Repo is "owner/name".
+	// Repo is "owner/name", as the sync was configured with it: the name
+	// shown. The card's ID holds its [forge.RepoKey].
 	Repo string
 	// Number is the issue or pull request number, at least 1.
 	Number int
@@ -57,11 +58,21 @@ type Card struct {
 }
 
 // ID is the card's key in a Store: host, repo and number, as in
-// "github.com/acme/app#12".
+// "github.com/acme/app#12" (see CardID).
 func (c Card) ID() string { return CardID(c.Host, c.Repo, c.Number) }
 
-// CardID is the key of the card for issue number of repo on host.
+// CardID is the key of the card for issue number of repo on host. The
+// repository enters by its [forge.RepoKey], so names that differ only in
+// case, which GitHub takes for one repository, give one card:
+// "Acme/App" and "acme/app" both key "github.com/acme/app#12".
 func CardID(host, repo string, number int) string {
+	return legacyCardID(host, forge.RepoKey(repo), number)
+}
+
+// legacyCardID is the key a release before CardID's lower-casing gave the
+// card: the repository as configured. MongoStore reads and migrates
+// documents stored under it.
+func legacyCardID(host, repo string, number int) string {
 	return fmt.Sprintf("%s/%s#%d", host, repo, number)
 }
 
@@ -146,10 +157,12 @@ func compareCards(a, b Card) int {
 // store returns it (wrapped, naming the document) instead of a card.
 var ErrMalformed = errors.New("board: malformed card document")
 
-// Store keeps the board's cards, one per Card.ID. Implementations are
-// safe for concurrent use, keep Updated in UTC truncated to the
-// millisecond, and pass the conformance suite in package boardtest.
-// An error means the call may or may not have landed.
+// Store keeps the board's cards, one per Card.ID, so one per issue
+// whatever the case of its repository's name: a Put under another
+// spelling is the same card, and the Repo it carries is the name shown.
+// Implementations are safe for concurrent use, keep Updated in UTC
+// truncated to the millisecond, and pass the conformance suite in package
+// boardtest. An error means the call may or may not have landed.
 type Store interface {
 	// Put stores c unless the store keeps a card with the same ID updated
 	// later: an older read of an issue (a replica overlapping its

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"slices"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -17,7 +18,8 @@ import (
 const Collection = "board_cards"
 
 // MongoStore is the MongoDB Store twin: collection board_cards,
-// one document per card, _id its Card.ID. It is safe for concurrent use.
+// one document per card, _id its Card.ID (the repository lower-cased),
+// repo the name as last put (shown). It is safe for concurrent use.
 type MongoStore struct {
 	coll *mongo.Collection
 }
@@ -41,7 +43,9 @@ type cardDoc struct {
 
 // NewMongoStore returns a MongoStore on db's board_cards
 // collection, after creating the indexes its queries use (an existing index
-// is kept).
+// is kept) and moving every card stored under a legacy id (by a release
+// before CardID lower-cased the repository) to its id, so one issue has one
+// card whatever the case of the configured name.
 func NewMongoStore(ctx context.Context, db *mongo.Database) (*MongoStore, error) {
 	coll := db.Collection(Collection)
 	err := mongostore.CreateIndexes(ctx, coll, []mongo.IndexModel{
@@ -53,7 +57,55 @@ func NewMongoStore(ctx context.Context, db *mongo.Database) (*MongoStore, error)
 	if err != nil {
 		return nil, fmt.Errorf("board: create %s indexes: %w", Collection, err)
 	}
-	return &MongoStore{coll: coll}, nil
+	s := &MongoStore{coll: coll}
+	if err := s.migrateLegacyIDs(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// legacyIDs matches the _id of a card stored under its legacy id, one with
+// a capital in its repository (the part between the host, which holds no
+// slash, and the number): CardID never writes one. A case-sensitive
+// regular expression is matched against the values of the _id index, not
+// the documents ($regex, Index Use:
+// https://www.mongodb.com/docs/manual/reference/operator/query/regex/), so
+// the start after a migration is cheap.
+var legacyIDs = bson.D{{Key: "_id", Value: bson.D{{Key: "$regex", Value: "^[^/]*/[^#]*[A-Z]"}}}}
+
+// migrateLegacyIDs moves every card stored under a legacy id to its id:
+// a Put of the card (so the newer of the two reads wins, as between any
+// two puts), then a delete of the legacy document only while it is not
+// newer than the card put. Replicas starting together each do the same
+// idempotent steps; a crash between the two leaves both documents, which
+// Cards shows as one, and the next start finishes. A malformed legacy
+// document is left for Cards to report.
+func (s *MongoStore) migrateLegacyIDs(ctx context.Context) error {
+	type legacy struct {
+		card Card
+		ok   bool
+	}
+	docs, err := mongostore.FindAll(ctx, s.coll, legacyIDs, nil, func(raw bson.Raw) (legacy, error) {
+		c, err := decodeCard(raw)
+		return legacy{c, err == nil}, nil
+	})
+	if err != nil {
+		return fmt.Errorf("board: find %s documents under a legacy id: %w", Collection, err)
+	}
+	for _, d := range docs {
+		if !d.ok {
+			continue
+		}
+		if _, err := s.Put(ctx, d.card); err != nil {
+			return fmt.Errorf("board: move card %q to its id: %w", d.card.ID(), err)
+		}
+		old := legacyCardID(d.card.Host, d.card.Repo, d.card.Number)
+		filter := bson.D{{Key: "_id", Value: old}, {Key: "updated_at", Value: bson.D{{Key: "$lte", Value: d.card.Updated}}}}
+		if _, err := s.coll.DeleteOne(ctx, filter); err != nil {
+			return fmt.Errorf("board: delete card %q moved to %q: %w", old, d.card.ID(), err)
+		}
+	}
+	return nil
 }
 
 // Put implements Store in one conditional upsert: it matches the
@@ -107,7 +159,10 @@ func nonNil(s []string) []string {
 	return s
 }
 
-// Cards implements Store.
+// Cards implements Store. A card stored under its legacy id beside its id
+// (written by a replica of an earlier release still running, or by a
+// migration cut short) is listed once, the newer of the two, so a page may
+// hold fewer than q.Limit cards until the next start migrates it.
 func (s *MongoStore) Cards(ctx context.Context, q Query) ([]Card, error) {
 	if err := q.check(); err != nil {
 		return nil, err
@@ -132,12 +187,17 @@ func (s *MongoStore) Cards(ctx context.Context, q Query) ([]Card, error) {
 	if err != nil {
 		return nil, fmt.Errorf("board: list cards: %w", err)
 	}
-	return out, nil
+	seen := make(map[string]bool, len(out))
+	return slices.DeleteFunc(out, func(c Card) bool { // newest first: the first of an ID is the one kept
+		dup := seen[c.ID()]
+		seen[c.ID()] = true
+		return dup
+	}), nil
 }
 
 // decodeCard turns a board_cards document into a card, refusing any
 // document of the wrong shape, with a field Validate refuses, or whose _id
-// is not its card's ID.
+// is neither its card's ID nor its legacy id.
 func decodeCard(raw bson.Raw) (Card, error) {
 	var d cardDoc
 	if err := mongostore.Unmarshal(raw, &d); err != nil {
@@ -151,7 +211,7 @@ func decodeCard(raw bson.Raw) (Card, error) {
 	if err := c.Validate(); err != nil {
 		return Card{}, fmt.Errorf("%w: _id %q: %w", ErrMalformed, d.ID, err)
 	}
-	if c.ID() != d.ID {
+	if c.ID() != d.ID && legacyCardID(c.Host, c.Repo, c.Number) != d.ID {
 		return Card{}, fmt.Errorf("%w: _id %q is not its card's id %q", ErrMalformed, d.ID, c.ID())
 	}
 	return c, nil

@@ -3,6 +3,9 @@ package board_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -98,5 +101,106 @@ func TestMongoStoreMalformedDocuments(t *testing.T) {
 				t.Errorf("Put over it = %v, %v, want ErrMalformed: a malformed document is reported, never skipped in silence", changed, err)
 			}
 		})
+	}
+}
+
+// legacyCardDoc is card c as a release before lower-cased ids stored it:
+// _id the host, the repository as configured and the number.
+func legacyCardDoc(c board.Card) bson.D {
+	return bson.D{{Key: "_id", Value: fmt.Sprintf("%s/%s#%d", c.Host, c.Repo, c.Number)}, {Key: "host", Value: c.Host},
+		{Key: "repo", Value: c.Repo}, {Key: "number", Value: c.Number}, {Key: "title", Value: c.Title},
+		{Key: "state", Value: c.State}, {Key: "labels", Value: bson.A{}}, {Key: "assignees", Value: bson.A{}},
+		{Key: "pull_request", Value: false}, {Key: "url", Value: ""}, {Key: "updated_at", Value: c.Updated}}
+}
+
+// storedIDs is every _id of board_cards, sorted.
+func storedIDs(t *testing.T, db *mongo.Database) []string {
+	t.Helper()
+	cur, err := db.Collection(board.Collection).Find(context.Background(), bson.D{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var docs []struct {
+		ID string `bson:"_id"`
+	}
+	if err := cur.All(context.Background(), &docs); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, d := range docs {
+		out = append(out, d.ID)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestMongoStoreMovesLegacyIDs pins the migration of cards stored under an
+// id with the repository as configured (capitals and all) by an earlier
+// release: opening the store moves each to its lower-cased id, the newer
+// read winning where both exist, and replicas opening the store at once
+// end with the same single card per issue.
+func TestMongoStoreMovesLegacyIDs(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 9, 30, 9, 0, 0, 0, time.UTC)
+	db := mongotest.DB(t)
+	coll := db.Collection(board.Collection)
+	card := func(repo string, n int, title string, u time.Time) board.Card {
+		return board.Card{Host: "github.com", Repo: repo, Number: n, Title: title, State: "open", Updated: u}
+	}
+	newer := card("acme/app", 1, "newer, under the new id", now.Add(time.Hour))
+	s := newMongoStore(t, db)
+	if _, err := s.Put(ctx, newer); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []board.Card{
+		card("Acme/App", 1, "older, under the legacy id", now),
+		card("Acme/App", 2, "only under the legacy id", now),
+		card("ACME/app", 2, "older spelling, older read", now.Add(-time.Hour)),
+	} {
+		if _, err := coll.InsertOne(ctx, legacyCardDoc(c)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if cards, err := s.Cards(ctx, board.Query{Limit: 10}); err != nil || len(cards) != 2 {
+		t.Errorf("Cards before the migration: got %d cards, %v, want 2, nil: a card under its legacy id is read, each issue once", len(cards), err)
+	}
+
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for range 4 {
+		wg.Go(func() {
+			_, err := board.NewMongoStore(ctx, db)
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("NewMongoStore racing three others: %v, want nil: replicas starting together each migrate", err)
+		}
+	}
+	if got, want := storedIDs(t, db), []string{"github.com/acme/app#1", "github.com/acme/app#2"}; !slices.Equal(got, want) {
+		t.Fatalf("stored ids: got %v, want %v: every legacy id is moved to its lower-cased id, one card per issue", got, want)
+	}
+	cards, err := s.Cards(ctx, board.Query{Limit: 10})
+	if err != nil || len(cards) != 2 {
+		t.Fatalf("Cards: got %d, %v, want 2", len(cards), err)
+	}
+	byNumber := map[int]board.Card{}
+	for _, c := range cards {
+		byNumber[c.Number] = c
+	}
+	if c := byNumber[1]; c.Title != newer.Title || c.Repo != "acme/app" {
+		t.Errorf("card 1: got %q as %s, want %q as acme/app: the newer read wins the move", c.Title, c.Repo, newer.Title)
+	}
+	if c := byNumber[2]; c.Title != "only under the legacy id" || c.Repo != "Acme/App" || !c.Updated.Equal(now) {
+		t.Errorf("card 2: got %+v, want the newer legacy card, as Acme/App: a moved card keeps its fields", c)
+	}
+	if _, err := board.NewMongoStore(ctx, db); err != nil {
+		t.Fatalf("NewMongoStore again: %v", err)
+	}
+	if got := storedIDs(t, db); len(got) != 2 {
+		t.Errorf("stored ids after another start: got %v, want the same two: the migration is idempotent", got)
 	}
 }

@@ -147,7 +147,7 @@ func NewSync(cfg Config) (*Sync, error) {
 // refuses, one that forge.ParseRepo refuses or one naming a repository an
 // earlier entry names. Names compare without regard to case, as GitHub
 // compares them (forge.RepoKey): "acme/app" and "Acme/App" are one
-// repository, whose issues would otherwise be two cards each. An empty
+// repository, whose issues would otherwise each be synced twice. An empty
 // repos is nil.
 func CheckRepos(field string, repos []string) error {
 	_, err := parseRepos(field, repos)

@@ -515,3 +515,38 @@ func TestNewSyncRefusesBadConfigNamingTheField(t *testing.T) {
 		t.Errorf("got %v, %v, want interval %v: a zero interval is the default", s, err, board.DefaultInterval)
 	}
 }
+
+// TestSyncKeepsOneCardPerIssueWhateverTheCaseConfigured pins that the
+// repository's name as configured does not key the cards: a sync
+// configured with acme/app and its successor configured with Acme/App,
+// which GitHub takes for one repository, keep one card per issue, showing
+// the name now configured.
+func TestSyncKeepsOneCardPerIssueWhateverTheCaseConfigured(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newBoardRig(t, "acme/app")
+		r.seed(t, "acme/app", forgesim.Issue{Number: 1, Title: "one", State: "open"})
+		r.seed(t, "acme/app", forgesim.Issue{Number: 2, Title: "two", State: "open"})
+		stop := r.start(t)
+		r.next(t)
+		stop()
+
+		renamed, err := board.NewSync(board.Config{Store: r.board, Forge: r.client, Host: "github.com",
+			Repos: []string{"Acme/App"}, Interval: boardInterval, OnPass: func(p board.Pass) { r.passes <- p }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.sync = renamed
+		r.start(t)
+		if rp := r.next(t).Repos[0]; rp.Err != nil || rp.Listed != 2 {
+			t.Fatalf("pass as Acme/App: got %+v, want 2 listed", rp)
+		}
+		cards := r.cards(t)
+		if len(cards) != 2 || cards[1].Repo != "Acme/App" || cards[2].Repo != "Acme/App" {
+			t.Fatalf("cards after the sync configured as acme/app then Acme/App: got %+v, want the two issues once each, as Acme/App: one issue has one card whatever the case configured", cards)
+		}
+		all, _ := r.board.Cards(context.Background(), board.Query{Limit: 10})
+		if len(all) != 2 {
+			t.Fatalf("cards stored: got %d, want 2: no stale duplicate beside the renamed ones", len(all))
+		}
+	})
+}

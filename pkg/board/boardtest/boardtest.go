@@ -201,6 +201,24 @@ var cases = []conformance.Case[board.Store]{
 			}
 		}
 	}},
+	{Name: "OneCardWhateverTheCase", Rule: "a card is keyed by its repository lower-cased, as GitHub compares names: a Put under another spelling is the same card, showing the name last put", Check: func(t *testing.T, s board.Store) {
+		first := newCard("Acme/App", 9, at(0))
+		put(t, s, first)
+		if got, want := first.ID(), "github.com/acme/app#9"; got != want {
+			t.Fatalf("ID of %s#9: got %q, want %q: the repository enters the ID lower-cased", first.Repo, got, want)
+		}
+		again := newCard("acme/app", 9, at(0))
+		if !put(t, s, again) {
+			t.Errorf("Put under another spelling changed = false, want true: the name shown changed")
+		}
+		if put(t, s, again) {
+			t.Errorf("same Put again changed = true, want false: it is the card just stored")
+		}
+		got := all(t, s, board.Query{})
+		if len(got) != 1 || got[0].Repo != "acme/app" || got[0].ID() != first.ID() {
+			t.Errorf("cards after puts as Acme/App and acme/app: got %+v, want one, as acme/app: names differing only in case are one repository", got)
+		}
+	}},
 	{Name: "CardsRefusesBadQuery", Rule: "a limit under 1 or an unknown state is ErrInvalid", Check: func(t *testing.T, s board.Store) {
 		for _, q := range []board.Query{{Limit: 0}, {Limit: -1}, {Limit: 1, State: "merged"}} {
 			if _, err := s.Cards(context.Background(), q); !errors.Is(err, board.ErrInvalid) {
