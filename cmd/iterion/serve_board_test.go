@@ -58,8 +58,12 @@ func TestServeRunsTheForgeBoard(t *testing.T) {
 
 	url, log, stop := startServe(t, append(common, "--board-repos", "acme/app", "--board-interval", "200ms"))
 	log.waitFor(t, `"msg":"board sync pass"`)
-	var cards []board.CardView
-	getJSON(t, url+"/board?format=json", &cards)
+	var view board.View
+	getJSON(t, url+"/board?format=json", &view)
+	cards := view.Cards
+	if st := view.Status; st == nil || !st.Self || st.Syncer == "" || st.LastPass == nil {
+		t.Errorf("GET /board?format=json status = %+v, want this replica syncing, with a last complete pass: the JSON view carries the page's sync status", st)
+	}
 	if len(cards) != 1 || cards[0].Number != 7 || cards[0].Title != "board me" || cards[0].Host != strings.TrimPrefix(simSrv.URL, "http://") {
 		t.Errorf("GET /board?format=json = %+v, want the issue numbered 7 filed under the forge's host: serve syncs --board-repos", cards)
 	}

@@ -36,15 +36,46 @@ type CardView struct {
 	Updated     time.Time `json:"updated"` // RFC 3339
 }
 
+// View is GET /board?format=json: the sync's status and the cards.
+type View struct {
+	// Status is null when the handler has no status source.
+	Status *StatusView `json:"status"`
+	Cards  []CardView  `json:"cards"`
+}
+
+// StatusView is Status as GET /board?format=json shows it; every field is
+// always present, with the meaning of Status's field of the same name.
+type StatusView struct {
+	Syncer        string `json:"syncer"`
+	SyncerUnknown bool   `json:"syncer_unknown"`
+	Self          bool   `json:"self"`
+	Shards        int    `json:"shards"`
+	// Syncers is [] rather than null when empty.
+	Syncers []string `json:"syncers"`
+	Held    int      `json:"held"`
+	// LastPass is null when the serving replica has made no complete pass.
+	LastPass *time.Time `json:"last_pass"` // RFC 3339
+}
+
+func statusView(st Status) *StatusView {
+	v := &StatusView{Syncer: st.Syncer, SyncerUnknown: st.SyncerUnknown, Self: st.Self, Shards: st.Shards,
+		Syncers: nonNil(st.Syncers), Held: st.Held}
+	if !st.LastPass.IsZero() {
+		last := st.LastPass.UTC()
+		v.LastPass = &last
+	}
+	return v
+}
+
 // Handler serves GET /board: the cards of store, most recently updated
-// first, as a small HTML page, or with ?format=json as a JSON array of
-// CardView. ?repo=owner/name and ?state=open|closed filter, ?limit=N bounds
+// first, as a small HTML page, or with ?format=json as a View. ?repo=owner/name and ?state=open|closed filter, ?limit=N bounds
 // (DefaultLimit, at most MaxLimit); a bad parameter answers 400 naming it.
 // A nil store (no repositories configured) answers 404, a store error 503. Cards updated in
 // the same second come by repository, then number as a number. render
 // writes the HTML page in the server's shared layout; nil renders it in
 // that layout with no navigation, logging nothing. status, when not nil,
-// says on the HTML page which replica syncs and how fresh the cards are.
+// says on the HTML page and in the View which replica syncs and how fresh
+// the cards are.
 func Handler(store Store, render func(http.ResponseWriter, *page.Template, string, any), status func(context.Context) Status) http.HandlerFunc {
 	if render == nil {
 		render = func(w http.ResponseWriter, t *page.Template, title string, body any) {
@@ -77,8 +108,17 @@ func Handler(store Store, render func(http.ResponseWriter, *page.Template, strin
 				Labels: nonNil(c.Labels), Assignees: nonNil(c.Assignees), PullRequest: c.PullRequest, URL: c.URL,
 				Updated: c.Updated.UTC()}
 		}
+		var st *Status
+		if status != nil {
+			s := status(r.Context())
+			st = &s
+		}
 		if r.URL.Query().Get("format") == "json" {
-			httpjson.Write(w, http.StatusOK, views)
+			v := View{Cards: views}
+			if st != nil {
+				v.Status = statusView(*st)
+			}
+			httpjson.Write(w, http.StatusOK, v)
 			return
 		}
 		filters := url.Values{}
@@ -91,11 +131,7 @@ func Handler(store Store, render func(http.ResponseWriter, *page.Template, strin
 			filters.Set("limit", l)
 		}
 		filters.Set("format", "json")
-		bp := boardPage{Query: q, Cards: views, JSON: "?" + filters.Encode(), Filtered: q.Repo != "" || q.State != ""}
-		if status != nil {
-			st := status(r.Context())
-			bp.Status = &st
-		}
+		bp := boardPage{Query: q, Cards: views, JSON: "?" + filters.Encode(), Filtered: q.Repo != "" || q.State != "", Status: st}
 		render(w, boardTemplate, "Forge board", bp)
 	}
 }

@@ -39,9 +39,14 @@ func TestHandler(t *testing.T) {
 	}
 
 	code, body := get(h, "/board?format=json")
-	var cards []map[string]any
-	if err := json.Unmarshal([]byte(body), &cards); code != 200 || err != nil || len(cards) != 3 {
-		t.Fatalf("GET /board?format=json = %d %s (%v), want 200 and 3 cards", code, body, err)
+	var view struct {
+		Status any              `json:"status"`
+		Cards  []map[string]any `json:"cards"`
+	}
+	err := json.Unmarshal([]byte(body), &view)
+	cards := view.Cards
+	if code != 200 || err != nil || len(cards) != 3 || view.Status != nil || !strings.Contains(body, `"status":null`) {
+		t.Fatalf("GET /board?format=json = %d %s (%v), want 200, 3 cards and status null: a handler without a status source says so", code, body, err)
 	}
 	first := cards[0]
 	if first["repo"] != "acme/app" || first["number"] != 2.0 || first["pull_request"] != true || first["state"] != "closed" ||
@@ -113,6 +118,48 @@ func TestHandlerSaysWhoSyncsAndHowFresh(t *testing.T) {
 			if !strings.Contains(rec.Body.String(), w) {
 				t.Errorf("GET /board with status %+v lacks %q, want it: %s", c.status, w, c.why)
 			}
+		}
+	}
+}
+
+// TestHandlerJSONCarriesTheSyncStatus pins GET /board?format=json's
+// status: what the HTML page says of the sync, every field always present,
+// syncers [] and last_pass null when there are none.
+func TestHandlerJSONCarriesTheSyncStatus(t *testing.T) {
+	last := time.Date(2026, 9, 30, 14, 0, 0, 0, time.FixedZone("x", 3600))
+	for _, c := range []struct {
+		status board.Status
+		want   string
+		why    string
+	}{
+		{board.Status{Syncer: "replica-b"},
+			`{"syncer":"replica-b","syncer_unknown":false,"self":false,"shards":0,"syncers":[],"held":0,"last_pass":null}`,
+			"another replica syncs; its passes are not known here"},
+		{board.Status{Syncer: "replica-a", Self: true, LastPass: last},
+			`{"syncer":"replica-a","syncer_unknown":false,"self":true,"shards":0,"syncers":[],"held":0,"last_pass":"2026-09-30T13:00:00Z"}`,
+			"this replica syncs; its last complete pass in UTC"},
+		{board.Status{SyncerUnknown: true},
+			`{"syncer":"","syncer_unknown":true,"self":false,"shards":0,"syncers":[],"held":0,"last_pass":null}`,
+			"the lease store did not answer: unknown, not nobody"},
+		{board.Status{Shards: 4, Syncers: []string{"replica-a", "replica-b"}, Held: 3, Self: true},
+			`{"syncer":"","syncer_unknown":false,"self":true,"shards":4,"syncers":["replica-a","replica-b"],"held":3,"last_pass":null}`,
+			"in App mode, the holders of the group's shards and how many are held"},
+	} {
+		h := board.Handler(board.NewMemoryStore(), nil, func(context.Context) board.Status { return c.status })
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", "/board?format=json", nil))
+		var view struct {
+			Status json.RawMessage `json:"status"`
+			Cards  json.RawMessage `json:"cards"`
+		}
+		if err := json.Unmarshal(rec.Body.Bytes(), &view); err != nil || rec.Code != 200 {
+			t.Fatalf("GET /board?format=json = %d %s (%v), want 200 and a View", rec.Code, rec.Body, err)
+		}
+		if got := string(view.Status); got != c.want {
+			t.Errorf("status of %+v: got %s, want %s: %s", c.status, got, c.want, c.why)
+		}
+		if got := string(view.Cards); got != "[]" {
+			t.Errorf("cards of an empty board: got %s, want []", got)
 		}
 	}
 }
