@@ -6,7 +6,9 @@
 // [MongoStore]) that pass one conformance suite,
 // [iterion.dev/iterion/pkg/board/boardtest]; the [Sync], whose Work serves
 // one lease term and lists each repository's issues since a watermark every
-// interval ([lease.Every]); and [Handler], the board's HTTP view. The
+// interval ([lease.Every]), in full at a term's start and every
+// Config.FullEvery, when it removes the cards of deleted and transferred
+// issues; and [Handler], the board's HTTP view. The
 // package knows nothing of the merge gate: the server elects the Sync under
 // its lease and serves the Handler at /board.
 package board
@@ -80,17 +82,28 @@ func legacyCardID(host, repo string, number int) string {
 // error wrapping ErrInvalid that names the field and value; nil when c is
 // whole.
 func (c Card) Validate() error {
+	if err := checkKey(c.Host, c.Repo, c.Number); err != nil {
+		return err
+	}
 	switch {
-	case strings.TrimSpace(c.Host) == "" || strings.ContainsAny(c.Host, "/# \t\r\n"):
-		return fmt.Errorf("%w: host %q is not a host name", ErrInvalid, c.Host)
-	case !validRepo(c.Repo):
-		return fmt.Errorf("%w: repo %q is not owner/name", ErrInvalid, c.Repo)
-	case c.Number < 1:
-		return fmt.Errorf("%w: number %d is not an issue number", ErrInvalid, c.Number)
 	case c.State != "open" && c.State != "closed":
 		return fmt.Errorf("%w: state %q is not open or closed", ErrInvalid, c.State)
 	case c.Updated.IsZero():
 		return fmt.Errorf("%w: updated %v is zero", ErrInvalid, c.Updated)
+	}
+	return nil
+}
+
+// checkKey reports the first of host, repo and number, a card's key, that
+// a board store would refuse, as an error wrapping ErrInvalid.
+func checkKey(host, repo string, number int) error {
+	switch {
+	case strings.TrimSpace(host) == "" || strings.ContainsAny(host, "/# \t\r\n"):
+		return fmt.Errorf("%w: host %q is not a host name", ErrInvalid, host)
+	case !validRepo(repo):
+		return fmt.Errorf("%w: repo %q is not owner/name", ErrInvalid, repo)
+	case number < 1:
+		return fmt.Errorf("%w: number %d is not an issue number", ErrInvalid, number)
 	}
 	return nil
 }
@@ -175,6 +188,12 @@ type Store interface {
 	// updated first (ties by ID). A q.Limit under 1 or an unknown q.State
 	// is refused with an error wrapping ErrInvalid.
 	Cards(ctx context.Context, q Query) ([]Card, error)
+	// Remove deletes the card of issue number of repo on host (the repo
+	// compared without regard to case, as CardID keys it), for an issue
+	// the forge no longer has there; removed reports whether there was
+	// one. A host, repo or number Validate would refuse is refused with an
+	// error wrapping ErrInvalid.
+	Remove(ctx context.Context, host, repo string, number int) (removed bool, err error)
 }
 
 // MemoryStore is the in-memory Store twin, for a single process
@@ -230,4 +249,20 @@ func (s *MemoryStore) Cards(ctx context.Context, q Query) ([]Card, error) {
 	s.mu.Unlock()
 	slices.SortFunc(out, compareCards)
 	return out[:min(q.Limit, len(out))], nil
+}
+
+// Remove implements Store.
+func (s *MemoryStore) Remove(ctx context.Context, host, repo string, number int) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, fmt.Errorf("board: remove card: %w", err)
+	}
+	if err := checkKey(host, repo, number); err != nil {
+		return false, err
+	}
+	id := CardID(host, repo, number)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.cards[id]
+	delete(s.cards, id)
+	return ok, nil
 }

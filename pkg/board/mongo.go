@@ -216,3 +216,19 @@ func decodeCard(raw bson.Raw) (Card, error) {
 	}
 	return c, nil
 }
+
+// Remove implements Store. It deletes the card's legacy document too (the
+// repository as given), which a replica of an earlier release may have
+// written meanwhile.
+func (s *MongoStore) Remove(ctx context.Context, host, repo string, number int) (bool, error) {
+	if err := checkKey(host, repo, number); err != nil {
+		return false, err
+	}
+	id := CardID(host, repo, number)
+	ids := bson.A{id, legacyCardID(host, repo, number)}
+	res, err := s.coll.DeleteMany(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}})
+	if err != nil {
+		return false, fmt.Errorf("board: remove card %q: %w", id, err)
+	}
+	return res.DeletedCount > 0, nil
+}

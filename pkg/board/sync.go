@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -16,17 +17,25 @@ import (
 // DefaultInterval is the time between two passes of the board sync.
 const DefaultInterval = 5 * time.Minute
 
-// IssueLister lists a repository's issues and pull requests updated at or
-// after since (zero: all), every page, most recently updated first;
-// *forge.Client is one. The board sync needs nothing else from the forge.
-// The order keeps the watermark honest: listed by creation (GitHub's
-// default), an issue edited on a page already read would be passed over by
-// the watermark of a later edit on a later page.
-type IssueLister interface {
+// DefaultFullEvery is how long a repository goes between two full syncs
+// unless Config.FullEvery says otherwise.
+const DefaultFullEvery = 24 * time.Hour
+
+// IssueReader is what the board sync needs from the forge; *forge.Client
+// is one.
+type IssueReader interface {
+	// ListIssues lists a repository's issues and pull requests updated at
+	// or after since (zero: all), every page, most recently updated
+	// first. The order keeps the watermark honest: listed by creation
+	// (GitHub's default), an issue edited on a page already read would be
+	// passed over by the watermark of a later edit on a later page.
 	ListIssues(ctx context.Context, owner, repo string, since time.Time) ([]forge.Issue, error)
+	// GetIssue reads one issue, following a transferred issue to its new
+	// repository; a deleted one is forge.ErrGone or forge.ErrNotFound.
+	GetIssue(ctx context.Context, owner, repo string, number int) (forge.Issue, error)
 }
 
-var _ IssueLister = (*forge.Client)(nil)
+var _ IssueReader = (*forge.Client)(nil)
 
 // RepoPass is what one pass of the board sync did for one repository.
 type RepoPass struct {
@@ -34,6 +43,10 @@ type RepoPass struct {
 	Repo string
 	// Since is the watermark the pass listed from; zero for a full sync.
 	Since time.Time
+	// Removed is how many cards a full sync removed, of issues the forge
+	// no longer lists there: deleted, or transferred to another
+	// repository.
+	Removed int
 	// Listed is how many issues the forge returned; Changed how many of
 	// them changed the stored card; LeftOut how many no card could hold
 	// (a field GitHub's schema does not allow, such as an unknown state),
@@ -66,7 +79,7 @@ type Pass struct {
 // Config assembles a Sync.
 type Config struct {
 	Store Store       // required: where the cards are kept
-	Forge IssueLister // required: the forge client, in the server
+	Forge IssueReader // required: the forge client, in the server
 	// Host is the forge host the cards are filed under, e.g. "github.com";
 	// required.
 	Host string
@@ -75,6 +88,11 @@ type Config struct {
 	Repos []string
 	// Interval is the time between passes; 0 means DefaultInterval.
 	Interval time.Duration
+	// FullEvery is how long a repository goes between two full syncs,
+	// which list every issue afresh and remove the cards of issues the
+	// forge no longer has there; 0 means DefaultFullEvery. The first pass
+	// of a term is always a full sync.
+	FullEvery time.Duration
 	// Owner names the replica in Pass, and in every log line: NewSync
 	// adds it to Logger once.
 	Owner string
@@ -122,6 +140,8 @@ func NewSync(cfg Config) (*Sync, error) {
 		return nil, fmt.Errorf("%w: Repos is empty", ErrConfig)
 	case cfg.Interval < 0:
 		return nil, fmt.Errorf("%w: Interval %v is negative", ErrConfig, cfg.Interval)
+	case cfg.FullEvery < 0:
+		return nil, fmt.Errorf("%w: FullEvery %v is negative", ErrConfig, cfg.FullEvery)
 	}
 	repos, err := parseRepos("Repos", cfg.Repos)
 	if err != nil {
@@ -130,6 +150,9 @@ func NewSync(cfg Config) (*Sync, error) {
 	s := &Sync{repos: repos}
 	if cfg.Interval == 0 {
 		cfg.Interval = DefaultInterval
+	}
+	if cfg.FullEvery == 0 {
+		cfg.FullEvery = DefaultFullEvery
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -182,8 +205,11 @@ func (s *Sync) Interval() time.Duration { return s.cfg.Interval }
 type boardTerm struct {
 	term, pass int
 	// watermarks holds, per repository, the latest forge updated time the
-	// term has stored every card up to; absent: sync in full.
+	// term has stored every card up to; absent or zero: list every issue.
 	watermarks map[string]time.Time
+	// fullAt holds, per repository, when the term's last full sync of it
+	// began (Config.Now); absent: sync in full.
+	fullAt map[string]time.Time
 }
 
 // Work serves one term: it makes a pass every interval until ctx is done,
@@ -199,15 +225,18 @@ type boardTerm struct {
 // seconds, so the list asks from one second before the watermark: an issue
 // updated in the same second as the last one seen is listed again rather
 // than missed, whether since is inclusive or not (its unchanged card is no
-// change). The first pass of a term lists everything. A repository whose
-// list or store fails keeps its watermark, so the next pass lists the same
-// issues again; the pass goes on to the next repository. A rate-limit error
+// change). The first pass of a term lists everything, and so does a
+// repository's first pass once Config.FullEvery has passed since its last
+// full sync: a full sync then removes the cards of the issues the list did
+// not show (removeGone). A repository whose list, store or removal fails
+// keeps its watermark, so the next pass lists the same issues again; the
+// pass goes on to the next repository. A rate-limit error
 // stops the pass; the ticks before the limit's reset are skipped and not
 // counted as passes. Config.Watchdog bounds each pass; when it ends the
 // term (passes in a row that did not sync every repository), Work logs why
 // and returns, and the lease is released.
 func (s *Sync) Work(ctx context.Context) {
-	st := &boardTerm{term: int(s.terms.Add(1)), watermarks: make(map[string]time.Time)}
+	st := &boardTerm{term: int(s.terms.Add(1)), watermarks: make(map[string]time.Time), fullAt: make(map[string]time.Time)}
 	err := lease.Every(forge.WithLane(ctx, forge.LaneBoardSync), s.cfg.Interval, s.cfg.Now,
 		func(ctx context.Context) (time.Time, bool) {
 			p := s.pass(ctx, st)
@@ -234,7 +263,7 @@ func (s *Sync) pass(ctx context.Context, st *boardTerm) passEnd {
 	var resume time.Time
 	st.pass++
 	p := Pass{Owner: s.cfg.Owner, Term: st.term, Pass: st.pass, At: s.cfg.Now(), Complete: true}
-	listed, changed, leftOut, failed := 0, 0, 0, 0
+	listed, changed, leftOut, removed, failed := 0, 0, 0, 0, 0
 	for _, r := range s.repos {
 		if ctx.Err() != nil {
 			p.Complete = false
@@ -242,7 +271,7 @@ func (s *Sync) pass(ctx context.Context, st *boardTerm) passEnd {
 		}
 		rp := s.syncRepo(ctx, st, r)
 		p.Repos = append(p.Repos, rp)
-		listed, changed, leftOut = listed+rp.Listed, changed+rp.Changed, leftOut+rp.LeftOut
+		listed, changed, leftOut, removed = listed+rp.Listed, changed+rp.Changed, leftOut+rp.LeftOut, removed+rp.Removed
 		if rp.Err == nil {
 			continue
 		}
@@ -258,18 +287,23 @@ func (s *Sync) pass(ctx context.Context, st *boardTerm) passEnd {
 			"since", rp.Since, "err", rp.Err)
 	}
 	s.cfg.Logger.Info("board sync pass", "term", p.Term, "pass", p.Pass, "repos", len(p.Repos),
-		"failed", failed, "listed", listed, "changed", changed, "left_out", leftOut, "complete", p.Complete)
+		"failed", failed, "listed", listed, "changed", changed, "left_out", leftOut, "removed", removed, "complete", p.Complete)
 	if s.cfg.OnPass != nil {
 		s.cfg.OnPass(p)
 	}
 	return passEnd{resume: resume, synced: p.Complete && failed == 0}
 }
 
-// syncRepo lists r's issues since its watermark and stores their cards,
-// moving the watermark only when every card was stored.
+// syncRepo lists r's issues since its watermark, or all of them in a full
+// sync, and stores their cards, moving the watermark only when every card
+// was stored (and in a full sync, every card of an issue gone removed).
 func (s *Sync) syncRepo(ctx context.Context, st *boardTerm, r boardRepo) RepoPass {
-	since := st.watermarks[r.full]
-	rp := RepoPass{Repo: r.full, Since: since, Watermark: since}
+	since, began := st.watermarks[r.full], s.cfg.Now()
+	full := st.fullAt[r.full].IsZero() || began.Sub(st.fullAt[r.full]) >= s.cfg.FullEvery
+	if full {
+		since = time.Time{}
+	}
+	rp := RepoPass{Repo: r.full, Since: since, Watermark: st.watermarks[r.full]}
 	from := since
 	if !from.IsZero() {
 		from = from.Add(-time.Second) // the overlap: see Work
@@ -282,11 +316,7 @@ func (s *Sync) syncRepo(ctx context.Context, st *boardTerm, r boardRepo) RepoPas
 	rp.Listed = len(issues)
 	mark := since
 	for _, is := range issues {
-		changed, err := s.cfg.Store.Put(ctx, Card{
-			Host: s.cfg.Host, Repo: r.full, Number: is.Number, Title: is.Title, State: is.State,
-			Labels: is.Labels, Assignees: is.Assignees, PullRequest: is.PullRequest, URL: is.HTMLURL,
-			Updated: is.UpdatedAt,
-		})
+		changed, err := s.cfg.Store.Put(ctx, s.cardOf(r, is))
 		if errors.Is(err, ErrInvalid) {
 			// The forge described this issue in a way GitHub's schema does
 			// not allow: no card can hold it, and failing the repository
@@ -307,7 +337,84 @@ func (s *Sync) syncRepo(ctx context.Context, st *boardTerm, r boardRepo) RepoPas
 			mark = is.UpdatedAt
 		}
 	}
+	if full {
+		if rp.Removed, err = s.removeGone(ctx, r, issues); err != nil {
+			rp.Err = err
+			return rp
+		}
+		st.fullAt[r.full] = began
+	}
 	st.watermarks[r.full] = mark
 	rp.Watermark = mark
 	return rp
+}
+
+// cardOf is the card of issue is of r.
+func (s *Sync) cardOf(r boardRepo, is forge.Issue) Card {
+	return Card{
+		Host: s.cfg.Host, Repo: r.full, Number: is.Number, Title: is.Title, State: is.State,
+		Labels: is.Labels, Assignees: is.Assignees, PullRequest: is.PullRequest, URL: is.HTMLURL,
+		Updated: is.UpdatedAt,
+	}
+}
+
+// removeGone removes, after a full list of r's issues, the card of every
+// issue the list did not show and the forge confirms gone from r, and
+// returns how many it removed. GitHub's issue list shows neither deleted
+// nor transferred issues; reading each missing one tells them from an
+// issue the list passed over because an edit moved it between two pages
+// (Get an issue answers a transferred issue 301, a deleted one 410, or 404
+// without access to where it went:
+// https://docs.github.com/rest/issues/issues#get-an-issue). An issue still
+// there has its card refreshed instead. The reads are one per missing
+// card, once a full sync: a removed card is not read again.
+//
+// r's own issues may name it in another spelling, or by a new name if it
+// was renamed (GitHub redirects the old one): an issue that comes back in
+// a repository the list's issues named is still there, not transferred.
+func (s *Sync) removeGone(ctx context.Context, r boardRepo, listed []forge.Issue) (int, error) {
+	shown := make(map[int]bool, len(listed))
+	here := map[string]bool{forge.RepoKey(r.full): true}
+	for _, is := range listed {
+		shown[is.Number] = true
+		if is.Repo != "" {
+			here[forge.RepoKey(is.Repo)] = true
+		}
+	}
+	cards, err := s.cfg.Store.Cards(ctx, Query{Host: s.cfg.Host, Repo: r.full, Limit: math.MaxInt})
+	if err != nil {
+		return 0, fmt.Errorf("board: cards of %s to check: %w", r.full, err)
+	}
+	removed := 0
+	for _, c := range cards {
+		if shown[c.Number] {
+			continue
+		}
+		is, err := s.cfg.Forge.GetIssue(ctx, r.owner, r.name, c.Number)
+		why := "deleted"
+		switch {
+		case errors.Is(err, forge.ErrGone), errors.Is(err, forge.ErrNotFound):
+		case err != nil:
+			return removed, fmt.Errorf("board: check card %s: %w", c.ID(), err)
+		case !here[forge.RepoKey(is.Repo)]:
+			why = "transferred to " + is.Repo
+		default:
+			_, err := s.cfg.Store.Put(ctx, s.cardOf(r, is))
+			if errors.Is(err, ErrInvalid) { // as in syncRepo: it comes again when next updated
+				s.cfg.Logger.Warn("board sync: issue left out", "repo", r.full, "number", is.Number, "err", err)
+			} else if err != nil {
+				return removed, fmt.Errorf("board: board card %s: %w", c.ID(), err)
+			}
+			continue
+		}
+		ok, err := s.cfg.Store.Remove(ctx, s.cfg.Host, r.full, c.Number)
+		if err != nil {
+			return removed, fmt.Errorf("board: remove card %s: %w", c.ID(), err)
+		}
+		if ok {
+			removed++
+			s.cfg.Logger.Info("board sync: card removed", "repo", r.full, "number", c.Number, "why", why)
+		}
+	}
+	return removed, nil
 }

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -92,6 +93,13 @@ const (
 // newBoardRig must be called inside a synctest bubble.
 func newBoardRig(t *testing.T, repos ...string) *boardRig {
 	t.Helper()
+	return newBoardRigWith(t, nil, repos...)
+}
+
+// newBoardRigWith is newBoardRig whose sync's config tune changes first,
+// when not nil.
+func newBoardRigWith(t *testing.T, tune func(*board.Config), repos ...string) *boardRig {
+	t.Helper()
 	r := &boardRig{sim: forgesim.New(), board: board.NewMemoryStore(), passes: make(chan board.Pass, 100)}
 	tr, stop := forgetest.ServeSimOnPipe(r.sim)
 	t.Cleanup(stop)
@@ -99,11 +107,15 @@ func newBoardRig(t *testing.T, repos ...string) *boardRig {
 	r.client = forgetest.NewForge(t, "http://forge.test/", r.net, boardToken, nil, nil)
 	var logger *slog.Logger
 	logger, r.logs = forgetest.TextLogger()
-	var err error
-	r.sync, err = board.NewSync(board.Config{
+	cfg := board.Config{
 		Store: r.board, Forge: r.client, Host: "github.com", Repos: repos, Interval: boardInterval,
 		Owner: "replica-a", Logger: logger, OnPass: func(p board.Pass) { r.passes <- p },
-	})
+	}
+	if tune != nil {
+		tune(&cfg)
+	}
+	var err error
+	r.sync, err = board.NewSync(cfg)
 	if err != nil {
 		t.Fatalf("NewSync: %v", err)
 	}
@@ -503,6 +515,7 @@ func TestNewSyncRefusesBadConfigNamingTheField(t *testing.T) {
 		{`Repos entry "acme/app" names the repository of entry "acme/app": it is listed twice`, func(c *board.Config) { c.Repos = []string{"acme/app", "acme/app"} }},
 		{`Repos entry "Acme/App" names the repository of entry "acme/app"`, func(c *board.Config) { c.Repos = []string{"acme/app", "Acme/App"} }},
 		{"Interval -1s", func(c *board.Config) { c.Interval = -time.Second }},
+		{"FullEvery -1s", func(c *board.Config) { c.FullEvery = -time.Second }},
 	} {
 		cfg := good()
 		tc.bad(&cfg)
@@ -547,6 +560,153 @@ func TestSyncKeepsOneCardPerIssueWhateverTheCaseConfigured(t *testing.T) {
 		all, _ := r.board.Cards(context.Background(), board.Query{Limit: 10})
 		if len(all) != 2 {
 			t.Fatalf("cards stored: got %d, want 2: no stale duplicate beside the renamed ones", len(all))
+		}
+	})
+}
+
+// issueReadsRoute is the simulator's route of one issue's read.
+const issueReadsRoute = "GET /repos/{owner}/{repo}/issues/{number}"
+
+// dropFromLists makes every issue list answer leave out issue number, as
+// a list does that an edit shifted between two of its pages.
+func dropFromLists(r *boardRig, number int) {
+	r.net.after = func(resp *http.Response) error {
+		if resp.StatusCode != http.StatusOK || !strings.HasSuffix(resp.Request.URL.Path, "/issues") {
+			return nil
+		}
+		var issues []map[string]any
+		if err := json.NewDecoder(resp.Body).Decode(&issues); err != nil {
+			return err
+		}
+		issues = slices.DeleteFunc(issues, func(is map[string]any) bool { return is["number"] == float64(number) })
+		b, err := json.Marshal(issues)
+		resp.Body, resp.ContentLength = io.NopCloser(bytes.NewReader(b)), int64(len(b))
+		return err
+	}
+}
+
+// TestSyncRemovesTheCardsOfDeletedAndTransferredIssues pins that a full
+// sync (here a term's first pass) removes the card of an issue deleted
+// from its repository or transferred to another, which GitHub's list no
+// longer shows, and keeps the card of an issue the list passed over but
+// the forge still has (an edit moved it between two pages): each missing
+// card is read once, and only then.
+func TestSyncRemovesTheCardsOfDeletedAndTransferredIssues(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newBoardRig(t, "acme/app")
+		for n := 1; n <= 4; n++ {
+			r.seed(t, "acme/app", forgesim.Issue{Number: n, Title: fmt.Sprint("title ", n), State: "open"})
+		}
+		stop := r.start(t)
+		r.next(t)
+		if err := r.sim.DeleteIssue("acme", "app", 1); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.sim.TransferIssue("acme", "app", 2, "acme", "lib"); err != nil {
+			t.Fatal(err)
+		}
+		r.next(t)
+		if got := len(r.cards(t)); got != 4 {
+			t.Fatalf("cards after an incremental pass: got %d, want 4: a pass listing since its watermark cannot see what left the list", got)
+		}
+		if got := r.sim.Requests(forgesim.Filter{Route: issueReadsRoute}); got != 0 {
+			t.Fatalf("issue reads by incremental passes: got %d, want 0: no per-card read on every pass", got)
+		}
+		stop()
+
+		dropFromLists(r, 3)
+		r.start(t)
+		r.next(t)
+		cards := r.cards(t)
+		if _, ok := cards[1]; ok {
+			t.Errorf("card 1 after a full sync: still there, want it removed: the issue was deleted")
+		}
+		if _, ok := cards[2]; ok {
+			t.Errorf("card 2 after a full sync: still there, want it removed: the issue was transferred to another repository")
+		}
+		if len(cards) != 2 || cards[3].Title != "title 3" || cards[4].Title != "title 4" {
+			t.Errorf("cards after a full sync: got %v, want 3 and 4: an issue the list passed over but the forge has keeps its card", cards)
+		}
+		// Issue 1 answers 410, issue 2 answers 301 and then its new
+		// address, issue 3 answers 200.
+		if got := r.sim.Requests(forgesim.Filter{Route: issueReadsRoute}); got != 4 {
+			t.Errorf("issue reads: got %d, want 4: one read of each card the full list did not show (the transfer's redirect is a second request)", got)
+		}
+		if n := r.logs.Logged("board sync: card removed"); n != 2 || !strings.Contains(r.logs.String(), "transferred to acme/lib") {
+			t.Errorf("log: %d lines of a card removed, want 2, one naming the repository it went to:\n%s", n, r.logs.String())
+		}
+	})
+}
+
+// TestSyncListsInFullEveryFullEvery pins that a term long enough syncs
+// each repository in full again once Config.FullEvery has passed since its
+// last full sync, and removes then the cards of the issues that left it;
+// the passes between list since the watermark.
+func TestSyncListsInFullEveryFullEvery(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newBoardRigWith(t, func(c *board.Config) { c.FullEvery = 3 * boardInterval }, "acme/app")
+		r.seed(t, "acme/app", forgesim.Issue{Number: 1, Title: "one", State: "open"})
+		r.seed(t, "acme/app", forgesim.Issue{Number: 2, Title: "two", State: "open"})
+		r.start(t)
+		var fulls []int
+		for pass := 1; pass <= 7; pass++ {
+			if pass == 2 {
+				if err := r.sim.DeleteIssue("acme", "app", 1); err != nil {
+					t.Fatal(err)
+				}
+			}
+			rp := r.next(t).Repos[0]
+			if rp.Err != nil {
+				t.Fatalf("pass %d: %v", pass, rp.Err)
+			}
+			if rp.Since.IsZero() {
+				fulls = append(fulls, pass)
+			}
+			if pass == 4 && (rp.Removed != 1 || len(r.cards(t)) != 1) {
+				t.Errorf("pass 4, the first full sync after the deletion: got %+v and %d cards, want 1 removed and 1 card left", rp, len(r.cards(t)))
+			}
+		}
+		if want := []int{1, 4, 7}; !slices.Equal(fulls, want) {
+			t.Errorf("full syncs: passes %v, want %v: one every FullEvery (three intervals), the others since the watermark", fulls, want)
+		}
+		if n := strings.Count(r.logs.String(), " removed=1 "); n != 1 {
+			t.Errorf("pass lines with removed=1: got %d, want 1: the pass line counts the cards removed\n%s", n, r.logs.String())
+		}
+	})
+}
+
+// TestSyncRemovalErrorKeepsTheWatermark pins that a full sync whose check
+// of a missing card fails (the forge unreachable) fails its repository as
+// a list error does: the watermark stays, the card stays, and the next
+// pass syncs in full again and removes it.
+func TestSyncRemovalErrorKeepsTheWatermark(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newBoardRig(t, "acme/app")
+		r.seed(t, "acme/app", forgesim.Issue{Number: 1, Title: "one", State: "open"})
+		r.seed(t, "acme/app", forgesim.Issue{Number: 2, Title: "two", State: "open"})
+		stop := r.start(t)
+		r.next(t)
+		stop()
+		if err := r.sim.DeleteIssue("acme", "app", 1); err != nil {
+			t.Fatal(err)
+		}
+		var unreachable atomic.Bool // the term's goroutine reads it
+		unreachable.Store(true)
+		r.net.after = func(resp *http.Response) error {
+			if unreachable.Load() && strings.HasSuffix(resp.Request.URL.Path, "/issues/1") {
+				return errUnreachable
+			}
+			return nil
+		}
+		r.start(t)
+		rp := r.next(t).Repos[0]
+		if !errors.Is(rp.Err, errUnreachable) || !rp.Watermark.IsZero() || rp.Removed != 0 || len(r.cards(t)) != 2 {
+			t.Fatalf("full sync whose check failed: got %+v and %d cards, want the error, the watermark unmoved, nothing removed", rp, len(r.cards(t)))
+		}
+		unreachable.Store(false)
+		rp = r.next(t).Repos[0]
+		if rp.Err != nil || !rp.Since.IsZero() || rp.Removed != 1 || len(r.cards(t)) != 1 {
+			t.Fatalf("next pass: got %+v and %d cards, want a full sync again that removes the deleted issue's card", rp, len(r.cards(t)))
 		}
 	})
 }

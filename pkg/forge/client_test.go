@@ -89,6 +89,40 @@ func TestListIssuesFollowsEveryPageAndSince(t *testing.T) {
 	}
 }
 
+// TestGetIssueTellsDeletedAndTransferredIssues pins GetIssue on GitHub's
+// answers for an issue no longer in its repository
+// (https://docs.github.com/rest/issues/issues#get-an-issue): a transferred
+// one's 301 is followed, and the issue comes back in its new repository; a
+// deleted one's 410 is ErrGone; a missing one's 404 ErrNotFound.
+func TestGetIssueTellsDeletedAndTransferredIssues(t *testing.T) {
+	sim, srv := startSim(t)
+	c := newClient(t, srv, forge.Config{Token: "t1"})
+	ctx := forge.WithLane(context.Background(), forge.LaneBoardSync)
+	for n := 1; n <= 3; n++ {
+		if err := sim.SeedIssue("Acme", "App", forgesim.Issue{Number: n, Title: fmt.Sprint("issue ", n), State: "open"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := sim.DeleteIssue("acme", "app", 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sim.TransferIssue("acme", "app", 2, "acme", "lib"); err != nil {
+		t.Fatal(err)
+	}
+	if is, err := c.GetIssue(ctx, "acme", "app", 3); err != nil || is.Repo != "Acme/App" || is.Number != 3 || is.Title != "issue 3" {
+		t.Errorf("GetIssue of an issue still there: got %+v, %v, want issue 3 of Acme/App, the forge's spelling", is, err)
+	}
+	if is, err := c.GetIssue(ctx, "acme", "app", 2); err != nil || is.Repo != "acme/lib" || is.Number != 1 {
+		t.Errorf("GetIssue of a transferred issue: got %+v, %v, want issue 1 of acme/lib: the 301 is followed to its new repository", is, err)
+	}
+	if _, err := c.GetIssue(ctx, "acme", "app", 1); !errors.Is(err, forge.ErrGone) || errors.Is(err, forge.ErrNotFound) {
+		t.Errorf("GetIssue of a deleted issue: got %v, want ErrGone: a 410 is reported as forge.ErrGone", err)
+	}
+	if _, err := c.GetIssue(ctx, "acme", "app", 9); !errors.Is(err, forge.ErrNotFound) {
+		t.Errorf("GetIssue of an issue that never was: got %v, want ErrNotFound", err)
+	}
+}
+
 func TestNewRejectsBadConfigNamingTheField(t *testing.T) {
 	cases := []struct {
 		name  string

@@ -55,6 +55,11 @@ var ErrInvalidConfig = errors.New("forge: invalid config")
 // pull request or commit, or no access to it).
 var ErrNotFound = errors.New("forge: not found")
 
+// ErrGone is wrapped when the forge answers 410 Gone: the thing asked for
+// was there and was deleted, such as an issue
+// (https://docs.github.com/rest/issues/issues#get-an-issue).
+var ErrGone = errors.New("forge: gone")
+
 // ErrServer reports a 5xx answer: the forge failed, not the request, and
 // every replica asking now would fail alike, so a caller backs off.
 var ErrServer = errors.New("forge: server error")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/google/go-github/v88/github"
@@ -37,6 +38,10 @@ type CombinedStatus struct {
 // Issue is an issue or a pull request (PullRequest true) as the board sync
 // needs it.
 type Issue struct {
+	// Repo is the "owner/name" of the repository the issue is in, from
+	// its repository_url, in the forge's spelling; "" when the answer
+	// lacked it.
+	Repo        string
 	Number      int
 	Title       string
 	State       string // "open" or "closed"
@@ -163,6 +168,37 @@ func (c *Client) CreateStatus(ctx context.Context, owner, repo, sha string, st S
 	return nil
 }
 
+// GetIssue returns issue (or pull request) number of owner/repo. GitHub
+// answers an issue transferred to another repository 301 Moved
+// Permanently to its new address, which the client follows: the Issue's
+// Repo is then another repository than owner/repo. A deleted issue is
+// ErrGone (410), or ErrNotFound (404) where the token cannot read the
+// repository it was deleted from or transferred to
+// (https://docs.github.com/rest/issues/issues#get-an-issue). An answer
+// without its repository_url fails with ErrMalformedAnswer.
+func (c *Client) GetIssue(ctx context.Context, owner, repo string, number int) (Issue, error) {
+	op := fmt.Sprintf("GET issue %s/%s#%d", owner, repo, number)
+	is, _, err := c.gh.Issues.Get(ctx, owner, repo, number)
+	if err != nil {
+		return Issue{}, c.wrap(ctx, op, err)
+	}
+	out := issueOf(is)
+	if out.Repo == "" {
+		return Issue{}, fmt.Errorf("%s: %w: repository_url %q names no repository", op, ErrMalformedAnswer, is.GetRepositoryURL())
+	}
+	return out, nil
+}
+
+// repoOfURL is the "owner/name" of a repository's API URL
+// (".../repos/owner/name"), or "" when u is not one.
+func repoOfURL(u string) string {
+	_, full, ok := strings.Cut(u, "/repos/")
+	if _, _, err := ParseRepo(full); !ok || err != nil {
+		return ""
+	}
+	return full
+}
+
 // ListIssues returns every issue and pull request of owner/repo, open or
 // closed, updated at or after since (zero: all), following every page,
 // most recently updated first. In that order an issue updated while the
@@ -194,6 +230,7 @@ func (c *Client) ListIssues(ctx context.Context, owner, repo string, since time.
 
 func issueOf(is *github.Issue) Issue {
 	out := Issue{
+		Repo:        repoOfURL(is.GetRepositoryURL()),
 		Number:      is.GetNumber(),
 		Title:       is.GetTitle(),
 		State:       is.GetState(),
@@ -211,8 +248,8 @@ func issueOf(is *github.Issue) Issue {
 }
 
 // wrap turns go-github's errors into this package's: rate limits into a
-// *RateLimitError, 404 into ErrNotFound, another 403 into ErrForbidden, a
-// 5xx into ErrServer; op names the call.
+// *RateLimitError, 404 into ErrNotFound, 410 into ErrGone, another 403
+// into ErrForbidden, a 5xx into ErrServer; op names the call.
 func (c *Client) wrap(ctx context.Context, op string, err error) error {
 	var held *RateLimitError
 	if errors.As(err, &held) {
@@ -239,6 +276,9 @@ func (c *Client) wrap(ctx context.Context, op string, err error) error {
 	}
 	if errors.As(err, &resp) && resp.Response != nil && resp.Response.StatusCode == http.StatusNotFound {
 		return fmt.Errorf("forge: %s: %w: %w", op, ErrNotFound, err)
+	}
+	if errors.As(err, &resp) && resp.Response != nil && resp.Response.StatusCode == http.StatusGone {
+		return fmt.Errorf("forge: %s: %w: %w", op, ErrGone, err)
 	}
 	if errors.As(err, &resp) && resp.Response != nil && resp.Response.StatusCode == http.StatusForbidden {
 		return fmt.Errorf("forge: %s: %w: %w", op, ErrForbidden, err)

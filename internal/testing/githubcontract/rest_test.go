@@ -308,6 +308,20 @@ func TestSimulatorAnswersMatchGitHubsDescription(t *testing.T) {
 	if len(issues) != 102 {
 		t.Fatalf("ListIssues = %d issues, want 102 (101 and the pull request)", len(issues))
 	}
+	// One issue there, one transferred (301, then its new address) and one
+	// deleted (410), as the board's full sync reads them.
+	mustOK(t, sim.DeleteIssue("acme", "app", 13))
+	_, err = sim.TransferIssue("acme", "app", 14, "acme", "lib")
+	mustOK(t, err)
+	if is, err := fc.GetIssue(ctx, "acme", "app", 15); err != nil || is.Number != 15 {
+		t.Fatalf("GetIssue = %+v, %v, want issue 15", is, err)
+	}
+	if is, err := fc.GetIssue(ctx, "acme", "app", 14); err != nil || is.Repo != "acme/lib" {
+		t.Fatalf("GetIssue of a transferred issue = %+v, %v, want it in acme/lib", is, err)
+	}
+	if _, err := fc.GetIssue(ctx, "acme", "app", 13); !errors.Is(err, forge.ErrGone) {
+		t.Fatalf("GetIssue of a deleted issue = %v, want ErrGone", err)
+	}
 	// The App client: past one page of 100 installations, so their list is
 	// paginated with Link headers; installation 7, the one above, covers
 	// acme/app.

@@ -219,6 +219,37 @@ var cases = []conformance.Case[board.Store]{
 			t.Errorf("cards after puts as Acme/App and acme/app: got %+v, want one, as acme/app: names differing only in case are one repository", got)
 		}
 	}},
+	{Name: "RemoveDeletesOneCard", Rule: "Remove deletes the card of one issue, its repository named in any case, and says whether there was one", Check: func(t *testing.T, s board.Store) {
+		keep, gone := newCard("acme/app", 1, at(0)), newCard("Acme/App", 2, at(0))
+		put(t, s, keep)
+		put(t, s, gone)
+		removed, err := s.Remove(context.Background(), "github.com", "ACME/app", 2)
+		if err != nil || !removed {
+			t.Fatalf("Remove of a stored card = %v, %v, want true, nil", removed, err)
+		}
+		if got := ids(all(t, s, board.Query{})); !slices.Equal(got, []string{keep.ID()}) {
+			t.Errorf("cards after Remove: got %v, want %v: only the removed issue's card goes", got, []string{keep.ID()})
+		}
+		if removed, err := s.Remove(context.Background(), "github.com", "acme/app", 2); err != nil || removed {
+			t.Errorf("Remove again = %v, %v, want false, nil: there is no card left to remove", removed, err)
+		}
+		for _, bad := range []struct {
+			host, repo string
+			number     int
+		}{{"", "acme/app", 1}, {"github.com", "acme", 1}, {"github.com", "acme/app", 0}} {
+			if _, err := s.Remove(context.Background(), bad.host, bad.repo, bad.number); !errors.Is(err, board.ErrInvalid) {
+				t.Errorf("Remove(%q, %q, %d) = %v, want ErrInvalid: a key no card can have is refused", bad.host, bad.repo, bad.number, err)
+			}
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		if _, err := s.Remove(ctx, "github.com", "acme/app", 1); err == nil {
+			t.Errorf("Remove on a done context = nil, want an error")
+		}
+		if got := ids(all(t, s, board.Query{})); !slices.Equal(got, []string{keep.ID()}) {
+			t.Errorf("cards after refused removes: got %v, want %v: nothing is removed", got, []string{keep.ID()})
+		}
+	}},
 	{Name: "CardsRefusesBadQuery", Rule: "a limit under 1 or an unknown state is ErrInvalid", Check: func(t *testing.T, s board.Store) {
 		for _, q := range []board.Query{{Limit: 0}, {Limit: -1}, {Limit: 1, State: "merged"}} {
 			if _, err := s.Cards(context.Background(), q); !errors.Is(err, board.ErrInvalid) {

@@ -280,6 +280,35 @@ func (s *Sim) listIssues(r *http.Request, _ string) reply {
 	return rep
 }
 
+// getIssue answers GET /repos/{owner}/{repo}/issues/{number} as GitHub's
+// Get an issue does (https://docs.github.com/rest/issues/issues#get-an-issue):
+// the issue or pull request, 301 with Location its new address when it was
+// transferred, 410 Gone when it was deleted, 404 when there never was one.
+func (s *Sim) getIssue(r *http.Request, _ string) reply {
+	number, err := strconv.Atoi(r.PathValue("number"))
+	if err != nil {
+		return notFound()
+	}
+	rp := s.repoFor(r.PathValue("owner"), r.PathValue("repo"), false)
+	if rp == nil {
+		return notFound()
+	}
+	if is := rp.issues[number]; is != nil {
+		return jsonReply(http.StatusOK, s.issueJSON(r, rp, is))
+	}
+	g, ok := rp.gone[number]
+	switch {
+	case !ok:
+		return notFound()
+	case g.to == nil:
+		return errorReply(http.StatusGone, "This issue was deleted")
+	}
+	to := fmt.Sprintf("%s/repos/%s/%s/issues/%d", apiRoot(r), g.to.owner, g.to.name, g.number)
+	rep := jsonReply(http.StatusMovedPermanently, object{"message": "Moved Permanently", "url": to, "documentation_url": "https://docs.github.com/rest/guides/best-practices-for-using-the-rest-api#follow-redirects"})
+	rep.header = http.Header{"Location": {to}}
+	return rep
+}
+
 // issueJSON is GitHub's issue for is of rp; a pull request's carries
 // pull_request.
 func (s *Sim) issueJSON(r *http.Request, rp *repo, is *issue) object {

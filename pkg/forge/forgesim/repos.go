@@ -76,6 +76,7 @@ type repo struct {
 	commits     map[string]bool      // every head SHA ever pushed
 	refs        map[string]string    // "heads/<branch>" or "tags/<tag>" → SHA
 	statuses    map[string][]*status // by SHA, oldest first
+	gone        map[int]gone         // issues deleted or transferred away, by number
 }
 
 type issue struct {
@@ -110,7 +111,7 @@ func (s *Sim) repoFor(owner, name string, create bool) *repo {
 	key := strings.ToLower(owner + "/" + name)
 	r := s.repos[key]
 	if r == nil && create {
-		r = &repo{id: s.newID(), owner: owner, name: name, created: s.clock(), issues: make(map[int]*issue), commits: make(map[string]bool), refs: make(map[string]string), statuses: make(map[string][]*status)}
+		r = &repo{id: s.newID(), owner: owner, name: name, created: s.clock(), issues: make(map[int]*issue), commits: make(map[string]bool), refs: make(map[string]string), statuses: make(map[string][]*status), gone: make(map[int]gone)}
 		r.commits[r.baseSHA()] = true
 		s.repos[key] = r
 	}
@@ -343,4 +344,73 @@ func (s *Sim) SeedIssue(owner, repo string, is Issue) error {
 	cur.title, cur.labels, cur.assignees = is.Title, slices.Clone(is.Labels), slices.Clone(is.Assignees)
 	setState(cur, is.State, now)
 	return nil
+}
+
+// gone is an issue no longer in its repository: deleted (to nil), or
+// transferred to number of repository to.
+type gone struct {
+	to     *repo
+	number int
+}
+
+// DeleteIssue deletes issue number of owner/repo (an issue, not a pull
+// request, as on GitHub): it leaves the list, and its GET answers 410
+// Gone, as GitHub answers a reader with access to the repository
+// (https://docs.github.com/rest/issues/issues#get-an-issue). A missing
+// issue is ErrNotFound.
+func (s *Sim) DeleteIssue(owner, repo string, number int) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, _, err := s.plainIssue(owner, repo, number)
+	if err != nil {
+		return err
+	}
+	delete(r.issues, number)
+	r.gone[number] = gone{}
+	return nil
+}
+
+// TransferIssue moves issue number of owner/repo to toOwner/toRepo
+// (created if need be) under the next number there, and returns it: it
+// leaves the first repository's list, and its GET there answers 301 Moved
+// Permanently, as GitHub answers for a transferred issue
+// (https://docs.github.com/rest/issues/issues#get-an-issue), with Location
+// the issue's address in its new repository. A missing issue is
+// ErrNotFound.
+func (s *Sim) TransferIssue(owner, repo string, number int, toOwner, toRepo string) (int, error) {
+	if err := checkOwnerRepo(toOwner, toRepo); err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, is, err := s.plainIssue(owner, repo, number)
+	if err != nil {
+		return 0, err
+	}
+	to := s.repoFor(toOwner, toRepo, true)
+	if to == r {
+		return 0, badField("repository", toOwner+"/"+toRepo, "is the issue's own")
+	}
+	next := 1
+	for n := range to.issues {
+		next = max(next, n+1)
+	}
+	for n := range to.gone {
+		next = max(next, n+1)
+	}
+	delete(r.issues, number)
+	r.gone[number] = gone{to: to, number: next}
+	is.number, is.updated = next, s.clock()
+	to.issues[next] = is
+	return next, nil
+}
+
+// plainIssue returns issue number of owner/repo, which must not be a pull
+// request; s.mu is held.
+func (s *Sim) plainIssue(owner, repo string, number int) (*repo, *issue, error) {
+	r := s.repoFor(owner, repo, false)
+	if r == nil || r.issues[number] == nil || r.issues[number].pull != nil {
+		return nil, nil, fmt.Errorf("%w: issue %s/%s#%d", ErrNotFound, owner, repo, number)
+	}
+	return r, r.issues[number], nil
 }

@@ -38,6 +38,7 @@
 //	GET  /repos/{owner}/{repo}/commits/{ref}/status   (ref: a SHA, a branch or a tag)
 //	POST /repos/{owner}/{repo}/statuses/{sha}
 //	GET  /repos/{owner}/{repo}/issues                 (state, since, sort, direction, per_page, page)
+//	GET  /repos/{owner}/{repo}/issues/{number}        (301 when transferred, 410 when deleted: TransferIssue, DeleteIssue)
 //	POST /app/installations/{id}/access_tokens        (needs an App JWT)
 //	GET  /app/installations                           (needs an App JWT; per_page, page)
 //	GET  /repos/{owner}/{repo}/installation           (needs an App JWT)
@@ -236,6 +237,7 @@ func (s *Sim) routes() {
 		"GET /repos/{owner}/{repo}/commits/{ref}/status": s.getCombinedStatus,
 		"POST /repos/{owner}/{repo}/statuses/{sha}":      s.createStatus,
 		"GET /repos/{owner}/{repo}/issues":               s.listIssues,
+		"GET /repos/{owner}/{repo}/issues/{number}":      s.getIssue,
 		"POST /app/installations/{id}/access_tokens":     s.createInstallationToken,
 		"GET /app/installations":                         s.listInstallations,
 		"GET /repos/{owner}/{repo}/installation":         s.getRepoInstallation,

@@ -3,6 +3,7 @@ package forgesim_test
 import (
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -562,6 +563,59 @@ func TestIssuesCarryLabelsAndAssignees(t *testing.T) {
 	mustOK(t, json.Unmarshal(body, &got))
 	if len(got) != 2 || fmt.Sprint(got[0].Assignees) != "[{cy}]" || fmt.Sprint(got[1].Assignees) != "[{ana} {bo}]" || fmt.Sprint(got[1].Labels) != "[{bug}]" {
 		t.Fatalf("got %+v, want #5 assigned to cy and #4 labelled bug assigned to ana and bo: seeded assignees are listed as GitHub users", got)
+	}
+}
+
+// TestDeletedAndTransferredIssuesAnswerAsOnGitHub pins Get an issue's
+// answers for an issue no longer in its repository
+// (https://docs.github.com/rest/issues/issues#get-an-issue): 301 with
+// Location its new address when transferred, 410 when deleted, 404 when
+// there never was one; neither is listed by its old repository, and the
+// transferred one is listed by its new one under its next number.
+func TestDeletedAndTransferredIssuesAnswerAsOnGitHub(t *testing.T) {
+	sim, srv := start(t)
+	for n := 1; n <= 3; n++ {
+		mustOK(t, sim.SeedIssue("acme", "app", forgesim.Issue{Number: n, Title: "t", State: "open"}))
+	}
+	mustOK(t, sim.SeedIssue("acme", "lib", forgesim.Issue{Number: 8, Title: "lib's own", State: "open"}))
+	if err := sim.DeleteIssue("acme", "app", 1); err != nil {
+		t.Fatal(err)
+	}
+	moved, err := sim.TransferIssue("acme", "app", 2, "acme", "lib")
+	if err != nil || moved != 9 {
+		t.Fatalf("TransferIssue = %d, %v, want 9: the next number of the new repository", moved, err)
+	}
+	for _, c := range []struct {
+		path     string
+		code     int
+		location string
+		why      string
+	}{
+		{"/repos/acme/app/issues/1", http.StatusGone, "", "a deleted issue answers 410 Gone"},
+		{"/repos/acme/app/issues/2", http.StatusMovedPermanently, srv.URL + "/repos/acme/lib/issues/9", "a transferred issue answers 301 to its new address"},
+		{"/repos/acme/app/issues/3", http.StatusOK, "", "an issue still there answers 200"},
+		{"/repos/acme/lib/issues/9", http.StatusOK, "", "the transferred issue answers at its new address"},
+		{"/repos/acme/app/issues/4", http.StatusNotFound, "", "an issue that never was answers 404"},
+	} {
+		resp, body := do(t, srv, "GET", c.path, "t", "")
+		if resp.StatusCode != c.code || resp.Header.Get("Location") != c.location {
+			t.Errorf("GET %s: got %d Location %q %s, want %d Location %q: %s", c.path, resp.StatusCode, resp.Header.Get("Location"), body, c.code, c.location, c.why)
+		}
+	}
+	numbers := func(repo string) string {
+		_, body := do(t, srv, "GET", "/repos/"+repo+"/issues?state=all", "t", "")
+		var got []struct{ Number int }
+		mustOK(t, json.Unmarshal(body, &got))
+		return fmt.Sprint(got)
+	}
+	if got := numbers("acme/app"); got != "[{3}]" {
+		t.Errorf("acme/app's list: got %s, want [{3}]: a deleted or transferred issue leaves its repository's list", got)
+	}
+	if got := numbers("acme/lib"); got != "[{9} {8}]" {
+		t.Errorf("acme/lib's list: got %s, want [{9} {8}]: the transferred issue is listed by its new repository", got)
+	}
+	if err := sim.DeleteIssue("acme", "app", 1); !errors.Is(err, forgesim.ErrNotFound) {
+		t.Errorf("DeleteIssue of a deleted issue = %v, want ErrNotFound", err)
 	}
 }
 

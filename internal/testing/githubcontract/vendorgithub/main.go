@@ -39,6 +39,7 @@ var Operations = []string{
 	"repos/get-combined-status-for-ref",
 	"repos/create-commit-status",
 	"issues/list-for-repo",
+	"issues/get",
 	"apps/create-installation-access-token",
 	"apps/list-installations",
 	"apps/get-repo-installation",
