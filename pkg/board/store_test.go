@@ -204,3 +204,27 @@ func TestMongoStoreMovesLegacyIDs(t *testing.T) {
 		t.Errorf("stored ids after another start: got %v, want the same two: the migration is idempotent", got)
 	}
 }
+
+// TestMongoStoreRemoveTakesTheLegacyTwin pins that Remove deletes a card
+// stored under its legacy id too, as a replica of an earlier release still
+// running may write it beside the card's id: the removed issue leaves no
+// card behind.
+func TestMongoStoreRemoveTakesTheLegacyTwin(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 9, 30, 9, 0, 0, 0, time.UTC)
+	db := mongotest.DB(t)
+	s := newMongoStore(t, db)
+	c := board.Card{Host: "github.com", Repo: "Acme/App", Number: 3, Title: "t", State: "open", Updated: now}
+	if _, err := s.Put(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Collection(board.Collection).InsertOne(ctx, legacyCardDoc(c)); err != nil {
+		t.Fatal(err)
+	}
+	if removed, err := s.Remove(ctx, "github.com", "Acme/App", 3); err != nil || !removed {
+		t.Fatalf("Remove = %v, %v, want true", removed, err)
+	}
+	if got := storedIDs(t, db); len(got) != 0 {
+		t.Errorf("stored ids after Remove: got %v, want none: the legacy twin goes with the card", got)
+	}
+}
