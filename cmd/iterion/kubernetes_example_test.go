@@ -373,6 +373,20 @@ func exampleServeConfig(t *testing.T, objs map[string][]k8sObject) serveConfig {
 	return cfg
 }
 
+// TestKubernetesExampleLetsOneProxyHoldEveryLargeRead checks that the
+// example, whose Service GitHub reaches through an ingress or a load
+// balancer that hands serve a proxy's or a node's address, lets one
+// address hold every large-read slot: at the default of one per address,
+// a second large delivery arriving while one is read would answer 503,
+// and GitHub does not send it again.
+func TestKubernetesExampleLetsOneProxyHoldEveryLargeRead(t *testing.T) {
+	cfg := exampleServeConfig(t, readExample(t))
+	if cfg.limits.LargeWebhookReadsPerAddress != cfg.limits.LargeWebhookReads {
+		t.Errorf("--large-webhook-reads-per-address %d with --large-webhook-reads %d, want them equal: behind a proxy every delivery has one of a few addresses",
+			cfg.limits.LargeWebhookReadsPerAddress, cfg.limits.LargeWebhookReads)
+	}
+}
+
 // TestKubernetesExampleReadinessOutwaitsTheStoreTimeout checks that the
 // readiness probe waits longer than /readyz may take to answer: up to
 // --store-timeout for the stores' reads. A probe cut sooner (Kubernetes's

@@ -53,7 +53,7 @@ var serveHelp = help{
 		{"stores", []string{"mongo-uri", "mongo-db", "store-timeout", "delivery-window"}},
 		{"forge", []string{"forge-url", "forge-token", "forge-token-file", "github-app-id", "github-installation-id", "github-private-key-file", "share-installation-tokens", "forge-etag-cache", "forge-timeout"}},
 		{"elected nets", []string{"sweep-interval", "sweep-time-share", "sweep-concurrency", "sweep-reserve", "board-repos", "board-interval", "sweep-shards", "installation-concurrency"}},
-		{"HTTP limits", []string{"read-header-timeout", "read-timeout", "write-timeout", "idle-timeout", "max-header-bytes", "max-run-body-bytes", "large-webhook-reads", "min-webhook-body-rate", "slow-body-grace"}},
+		{"HTTP limits", []string{"read-header-timeout", "read-timeout", "write-timeout", "idle-timeout", "max-header-bytes", "max-run-body-bytes", "large-webhook-reads", "large-webhook-reads-per-address", "min-webhook-body-rate", "slow-body-grace"}},
 		{"for measurements only, never in production", []string{"no-lease", "sweep-mode", "sweep-no-time-budget", "forge-minute", "measure-group-shards"}},
 	},
 }
@@ -157,7 +157,8 @@ func serveFlags(fs *flag.FlagSet, c *serveConfig) (envOf map[string]string) {
 	fs.DurationVar(&c.limits.IdleTimeout, "idle-timeout", d.IdleTimeout, "HTTP: how long an idle keep-alive connection stays open")
 	fs.IntVar(&c.limits.MaxHeaderBytes, "max-header-bytes", d.MaxHeaderBytes, "HTTP: largest request header block, in bytes")
 	fs.Int64Var(&c.limits.MaxRunBodyBytes, "max-run-body-bytes", d.MaxRunBodyBytes, "largest POST /api/runs body, in bytes; larger answers 413")
-	fs.IntVar(&c.limits.LargeWebhookReads, "large-webhook-reads", d.LargeWebhookReads, "webhook bodies over 1 MiB read at once, one per remote address; one more waits up to --slow-body-grace, then answers 503")
+	fs.IntVar(&c.limits.LargeWebhookReads, "large-webhook-reads", d.LargeWebhookReads, "webhook bodies over 1 MiB read at once, at most --large-webhook-reads-per-address per remote address; one more waits up to --slow-body-grace, then answers 503")
+	fs.IntVar(&c.limits.LargeWebhookReadsPerAddress, "large-webhook-reads-per-address", d.LargeWebhookReadsPerAddress, "of --large-webhook-reads, how many one remote address may hold; behind a proxy every delivery has the proxy's address, so raise it there (a client without the secret can then hold as many)")
 	fs.Int64Var(&c.limits.MinWebhookBodyRate, "min-webhook-body-rate", d.MinWebhookBodyRate, "slowest a webhook body over 1 MiB may arrive, in bytes per second after --slow-body-grace; slower answers 408")
 	fs.DurationVar(&c.limits.SlowBodyGrace, "slow-body-grace", d.SlowBodyGrace, "head start of a large webhook body before --min-webhook-body-rate applies, and its longest wait for a read slot")
 	fs.StringVar(&c.logFormat, "log-format", "json", "log format on stderr: json or text")
@@ -360,11 +361,15 @@ func (c serveConfig) validate() []error {
 		{"write-timeout", int64(c.limits.WriteTimeout)}, {"idle-timeout", int64(c.limits.IdleTimeout)},
 		{"max-header-bytes", int64(c.limits.MaxHeaderBytes)}, {"max-run-body-bytes", c.limits.MaxRunBodyBytes},
 		{"large-webhook-reads", int64(c.limits.LargeWebhookReads)},
+		{"large-webhook-reads-per-address", int64(c.limits.LargeWebhookReadsPerAddress)},
 		{"min-webhook-body-rate", c.limits.MinWebhookBodyRate}, {"slow-body-grace", int64(c.limits.SlowBodyGrace)},
 	} {
 		if l.v <= 0 {
 			add("--%s %s: want a positive value", l.flag, strconv.FormatInt(l.v, 10))
 		}
+	}
+	if c.limits.LargeWebhookReadsPerAddress > c.limits.LargeWebhookReads && c.limits.LargeWebhookReads > 0 {
+		add("--large-webhook-reads-per-address %d: want at most --large-webhook-reads %d", c.limits.LargeWebhookReadsPerAddress, c.limits.LargeWebhookReads)
 	}
 	if c.storeTimeout > 0 && c.limits.WriteTimeout > 0 && c.limits.WriteTimeout <= c.storeTimeout {
 		add("--write-timeout %v: want more than --store-timeout %v, or a slow store cuts the 503 off", c.limits.WriteTimeout, c.storeTimeout)

@@ -87,6 +87,8 @@ func TestServeValidatesConfigNamingTheFlag(t *testing.T) {
 		{"min webhook body rate zero", append(base, "--min-webhook-body-rate", "0"), env(), "--min-webhook-body-rate"},
 		{"slow body grace negative", append(base, "--slow-body-grace", "-1s"), env(), "--slow-body-grace"},
 		{"large webhook reads zero", append(base, "--large-webhook-reads", "0"), env(), "--large-webhook-reads"},
+		{"large webhook reads per address zero", append(base, "--large-webhook-reads-per-address", "0"), env(), "--large-webhook-reads-per-address 0"},
+		{"large webhook reads per address over the reads", append(base, "--large-webhook-reads", "2", "--large-webhook-reads-per-address", "3"), env(), "--large-webhook-reads-per-address 3: want at most --large-webhook-reads 2"},
 		{"write timeout under store timeout", append(base, "--write-timeout", "2s", "--store-timeout", "3s"), env(), "--write-timeout"},
 		{"env twin of a limit bad", base, env("ITERION_STORE_TIMEOUT", "soon"), "ITERION_STORE_TIMEOUT"},
 		{"api token and its file", append(base, "--api-token-file", "x"), env(), "--api-token (ITERION_API_TOKEN) and --api-token-file"},
@@ -133,6 +135,19 @@ func TestServeAppModeIsAppCredentialsWithoutInstallation(t *testing.T) {
 					got.sweepShards, got.instConc, server.DefaultSweepShards, server.DefaultInstallationConcurrency)
 			}
 		})
+	}
+}
+
+// TestServeWebhookDefaultsAreTheServers pins serve's default of the large
+// reads one address may hold: the server's, 1.
+func TestServeWebhookDefaultsAreTheServers(t *testing.T) {
+	got, err := parseServe([]string{"--api-token", "a", "--forge-token", "t"}, env(), io.Discard)
+	if err != nil {
+		t.Fatalf("parseServe: %v", err)
+	}
+	if got.limits.LargeWebhookReadsPerAddress != server.DefaultLimits.LargeWebhookReadsPerAddress {
+		t.Errorf("--large-webhook-reads-per-address %d, want the server's default %d",
+			got.limits.LargeWebhookReadsPerAddress, server.DefaultLimits.LargeWebhookReadsPerAddress)
 	}
 }
 

@@ -421,6 +421,10 @@ func TestNewRejectsBadConfigNamingTheField(t *testing.T) {
 		{"SweepShards", func(c *server.Config) { c.SweepShards = -1 }},
 		{"InstallationConcurrency", func(c *server.Config) { c.InstallationConcurrency = -1 }},
 		{"App", func(c *server.Config) { c.App = app }},
+		{"LargeWebhookReadsPerAddress", func(c *server.Config) { c.Limits.LargeWebhookReadsPerAddress = -1 }},
+		{"LargeWebhookReadsPerAddress", func(c *server.Config) { c.Limits.LargeWebhookReads, c.Limits.LargeWebhookReadsPerAddress = 2, 3 }},
+		// The default of 2 slots, and 3 for one address.
+		{"LargeWebhookReadsPerAddress", func(c *server.Config) { c.Limits.LargeWebhookReadsPerAddress = 3 }},
 	} {
 		cfg := good
 		c.mod(&cfg)

@@ -31,12 +31,21 @@ type Limits struct {
 	// (MaxWebhookBodyBytes) instead.
 	MaxRunBodyBytes int64
 	// LargeWebhookReads caps the webhook bodies over 1 MiB (or of unknown
-	// length) read at once. One remote address reads one at a time, so a
-	// client without the secret cannot hold every slot; a body from an
-	// address holding none waits up to SlowBodyGrace for a slot. Past
-	// that, or for a second one from the same address, 503 with
-	// Retry-After.
+	// length) read at once. One remote address reads at most
+	// LargeWebhookReadsPerAddress of them at a time, so a client without
+	// the secret cannot hold every slot; a body from an address holding
+	// fewer waits up to SlowBodyGrace for a slot. Past that, or for one
+	// more from an address holding its share, 503 with Retry-After.
 	LargeWebhookReads int
+	// LargeWebhookReadsPerAddress is how many large-read slots one remote
+	// address may hold at once, at most LargeWebhookReads. Behind a load
+	// balancer, an ingress or any proxy, every delivery comes from the
+	// proxy's address, so at 1 a second large delivery arriving while one
+	// is read answers 503, and GitHub does not send it again: raise it
+	// there, up to LargeWebhookReads. The cost: a client without the
+	// secret can then hold that many slots itself (each until its body
+	// falls behind MinWebhookBodyRate).
+	LargeWebhookReadsPerAddress int
 	// MinWebhookBodyRate is the slowest a large webhook body may arrive,
 	// in bytes per second on average after SlowBodyGrace: a client that
 	// falls behind is cut off with 408, releasing its slot.
@@ -56,6 +65,9 @@ var DefaultLimits = Limits{
 	MaxHeaderBytes:    64 << 10,
 	MaxRunBodyBytes:   64 << 10,
 	LargeWebhookReads: 2,
+	// One per address, so that on a direct connection a client without
+	// the secret leaves the other slot to GitHub.
+	LargeWebhookReadsPerAddress: 1,
 	// GitHub sends at network speed; 256 KiB/s reads the 25 MB cap within
 	// 100 s and cuts a trickle within seconds.
 	MinWebhookBodyRate: 256 << 10,
@@ -101,6 +113,8 @@ func (l Limits) withDefaults() (Limits, error) {
 		return l, fmt.Errorf("%w: Limits.MaxRunBodyBytes %d is negative", ErrConfig, l.MaxRunBodyBytes)
 	case l.LargeWebhookReads < 0:
 		return l, fmt.Errorf("%w: Limits.LargeWebhookReads %d is negative", ErrConfig, l.LargeWebhookReads)
+	case l.LargeWebhookReadsPerAddress < 0:
+		return l, fmt.Errorf("%w: Limits.LargeWebhookReadsPerAddress %d is negative", ErrConfig, l.LargeWebhookReadsPerAddress)
 	case l.MinWebhookBodyRate < 0:
 		return l, fmt.Errorf("%w: Limits.MinWebhookBodyRate %d is negative", ErrConfig, l.MinWebhookBodyRate)
 	}
@@ -115,6 +129,12 @@ func (l Limits) withDefaults() (Limits, error) {
 	}
 	if l.LargeWebhookReads == 0 {
 		l.LargeWebhookReads = d.LargeWebhookReads
+	}
+	if l.LargeWebhookReadsPerAddress == 0 {
+		l.LargeWebhookReadsPerAddress = d.LargeWebhookReadsPerAddress
+	}
+	if l.LargeWebhookReadsPerAddress > l.LargeWebhookReads {
+		return l, fmt.Errorf("%w: Limits.LargeWebhookReadsPerAddress %d is over LargeWebhookReads %d", ErrConfig, l.LargeWebhookReadsPerAddress, l.LargeWebhookReads)
 	}
 	return l, nil
 }

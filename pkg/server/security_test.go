@@ -191,28 +191,66 @@ func TestWebhookLargeSignedBodyIsProcessed(t *testing.T) {
 	}
 }
 
+// largeBodyHead is a pull_request delivery of 20 MB, under a signature
+// it will not match, up to its first byte of body: a large body trickling.
+var largeBodyHead = "POST /webhooks/github HTTP/1.1\r\nHost: x\r\nX-GitHub-Event: pull_request\r\nX-GitHub-Delivery: guid-large\r\nX-Hub-Signature-256: sha256=" +
+	strings.Repeat("0", 64) + "\r\nContent-Length: 20000000\r\n\r\n{"
+
+// wantRefusedAtOnce sends one more large body to p and reports unless it
+// is answered 503 at once: what names the body, rule the rule refusing it.
+func (p *pipeServer) wantRefusedAtOnce(t *testing.T, what, rule string) {
+	t.Helper()
+	conn, status := p.send(t, largeBodyHead)
+	defer conn.Close()
+	synctest.Wait()
+	select {
+	case line := <-status:
+		if !strings.Contains(line, " 503 ") {
+			t.Errorf("%s: got %q, want 503: %s", what, line, rule)
+		}
+	default:
+		t.Errorf("%s: got no answer, want 503 at once: %s", what, rule)
+	}
+}
+
 func TestWebhookLargeReadsAreCapped(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := newPipeServer(t, func(c *server.Config) { c.Limits.LargeWebhookReads = 2 })
 		defer p.stop()
-		head := "POST /webhooks/github HTTP/1.1\r\nHost: x\r\nX-GitHub-Event: pull_request\r\nX-GitHub-Delivery: guid-large\r\nX-Hub-Signature-256: sha256=" +
-			strings.Repeat("0", 64) + "\r\nContent-Length: 20000000\r\n\r\n{"
 		for range 2 { // two large bodies, trickling
-			conn, _ := p.send(t, head)
+			conn, _ := p.send(t, largeBodyHead)
 			defer conn.Close()
 		}
 		synctest.Wait()
-		conn, status := p.send(t, head)
-		defer conn.Close()
-		synctest.Wait()
-		select {
-		case line := <-status:
-			if !strings.Contains(line, " 503 ") {
-				t.Errorf("third large body: got %q, want 503: Limits.LargeWebhookReads caps large bodies in flight", line)
-			}
-		default:
-			t.Errorf("third large body: got no answer, want 503 at once: Limits.LargeWebhookReads caps large bodies in flight")
+		p.wantRefusedAtOnce(t, "third large body", "Limits.LargeWebhookReads caps large bodies in flight")
+	})
+}
+
+// TestWebhookLargeReadsPerAddressLetsAProxyHoldMore pins
+// Limits.LargeWebhookReadsPerAddress: behind a proxy every delivery comes
+// from one address, and that address may read as many large bodies at once
+// as the setting says, not one; one more from it is 503 at once, though a
+// slot is free. (Every connection of a pipeNet has the same remote
+// address.)
+func TestWebhookLargeReadsPerAddressLetsAProxyHoldMore(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := newPipeServer(t, func(c *server.Config) { c.Limits.LargeWebhookReads, c.Limits.LargeWebhookReadsPerAddress = 3, 2 })
+		defer p.stop()
+		var reading []<-chan string
+		for range 2 { // two large bodies from the proxy's address, trickling
+			conn, status := p.send(t, largeBodyHead)
+			defer conn.Close()
+			reading = append(reading, status)
 		}
+		synctest.Wait()
+		for i, status := range reading {
+			select {
+			case line := <-status:
+				t.Errorf("large body %d of 2 from one address: got %q, want it still being read: Limits.LargeWebhookReadsPerAddress 2 lets an address hold 2 slots", i+1, line)
+			default:
+			}
+		}
+		p.wantRefusedAtOnce(t, "third large body from the address", "an address holds at most Limits.LargeWebhookReadsPerAddress slots")
 	})
 }
 

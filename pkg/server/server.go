@@ -191,10 +191,10 @@ type Server struct {
 	passes  *netMetrics
 	handler http.Handler
 	// largeReads holds a token per webhook body over 1 MiB being read;
-	// largeBy the remote addresses reading one (takeLargeSlot).
+	// largeBy how many each remote address is reading (takeLargeSlot).
 	largeReads chan struct{}
 	largeMu    sync.Mutex
-	largeBy    map[string]bool
+	largeBy    map[string]int
 	// stalls signals, by lease name, that this replica's term of the net
 	// ended because its passes kept failing; filled in New, read-only after.
 	stalls map[string]chan struct{}
@@ -360,7 +360,7 @@ func NewForComparison(cfg Config, cmp Comparison) (*Server, error) {
 			Help: "Offers of gating runs, by lane (who offered) and outcome.",
 		}, []string{"lane", "outcome"}),
 		largeReads: make(chan struct{}, cfg.Limits.LargeWebhookReads),
-		largeBy:    make(map[string]bool),
+		largeBy:    make(map[string]int),
 		stalls:     map[string]chan struct{}{MergeGateSweeper().Name: make(chan struct{}, 1), ForgeBoardSync().Name: make(chan struct{}, 1), RunAdopter().Name: make(chan struct{}, 1)},
 	}
 	if cfg.App != nil {

@@ -42,7 +42,7 @@ var (
 	// errBadSignature: the body does not match X-Hub-Signature-256.
 	errBadSignature = errors.New("server: webhook signature does not match")
 	// errBusy: every large-read slot is taken, or the remote address
-	// already holds one.
+	// already holds its share of them.
 	errBusy = errors.New("server: too many large webhook bodies in flight")
 	// errTooSlow: a large body fell behind Limits.MinWebhookBodyRate.
 	errTooSlow = errors.New("server: webhook body arrives too slowly")
@@ -285,9 +285,10 @@ func (s *Server) readSigned(w http.ResponseWriter, r *http.Request, want []byte)
 }
 
 // takeLargeSlot takes a large-read slot for r and returns its release.
-// Slots are shared by remote address: an address holding one gets errBusy
-// at once, so a client without the secret holds at most one, whatever
-// number of connections it opens; another address waits up to
+// Slots are shared by remote address: an address holding
+// Limits.LargeWebhookReadsPerAddress of them gets errBusy at once, so a
+// client without the secret holds at most that many, whatever number of
+// connections it opens; an address holding fewer waits up to
 // Limits.SlowBodyGrace for a slot, which a slow body frees within about as
 // long (minRateReader), before errBusy.
 func (s *Server) takeLargeSlot(r *http.Request) (release func(), err error) {
@@ -296,15 +297,17 @@ func (s *Server) takeLargeSlot(r *http.Request) (release func(), err error) {
 		addr = host
 	}
 	s.largeMu.Lock()
-	if s.largeBy[addr] {
+	if held := s.largeBy[addr]; held >= s.cfg.Limits.LargeWebhookReadsPerAddress {
 		s.largeMu.Unlock()
-		return nil, fmt.Errorf("%w: %s is sending one already", errBusy, addr)
+		return nil, fmt.Errorf("%w: %s is sending %d already", errBusy, addr, held)
 	}
-	s.largeBy[addr] = true
+	s.largeBy[addr]++
 	s.largeMu.Unlock()
 	drop := func() {
 		s.largeMu.Lock()
-		delete(s.largeBy, addr)
+		if s.largeBy[addr]--; s.largeBy[addr] == 0 {
+			delete(s.largeBy, addr)
+		}
 		s.largeMu.Unlock()
 	}
 	t := time.NewTimer(s.cfg.Limits.SlowBodyGrace)
