@@ -49,7 +49,7 @@ var serveHelp = help{
 	example: "ITERION_API_TOKEN=secret ITERION_FORGE_TOKEN=ghp_... \\\n" +
 		"  iterion serve --mongo-uri mongodb://db:27017/?replicaSet=rs0 --board-repos acme/app\n",
 	groups: []flagGroup{
-		{"server", []string{"listen", "api-token", "api-token-file", "pages-token", "pages-token-file", "public-pages", "webhook-secret", "webhook-secret-file", "log-format", "log-level"}},
+		{"server", []string{"listen", "api-token", "api-token-file", "pages-token", "pages-token-file", "public-pages", "webhook-secret", "webhook-secret-file", "webhook-answer-within", "log-format", "log-level"}},
 		{"stores", []string{"mongo-uri", "mongo-db", "store-timeout", "delivery-window"}},
 		{"forge", []string{"forge-url", "forge-token", "forge-token-file", "github-app-id", "github-installation-id", "github-private-key-file", "share-installation-tokens", "forge-etag-cache", "forge-timeout"}},
 		{"elected nets", []string{"sweep-interval", "sweep-time-share", "sweep-concurrency", "sweep-reserve", "board-repos", "board-interval", "sweep-shards", "installation-concurrency"}},
@@ -102,7 +102,9 @@ type serveConfig struct {
 	forgeTokenFile    string
 	storeTimeout      time.Duration
 	deliveryWindow    time.Duration
-	limits            server.Limits
+	// answerWithin is --webhook-answer-within.
+	answerWithin time.Duration
+	limits       server.Limits
 }
 
 // serveFlags declares serve's flags on fs into c; envOf maps each flag to
@@ -149,6 +151,7 @@ func serveFlags(fs *flag.FlagSet, c *serveConfig) (envOf map[string]string) {
 	fs.StringVar(&c.webhookSecretFile, "webhook-secret-file", "", "file holding the webhook secret (instead of --webhook-secret)")
 	fs.StringVar(&c.forgeTokenFile, "forge-token-file", "", "file holding the forge token (instead of --forge-token)")
 	fs.DurationVar(&c.storeTimeout, "store-timeout", server.DefaultStoreTimeout, "deadline of each store call a request makes; past it the request answers 503 with Retry-After")
+	fs.DurationVar(&c.answerWithin, "webhook-answer-within", server.DefaultWebhookAnswerWithin, fmt.Sprintf("longest a webhook delivery waits for its answer, under GitHub's %v: one still being processed then is answered 202 and processed on", server.GitHubWebhookTimeout))
 	fs.DurationVar(&c.deliveryWindow, "delivery-window", delivery.DefaultWindow, "how long a webhook X-GitHub-Delivery id is remembered, so its replay is not processed again")
 	d := server.DefaultLimits
 	fs.DurationVar(&c.limits.ReadHeaderTimeout, "read-header-timeout", d.ReadHeaderTimeout, "HTTP: deadline to read a request's headers")
@@ -344,6 +347,9 @@ func (c serveConfig) validate() []error {
 	if c.storeTimeout <= 0 {
 		add("--store-timeout %v: want a positive duration", c.storeTimeout)
 	}
+	if c.answerWithin <= 0 || c.answerWithin >= server.GitHubWebhookTimeout {
+		add("--webhook-answer-within %v: want above 0 and under GitHub's webhook timeout, %v", c.answerWithin, server.GitHubWebhookTimeout)
+	}
 	if c.deliveryWindow <= 0 {
 		add("--delivery-window %v: want a positive duration", c.deliveryWindow)
 	}
@@ -507,7 +513,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 		APIToken: c.apiToken, PagesToken: c.pagesToken, PublicPages: c.publicPages, WebhookSecret: c.webhookSecret,
 		SweepInterval: c.sweepInterval, SweepTimeShare: c.timeShare, SweepConcurrency: c.sweepConc, ForgeMinute: c.forgeMinute,
 		Board: cards, BoardRepos: c.boardRepos, BoardInterval: c.boardInterval,
-		StoreTimeout: c.storeTimeout, Deliveries: deliveries, DeliveryWindow: c.deliveryWindow, Limits: c.limits,
+		StoreTimeout: c.storeTimeout, WebhookAnswerWithin: c.answerWithin, Deliveries: deliveries, DeliveryWindow: c.deliveryWindow, Limits: c.limits,
 		Logger: logger, Registry: reg, Owner: owner,
 	}, server.Comparison{NoLease: c.noLease, SweepMode: server.SweepMode(c.sweepMode), NoSweepTimeBudget: c.noTimeBudget, MeasureGroupShards: c.measureShards})
 	if err != nil {

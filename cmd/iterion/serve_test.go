@@ -89,6 +89,9 @@ func TestServeValidatesConfigNamingTheFlag(t *testing.T) {
 		{"large webhook reads zero", append(base, "--large-webhook-reads", "0"), env(), "--large-webhook-reads"},
 		{"large webhook reads per address zero", append(base, "--large-webhook-reads-per-address", "0"), env(), "--large-webhook-reads-per-address 0"},
 		{"large webhook reads per address over the reads", append(base, "--large-webhook-reads", "2", "--large-webhook-reads-per-address", "3"), env(), "--large-webhook-reads-per-address 3: want at most --large-webhook-reads 2"},
+		{"webhook answer within zero", append(base, "--webhook-answer-within", "0s"), env(), "--webhook-answer-within 0s"},
+		{"webhook answer within GitHub's timeout", append(base, "--webhook-answer-within", "10s"), env(), "--webhook-answer-within 10s"},
+		{"webhook answer within twin past GitHub's timeout", base, env("ITERION_WEBHOOK_ANSWER_WITHIN", "12s"), "--webhook-answer-within 12s"},
 		{"write timeout under store timeout", append(base, "--write-timeout", "2s", "--store-timeout", "3s"), env(), "--write-timeout"},
 		{"env twin of a limit bad", base, env("ITERION_STORE_TIMEOUT", "soon"), "ITERION_STORE_TIMEOUT"},
 		{"api token and its file", append(base, "--api-token-file", "x"), env(), "--api-token (ITERION_API_TOKEN) and --api-token-file"},
@@ -138,16 +141,17 @@ func TestServeAppModeIsAppCredentialsWithoutInstallation(t *testing.T) {
 	}
 }
 
-// TestServeWebhookDefaultsAreTheServers pins serve's default of the large
-// reads one address may hold: the server's, 1.
+// TestServeWebhookDefaultsAreTheServers pins serve's defaults of the
+// webhook answer's deadline and the large reads one address may hold: the
+// server's, 8 s (under GitHub's 10 s) and 1.
 func TestServeWebhookDefaultsAreTheServers(t *testing.T) {
 	got, err := parseServe([]string{"--api-token", "a", "--forge-token", "t"}, env(), io.Discard)
 	if err != nil {
 		t.Fatalf("parseServe: %v", err)
 	}
-	if got.limits.LargeWebhookReadsPerAddress != server.DefaultLimits.LargeWebhookReadsPerAddress {
-		t.Errorf("--large-webhook-reads-per-address %d, want the server's default %d",
-			got.limits.LargeWebhookReadsPerAddress, server.DefaultLimits.LargeWebhookReadsPerAddress)
+	if got.answerWithin != server.DefaultWebhookAnswerWithin || got.limits.LargeWebhookReadsPerAddress != server.DefaultLimits.LargeWebhookReadsPerAddress {
+		t.Errorf("--webhook-answer-within %v, --large-webhook-reads-per-address %d, want the server's defaults %v and %d",
+			got.answerWithin, got.limits.LargeWebhookReadsPerAddress, server.DefaultWebhookAnswerWithin, server.DefaultLimits.LargeWebhookReadsPerAddress)
 	}
 }
 

@@ -180,6 +180,22 @@ load 1m
   lease_store_call_duration_seconds_count{op="renew", instance="a"} 0+1x20
 `, 15 * time.Minute}},
 }, {
+	alert: "IterionWebhookFailedAfterAnswer",
+	fires: fixture{"replica a answered a slow delivery 202 at 10m, and its runs lookup then failed", `
+load 1m
+  webhook_deliveries_total{outcome="answered_before_processed", instance="a"} 0x10 1x20
+  webhook_deliveries_total{outcome="failed_after_answer", instance="a"} 0x10 1x20
+`, 15 * time.Minute},
+	healthy: []fixture{{"slow deliveries answered 202 early, every one processed afterwards", `
+load 1m
+  webhook_deliveries_total{outcome="answered_before_processed", instance="a"} 0+1x30
+  webhook_deliveries_total{outcome="processed_after_answer", instance="a"} 0+1x30
+  webhook_deliveries_total{outcome="failed_after_answer", instance="a"} 0x30
+`, 20 * time.Minute}, {"one failed after its answer two hours ago, none since", `
+load 5m
+  webhook_deliveries_total{outcome="failed_after_answer", instance="a"} 0 1x40
+`, 180 * time.Minute}},
+}, {
 	alert: "IterionLeaseNoHolder",
 	fires: fixture{"neither replica has held the sweeper's lease for 10m", `
 load 1m

@@ -253,7 +253,7 @@ func (s *Server) postRun(w http.ResponseWriter, r *http.Request) {
 	}
 	s.log.Info("run recorded", "run", run.ID, "repo", run.Repo, "pull", run.Pull, "installation", run.Installation,
 		"head", run.HeadSHA, "verdict", run.Verdict, "created", created)
-	s.offerAll(r.Context(), forge.LaneAPI, []gaterun.Run{run})
+	s.offerAll(context.WithoutCancel(r.Context()), forge.LaneAPI, []gaterun.Run{run})
 	code := http.StatusOK
 	if created {
 		code = http.StatusCreated
@@ -261,11 +261,11 @@ func (s *Server) postRun(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, code, map[string]string{"id": run.ID})
 }
 
-// offerAll offers runs on lane within OfferTimeout, on a context that
-// outlives the client's: an offer once started is finished. Failures are
-// logged by the reconciler and left for the sweeper.
+// offerAll offers runs on lane within OfferTimeout, on ctx, which the
+// caller makes outlive the client's request: an offer once started is
+// finished. Failures are logged by the reconciler and left for the sweeper.
 func (s *Server) offerAll(ctx context.Context, lane string, runs []gaterun.Run) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.OfferTimeout)
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.OfferTimeout)
 	defer cancel()
 	for _, run := range runs {
 		if _, err := s.offer(ctx, lane, run); errors.Is(err, forge.ErrRateLimited) {

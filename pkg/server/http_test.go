@@ -421,6 +421,9 @@ func TestNewRejectsBadConfigNamingTheField(t *testing.T) {
 		{"SweepShards", func(c *server.Config) { c.SweepShards = -1 }},
 		{"InstallationConcurrency", func(c *server.Config) { c.InstallationConcurrency = -1 }},
 		{"App", func(c *server.Config) { c.App = app }},
+		{"WebhookAnswerWithin", func(c *server.Config) { c.WebhookAnswerWithin = -time.Second }},
+		// GitHub has given up by then: the answer must come before.
+		{"WebhookAnswerWithin", func(c *server.Config) { c.WebhookAnswerWithin = server.GitHubWebhookTimeout }},
 		{"LargeWebhookReadsPerAddress", func(c *server.Config) { c.Limits.LargeWebhookReadsPerAddress = -1 }},
 		{"LargeWebhookReadsPerAddress", func(c *server.Config) { c.Limits.LargeWebhookReads, c.Limits.LargeWebhookReadsPerAddress = 2, 3 }},
 		// The default of 2 slots, and 3 for one address.

@@ -21,6 +21,7 @@ import (
 	"iterion.dev/iterion/internal/testing/mongotest"
 	"iterion.dev/iterion/pkg/board"
 	"iterion.dev/iterion/pkg/delivery"
+	"iterion.dev/iterion/pkg/forge"
 	"iterion.dev/iterion/pkg/forge/forgesim"
 	"iterion.dev/iterion/pkg/gaterun"
 	"iterion.dev/iterion/pkg/lease"
@@ -29,15 +30,54 @@ import (
 )
 
 // pipeServer is a Server's HTTPServer on a pipeNet, inside a synctest
-// bubble; stop ends it so the bubble can finish.
+// bubble, in front of a forge simulator with pull acme/app#12 open at
+// headSHA; stop ends it so the bubble can finish.
 type pipeServer struct {
 	srv  *server.Server
+	sim  *forgesim.Sim
 	pn   *forgetest.PipeNet
 	stop func()
 }
 
 // newPipeServer must be called inside a synctest bubble.
 func newPipeServer(t *testing.T, opts ...func(*server.Config)) *pipeServer {
+	t.Helper()
+	p, fc, stopSim := newPipeServerOf(t, opts...)
+	hs := p.srv.HTTPServer()
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(p.pn) }()
+	p.stop = func() {
+		_ = hs.Close()
+		<-served
+		time.Sleep(time.Second) // a closing connection lingers 500ms for its client
+		synctest.Wait()
+		fc.Close()
+		stopSim()
+	}
+	return p
+}
+
+// runPipeServer is newPipeServer served by Server.Run, whose context stop
+// cancels: stop returns Run's error once Run has returned.
+func runPipeServer(t *testing.T, opts ...func(*server.Config)) (p *pipeServer, stop func() error) {
+	t.Helper()
+	p, _, stopSim := newPipeServerOf(t, opts...)
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- p.srv.Run(ctx, p.pn) }() // Run closes the forge client
+	return p, func() error {
+		cancel()
+		err := <-ran
+		time.Sleep(time.Second) // a closing connection lingers 500ms for its client
+		synctest.Wait()
+		stopSim()
+		return err
+	}
+}
+
+// newPipeServerOf builds a pipeServer's Server, not yet serving, and
+// returns its forge client and the end of its simulator.
+func newPipeServerOf(t *testing.T, opts ...func(*server.Config)) (*pipeServer, *forge.Client, func()) {
 	t.Helper()
 	sim := forgesim.New()
 	if err := sim.SeedPull("acme", "app", 12, headSHA, "open"); err != nil {
@@ -54,18 +94,29 @@ func newPipeServer(t *testing.T, opts ...func(*server.Config)) *pipeServer {
 	if err != nil {
 		t.Fatalf("server.New: %v", err)
 	}
-	pn := newPipeNet()
-	hs := srv.HTTPServer()
-	served := make(chan error, 1)
-	go func() { served <- hs.Serve(pn) }()
-	return &pipeServer{srv: srv, pn: pn, stop: func() {
-		_ = hs.Close()
-		<-served
-		time.Sleep(time.Second) // a closing connection lingers 500ms for its client
-		synctest.Wait()
-		fc.Close()
-		stopSim()
-	}}
+	return &pipeServer{srv: srv, sim: sim, pn: newPipeNet()}, fc, stopSim
+}
+
+// post sends a request to path with header and body on a new connection
+// and returns the answer's status and body.
+func (p *pipeServer) post(t *testing.T, path string, header map[string]string, body string) (int, string) {
+	t.Helper()
+	c := &http.Client{Transport: &http.Transport{DialContext: p.pn.Dial, DisableKeepAlives: true}}
+	defer c.CloseIdleConnections()
+	req, err := http.NewRequest("POST", "http://iterion.test"+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, strings.TrimSpace(string(b))
 }
 
 // send writes a raw request head (and any body bytes) on a new connection

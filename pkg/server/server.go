@@ -132,6 +132,13 @@ type Config struct {
 	// OfferTimeout bounds the offers of one API or webhook request;
 	// 0 means 10 seconds.
 	OfferTimeout time.Duration
+	// WebhookAnswerWithin bounds how long after its headers a webhook
+	// delivery is answered, under GitHub's 10 s (GitHubWebhookTimeout),
+	// past which GitHub records a delivery as failed, however it ends: a
+	// claimed delivery still being processed then is answered 202 and its
+	// processing goes on, bounded as the claim's hold counts it. 0 means
+	// DefaultWebhookAnswerWithin; New refuses GitHubWebhookTimeout or more.
+	WebhookAnswerWithin time.Duration
 	// StoreTimeout bounds each store call a request makes (the run put, a
 	// webhook's lookups, /leases); past it the request answers 503 with
 	// Retry-After. 0 means DefaultStoreTimeout.
@@ -148,8 +155,9 @@ type Config struct {
 	// Limits bound the HTTP server (timeouts, header and body sizes); a
 	// zero field means its DefaultLimits value.
 	Limits Limits
-	// ShutdownTimeout bounds the wait for in-flight requests when Run
-	// stops; 0 means 10 seconds.
+	// ShutdownTimeout bounds the wait for in-flight requests, and for the
+	// webhook deliveries still being processed after their answer, when
+	// Run stops (one deadline for both); 0 means 10 seconds.
 	ShutdownTimeout time.Duration
 	// Logger receives the server's logs; nil discards.
 	Logger *slog.Logger
@@ -187,9 +195,13 @@ type Server struct {
 	leases  *leaseprom.Metrics
 	health  *lease.Health
 	offers  *prometheus.CounterVec
-	seen    observed
-	passes  *netMetrics
-	handler http.Handler
+	// deliveries counts webhook deliveries by outcome; work processes the
+	// claimed ones (webhook_answer.go).
+	deliveries *prometheus.CounterVec
+	work       *deliveryWork
+	seen       observed
+	passes     *netMetrics
+	handler    http.Handler
 	// largeReads holds a token per webhook body over 1 MiB being read;
 	// largeBy how many each remote address is reading (takeLargeSlot).
 	largeReads chan struct{}
@@ -288,6 +300,8 @@ func NewForComparison(cfg Config, cmp Comparison) (*Server, error) {
 		return nil, fmt.Errorf("%w: OfferTimeout %v is negative", ErrConfig, cfg.OfferTimeout)
 	case cfg.ShutdownTimeout < 0:
 		return nil, fmt.Errorf("%w: ShutdownTimeout %v is negative", ErrConfig, cfg.ShutdownTimeout)
+	case cfg.WebhookAnswerWithin < 0 || cfg.WebhookAnswerWithin >= GitHubWebhookTimeout:
+		return nil, fmt.Errorf("%w: WebhookAnswerWithin %v is not within 0 and GitHub's webhook timeout, %v", ErrConfig, cfg.WebhookAnswerWithin, GitHubWebhookTimeout)
 	case cfg.StoreTimeout < 0:
 		return nil, fmt.Errorf("%w: StoreTimeout %v is negative", ErrConfig, cfg.StoreTimeout)
 	case cfg.DeliveryWindow < 0:
@@ -331,6 +345,9 @@ func NewForComparison(cfg Config, cmp Comparison) (*Server, error) {
 	if cfg.StoreTimeout == 0 {
 		cfg.StoreTimeout = DefaultStoreTimeout
 	}
+	if cfg.WebhookAnswerWithin == 0 {
+		cfg.WebhookAnswerWithin = DefaultWebhookAnswerWithin
+	}
 	if cfg.Deliveries == nil {
 		cfg.Deliveries = delivery.NewMemoryStore()
 	}
@@ -359,6 +376,8 @@ func NewForComparison(cfg Config, cmp Comparison) (*Server, error) {
 			Name: "gate_offers_total",
 			Help: "Offers of gating runs, by lane (who offered) and outcome.",
 		}, []string{"lane", "outcome"}),
+		deliveries: newDeliveryOutcomes(),
+		work:       newDeliveryWork(),
 		largeReads: make(chan struct{}, cfg.Limits.LargeWebhookReads),
 		largeBy:    make(map[string]int),
 		stalls:     map[string]chan struct{}{MergeGateSweeper().Name: make(chan struct{}, 1), ForgeBoardSync().Name: make(chan struct{}, 1), RunAdopter().Name: make(chan struct{}, 1)},
@@ -384,7 +403,7 @@ func NewForComparison(cfg Config, cmp Comparison) (*Server, error) {
 	for _, w := range []string{windowShallow, windowDeep} {
 		behindPasses.WithLabelValues(w) // both series from the start, so a rate over them is 0, not absent
 	}
-	collectors := []prometheus.Collector{s.offers, backingOff, behind, behindPasses}
+	collectors := []prometheus.Collector{s.offers, s.deliveries, backingOff, behind, behindPasses}
 	var rehomed prometheus.Counter
 	if cfg.App != nil {
 		rehomed = prometheus.NewCounter(prometheus.CounterOpts{
@@ -433,7 +452,9 @@ func (s *Server) Owner() string { return s.cfg.Owner }
 
 // Run serves HTTP on ln (when ln is not nil) and runs the elected nets until
 // ctx is done, then shuts down in order: it stops taking requests (waiting
-// up to ShutdownTimeout for those in flight), ends the nets' terms and
+// up to ShutdownTimeout for those in flight, and within the same deadline
+// for the webhook deliveries still being processed after their answer,
+// cancelling those left, whose claims lapse), ends the nets' terms and
 // releases their leases, and closes the forge client, which writes the
 // partial hourly line. It returns nil after a shutdown caused by ctx, or
 // the error that stopped serving. Call it once.
@@ -465,13 +486,15 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 		err = fmt.Errorf("server: serve: %w", err)
 	}
 	s.log.Info("shutting down: stop taking requests")
+	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
 	if srv != nil {
-		sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
 		if serr := srv.Shutdown(sctx); serr != nil {
 			s.log.Warn("requests still in flight at the shutdown timeout", "err", serr)
 		}
-		cancel()
 	}
+	s.log.Info("shutting down: finish the webhook deliveries being processed")
+	s.work.drain(sctx, s.log)
+	cancel()
 	s.log.Info("shutting down: end the elected nets' terms")
 	stopNets()
 	nets.Wait()

@@ -19,7 +19,6 @@ import (
 	"github.com/google/go-github/v88/github"
 
 	"iterion.dev/iterion/pkg/delivery"
-	"iterion.dev/iterion/pkg/forge"
 	"iterion.dev/iterion/pkg/gaterun"
 )
 
@@ -58,16 +57,22 @@ var (
 // 503 with Retry-After when too many large bodies are in flight or the
 // stores do not answer within StoreTimeout. In App mode, appWebhook answers
 // the installation events and an event of an unknown installation. Other
-// events than pull_request and status are ignored with 202. A delivery whose X-GitHub-Delivery was
-// processed within DeliveryWindow, on any replica sharing Deliveries, is
-// acknowledged with 200 {"duplicate": id} and not processed again; one
-// being processed under an earlier claim answers 503 with Retry-After.
-// Else the unsettled runs of the pull request or head are offered on lane
-// webhook (200 {"offered": n}) and the delivery is recorded as processed;
-// a payload it cannot read is 400. A delivery that was not processed (400,
-// 503, a lost answer) is never recorded as processed: its claim lapses
-// after claimHold, and its redelivery is processed.
+// events than pull_request and status are ignored with 202. A payload it
+// cannot read is 400, before the delivery is claimed. A delivery whose
+// X-GitHub-Delivery was processed within DeliveryWindow, on any replica
+// sharing Deliveries, is acknowledged with 200 {"duplicate": id} and not
+// processed again; one being processed under an earlier claim answers 503
+// with Retry-After. Else the unsettled runs of the pull request or head
+// are offered on lane webhook (200 {"offered": n}) and the delivery is
+// recorded as processed. The answer comes within WebhookAnswerWithin of
+// the request's headers: a claim not answered by then is 503, and a
+// claimed delivery still being processed then is answered 202
+// {"processing": id} while its processing goes on (processDelivery). A
+// delivery that was not processed (400, 503, a lost answer, a failure
+// after its 202) is never recorded as processed: its claim lapses after
+// claimHold, and its redelivery is processed.
 func (s *Server) postWebhook(w http.ResponseWriter, r *http.Request) {
+	answerBy := time.Now().Add(s.cfg.WebhookAnswerWithin)
 	if s.cfg.WebhookSecret == "" {
 		writeError(w, http.StatusNotFound, "webhooks are off: no webhook secret configured")
 		return
@@ -112,50 +117,50 @@ func (s *Server) postWebhook(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusAccepted, map[string]string{"ignored": event})
 		return
 	}
-	if !s.claim(w, r, deliveryID, event) {
-		return
-	}
-	ctx, cancel := s.storeCtx(r)
-	runs, err := s.affected(ctx, event, body)
-	cancel()
+	// The payload is read before the claim, so a 400 is found in time
+	// whatever the stores and the forge take afterwards.
+	q, err := parseTarget(event, body)
 	if err != nil {
-		if errors.Is(err, errInvalid) {
-			writeError(w, http.StatusBadRequest, err.Error())
-			return
-		}
-		s.log.Error("webhook: cannot list affected runs", "event", event, "err", err)
-		s.unavailable(w, "runs not read; redeliver")
+		s.deliveries.WithLabelValues(deliveryInvalid).Inc()
+		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	s.log.Debug("webhook", "event", event, "delivery", deliveryID, "runs", len(runs))
-	s.offerAll(r.Context(), forge.LaneWebhook, runs)
-	s.complete(r, deliveryID)
-	writeJSON(w, http.StatusOK, map[string]int{"offered": len(runs)})
+	ctx, cancel := context.WithDeadline(r.Context(), answerBy)
+	claimed := s.claim(w, r.WithContext(ctx), deliveryID, event)
+	cancel()
+	if claimed {
+		s.processDelivery(w, deliveryID, q, answerBy)
+	}
 }
 
 // claim claims deliveryID for processing and reports whether the caller
 // has it; when not, it has answered: 400 for an id the store refuses, 503
-// with Retry-After when the store does not answer or an earlier claim is
-// being processed, 200 {"duplicate": id} when it was processed.
+// with Retry-After when the store does not answer (within StoreTimeout or
+// r's deadline) or an earlier claim is being processed, 200
+// {"duplicate": id} when it was processed.
 func (s *Server) claim(w http.ResponseWriter, r *http.Request, deliveryID, event string) bool {
 	ctx, cancel := s.storeCtx(r)
 	claim, err := s.cfg.Deliveries.Claim(ctx, deliveryID, s.cfg.Now(), s.claimHold())
 	cancel()
 	switch {
 	case errors.Is(err, delivery.ErrInvalid):
+		s.deliveries.WithLabelValues(deliveryInvalid).Inc()
 		writeError(w, http.StatusBadRequest, deliveryHeader+": "+err.Error())
 		return false
 	case err != nil:
 		// The claim may have landed: it lapses at its hold's end.
 		s.log.Error("webhook: delivery not claimed", "delivery", deliveryID, "err", err)
+		s.deliveries.WithLabelValues(deliveryUnavailable).Inc()
 		s.retryAfter(w, s.claimHold(), "delivery not claimed; redeliver")
 		return false
 	case claim == delivery.Held:
 		s.log.Info("webhook: delivery being processed by an earlier claim", "delivery", deliveryID, "event", event)
+		s.deliveries.WithLabelValues(deliveryHeld).Inc()
 		s.retryAfter(w, s.claimHold(), "delivery being processed; redeliver if it is not acknowledged")
 		return false
 	case claim == delivery.Done:
 		s.log.Info("webhook: delivery seen before, not processed again", "delivery", deliveryID, "event", event)
+		s.deliveries.WithLabelValues(deliveryDuplicate).Inc()
 		writeJSON(w, http.StatusOK, map[string]string{"duplicate": deliveryID})
 		return false
 	}
@@ -164,17 +169,19 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request, deliveryID, event
 
 // claimHold is how long a webhook's delivery claim holds before it lapses:
 // the claim's own answer, the runs lookup, the offers of one delivery, and
-// the completion. The claim is stamped before it is sent, so a hold short
+// the completion, whether the delivery was answered before they ended
+// (processDelivery) or after. The claim is stamped before it is sent, so a hold short
 // of any of them can lapse while the delivery is still being processed.
 func (s *Server) claimHold() time.Duration {
 	return 3*s.cfg.StoreTimeout + s.cfg.OfferTimeout
 }
 
-// complete records a processed delivery, on its own bounded context since
-// the request's may be done. When it fails, the claim lapses and a
-// redelivery is processed again, which offers' idempotence makes harmless.
-func (s *Server) complete(r *http.Request, deliveryID string) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), s.cfg.StoreTimeout)
+// complete records a processed delivery, on its own bounded context
+// (the request may have been answered). When it fails, the claim lapses and
+// a redelivery is processed again, which offers' idempotence makes
+// harmless.
+func (s *Server) complete(deliveryID string) {
+	ctx, cancel := context.WithTimeout(s.work.ctx, s.cfg.StoreTimeout)
 	defer cancel()
 	if err := s.cfg.Deliveries.Complete(ctx, deliveryID, s.cfg.Now(), s.cfg.DeliveryWindow); err != nil {
 		s.log.Warn("webhook: delivery processed but not recorded; a redelivery will be processed again", "delivery", deliveryID, "err", err)
@@ -369,11 +376,21 @@ func (s *Server) refuseBody(w http.ResponseWriter, err error) {
 	}
 }
 
-// affected returns the unsettled runs a webhook event concerns.
-func (s *Server) affected(ctx context.Context, event string, body []byte) ([]gaterun.Run, error) {
+// webhookTarget is what a pull_request or status event concerns: a pull
+// request (pull), or a head (sha), of repo.
+type webhookTarget struct {
+	event string
+	repo  string
+	pull  int
+	sha   string
+}
+
+// parseTarget reads what a pull_request or status payload concerns; an
+// error wraps errInvalid and names the missing field.
+func parseTarget(event string, body []byte) (webhookTarget, error) {
 	payload, err := github.ParseWebHook(event, body)
 	if err != nil {
-		return nil, fmt.Errorf("%w: malformed %s payload: %w", errInvalid, event, err)
+		return webhookTarget{}, fmt.Errorf("%w: malformed %s payload: %w", errInvalid, event, err)
 	}
 	switch ev := payload.(type) {
 	case *github.PullRequestEvent:
@@ -382,15 +399,23 @@ func (s *Server) affected(ctx context.Context, event string, body []byte) ([]gat
 			number = ev.GetNumber()
 		}
 		if repo == "" || number == 0 {
-			return nil, fmt.Errorf("%w: pull_request payload: repository.full_name %q or pull_request.number %d missing", errInvalid, clip(repo), number)
+			return webhookTarget{}, fmt.Errorf("%w: pull_request payload: repository.full_name %q or pull_request.number %d missing", errInvalid, clip(repo), number)
 		}
-		return s.cfg.Runs.ForPull(ctx, s.cfg.ForgeHost, repo, number)
+		return webhookTarget{event: event, repo: repo, pull: number}, nil
 	case *github.StatusEvent:
 		repo, sha := ev.GetRepo().GetFullName(), ev.GetSHA()
 		if repo == "" || sha == "" {
-			return nil, fmt.Errorf("%w: status payload: repository.full_name %q or sha %q missing", errInvalid, clip(repo), clip(sha))
+			return webhookTarget{}, fmt.Errorf("%w: status payload: repository.full_name %q or sha %q missing", errInvalid, clip(repo), clip(sha))
 		}
-		return s.cfg.Runs.ForHead(ctx, s.cfg.ForgeHost, repo, strings.ToLower(sha))
+		return webhookTarget{event: event, repo: repo, sha: strings.ToLower(sha)}, nil
 	}
-	return nil, fmt.Errorf("%w: %s payload parsed as %T", errInvalid, event, payload)
+	return webhookTarget{}, fmt.Errorf("%w: %s payload parsed as %T", errInvalid, event, payload)
+}
+
+// affected returns the unsettled runs q concerns.
+func (s *Server) affected(ctx context.Context, q webhookTarget) ([]gaterun.Run, error) {
+	if q.sha != "" {
+		return s.cfg.Runs.ForHead(ctx, s.cfg.ForgeHost, q.repo, q.sha)
+	}
+	return s.cfg.Runs.ForPull(ctx, s.cfg.ForgeHost, q.repo, q.pull)
 }
