@@ -7,9 +7,12 @@ import (
 	"net/http"
 )
 
-// Write answers code with v as JSON (Content-Type application/json).
+// Write answers code with v as JSON (Content-Type application/json, and
+// nosniff, so no browser reads an answer quoting a caller's text as a
+// page).
 func Write(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(v) // the client is gone if this fails
 }

@@ -2,6 +2,8 @@ package page
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/base64"
 	"math"
 	"strconv"
 	"strings"
@@ -110,6 +112,38 @@ func TestRangesJoinsRuns(t *testing.T) {
 	} {
 		if got := Ranges(c.ns); got != c.want {
 			t.Errorf("Ranges(%v) = %q, want %q: runs of consecutive shards joined", c.ns, got, c.want)
+		}
+	}
+}
+
+// TestPolicyAllowsTheLayoutsStyleAndNothingElse pins that the policy names
+// the stylesheet as the layout writes it (a hash of other bytes would
+// leave every page unstyled) and that the layout has nothing else a
+// policy of default-src 'none' would block: no script, no style
+// attribute.
+func TestPolicyAllowsTheLayoutsStyleAndNothingElse(t *testing.T) {
+	var buf bytes.Buffer
+	if err := New(`{{define "content"}}<p>x</p>{{end}}`, nil).Execute(&buf, Data{Title: "T", Nav: []Link{{"/", "index"}}}); err != nil {
+		t.Fatal(err)
+	}
+	html := buf.String()
+	_, rest, ok := strings.Cut(html, "<style>")
+	style, _, ok2 := strings.Cut(rest, "</style>")
+	if !ok || !ok2 {
+		t.Fatalf("page has no <style> element:\n%s", html)
+	}
+	sum := sha256.Sum256([]byte(style))
+	if want := "style-src 'sha256-" + base64.StdEncoding.EncodeToString(sum[:]) + "'"; !strings.Contains(ContentSecurityPolicy, want) {
+		t.Errorf("policy %q lacks %q, want it: the policy allows the stylesheet the page holds", ContentSecurityPolicy, want)
+	}
+	for _, banned := range []string{"<script", "style=", "<img", "<form", "<iframe"} {
+		if strings.Contains(html, banned) {
+			t.Errorf("layout holds %q, want none: the policy blocks it", banned)
+		}
+	}
+	for _, want := range []string{"default-src 'none'", "frame-ancestors 'none'", "base-uri 'none'", "form-action 'none'"} {
+		if !strings.Contains(ContentSecurityPolicy, want) {
+			t.Errorf("policy %q lacks %q, want it: a page loads, runs, posts and is framed by nothing", ContentSecurityPolicy, want)
 		}
 	}
 }

@@ -79,7 +79,7 @@ func statusView(st Status) *StatusView {
 func Handler(store Store, render func(http.ResponseWriter, *page.Template, string, any), status func(context.Context) Status) http.HandlerFunc {
 	if render == nil {
 		render = func(w http.ResponseWriter, t *page.Template, title string, body any) {
-			w.Header().Set("Content-Type", "text/html; charset=utf-8")
+			page.SetHeaders(w.Header())
 			_ = t.Execute(w, page.Data{Title: title, Now: time.Now(), Body: body})
 		}
 	}

@@ -21,10 +21,11 @@ func (s *Server) nav() []page.Link {
 	return append(links, page.Link{Href: "/metrics", Text: "metrics"}, page.Link{Href: "/healthz", Text: "healthz"})
 }
 
-// render writes the page tmpl titled title with body, logging a failure
-// (the client is usually gone).
+// render writes the page tmpl titled title with body, with the page
+// headers (page.SetHeaders), logging a failure (the client is usually
+// gone).
 func (s *Server) render(w http.ResponseWriter, tmpl *page.Template, title string, body any) {
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	page.SetHeaders(w.Header())
 	err := tmpl.Execute(w, page.Data{Title: title, Owner: s.cfg.Owner, Now: s.cfg.Now(), Nav: s.nav(), Body: body})
 	if err != nil {
 		s.log.Warn("page not written", "page", title, "err", err)

@@ -478,3 +478,69 @@ func TestReadyzFailsWhileTheStoresDoNotAnswer(t *testing.T) {
 		t.Errorf("/readyz with the stores answering: got %d %s, want 200 ready", code, body)
 	}
 }
+
+// answerHeader sends a request to f and returns the answer's status and
+// headers.
+func (f *httpFixture) answerHeader(t *testing.T, method, path string, header map[string]string) (int, http.Header) {
+	t.Helper()
+	req, err := http.NewRequest(method, f.url+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode, resp.Header
+}
+
+// TestPagesCarryAPolicyThatRunsNoScript pins the headers of every page:
+// the pages show text from GitHub (titles, logins, repository names) and
+// from API callers (status descriptions, target URLs), so should any of it
+// ever get past the templates' escaping, the browser must run no script,
+// load nothing and let no other site frame the page; and no answer, JSON
+// included, may be sniffed into a page. Before, pages sent only their
+// Content-Type.
+func TestPagesCarryAPolicyThatRunsNoScript(t *testing.T) {
+	f := newHTTPFixture(t, func(c *server.Config) { c.BoardRepos = []string{"acme/app"} })
+	for _, path := range []string{"/", "/leases", "/runs", "/board"} {
+		code, h := f.answerHeader(t, "GET", path, pageAuth)
+		if code != http.StatusOK {
+			t.Fatalf("GET %s = %d, want 200", path, code)
+		}
+		csp := h.Get("Content-Security-Policy")
+		for _, want := range []string{"default-src 'none'", "frame-ancestors 'none'", "base-uri 'none'", "form-action 'none'"} {
+			if !strings.Contains(csp, want) {
+				t.Errorf("GET %s: Content-Security-Policy %q lacks %q, want it: a page runs, loads, posts and is framed by nothing", path, csp, want)
+			}
+		}
+		if strings.Contains(csp, "script-src") || strings.Contains(csp, "unsafe-inline") {
+			t.Errorf("GET %s: Content-Security-Policy %q allows script or inline content, want neither", path, csp)
+		}
+		for k, want := range map[string]string{"X-Content-Type-Options": "nosniff", "X-Frame-Options": "DENY", "Referrer-Policy": "no-referrer"} {
+			if got := h.Get(k); got != want {
+				t.Errorf("GET %s: %s %q, want %q", path, k, got, want)
+			}
+		}
+	}
+	for _, c := range []struct {
+		method, path string
+		header       map[string]string
+		why          string
+	}{
+		{"GET", "/leases", nil, "a page's 401"},
+		{"GET", "/leases?format=json", pageAuth, "a page's JSON view"},
+		{"GET", "/board?format=<script>", pageAuth, "a 400 quoting the caller's parameter"},
+		{"GET", "/api/runs?repo=<b>x</b>/y", pageAuth, "the API's 400"},
+	} {
+		code, h := f.answerHeader(t, c.method, c.path, c.header)
+		if got := h.Get("X-Content-Type-Options"); got != "nosniff" {
+			t.Errorf("%s %s (%s, %d): X-Content-Type-Options %q, want nosniff: a JSON answer is never read as a page", c.method, c.path, c.why, code, got)
+		}
+	}
+}
