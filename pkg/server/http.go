@@ -291,33 +291,39 @@ func (s *Server) getHealthz(w http.ResponseWriter, _ *http.Request) {
 // StoreTimeout (the runs, the leases when they can be listed, the board
 // when it runs), else 503 with Retry-After naming the first that did not.
 // The delivery store is not read: it has no read, and in serve it shares
-// the runs' database.
+// the runs' database. The store's error goes to the log, not the answer:
+// /readyz needs no token, and a driver's error describes the network
+// behind the replica (a MongoDB server selection error lists every
+// server's address and last error:
+// https://github.com/mongodb/mongo-go-driver/pull/444).
 func (s *Server) getReadyz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := s.storeCtx(r)
 	defer cancel()
-	if err := s.storesAnswer(ctx); err != nil {
+	if store, err := s.storesAnswer(ctx); err != nil {
+		s.log.Warn("not ready: a store did not answer", "store", store, "err", err)
 		setRetryAfter(w, s.cfg.StoreTimeout)
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready", "owner": s.cfg.Owner, "error": err.Error()})
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready", "owner": s.cfg.Owner,
+			"error": store + " did not answer a read; the replica's log says why"})
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready", "owner": s.cfg.Owner})
 }
 
 // storesAnswer reads each store once within ctx and returns the first
-// failure, naming the store.
-func (s *Server) storesAnswer(ctx context.Context) error {
+// failure and the store it came from.
+func (s *Server) storesAnswer(ctx context.Context) (store string, err error) {
 	if _, err := s.cfg.Runs.List(ctx, gaterun.Query{Limit: 1}); err != nil {
-		return fmt.Errorf("run store: %w", err)
+		return "run store", err
 	}
 	if insp, ok := s.cfg.Leases.(lease.Inspector); ok {
 		if _, err := insp.Holders(ctx); err != nil {
-			return fmt.Errorf("lease store: %w", err)
+			return "lease store", err
 		}
 	}
 	if s.cfg.Board != nil {
 		if _, err := s.cfg.Board.Cards(ctx, board.Query{Limit: 1}); err != nil {
-			return fmt.Errorf("board store: %w", err)
+			return "board store", err
 		}
 	}
-	return nil
+	return "", nil
 }

@@ -10,6 +10,7 @@ import (
 	"crypto/sha1"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"strings"
@@ -542,5 +543,41 @@ func TestPagesCarryAPolicyThatRunsNoScript(t *testing.T) {
 		if got := h.Get("X-Content-Type-Options"); got != "nosniff" {
 			t.Errorf("%s %s (%s, %d): X-Content-Type-Options %q, want nosniff: a JSON answer is never read as a page", c.method, c.path, c.why, code, got)
 		}
+	}
+}
+
+// unreachableRuns is a run store whose reads fail as the MongoDB driver's
+// do when no server answers: the error lists the servers behind the
+// replica, their addresses and their last errors.
+type unreachableRuns struct{ gaterun.Store }
+
+// topology is such an error's text, in the driver's format.
+const topology = "server selection error: context deadline exceeded, current topology: { Type: ReplicaSetNoPrimary, " +
+	"Servers: [{ Addr: mongo-0.mongo.iterion.svc.cluster.local:27017, Type: Unknown, Last error: dial tcp 10.42.7.19:27017: i/o timeout }, ] }"
+
+func (unreachableRuns) List(context.Context, gaterun.Query) ([]gaterun.Run, error) {
+	return nil, errors.New(topology)
+}
+
+// TestReadyzNamesTheStoreNotItsNetwork pins that /readyz, which answers
+// anyone, says which store did not answer but not the store's error: a
+// driver's error names the database's hosts and addresses. The error goes
+// to the replica's log. Before, the answer quoted the error whole.
+func TestReadyzNamesTheStoreNotItsNetwork(t *testing.T) {
+	logger, logs := forgetest.TextLogger()
+	f := newHTTPFixture(t, func(c *server.Config) {
+		c.Runs, c.Logger = unreachableRuns{gaterun.NewMemoryStore()}, logger
+	})
+	code, body := f.do(t, "GET", "/readyz", nil, "")
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, "run store") {
+		t.Errorf("/readyz with the run store unreachable: got %d %s, want 503 naming the run store", code, body)
+	}
+	for _, secret := range []string{"mongo-0.mongo", "10.42.7.19", "topology"} {
+		if strings.Contains(body, secret) {
+			t.Errorf("/readyz answers %s, want no %q: the database's network is not told to whoever asks", body, secret)
+		}
+	}
+	if !strings.Contains(logs.String(), "10.42.7.19") {
+		t.Errorf("log %q lacks the store's error, want it: the operator still learns why", logs.String())
 	}
 }
