@@ -152,7 +152,7 @@ func serveFlags(fs *flag.FlagSet, c *serveConfig) (envOf map[string]string) {
 	fs.StringVar(&c.forgeTokenFile, "forge-token-file", "", "file holding the forge token (instead of --forge-token)")
 	fs.DurationVar(&c.storeTimeout, "store-timeout", server.DefaultStoreTimeout, "deadline of each store call a request makes; past it the request answers 503 with Retry-After")
 	fs.DurationVar(&c.answerWithin, "webhook-answer-within", server.DefaultWebhookAnswerWithin, fmt.Sprintf("longest a webhook delivery waits for its answer, under GitHub's %v: one still being processed then is answered 202 and processed on", server.GitHubWebhookTimeout))
-	fs.DurationVar(&c.deliveryWindow, "delivery-window", delivery.DefaultWindow, "how long a webhook X-GitHub-Delivery id is remembered, so its replay is not processed again")
+	fs.DurationVar(&c.deliveryWindow, "delivery-window", delivery.DefaultWindow, "how long a processed webhook delivery is remembered (by its signed body), so its replay is not processed again, whatever its X-GitHub-Delivery")
 	d := server.DefaultLimits
 	fs.DurationVar(&c.limits.ReadHeaderTimeout, "read-header-timeout", d.ReadHeaderTimeout, "HTTP: deadline to read a request's headers")
 	fs.DurationVar(&c.limits.ReadTimeout, "read-timeout", d.ReadTimeout, "HTTP: deadline to read a whole request, body included")

@@ -5,9 +5,11 @@
 // It holds the [Store] contract and its two twins, [MemoryStore] for one
 // process and [MongoStore] shared by every replica, which pass one
 // conformance suite, [iterion.dev/iterion/pkg/delivery/deliverytest]. The
-// package knows nothing of webhooks' contents: the server claims the
-// X-GitHub-Delivery id before processing an event and completes it once
-// processed; a claim it never completes lapses on its own.
+// package knows nothing of webhooks' contents: the server claims an id
+// naming the delivery (the SHA-256 of its signed body, which a replay
+// cannot change as it can X-GitHub-Delivery) before processing an event
+// and completes it once processed; a claim it never completes lapses on
+// its own.
 package delivery
 
 import (

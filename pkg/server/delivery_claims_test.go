@@ -77,6 +77,9 @@ func TestNoRedeliveryIsLost(t *testing.T) {
 	lost, processedTwice := 0, 0
 	for i := range deliveriesN {
 		id := fmt.Sprintf("guid-frozen-%d", i)
+		// Each delivery is its own event, so its own body: one body is
+		// processed once, whatever its id.
+		event := fmt.Sprintf(`{"action": "synchronize", "number": 12, "pull_request": {"number": 12, "body": %q}, "repository": {"full_name": "acme/app"}}`, id)
 		fp := freezePoints[i%len(freezePoints)]
 		if i >= len(freezePoints) {
 			fp = freezePoints[rng.IntN(len(freezePoints))]
@@ -105,12 +108,12 @@ func TestNoRedeliveryIsLost(t *testing.T) {
 				}
 			}
 		}
-		code, body := f.postDelivery(t, id)
+		code, body := f.postDeliveryOf(t, id, event)
 		release() // a held command lands now, after its request gave up on it
 		processed := strings.Contains(body, `"offered":1`)
 		for try := 0; try < 3 && code != http.StatusOK; try++ {
 			clock.Add(hold) // GitHub redelivers later
-			code, body = f.postDelivery(t, id)
+			code, body = f.postDeliveryOf(t, id, event)
 			switch {
 			case strings.Contains(body, `"duplicate"`) && !processed:
 				lost++
@@ -137,7 +140,7 @@ func TestNoRedeliveryIsLost(t *testing.T) {
 func TestHeldDeliveryIsNotAcknowledged(t *testing.T) {
 	shared := delivery.NewMemoryStore()
 	f := newHTTPFixture(t, func(c *server.Config) { c.Deliveries = shared })
-	if c, err := shared.Claim(context.Background(), "guid-busy", time.Now(), time.Hour); err != nil || c != delivery.Claimed {
+	if c, err := shared.Claim(context.Background(), server.ReplayKey([]byte(pullClosed)), time.Now(), time.Hour); err != nil || c != delivery.Claimed {
 		t.Fatalf("Claim: %v, %v", c, err)
 	}
 	resp, body := f.do(t, "POST", "/webhooks/github", map[string]string{"X-GitHub-Event": "pull_request",

@@ -26,6 +26,7 @@ const (
 )
 
 var (
+	ReplayKey        = replayKey
 	DeepSpacingAfter = deepSpacing
 	NewReconciler    = newReconciler
 	NewSweeper       = newSweeper

@@ -11,6 +11,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -335,14 +336,24 @@ func TestAPIAcceptsGitHubsCommitShapes(t *testing.T) {
 const pullClosed = `{"action": "closed", "number": 12, "pull_request": {"number": 12}, "repository": {"full_name": "acme/app"}}`
 
 func (f *httpFixture) postDelivery(t *testing.T, id string) (int, string) {
-	return f.do(t, "POST", "/webhooks/github", deliveryHeaders(id), pullClosed)
+	return f.postDeliveryOf(t, id, pullClosed)
+}
+
+// postDeliveryOf posts the pull_request event body, signed, as delivery
+// id.
+func (f *httpFixture) postDeliveryOf(t *testing.T, id, body string) (int, string) {
+	return f.do(t, "POST", "/webhooks/github", deliveryHeadersOf(id, body), body)
 }
 
 // deliveryHeaders are the headers GitHub sends with pullClosed as
 // delivery id.
-func deliveryHeaders(id string) map[string]string {
+func deliveryHeaders(id string) map[string]string { return deliveryHeadersOf(id, pullClosed) }
+
+// deliveryHeadersOf are the headers GitHub sends with the pull_request
+// event body as delivery id.
+func deliveryHeadersOf(id, body string) map[string]string {
 	return map[string]string{"X-GitHub-Event": "pull_request",
-		"X-Hub-Signature-256": sign(webhookSecret, pullClosed), "X-GitHub-Delivery": id}
+		"X-Hub-Signature-256": sign(webhookSecret, body), "X-GitHub-Delivery": id}
 }
 
 func TestReplayedDeliveryIsAcknowledgedNotProcessed(t *testing.T) {
@@ -364,8 +375,38 @@ func TestReplayedDeliveryIsAcknowledgedNotProcessed(t *testing.T) {
 	if n := a.sim.Requests(forgesim.Filter{}) + b.sim.Requests(forgesim.Filter{}); n != spent {
 		t.Errorf("forge requests after two replays: got %d, want %d: a replay is not processed again, on any replica", n, spent)
 	}
-	if code, body := b.postDelivery(t, "guid-2"); code != http.StatusOK || !strings.Contains(body, `"offered"`) {
-		t.Errorf("another delivery: got %d %s, want 200 offered: only the same id is a replay", code, body)
+	if code, body := b.postDeliveryOf(t, "guid-2", pullReopened); code != http.StatusOK || !strings.Contains(body, `"offered"`) {
+		t.Errorf("another delivery: got %d %s, want 200 offered: a delivery not seen before is processed", code, body)
+	}
+}
+
+// pullReopened is another pull_request event for acme/app#12.
+const pullReopened = `{"action": "reopened", "number": 12, "pull_request": {"number": 12}, "repository": {"full_name": "acme/app"}}`
+
+// TestReplayUnderAFreshIDIsNotProcessed pins that the replay guard is
+// keyed on what GitHub signs. X-GitHub-Delivery is not signed: a signed
+// body captured once (a proxy's log, the webhook's Recent Deliveries)
+// and sent again under a fresh id must be acknowledged, not processed
+// again, on any replica, or each copy costs the forge reads of its offers.
+// Before, every fresh id was processed.
+func TestReplayUnderAFreshIDIsNotProcessed(t *testing.T) {
+	shared := delivery.NewMemoryStore()
+	share := func(c *server.Config) { c.Deliveries = shared }
+	a, b := newHTTPFixture(t, share), newHTTPFixture(t, share)
+	a.putRun(t, gaterun.VerdictSuccess)
+	b.putRun(t, gaterun.VerdictSuccess)
+	if code, body := a.postDelivery(t, "guid-1"); code != http.StatusOK || !strings.Contains(body, `"offered":1`) {
+		t.Fatalf("first delivery: got %d %s, want 200 offered 1", code, body)
+	}
+	spent := a.sim.Requests(forgesim.Filter{}) + b.sim.Requests(forgesim.Filter{})
+	for i, f := range []*httpFixture{a, b, a} {
+		id := fmt.Sprintf("forged-%d", i)
+		if code, body := f.postDelivery(t, id); code != http.StatusOK || !strings.Contains(body, `"duplicate":"`+id+`"`) {
+			t.Errorf("the signed body again under id %s: got %d %s, want 200 duplicate: a body processed before is a replay, whatever its id", id, code, body)
+		}
+	}
+	if n := a.sim.Requests(forgesim.Filter{}) + b.sim.Requests(forgesim.Filter{}); n != spent {
+		t.Errorf("forge requests after three replays under fresh ids: got %d, want %d: a replay costs the forge nothing", n, spent)
 	}
 }
 

@@ -143,13 +143,14 @@ type Config struct {
 	// webhook's lookups, /leases); past it the request answers 503 with
 	// Retry-After. 0 means DefaultStoreTimeout.
 	StoreTimeout time.Duration
-	// Deliveries remembers processed webhook delivery ids, so a replayed
-	// X-GitHub-Delivery is acknowledged and not processed again, and holds
+	// Deliveries remembers processed webhook deliveries by the SHA-256 of
+	// their signed body, so a replayed delivery is acknowledged and not
+	// processed again, whatever its X-GitHub-Delivery, and holds
 	// the claims of those being processed; nil means
 	// a new delivery.MemoryStore, which only this replica sees. Share a
 	// delivery.MongoStore between replicas.
 	Deliveries delivery.Store
-	// DeliveryWindow is how long a delivery id is remembered; 0 means
+	// DeliveryWindow is how long a delivery is remembered; 0 means
 	// delivery.DefaultWindow.
 	DeliveryWindow time.Duration
 	// Limits bound the HTTP server (timeouts, header and body sizes); a

@@ -129,9 +129,9 @@ func TestLargeWebhookReadsCannotBeSquatted(t *testing.T) {
 		}
 		synctest.Wait()
 
-		body := pullClosed + strings.Repeat(" ", 2<<20)
 		ok := 0
 		for i := range 10 {
+			body := pullClosed + strings.Repeat(" ", 2<<20+i) // ten deliveries, ten bodies: one body is processed once
 			conn := an.dial(t, fmt.Sprintf("140.82.115.%d:443", 1+i%3))
 			got := make(chan string, 1)
 			go func() {

@@ -59,18 +59,18 @@ var (
 // the installation events and an event of an unknown installation. Other
 // events than pull_request and status are ignored with 202. A payload it
 // cannot read is 400, before the delivery is claimed. A delivery whose
-// X-GitHub-Delivery was processed within DeliveryWindow, on any replica
-// sharing Deliveries, is acknowledged with 200 {"duplicate": id} and not
-// processed again; one being processed under an earlier claim answers 503
-// with Retry-After. Else the unsettled runs of the pull request or head
-// are offered on lane webhook (200 {"offered": n}) and the delivery is
-// recorded as processed. The answer comes within WebhookAnswerWithin of
-// the request's headers: a claim not answered by then is 503, and a
-// claimed delivery still being processed then is answered 202
-// {"processing": id} while its processing goes on (processDelivery). A
-// delivery that was not processed (400, 503, a lost answer, a failure
-// after its 202) is never recorded as processed: its claim lapses after
-// claimHold, and its redelivery is processed.
+// body was processed within DeliveryWindow, on any replica sharing
+// Deliveries, is acknowledged with 200 {"duplicate": id} (its
+// X-GitHub-Delivery) and not processed again, whatever its id; one being
+// processed under an earlier claim answers 503 with Retry-After. Else the
+// unsettled runs of the pull request or head are offered on lane webhook
+// (200 {"offered": n}) and the delivery is recorded as processed. The
+// answer comes within WebhookAnswerWithin of the request's headers: a
+// claim not answered by then is 503, and a claimed delivery still being
+// processed then is answered 202 {"processing": id} while its processing
+// goes on (processDelivery). A delivery that was not processed (400, 503,
+// a lost answer, a failure after its 202) is never recorded as processed:
+// its claim lapses after claimHold, and its redelivery is processed.
 func (s *Server) postWebhook(w http.ResponseWriter, r *http.Request) {
 	answerBy := time.Now().Add(s.cfg.WebhookAnswerWithin)
 	if s.cfg.WebhookSecret == "" {
@@ -84,8 +84,8 @@ func (s *Server) postWebhook(w http.ResponseWriter, r *http.Request) {
 	}
 	deliveryID := r.Header.Get(deliveryHeader)
 	if deliveryID == "" {
-		// GitHub always sends it; without it a captured body could be
-		// replayed at will, each replay costing forge reads.
+		// GitHub always sends it; it names the delivery in the logs
+		// and in a duplicate's answer.
 		writeError(w, http.StatusBadRequest, "missing "+deliveryHeader)
 		return
 	}
@@ -103,6 +103,7 @@ func (s *Server) postWebhook(w http.ResponseWriter, r *http.Request) {
 		s.refuseBody(w, err)
 		return
 	}
+	key := replayKey(body)
 	if form {
 		if body, err = formPayload(body); err != nil {
 			writeError(w, http.StatusBadRequest, err.Error())
@@ -126,40 +127,48 @@ func (s *Server) postWebhook(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx, cancel := context.WithDeadline(r.Context(), answerBy)
-	claimed := s.claim(w, r.WithContext(ctx), deliveryID, event)
+	claimed := s.claim(w, r.WithContext(ctx), key, deliveryID, event)
 	cancel()
 	if claimed {
-		s.processDelivery(w, deliveryID, q, answerBy)
+		s.processDelivery(w, key, deliveryID, q, answerBy)
 	}
 }
 
-// claim claims deliveryID for processing and reports whether the caller
-// has it; when not, it has answered: 400 for an id the store refuses, 503
-// with Retry-After when the store does not answer (within StoreTimeout or
-// r's deadline) or an earlier claim is being processed, 200
-// {"duplicate": id} when it was processed.
-func (s *Server) claim(w http.ResponseWriter, r *http.Request, deliveryID, event string) bool {
+// replayKey is the key a delivery is claimed and remembered under: the
+// SHA-256 of its body as sent. X-GitHub-Delivery is not signed, so keyed
+// on it, a body captured once (from a proxy's log, or from the webhook's
+// Recent Deliveries, which a repository's admins see) would be processed
+// again under every fresh id it is sent with; the body is signed, and
+// GitHub redelivers a delivery with the same body and id
+// (https://docs.github.com/en/webhooks/testing-and-troubleshooting-webhooks/redelivering-webhooks).
+func replayKey(body []byte) string {
+	sum := sha256.Sum256(body)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// claim claims key (replayKey) for processing and reports whether the
+// caller has it; when not, it has answered: 503 with Retry-After when the
+// store does not answer (within StoreTimeout or r's deadline) or an
+// earlier claim is being processed, 200 {"duplicate": deliveryID} when it
+// was processed.
+func (s *Server) claim(w http.ResponseWriter, r *http.Request, key, deliveryID, event string) bool {
 	ctx, cancel := s.storeCtx(r)
-	claim, err := s.cfg.Deliveries.Claim(ctx, deliveryID, s.cfg.Now(), s.claimHold())
+	claim, err := s.cfg.Deliveries.Claim(ctx, key, s.cfg.Now(), s.claimHold())
 	cancel()
 	switch {
-	case errors.Is(err, delivery.ErrInvalid):
-		s.deliveries.WithLabelValues(deliveryInvalid).Inc()
-		writeError(w, http.StatusBadRequest, deliveryHeader+": "+err.Error())
-		return false
 	case err != nil:
 		// The claim may have landed: it lapses at its hold's end.
-		s.log.Error("webhook: delivery not claimed", "delivery", deliveryID, "err", err)
+		s.log.Error("webhook: delivery not claimed", "delivery", deliveryID, "key", key, "err", err)
 		s.deliveries.WithLabelValues(deliveryUnavailable).Inc()
 		s.retryAfter(w, s.claimHold(), "delivery not claimed; redeliver")
 		return false
 	case claim == delivery.Held:
-		s.log.Info("webhook: delivery being processed by an earlier claim", "delivery", deliveryID, "event", event)
+		s.log.Info("webhook: delivery being processed by an earlier claim", "delivery", deliveryID, "key", key, "event", event)
 		s.deliveries.WithLabelValues(deliveryHeld).Inc()
 		s.retryAfter(w, s.claimHold(), "delivery being processed; redeliver if it is not acknowledged")
 		return false
 	case claim == delivery.Done:
-		s.log.Info("webhook: delivery seen before, not processed again", "delivery", deliveryID, "event", event)
+		s.log.Info("webhook: delivery seen before, not processed again", "delivery", deliveryID, "key", key, "event", event)
 		s.deliveries.WithLabelValues(deliveryDuplicate).Inc()
 		writeJSON(w, http.StatusOK, map[string]string{"duplicate": deliveryID})
 		return false
@@ -176,15 +185,15 @@ func (s *Server) claimHold() time.Duration {
 	return 3*s.cfg.StoreTimeout + s.cfg.OfferTimeout
 }
 
-// complete records a processed delivery, on its own bounded context
-// (the request may have been answered). When it fails, the claim lapses and
-// a redelivery is processed again, which offers' idempotence makes
-// harmless.
-func (s *Server) complete(deliveryID string) {
+// complete records processed delivery deliveryID under key, on its own
+// bounded context (the request may have been answered). When it fails,
+// the claim lapses and a redelivery is processed again, which offers'
+// idempotence makes harmless.
+func (s *Server) complete(key, deliveryID string) {
 	ctx, cancel := context.WithTimeout(s.work.ctx, s.cfg.StoreTimeout)
 	defer cancel()
-	if err := s.cfg.Deliveries.Complete(ctx, deliveryID, s.cfg.Now(), s.cfg.DeliveryWindow); err != nil {
-		s.log.Warn("webhook: delivery processed but not recorded; a redelivery will be processed again", "delivery", deliveryID, "err", err)
+	if err := s.cfg.Deliveries.Complete(ctx, key, s.cfg.Now(), s.cfg.DeliveryWindow); err != nil {
+		s.log.Warn("webhook: delivery processed but not recorded; a redelivery will be processed again", "delivery", deliveryID, "key", key, "err", err)
 	}
 }
 

@@ -116,15 +116,15 @@ type deliveryJob struct {
 	answer   chan deliveryAnswer // buffered: the processing never waits on it
 }
 
-// processDelivery processes claimed delivery id (its runs looked up by q,
+// processDelivery processes delivery id, claimed under key (its runs looked up by q,
 // offered, the delivery recorded as processed) on the detached goroutines
 // of s.work, and answers w with the outcome when it comes by answerBy;
 // else it answers 202 {"processing": id} at answerBy and the processing
 // goes on, its end logged and counted.
-func (s *Server) processDelivery(w http.ResponseWriter, id string, q webhookTarget, answerBy time.Time) {
+func (s *Server) processDelivery(w http.ResponseWriter, key, id string, q webhookTarget, answerBy time.Time) {
 	job := &deliveryJob{answer: make(chan deliveryAnswer, 1)}
 	s.work.wg.Go(func() {
-		a := s.runDelivery(id, q)
+		a := s.runDelivery(key, id, q)
 		job.mu.Lock()
 		late := job.answered
 		if !late {
@@ -159,12 +159,12 @@ func (s *Server) processDelivery(w http.ResponseWriter, id string, q webhookTarg
 	a.write(w)
 }
 
-// runDelivery processes claimed delivery id on s.work's context, each
+// runDelivery processes delivery id, claimed under key, on s.work's context, each
 // step bounded as the claim's hold counts it: the runs lookup by
 // StoreTimeout, the offers by OfferTimeout, the completion by
 // StoreTimeout. The delivery is recorded as processed only when its runs
 // were offered to the end; otherwise its claim lapses.
-func (s *Server) runDelivery(id string, q webhookTarget) deliveryAnswer {
+func (s *Server) runDelivery(key, id string, q webhookTarget) deliveryAnswer {
 	ctx, cancel := context.WithTimeout(s.work.ctx, s.cfg.StoreTimeout)
 	runs, err := s.affected(ctx, q)
 	cancel()
@@ -182,7 +182,7 @@ func (s *Server) runDelivery(id string, q webhookTarget) deliveryAnswer {
 		return deliveryAnswer{outcome: deliveryUnavailable,
 			write: func(w http.ResponseWriter) { s.unavailable(w, "shutting down; redeliver") }}
 	}
-	s.complete(id)
+	s.complete(key, id)
 	return deliveryAnswer{outcome: deliveryProcessed, processed: true,
 		write: func(w http.ResponseWriter) { writeJSON(w, http.StatusOK, map[string]int{"offered": len(runs)}) }}
 }

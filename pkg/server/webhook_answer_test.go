@@ -174,7 +174,7 @@ func TestShutdownFinishesTheDeliveriesBeingProcessed(t *testing.T) {
 				if took := time.Since(stopping); took > c.shutdown+time.Second { // stop's own second of lingering
 					t.Errorf("Run returned %v after its context ended, want within the shutdown timeout %v", took, c.shutdown)
 				}
-				got, err := deliveries.Claim(context.Background(), "guid-shutdown", time.Now(), time.Second)
+				got, err := deliveries.Claim(context.Background(), server.ReplayKey([]byte(pullClosed)), time.Now(), time.Second)
 				if err != nil || got != c.want {
 					t.Errorf("the delivery after Run returned: got %v, %v, want %v: %s", got, err, c.want, c.why)
 				}
