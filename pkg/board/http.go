@@ -70,7 +70,8 @@ func statusView(st Status) *StatusView {
 // Handler serves GET /board: the cards of store, most recently updated
 // first, as a small HTML page, or with ?format=json as a View. ?repo=owner/name and ?state=open|closed filter, ?limit=N bounds
 // (DefaultLimit, at most MaxLimit); a bad parameter answers 400 naming it.
-// A nil store (no repositories configured) answers 404, a store error 503. Cards updated in
+// A nil store (no repositories configured) answers 404, a store error 503
+// without the error's text. Cards updated in
 // the same second come by repository, then number as a number. render
 // writes the HTML page in the server's shared layout; nil renders it in
 // that layout with no navigation, logging nothing. status, when not nil,
@@ -95,7 +96,10 @@ func Handler(store Store, render func(http.ResponseWriter, *page.Template, strin
 		}
 		cards, err := store.Cards(r.Context(), q)
 		if err != nil {
-			httpjson.Error(w, http.StatusServiceUnavailable, "board not read: "+err.Error())
+			// Not quoted: a store driver's error describes the network
+			// behind the server, and the page may be open to anyone.
+			// The store's owner logs it.
+			httpjson.Error(w, http.StatusServiceUnavailable, "board not read; retry")
 			return
 		}
 		slices.SortStableFunc(cards, func(a, b Card) int {

@@ -67,10 +67,34 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("GET /runs", s.page(http.HandlerFunc(s.getRunsPage)))
 	mux.HandleFunc("GET /api/runs", s.listRuns)
 	mux.HandleFunc("GET /api/runs/{id}", s.getRun)
-	mux.Handle("GET /board", s.page(s.storeDeadline(board.Handler(s.cfg.Board, s.render, s.boardStatus))))
+	mux.Handle("GET /board", s.page(s.storeDeadline(board.Handler(s.boardCards(), s.render, s.boardStatus))))
 	mux.Handle("GET /installations", s.page(http.HandlerFunc(s.getInstallationsPage)))
 	mux.Handle("GET /api/installations", s.page(http.HandlerFunc(s.getInstallationsJSON)))
 	return mux
+}
+
+// boardCards is the board store GET /board reads, logging a read that
+// fails (the page's 503 does not quote it); nil without a board.
+func (s *Server) boardCards() board.Store {
+	if s.cfg.Board == nil {
+		return nil
+	}
+	return loggedCards{s.cfg.Board, s}
+}
+
+// loggedCards is a board store whose failed Cards are logged as
+// storeFailed logs.
+type loggedCards struct {
+	board.Store
+	s *Server
+}
+
+func (c loggedCards) Cards(ctx context.Context, q board.Query) ([]board.Card, error) {
+	cards, err := c.Store.Cards(ctx, q)
+	if err != nil {
+		c.s.log.Warn("store did not answer", "what", "board not read", "err", err)
+	}
+	return cards, err
 }
 
 // writeJSON and writeError answer in the one JSON shape the board's view

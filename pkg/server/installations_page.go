@@ -47,17 +47,17 @@ func (s *Server) installationRowsOf(w http.ResponseWriter, r *http.Request) (q i
 	defer cancel()
 	hs, err := insp.Holders(ctx)
 	if err != nil {
-		s.unavailable(w, "leases not read: "+err.Error())
+		s.storeFailed(w, "leases not read", err)
 		return q, nil, nil, false
 	}
 	sweeps, err := runs.Sweeps(ctx)
 	if err != nil {
-		s.unavailable(w, "installation sweeps not read: "+err.Error())
+		s.storeFailed(w, "installation sweeps not read", err)
 		return q, nil, nil, false
 	}
 	open, err := runs.OpenRuns(ctx)
 	if err != nil {
-		s.unavailable(w, "open runs not counted: "+err.Error())
+		s.storeFailed(w, "open runs not counted", err)
 		return q, nil, nil, false
 	}
 	now := s.cfg.Now()

@@ -192,6 +192,17 @@ func (s *Server) unavailable(w http.ResponseWriter, msg string) {
 	s.retryAfter(w, s.cfg.StoreTimeout, msg)
 }
 
+// storeFailed answers 503 with Retry-After, saying what was not done
+// ("runs not read"), and logs err, which the answer does not quote: a
+// store driver's error describes the network behind the replica (a
+// MongoDB server selection error lists every server's address and last
+// error: https://github.com/mongodb/mongo-go-driver/pull/444), and the
+// pages may be open to anyone (PublicPages).
+func (s *Server) storeFailed(w http.ResponseWriter, what string, err error) {
+	s.log.Warn("store did not answer", "what", what, "err", err)
+	s.unavailable(w, what+"; retry")
+}
+
 // retryAfter answers 503 with msg and a Retry-After of after (whole
 // seconds, at least 1).
 func (s *Server) retryAfter(w http.ResponseWriter, after time.Duration, msg string) {

@@ -66,7 +66,7 @@ func (s *Server) leaseRows(w http.ResponseWriter, r *http.Request) (rows []termR
 	holders, err := insp.Holders(ctx)
 	cancel()
 	if err != nil {
-		s.unavailable(w, "leases not read: "+err.Error())
+		s.storeFailed(w, "leases not read", err)
 		return nil, nil, false
 	}
 	ttls := map[string]time.Duration{}

@@ -129,7 +129,7 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, gaterun.ErrNotFound):
 		writeError(w, http.StatusNotFound, "no run with id "+strconv.Quote(r.PathValue("id")))
 	case err != nil:
-		s.unavailable(w, "run not read: "+err.Error())
+		s.storeFailed(w, "run not read", err)
 	default:
 		writeJSON(w, http.StatusOK, s.view(run))
 	}
@@ -153,7 +153,7 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
 	runs, err := s.cfg.Runs.List(ctx, q)
 	cancel()
 	if err != nil {
-		s.unavailable(w, "runs not read: "+err.Error())
+		s.storeFailed(w, "runs not read", err)
 		return
 	}
 	out := runsList{Runs: []runView{}}
@@ -232,7 +232,7 @@ func (s *Server) getRunsPage(w http.ResponseWriter, r *http.Request) {
 	runs, err := s.cfg.Runs.List(ctx, gaterun.Query{Host: s.cfg.ForgeHost, State: gaterun.StateUnsettled, Limit: DefaultRunsLimit})
 	cancel()
 	if err != nil {
-		s.unavailable(w, "runs not read: "+err.Error())
+		s.storeFailed(w, "runs not read", err)
 		return
 	}
 	views := make([]runView, len(runs))

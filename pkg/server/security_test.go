@@ -600,6 +600,10 @@ func (unreachableRuns) List(context.Context, gaterun.Query) ([]gaterun.Run, erro
 	return nil, errors.New(topology)
 }
 
+func (unreachableRuns) Get(context.Context, string) (gaterun.Run, error) {
+	return gaterun.Run{}, errors.New(topology)
+}
+
 // TestReadyzNamesTheStoreNotItsNetwork pins that /readyz, which answers
 // anyone, says which store did not answer but not the store's error: a
 // driver's error names the database's hosts and addresses. The error goes
@@ -620,5 +624,45 @@ func TestReadyzNamesTheStoreNotItsNetwork(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "10.42.7.19") {
 		t.Errorf("log %q lacks the store's error, want it: the operator still learns why", logs.String())
+	}
+}
+
+// unreachableLeases and unreachableCards fail as unreachableRuns does.
+type (
+	unreachableLeases struct{ *lease.MemoryStore }
+	unreachableCards  struct{ board.Store }
+)
+
+func (unreachableLeases) Holders(context.Context) ([]lease.Holder, error) {
+	return nil, errors.New(topology)
+}
+
+func (unreachableCards) Cards(context.Context, board.Query) ([]board.Card, error) {
+	return nil, errors.New(topology)
+}
+
+// TestNoAnswerQuotesAStoresError pins that a 503 of a page or of the API
+// says what was not read, not the store's error: with PublicPages the
+// pages answer anyone, and a driver's error names the database's hosts
+// and addresses. The error goes to the log. Before, every 503 quoted it.
+func TestNoAnswerQuotesAStoresError(t *testing.T) {
+	logger, logs := forgetest.TextLogger()
+	f := newHTTPFixture(t, func(c *server.Config) {
+		c.PublicPages, c.BoardRepos, c.Logger = true, []string{"acme/app"}, logger
+		c.Runs, c.Leases, c.Board = unreachableRuns{gaterun.NewMemoryStore()}, unreachableLeases{lease.NewMemoryStore()}, unreachableCards{board.NewMemoryStore()}
+	})
+	for _, path := range []string{"/", "/leases", "/leases?format=json", "/runs", "/board", "/board?format=json", "/api/runs", "/api/runs/some-id"} {
+		code, body := f.do(t, "GET", path, pageAuth, "")
+		if code != http.StatusServiceUnavailable {
+			t.Errorf("GET %s with the stores unreachable: got %d %s, want 503", path, code, clipBody(body))
+		}
+		for _, secret := range []string{"mongo-0.mongo", "10.42.7.19", "topology"} {
+			if strings.Contains(body, secret) {
+				t.Errorf("GET %s answers %s, want no %q: the database's network is not told to whoever asks", path, body, secret)
+			}
+		}
+	}
+	if n := strings.Count(logs.String(), "10.42.7.19"); n < 8 {
+		t.Errorf("log holds the store's error %d times, want once per refused request (8): the operator still learns why\n%s", n, logs.String())
 	}
 }
