@@ -23,6 +23,7 @@ const (
 	DeepEase          = deepEase
 	DeepSpacing       = DeepEvery - deepSlack
 	DeepShare         = deepShare
+	ReadyFor          = readyFor
 )
 
 var (

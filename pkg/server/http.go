@@ -10,6 +10,8 @@ import (
 	"net/url"
 	"reflect"
 	"strings"
+	"sync"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -315,22 +317,55 @@ func (s *Server) getHealthz(w http.ResponseWriter, _ *http.Request) {
 // StoreTimeout (the runs, the leases when they can be listed, the board
 // when it runs), else 503 with Retry-After naming the first that did not.
 // The delivery store is not read: it has no read, and in serve it shares
-// the runs' database. The store's error goes to the log, not the answer:
+// the runs' database. One check answers every request for readyFor
+// (readiness.check). The store's error goes to the log, not the answer:
 // /readyz needs no token, and a driver's error describes the network
 // behind the replica (a MongoDB server selection error lists every
 // server's address and last error:
 // https://github.com/mongodb/mongo-go-driver/pull/444).
 func (s *Server) getReadyz(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := s.storeCtx(r)
-	defer cancel()
-	if store, err := s.storesAnswer(ctx); err != nil {
-		s.log.Warn("not ready: a store did not answer", "store", store, "err", err)
+	if store, err := s.ready.check(r.Context(), s); err != nil {
 		setRetryAfter(w, s.cfg.StoreTimeout)
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready", "owner": s.cfg.Owner,
 			"error": store + " did not answer a read; the replica's log says why"})
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready", "owner": s.cfg.Owner})
+}
+
+// readyFor is how long one /readyz check answers: /readyz needs no token,
+// and a check reads every store (the lease store's whole collection), so
+// without it anyone could turn requests into database reads one for one.
+// A probe's period is seconds (Kubernetes' default is 10 s), so a
+// second-old answer is as good as a fresh one.
+const readyFor = time.Second
+
+// readiness is /readyz's last check. Safe for concurrent use.
+type readiness struct {
+	mu    sync.Mutex
+	at    time.Time // when the last check ended; zero: none yet
+	store string
+	err   error
+}
+
+// check returns the last check's result while it is under readyFor old,
+// else checks the stores again (storesAnswer) within StoreTimeout, on a
+// context the request's end does not cancel, logging a failure. Requests
+// that come during a check wait for it and share its result.
+func (rd *readiness) check(ctx context.Context, s *Server) (store string, err error) {
+	rd.mu.Lock()
+	defer rd.mu.Unlock()
+	if age := s.cfg.Now().Sub(rd.at); !rd.at.IsZero() && age >= 0 && age < readyFor {
+		return rd.store, rd.err
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.StoreTimeout)
+	defer cancel()
+	rd.store, rd.err = s.storesAnswer(ctx)
+	rd.at = s.cfg.Now()
+	if rd.err != nil {
+		s.log.Warn("not ready: a store did not answer", "store", rd.store, "err", rd.err)
+	}
+	return rd.store, rd.err
 }
 
 // storesAnswer reads each store once within ctx and returns the first

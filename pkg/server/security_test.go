@@ -15,6 +15,8 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -609,7 +611,7 @@ func (unreachableRuns) Get(context.Context, string) (gaterun.Run, error) {
 // driver's error names the database's hosts and addresses. The error goes
 // to the replica's log. Before, the answer quoted the error whole.
 func TestReadyzNamesTheStoreNotItsNetwork(t *testing.T) {
-	logger, logs := forgetest.TextLogger()
+	logger, logs := textLogger()
 	f := newHTTPFixture(t, func(c *server.Config) {
 		c.Runs, c.Logger = unreachableRuns{gaterun.NewMemoryStore()}, logger
 	})
@@ -646,7 +648,7 @@ func (unreachableCards) Cards(context.Context, board.Query) ([]board.Card, error
 // pages answer anyone, and a driver's error names the database's hosts
 // and addresses. The error goes to the log. Before, every 503 quoted it.
 func TestNoAnswerQuotesAStoresError(t *testing.T) {
-	logger, logs := forgetest.TextLogger()
+	logger, logs := textLogger()
 	f := newHTTPFixture(t, func(c *server.Config) {
 		c.PublicPages, c.BoardRepos, c.Logger = true, []string{"acme/app"}, logger
 		c.Runs, c.Leases, c.Board = unreachableRuns{gaterun.NewMemoryStore()}, unreachableLeases{lease.NewMemoryStore()}, unreachableCards{board.NewMemoryStore()}
@@ -664,5 +666,59 @@ func TestNoAnswerQuotesAStoresError(t *testing.T) {
 	}
 	if n := strings.Count(logs.String(), "10.42.7.19"); n < 8 {
 		t.Errorf("log holds the store's error %d times, want once per refused request (8): the operator still learns why\n%s", n, logs.String())
+	}
+}
+
+// countedHolders is a lease store that counts its Holders calls, each a
+// read of the whole lease collection.
+type countedHolders struct {
+	*lease.MemoryStore
+	n atomic.Int64
+}
+
+func (c *countedHolders) Holders(ctx context.Context) ([]lease.Holder, error) {
+	c.n.Add(1)
+	return c.MemoryStore.Holders(ctx)
+}
+
+// TestReadyzRequestsAreNotDatabaseReadsOneForOne pins that /readyz, which
+// needs no token, checks the stores at most once per ReadyFor, however
+// many requests come, at once or one after the other: anyone can send it,
+// and each check reads the whole lease collection. Before, every request
+// read every store.
+func TestReadyzRequestsAreNotDatabaseReadsOneForOne(t *testing.T) {
+	clock := &manualClock{now: pageNow}
+	leases := &countedHolders{MemoryStore: lease.NewMemoryStore()}
+	f := newHTTPFixture(t, func(c *server.Config) { c.Leases, c.Now = leases, clock.Now })
+	var wg sync.WaitGroup
+	codes := make(chan int, 40)
+	for range 20 {
+		wg.Go(func() { // no t.Fatal off the test's goroutine: a failed request counts as code 0
+			resp, err := http.Get(f.url + "/readyz")
+			if err != nil {
+				codes <- 0
+				return
+			}
+			resp.Body.Close()
+			codes <- resp.StatusCode
+		})
+	}
+	wg.Wait()
+	for range 20 {
+		code, _ := f.do(t, "GET", "/readyz", nil, "")
+		codes <- code
+	}
+	close(codes)
+	for code := range codes {
+		if code != http.StatusOK {
+			t.Errorf("/readyz: got %d, want 200: the stores answer", code)
+		}
+	}
+	if n := leases.n.Load(); n != 1 {
+		t.Errorf("lease store read %d times for 40 /readyz within one instant, want 1: one check answers for %v", n, server.ReadyFor)
+	}
+	clock.Add(server.ReadyFor)
+	if code, _ := f.do(t, "GET", "/readyz", nil, ""); code != http.StatusOK || leases.n.Load() != 2 {
+		t.Errorf("/readyz %v later: got %d after %d reads, want 200 after 2: a check answers no longer than %v", server.ReadyFor, code, leases.n.Load(), server.ReadyFor)
 	}
 }

@@ -201,6 +201,7 @@ type Server struct {
 	deliveries *prometheus.CounterVec
 	work       *deliveryWork
 	seen       observed
+	ready      readiness
 	passes     *netMetrics
 	handler    http.Handler
 	// largeReads holds a token per webhook body over 1 MiB being read;
