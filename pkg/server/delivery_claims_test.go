@@ -151,17 +151,20 @@ func TestHeldDeliveryIsNotAcknowledged(t *testing.T) {
 }
 
 // TestDeliveryWithoutItsIDIs400 pins that a webhook without
-// X-GitHub-Delivery, which GitHub always sends, is refused with 400 naming
-// the header and is not processed: it could not be deduplicated, so a
-// captured body could be replayed at will.
+// X-GitHub-Delivery, which GitHub always sends, or with one longer than
+// any GUID (it is logged and quoted in a duplicate's answer), is refused
+// with 400 naming the header and is not processed.
 func TestDeliveryWithoutItsIDIs400(t *testing.T) {
 	f := newHTTPFixture(t)
 	f.putRun(t, gaterun.VerdictSuccess)
-	for range 2 {
-		code, body := f.do(t, "POST", "/webhooks/github", map[string]string{"X-GitHub-Event": "pull_request",
-			"X-Hub-Signature-256": sign(webhookSecret, pullClosed)}, pullClosed)
+	for _, id := range []string{"", "", strings.Repeat("d", 101)} {
+		h := map[string]string{"X-GitHub-Event": "pull_request", "X-Hub-Signature-256": sign(webhookSecret, pullClosed)}
+		if id != "" {
+			h["X-GitHub-Delivery"] = id
+		}
+		code, body := f.do(t, "POST", "/webhooks/github", h, pullClosed)
 		if code != http.StatusBadRequest || !strings.Contains(body, "X-GitHub-Delivery") {
-			t.Errorf("signed delivery without its id: got %d %s, want 400 naming X-GitHub-Delivery", code, body)
+			t.Errorf("signed delivery with id of %d bytes: got %d %s, want 400 naming X-GitHub-Delivery", len(id), code, body)
 		}
 	}
 	if n := f.sim.Requests(forgesim.Filter{}); n != 0 {

@@ -31,6 +31,9 @@ const (
 	// deliveryHeader is the GUID of one delivery; a redelivery keeps it
 	// (https://docs.github.com/en/webhooks/webhook-events-and-payloads#delivery-headers).
 	deliveryHeader = "X-GitHub-Delivery"
+	// maxDeliveryID bounds an X-GitHub-Delivery, which is logged and
+	// quoted in a duplicate's answer; GitHub's are GUIDs of 36 characters.
+	maxDeliveryID = 100
 	// smallWebhookBody is the largest body read into memory while its
 	// signature is checked; a larger one (or one of unknown length) streams
 	// through the HMAC into a temporary file, under Limits.LargeWebhookReads.
@@ -49,7 +52,8 @@ var (
 
 // postWebhook is POST /webhooks/github: 404 when no secret is configured;
 // 401 on a missing X-Hub-Signature-256 or one not of the form
-// sha256=<64 hex digits>, and 400 on a missing X-GitHub-Delivery, before
+// sha256=<64 hex digits>, and 400 on a missing X-GitHub-Delivery or one
+// over maxDeliveryID bytes, before
 // any of the body is read; 413 for a body over GitHub's 25 MB cap; 415 for
 // a Content-Type other than application/json or
 // application/x-www-form-urlencoded (whose payload parameter is the JSON
@@ -87,6 +91,10 @@ func (s *Server) postWebhook(w http.ResponseWriter, r *http.Request) {
 		// GitHub always sends it; it names the delivery in the logs
 		// and in a duplicate's answer.
 		writeError(w, http.StatusBadRequest, "missing "+deliveryHeader)
+		return
+	}
+	if len(deliveryID) > maxDeliveryID {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("%s has %d bytes, want a GitHub GUID, at most %d", deliveryHeader, len(deliveryID), maxDeliveryID))
 		return
 	}
 	if r.ContentLength > MaxWebhookBodyBytes {
