@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"iterion.dev/iterion/pkg/forge/forgesim"
@@ -34,6 +35,32 @@ var forgeSimHelp = help{
 		"interrupted, and prints its URL, one line on stdout. Point serve's --forge-url\n" +
 		"at that URL plus \"/\".",
 	example: "iterion forge-sim --listen 127.0.0.1:9000 --budget 5000",
+}
+
+// notFromABrowser serves h to the programs forge-sim is for (serve, the
+// harness, curl, none of which sends Origin) and answers 403 to what only
+// a web page makes a browser send. A page on any site may POST to
+// 127.0.0.1 with a text/plain body, which the control API reads as JSON
+// (a cross-site request forgery: a new webhook URL, budgets, installations),
+// and the browser names the page's origin in Origin
+// (https://fetch.spec.whatwg.org/#origin-header). A page whose own name
+// was rebound to 127.0.0.1 reads the answers as its own, and names that
+// name in Host: only an IP address or localhost is served.
+func notFromABrowser(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host := r.Host
+		if name, _, err := net.SplitHostPort(host); err == nil {
+			host = name
+		}
+		switch {
+		case r.Header.Get("Origin") != "":
+			http.Error(w, "forge-sim: a request with Origin comes from a web page; refused", http.StatusForbidden)
+		case host != "localhost" && net.ParseIP(strings.Trim(host, "[]")) == nil:
+			http.Error(w, fmt.Sprintf("forge-sim: Host %q is not an IP address or localhost; refused", host), http.StatusForbidden)
+		default:
+			h.ServeHTTP(w, r)
+		}
+	})
 }
 
 // serveForgeSim is runForgeSim writing its URL to stdout and its log to stderr.
@@ -153,7 +180,7 @@ func serveForgeSim(ctx context.Context, args []string, stdout, stderr io.Writer)
 	requests, endRequests := context.WithCancel(context.Background())
 	defer endRequests()
 	srv := &http.Server{
-		Handler:           sim,
+		Handler:           notFromABrowser(sim),
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 		BaseContext:       func(net.Listener) context.Context { return requests },

@@ -276,3 +276,64 @@ func TestForgeSimLatencyPerQueryDrawsByTheQuery(t *testing.T) {
 		t.Errorf("without --latency-per-query: %v, want two times: one stream, two draws", got)
 	}
 }
+
+// TestForgeSimRefusesWebPages pins that forge-sim, on 127.0.0.1, serves
+// programs and not the web pages a developer's browser opens: a request
+// carrying Origin (a page on another site posting a text/plain body the
+// control API would read as JSON) and one naming a Host that is not an IP
+// address or localhost (a page whose name was rebound to 127.0.0.1) are
+// 403 and change nothing; a program's request, by IP or by localhost, is
+// served.
+func TestForgeSimRefusesWebPages(t *testing.T) {
+	url, stop := startForgeSim(t, "--budget", "3")
+	defer stop()
+	budget := func(header map[string]string, host string) int {
+		t.Helper()
+		req, _ := http.NewRequest("POST", url+"/_sim/budget", strings.NewReader(`{"limit":1}`))
+		req.Header.Set("Content-Type", "text/plain")
+		for k, v := range header {
+			req.Header.Set(k, v)
+		}
+		if host != "" {
+			req.Host = host
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	limit := func() string {
+		t.Helper()
+		req, _ := http.NewRequest("GET", url+"/repos/acme/app/pulls/1", nil)
+		req.Header.Set("Authorization", "token x")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.Header.Get("X-Ratelimit-Limit")
+	}
+	for _, c := range []struct {
+		why    string
+		header map[string]string
+		host   string
+	}{
+		{"a cross-site page's POST", map[string]string{"Origin": "https://evil.example"}, ""},
+		{"a page rebound to 127.0.0.1", nil, "evil.example:8090"},
+		{"a rebound page's same-origin POST", map[string]string{"Origin": "http://evil.example:8090"}, "evil.example:8090"},
+	} {
+		if code := budget(c.header, c.host); code != http.StatusForbidden {
+			t.Errorf("%s: got %d, want 403", c.why, code)
+		}
+	}
+	if got := limit(); got != "3" {
+		t.Errorf("budget after the refused requests: got %q, want 3: a refused request changes nothing", got)
+	}
+	for _, host := range []string{"", "localhost:8090"} {
+		if code := budget(nil, host); code != http.StatusNoContent {
+			t.Errorf("a program's POST (Host %q): got %d, want 204", host, code)
+		}
+	}
+}
