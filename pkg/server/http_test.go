@@ -73,6 +73,14 @@ var pageAuth = map[string]string{"Authorization": "Bearer " + apiToken}
 // do sends a request and returns the status and body.
 func (f *httpFixture) do(t *testing.T, method, path string, header map[string]string, body string) (int, string) {
 	t.Helper()
+	code, _, b := f.doHeader(t, method, path, header, body)
+	return code, b
+}
+
+// doHeader sends a request and returns the status, the headers and the
+// body.
+func (f *httpFixture) doHeader(t *testing.T, method, path string, header map[string]string, body string) (int, http.Header, string) {
+	t.Helper()
 	req, err := http.NewRequest(method, f.url+path, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
@@ -86,7 +94,7 @@ func (f *httpFixture) do(t *testing.T, method, path string, header map[string]st
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	return resp.StatusCode, resp.Header, string(b)
 }
 
 func (f *httpFixture) postRun(t *testing.T, body string) (int, string) {

@@ -358,16 +358,24 @@ func deliveryHeadersOf(id, body string) map[string]string {
 		"X-Hub-Signature-256": sign(webhookSecret, body), "X-GitHub-Delivery": id}
 }
 
-func TestReplayedDeliveryIsAcknowledgedNotProcessed(t *testing.T) {
+// processedOnce is two replicas sharing a delivery store, each with an
+// unsettled run of pull 12 of acme/app, and pullClosed processed once on a, as
+// delivery guid-1; spent is the forge requests both have made.
+func processedOnce(t *testing.T) (a, b *httpFixture, spent int64) {
+	t.Helper()
 	shared := delivery.NewMemoryStore()
 	share := func(c *server.Config) { c.Deliveries = shared }
-	a, b := newHTTPFixture(t, share), newHTTPFixture(t, share)
+	a, b = newHTTPFixture(t, share), newHTTPFixture(t, share)
 	a.putRun(t, gaterun.VerdictSuccess)
 	b.putRun(t, gaterun.VerdictSuccess)
 	if code, body := a.postDelivery(t, "guid-1"); code != http.StatusOK || !strings.Contains(body, `"offered":1`) {
 		t.Fatalf("first delivery: got %d %s, want 200 offered 1", code, body)
 	}
-	spent := a.sim.Requests(forgesim.Filter{})
+	return a, b, a.sim.Requests(forgesim.Filter{}) + b.sim.Requests(forgesim.Filter{})
+}
+
+func TestReplayedDeliveryIsAcknowledgedNotProcessed(t *testing.T) {
+	a, b, spent := processedOnce(t)
 	for _, f := range []*httpFixture{a, b} {
 		code, body := f.postDelivery(t, "guid-1")
 		if code != http.StatusOK || !strings.Contains(body, `"duplicate":"guid-1"`) {
@@ -382,7 +390,7 @@ func TestReplayedDeliveryIsAcknowledgedNotProcessed(t *testing.T) {
 	}
 }
 
-// pullReopened is another pull_request event for acme/app#12.
+// pullReopened is another pull_request event for pull 12 of acme/app.
 const pullReopened = `{"action": "reopened", "number": 12, "pull_request": {"number": 12}, "repository": {"full_name": "acme/app"}}`
 
 // TestReplayUnderAFreshIDIsNotProcessed pins that the replay guard is
@@ -392,15 +400,7 @@ const pullReopened = `{"action": "reopened", "number": 12, "pull_request": {"num
 // again, on any replica, or each copy costs the forge reads of its offers.
 // Before, every fresh id was processed.
 func TestReplayUnderAFreshIDIsNotProcessed(t *testing.T) {
-	shared := delivery.NewMemoryStore()
-	share := func(c *server.Config) { c.Deliveries = shared }
-	a, b := newHTTPFixture(t, share), newHTTPFixture(t, share)
-	a.putRun(t, gaterun.VerdictSuccess)
-	b.putRun(t, gaterun.VerdictSuccess)
-	if code, body := a.postDelivery(t, "guid-1"); code != http.StatusOK || !strings.Contains(body, `"offered":1`) {
-		t.Fatalf("first delivery: got %d %s, want 200 offered 1", code, body)
-	}
-	spent := a.sim.Requests(forgesim.Filter{}) + b.sim.Requests(forgesim.Filter{})
+	a, b, spent := processedOnce(t)
 	for i, f := range []*httpFixture{a, b, a} {
 		id := fmt.Sprintf("forged-%d", i)
 		if code, body := f.postDelivery(t, id); code != http.StatusOK || !strings.Contains(body, `"duplicate":"`+id+`"`) {
@@ -523,26 +523,6 @@ func TestReadyzFailsWhileTheStoresDoNotAnswer(t *testing.T) {
 	}
 }
 
-// answerHeader sends a request to f and returns the answer's status and
-// headers.
-func (f *httpFixture) answerHeader(t *testing.T, method, path string, header map[string]string) (int, http.Header) {
-	t.Helper()
-	req, err := http.NewRequest(method, f.url+path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k, v := range header {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, resp.Body)
-	return resp.StatusCode, resp.Header
-}
-
 // TestPagesCarryAPolicyThatRunsNoScript pins the headers of every page:
 // the pages show text from GitHub (titles, logins, repository names) and
 // from API callers (status descriptions, target URLs), so should any of it
@@ -553,7 +533,7 @@ func (f *httpFixture) answerHeader(t *testing.T, method, path string, header map
 func TestPagesCarryAPolicyThatRunsNoScript(t *testing.T) {
 	f := newHTTPFixture(t, func(c *server.Config) { c.BoardRepos = []string{"acme/app"} })
 	for _, path := range []string{"/", "/leases", "/runs", "/board"} {
-		code, h := f.answerHeader(t, "GET", path, pageAuth)
+		code, h, _ := f.doHeader(t, "GET", path, pageAuth, "")
 		if code != http.StatusOK {
 			t.Fatalf("GET %s = %d, want 200", path, code)
 		}
@@ -582,7 +562,7 @@ func TestPagesCarryAPolicyThatRunsNoScript(t *testing.T) {
 		{"GET", "/board?format=<script>", pageAuth, "a 400 quoting the caller's parameter"},
 		{"GET", "/api/runs?repo=<b>x</b>/y", pageAuth, "the API's 400"},
 	} {
-		code, h := f.answerHeader(t, c.method, c.path, c.header)
+		code, h, _ := f.doHeader(t, c.method, c.path, c.header, "")
 		if got := h.Get("X-Content-Type-Options"); got != "nosniff" {
 			t.Errorf("%s %s (%s, %d): X-Content-Type-Options %q, want nosniff: a JSON answer is never read as a page", c.method, c.path, c.why, code, got)
 		}
