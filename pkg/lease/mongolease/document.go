@@ -23,40 +23,55 @@ func typed(bsonType string) bson.D {
 }
 
 // owned matches the lease document name when it is well-formed and owner's,
-// expired or not.
-func owned(name, owner string) bson.D {
+// expired or not, and its term is token or absent; token "" stands for any
+// term, a string.
+func owned(name, owner, token string) bson.D {
 	return bson.D{
 		{Key: fieldName, Value: name},
 		{Key: fieldOwner, Value: bson.D{{Key: "$eq", Value: owner}, {Key: "$not", Value: bson.D{{Key: "$type", Value: "array"}}}}},
 		{Key: fieldExpires, Value: typed("date")},
+		termIs(token),
 	}
 }
 
-// find reads the lease document name and its term (zero when it has none);
-// found is false when there is no document.
-func (s *MongoStore) find(ctx context.Context, op, name string) (h lease.Holder, term bson.RawValue, found bool, err error) {
+// termIs matches a document whose term is absent or token, a string and not
+// an array; token "" stands for any string. {term: token} alone would also
+// match an array holding token.
+func termIs(token string) bson.E {
+	present := typed("string")
+	if token != "" {
+		present = append(present, bson.E{Key: "$eq", Value: token})
+	}
+	return bson.E{Key: "$or", Value: bson.A{
+		bson.D{{Key: fieldTerm, Value: bson.D{{Key: "$exists", Value: false}}}},
+		bson.D{{Key: fieldTerm, Value: present}},
+	}}
+}
+
+// find reads the lease document name and its term ("" when it has none);
+// found is false when there is no document. A document of the wrong shape
+// is an error wrapping ErrMalformed.
+func (s *MongoStore) find(ctx context.Context, op, name string) (h lease.Holder, term string, found bool, err error) {
 	raw, err := s.coll.FindOne(ctx, bson.D{{Key: fieldName, Value: name}}).Raw()
 	if errors.Is(err, mongo.ErrNoDocuments) {
-		return lease.Holder{}, term, false, nil
+		return lease.Holder{}, "", false, nil
 	}
 	if err != nil {
-		return lease.Holder{}, term, false, fmt.Errorf("mongolease: %s %q: %w", op, name, err)
+		return lease.Holder{}, "", false, fmt.Errorf("mongolease: %s %q: %w", op, name, err)
 	}
-	h, err = decodeLease(raw)
-	return h, raw.Lookup(fieldTerm), err == nil, err
+	if h, err = decodeLease(raw); err != nil {
+		return lease.Holder{}, "", false, err
+	}
+	term, _ = raw.Lookup(fieldTerm).StringValueOK()
+	return h, term, true, nil
 }
 
-// otherTerm reports whether a document's term (zero when absent) is not
-// token: a term of any other value or type.
-func otherTerm(term bson.RawValue, token string) bool {
-	if term.IsZero() {
-		return false
-	}
-	got, ok := term.StringValueOK()
-	return !ok || got != token
-}
+// otherTerm reports whether a well-formed document's term ("" when absent)
+// is not token.
+func otherTerm(term, token string) bool { return term != "" && term != token }
 
-// decodeLease reads a lease document, checking every field's type.
+// decodeLease reads a lease document, checking every field's type: its
+// term, which a Holder does not carry, must be absent or a string too.
 func decodeLease(raw bson.Raw) (lease.Holder, error) {
 	name, ok := raw.Lookup(fieldName).StringValueOK()
 	if !ok {
@@ -69,6 +84,9 @@ func decodeLease(raw bson.Raw) (lease.Holder, error) {
 	expires, ok := raw.Lookup(fieldExpires).TimeOK()
 	if !ok {
 		return lease.Holder{}, fmt.Errorf("%w: %s is not a date in %s", ErrMalformed, fieldExpires, raw)
+	}
+	if term := raw.Lookup(fieldTerm); !term.IsZero() && term.Type != bson.TypeString {
+		return lease.Holder{}, fmt.Errorf("%w: %s is not a string in %s", ErrMalformed, fieldTerm, raw)
 	}
 	return lease.Holder{Name: name, Owner: owner, Expires: expires.UTC()}, nil
 }

@@ -18,12 +18,14 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
 
+	"iterion.dev/iterion/internal/mongostore"
 	"iterion.dev/iterion/pkg/lease"
 )
 
 // ErrMalformed reports a lease document of the wrong shape: an _id or owner
-// that is not a string, or an expiry that is not a date (a missing field, or
-// an array even of strings or dates, is the wrong shape too). MongoStore
+// that is not a string, an expiry that is not a date (a missing field, or
+// an array even of strings or dates, is the wrong shape too), or a term that
+// is present and not a string (null or an array included). MongoStore
 // never elects anyone over such a document; it answers with this error until
 // an operator removes or repairs the document. It lives here, not in
 // pkg/lease, because only a document store has a shape to get wrong.
@@ -261,7 +263,7 @@ func (s *MongoStore) Renew(ctx context.Context, name, owner string, now time.Tim
 		return false, err
 	}
 	update := mongo.NewUpdateOneModel().
-		SetFilter(owned(name, owner)).
+		SetFilter(owned(name, owner, "")).
 		SetUpdate(bson.D{{Key: "$max", Value: bson.D{{Key: fieldExpires, Value: lease.Expiry(now, ttl)}}}})
 	res, err := s.probed(ctx, "renew", name, update)
 	if err != nil {
@@ -287,8 +289,10 @@ func (s *MongoStore) Release(ctx context.Context, name, owner string) error {
 // ReleaseTerm deletes owner's lease name when its term is token or it has
 // none (see [lease.TermStore]): a document written before terms existed is
 // released as Release would. Nobody's lease: no-op, nil; another owner's, or
-// owner's of another term: lease.ErrLost, changing nothing. Other errors are
-// as for Release; it costs at most two round trips.
+// owner's of another term: lease.ErrLost, changing nothing. A malformed
+// document, a term that is not a string included, is an error wrapping
+// ErrMalformed and stays. Other errors are as for Release; it costs at most
+// two round trips.
 func (s *MongoStore) ReleaseTerm(ctx context.Context, name, owner, token string) error {
 	if err := lease.CheckReleaseArgs(ctx, name, owner); err != nil {
 		return err
@@ -302,14 +306,7 @@ func (s *MongoStore) ReleaseTerm(ctx context.Context, name, owner, token string)
 // release is Release's (token "") and ReleaseTerm's delete, and the read
 // that explains a delete that matched nothing.
 func (s *MongoStore) release(ctx context.Context, name, owner, token string) error {
-	filter := owned(name, owner)
-	if token != "" {
-		filter = append(filter, bson.E{Key: "$or", Value: bson.A{
-			bson.D{{Key: fieldTerm, Value: token}},
-			bson.D{{Key: fieldTerm, Value: bson.D{{Key: "$exists", Value: false}}}},
-		}})
-	}
-	res, err := s.coll.DeleteOne(ctx, filter)
+	res, err := s.coll.DeleteOne(ctx, owned(name, owner, token))
 	if err != nil {
 		return fmt.Errorf("mongolease: release %q: %w", name, err)
 	}
@@ -332,28 +329,17 @@ func (s *MongoStore) release(ctx context.Context, name, owner, token string) err
 
 // Holders returns every lease the collection keeps, expired ones included,
 // sorted by name, with Expires in UTC, in one query. A document of the wrong
-// shape is an error wrapping ErrMalformed.
+// shape is an error wrapping ErrMalformed. Its cursor is closed on the
+// server even when ctx ends part-way, so a cancelled caller leaves none open.
 func (s *MongoStore) Holders(ctx context.Context) ([]lease.Holder, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("mongolease: holders: %w", err)
 	}
-	cur, err := s.coll.Find(ctx, bson.D{}, options.Find().SetSort(bson.D{{Key: fieldName, Value: 1}}))
-	if err != nil {
+	hs, err := mongostore.FindAll(ctx, s.coll, bson.D{}, options.Find().SetSort(bson.D{{Key: fieldName, Value: 1}}), decodeLease)
+	if err != nil && !errors.Is(err, ErrMalformed) {
 		return nil, fmt.Errorf("mongolease: holders: %w", err)
 	}
-	defer cur.Close(ctx)
-	var hs []lease.Holder
-	for cur.Next(ctx) {
-		h, err := decodeLease(cur.Current)
-		if err != nil {
-			return nil, err
-		}
-		hs = append(hs, h)
-	}
-	if err := cur.Err(); err != nil {
-		return nil, fmt.Errorf("mongolease: holders: %w", err)
-	}
-	return hs, nil
+	return hs, err
 }
 
 // codeImmutableField is the server's error code for an update that would
@@ -381,6 +367,7 @@ func (s *MongoStore) probed(ctx context.Context, op, name string, updates ...mon
 			{Key: "$nor", Value: bson.A{bson.D{
 				{Key: fieldOwner, Value: typed("string")},
 				{Key: fieldExpires, Value: typed("date")},
+				termIs(""),
 			}}},
 		}).
 		SetUpdate(bson.D{{Key: "$set", Value: bson.D{{Key: fieldName, Value: nil}}}})
@@ -389,7 +376,7 @@ func (s *MongoStore) probed(ctx context.Context, op, name string, updates ...mon
 	if errors.As(err, &bwe) {
 		for _, we := range bwe.WriteErrors {
 			if we.Index == 0 && we.Code == codeImmutableField {
-				return nil, fmt.Errorf("%w: %s %q: its %s is not a string or its %s is not a date", ErrMalformed, op, name, fieldOwner, fieldExpires)
+				return nil, fmt.Errorf("%w: %s %q: its %s is not a string, its %s is not a date, or its %s is not a string", ErrMalformed, op, name, fieldOwner, fieldExpires, fieldTerm)
 			}
 		}
 	}

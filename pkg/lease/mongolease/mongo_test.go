@@ -6,8 +6,10 @@ import (
 	"crypto/rand"
 	"errors"
 	"flag"
+	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -65,9 +67,9 @@ func TestMongoGroupInvariant(t *testing.T) {
 
 var t0 = time.Date(2026, 9, 30, 15, 0, 0, 0, time.UTC)
 
-// TestMongoMalformedDocument pins: a lease document of the wrong shape is an
-// error wrapping ErrMalformed for every call, never an election, and stays
-// as it was.
+// TestMongoMalformedDocument pins: a lease document of the wrong shape (a
+// term that is not a string included) is an error wrapping ErrMalformed for
+// every call, never an election nor a refusal, and stays as it was.
 func TestMongoMalformedDocument(t *testing.T) {
 	ctx := context.Background()
 	db := mongotest.DB(t)
@@ -88,6 +90,10 @@ func TestMongoMalformedDocument(t *testing.T) {
 		{"owner is an array holding the owner", bson.D{{Key: "owner", Value: bson.A{"a"}}, {Key: "expires", Value: future}}},
 		{"owner is an array holding another", bson.D{{Key: "owner", Value: bson.A{"c"}}, {Key: "expires", Value: past}}},
 		{"expires is an array holding a past date", bson.D{{Key: "owner", Value: "a"}, {Key: "expires", Value: bson.A{past}}}},
+		{"term is an int, expiry future", bson.D{{Key: "owner", Value: "a"}, {Key: "expires", Value: future}, {Key: "term", Value: 5}}},
+		{"term is an int, expiry past", bson.D{{Key: "owner", Value: "a"}, {Key: "expires", Value: past}, {Key: "term", Value: 5}}},
+		{"term is null", bson.D{{Key: "owner", Value: "a"}, {Key: "expires", Value: future}, {Key: "term", Value: nil}}},
+		{"term is an array holding the token", bson.D{{Key: "owner", Value: "a"}, {Key: "expires", Value: future}, {Key: "term", Value: bson.A{"T1"}}}},
 	}
 	for _, d := range docs {
 		t.Run(strings.ReplaceAll(d.why, " ", "_"), func(t *testing.T) {
@@ -108,6 +114,13 @@ func TestMongoMalformedDocument(t *testing.T) {
 				}
 				if err := st.Release(ctx, name, owner); !errors.Is(err, mongolease.ErrMalformed) {
 					t.Errorf("Release(%s) by %s = %v; want ErrMalformed: a malformed document is an error", d.why, owner, err)
+				}
+				ok, err = st.AcquireTerm(ctx, name, owner, t0, time.Minute, "T1")
+				if ok || !errors.Is(err, mongolease.ErrMalformed) {
+					t.Errorf("AcquireTerm(%s) by %s = %v, %v; want false, ErrMalformed: a malformed document is an error, never an election", d.why, owner, ok, err)
+				}
+				if err := st.ReleaseTerm(ctx, name, owner, "T1"); !errors.Is(err, mongolease.ErrMalformed) {
+					t.Errorf("ReleaseTerm(%s) by %s = %v; want ErrMalformed: a malformed document is an error, not a lost lease", d.why, owner, err)
 				}
 			}
 			if hs, err := st.Holders(ctx); !errors.Is(err, mongolease.ErrMalformed) {
@@ -176,9 +189,16 @@ func (l *commandLog) since(n int) ([]string, int) {
 // through a client whose commands log counts.
 func monitoredDB(t testing.TB) (*mongo.Database, *commandLog) {
 	t.Helper()
-	uri := mongotest.URI(t)
 	log := &commandLog{}
-	c, err := mongo.Connect(options.Client().ApplyURI(uri).SetMonitor(&event.CommandMonitor{Started: log.started}))
+	return dbWithMonitor(t, &event.CommandMonitor{Started: log.started}), log
+}
+
+// dbWithMonitor returns a fresh database, on the server mongotest.DB uses,
+// through a client of its own with command monitor mon.
+func dbWithMonitor(t testing.TB, mon *event.CommandMonitor) *mongo.Database {
+	t.Helper()
+	uri := mongotest.URI(t)
+	c, err := mongo.Connect(options.Client().ApplyURI(uri).SetMonitor(mon))
 	if err != nil {
 		t.Fatalf("connect %s: %v", uri, err)
 	}
@@ -189,7 +209,7 @@ func monitoredDB(t testing.TB) (*mongo.Database, *commandLog) {
 		_ = db.Drop(ctx)
 		_ = c.Disconnect(ctx)
 	})
-	return db, log
+	return db
 }
 
 // TestMongoRoundTrips pins the command counts, by the driver's command
@@ -345,5 +365,58 @@ func TestMongoCheckServer(t *testing.T) {
 	}
 	if err := st.CheckServer(ctx, nil); err != nil {
 		t.Errorf("CheckServer with a nil logger = %v; want nil: a nil logger discards", err)
+	}
+}
+
+// TestMongoHoldersClosesItsCursorWhenCancelled pins, by the driver's command
+// monitor, that Holders closes its cursor on the server (a killCursors that
+// succeeds) even when the caller's context ends between batches: a cursor
+// closed with the cancelled context is never killed and stays open on the
+// server until its idle timeout.
+func TestMongoHoldersClosesItsCursorWhenCancelled(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var (
+		mu     sync.Mutex
+		cursor int64 // the find's cursor, once it answered
+		killed []int64
+	)
+	mon := &event.CommandMonitor{Succeeded: func(_ context.Context, e *event.CommandSucceededEvent) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch e.CommandName {
+		case "find":
+			cursor, _ = e.Reply.Lookup("cursor", "id").AsInt64OK()
+			cancel() // the caller gives up with the first batch read
+		case "killCursors":
+			ids, _ := e.Reply.Lookup("cursorsKilled").Array().Values()
+			for _, v := range ids {
+				if id, ok := v.AsInt64OK(); ok {
+					killed = append(killed, id)
+				}
+			}
+		}
+	}}
+	db := dbWithMonitor(t, mon)
+	// More leases than a find's first batch (101 documents), so the cursor
+	// outlives it.
+	var docs []any
+	for i := range 150 {
+		docs = append(docs, bson.D{{Key: "_id", Value: fmt.Sprintf("n%03d", i)}, {Key: "owner", Value: "a"}, {Key: "expires", Value: t0}})
+	}
+	if _, err := db.Collection(mongolease.Collection).InsertMany(context.Background(), docs); err != nil {
+		t.Fatalf("insert: %v", err)
+	}
+	st := mongolease.NewStore(db)
+	if hs, err := st.Holders(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Holders() = %d holders, %v; want context.Canceled: the context ended between batches", len(hs), err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if cursor == 0 {
+		t.Fatalf("the find left no cursor open after its first batch, want one: the test needs a second batch")
+	}
+	if !slices.Contains(killed, cursor) {
+		t.Errorf("cursors killed = %v, want %d among them: Holders closes its cursor on the server when its caller gives up", killed, cursor)
 	}
 }
