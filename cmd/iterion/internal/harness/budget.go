@@ -38,8 +38,9 @@ type BudgetRow struct {
 	// its one-replica figure, or Replicas times one point a pass when the
 	// cost scenario did not run.
 	DemandFrom string
-	// RanOut reports whether a budget, REST or GraphQL, was spent within
-	// the hour, and Minute at which minute of it (0–60).
+	// RanOut reports whether a budget, REST or GraphQL, was seen spent
+	// within the hour, counted from the replicas' start, and Minute at
+	// which minute of it (0–60; see spentWithin).
 	RanOut bool
 	Minute float64
 	// REST is the REST requests the hour charged and Points the GraphQL
@@ -64,6 +65,17 @@ func (s budgetScenario) demandOf() (float64, string) {
 		return float64(n) * d, fmt.Sprintf("%d × the cost scenario's one-replica figure", n)
 	}
 	return float64(n), fmt.Sprintf("%d × one point a pass: the cost scenario did not run", n)
+}
+
+// spentWithin is the minute of the hour (0–60) at which a budget seen
+// spent elapsed after the hour began was spent, and whether that was
+// within the hour. The poll sees the spend up to one poll after the
+// hour's end: that is after the hour, not a minute past 60.
+func spentWithin(elapsed, hour time.Duration) (minute float64, within bool) {
+	if elapsed > hour {
+		return 0, false
+	}
+	return 60 * elapsed.Seconds() / hour.Seconds(), true
 }
 
 // budgetScenario runs the compressed hour without and then with the lease,
@@ -104,13 +116,14 @@ func (s budgetScenario) run(ctx context.Context, c *cluster) ([]BudgetRow, error
 		refused := func(r simRequests) bool {
 			return r.Token == tok && r.Status == http.StatusForbidden
 		}
-		at, err := pollUntil(ctx, c.sim, 20*time.Millisecond, hour, func(st simStats) bool {
+		// The hour began at t0, before the replicas started, so the poll
+		// has what is left of it.
+		at, err := pollUntil(ctx, c.sim, 20*time.Millisecond, hour-time.Since(t0), func(st simStats) bool {
 			return st.spent(tok) || st.byToken(refused)[tok] > 0
 		})
 		switch {
 		case err == nil:
-			row.RanOut = true
-			row.Minute = 60 * at.Sub(t0).Seconds() / hour.Seconds()
+			row.Minute, row.RanOut = spentWithin(at.Sub(t0), hour)
 		case ctx.Err() != nil:
 			return rows, ctx.Err()
 		}

@@ -147,6 +147,7 @@ func (s costScenario) one(ctx context.Context, c *cluster, n int, lease bool) (C
 	if err != nil {
 		return CostRow{}, err
 	}
+	t1 := time.Now()
 	turns1, err := turnsOf(ctx, rs, leases...)
 	if err != nil {
 		return CostRow{}, err
@@ -154,8 +155,6 @@ func (s costScenario) one(ctx context.Context, c *cluster, n int, lease bool) (C
 	if err := handoversBetween(rs, turns0, turns1); err != nil {
 		return CostRow{}, err
 	}
-	intervals := float64(time.Since(t0)) / float64(c.interval)
-	points := total(pick(st1.pointsByToken(isGraphQL), tokens)) - total(pick(st0.pointsByToken(isGraphQL), tokens))
 	rate := slopePerSecond(ss, tokens)
 	bs := boardSamples(ss)
 	boardRate := slopePerSecond(bs, tokens)
@@ -166,7 +165,7 @@ func (s costScenario) one(ctx context.Context, c *cluster, n int, lease bool) (C
 		PerInterval:        rate * c.interval.Seconds(),
 		Sweepers:           len(activeIn(ss, ss[0].at, ss[len(ss)-1].at, tokens)),
 		Share304:           share304(st0, st1, tokens),
-		GraphQLPerInterval: float64(points) / intervals,
+		GraphQLPerInterval: graphQLPerInterval(st0, st1, tokens, t1.Sub(t0), c.interval),
 		BoardPerMinute:     boardRate * 60,
 		BoardPerInterval:   boardRate * c.interval.Seconds(),
 		BoardSyncers:       len(activeIn(bs, bs[0].at, bs[len(bs)-1].at, tokens)),
@@ -175,6 +174,18 @@ func (s costScenario) one(ctx context.Context, c *cluster, n int, lease bool) (C
 	row.Sim, row.Transport = sweep.sim, sweep.transport
 	row.BoardSim, row.BoardTransport = boardSync.sim, boardSync.transport
 	return row, err
+}
+
+// graphQLPerInterval is the GraphQL points the tokens were charged between
+// the simulator's counts a and b, read span apart, per interval: the
+// points over the span between the two reads that counted them, not over
+// the reads that follow b.
+func graphQLPerInterval(a, b simStats, tokens []string, span, interval time.Duration) float64 {
+	if span <= 0 {
+		return 0
+	}
+	points := total(pick(b.pointsByToken(isGraphQL), tokens)) - total(pick(a.pointsByToken(isGraphQL), tokens))
+	return float64(points) * float64(interval) / float64(span)
 }
 
 // tally is one lane's requests as the simulator and the transports counted

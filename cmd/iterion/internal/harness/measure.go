@@ -276,6 +276,16 @@ func percentile(ds []time.Duration, p int) time.Duration {
 	return s[max(0, min(i, len(s)-1))]
 }
 
+// percentileName names percentile(ds, p) of n durations for a report: "max"
+// when its nearest rank is the last, as a p99 of fewer than 100 is, else
+// "p" and p. A p99 of 2 probes is their slower one, and says so.
+func percentileName(p, n int) string {
+	if (p*n+99)/100 >= n {
+		return "max"
+	}
+	return fmt.Sprintf("p%d", p)
+}
+
 // pick returns the entries of m whose keys are among tokens.
 func pick(m map[string]int64, tokens []string) map[string]int64 {
 	out := make(map[string]int64, len(tokens))

@@ -71,3 +71,80 @@ func TestBudgetReportSaysWhereItsDemandCameFrom(t *testing.T) {
 		}
 	}
 }
+
+// TestBudgetMinuteIsWithinTheHour pins the budget row's minute: a spend
+// seen within the compressed hour is at its minute (0–60); one the poll
+// sees after the hour ended is not "spent at minute 61", it is not spent
+// within the hour at all.
+func TestBudgetMinuteIsWithinTheHour(t *testing.T) {
+	hour := time.Minute // the compressed hour of a one-second interval
+	for _, c := range []struct {
+		why     string
+		elapsed time.Duration
+		minute  float64
+		within  bool
+	}{
+		{"half the hour is minute 30", 30 * time.Second, 30, true},
+		{"the hour's last instant is minute 60", hour, 60, true},
+		{"a poll just past the hour is not within it", hour + 20*time.Millisecond, 0, false},
+		{"a replica start that ate into the hour does not stretch it", 2 * hour, 0, false},
+	} {
+		minute, within := spentWithin(c.elapsed, hour)
+		if minute != c.minute || within != c.within {
+			t.Errorf("spentWithin(%v, %v) = %v, %v; want %v, %v: %s", c.elapsed, hour, minute, within, c.minute, c.within, c.why)
+		}
+	}
+}
+
+// TestCostGraphQLPerIntervalSpansTheReadsThatCountedIt pins the cost
+// scenario's GraphQL figure: the points between two reads of the
+// simulator's counts, of the configuration's tokens only, per interval of
+// the time between those two reads.
+func TestCostGraphQLPerIntervalSpansTheReadsThatCountedIt(t *testing.T) {
+	q := func(token string, points int64) simRequests {
+		return simRequests{Token: token, Method: "POST", Route: graphqlRoute, Status: 200, Count: points, Points: points}
+	}
+	a := simStats{Requests: []simRequests{q("r1", 4), q("r2", 1), q("other", 50)}}
+	b := simStats{Requests: []simRequests{q("r1", 14), q("r2", 11), q("other", 500),
+		{Token: "r1", Method: "GET", Route: "/repos/acme/app/issues", Status: 200, Count: 9}}}
+	iv := 100 * time.Millisecond
+	if got, want := graphQLPerInterval(a, b, []string{"r1", "r2"}, 10*iv, iv), 2.0; got != want {
+		t.Errorf("got %v GraphQL points per interval, want %v: 20 points of the two tokens over the 10 intervals between the reads; other tokens and REST do not count", got, want)
+	}
+	if got := graphQLPerInterval(a, b, []string{"r1"}, 0, iv); got != 0 {
+		t.Errorf("got %v points per interval over no time, want 0: no span, no rate", got)
+	}
+}
+
+// TestLoadReportNamesAP99OfFewProbesMax pins the load report's percentile
+// names: percentile's nearest-rank p99 of fewer than 100 values is the
+// largest, so the report calls it max; from 100 on it is a p99.
+func TestLoadReportNamesAP99OfFewProbesMax(t *testing.T) {
+	for _, c := range []struct {
+		why                    string
+		probes, answered       int
+		slowHeader, runsHeader string
+	}{
+		{"2 probes and 2 runs: each p99 is the largest", 2, 2,
+			"| unloaded p50 / max | with slow connections p50 / max | max ratio |", "| API p50 / max | end-to-end max |"},
+		{"99 of each: still the largest", 99, 99,
+			"| unloaded p50 / max | with slow connections p50 / max | max ratio |", "| API p50 / max | end-to-end max |"},
+		{"100 probes, 2,000 runs: p99s", 100, 2000,
+			"| unloaded p50 / p99 | with slow connections p50 / p99 | p99 ratio |", "| API p50 / p99 | end-to-end p99 |"},
+	} {
+		md := loadMarkdown(&LoadResult{Probes: c.probes, Requests: c.answered, Created: c.answered - 1, Repeated: 1})
+		for _, want := range []string{c.slowHeader, c.runsHeader} {
+			if !strings.Contains(md, want) {
+				t.Errorf("%s: the load report lacks %q:\n%s", c.why, want, md)
+			}
+		}
+	}
+	for _, c := range []struct {
+		p, n int
+		want string
+	}{{99, 1, "max"}, {50, 1, "max"}, {50, 2, "p50"}, {99, 100, "p99"}} {
+		if got := percentileName(c.p, c.n); got != c.want {
+			t.Errorf("percentileName(%d, %d) = %q, want %q: max exactly when the nearest rank is the last of n", c.p, c.n, got, c.want)
+		}
+	}
+}
