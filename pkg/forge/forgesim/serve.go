@@ -117,13 +117,19 @@ func (s *Sim) api(h func(*http.Request, string) reply) http.Handler {
 			kind = RefusedPrimary
 			msg := "API rate limit exceeded for " + tokenLabel(tok) + "."
 			if tok == "" {
-				// GitHub's hint is for unauthenticated callers: "If you
-				// want a higher primary rate limit, consider making
+				// GitHub names an unauthenticated caller by the address
+				// its limit is kept for, "API rate limit exceeded for
+				// xxx.xxx.xxx.xxx." ("Resources in the REST API",
+				// Exceeding the rate limit:
+				// https://docs.github.com/rest/overview/resources-in-the-rest-api#exceeding-the-rate-limit),
+				// and its hint is for such callers: "If you want a
+				// higher primary rate limit, consider making
 				// authenticated requests instead of unauthenticated
 				// requests" ("Rate limits for the REST API", Getting a
 				// higher rate limit:
 				// https://docs.github.com/rest/using-the-rest-api/rate-limits-for-the-rest-api#getting-a-higher-rate-limit).
-				msg += " (But here's the good news: Authenticated requests get a higher rate limit. Check out the documentation for more details.)"
+				msg = "API rate limit exceeded for " + strings.TrimPrefix(principal, clientPrefix) + "." +
+					" (But here's the good news: Authenticated requests get a higher rate limit. Check out the documentation for more details.)"
 			}
 			rep = jsonReply(http.StatusForbidden, githubError{
 				Message:          msg,
@@ -329,12 +335,10 @@ func jwtIssuer(tok string) (string, bool) {
 	return string(bytes.Trim(claims.Iss, `"`)), true
 }
 
-func tokenLabel(tok string) string {
-	if tok == "" {
-		return "anonymous requests"
-	}
-	return "token " + tok
-}
+// tokenLabel names a token's principal in a primary-limit refusal. (A
+// request without a token is named by its address in REST and refused
+// with 401 in GraphQL.)
+func tokenLabel(tok string) string { return "token " + tok }
 
 // ghTime is GitHub's timestamp format.
 func ghTime(t time.Time) string { return t.UTC().Format(time.RFC3339) }

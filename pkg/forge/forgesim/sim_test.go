@@ -253,6 +253,27 @@ func TestOnlyAnonymousCallersAreToldToAuthenticate(t *testing.T) {
 	}
 }
 
+// TestAnonymousRefusalNamesTheClientAddress: GitHub's primary-limit refusal
+// of an unauthenticated request names the IP address whose limit is spent
+// ("API rate limit exceeded for xxx.xxx.xxx.xxx."), not the port and not
+// a token, IPv6 included.
+func TestAnonymousRefusalNamesTheClientAddress(t *testing.T) {
+	sim := forgesim.New(forgesim.WithBudget(0))
+	for _, c := range []struct{ remote, want string }{
+		{"192.0.2.1:1234", "API rate limit exceeded for 192.0.2.1. "},
+		{"[2001:db8::1]:1000", "API rate limit exceeded for 2001:db8::1. "},
+	} {
+		req := httptest.NewRequest("GET", "/repos/acme/app/pulls/1", nil)
+		req.RemoteAddr = c.remote
+		rec := httptest.NewRecorder()
+		sim.ServeHTTP(rec, req)
+		var body struct{ Message string }
+		if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil || rec.Code != 403 || !strings.HasPrefix(body.Message, c.want) {
+			t.Errorf("from %s over the budget: got %d %s, want 403 with a message starting %q: GitHub names the caller's address", c.remote, rec.Code, rec.Body, c.want)
+		}
+	}
+}
+
 func TestETagAnd304CostNoBudget(t *testing.T) {
 	sim, srv := start(t, forgesim.WithBudget(10))
 	mustOK(t, sim.SeedPull("acme", "app", 1, "sha", "open"))
