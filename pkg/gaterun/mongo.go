@@ -45,6 +45,8 @@ type runDoc struct {
 	TargetURL   string    `bson:"target_url"`
 	Created     time.Time `bson:"created_at"`
 	Updated     time.Time `bson:"updated_at"`
+	// Reported is absent from documents written before it: Updated.
+	Reported time.Time `bson:"reported_at"`
 	// Installation is absent from documents written before it: 0.
 	Installation int64 `bson:"installation"`
 	// Settled is read raw: a missing one is malformed, not false.
@@ -52,9 +54,10 @@ type runDoc struct {
 }
 
 // NewMongoStore returns a MongoStore on db's gate_runs collection,
-// after creating the indexes its queries use (an existing index is kept)
-// and giving every document written without repo_key (by a release before
-// the key) its key, so the lookups find it.
+// after creating the indexes its queries use (an existing index is kept),
+// giving every document written without repo_key (by a release before
+// the key) its key, so the lookups find it, and every unsettled one
+// written without reported_at its updated_at (see Run.Reported).
 func NewMongoStore(ctx context.Context, db *mongo.Database) (*MongoStore, error) {
 	coll := db.Collection(Collection)
 	err := mongostore.CreateIndexes(ctx, coll, []mongo.IndexModel{
@@ -73,35 +76,61 @@ func NewMongoStore(ctx context.Context, db *mongo.Database) (*MongoStore, error)
 	if err := backfillRepoKeys(ctx, coll); err != nil {
 		return nil, err
 	}
+	if err := backfillReported(ctx, coll); err != nil {
+		return nil, err
+	}
 	return &MongoStore{coll: coll}, nil
 }
 
 // backfillRepoKeys sets repo_key on every document that has none, from its
-// repo; each update is conditional on the key still missing, so replicas
-// starting together agree. A document whose repo is not a string is left
-// for decodeRun to report as malformed.
+// repo, so the lookups find it. A document whose repo is not a string is
+// left for decodeRun to report as malformed.
 func backfillRepoKeys(ctx context.Context, coll *mongo.Collection) error {
-	missing := bson.D{{Key: "repo_key", Value: bson.D{{Key: "$exists", Value: false}}}}
+	return backfill(ctx, coll, "repo_key", "repo", bson.D{}, func(v bson.RawValue) (any, bool) {
+		repo, ok := v.StringValueOK()
+		return forge.RepoKey(repo), ok && repo != ""
+	})
+}
+
+// backfillReported sets reported_at on every unsettled document that has
+// none (written by a release before it) to its updated_at, the time of its
+// last Put unless it was moved since, so that a later Move, which changes
+// updated_at alone, does not make it the verdict its commit reported last.
+// A settled run decides nothing, and its next Put writes reported_at.
+func backfillReported(ctx context.Context, coll *mongo.Collection) error {
+	return backfill(ctx, coll, "reported_at", "updated_at", bson.D{{Key: "settled", Value: false}}, func(v bson.RawValue) (any, bool) {
+		at, ok := v.TimeOK()
+		return at, ok
+	})
+}
+
+// backfill sets field on every document matching filter that has none, to
+// value of the document's from field (skipped when value says no), one
+// conditional write each: the update matches only while field is still
+// missing and from unchanged, so replicas starting together agree and a
+// write since the read (a Put, a Move) is not undone.
+func backfill(ctx context.Context, coll *mongo.Collection, field, from string, filter bson.D, value func(bson.RawValue) (any, bool)) error {
+	missing := append(filter, bson.E{Key: field, Value: bson.D{{Key: "$exists", Value: false}}})
 	type legacy struct {
-		ID   string `bson:"_id"`
-		Repo string `bson:"repo"`
+		id   string
+		from bson.RawValue
 	}
-	docs, err := mongostore.FindAll(ctx, coll, missing, options.Find().SetProjection(bson.D{{Key: "repo", Value: 1}}),
+	docs, err := mongostore.FindAll(ctx, coll, missing, options.Find().SetProjection(bson.D{{Key: from, Value: 1}}),
 		func(raw bson.Raw) (legacy, error) {
-			var d legacy
-			_ = bson.Unmarshal(raw, &d) // a malformed one keeps no key; reads report it
-			return d, nil
+			id, _ := raw.Lookup("_id").StringValueOK() // a malformed one gets nothing; reads report it
+			return legacy{id: id, from: raw.Lookup(from)}, nil
 		})
 	if err != nil {
-		return fmt.Errorf("gaterun: find %s documents without repo_key: %w", Collection, err)
+		return fmt.Errorf("gaterun: find %s documents without %s: %w", Collection, field, err)
 	}
 	for _, d := range docs {
-		if d.ID == "" || d.Repo == "" {
+		v, ok := value(d.from)
+		if d.id == "" || !ok {
 			continue
 		}
-		filter := append(bson.D{{Key: "_id", Value: d.ID}}, missing...)
-		if _, err := coll.UpdateOne(ctx, filter, bson.D{{Key: "$set", Value: bson.D{{Key: "repo_key", Value: forge.RepoKey(d.Repo)}}}}); err != nil {
-			return fmt.Errorf("gaterun: set repo_key of run %q: %w", d.ID, err)
+		match := append(bson.D{{Key: "_id", Value: d.id}, {Key: from, Value: d.from}}, missing...)
+		if _, err := coll.UpdateOne(ctx, match, bson.D{{Key: "$set", Value: bson.D{{Key: field, Value: v}}}}); err != nil {
+			return fmt.Errorf("gaterun: set %s of run %q: %w", field, d.id, err)
 		}
 	}
 	return nil
@@ -119,7 +148,7 @@ func (s *MongoStore) Put(ctx context.Context, run Run, now time.Time) (bool, err
 			{Key: "pull", Value: run.Pull}, {Key: "head_sha", Value: run.HeadSHA},
 			{Key: "context", Value: run.Context}, {Key: "verdict", Value: string(run.Verdict)},
 			{Key: "description", Value: run.Description}, {Key: "target_url", Value: run.TargetURL},
-			{Key: "updated_at", Value: now}, {Key: "settled", Value: false},
+			{Key: "updated_at", Value: now}, {Key: "reported_at", Value: now}, {Key: "settled", Value: false},
 			{Key: "installation", Value: run.Installation},
 		}},
 		{Key: "$setOnInsert", Value: bson.D{{Key: "created_at", Value: now}, {Key: "repo", Value: run.Repo}}},
@@ -319,7 +348,10 @@ func decodeRun(raw bson.Raw) (Run, error) {
 		ID: d.ID, Host: d.Host, Repo: d.Repo, Pull: d.Pull, HeadSHA: d.HeadSHA,
 		Context: d.Context, Verdict: Verdict(d.Verdict), Description: d.Description,
 		TargetURL: d.TargetURL, Created: d.Created.UTC(), Updated: d.Updated.UTC(), Settled: settled,
-		Installation: d.Installation,
+		Installation: d.Installation, Reported: d.Reported.UTC(),
+	}
+	if d.Reported.IsZero() {
+		r.Reported = r.Updated
 	}
 	if err := r.Validate(); err != nil {
 		return Run{}, fmt.Errorf("%w: _id %q: %w", ErrMalformed, d.ID, err)

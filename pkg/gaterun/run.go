@@ -57,6 +57,12 @@ type Run struct {
 	// Created is when the run was first stored; Updated when it last was.
 	Created time.Time
 	Updated time.Time
+	// Reported is when a Put last gave the run its verdict: Updated, but
+	// for a Move, which changes Updated alone (the new installation's
+	// sweeper lists by Updated) and reports no verdict. Of the runs of one
+	// commit, the one reported last decides its status. A run stored
+	// before Reported was kept reads its Updated here.
+	Reported time.Time
 	// Settled is true once the pull request was seen closed, merged or with
 	// another head; a settled run is never offered by the sweeper.
 	Settled bool

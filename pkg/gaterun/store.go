@@ -18,10 +18,10 @@ import (
 // may not have landed.
 type Store interface {
 	// Put upserts run by its ID: a new run is stored with Created = Updated
-	// = now; an existing one takes run's verdict, context, description and
-	// target URL, keeps its Created and its Repo as first given (a later
-	// spelling that differs in case does not replace it), gets Updated =
-	// now and is unsettled (a
+	// = Reported = now; an existing one takes run's verdict, context,
+	// description and target URL, keeps its Created and its Repo as first
+	// given (a later spelling that differs in case does not replace it),
+	// gets Updated = Reported = now and is unsettled (a
 	// new verdict is news, and the reconciler settles it again if the pull
 	// request is done). created reports whether the run was new. A run that
 	// fails Validate is refused with an error wrapping ErrInvalid and
@@ -64,7 +64,8 @@ type Store interface {
 	// write, if it is unsettled and stored under installation from (0: the
 	// runs stored without one), and reports whether it did. The run keeps
 	// every other field but Updated, which becomes now, so the sweeper of
-	// to finds it among its news: unlike a Put of a copy read earlier, a
+	// to finds it among its news; Reported stays, as a move reports no
+	// verdict. Unlike a Put of a copy read earlier, a
 	// move never undoes a verdict reported or a settle made since the
 	// read. A run that is gone, settled or under another installation is
 	// left as it is, and moved is false. A to under 1 is refused with an
@@ -105,7 +106,7 @@ func (s *MemoryStore) Put(ctx context.Context, run Run, now time.Time) (bool, er
 	} else {
 		run.Created = now
 	}
-	run.Updated = now
+	run.Updated, run.Reported = now, now
 	run.Settled = false
 	s.runs[run.ID] = run
 	return !ok, nil

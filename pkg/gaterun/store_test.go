@@ -102,6 +102,43 @@ func TestMongoRunStoreMovesDocumentsWithoutInstallation(t *testing.T) {
 	}
 }
 
+// TestMongoRunStoreGivesLegacyRunsTheirReportTime pins that an unsettled
+// document written without reported_at (by an earlier release) gets its
+// updated_at as reported_at when a store opens, so a Move, which changes
+// updated_at alone, leaves when its verdict was reported; and that a
+// document still without it reads Reported = Updated.
+func TestMongoRunStoreGivesLegacyRunsTheirReportTime(t *testing.T) {
+	now := time.Date(2026, 9, 30, 9, 0, 0, 0, time.UTC)
+	db := mongotest.DB(t)
+	doc := func(pull int) (string, bson.D) {
+		id := gaterun.ID("github.com", "acme/app", pull, "abc")
+		return id, bson.D{{Key: "_id", Value: id}, {Key: "host", Value: "github.com"}, {Key: "repo", Value: "acme/app"}, {Key: "repo_key", Value: "acme/app"},
+			{Key: "pull", Value: pull}, {Key: "head_sha", Value: "abc"}, {Key: "context", Value: "iterion/review"}, {Key: "verdict", Value: "success"},
+			{Key: "created_at", Value: now}, {Key: "updated_at", Value: now}, {Key: "settled", Value: false}}
+	}
+	before, legacy := doc(4)
+	if _, err := db.Collection(gaterun.Collection).InsertOne(context.Background(), legacy); err != nil {
+		t.Fatal(err)
+	}
+	s, err := gaterun.NewMongoStore(context.Background(), db)
+	if err != nil {
+		t.Fatalf("NewMongoStore: %v", err)
+	}
+	after, late := doc(5) // written by an earlier release's replica after this one opened
+	if _, err := db.Collection(gaterun.Collection).InsertOne(context.Background(), late); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Get(context.Background(), after); err != nil || !got.Reported.Equal(now) {
+		t.Errorf("a document without reported_at: Reported %v, %v; want its updated_at %v", got.Reported, err, now)
+	}
+	if moved, err := s.Move(context.Background(), before, 0, 7, now.Add(time.Minute)); err != nil || !moved {
+		t.Fatalf("Move(0 to 7) = %v, %v, want true", moved, err)
+	}
+	if got, err := s.Get(context.Background(), before); err != nil || !got.Reported.Equal(now) || !got.Updated.Equal(now.Add(time.Minute)) {
+		t.Errorf("a legacy run moved after the store opened: Reported %v Updated %v, %v; want %v and %v: the move is not a report", got.Reported, got.Updated, err, now, now.Add(time.Minute))
+	}
+}
+
 // TestMongoRunStoreMalformedDocuments pins that a document of the wrong
 // shape is an ErrMalformed error from every read, never a panic or a run.
 func TestMongoRunStoreMalformedDocuments(t *testing.T) {
@@ -130,6 +167,7 @@ func TestMongoRunStoreMalformedDocuments(t *testing.T) {
 		{"pull is a boolean", with("pull", true), true},
 		{"installation is a boolean", mongotest.WithField(append(good, bson.E{Key: "installation", Value: int64(0)}), "installation", true), true},
 		{"verdict is null", with("verdict", bson.Null{}), true},
+		{"reported_at is a string", mongotest.WithField(append(good, bson.E{Key: "reported_at", Value: now}), "reported_at", "yesterday"), true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			db := mongotest.DB(t)

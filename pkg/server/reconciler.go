@@ -352,8 +352,10 @@ func (r *reconciler) act(ctx context.Context, fc *forge.Client, run gaterun.Run,
 // context, run itself when no other does. GitHub keeps one state per commit
 // and context, and pull requests may share a head, so runs that disagree
 // about one commit must not each write theirs: the unsettled run of the
-// commit and context updated last decides (decides), and the others are
-// superseded until it settles.
+// commit and context reported last decides (decides), and the others are
+// superseded until it settles. Reported last, not updated last: a move to
+// another installation (gaterun.Store.Move) bumps Updated and reports
+// nothing, so it must not hand the commit to an older verdict.
 func (r *reconciler) decider(ctx context.Context, run gaterun.Run) (gaterun.Run, error) {
 	same, err := r.runs.ForHead(ctx, run.Host, run.Repo, run.HeadSHA)
 	if err != nil {
@@ -366,15 +368,15 @@ func (r *reconciler) decider(ctx context.Context, run gaterun.Run) (gaterun.Run,
 // and context: of those with of's host, repository (compared as GitHub
 // compares names, and as the store matches them: forge.RepoKey), head and
 // context (compared without case, as GitHub compares contexts), the one
-// updated last, the larger ID breaking a tie, so every replica picks the
-// same one.
+// whose verdict was reported last (gaterun.Run.Reported), the larger ID
+// breaking a tie, so every replica picks the same one.
 func decides(runs []gaterun.Run, of gaterun.Run) gaterun.Run {
 	best, repo := of, forge.RepoKey(of.Repo)
 	for _, o := range runs {
 		if o.Host != of.Host || forge.RepoKey(o.Repo) != repo || o.HeadSHA != of.HeadSHA || !strings.EqualFold(o.Context, of.Context) || o.Settled {
 			continue
 		}
-		if c := o.Updated.Compare(best.Updated); c > 0 || c == 0 && o.ID > best.ID {
+		if c := o.Reported.Compare(best.Reported); c > 0 || c == 0 && o.ID > best.ID {
 			best = o
 		}
 	}

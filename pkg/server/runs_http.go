@@ -252,7 +252,7 @@ type runsBody struct {
 }
 
 var runsPage = page.New(`{{define "content"}}{{with .Body}}
-<p>{{len .Runs}} unsettled run{{if ne (len .Runs) 1}}s{{end}}{{if eq (len .Runs) .Limit}} (the first {{.Limit}}){{end}}, the longest unchanged first. The last offer is this replica's; the sweeper's leader may be another. When runs of pull requests sharing a head disagree, the one updated last decides the commit's status. JSON: <code>GET /api/runs?state=unsettled</code> with the API token.</p>
+<p>{{len .Runs}} unsettled run{{if ne (len .Runs) 1}}s{{end}}{{if eq (len .Runs) .Limit}} (the first {{.Limit}}){{end}}, the longest unchanged first. The last offer is this replica's; the sweeper's leader may be another. When runs of pull requests sharing a head disagree, the one whose verdict was reported last decides the commit's status. JSON: <code>GET /api/runs?state=unsettled</code> with the API token.</p>
 <div class="scroll"><table><thead><tr><th>pull request</th>{{if .App}}<th>installation</th>{{end}}<th>head</th><th>verdict</th><th>updated</th><th>last offer here</th><th>backoff</th></tr></thead><tbody>
 {{range .Runs}}<tr><td class="nowrap">{{.Repo}}#{{.Pull}}</td>{{if $.Body.App}}<td>{{.Installation}}</td>{{end}}<td><code title="{{.HeadSHA}}">{{short .HeadSHA}}</code></td><td>{{.Verdict}}{{with .SupersededBy}} <span class="muted" title="a later run of the same commit and context decides its status">superseded by #{{.}}</span>{{end}}</td><td>{{when .Updated}}</td>
 <td>{{with .LastOffer}}<span class="{{if or (eq .Outcome "failed") (eq .Outcome "unreadable")}}bad{{end}}"{{with .Error}} title="{{.}}"{{end}}>{{.Outcome}}</span> ({{.Lane}}) {{when .At}}{{else}}<span class="muted">none here</span>{{end}}</td>

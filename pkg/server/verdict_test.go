@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -46,14 +47,7 @@ func oneVerdictPerCommit(t *testing.T, repo30 string) {
 	t0 := time.Date(2026, 10, 1, 9, 0, 0, 0, time.UTC)
 	r30 := gateRun(30, sha, gaterun.VerdictSuccess)
 	r30.Repo = repo30
-	for i, r := range []gaterun.Run{r30, gateRun(31, sha, gaterun.VerdictFailure)} {
-		if err := sim.SeedPull("acme", "app", r.Pull, sha, "open"); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := runs.Put(ctx, r, t0.Add(time.Duration(i)*time.Second)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	reportInTurn(t, ctx, sim, runs, t0, r30, gateRun(31, sha, gaterun.VerdictFailure))
 	rec := server.NewReconciler(runs, fc, nil)
 	superseded := 0
 	for pass := range 20 {
@@ -99,6 +93,20 @@ func oneVerdictPerCommit(t *testing.T, repo30 string) {
 	}
 }
 
+// reportInTurn opens each run's pull request on sim, at its head, and puts
+// the runs in runs a second apart from t0, in order.
+func reportInTurn(t *testing.T, ctx context.Context, sim *forgesim.Sim, runs gaterun.Store, t0 time.Time, rs ...gaterun.Run) {
+	t.Helper()
+	for i, r := range rs {
+		if err := sim.SeedPull("acme", "app", r.Pull, r.HeadSHA, "open"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := runs.Put(ctx, r, t0.Add(time.Duration(i)*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // TestRunsPageShowsSuperseded pins that /runs names the pull request whose
 // later run of the same commit supersedes a run, whichever case each run
 // spells the repository in.
@@ -128,5 +136,56 @@ func TestRunsPageShowsSuperseded(t *testing.T) {
 				t.Errorf("GET /runs: %d, %d mentions of \"superseded by #31\", want 200 and 1: the page shows which run decides", rr.Code, strings.Count(string(body), "superseded by #31"))
 			}
 		})
+	}
+}
+
+// TestAMoveDoesNotChangeWhichRunDecides pins that moving runs to another
+// installation (gaterun.Store.Move, as the adopter and the
+// installation_repositories webhook do) leaves the commit's status to the
+// run whose verdict was reported last: a move bumps Updated so the new
+// installation's sweeper sees the run, but it reports no verdict. Pulls 30
+// and 31 share a head, stored without an installation; 30 reports success,
+// then 31 failure, which is published. Then 30 moves, alone (31 is on a
+// later page, or the adopter has not reached it), and then 31 at the same
+// instant, as one pass moves them: the status stays failure and is not
+// written again.
+func TestAMoveDoesNotChangeWhichRunDecides(t *testing.T) {
+	const sha = "3232323232323232323232323232323232323232"
+	sim, srv := startSim(t)
+	fc := newForge(t, srv.URL, nil, "tok", nil, nil)
+	runs := gaterun.NewMemoryStore()
+	ctx := forge.WithLane(context.Background(), testLane)
+	t0 := time.Date(2026, 10, 1, 9, 0, 0, 0, time.UTC)
+	r30, r31 := gateRun(30, sha, gaterun.VerdictSuccess), gateRun(31, sha, gaterun.VerdictFailure)
+	reportInTurn(t, ctx, sim, runs, t0, r30, r31)
+	rec := server.NewReconciler(runs, fc, nil)
+	offerAll := func(when string) {
+		t.Helper()
+		listed, err := runs.Unsettled(ctx, time.Time{}, gaterun.Cursor{}, 10)
+		if err != nil || len(listed) != 2 {
+			t.Fatalf("%s: listing: %d runs, %v; want 2", when, len(listed), err)
+		}
+		if _, err := rec.OfferBatch(ctx, listed); err != nil {
+			t.Fatalf("%s: OfferBatch: %v", when, err)
+		}
+		for _, run := range listed {
+			if _, err := rec.Offer(ctx, run); err != nil {
+				t.Fatalf("%s: Offer(%d): %v", when, run.Pull, err)
+			}
+		}
+	}
+	offerAll("before the moves")
+	moveAt := t0.Add(time.Minute)
+	for _, r := range []gaterun.Run{r30, r31} {
+		if moved, err := runs.Move(ctx, r.ID, 0, 5, moveAt); err != nil || !moved {
+			t.Fatalf("Move(pull %d, 0 to 5) = %v, %v; want true", r.Pull, moved, err)
+		}
+		offerAll(fmt.Sprintf("after pull %d moved", r.Pull))
+		if got := gateState(t, fc, sha); got != "failure" {
+			t.Errorf("gate state after pull %d moved: got %q, want %q: the run reported last (pull 31) decides, and a move reports nothing", r.Pull, got, "failure")
+		}
+	}
+	if posts := sim.Requests(forgesim.Filter{Route: statusRoute}); posts != 1 {
+		t.Errorf("status writes: got %d, want 1: a move publishes no verdict", posts)
 	}
 }

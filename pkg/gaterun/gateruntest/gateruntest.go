@@ -73,7 +73,7 @@ func sameIDs(got []gaterun.Run, want ...gaterun.Run) bool {
 }
 
 var cases = []conformance.Case[gaterun.Store]{
-	{Name: "PutCreatesThenUpdates", Rule: "Put reports created for a new id, not for an existing one; an update keeps Created and takes the new verdict and Updated", Check: func(t *testing.T, s gaterun.Store) {
+	{Name: "PutCreatesThenUpdates", Rule: "Put reports created for a new id, not for an existing one; an update keeps Created and takes the new verdict, Updated and Reported", Check: func(t *testing.T, s gaterun.Store) {
 		r := newRun("acme/app", 12, "aaa")
 		if !put(t, s, r, at(0)) {
 			t.Errorf("first Put created = false, want true: a new id is created")
@@ -86,8 +86,8 @@ var cases = []conformance.Case[gaterun.Store]{
 		if err != nil {
 			t.Fatalf("Get: %v", err)
 		}
-		if !got.Created.Equal(ms(at(0))) || !got.Updated.Equal(ms(at(time.Minute))) {
-			t.Errorf("got Created %v Updated %v, want %v and %v: an update keeps Created", got.Created, got.Updated, ms(at(0)), ms(at(time.Minute)))
+		if !got.Created.Equal(ms(at(0))) || !got.Updated.Equal(ms(at(time.Minute))) || !got.Reported.Equal(ms(at(time.Minute))) {
+			t.Errorf("got Created %v Updated %v Reported %v, want %v, %v and %v: an update keeps Created and reports its verdict now", got.Created, got.Updated, got.Reported, ms(at(0)), ms(at(time.Minute)), ms(at(time.Minute)))
 		}
 		if got.Verdict != gaterun.VerdictFailure || got.Description != "changes requested" {
 			t.Errorf("got verdict %q %q, want failure %q: an update takes the new verdict", got.Verdict, got.Description, "changes requested")
@@ -102,7 +102,7 @@ var cases = []conformance.Case[gaterun.Store]{
 			t.Fatalf("Get: %v", err)
 		}
 		want := r
-		want.Created, want.Updated = ms(at(0)), ms(at(0))
+		want.Created, want.Updated, want.Reported = ms(at(0)), ms(at(0)), ms(at(0))
 		if got != want {
 			t.Errorf("got %+v, want %+v: a run reads back as stored", got, want)
 		}
@@ -307,7 +307,7 @@ var cases = []conformance.Case[gaterun.Store]{
 			t.Errorf("got %v, want ErrNotFound: an unknown id is not found", err)
 		}
 	}},
-	{Name: "MoveChangesOnlyTheInstallation", Rule: "Move gives an unsettled run under from installation to and Updated now, and keeps every other field, a verdict put since the caller read the run included; a run settled, gone or under another installation is left as it is; to under 1 is ErrInvalid", Check: func(t *testing.T, s gaterun.Store) {
+	{Name: "MoveChangesOnlyTheInstallation", Rule: "Move gives an unsettled run under from installation to and Updated now, and keeps every other field, Reported and a verdict put since the caller read the run included; a run settled, gone or under another installation is left as it is; to under 1 is ErrInvalid", Check: func(t *testing.T, s gaterun.Store) {
 		ctx := context.Background()
 		r := newRun("acme/app", 6, "m1")
 		r.Installation = 1
@@ -320,9 +320,9 @@ var cases = []conformance.Case[gaterun.Store]{
 			t.Fatalf("Move(1 to 2) = %v, %v, want true: an unsettled run under installation 1 moves", moved, err)
 		}
 		want := newer
-		want.Installation, want.Created, want.Updated = 2, ms(at(0)), ms(at(time.Minute))
+		want.Installation, want.Created, want.Updated, want.Reported = 2, ms(at(0)), ms(at(time.Minute)), ms(at(time.Second))
 		if got, err := s.Get(ctx, r.ID); err != nil || got != want {
-			t.Errorf("after Move: %+v, %v, want %+v: the installation and Updated change, and the verdict put since the read stays", got, err, want)
+			t.Errorf("after Move: %+v, %v, want %+v: the installation and Updated change, and the verdict put since the read, and when it was reported, stay", got, err, want)
 		}
 		if moved, err := s.Move(ctx, r.ID, 1, 3, at(2*time.Minute)); err != nil || moved {
 			t.Errorf("Move(1 to 3) of a run under 2 = %v, %v, want false: a run under another installation stays", moved, err)

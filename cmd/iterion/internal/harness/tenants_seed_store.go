@@ -79,7 +79,7 @@ func (ss *storeSeeder) check(ctx context.Context, coll *mongo.Collection, front 
 	if err != nil {
 		return err
 	}
-	if diff := docDiff(posted, written, "created_at", "updated_at"); diff != "" {
+	if diff := docDiff(posted, written, "created_at", "updated_at", "reported_at"); diff != "" {
 		return fmt.Errorf("%w: the run written to the store differs from the one POST /api/runs stored: %s", ErrMeasure, diff)
 	}
 	return nil
