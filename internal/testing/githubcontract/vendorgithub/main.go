@@ -56,6 +56,8 @@ var Payloads = [][2]string{
 	{"installation", "deleted"},
 	{"installation_repositories", "added"},
 	{"installation_repositories", "removed"},
+	{"issues", "deleted"},
+	{"issues", "transferred"},
 }
 
 func main() {
