@@ -105,6 +105,13 @@ func newPipeServerOf(t *testing.T, opts ...func(*server.Config)) (*pipeServer, *
 // and returns the answer's status and body.
 func (p *pipeServer) post(t *testing.T, path string, header map[string]string, body string) (int, string) {
 	t.Helper()
+	code, _, b := p.postHeader(t, path, header, body)
+	return code, b
+}
+
+// postHeader is post, also returning the answer's headers.
+func (p *pipeServer) postHeader(t *testing.T, path string, header map[string]string, body string) (int, http.Header, string) {
+	t.Helper()
 	c := &http.Client{Transport: &http.Transport{DialContext: p.pn.Dial, DisableKeepAlives: true}}
 	defer c.CloseIdleConnections()
 	req, err := http.NewRequest("POST", "http://iterion.test"+path, strings.NewReader(body))
@@ -120,7 +127,7 @@ func (p *pipeServer) post(t *testing.T, path string, header map[string]string, b
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, strings.TrimSpace(string(b))
+	return resp.StatusCode, resp.Header, strings.TrimSpace(string(b))
 }
 
 // send writes a raw request head (and any body bytes) on a new connection

@@ -60,8 +60,11 @@ var (
 // payload); 401 when the body does not match the signature;
 // 503 with Retry-After when too many large bodies are in flight or the
 // stores do not answer within StoreTimeout. In App mode, appWebhook answers
-// the installation events and an event of an unknown installation. Other
-// events than pull_request and status are ignored with 202. A payload it
+// the installation events and an event of an unknown installation. With
+// the board, an issues event deleting or transferring an issue of a board
+// repository removes its card (issuesWebhook), deduplicated and answered
+// as below. Other events than pull_request and status, and other issues
+// events, are ignored with 202. A payload it
 // cannot read is 400, before the delivery is claimed. A delivery whose
 // body was processed within DeliveryWindow, on any replica sharing
 // Deliveries, is acknowledged with 200 {"duplicate": id} (its
@@ -122,6 +125,10 @@ func (s *Server) postWebhook(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.App != nil && s.appWebhook(w, r, event, body) {
 		return
 	}
+	if event == "issues" {
+		s.issuesWebhook(w, r, key, deliveryID, body, answerBy)
+		return
+	}
 	if event != "pull_request" && event != "status" {
 		writeJSON(w, http.StatusAccepted, map[string]string{"ignored": event})
 		return
@@ -134,11 +141,18 @@ func (s *Server) postWebhook(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
+	s.claimAndProcess(w, r, key, deliveryID, event, answerBy, func() deliveryAnswer { return s.runDelivery(key, deliveryID, q) })
+}
+
+// claimAndProcess claims delivery deliveryID of event under key (claim,
+// answered by answerBy) and, when it has the claim, processes it by run
+// (processDelivery); either way w is answered.
+func (s *Server) claimAndProcess(w http.ResponseWriter, r *http.Request, key, deliveryID, event string, answerBy time.Time, run func() deliveryAnswer) {
 	ctx, cancel := context.WithDeadline(r.Context(), answerBy)
 	claimed := s.claim(w, r.WithContext(ctx), key, deliveryID, event)
 	cancel()
 	if claimed {
-		s.processDelivery(w, key, deliveryID, q, answerBy)
+		s.processDelivery(w, deliveryID, event, answerBy, run)
 	}
 }
 

@@ -35,7 +35,7 @@ const DefaultWebhookAnswerWithin = 8 * time.Second
 // answer (the first six); one answered before its processing ended counts
 // once more when it ends (the last two).
 const (
-	deliveryProcessed   = "processed"   // processed, then answered 200 offered
+	deliveryProcessed   = "processed"   // processed, then answered 200 (offered, or removed)
 	deliveryDuplicate   = "duplicate"   // processed before: 200 duplicate
 	deliveryHeld        = "held"        // an earlier claim holds it: 503
 	deliveryInvalid     = "invalid"     // a payload or id it cannot use: 400
@@ -46,7 +46,8 @@ const (
 	// deliveryProcessedLate: answered early, then processed.
 	deliveryProcessedLate = "processed_after_answer"
 	// deliveryFailedLate: answered early, then not processed (the runs not
-	// read, or the server shutting down): GitHub's log says delivered.
+	// read, the card not removed, or the server shutting down): GitHub's
+	// log says delivered.
 	deliveryFailedLate = "failed_after_answer"
 )
 
@@ -55,7 +56,7 @@ const (
 func newDeliveryOutcomes() *prometheus.CounterVec {
 	c := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "webhook_deliveries_total",
-		Help: "Webhook deliveries of pull_request and status events, by outcome: each counts once when it is answered " +
+		Help: "Webhook deliveries of pull_request and status events, and of issues events that take a board card away, by outcome: each counts once when it is answered " +
 			"(processed, duplicate, held, invalid, unavailable, or answered_before_processed: answered 202 at --webhook-answer-within while still processing), " +
 			"and an answered_before_processed one once more when its processing ends (processed_after_answer, or failed_after_answer: not processed, though GitHub's log says delivered).",
 	}, []string{"outcome"})
@@ -100,8 +101,8 @@ func (d *deliveryWork) drain(ctx context.Context, log *slog.Logger) {
 }
 
 // deliveryAnswer is what processing a claimed delivery says: write answers
-// its request, outcome is counted, and processed tells whether its runs
-// were offered.
+// its request, outcome is counted, and processed tells whether it was
+// processed (its runs offered, or its card removed) and recorded so.
 type deliveryAnswer struct {
 	write     func(http.ResponseWriter)
 	outcome   string
@@ -116,15 +117,15 @@ type deliveryJob struct {
 	answer   chan deliveryAnswer // buffered: the processing never waits on it
 }
 
-// processDelivery processes delivery id, claimed under key (its runs looked up by q,
-// offered, the delivery recorded as processed) on the detached goroutines
-// of s.work, and answers w with the outcome when it comes by answerBy;
-// else it answers 202 {"processing": id} at answerBy and the processing
-// goes on, its end logged and counted.
-func (s *Server) processDelivery(w http.ResponseWriter, key, id string, q webhookTarget, answerBy time.Time) {
+// processDelivery processes claimed delivery id of event by run (for a
+// pull_request or status event runDelivery, for an issues event
+// removeCard) on the detached goroutines of s.work, and answers w with the
+// outcome when it comes by answerBy; else it answers 202 {"processing": id}
+// at answerBy and the processing goes on, its end logged and counted.
+func (s *Server) processDelivery(w http.ResponseWriter, id, event string, answerBy time.Time, run func() deliveryAnswer) {
 	job := &deliveryJob{answer: make(chan deliveryAnswer, 1)}
 	s.work.wg.Go(func() {
-		a := s.runDelivery(key, id, q)
+		a := run()
 		job.mu.Lock()
 		late := job.answered
 		if !late {
@@ -132,7 +133,7 @@ func (s *Server) processDelivery(w http.ResponseWriter, key, id string, q webhoo
 		}
 		job.mu.Unlock()
 		if late {
-			s.endedAfterAnswer(id, q, a)
+			s.endedAfterAnswer(id, event, a)
 		}
 	})
 	t := time.NewTimer(time.Until(answerBy))
@@ -150,7 +151,7 @@ func (s *Server) processDelivery(w http.ResponseWriter, key, id string, q webhoo
 		job.mu.Unlock()
 	}
 	if a.write == nil {
-		s.log.Info("webhook: delivery answered before its processing ended", "delivery", id, "event", q.event)
+		s.log.Info("webhook: delivery answered before its processing ended", "delivery", id, "event", event)
 		s.deliveries.WithLabelValues(deliveryAnsweredEarly).Inc()
 		writeJSON(w, http.StatusAccepted, map[string]string{"processing": id})
 		return
@@ -188,14 +189,14 @@ func (s *Server) runDelivery(key, id string, q webhookTarget) deliveryAnswer {
 }
 
 // endedAfterAnswer logs and counts the end of the processing of delivery
-// id, answered 202 before a ended it.
-func (s *Server) endedAfterAnswer(id string, q webhookTarget, a deliveryAnswer) {
+// id of event, answered 202 before a ended it.
+func (s *Server) endedAfterAnswer(id, event string, a deliveryAnswer) {
 	if a.processed {
 		s.deliveries.WithLabelValues(deliveryProcessedLate).Inc()
-		s.log.Info("webhook: delivery processed after its answer", "delivery", id, "event", q.event)
+		s.log.Info("webhook: delivery processed after its answer", "delivery", id, "event", event)
 		return
 	}
 	s.deliveries.WithLabelValues(deliveryFailedLate).Inc()
 	s.log.Error("webhook: delivery answered 202 but not processed; GitHub's log shows it delivered: redeliver it once its claim lapses",
-		"delivery", id, "event", q.event, "claim_lapses_within", s.claimHold())
+		"delivery", id, "event", event, "claim_lapses_within", s.claimHold())
 }
