@@ -374,6 +374,22 @@ func (s *Sim) getRepoInstallation(r *http.Request, tok string) reply {
 	return jsonReply(http.StatusOK, s.installationJSON(r, in))
 }
 
+// getInstallation is "Get an installation for the authenticated app"
+// (https://docs.github.com/rest/apps/apps#get-an-installation-for-the-authenticated-app):
+// an App JWT only; the installation, or 404 for an id that is not one of
+// the App's (never added, or removed since).
+func (s *Sim) getInstallation(r *http.Request, tok string) reply {
+	if !strings.HasPrefix(tok, "app:") {
+		return errorReply(http.StatusUnauthorized, "A JSON web token could not be decoded")
+	}
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	in := s.apps[id]
+	if err != nil || in == nil {
+		return notFound()
+	}
+	return jsonReply(http.StatusOK, s.installationJSON(r, in))
+}
+
 // reaches tells whether tok may reach the repository r names, if any; s.mu
 // is held (see reachesRepo).
 func (s *Sim) reaches(tok string, r *http.Request) bool {

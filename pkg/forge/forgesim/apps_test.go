@@ -319,3 +319,31 @@ func nextLink(link, root string) string {
 	}
 	return ""
 }
+
+func TestGetInstallationAnswersOnlyTheAppsInstallations(t *testing.T) {
+	sim, srv := start(t)
+	mustOK(t, sim.SeedInstallations(3, 1))
+	mustOK(t, sim.RemoveInstallation(3))
+	cases := []struct {
+		path, tok string
+		want      int
+		id        int64
+		rule      string
+	}{
+		{"/app/installations/2", jwt("42"), 200, 2, "an installation of the App is answered"},
+		{"/app/installations/3", jwt("42"), 404, 0, "a removed installation is 404"},
+		{"/app/installations/9", jwt("42"), 404, 0, "an id never added is 404"},
+		{"/app/installations/2", "ghp_user", 401, 0, "the endpoint takes an App JWT only"},
+	}
+	for _, tc := range cases {
+		resp, body := do(t, srv, "GET", tc.path, tc.tok, "")
+		var got struct {
+			ID          int64   `json:"id"`
+			SuspendedAt *string `json:"suspended_at"`
+		}
+		_ = json.Unmarshal(body, &got)
+		if resp.StatusCode != tc.want || got.ID != tc.id || got.SuspendedAt != nil {
+			t.Errorf("GET %s: %d id %d suspended_at %v, want %d id %d, not suspended: %s", tc.path, resp.StatusCode, got.ID, got.SuspendedAt, tc.want, tc.id, tc.rule)
+		}
+	}
+}

@@ -41,6 +41,7 @@
 //	GET  /repos/{owner}/{repo}/issues/{number}        (301 when transferred, 410 when deleted: TransferIssue, DeleteIssue)
 //	POST /app/installations/{id}/access_tokens        (needs an App JWT)
 //	GET  /app/installations                           (needs an App JWT; per_page, page)
+//	GET  /app/installations/{id}                      (needs an App JWT)
 //	GET  /repos/{owner}/{repo}/installation           (needs an App JWT)
 //	POST /graphql                                     (a subset of GitHub's schema, priced as GitHub does: graphql.go)
 //
@@ -240,6 +241,7 @@ func (s *Sim) routes() {
 		"GET /repos/{owner}/{repo}/issues/{number}":      s.getIssue,
 		"POST /app/installations/{id}/access_tokens":     s.createInstallationToken,
 		"GET /app/installations":                         s.listInstallations,
+		"GET /app/installations/{id}":                    s.getInstallation,
 		"GET /repos/{owner}/{repo}/installation":         s.getRepoInstallation,
 		"POST /graphql":                                  s.graphql,
 		"/": func(*http.Request, string) reply {
