@@ -195,6 +195,12 @@ func TestAppModeSweepsEachInstallationWithItsOwnToken(t *testing.T) {
 // hook names a webhook event, signed with webhookSecret.
 func (r *replica) call(t *testing.T, method, path, hook, body string) (int, string) {
 	t.Helper()
+	w := r.serve(method, path, hook, body)
+	return w.Code, w.Body.String()
+}
+
+// serve is call's whole answer, headers included.
+func (r *replica) serve(method, path, hook, body string) *httptest.ResponseRecorder {
 	req := httptest.NewRequest(method, path, strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+apiToken)
 	if hook != "" {
@@ -205,7 +211,7 @@ func (r *replica) call(t *testing.T, method, path, hook, body string) (int, stri
 	}
 	w := httptest.NewRecorder()
 	r.handler.ServeHTTP(w, req)
-	return w.Code, w.Body.String()
+	return w
 }
 
 // postRun reports a success verdict for pull of repo at head sha to r

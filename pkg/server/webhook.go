@@ -60,11 +60,12 @@ var (
 // payload); 401 when the body does not match the signature;
 // 503 with Retry-After when too many large bodies are in flight or the
 // stores do not answer within StoreTimeout. In App mode, appWebhook answers
-// the installation events and an event of an unknown installation. With
-// the board, an issues event deleting or transferring an issue of a board
-// repository removes its card (issuesWebhook), deduplicated and answered
-// as below. Other events than pull_request and status, and other issues
-// events, are ignored with 202. A payload it
+// the installation events (deduplicated as below; what one says is gone
+// is checked with GitHub first) and an event of an unknown installation.
+// With the board, an issues event deleting or transferring an issue of a
+// board repository removes its card (issuesWebhook), deduplicated and
+// answered as below. Other events than pull_request and status, and other
+// issues events, are ignored with 202. A payload it
 // cannot read is 400, before the delivery is claimed. A delivery whose
 // body was processed within DeliveryWindow, on any replica sharing
 // Deliveries, is acknowledged with 200 {"duplicate": id} (its
@@ -122,7 +123,7 @@ func (s *Server) postWebhook(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	event := github.WebHookType(r)
-	if s.cfg.App != nil && s.appWebhook(w, r, event, body) {
+	if s.cfg.App != nil && s.appWebhook(w, r, event, body, key, deliveryID) {
 		return
 	}
 	if event == "issues" {

@@ -16,19 +16,24 @@ import (
 
 // appWebhook handles, in App mode, what a signed webhook says about the
 // App's installations, and reports whether it answered w. An installation
-// or installation_repositories event keeps the App client's set current
+// or installation_repositories event is claimed under key (replayKey) as
+// a pull_request one is (claim: a body processed within DeliveryWindow is
+// 200 {"duplicate": deliveryID}), then keeps the App client's set current
 // (200 {"installation": id, "action": ...}) and tells the other replicas
-// (installationsChanged); the unsettled runs of the
-// repositories an installation_repositories event adds move to its
-// installation (moveRuns; "runs_moved": n, or 503 when the store does not
-// answer within StoreTimeout). Both are idempotent, so a redelivery is
-// harmless and not deduplicated. A pull_request or status
+// (installationsChanged); the unsettled runs of the repositories an
+// installation_repositories event adds move to its installation
+// (moveRuns; "runs_moved": n, or 503 when the store does not answer
+// within StoreTimeout). What an event says is gone is forgotten only once
+// GitHub confirms it (verifyGone): a signed body can be sent again long
+// after, so one GitHub contradicts is answered 200 with "not_applied" and
+// changes nothing, and one GitHub did not answer for is 503 with
+// Retry-After, for a redelivery. A pull_request or status
 // event naming an installation the App client does not know is answered
 // 202 {"unknown_installation": id}, and the installation is looked up (a
 // re-list of the App's installations, lookUp); its runs are left to the
 // sweeper, which picks the installation up once known. A payload it cannot
 // read is 400. Any other event is not answered here.
-func (s *Server) appWebhook(w http.ResponseWriter, r *http.Request, event string, body []byte) bool {
+func (s *Server) appWebhook(w http.ResponseWriter, r *http.Request, event string, body []byte, key, deliveryID string) bool {
 	switch event {
 	case "installation", "installation_repositories", "pull_request", "status":
 	default:
@@ -41,25 +46,14 @@ func (s *Server) appWebhook(w http.ResponseWriter, r *http.Request, event string
 	}
 	switch ev := payload.(type) {
 	case *github.InstallationEvent:
-		s.installationsChanged(r, s.cfg.App.HandleInstallationEvent(ev))
-		s.log.Info("webhook: installation", "installation", ev.GetInstallation().GetID(), "action", ev.GetAction(),
-			"account", ev.GetInstallation().GetAccount().GetLogin())
-		writeJSON(w, http.StatusOK, map[string]any{"installation": ev.GetInstallation().GetID(), "action": ev.GetAction()})
+		if s.claim(w, r, key, deliveryID, event) && s.installationEvent(w, r, ev) {
+			s.complete(key, deliveryID)
+		}
 		return true
 	case *github.InstallationRepositoriesEvent:
-		s.installationsChanged(r, s.cfg.App.HandleInstallationRepositoriesEvent(ev))
-		id := ev.GetInstallation().GetID()
-		ctx, cancel := s.storeCtx(r)
-		moved, err := s.moveRuns(ctx, id, ev.RepositoriesAdded)
-		cancel()
-		if err != nil {
-			s.log.Error("webhook: runs of the added repositories not moved to their installation", "installation", id, "err", err)
-			s.unavailable(w, "runs not moved; redeliver")
-			return true
+		if s.claim(w, r, key, deliveryID, event) && s.installationRepositoriesEvent(w, r, ev) {
+			s.complete(key, deliveryID)
 		}
-		s.log.Info("webhook: installation repositories", "installation", id, "action", ev.GetAction(),
-			"added", len(ev.RepositoriesAdded), "removed", len(ev.RepositoriesRemoved), "runs_moved", moved)
-		writeJSON(w, http.StatusOK, map[string]any{"installation": id, "action": ev.GetAction(), "runs_moved": moved})
 		return true
 	case *github.PullRequestEvent:
 		return s.unknownInstallation(w, event, ev.GetInstallation().GetID())
@@ -67,6 +61,97 @@ func (s *Server) appWebhook(w http.ResponseWriter, r *http.Request, event string
 		return s.unknownInstallation(w, event, ev.GetInstallation().GetID())
 	}
 	return false
+}
+
+// installationEvent applies installation event ev and answers it,
+// reporting whether it was processed (applied, or verified not to apply).
+// A deleted or suspend is applied only when GitHub says the installation
+// is gone (InstallationGone); the actions that add are applied as they
+// come: a replayed one costs a look-up at worst.
+func (s *Server) installationEvent(w http.ResponseWriter, r *http.Request, ev *github.InstallationEvent) bool {
+	id, action := ev.GetInstallation().GetID(), ev.GetAction()
+	if (action == "deleted" || action == "suspend") && id > 0 {
+		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.OfferTimeout)
+		gone, err := s.cfg.App.InstallationGone(ctx, id)
+		cancel()
+		if err != nil {
+			s.verifyFailed(w, "installation", id, action, err)
+			return false
+		}
+		if !gone {
+			s.log.Warn("webhook: installation event not applied: GitHub still has it, not suspended", "installation", id, "action", action)
+			writeJSON(w, http.StatusOK, map[string]any{"installation": id, "action": action,
+				"not_applied": "GitHub still has the installation, not suspended"})
+			return true
+		}
+	}
+	s.installationsChanged(r, s.cfg.App.HandleInstallationEvent(ev))
+	s.log.Info("webhook: installation", "installation", id, "action", action,
+		"account", ev.GetInstallation().GetAccount().GetLogin())
+	writeJSON(w, http.StatusOK, map[string]any{"installation": id, "action": action})
+	return true
+}
+
+// installationRepositoriesEvent applies installation_repositories event ev
+// and answers it, reporting whether it was processed. Of the repositories
+// it removes, those GitHub says the installation still covers (Covers)
+// are kept, and named in "not_applied"; the event is applied without
+// them, and told to the other replicas only when something is left to
+// apply.
+func (s *Server) installationRepositoriesEvent(w http.ResponseWriter, r *http.Request, ev *github.InstallationRepositoriesEvent) bool {
+	id, action := ev.GetInstallation().GetID(), ev.GetAction()
+	var kept []string
+	if id > 0 && len(ev.RepositoriesRemoved) > 0 {
+		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.OfferTimeout)
+		removed := ev.RepositoriesRemoved[:0:0]
+		for _, repo := range ev.RepositoriesRemoved {
+			covered, err := s.cfg.App.Covers(ctx, id, repo.GetFullName())
+			if err != nil {
+				cancel()
+				s.verifyFailed(w, "installation_repositories", id, action, err)
+				return false
+			}
+			if covered {
+				kept = append(kept, repo.GetFullName())
+			} else {
+				removed = append(removed, repo)
+			}
+		}
+		cancel()
+		ev.RepositoriesRemoved = removed
+		if len(kept) > 0 {
+			s.log.Warn("webhook: repositories not removed: GitHub says the installation still covers them", "installation", id, "repositories", kept)
+		}
+	}
+	if len(ev.RepositoriesAdded) > 0 || len(ev.RepositoriesRemoved) > 0 {
+		s.installationsChanged(r, s.cfg.App.HandleInstallationRepositoriesEvent(ev))
+	}
+	ctx, cancel := s.storeCtx(r)
+	moved, err := s.moveRuns(ctx, id, ev.RepositoriesAdded)
+	cancel()
+	if err != nil {
+		s.log.Error("webhook: runs of the added repositories not moved to their installation", "installation", id, "err", err)
+		s.unavailable(w, "runs not moved; redeliver")
+		return false
+	}
+	s.log.Info("webhook: installation repositories", "installation", id, "action", action,
+		"added", len(ev.RepositoriesAdded), "removed", len(ev.RepositoriesRemoved), "runs_moved", moved)
+	answer := map[string]any{"installation": id, "action": action, "runs_moved": moved}
+	if len(kept) > 0 {
+		answer["not_applied"] = map[string]any{"still_covered": kept}
+	}
+	writeJSON(w, http.StatusOK, answer)
+	return true
+}
+
+// verifyFailed answers 503 with Retry-After for an installation event
+// whose destructive part GitHub did not confirm or deny (err): nothing of
+// it was applied, and GitHub's redelivery of it is processed once the
+// claim lapses.
+func (s *Server) verifyFailed(w http.ResponseWriter, event string, id int64, action string, err error) {
+	s.log.Error("webhook: installation event not applied: GitHub did not answer whether it holds", "event", event,
+		"installation", id, "action", action, "err", err)
+	s.retryAfter(w, s.claimHold(), "GitHub not asked whether the installation event holds; nothing applied; redeliver")
 }
 
 // moveRuns gives the unsettled runs of repos, stored under another

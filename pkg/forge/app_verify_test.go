@@ -1,0 +1,83 @@
+package forge_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"iterion.dev/iterion/pkg/forge"
+)
+
+// TestInstallationGoneAndCoversAskGitHubOnLaneApp pins the checks the
+// server makes before it forgets what an installation webhook says is
+// gone: each asks GitHub with the App's JWT, charged to lane app, and
+// reads 404 as gone or not covered; an answer it could not get is an
+// error, never a "gone".
+func TestInstallationGoneAndCoversAskGitHubOnLaneApp(t *testing.T) {
+	sim, srv := startSim(t)
+	mustSim(t, sim.SeedInstallations(3, 1))
+	mustSim(t, sim.RemoveInstallation(3))
+	a := newApp(t, srv, forge.AppConfig{})
+	ctx := context.Background()
+	gone := []struct {
+		id   int64
+		want bool
+		rule string
+	}{
+		{2, false, "an installation GitHub answers, not suspended, is not gone"},
+		{3, true, "a removed installation (404) is gone"},
+		{9, true, "an id GitHub does not know (404) is gone"},
+	}
+	for _, tc := range gone {
+		if got, err := a.InstallationGone(ctx, tc.id); err != nil || got != tc.want {
+			t.Errorf("InstallationGone(%d) = %v, %v; want %v: %s", tc.id, got, err, tc.want, tc.rule)
+		}
+	}
+	covers := []struct {
+		id   int64
+		repo string
+		want bool
+		rule string
+	}{
+		{1, "org-1/repo-1", true, "the installation covering the repository covers it"},
+		{2, "org-1/repo-1", false, "another installation's repository is not covered"},
+		{3, "org-3/repo-1", false, "a repository no installation covers (404) is not covered"},
+		{1, "repo-1", false, "a name without an owner is covered by none"},
+	}
+	for _, tc := range covers {
+		if got, err := a.Covers(ctx, tc.id, tc.repo); err != nil || got != tc.want {
+			t.Errorf("Covers(%d, %s) = %v, %v; want %v: %s", tc.id, tc.repo, got, err, tc.want, tc.rule)
+		}
+	}
+	if n := appCount(a, forge.LaneApp, -1, 0); n != 6 {
+		t.Errorf("requests on lane app: %d, want 6: one a check, the name without an owner none", n)
+	}
+}
+
+// TestInstallationGoneReadsSuspensionAndNeverAnErrorAsGone pins the
+// answers the simulator does not model: an installation whose
+// suspended_at is set is gone, and a 500 is an error, not gone.
+func TestInstallationGoneReadsSuspensionAndNeverAnErrorAsGone(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		switch r.URL.Path {
+		case "/app/installations/5":
+			w.Write([]byte(`{"id":5,"account":{"login":"org-5"},"suspended_at":"2026-01-02T03:04:05Z"}`))
+		default:
+			w.WriteHeader(http.StatusInternalServerError)
+			w.Write([]byte(`{"message":"Server Error"}`))
+		}
+	}))
+	t.Cleanup(srv.Close)
+	a := newApp(t, srv, forge.AppConfig{})
+	if got, err := a.InstallationGone(context.Background(), 5); err != nil || !got {
+		t.Errorf("InstallationGone of a suspended installation = %v, %v; want gone: suspended_at set is suspended", got, err)
+	}
+	if got, err := a.InstallationGone(context.Background(), 6); err == nil || got {
+		t.Errorf("InstallationGone answered 500 = %v, %v; want an error and not gone: no answer is never gone", got, err)
+	}
+	if got, err := a.Covers(context.Background(), 6, "org-6/repo-1"); err == nil || got {
+		t.Errorf("Covers answered 500 = %v, %v; want an error: no answer is no answer", got, err)
+	}
+}

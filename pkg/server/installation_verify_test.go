@@ -1,0 +1,165 @@
+package server_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"iterion.dev/iterion/pkg/forge"
+	"iterion.dev/iterion/pkg/forge/forgesim"
+)
+
+// getInstallationRoute is the simulator's route of "Get an installation
+// for the authenticated app", the check of a deleted or suspend event.
+const getInstallationRoute = "GET /app/installations/{id}"
+
+// unreachable fails every request with a transport error while on, as a
+// forge the replica cannot reach does, and passes them to next otherwise.
+type unreachable struct {
+	next http.RoundTripper
+	on   atomic.Bool
+}
+
+func (u *unreachable) RoundTrip(req *http.Request) (*http.Response, error) {
+	if !u.on.Load() {
+		return u.next.RoundTrip(req)
+	}
+	if req.Body != nil {
+		req.Body.Close()
+	}
+	return nil, errors.New("dial tcp: connection refused")
+}
+
+// removedEvent is the installation_repositories "removed" payload taking
+// repo off installation id.
+func removedEvent(id int64, repo string) string {
+	return fmt.Sprintf(`{"action":"removed","installation":{"id":%d,"account":{"login":"org-%d"}},"repository_selection":"selected",`+
+		`"repositories_added":[],"repositories_removed":[{"full_name":%q}]}`, id, id, repo)
+}
+
+// TestAppModeADestructiveInstallationEventIsCheckedWithGitHub pins that
+// an installation event that would make the server forget something is
+// applied only once GitHub confirms it: a captured "deleted" or
+// "suspend" sent again while GitHub still has the installation, or a
+// "removed" while the installation still covers the repository, is
+// answered 200 with not_applied and changes nothing; one GitHub confirms
+// is applied; one GitHub was not reached for is 503 with Retry-After and
+// changes nothing.
+func TestAppModeADestructiveInstallationEventIsCheckedWithGitHub(t *testing.T) {
+	cases := []struct {
+		name string
+		// gone makes what the event says true at the simulator.
+		gone    func(*forgesim.Sim) error
+		event   string
+		body    string
+		down    bool
+		code    int
+		applied bool
+		why     string
+	}{
+		{"deleted replayed", nil, "installation", installationEvent("deleted", 1), false, http.StatusOK, false,
+			"GitHub still has the installation: a replayed deleted is not applied"},
+		{"suspend replayed", nil, "installation", installationEvent("suspend", 1), false, http.StatusOK, false,
+			"GitHub has the installation, not suspended: a replayed suspend is not applied"},
+		{"deleted for real", func(s *forgesim.Sim) error { return s.RemoveInstallation(1) }, "installation", installationEvent("deleted", 1), false, http.StatusOK, true,
+			"GitHub answers 404 for the installation: the deletion is applied"},
+		{"deleted, GitHub unreachable", func(s *forgesim.Sim) error { return s.RemoveInstallation(1) }, "installation", installationEvent("deleted", 1), true, http.StatusServiceUnavailable, false,
+			"an unverified deletion is never applied; GitHub's redelivery retries it"},
+		{"removed replayed", nil, "installation_repositories", removedEvent(1, appRepo(1)), false, http.StatusOK, false,
+			"the installation still covers the repository: a replayed removed is not applied"},
+		{"removed for real", func(s *forgesim.Sim) error { return s.RemoveInstallationRepos(1, appRepo(1)) }, "installation_repositories", removedEvent(1, appRepo(1)), false, http.StatusOK, true,
+			"no installation covers the repository: the removal is applied"},
+		{"removed, GitHub unreachable", func(s *forgesim.Sim) error { return s.RemoveInstallationRepos(1, appRepo(1)) }, "installation_repositories", removedEvent(1, appRepo(1)), true, http.StatusServiceUnavailable, false,
+			"an unverified removal is never applied"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				c, next := newAppCluster(t, 2, false)
+				down := &unreachable{next: next}
+				startAppReplicas(t, c, down, 1, time.Minute, 2, nil)
+				r := c.replicas[0]
+				defer r.stop()
+				synctest.Wait() // the first list of the installations
+				owner, name, _ := strings.Cut(appRepo(1), "/")
+				if _, _, err := r.app.ForRepo(context.Background(), owner, name); err != nil {
+					t.Fatalf("ForRepo(%s) before the event: %v", appRepo(1), err)
+				}
+				if tc.gone != nil {
+					if err := tc.gone(c.sim); err != nil {
+						t.Fatal(err)
+					}
+				}
+				down.on.Store(tc.down)
+				w := r.serve("POST", "/webhooks/github", tc.event, tc.body)
+				down.on.Store(false)
+				if w.Code != tc.code {
+					t.Errorf("got %d %s, want %d: %s", w.Code, w.Body, tc.code, tc.why)
+				}
+				if tc.code == http.StatusServiceUnavailable && w.Header().Get("Retry-After") == "" {
+					t.Errorf("503 without Retry-After, want one: %s", tc.why)
+				}
+				if said := strings.Contains(w.Body.String(), "not_applied"); tc.code == http.StatusOK && said == tc.applied {
+					t.Errorf("answer %s: not_applied said %v, want %v: %s", w.Body, said, !tc.applied, tc.why)
+				}
+				var forgot bool
+				if tc.event == "installation" {
+					_, err := r.app.Installation(1)
+					forgot = err != nil
+				} else {
+					// A repository still resolved to installation 1 is
+					// served from the cache, with no request.
+					before := c.sim.Requests(forgesim.Filter{Route: "GET /repos/{owner}/{repo}/installation"})
+					_, _, err := r.app.ForRepo(context.Background(), owner, name)
+					after := c.sim.Requests(forgesim.Filter{Route: "GET /repos/{owner}/{repo}/installation"})
+					forgot = after != before || errors.Is(err, forge.ErrNotInstalled)
+				}
+				if forgot != tc.applied {
+					t.Errorf("forgotten: %v, want %v: %s", forgot, tc.applied, tc.why)
+				}
+			})
+		})
+	}
+}
+
+// TestAppModeAnInstallationEventIsProcessedOncePerBody pins that an
+// installation event is deduplicated by its body, as pull_request and
+// status events are: the same signed body sent again within the delivery
+// window, under a fresh delivery id, is 200 {"duplicate": id} and neither
+// asks GitHub again nor applies anything.
+func TestAppModeAnInstallationEventIsProcessedOncePerBody(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, next := newAppCluster(t, 2, false)
+		startAppReplicas(t, c, next, 1, time.Minute, 2, nil)
+		r := c.replicas[0]
+		defer r.stop()
+		synctest.Wait()
+		body := installationEvent("deleted", 1)
+		if w := r.serve("POST", "/webhooks/github", "installation", body); w.Code != http.StatusOK || !strings.Contains(w.Body.String(), "not_applied") {
+			t.Fatalf("first delivery: %d %s, want 200 not_applied", w.Code, w.Body)
+		}
+		checks := c.sim.Requests(forgesim.Filter{Route: getInstallationRoute})
+		if checks != 1 {
+			t.Errorf("checks of installation 1 with GitHub: %d, want 1", checks)
+		}
+		if err := c.sim.RemoveInstallation(1); err != nil {
+			t.Fatal(err)
+		}
+		w := r.serve("POST", "/webhooks/github", "installation", body)
+		if w.Code != http.StatusOK || !strings.Contains(w.Body.String(), `"duplicate"`) {
+			t.Errorf("same body again: %d %s, want 200 duplicate: a body processed within the window is not processed again", w.Code, w.Body)
+		}
+		if n := c.sim.Requests(forgesim.Filter{Route: getInstallationRoute}); n != checks {
+			t.Errorf("checks after the duplicate: %d, want %d: a duplicate asks GitHub nothing", n, checks)
+		}
+		if _, err := r.app.Installation(1); err != nil {
+			t.Errorf("installation 1 after the duplicate: %v, want known: a duplicate applies nothing", err)
+		}
+	})
+}
