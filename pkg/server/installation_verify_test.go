@@ -11,8 +11,11 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"iterion.dev/iterion/pkg/forge"
 	"iterion.dev/iterion/pkg/forge/forgesim"
+	"iterion.dev/iterion/pkg/server"
 )
 
 // getInstallationRoute is the simulator's route of "Get an installation
@@ -83,7 +86,8 @@ func TestAppModeADestructiveInstallationEventIsCheckedWithGitHub(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				c, next := newAppCluster(t, 2, false)
 				down := &unreachable{next: next}
-				startAppReplicas(t, c, down, 1, time.Minute, 2, nil)
+				var reg *prometheus.Registry
+				startAppReplicas(t, c, down, 1, time.Minute, 2, func(cfg *server.Config) { reg = cfg.Registry })
 				r := c.replicas[0]
 				defer r.stop()
 				synctest.Wait() // the first list of the installations
@@ -104,6 +108,13 @@ func TestAppModeADestructiveInstallationEventIsCheckedWithGitHub(t *testing.T) {
 				}
 				if tc.code == http.StatusServiceUnavailable && w.Header().Get("Retry-After") == "" {
 					t.Errorf("503 without Retry-After, want one: %s", tc.why)
+				}
+				outcome := "processed"
+				if tc.code == http.StatusServiceUnavailable {
+					outcome = "unavailable"
+				}
+				if got := deliveriesOutcome(t, reg, outcome); got != 1 {
+					t.Errorf("webhook_deliveries_total{outcome=%q}: got %v, want 1: an installation event counts its outcome", outcome, got)
 				}
 				if said := strings.Contains(w.Body.String(), "not_applied"); tc.code == http.StatusOK && said == tc.applied {
 					t.Errorf("answer %s: not_applied said %v, want %v: %s", w.Body, said, !tc.applied, tc.why)
@@ -136,7 +147,8 @@ func TestAppModeADestructiveInstallationEventIsCheckedWithGitHub(t *testing.T) {
 func TestAppModeAnInstallationEventIsProcessedOncePerBody(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c, next := newAppCluster(t, 2, false)
-		startAppReplicas(t, c, next, 1, time.Minute, 2, nil)
+		var reg *prometheus.Registry
+		startAppReplicas(t, c, next, 1, time.Minute, 2, func(cfg *server.Config) { reg = cfg.Registry })
 		r := c.replicas[0]
 		defer r.stop()
 		synctest.Wait()
@@ -160,6 +172,9 @@ func TestAppModeAnInstallationEventIsProcessedOncePerBody(t *testing.T) {
 		}
 		if _, err := r.app.Installation(1); err != nil {
 			t.Errorf("installation 1 after the duplicate: %v, want known: a duplicate applies nothing", err)
+		}
+		if p, d := deliveriesOutcome(t, reg, "processed"), deliveriesOutcome(t, reg, "duplicate"); p != 1 || d != 1 {
+			t.Errorf("webhook_deliveries_total processed %v, duplicate %v: want 1 and 1", p, d)
 		}
 	})
 }

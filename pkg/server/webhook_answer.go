@@ -35,11 +35,11 @@ const DefaultWebhookAnswerWithin = 8 * time.Second
 // answer (the first six); one answered before its processing ended counts
 // once more when it ends (the last two).
 const (
-	deliveryProcessed   = "processed"   // processed, then answered 200 (offered, or removed)
+	deliveryProcessed   = "processed"   // processed, then answered 200 (offered, removed; applied or not_applied)
 	deliveryDuplicate   = "duplicate"   // processed before: 200 duplicate
 	deliveryHeld        = "held"        // an earlier claim holds it: 503
 	deliveryInvalid     = "invalid"     // a payload or id it cannot use: 400
-	deliveryUnavailable = "unavailable" // a store did not answer in time: 503
+	deliveryUnavailable = "unavailable" // a store (or, for an installation event, GitHub) did not answer in time: 503
 	// deliveryAnsweredEarly: answered 202 at WebhookAnswerWithin, its
 	// processing going on.
 	deliveryAnsweredEarly = "answered_before_processed"
@@ -56,7 +56,7 @@ const (
 func newDeliveryOutcomes() *prometheus.CounterVec {
 	c := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "webhook_deliveries_total",
-		Help: "Webhook deliveries of pull_request and status events, and of issues events that take a board card away, by outcome: each counts once when it is answered " +
+		Help: "Webhook deliveries of pull_request and status events, of issues events that take a board card away, and, in App mode, of installation and installation_repositories events, by outcome: each counts once when it is answered " +
 			"(processed, duplicate, held, invalid, unavailable, or answered_before_processed: answered 202 at --webhook-answer-within while still processing), " +
 			"and an answered_before_processed one once more when its processing ends (processed_after_answer, or failed_after_answer: not processed, though GitHub's log says delivered).",
 	}, []string{"outcome"})

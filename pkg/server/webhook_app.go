@@ -46,13 +46,13 @@ func (s *Server) appWebhook(w http.ResponseWriter, r *http.Request, event string
 	}
 	switch ev := payload.(type) {
 	case *github.InstallationEvent:
-		if s.claim(w, r, key, deliveryID, event) && s.installationEvent(w, r, ev) {
-			s.complete(key, deliveryID)
+		if s.claim(w, r, key, deliveryID, event) {
+			s.processed(key, deliveryID, s.installationEvent(w, r, ev))
 		}
 		return true
 	case *github.InstallationRepositoriesEvent:
-		if s.claim(w, r, key, deliveryID, event) && s.installationRepositoriesEvent(w, r, ev) {
-			s.complete(key, deliveryID)
+		if s.claim(w, r, key, deliveryID, event) {
+			s.processed(key, deliveryID, s.installationRepositoriesEvent(w, r, ev))
 		}
 		return true
 	case *github.PullRequestEvent:
@@ -61,6 +61,18 @@ func (s *Server) appWebhook(w http.ResponseWriter, r *http.Request, event string
 		return s.unknownInstallation(w, event, ev.GetInstallation().GetID())
 	}
 	return false
+}
+
+// processed counts a claimed installation event's outcome and, when it
+// was processed (ok), records it under key (complete); one not processed
+// was answered 503, and its claim lapses.
+func (s *Server) processed(key, deliveryID string, ok bool) {
+	if !ok {
+		s.deliveries.WithLabelValues(deliveryUnavailable).Inc()
+		return
+	}
+	s.deliveries.WithLabelValues(deliveryProcessed).Inc()
+	s.complete(key, deliveryID)
 }
 
 // installationEvent applies installation event ev and answers it,
