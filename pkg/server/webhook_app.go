@@ -24,10 +24,10 @@ import (
 // installation_repositories event adds move to its installation
 // (moveRuns; "runs_moved": n, or 503 when the store does not answer
 // within StoreTimeout). What an event says is gone is forgotten only once
-// GitHub confirms it (verifyGone): a signed body can be sent again long
-// after, so one GitHub contradicts is answered 200 with "not_applied" and
-// changes nothing, and one GitHub did not answer for is 503 with
-// Retry-After, for a redelivery. A pull_request or status
+// GitHub confirms it (AppClient.InstallationGone, Covers): a signed body
+// can be sent again long after, so one GitHub contradicts is answered 200
+// with "not_applied" and changes nothing, and one GitHub did not answer
+// for is 503 with Retry-After, for a redelivery. A pull_request or status
 // event naming an installation the App client does not know is answered
 // 202 {"unknown_installation": id}, and the installation is looked up (a
 // re-list of the App's installations, lookUp); its runs are left to the
