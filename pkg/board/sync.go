@@ -363,7 +363,7 @@ func (s *Sync) cardOf(r boardRepo, is forge.Issue) Card {
 // returns how many it removed. GitHub's issue list shows neither deleted
 // nor transferred issues; reading each missing one tells them from an
 // issue the list passed over because an edit moved it between two pages
-// (Get an issue answers a transferred issue 301, a deleted one 410, or 404
+// (Get an issue answers 301 for a transferred issue, 410 for a deleted one, or 404
 // without access to where it went:
 // https://docs.github.com/rest/issues/issues#get-an-issue). An issue still
 // there has its card refreshed instead. The reads are one per missing

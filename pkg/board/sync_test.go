@@ -627,8 +627,8 @@ func TestSyncRemovesTheCardsOfDeletedAndTransferredIssues(t *testing.T) {
 		if len(cards) != 2 || cards[3].Title != "title 3" || cards[4].Title != "title 4" {
 			t.Errorf("cards after a full sync: got %v, want 3 and 4: an issue the list passed over but the forge has keeps its card", cards)
 		}
-		// Issue 1 answers 410, issue 2 answers 301 and then its new
-		// address, issue 3 answers 200.
+		// The deleted one's read answers 410, the transferred one's 301 and
+		// then its new address, the passed-over one's 200.
 		if got := r.sim.Requests(forgesim.Filter{Route: issueReadsRoute}); got != 4 {
 			t.Errorf("issue reads: got %d, want 4: one read of each card the full list did not show (the transfer's redirect is a second request)", got)
 		}

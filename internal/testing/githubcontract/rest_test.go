@@ -314,7 +314,7 @@ func TestSimulatorAnswersMatchGitHubsDescription(t *testing.T) {
 	_, err = sim.TransferIssue("acme", "app", 14, "acme", "lib")
 	mustOK(t, err)
 	if is, err := fc.GetIssue(ctx, "acme", "app", 15); err != nil || is.Number != 15 {
-		t.Fatalf("GetIssue = %+v, %v, want issue 15", is, err)
+		t.Fatalf("GetIssue = %+v, %v, want number 15", is, err)
 	}
 	if is, err := fc.GetIssue(ctx, "acme", "app", 14); err != nil || is.Repo != "acme/lib" {
 		t.Fatalf("GetIssue of a transferred issue = %+v, %v, want it in acme/lib", is, err)
