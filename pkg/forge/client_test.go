@@ -62,7 +62,7 @@ func TestListIssuesFollowsEveryPageAndSince(t *testing.T) {
 	c := newClient(t, srv, forge.Config{Token: "t1", Now: clk.Now})
 	ctx := forge.WithLane(context.Background(), forge.LaneBoardSync)
 	for n := 1; n <= 230; n++ {
-		if err := sim.SeedIssue("acme", "app", forgesim.Issue{Number: n, Title: fmt.Sprint("issue ", n), State: "open", Labels: []string{"bug"}}); err != nil {
+		if err := sim.SeedIssue("acme", "app", forgesim.Issue{Number: n, Title: fmt.Sprint("title ", n), State: "open", Labels: []string{"bug"}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -99,7 +99,7 @@ func TestGetIssueTellsDeletedAndTransferredIssues(t *testing.T) {
 	c := newClient(t, srv, forge.Config{Token: "t1"})
 	ctx := forge.WithLane(context.Background(), forge.LaneBoardSync)
 	for n := 1; n <= 3; n++ {
-		if err := sim.SeedIssue("Acme", "App", forgesim.Issue{Number: n, Title: fmt.Sprint("issue ", n), State: "open"}); err != nil {
+		if err := sim.SeedIssue("Acme", "App", forgesim.Issue{Number: n, Title: fmt.Sprint("title ", n), State: "open"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -109,11 +109,11 @@ func TestGetIssueTellsDeletedAndTransferredIssues(t *testing.T) {
 	if _, err := sim.TransferIssue("acme", "app", 2, "acme", "lib"); err != nil {
 		t.Fatal(err)
 	}
-	if is, err := c.GetIssue(ctx, "acme", "app", 3); err != nil || is.Repo != "Acme/App" || is.Number != 3 || is.Title != "issue 3" {
-		t.Errorf("GetIssue of an issue still there: got %+v, %v, want issue 3 of Acme/App, the forge's spelling", is, err)
+	if is, err := c.GetIssue(ctx, "acme", "app", 3); err != nil || is.Repo != "Acme/App" || is.Number != 3 || is.Title != "title 3" {
+		t.Errorf("GetIssue of an issue still there: got %+v, %v, want number 3 of Acme/App, the forge's spelling", is, err)
 	}
 	if is, err := c.GetIssue(ctx, "acme", "app", 2); err != nil || is.Repo != "acme/lib" || is.Number != 1 {
-		t.Errorf("GetIssue of a transferred issue: got %+v, %v, want issue 1 of acme/lib: the 301 is followed to its new repository", is, err)
+		t.Errorf("GetIssue of a transferred issue: got %+v, %v, want number 1 of acme/lib: the 301 is followed to its new repository", is, err)
 	}
 	if _, err := c.GetIssue(ctx, "acme", "app", 1); !errors.Is(err, forge.ErrGone) || errors.Is(err, forge.ErrNotFound) {
 		t.Errorf("GetIssue of a deleted issue: got %v, want ErrGone: a 410 is reported as forge.ErrGone", err)
