@@ -22,7 +22,7 @@ import (
 
 // The repositories of the recorded issues payloads, as the board names
 // them: in another case than the payloads, which GitHub takes for the same
-// repository. Each payload concerns issue 1.
+// repository. Each payload concerns the issue numbered 1.
 const (
 	deletedRepo     = "codertocat/hello-world" // issues.deleted: Codertocat/Hello-World
 	transferredRepo = "Octo-Org/Octo-Repo"     // issues.transferred: octo-org/octo-repo
@@ -118,7 +118,7 @@ func TestIssuesWebhookRemovesTheCardOfAnIssueGone(t *testing.T) {
 					t.Errorf("card 1 of %s after issues %s: still there, want removed: %s", c.repo, c.action, c.why)
 				}
 				if !hasCard(t, st, c.repo, 2) {
-					t.Errorf("card 2 of %s after issues %s of issue 1: gone, want kept: only the issue the event names is removed", c.repo, c.action)
+					t.Errorf("card 2 of %s after issues %s of the first issue: gone, want kept: only the issue the event names is removed", c.repo, c.action)
 				}
 				if got := deliveriesOutcome(t, reg, "processed"); got != 1 {
 					t.Errorf("webhook_deliveries_total{outcome=\"processed\"}: got %v, want 1: a card removed is a delivery processed", got)
