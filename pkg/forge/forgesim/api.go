@@ -426,6 +426,9 @@ func (s *Sim) createInstallationToken(r *http.Request, tok string) reply {
 	if err != nil || id <= 0 || !s.mintable(id) {
 		return notFound()
 	}
+	if in := s.apps[id]; in != nil && !in.suspended.IsZero() {
+		return mintRefusal()
+	}
 	s.minted++
 	token := fmt.Sprintf("ghs_sim_%d_%d", id, s.minted)
 	// The expiry to the second, as expires_at gives it: the token works

@@ -53,6 +53,10 @@ type simInstallation struct {
 	account string
 	created time.Time
 	repos   map[string]string // lower-case "owner/name" → as added
+	// suspended is when the installation was suspended (SuspendInstallation),
+	// zero while it is not; suspendedBy is who did it.
+	suspended   time.Time
+	suspendedBy string
 }
 
 // Installation is one installation as Installations lists it.
@@ -164,6 +168,73 @@ func (s *Sim) RemoveInstallation(id int64) error {
 	s.mu.Unlock()
 	s.deliver(d)
 	return nil
+}
+
+// simAdmin is the user every change to the installations is made by: the
+// webhooks' sender, and a suspension's suspended_by.
+const simAdmin = "sim-admin"
+
+// SuspendInstallation suspends installation id, as "Suspend an app
+// installation" does (https://docs.github.com/rest/apps/apps#suspend-an-app-installation):
+// from then on a token mint for it is refused 403 (mintRefusal), its
+// installation shows suspended_at and suspended_by, and an installation
+// "suspend" webhook is sent ("Webhook events and payloads", installation:
+// https://docs.github.com/webhooks/webhook-events-and-payloads#installation).
+// It stays listed, and its repositories stay covered. Tokens minted
+// before keep working until they expire: GitHub's documentation does not
+// say what their requests get. Suspending a suspended installation
+// changes nothing and sends nothing. An unknown id is ErrNotFound.
+func (s *Sim) SuspendInstallation(id int64) error {
+	return s.setSuspended(id, true)
+}
+
+// UnsuspendInstallation lifts installation id's suspension ("Unsuspend an
+// app installation":
+// https://docs.github.com/rest/apps/apps#unsuspend-an-app-installation):
+// tokens are minted for it again, and an installation "unsuspend" webhook
+// is sent. An installation not suspended changes nothing and sends
+// nothing. An unknown id is ErrNotFound.
+func (s *Sim) UnsuspendInstallation(id int64) error {
+	return s.setSuspended(id, false)
+}
+
+func (s *Sim) setSuspended(id int64, suspend bool) error {
+	s.mu.Lock()
+	in := s.apps[id]
+	if in == nil {
+		s.mu.Unlock()
+		return fmt.Errorf("%w: installation %d", ErrNotFound, id)
+	}
+	if suspend == !in.suspended.IsZero() {
+		s.mu.Unlock()
+		return nil
+	}
+	action := "unsuspend"
+	in.suspended, in.suspendedBy = time.Time{}, ""
+	if suspend {
+		action = "suspend"
+		in.suspended, in.suspendedBy = s.clock().Truncate(time.Second), simAdmin
+	}
+	// GitHub's recorded suspend and unsuspend payloads carry the
+	// installation and no repositories.
+	d := s.delivery("installation", object{"action": action, "installation": s.installationJSON(nil, in)})
+	s.mu.Unlock()
+	s.deliver(d)
+	return nil
+}
+
+// mintRefusal is GitHub's answer to a token mint for a suspended
+// installation: "Create an installation access token for an app"
+// documents a 403 Forbidden
+// (https://docs.github.com/rest/apps/apps#create-an-installation-access-token-for-an-app),
+// and GitHub's answers, as clients have recorded them, say "This
+// installation has been suspended" and name that operation's page
+// (https://github.com/octokit/octokit.rb/pull/1307).
+func mintRefusal() reply {
+	return jsonReply(http.StatusForbidden, githubError{
+		Message:          "This installation has been suspended",
+		DocumentationURL: "https://docs.github.com/rest/reference/apps#create-an-installation-access-token-for-an-app",
+	})
 }
 
 // AddInstallationRepos adds repos ("owner/name", created if missing) to
@@ -321,6 +392,10 @@ func (s *Sim) installationJSON(r *http.Request, in *simInstallation) object {
 	// against both carries the enterprise's required fields too.
 	account["name"], account["slug"] = in.account, strings.ToLower(in.account)
 	account["created_at"], account["updated_at"] = created, created
+	var suspendedBy any // GitHub's nullable-simple-user
+	if !in.suspended.IsZero() {
+		suspendedBy = userJSON(r, in.suspendedBy)
+	}
 	return object{
 		"id": in.id, "account": account, "repository_selection": "selected",
 		"access_tokens_url": root + "/app/installations/" + id + "/access_tokens",
@@ -330,7 +405,8 @@ func (s *Sim) installationJSON(r *http.Request, in *simInstallation) object {
 		"permissions": object{"pull_requests": "read", "statuses": "write", "issues": "read", "metadata": "read"},
 		"events":      []string{"pull_request", "status"},
 		"created_at":  created, "updated_at": created, "single_file_name": nil,
-		"has_multiple_single_files": false, "single_file_paths": []string{}, "suspended_by": nil, "suspended_at": nil,
+		"has_multiple_single_files": false, "single_file_paths": []string{},
+		"suspended_by": suspendedBy, "suspended_at": optTime(in.suspended),
 	}
 }
 

@@ -30,7 +30,7 @@ func (s *Sim) delivery(event string, payload object) *hookDelivery {
 	if s.hook.URL == "" {
 		return nil
 	}
-	payload["sender"] = userJSON(githubAPI, "sim-admin")
+	payload["sender"] = userJSON(githubAPI, simAdmin)
 	body, err := json.Marshal(payload)
 	if err != nil {
 		panic("forgesim: marshal webhook: " + err.Error())

@@ -284,3 +284,13 @@ func (s *Sim) ctlWebhook(r *http.Request) reply {
 	}
 	return ctlReply(s.SetWebhook(hook))
 }
+
+// ctlSuspend runs op (SuspendInstallation or UnsuspendInstallation) on the
+// installation in the path.
+func (s *Sim) ctlSuspend(r *http.Request, op func(id int64) error) reply {
+	id, err := pathInstallation(r)
+	if err != nil {
+		return ctlReply(err)
+	}
+	return ctlReply(op(id))
+}

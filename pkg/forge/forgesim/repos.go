@@ -13,8 +13,8 @@ import (
 // the error names the field.
 var ErrBadRequest = errors.New("forgesim: bad request")
 
-// ErrNotFound is wrapped when a control call names a pull request the
-// simulator does not have.
+// ErrNotFound is wrapped when a control call names a repository, pull
+// request, issue or installation the simulator does not have.
 var ErrNotFound = errors.New("forgesim: not found")
 
 // ErrStatusLimit is returned when a commit already has MaxStatuses

@@ -16,8 +16,9 @@
 // MaxStatuses statuses of one context.
 //
 // A GitHub App's installations (apps.go) each cover repositories and spend
-// their own budgets; adding or removing them, or their repositories, sends
-// GitHub's installation webhooks, signed, to a configured URL. The request
+// their own budgets; adding, removing, suspending or unsuspending them, or
+// changing their repositories, sends GitHub's installation webhooks,
+// signed, to a configured URL. The request
 // log (requestlog.go) keeps, per installation and per sender (the
 // User-Agent), each interval's requests made with the installation's
 // tokens and when the first and last arrived: who swept which installation
@@ -66,6 +67,8 @@
 //	POST /_sim/installations                               {"id":7,"account":"acme","repositories":["acme/app"]}, or {"installations":N,"repos_per_installation":R}
 //	DELETE /_sim/installations/{id}
 //	POST /_sim/installations/{id}/repos                    {"add":["acme/web"]} or {"remove":["acme/app"]}
+//	POST /_sim/installations/{id}/suspend                  (SuspendInstallation: mints refused 403, suspended_at set)
+//	POST /_sim/installations/{id}/unsuspend                (UnsuspendInstallation)
 //	GET  /_sim/installations                               the installations as JSON
 //	GET  /_sim/installations/requests                      RequestLog as JSON (since=RFC 3339, installation=ID)
 //	POST /_sim/webhook                                     {"url":"…","secret":"…","app_id":1} (where installation webhooks go)
@@ -271,14 +274,20 @@ func (s *Sim) routes() {
 		"POST /_sim/installations":                       s.ctlAddInstallation,
 		"DELETE /_sim/installations/{id}":                s.ctlRemoveInstallation,
 		"POST /_sim/installations/{id}/repos":            s.ctlInstallationRepos,
-		"GET /_sim/installations":                        func(*http.Request) reply { return jsonReply(http.StatusOK, s.Installations()) },
-		"GET /_sim/installations/requests":               s.ctlRequestLog,
-		"POST /_sim/webhook":                             s.ctlWebhook,
-		"GET /_sim/stats":                                func(*http.Request) reply { return jsonReply(http.StatusOK, s.Stats()) },
-		"POST /_sim/stats/reset":                         s.ctlResetStats,
-		"GET /_sim/reads":                                s.ctlReads,
-		"POST /_sim/faults":                              s.ctlFaults,
-		"/_sim/redirect/{hops}/{path...}":                s.ctlRedirect,
+		"POST /_sim/installations/{id}/suspend": func(r *http.Request) reply {
+			return s.ctlSuspend(r, s.SuspendInstallation)
+		},
+		"POST /_sim/installations/{id}/unsuspend": func(r *http.Request) reply {
+			return s.ctlSuspend(r, s.UnsuspendInstallation)
+		},
+		"GET /_sim/installations":          func(*http.Request) reply { return jsonReply(http.StatusOK, s.Installations()) },
+		"GET /_sim/installations/requests": s.ctlRequestLog,
+		"POST /_sim/webhook":               s.ctlWebhook,
+		"GET /_sim/stats":                  func(*http.Request) reply { return jsonReply(http.StatusOK, s.Stats()) },
+		"POST /_sim/stats/reset":           s.ctlResetStats,
+		"GET /_sim/reads":                  s.ctlReads,
+		"POST /_sim/faults":                s.ctlFaults,
+		"/_sim/redirect/{hops}/{path...}":  s.ctlRedirect,
 		"/_sim/": func(*http.Request) reply {
 			return jsonReply(http.StatusNotFound, githubError{Message: "forgesim: no such control endpoint"})
 		},

@@ -1,0 +1,126 @@
+package forgesim_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"iterion.dev/iterion/pkg/forge/forgesim"
+)
+
+// installationState is what GET /app/installations/{id} says of a
+// suspension.
+type installationState struct {
+	ID          int64   `json:"id"`
+	SuspendedAt *string `json:"suspended_at"`
+	SuspendedBy *struct {
+		Login string `json:"login"`
+	} `json:"suspended_by"`
+}
+
+// TestASuspendedInstallationIsRefusedItsTokensAsOnGitHub pins suspension
+// ("Suspend an app installation",
+// https://docs.github.com/rest/apps/apps#suspend-an-app-installation), each
+// step driven through the control API as forge-sim's users drive it: a
+// mint for a suspended installation answers 403 "This installation has
+// been suspended"; the installation answers with suspended_at and
+// suspended_by set, stays listed and keeps covering its repositories; an
+// installation "suspend" webhook is sent, once; unsuspending mints again,
+// clears both fields and sends "unsuspend".
+func TestASuspendedInstallationIsRefusedItsTokensAsOnGitHub(t *testing.T) {
+	sink := &hookSink{}
+	hooks := httptest.NewServer(sink)
+	t.Cleanup(hooks.Close)
+	sim, srv := start(t, forgesim.WithWebhook(forgesim.Webhook{URL: hooks.URL, Secret: "s", AppID: 42}))
+	mustOK(t, sim.AddInstallation(7, "acme", "acme/app"))
+	app := jwt("42")
+	ctl := func(path string, want int) {
+		t.Helper()
+		if resp, b := do(t, srv, "POST", path, "", ""); resp.StatusCode != want {
+			t.Fatalf("POST %s: %d %s, want %d", path, resp.StatusCode, b, want)
+		}
+	}
+	state := func() installationState {
+		t.Helper()
+		resp, body := do(t, srv, "GET", "/app/installations/7", app, "")
+		var got installationState
+		if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &got) != nil {
+			t.Fatalf("GET /app/installations/7: %d %s", resp.StatusCode, body)
+		}
+		return got
+	}
+
+	ctl("/_sim/installations/7/suspend", http.StatusNoContent)
+	resp, body := do(t, srv, "POST", "/app/installations/7/access_tokens", app, "")
+	var refusal struct {
+		Message string `json:"message"`
+	}
+	_ = json.Unmarshal(body, &refusal)
+	if resp.StatusCode != http.StatusForbidden || refusal.Message != "This installation has been suspended" {
+		t.Errorf("mint for a suspended installation: %d %q, want 403 \"This installation has been suspended\": GitHub refuses it", resp.StatusCode, refusal.Message)
+	}
+	if got := state(); got.SuspendedAt == nil || got.SuspendedBy == nil || got.SuspendedBy.Login == "" {
+		t.Errorf("GET /app/installations/7 while suspended: suspended_at %v suspended_by %v, want both set", got.SuspendedAt, got.SuspendedBy)
+	}
+	if resp, body := do(t, srv, "GET", "/app/installations", app, ""); resp.StatusCode != http.StatusOK || !json.Valid(body) || len(sim.Installations()) != 1 {
+		t.Errorf("GET /app/installations while suspended: %d %s, want the installation still listed", resp.StatusCode, body)
+	}
+	if resp, _ := do(t, srv, "GET", "/repos/acme/app/installation", app, ""); resp.StatusCode != http.StatusOK {
+		t.Errorf("GET /repos/acme/app/installation while suspended: %d, want 200: the installation still covers it", resp.StatusCode)
+	}
+	ctl("/_sim/installations/7/suspend", http.StatusNoContent) // changes nothing
+
+	ctl("/_sim/installations/7/unsuspend", http.StatusNoContent)
+	if code, tok := mintFor(t, srv, "7"); code != http.StatusCreated || tok == "" {
+		t.Errorf("mint after unsuspend: %d, want 201 with a token", code)
+	}
+	if got := state(); got.SuspendedAt != nil || got.SuspendedBy != nil {
+		t.Errorf("GET /app/installations/7 after unsuspend: suspended_at %v suspended_by %v, want both null", got.SuspendedAt, got.SuspendedBy)
+	}
+
+	var actions []string
+	var suspendedAt []bool
+	for _, d := range sink.got {
+		var p struct {
+			Action       string            `json:"action"`
+			Installation installationState `json:"installation"`
+		}
+		mustOK(t, json.Unmarshal(d.body, &p))
+		if d.event == "installation" && p.Action != "created" {
+			actions = append(actions, p.Action)
+			suspendedAt = append(suspendedAt, p.Installation.SuspendedAt != nil)
+		}
+	}
+	if len(actions) != 2 || actions[0] != "suspend" || !suspendedAt[0] || actions[1] != "unsuspend" || suspendedAt[1] {
+		t.Errorf("installation webhooks after created: %v (suspended_at set: %v), want [suspend unsuspend] ([true false]): one per change, a second suspend sends none", actions, suspendedAt)
+	}
+}
+
+// TestSuspensionControlNamesTheBadInstallation pins the control
+// endpoints' conventions for suspension: a malformed id is 400 naming
+// "id", an unknown one 404.
+func TestSuspensionControlNamesTheBadInstallation(t *testing.T) {
+	sim, srv := start(t)
+	mustOK(t, sim.AddInstallation(1, "acme"))
+	for _, c := range []struct {
+		path  string
+		code  int
+		field string
+		why   string
+	}{
+		{"/_sim/installations/x/suspend", http.StatusBadRequest, "id", "an id that is not a number is named"},
+		{"/_sim/installations/0/unsuspend", http.StatusBadRequest, "id", "an id that is not positive is named"},
+		{"/_sim/installations/9/suspend", http.StatusNotFound, "", "an installation the App does not have is 404"},
+		{"/_sim/installations/9/unsuspend", http.StatusNotFound, "", "an installation the App does not have is 404"},
+	} {
+		resp, body := do(t, srv, "POST", c.path, "", "")
+		var e struct {
+			Field string `json:"field"`
+		}
+		_ = json.Unmarshal(body, &e)
+		if resp.StatusCode != c.code || e.Field != c.field {
+			t.Errorf("POST %s: %d field %q, want %d field %q: %s", c.path, resp.StatusCode, e.Field, c.code, c.field, c.why)
+		}
+	}
+}
