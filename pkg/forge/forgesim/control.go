@@ -97,7 +97,8 @@ func (s *Sim) ctlPushHead(r *http.Request) reply {
 	return ctlReply(s.PushHead(r.PathValue("owner"), r.PathValue("repo"), n, body.HeadSHA))
 }
 
-// ctlPull runs op (Close or Merge) on the pull request in the path.
+// ctlPull runs op (Close, Merge or DeleteIssue) on the pull request or
+// issue in the path.
 func (s *Sim) ctlPull(r *http.Request, op func(owner, repo string, number int) error) reply {
 	n, err := pathNumber(r)
 	if err != nil {
@@ -293,4 +294,34 @@ func (s *Sim) ctlSuspend(r *http.Request, op func(id int64) error) reply {
 		return ctlReply(err)
 	}
 	return ctlReply(op(id))
+}
+
+// ctlDeleteIssue deletes the issue in the path (DeleteIssue).
+func (s *Sim) ctlDeleteIssue(r *http.Request) reply {
+	return s.ctlPull(r, s.DeleteIssue)
+}
+
+// ctlTransferIssue moves the issue in the path to the repository its body
+// names (TransferIssue), and answers 200 with where it went:
+// {"repository":"owner/name","number":N}.
+func (s *Sim) ctlTransferIssue(r *http.Request) reply {
+	var body struct {
+		Repository string `json:"repository"`
+	}
+	n, err := pathNumber(r)
+	if err == nil {
+		err = decode(r, &body)
+	}
+	owner, name, ok := strings.Cut(body.Repository, "/")
+	if err == nil && (!ok || owner == "" || name == "" || strings.Contains(name, "/")) {
+		err = badField("repository", body.Repository, `want "owner/name"`)
+	}
+	if err != nil {
+		return ctlReply(err)
+	}
+	to, err := s.TransferIssue(r.PathValue("owner"), r.PathValue("repo"), n, owner, name)
+	if err != nil {
+		return ctlReply(err)
+	}
+	return jsonReply(http.StatusOK, map[string]any{"repository": owner + "/" + name, "number": to})
 }

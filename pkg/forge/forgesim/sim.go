@@ -58,6 +58,8 @@
 //	POST /_sim/repos/{owner}/{repo}/pulls/{number}/merge
 //	POST /_sim/repos/{owner}/{repo}/statuses/{sha}         {"context":"…","state":"success","description":"…","target_url":"…"}
 //	POST /_sim/repos/{owner}/{repo}/issues                 {"number":3,"title":"…","state":"open","labels":["…"],"assignees":["…"]}
+//	DELETE /_sim/repos/{owner}/{repo}/issues/{number}      (DeleteIssue: its GET answers 410)
+//	POST /_sim/repos/{owner}/{repo}/issues/{number}/transfer {"repository":"owner/name"} → {"repository":…,"number":N} (TransferIssue: its GET answers 301)
 //	POST /_sim/budget                                      {"limit":5000,"token":"…"} (the token's principal; no token: the default for all)
 //	POST /_sim/tokens                                      {"token":"…","user":"…"} (MapToken)
 //	POST /_sim/repos/{owner}/{repo}/refs                   {"ref":"heads/main","sha":"…"} (SetRef)
@@ -263,17 +265,19 @@ func (s *Sim) routes() {
 		"POST /_sim/repos/{owner}/{repo}/pulls/{number}/merge": func(r *http.Request) reply {
 			return s.ctlPull(r, s.Merge)
 		},
-		"POST /_sim/repos/{owner}/{repo}/statuses/{sha}": s.ctlSetStatus,
-		"POST /_sim/repos/{owner}/{repo}/issues":         s.ctlSeedIssue,
-		"POST /_sim/budget":                              s.ctlBudget,
-		"POST /_sim/tokens":                              s.ctlMapToken,
-		"POST /_sim/repos/{owner}/{repo}/refs":           s.ctlSetRef,
-		"POST /_sim/clock/advance":                       s.ctlAdvance,
-		"POST /_sim/hour/reset":                          s.ctlResetHour,
-		"POST /_sim/secondary":                           s.ctlSecondary,
-		"POST /_sim/installations":                       s.ctlAddInstallation,
-		"DELETE /_sim/installations/{id}":                s.ctlRemoveInstallation,
-		"POST /_sim/installations/{id}/repos":            s.ctlInstallationRepos,
+		"POST /_sim/repos/{owner}/{repo}/statuses/{sha}":           s.ctlSetStatus,
+		"POST /_sim/repos/{owner}/{repo}/issues":                   s.ctlSeedIssue,
+		"DELETE /_sim/repos/{owner}/{repo}/issues/{number}":        s.ctlDeleteIssue,
+		"POST /_sim/repos/{owner}/{repo}/issues/{number}/transfer": s.ctlTransferIssue,
+		"POST /_sim/budget":                    s.ctlBudget,
+		"POST /_sim/tokens":                    s.ctlMapToken,
+		"POST /_sim/repos/{owner}/{repo}/refs": s.ctlSetRef,
+		"POST /_sim/clock/advance":             s.ctlAdvance,
+		"POST /_sim/hour/reset":                s.ctlResetHour,
+		"POST /_sim/secondary":                 s.ctlSecondary,
+		"POST /_sim/installations":             s.ctlAddInstallation,
+		"DELETE /_sim/installations/{id}":      s.ctlRemoveInstallation,
+		"POST /_sim/installations/{id}/repos":  s.ctlInstallationRepos,
 		"POST /_sim/installations/{id}/suspend": func(r *http.Request) reply {
 			return s.ctlSuspend(r, s.SuspendInstallation)
 		},
