@@ -339,6 +339,26 @@ func TestSimulatorAnswersMatchGitHubsDescription(t *testing.T) {
 	if _, _, err := app.ForRepo(ctx, "acme", "nosuch"); !errors.Is(err, forge.ErrNotInstalled) {
 		t.Fatalf("ForRepo of a repository no installation covers = %v, want ErrNotInstalled", err)
 	}
+	// The checks made before a deleted or suspend webhook is applied, and
+	// a removed repositories one: an installation there (200), a
+	// suspended one (200, suspended_at set), one removed (404); whose
+	// token GitHub then refuses to mint (403).
+	mustOK(t, sim.SuspendInstallation(5))
+	mustOK(t, sim.RemoveInstallation(6))
+	for _, c := range []struct {
+		id   int64
+		gone bool
+	}{{7, false}, {5, true}, {6, true}} {
+		if gone, err := app.InstallationGone(ctx, c.id); err != nil || gone != c.gone {
+			t.Fatalf("InstallationGone(%d) = %v, %v; want %v", c.id, gone, err, c.gone)
+		}
+	}
+	if covered, err := app.Covers(ctx, 7, "acme/app"); err != nil || !covered {
+		t.Fatalf("Covers(7, acme/app) = %v, %v; want covered", covered, err)
+	}
+	if err := app.Mint(ctx, 5); !errors.Is(err, forge.ErrForbidden) {
+		t.Fatalf("Mint for suspended installation 5 = %v, want ErrForbidden: GitHub refuses it 403", err)
+	}
 
 	d := loadDescription(t)
 	missingBy := map[string]int{}
@@ -414,5 +434,24 @@ func mustOK(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestEverySimulatorRouteIsInGitHubsDescription pins the vendored subset
+// to what the simulator serves: each of its REST endpoints
+// (forgesim.APIRoutes) is an operation of the subset, so
+// TestSimulatorAnswersMatchGitHubsDescription, which fails on an operation
+// vendored but never called, checks every answer the simulator can give.
+// POST /graphql is checked against GitHub's GraphQL schema instead.
+func TestEverySimulatorRouteIsInGitHubsDescription(t *testing.T) {
+	d := loadDescription(t)
+	for _, route := range forgesim.APIRoutes() {
+		if route == "POST /graphql" {
+			continue
+		}
+		method, path, _ := strings.Cut(route, " ")
+		if _, _, ok := d.operationOf(method, path); !ok {
+			t.Errorf("%s: the simulator serves it, but no operation of the vendored subset is it: vendor it (vendorgithub's Operations)", route)
+		}
 	}
 }

@@ -60,8 +60,10 @@ func TestSimulatorInstallationWebhooksCarryGitHubsFields(t *testing.T) {
 	mustOK(t, sim.AddInstallation(7, "acme", "acme/app"))
 	mustOK(t, sim.AddInstallationRepos(7, "acme/web"))
 	mustOK(t, sim.RemoveInstallationRepos(7, "acme/web"))
+	mustOK(t, sim.SuspendInstallation(7))
+	mustOK(t, sim.UnsuspendInstallation(7))
 	mustOK(t, sim.RemoveInstallation(7))
-	actions := []string{"created", "added", "removed", "deleted"}
+	actions := []string{"created", "added", "removed", "suspend", "unsuspend", "deleted"}
 	if len(deliveries) != len(actions) {
 		t.Fatalf("got %d webhooks, want %d", len(deliveries), len(actions))
 	}

@@ -85,7 +85,9 @@
 package forgesim
 
 import (
+	"maps"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 )
@@ -237,8 +239,16 @@ func (s *Sim) clock() time.Time {
 	return s.now().Add(s.offset).UTC()
 }
 
-func (s *Sim) routes() {
-	api := map[string]func(*http.Request, string) reply{
+// APIRoutes are the patterns of the GitHub endpoints the simulator serves
+// ("GET /repos/{owner}/{repo}/pulls/{number}", "POST /graphql"), sorted:
+// what its answers' contract tests must cover.
+func APIRoutes() []string {
+	return slices.Sorted(maps.Keys(new(Sim).endpoints()))
+}
+
+// endpoints are the GitHub endpoints, by pattern.
+func (s *Sim) endpoints() map[string]func(*http.Request, string) reply {
+	return map[string]func(*http.Request, string) reply{
 		"GET /repos/{owner}/{repo}/pulls/{number}":       s.getPull,
 		"GET /repos/{owner}/{repo}/commits/{ref}/status": s.getCombinedStatus,
 		"POST /repos/{owner}/{repo}/statuses/{sha}":      s.createStatus,
@@ -249,9 +259,13 @@ func (s *Sim) routes() {
 		"GET /app/installations/{id}":                    s.getInstallation,
 		"GET /repos/{owner}/{repo}/installation":         s.getRepoInstallation,
 		"POST /graphql":                                  s.graphql,
-		"/": func(*http.Request, string) reply {
-			return errorReply(http.StatusNotFound, "Not Found")
-		},
+	}
+}
+
+func (s *Sim) routes() {
+	api := s.endpoints()
+	api["/"] = func(*http.Request, string) reply {
+		return errorReply(http.StatusNotFound, "Not Found")
 	}
 	for pattern, h := range api {
 		s.mux.Handle(pattern, s.api(h))

@@ -32,8 +32,8 @@ import (
 
 // Operations are the operationIds of every REST call the forge client
 // makes (pkg/forge/github.go; ghinstallation mints installation tokens;
-// the App client, pkg/forge/app.go, lists installations and finds a
-// repository's).
+// the App client, pkg/forge/app.go and app_verify.go, lists installations,
+// finds a repository's and checks one is still there).
 var Operations = []string{
 	"pulls/get",
 	"repos/get-combined-status-for-ref",
@@ -43,6 +43,7 @@ var Operations = []string{
 	"apps/create-installation-access-token",
 	"apps/list-installations",
 	"apps/get-repo-installation",
+	"apps/get-installation",
 }
 
 // Payloads are the webhook examples vendored: event and action ("" for an
@@ -54,6 +55,8 @@ var Payloads = [][2]string{
 	{"status", ""},
 	{"installation", "created"},
 	{"installation", "deleted"},
+	{"installation", "suspend"},
+	{"installation", "unsuspend"},
 	{"installation_repositories", "added"},
 	{"installation_repositories", "removed"},
 	{"issues", "deleted"},
