@@ -217,9 +217,13 @@ func (t *installationTag) RoundTrip(req *http.Request) (*http.Response, error) {
 func (a *AppClient) App() *Client { return a.app }
 
 // Relist lists the App's installations (GET /app/installations, every
-// page, LaneApp) and makes the known set exactly that list: installations
-// new to it are added, those missing are dropped with their clients and
-// the repositories resolved to them. On an error the set is unchanged; an
+// page, LaneApp) and makes the known set exactly that list less the
+// suspended installations: installations new to it are added, those
+// missing or suspended are dropped with their clients and the
+// repositories resolved to them. GitHub lists a suspended installation,
+// with its suspended_at set, but refuses to mint its tokens (see
+// suspended); knowing it would have its sweeper ask for a refused token
+// every pass until it is unsuspended. On an error the set is unchanged; an
 // installation in the answer without a positive id (GitHub's schema
 // requires one) fails the whole list with ErrMalformedAnswer, since
 // reading the rest as the whole set would drop the installation it hides.
@@ -247,6 +251,9 @@ func (a *AppClient) Relist(ctx context.Context) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, in := range all {
+		if suspended(in) {
+			continue
+		}
 		id := in.GetID()
 		seen[id] = true
 		a.addLocked(id, in.GetAccount().GetLogin())
@@ -325,6 +332,18 @@ func (a *AppClient) RelistInTurn(ctx context.Context, turn func(context.Context)
 	}
 	return a.Relist(ctx)
 }
+
+// suspended tells whether GitHub's answer says installation in is
+// suspended: its suspended_at is set. GitHub still lists it and answers
+// it, but "When a GitHub App is suspended, the app's access to the GitHub
+// API or webhook events is blocked for that account" ("Suspend an app
+// installation":
+// https://docs.github.com/rest/apps/apps#suspend-an-app-installation),
+// and a mint of its token is refused 403 ("Create an installation access
+// token for an app":
+// https://docs.github.com/rest/apps/apps#create-an-installation-access-token-for-an-app).
+// The App serves it again once an unsuspend webhook or a list says so.
+func suspended(in *github.Installation) bool { return in.SuspendedAt != nil }
 
 // InstallationChange is what one installation webhook changed in the
 // known set: the replica it reached tells the others, which Apply it
@@ -521,7 +540,9 @@ func (a *AppClient) Installation(id int64) (*Client, error) {
 // /repos/{owner}/{repo}/installation with the App's JWT, LaneApp) and
 // cached under RepoKey, so names compare without regard to case; the
 // installation webhooks keep the cache current. A repository no
-// installation covers wraps ErrNotInstalled and names it; it is not cached.
+// installation covers, or whose installation is suspended, wraps
+// ErrNotInstalled and names it; it is not cached, and a suspended
+// installation is not added to the known set.
 func (a *AppClient) ForRepo(ctx context.Context, owner, repo string) (*Client, int64, error) {
 	full := owner + "/" + repo
 	key := RepoKey(full)
@@ -539,6 +560,9 @@ func (a *AppClient) ForRepo(ctx context.Context, owner, repo string) (*Client, i
 			return nil, 0, err
 		}
 		id = in.GetID()
+		if suspended(in) {
+			return nil, 0, fmt.Errorf("%w: installation %d of App %d, which covers repository %s, is suspended", ErrNotInstalled, id, a.cfg.AppID, full)
+		}
 		a.mu.Lock()
 		a.addLocked(id, in.GetAccount().GetLogin())
 		a.repos[key] = id

@@ -31,7 +31,7 @@ func (a *AppClient) InstallationGone(ctx context.Context, id int64) (bool, error
 		}
 		return false, err
 	}
-	return in.SuspendedAt != nil, nil
+	return suspended(in), nil
 }
 
 // Covers asks GitHub whether installation id covers repository full

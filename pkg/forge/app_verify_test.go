@@ -2,8 +2,11 @@ package forge_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"iterion.dev/iterion/pkg/forge"
@@ -55,9 +58,11 @@ func TestInstallationGoneAndCoversAskGitHubOnLaneApp(t *testing.T) {
 	}
 }
 
-// TestInstallationGoneReadsSuspensionAndNeverAnErrorAsGone pins the
-// answers the simulator does not model: an installation whose
-// suspended_at is set is gone, and a 500 is an error, not gone.
+// TestInstallationGoneReadsSuspensionAndNeverAnErrorAsGone pins, on
+// hand-written answers, that an installation whose suspended_at is set is
+// gone (TestASuspendedInstallationIsNotServed checks it on the
+// simulator's), and that a 500, which the simulator does not model, is an
+// error, not gone.
 func TestInstallationGoneReadsSuspensionAndNeverAnErrorAsGone(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -79,5 +84,55 @@ func TestInstallationGoneReadsSuspensionAndNeverAnErrorAsGone(t *testing.T) {
 	}
 	if got, err := a.Covers(context.Background(), 6, "org-6/repo-1"); err == nil || got {
 		t.Errorf("Covers answered 500 = %v, %v; want an error: no answer is no answer", got, err)
+	}
+}
+
+// TestASuspendedInstallationIsNotServed pins App mode's reading of a
+// suspension: GitHub still lists a suspended installation and answers it
+// with suspended_at set, but refuses to mint its tokens
+// (https://docs.github.com/rest/apps/apps#create-an-installation-access-token-for-an-app).
+// So a list leaves it out of the known set (dropping it when known),
+// ForRepo of its repository is ErrNotInstalled and knows it no more,
+// InstallationGone says gone; once unsuspended, a list and ForRepo serve it
+// again. Each step is checked on the simulator's answers.
+func TestASuspendedInstallationIsNotServed(t *testing.T) {
+	sim, srv := startSim(t)
+	mustSim(t, sim.SeedInstallations(3, 1))
+	a := newApp(t, srv, forge.AppConfig{})
+	ctx := context.Background()
+	known := func() string { return fmt.Sprint(a.Installations()) }
+	mustSim(t, a.Relist(ctx))
+	mustSim(t, sim.SuspendInstallation(2))
+	steps := []struct {
+		do    func() error
+		known string
+		rule  string
+	}{
+		{func() error { return a.Relist(ctx) }, "[{1 org-1} {3 org-3}]", "a list drops the suspended installation it knew"},
+		{func() error {
+			if _, _, err := a.ForRepo(ctx, "org-2", "repo-1"); !errors.Is(err, forge.ErrNotInstalled) || !strings.Contains(err.Error(), "suspended") {
+				return fmt.Errorf("ForRepo of a suspended installation's repository = %v, want ErrNotInstalled saying suspended", err)
+			}
+			if gone, err := a.InstallationGone(ctx, 2); err != nil || !gone {
+				return fmt.Errorf("InstallationGone(2) = %v, %v, want gone: suspended_at is set", gone, err)
+			}
+			return nil
+		}, "[{1 org-1} {3 org-3}]", "ForRepo does not serve a suspended installation, nor know it"},
+		{func() error { return sim.UnsuspendInstallation(2) }, "[{1 org-1} {3 org-3}]", "an unsuspension is not known before GitHub says so"},
+		{func() error {
+			if _, id, err := a.ForRepo(ctx, "org-2", "repo-1"); err != nil || id != 2 {
+				return fmt.Errorf("ForRepo after unsuspend = %d, %v, want 2", id, err)
+			}
+			return nil
+		}, "[{1 org-1} {2 org-2} {3 org-3}]", "ForRepo serves the unsuspended installation"},
+		{func() error { return a.Relist(ctx) }, "[{1 org-1} {2 org-2} {3 org-3}]", "a list keeps it"},
+	}
+	for _, st := range steps {
+		if err := st.do(); err != nil {
+			t.Fatalf("%s: %v", st.rule, err)
+		}
+		if got := known(); got != st.known {
+			t.Fatalf("known set %s, want %s: %s", got, st.known, st.rule)
+		}
 	}
 }
