@@ -83,3 +83,42 @@ func TestAppModeASuspendedInstallationIsNeitherSweptNorMinted(t *testing.T) {
 		}
 	})
 }
+
+// TestAppModeASuspensionWhoseWebhookIsLostCostsOneRefusedMint pins App
+// mode against a suspension whose webhook never came (GitHub does not
+// redeliver a failed delivery on its own: "Handling failed webhook
+// deliveries",
+// https://docs.github.com/webhooks/using-webhooks/handling-failed-webhook-deliveries):
+// the installation's sweeper learns of it from the first mint GitHub
+// refuses, checks with GitHub that the installation is suspended
+// (InstallationGone), and drops it, instead of asking for a refused token
+// every pass until the hourly re-list. Tokens live 10 minutes here, so the
+// one held at the suspension expires long before that re-list.
+func TestAppModeASuspensionWhoseWebhookIsLostCostsOneRefusedMint(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const interval, shards = time.Minute, 2
+		c, next := newAppCluster(t, 2, true, forgesim.WithTokenTTL(10*time.Minute))
+		startAppReplicas(t, c, next, 1, interval, shards, nil)
+		r := c.replicas[0]
+		defer r.stop()
+		time.Sleep(3*interval + interval/2)
+		synctest.Wait()
+		if err := c.sim.SuspendInstallation(1); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Minute) // short of the hourly re-list
+		synctest.Wait()
+		if n := c.sim.Requests(forgesim.Filter{Route: mintRoute, Status: http.StatusForbidden}); n != 1 {
+			t.Errorf("mints GitHub refused for the suspended installation: %d in 50 minutes, want 1: the first refusal has its sweeper check and drop it", n)
+		}
+		if _, err := r.app.Installation(1); err == nil {
+			t.Error("installation 1 known after a refused mint while suspended, want it dropped")
+		}
+		swept := len(sweptBy(c, 2))
+		time.Sleep(5 * interval)
+		synctest.Wait()
+		if n := len(sweptBy(c, 2)) - swept; n < 5 {
+			t.Errorf("installation 2: %d passes in 5 intervals, want one an interval: the others go on", n)
+		}
+	})
+}
