@@ -109,10 +109,12 @@ func (s *Sim) Deliveries() (sent, failed int64) {
 	return s.hooksSent, s.hooksFailed
 }
 
-func checkRepoName(full string) (owner, name string, err error) {
+// checkRepoName splits full, "owner/name", the value of field; a
+// malformed one is refused, naming field.
+func checkRepoName(field, full string) (owner, name string, err error) {
 	owner, name, ok := strings.Cut(full, "/")
 	if !ok || owner == "" || name == "" || strings.Contains(name, "/") {
-		return "", "", badField("repositories", full, `want "owner/name"`)
+		return "", "", badField(field, full, `want "owner/name"`)
 	}
 	return owner, name, nil
 }
@@ -130,7 +132,7 @@ func (s *Sim) AddInstallation(id int64, account string, repos ...string) error {
 		return badField("account", account, "required")
 	}
 	for _, full := range repos {
-		if _, _, err := checkRepoName(full); err != nil {
+		if _, _, err := checkRepoName("repositories", full); err != nil {
 			return err
 		}
 	}
@@ -257,7 +259,7 @@ func (s *Sim) changeRepos(id int64, add, remove []string) error {
 		return badField("repositories", "", "name at least one")
 	}
 	for _, full := range append(slices.Clone(add), remove...) {
-		if _, _, err := checkRepoName(full); err != nil {
+		if _, _, err := checkRepoName("repositories", full); err != nil {
 			return err
 		}
 	}
@@ -295,7 +297,7 @@ func (s *Sim) changeRepos(id int64, add, remove []string) error {
 func (s *Sim) coverLocked(in *simInstallation, repos []string) []object {
 	var names []string
 	for _, full := range repos {
-		owner, name, _ := checkRepoName(full)
+		owner, name, _ := checkRepoName("repositories", full)
 		rp := s.repoFor(owner, name, true)
 		k := strings.ToLower(full)
 		if prev := s.apps[s.repoInstall[k]]; prev != nil && prev != in {

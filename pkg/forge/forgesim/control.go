@@ -249,12 +249,14 @@ func pathInstallation(r *http.Request) (int64, error) {
 	return n, nil
 }
 
-func (s *Sim) ctlRemoveInstallation(r *http.Request) reply {
+// ctlInstallation runs op (RemoveInstallation, SuspendInstallation or
+// UnsuspendInstallation) on the installation in the path.
+func (s *Sim) ctlInstallation(r *http.Request, op func(id int64) error) reply {
 	id, err := pathInstallation(r)
 	if err != nil {
 		return ctlReply(err)
 	}
-	return ctlReply(s.RemoveInstallation(id))
+	return ctlReply(op(id))
 }
 
 func (s *Sim) ctlInstallationRepos(r *http.Request) reply {
@@ -286,21 +288,6 @@ func (s *Sim) ctlWebhook(r *http.Request) reply {
 	return ctlReply(s.SetWebhook(hook))
 }
 
-// ctlSuspend runs op (SuspendInstallation or UnsuspendInstallation) on the
-// installation in the path.
-func (s *Sim) ctlSuspend(r *http.Request, op func(id int64) error) reply {
-	id, err := pathInstallation(r)
-	if err != nil {
-		return ctlReply(err)
-	}
-	return ctlReply(op(id))
-}
-
-// ctlDeleteIssue deletes the issue in the path (DeleteIssue).
-func (s *Sim) ctlDeleteIssue(r *http.Request) reply {
-	return s.ctlPull(r, s.DeleteIssue)
-}
-
 // ctlTransferIssue moves the issue in the path to the repository its body
 // names (TransferIssue), and answers 200 with where it went:
 // {"repository":"owner/name","number":N}.
@@ -312,9 +299,9 @@ func (s *Sim) ctlTransferIssue(r *http.Request) reply {
 	if err == nil {
 		err = decode(r, &body)
 	}
-	owner, name, ok := strings.Cut(body.Repository, "/")
-	if err == nil && (!ok || owner == "" || name == "" || strings.Contains(name, "/")) {
-		err = badField("repository", body.Repository, `want "owner/name"`)
+	var owner, name string
+	if err == nil {
+		owner, name, err = checkRepoName("repository", body.Repository)
 	}
 	if err != nil {
 		return ctlReply(err)

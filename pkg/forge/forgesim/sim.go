@@ -279,9 +279,11 @@ func (s *Sim) routes() {
 		"POST /_sim/repos/{owner}/{repo}/pulls/{number}/merge": func(r *http.Request) reply {
 			return s.ctlPull(r, s.Merge)
 		},
-		"POST /_sim/repos/{owner}/{repo}/statuses/{sha}":           s.ctlSetStatus,
-		"POST /_sim/repos/{owner}/{repo}/issues":                   s.ctlSeedIssue,
-		"DELETE /_sim/repos/{owner}/{repo}/issues/{number}":        s.ctlDeleteIssue,
+		"POST /_sim/repos/{owner}/{repo}/statuses/{sha}": s.ctlSetStatus,
+		"POST /_sim/repos/{owner}/{repo}/issues":         s.ctlSeedIssue,
+		"DELETE /_sim/repos/{owner}/{repo}/issues/{number}": func(r *http.Request) reply {
+			return s.ctlPull(r, s.DeleteIssue)
+		},
 		"POST /_sim/repos/{owner}/{repo}/issues/{number}/transfer": s.ctlTransferIssue,
 		"POST /_sim/budget":                    s.ctlBudget,
 		"POST /_sim/tokens":                    s.ctlMapToken,
@@ -290,13 +292,15 @@ func (s *Sim) routes() {
 		"POST /_sim/hour/reset":                s.ctlResetHour,
 		"POST /_sim/secondary":                 s.ctlSecondary,
 		"POST /_sim/installations":             s.ctlAddInstallation,
-		"DELETE /_sim/installations/{id}":      s.ctlRemoveInstallation,
-		"POST /_sim/installations/{id}/repos":  s.ctlInstallationRepos,
+		"DELETE /_sim/installations/{id}": func(r *http.Request) reply {
+			return s.ctlInstallation(r, s.RemoveInstallation)
+		},
+		"POST /_sim/installations/{id}/repos": s.ctlInstallationRepos,
 		"POST /_sim/installations/{id}/suspend": func(r *http.Request) reply {
-			return s.ctlSuspend(r, s.SuspendInstallation)
+			return s.ctlInstallation(r, s.SuspendInstallation)
 		},
 		"POST /_sim/installations/{id}/unsuspend": func(r *http.Request) reply {
-			return s.ctlSuspend(r, s.UnsuspendInstallation)
+			return s.ctlInstallation(r, s.UnsuspendInstallation)
 		},
 		"GET /_sim/installations":          func(*http.Request) reply { return jsonReply(http.StatusOK, s.Installations()) },
 		"GET /_sim/installations/requests": s.ctlRequestLog,
