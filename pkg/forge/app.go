@@ -21,6 +21,11 @@ import (
 // repository, or an installation ID is not one of the App's.
 var ErrNotInstalled = errors.New("forge: the App is not installed")
 
+// ErrSuspended wraps ErrNotInstalled when the installation covering a
+// repository is suspended: GitHub lists it but serves it no token until it
+// is unsuspended.
+var ErrSuspended = fmt.Errorf("%w: its installation is suspended", ErrNotInstalled)
+
 // DefaultRelistEvery is how often AppClient.Run lists the App's
 // installations again when AppConfig.RelistEvery is 0. Webhooks keep the
 // set current; the re-list is the safety net for a webhook lost or never
@@ -540,8 +545,8 @@ func (a *AppClient) Installation(id int64) (*Client, error) {
 // /repos/{owner}/{repo}/installation with the App's JWT, LaneApp) and
 // cached under RepoKey, so names compare without regard to case; the
 // installation webhooks keep the cache current. A repository no
-// installation covers, or whose installation is suspended, wraps
-// ErrNotInstalled and names it; it is not cached, and a suspended
+// installation covers wraps ErrNotInstalled and names it, one whose
+// installation is suspended ErrSuspended; it is not cached, and a suspended
 // installation is not added to the known set.
 func (a *AppClient) ForRepo(ctx context.Context, owner, repo string) (*Client, int64, error) {
 	full := owner + "/" + repo
@@ -561,7 +566,7 @@ func (a *AppClient) ForRepo(ctx context.Context, owner, repo string) (*Client, i
 		}
 		id = in.GetID()
 		if suspended(in) {
-			return nil, 0, fmt.Errorf("%w: installation %d of App %d, which covers repository %s, is suspended", ErrNotInstalled, id, a.cfg.AppID, full)
+			return nil, 0, fmt.Errorf("%w: installation %d of App %d, which covers repository %s", ErrSuspended, id, a.cfg.AppID, full)
 		}
 		a.mu.Lock()
 		a.addLocked(id, in.GetAccount().GetLogin())

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"testing"
 
 	"iterion.dev/iterion/pkg/forge"
@@ -110,8 +109,8 @@ func TestASuspendedInstallationIsNotServed(t *testing.T) {
 	}{
 		{func() error { return a.Relist(ctx) }, "[{1 org-1} {3 org-3}]", "a list drops the suspended installation it knew"},
 		{func() error {
-			if _, _, err := a.ForRepo(ctx, "org-2", "repo-1"); !errors.Is(err, forge.ErrNotInstalled) || !strings.Contains(err.Error(), "suspended") {
-				return fmt.Errorf("ForRepo of a suspended installation's repository = %v, want ErrNotInstalled saying suspended", err)
+			if _, _, err := a.ForRepo(ctx, "org-2", "repo-1"); !errors.Is(err, forge.ErrSuspended) || !errors.Is(err, forge.ErrNotInstalled) {
+				return fmt.Errorf("ForRepo of a suspended installation's repository = %v, want ErrSuspended, which is ErrNotInstalled", err)
 			}
 			if gone, err := a.InstallationGone(ctx, 2); err != nil || !gone {
 				return fmt.Errorf("InstallationGone(2) = %v, %v, want gone: suspended_at is set", gone, err)

@@ -119,9 +119,13 @@ func (s *Server) installationOf(ctx context.Context, repo string) (int64, error)
 
 // refuseInstallation answers a run whose repository's installation
 // installationOf could not give: 422 naming the repository when no
-// installation covers it, else 503 with Retry-After (the forge did not
-// say).
+// installation covers it or the one covering it is suspended (saying
+// which), else 503 with Retry-After (the forge did not say).
 func (s *Server) refuseInstallation(w http.ResponseWriter, repo string, err error) {
+	if errors.Is(err, forge.ErrSuspended) {
+		writeError(w, http.StatusUnprocessableEntity, fmt.Sprintf("repo %s: the installation of the GitHub App covering it is suspended; an owner of its account can unsuspend it", repo))
+		return
+	}
 	if errors.Is(err, forge.ErrNotInstalled) {
 		writeError(w, http.StatusUnprocessableEntity, fmt.Sprintf("repo %s: no installation of the GitHub App covers it; install the App on it", repo))
 		return
