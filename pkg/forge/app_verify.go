@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/google/go-github/v88/github"
 )
 
 // An installation webhook's body is signed, but nothing in it ties it to
@@ -56,4 +58,65 @@ func (a *AppClient) Covers(ctx context.Context, id int64, full string) (bool, er
 		return false, err
 	}
 	return in.GetID() == id, nil
+}
+
+// CoverChecks is how many repositories Covered asks GitHub about one by
+// one (Covers); for more, it lists the installation's repositories once.
+const CoverChecks = 3
+
+// Covered returns those of repos ("owner/name", as given) installation id
+// covers now, in repos' order. Up to CoverChecks are asked about one by
+// one (Covers, one App JWT request each, one at a time through the App's
+// JWT gate). More are checked against one list of the installation's
+// repositories, "List repositories accessible to the app installation"
+// (GET /installation/repositories with the installation's token, 100 a
+// page:
+// https://docs.github.com/rest/apps/installations#list-repositories-accessible-to-the-app-installation),
+// charged to ctx's lane: an installation_repositories event removing 40
+// repositories costs one page rather than 40 requests, which at GitHub's
+// second a request do not fit the 10 s a check may take; the list costs
+// a page per 100 repositories the installation still covers, whatever
+// the event names. An installation this AppClient does not know has no
+// token yet, so its repositories are asked about one by one. An error is
+// no answer, as in Covers.
+func (a *AppClient) Covered(ctx context.Context, id int64, repos []string) ([]string, error) {
+	c, err := a.Installation(id)
+	if len(repos) <= CoverChecks || errors.Is(err, ErrNotInstalled) {
+		var kept []string
+		for _, full := range repos {
+			ok, err := a.Covers(ctx, id, full)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				kept = append(kept, full)
+			}
+		}
+		return kept, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	has := make(map[string]bool)
+	opts := &github.ListOptions{PerPage: 100}
+	for {
+		page, resp, err := c.gh.Apps.ListRepos(ctx, opts)
+		if err != nil {
+			return nil, c.wrap(ctx, fmt.Sprintf("list installation %d's repositories", id), err)
+		}
+		for _, r := range page.Repositories {
+			has[RepoKey(r.GetFullName())] = true
+		}
+		if resp.NextPage == 0 {
+			break
+		}
+		opts.Page = resp.NextPage
+	}
+	var kept []string
+	for _, full := range repos {
+		if has[RepoKey(full)] {
+			kept = append(kept, full)
+		}
+	}
+	return kept, nil
 }

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"testing"
 
 	"iterion.dev/iterion/pkg/forge"
+	"iterion.dev/iterion/pkg/forge/forgesim"
 )
 
 // TestInstallationGoneAndCoversAskGitHubOnLaneApp pins the checks the
@@ -133,5 +135,60 @@ func TestASuspendedInstallationIsNotServed(t *testing.T) {
 		if got := known(); got != st.known {
 			t.Fatalf("known set %s, want %s: %s", got, st.known, st.rule)
 		}
+	}
+}
+
+// TestCoveredListsTheInstallationsRepositoriesOnceForMany pins the cost
+// of checking a large removal: up to CoverChecks repositories are asked
+// about one by one with the App's JWT; more are checked against one list
+// of the installation's repositories, a page per 100 it covers, whatever
+// the number named; an installation not known yet (no token) is asked
+// about one by one. Each way answers the same: the names the installation
+// still covers, in the order given.
+func TestCoveredListsTheInstallationsRepositoriesOnceForMany(t *testing.T) {
+	const listReposRoute = "GET /installation/repositories"
+	sim, srv := startSim(t)
+	mustSim(t, sim.SeedInstallations(2, 250))
+	var gone, named []string
+	for i := 1; i <= 40; i++ {
+		gone = append(gone, fmt.Sprintf("org-1/repo-%d", i))
+	}
+	mustSim(t, sim.RemoveInstallationRepos(1, gone...))
+	named = append(named, gone...)
+	named = append(named, "ORG-1/Repo-41", "org-1/repo-250", "org-2/repo-1", "repo-1")
+	want := []string{"ORG-1/Repo-41", "org-1/repo-250"}
+	cases := []struct {
+		name          string
+		relist        bool
+		repos         []string
+		want          []string
+		lists, checks int64
+		rule          string
+	}{
+		{"many", true, named, want, 3, 0,
+			"44 names are checked against the 210 repositories the installation covers: 3 pages, no check each"},
+		{"a few", true, []string{"org-1/repo-1", "org-1/repo-41", "org-2/repo-1"}, []string{"org-1/repo-41"}, 0, 3,
+			"up to CoverChecks names are asked about one by one"},
+		{"many, installation not known", false, named, want, 0, int64(len(named)) - 1,
+			"without the installation's token each name is asked about, the one without an owner excepted"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			a := newApp(t, srv, forge.AppConfig{})
+			if tc.relist {
+				if err := a.Relist(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			lists, checks := sim.Requests(forgesim.Filter{Route: listReposRoute}), sim.Requests(forgesim.Filter{Route: repoInstRoute})
+			got, err := a.Covered(forge.WithLane(context.Background(), forge.LaneWebhook), 1, tc.repos)
+			if err != nil || !slices.Equal(got, tc.want) {
+				t.Errorf("Covered(1, %d names) = %v, %v; want %v: %s", len(tc.repos), got, err, tc.want, tc.rule)
+			}
+			lists, checks = sim.Requests(forgesim.Filter{Route: listReposRoute})-lists, sim.Requests(forgesim.Filter{Route: repoInstRoute})-checks
+			if lists != tc.lists || checks != tc.checks {
+				t.Errorf("pages listed %d, repositories checked %d; want %d and %d: %s", lists, checks, tc.lists, tc.checks, tc.rule)
+			}
+		})
 	}
 }

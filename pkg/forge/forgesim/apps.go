@@ -452,6 +452,34 @@ func (s *Sim) getRepoInstallation(r *http.Request, tok string) reply {
 	return jsonReply(http.StatusOK, s.installationJSON(r, in))
 }
 
+// listInstallationRepos is "List repositories accessible to the app
+// installation"
+// (https://docs.github.com/rest/apps/installations#list-repositories-accessible-to-the-app-installation):
+// an installation token only, whose installation's repositories it
+// lists, sorted by name, as {"total_count", "repositories"}, paginated
+// with per_page and page and a Link header; any other token is 403 (the
+// simulator does not model GitHub's message for it). s.mu is held.
+func (s *Sim) listInstallationRepos(r *http.Request, tok string) reply {
+	m, ok := s.installations[tok]
+	in := s.apps[m.installation]
+	if !ok || in == nil {
+		return errorReply(http.StatusForbidden, "an installation access token is required")
+	}
+	names := slices.Sorted(mapValues(in.repos))
+	page, rep := paginate(r, len(names))
+	if rep.status != 0 {
+		return rep
+	}
+	out := []object{}
+	for _, full := range names[page.from:page.to] {
+		owner, name, _ := strings.Cut(full, "/")
+		out = append(out, s.repoJSON(r, s.repoFor(owner, name, true)))
+	}
+	rep = jsonReply(http.StatusOK, object{"total_count": len(names), "repositories": out})
+	rep.header = page.link(r)
+	return rep
+}
+
 // getInstallation is "Get an installation for the authenticated app"
 // (https://docs.github.com/rest/apps/apps#get-an-installation-for-the-authenticated-app):
 // an App JWT only; the installation, or 404 for an id that is not one of

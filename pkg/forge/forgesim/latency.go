@@ -27,7 +27,8 @@ type Latency struct {
 	// "GET /repos/{owner}/{repo}/pulls/{number}", for the routes it names.
 	REST map[string]time.Duration
 	// RESTPage is the median time of a page of a list route (the issues
-	// list) REST does not name, whatever per_page asks: a page of 100's.
+	// list, an installation's repositories) REST does not name, whatever
+	// per_page asks: a page of 100's.
 	RESTPage time.Duration
 	// RESTDefault is the median time of any other REST answer.
 	RESTDefault time.Duration
@@ -214,7 +215,7 @@ func (l Latency) GraphQLTime(rng *rand.Rand, nodes int) (took time.Duration, tim
 }
 
 // listRoutes are the REST routes that answer pages.
-var listRoutes = map[string]bool{"GET /repos/{owner}/{repo}/issues": true}
+var listRoutes = map[string]bool{"GET /repos/{owner}/{repo}/issues": true, "GET /installation/repositories": true}
 
 // restMedian is route's median time.
 func (m *latencyModel) restMedian(route string) time.Duration {

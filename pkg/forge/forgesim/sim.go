@@ -258,6 +258,7 @@ func (s *Sim) endpoints() map[string]func(*http.Request, string) reply {
 		"GET /app/installations":                         s.listInstallations,
 		"GET /app/installations/{id}":                    s.getInstallation,
 		"GET /repos/{owner}/{repo}/installation":         s.getRepoInstallation,
+		"GET /installation/repositories":                 s.listInstallationRepos,
 		"POST /graphql":                                  s.graphql,
 	}
 }
