@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -86,12 +85,12 @@ func parseNews(name string) (ch forge.InstallationChange, owner string, ok bool)
 // the other replicas by taking the change's news lease, within
 // StoreTimeout. A store that does not answer is logged: the others then
 // learn at their hourly re-list.
-func (s *Server) installationsChanged(r *http.Request, ch forge.InstallationChange) {
+func (s *Server) installationsChanged(ctx context.Context, ch forge.InstallationChange) {
 	s.sweeps.news.notify()
 	if ch.ID <= 0 {
 		return
 	}
-	ctx, cancel := s.storeCtx(r)
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.StoreTimeout)
 	defer cancel()
 	name, ttl := newsName(ch, s.cfg.Owner), newsIntervals*s.cfg.SweepInterval
 	if _, err := s.cfg.Leases.Acquire(ctx, name, s.cfg.Owner, s.cfg.Now(), ttl); err != nil {

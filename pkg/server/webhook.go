@@ -60,8 +60,9 @@ var (
 // payload); 401 when the body does not match the signature;
 // 503 with Retry-After when too many large bodies are in flight or the
 // stores do not answer within StoreTimeout. In App mode, appWebhook answers
-// the installation events (deduplicated as below; what one says is gone
-// is checked with GitHub first) and an event of an unknown installation.
+// the installation events (claimed, deduplicated and answered as below;
+// what one says is gone is checked with GitHub first) and an event of an
+// unknown installation.
 // With the board, an issues event deleting or transferring an issue of a
 // board repository removes its card (issuesWebhook), deduplicated and
 // answered as below. Other events than pull_request and status, and other
@@ -123,7 +124,7 @@ func (s *Server) postWebhook(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	event := github.WebHookType(r)
-	if s.cfg.App != nil && s.appWebhook(w, r, event, body, key, deliveryID) {
+	if s.cfg.App != nil && s.appWebhook(w, r, event, body, key, deliveryID, answerBy) {
 		return
 	}
 	if event == "issues" {
@@ -200,12 +201,18 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request, key, deliveryID, 
 }
 
 // claimHold is how long a webhook's delivery claim holds before it lapses:
-// the claim's own answer, the runs lookup, the offers of one delivery, and
-// the completion, whether the delivery was answered before they ended
-// (processDelivery) or after. The claim is stamped before it is sent, so a hold short
-// of any of them can lapse while the delivery is still being processed.
+// the longest processing of a claimed delivery, each step at its bound,
+// whether the delivery was answered before they ended (processDelivery)
+// or after. That is an installation_repositories event's: the claim's own
+// answer, GitHub's check of what it removes (OfferTimeout), the news
+// lease telling the other replicas, the runs moved and the completion
+// (StoreTimeout each). A pull_request or status event's (the claim, the
+// runs lookup, the offers, the completion) is one store call shorter. The
+// claim is stamped before it is sent, so a hold short of any of them can
+// lapse while the delivery is still being processed, and a redelivery
+// then be processed beside it.
 func (s *Server) claimHold() time.Duration {
-	return 3*s.cfg.StoreTimeout + s.cfg.OfferTimeout
+	return 4*s.cfg.StoreTimeout + s.cfg.OfferTimeout
 }
 
 // complete records processed delivery deliveryID under key, on its own

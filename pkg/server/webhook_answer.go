@@ -119,7 +119,9 @@ type deliveryJob struct {
 
 // processDelivery processes claimed delivery id of event by run (for a
 // pull_request or status event runDelivery, for an issues event
-// removeCard) on the detached goroutines of s.work, and answers w with the
+// removeCard, in App mode for an installation or installation_repositories
+// event installationEvent or installationRepositoriesEvent) on the
+// detached goroutines of s.work, and answers w with the
 // outcome when it comes by answerBy; else it answers 202 {"processing": id}
 // at answerBy and the processing goes on, its end logged and counted.
 func (s *Server) processDelivery(w http.ResponseWriter, id, event string, answerBy time.Time, run func() deliveryAnswer) {

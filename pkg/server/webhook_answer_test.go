@@ -103,7 +103,7 @@ func TestDeliveryFailingAfterItsAnswerIsProcessedOnRedelivery(t *testing.T) {
 			c.WebhookAnswerWithin, c.StoreTimeout = answerWithin, storeTimeout
 		})
 		defer p.stop()
-		hold := 3*storeTimeout + 10*time.Second // the claim's: three store calls and the default offer timeout
+		hold := 4*storeTimeout + 10*time.Second // the claim's: four store calls and the default offer timeout
 		start := time.Now()
 		code, body := p.post(t, "/webhooks/github", deliveryHeaders("guid-stalled"), pullClosed)
 		if took := time.Since(start); code != http.StatusAccepted || took != answerWithin {

@@ -7,33 +7,40 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
+	"time"
 
 	"github.com/google/go-github/v88/github"
 
+	"iterion.dev/iterion/pkg/forge"
 	"iterion.dev/iterion/pkg/gaterun"
 )
 
 // appWebhook handles, in App mode, what a signed webhook says about the
 // App's installations, and reports whether it answered w. An installation
-// or installation_repositories event is claimed under key (replayKey) as
-// a pull_request one is (claim: a body processed within DeliveryWindow is
-// 200 {"duplicate": deliveryID}), then keeps the App client's set current
-// (200 {"installation": id, "action": ...}) and tells the other replicas
-// (installationsChanged); the unsettled runs of the repositories an
-// installation_repositories event adds move to its installation
-// (moveRuns; "runs_moved": n, or 503 when the store does not answer
-// within StoreTimeout). What an event says is gone is forgotten only once
-// GitHub confirms it (AppClient.InstallationGone, Covers): a signed body
-// can be sent again long after, so one GitHub contradicts is answered 200
-// with "not_applied" and changes nothing, and one GitHub did not answer
-// for is 503 with Retry-After, for a redelivery. A pull_request or status
-// event naming an installation the App client does not know is answered
-// 202 {"unknown_installation": id}, and the installation is looked up (a
-// re-list of the App's installations, lookUp); its runs are left to the
-// sweeper, which picks the installation up once known. A payload it cannot
-// read is 400. Any other event is not answered here.
-func (s *Server) appWebhook(w http.ResponseWriter, r *http.Request, event string, body []byte, key, deliveryID string) bool {
+// or installation_repositories event is claimed under key (replayKey) and
+// processed by claimAndProcess, answered by answerBy as a pull_request
+// one is (200 {"duplicate": deliveryID} for a body processed within
+// DeliveryWindow; 202 {"processing": deliveryID} when its processing has
+// not ended by answerBy, which then goes on). Its processing
+// (installationEvent, installationRepositoriesEvent) keeps the App
+// client's set current (200 {"installation": id, "action": ...}) and tells
+// the other replicas (installationsChanged); the unsettled runs of the
+// repositories an installation_repositories event adds move to its
+// installation (moveRuns; "runs_moved": n, or 503 when the store does not
+// answer within StoreTimeout). What an event says is gone is forgotten
+// only once GitHub confirms it (AppClient.InstallationGone, Covered): a
+// signed body can be sent again long after, so one GitHub contradicts is
+// answered 200 with "not_applied" and changes nothing, and one GitHub did
+// not answer for is 503 with Retry-After, for a redelivery. A pull_request
+// or status event naming an installation the App client does not know is
+// answered 202 {"unknown_installation": id}, and the installation is
+// looked up (a re-list of the App's installations, lookUp); its runs are
+// left to the sweeper, which picks the installation up once known. A
+// payload it cannot read is 400, before any claim. Any other event is not
+// answered here.
+func (s *Server) appWebhook(w http.ResponseWriter, r *http.Request, event string, body []byte, key, deliveryID string, answerBy time.Time) bool {
 	switch event {
 	case "installation", "installation_repositories", "pull_request", "status":
 	default:
@@ -46,14 +53,10 @@ func (s *Server) appWebhook(w http.ResponseWriter, r *http.Request, event string
 	}
 	switch ev := payload.(type) {
 	case *github.InstallationEvent:
-		if s.claim(w, r, key, deliveryID, event) {
-			s.processed(key, deliveryID, s.installationEvent(w, r, ev))
-		}
+		s.claimAndProcess(w, r, key, deliveryID, event, answerBy, func() deliveryAnswer { return s.installationEvent(key, deliveryID, ev) })
 		return true
 	case *github.InstallationRepositoriesEvent:
-		if s.claim(w, r, key, deliveryID, event) {
-			s.processed(key, deliveryID, s.installationRepositoriesEvent(w, r, ev))
-		}
+		s.claimAndProcess(w, r, key, deliveryID, event, answerBy, func() deliveryAnswer { return s.installationRepositoriesEvent(key, deliveryID, ev) })
 		return true
 	case *github.PullRequestEvent:
 		return s.unknownInstallation(w, event, ev.GetInstallation().GetID())
@@ -63,107 +66,121 @@ func (s *Server) appWebhook(w http.ResponseWriter, r *http.Request, event string
 	return false
 }
 
-// processed counts a claimed installation event's outcome and, when it
-// was processed (ok), records it under key (complete); one not processed
-// was answered 503, and its claim lapses.
-func (s *Server) processed(key, deliveryID string, ok bool) {
-	if !ok {
-		s.deliveries.WithLabelValues(deliveryUnavailable).Inc()
-		return
-	}
-	s.deliveries.WithLabelValues(deliveryProcessed).Inc()
-	s.complete(key, deliveryID)
-}
-
-// installationEvent applies installation event ev and answers it,
-// reporting whether it was processed (applied, or verified not to apply).
-// A deleted or suspend is applied only when GitHub says the installation
-// is gone (InstallationGone); the actions that add are applied as they
-// come: a replayed one costs a look-up at worst.
-func (s *Server) installationEvent(w http.ResponseWriter, r *http.Request, ev *github.InstallationEvent) bool {
+// installationEvent applies installation event ev, delivery deliveryID
+// claimed under key, on s.work's context, and records it as processed
+// when it was applied or verified not to apply. A deleted or suspend is
+// applied only when GitHub says the installation is gone
+// (InstallationGone, within OfferTimeout); the actions that add are
+// applied as they come: a replayed one costs a look-up at worst.
+func (s *Server) installationEvent(key, deliveryID string, ev *github.InstallationEvent) deliveryAnswer {
 	id, action := ev.GetInstallation().GetID(), ev.GetAction()
 	if (action == "deleted" || action == "suspend") && id > 0 {
-		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.OfferTimeout)
+		ctx, cancel := context.WithTimeout(s.work.ctx, s.cfg.OfferTimeout)
 		gone, err := s.cfg.App.InstallationGone(ctx, id)
 		cancel()
 		if err != nil {
-			s.verifyFailed(w, "installation", id, action, err)
-			return false
+			return s.verifyFailed("installation", deliveryID, id, action, err)
 		}
 		if !gone {
-			s.log.Warn("webhook: installation event not applied: GitHub still has it, not suspended", "installation", id, "action", action)
-			writeJSON(w, http.StatusOK, map[string]any{"installation": id, "action": action,
+			s.log.Warn("webhook: installation event not applied: GitHub still has it, not suspended", "delivery", deliveryID, "installation", id, "action", action)
+			return s.installationProcessed(key, deliveryID, map[string]any{"installation": id, "action": action,
 				"not_applied": "GitHub still has the installation, not suspended"})
-			return true
 		}
 	}
-	s.installationsChanged(r, s.cfg.App.HandleInstallationEvent(ev))
-	s.log.Info("webhook: installation", "installation", id, "action", action,
+	s.installationsChanged(s.work.ctx, s.cfg.App.HandleInstallationEvent(ev))
+	if a, stopped := s.shuttingDown("installation", deliveryID); stopped {
+		return a
+	}
+	s.log.Info("webhook: installation", "delivery", deliveryID, "installation", id, "action", action,
 		"account", ev.GetInstallation().GetAccount().GetLogin())
-	writeJSON(w, http.StatusOK, map[string]any{"installation": id, "action": action})
-	return true
+	return s.installationProcessed(key, deliveryID, map[string]any{"installation": id, "action": action})
 }
 
-// installationRepositoriesEvent applies installation_repositories event ev
-// and answers it, reporting whether it was processed. Of the repositories
-// it removes, those GitHub says the installation still covers (Covers)
-// are kept, and named in "not_applied"; the event is applied without
-// them, and told to the other replicas only when something is left to
-// apply.
-func (s *Server) installationRepositoriesEvent(w http.ResponseWriter, r *http.Request, ev *github.InstallationRepositoriesEvent) bool {
+// installationRepositoriesEvent applies installation_repositories event
+// ev, delivery deliveryID claimed under key, on s.work's context, and
+// records it as processed when it was. Of the repositories it removes,
+// those GitHub says the installation still covers (Covered, within
+// OfferTimeout) are kept, and named in "not_applied"; the event is
+// applied without them, and told to the other replicas only when
+// something is left to apply.
+func (s *Server) installationRepositoriesEvent(key, deliveryID string, ev *github.InstallationRepositoriesEvent) deliveryAnswer {
 	id, action := ev.GetInstallation().GetID(), ev.GetAction()
 	var kept []string
 	if id > 0 && len(ev.RepositoriesRemoved) > 0 {
-		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.OfferTimeout)
-		removed := ev.RepositoriesRemoved[:0:0]
-		for _, repo := range ev.RepositoriesRemoved {
-			covered, err := s.cfg.App.Covers(ctx, id, repo.GetFullName())
-			if err != nil {
-				cancel()
-				s.verifyFailed(w, "installation_repositories", id, action, err)
-				return false
-			}
-			if covered {
-				kept = append(kept, repo.GetFullName())
-			} else {
-				removed = append(removed, repo)
-			}
+		names := make([]string, len(ev.RepositoriesRemoved))
+		for i, repo := range ev.RepositoriesRemoved {
+			names[i] = repo.GetFullName()
 		}
+		ctx, cancel := context.WithTimeout(forge.WithLane(s.work.ctx, forge.LaneWebhook), s.cfg.OfferTimeout)
+		covered, err := s.cfg.App.Covered(ctx, id, names)
 		cancel()
-		ev.RepositoriesRemoved = removed
+		if err != nil {
+			return s.verifyFailed("installation_repositories", deliveryID, id, action, err)
+		}
+		kept = covered
+		ev.RepositoriesRemoved = slices.DeleteFunc(ev.RepositoriesRemoved, func(repo *github.Repository) bool {
+			return slices.Contains(kept, repo.GetFullName())
+		})
 		if len(kept) > 0 {
-			s.log.Warn("webhook: repositories not removed: GitHub says the installation still covers them", "installation", id, "repositories", kept)
+			s.log.Warn("webhook: repositories not removed: GitHub says the installation still covers them", "delivery", deliveryID, "installation", id, "repositories", kept)
 		}
 	}
 	if len(ev.RepositoriesAdded) > 0 || len(ev.RepositoriesRemoved) > 0 {
-		s.installationsChanged(r, s.cfg.App.HandleInstallationRepositoriesEvent(ev))
+		s.installationsChanged(s.work.ctx, s.cfg.App.HandleInstallationRepositoriesEvent(ev))
 	}
-	ctx, cancel := s.storeCtx(r)
+	ctx, cancel := context.WithTimeout(s.work.ctx, s.cfg.StoreTimeout)
 	moved, err := s.moveRuns(ctx, id, ev.RepositoriesAdded)
 	cancel()
 	if err != nil {
-		s.log.Error("webhook: runs of the added repositories not moved to their installation", "installation", id, "err", err)
-		s.unavailable(w, "runs not moved; redeliver")
-		return false
+		s.log.Error("webhook: runs of the added repositories not moved to their installation", "delivery", deliveryID, "installation", id, "err", err)
+		return deliveryAnswer{outcome: deliveryUnavailable,
+			write: func(w http.ResponseWriter) { s.unavailable(w, "runs not moved; redeliver") }}
 	}
-	s.log.Info("webhook: installation repositories", "installation", id, "action", action,
+	if a, stopped := s.shuttingDown("installation_repositories", deliveryID); stopped {
+		return a
+	}
+	s.log.Info("webhook: installation repositories", "delivery", deliveryID, "installation", id, "action", action,
 		"added", len(ev.RepositoriesAdded), "removed", len(ev.RepositoriesRemoved), "runs_moved", moved)
 	answer := map[string]any{"installation": id, "action": action, "runs_moved": moved}
 	if len(kept) > 0 {
 		answer["not_applied"] = map[string]any{"still_covered": kept}
 	}
-	writeJSON(w, http.StatusOK, answer)
-	return true
+	return s.installationProcessed(key, deliveryID, answer)
 }
 
-// verifyFailed answers 503 with Retry-After for an installation event
-// whose destructive part GitHub did not confirm or deny (err): nothing of
-// it was applied, and GitHub's redelivery of it is processed once the
+// installationProcessed records installation event deliveryID, claimed
+// under key, as processed (complete) and answers it 200 with answer.
+func (s *Server) installationProcessed(key, deliveryID string, answer map[string]any) deliveryAnswer {
+	s.complete(key, deliveryID)
+	return deliveryAnswer{outcome: deliveryProcessed, processed: true,
+		write: func(w http.ResponseWriter) { writeJSON(w, http.StatusOK, answer) }}
+}
+
+// shuttingDown reports, once s.work's context has ended (the server
+// stopped waiting at shutdown), that delivery deliveryID of event was not
+// processed to the end (the other replicas may not have been told, or its
+// runs not moved), with the 503 answering it: it is not recorded, and its
 // claim lapses.
-func (s *Server) verifyFailed(w http.ResponseWriter, event string, id int64, action string, err error) {
+func (s *Server) shuttingDown(event, deliveryID string) (deliveryAnswer, bool) {
+	err := s.work.ctx.Err()
+	if err == nil {
+		return deliveryAnswer{}, false
+	}
+	s.log.Warn("webhook: delivery's processing cancelled at shutdown", "event", event, "delivery", deliveryID, "err", err)
+	return deliveryAnswer{outcome: deliveryUnavailable,
+		write: func(w http.ResponseWriter) { s.unavailable(w, "shutting down; redeliver") }}, true
+}
+
+// verifyFailed is the answer to an installation event whose destructive
+// part GitHub did not confirm or deny (err): 503 with Retry-After;
+// nothing of it was applied, and GitHub's redelivery of it is processed
+// once the claim lapses.
+func (s *Server) verifyFailed(event, deliveryID string, id int64, action string, err error) deliveryAnswer {
 	s.log.Error("webhook: installation event not applied: GitHub did not answer whether it holds", "event", event,
-		"installation", id, "action", action, "err", err)
-	s.retryAfter(w, s.claimHold(), "GitHub not asked whether the installation event holds; nothing applied; redeliver")
+		"delivery", deliveryID, "installation", id, "action", action, "err", err)
+	return deliveryAnswer{outcome: deliveryUnavailable, write: func(w http.ResponseWriter) {
+		s.retryAfter(w, s.claimHold(), "GitHub not asked whether the installation event holds; nothing applied; redeliver")
+	}}
 }
 
 // moveRuns gives the unsettled runs of repos, stored under another
