@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -15,6 +17,8 @@ import (
 	"iterion.dev/iterion/pkg/delivery"
 	"iterion.dev/iterion/pkg/forge"
 	"iterion.dev/iterion/pkg/forge/forgesim"
+	"iterion.dev/iterion/pkg/gaterun"
+	"iterion.dev/iterion/pkg/lease"
 	"iterion.dev/iterion/pkg/server"
 )
 
@@ -189,6 +193,109 @@ func TestAppModeALargeRemovalIsApplied(t *testing.T) {
 		w = r.serve("POST", "/webhooks/github", "installation_repositories", body)
 		if w.Code != http.StatusOK || !strings.Contains(w.Body.String(), `"duplicate"`) {
 			t.Errorf("same body again: got %d %s, want 200 duplicate: the removal was recorded as processed", w.Code, w.Body)
+		}
+	})
+}
+
+// The stores of TestAppModeAnInstallationEventsClaimHoldsUntilItsCompletion,
+// each answering one step of an installation event's processing just
+// within the store timeout (lag, slept in virtual time before the call
+// is passed on); of the claims, only the first.
+type (
+	slowClaims struct {
+		delivery.Store
+		lag  time.Duration
+		once atomic.Bool
+	}
+	slowNews struct {
+		lease.Store
+		lag time.Duration
+	}
+	slowMoves struct {
+		gaterun.Store
+		lag time.Duration
+	}
+)
+
+func (s *slowClaims) Claim(ctx context.Context, id string, now time.Time, hold time.Duration) (delivery.Claim, error) {
+	if s.once.CompareAndSwap(false, true) {
+		time.Sleep(s.lag)
+	}
+	return s.Store.Claim(ctx, id, now, hold)
+}
+
+func (s *slowClaims) Complete(ctx context.Context, id string, now time.Time, window time.Duration) error {
+	time.Sleep(s.lag)
+	return s.Store.Complete(ctx, id, now, window)
+}
+
+func (s *slowNews) Acquire(ctx context.Context, name, owner string, now time.Time, ttl time.Duration) (bool, error) {
+	if strings.HasPrefix(name, "app-installations-changed/") {
+		time.Sleep(s.lag)
+	}
+	return s.Store.Acquire(ctx, name, owner, now, ttl)
+}
+
+func (s *slowMoves) List(ctx context.Context, q gaterun.Query) ([]gaterun.Run, error) {
+	if q.Repo != "" { // the runs of an added repository (moveRuns), not a sweep's
+		time.Sleep(s.lag)
+	}
+	return s.Store.List(ctx, q)
+}
+
+// TestAppModeAnInstallationEventsClaimHoldsUntilItsCompletion pins that
+// a delivery's claim holds for all of an installation_repositories
+// event's processing, each step answered just within its bound: the
+// claim, GitHub's check of a removed repository (the offer timeout), the
+// news lease, the runs of an added repository moved, and the completion.
+// A redelivery reaching another replica before the completion is held
+// (503), never processed beside it.
+func TestAppModeAnInstallationEventsClaimHoldsUntilItsCompletion(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const storeTimeout, offerTimeout, margin = 3 * time.Second, 10 * time.Second, time.Millisecond
+		c, next := newAppCluster(t, 2, false, forgesim.WithLatency(forgesim.Latency{REST: map[string]time.Duration{
+			"GET /repos/{owner}/{repo}/installation": offerTimeout - margin}}))
+		claims := &slowClaims{Store: delivery.NewMemoryStore(), lag: storeTimeout - margin}
+		news := &slowNews{Store: c.leases, lag: storeTimeout - margin}
+		moves := &slowMoves{Store: c.runs, lag: storeTimeout - margin}
+		startAppReplicas(t, c, next, 2, time.Minute, 2, func(cfg *server.Config) {
+			cfg.Deliveries, cfg.Leases, cfg.Runs = claims, news, moves
+			cfg.StoreTimeout, cfg.OfferTimeout = storeTimeout, offerTimeout
+		})
+		a, b := c.replicas[0], c.replicas[1]
+		defer a.stop()
+		defer b.stop()
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if err := c.sim.AddInstallationRepos(2, "org-1/repo-1"); err != nil { // GitHub moves it from installation 1
+			t.Fatal(err)
+		}
+		if err := c.sim.AddInstallationRepos(1, "org-1/repo-2"); err != nil {
+			t.Fatal(err)
+		}
+		// The payload has both lists; the server processes both.
+		body := `{"action":"removed","installation":{"id":1,"account":{"login":"org-1"}},"repository_selection":"selected",` +
+			`"repositories_added":[{"full_name":"org-1/repo-2"}],"repositories_removed":[{"full_name":"org-1/repo-1"}]}`
+		start := time.Now()
+		var first *httptest.ResponseRecorder
+		served := make(chan struct{})
+		go func() {
+			defer close(served)
+			first = a.serve("POST", "/webhooks/github", "installation_repositories", body)
+		}()
+		processing := 4*(storeTimeout-margin) + offerTimeout - margin
+		time.Sleep(processing - 2*time.Second) // past three store timeouts and the offer timeout, before the completion
+		at := time.Since(start)
+		w := b.serve("POST", "/webhooks/github", "installation_repositories", body)
+		if w.Code != http.StatusServiceUnavailable {
+			t.Errorf("redelivery to another replica %v after the claim, the first still being processed: got %d %s, want 503: a claim holds until its processing ends, so one delivery is never processed twice at once",
+				at, w.Code, w.Body)
+		}
+		<-served
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if first.Code != http.StatusAccepted {
+			t.Errorf("first delivery: got %d %s, want 202: its processing outlasts --webhook-answer-within", first.Code, first.Body)
 		}
 	})
 }
