@@ -199,6 +199,9 @@ type Server struct {
 	// deliveries counts webhook deliveries by outcome; work processes the
 	// claimed ones (webhook_answer.go).
 	deliveries *prometheus.CounterVec
+	// unrecorded counts processed deliveries whose completion the
+	// delivery store did not take (complete).
+	unrecorded prometheus.Counter
 	work       *deliveryWork
 	seen       observed
 	ready      readiness
@@ -379,6 +382,7 @@ func NewForComparison(cfg Config, cmp Comparison) (*Server, error) {
 			Help: "Offers of gating runs, by lane (who offered) and outcome.",
 		}, []string{"lane", "outcome"}),
 		deliveries: newDeliveryOutcomes(),
+		unrecorded: newDeliveriesUnrecorded(),
 		work:       newDeliveryWork(),
 		largeReads: make(chan struct{}, cfg.Limits.LargeWebhookReads),
 		largeBy:    make(map[string]int),
@@ -405,7 +409,7 @@ func NewForComparison(cfg Config, cmp Comparison) (*Server, error) {
 	for _, w := range []string{windowShallow, windowDeep} {
 		behindPasses.WithLabelValues(w) // both series from the start, so a rate over them is 0, not absent
 	}
-	collectors := []prometheus.Collector{s.offers, s.deliveries, backingOff, behind, behindPasses}
+	collectors := []prometheus.Collector{s.offers, s.deliveries, s.unrecorded, backingOff, behind, behindPasses}
 	var rehomed prometheus.Counter
 	if cfg.App != nil {
 		rehomed = prometheus.NewCounter(prometheus.CounterOpts{

@@ -217,12 +217,15 @@ func (s *Server) claimHold() time.Duration {
 
 // complete records processed delivery deliveryID under key, on its own
 // bounded context (the request may have been answered). When it fails,
-// the claim lapses and a redelivery is processed again, which offers'
-// idempotence makes harmless.
+// the delivery still counts as processed (it was), is counted in
+// webhook_deliveries_unrecorded_total and logged, and its claim lapses:
+// a redelivery is processed again, which offers' idempotence makes
+// harmless.
 func (s *Server) complete(key, deliveryID string) {
 	ctx, cancel := context.WithTimeout(s.work.ctx, s.cfg.StoreTimeout)
 	defer cancel()
 	if err := s.cfg.Deliveries.Complete(ctx, key, s.cfg.Now(), s.cfg.DeliveryWindow); err != nil {
+		s.unrecorded.Inc()
 		s.log.Warn("webhook: delivery processed but not recorded; a redelivery will be processed again", "delivery", deliveryID, "key", key, "err", err)
 	}
 }

@@ -67,6 +67,15 @@ func newDeliveryOutcomes() *prometheus.CounterVec {
 	return c
 }
 
+// newDeliveriesUnrecorded returns webhook_deliveries_unrecorded_total.
+func newDeliveriesUnrecorded() prometheus.Counter {
+	return prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "webhook_deliveries_unrecorded_total",
+		Help: "Webhook deliveries processed (counted processed or processed_after_answer in webhook_deliveries_total) whose record the delivery store did not take within --store-timeout: " +
+			"their claims lapse, so the same body, redelivered or sent again within --delivery-window, is processed again rather than answered duplicate.",
+	})
+}
+
 // deliveryWork is the processing of claimed webhook deliveries, detached
 // from their requests so it outlives an early answer. Safe for concurrent
 // use.

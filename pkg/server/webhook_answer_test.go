@@ -5,6 +5,7 @@ package server_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -181,4 +182,40 @@ func TestShutdownFinishesTheDeliveriesBeingProcessed(t *testing.T) {
 			})
 		})
 	}
+}
+
+// unrecordingDeliveries is a delivery store whose completions fail, as a
+// store that does not answer a write in time does.
+type unrecordingDeliveries struct{ delivery.Store }
+
+func (unrecordingDeliveries) Complete(context.Context, string, time.Time, time.Duration) error {
+	return errors.New("delivery store: write timed out")
+}
+
+// TestAProcessedDeliveryNotRecordedIsCountedAsSuch pins the count of a
+// completion the delivery store did not take: the delivery was processed
+// (200, counted processed), and is counted in
+// webhook_deliveries_unrecorded_total, since its claim lapses and the
+// same body is processed again rather than answered duplicate.
+func TestAProcessedDeliveryNotRecordedIsCountedAsSuch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reg := prometheus.NewRegistry()
+		p := newPipeServer(t, withRun(t, gaterun.NewMemoryStore(), reg), func(c *server.Config) {
+			c.Deliveries = unrecordingDeliveries{delivery.NewMemoryStore()}
+		})
+		defer p.stop()
+		for i := 1; i <= 2; i++ {
+			code, body := p.post(t, "/webhooks/github", deliveryHeaders("guid-unrecorded"), pullClosed)
+			if code != http.StatusOK || body != `{"offered":1}` {
+				t.Errorf("delivery %d: got %d %s, want 200 offered 1: a delivery whose record was not taken is processed again, not a duplicate", i, code, body)
+			}
+			time.Sleep(time.Minute) // the claim lapses
+		}
+		if got := deliveriesOutcome(t, reg, "processed"); got != 2 {
+			t.Errorf("webhook_deliveries_total{outcome=\"processed\"}: got %v, want 2: it was processed both times", got)
+		}
+		if got := metricValue(t, p.srv.Handler(), "webhook_deliveries_unrecorded_total"); got != 2 {
+			t.Errorf("webhook_deliveries_unrecorded_total: got %v, want 2: a processed delivery whose completion the store did not take is counted as such", got)
+		}
+	})
 }
