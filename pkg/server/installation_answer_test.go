@@ -123,17 +123,6 @@ func TestAppModeShutdownDrainsTheInstallationEventsBeingProcessed(t *testing.T) 
 	}
 }
 
-// removedManyEvent is the installation_repositories "removed" payload
-// taking repos off installation id.
-func removedManyEvent(id int64, repos []string) string {
-	refs := make([]string, len(repos))
-	for i, full := range repos {
-		refs[i] = fmt.Sprintf(`{"full_name":%q}`, full)
-	}
-	return fmt.Sprintf(`{"action":"removed","installation":{"id":%d,"account":{"login":"org-%d"}},"repository_selection":"selected",`+
-		`"repositories_added":[],"repositories_removed":[%s]}`, id, id, strings.Join(refs, ","))
-}
-
 // TestAppModeALargeRemovalIsApplied pins that a removal of many
 // repositories at once can be applied under GitHub's latency (a second a
 // request, two a page of 100): an organisation taking 40 repositories off
@@ -167,7 +156,7 @@ func TestAppModeALargeRemovalIsApplied(t *testing.T) {
 		if err := c.sim.RemoveInstallationRepos(1, removed...); err != nil {
 			t.Fatal(err)
 		}
-		body := removedManyEvent(1, append(removed[:40:40], kept))
+		body := removedEvent(1, append(removed[:40:40], kept)...)
 		start := time.Now()
 		w := r.serve("POST", "/webhooks/github", "installation_repositories", body)
 		if w.Code != http.StatusOK && w.Code != http.StatusAccepted {

@@ -40,10 +40,14 @@ func (u *unreachable) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // removedEvent is the installation_repositories "removed" payload taking
-// repo off installation id.
-func removedEvent(id int64, repo string) string {
+// repos off installation id.
+func removedEvent(id int64, repos ...string) string {
+	refs := make([]string, len(repos))
+	for i, full := range repos {
+		refs[i] = fmt.Sprintf(`{"full_name":%q}`, full)
+	}
 	return fmt.Sprintf(`{"action":"removed","installation":{"id":%d,"account":{"login":"org-%d"}},"repository_selection":"selected",`+
-		`"repositories_added":[],"repositories_removed":[{"full_name":%q}]}`, id, id, repo)
+		`"repositories_added":[],"repositories_removed":[%s]}`, id, id, strings.Join(refs, ","))
 }
 
 // TestAppModeADestructiveInstallationEventIsCheckedWithGitHub pins that
