@@ -187,16 +187,28 @@ func (s *Server) runDelivery(key, id string, q webhookTarget) deliveryAnswer {
 	}
 	s.log.Debug("webhook", "event", q.event, "delivery", id, "runs", len(runs))
 	s.offerAll(s.work.ctx, forge.LaneWebhook, runs)
-	if err := s.work.ctx.Err(); err != nil {
-		// The server stopped waiting mid-offers: some runs may not have
-		// been offered, so the delivery is not recorded as processed.
-		s.log.Warn("webhook: delivery's processing cancelled at shutdown", "event", q.event, "delivery", id, "err", err)
-		return deliveryAnswer{outcome: deliveryUnavailable,
-			write: func(w http.ResponseWriter) { s.unavailable(w, "shutting down; redeliver") }}
+	if a, stopped := s.shuttingDown(q.event, id); stopped {
+		// Some runs may not have been offered.
+		return a
 	}
 	s.complete(key, id)
 	return deliveryAnswer{outcome: deliveryProcessed, processed: true,
 		write: func(w http.ResponseWriter) { writeJSON(w, http.StatusOK, map[string]int{"offered": len(runs)}) }}
+}
+
+// shuttingDown reports, once s.work's context has ended (the server
+// stopped waiting at shutdown), that delivery deliveryID of event was not
+// processed to the end (its runs not all offered; an installation event
+// not told to the other replicas, or its runs not moved), with the 503
+// answering it: it is not recorded, and its claim lapses.
+func (s *Server) shuttingDown(event, deliveryID string) (deliveryAnswer, bool) {
+	err := s.work.ctx.Err()
+	if err == nil {
+		return deliveryAnswer{}, false
+	}
+	s.log.Warn("webhook: delivery's processing cancelled at shutdown", "event", event, "delivery", deliveryID, "err", err)
+	return deliveryAnswer{outcome: deliveryUnavailable,
+		write: func(w http.ResponseWriter) { s.unavailable(w, "shutting down; redeliver") }}, true
 }
 
 // endedAfterAnswer logs and counts the end of the processing of delivery

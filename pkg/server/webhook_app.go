@@ -156,21 +156,6 @@ func (s *Server) installationProcessed(key, deliveryID string, answer map[string
 		write: func(w http.ResponseWriter) { writeJSON(w, http.StatusOK, answer) }}
 }
 
-// shuttingDown reports, once s.work's context has ended (the server
-// stopped waiting at shutdown), that delivery deliveryID of event was not
-// processed to the end (the other replicas may not have been told, or its
-// runs not moved), with the 503 answering it: it is not recorded, and its
-// claim lapses.
-func (s *Server) shuttingDown(event, deliveryID string) (deliveryAnswer, bool) {
-	err := s.work.ctx.Err()
-	if err == nil {
-		return deliveryAnswer{}, false
-	}
-	s.log.Warn("webhook: delivery's processing cancelled at shutdown", "event", event, "delivery", deliveryID, "err", err)
-	return deliveryAnswer{outcome: deliveryUnavailable,
-		write: func(w http.ResponseWriter) { s.unavailable(w, "shutting down; redeliver") }}, true
-}
-
 // verifyFailed is the answer to an installation event whose destructive
 // part GitHub did not confirm or deny (err): 503 with Retry-After;
 // nothing of it was applied, and GitHub's redelivery of it is processed
