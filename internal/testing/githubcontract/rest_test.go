@@ -356,6 +356,18 @@ func TestSimulatorAnswersMatchGitHubsDescription(t *testing.T) {
 	if covered, err := app.Covers(ctx, 7, "acme/app"); err != nil || !covered {
 		t.Fatalf("Covers(7, acme/app) = %v, %v; want covered", covered, err)
 	}
+	// A removal of more repositories than are asked about one by one is
+	// checked against the list of the installation's repositories, past
+	// one page of 100 (Link headers), with installation 7's token.
+	more := make([]string, 100)
+	for i := range more {
+		more[i] = fmt.Sprintf("acme/more-%d", i)
+	}
+	mustOK(t, sim.AddInstallationRepos(7, more...))
+	removed := []string{"acme/gone-1", "acme/more-99", "acme/gone-2", "acme/app", "acme/gone-3"}
+	if still, err := app.Covered(ctx, 7, removed); err != nil || !slices.Equal(still, []string{"acme/more-99", "acme/app"}) {
+		t.Fatalf("Covered(7, %v) = %v, %v; want [acme/more-99 acme/app]", removed, still, err)
+	}
 	if err := app.Mint(ctx, 5); !errors.Is(err, forge.ErrForbidden) {
 		t.Fatalf("Mint for suspended installation 5 = %v, want ErrForbidden: GitHub refuses it 403", err)
 	}

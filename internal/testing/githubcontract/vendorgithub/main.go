@@ -33,7 +33,8 @@ import (
 // Operations are the operationIds of every REST call the forge client
 // makes (pkg/forge/github.go; ghinstallation mints installation tokens;
 // the App client, pkg/forge/app.go and app_verify.go, lists installations,
-// finds a repository's and checks one is still there).
+// finds a repository's and checks one is still there, and lists an
+// installation's repositories with its token).
 var Operations = []string{
 	"pulls/get",
 	"repos/get-combined-status-for-ref",
@@ -44,6 +45,7 @@ var Operations = []string{
 	"apps/list-installations",
 	"apps/get-repo-installation",
 	"apps/get-installation",
+	"apps/list-repos-accessible-to-installation",
 }
 
 // Payloads are the webhook examples vendored: event and action ("" for an
