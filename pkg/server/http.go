@@ -122,10 +122,16 @@ type runRequest struct {
 	TargetURL   string `json:"target_url"`
 }
 
-// decodeJSON decodes exactly one JSON value from r into v, with errors that
-// name the field of a type mismatch.
+// decodeJSON decodes exactly one JSON object from r into v, a pointer to a
+// struct, with errors that name the field of a type mismatch, and refuses
+// a field v does not have, naming it and the fields v has. Its one caller,
+// POST /api/runs, defines every field of its body: a misspelt optional
+// field ("targetUrl") would otherwise be dropped in silence and the run
+// stored without it. Bodies whose fields another party adds to, GitHub's
+// webhook payloads, are not read with it.
 func decodeJSON(r io.Reader, v any) error {
 	dec := json.NewDecoder(r)
+	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		var te *json.UnmarshalTypeError
 		switch {
@@ -133,6 +139,9 @@ func decodeJSON(r io.Reader, v any) error {
 			return fmt.Errorf("%w: %s: got a JSON %s, want a JSON %s", errInvalid, te.Field, clip(te.Value), jsonKind(te.Type))
 		case errors.Is(err, io.EOF):
 			return fmt.Errorf("%w: malformed JSON: empty body", errInvalid)
+		}
+		if name, ok := httpjson.UnknownField(err); ok {
+			return fmt.Errorf("%w: unknown field %q%s; the fields are %s", errInvalid, clip(name), likeField(name, v), strings.Join(jsonFields(v), ", "))
 		}
 		return fmt.Errorf("%w: malformed JSON: %w", errInvalid, err)
 	}
@@ -219,6 +228,31 @@ func clip(s string) string {
 		return s
 	}
 	return s[:n] + "..."
+}
+
+// jsonFields lists the JSON names of the fields of the struct v points
+// to, in their order.
+func jsonFields(v any) []string {
+	t := reflect.TypeOf(v).Elem()
+	names := make([]string, 0, t.NumField())
+	for f := range t.Fields() {
+		if name, _, _ := strings.Cut(f.Tag.Get("json"), ","); name != "" && name != "-" {
+			names = append(names, name)
+		}
+	}
+	return names
+}
+
+// likeField is ` (did you mean "target_url"?)` when name is one of v's
+// fields spelt another way (targetUrl, target-url), else "".
+func likeField(name string, v any) string {
+	norm := func(s string) string { return strings.ToLower(strings.NewReplacer("_", "", "-", "").Replace(s)) }
+	for _, f := range jsonFields(v) {
+		if norm(f) == norm(name) {
+			return fmt.Sprintf(" (did you mean %q?)", f)
+		}
+	}
+	return ""
 }
 
 // jsonKind names the JSON type that decodes into t ("integer" for Go's int).

@@ -175,6 +175,10 @@ func TestAPIRejectsBadInputNamingTheField(t *testing.T) {
 		{"context with a newline", with("context", "iterion\nreview"), "context"},
 		{"description with a control character", with("description", "ok\x07"), "description"},
 		{"target_url too long", with("target_url", "https://ci.example/"+strings.Repeat("u", 2048)), "target_url"},
+		// A field the body does not define is refused, not dropped: the
+		// client meant something by it.
+		{"target_url spelt targetUrl", with("targetUrl", "https://ci.example/9"), `unknown field "targetUrl" (did you mean "target_url"?)`},
+		{"an unknown field", with("state", "success"), `unknown field "state"; the fields are repo, pull, head_sha, verdict, context, description, target_url`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			f := newHTTPFixture(t)
@@ -248,6 +252,26 @@ func TestAPIRecordsTheVerdictAndOffersIt(t *testing.T) {
 	got := lanes(f.forge)
 	if got[forge.LaneAPI] == 0 || len(got) != 1 {
 		t.Errorf("forge requests by lane %v, want only lane %q: the API path charges its own lane", got, forge.LaneAPI)
+	}
+}
+
+// TestAPIStoresEveryFieldItKnows pins that refusing unknown fields keeps
+// every field the body defines: a body with all seven is stored as sent.
+func TestAPIStoresEveryFieldItKnows(t *testing.T) {
+	f := newHTTPFixture(t)
+	code, body := f.postRun(t, `{"repo": "acme/app", "pull": 12, "head_sha": "`+headSHA+`", "verdict": "failure",
+		"context": "ci/review", "description": "two findings", "target_url": "https://ci.example/9"}`)
+	if code != http.StatusCreated {
+		t.Fatalf("got %d %s, want 201: every field of the body is one the API knows", code, body)
+	}
+	runs := f.stored(t)
+	if len(runs) != 1 {
+		t.Fatalf("stored %d runs, want 1", len(runs))
+	}
+	r := runs[0]
+	if r.Repo != "acme/app" || r.Pull != 12 || r.HeadSHA != headSHA || r.Verdict != gaterun.VerdictFailure ||
+		r.Context != "ci/review" || r.Description != "two findings" || r.TargetURL != "https://ci.example/9" {
+		t.Errorf("stored %+v, want each field as sent", r)
 	}
 }
 

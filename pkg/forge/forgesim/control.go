@@ -7,8 +7,9 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
+
+	"iterion.dev/iterion/internal/httpjson"
 )
 
 // The /_sim/ control endpoints: each decodes its body strictly and calls
@@ -34,8 +35,8 @@ func decode(r *http.Request, v any) error {
 	if errors.As(err, &typeErr) {
 		return badField(typeErr.Field, "", "got a JSON "+typeErr.Value+", want "+typeErr.Type.String())
 	}
-	if field, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-		return badField(strings.Trim(field, `"`), "", "unknown field")
+	if field, ok := httpjson.UnknownField(err); ok {
+		return badField(field, "", "unknown field")
 	}
 	return badField("body", "", err.Error())
 }
