@@ -35,7 +35,13 @@ type runView struct {
 	TargetURL   string          `json:"target_url"`
 	Created     time.Time       `json:"created"` // RFC 3339
 	Updated     time.Time       `json:"updated"` // RFC 3339
-	Settled     bool            `json:"settled"`
+	// Reported is when the run's verdict was last reported
+	// (gaterun.Run.Reported), RFC 3339: a move to another installation
+	// changes Updated, not Reported. Of the unsettled runs of one commit
+	// and context, the one reported last decides the commit's status.
+	// Absent when the store keeps no report time for the run.
+	Reported time.Time `json:"reported_at,omitzero"`
+	Settled  bool      `json:"settled"`
 	// Installation is the App installation that offers the run; 0 when
 	// the server has one credential (a token or one installation).
 	Installation int64 `json:"installation"`
@@ -43,8 +49,9 @@ type runView struct {
 	// absent when it made none since it started (another replica may have).
 	LastOffer *offerRecord `json:"last_offer,omitempty"`
 	// SupersededBy, on /runs, is the pull request whose run of the same
-	// commit and context decides its status instead (it was updated
-	// later); 0 when this run decides or no run on the page supersedes it.
+	// commit and context decides its status instead (its verdict was
+	// reported later); 0 when this run decides or no run on the page
+	// supersedes it.
 	SupersededBy int `json:"-"`
 }
 
@@ -60,7 +67,7 @@ type runsList struct {
 func (s *Server) view(run gaterun.Run) runView {
 	v := runView{ID: run.ID, Host: run.Host, Repo: run.Repo, Pull: run.Pull, HeadSHA: run.HeadSHA,
 		Context: run.Context, Verdict: run.Verdict, Description: run.Description, TargetURL: run.TargetURL,
-		Created: run.Created, Updated: run.Updated, Settled: run.Settled, Installation: run.Installation}
+		Created: run.Created, Updated: run.Updated, Reported: run.Reported, Settled: run.Settled, Installation: run.Installation}
 	if rec, ok := s.seen.lastOffer(run.ID); ok {
 		v.LastOffer = &rec
 	}

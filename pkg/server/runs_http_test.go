@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -156,4 +157,88 @@ func TestRunsPageShowsUnsettledRunsAndTheirLastOffer(t *testing.T) {
 	}
 	wantAll(t, "GET /runs", body, "an unsettled run with its last offer's outcome, lane and time, and the backoff",
 		"1 unsettled run,", "acme/app#99", `class="bad"`, "unreadable</span> (api)", `title="2026-09-30T15:00:00.000Z">now</time>`, "<th>backoff</th>", "the sweeper backs off")
+}
+
+// TestRunsAPIShowsWhenEachVerdictWasReported pins reported_at on GET
+// /api/runs/{id} and GET /api/runs: the store's Reported, which decides
+// which run of a commit sets its status, not Updated, which a move to
+// another installation changes without a report. A store that keeps no
+// report time gives none, and the field is absent.
+func TestRunsAPIShowsWhenEachVerdictWasReported(t *testing.T) {
+	ctx := context.Background()
+	reported, moved := pageNow.Add(-time.Hour), pageNow.Add(-time.Minute)
+	run := gateRun(12, headSHA, "success")
+	stored := func(t *testing.T, runs gaterun.Store) gaterun.Run {
+		t.Helper()
+		if _, err := runs.Put(ctx, run, reported); err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := runs.Move(ctx, run.ID, 0, 5, moved); !ok || err != nil {
+			t.Fatalf("Move = %v, %v; want the run moved", ok, err)
+		}
+		got, err := runs.Get(ctx, run.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	// fields reads the run from both endpoints as raw JSON objects.
+	fields := func(t *testing.T, f *httpFixture) []map[string]any {
+		t.Helper()
+		var one map[string]any
+		var list struct{ Runs []map[string]any }
+		for path, v := range map[string]any{"/api/runs/" + run.ID: &one, "/api/runs?repo=acme/app": &list} {
+			code, body := f.getAPI(t, path)
+			if err := json.Unmarshal([]byte(body), v); code != http.StatusOK || err != nil {
+				t.Fatalf("GET %s = %d %s (%v), want 200 JSON", path, code, body, err)
+			}
+		}
+		if len(list.Runs) != 1 {
+			t.Fatalf("GET /api/runs listed %d runs, want 1", len(list.Runs))
+		}
+		return []map[string]any{one, list.Runs[0]}
+	}
+
+	t.Run("the store's report time", func(t *testing.T) {
+		f := newHTTPFixture(t, atPageNow)
+		want := stored(t, f.runs)
+		if !want.Reported.Equal(reported) || !want.Updated.Equal(moved) {
+			t.Fatalf("stored reported %v, updated %v; want %v and %v", want.Reported, want.Updated, reported, moved)
+		}
+		for i, v := range fields(t, f) {
+			s, _ := v["reported_at"].(string)
+			got, err := time.Parse(time.RFC3339Nano, s)
+			if err != nil || !got.Equal(want.Reported) {
+				t.Errorf("answer %d: reported_at %v, want %s (RFC 3339): the store's Reported, not Updated %s", i, v["reported_at"], want.Reported.Format(time.RFC3339Nano), want.Updated.Format(time.RFC3339Nano))
+			}
+		}
+	})
+	t.Run("no report time kept", func(t *testing.T) {
+		runs := unreportedRuns{gaterun.NewMemoryStore()}
+		f := newHTTPFixture(t, atPageNow, func(c *server.Config) { c.Runs = runs })
+		stored(t, runs)
+		for i, v := range fields(t, f) {
+			if got, ok := v["reported_at"]; ok {
+				t.Errorf("answer %d: reported_at %v, want it absent: a run with no report time has none to show", i, got)
+			}
+		}
+	})
+}
+
+// unreportedRuns is a run store that keeps no report time: its runs read
+// with a zero Reported.
+type unreportedRuns struct{ gaterun.Store }
+
+func (s unreportedRuns) Get(ctx context.Context, id string) (gaterun.Run, error) {
+	r, err := s.Store.Get(ctx, id)
+	r.Reported = time.Time{}
+	return r, err
+}
+
+func (s unreportedRuns) List(ctx context.Context, q gaterun.Query) ([]gaterun.Run, error) {
+	runs, err := s.Store.List(ctx, q)
+	for i := range runs {
+		runs[i].Reported = time.Time{}
+	}
+	return runs, err
 }
