@@ -53,7 +53,7 @@ var serveHelp = help{
 		{"stores", []string{"mongo-uri", "mongo-db", "store-timeout", "delivery-window"}},
 		{"forge", []string{"forge-url", "forge-token", "forge-token-file", "github-app-id", "github-installation-id", "github-private-key-file", "share-installation-tokens", "forge-etag-cache", "forge-timeout"}},
 		{"elected nets", []string{"sweep-interval", "sweep-time-share", "sweep-concurrency", "sweep-reserve", "board-repos", "board-interval", "sweep-shards", "installation-concurrency"}},
-		{"HTTP limits", []string{"read-header-timeout", "read-timeout", "write-timeout", "idle-timeout", "max-header-bytes", "max-run-body-bytes", "large-webhook-reads", "large-webhook-reads-per-address", "min-webhook-body-rate", "slow-body-grace"}},
+		{"HTTP limits", []string{"max-connections", "read-header-timeout", "read-timeout", "write-timeout", "idle-timeout", "max-header-bytes", "max-run-body-bytes", "large-webhook-reads", "large-webhook-reads-per-address", "min-webhook-body-rate", "slow-body-grace"}},
 		{"for measurements only, never in production", []string{"no-lease", "sweep-mode", "sweep-no-time-budget", "forge-minute", "measure-group-shards"}},
 	},
 }
@@ -154,6 +154,7 @@ func serveFlags(fs *flag.FlagSet, c *serveConfig) (envOf map[string]string) {
 	fs.DurationVar(&c.answerWithin, "webhook-answer-within", server.DefaultWebhookAnswerWithin, fmt.Sprintf("longest a webhook delivery waits for its answer, under GitHub's %v: one still being processed then is answered 202 and processed on", server.GitHubWebhookTimeout))
 	fs.DurationVar(&c.deliveryWindow, "delivery-window", delivery.DefaultWindow, "how long a processed webhook delivery is remembered (by its signed body), so its replay is not processed again, whatever its X-GitHub-Delivery")
 	d := server.DefaultLimits
+	fs.IntVar(&c.limits.MaxConnections, "max-connections", d.MaxConnections, "HTTP: connections open at once; past it a new connection waits, unanswered, until one closes")
 	fs.DurationVar(&c.limits.ReadHeaderTimeout, "read-header-timeout", d.ReadHeaderTimeout, "HTTP: deadline to read a request's headers")
 	fs.DurationVar(&c.limits.ReadTimeout, "read-timeout", d.ReadTimeout, "HTTP: deadline to read a whole request, body included")
 	fs.DurationVar(&c.limits.WriteTimeout, "write-timeout", d.WriteTimeout, "HTTP: deadline from a request's headers to the end of its answer")
@@ -363,6 +364,7 @@ func (c serveConfig) validate() []error {
 		flag string
 		v    int64
 	}{
+		{"max-connections", int64(c.limits.MaxConnections)},
 		{"read-header-timeout", int64(c.limits.ReadHeaderTimeout)}, {"read-timeout", int64(c.limits.ReadTimeout)},
 		{"write-timeout", int64(c.limits.WriteTimeout)}, {"idle-timeout", int64(c.limits.IdleTimeout)},
 		{"max-header-bytes", int64(c.limits.MaxHeaderBytes)}, {"max-run-body-bytes", c.limits.MaxRunBodyBytes},

@@ -79,6 +79,8 @@ func TestServeValidatesConfigNamingTheFlag(t *testing.T) {
 		{"forge timeout negative", append(base, "--forge-timeout", "-1s"), env(), "--forge-timeout"},
 		{"forge timeout leaves the sweep no room", append(base, "--sweep-interval", "5s", "--forge-timeout", "6s"), env(), "--forge-timeout 6s: want it under --sweep-interval 5s"},
 		{"delivery window zero", append(base, "--delivery-window", "0s"), env(), "--delivery-window"},
+		{"max connections zero", append(base, "--max-connections", "0"), env(), "--max-connections 0: want a positive value"},
+		{"max connections negative twin", base, env("ITERION_MAX_CONNECTIONS", "-1"), "--max-connections -1: want a positive value"},
 		{"read timeout zero", append(base, "--read-timeout", "0s"), env(), "--read-timeout"},
 		{"read header timeout negative", append(base, "--read-header-timeout", "-1s"), env(), "--read-header-timeout"},
 		{"idle timeout zero", append(base, "--idle-timeout", "0s"), env(), "--idle-timeout"},

@@ -456,6 +456,7 @@ func TestNewRejectsBadConfigNamingTheField(t *testing.T) {
 		{"WebhookAnswerWithin", func(c *server.Config) { c.WebhookAnswerWithin = -time.Second }},
 		// GitHub has given up by then: the answer must come before.
 		{"WebhookAnswerWithin", func(c *server.Config) { c.WebhookAnswerWithin = server.GitHubWebhookTimeout }},
+		{"MaxConnections", func(c *server.Config) { c.Limits.MaxConnections = -1 }},
 		{"LargeWebhookReadsPerAddress", func(c *server.Config) { c.Limits.LargeWebhookReadsPerAddress = -1 }},
 		{"LargeWebhookReadsPerAddress", func(c *server.Config) { c.Limits.LargeWebhookReads, c.Limits.LargeWebhookReadsPerAddress = 2, 3 }},
 		// The default of 2 slots, and 3 for one address.

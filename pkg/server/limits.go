@@ -5,15 +5,29 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"net"
 	"net/http"
 	"strconv"
 	"time"
+
+	"golang.org/x/net/netutil"
 )
 
 // Limits bound what one client can hold of the server: time on a
-// connection, header and body sizes, and large webhook bodies in flight. A
-// zero field means its value in DefaultLimits.
+// connection, connections open at once, header and body sizes, and large
+// webhook bodies in flight. A zero field means its value in DefaultLimits.
 type Limits struct {
+	// MaxConnections caps the connections open at once on the listener
+	// Run serves (or one Listener wraps), each a goroutine and its
+	// buffers: without it a client opening connections and keeping them
+	// busy grows the replica's memory until it is killed. At the cap the
+	// listener stops accepting (golang.org/x/net/netutil.LimitListener):
+	// a new connection is neither refused nor answered 503 but waits in
+	// the operating system's listen backlog until an open one closes,
+	// then is served; its client sees a slow server and may give up
+	// first. An idle keep-alive connection holds its place until
+	// IdleTimeout. http_connections_open counts the open ones.
+	MaxConnections int
 	// ReadHeaderTimeout bounds reading a request's headers.
 	ReadHeaderTimeout time.Duration
 	// ReadTimeout bounds reading a whole request, body included: a client
@@ -58,6 +72,15 @@ type Limits struct {
 
 // DefaultLimits are the limits a zero Limits field takes.
 var DefaultLimits = Limits{
+	// Ordinary use opens tens of connections at a busy moment: webhook
+	// deliveries, each answered within WebhookAnswerWithin; the API's
+	// clients; a scrape per Prometheus interval; probes every few
+	// seconds; a browser's few per page viewer; a proxy's pooled
+	// keep-alive ones. 1024 is far above that, and bounds the memory
+	// connections can hold: about 10 KiB each idle, and each reading a
+	// header block can hold up to MaxHeaderBytes (64 KiB), 64 MiB in
+	// all, a quarter of deploy/kubernetes's 256 MiB limit.
+	MaxConnections:    1024,
 	ReadHeaderTimeout: 5 * time.Second,
 	ReadTimeout:       20 * time.Second,
 	WriteTimeout:      30 * time.Second,
@@ -107,6 +130,8 @@ func (l Limits) withDefaults() (Limits, error) {
 		}
 	}
 	switch {
+	case l.MaxConnections < 0:
+		return l, fmt.Errorf("%w: Limits.MaxConnections %d is negative", ErrConfig, l.MaxConnections)
 	case l.MaxHeaderBytes < 0:
 		return l, fmt.Errorf("%w: Limits.MaxHeaderBytes %d is negative", ErrConfig, l.MaxHeaderBytes)
 	case l.MaxRunBodyBytes < 0:
@@ -120,6 +145,9 @@ func (l Limits) withDefaults() (Limits, error) {
 	}
 	if l.MinWebhookBodyRate == 0 {
 		l.MinWebhookBodyRate = d.MinWebhookBodyRate
+	}
+	if l.MaxConnections == 0 {
+		l.MaxConnections = d.MaxConnections
 	}
 	if l.MaxHeaderBytes == 0 {
 		l.MaxHeaderBytes = d.MaxHeaderBytes
@@ -140,8 +168,10 @@ func (l Limits) withDefaults() (Limits, error) {
 }
 
 // HTTPServer returns a new http.Server that serves Handler with the
-// configured Limits; Run serves one. Use it to serve the API yourself
-// (TLS, another listener) with the same limits.
+// configured Limits, counting its open connections in
+// http_connections_open; Run serves one. Use it to serve the API yourself
+// (TLS, another listener) with the same limits: serve it on Listener(ln)
+// for the connection cap, which is the listener's, not the http.Server's.
 func (s *Server) HTTPServer() *http.Server {
 	l := s.cfg.Limits
 	return &http.Server{
@@ -152,6 +182,27 @@ func (s *Server) HTTPServer() *http.Server {
 		IdleTimeout:       l.IdleTimeout,
 		MaxHeaderBytes:    l.MaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		ConnState:         s.countConn,
+	}
+}
+
+// Listener returns ln accepting at most Limits.MaxConnections connections
+// open at once (netutil.LimitListener): past the cap its Accept waits
+// until one of them closes. Run serves through it; each call caps its
+// listener on its own.
+func (s *Server) Listener(ln net.Listener) net.Listener {
+	return netutil.LimitListener(ln, s.cfg.Limits.MaxConnections)
+}
+
+// countConn counts a connection of an HTTPServer in http_connections_open
+// from its accept to its close (or its hijack, past which the http.Server
+// no longer reports it).
+func (s *Server) countConn(_ net.Conn, state http.ConnState) {
+	switch state {
+	case http.StateNew:
+		s.conns.Inc()
+	case http.StateClosed, http.StateHijacked:
+		s.conns.Dec()
 	}
 }
 

@@ -153,8 +153,8 @@ type Config struct {
 	// DeliveryWindow is how long a delivery is remembered; 0 means
 	// delivery.DefaultWindow.
 	DeliveryWindow time.Duration
-	// Limits bound the HTTP server (timeouts, header and body sizes); a
-	// zero field means its DefaultLimits value.
+	// Limits bound the HTTP server (timeouts, connections open at once,
+	// header and body sizes); a zero field means its DefaultLimits value.
 	Limits Limits
 	// ShutdownTimeout bounds the wait for in-flight requests, and for the
 	// webhook deliveries still being processed after their answer, when
@@ -196,6 +196,9 @@ type Server struct {
 	leases  *leaseprom.Metrics
 	health  *lease.Health
 	offers  *prometheus.CounterVec
+	// conns counts the open connections of this replica's HTTPServers
+	// (http_connections_open).
+	conns prometheus.Gauge
 	// deliveries counts webhook deliveries by outcome; work processes the
 	// claimed ones (webhook_answer.go).
 	deliveries *prometheus.CounterVec
@@ -381,6 +384,10 @@ func NewForComparison(cfg Config, cmp Comparison) (*Server, error) {
 			Name: "gate_offers_total",
 			Help: "Offers of gating runs, by lane (who offered) and outcome.",
 		}, []string{"lane", "outcome"}),
+		conns: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "http_connections_open",
+			Help: "HTTP connections open on this replica's HTTP server, from accept to close; at http_connections_max new connections wait unserved until one closes.",
+		}),
 		deliveries: newDeliveryOutcomes(),
 		unrecorded: newDeliveriesUnrecorded(),
 		work:       newDeliveryWork(),
@@ -409,7 +416,12 @@ func NewForComparison(cfg Config, cmp Comparison) (*Server, error) {
 	for _, w := range []string{windowShallow, windowDeep} {
 		behindPasses.WithLabelValues(w) // both series from the start, so a rate over them is 0, not absent
 	}
-	collectors := []prometheus.Collector{s.offers, s.deliveries, s.unrecorded, backingOff, behind, behindPasses}
+	maxConns := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "http_connections_max",
+		Help: "The cap on HTTP connections open at once on the listener this replica serves (Limits.MaxConnections, --max-connections).",
+	})
+	maxConns.Set(float64(cfg.Limits.MaxConnections))
+	collectors := []prometheus.Collector{s.offers, s.conns, maxConns, s.deliveries, s.unrecorded, backingOff, behind, behindPasses}
 	var rehomed prometheus.Counter
 	if cfg.App != nil {
 		rehomed = prometheus.NewCounter(prometheus.CounterOpts{
@@ -456,8 +468,10 @@ func NewForComparison(cfg Config, cmp Comparison) (*Server, error) {
 // Owner is this replica's identity in the lease store.
 func (s *Server) Owner() string { return s.cfg.Owner }
 
-// Run serves HTTP on ln (when ln is not nil) and runs the elected nets until
-// ctx is done, then shuts down in order: it stops taking requests (waiting
+// Run serves HTTP on ln (when ln is not nil), at most
+// Limits.MaxConnections connections at once (Listener), and runs the
+// elected nets until ctx is done, then shuts down in order: it stops
+// taking requests (waiting
 // up to ShutdownTimeout for those in flight, and within the same deadline
 // for the webhook deliveries still being processed after their answer,
 // cancelling those left, whose claims lapse), ends the nets' terms and
@@ -482,7 +496,8 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	served := make(chan error, 1)
 	if ln != nil {
 		srv = s.HTTPServer()
-		go func() { served <- srv.Serve(ln) }()
+		limited := s.Listener(ln)
+		go func() { served <- srv.Serve(limited) }()
 		s.log.Info("listening", "addr", ln.Addr().String())
 	}
 	var err error
