@@ -180,6 +180,24 @@ load 1m
   lease_store_call_duration_seconds_count{op="renew", instance="a"} 0+1x20
 `, 15 * time.Minute}},
 }, {
+	alert: "IterionConnectionsAtCap",
+	fires: fixture{"replica a has held all 1024 connections from 2m on; judged at 5m, past the rule's `for`", `
+load 1m
+  http_connections_open{instance="a"} 40 40 1024x20
+  http_connections_max{instance="a"} 1024x22
+  http_connections_open{instance="b"} 40x22
+  http_connections_max{instance="b"} 1024x22
+`, 5 * time.Minute},
+	healthy: []fixture{{"a busy replica, 1000 open, still under its cap", `
+load 1m
+  http_connections_open{instance="a"} 1000x20
+  http_connections_max{instance="a"} 1024x20
+`, 10 * time.Minute}, {"a burst at the cap for one minute, then back to tens", `
+load 1m
+  http_connections_open{instance="a"} 40 1024 40x20
+  http_connections_max{instance="a"} 1024x22
+`, 10 * time.Minute}},
+}, {
 	alert: "IterionWebhookFailedAfterAnswer",
 	fires: fixture{"replica a answered a slow delivery 202 at 10m, and its runs lookup then failed", `
 load 1m
