@@ -52,7 +52,7 @@ var serveHelp = help{
 		{"server", []string{"listen", "api-token", "api-token-file", "pages-token", "pages-token-file", "public-pages", "webhook-secret", "webhook-secret-file", "webhook-answer-within", "log-format", "log-level"}},
 		{"stores", []string{"mongo-uri", "mongo-db", "store-timeout", "delivery-window"}},
 		{"forge", []string{"forge-url", "forge-token", "forge-token-file", "github-app-id", "github-installation-id", "github-private-key-file", "share-installation-tokens", "forge-etag-cache", "forge-timeout"}},
-		{"elected nets", []string{"sweep-interval", "sweep-time-share", "sweep-concurrency", "sweep-reserve", "board-repos", "board-interval", "sweep-shards", "installation-concurrency"}},
+		{"elected nets", []string{"sweep-interval", "sweep-time-share", "sweep-concurrency", "sweep-reserve", "board-repos", "board-interval", "board-full-sync-every", "sweep-shards", "installation-concurrency"}},
 		{"HTTP limits", []string{"max-connections", "read-header-timeout", "read-timeout", "write-timeout", "idle-timeout", "max-header-bytes", "max-run-body-bytes", "large-webhook-reads", "large-webhook-reads-per-address", "min-webhook-body-rate", "slow-body-grace"}},
 		{"for measurements only, never in production", []string{"no-lease", "sweep-mode", "sweep-no-time-budget", "forge-minute", "measure-group-shards"}},
 	},
@@ -80,6 +80,7 @@ type serveConfig struct {
 	sweepInterval  time.Duration
 	boardRepos     []string
 	boardInterval  time.Duration
+	boardFullEvery time.Duration
 	sweepShards    int
 	instConc       int
 	timeShare      float64
@@ -137,6 +138,7 @@ func serveFlags(fs *flag.FlagSet, c *serveConfig) (envOf map[string]string) {
 		return nil
 	})
 	fs.DurationVar(&c.boardInterval, "board-interval", board.DefaultInterval, "forge board sync interval; its lease's TTL is 3 intervals, its retry 1")
+	fs.DurationVar(&c.boardFullEvery, "board-full-sync-every", board.DefaultFullEvery, "how long a board repository goes between two full syncs, which list every issue and read each stored card the list no longer shows (one request each) to remove the cards of deleted and transferred issues; at least --board-interval. Each term's first pass is a full sync too")
 	fs.IntVar(&c.sweepShards, "sweep-shards", server.DefaultSweepShards, "App mode: shards of the lease groups merge-gate-sweeper and forge-board-sync; an installation is swept on shard server.InstallationShard(id, shards)")
 	fs.IntVar(&c.instConc, "installation-concurrency", server.DefaultInstallationConcurrency, "App mode: installations one shard term sweeps at once (each installation's passes run one at a time)")
 	fs.BoolVar(&c.noLease, "no-lease", false, "run every elected net on this replica without a lease (the forge cost scales with replicas)")
@@ -331,6 +333,9 @@ func (c serveConfig) validate() []error {
 	if c.boardInterval < lease.MinTTL {
 		add("--board-interval %v: want at least %v", c.boardInterval, lease.MinTTL)
 	}
+	if c.boardFullEvery < c.boardInterval {
+		add("--board-full-sync-every %v: want at least --board-interval, %v (every pass is then a full sync)", c.boardFullEvery, c.boardInterval)
+	}
 	if c.measureShards < 0 {
 		add("--measure-group-shards %d: want 0 or more", c.measureShards)
 	}
@@ -514,7 +519,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 		SweepShards: c.sweepShards, InstallationConcurrency: c.instConc,
 		APIToken: c.apiToken, PagesToken: c.pagesToken, PublicPages: c.publicPages, WebhookSecret: c.webhookSecret,
 		SweepInterval: c.sweepInterval, SweepTimeShare: c.timeShare, SweepConcurrency: c.sweepConc, ForgeMinute: c.forgeMinute,
-		Board: cards, BoardRepos: c.boardRepos, BoardInterval: c.boardInterval,
+		Board: cards, BoardRepos: c.boardRepos, BoardInterval: c.boardInterval, BoardFullEvery: c.boardFullEvery,
 		StoreTimeout: c.storeTimeout, WebhookAnswerWithin: c.answerWithin, Deliveries: deliveries, DeliveryWindow: c.deliveryWindow, Limits: c.limits,
 		Logger: logger, Registry: reg, Owner: owner,
 	}, server.Comparison{NoLease: c.noLease, SweepMode: server.SweepMode(c.sweepMode), NoSweepTimeBudget: c.noTimeBudget, MeasureGroupShards: c.measureShards})
@@ -527,7 +532,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	}
 	logger.Info("iterion serve", "owner", srv.Owner(), "forge_host", c.forgeHost(),
 		"sweep_interval", c.sweepInterval.String(), "board_repos", strings.Join(c.boardRepos, ","),
-		"board_interval", c.boardInterval.String(), "app_mode", c.appMode(), "sweep_shards", c.sweepShards,
+		"board_interval", c.boardInterval.String(), "board_full_sync_every", c.boardFullEvery.String(), "app_mode", c.appMode(), "sweep_shards", c.sweepShards,
 		"installation_concurrency", c.instConc, "sweep_time_share", c.timeShare, "sweep_concurrency", c.sweepConc, "sweep_reserve", c.sweepReserve, "forge_minute", c.forgeMinute.String(), "public_pages", c.publicPages, "forge_timeout", c.forgeRequestTimeout().String(), "no_lease", c.noLease, "mongo", c.mongoURI != "",
 		"shared_installation_tokens", tokens != nil)
 	return srv.Run(ctx, ln)

@@ -27,6 +27,10 @@ func TestServeBoardFlags(t *testing.T) {
 		{"board repo without owner", append(base, "--board-repos", "acme/app,lib"), env(), `--board-repos entry "lib"`},
 		{"board repo with a path", append(base, "--board-repos", "acme/app/x"), env(), `--board-repos entry "acme/app/x"`},
 		{"env twin bad interval", base, env("ITERION_BOARD_INTERVAL", "hourly"), "ITERION_BOARD_INTERVAL"},
+		{"full sync period zero", append(base, "--board-full-sync-every", "0s"), env(), "--board-full-sync-every 0s: want at least --board-interval"},
+		{"full sync period negative", append(base, "--board-full-sync-every", "-1h"), env(), "--board-full-sync-every -1h0m0s"},
+		{"full sync period under the interval", append(base, "--board-interval", "10m", "--board-full-sync-every", "5m"), env(), "--board-full-sync-every 5m0s: want at least --board-interval, 10m0s"},
+		{"env twin bad full sync period", base, env("ITERION_BOARD_FULL_SYNC_EVERY", "daily"), "ITERION_BOARD_FULL_SYNC_EVERY"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if _, err := parseServe(c.args, c.env, io.Discard); err == nil || !strings.Contains(err.Error(), c.want) {
@@ -34,13 +38,13 @@ func TestServeBoardFlags(t *testing.T) {
 			}
 		})
 	}
-	c, err := parseServe(base, env("ITERION_BOARD_REPOS", " acme/app, acme/lib ,", "ITERION_BOARD_INTERVAL", "2m"), io.Discard)
-	if err != nil || !slices.Equal(c.boardRepos, []string{"acme/app", "acme/lib"}) || c.boardInterval != 2*time.Minute {
-		t.Errorf("from the environment: got repos %q interval %v (%v), want [acme/app acme/lib] and 2m: ITERION_BOARD_REPOS and ITERION_BOARD_INTERVAL are the flags' twins", c.boardRepos, c.boardInterval, err)
+	c, err := parseServe(base, env("ITERION_BOARD_REPOS", " acme/app, acme/lib ,", "ITERION_BOARD_INTERVAL", "2m", "ITERION_BOARD_FULL_SYNC_EVERY", "6h"), io.Discard)
+	if err != nil || !slices.Equal(c.boardRepos, []string{"acme/app", "acme/lib"}) || c.boardInterval != 2*time.Minute || c.boardFullEvery != 6*time.Hour {
+		t.Errorf("from the environment: got repos %q interval %v full sync every %v (%v), want [acme/app acme/lib], 2m and 6h: ITERION_BOARD_REPOS, ITERION_BOARD_INTERVAL and ITERION_BOARD_FULL_SYNC_EVERY are the flags' twins", c.boardRepos, c.boardInterval, c.boardFullEvery, err)
 	}
 	c, err = parseServe(base, env(), io.Discard)
-	if err != nil || c.boardRepos != nil || c.boardInterval != board.DefaultInterval {
-		t.Errorf("defaults: got repos %q interval %v (%v), want none and %v: no repositories, no board", c.boardRepos, c.boardInterval, err, board.DefaultInterval)
+	if err != nil || c.boardRepos != nil || c.boardInterval != board.DefaultInterval || c.boardFullEvery != board.DefaultFullEvery {
+		t.Errorf("defaults: got repos %q interval %v full sync every %v (%v), want none, %v and %v: no repositories, no board", c.boardRepos, c.boardInterval, c.boardFullEvery, err, board.DefaultInterval, board.DefaultFullEvery)
 	}
 }
 

@@ -31,7 +31,7 @@ func (s *Server) buildBoard(boardInterval time.Duration) error {
 	}
 	bs, err := board.NewSync(board.Config{
 		Store: s.cfg.Board, Forge: s.cfg.Forge, Host: s.cfg.ForgeHost, Repos: s.cfg.BoardRepos,
-		Interval: s.cfg.BoardInterval, Owner: s.cfg.Owner, Now: s.cfg.Now, Logger: s.cfg.Logger, // NewSync adds the owner
+		Interval: s.cfg.BoardInterval, FullEvery: s.cfg.BoardFullEvery, Owner: s.cfg.Owner, Now: s.cfg.Now, Logger: s.cfg.Logger, // NewSync adds the owner
 		OnPass: s.passes.boardPass(s.cfg.Now, s.boardPassed), Watchdog: s.watchdog(ForgeBoardSync(), boardInterval),
 	})
 	if err != nil {

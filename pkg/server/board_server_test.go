@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -231,6 +232,7 @@ func TestNewRejectsBadBoardConfigNamingTheField(t *testing.T) {
 			mod   func(*server.Config)
 		}{
 			{"BoardInterval", func(c *server.Config) { c.BoardInterval = -time.Second }},
+			{"BoardFullEvery -1s", func(c *server.Config) { c.BoardFullEvery = -time.Second }},
 			{`BoardRepos entry "nope"`, func(c *server.Config) { c.BoardRepos = []string{"nope"} }},
 			{`BoardRepos entry "acme/app" names the repository of entry "acme/app"`, func(c *server.Config) { c.BoardRepos = []string{"acme/app", "acme/lib", "acme/app"} }},
 			{`BoardRepos entry "Acme/App" names the repository of entry "acme/app"`, func(c *server.Config) { c.BoardRepos = []string{"acme/app", "Acme/App"} }},
@@ -299,4 +301,53 @@ func boardSyncLine(h http.Handler) (code int, line string) {
 		}
 	}
 	return rec.Code, line
+}
+
+// TestBoardFullEveryReachesEverySync pins Config.BoardFullEvery's wiring
+// in token and App mode alike: the board sync, under one lease or one per
+// installation, lists a repository in full again once BoardFullEvery has
+// passed since its last full sync, not board.DefaultFullEvery (a day).
+func TestBoardFullEveryReachesEverySync(t *testing.T) {
+	for _, mode := range []struct {
+		name  string
+		start func(t *testing.T, mod func(*server.Config)) *cluster
+		repo  string
+	}{
+		{"token", func(t *testing.T, mod func(*server.Config)) *cluster {
+			c, next := newCluster(t, 0)
+			seedIssues(t, "acme/app#1")(c.sim)
+			startReplicas(t, c, next, 1, time.Hour, mod)
+			return c
+		}, "acme/app"},
+		{"App", func(t *testing.T, mod func(*server.Config)) *cluster {
+			c, next := newAppCluster(t, 1, false)
+			seedIssues(t, "org-1/repo-1#5")(c.sim) // newAppCluster opens pull request 1 there
+			startAppReplicas(t, c, next, 1, time.Hour, 1, mod)
+			return c
+		}, "org-1/repo-1"},
+	} {
+		t.Run(mode.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				passes := make(chan board.Pass, 100)
+				c := mode.start(t, func(cfg *server.Config) {
+					cfg.Board, cfg.BoardRepos, cfg.BoardInterval = board.NewMemoryStore(), []string{mode.repo}, time.Minute
+					cfg.BoardFullEvery = 3 * time.Minute
+					cfg.OnBoardPass = func(p board.Pass) { passes <- p }
+				})
+				time.Sleep(8*time.Minute + time.Second)
+				synctest.Wait()
+				c.stopAll()
+				close(passes)
+				var fulls []int
+				for p := range passes {
+					if p.Term == 1 && len(p.Repos) == 1 && p.Repos[0].Err == nil && p.Repos[0].Since.IsZero() {
+						fulls = append(fulls, p.Pass)
+					}
+				}
+				if want := []int{1, 4, 7}; !slices.Equal(fulls[:min(3, len(fulls))], want) {
+					t.Errorf("full syncs of %s: passes %v, want %v first: BoardFullEvery (three intervals) is the sync's full-sync period", mode.repo, fulls, want)
+				}
+			})
+		})
+	}
 }

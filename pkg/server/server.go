@@ -129,6 +129,11 @@ type Config struct {
 	// BoardInterval is the board sync's interval; 0 means
 	// board.DefaultInterval. Its lease TTL and retry derive from it.
 	BoardInterval time.Duration
+	// BoardFullEvery is how long a board repository goes between two full
+	// syncs (board.Config.FullEvery), each of which reads every stored card
+	// the issue list no longer shows, one request each; 0 means
+	// board.DefaultFullEvery.
+	BoardFullEvery time.Duration
 	// OfferTimeout bounds the offers of one API or webhook request;
 	// 0 means 10 seconds.
 	OfferTimeout time.Duration
@@ -300,6 +305,8 @@ func NewForComparison(cfg Config, cmp Comparison) (*Server, error) {
 		return nil, fmt.Errorf("%w: BoardInterval %v is negative", ErrConfig, cfg.BoardInterval)
 	case cfg.BoardInterval > 0 && cfg.BoardInterval < lease.MinTTL:
 		return nil, fmt.Errorf("%w: BoardInterval %v is under %v", ErrConfig, cfg.BoardInterval, lease.MinTTL)
+	case cfg.BoardFullEvery < 0:
+		return nil, fmt.Errorf("%w: BoardFullEvery %v is negative", ErrConfig, cfg.BoardFullEvery)
 	case cmp.SweepMode != "" && cmp.SweepMode != SweepBatch && cmp.SweepMode != SweepREST:
 		return nil, fmt.Errorf("%w: Comparison.SweepMode %q is not %q or %q", ErrConfig, cmp.SweepMode, SweepBatch, SweepREST)
 	case cmp.MeasureGroupShards < 0:

@@ -1,6 +1,6 @@
 // The board's webhook: an issues event that takes an issue away from a
 // board repository removes its card at once, rather than at the next full
-// sync, up to board.DefaultFullEvery later.
+// sync, up to Config.BoardFullEvery later.
 
 package server
 
