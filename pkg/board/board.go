@@ -179,10 +179,11 @@ var ErrMalformed = errors.New("board: malformed card document")
 type Store interface {
 	// Put stores c unless the store keeps a card with the same ID updated
 	// later: an older read of an issue (a replica overlapping its
-	// successor, say) never overwrites a newer one. changed reports whether
-	// the stored card changed: it was new, or a field differs. A card that
-	// fails Validate is refused with an error wrapping ErrInvalid, and
-	// nothing is written.
+	// successor, say) never overwrites a newer one. Nor does a read of a
+	// removed card's issue from before its removal (see Remove). changed
+	// reports whether the stored card changed: it was new, or a field
+	// differs. A card that fails Validate is refused with an error
+	// wrapping ErrInvalid, and nothing is written.
 	Put(ctx context.Context, c Card) (changed bool, err error)
 	// Cards returns at most q.Limit cards that match q, most recently
 	// updated first (ties by ID). A q.Limit under 1 or an unknown q.State
@@ -190,10 +191,57 @@ type Store interface {
 	Cards(ctx context.Context, q Query) ([]Card, error)
 	// Remove deletes the card of issue number of repo on host (the repo
 	// compared without regard to case, as CardID keys it), for an issue
-	// the forge no longer has there; removed reports whether there was
-	// one. A host, repo or number Validate would refuse is refused with an
-	// error wrapping ErrInvalid.
-	Remove(ctx context.Context, host, repo string, number int) (removed bool, err error)
+	// the forge no longer has there since gone (on the forge's clock, or
+	// any instant after: not before the issue's last update), and leaves
+	// its tombstone: a later Put of that card updated at or before gone,
+	// or before the card removed, changes nothing, so a sync pass that
+	// read the issue before it went cannot put its card back after the
+	// removal. A card updated later is stored again. removed reports
+	// whether there was a card; the tombstone is left either way, as the
+	// racing pass may not have stored it yet. Each Remove drops the
+	// tombstones whose gone is more than TombstoneTTL before its own, and
+	// only those, so they never outnumber the removals of one
+	// TombstoneTTL. A host, repo or number Validate would refuse, or a
+	// zero gone, is refused with an error wrapping ErrInvalid.
+	Remove(ctx context.Context, host, repo string, number int, gone time.Time) (removed bool, err error)
+}
+
+// TombstoneTTL is how long a store keeps a removed card's tombstone
+// (Store.Remove), counted from the removal's gone. It need only outlive the
+// sync passes in flight when the card was removed, each bounded by the
+// sync's interval, and a lease term overlapping its successor's; a day is
+// far more than either, and as long as a full sync's default period
+// (DefaultFullEvery), which would remove a card put back anyway.
+const TombstoneTTL = 24 * time.Hour
+
+// tombstone is what a store keeps of a removed card: when the forge
+// removed the issue, and the earliest Updated a Put of its card must have
+// to be stored (after gone, and not before the card removed).
+type tombstone struct {
+	gone, bar time.Time
+}
+
+// newTombstone is the tombstone of a removal at gone (stamped), of a card
+// updated at removed (zero: no card) and whose earlier tombstone was old
+// (zero: none): the later of the three bars, and the later gone.
+func newTombstone(gone, removed time.Time, old tombstone) tombstone {
+	bar := gone.Add(time.Millisecond) // the stores' precision: updated at gone is not after it
+	return tombstone{gone: laterOf(gone, old.gone), bar: laterOf(laterOf(bar, removed), old.bar)}
+}
+
+func laterOf(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// checkGone reports a zero gone as an error wrapping ErrInvalid.
+func checkGone(gone time.Time) error {
+	if gone.IsZero() {
+		return fmt.Errorf("%w: gone %v is zero", ErrInvalid, gone)
+	}
+	return nil
 }
 
 // MemoryStore is the in-memory Store twin, for a single process
@@ -202,6 +250,7 @@ type Store interface {
 type MemoryStore struct {
 	mu    sync.Mutex
 	cards map[string]Card
+	tombs map[string]tombstone // by Card.ID
 }
 
 var _ Store = (*MemoryStore)(nil)
@@ -222,6 +271,12 @@ func (s *MemoryStore) Put(ctx context.Context, c Card) (bool, error) {
 	defer s.mu.Unlock()
 	if s.cards == nil {
 		s.cards = make(map[string]Card)
+	}
+	if t, ok := s.tombs[c.ID()]; ok {
+		if c.Updated.Before(t.bar) {
+			return false, nil
+		}
+		delete(s.tombs, c.ID())
 	}
 	old, ok := s.cards[c.ID()]
 	if ok && (old.Updated.After(c.Updated) || sameCard(old, c)) {
@@ -252,17 +307,30 @@ func (s *MemoryStore) Cards(ctx context.Context, q Query) ([]Card, error) {
 }
 
 // Remove implements Store.
-func (s *MemoryStore) Remove(ctx context.Context, host, repo string, number int) (bool, error) {
+func (s *MemoryStore) Remove(ctx context.Context, host, repo string, number int, gone time.Time) (bool, error) {
 	if err := ctx.Err(); err != nil {
 		return false, fmt.Errorf("board: remove card: %w", err)
 	}
 	if err := checkKey(host, repo, number); err != nil {
 		return false, err
 	}
+	if err := checkGone(gone); err != nil {
+		return false, err
+	}
+	gone = mongostore.Stamp(gone)
 	id := CardID(host, repo, number)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	_, ok := s.cards[id]
+	if s.tombs == nil {
+		s.tombs = make(map[string]tombstone)
+	}
+	for tid, t := range s.tombs {
+		if t.gone.Before(gone.Add(-TombstoneTTL)) {
+			delete(s.tombs, tid)
+		}
+	}
+	c, ok := s.cards[id]
+	s.tombs[id] = newTombstone(gone, c.Updated, s.tombs[id])
 	delete(s.cards, id)
 	return ok, nil
 }

@@ -2,6 +2,7 @@ package board
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"slices"
@@ -19,7 +20,11 @@ const Collection = "board_cards"
 
 // MongoStore is the MongoDB Store twin: collection board_cards,
 // one document per card, _id its Card.ID (the repository lower-cased),
-// repo the name as last put (shown). It is safe for concurrent use.
+// repo the name as last put (shown). A removed card's document becomes its
+// tombstone (Store.Remove): its key, gone_at, and updated_at the bar a Put
+// must reach, so Put's one conditional upsert refuses an older read of a
+// removed card as it refuses one of a stored card. It is safe for
+// concurrent use.
 type MongoStore struct {
 	coll *mongo.Collection
 }
@@ -39,7 +44,15 @@ type cardDoc struct {
 	PullRequest bool      `bson:"pull_request"`
 	URL         string    `bson:"url"`
 	Updated     time.Time `bson:"updated_at"`
+	// Gone is set, a date, on a tombstone only, which has no other field
+	// than the key's and updated_at.
+	Gone time.Time `bson:"gone_at"`
 }
+
+// notTombstone matches the card documents: those whose gone_at is not a
+// date. A gone_at of another type is not a tombstone's, so such a document
+// is read, and reported malformed, rather than passed over.
+var notTombstone = bson.E{Key: "gone_at", Value: bson.D{{Key: "$not", Value: bson.D{{Key: "$type", Value: "date"}}}}}
 
 // NewMongoStore returns a MongoStore on db's board_cards
 // collection, after creating the indexes its queries use (an existing index
@@ -53,6 +66,10 @@ func NewMongoStore(ctx context.Context, db *mongo.Database) (*MongoStore, error)
 			Options: options.Index().SetName("by_updated")},
 		{Keys: bson.D{{Key: "host", Value: 1}, {Key: "repo", Value: 1}, {Key: "updated_at", Value: -1}, {Key: "_id", Value: 1}},
 			Options: options.Index().SetName("repo_by_updated")},
+		// Remove's drop of expired tombstones. Sparse: the cards, which have
+		// no gone_at, are not in it
+		// (https://www.mongodb.com/docs/manual/core/index-sparse/).
+		{Keys: bson.D{{Key: "gone_at", Value: 1}}, Options: options.Index().SetName("tombstones_by_gone").SetSparse(true)},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("board: create %s indexes: %w", Collection, err)
@@ -109,7 +126,8 @@ func (s *MongoStore) migrateLegacyIDs(ctx context.Context) error {
 }
 
 // Put implements Store in one conditional upsert: it matches the
-// card's document only when that is not newer, so a newer document makes
+// card's document (or tombstone) only when that is not newer (its updated_at
+// is a tombstone's bar), so a newer document makes
 // the upsert's insert collide on _id, which is the refusal. Only then, or
 // when two first puts race, does it read the document back.
 func (s *MongoStore) Put(ctx context.Context, c Card) (bool, error) {
@@ -125,7 +143,7 @@ func (s *MongoStore) Put(ctx context.Context, c Card) (bool, error) {
 		{Key: "labels", Value: nonNil(c.Labels)}, {Key: "assignees", Value: nonNil(c.Assignees)},
 		{Key: "pull_request", Value: c.PullRequest}, {Key: "url", Value: c.URL},
 		{Key: "updated_at", Value: c.Updated},
-	}}}
+	}}, {Key: "$unset", Value: bson.D{{Key: "gone_at", Value: ""}}}}
 	opts := options.UpdateOne().SetUpsert(true)
 	// Two attempts: a duplicate key is either a newer card (refused) or a
 	// first put that raced ours and stored an older one (try again).
@@ -141,11 +159,11 @@ func (s *MongoStore) Put(ctx context.Context, c Card) (bool, error) {
 		if err != nil {
 			return false, fmt.Errorf("board: put card %q: read back: %w", id, err)
 		}
-		stored, err := decodeCard(raw)
+		bar, err := storedBar(raw)
 		if err != nil {
 			return false, err
 		}
-		if stored.Updated.After(c.Updated) {
+		if bar.After(c.Updated) {
 			return false, nil
 		}
 	}
@@ -167,7 +185,7 @@ func (s *MongoStore) Cards(ctx context.Context, q Query) ([]Card, error) {
 	if err := q.check(); err != nil {
 		return nil, err
 	}
-	filter := bson.D{}
+	filter := bson.D{notTombstone}
 	for _, f := range []struct{ key, value string }{{"host", q.Host}, {"state", q.State}} {
 		if f.value != "" {
 			filter = append(filter, bson.E{Key: f.key, Value: f.value})
@@ -214,21 +232,80 @@ func decodeCard(raw bson.Raw) (Card, error) {
 	if c.ID() != d.ID && legacyCardID(c.Host, c.Repo, c.Number) != d.ID {
 		return Card{}, fmt.Errorf("%w: _id %q is not its card's id %q", ErrMalformed, d.ID, c.ID())
 	}
+	if !d.Gone.IsZero() {
+		return Card{}, fmt.Errorf("%w: _id %q is a tombstone, not a card", ErrMalformed, d.ID)
+	}
 	return c, nil
 }
 
-// Remove implements Store. It deletes the card's legacy document too (the
-// repository as given), which a replica of an earlier release may have
-// written meanwhile.
-func (s *MongoStore) Remove(ctx context.Context, host, repo string, number int) (bool, error) {
+// storedBar is the earliest Updated a Put over the board_cards document
+// raw may store: a card's updated time, or a tombstone's bar. A document of
+// the wrong shape, card or tombstone, is an ErrMalformed error.
+func storedBar(raw bson.Raw) (time.Time, error) {
+	var d cardDoc
+	if err := mongostore.Unmarshal(raw, &d); err != nil {
+		return time.Time{}, fmt.Errorf("%w: _id %v: %w", ErrMalformed, raw.Lookup("_id"), err)
+	}
+	if d.Gone.IsZero() {
+		c, err := decodeCard(raw)
+		return c.Updated, err
+	}
+	if err := checkKey(d.Host, d.Repo, d.Number); err != nil {
+		return time.Time{}, fmt.Errorf("%w: tombstone _id %q: %w", ErrMalformed, d.ID, err)
+	}
+	if d.Updated.IsZero() || CardID(d.Host, d.Repo, d.Number) != d.ID {
+		return time.Time{}, fmt.Errorf("%w: tombstone _id %q: updated_at %v or key %q wrong", ErrMalformed, d.ID, d.Updated, CardID(d.Host, d.Repo, d.Number))
+	}
+	return d.Updated.UTC(), nil
+}
+
+// Remove implements Store in one upsert that turns the card's document
+// into its tombstone ($max keeps the later of the card's updated_at, an
+// earlier tombstone's bar and this one's, and the later gone:
+// https://www.mongodb.com/docs/manual/reference/operator/update/max/), then
+// deletes the card's legacy document (the repository as given), which a
+// replica of an earlier release may have written meanwhile, and the
+// tombstones more than TombstoneTTL older than gone.
+func (s *MongoStore) Remove(ctx context.Context, host, repo string, number int, gone time.Time) (bool, error) {
 	if err := checkKey(host, repo, number); err != nil {
 		return false, err
 	}
-	id := CardID(host, repo, number)
-	ids := bson.A{id, legacyCardID(host, repo, number)}
-	res, err := s.coll.DeleteMany(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}})
-	if err != nil {
-		return false, fmt.Errorf("board: remove card %q: %w", id, err)
+	if err := checkGone(gone); err != nil {
+		return false, err
 	}
-	return res.DeletedCount > 0, nil
+	gone = mongostore.Stamp(gone)
+	id := CardID(host, repo, number)
+	t := newTombstone(gone, time.Time{}, tombstone{})
+	update := bson.D{
+		{Key: "$set", Value: bson.D{{Key: "host", Value: host}, {Key: "repo", Value: repo}, {Key: "number", Value: number}}},
+		{Key: "$max", Value: bson.D{{Key: "updated_at", Value: t.bar}, {Key: "gone_at", Value: t.gone}}},
+		{Key: "$unset", Value: bson.D{{Key: "title", Value: ""}, {Key: "state", Value: ""}, {Key: "labels", Value: ""},
+			{Key: "assignees", Value: ""}, {Key: "pull_request", Value: ""}, {Key: "url", Value: ""}}},
+	}
+	opts := options.FindOneAndUpdate().SetUpsert(true).SetReturnDocument(options.Before)
+	var before struct {
+		Gone any `bson:"gone_at"`
+	}
+	removed := true
+	err := s.coll.FindOneAndUpdate(ctx, bson.D{{Key: "_id", Value: id}}, update, opts).Decode(&before)
+	switch {
+	case errors.Is(err, mongo.ErrNoDocuments): // no card nor tombstone: the tombstone is new
+		removed = false
+	case err != nil:
+		return false, fmt.Errorf("board: remove card %q: %w", id, err)
+	case before.Gone != nil: // a tombstone already
+		removed = false
+	}
+	if legacy := legacyCardID(host, repo, number); legacy != id {
+		res, err := s.coll.DeleteMany(ctx, bson.D{{Key: "_id", Value: legacy}})
+		if err != nil {
+			return false, fmt.Errorf("board: remove card %q: its legacy document: %w", id, err)
+		}
+		removed = removed || res.DeletedCount > 0
+	}
+	expired := bson.D{{Key: "gone_at", Value: bson.D{{Key: "$lt", Value: gone.Add(-TombstoneTTL)}}}}
+	if _, err := s.coll.DeleteMany(ctx, expired); err != nil {
+		return false, fmt.Errorf("board: remove card %q: drop expired tombstones: %w", id, err)
+	}
+	return removed, nil
 }

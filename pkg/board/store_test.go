@@ -208,7 +208,7 @@ func TestMongoStoreMovesLegacyIDs(t *testing.T) {
 // TestMongoStoreRemoveTakesTheLegacyTwin pins that Remove deletes a card
 // stored under its legacy id too, as a replica of an earlier release still
 // running may write it beside the card's id: the removed issue leaves no
-// card behind.
+// card behind, only its tombstone under the card's id.
 func TestMongoStoreRemoveTakesTheLegacyTwin(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2026, 9, 30, 9, 0, 0, 0, time.UTC)
@@ -221,10 +221,77 @@ func TestMongoStoreRemoveTakesTheLegacyTwin(t *testing.T) {
 	if _, err := db.Collection(board.Collection).InsertOne(ctx, legacyCardDoc(c)); err != nil {
 		t.Fatal(err)
 	}
-	if removed, err := s.Remove(ctx, "github.com", "Acme/App", 3); err != nil || !removed {
+	if removed, err := s.Remove(ctx, "github.com", "Acme/App", 3, now.Add(time.Hour)); err != nil || !removed {
 		t.Fatalf("Remove = %v, %v, want true", removed, err)
 	}
-	if got := storedIDs(t, db); len(got) != 0 {
-		t.Errorf("stored ids after Remove: got %v, want none: the legacy twin goes with the card", got)
+	if got := storedIDs(t, db); !slices.Equal(got, []string{"github.com/acme/app#3"}) {
+		t.Errorf("stored ids after Remove: got %v, want the tombstone's alone: the legacy twin goes with the card", got)
+	}
+	if cards, err := s.Cards(ctx, board.Query{Limit: 10}); err != nil || len(cards) != 0 {
+		t.Errorf("Cards after Remove = %v, %v, want none: a tombstone is no card", cards, err)
+	}
+}
+
+// TestMongoStoreMalformedTombstones pins that a tombstone document (one
+// with gone_at) of the wrong shape is an ErrMalformed error from a Put
+// it blocks, never a card put over it or a silent refusal, and that a
+// gone_at of another type than a date makes no tombstone: Cards reads and
+// reports the document.
+func TestMongoStoreMalformedTombstones(t *testing.T) {
+	now := time.Date(2026, 9, 30, 9, 0, 0, 0, time.UTC)
+	const id = "github.com/acme/app#1"
+	good := bson.D{{Key: "_id", Value: id}, {Key: "host", Value: "github.com"}, {Key: "repo", Value: "acme/app"},
+		{Key: "number", Value: 1}, {Key: "updated_at", Value: now.Add(time.Hour)}, {Key: "gone_at", Value: now.Add(time.Hour)}}
+	with := func(key string, v any) bson.D { return mongotest.WithField(good, key, v) }
+	for _, c := range []struct {
+		name   string
+		doc    bson.D
+		inList bool // Cards reads it: its gone_at is no date
+	}{
+		{"gone_at is a string", with("gone_at", "yesterday"), true},
+		{"gone_at is a number", with("gone_at", now.UnixMilli()), true},
+		{"updated_at missing", with("updated_at", nil), false},
+		{"updated_at is a string", with("updated_at", "yesterday"), false},
+		{"number is a string", with("number", "one"), false},
+		{"repo missing", with("repo", nil), false},
+		{"_id is not the card's", with("number", 2), false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			db := mongotest.DB(t)
+			s := newMongoStore(t, db)
+			if _, err := db.Collection(board.Collection).InsertOne(context.Background(), c.doc); err != nil {
+				t.Fatal(err)
+			}
+			cards, err := s.Cards(context.Background(), board.Query{Limit: 10})
+			if c.inList && !errors.Is(err, board.ErrMalformed) {
+				t.Errorf("Cards = %v, %v, want ErrMalformed: a gone_at that is no date makes no tombstone, and the document is no card", cards, err)
+			}
+			if !c.inList && (err != nil || len(cards) != 0) {
+				t.Errorf("Cards = %v, %v, want none: a tombstone is never listed", cards, err)
+			}
+			// Older than the tombstone claims to be, so the store must read
+			// it to decide.
+			card := board.Card{Host: "github.com", Repo: "acme/app", Number: 1, State: "open", Updated: now}
+			if changed, err := s.Put(context.Background(), card); !errors.Is(err, board.ErrMalformed) {
+				t.Errorf("Put over it = %v, %v, want ErrMalformed: a malformed tombstone is reported, never skipped in silence", changed, err)
+			}
+		})
+	}
+	// The good tombstone refuses the older read, and takes a newer one.
+	db := mongotest.DB(t)
+	s := newMongoStore(t, db)
+	if _, err := db.Collection(board.Collection).InsertOne(context.Background(), good); err != nil {
+		t.Fatal(err)
+	}
+	card := board.Card{Host: "github.com", Repo: "acme/app", Number: 1, State: "open", Updated: now}
+	if changed, err := s.Put(context.Background(), card); err != nil || changed {
+		t.Errorf("Put of an older read over a good tombstone = %v, %v, want false, nil", changed, err)
+	}
+	card.Updated = now.Add(2 * time.Hour)
+	if changed, err := s.Put(context.Background(), card); err != nil || !changed {
+		t.Errorf("Put of a newer read over a good tombstone = %v, %v, want true, nil", changed, err)
+	}
+	if cards, err := s.Cards(context.Background(), board.Query{Limit: 10}); err != nil || len(cards) != 1 {
+		t.Errorf("Cards = %v, %v, want the one card put over the tombstone", cards, err)
 	}
 }

@@ -407,7 +407,10 @@ func (s *Sync) removeGone(ctx context.Context, r boardRepo, listed []forge.Issue
 			}
 			continue
 		}
-		ok, err := s.cfg.Store.Remove(ctx, s.cfg.Host, r.full, c.Number)
+		// The forge's answer just said the issue is gone, so it went at
+		// latest now; the card's Updated covers this replica's clock
+		// running behind the forge's.
+		ok, err := s.cfg.Store.Remove(ctx, s.cfg.Host, r.full, c.Number, laterOf(s.cfg.Now(), c.Updated))
 		if err != nil {
 			return removed, fmt.Errorf("board: remove card %s: %w", c.ID(), err)
 		}

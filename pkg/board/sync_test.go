@@ -710,3 +710,63 @@ func TestSyncRemovalErrorKeepsTheWatermark(t *testing.T) {
 		}
 	})
 }
+
+// TestSyncPutsNoCardBackThatTheWebhookRemovedWhileItsListWasRead pins the
+// race between a pass and the issues webhook: the pass lists two issues,
+// one deleted and one transferred away before it stores their cards, and
+// the webhook removes both cards (Store.Remove, gone the forge's instant)
+// between the list's answer and the pass's puts. The pass's reads are from
+// before the removal, so they put neither card back: not at that pass, and
+// not at the next, which no longer lists them.
+func TestSyncPutsNoCardBackThatTheWebhookRemovedWhileItsListWasRead(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newBoardRig(t, "acme/app")
+		for n := 1; n <= 3; n++ {
+			r.seed(t, "acme/app", forgesim.Issue{Number: n, Title: fmt.Sprint("title ", n), State: "open"})
+		}
+		var armed atomic.Bool // the term's goroutine reads it
+		r.net.after = func(resp *http.Response) error {
+			if resp.StatusCode != http.StatusOK || !strings.HasSuffix(resp.Request.URL.Path, "/issues") || !armed.CompareAndSwap(true, false) {
+				return nil
+			}
+			// The list's answer is in; the issues go, and the webhook
+			// removes their cards, before the pass stores what it read.
+			if err := r.sim.DeleteIssue("acme", "app", 1); err != nil {
+				return err
+			}
+			if _, err := r.sim.TransferIssue("acme", "app", 2, "acme", "lib"); err != nil {
+				return err
+			}
+			for n := 1; n <= 2; n++ {
+				if _, err := r.board.Remove(context.Background(), "github.com", "acme/app", n, r.sim.Now()); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		r.start(t)
+		r.next(t)
+		time.Sleep(time.Second)
+		for n := 1; n <= 3; n++ { // edited, so the next pass lists all three
+			r.seed(t, "acme/app", forgesim.Issue{Number: n, Title: fmt.Sprint("edited ", n), State: "open"})
+		}
+		armed.Store(true)
+		if rp := r.next(t).Repos[0]; rp.Err != nil || rp.Listed != 3 || rp.Changed != 1 {
+			t.Fatalf("pass racing the webhook: got %+v, want 3 listed and 1 changed: the two removed issues' reads change nothing", rp)
+		}
+		cards := r.cards(t)
+		if _, ok := cards[1]; ok {
+			t.Errorf("card 1 after the pass: back, want removed: a read of the issue from before its deletion does not undo the webhook's removal")
+		}
+		if _, ok := cards[2]; ok {
+			t.Errorf("card 2 after the pass: back, want removed: a read of the issue from before its transfer does not undo the webhook's removal")
+		}
+		if cards[3].Title != "edited 3" {
+			t.Errorf("card 3: got %+v, want the edit stored: the race touches only the removed cards", cards[3])
+		}
+		r.next(t)
+		if got := len(r.cards(t)); got != 1 {
+			t.Errorf("cards after the next pass: got %d, want 1: the removed cards stay removed until any full sync", got)
+		}
+	})
+}

@@ -36,6 +36,9 @@ type goneIssue struct {
 	repo   string
 	number int
 	action string
+	// updated is the issue's updated_at in the payload: its last update
+	// before it went, on the forge's clock.
+	updated time.Time
 }
 
 // issuesWebhook answers a signed issues delivery, body its JSON payload and
@@ -50,8 +53,9 @@ type goneIssue struct {
 // per event, which removeGone makes at a full sync): the signature says
 // GitHub sent the event, a replayed one only removes again the card of an
 // issue already gone (a repository never gives a number to another
-// issue), and a card removed in error comes back at the next full sync,
-// which lists every issue there.
+// issue), and a card removed in error comes back when its issue is next
+// updated, or at a full sync once its tombstone (board.Store.Remove) is
+// dropped.
 func (s *Server) issuesWebhook(w http.ResponseWriter, r *http.Request, key, deliveryID string, body []byte, answerBy time.Time) {
 	const event = "issues"
 	if s.cfg.Board == nil {
@@ -90,7 +94,7 @@ func (s *Server) parseGoneIssue(body []byte) (g goneIssue, ok bool, err error) {
 	}
 	for _, b := range s.cfg.BoardRepos {
 		if forge.RepoKey(b) == forge.RepoKey(repo) {
-			return goneIssue{repo: b, number: number, action: action}, true, nil
+			return goneIssue{repo: b, number: number, action: action, updated: ev.GetIssue().GetUpdatedAt().Time}, true, nil
 		}
 	}
 	return goneIssue{}, false, nil
@@ -100,10 +104,19 @@ func (s *Server) parseGoneIssue(body []byte) (g goneIssue, ok bool, err error) {
 // StoreTimeout on s.work's context) and records delivery id, claimed
 // under key, as processed; when the store does not answer, the delivery
 // is not recorded and its claim lapses, so a redelivery removes the card.
+//
+// The removal's gone is the later of the payload's issue.updated_at and
+// this replica's clock: every read of the issue a board pass may still
+// store was updated at or before the payload's, the forge's clock, so the
+// tombstone refuses it however far this replica's clock is behind.
 func (s *Server) removeCard(key, id string, g goneIssue) deliveryAnswer {
 	card := board.CardID(s.cfg.ForgeHost, g.repo, g.number)
+	gone := s.cfg.Now()
+	if g.updated.After(gone) {
+		gone = g.updated
+	}
 	ctx, cancel := context.WithTimeout(s.work.ctx, s.cfg.StoreTimeout)
-	removed, err := s.cfg.Board.Remove(ctx, s.cfg.ForgeHost, g.repo, g.number)
+	removed, err := s.cfg.Board.Remove(ctx, s.cfg.ForgeHost, g.repo, g.number, gone)
 	cancel()
 	if err != nil {
 		s.log.Error("webhook: board card not removed", "event", "issues", "action", g.action, "delivery", id, "card", card, "err", err)

@@ -128,6 +128,54 @@ func TestIssuesWebhookRemovesTheCardOfAnIssueGone(t *testing.T) {
 	}
 }
 
+// TestIssuesWebhookRemovalOutlivesARacingPass pins the webhook's side of
+// the race with a board pass that read the issue before it went: the pass
+// storing that read after the removal does not put the card back. The
+// read may be as late as the payload's issue.updated_at, on GitHub's
+// clock, however far behind it this replica's clock is (here, years).
+func TestIssuesWebhookRemovalOutlivesARacingPass(t *testing.T) {
+	for _, action := range []string{"deleted", "transferred"} {
+		t.Run(action, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				body := issuesPayload(t, action)
+				var payload struct {
+					Repository struct {
+						FullName string `json:"full_name"`
+					} `json:"repository"`
+					Issue struct {
+						UpdatedAt time.Time `json:"updated_at"`
+					} `json:"issue"`
+				}
+				if err := json.Unmarshal([]byte(body), &payload); err != nil {
+					t.Fatal(err)
+				}
+				repo, last := payload.Repository.FullName, payload.Issue.UpdatedAt
+				if !last.After(time.Now()) {
+					t.Fatalf("payload's issue.updated_at %v is not after the bubble's clock %v: the test needs this replica's clock behind GitHub's", last, time.Now())
+				}
+				st := board.NewMemoryStore()
+				stored := board.Card{Host: "github.com", Repo: repo, Number: 1, Title: "as the last pass read it", State: "open", Updated: last.Add(-time.Hour)}
+				if _, err := st.Put(context.Background(), stored); err != nil {
+					t.Fatal(err)
+				}
+				p := newPipeServer(t, onBoard(st, prometheus.NewRegistry(), repo))
+				defer p.stop()
+				if code, resp := p.post(t, "/webhooks/github", issuesHeaders("guid-race-"+action, webhookSecret, body), body); code != http.StatusOK || !strings.Contains(resp, `"removed":true`) {
+					t.Fatalf("issues %s: got %d %s, want 200 removed", action, code, resp)
+				}
+				racing := stored
+				racing.Title, racing.Updated = "as a pass read it just before it went", last
+				if changed, err := st.Put(context.Background(), racing); err != nil || changed {
+					t.Errorf("Put of the racing pass's read (updated %v) after the webhook = %v, %v, want false, nil: a read from before the issue went does not put its card back", last, changed, err)
+				}
+				if hasCard(t, st, repo, 1) {
+					t.Errorf("card 1 of %s after the racing pass: back, want removed until a read updated after the removal", repo)
+				}
+			})
+		})
+	}
+}
+
 func TestIssuesWebhookLeavesOtherCardsAlone(t *testing.T) {
 	for _, c := range []struct {
 		name     string
@@ -181,14 +229,14 @@ type stallingBoard struct {
 	removes atomic.Int64
 }
 
-func (s *stallingBoard) Remove(ctx context.Context, host, repo string, number int) (bool, error) {
+func (s *stallingBoard) Remove(ctx context.Context, host, repo string, number int, gone time.Time) (bool, error) {
 	time.Sleep(s.delay)
 	if s.stall.Load() {
 		<-ctx.Done()
 		return false, ctx.Err()
 	}
 	s.removes.Add(1)
-	return s.MemoryStore.Remove(ctx, host, repo, number)
+	return s.MemoryStore.Remove(ctx, host, repo, number, gone)
 }
 
 func TestIssuesWebhookStoreNotAnsweringIs503AndTheCardStays(t *testing.T) {

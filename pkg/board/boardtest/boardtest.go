@@ -223,31 +223,111 @@ var cases = []conformance.Case[board.Store]{
 		keep, gone := newCard("acme/app", 1, at(0)), newCard("Acme/App", 2, at(0))
 		put(t, s, keep)
 		put(t, s, gone)
-		removed, err := s.Remove(context.Background(), "github.com", "ACME/app", 2)
+		removed, err := s.Remove(context.Background(), "github.com", "ACME/app", 2, at(time.Hour))
 		if err != nil || !removed {
 			t.Fatalf("Remove of a stored card = %v, %v, want true, nil", removed, err)
 		}
 		if got := ids(all(t, s, board.Query{})); !slices.Equal(got, []string{keep.ID()}) {
 			t.Errorf("cards after Remove: got %v, want %v: only the removed issue's card goes", got, []string{keep.ID()})
 		}
-		if removed, err := s.Remove(context.Background(), "github.com", "acme/app", 2); err != nil || removed {
+		if removed, err := s.Remove(context.Background(), "github.com", "acme/app", 2, at(time.Hour)); err != nil || removed {
 			t.Errorf("Remove again = %v, %v, want false, nil: there is no card left to remove", removed, err)
 		}
 		for _, bad := range []struct {
 			host, repo string
 			number     int
-		}{{"", "acme/app", 1}, {"github.com", "acme", 1}, {"github.com", "acme/app", 0}} {
-			if _, err := s.Remove(context.Background(), bad.host, bad.repo, bad.number); !errors.Is(err, board.ErrInvalid) {
-				t.Errorf("Remove(%q, %q, %d) = %v, want ErrInvalid: a key no card can have is refused", bad.host, bad.repo, bad.number, err)
+			gone       time.Time
+		}{{"", "acme/app", 1, at(0)}, {"github.com", "acme", 1, at(0)}, {"github.com", "acme/app", 0, at(0)}, {"github.com", "acme/app", 1, time.Time{}}} {
+			if _, err := s.Remove(context.Background(), bad.host, bad.repo, bad.number, bad.gone); !errors.Is(err, board.ErrInvalid) {
+				t.Errorf("Remove(%q, %q, %d, %v) = %v, want ErrInvalid: a key no card can have, or no time of removal, is refused", bad.host, bad.repo, bad.number, bad.gone, err)
 			}
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
-		if _, err := s.Remove(ctx, "github.com", "acme/app", 1); err == nil {
+		if _, err := s.Remove(ctx, "github.com", "acme/app", 1, at(time.Hour)); err == nil {
 			t.Errorf("Remove on a done context = nil, want an error")
 		}
 		if got := ids(all(t, s, board.Query{})); !slices.Equal(got, []string{keep.ID()}) {
 			t.Errorf("cards after refused removes: got %v, want %v: nothing is removed", got, []string{keep.ID()})
+		}
+	}},
+	{Name: "RemovedCardStaysRemoved", Rule: "after Remove at gone, a Put of the card updated at or before gone, or before the card removed, changes nothing; one updated later stores it again", Check: func(t *testing.T, s board.Store) {
+		ctx := context.Background()
+		c := newCard("acme/app", 1, at(0))
+		put(t, s, c)
+		if removed, err := s.Remove(ctx, "github.com", "acme/app", 1, at(time.Minute)); err != nil || !removed {
+			t.Fatalf("Remove = %v, %v, want true, nil", removed, err)
+		}
+		for _, u := range []struct {
+			at  time.Time
+			why string
+		}{
+			{at(0), "the read the card removed was made from"},
+			{at(time.Minute), "a read updated at the removal's instant"},
+			{at(time.Minute + 500*time.Microsecond), "a read in the removal's millisecond, as the stores keep instants"},
+		} {
+			old := c
+			old.Updated, old.Title = u.at, "read before the removal"
+			if put(t, s, old) {
+				t.Errorf("Put of %s changed = true, want false: a read from before the removal does not put a removed card back", u.why)
+			}
+		}
+		if got := ids(all(t, s, board.Query{})); len(got) != 0 {
+			t.Fatalf("cards after older puts: got %v, want none: the removed card stays removed", got)
+		}
+		newer := c
+		newer.Updated, newer.Title = at(2*time.Minute), "updated after the removal"
+		if !put(t, s, newer) || one(t, s, newer).Title != newer.Title {
+			t.Errorf("Put of a read updated after the removal: not stored, want it stored: only older reads are refused")
+		}
+		if removed, err := s.Remove(ctx, "github.com", "acme/app", 1, at(3*time.Minute)); err != nil || !removed {
+			t.Errorf("Remove of the card put back = %v, %v, want true: it is a card again, not a tombstone", removed, err)
+		}
+
+		never := newCard("acme/app", 2, at(30*time.Minute))
+		if removed, err := s.Remove(ctx, "github.com", "Acme/App", 2, at(time.Hour)); err != nil || removed {
+			t.Fatalf("Remove of a card never stored = %v, %v, want false, nil", removed, err)
+		}
+		if removed, err := s.Remove(ctx, "github.com", "acme/app", 2, at(0)); err != nil || removed {
+			t.Fatalf("Remove of it again, earlier = %v, %v, want false, nil: a tombstone is no card", removed, err)
+		}
+		if put(t, s, never) {
+			t.Errorf("Put of a card removed before it was stored changed = true, want false: the pass that read it may store it after the removal, and the later of two removals counts")
+		}
+
+		late := newCard("acme/app", 3, at(2*time.Hour))
+		put(t, s, late)
+		if _, err := s.Remove(ctx, "github.com", "acme/app", 3, at(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		late.Updated = at(90 * time.Minute)
+		if put(t, s, late) {
+			t.Errorf("Put of a read after gone but before the card removed changed = true, want false: the removal refuses reads older than the card it removed")
+		}
+		if got := ids(all(t, s, board.Query{})); len(got) != 0 {
+			t.Errorf("cards: got %v, want none: Cards never lists a tombstone", got)
+		}
+	}},
+	{Name: "TombstonesExpire", Rule: "a Remove drops the tombstones of removals more than TombstoneTTL before its own, and only those", Check: func(t *testing.T, s board.Store) {
+		ctx := context.Background()
+		remove := func(n int, gone time.Time) {
+			t.Helper()
+			if _, err := s.Remove(ctx, "github.com", "acme/app", n, gone); err != nil {
+				t.Fatalf("Remove(%d): %v", n, err)
+			}
+		}
+		remove(1, at(0))
+		remove(2, at(time.Hour))
+		old := newCard("acme/app", 1, at(-time.Hour))
+		if put(t, s, old) {
+			t.Fatalf("Put of an older read of card 1 changed = true, want false: its tombstone is kept")
+		}
+		remove(3, at(board.TombstoneTTL+time.Minute))
+		if !put(t, s, old) {
+			t.Errorf("Put of card 1 after a removal TombstoneTTL and a minute after its own changed = false, want true: its tombstone was dropped, so tombstones do not pile up")
+		}
+		if put(t, s, newCard("acme/app", 2, at(time.Hour))) {
+			t.Errorf("Put of card 2, removed under TombstoneTTL before the last removal, changed = true, want false: its tombstone is kept")
 		}
 	}},
 	{Name: "CardsRefusesBadQuery", Rule: "a limit under 1 or an unknown state is ErrInvalid", Check: func(t *testing.T, s board.Store) {
