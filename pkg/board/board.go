@@ -8,7 +8,8 @@
 // one lease term and lists each repository's issues since a watermark every
 // interval ([lease.Every]), in full at a term's start and every
 // Config.FullEvery, when it removes the cards of deleted and transferred
-// issues; and [Handler], the board's HTTP view. The
+// issues and of repositories no longer on the board; and [Handler], the
+// board's HTTP view. The
 // package knows nothing of the merge gate: the server elects the Sync under
 // its lease and serves the Handler at /board.
 package board
@@ -97,13 +98,22 @@ func (c Card) Validate() error {
 // checkKey reports the first of host, repo and number, a card's key, that
 // a board store would refuse, as an error wrapping ErrInvalid.
 func checkKey(host, repo string, number int) error {
-	switch {
-	case strings.TrimSpace(host) == "" || strings.ContainsAny(host, "/# \t\r\n"):
-		return fmt.Errorf("%w: host %q is not a host name", ErrInvalid, host)
+	switch err := checkHost(host); {
+	case err != nil:
+		return err
 	case !validRepo(repo):
 		return fmt.Errorf("%w: repo %q is not owner/name", ErrInvalid, repo)
 	case number < 1:
 		return fmt.Errorf("%w: number %d is not an issue number", ErrInvalid, number)
+	}
+	return nil
+}
+
+// checkHost reports a host a board store would refuse, as an error
+// wrapping ErrInvalid.
+func checkHost(host string) error {
+	if strings.TrimSpace(host) == "" || strings.ContainsAny(host, "/# \t\r\n") {
+		return fmt.Errorf("%w: host %q is not a host name", ErrInvalid, host)
 	}
 	return nil
 }
@@ -204,6 +214,28 @@ type Store interface {
 	// TombstoneTTL. A host, repo or number Validate would refuse, or a
 	// zero gone, is refused with an error wrapping ErrInvalid.
 	Remove(ctx context.Context, host, repo string, number int, gone time.Time) (removed bool, err error)
+	// Prune deletes the card of every issue on host whose repository is
+	// none of repos (compared without regard to case), for repositories no
+	// longer on the board, and returns how many it deleted. Cards of other
+	// hosts, and tombstones, are kept. A host or an entry of repos
+	// Validate would refuse is refused with an error wrapping ErrInvalid.
+	Prune(ctx context.Context, host string, repos []string) (removed int, err error)
+}
+
+// checkPrune reports the first of host and repos that Prune refuses, as an
+// error wrapping ErrInvalid, and returns repos' keys (forge.RepoKey).
+func checkPrune(host string, repos []string) (map[string]bool, error) {
+	if err := checkHost(host); err != nil {
+		return nil, err
+	}
+	keep := make(map[string]bool, len(repos))
+	for _, r := range repos {
+		if !validRepo(r) {
+			return nil, fmt.Errorf("%w: repo %q is not owner/name", ErrInvalid, r)
+		}
+		keep[forge.RepoKey(r)] = true
+	}
+	return keep, nil
 }
 
 // TombstoneTTL is how long a store keeps a removed card's tombstone
@@ -333,4 +365,25 @@ func (s *MemoryStore) Remove(ctx context.Context, host, repo string, number int,
 	s.tombs[id] = newTombstone(gone, c.Updated, s.tombs[id])
 	delete(s.cards, id)
 	return ok, nil
+}
+
+// Prune implements Store.
+func (s *MemoryStore) Prune(ctx context.Context, host string, repos []string) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("board: prune cards: %w", err)
+	}
+	keep, err := checkPrune(host, repos)
+	if err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	removed := 0
+	for id, c := range s.cards {
+		if c.Host == host && !keep[forge.RepoKey(c.Repo)] {
+			delete(s.cards, id)
+			removed++
+		}
+	}
+	return removed, nil
 }

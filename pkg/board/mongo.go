@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strings"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -308,4 +309,26 @@ func (s *MongoStore) Remove(ctx context.Context, host, repo string, number int, 
 		return false, fmt.Errorf("board: remove card %q: drop expired tombstones: %w", id, err)
 	}
 	return removed, nil
+}
+
+// Prune implements Store in one delete of the card documents of host whose
+// repo matches none of repos, each quoted whole and compared without
+// regard to case, as Cards compares a query's repo.
+func (s *MongoStore) Prune(ctx context.Context, host string, repos []string) (int, error) {
+	if _, err := checkPrune(host, repos); err != nil {
+		return 0, err
+	}
+	quoted := make([]string, len(repos))
+	for i, r := range repos {
+		quoted[i] = regexp.QuoteMeta(r)
+	}
+	listed := bson.D{{Key: "repo", Value: bson.D{
+		{Key: "$regex", Value: "^(?:" + strings.Join(quoted, "|") + ")$"}, {Key: "$options", Value: "i"},
+	}}}
+	filter := bson.D{notTombstone, {Key: "host", Value: host}, {Key: "$nor", Value: bson.A{listed}}}
+	res, err := s.coll.DeleteMany(ctx, filter)
+	if err != nil {
+		return 0, fmt.Errorf("board: prune cards of %s: %w", host, err)
+	}
+	return int(res.DeletedCount), nil
 }

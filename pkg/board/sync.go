@@ -71,6 +71,12 @@ type Pass struct {
 	// Repos has one entry per repository the pass reached, in the
 	// configured order; a pass stopped early has fewer.
 	Repos []RepoPass
+	// Pruned is how many cards the pass removed of repositories no longer
+	// on the board (Config.BoardRepos), at a term's first pass and every
+	// FullEvery; PruneErr is why it could not, in which case the next pass
+	// tries again.
+	Pruned   int
+	PruneErr error
 	// Complete is false when the pass stopped early: a rate limit or the
 	// end of the term.
 	Complete bool
@@ -86,6 +92,13 @@ type Config struct {
 	// Repos are the repositories to sync, "owner/name"; at least one, and
 	// each once, names compared without regard to case (CheckRepos).
 	Repos []string
+	// BoardRepos are every repository on the board, Repos among them, for
+	// a board whose repositories several syncs share (App mode: one sync
+	// per installation); nil means Repos. At each term's first pass, and
+	// every FullEvery after, the sync removes the cards on Host of every
+	// other repository (Store.Prune): a repository dropped from the board
+	// takes its cards with it.
+	BoardRepos []string
 	// Interval is the time between passes; 0 means DefaultInterval.
 	Interval time.Duration
 	// FullEvery is how long a repository goes between two full syncs,
@@ -146,6 +159,22 @@ func NewSync(cfg Config) (*Sync, error) {
 	repos, err := parseRepos("Repos", cfg.Repos)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.BoardRepos == nil {
+		cfg.BoardRepos = cfg.Repos
+	}
+	board, err := parseRepos("BoardRepos", cfg.BoardRepos)
+	if err != nil {
+		return nil, err
+	}
+	onBoard := map[string]bool{}
+	for _, r := range board {
+		onBoard[forge.RepoKey(r.full)] = true
+	}
+	for _, r := range repos {
+		if !onBoard[forge.RepoKey(r.full)] {
+			return nil, fmt.Errorf("%w: Repos entry %q is not in BoardRepos: its cards would be removed as it syncs them", ErrConfig, r.full)
+		}
 	}
 	s := &Sync{repos: repos}
 	if cfg.Interval == 0 {
@@ -210,6 +239,9 @@ type boardTerm struct {
 	// fullAt holds, per repository, when the term's last full sync of it
 	// began (Config.Now); absent: sync in full.
 	fullAt map[string]time.Time
+	// prunedAt is when the term's last Store.Prune began; zero: prune at
+	// the next pass.
+	prunedAt time.Time
 }
 
 // Work serves one term: it makes a pass every interval until ctx is done,
@@ -228,9 +260,12 @@ type boardTerm struct {
 // change). The first pass of a term lists everything, and so does a
 // repository's first pass once Config.FullEvery has passed since its last
 // full sync: a full sync then removes the cards of the issues the list did
-// not show (removeGone). A repository whose list, store or removal fails
-// keeps its watermark, so the next pass lists the same issues again; the
-// pass goes on to the next repository. A rate-limit error
+// not show (removeGone). At the term's first pass and every
+// Config.FullEvery after, before the repositories, the pass removes the
+// cards of repositories no longer on the board (Config.BoardRepos,
+// Store.Prune). A repository whose list, store or removal fails keeps its
+// watermark, so the next pass lists the same issues again; the pass goes
+// on to the next repository. A rate-limit error
 // stops the pass; the ticks before the limit's reset are skipped and not
 // counted as passes. Config.Watchdog bounds each pass; when it ends the
 // term (passes in a row that did not sync every repository), Work logs why
@@ -263,6 +298,7 @@ func (s *Sync) pass(ctx context.Context, st *boardTerm) passEnd {
 	var resume time.Time
 	st.pass++
 	p := Pass{Owner: s.cfg.Owner, Term: st.term, Pass: st.pass, At: s.cfg.Now(), Complete: true}
+	s.prune(ctx, st, &p)
 	listed, changed, leftOut, removed, failed := 0, 0, 0, 0, 0
 	for _, r := range s.repos {
 		if ctx.Err() != nil {
@@ -287,11 +323,30 @@ func (s *Sync) pass(ctx context.Context, st *boardTerm) passEnd {
 			"since", rp.Since, "err", rp.Err)
 	}
 	s.cfg.Logger.Info("board sync pass", "term", p.Term, "pass", p.Pass, "repos", len(p.Repos),
-		"failed", failed, "listed", listed, "changed", changed, "left_out", leftOut, "removed", removed, "complete", p.Complete)
+		"failed", failed, "listed", listed, "changed", changed, "left_out", leftOut, "removed", removed, "pruned", p.Pruned, "complete", p.Complete)
 	if s.cfg.OnPass != nil {
 		s.cfg.OnPass(p)
 	}
 	return passEnd{resume: resume, synced: p.Complete && failed == 0}
+}
+
+// prune removes, at the term's first pass and every FullEvery after, the
+// cards of the repositories no longer on the board, noting in p how many
+// or why not.
+func (s *Sync) prune(ctx context.Context, st *boardTerm, p *Pass) {
+	if !st.prunedAt.IsZero() && p.At.Sub(st.prunedAt) < s.cfg.FullEvery {
+		return
+	}
+	p.Pruned, p.PruneErr = s.cfg.Store.Prune(ctx, s.cfg.Host, s.cfg.BoardRepos)
+	switch {
+	case p.PruneErr != nil:
+		s.cfg.Logger.Warn("board sync: cards of repositories off the board not removed", "err", p.PruneErr)
+		return
+	case p.Pruned > 0:
+		s.cfg.Logger.Info("board sync: cards of repositories off the board removed", "removed", p.Pruned,
+			"board_repos", strings.Join(s.cfg.BoardRepos, ","))
+	}
+	st.prunedAt = p.At
 }
 
 // syncRepo lists r's issues since its watermark, or all of them in a full

@@ -516,6 +516,8 @@ func TestNewSyncRefusesBadConfigNamingTheField(t *testing.T) {
 		{`Repos entry "Acme/App" names the repository of entry "acme/app"`, func(c *board.Config) { c.Repos = []string{"acme/app", "Acme/App"} }},
 		{"Interval -1s", func(c *board.Config) { c.Interval = -time.Second }},
 		{"FullEvery -1s", func(c *board.Config) { c.FullEvery = -time.Second }},
+		{`BoardRepos entry "lib"`, func(c *board.Config) { c.BoardRepos = []string{"acme/app", "lib"} }},
+		{`Repos entry "acme/app" is not in BoardRepos`, func(c *board.Config) { c.BoardRepos = []string{"acme/lib"} }},
 	} {
 		cfg := good()
 		tc.bad(&cfg)
@@ -767,6 +769,65 @@ func TestSyncPutsNoCardBackThatTheWebhookRemovedWhileItsListWasRead(t *testing.T
 		r.next(t)
 		if got := len(r.cards(t)); got != 1 {
 			t.Errorf("cards after the next pass: got %d, want 1: the removed cards stay removed until any full sync", got)
+		}
+	})
+}
+
+// TestSyncRemovesTheCardsOfRepositoriesOffTheBoard pins that a repository
+// dropped from the board takes its cards with it: the term's first pass,
+// and the first pass every FullEvery after, removes the cards of every
+// repository not in Config.BoardRepos (the board's, of which this sync
+// has a share), counts them in the pass and logs them; the board's other
+// repositories' cards and another host's stay.
+func TestSyncRemovesTheCardsOfRepositoriesOffTheBoard(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newBoardRigWith(t, func(c *board.Config) {
+			c.BoardRepos, c.FullEvery = []string{"acme/app", "Acme/Lib"}, 3*boardInterval
+		}, "acme/app")
+		r.seed(t, "acme/app", forgesim.Issue{Number: 1, Title: "synced", State: "open"})
+		card := func(host, repo string, n int) board.Card {
+			return board.Card{Host: host, Repo: repo, Number: n, Title: "stored before", State: "open", Updated: time.Now()}
+		}
+		for _, c := range []board.Card{card("github.com", "acme/old", 1), card("github.com", "Acme/Old", 2),
+			card("github.com", "acme/lib", 1), card("ghe.example", "acme/old", 1)} {
+			if _, err := r.board.Put(context.Background(), c); err != nil {
+				t.Fatal(err)
+			}
+		}
+		r.start(t)
+		var pruned []int
+		for pass := 1; pass <= 4; pass++ {
+			if pass == 2 { // a replica still configured with acme/old puts a card back
+				if _, err := r.board.Put(context.Background(), card("github.com", "acme/old", 3)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			p := r.next(t)
+			if p.PruneErr != nil {
+				t.Fatalf("pass %d: %v", pass, p.PruneErr)
+			}
+			pruned = append(pruned, p.Pruned)
+		}
+		if want := []int{2, 0, 0, 1}; !slices.Equal(pruned, want) {
+			t.Errorf("cards pruned by passes 1 to 4: got %v, want %v: the term's first pass, then one every FullEvery (three intervals), removes the cards of a repository off the board", pruned, want)
+		}
+		all, err := r.board.Cards(context.Background(), board.Query{Limit: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, c := range all {
+			got = append(got, c.ID())
+		}
+		slices.Sort(got)
+		if want := []string{"ghe.example/acme/old#1", "github.com/acme/app#1", "github.com/acme/lib#1"}; !slices.Equal(got, want) {
+			t.Errorf("cards: got %v, want %v: the synced repository's, another sync's board repository's, and another host's stay", got, want)
+		}
+		if n := r.logs.Logged("board sync: cards of repositories off the board removed"); n != 2 {
+			t.Errorf("log lines of cards pruned: got %d, want 2, one a pass that removed any:\n%s", n, r.logs.String())
+		}
+		if n := strings.Count(r.logs.String(), " pruned=2 "); n != 1 {
+			t.Errorf("pass lines with pruned=2: got %d, want 1: the pass line counts the cards pruned", n)
 		}
 	})
 }

@@ -123,7 +123,7 @@ func (b *installationBoards) newSync(id int64, repos []string) *board.Sync {
 		var bs *board.Sync
 		l := ForgeBoardSync()
 		bs, err = board.NewSync(board.Config{
-			Store: b.s.cfg.Board, Forge: fc, Host: b.s.cfg.ForgeHost, Repos: repos,
+			Store: b.s.cfg.Board, Forge: fc, Host: b.s.cfg.ForgeHost, Repos: repos, BoardRepos: b.s.cfg.BoardRepos,
 			Interval: b.interval, FullEvery: b.s.cfg.BoardFullEvery, Owner: b.s.cfg.Owner, Now: b.s.cfg.Now, Logger: b.s.cfg.Logger.With("installation", id),
 			OnPass: b.s.passes.boardPass(b.s.cfg.Now, b.s.boardPassed),
 			Watchdog: lease.Watchdog{Name: l.Name, PassTimeout: b.interval, StallAfter: stallPasses, Health: b.s.health,

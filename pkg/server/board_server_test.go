@@ -303,34 +303,45 @@ func boardSyncLine(h http.Handler) (code int, line string) {
 	return rec.Code, line
 }
 
+// boardMode runs the board net of one replica in token or App mode.
+type boardMode struct {
+	name string
+	// repos are the board's repositories, each with issue 5 seeded; in App
+	// mode each is an installation's.
+	repos []string
+	// start seeds the issues and starts the replica, its config as mod
+	// sets it.
+	start func(t *testing.T, mod func(*server.Config)) *cluster
+}
+
+// boardModes are the board net's two shapes: one sync under one lease,
+// and in App mode one sync per installation under the group's shards.
+var boardModes = []boardMode{
+	{"token", []string{"acme/app", "acme/lib"}, func(t *testing.T, mod func(*server.Config)) *cluster {
+		c, next := newCluster(t, 0)
+		seedIssues(t, "acme/app#5", "acme/lib#5")(c.sim)
+		startReplicas(t, c, next, 1, time.Hour, mod)
+		return c
+	}},
+	{"App", []string{"org-1/repo-1", "org-2/repo-1"}, func(t *testing.T, mod func(*server.Config)) *cluster {
+		c, next := newAppCluster(t, 2, false)
+		seedIssues(t, "org-1/repo-1#5", "org-2/repo-1#5")(c.sim) // newAppCluster opens pull request 1 in each
+		startAppReplicas(t, c, next, 1, time.Hour, 1, mod)
+		return c
+	}},
+}
+
 // TestBoardFullEveryReachesEverySync pins Config.BoardFullEvery's wiring
 // in token and App mode alike: the board sync, under one lease or one per
 // installation, lists a repository in full again once BoardFullEvery has
 // passed since its last full sync, not board.DefaultFullEvery (a day).
 func TestBoardFullEveryReachesEverySync(t *testing.T) {
-	for _, mode := range []struct {
-		name  string
-		start func(t *testing.T, mod func(*server.Config)) *cluster
-		repo  string
-	}{
-		{"token", func(t *testing.T, mod func(*server.Config)) *cluster {
-			c, next := newCluster(t, 0)
-			seedIssues(t, "acme/app#1")(c.sim)
-			startReplicas(t, c, next, 1, time.Hour, mod)
-			return c
-		}, "acme/app"},
-		{"App", func(t *testing.T, mod func(*server.Config)) *cluster {
-			c, next := newAppCluster(t, 1, false)
-			seedIssues(t, "org-1/repo-1#5")(c.sim) // newAppCluster opens pull request 1 there
-			startAppReplicas(t, c, next, 1, time.Hour, 1, mod)
-			return c
-		}, "org-1/repo-1"},
-	} {
+	for _, mode := range boardModes {
 		t.Run(mode.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				passes := make(chan board.Pass, 100)
 				c := mode.start(t, func(cfg *server.Config) {
-					cfg.Board, cfg.BoardRepos, cfg.BoardInterval = board.NewMemoryStore(), []string{mode.repo}, time.Minute
+					cfg.Board, cfg.BoardRepos, cfg.BoardInterval = board.NewMemoryStore(), mode.repos, time.Minute
 					cfg.BoardFullEvery = 3 * time.Minute
 					cfg.OnBoardPass = func(p board.Pass) { passes <- p }
 				})
@@ -338,14 +349,83 @@ func TestBoardFullEveryReachesEverySync(t *testing.T) {
 				synctest.Wait()
 				c.stopAll()
 				close(passes)
-				var fulls []int
+				fulls := map[string][]int{}
 				for p := range passes {
-					if p.Term == 1 && len(p.Repos) == 1 && p.Repos[0].Err == nil && p.Repos[0].Since.IsZero() {
-						fulls = append(fulls, p.Pass)
+					for _, rp := range p.Repos {
+						if p.Term == 1 && rp.Err == nil && rp.Since.IsZero() {
+							fulls[rp.Repo] = append(fulls[rp.Repo], p.Pass)
+						}
 					}
 				}
-				if want := []int{1, 4, 7}; !slices.Equal(fulls[:min(3, len(fulls))], want) {
-					t.Errorf("full syncs of %s: passes %v, want %v first: BoardFullEvery (three intervals) is the sync's full-sync period", mode.repo, fulls, want)
+				for _, repo := range mode.repos {
+					if got, want := fulls[repo], []int{1, 4, 7}; !slices.Equal(got[:min(3, len(got))], want) {
+						t.Errorf("full syncs of %s: passes %v, want %v first: BoardFullEvery (three intervals) is the sync's full-sync period", repo, got, want)
+					}
+				}
+			})
+		})
+	}
+}
+
+// prunesWatched is a board.MemoryStore that records the repositories of
+// each Prune.
+type prunesWatched struct {
+	*board.MemoryStore
+	mu     sync.Mutex
+	prunes [][]string
+}
+
+func (s *prunesWatched) Prune(ctx context.Context, host string, repos []string) (int, error) {
+	s.mu.Lock()
+	s.prunes = append(s.prunes, slices.Sorted(slices.Values(repos)))
+	s.mu.Unlock()
+	return s.MemoryStore.Prune(ctx, host, repos)
+}
+
+// TestBoardRemovesTheCardsOfARepositoryDropped pins that a repository
+// dropped from BoardRepos takes its cards off the board at the sync's
+// first pass, in token and App mode alike, and that in App mode, where
+// each installation's sync has a share of the board's repositories, each
+// keeps every board repository's cards: it prunes with BoardRepos whole.
+func TestBoardRemovesTheCardsOfARepositoryDropped(t *testing.T) {
+	for _, mode := range boardModes {
+		t.Run(mode.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				cards := &prunesWatched{MemoryStore: board.NewMemoryStore()}
+				dropped := board.Card{Host: "github.com", Repo: "acme/dropped", Number: 1, Title: "of a repository dropped", State: "open", Updated: time.Now()}
+				if _, err := cards.Put(context.Background(), dropped); err != nil {
+					t.Fatal(err)
+				}
+				c := mode.start(t, func(cfg *server.Config) {
+					cfg.Board, cfg.BoardRepos, cfg.BoardInterval, cfg.APIToken = cards, mode.repos, time.Minute, apiToken
+				})
+				time.Sleep(3*time.Minute + time.Second)
+				synctest.Wait()
+				defer c.stopAll()
+				if hasCard(t, cards, dropped.Repo, 1) {
+					t.Errorf("card of %s: still on the board, want removed: a repository dropped from BoardRepos takes its cards with it", dropped.Repo)
+				}
+				for _, repo := range mode.repos {
+					if !hasCard(t, cards, repo, 5) {
+						t.Errorf("card of %s: gone, want kept: no sync removes the cards of a repository on the board", repo)
+					}
+				}
+				cards.mu.Lock()
+				for _, repos := range cards.prunes {
+					if !slices.Equal(repos, mode.repos) {
+						t.Errorf("Prune of the cards off the board with %v, want %v: a sync with a share of the board keeps every board repository's cards", repos, mode.repos)
+					}
+				}
+				if len(cards.prunes) == 0 {
+					t.Errorf("no Prune, want one a sync")
+				}
+				cards.mu.Unlock()
+				rec := httptest.NewRecorder()
+				req := httptest.NewRequest("GET", "/board?format=json", nil)
+				req.Header.Set("Authorization", "Bearer "+apiToken)
+				c.replicas[0].handler.ServeHTTP(rec, req)
+				if rec.Code != http.StatusOK || strings.Contains(rec.Body.String(), dropped.Repo) {
+					t.Errorf("GET /board: %d %s, want 200 without a card of %s", rec.Code, rec.Body, dropped.Repo)
 				}
 			})
 		})

@@ -330,6 +330,47 @@ var cases = []conformance.Case[board.Store]{
 			t.Errorf("Put of card 2, removed under TombstoneTTL before the last removal, changed = true, want false: its tombstone is kept")
 		}
 	}},
+	{Name: "PruneRemovesTheCardsOfOtherRepositories", Rule: "Prune deletes the cards of host whose repository is none of those given, compared without regard to case, and says how many; other hosts' cards stay", Check: func(t *testing.T, s board.Store) {
+		ctx := context.Background()
+		app, lib := newCard("acme/app", 1, at(0)), newCard("Acme/Lib", 2, at(0))
+		old1, old2 := newCard("acme/old", 1, at(0)), newCard("acme/old", 2, at(time.Hour))
+		prefix := newCard("acme/app2", 3, at(0)) // a name the kept ones are a prefix of
+		ghe := newCard("acme/old", 1, at(0))
+		ghe.Host = "ghe.example"
+		for _, c := range []board.Card{app, lib, old1, old2, prefix, ghe} {
+			put(t, s, c)
+		}
+		removed, err := s.Prune(ctx, "github.com", []string{"ACME/app", "acme/lib"})
+		if err != nil || removed != 3 {
+			t.Fatalf("Prune = %d, %v, want 3, nil: the cards of acme/old and acme/app2 on github.com", removed, err)
+		}
+		want := []string{app.ID(), lib.ID(), ghe.ID()}
+		slices.Sort(want)
+		got := ids(all(t, s, board.Query{}))
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			t.Errorf("cards after Prune: got %v, want %v: the kept repositories' cards in any case, and another host's", got, want)
+		}
+		if removed, err := s.Prune(ctx, "github.com", []string{"acme/app", "acme/lib"}); err != nil || removed != 0 {
+			t.Errorf("Prune again = %d, %v, want 0, nil: nothing left to remove", removed, err)
+		}
+		for _, bad := range []struct {
+			host  string
+			repos []string
+		}{{"", []string{"acme/app"}}, {"github.com", []string{"acme/app", "acme"}}} {
+			if _, err := s.Prune(ctx, bad.host, bad.repos); !errors.Is(err, board.ErrInvalid) {
+				t.Errorf("Prune(%q, %q) = %v, want ErrInvalid: a host or repository no card can have is refused", bad.host, bad.repos, err)
+			}
+		}
+		done, cancel := context.WithCancel(ctx)
+		cancel()
+		if _, err := s.Prune(done, "github.com", nil); err == nil {
+			t.Errorf("Prune on a done context = nil, want an error")
+		}
+		if got := all(t, s, board.Query{}); len(got) != 3 {
+			t.Errorf("cards after refused prunes: got %v, want the 3 kept: nothing is removed", ids(got))
+		}
+	}},
 	{Name: "CardsRefusesBadQuery", Rule: "a limit under 1 or an unknown state is ErrInvalid", Check: func(t *testing.T, s board.Store) {
 		for _, q := range []board.Query{{Limit: 0}, {Limit: -1}, {Limit: 1, State: "merged"}} {
 			if _, err := s.Cards(context.Background(), q); !errors.Is(err, board.ErrInvalid) {
