@@ -164,7 +164,20 @@ load 5m
 `, 70 * time.Minute}, {"none uncovered", `
 load 5m
   merge_gate_runs_uncovered{instance="a"} 0x20
-`, 70 * time.Minute}},
+`, 70 * time.Minute}, {"a sweeper counted a run of a repository its installation lost for 40 minutes, then moved it to the installation GitHub named", `
+load 1m
+  merge_gate_runs_uncovered{found_by="sweeper", instance="a"} 1x40 0x40
+  merge_gate_runs_uncovered{found_by="adopter", instance="a"} 0x80
+`, 80 * time.Minute}},
+}, {
+	alert: "IterionRunsUncovered",
+	fires: fixture{"a's sweepers counted 2 runs of a repository no installation covers any more, then its shard moved to b, whose first look-up came 3 minutes later", `
+load 1m
+  merge_gate_runs_uncovered{found_by="sweeper", instance="a"} 2x30 0x50
+  merge_gate_runs_uncovered{found_by="sweeper", instance="b"} 0x33 2x47
+  merge_gate_runs_uncovered{found_by="adopter", instance="a"} 0x80
+  merge_gate_runs_uncovered{found_by="adopter", instance="b"} 0x80
+`, 75 * time.Minute},
 }, {
 	alert: "IterionLeaseStoreUnreachable",
 	fires: fixture{"every renewal and acquire of replica a for 15m got no answer", `

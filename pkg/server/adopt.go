@@ -47,8 +47,8 @@ type adopter struct {
 	timeout  time.Duration // each store call's bound
 	now      func() time.Time
 	log      *slog.Logger
-	// uncovered is the gauge merge_gate_runs_uncovered; passes the nets'
-	// pass metrics, under the lease's name.
+	// uncovered is the gauge merge_gate_runs_uncovered{found_by="adopter"};
+	// passes the nets' pass metrics, under the lease's name.
 	uncovered prometheus.Gauge
 	passes    *netMetrics
 	// misses holds, by forge.RepoKey, the App's Changed when no
@@ -60,25 +60,27 @@ type adopter struct {
 	last int
 }
 
-// newAdopter builds the adopter of s's App mode, registering its gauge
-// (s.passes must be built); nil without an App or a run store that counts open runs by
+// The found_by values of merge_gate_runs_uncovered: the runs the adopter
+// counts, and those the installations' sweepers found no installation
+// covers (installationSweeps.rehome).
+const (
+	foundByAdopter = "adopter"
+	foundBySweeper = "sweeper"
+)
+
+// newAdopter builds the adopter of s's App mode, counting its uncovered
+// runs in uncovered's found_by="adopter" series (s.passes must be built);
+// nil without an App or a run store that counts open runs by
 // installation.
-func newAdopter(s *Server) (*adopter, error) {
+func newAdopter(s *Server, uncovered *prometheus.GaugeVec) *adopter {
 	runs, ok := s.cfg.Runs.(gaterun.InstallationStore)
 	if s.cfg.App == nil || !ok {
-		return nil, nil
-	}
-	g := prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "merge_gate_runs_uncovered",
-		Help: "App mode: unsettled gating runs stored under an installation the App does not know whose repository no installation covers, so no shard sweeps them; set by the run adopter's holder, 0 on other replicas.",
-	})
-	if err := s.cfg.Registry.Register(g); err != nil {
-		return nil, err
+		return nil
 	}
 	return &adopter{
 		runs: runs, app: s.cfg.App, interval: adoptIntervals * s.cfg.SweepInterval, timeout: s.cfg.StoreTimeout,
-		now: s.cfg.Now, log: s.log, uncovered: g, passes: s.passes, misses: map[string]time.Time{},
-	}, nil
+		now: s.cfg.Now, log: s.log, uncovered: uncovered.WithLabelValues(foundByAdopter), passes: s.passes, misses: map[string]time.Time{},
+	}
 }
 
 // work serves one term of the adopter's lease: a pass every interval

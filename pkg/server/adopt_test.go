@@ -3,8 +3,6 @@ package server_test
 import (
 	"context"
 	"net/http"
-	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -16,26 +14,13 @@ import (
 	"iterion.dev/iterion/pkg/server"
 )
 
-// uncoveredGauge sums merge_gate_runs_uncovered over c's replicas, read
-// from each one's /metrics.
+// uncoveredGauge sums merge_gate_runs_uncovered, every series of it,
+// over c's replicas, read from each one's /metrics.
 func uncoveredGauge(t *testing.T, c *cluster) float64 {
 	t.Helper()
-	re := regexp.MustCompile(`(?m)^merge_gate_runs_uncovered (\S+)$`)
 	var sum float64
 	for _, r := range c.replicas {
-		code, body := r.call(t, "GET", "/metrics", "", "")
-		if code != http.StatusOK {
-			t.Fatalf("%s: GET /metrics = %d", r.owner, code)
-		}
-		m := re.FindStringSubmatch(body)
-		if m == nil {
-			t.Fatalf("%s: no merge_gate_runs_uncovered in /metrics", r.owner)
-		}
-		v, err := strconv.ParseFloat(m[1], 64)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sum += v
+		sum += metricValue(t, r.handler, "merge_gate_runs_uncovered")
 	}
 	return sum
 }

@@ -791,6 +791,75 @@ func TestAppModeRunsFollowTheirRepositoryWhenItsWebhookIsLost(t *testing.T) {
 	})
 }
 
+// TestAppModeRunsOfARepositoryNoInstallationCoversAnyMoreCountUncovered
+// pins that a run stored under an installation the App knows, whose
+// repository that installation lost while no other gained it, is counted
+// in merge_gate_runs_uncovered (found_by="sweeper") and so seen by
+// IterionRunsUncovered: installation 1's token can no longer read
+// org-1/repo-1, and GitHub says no installation covers it, so no sweep can
+// publish the run's verdict. The installation's sweeper says so in the log
+// once for the run, not at each of its back-off's look-ups, and counts it
+// no more once the run is moved to an installation covering its
+// repository again.
+func TestAppModeRunsOfARepositoryNoInstallationCoversAnyMoreCountUncovered(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		c, next := newAppCluster(t, 2, false)
+		logger, logs := textLogger()
+		startAppReplicas(t, c, next, 1, time.Minute, 4, func(cfg *server.Config) { cfg.Logger = logger })
+		r := c.replicas[0]
+		defer r.stop()
+		if err := r.app.Relist(ctx); err != nil { // the App client knows installations 1 and 2
+			t.Fatal(err)
+		}
+		run := appRun(1)
+		if _, err := c.runs.Put(ctx, run, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		// The App is removed from the repository; no webhook is sent (the
+		// simulator has none configured), as if the delivery had failed.
+		if err := c.sim.RemoveInstallationRepos(1, run.Repo); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(3*time.Minute + time.Second)
+		synctest.Wait()
+		if got := uncoveredGauge(t, c); got != 1 {
+			t.Errorf("merge_gate_runs_uncovered after the first pass: %v, want 1: a run no installation's token can read is no shard's to sweep", got)
+		}
+		// Its back-off looks the repository up again at 2, 4, 8 ... 30
+		// intervals: about 6 look-ups in two hours.
+		time.Sleep(2 * time.Hour)
+		synctest.Wait()
+		if got := uncoveredGauge(t, c); got != 1 {
+			t.Errorf("merge_gate_runs_uncovered two hours on: %v, want 1", got)
+		}
+		if got := c.sim.Requests(forgesim.Filter{Route: "GET /repos/{owner}/{repo}/installation"}); got < 3 {
+			t.Fatalf("look-ups of %s's installation: %d, want 3 or more: the back-off looks it up again", run.Repo, got)
+		}
+		if got := strings.Count(logs.String(), "no installation of the App covers the repository of an unsettled run"); got != 1 {
+			t.Errorf("log lines naming the uncovered run: %d, want 1: once per run, not per look-up", got)
+		}
+		if got, err := c.runs.Get(ctx, run.ID); err != nil || got.Installation != 1 || got.Settled {
+			t.Errorf("the uncovered run: installation %d settled %v (%v); want left unsettled under installation 1", got.Installation, got.Settled, err)
+		}
+		// The App is installed on the repository again, under installation
+		// 2, and again no webhook says so: the next look-up, within a
+		// back-off's longest (30 intervals) and a deep window's start,
+		// moves the run.
+		if err := c.sim.AddInstallationRepos(2, run.Repo); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Hour)
+		synctest.Wait()
+		if got, err := c.runs.Get(ctx, run.ID); err != nil || got.Installation != 2 {
+			t.Errorf("the run once installation 2 covers its repository: installation %d (%v); want 2", got.Installation, err)
+		}
+		if got := uncoveredGauge(t, c); got != 0 {
+			t.Errorf("merge_gate_runs_uncovered once the run moved: %v, want 0", got)
+		}
+	})
+}
+
 // TestAppModeMovingRunsKeepsAVerdictReportedMeanwhile pins that moving a
 // repository's runs to the installation an installation_repositories event
 // adds it to writes nothing from the copy it listed: a verdict reported

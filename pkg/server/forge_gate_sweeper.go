@@ -459,6 +459,9 @@ const maxServerBackoff = 8
 type backoff struct {
 	until time.Time
 	delay time.Duration
+	// uncovered: the last look-up of the run's repository found no
+	// installation of the App covering it (installationSweeps.rehome).
+	uncovered bool
 }
 
 // note records the outcome of offering run at now: unreadable starts or

@@ -430,12 +430,20 @@ func NewForComparison(cfg Config, cmp Comparison) (*Server, error) {
 	maxConns.Set(float64(cfg.Limits.MaxConnections))
 	collectors := []prometheus.Collector{s.offers, s.conns, maxConns, s.deliveries, s.unrecorded, backingOff, behind, behindPasses}
 	var rehomed prometheus.Counter
+	var uncovered *prometheus.GaugeVec
 	if cfg.App != nil {
 		rehomed = prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "merge_gate_runs_rehomed_total",
 			Help: "Unsettled gating runs moved from an installation whose token GitHub refused for their pull request to the installation GitHub says covers their repository now (App mode): the installation_repositories webhook that moved the repository did not reach this deployment.",
 		})
-		collectors = append(collectors, rehomed)
+		uncovered = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "merge_gate_runs_uncovered",
+			Help: "App mode: unsettled gating runs whose repository no installation of the App covers, so no verdict of theirs is published; by found_by: adopter, those stored under an installation the App does not know (set by the run adopter's holder, 0 on other replicas); sweeper, those under an installation the App knows whose token GitHub refused for their pull request, summed over the installations this replica sweeps. Sum over the replicas for the deployment's.",
+		}, []string{"found_by"})
+		for _, by := range []string{foundByAdopter, foundBySweeper} {
+			uncovered.WithLabelValues(by) // both series from the start
+		}
+		collectors = append(collectors, rehomed, uncovered)
 	}
 	for _, c := range collectors {
 		if err := cfg.Registry.Register(c); err != nil {
@@ -445,9 +453,7 @@ func NewForComparison(cfg Config, cmp Comparison) (*Server, error) {
 	if s.passes, err = newNetMetrics(cfg.Registry); err != nil {
 		return nil, fmt.Errorf("%w: Registry: %w", ErrConfig, err)
 	}
-	if s.adopter, err = newAdopter(s); err != nil {
-		return nil, fmt.Errorf("%w: Registry: %w", ErrConfig, err)
-	}
+	s.adopter = newAdopter(s, uncovered)
 	if cmp.MeasureGroupShards > 0 {
 		if s.measureCalls, err = newMeasureCalls(cfg.Registry); err != nil {
 			return nil, fmt.Errorf("%w: Registry: %w", ErrConfig, err)
@@ -458,7 +464,11 @@ func NewForComparison(cfg Config, cmp Comparison) (*Server, error) {
 		boardInterval = board.DefaultInterval
 	}
 	s.health = lease.NewHealth(healthBound(cfg.SweepInterval, boardInterval, len(cfg.BoardRepos) > 0))
-	s.buildSweeper(backingOff, behind, behindPasses, rehomed)
+	var sweptUncovered prometheus.Gauge
+	if uncovered != nil {
+		sweptUncovered = uncovered.WithLabelValues(foundBySweeper)
+	}
+	s.buildSweeper(backingOff, behind, behindPasses, rehomed, sweptUncovered)
 	if err := s.buildBoard(boardInterval); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}

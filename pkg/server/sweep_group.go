@@ -54,6 +54,11 @@ type installationSweeps struct {
 	behind          map[int64]bool
 	backingOffGauge prometheus.Gauge
 	behindGauge     prometheus.Gauge
+	// uncovered is each installation's runs whose repository no
+	// installation covers (note), summed into uncoveredGauge,
+	// merge_gate_runs_uncovered{found_by="sweeper"}.
+	uncovered      map[int64]int
+	uncoveredGauge prometheus.Gauge
 	// rehomed counts the runs rehome moved.
 	rehomed prometheus.Counter
 }
@@ -82,8 +87,10 @@ func (g *installationSweeps) run(ctx context.Context) {
 // each instantiated on first use over its installation's runs and client.
 // backingOff and behind are the replica's gauges, behindPasses its count
 // of passes behind, which every installation's sweeper adds to; rehomed
-// (App mode) its count of runs moved by installationSweeps.rehome.
-func (s *Server) buildSweeper(backingOff, behind prometheus.Gauge, behindPasses *prometheus.CounterVec, rehomed prometheus.Counter) {
+// (App mode) its count of runs moved by installationSweeps.rehome, and
+// uncovered (App mode) its gauge of the runs rehome found no installation
+// covers.
+func (s *Server) buildSweeper(backingOff, behind prometheus.Gauge, behindPasses *prometheus.CounterVec, rehomed prometheus.Counter, uncovered prometheus.Gauge) {
 	timeShare := s.cfg.SweepTimeShare // 0: the default
 	if s.cmp.NoSweepTimeBudget {
 		timeShare = -1
@@ -100,6 +107,7 @@ func (s *Server) buildSweeper(backingOff, behind prometheus.Gauge, behindPasses 
 			s: s, app: s.cfg.App, shards: s.cfg.SweepShards, interval: s.cfg.SweepInterval, conc: s.cfg.InstallationConcurrency,
 			sweepers: map[int64]*sweeper{}, newsTold: map[string]time.Time{}, backingOff: map[int64]int{}, behind: map[int64]bool{},
 			backingOffGauge: backingOff, behindGauge: behind, rehomed: rehomed, lookups: make(chan struct{}, 1), reads: reads,
+			uncovered: map[int64]int{}, uncoveredGauge: uncovered,
 			newSweeper: func(id int64) *sweeper {
 				ilog := s.log.With("installation", id)
 				onPass := s.passes.sweepPass(s.cfg.Now, s.sweepPassed)
@@ -282,55 +290,99 @@ func (g *installationSweeps) pass(ctx context.Context, sw *sweeper, st *sweepTer
 // repository still resolves to from (a pull request deleted, or hidden
 // from the App) or to none backs off as before, and is looked up again
 // only when an offer finds it unreadable again, as its back-off allows.
+// A run whose repository no installation covers (GitHub answers the
+// look-up 404, forge.ErrNotInstalled:
+// https://docs.github.com/rest/apps/apps#get-a-repository-installation-for-the-authenticated-app)
+// is marked uncovered in its back-off, counted in
+// merge_gate_runs_uncovered{found_by="sweeper"} (note) and logged at Warn
+// the first time its term finds it so.
 // A look-up or move that fails is logged and tried again then; a rate
 // limit ends the call.
 func (g *installationSweeps) rehome(ctx context.Context, log *slog.Logger, from int64, st *sweepTerm) {
-	to := map[string]int64{} // by forge.RepoKey; 0: not to be moved
+	type found struct {
+		id   int64 // 0: not to be moved
+		none bool  // no installation covers the repository
+	}
+	to := map[string]found{} // by forge.RepoKey
 	for _, run := range st.takeUnreadable() {
 		key := forge.RepoKey(run.Repo)
-		id, looked := to[key]
+		f, looked := to[key]
 		if !looked {
 			owner, name := ownerRepo(run)
 			lctx, cancel := context.WithTimeout(ctx, g.s.cfg.OfferTimeout)
-			_, found, err := g.app.Recheck(lctx, owner, name, from)
+			_, id, err := g.app.Recheck(lctx, owner, name, from)
 			cancel()
 			switch {
 			case errors.Is(err, forge.ErrRateLimited):
 				log.Warn("sweep: installation of unreadable runs not looked up: rate limited", "repo", run.Repo, "err", err)
 				return
+			case errors.Is(err, forge.ErrNotInstalled):
+				// An answer, not a failure: marked, and logged once, below.
 			case err != nil:
 				log.Info("sweep: installation of an unreadable run's repository not found", "run", run.ID, "repo", run.Repo, "err", err)
 			}
-			id, to[key] = found, found
+			f = found{id: id, none: errors.Is(err, forge.ErrNotInstalled)}
+			to[key] = f
 		}
-		if id == 0 || id == from {
+		if b, ok := st.backoff[run.ID]; ok && (f.none || f.id == from) && b.uncovered != f.none {
+			if f.none {
+				log.Warn("sweep: no installation of the App covers the repository of an unsettled run: no verdict of it is published until the App is installed there",
+					"run", run.ID, "repo", run.Repo)
+			}
+			b.uncovered = f.none
+			st.backoff[run.ID] = b
+		}
+		if f.id == 0 || f.id == from {
 			continue
 		}
 		sctx, cancel := context.WithTimeout(ctx, g.s.cfg.StoreTimeout)
-		moved, err := g.s.cfg.Runs.Move(sctx, run.ID, from, id, g.s.cfg.Now())
+		moved, err := g.s.cfg.Runs.Move(sctx, run.ID, from, f.id, g.s.cfg.Now())
 		cancel()
 		switch {
 		case err != nil:
-			log.Warn("sweep: unreadable run not moved to the installation covering its repository", "run", run.ID, "repo", run.Repo, "to", id, "err", err)
+			log.Warn("sweep: unreadable run not moved to the installation covering its repository", "run", run.ID, "repo", run.Repo, "to", f.id, "err", err)
 		case moved:
 			delete(st.backoff, run.ID)
 			g.rehomed.Inc()
-			log.Info("sweep: run moved to the installation covering its repository now; this installation's token could not read it", "run", run.ID, "repo", run.Repo, "to", id)
+			log.Info("sweep: run moved to the installation covering its repository now; this installation's token could not read it", "run", run.ID, "repo", run.Repo, "to", f.id)
 		}
 	}
 }
 
-// note records installation id's backing-off runs (none when st is nil)
-// and whether its last pass was behind, and sets the replica's gauges to
-// the sum and the or over its installations.
+// note records installation id's backing-off runs (none when st is nil),
+// those of them its snapshot still lists unsettled whose repository no
+// installation covers (uncoveredIn), and whether its last pass was
+// behind, and sets the replica's gauges to the sums and the or over its
+// installations.
 func (g *installationSweeps) note(id int64, st *sweepTerm, behind bool) {
+	uncovered := 0
+	if st != nil {
+		uncovered = g.uncoveredIn(id, st)
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.backingOff[id], g.behind[id] = 0, behind
+	g.backingOff[id], g.behind[id], g.uncovered[id] = 0, behind, uncovered
 	if st != nil {
 		g.backingOff[id] = len(st.backoff)
 	}
 	g.showLocked()
+}
+
+// uncoveredIn counts the runs of st's back-off marked uncovered (rehome)
+// that installation id's snapshot lists: a run settled, moved by a
+// webhook, or past the deep window since is no longer the sweeper's, and
+// stops counting at the next snapshot without a store read of its own.
+func (g *installationSweeps) uncoveredIn(id int64, st *sweepTerm) int {
+	marked := map[string]bool{}
+	for runID, b := range st.backoff {
+		if b.uncovered {
+			marked[runID] = true
+		}
+	}
+	if len(marked) == 0 {
+		return 0
+	}
+	return g.reads.listed(id, marked)
 }
 
 // forget drops installation id's figures once this replica stops sweeping
@@ -341,6 +393,7 @@ func (g *installationSweeps) forget(id int64) {
 	defer g.mu.Unlock()
 	delete(g.backingOff, id)
 	delete(g.behind, id)
+	delete(g.uncovered, id)
 	if err != nil {
 		delete(g.sweepers, id)
 	}
@@ -349,12 +402,14 @@ func (g *installationSweeps) forget(id int64) {
 
 // showLocked sets the gauges from the figures; g.mu is held.
 func (g *installationSweeps) showLocked() {
-	n, behind := 0, false
+	n, uncovered, behind := 0, 0, false
 	for id, b := range g.backingOff {
 		n += b
+		uncovered += g.uncovered[id]
 		behind = behind || g.behind[id]
 	}
 	g.backingOffGauge.Set(float64(n))
+	g.uncoveredGauge.Set(float64(uncovered))
 	g.behindGauge.Set(b2f(behind))
 }
 

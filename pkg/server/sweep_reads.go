@@ -108,6 +108,24 @@ func (r *sweepReads) unsettledIn(ctx context.Context, id int64, since time.Time,
 	return out, nil
 }
 
+// listed counts the runs of runIDs that installation id's snapshot lists
+// unsettled; every one of them when no snapshot covers id (a read failed),
+// as nothing says they settled.
+func (r *sweepReads) listed(id int64, runIDs map[string]bool) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.covers[id] {
+		return len(runIDs)
+	}
+	n := 0
+	for _, run := range r.of[id] {
+		if runIDs[run.ID] {
+			n++
+		}
+	}
+	return n
+}
+
 // readLocked reads the snapshot at now for the members and id, page by
 // page; r.mu is held. On an error the old snapshot is dropped.
 func (r *sweepReads) readLocked(ctx context.Context, now time.Time, id int64) error {
