@@ -172,6 +172,8 @@
 // Spec.OnEvent receives the same transitions as [Event]s, and each store
 // call; Spec.Health tracks work that outlives its term. A group reports its
 // shards' events the same way, with Event.Group and Event.Shard set, and a
-// Surveyed event with the group as each list showed it ([GroupView]);
+// Surveyed event with the group as each list showed it ([GroupView]),
+// with the groups of the same name and another shard count that list
+// showed live ([GroupView.Others]: a change of the shard count under way);
 // [Groups] reads the same view from any list of a store's leases.
 package lease

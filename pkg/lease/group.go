@@ -253,6 +253,7 @@ func (g *groupRunner) survey(ctx context.Context) {
 		return
 	}
 	v := viewGroup(g.spec.Name, g.spec.Shards, hs, listed, g.spec.Owner)
+	v.Others = otherCounts(g.spec.Name, g.spec.Shards, hs, listed)
 	for i, h := range v.Holders {
 		switch {
 		case h != "":

@@ -89,6 +89,13 @@ type GroupView struct {
 	// bound of a hand-over after a crash, past which a shard is stuck. It
 	// is nil in a view from [Groups], which sees one list.
 	Overdue []int
+	// Others, in a Surveyed event, are the groups of the same Name with
+	// another shard count that the list showed any unexpired lease of,
+	// by shard count: members declaring the group with another Shards,
+	// as during a rolling change of it, which serve their own shards
+	// alongside this group's. nil when there are none, and in a view
+	// from [Groups], which lists each of them on its own.
+	Others []GroupView
 }
 
 // GroupMember is one live member of a group.
@@ -182,6 +189,34 @@ func Groups(hs []Holder, now time.Time) []GroupView {
 		return cmp.Or(strings.Compare(a.Name, b.Name), cmp.Compare(a.Shards, b.Shards))
 	})
 	return out
+}
+
+// otherCounts is the groups named name with a shard count other than
+// shards that hs shows at now with an unexpired lease (a shard's or a
+// member's), by shard count; nil when there are none.
+func otherCounts(name string, shards int, hs []Holder, now time.Time) []GroupView {
+	var out []GroupView
+	for _, v := range Groups(hs, now) {
+		if v.Name == name && v.Shards != shards && len(v.Holdings()) > 0 {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// OtherOwners returns the owners v.Others show (their live members and
+// the holders of their unexpired shard leases), each once, sorted: who
+// serves the group with another shard count. None once every member
+// declares it alike.
+func (v GroupView) OtherOwners() []string {
+	var out []string
+	for _, o := range v.Others {
+		for _, h := range o.Holdings() {
+			out = append(out, h.Owner)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // viewGroup is the view of group name with shards shards that hs shows at

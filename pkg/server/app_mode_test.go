@@ -963,3 +963,53 @@ func TestAppModeARepositoryCostsTheAppOneLookUpAcrossReplicas(t *testing.T) {
 		}
 	})
 }
+
+// TestAppModeAChangeOfShardCountIsSeenUntilItIsDone pins what an operator
+// sees while a rolling update changes --sweep-shards: replica-1 still
+// serves merge-gate-sweeper with 4 shards, replica-2 with 2 (each
+// installation is swept under both meanwhile). Each replica's
+// lease_group_other_members is 1; replica-2 logs, once, that replicas
+// serve the group with another shard count, naming replica-1 and its 4;
+// its /leases page marks its own count and says a change is under way,
+// naming replica-1. Once replica-1 stops, the gauge is 0, the log says
+// the change is done, and the page says nothing of a change.
+func TestAppModeAChangeOfShardCountIsSeenUntilItIsDone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, next := newAppCluster(t, 2, false)
+		logger, logs := textLogger()
+		startAppReplicas(t, c, next, 1, time.Minute, 4, nil)
+		startAppReplicas(t, c, next, 1, time.Minute, 2, func(cfg *server.Config) { cfg.Logger = logger })
+		old, r := c.replicas[0], c.replicas[1]
+		defer r.stop()
+		time.Sleep(2*time.Minute + time.Second)
+		synctest.Wait()
+		for _, rr := range []*replica{old, r} {
+			if got := metricValue(t, rr.handler, "lease_group_other_members"); got != 1 {
+				t.Errorf("%s: lease_group_other_members = %v, want 1: one replica serves the group with the other shard count", rr.owner, got)
+			}
+		}
+		const underWay, done = "replicas serve it with another shard count", "no replica serves it with another shard count any more"
+		if got := strings.Count(logs.String(), underWay); got != 1 || !strings.Contains(logs.String(), "other_shards=[4] other_owners=[replica-1]") {
+			t.Errorf("replica-2's log: %d lines saying the change is under way, want 1 naming replica-1 and its 4 shards:\n%s", got, logs.String())
+		}
+		_, page := r.call(t, "GET", "/leases", "", "")
+		for _, want := range []string{"merge-gate-sweeper: 2 shards, 1 live member, fair share 2 (this replica's shard count)",
+			"A change of the shard count is under way: the group is also served with 4 shards, by <code>replica-1</code>"} {
+			if !strings.Contains(page, want) {
+				t.Errorf("replica-2's /leases lacks %q: it names who serves the other shard count:\n%s", want, page)
+			}
+		}
+		old.stop()
+		time.Sleep(2 * time.Minute)
+		synctest.Wait()
+		if got := metricValue(t, r.handler, "lease_group_other_members"); got != 0 {
+			t.Errorf("replica-2 once replica-1 stopped: lease_group_other_members = %v, want 0: the change is done", got)
+		}
+		if !strings.Contains(logs.String(), done) {
+			t.Errorf("replica-2's log does not say the change is done once replica-1 stopped:\n%s", logs.String())
+		}
+		if _, page := r.call(t, "GET", "/leases", "", ""); strings.Contains(page, "A change of the shard count is under way") {
+			t.Errorf("replica-2's /leases still says a change is under way once nobody serves the other shard count")
+		}
+	})
+}

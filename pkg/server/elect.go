@@ -142,7 +142,31 @@ func (s *Server) leaseEvent(ev lease.Event) {
 		if s.cfg.OnLeaseEvent != nil {
 			s.cfg.OnLeaseEvent(ev)
 		}
+	case lease.Surveyed:
+		s.logShardCountChange(ev.View)
 	}
+}
+
+// logShardCountChange logs, when a survey of a lease group shows other
+// owners serving it with another shard count than the last one did, who
+// they are (at Warn: a change of the shard count, --sweep-shards, is
+// under way, and until it is done each installation is served by both
+// counts), or, once none is left, that the change is done.
+func (s *Server) logShardCountChange(v *lease.GroupView) {
+	owners := v.OtherOwners()
+	if !s.seen.surveyed(v.Name, owners) {
+		return
+	}
+	if len(owners) == 0 {
+		s.log.Info("lease group: no replica serves it with another shard count any more; a change of the shard count is done", "group", v.Name, "shards", v.Shards)
+		return
+	}
+	counts := make([]int, len(v.Others))
+	for i, o := range v.Others {
+		counts[i] = o.Shards
+	}
+	s.log.Warn("lease group: replicas serve it with another shard count; a change of the shard count is under way, and each of its installations is served by both counts until only one count has replicas",
+		"group", v.Name, "shards", v.Shards, "other_shards", counts, "other_owners", owners)
 }
 
 // laneOfferer is the server's offer on one lane through rec, as an

@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -20,6 +21,9 @@ type observed struct {
 	terms  map[string]time.Time   // lease name → start of this replica's term
 	offers map[string]offerRecord // run id → its last offer on this replica
 	board  time.Time              // end of this replica's last complete board pass
+	// others is, by lease group, the owners serving it with another shard
+	// count in this replica's last survey (lease.GroupView.OtherOwners).
+	others map[string][]string
 }
 
 // boardPassed notes a board pass that ended at end; only a complete pass
@@ -71,6 +75,22 @@ func (o *observed) leaseEvent(ev lease.Event, now time.Time) {
 	case lease.SteppedDown:
 		delete(o.terms, ev.Name)
 	}
+}
+
+// surveyed notes the owners serving group with another shard count in
+// this replica's latest survey, and reports whether they differ from
+// the last survey's (none before the first).
+func (o *observed) surveyed(group string, owners []string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if slices.Equal(o.others[group], owners) {
+		return false
+	}
+	if o.others == nil {
+		o.others = make(map[string][]string)
+	}
+	o.others[group] = owners
+	return true
 }
 
 // termStart is when this replica's current term of lease name began; false

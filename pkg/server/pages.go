@@ -164,7 +164,41 @@ func (s *Server) getLeases(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, views)
 		return
 	}
-	s.render(w, leasesPage, "Leases", byGroup(rows, groups))
+	body := byGroup(rows, groups)
+	markShardCounts(body.Groups, s.servedGroups())
+	s.render(w, leasesPage, "Leases", body)
+}
+
+// servedGroups is the shard count of each lease group this replica
+// serves, by name: App mode's sweeper and board groups.
+func (s *Server) servedGroups() map[string]int {
+	served := map[string]int{}
+	if s.sweeps != nil {
+		served[MergeGateSweeper().Name] = s.sweeps.shards
+	}
+	if s.boards != nil {
+		served[ForgeBoardSync().Name] = s.boards.shards
+	}
+	return served
+}
+
+// markShardCounts sets, on each section, whether it is the shard count
+// this replica serves its group with (served), and its Others: the
+// sections of the same group name with another shard count that have a
+// live owner, as a group member's survey sees them
+// (lease.GroupView.Others), so the page says a change of the shard count
+// is under way, and who still serves the other count.
+func markShardCounts(sections []groupSection, served map[string]int) {
+	for i := range sections {
+		g := &sections[i]
+		n, ok := served[g.Name]
+		g.Mine = ok && n == g.Shards
+		for _, o := range sections {
+			if o.Name == g.Name && o.Shards != g.Shards && len(o.Holdings()) > 0 {
+				g.Others = append(g.Others, o.GroupView)
+			}
+		}
+	}
 }
 
 // leasesBody is the /leases page: the leases of no group, then each lease
@@ -181,6 +215,8 @@ type leasesBody struct {
 type groupSection struct {
 	lease.GroupView
 	Leases []termRow
+	// Mine: this replica serves the group with this shard count.
+	Mine bool
 }
 
 // byGroup sorts rows into the groups' leases and the rest. A lease is a
@@ -223,8 +259,9 @@ var leasesPage = page.New(`{{define "lease"}}<tr class="{{if .Self}}self{{end}}{
 <p class="muted">A term's age is known for this replica's own terms. TTL is this replica's (the lease's intervals × its net's interval); the replicas of one deployment share it.</p>
 {{with .Body.Groups}}<h2>Lease groups</h2>
 <p>Each group's shards by owner: a live member's count against its share (the fair share is the most any member should hold), and the shards nobody holds.</p>
-{{range .}}{{$fair := .Fair}}<h3>{{.Name}}: {{.Shards}} shards, {{len .Members}} live member{{if ne (len .Members) 1}}s{{end}}, fair share {{$fair}}</h3>
-<div class="scroll"><table><thead><tr><th>owner</th><th class="num">shards</th><th class="num">share</th><th>which</th></tr></thead><tbody>
+{{range .}}{{$fair := .Fair}}<h3>{{.Name}}: {{.Shards}} shards, {{len .Members}} live member{{if ne (len .Members) 1}}s{{end}}, fair share {{$fair}}{{if .Mine}} (this replica's shard count){{end}}</h3>
+{{if .Others}}<p class="bad">A change of the shard count is under way: the group is also served with {{range $i, $o := .Others}}{{if $i}}, {{end}}{{$o.Shards}}{{end}} shards, by {{range $i, $w := .OtherOwners}}{{if $i}}, {{end}}<code>{{$w}}</code>{{end}}. Until only one shard count has live owners, each installation is served under both; the change is done when <code>lease_group_other_members</code> is 0 on every replica.</p>
+{{end}}<div class="scroll"><table><thead><tr><th>owner</th><th class="num">shards</th><th class="num">share</th><th>which</th></tr></thead><tbody>
 {{range .Holdings}}<tr><td><code>{{.Owner}}</code></td><td class="num">{{len .Shards}}</td>
 <td class="num">{{if .Member}}{{.Target}} of at most {{$fair}}{{else}}<span class="muted">not a live member</span>{{end}}</td><td>{{ranges .Shards}}</td></tr>
 {{end}}</tbody></table></div>

@@ -36,6 +36,10 @@ import (
 //   - lease_group_shards_overdue{group}: shards this member has seen
 //     unheld for longer than TTL + Retry (a stuck hand-over).
 //   - lease_group_members{group}: live members in this member's last list.
+//   - lease_group_other_members{group}: owners serving the group with
+//     another shard count in this member's last list (GroupView.Others:
+//     live members, and holders of unexpired shard leases); above 0 while
+//     a change of the shard count is under way.
 //   - lease_group_handovers_total{group,reason}: shard terms this process
 //     ended, by lease's Reason constants (rebalanced: given up to even the
 //     share).
@@ -46,8 +50,8 @@ type Metrics struct {
 	callDuration *prometheus.HistogramVec
 	callErrors   *prometheus.CounterVec
 
-	groupHeld, groupUnheld, groupOverdue, groupMembers *prometheus.GaugeVec
-	groupHandovers                                     *prometheus.CounterVec
+	groupHeld, groupUnheld, groupOverdue, groupMembers, groupOthers *prometheus.GaugeVec
+	groupHandovers                                                  *prometheus.CounterVec
 }
 
 // New creates Run's metrics and registers them on reg, never on the global
@@ -93,6 +97,10 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "lease_group_members",
 			Help: "Live members of the lease group in this member's last list.",
 		}, []string{"group"}),
+		groupOthers: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "lease_group_other_members",
+			Help: "Owners serving the lease group with another shard count (live members or shard holders) in this member's last list: above 0 while a change of the shard count is under way.",
+		}, []string{"group"}),
 		groupHandovers: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "lease_group_handovers_total",
 			Help: "Shard terms of the lease group this process ended, by reason.",
@@ -100,7 +108,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.held, m.terms, m.stepDowns, m.callDuration, m.callErrors,
-			m.groupHeld, m.groupUnheld, m.groupOverdue, m.groupMembers, m.groupHandovers)
+			m.groupHeld, m.groupUnheld, m.groupOverdue, m.groupMembers, m.groupOthers, m.groupHandovers)
 	}
 	return m
 }
@@ -152,5 +160,6 @@ func (m *Metrics) observeGroup(e lease.Event) {
 		m.groupUnheld.WithLabelValues(e.Group).Set(float64(len(e.View.Unheld())))
 		m.groupOverdue.WithLabelValues(e.Group).Set(float64(len(e.View.Overdue)))
 		m.groupMembers.WithLabelValues(e.Group).Set(float64(len(e.View.Members)))
+		m.groupOthers.WithLabelValues(e.Group).Set(float64(len(e.View.OtherOwners())))
 	}
 }

@@ -270,6 +270,50 @@ lease_group_shards_overdue{group="g"} %d
 	})
 }
 
+// TestGroupMetricsCountMembersOfAnotherShardCount pins
+// lease_group_other_members: a serves g with 4 shards and b with 2, as
+// during a rolling change of the shard count, so each sees one owner
+// serving the group with another count; once b stops (its leases
+// released), a's next list shows none: the change is done.
+func TestGroupMetricsCountMembersOfAnotherShardCount(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := lease.NewMemoryStore()
+		regA, regB := prometheus.NewPedanticRegistry(), prometheus.NewPedanticRegistry()
+		ctx, cancel := context.WithCancel(t.Context())
+		ctxB, stopB := context.WithCancel(ctx)
+		spec := lease.GroupSpec{Name: "g", Shards: 4, TTL: 3 * time.Second, Retry: time.Second}
+		doneA := runGroup(ctx, st, spec, "a", leaseprom.New(regA))
+		spec.Shards = 2
+		doneB := runGroup(ctxB, st, spec, "b", leaseprom.New(regB))
+		others := func(n int) string {
+			return fmt.Sprintf(`
+# HELP lease_group_other_members Owners serving the lease group with another shard count (live members or shard holders) in this member's last list: above 0 while a change of the shard count is under way.
+# TYPE lease_group_other_members gauge
+lease_group_other_members{group="g"} %d
+`, n)
+		}
+		time.Sleep(3 * time.Second)
+		synctest.Wait()
+		for _, m := range []struct {
+			owner string
+			reg   *prometheus.Registry
+		}{{"a", regA}, {"b", regB}} {
+			if err := testutil.GatherAndCompare(m.reg, strings.NewReader(others(1)), "lease_group_other_members"); err != nil {
+				t.Errorf("%s, while the other serves g with another shard count: %v", m.owner, err)
+			}
+		}
+		stopB()
+		<-doneB
+		time.Sleep(spec.Retry + time.Millisecond)
+		synctest.Wait()
+		if err := testutil.GatherAndCompare(regA, strings.NewReader(others(0)), "lease_group_other_members"); err != nil {
+			t.Errorf("a, once b stopped and released its leases: %v", err)
+		}
+		cancel()
+		<-doneA
+	})
+}
+
 // noCampaign is a MemoryStore whose AcquireTerm never answers.
 type noCampaign struct{ *lease.MemoryStore }
 
