@@ -34,6 +34,11 @@ type InstallationSweep struct {
 	// at the pass's end; empty when it knew none. Reset is UTC to the
 	// millisecond.
 	Budgets []forge.RateLimit
+	// Uncovered is how many of the installation's unsettled runs the
+	// sweeping replica counted, by the pass, as runs whose pull request
+	// the installation's token could not read and whose repository GitHub
+	// said no installation of the App covers. At least 0.
+	Uncovered int
 }
 
 // InstallationStore is a run Store that also keeps, per installation, what
@@ -74,6 +79,8 @@ func (s InstallationSweep) Validate() error {
 		return fmt.Errorf("%w: installation %d: at is zero", ErrInvalid, s.Installation)
 	case strings.TrimSpace(s.Owner) == "":
 		return fmt.Errorf("%w: installation %d: owner %q is empty", ErrInvalid, s.Installation, s.Owner)
+	case s.Uncovered < 0:
+		return fmt.Errorf("%w: installation %d: uncovered %d is negative", ErrInvalid, s.Installation, s.Uncovered)
 	}
 	for _, b := range s.Budgets {
 		if strings.TrimSpace(b.Resource) == "" {

@@ -40,6 +40,8 @@ type lastSweep struct {
 	At      time.Time   `bson:"at"`
 	Owner   string      `bson:"owner"`
 	Budgets []budgetDoc `bson:"budgets"`
+	// Uncovered is absent from the records of earlier releases: 0.
+	Uncovered int `bson:"uncovered"`
 }
 
 // budgetDoc is one budget figure of a sweepDoc.
@@ -87,7 +89,7 @@ func (s *MongoStore) RecordSweeps(ctx context.Context, sweeps []InstallationSwee
 		}
 		models[i] = mongo.NewUpdateOneModel().
 			SetFilter(bson.D{{Key: "_id", Value: mongostore.DecimalID(sw.Installation)}}).
-			SetUpdate(bson.D{{Key: "$max", Value: bson.D{{Key: "last", Value: lastSweep{At: sw.At, Owner: sw.Owner, Budgets: budgets}}}}}).
+			SetUpdate(bson.D{{Key: "$max", Value: bson.D{{Key: "last", Value: lastSweep{At: sw.At, Owner: sw.Owner, Budgets: budgets, Uncovered: sw.Uncovered}}}}}).
 			SetUpsert(true)
 	}
 	for chunk := range slices.Chunk(models, recordChunk) {
@@ -123,7 +125,7 @@ func decodeSweep(raw bson.Raw) (InstallationSweep, error) {
 	if err != nil || mongostore.DecimalID(id) != d.ID {
 		return InstallationSweep{}, fmt.Errorf("%w: %s _id %q is not an installation ID in decimal", ErrMalformed, SweepsCollection, d.ID)
 	}
-	sw := InstallationSweep{Installation: id, At: d.Last.At.UTC(), Owner: d.Last.Owner}
+	sw := InstallationSweep{Installation: id, At: d.Last.At.UTC(), Owner: d.Last.Owner, Uncovered: d.Last.Uncovered}
 	for _, b := range d.Last.Budgets {
 		sw.Budgets = append(sw.Budgets, forge.RateLimit{Resource: b.Resource, Limit: b.Limit, Remaining: b.Remaining, Reset: b.Reset.UTC()})
 	}

@@ -842,6 +842,12 @@ func TestAppModeRunsOfARepositoryNoInstallationCoversAnyMoreCountUncovered(t *te
 		if got, err := c.runs.Get(ctx, run.ID); err != nil || got.Installation != 1 || got.Settled {
 			t.Errorf("the uncovered run: installation %d settled %v (%v); want left unsettled under installation 1", got.Installation, got.Settled, err)
 		}
+		if got := runsUncovered(t, r, 1); got != 1 {
+			t.Errorf("/api/installations: installation 1's runs_uncovered = %d, want 1: the view shows the runs no installation covers", got)
+		}
+		if _, page := r.call(t, "GET", "/installations?sort=id", "", ""); !strings.Contains(page, "(1 uncovered)") || !strings.Contains(page, "1 of them under a repository no installation of the App covers") {
+			t.Errorf("/installations does not show installation 1's uncovered run:\n%s", page)
+		}
 		// The App is installed on the repository again, under installation
 		// 2, and again no webhook says so: the next look-up, within a
 		// back-off's longest (30 intervals) and a deep window's start,
@@ -857,7 +863,28 @@ func TestAppModeRunsOfARepositoryNoInstallationCoversAnyMoreCountUncovered(t *te
 		if got := uncoveredGauge(t, c); got != 0 {
 			t.Errorf("merge_gate_runs_uncovered once the run moved: %v, want 0", got)
 		}
+		if got := runsUncovered(t, r, 1); got != 0 {
+			t.Errorf("/api/installations once the run moved: installation 1's runs_uncovered = %d, want 0", got)
+		}
 	})
+}
+
+// runsUncovered is installation id's runs_uncovered in r's
+// /api/installations.
+func runsUncovered(t *testing.T, r *replica, id int64) int {
+	t.Helper()
+	code, body := r.call(t, "GET", "/api/installations?sort=id", "", "")
+	var page server.Installations
+	if err := json.Unmarshal([]byte(body), &page); code != http.StatusOK || err != nil {
+		t.Fatalf("GET /api/installations = %d %v: %s", code, err, body)
+	}
+	for _, v := range page.Installations {
+		if v.ID == id {
+			return v.RunsUncovered
+		}
+	}
+	t.Fatalf("GET /api/installations lists no installation %d: %s", id, body)
+	return 0
 }
 
 // TestAppModeMovingRunsKeepsAVerdictReportedMeanwhile pins that moving a

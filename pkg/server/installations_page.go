@@ -116,8 +116,9 @@ type installationsSummary struct {
 	HeldHere int
 	// Never is the installations with no complete pass recorded.
 	Never int
-	// RunsOpen is every installation's open runs.
-	RunsOpen int
+	// RunsOpen is every installation's open runs, RunsUncovered those of
+	// them no installation covers (InstallationView.RunsUncovered).
+	RunsOpen, RunsUncovered int
 	// Lowest is the installation with the lowest budget; nil when none
 	// has a figure.
 	Lowest *InstallationView
@@ -142,6 +143,7 @@ func summarize(rows []InstallationView, holders []string, self string) installat
 			sum.Never++
 		}
 		sum.RunsOpen += v.RunsOpen
+		sum.RunsUncovered += v.RunsUncovered
 		if budgetKey(v) < budgetKeyOf(sum.Lowest) {
 			sum.Lowest = &v
 		}
@@ -174,7 +176,7 @@ var installationsPage = page.New(`{{define "content"}}{{with .Body}}{{with .Summ
 <li>{{if .UnheldShards}}<span class="bad">{{.UnheldShards}} shard{{if ne .UnheldShards 1}}s are{{else}} is{{end}} unheld: nothing sweeps {{.Unswept}} installation{{if ne .Unswept 1}}s{{end}} now.</span>{{else}}Every shard is held.{{end}}</li>
 {{if .Never}}<li>{{.Never}} never had a complete pass recorded.</li>{{end}}
 <li>{{with .Lowest}}Lowest budget: installation {{.ID}} (<code>{{.Account}}</code>), {{lowest .}} left.{{else}}No budget is known yet.{{end}}</li>
-<li>{{.RunsOpen}} run{{if ne .RunsOpen 1}}s{{end}} open.</li>
+<li>{{.RunsOpen}} run{{if ne .RunsOpen 1}}s{{end}} open{{if .RunsUncovered}}; <span class="bad">{{.RunsUncovered}} of them under a repository no installation of the App covers: no verdict of theirs is published</span>{{end}}.</li>
 </ul>{{end}}
 <p>Order: {{if eq .Sort "budget"}}<strong>lowest budget first</strong> · <a href="?sort=id">by ID</a>{{else}}<a href="?sort=budget">lowest budget first</a> · <strong>by ID</strong>{{end}}.
 A shard's holder is the owner of its lease; the last pass and the budgets are read from the run store, so every replica shows the same. <a href="/api/installations?sort={{.Sort}}">JSON</a></p>
@@ -182,7 +184,7 @@ A shard's holder is the owner of its lease; the last pass and the budgets are re
 {{range .Rows}}<tr{{if .HeldByMe}} class="self"{{end}}><td class="num">{{.ID}}</td><td><code>{{.Account}}</code></td><td class="num">{{.Shard}}</td>
 <td>{{if .Holder}}<code>{{.Holder}}</code>{{if .HeldByMe}} (this replica){{end}}{{else}}<span class="bad">none</span>{{end}}</td>
 <td>{{with .LastPass}}{{when .}}{{else}}<span class="muted">never</span>{{end}}</td>
-<td class="num">{{budget .CoreRemaining}}</td><td class="num">{{budget .GraphQLRemaining}}</td><td class="num">{{.RunsOpen}}</td></tr>
+<td class="num">{{budget .CoreRemaining}}</td><td class="num">{{budget .GraphQLRemaining}}</td><td class="num">{{.RunsOpen}}{{with .RunsUncovered}} <span class="bad" title="no installation of the App covers their repository">({{.}} uncovered)</span>{{end}}</td></tr>
 {{else}}<tr><td colspan="8">{{if .First}}the App has no installations{{else}}no more installations{{end}}</td></tr>
 {{end}}</tbody></table></div>
 {{if .Next}}<p><a href="{{.Next}}">next page</a></p>{{end}}

@@ -77,6 +77,12 @@ type InstallationView struct {
 	GraphQLRemaining *int `json:"graphql_remaining"`
 	// RunsOpen is how many of its runs are unsettled.
 	RunsOpen int `json:"runs_open"`
+	// RunsUncovered is how many of those its token could not read while
+	// GitHub said no installation of the App covers their repository (so
+	// no verdict of theirs is published), as recorded with its last
+	// complete pass (the sweeping replica's count after the pass before);
+	// 0 when none is recorded.
+	RunsUncovered int `json:"runs_uncovered"`
 }
 
 // installationsInput is what the view's rows are built from.
@@ -109,6 +115,7 @@ func installationRows(in installationsInput) []InstallationView {
 		if swept {
 			at := sw.At
 			row.LastPass = &at
+			row.RunsUncovered = sw.Uncovered
 		}
 		local := in.local(inst.ID)
 		row.CoreRemaining = remaining("core", local, sw.Budgets, in.now)

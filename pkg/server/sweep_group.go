@@ -385,6 +385,17 @@ func (g *installationSweeps) uncoveredIn(id int64, st *sweepTerm) int {
 	return g.reads.listed(id, marked)
 }
 
+// uncoveredOf is installation id's count of uncovered runs at its last
+// pass here (note); 0 when it has none, and for a nil g.
+func (g *installationSweeps) uncoveredOf(id int64) int {
+	if g == nil {
+		return 0
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.uncovered[id]
+}
+
 // forget drops installation id's figures once this replica stops sweeping
 // it, and its sweeper once the App no longer knows it.
 func (g *installationSweeps) forget(id int64) {

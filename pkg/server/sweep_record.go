@@ -52,12 +52,13 @@ func (r *sweepRecorder) start(ctx context.Context, nets *sync.WaitGroup) {
 }
 
 // note queues p's sweep when p is one installation's complete pass, with
-// the installation's budgets as this replica's App client knows them now.
-func (r *sweepRecorder) note(p SweepPass) {
+// the installation's budgets as this replica's App client knows them now
+// and its uncovered runs.
+func (r *sweepRecorder) note(p SweepPass, uncovered int) {
 	if p.Installation == 0 || !p.Complete {
 		return
 	}
-	sw := gaterun.InstallationSweep{Installation: p.Installation, At: p.At, Owner: p.Owner, Budgets: r.app.Budgets(p.Installation)}
+	sw := gaterun.InstallationSweep{Installation: p.Installation, At: p.At, Owner: p.Owner, Budgets: r.app.Budgets(p.Installation), Uncovered: uncovered}
 	r.mu.Lock()
 	if old, ok := r.pending[sw.Installation]; !ok || sw.At.After(old.At) {
 		r.pending[sw.Installation] = sw
@@ -119,7 +120,9 @@ func (r *sweepRecorder) flush(ctx context.Context) {
 // sweep, then passes it on to Config.OnSweep.
 func (s *Server) sweepPassed(p SweepPass) {
 	if s.recorder != nil {
-		s.recorder.note(p)
+		// The count of the pass before: this pass's look-ups come after
+		// it reports (installationSweeps.pass).
+		s.recorder.note(p, s.sweeps.uncoveredOf(p.Installation))
 	}
 	if s.cfg.OnSweep != nil {
 		s.cfg.OnSweep(p)

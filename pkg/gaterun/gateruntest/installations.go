@@ -83,15 +83,16 @@ var installationCases = []conformance.Case[gaterun.InstallationStore]{
 			t.Errorf("after a run moved: got %s, want 0:1 1:1 2:2 3:0: a run counts under its installation as last put", got)
 		}
 	}},
-	{Name: "SweepRoundTrips", Rule: "a recorded sweep reads back whole: instants UTC to the millisecond, budgets sorted by resource", Check: func(t *testing.T, s gaterun.InstallationStore) {
+	{Name: "SweepRoundTrips", Rule: "a recorded sweep reads back whole: instants UTC to the millisecond, budgets sorted by resource, its uncovered runs", Check: func(t *testing.T, s gaterun.InstallationStore) {
 		sw := sweep(7, "web-1", 0, 4200)
 		sw.At = sw.At.In(time.FixedZone("x", 3600))
+		sw.Uncovered = 3
 		record(t, s, sw)
 		got, err := s.Sweeps(context.Background())
 		if err != nil {
 			t.Fatalf("Sweeps: %v", err)
 		}
-		want := fmt.Sprintf("[{7 %v web-1 [{core 5000 4200 %v} {graphql 5000 4990 %v}]}]", ms(at(0)), ms(at(time.Hour)), ms(at(time.Hour)))
+		want := fmt.Sprintf("[{7 %v web-1 [{core 5000 4200 %v} {graphql 5000 4990 %v}] 3}]", ms(at(0)), ms(at(time.Hour)), ms(at(time.Hour)))
 		if fmt.Sprint(got) != want {
 			t.Errorf("got %v, want %s: a sweep reads back as recorded", got, want)
 		}
@@ -166,6 +167,7 @@ var installationCases = []conformance.Case[gaterun.InstallationStore]{
 			{"at", func(sw *gaterun.InstallationSweep) { sw.At = time.Time{} }},
 			{"owner", func(sw *gaterun.InstallationSweep) { sw.Owner = " " }},
 			{"resource", func(sw *gaterun.InstallationSweep) { sw.Budgets[0].Resource = "" }},
+			{"uncovered", func(sw *gaterun.InstallationSweep) { sw.Uncovered = -1 }},
 		} {
 			bad := sweep(5, "web-1", 0, 5)
 			c.bad(&bad)
