@@ -39,7 +39,9 @@ const adoptIntervals = 5
 // App's installations changed (AppClient.Changed: a re-list, a webhook
 // here, another replica's news); its runs are counted in
 // merge_gate_runs_uncovered and left as they are, never settled or
-// dropped.
+// dropped. So are those of a repository whose installation is suspended
+// (forge.ErrSuspended), except that they are not counted there: the
+// repository is covered, and they wait for the unsuspension.
 type adopter struct {
 	runs     gaterun.InstallationStore
 	app      *forge.AppClient
@@ -52,12 +54,13 @@ type adopter struct {
 	uncovered prometheus.Gauge
 	passes    *netMetrics
 	// misses holds, by forge.RepoKey, the App's Changed when no
-	// installation covered the repository; only the term's goroutine
+	// installation served the repository; only the term's goroutine
 	// uses it.
-	misses map[string]time.Time
-	// last is the previous pass's count of uncovered runs, so a change is
-	// logged once rather than every pass.
-	last int
+	misses map[string]miss
+	// last and lastSuspended are the previous pass's counts of uncovered
+	// runs and of runs of a suspended installation's repositories, so a
+	// change is logged once rather than every pass.
+	last, lastSuspended int
 }
 
 // The found_by values of merge_gate_runs_uncovered: the runs the adopter
@@ -79,7 +82,7 @@ func newAdopter(s *Server, uncovered *prometheus.GaugeVec) *adopter {
 	}
 	return &adopter{
 		runs: runs, app: s.cfg.App, interval: adoptIntervals * s.cfg.SweepInterval, timeout: s.cfg.StoreTimeout,
-		now: s.cfg.Now, log: s.log, uncovered: uncovered.WithLabelValues(foundByAdopter), passes: s.passes, misses: map[string]time.Time{},
+		now: s.cfg.Now, log: s.log, uncovered: uncovered.WithLabelValues(foundByAdopter), passes: s.passes, misses: map[string]miss{},
 	}
 }
 
@@ -94,12 +97,13 @@ func (a *adopter) work(ctx context.Context, wd lease.Watchdog) {
 	}
 }
 
-// adoptPass is what one pass did: runs moved and left uncovered, and its
+// adoptPass is what one pass did: runs moved, left uncovered, and left
+// waiting for their repository's suspended installation, and its
 // repository look-ups, failed ones (other than "no installation covers
 // it") among them.
 type adoptPass struct {
-	adopted, uncovered int
-	reads, failed      int
+	adopted, uncovered, suspended int
+	reads, failed                 int
 }
 
 // pass adopts what it can, and records it in the nets' pass metrics. It
@@ -153,7 +157,33 @@ func (a *adopter) adopt(ctx context.Context, p *adoptPass) (time.Time, bool) {
 		a.log.Warn("runs no installation covers: no shard sweeps them until the App is installed on their repositories", "runs", p.uncovered)
 		a.last = p.uncovered
 	}
+	if p.suspended != a.lastSuspended {
+		a.log.Info("runs of repositories whose installation is suspended: no shard sweeps them until it is unsuspended", "runs", p.suspended)
+		a.lastSuspended = p.suspended
+	}
 	return time.Time{}, true
+}
+
+// miss is a look-up of a repository that found no installation to serve
+// it: at is the App's Changed then; suspended, that the installation
+// covering it is suspended (forge.ErrSuspended), so the repository is
+// covered and its runs wait for the unsuspension, rather than none
+// covering it.
+type miss struct {
+	at        time.Time
+	suspended bool
+}
+
+// count counts a run of a repository m says no installation serves:
+// uncovered unless its installation is suspended, for
+// merge_gate_runs_uncovered and IterionRunsUncovered say to install the
+// App there.
+func (p *adoptPass) count(m miss) {
+	if m.suspended {
+		p.suspended++
+		return
+	}
+	p.uncovered++
 }
 
 // known reports whether the App knows installation id (0 never is).
@@ -182,8 +212,8 @@ func (a *adopter) adoptFrom(ctx context.Context, from int64, listed time.Time, s
 		for _, run := range page {
 			key := forge.RepoKey(run.Repo)
 			seen[key] = true
-			if missed, ok := a.misses[key]; ok && !listed.After(missed) {
-				p.uncovered++ // looked up since the last change: no news
+			if m, ok := a.misses[key]; ok && !listed.After(m.at) {
+				p.count(m) // looked up since the last change: no news
 				continue
 			}
 			owner, name := ownerRepo(run)
@@ -191,8 +221,9 @@ func (a *adopter) adoptFrom(ctx context.Context, from int64, listed time.Time, s
 			p.reads++
 			switch {
 			case errors.Is(err, forge.ErrNotInstalled):
-				a.misses[key] = listed
-				p.uncovered++
+				m := miss{at: listed, suspended: errors.Is(err, forge.ErrSuspended)}
+				a.misses[key] = m
+				p.count(m)
 				continue
 			case err != nil:
 				p.failed++

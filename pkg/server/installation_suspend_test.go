@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"context"
 	"net/http"
 	"strings"
 	"testing"
@@ -122,4 +123,55 @@ func TestAppModeASuspensionWhoseWebhookIsLostCostsOneRefusedMint(t *testing.T) {
 			t.Errorf("installation 2: %d passes in 5 intervals, want one an interval: the others go on", n)
 		}
 	})
+}
+
+// TestAppModeRunsOfASuspendedInstallationAreNotCountedUncovered pins what
+// merge_gate_runs_uncovered counts: runs whose repository no installation
+// of the App covers, for which IterionRunsUncovered says to install the
+// App there. A suspended installation still covers its repositories
+// (GitHub answers its repository's installation look-up with it, its
+// suspended_at set); their runs wait for its unsuspension and are not
+// counted, whether the adopter's holder finds them (stored under the
+// suspended installation, which the App does not know while suspended) or
+// a sweeper does (stored under another installation, whose token cannot
+// read their pull request); and the adopter looks a suspended
+// installation's repository up again only after the App's installations
+// changed, as it does one no installation covers.
+func TestAppModeRunsOfASuspendedInstallationAreNotCountedUncovered(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		under int64 // the installation org-1/repo-1's run is stored under
+		why   string
+	}{
+		{"found by the adopter", 1, "the adopter finds the run under an installation the App does not know"},
+		{"found by a sweeper", 2, "installation 2's sweeper cannot read the run's pull request and looks its repository up"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				cl, next := newAppCluster(t, 2, false)
+				lookUps := &pathCounter{next: next}
+				run := appRun(1)
+				run.Installation = c.under
+				if _, err := cl.runs.Put(context.Background(), run, time.Now()); err != nil {
+					t.Fatal(err)
+				}
+				if err := cl.sim.SuspendInstallation(1); err != nil {
+					t.Fatal(err)
+				}
+				startAppReplicas(t, cl, lookUps, 2, time.Minute, 4, nil)
+				defer cl.stopAll()
+				// The adopter's first pass comes 5 sweep intervals after
+				// its election, its second 5 after that; a sweeper has
+				// made ten passes by then.
+				time.Sleep(10*time.Minute + time.Second)
+				synctest.Wait()
+				if got := uncoveredGauge(t, cl); got != 0 {
+					t.Errorf("merge_gate_runs_uncovered summed over the replicas with installation 1 suspended: %v, want 0: its repository is covered, by a suspended installation (%s)", got, c.why)
+				}
+				if n := lookUps.count("/repos/org-1/repo-1/installation"); c.under == 1 && n != 1 {
+					t.Errorf("look-ups of org-1/repo-1's installation in two adopter passes: %d, want 1: a suspended installation's repository waits for news", n)
+				}
+			})
+		})
+	}
 }

@@ -296,6 +296,9 @@ func (g *installationSweeps) pass(ctx context.Context, sw *sweeper, st *sweepTer
 // is marked uncovered in its back-off, counted in
 // merge_gate_runs_uncovered{found_by="sweeper"} (note) and logged at Warn
 // the first time its term finds it so.
+// One whose repository's installation is suspended (forge.ErrSuspended)
+// is not: the repository is covered, and the run waits for the
+// unsuspension, backing off as before.
 // A look-up or move that fails is logged and tried again then; a rate
 // limit ends the call.
 func (g *installationSweeps) rehome(ctx context.Context, log *slog.Logger, from int64, st *sweepTerm) {
@@ -316,12 +319,16 @@ func (g *installationSweeps) rehome(ctx context.Context, log *slog.Logger, from 
 			case errors.Is(err, forge.ErrRateLimited):
 				log.Warn("sweep: installation of unreadable runs not looked up: rate limited", "repo", run.Repo, "err", err)
 				return
+			case errors.Is(err, forge.ErrSuspended):
+				// Covered, by a suspended installation: the run waits
+				// for its unsuspension, not counted uncovered.
+				log.Info("sweep: the installation covering an unreadable run's repository is suspended", "run", run.ID, "repo", run.Repo)
 			case errors.Is(err, forge.ErrNotInstalled):
 				// An answer, not a failure: marked, and logged once, below.
 			case err != nil:
 				log.Info("sweep: installation of an unreadable run's repository not found", "run", run.ID, "repo", run.Repo, "err", err)
 			}
-			f = found{id: id, none: errors.Is(err, forge.ErrNotInstalled)}
+			f = found{id: id, none: errors.Is(err, forge.ErrNotInstalled) && !errors.Is(err, forge.ErrSuspended)}
 			to[key] = f
 		}
 		if b, ok := st.backoff[run.ID]; ok && (f.none || f.id == from) && b.uncovered != f.none {
