@@ -175,3 +175,42 @@ func TestAppModeRunsOfASuspendedInstallationAreNotCountedUncovered(t *testing.T)
 		})
 	}
 }
+
+// TestAppModeAnUnsuspendGitHubContradictsIsNotApplied pins the check of an
+// installation event that would serve an installation again: its body is
+// signed, but a body captured once can be sent again after the delivery
+// window, long after GitHub suspended the installation anew. An
+// unsuspend (or created) event for an installation GitHub says is
+// suspended is answered 200 with "not_applied" and changes nothing: the
+// installation stays out of the App client's set, so a run reported for
+// its repository is still refused 422 saying it is suspended, and no
+// replica asks for its token.
+func TestAppModeAnUnsuspendGitHubContradictsIsNotApplied(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const interval, shards = time.Minute, 2
+		c, next := newAppCluster(t, 2, true)
+		startAppReplicas(t, c, next, 1, interval, shards, nil)
+		r := c.replicas[0]
+		defer r.stop()
+		time.Sleep(interval)
+		synctest.Wait()
+		if err := c.sim.SuspendInstallation(1); err != nil {
+			t.Fatal(err)
+		}
+		if code, body := r.call(t, "POST", "/webhooks/github", "installation", installationEvent("suspend", 1)); code != http.StatusOK {
+			t.Fatalf("installation suspend webhook: %d %s, want 200", code, body)
+		}
+		for _, action := range []string{"unsuspend", "created"} {
+			code, body := r.call(t, "POST", "/webhooks/github", "installation", installationEvent(action, 1))
+			if code != http.StatusOK || !strings.Contains(body, "not_applied") {
+				t.Errorf("a replayed %s of installation 1, which GitHub says is suspended: %d %s, want 200 not_applied", action, code, body)
+			}
+		}
+		if _, err := r.app.Installation(1); err == nil {
+			t.Error("installation 1 known after a replayed unsuspend while GitHub says it is suspended, want it left out")
+		}
+		if code, body := r.call(t, "POST", "/api/runs", "", `{"repo":"org-1/repo-1","pull":2,"head_sha":"0123456789abcdef0123456789abcdef01234567","verdict":"success"}`); code != http.StatusUnprocessableEntity || !strings.Contains(body, "suspended") {
+			t.Errorf("POST /api/runs for the suspended installation's repository after a replayed unsuspend: %d %s, want 422 saying its installation is suspended", code, body)
+		}
+	})
+}

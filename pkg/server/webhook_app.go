@@ -33,7 +33,9 @@ import (
 // only once GitHub confirms it (AppClient.InstallationGone, Covered): a
 // signed body can be sent again long after, so one GitHub contradicts is
 // answered 200 with "not_applied" and changes nothing, and one GitHub did
-// not answer for is 503 with Retry-After, for a redelivery. A pull_request
+// not answer for is 503 with Retry-After, for a redelivery; an
+// installation that an installation event would serve again is not when
+// GitHub says it is suspended or gone (installationEvent). A pull_request
 // or status event naming an installation the App client does not know is
 // answered 202 {"unknown_installation": id}, and the installation is
 // looked up (a re-list of the App's installations, lookUp); its runs are
@@ -68,23 +70,35 @@ func (s *Server) appWebhook(w http.ResponseWriter, r *http.Request, event string
 
 // installationEvent applies installation event ev, delivery deliveryID
 // claimed under key, on s.work's context, and records it as processed
-// when it was applied or verified not to apply. A deleted or suspend is
-// applied only when GitHub says the installation is gone
-// (InstallationGone, within OfferTimeout); the actions that add are
-// applied as they come: a replayed one costs a look-up at worst.
+// when it was applied or verified not to apply. Each action is checked
+// with GitHub (InstallationGone, within OfferTimeout): a deleted or
+// suspend is applied only when GitHub says the installation is gone or
+// suspended; an action that adds (created, unsuspend,
+// new_permissions_accepted) is not applied when GitHub says so, since a
+// replayed one would serve a suspended installation again (its runs
+// accepted, its token refused), and is applied when GitHub does not
+// answer, as before the check: a lost add waits for the hourly re-list.
 func (s *Server) installationEvent(key, deliveryID string, ev *github.InstallationEvent) deliveryAnswer {
 	id, action := ev.GetInstallation().GetID(), ev.GetAction()
-	if (action == "deleted" || action == "suspend") && id > 0 {
+	removes := action == "deleted" || action == "suspend"
+	adds := action == "created" || action == "unsuspend" || action == "new_permissions_accepted"
+	if (removes || adds) && id > 0 {
 		ctx, cancel := context.WithTimeout(s.work.ctx, s.cfg.OfferTimeout)
 		gone, err := s.cfg.App.InstallationGone(ctx, id)
 		cancel()
-		if err != nil {
+		switch {
+		case err != nil && removes:
 			return s.verifyFailed("installation", deliveryID, id, action, err)
-		}
-		if !gone {
+		case err != nil:
+			s.log.Warn("webhook: installation event applied unchecked: GitHub did not answer whether the installation is suspended or gone", "delivery", deliveryID, "installation", id, "action", action, "err", err)
+		case removes && !gone:
 			s.log.Warn("webhook: installation event not applied: GitHub still has it, not suspended", "delivery", deliveryID, "installation", id, "action", action)
 			return s.installationProcessed(key, deliveryID, map[string]any{"installation": id, "action": action,
 				"not_applied": "GitHub still has the installation, not suspended"})
+		case adds && gone:
+			s.log.Warn("webhook: installation event not applied: GitHub says the installation is suspended or gone", "delivery", deliveryID, "installation", id, "action", action)
+			return s.installationProcessed(key, deliveryID, map[string]any{"installation": id, "action": action,
+				"not_applied": "GitHub says the installation is suspended or gone"})
 		}
 	}
 	s.installationsChanged(s.work.ctx, s.cfg.App.HandleInstallationEvent(ev))
