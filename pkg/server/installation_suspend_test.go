@@ -14,6 +14,18 @@ import (
 // mintRoute is the simulator's route of an installation token mint.
 const mintRoute = "POST /app/installations/{id}/access_tokens"
 
+// suspendWithWebhook suspends installation id on c's simulator and posts
+// its suspend webhook to r, which applies it: GitHub says it is suspended.
+func suspendWithWebhook(t *testing.T, c *cluster, r *replica, id int64) {
+	t.Helper()
+	if err := c.sim.SuspendInstallation(id); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := r.call(t, "POST", "/webhooks/github", "installation", installationEvent("suspend", id)); code != http.StatusOK {
+		t.Fatalf("installation suspend webhook: %d %s, want 200: GitHub says it is suspended", code, body)
+	}
+}
+
 // TestAppModeASuspendedInstallationIsNeitherSweptNorMinted pins App mode
 // against a suspension on the simulator: GitHub refuses to mint a
 // suspended installation's tokens (403) but still lists it, with its
@@ -38,12 +50,7 @@ func TestAppModeASuspendedInstallationIsNeitherSweptNorMinted(t *testing.T) {
 			t.Fatal("installation 1 not swept before its suspension")
 		}
 
-		if err := c.sim.SuspendInstallation(1); err != nil {
-			t.Fatal(err)
-		}
-		if code, body := r.call(t, "POST", "/webhooks/github", "installation", installationEvent("suspend", 1)); code != http.StatusOK {
-			t.Fatalf("installation suspend webhook: %d %s, want 200: GitHub says it is suspended", code, body)
-		}
+		suspendWithWebhook(t, c, r, 1)
 		time.Sleep(interval)
 		synctest.Wait()
 		swept, others := len(sweptBy(c, 1)), len(sweptBy(c, 2))
@@ -183,8 +190,7 @@ func TestAppModeRunsOfASuspendedInstallationAreNotCountedUncovered(t *testing.T)
 // unsuspend (or created) event for an installation GitHub says is
 // suspended is answered 200 with "not_applied" and changes nothing: the
 // installation stays out of the App client's set, so a run reported for
-// its repository is still refused 422 saying it is suspended, and no
-// replica asks for its token.
+// its repository is still refused 422 saying it is suspended.
 func TestAppModeAnUnsuspendGitHubContradictsIsNotApplied(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const interval, shards = time.Minute, 2
@@ -194,12 +200,7 @@ func TestAppModeAnUnsuspendGitHubContradictsIsNotApplied(t *testing.T) {
 		defer r.stop()
 		time.Sleep(interval)
 		synctest.Wait()
-		if err := c.sim.SuspendInstallation(1); err != nil {
-			t.Fatal(err)
-		}
-		if code, body := r.call(t, "POST", "/webhooks/github", "installation", installationEvent("suspend", 1)); code != http.StatusOK {
-			t.Fatalf("installation suspend webhook: %d %s, want 200", code, body)
-		}
+		suspendWithWebhook(t, c, r, 1)
 		for _, action := range []string{"unsuspend", "created"} {
 			code, body := r.call(t, "POST", "/webhooks/github", "installation", installationEvent(action, 1))
 			if code != http.StatusOK || !strings.Contains(body, "not_applied") {
