@@ -85,6 +85,17 @@ type Installation struct {
 	Account string // the login of the user or organization it is on
 }
 
+// SuspendedInstallation is an installation of the App that GitHub has
+// suspended, as the AppClient last heard: it serves it nothing until it is
+// unsuspended (Suspended).
+type SuspendedInstallation struct {
+	ID      int64
+	Account string // "" when unsaid
+	// At is GitHub's suspended_at, zero when the answer that said so
+	// did not carry it.
+	At time.Time
+}
+
 // AppClient is a GitHub App's client: it knows the App's installations,
 // and holds one Client per installation, each with its own installation
 // token (from AppConfig.Tokens, minted with the App's JWT when none there
@@ -110,10 +121,13 @@ type AppClient struct {
 	app    *Client // the App's own, with its JWT
 	lowest int
 
-	mu     sync.Mutex
-	known  map[int64]*appInstallation
-	repos  map[string]int64 // RepoKey → installation covering it
-	listed time.Time        // last complete list
+	mu    sync.Mutex
+	known map[int64]*appInstallation
+	// suspended is the installations GitHub said are suspended
+	// (Suspended leaves out those in known since).
+	suspended map[int64]SuspendedInstallation
+	repos     map[string]int64 // RepoKey → installation covering it
+	listed    time.Time        // last complete list
 	// changed is when a list, a webhook or an Apply last changed what
 	// the set says (Changed).
 	changed time.Time
@@ -185,6 +199,7 @@ func NewApp(cfg AppConfig) (*AppClient, error) {
 		cfg: cfg, base: base, now: now, parts: parts, minter: minter, tokens: tokens, app: app,
 		lowest: cmp.Or(cfg.LowestBudgets, DefaultLowestBudgets),
 		known:  make(map[int64]*appInstallation), repos: make(map[string]int64),
+		suspended: make(map[int64]SuspendedInstallation),
 	}
 	if cfg.Registerer != nil {
 		if err := cfg.Registerer.Register(appCollector{a}); err != nil {
@@ -228,7 +243,8 @@ func (a *AppClient) App() *Client { return a.app }
 // repositories resolved to them. GitHub lists a suspended installation,
 // with its suspended_at set, but refuses to mint its tokens (see
 // suspended); knowing it would have its sweeper ask for a refused token
-// every pass until it is unsuspended. On an error the set is unchanged; an
+// every pass until it is unsuspended. The list's suspended installations
+// are what Suspended says from then on. On an error the set is unchanged; an
 // installation in the answer without a positive id (GitHub's schema
 // requires one) fails the whole list with ErrMalformedAnswer, since
 // reading the rest as the whole set would drop the installation it hides.
@@ -255,8 +271,10 @@ func (a *AppClient) Relist(ctx context.Context) error {
 	seen := make(map[int64]bool, len(all))
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	clear(a.suspended)
 	for _, in := range all {
 		if suspended(in) {
+			a.suspendLocked(in)
 			continue
 		}
 		id := in.GetID()
@@ -390,8 +408,10 @@ func (a *AppClient) Apply(ch InstallationChange) {
 	}
 }
 
-// addLocked knows installation id on account; a.mu is held.
+// addLocked knows installation id on account, which is then not
+// suspended; a.mu is held.
 func (a *AppClient) addLocked(id int64, account string) {
+	delete(a.suspended, id)
 	if in := a.known[id]; in != nil {
 		if account != "" {
 			in.account = account
@@ -406,6 +426,48 @@ func (a *AppClient) addLocked(id int64, account string) {
 func (a *AppClient) dropLocked(id int64) {
 	delete(a.known, id)
 	a.forgetReposLocked(id)
+}
+
+// suspendLocked notes GitHub's answer in, a suspended installation, for
+// Suspended; a.mu is held.
+func (a *AppClient) suspendLocked(in *github.Installation) {
+	id := in.GetID()
+	if id <= 0 {
+		return
+	}
+	s := SuspendedInstallation{ID: id, Account: in.GetAccount().GetLogin(), At: in.GetSuspendedAt().Time}
+	if k := a.known[id]; k != nil && s.Account == "" {
+		s.Account = k.account
+	}
+	if old, ok := a.suspended[id]; ok {
+		s.Account = cmp.Or(s.Account, old.Account)
+		if s.At.IsZero() {
+			s.At = old.At
+		}
+	}
+	a.suspended[id] = s
+}
+
+// Suspended is the App's installations GitHub last said are suspended,
+// by ID, less those in Installations. It is what this AppClient heard
+// and asks GitHub nothing: the suspended installations of its last list
+// (Relist), then those a suspend webhook (HandleInstallationEvent), a
+// repository's look-up (ForRepo) or a check (InstallationGone) said are
+// suspended, less those known, deleted or found not suspended since.
+// Another replica's news (Apply) says only that an installation is gone,
+// so a replica that did not hear the suspension itself lists it from its
+// next list on.
+func (a *AppClient) Suspended() []SuspendedInstallation {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make([]SuspendedInstallation, 0, len(a.suspended))
+	for _, s := range a.suspended {
+		if a.known[s.ID] == nil {
+			out = append(out, s)
+		}
+	}
+	slices.SortFunc(out, func(x, y SuspendedInstallation) int { return cmp.Compare(x.ID, y.ID) })
+	return out
 }
 
 // forgetReposLocked forgets the repositories resolved to installation id;
@@ -423,7 +485,8 @@ func (a *AppClient) forgetReposLocked(id int64) {
 // https://docs.github.com/webhooks/webhook-events-and-payloads#installation):
 // created, unsuspend and new_permissions_accepted add the
 // installation (and the repositories the payload lists resolve to it);
-// deleted and suspend drop it. Other actions and an event without an
+// deleted and suspend drop it, and suspend has Suspended list it, with
+// the payload's suspended_at. Other actions and an event without an
 // installation ID change nothing. It sends no request, and returns the
 // change, for the other replicas to Apply (the zero value: none).
 func (a *AppClient) HandleInstallationEvent(ev *github.InstallationEvent) InstallationChange {
@@ -444,6 +507,11 @@ func (a *AppClient) HandleInstallationEvent(ev *github.InstallationEvent) Instal
 		return InstallationChange{ID: id, Account: account, Repositories: len(ev.Repositories) > 0}
 	case "deleted", "suspend":
 		a.changed = a.now()
+		if ev.GetAction() == "suspend" {
+			a.suspendLocked(ev.GetInstallation())
+		} else {
+			delete(a.suspended, id)
+		}
 		a.dropLocked(id)
 		return InstallationChange{ID: id, Gone: true, Account: account}
 	}
@@ -566,6 +634,9 @@ func (a *AppClient) ForRepo(ctx context.Context, owner, repo string) (*Client, i
 		}
 		id = in.GetID()
 		if suspended(in) {
+			a.mu.Lock()
+			a.suspendLocked(in)
+			a.mu.Unlock()
 			return nil, 0, fmt.Errorf("%w: installation %d of App %d, which covers repository %s", ErrSuspended, id, a.cfg.AppID, full)
 		}
 		a.mu.Lock()

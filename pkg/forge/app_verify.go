@@ -22,18 +22,29 @@ import (
 // authenticated app" documents
 // (https://docs.github.com/rest/apps/apps#get-an-installation-for-the-authenticated-app).
 // An error (GitHub unreachable, refused by a rate limit, another status)
-// is no answer: the caller must not read it as gone.
+// is no answer: the caller must not read it as gone. An answer is noted
+// for Suspended.
 func (a *AppClient) InstallationGone(ctx context.Context, id int64) (bool, error) {
 	ctx = WithLane(ctx, LaneApp)
 	in, _, err := a.app.gh.Apps.GetInstallation(ctx, id)
 	if err != nil {
 		err = a.app.wrap(ctx, fmt.Sprintf("get installation %d", id), err)
 		if errors.Is(err, ErrNotFound) {
+			a.mu.Lock()
+			delete(a.suspended, id)
+			a.mu.Unlock()
 			return true, nil
 		}
 		return false, err
 	}
-	return suspended(in), nil
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !suspended(in) {
+		delete(a.suspended, id)
+		return false, nil
+	}
+	a.suspendLocked(in)
+	return true, nil
 }
 
 // Covers asks GitHub whether installation id covers repository full

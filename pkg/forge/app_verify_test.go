@@ -8,6 +8,9 @@ import (
 	"net/http/httptest"
 	"slices"
 	"testing"
+	"time"
+
+	"github.com/google/go-github/v88/github"
 
 	"iterion.dev/iterion/pkg/forge"
 	"iterion.dev/iterion/pkg/forge/forgesim"
@@ -190,5 +193,73 @@ func TestCoveredListsTheInstallationsRepositoriesOnceForMany(t *testing.T) {
 				t.Errorf("pages listed %d, repositories checked %d; want %d and %d: %s", lists, checks, tc.lists, tc.checks, tc.rule)
 			}
 		})
+	}
+}
+
+// TestSuspendedSaysWhatGitHubLastSaid pins AppClient.Suspended, what the
+// installations view shows of the installations the App does not serve:
+// each answer of GitHub that says an installation is suspended (a list,
+// a suspend webhook, a check) lists it, with GitHub's suspended_at when
+// the answer has one, and it is listed until GitHub says otherwise or it
+// is served again; it asks GitHub nothing of its own.
+func TestSuspendedSaysWhatGitHubLastSaid(t *testing.T) {
+	sim, srv := startSim(t)
+	mustSim(t, sim.SeedInstallations(3, 1))
+	a := newApp(t, srv, forge.AppConfig{})
+	ctx := context.Background()
+	mustSim(t, sim.SuspendInstallation(2))
+	at := sim.Now().Truncate(time.Second).UTC()
+	payloadAt := at.Add(-time.Hour)
+	event := func(action string, id int64, suspendedAt *github.Timestamp) *github.InstallationEvent {
+		return &github.InstallationEvent{Action: github.Ptr(action), Installation: &github.Installation{
+			ID: github.Ptr(id), Account: &github.User{Login: github.Ptr(fmt.Sprintf("org-%d", id))}, SuspendedAt: suspendedAt}}
+	}
+	suspendedList := func() string {
+		var out []string
+		for _, s := range a.Suspended() {
+			out = append(out, fmt.Sprintf("%d %s %s", s.ID, s.Account, s.At.UTC().Format(time.RFC3339)))
+		}
+		return fmt.Sprint(out)
+	}
+	atS, payloadS := at.Format(time.RFC3339), payloadAt.Format(time.RFC3339)
+	steps := []struct {
+		do   func() error
+		want string
+		rule string
+	}{
+		{func() error { return a.Relist(ctx) }, "[2 org-2 " + atS + "]",
+			"a list's suspended installation is listed, with its suspended_at"},
+		{func() error { a.HandleInstallationEvent(event("unsuspend", 2, nil)); return nil }, "[]",
+			"an unsuspend webhook serves it again: not suspended"},
+		{func() error {
+			a.HandleInstallationEvent(event("suspend", 3, &github.Timestamp{Time: payloadAt}))
+			return nil
+		}, "[3 org-3 " + payloadS + "]", "a suspend webhook lists it, with the payload's suspended_at"},
+		{func() error { a.HandleInstallationEvent(event("deleted", 3, nil)); return nil }, "[]",
+			"a deleted installation is not suspended: it is gone"},
+		{func() error {
+			if gone, err := a.InstallationGone(ctx, 2); err != nil || !gone {
+				return fmt.Errorf("InstallationGone(2) = %v, %v, want gone: suspended_at is set", gone, err)
+			}
+			return nil
+		}, "[]", "a check that finds a known installation suspended lists it only once it is not served"},
+		{func() error { a.Apply(forge.InstallationChange{ID: 2, Gone: true}); return nil }, "[2 org-2 " + atS + "]",
+			"once dropped (the sweeper's refused mint), the installation the check found suspended is listed"},
+		{func() error {
+			a.HandleInstallationEvent(event("suspend", 2, nil))
+			return nil
+		}, "[2 org-2 " + atS + "]", "a payload without suspended_at keeps the time known"},
+		{func() error {
+			mustSim(t, sim.UnsuspendInstallation(2))
+			return a.Relist(ctx)
+		}, "[]", "a list that has it unsuspended lists it no more"},
+	}
+	for _, st := range steps {
+		if err := st.do(); err != nil {
+			t.Fatalf("%s: %v", st.rule, err)
+		}
+		if got := suspendedList(); got != st.want {
+			t.Fatalf("Suspended() = %s, want %s: %s", got, st.want, st.rule)
+		}
 	}
 }

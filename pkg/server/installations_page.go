@@ -68,7 +68,7 @@ func (s *Server) installationRowsOf(w http.ResponseWriter, r *http.Request) (q i
 		bySweep[sw.Installation] = sw
 	}
 	rows = installationRows(installationsInput{
-		now: now, self: s.cfg.Owner, installations: app.Installations(),
+		now: now, self: s.cfg.Owner, installations: app.Installations(), suspended: app.Suspended(),
 		shardOf: func(id int64) int { return InstallationShard(id, shards) }, holders: holders,
 		sweeps: bySweep, local: app.Budgets, open: open,
 	})
@@ -109,12 +109,16 @@ func (s *Server) getInstallationsPage(w http.ResponseWriter, r *http.Request) {
 // counted, not only the page's.
 type installationsSummary struct {
 	Installations, Shards int
-	// UnheldShards no replica holds; Unswept installations are on one of
-	// them, so nothing sweeps them now.
+	// UnheldShards no replica holds; Unswept installations, not
+	// suspended, are on one of them, so nothing sweeps them now.
 	UnheldShards, Unswept int
+	// Suspended is the suspended installations, RunsSuspended their open
+	// runs, which wait until they are unsuspended.
+	Suspended, RunsSuspended int
 	// HeldHere is the shards the serving replica holds.
 	HeldHere int
-	// Never is the installations with no complete pass recorded.
+	// Never is the installations, not suspended, with no complete pass
+	// recorded.
 	Never int
 	// RunsOpen is every installation's open runs, RunsUncovered those of
 	// them no installation covers (InstallationView.RunsUncovered).
@@ -136,10 +140,14 @@ func summarize(rows []InstallationView, holders []string, self string) installat
 		}
 	}
 	for _, v := range rows {
-		if v.Holder == "" {
+		switch {
+		case v.Suspended:
+			sum.Suspended++
+			sum.RunsSuspended += v.RunsOpen
+		case v.Holder == "":
 			sum.Unswept++
 		}
-		if v.LastPass == nil {
+		if v.LastPass == nil && !v.Suspended {
 			sum.Never++
 		}
 		sum.RunsOpen += v.RunsOpen
@@ -174,6 +182,7 @@ var installationsPage = page.New(`{{define "content"}}{{with .Body}}{{with .Summ
 <ul>
 <li>{{.Installations}} installation{{if ne .Installations 1}}s{{end}} of the App on {{.Shards}} sweeper shard{{if ne .Shards 1}}s{{end}}; this replica holds {{.HeldHere}}.</li>
 <li>{{if .UnheldShards}}<span class="bad">{{.UnheldShards}} shard{{if ne .UnheldShards 1}}s are{{else}} is{{end}} unheld: nothing sweeps {{.Unswept}} installation{{if ne .Unswept 1}}s{{end}} now.</span>{{else}}Every shard is held.{{end}}</li>
+{{if .Suspended}}<li><span class="bad">{{.Suspended}} installation{{if ne .Suspended 1}}s are{{else}} is{{end}} suspended: GitHub serves {{if ne .Suspended 1}}them{{else}}it{{end}} no token, so nothing sweeps {{if ne .Suspended 1}}them{{else}}it{{end}}, and {{.RunsSuspended}} open run{{if ne .RunsSuspended 1}}s wait{{else}} waits{{end}} until an owner of the account unsuspends it.</span></li>{{end}}
 {{if .Never}}<li>{{.Never}} never had a complete pass recorded.</li>{{end}}
 <li>{{with .Lowest}}Lowest budget: installation {{.ID}} (<code>{{.Account}}</code>), {{lowest .}} left.{{else}}No budget is known yet.{{end}}</li>
 <li>{{.RunsOpen}} run{{if ne .RunsOpen 1}}s{{end}} open{{if .RunsUncovered}}; <span class="bad">{{.RunsUncovered}} of them under a repository no installation of the App covers: no verdict of theirs is published</span>{{end}}.</li>
@@ -182,7 +191,7 @@ var installationsPage = page.New(`{{define "content"}}{{with .Body}}{{with .Summ
 A shard's holder is the owner of its lease; the last pass and the budgets are read from the run store, so every replica shows the same. <a href="/api/installations?sort={{.Sort}}">JSON</a></p>
 <div class="scroll"><table><thead><tr><th class="num">ID</th><th>account</th><th class="num">shard</th><th>holder</th><th>last complete pass</th><th class="num">core left</th><th class="num">GraphQL left</th><th class="num">runs open</th></tr></thead><tbody>
 {{range .Rows}}<tr{{if .HeldByMe}} class="self"{{end}}><td class="num">{{.ID}}</td><td><code>{{.Account}}</code></td><td class="num">{{.Shard}}</td>
-<td>{{if .Holder}}<code>{{.Holder}}</code>{{if .HeldByMe}} (this replica){{end}}{{else}}<span class="bad">none</span>{{end}}</td>
+<td>{{if .Suspended}}<span class="bad">suspended{{with .SuspendedAt}} since {{when .}}{{end}}: not swept</span>{{else if .Holder}}<code>{{.Holder}}</code>{{if .HeldByMe}} (this replica){{end}}{{else}}<span class="bad">none</span>{{end}}</td>
 <td>{{with .LastPass}}{{when .}}{{else}}<span class="muted">never</span>{{end}}</td>
 <td class="num">{{budget .CoreRemaining}}</td><td class="num">{{budget .GraphQLRemaining}}</td><td class="num">{{.RunsOpen}}{{with .RunsUncovered}} <span class="bad" title="no installation of the App covers their repository">({{.}} uncovered)</span>{{end}}</td></tr>
 {{else}}<tr><td colspan="8">{{if .First}}the App has no installations{{else}}no more installations{{end}}</td></tr>

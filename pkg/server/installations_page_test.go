@@ -531,3 +531,55 @@ func TestInstallationsShowTheSweepersPassesOnEveryReplica(t *testing.T) {
 		}
 	})
 }
+
+// TestInstallationsShowASuspendedInstallationAsSuspended pins what the
+// view shows of an installation GitHub suspended: the App serves it no
+// token (so it is not one of the App client's installations), yet the
+// page and the API list it as suspended, since when (GitHub's
+// suspended_at) and its open runs, which wait; it does not count as
+// unswept nor as never passed. The list the replica made says so: the
+// page asks GitHub nothing.
+func TestInstallationsShowASuspendedInstallationAsSuspended(t *testing.T) {
+	f := newViewFixture(t, 3)
+	if err := f.sim.SuspendInstallation(2); err != nil {
+		t.Fatal(err)
+	}
+	at := f.sim.Now().Truncate(time.Second).UTC()
+	a := f.replica(t, "replica-a")
+	for id := int64(1); id <= 3; id++ {
+		f.hold(t, id, "replica-a")
+	}
+	f.putRuns(t, 2, 3)
+	a.srv.RecordSweepPass(server.SweepPass{Owner: "replica-a", Installation: 1, At: pageNow, Complete: true})
+	a.srv.RecordSweepPass(server.SweepPass{Owner: "replica-a", Installation: 3, At: pageNow, Complete: true})
+	before := f.sim.Requests(forgesim.Filter{})
+
+	got := a.installations(t, "sort=id")
+	var rows []string
+	for _, v := range got.Installations {
+		sus := "-"
+		if v.SuspendedAt != nil {
+			sus = v.SuspendedAt.Format(time.RFC3339)
+		}
+		rows = append(rows, fmt.Sprintf("%d %s %v %s %d", v.ID, v.Account, v.Suspended, sus, v.RunsOpen))
+	}
+	want := []string{"1 org-1 false - 0", "2 org-2 true " + at.Format(time.RFC3339) + " 3", "3 org-3 false - 0"}
+	if fmt.Sprint(rows) != fmt.Sprint(want) {
+		t.Errorf("GET /api/installations rows (id account suspended suspended_at runs_open)\n%s\nwant\n%s\na suspended installation is listed as suspended, since GitHub's suspended_at, with its open runs",
+			strings.Join(rows, "\n"), strings.Join(want, "\n"))
+	}
+	code, body := a.get(t, "/installations?sort=id", pageAuth)
+	if code != http.StatusOK {
+		t.Fatalf("GET /installations = %d %s", code, body)
+	}
+	wantAll(t, "GET /installations", body, "the suspended installation counted, its row marked, its runs said to wait",
+		"3 installations of the App on 4 sweeper shards",
+		"1 installation is suspended: GitHub serves it no token, so nothing sweeps it, and 3 open runs wait until an owner of the account unsuspends it.",
+		`<span class="bad">suspended since <time`, "3 runs open.")
+	if strings.Contains(body, "never had a complete pass") {
+		t.Errorf("GET /installations counts the suspended installation as never passed, want it counted as suspended only")
+	}
+	if n := f.sim.Requests(forgesim.Filter{}) - before; n != 0 {
+		t.Errorf("the view sent GitHub %d requests, want none: it shows what the App client last heard", n)
+	}
+}

@@ -63,7 +63,8 @@ type InstallationView struct {
 	Shard int `json:"shard"`
 	// Holder is the owner of Shard's lease in the lease store, "" when no
 	// replica holds it (then nothing sweeps the installation now);
-	// HeldByMe is true when it is the serving replica.
+	// HeldByMe is true when it is the serving replica. Its holder sweeps
+	// a suspended installation no more than an unheld one.
 	Holder   string `json:"holder"`
 	HeldByMe bool   `json:"held_by_me"`
 	// LastPass is when its last complete sweep pass began, from the run
@@ -83,6 +84,15 @@ type InstallationView struct {
 	// complete pass (the sweeping replica's count after the pass before);
 	// 0 when none is recorded.
 	RunsUncovered int `json:"runs_uncovered"`
+	// Suspended is true when GitHub said the installation is suspended:
+	// it serves it no token, so nothing sweeps it and its open runs wait
+	// until an owner of its account unsuspends it. SuspendedAt is
+	// GitHub's suspended_at, null when the answer that said so did not
+	// carry it. The serving replica's App client knows this from what
+	// GitHub last told it (forge.AppClient.Suspended): another replica
+	// may learn it only at its next list of the App's installations.
+	Suspended   bool       `json:"suspended"`
+	SuspendedAt *time.Time `json:"suspended_at"` // RFC 3339
 }
 
 // installationsInput is what the view's rows are built from.
@@ -92,6 +102,7 @@ type installationsInput struct {
 	// installations is the App's known set; shardOf names each one's
 	// shard and holders[shard] its holder ("" unheld).
 	installations []forge.Installation
+	suspended     []forge.SuspendedInstallation
 	shardOf       func(id int64) int
 	holders       []string
 	// sweeps is the run store's last sweep of each installation, local
@@ -102,22 +113,34 @@ type installationsInput struct {
 	open   map[int64]int
 }
 
-// installationRows is a row for every installation of in, by ID.
+// installationRows is a row for every installation of in, served or
+// suspended, by ID.
 func installationRows(in installationsInput) []InstallationView {
-	rows := make([]InstallationView, len(in.installations))
-	for i, inst := range in.installations {
-		row := InstallationView{ID: inst.ID, Account: inst.Account, Shard: in.shardOf(inst.ID), RunsOpen: in.open[inst.ID]}
+	rows := make([]InstallationView, 0, len(in.installations)+len(in.suspended))
+	for _, inst := range in.installations {
+		rows = append(rows, InstallationView{ID: inst.ID, Account: inst.Account})
+	}
+	for _, sus := range in.suspended {
+		row := InstallationView{ID: sus.ID, Account: sus.Account, Suspended: true}
+		if !sus.At.IsZero() {
+			at := sus.At.UTC()
+			row.SuspendedAt = &at
+		}
+		rows = append(rows, row)
+	}
+	for i, row := range rows {
+		row.Shard, row.RunsOpen = in.shardOf(row.ID), in.open[row.ID]
 		if row.Shard >= 0 && row.Shard < len(in.holders) {
 			row.Holder = in.holders[row.Shard]
 		}
 		row.HeldByMe = row.Holder != "" && row.Holder == in.self
-		sw, swept := in.sweeps[inst.ID]
+		sw, swept := in.sweeps[row.ID]
 		if swept {
 			at := sw.At
 			row.LastPass = &at
 			row.RunsUncovered = sw.Uncovered
 		}
-		local := in.local(inst.ID)
+		local := in.local(row.ID)
 		row.CoreRemaining = remaining("core", local, sw.Budgets, in.now)
 		row.GraphQLRemaining = remaining("graphql", local, sw.Budgets, in.now)
 		rows[i] = row
