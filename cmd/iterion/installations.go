@@ -29,9 +29,12 @@ var installationsHelp = help{
 	usage: "iterion installations --server URL [--token T | --token-file F] [--sort budget|id] [--limit N] [--json]",
 	about: "Lists the installations of the GitHub App a server serves, from its\n" +
 		"GET /api/installations: each one's ID, account, sweeper shard, the replica\n" +
-		"holding that shard's lease (none: nothing sweeps it now), its last complete\n" +
-		"sweep pass, its core and GraphQL budgets left, and its open runs; the\n" +
-		"lowest budget first unless --sort id. Any replica answers alike. The token\n" +
+		"holding that shard's lease (none: nothing sweeps it now; suspended: GitHub\n" +
+		"suspended the installation, and its runs wait), its last complete sweep\n" +
+		"pass, its core and GraphQL budgets left, its open runs and, of them, those\n" +
+		"no installation covers (uncovered); the lowest budget first unless --sort\n" +
+		"id. Any replica answers alike, but for a suspension it has not heard of\n" +
+		"yet (it hears at its next hourly list). The token\n" +
 		"is the server's pages token or its API token.",
 	example: "iterion installations --server https://iterion.internal --token-file /run/secrets/pages-token --limit 20\n",
 }
@@ -163,22 +166,29 @@ func getInstallationsPage(ctx context.Context, client *http.Client, u, token str
 }
 
 // printInstallations writes the table: a line of totals, then one row per
-// installation, instants relative to the server's as_of.
+// installation, instants relative to the server's as_of; a suspended
+// installation says so, and since when, in place of its holder.
 func printInstallations(w io.Writer, in server.Installations) error {
 	fmt.Fprintf(w, "%d installation%s shown, %d shards, as of %s\n", len(in.Installations), plural(len(in.Installations)), in.Shards, page.Stamp(in.AsOf))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tACCOUNT\tSHARD\tHOLDER\tLAST PASS\tCORE\tGRAPHQL\tRUNS OPEN")
+	fmt.Fprintln(tw, "ID\tACCOUNT\tSHARD\tHOLDER\tLAST PASS\tCORE\tGRAPHQL\tRUNS OPEN\tUNCOVERED")
 	for _, v := range in.Installations {
 		holder := cmp.Or(v.Holder, "none")
 		if v.HeldByMe {
 			holder += " (this server)"
 		}
+		if v.Suspended {
+			holder = "suspended"
+			if v.SuspendedAt != nil {
+				holder += " " + page.Relative(*v.SuspendedAt, in.AsOf)
+			}
+		}
 		last := "never"
 		if v.LastPass != nil {
 			last = page.Relative(*v.LastPass, in.AsOf)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\t%s\t%s\t%d\n", v.ID, v.Account, v.Shard, holder, last,
-			orUnknown(v.CoreRemaining), orUnknown(v.GraphQLRemaining), v.RunsOpen)
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\t%s\t%s\t%d\t%d\n", v.ID, v.Account, v.Shard, holder, last,
+			orUnknown(v.CoreRemaining), orUnknown(v.GraphQLRemaining), v.RunsOpen, v.RunsUncovered)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-github/v88/github"
+
 	"iterion.dev/iterion/internal/testing/forgetest"
 	"iterion.dev/iterion/pkg/forge"
 	"iterion.dev/iterion/pkg/gaterun"
@@ -25,7 +27,8 @@ var installationsNow = time.Date(2026, 9, 30, 15, 0, 0, 0, time.UTC)
 // appServer serves a replica in App mode, "replica-a", over a simulator
 // with installations 1..n, API token "api" and pages token "pages"; the
 // shard of installation 1 is held by replica-a and its last complete pass
-// was a minute ago.
+// was a minute ago, recording 2 uncovered runs; installation n, when n is
+// 3, is suspended since two hours ago, with 4 open runs.
 func appServer(t *testing.T, n int) string {
 	t.Helper()
 	sim, simSrv := forgetest.StartSim(t)
@@ -40,6 +43,17 @@ func appServer(t *testing.T, n int) string {
 		t.Fatal(err)
 	}
 	runs, leases := gaterun.NewMemoryStore(), lease.NewMemoryStore()
+	if n == 3 {
+		app.HandleInstallationEvent(&github.InstallationEvent{Action: github.Ptr("suspend"), Installation: &github.Installation{
+			ID: github.Ptr(int64(3)), SuspendedAt: &github.Timestamp{Time: installationsNow.Add(-2 * time.Hour)}}})
+		for pull := 1; pull <= 4; pull++ {
+			r := gaterun.Run{ID: gaterun.ID("github.com", "org-3/repo-1", pull, strings.Repeat("a", 40)), Host: "github.com", Repo: "org-3/repo-1",
+				Pull: pull, HeadSHA: strings.Repeat("a", 40), Context: gaterun.DefaultContext, Verdict: gaterun.VerdictSuccess, Installation: 3}
+			if _, err := runs.Put(context.Background(), r, installationsNow); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 	srv, err := server.New(server.Config{Runs: runs, Leases: leases, App: app, SweepShards: 8, APIToken: "api", PagesToken: "pages",
 		Owner: "replica-a", Now: func() time.Time { return installationsNow }})
 	if err != nil {
@@ -49,7 +63,7 @@ func appServer(t *testing.T, n int) string {
 	if ok, err := leases.Acquire(context.Background(), shard, "replica-a", installationsNow, time.Minute); !ok || err != nil {
 		t.Fatalf("Acquire = %v, %v", ok, err)
 	}
-	if err := runs.RecordSweeps(context.Background(), []gaterun.InstallationSweep{{Installation: 1, At: installationsNow.Add(-time.Minute), Owner: "replica-a",
+	if err := runs.RecordSweeps(context.Background(), []gaterun.InstallationSweep{{Installation: 1, At: installationsNow.Add(-time.Minute), Owner: "replica-a", Uncovered: 2,
 		Budgets: []forge.RateLimit{{Resource: "core", Limit: 5000, Remaining: 4990, Reset: installationsNow.Add(time.Hour)}}}}); err != nil {
 		t.Fatal(err)
 	}
@@ -70,8 +84,10 @@ func runInstallationsCmd(t *testing.T, env map[string]string, args ...string) (i
 
 // TestInstallationsPrintsEachInstallation pins the table: a line of
 // totals, then each installation with its shard, holder ("none" when
-// unheld, "(this server)" on the holder), last pass relative to the
-// server's now, budgets ("?" unknown) and open runs; every page followed.
+// unheld, "(this server)" on the holder, "suspended" and since when for a
+// suspended installation), last pass relative to the server's now,
+// budgets ("?" unknown), open runs and of them those no installation
+// covers; every page followed.
 func TestInstallationsPrintsEachInstallation(t *testing.T) {
 	url := appServer(t, 3)
 	code, out, errs := runInstallationsCmd(t, nil, "--server", url, "--token", "pages", "--sort", "id")
@@ -81,10 +97,10 @@ func TestInstallationsPrintsEachInstallation(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	want := [][]string{
 		{"3 installations shown, 8 shards, as of 2026-09-30T15:00:00.000Z"},
-		{"ID", "ACCOUNT", "SHARD", "HOLDER", "LAST PASS", "CORE", "GRAPHQL", "RUNS OPEN"},
-		{"1", "org-1", fmt.Sprint(server.InstallationShard(1, 8)), "replica-a (this server)", "1 m ago", "4990", "?", "0"},
-		{"2", "org-2", fmt.Sprint(server.InstallationShard(2, 8)), "none", "never", "?", "?", "0"},
-		{"3", "org-3", fmt.Sprint(server.InstallationShard(3, 8)), "none", "never", "?", "?", "0"},
+		{"ID", "ACCOUNT", "SHARD", "HOLDER", "LAST PASS", "CORE", "GRAPHQL", "RUNS OPEN", "UNCOVERED"},
+		{"1", "org-1", fmt.Sprint(server.InstallationShard(1, 8)), "replica-a (this server)", "1 m ago", "4990", "?", "0", "2"},
+		{"2", "org-2", fmt.Sprint(server.InstallationShard(2, 8)), "none", "never", "?", "?", "0", "0"},
+		{"3", "org-3", fmt.Sprint(server.InstallationShard(3, 8)), "suspended 2 h ago", "never", "?", "?", "4", "0"},
 	}
 	if len(lines) != len(want) {
 		t.Fatalf("got %d lines, want %d:\n%s", len(lines), len(want), out)
@@ -92,8 +108,11 @@ func TestInstallationsPrintsEachInstallation(t *testing.T) {
 	for i, w := range want {
 		for _, cell := range w {
 			if !strings.Contains(lines[i], cell) {
-				t.Errorf("line %d %q lacks %q: each installation's shard, holder, last pass, budgets and runs", i, lines[i], cell)
+				t.Errorf("line %d %q lacks %q: each installation's shard, holder or suspension, last pass, budgets, runs and uncovered runs", i, lines[i], cell)
 			}
+		}
+		if f := strings.Fields(lines[i]); i >= 2 && fmt.Sprint(f[len(f)-2:]) != fmt.Sprint(w[len(w)-2:]) {
+			t.Errorf("line %d %q ends %v, want %v: the last columns are the open runs and the uncovered runs", i, lines[i], f[len(f)-2:], w[len(w)-2:])
 		}
 	}
 }
