@@ -291,6 +291,27 @@ load 1m
   lease_group_shards_unheld{group="sweeper", instance="a"} 0 3 0x10
   lease_group_shards_overdue{group="sweeper", instance="a"} 0x12
 `, 10 * time.Minute}},
+}, {
+	alert: "IterionShardCountChangeStuck",
+	fires: fixture{"a rollout from 4 shards to 8 began at 5m and replica c stayed on 4: a and b have counted it as another member for over an hour", `
+load 1m
+  lease_group_other_members{group="merge-gate-sweeper", instance="a"} 0x5 1x70
+  lease_group_other_members{group="merge-gate-sweeper", instance="b"} 0x5 1x70
+  lease_group_other_members{group="merge-gate-sweeper", instance="c"} 0x5 2x70
+`, 75 * time.Minute},
+	healthy: []fixture{{"a slow rollout from 4 shards to 8, under way for 50 minutes: not yet an hour", `
+load 1m
+  lease_group_other_members{group="merge-gate-sweeper", instance="a"} 0x5 1x80
+  lease_group_other_members{group="merge-gate-sweeper", instance="b"} 0x5 1x80
+`, 55 * time.Minute}, {"a rollout from 4 shards to 8 that took 50 minutes, then finished", `
+load 1m
+  lease_group_other_members{group="merge-gate-sweeper", instance="a"} 0x5 1x50 0x30
+  lease_group_other_members{group="merge-gate-sweeper", instance="b"} 0x5 1x50 0x30
+`, 85 * time.Minute}, {"every replica on one shard count throughout", `
+load 1m
+  lease_group_other_members{group="merge-gate-sweeper", instance="a"} 0x90
+  lease_group_other_members{group="forge-board-sync", instance="a"} 0x90
+`, 85 * time.Minute}},
 }}
 
 // cumulative is a counter's samples, one a step for steps+1 steps from 0,
