@@ -288,3 +288,38 @@ func TestAppModeAnInstallationEventsClaimHoldsUntilItsCompletion(t *testing.T) {
 		}
 	})
 }
+
+// TestAppModeAnUnreadablePayloadIsCountedInvalid pins App mode's 400 for
+// a signed payload it cannot read: each is counted once in
+// webhook_deliveries_total{outcome="invalid"}, as a pull_request or status
+// payload the token mode cannot read is, and nothing else is counted.
+func TestAppModeAnUnreadablePayloadIsCountedInvalid(t *testing.T) {
+	cases := []struct {
+		event, body, why string
+	}{
+		{"installation", `{"action":"created","installation":"seven"}`, "an installation whose installation is not an object"},
+		{"installation_repositories", `{"action":"added","repositories_added":"all"}`, "an installation_repositories event whose repositories are not a list"},
+		{"pull_request", `{"action":"closed","installation":{"id":"one"}}`, "a pull_request whose installation id is not a number"},
+		{"status", `{"sha":7}`, "a status whose sha is not a string"},
+	}
+	f := newViewFixture(t, 1)
+	for _, c := range cases {
+		t.Run(c.event, func(t *testing.T) {
+			reg := prometheus.NewRegistry()
+			r := f.replica(t, "replica-a", func(cfg *server.Config) { cfg.Registry, cfg.WebhookSecret = reg, webhookSecret })
+			code, body := (&httpFixture{url: r.url}).postHook(t, c.event, sign(webhookSecret, c.body), c.body)
+			if code != http.StatusBadRequest {
+				t.Fatalf("%s: got %d %s, want 400", c.why, code, body)
+			}
+			for _, o := range []string{"invalid", "processed", "duplicate", "held", "unavailable"} {
+				want := 0.0
+				if o == "invalid" {
+					want = 1
+				}
+				if got := deliveriesOutcome(t, reg, o); got != want {
+					t.Errorf("webhook_deliveries_total{outcome=%q}: got %v, want %v: %s is a 400, counted invalid once", o, got, want, c.why)
+				}
+			}
+		})
+	}
+}

@@ -40,8 +40,8 @@ import (
 // answered 202 {"unknown_installation": id}, and the installation is
 // looked up (a re-list of the App's installations, lookUp); its runs are
 // left to the sweeper, which picks the installation up once known. A
-// payload it cannot read is 400, before any claim. Any other event is not
-// answered here.
+// payload it cannot read is 400, before any claim, counted invalid as
+// the token mode's are. Any other event is not answered here.
 func (s *Server) appWebhook(w http.ResponseWriter, r *http.Request, event string, body []byte, key, deliveryID string, answerBy time.Time) bool {
 	switch event {
 	case "installation", "installation_repositories", "pull_request", "status":
@@ -50,6 +50,7 @@ func (s *Server) appWebhook(w http.ResponseWriter, r *http.Request, event string
 	}
 	payload, err := github.ParseWebHook(event, body)
 	if err != nil {
+		s.deliveries.WithLabelValues(deliveryInvalid).Inc()
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("%s payload: %v", event, err))
 		return true
 	}
