@@ -869,6 +869,76 @@ func TestAppModeRunsOfARepositoryNoInstallationCoversAnyMoreCountUncovered(t *te
 	})
 }
 
+// TestAppModeSweepersForgetTheBackOffsOfRunsNoLongerTheirs pins that an
+// installation's sweeper keeps a run's back-off only while the run is
+// listed unsettled under that installation: of three runs of installation
+// 1 whose pull requests its token cannot read (no such pull request; the
+// look-up says installation 1 still covers the repository, so none is
+// moved), one is settled and one moved to installation 2 with its
+// repository (as the installation_repositories webhook would), where its
+// pull request is read. From the next pass of installation 1, whose
+// snapshot of unsettled runs no longer lists them, long before a deep
+// window, merge_gate_runs_backing_off counts the third alone, and
+// installation 1's term holds no other back-off (the gauge sums the
+// terms' back-offs); the third keeps its back-off.
+func TestAppModeSweepersForgetTheBackOffsOfRunsNoLongerTheirs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		c, next := newAppCluster(t, 2, false)
+		startAppReplicas(t, c, next, 1, time.Minute, 4, nil)
+		r := c.replicas[0]
+		defer r.stop()
+		if err := c.sim.AddInstallationRepos(1, "org-1/repo-2"); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.app.Relist(ctx); err != nil {
+			t.Fatal(err)
+		}
+		runOf := func(repo string, pull int) gaterun.Run {
+			run := appRun(1)
+			run.Repo, run.Pull, run.HeadSHA = repo, pull, fmt.Sprintf("sha-%d", pull)
+			run.ID = gaterun.ID(run.Host, run.Repo, run.Pull, run.HeadSHA)
+			return run
+		}
+		settles, moves, stays := runOf("org-1/repo-1", 7), runOf("org-1/repo-2", 8), runOf("org-1/repo-1", 9)
+		for _, run := range []gaterun.Run{settles, moves, stays} { // no such pull requests on the forge
+			if _, err := c.runs.Put(ctx, run, time.Now()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(3*time.Minute + time.Second)
+		synctest.Wait()
+		if got := metricValue(t, r.handler, "merge_gate_runs_backing_off"); got != 3 {
+			t.Fatalf("merge_gate_runs_backing_off after the first pass: %v, want 3", got)
+		}
+		if err := c.runs.Settle(ctx, settles.ID); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.sim.AddInstallationRepos(2, moves.Repo); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.sim.SeedPull("org-1", "repo-2", moves.Pull, moves.HeadSHA, "open"); err != nil {
+			t.Fatal(err)
+		}
+		if moved, err := c.runs.Move(ctx, moves.ID, 1, 2, time.Now()); err != nil || !moved {
+			t.Fatalf("Move = %v, %v; want the run moved", moved, err)
+		}
+		time.Sleep(2 * time.Minute)
+		synctest.Wait()
+		if got := metricValue(t, r.handler, "merge_gate_runs_backing_off"); got != 1 {
+			t.Errorf("merge_gate_runs_backing_off two passes on: %v, want 1: the settled run is no sweeper's, the moved one installation 2's, which reads it", got)
+		}
+		time.Sleep(time.Hour)
+		synctest.Wait()
+		if got := metricValue(t, r.handler, "merge_gate_runs_backing_off"); got != 1 {
+			t.Errorf("merge_gate_runs_backing_off an hour on: %v, want 1: the run still unreadable, alone, keeps its back-off", got)
+		}
+		if got := requestsBy(c.sim, 2, "", 0); got == 0 {
+			t.Errorf("installation 2's requests: %d, want some: its sweeper offers the moved run", got)
+		}
+	})
+}
+
 // runsUncovered is installation id's runs_uncovered in r's
 // /api/installations.
 func runsUncovered(t *testing.T, r *replica, id int64) int {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -174,7 +175,8 @@ type sweeperConfig struct {
 	// must not block.
 	OnPass func(SweepPass)
 	// BackingOff, when set, shows how many runs are backing off (runs whose
-	// pull request could not be read); nil: not shown.
+	// pull request could not be read, while a deep window still lists
+	// them: pruneBackoff); nil: not shown.
 	BackingOff prometheus.Gauge
 	// Watchdog bounds each pass and ends a term whose passes keep failing
 	// (lease.Every); the zero Watchdog bounds nothing.
@@ -281,7 +283,13 @@ type sweepTerm struct {
 	// (grownBatch).
 	batch int
 	// backoff holds the runs whose pull request could not be read, by ID.
+	// window numbers the deep windows of the term, from 1: the one being
+	// swept, or the last done. A back-off records the window that last
+	// listed its run (seenIn); one that a whole window did not list is
+	// dropped at the window's end (pruneBackoff), so the map holds only
+	// runs the current or the last deep window listed unsettled.
 	backoff map[string]backoff
+	window  int
 	// unreadable, when keepUnreadable (App mode), collects the runs
 	// found unreadable since takeUnreadable last took them, for their
 	// installation to be checked (installationSweeps.rehome).
@@ -459,6 +467,9 @@ const maxServerBackoff = 8
 type backoff struct {
 	until time.Time
 	delay time.Duration
+	// window is the deep window (sweepTerm.window) that last listed the
+	// run, or in which it was last offered.
+	window int
 	// uncovered: the last look-up of the run's repository found no
 	// installation of the App covering it (installationSweeps.rehome).
 	uncovered bool
@@ -472,7 +483,7 @@ func (st *sweepTerm) note(run gaterun.Run, out outcome, now time.Time, interval 
 	case outcomeUnreadable:
 		b := st.backoff[run.ID]
 		b.delay = min(max(2*b.delay, 2*interval), DeepEvery*interval)
-		b.until = now.Add(b.delay)
+		b.until, b.window = now.Add(b.delay), st.window
 		st.backoff[run.ID] = b
 		if st.keepUnreadable {
 			st.unreadable = append(st.unreadable, run)
@@ -482,6 +493,31 @@ func (st *sweepTerm) note(run gaterun.Run, out outcome, now time.Time, interval 
 	default:
 		delete(st.backoff, run.ID)
 	}
+}
+
+// seenIn marks the back-offs of the runs of page, as listed unsettled, in
+// the current deep window.
+func (st *sweepTerm) seenIn(page []gaterun.Run) {
+	if len(st.backoff) == 0 {
+		return
+	}
+	for _, run := range page {
+		if b, ok := st.backoff[run.ID]; ok && b.window != st.window {
+			b.window = st.window
+			st.backoff[run.ID] = b
+		}
+	}
+}
+
+// pruneBackoff drops, at the end of a deep window, the back-offs of the
+// runs it never listed. A window lists every run unsettled and updated
+// within deepWindow all through it (a run's place in the listing only
+// moves on, by its update, so the cursor cannot pass it unlisted), so a
+// run it did not list was settled, moved to another installation,
+// deleted, or left the deep window: no pass would offer it again, and
+// its back-off would only be counted and kept for the rest of the term.
+func (st *sweepTerm) pruneBackoff() {
+	maps.DeleteFunc(st.backoff, func(_ string, b backoff) bool { return b.window < st.window })
 }
 
 // takeUnreadable returns the runs note found unreadable since the last
@@ -550,7 +586,9 @@ func (st *sweepTerm) takeUnreadable() []gaterun.Run {
 // A run whose pull request cannot be read (outcomeUnreadable) backs off on
 // its own: it is skipped for two intervals, then four, doubling up to
 // DeepEvery intervals, until an offer reads it again. The back-offs live in
-// the term, like the cursors and the batch size.
+// the term, like the cursors and the batch size; at the end of each deep
+// window, those of the runs the window never listed (settled, moved,
+// deleted or past the deep window) are dropped (pruneBackoff).
 //
 // A pass in which every forge read failed is not complete. While every
 // forge read of a pass gets a 5xx but GitHub stopping a slow query (a

@@ -350,6 +350,23 @@ func TestSweeperPagesThroughManyRuns(t *testing.T) {
 	})
 }
 
+// gaugedSweep is a sweeper at a minute's interval offering through a
+// fakeOfferer, with its passes logged and its BackingOff gauge read after
+// each pass (at, in pass order).
+type gaugedSweep struct {
+	sw    *server.Sweeper
+	log   *passLog
+	gauge prometheus.Gauge
+	at    []float64
+}
+
+func newGaugedSweep(runs gaterun.Store, offer *fakeOfferer) *gaugedSweep {
+	g := &gaugedSweep{log: &passLog{offer: offer}, gauge: prometheus.NewGauge(prometheus.GaugeOpts{Name: "g"})}
+	g.sw = server.NewSweeper(server.SweeperConfig{Runs: runs, Offer: offer, Interval: time.Minute, BackingOff: g.gauge,
+		OnPass: func(p server.SweepPass) { g.log.onPass(p); g.at = append(g.at, testutil.ToFloat64(g.gauge)) }})
+	return g
+}
+
 // TestSweeperBacksOffUnreadableRuns pins the back-off of a run whose pull
 // request cannot be read: skipped for 2, 4, 8, 16 intervals, then every
 // DeepEvery intervals at most, while readable runs are offered every pass;
@@ -359,17 +376,13 @@ func TestSweeperBacksOffUnreadableRuns(t *testing.T) {
 		start := time.Now()
 		runs := gaterun.NewMemoryStore()
 		seedRuns(t, runs, start, []seeded{{"gone", -2 * time.Hour, false}, {"ok", -2 * time.Hour, false}}) // updated ahead: in every window
-		offer := &fakeOfferer{unreadable: map[string]bool{"acme/gone": true}}
-		log := &passLog{offer: offer}
-		gauge := prometheus.NewGauge(prometheus.GaugeOpts{Name: "g"})
-		var gaugeAt []float64
-		sw := server.NewSweeper(server.SweeperConfig{Runs: runs, Offer: offer, Interval: time.Minute, BackingOff: gauge,
-			OnPass: func(p server.SweepPass) { log.onPass(p); gaugeAt = append(gaugeAt, testutil.ToFloat64(gauge)) }})
-		stop := startSweeper(sw)
+		g := newGaugedSweep(runs, &fakeOfferer{unreadable: map[string]bool{"acme/gone": true}})
+		stop := startSweeper(g.sw)
 		time.Sleep(100*time.Minute + time.Nanosecond)
 		synctest.Wait()
 
-		passes, offers := log.snapshot()
+		passes, offers := g.log.snapshot()
+		gauge, gaugeAt := g.gauge, g.at
 		var gone []int
 		for i, o := range offers {
 			if slices.Contains(o, "acme/gone#1") {
@@ -389,6 +402,84 @@ func TestSweeperBacksOffUnreadableRuns(t *testing.T) {
 		stop()
 		if g := testutil.ToFloat64(gauge); g != 0 {
 			t.Errorf("gauge after the term: %v, want 0: back-offs live in the term", g)
+		}
+	})
+}
+
+// deletedRuns is a run store whose listings leave out the runs deleted
+// (by ID), as a store would once they were deleted from it.
+type deletedRuns struct {
+	gaterun.Store
+	mu      sync.Mutex
+	deleted map[string]bool
+}
+
+func (d *deletedRuns) delete(id string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.deleted[id] = true
+}
+
+func (d *deletedRuns) Unsettled(ctx context.Context, since time.Time, after gaterun.Cursor, limit int) ([]gaterun.Run, error) {
+	page, err := d.Store.Unsettled(ctx, since, after, limit)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.DeleteFunc(page, func(r gaterun.Run) bool { return d.deleted[r.ID] }), err
+}
+
+// TestSweeperForgetsTheBackOffsOfRunsItNoLongerSweeps pins that a back-off
+// lasts only while its run is still listed unsettled: once a run that
+// backed off is settled, or deleted from the store, the end of the first
+// deep window begun after drops its back-off, so the BackingOff gauge
+// (the term's back-offs, counted) stops counting it and the term no
+// longer holds it, while a run still unreadable keeps its back-off and
+// its schedule: no offer more than without the pruning.
+func TestSweeperForgetsTheBackOffsOfRunsItNoLongerSweeps(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		mem := gaterun.NewMemoryStore()
+		seedRuns(t, mem, start, []seeded{{"settles", -2 * time.Hour, false}, {"deleted", -2 * time.Hour, false}, {"stays", -2 * time.Hour, false}})
+		runs := &deletedRuns{Store: mem, deleted: map[string]bool{}}
+		g := newGaugedSweep(runs, &fakeOfferer{unreadable: map[string]bool{"acme/settles": true, "acme/deleted": true, "acme/stays": true}})
+		stop := startSweeper(g.sw)
+		defer stop()
+		time.Sleep(time.Minute + time.Nanosecond)
+		synctest.Wait()
+		if got := testutil.ToFloat64(g.gauge); got != 3 {
+			t.Fatalf("gauge after pass 1: %v, want 3: three runs backing off", got)
+		}
+		if err := mem.Settle(context.Background(), gaterun.ID("github.com", "acme/settles", 1, "sha1")); err != nil {
+			t.Fatal(err)
+		}
+		runs.delete(gaterun.ID("github.com", "acme/deleted", 2, "sha2"))
+
+		// The second deep window begins and ends in pass 24 (DeepSpacing
+		// intervals after the first); the test goes on to a third.
+		time.Sleep(59 * time.Minute)
+		synctest.Wait()
+		passes, offers := g.log.snapshot()
+		gaugeAt := g.at
+		if len(passes) != 60 {
+			t.Fatalf("%d passes, want 60", len(passes))
+		}
+		next := server.DeepSpacing + 1
+		if got := gaugeAt[next-2]; got != 3 {
+			t.Errorf("gauge after pass %d, before the second deep window: %v, want 3: a back-off is dropped only when a whole window did not list its run", next-1, got)
+		}
+		for i, g := range gaugeAt[next-1:] {
+			if g != 1 {
+				t.Errorf("gauge after pass %d: %v, want 1: the runs settled or deleted are no longer the sweeper's, and no longer back off", next+i, g)
+				break
+			}
+		}
+		var stays []int
+		for i, o := range offers {
+			if slices.Contains(o, "acme/stays#3") {
+				stays = append(stays, passes[i].Pass)
+			}
+		}
+		if want := []int{1, 3, 7, 15, 31}; !slices.Equal(stays, want) {
+			t.Errorf("the run still unreadable offered in passes %v, want %v: its back-off outlives the pruning", stays, want)
 		}
 	})
 }

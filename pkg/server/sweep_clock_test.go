@@ -980,6 +980,51 @@ func TestSweepSpreadsADeepWindowOverLightPasses(t *testing.T) {
 	})
 }
 
+// TestSweepADeepWindowOverPassesKeepsTheBackOffsItListed pins that a
+// back-off is dropped only at the end of a deep window that never listed
+// its run, not at a pass that did not: with the deep window spread over
+// light passes (TestSweepSpreadsADeepWindowOverLightPasses's runs), a run
+// whose pull request the forge does not show, first in the deep listing,
+// is listed by each window's first pass alone, and still backs off, and
+// is counted, at every pass of two windows and after.
+func TestSweepADeepWindowOverPassesKeepsTheBackOffsItListed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const shallow = 100
+		const n = shallow + 300*server.DeepEase + 900
+		sim := forgesim.New(forgesim.WithLatency(steadyLatency()))
+		fc, runs, stopSim := seedSweepRuns(t, sim, shallow, 0)
+		defer stopSim()
+		seedAgedRuns(t, sim, runs, shallow+1, n)
+		gone := gateRun(n+1, fmt.Sprintf("%040d", n+1), gaterun.VerdictSuccess) // no such pull request on the forge
+		if _, err := runs.Put(context.Background(), gone, time.Now().Add(-6*time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		rec := &sweepRecorder{sim: sim}
+		gauge := prometheus.NewGauge(prometheus.GaugeOpts{Name: "g"})
+		var gaugeAt []float64
+		sw := server.NewSweeper(server.SweeperConfig{Runs: runs, Offer: server.NewReconciler(runs, fc, nil), Interval: time.Minute, BackingOff: gauge,
+			OnPass: func(p server.SweepPass) { rec.onPass(p); gaugeAt = append(gaugeAt, testutil.ToFloat64(gauge)) }})
+		passes := sweepFor(sw, rec, (server.DeepSpacing+server.DeepEase+3)*time.Minute+45*time.Second)
+		deepPasses := map[time.Time]int{}
+		for i, p := range passes {
+			if p.Deep {
+				deepPasses[p.DeepBegan]++
+			}
+			if gaugeAt[i] != 1 {
+				t.Errorf("gauge after pass %d (deep %v, began %v): %v, want 1: the unreadable run is unsettled all along, and backs off", p.Pass, p.Deep, p.DeepBegan, gaugeAt[i])
+			}
+		}
+		if len(deepPasses) < 2 {
+			t.Fatalf("deep windows %v, want 2 or more", deepPasses)
+		}
+		for began, k := range deepPasses {
+			if k < 2 {
+				t.Errorf("deep window begun %v read in %d passes, want 2 or more: the rule is about windows that span passes", began, k)
+			}
+		}
+	})
+}
+
 // TestSweepAThousandRunsFitEachPassUnderGitHubLatency measures the issue's
 // 1,000-run goal in process, in virtual time, against the simulator with
 // GitHub's latency model as it ships (its tail and timeouts on), at three

@@ -9,6 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -270,6 +272,7 @@ func (g *installationSweeps) pass(ctx context.Context, sw *sweeper, st *sweepTer
 		g.s.passes.timeouts.WithLabelValues(MergeGateSweeper().Name).Inc()
 	}
 	g.rehome(ctx, sw.cfg.Logger, id, st)
+	g.keepListed(id, st)
 	g.note(id, st, p.Behind)
 	return resume, p.Complete
 }
@@ -356,40 +359,40 @@ func (g *installationSweeps) rehome(ctx context.Context, log *slog.Logger, from 
 	}
 }
 
-// note records installation id's backing-off runs (none when st is nil),
-// those of them its snapshot still lists unsettled whose repository no
-// installation covers (uncoveredIn), and whether its last pass was
-// behind, and sets the replica's gauges to the sums and the or over its
-// installations.
-func (g *installationSweeps) note(id int64, st *sweepTerm, behind bool) {
-	uncovered := 0
-	if st != nil {
-		uncovered = g.uncoveredIn(id, st)
+// keepListed drops from st's back-off the runs installation id's snapshot
+// of unsettled runs (sweepReads) no longer lists: a run settled, moved to
+// another installation by a webhook, deleted, or past the deep window is
+// no longer this sweeper's, so it leaves the back-off, and the counts,
+// by the next snapshot (at most half an interval old) without a store
+// read of its own, rather than at the end of the next deep window
+// (sweepTerm.pruneBackoff). Nothing is dropped when no snapshot covers id.
+func (g *installationSweeps) keepListed(id int64, st *sweepTerm) {
+	if len(st.backoff) == 0 {
+		return
 	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.backingOff[id], g.behind[id], g.uncovered[id] = 0, behind, uncovered
-	if st != nil {
-		g.backingOff[id] = len(st.backoff)
+	for _, runID := range g.reads.unlisted(id, slices.Collect(maps.Keys(st.backoff))) {
+		delete(st.backoff, runID)
 	}
-	g.showLocked()
 }
 
-// uncoveredIn counts the runs of st's back-off marked uncovered (rehome)
-// that installation id's snapshot lists: a run settled, moved by a
-// webhook, or past the deep window since is no longer the sweeper's, and
-// stops counting at the next snapshot without a store read of its own.
-func (g *installationSweeps) uncoveredIn(id int64, st *sweepTerm) int {
-	marked := map[string]bool{}
-	for runID, b := range st.backoff {
-		if b.uncovered {
-			marked[runID] = true
+// note records installation id's backing-off runs (none when st is nil),
+// those of them whose repository no installation covers (rehome), and
+// whether its last pass was behind, and sets the replica's gauges to the
+// sums and the or over its installations. keepListed has left in st's
+// back-off only the runs the installation's snapshot lists unsettled.
+func (g *installationSweeps) note(id int64, st *sweepTerm, behind bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.backingOff[id], g.behind[id], g.uncovered[id] = 0, behind, 0
+	if st != nil {
+		g.backingOff[id] = len(st.backoff)
+		for _, b := range st.backoff {
+			if b.uncovered {
+				g.uncovered[id]++
+			}
 		}
 	}
-	if len(marked) == 0 {
-		return 0
-	}
-	return g.reads.listed(id, marked)
+	g.showLocked()
 }
 
 // uncoveredOf is installation id's count of uncovered runs at its last

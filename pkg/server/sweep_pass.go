@@ -159,6 +159,7 @@ func (s *sweeper) pass(ctx context.Context, st *sweepTerm) (_ SweepPass, resume 
 	p := SweepPass{Owner: s.cfg.Owner, Term: st.term, Pass: st.pass, At: s.cfg.Now(), Complete: true}
 	if !st.deepPending && (st.pass == 1 || s.deepDue(st, p.At)) {
 		st.deepPending, st.deepCursor, st.lastBegan, st.deepBegan, st.crowded = true, gaterun.Cursor{}, st.deepBegan, p.At, 0
+		st.window++
 		st.lastPace, st.pace = st.pace, nil
 	}
 	p.Deep = st.deepPending
@@ -257,6 +258,9 @@ func (s *sweeper) pass(ctx context.Context, st *sweepTerm) (_ SweepPass, resume 
 	}
 	if p.Deep {
 		st.notePace(age)
+		if !st.deepPending {
+			st.pruneBackoff()
+		}
 	}
 	p.Complete = stop == stopDone || stop == stopTime
 	if p.ForgeReads > 0 && p.ForgeErrors == p.ForgeReads {
@@ -376,6 +380,7 @@ func (s *sweeper) offerSince(ctx context.Context, ps *sweepPassState, since time
 			s.cfg.Logger.Warn("sweep stopped: cannot list runs", "err", err)
 			return cur, stopFailed, time.Time{}
 		}
+		ps.st.seenIn(page)
 		done, stop, resume := s.offerPage(ctx, ps, page)
 		if done > 0 {
 			cur = gaterun.CursorAt(page[done-1])

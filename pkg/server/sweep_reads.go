@@ -108,22 +108,24 @@ func (r *sweepReads) unsettledIn(ctx context.Context, id int64, since time.Time,
 	return out, nil
 }
 
-// listed counts the runs of runIDs that installation id's snapshot lists
-// unsettled; every one of them when no snapshot covers id (a read failed),
-// as nothing says they settled.
-func (r *sweepReads) listed(id int64, runIDs map[string]bool) int {
+// unlisted is the runs of runIDs that installation id's snapshot does not
+// list unsettled: settled, moved to another installation, deleted or past
+// the deep window by its read. None when no snapshot covers id (a read
+// failed), as nothing says they left.
+func (r *sweepReads) unlisted(id int64, runIDs []string) []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if !r.covers[id] {
-		return len(runIDs)
+	if !r.covers[id] || len(runIDs) == 0 {
+		return nil
 	}
-	n := 0
+	left := make(map[string]bool, len(runIDs))
+	for _, runID := range runIDs {
+		left[runID] = true
+	}
 	for _, run := range r.of[id] {
-		if runIDs[run.ID] {
-			n++
-		}
+		delete(left, run.ID)
 	}
-	return n
+	return slices.Collect(maps.Keys(left))
 }
 
 // readLocked reads the snapshot at now for the members and id, page by
