@@ -306,7 +306,7 @@ func boardSyncLine(h http.Handler) (code int, line string) {
 // boardMode runs the board net of one replica in token or App mode.
 type boardMode struct {
 	name string
-	// repos are the board's repositories, each with issue 5 seeded; in App
+	// repos are the board's repositories, each with its fifth issue seeded; in App
 	// mode each is an installation's.
 	repos []string
 	// start seeds the issues and starts the replica, its config as mod

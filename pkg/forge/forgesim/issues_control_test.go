@@ -19,7 +19,7 @@ func TestIssuesAreDeletedAndTransferredThroughTheControlAPI(t *testing.T) {
 	}
 	mustOK(t, sim.SeedIssue("acme", "lib", forgesim.Issue{Number: 8, Title: "lib's own", State: "open"}))
 	if resp, b := do(t, srv, "DELETE", "/_sim/repos/acme/app/issues/1", "", ""); resp.StatusCode != http.StatusNoContent {
-		t.Fatalf("DELETE issue 1: %d %s, want 204", resp.StatusCode, b)
+		t.Fatalf("DELETE of the first issue: %d %s, want 204", resp.StatusCode, b)
 	}
 	resp, body := do(t, srv, "POST", "/_sim/repos/acme/app/issues/2/transfer", "", `{"repository":"acme/lib"}`)
 	var moved struct {
@@ -28,7 +28,7 @@ func TestIssuesAreDeletedAndTransferredThroughTheControlAPI(t *testing.T) {
 	}
 	_ = json.Unmarshal(body, &moved)
 	if resp.StatusCode != http.StatusOK || moved.Repository != "acme/lib" || moved.Number != 9 {
-		t.Fatalf("transfer issue 2: %d %s, want 200 {repository acme/lib, number 9}: where it went", resp.StatusCode, body)
+		t.Fatalf("transfer of the second issue: %d %s, want 200 {repository acme/lib, number 9}: where it went", resp.StatusCode, body)
 	}
 	for _, c := range []struct {
 		path     string
@@ -80,6 +80,6 @@ func TestIssueControlBodiesNameTheBadField(t *testing.T) {
 		}
 	}
 	if resp, _ := do(t, srv, "GET", "/repos/acme/app/issues/1", "t", ""); resp.StatusCode != http.StatusOK {
-		t.Errorf("GET issue 1 after refused calls: %d, want 200: a refused call changes nothing", resp.StatusCode)
+		t.Errorf("GET of the first issue after refused calls: %d, want 200: a refused call changes nothing", resp.StatusCode)
 	}
 }
