@@ -119,6 +119,7 @@ func (s *Server) postWebhook(w http.ResponseWriter, r *http.Request) {
 	key := replayKey(body)
 	if form {
 		if body, err = formPayload(body); err != nil {
+			s.deliveries.WithLabelValues(deliveryInvalid).Inc()
 			writeError(w, http.StatusBadRequest, err.Error())
 			return
 		}

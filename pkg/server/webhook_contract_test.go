@@ -10,10 +10,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"iterion.dev/iterion/internal/testing/githubcontract"
 	"iterion.dev/iterion/pkg/forge"
 	"iterion.dev/iterion/pkg/forge/forgesim"
 	"iterion.dev/iterion/pkg/gaterun"
+	"iterion.dev/iterion/pkg/server"
 )
 
 // postTyped posts body as a delivery of event in contentType, signed
@@ -60,11 +63,15 @@ func TestWebhookFormEncodedDelivery(t *testing.T) {
 			t.Errorf("forge requests %d, want 0: a wrongly signed delivery offers nothing", n)
 		}
 	})
-	t.Run("form without payload is a bad request", func(t *testing.T) {
-		f := newHTTPFixture(t)
+	t.Run("form without payload is a bad request, counted invalid", func(t *testing.T) {
+		reg := prometheus.NewRegistry()
+		f := newHTTPFixture(t, func(c *server.Config) { c.Registry = reg })
 		code, resp := f.postTyped(t, "pull_request", "application/x-www-form-urlencoded", "data="+url.QueryEscape(payload))
 		if code != http.StatusBadRequest || !strings.Contains(resp, "payload") {
 			t.Errorf("got %d %s, want 400 naming the payload parameter", code, resp)
+		}
+		if got := deliveriesOutcome(t, reg, "invalid"); got != 1 {
+			t.Errorf("webhook_deliveries_total{outcome=\"invalid\"}: got %v, want 1: a payload the server cannot read is counted invalid, whatever its encoding", got)
 		}
 	})
 }
