@@ -595,17 +595,28 @@ func (a *AppClient) Installation(id int64) (*Client, error) {
 		return nil, fmt.Errorf("%w: installation %d is not one of App %d's known installations", ErrNotInstalled, id, a.cfg.AppID)
 	}
 	if in.client == nil {
-		auth := &installationAuth{id: id, store: a.tokens, mint: a.mint, next: a.parts.counted,
-			logger: cmp.Or(a.cfg.Logger, slog.New(slog.DiscardHandler))}
-		tagged := &installationTag{next: auth, id: id}
-		c, err := assemble(tagged, a.parts.counting, a.base, a.now, a.cfg.Reserves, nil, a.cfg.Timeout)
+		c, auth, err := a.newInstallationClient(id)
 		if err != nil {
 			return nil, err
 		}
-		c.installation = id
 		in.client, in.tokens = c, auth
 	}
 	return in.client, nil
+}
+
+// newInstallationClient makes a Client of installation id, and its token
+// source, whether or not the known set has id: its token comes from the
+// TokenStore or is minted and stored, its requests are counted as id's.
+func (a *AppClient) newInstallationClient(id int64) (*Client, *installationAuth, error) {
+	auth := &installationAuth{id: id, store: a.tokens, mint: a.mint, next: a.parts.counted,
+		logger: cmp.Or(a.cfg.Logger, slog.New(slog.DiscardHandler))}
+	tagged := &installationTag{next: auth, id: id}
+	c, err := assemble(tagged, a.parts.counting, a.base, a.now, a.cfg.Reserves, nil, a.cfg.Timeout)
+	if err != nil {
+		return nil, nil, err
+	}
+	c.installation = id
+	return c, auth, nil
 }
 
 // ForRepo resolves owner/repo to the installation covering it and returns

@@ -87,25 +87,25 @@ const CoverChecks = 3
 // repositories costs one page rather than 40 requests, which at GitHub's
 // second a request do not fit the 10 s a check may take; the list costs
 // a page per 100 repositories the installation still covers, whatever
-// the event names. An installation this AppClient does not know has no
-// token yet, so its repositories are asked about one by one. An error is
-// no answer, as in Covers.
+// the event names. The list is made whether or not this AppClient knows
+// the installation yet (an event for an installation created moments ago
+// reaches a replica before its re-list does): one it does not know gets
+// a token of its own for the list (tokenClient), stored in the TokenStore
+// as any. Only when GitHub refuses the installation a token (403, as for
+// a suspended one, or 404: "Create an installation access token for an
+// app",
+// https://docs.github.com/rest/apps/apps#create-an-installation-access-token-for-an-app)
+// are the repositories asked about one by one. An error is no answer, as
+// in Covers.
 func (a *AppClient) Covered(ctx context.Context, id int64, repos []string) ([]string, error) {
-	c, err := a.Installation(id)
-	if len(repos) <= CoverChecks || errors.Is(err, ErrNotInstalled) {
-		var kept []string
-		for _, full := range repos {
-			ok, err := a.Covers(ctx, id, full)
-			if err != nil {
-				return nil, err
-			}
-			if ok {
-				kept = append(kept, full)
-			}
-		}
-		return kept, nil
+	if len(repos) <= CoverChecks {
+		return a.coveredEach(ctx, id, repos)
 	}
-	if err != nil {
+	c, err := a.tokenClient(ctx, id)
+	switch {
+	case errors.Is(err, ErrForbidden) || errors.Is(err, ErrNotFound):
+		return a.coveredEach(ctx, id, repos)
+	case err != nil:
 		return nil, err
 	}
 	has := make(map[string]bool)
@@ -130,4 +130,40 @@ func (a *AppClient) Covered(ctx context.Context, id int64, repos []string) ([]st
 		}
 	}
 	return kept, nil
+}
+
+// coveredEach is Covered asking about each of repos on its own (Covers).
+func (a *AppClient) coveredEach(ctx context.Context, id int64, repos []string) ([]string, error) {
+	var kept []string
+	for _, full := range repos {
+		ok, err := a.Covers(ctx, id, full)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			kept = append(kept, full)
+		}
+	}
+	return kept, nil
+}
+
+// tokenClient is a Client of installation id holding a token (Mint): the
+// known set's, or, for an installation the set does not have, one made
+// for the caller alone and not kept, whose token is stored all the same,
+// so the installation's Client serves it once the set has it. The
+// error of a mint GitHub refused wraps ErrForbidden or ErrNotFound.
+func (a *AppClient) tokenClient(ctx context.Context, id int64) (*Client, error) {
+	if c, err := a.Installation(id); err == nil {
+		if err := a.Mint(ctx, id); !errors.Is(err, ErrNotInstalled) {
+			return c, err
+		}
+	}
+	c, auth, err := a.newInstallationClient(id)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := auth.token(ctx, ""); err != nil {
+		return nil, err
+	}
+	return c, nil
 }

@@ -145,9 +145,9 @@ func TestASuspendedInstallationIsNotServed(t *testing.T) {
 // of checking a large removal: up to CoverChecks repositories are asked
 // about one by one with the App's JWT; more are checked against one list
 // of the installation's repositories, a page per 100 it covers, whatever
-// the number named; an installation not known yet (no token) is asked
-// about one by one. Each way answers the same: the names the installation
-// still covers, in the order given.
+// the number named (TestCoveredListsTheRepositoriesOfAnInstallationNotKnownYet
+// pins the same for an installation not known yet). Each way answers the
+// same: the names the installation still covers, in the order given.
 func TestCoveredListsTheInstallationsRepositoriesOnceForMany(t *testing.T) {
 	const listReposRoute = "GET /installation/repositories"
 	sim, srv := startSim(t)
@@ -172,8 +172,6 @@ func TestCoveredListsTheInstallationsRepositoriesOnceForMany(t *testing.T) {
 			"44 names are checked against the 210 repositories the installation covers: 3 pages, no check each"},
 		{"a few", true, []string{"org-1/repo-1", "org-1/repo-41", "org-2/repo-1"}, []string{"org-1/repo-41"}, 0, 3,
 			"up to CoverChecks names are asked about one by one"},
-		{"many, installation not known", false, named, want, 0, int64(len(named)) - 1,
-			"without the installation's token each name is asked about, the one without an owner excepted"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -261,5 +259,66 @@ func TestSuspendedSaysWhatGitHubLastSaid(t *testing.T) {
 		if got := suspendedList(); got != st.want {
 			t.Fatalf("Suspended() = %s, want %s: %s", got, st.want, st.rule)
 		}
+	}
+}
+
+// TestCoveredListsTheRepositoriesOfAnInstallationNotKnownYet pins Covered
+// for an installation this AppClient has not listed yet (an
+// installation_repositories event can reach a replica before its re-list
+// does): whenever GitHub mints the installation a token, its repositories
+// are listed once, a page per 100, as for a known one, rather than asked
+// about one request each; the token is stored, so the installation's own
+// Client, once known, mints none. Only when GitHub refuses the mint (a
+// suspended installation: 403) is each name asked about. Either way the
+// answer is the names the installation covers, in the order given.
+func TestCoveredListsTheRepositoriesOfAnInstallationNotKnownYet(t *testing.T) {
+	const listReposRoute = "GET /installation/repositories"
+	named := []string{"org-1/repo-1", "ORG-1/Repo-2", "org-1/repo-3", "org-1/repo-999", "org-2/repo-1", "repo-1"}
+	cases := []struct {
+		name                 string
+		suspend              bool
+		want                 []string
+		lists, mints, checks int64
+		rule                 string
+	}{
+		{"mintable", false, []string{"org-1/repo-1", "ORG-1/Repo-2", "org-1/repo-3"}, 3, 1, 0,
+			"an installation GitHub mints a token for has its 250 repositories listed: 3 pages, no check each"},
+		{"mint refused", true, []string{"org-1/repo-1", "ORG-1/Repo-2", "org-1/repo-3"}, 0, 1, int64(len(named)) - 1,
+			"an installation GitHub refuses a token has each name asked about, the one without an owner excepted"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			sim, srv := startSim(t)
+			mustSim(t, sim.SeedInstallations(2, 250))
+			if tc.suspend {
+				mustSim(t, sim.SuspendInstallation(1))
+			}
+			a := newApp(t, srv, forge.AppConfig{})
+			count := func() (lists, mints, checks int64) {
+				return sim.Requests(forgesim.Filter{Route: listReposRoute}), sim.Requests(forgesim.Filter{Route: "POST /app/installations/{id}/access_tokens"}),
+					sim.Requests(forgesim.Filter{Route: repoInstRoute})
+			}
+			got, err := a.Covered(forge.WithLane(context.Background(), forge.LaneWebhook), 1, named)
+			if err != nil || !slices.Equal(got, tc.want) {
+				t.Errorf("Covered(1, %d names) = %v, %v; want %v: %s", len(named), got, err, tc.want, tc.rule)
+			}
+			lists, mints, checks := count()
+			if lists != tc.lists || mints != tc.mints || checks != tc.checks {
+				t.Errorf("pages listed %d, mints %d, repositories checked %d; want %d, %d and %d: %s", lists, mints, checks, tc.lists, tc.mints, tc.checks, tc.rule)
+			}
+			if len(a.Installations()) != 0 {
+				t.Errorf("known installations after Covered: %v, want none: a check does not add the installation", a.Installations())
+			}
+			if tc.suspend {
+				return
+			}
+			mustSim(t, a.Relist(context.Background()))
+			if err := a.Mint(context.Background(), 1); err != nil {
+				t.Fatalf("Mint(1) once known: %v", err)
+			}
+			if _, m, _ := count(); m != mints {
+				t.Errorf("mints once installation 1 is known: %d, want %d: the token minted for the check is stored and served", m, mints)
+			}
+		})
 	}
 }
