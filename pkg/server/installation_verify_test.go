@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 
 	"iterion.dev/iterion/pkg/forge"
 	"iterion.dev/iterion/pkg/forge/forgesim"
+	"iterion.dev/iterion/pkg/gaterun"
 	"iterion.dev/iterion/pkg/server"
 )
 
@@ -179,6 +181,100 @@ func TestAppModeAnInstallationEventIsProcessedOncePerBody(t *testing.T) {
 		}
 		if p, d := deliveriesOutcome(t, reg, "processed"), deliveriesOutcome(t, reg, "duplicate"); p != 1 || d != 1 {
 			t.Errorf("webhook_deliveries_total processed %v, duplicate %v: want 1 and 1", p, d)
+		}
+	})
+}
+
+// TestAppModeRepositoriesAddedAreAppliedOnlyWhereGitHubSaysTheyAreCovered
+// pins the check of an installation_repositories event that adds: its body
+// is signed once and can be sent again long after (a redelivery, a
+// replay), when the repositories it adds were removed since. Each added
+// repository is checked with GitHub: one the installation covers is
+// added and its unsettled runs move to the installation; one it does not
+// cover is named in not_applied {"not_covered": [...]}, stays unresolved
+// (the next ForRepo asks GitHub, which says no installation covers it),
+// and its runs stay where they are. When GitHub does not answer, an
+// event that only adds is applied unchecked, so an outage loses no
+// genuine addition.
+func TestAppModeRepositoriesAddedAreAppliedOnlyWhereGitHubSaysTheyAreCovered(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, next := newAppCluster(t, 2, false)
+		down := &unreachable{next: next}
+		startAppReplicas(t, c, down, 1, time.Minute, 2, nil)
+		r := c.replicas[0]
+		defer r.stop()
+		synctest.Wait() // the first list of the installations
+		const added, removed, unchecked = "org-1/added", "org-1/removed", "org-1/unchecked"
+		for _, repo := range []string{added, removed, unchecked} {
+			if err := c.sim.AddInstallationRepos(1, repo); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := c.sim.RemoveInstallationRepos(1, removed); err != nil { // the replay comes after this
+			t.Fatal(err)
+		}
+		runOf := func(repo string) gaterun.Run {
+			return gaterun.Run{ID: gaterun.ID("github.com", repo, 1, "sha-x"), Host: "github.com", Repo: repo, Pull: 1, HeadSHA: "sha-x",
+				Context: gaterun.DefaultContext, Verdict: gaterun.VerdictSuccess, Installation: 2}
+		}
+		for _, repo := range []string{added, removed} {
+			if _, err := c.runs.Put(context.Background(), runOf(repo), time.Now()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		addedEvent := func(repos ...string) string {
+			refs := make([]string, len(repos))
+			for i, full := range repos {
+				refs[i] = fmt.Sprintf(`{"full_name":%q}`, full)
+			}
+			return fmt.Sprintf(`{"action":"added","installation":{"id":1,"account":{"login":"org-1"}},"repository_selection":"selected",`+
+				`"repositories_added":[%s],"repositories_removed":[]}`, strings.Join(refs, ","))
+		}
+		resolvedTo := func(repo string) (int64, error) {
+			owner, name, _ := strings.Cut(repo, "/")
+			_, id, err := r.app.ForRepo(context.Background(), owner, name)
+			return id, err
+		}
+
+		code, body := r.call(t, "POST", "/webhooks/github", "installation_repositories", addedEvent(added, removed))
+		var answer struct {
+			RunsMoved  int `json:"runs_moved"`
+			NotApplied struct {
+				NotCovered []string `json:"not_covered"`
+			} `json:"not_applied"`
+		}
+		if err := json.Unmarshal([]byte(body), &answer); code != http.StatusOK || err != nil ||
+			fmt.Sprint(answer.NotApplied.NotCovered) != "["+removed+"]" || answer.RunsMoved != 1 {
+			t.Errorf("added %s and %s, GitHub covering only the first: %d %s; want 200, runs_moved 1, not_applied {\"not_covered\": [%s]}: a repository GitHub says the installation does not cover is not added",
+				added, removed, code, body, removed)
+		}
+		for _, tc := range []struct {
+			repo  string
+			under int64
+			rule  string
+		}{
+			{added, 1, "the run of a repository GitHub says the installation covers moves to it"},
+			{removed, 2, "the run of a repository not added stays where it is"},
+		} {
+			got, err := c.runs.Get(context.Background(), runOf(tc.repo).ID)
+			if err != nil || got.Installation != tc.under {
+				t.Errorf("run of %s: installation %d, %v; want %d: %s", tc.repo, got.Installation, err, tc.under, tc.rule)
+			}
+		}
+		if id, err := resolvedTo(removed); !errors.Is(err, forge.ErrNotInstalled) {
+			t.Errorf("ForRepo(%s) after the replayed addition = %d, %v; want ErrNotInstalled: GitHub says no installation covers it", removed, id, err)
+		}
+
+		down.on.Store(true)
+		code, body = r.call(t, "POST", "/webhooks/github", "installation_repositories", addedEvent(unchecked))
+		down.on.Store(false)
+		if code != http.StatusOK || strings.Contains(body, "not_applied") {
+			t.Errorf("added %s while GitHub is unreachable: %d %s; want 200 without not_applied: an addition GitHub did not answer for is applied unchecked", unchecked, code, body)
+		}
+		checks := c.sim.Requests(forgesim.Filter{Route: "GET /repos/{owner}/{repo}/installation"})
+		if id, err := resolvedTo(unchecked); err != nil || id != 1 ||
+			c.sim.Requests(forgesim.Filter{Route: "GET /repos/{owner}/{repo}/installation"}) != checks {
+			t.Errorf("ForRepo(%s) after the unchecked addition = %d, %v; want 1 from the cache, without a request: it was applied", unchecked, id, err)
 		}
 	})
 }

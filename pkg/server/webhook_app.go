@@ -35,7 +35,9 @@ import (
 // answered 200 with "not_applied" and changes nothing, and one GitHub did
 // not answer for is 503 with Retry-After, for a redelivery; an
 // installation that an installation event would serve again is not when
-// GitHub says it is suspended or gone (installationEvent). A pull_request
+// GitHub says it is suspended or gone (installationEvent), nor a
+// repository an installation_repositories event adds when GitHub says the
+// installation does not cover it (installationRepositoriesEvent). A pull_request
 // or status event naming an installation the App client does not know is
 // answered 202 {"unknown_installation": id}, and the installation is
 // looked up (a re-list of the App's installations, lookUp); its runs are
@@ -113,31 +115,50 @@ func (s *Server) installationEvent(key, deliveryID string, ev *github.Installati
 
 // installationRepositoriesEvent applies installation_repositories event
 // ev, delivery deliveryID claimed under key, on s.work's context, and
-// records it as processed when it was. Of the repositories it removes,
-// those GitHub says the installation still covers (Covered, within
-// OfferTimeout) are kept, and named in "not_applied"; the event is
+// records it as processed when it was. Every repository it names is
+// checked with GitHub in one call (Covered, within OfferTimeout): a signed
+// body can be sent again long after, so of those it removes, the ones
+// GitHub says the installation still covers are kept, and of those it
+// adds, the ones GitHub says it does not cover are not added (nor their
+// runs moved); both are named in "not_applied" and logged. The event is
 // applied without them, and told to the other replicas only when
-// something is left to apply.
+// something is left to apply. When GitHub does not answer, an event that
+// removes is 503 with nothing applied (verifyFailed), as a deleted or
+// suspend is; one that only adds is applied unchecked, logged at Warn,
+// as an adding installation event is (installationEvent): GitHub does
+// not redeliver a failed delivery on its own, so refusing it would lose
+// a genuine addition, while a replay applied unchecked serves a
+// repository no longer covered only until a sweep finds its token cannot
+// read the repository's runs (installationSweeps.rehome).
 func (s *Server) installationRepositoriesEvent(key, deliveryID string, ev *github.InstallationRepositoriesEvent) deliveryAnswer {
 	id, action := ev.GetInstallation().GetID(), ev.GetAction()
-	var kept []string
-	if id > 0 && len(ev.RepositoriesRemoved) > 0 {
-		names := make([]string, len(ev.RepositoriesRemoved))
-		for i, repo := range ev.RepositoriesRemoved {
-			names[i] = repo.GetFullName()
-		}
+	var kept, refused []string
+	if id > 0 && len(ev.RepositoriesRemoved)+len(ev.RepositoriesAdded) > 0 {
+		removed, added := fullNames(ev.RepositoriesRemoved), fullNames(ev.RepositoriesAdded)
 		ctx, cancel := context.WithTimeout(forge.WithLane(s.work.ctx, forge.LaneWebhook), s.cfg.OfferTimeout)
-		covered, err := s.cfg.App.Covered(ctx, id, names)
+		covered, err := s.cfg.App.Covered(ctx, id, slices.Concat(removed, added))
 		cancel()
-		if err != nil {
+		switch {
+		case err != nil && len(removed) > 0:
 			return s.verifyFailed("installation_repositories", deliveryID, id, action, err)
+		case err != nil:
+			s.log.Warn("webhook: repositories added unchecked: GitHub did not answer whether the installation covers them",
+				"delivery", deliveryID, "installation", id, "repositories", added, "err", err)
+		default:
+			kept = slices.DeleteFunc(removed, func(full string) bool { return !slices.Contains(covered, full) })
+			refused = slices.DeleteFunc(added, func(full string) bool { return slices.Contains(covered, full) })
+			ev.RepositoriesRemoved = slices.DeleteFunc(ev.RepositoriesRemoved, func(repo *github.Repository) bool {
+				return slices.Contains(kept, repo.GetFullName())
+			})
+			ev.RepositoriesAdded = slices.DeleteFunc(ev.RepositoriesAdded, func(repo *github.Repository) bool {
+				return slices.Contains(refused, repo.GetFullName())
+			})
 		}
-		kept = covered
-		ev.RepositoriesRemoved = slices.DeleteFunc(ev.RepositoriesRemoved, func(repo *github.Repository) bool {
-			return slices.Contains(kept, repo.GetFullName())
-		})
 		if len(kept) > 0 {
 			s.log.Warn("webhook: repositories not removed: GitHub says the installation still covers them", "delivery", deliveryID, "installation", id, "repositories", kept)
+		}
+		if len(refused) > 0 {
+			s.log.Warn("webhook: repositories not added: GitHub says the installation does not cover them", "delivery", deliveryID, "installation", id, "repositories", refused)
 		}
 	}
 	if len(ev.RepositoriesAdded) > 0 || len(ev.RepositoriesRemoved) > 0 {
@@ -157,10 +178,26 @@ func (s *Server) installationRepositoriesEvent(key, deliveryID string, ev *githu
 	s.log.Info("webhook: installation repositories", "delivery", deliveryID, "installation", id, "action", action,
 		"added", len(ev.RepositoriesAdded), "removed", len(ev.RepositoriesRemoved), "runs_moved", moved)
 	answer := map[string]any{"installation": id, "action": action, "runs_moved": moved}
+	notApplied := map[string]any{}
 	if len(kept) > 0 {
-		answer["not_applied"] = map[string]any{"still_covered": kept}
+		notApplied["still_covered"] = kept
+	}
+	if len(refused) > 0 {
+		notApplied["not_covered"] = refused
+	}
+	if len(notApplied) > 0 {
+		answer["not_applied"] = notApplied
 	}
 	return s.installationProcessed(key, deliveryID, answer)
+}
+
+// fullNames is the full name ("owner/name") of each of repos.
+func fullNames(repos []*github.Repository) []string {
+	names := make([]string, len(repos))
+	for i, repo := range repos {
+		names[i] = repo.GetFullName()
+	}
+	return names
 }
 
 // installationProcessed records installation event deliveryID, claimed
