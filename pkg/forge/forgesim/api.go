@@ -429,6 +429,9 @@ func (s *Sim) createInstallationToken(r *http.Request, tok string) reply {
 	if in := s.apps[id]; in != nil && !in.suspended.IsZero() {
 		return mintRefusal()
 	}
+	if in := s.apps[id]; in != nil && in.refuseMints {
+		return mintForbidden()
+	}
 	s.minted++
 	token := fmt.Sprintf("ghs_sim_%d_%d", id, s.minted)
 	// The expiry to the second, as expires_at gives it: the token works

@@ -57,6 +57,9 @@ type simInstallation struct {
 	// zero while it is not; suspendedBy is who did it.
 	suspended   time.Time
 	suspendedBy string
+	// refuseMints is true while its token mints are refused 403 for a
+	// reason other than suspension (RefuseMints).
+	refuseMints bool
 }
 
 // Installation is one installation as Installations lists it.
@@ -236,6 +239,41 @@ func mintRefusal() reply {
 	return jsonReply(http.StatusForbidden, githubError{
 		Message:          "This installation has been suspended",
 		DocumentationURL: "https://docs.github.com/rest/reference/apps#create-an-installation-access-token-for-an-app",
+	})
+}
+
+// RefuseMints makes a token mint for installation id refused 403 while
+// refuse is true, the installation not suspended: GitHub's "Create an
+// installation access token for an app" documents a 403 Forbidden
+// (https://docs.github.com/rest/apps/apps#create-an-installation-access-token-for-an-app)
+// that is not only a suspension's. An organization's IP allow list
+// applies to the mint itself ("Installation access token creation
+// requests now respect IP allow list settings",
+// https://github.blog/changelog/2021-06-07-installation-access-token-creation-requests-now-respect-ip-allow-list-settings;
+// "Managing allowed IP addresses for a GitHub App",
+// https://docs.github.com/apps/maintaining-github-apps/managing-allowed-ip-addresses-for-a-github-app),
+// so an App whose address the list leaves out is refused while the
+// installation is there. The installation answers as before (no
+// suspended_at), stays listed and covers its repositories; no webhook is
+// sent, as GitHub sends none for it. false mints again. An unknown id is
+// ErrNotFound.
+func (s *Sim) RefuseMints(id int64, refuse bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	in := s.apps[id]
+	if in == nil {
+		return fmt.Errorf("%w: installation %d", ErrNotFound, id)
+	}
+	in.refuseMints = refuse
+	return nil
+}
+
+// mintForbidden is the simulator's answer to a mint RefuseMints refuses:
+// 403, with a message of its own (GitHub's documentation gives none).
+func mintForbidden() reply {
+	return jsonReply(http.StatusForbidden, githubError{
+		Message:          "forgesim: the installation's token mints are refused (the organization's IP allow list does not permit this address)",
+		DocumentationURL: "https://docs.github.com/rest/apps/apps#create-an-installation-access-token-for-an-app",
 	})
 }
 

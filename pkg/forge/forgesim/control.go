@@ -260,6 +260,25 @@ func (s *Sim) ctlInstallation(r *http.Request, op func(id int64) error) reply {
 	return ctlReply(op(id))
 }
 
+// ctlRefuseMints is POST /_sim/installations/{id}/refuse-mints
+// {"refuse":true|false} (RefuseMints); refuse is required.
+func (s *Sim) ctlRefuseMints(r *http.Request) reply {
+	var body struct {
+		Refuse *bool `json:"refuse"`
+	}
+	id, err := pathInstallation(r)
+	if err == nil {
+		err = decode(r, &body)
+	}
+	if err == nil && body.Refuse == nil {
+		err = badField("refuse", "", "required: true or false")
+	}
+	if err != nil {
+		return ctlReply(err)
+	}
+	return ctlReply(s.RefuseMints(id, *body.Refuse))
+}
+
 func (s *Sim) ctlInstallationRepos(r *http.Request) reply {
 	var body struct {
 		Add    []string `json:"add"`

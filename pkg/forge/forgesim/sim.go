@@ -71,6 +71,7 @@
 //	POST /_sim/installations/{id}/repos                    {"add":["acme/web"]} or {"remove":["acme/app"]}
 //	POST /_sim/installations/{id}/suspend                  (SuspendInstallation: mints refused 403, suspended_at set)
 //	POST /_sim/installations/{id}/unsuspend                (UnsuspendInstallation)
+//	POST /_sim/installations/{id}/refuse-mints             {"refuse":true} or {"refuse":false} (RefuseMints: mints refused 403, not suspended)
 //	GET  /_sim/installations                               the installations as JSON
 //	GET  /_sim/installations/requests                      RequestLog as JSON (since=RFC 3339, installation=ID)
 //	POST /_sim/webhook                                     {"url":"…","secret":"…","app_id":1} (where installation webhooks go)
@@ -303,14 +304,15 @@ func (s *Sim) routes() {
 		"POST /_sim/installations/{id}/unsuspend": func(r *http.Request) reply {
 			return s.ctlInstallation(r, s.UnsuspendInstallation)
 		},
-		"GET /_sim/installations":          func(*http.Request) reply { return jsonReply(http.StatusOK, s.Installations()) },
-		"GET /_sim/installations/requests": s.ctlRequestLog,
-		"POST /_sim/webhook":               s.ctlWebhook,
-		"GET /_sim/stats":                  func(*http.Request) reply { return jsonReply(http.StatusOK, s.Stats()) },
-		"POST /_sim/stats/reset":           s.ctlResetStats,
-		"GET /_sim/reads":                  s.ctlReads,
-		"POST /_sim/faults":                s.ctlFaults,
-		"/_sim/redirect/{hops}/{path...}":  s.ctlRedirect,
+		"POST /_sim/installations/{id}/refuse-mints": s.ctlRefuseMints,
+		"GET /_sim/installations":                    func(*http.Request) reply { return jsonReply(http.StatusOK, s.Installations()) },
+		"GET /_sim/installations/requests":           s.ctlRequestLog,
+		"POST /_sim/webhook":                         s.ctlWebhook,
+		"GET /_sim/stats":                            func(*http.Request) reply { return jsonReply(http.StatusOK, s.Stats()) },
+		"POST /_sim/stats/reset":                     s.ctlResetStats,
+		"GET /_sim/reads":                            s.ctlReads,
+		"POST /_sim/faults":                          s.ctlFaults,
+		"/_sim/redirect/{hops}/{path...}":            s.ctlRedirect,
 		"/_sim/": func(*http.Request) reply {
 			return jsonReply(http.StatusNotFound, githubError{Message: "forgesim: no such control endpoint"})
 		},

@@ -124,3 +124,45 @@ func TestSuspensionControlNamesTheBadInstallation(t *testing.T) {
 		}
 	}
 }
+
+// TestAMintRefusedForAnotherReasonLeavesTheInstallationAsItIs pins
+// RefuseMints, driven through its control endpoint: a mint GitHub refuses
+// 403 for a reason other than suspension (an organization's IP allow list
+// leaving the App's address out, say) while the installation is there:
+// the mint answers 403, the installation answers without suspended_at,
+// and no webhook is sent; {"refuse":false} mints again. The endpoint
+// names a missing "refuse", and an unknown installation is 404.
+func TestAMintRefusedForAnotherReasonLeavesTheInstallationAsItIs(t *testing.T) {
+	sink := &hookSink{}
+	hooks := httptest.NewServer(sink)
+	t.Cleanup(hooks.Close)
+	sim, srv := start(t, forgesim.WithWebhook(forgesim.Webhook{URL: hooks.URL, Secret: "s", AppID: 42}))
+	mustOK(t, sim.AddInstallation(7, "acme", "acme/app"))
+	sent := len(sink.got)
+	ctl := func(body string, want int, why string) {
+		t.Helper()
+		if resp, b := do(t, srv, "POST", "/_sim/installations/7/refuse-mints", "", body); resp.StatusCode != want {
+			t.Errorf("POST /_sim/installations/7/refuse-mints %s: %d %s, want %d: %s", body, resp.StatusCode, b, want, why)
+		}
+	}
+	ctl(`{"refuse":true}`, http.StatusNoContent, "refusing mints is a control")
+	if code, _ := mintFor(t, srv, "7"); code != http.StatusForbidden {
+		t.Errorf("mint while refused: %d, want 403", code)
+	}
+	resp, body := do(t, srv, "GET", "/app/installations/7", jwt("42"), "")
+	var got installationState
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &got) != nil || got.SuspendedAt != nil || got.SuspendedBy != nil {
+		t.Errorf("GET /app/installations/7 while its mints are refused: %d %s, want 200 without suspended_at: it is not suspended", resp.StatusCode, body)
+	}
+	if len(sink.got) != sent {
+		t.Errorf("webhooks sent by refusing mints: %d, want none: GitHub sends none for it", len(sink.got)-sent)
+	}
+	ctl(`{"refuse":false}`, http.StatusNoContent, "minting again is a control")
+	if code, tok := mintFor(t, srv, "7"); code != http.StatusCreated || tok == "" {
+		t.Errorf("mint after refuse false: %d, want 201 with a token", code)
+	}
+	ctl(`{}`, http.StatusBadRequest, `"refuse" is required`)
+	if resp, _ := do(t, srv, "POST", "/_sim/installations/9/refuse-mints", "", `{"refuse":true}`); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("refuse-mints of an installation the App does not have: %d, want 404", resp.StatusCode)
+	}
+}
