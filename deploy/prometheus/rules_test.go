@@ -179,6 +179,20 @@ load 1m
   merge_gate_runs_uncovered{found_by="adopter", instance="b"} 0x80
 `, 75 * time.Minute},
 }, {
+	alert: "IterionInstallationMintsRefused",
+	fires: fixture{"a's sweeper has had an installation's mint refused at 10m, 11m, 13m, 17m, 25m, 41m, 73m, then hourly (its holds doubling to an hour); judged at 3h, 47 minutes after the last", `
+load 1m
+  merge_gate_installation_mints_refused_total{instance="a"} 0x9 1 2 2 3x3 4x7 5x15 6x31 7x60 8x60
+  merge_gate_installation_mints_refused_total{instance="b"} 0x200
+`, 180 * time.Minute},
+	healthy: []fixture{{"no mint refused", `
+load 1m
+  merge_gate_installation_mints_refused_total{instance="a"} 0x200
+`, 180 * time.Minute}, {"one refused at 10m, then tokens came (a transient refusal): judged 2h later", `
+load 1m
+  merge_gate_installation_mints_refused_total{instance="a"} 0x9 1x200
+`, 140 * time.Minute}},
+}, {
 	alert: "IterionLeaseStoreUnreachable",
 	fires: fixture{"every renewal and acquire of replica a for 15m got no answer", `
 load 1m

@@ -316,7 +316,7 @@ func (a *AppClient) Run(ctx context.Context) error {
 // together, would spend the App's CPU-time limit together. A list whose
 // ctx ended while it waited for its turn is not made.
 func (a *AppClient) RunInTurn(ctx context.Context, turn func(context.Context) (done func())) error {
-	every := cmp.Or(a.cfg.RelistEvery, DefaultRelistEvery)
+	every := a.RelistEvery()
 	logger := cmp.Or(a.cfg.Logger, slog.New(slog.DiscardHandler))
 	t := time.NewTimer(0)
 	defer t.Stop()
@@ -342,6 +342,13 @@ func (a *AppClient) RunInTurn(ctx context.Context, turn func(context.Context) (d
 		logger.Warn("forge: listing the App's installations failed; the known set is kept, and listed again", "in", wait.Round(time.Second).String(), "err", err)
 		t.Reset(wait)
 	}
+}
+
+// RelistEvery is Run's period: AppConfig.RelistEvery, or
+// DefaultRelistEvery when that is 0. What a webhook did not say, the App
+// client learns within it.
+func (a *AppClient) RelistEvery() time.Duration {
+	return cmp.Or(a.cfg.RelistEvery, DefaultRelistEvery)
 }
 
 // RelistInTurn is Relist made in turn (RunInTurn); turn nil: at once.

@@ -282,7 +282,9 @@ func (s *Server) firstListed(ctx context.Context) {
 // its periodic re-list (AppClient.RunInTurn, in listTurn); the changes
 // other replicas' news leases say (otherNews, listed at every tick of the
 // sweep interval), applied without a request, so an installation webhook
-// costs the App's budget nothing on the replicas it did not reach; and a
+// costs the App's budget nothing on the replicas it did not reach (each
+// ends the installation's mint hold here, as the webhook does where it
+// came: installationSweeps.releaseMint); and a
 // re-list when a webhook named an unknown installation (lookUp), at once
 // unless one was made since the last tick (then at the next). After
 // either the shard terms look at their installations again at once. At
@@ -314,6 +316,7 @@ func (s *Server) runApp(ctx context.Context) {
 			changes := s.otherNews(ctx, seen, false)
 			for _, ch := range changes {
 				s.cfg.App.Apply(ch)
+				s.sweeps.releaseMint(ch.ID)
 			}
 			if len(changes) > 0 {
 				s.log.Info("installations changed on other replicas", "changes", len(changes))

@@ -215,3 +215,91 @@ func TestAppModeAnUnsuspendGitHubContradictsIsNotApplied(t *testing.T) {
 		}
 	})
 }
+
+// TestAppModeAMintRefusedWhileTheInstallationIsThereBacksOff pins the
+// sweeper's answer to a mint GitHub refuses 403 for a reason other than
+// suspension (the installation there, not suspended: the App's
+// permissions, an IP allow list, a transient refusal): after each such
+// refusal its installation's mints are held back, one interval after the
+// first and twice as long after each next, up to the re-list period (an
+// hour), so over two hours the refused mints, and the checks with GitHub
+// that follow each, are about log2(120) rather than one an interval; each
+// is counted in merge_gate_installation_mints_refused_total. A successful
+// mint, or an installation webhook for it, ends the hold and its
+// doubling: the next refusal is held back one interval again. The other
+// installation is swept throughout. Tokens live 10 minutes here, so a
+// token is asked for every few passes.
+func TestAppModeAMintRefusedWhileTheInstallationIsThereBacksOff(t *testing.T) {
+	const interval = time.Minute
+	cases := []struct {
+		name  string
+		reset func(t *testing.T, c *cluster, r *replica)
+		rule  string
+	}{
+		{"a successful mint", func(t *testing.T, c *cluster, r *replica) {
+			if err := c.sim.RefuseMints(1, false); err != nil {
+				t.Fatal(err)
+			}
+			minted := c.sim.Requests(forgesim.Filter{Route: mintRoute, Status: http.StatusCreated})
+			time.Sleep(time.Hour + 2*interval) // past the longest hold
+			synctest.Wait()
+			if n := c.sim.Requests(forgesim.Filter{Route: mintRoute, Status: http.StatusCreated}) - minted; n == 0 {
+				t.Fatal("no token minted in the hour after GitHub stopped refusing, want some: a hold ends")
+			}
+			if err := c.sim.RefuseMints(1, true); err != nil {
+				t.Fatal(err)
+			}
+		}, "a successful mint ends the hold's doubling"},
+		{"an installation webhook", func(t *testing.T, c *cluster, r *replica) {
+			if code, body := r.call(t, "POST", "/webhooks/github", "installation", installationEvent("new_permissions_accepted", 1)); code != http.StatusOK || strings.Contains(body, "not_applied") {
+				t.Fatalf("installation new_permissions_accepted webhook: %d %s, want 200 applied", code, body)
+			}
+		}, "an installation webhook for it ends the hold"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				c, next := newAppCluster(t, 2, true, forgesim.WithTokenTTL(10*time.Minute))
+				startAppReplicas(t, c, next, 1, interval, 2, nil)
+				r := c.replicas[0]
+				defer r.stop()
+				time.Sleep(3*interval + interval/2)
+				synctest.Wait()
+				if err := c.sim.RefuseMints(1, true); err != nil {
+					t.Fatal(err)
+				}
+				refused := func() int64 { return c.sim.Requests(forgesim.Filter{Route: mintRoute, Status: http.StatusForbidden}) }
+				checks := func() int64 { return c.sim.Requests(forgesim.Filter{Route: getInstallationRoute}) }
+				others := len(sweptBy(c, 2))
+				const window = 2 * time.Hour
+				time.Sleep(window)
+				synctest.Wait()
+				// Holds of 1, 2, 4, ..., 32 intervals, then of an hour: 8 refusals
+				// at most in two hours, where one an interval is 120.
+				if n := refused(); n < 3 || n > 8 {
+					t.Errorf("mints GitHub refused in %v, the installation there: %d, want 3 to 8: a refusal holds the next mints back, the hold doubling up to the re-list period", window, n)
+				}
+				if n, m := checks(), refused(); n != m {
+					t.Errorf("checks with GitHub: %d, want one a refused mint (%d)", n, m)
+				}
+				if got, want := metricValue(t, r.handler, "merge_gate_installation_mints_refused_total"), float64(refused()); got != want {
+					t.Errorf("merge_gate_installation_mints_refused_total = %v, want %v: each refusal of an installation GitHub has is counted", got, want)
+				}
+				if _, err := r.app.Installation(1); err != nil {
+					t.Errorf("installation 1 after refused mints: %v, want known: GitHub has it, not suspended", err)
+				}
+				if n := len(sweptBy(c, 2)) - others; n < 115 {
+					t.Errorf("installation 2: %d passes in %v, want one an interval: the others go on", n, window)
+				}
+
+				tc.reset(t, c, r)
+				before := refused()
+				time.Sleep(15 * interval) // the token just minted expires within it
+				synctest.Wait()
+				if n := refused() - before; n < 2 {
+					t.Errorf("mints refused in the 15 intervals after the reset: %d, want 2 or more: %s, so the next refusal is held back one interval, not an hour", n, tc.rule)
+				}
+			})
+		})
+	}
+}

@@ -429,9 +429,13 @@ func NewForComparison(cfg Config, cmp Comparison) (*Server, error) {
 	})
 	maxConns.Set(float64(cfg.Limits.MaxConnections))
 	collectors := []prometheus.Collector{s.offers, s.conns, maxConns, s.deliveries, s.unrecorded, backingOff, behind, behindPasses}
-	var rehomed prometheus.Counter
+	var rehomed, mintsRefused prometheus.Counter
 	var uncovered *prometheus.GaugeVec
 	if cfg.App != nil {
+		mintsRefused = prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "merge_gate_installation_mints_refused_total",
+			Help: "App mode: installation token mints GitHub refused 403 while it says the installation is there, not suspended (the App's permissions not accepted, an organization's IP allow list, a transient refusal), on this replica's sweepers. Each holds that installation's mints back, one interval after the first, doubling up to the re-list period; its sweeps wait meanwhile. The log names the installation.",
+		})
 		rehomed = prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "merge_gate_runs_rehomed_total",
 			Help: "Unsettled gating runs moved from an installation whose token GitHub refused for their pull request to the installation GitHub says covers their repository now (App mode): the installation_repositories webhook that moved the repository did not reach this deployment.",
@@ -443,7 +447,7 @@ func NewForComparison(cfg Config, cmp Comparison) (*Server, error) {
 		for _, by := range []string{foundByAdopter, foundBySweeper} {
 			uncovered.WithLabelValues(by) // both series from the start
 		}
-		collectors = append(collectors, rehomed, uncovered)
+		collectors = append(collectors, rehomed, mintsRefused, uncovered)
 	}
 	for _, c := range collectors {
 		if err := cfg.Registry.Register(c); err != nil {
@@ -468,7 +472,7 @@ func NewForComparison(cfg Config, cmp Comparison) (*Server, error) {
 	if uncovered != nil {
 		sweptUncovered = uncovered.WithLabelValues(foundBySweeper)
 	}
-	s.buildSweeper(backingOff, behind, behindPasses, rehomed, sweptUncovered)
+	s.buildSweeper(backingOff, behind, behindPasses, rehomed, mintsRefused, sweptUncovered)
 	if err := s.buildBoard(boardInterval); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}

@@ -63,6 +63,11 @@ type installationSweeps struct {
 	uncoveredGauge prometheus.Gauge
 	// rehomed counts the runs rehome moved.
 	rehomed prometheus.Counter
+	// mintHolds is the installations whose mints are held back after
+	// GitHub refused one while it has the installation (holdMint), and
+	// mintsRefused counts those refusals.
+	mintHolds    map[int64]mintHold
+	mintsRefused prometheus.Counter
 }
 
 // run serves the group merge-gate-sweeper of g.shards shards until ctx is
@@ -89,10 +94,11 @@ func (g *installationSweeps) run(ctx context.Context) {
 // each instantiated on first use over its installation's runs and client.
 // backingOff and behind are the replica's gauges, behindPasses its count
 // of passes behind, which every installation's sweeper adds to; rehomed
-// (App mode) its count of runs moved by installationSweeps.rehome, and
-// uncovered (App mode) its gauge of the runs rehome found no installation
-// covers.
-func (s *Server) buildSweeper(backingOff, behind prometheus.Gauge, behindPasses *prometheus.CounterVec, rehomed prometheus.Counter, uncovered prometheus.Gauge) {
+// (App mode) its count of runs moved by installationSweeps.rehome,
+// mintsRefused (App mode) its count of mints GitHub refused while it has
+// the installation (installationSweeps.refusedMint), and uncovered (App
+// mode) its gauge of the runs rehome found no installation covers.
+func (s *Server) buildSweeper(backingOff, behind prometheus.Gauge, behindPasses *prometheus.CounterVec, rehomed, mintsRefused prometheus.Counter, uncovered prometheus.Gauge) {
 	timeShare := s.cfg.SweepTimeShare // 0: the default
 	if s.cmp.NoSweepTimeBudget {
 		timeShare = -1
@@ -109,7 +115,7 @@ func (s *Server) buildSweeper(backingOff, behind prometheus.Gauge, behindPasses 
 			s: s, app: s.cfg.App, shards: s.cfg.SweepShards, interval: s.cfg.SweepInterval, conc: s.cfg.InstallationConcurrency,
 			sweepers: map[int64]*sweeper{}, newsTold: map[string]time.Time{}, backingOff: map[int64]int{}, behind: map[int64]bool{},
 			backingOffGauge: backingOff, behindGauge: behind, rehomed: rehomed, lookups: make(chan struct{}, 1), reads: reads,
-			uncovered: map[int64]int{}, uncoveredGauge: uncovered,
+			uncovered: map[int64]int{}, uncoveredGauge: uncovered, mintHolds: map[int64]mintHold{}, mintsRefused: mintsRefused,
 			newSweeper: func(id int64) *sweeper {
 				ilog := s.log.With("installation", id)
 				onPass := s.passes.sweepPass(s.cfg.Now, s.sweepPassed)
@@ -406,8 +412,10 @@ func (g *installationSweeps) uncoveredOf(id int64) int {
 	return g.uncovered[id]
 }
 
-// forget drops installation id's figures once this replica stops sweeping
-// it, and its sweeper once the App no longer knows it.
+// forget drops installation id's figures and its mint hold once this
+// replica stops sweeping it (a re-list or a webhook dropped it, or its
+// shard went to another replica), and its sweeper once the App no longer
+// knows it.
 func (g *installationSweeps) forget(id int64) {
 	_, err := g.app.Installation(id)
 	g.mu.Lock()
@@ -415,6 +423,7 @@ func (g *installationSweeps) forget(id int64) {
 	delete(g.backingOff, id)
 	delete(g.behind, id)
 	delete(g.uncovered, id)
+	delete(g.mintHolds, id)
 	if err != nil {
 		delete(g.sweepers, id)
 	}

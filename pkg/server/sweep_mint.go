@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"time"
 
 	"iterion.dev/iterion/pkg/forge"
 )
@@ -14,35 +15,46 @@ import (
 // outlive that request's deadline, fail the pass and, three running, park
 // the installation. A pass whose token did not come is skipped, neither a
 // failure nor a success, as one that got no slot. A mint GitHub refused
-// (403) is checked (refusedMint).
+// (403) is checked (refusedMint); while the installation's mints are held
+// back (mintHeld) the pass is skipped without a request. A token that
+// comes ends the hold.
 func (g *installationSweeps) minted(ctx context.Context, sw *sweeper, id int64) bool {
+	now := g.s.cfg.Now()
+	if until, held := g.mintHeld(id, now); held {
+		sw.cfg.Logger.Debug("sweep skipped: GitHub refused the installation's token, and it is not asked again yet", "until", until)
+		return false
+	}
 	mctx, cancel := context.WithTimeout(ctx, g.interval)
 	defer cancel()
 	if err := g.app.Mint(mctx, id); err != nil {
 		sw.cfg.Logger.Debug("sweep skipped: installation token not minted within an interval", "err", err)
 		if errors.Is(err, forge.ErrForbidden) {
-			g.refusedMint(ctx, sw, id)
+			g.refusedMint(ctx, sw, id, now)
 		}
 		return false
 	}
+	g.releaseMint(id)
 	return true
 }
 
 // refusedMint asks GitHub whether installation id, whose token mint GitHub
-// refused 403, is suspended or gone (AppClient.InstallationGone, one
-// request with the App's JWT, within OfferTimeout), and if so drops it
-// from the App client's set, so its sweeper stops at once rather than
-// asking for a refused token every pass until the hourly re-list. GitHub
-// refuses a suspended installation's mint 403 ("Create an installation
-// access token for an app":
+// refused 403 in the pass that began at now, is suspended or gone
+// (AppClient.InstallationGone, one request with the App's JWT, within
+// OfferTimeout), and if so drops it from the App client's set, so its
+// sweeper stops at once rather than asking for a refused token every pass
+// until the hourly re-list. GitHub refuses a suspended installation's mint
+// 403 ("Create an installation access token for an app":
 // https://docs.github.com/rest/apps/apps#create-an-installation-access-token-for-an-app)
 // and sends a suspend webhook that may never arrive ("Handling failed
 // webhook deliveries":
 // https://docs.github.com/webhooks/using-webhooks/handling-failed-webhook-deliveries).
 // The other replicas learn it at their re-list; an unsuspend webhook or a
-// re-list brings it back. No answer, or one saying it is there, changes
+// re-list brings it back. An answer saying it is there (a 403 for another
+// reason: the App's permissions, an organization's IP allow list, a
+// transient refusal) holds its mints back (holdMint), counted in
+// merge_gate_installation_mints_refused_total; no answer changes
 // nothing.
-func (g *installationSweeps) refusedMint(ctx context.Context, sw *sweeper, id int64) {
+func (g *installationSweeps) refusedMint(ctx context.Context, sw *sweeper, id int64, now time.Time) {
 	cctx, cancel := context.WithTimeout(ctx, g.s.cfg.OfferTimeout)
 	gone, err := g.app.InstallationGone(cctx, id)
 	cancel()
@@ -51,10 +63,58 @@ func (g *installationSweeps) refusedMint(ctx context.Context, sw *sweeper, id in
 		sw.cfg.Logger.Warn("sweep: GitHub refused the installation's token, and did not say whether it is suspended", "err", err)
 		return
 	case !gone:
-		sw.cfg.Logger.Warn("sweep: GitHub refused the installation's token, yet has the installation, not suspended")
+		wait := g.holdMint(id, now)
+		g.mintsRefused.Inc()
+		sw.cfg.Logger.Warn("sweep: GitHub refused the installation's token, yet has the installation, not suspended: its token is not asked for again for a while",
+			"for", wait.String())
 		return
 	}
 	sw.cfg.Logger.Warn("sweep: installation dropped: GitHub refused its token, and says it is suspended or gone")
 	g.app.Apply(forge.InstallationChange{ID: id, Gone: true})
 	g.news.notify()
+}
+
+// mintHold is how long an installation's mints are held back after GitHub
+// refused one while it has the installation, not suspended.
+type mintHold struct {
+	until time.Time     // no mint before, give or take half an interval (mintHeld)
+	wait  time.Duration // the last hold's length
+}
+
+// holdMint holds installation id's mints back from now, for one interval
+// after a first refusal and twice the last hold after each refusal
+// after, up to the App client's re-list period (forge.AppClient.RelistEvery,
+// an hour by default), and returns the hold's length: a refusal that
+// lasts (permissions not accepted, an IP allow list) costs a refused mint
+// and a check a re-list period, not two requests an interval for ever,
+// and one that passes is noticed within twice its length.
+func (g *installationSweeps) holdMint(id int64, now time.Time) time.Duration {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	h := g.mintHolds[id]
+	h.wait = min(max(2*h.wait, g.interval), g.app.RelistEvery())
+	h.until = now.Add(h.wait)
+	g.mintHolds[id] = h
+	return h.wait
+}
+
+// mintHeld reports whether installation id's mints are held back at now,
+// and until when. A pass's tick may read the clock a little before a
+// whole number of intervals after the refused pass did, so a hold ending
+// within half an interval of now has ended.
+func (g *installationSweeps) mintHeld(id int64, now time.Time) (time.Time, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	h, ok := g.mintHolds[id]
+	return h.until, ok && now.Before(h.until.Add(-g.interval/2))
+}
+
+// releaseMint ends installation id's hold and its doubling: a token came
+// (minted), an installation webhook or another replica's news about it
+// was applied (installationEvent, runApp), or this replica stopped
+// sweeping it (forget), as when a re-list drops it.
+func (g *installationSweeps) releaseMint(id int64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	delete(g.mintHolds, id)
 }

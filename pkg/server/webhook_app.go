@@ -81,6 +81,9 @@ func (s *Server) appWebhook(w http.ResponseWriter, r *http.Request, event string
 // replayed one would serve a suspended installation again (its runs
 // accepted, its token refused), and is applied when GitHub does not
 // answer, as before the check: a lost add waits for the hourly re-list.
+// One applied ends the installation's mint hold (releaseMint), so a
+// new_permissions_accepted, say, has its token asked for at its next
+// pass.
 func (s *Server) installationEvent(key, deliveryID string, ev *github.InstallationEvent) deliveryAnswer {
 	id, action := ev.GetInstallation().GetID(), ev.GetAction()
 	removes := action == "deleted" || action == "suspend"
@@ -105,6 +108,7 @@ func (s *Server) installationEvent(key, deliveryID string, ev *github.Installati
 		}
 	}
 	s.installationsChanged(s.work.ctx, s.cfg.App.HandleInstallationEvent(ev))
+	s.sweeps.releaseMint(id) // new permissions accepted, say: its token is asked for again
 	if a, stopped := s.shuttingDown("installation", deliveryID); stopped {
 		return a
 	}
