@@ -32,8 +32,8 @@ var installationsHelp = help{
 		"holding that shard's lease (none: nothing sweeps it now; suspended: GitHub\n" +
 		"suspended the installation, and its runs wait), its last complete sweep\n" +
 		"pass, its core and GraphQL budgets left, its open runs and, of them, those\n" +
-		"no installation covers (uncovered); the lowest budget first unless --sort\n" +
-		"id. Any replica answers alike, but for a suspension it has not heard of\n" +
+		"no installation covers (uncovered); the lowest budget first, suspended\n" +
+		"installations last, unless --sort id. Any replica answers alike, but for a suspension it has not heard of\n" +
 		"yet (it hears at its next hourly list). The token\n" +
 		"is the server's pages token or its API token.",
 	example: "iterion installations --server https://iterion.internal --token-file /run/secrets/pages-token --limit 20\n",

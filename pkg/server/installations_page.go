@@ -123,8 +123,9 @@ type installationsSummary struct {
 	// RunsOpen is every installation's open runs, RunsUncovered those of
 	// them no installation covers (InstallationView.RunsUncovered).
 	RunsOpen, RunsUncovered int
-	// Lowest is the installation with the lowest budget; nil when none
-	// has a figure.
+	// Lowest is the installation, not suspended, with the lowest budget;
+	// nil when none has a figure. A suspended installation has no budget
+	// it can spend, whatever its last figures say.
 	Lowest *InstallationView
 }
 
@@ -152,7 +153,7 @@ func summarize(rows []InstallationView, holders []string, self string) installat
 		}
 		sum.RunsOpen += v.RunsOpen
 		sum.RunsUncovered += v.RunsUncovered
-		if budgetKey(v) < budgetKeyOf(sum.Lowest) {
+		if !v.Suspended && budgetKey(v) < budgetKeyOf(sum.Lowest) {
 			sum.Lowest = &v
 		}
 	}

@@ -583,3 +583,61 @@ func TestInstallationsShowASuspendedInstallationAsSuspended(t *testing.T) {
 		t.Errorf("the view sent GitHub %d requests, want none: it shows what the App client last heard", n)
 	}
 }
+
+// TestInstallationsRankASuspendedInstallationsBudgetLast pins the budget
+// order and the "lowest budget" line for a suspended installation: GitHub
+// serves it no token, so the budget its last pass recorded (known until
+// its window resets) is none it can spend. It is never the page's lowest
+// budget, and ?sort=budget ranks it after every installation with a
+// figure and after those with none, alike on every page of the API
+// (which iterion installations lists in the order it gets) and on the
+// page.
+func TestInstallationsRankASuspendedInstallationsBudgetLast(t *testing.T) {
+	f := newViewFixture(t, 4)
+	a := f.replica(t, "replica-a")
+	for id := int64(1); id <= 4; id++ {
+		f.hold(t, id, "replica-a")
+	}
+	for id, reads := range map[int64]int{1: 3, 2: 9, 3: 1} { // installation 4 spends nothing: no figure
+		a.spend(t, id, reads)
+		a.srv.RecordSweepPass(server.SweepPass{Owner: "replica-a", Installation: id, At: pageNow, Complete: true})
+	}
+	if err := f.sim.SuspendInstallation(2); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.app.Relist(context.Background()); err != nil { // GitHub lists it suspended
+		t.Fatal(err)
+	}
+
+	const want = "[1 3 4 2]"
+	var ids []int64
+	for _, v := range a.installations(t, "sort=budget").Installations {
+		ids = append(ids, v.ID)
+	}
+	if fmt.Sprint(ids) != want {
+		t.Errorf("GET /api/installations?sort=budget: %v, want %s: the lowest budget first, no figure after, the suspended installation 2 last though its recorded budget is the lowest", ids, want)
+	}
+	var paged []int64
+	for q := "sort=budget&limit=1"; ; {
+		page := a.installations(t, q)
+		for _, v := range page.Installations {
+			paged = append(paged, v.ID)
+		}
+		if page.Next == "" {
+			break
+		}
+		q = "sort=budget&limit=1&cursor=" + page.Next
+	}
+	if fmt.Sprint(paged) != want {
+		t.Errorf("GET /api/installations?sort=budget one a page: %v, want %s: each page follows the same order", paged, want)
+	}
+	code, body := a.get(t, "/installations", pageAuth)
+	if code != http.StatusOK {
+		t.Fatalf("GET /installations = %d %s", code, body)
+	}
+	wantAll(t, "GET /installations", body, "the lowest budget named is an installation served, not the suspended one",
+		fmt.Sprintf("Lowest budget: installation 1 (<code>org-1</code>), %d left.", forgesim.DefaultBudget-3))
+	if i, j := strings.Index(body, "<td><code>org-4</code>"), strings.Index(body, "<td><code>org-2</code>"); i < 0 || j < i {
+		t.Errorf("GET /installations rows: org-4 at %d, org-2 at %d; want the suspended org-2 after org-4, which has no figure", i, j)
+	}
+}

@@ -30,9 +30,10 @@ const (
 // in (?sort=).
 const (
 	// SortBudget is the lowest budget first: by the lesser of the core and
-	// GraphQL budgets remaining, installations with no figure last, ties by
-	// ID. It is the default, so the installation about to be held back
-	// comes first.
+	// GraphQL budgets remaining, then installations with no figure, then
+	// suspended installations (whose budget, known until its window
+	// resets, is none they can spend), ties by ID. It is the default, so
+	// the installation about to be held back comes first.
 	SortBudget = "budget"
 	// SortID is by installation ID.
 	SortID = "id"
@@ -175,10 +176,23 @@ func remaining(resource string, a, b []forge.RateLimit, now time.Time) *int {
 	return &n
 }
 
-// budgetKey is a row's place in SortBudget: the lesser budget remaining,
-// MaxInt when it has no figure.
+// The budget keys of the rows with no usable budget, after every figure:
+// a row with no figure, then a suspended installation's. GitHub serves a
+// suspended installation no token, so the budget left in its window
+// (known until that window resets) is none it can spend.
+const (
+	noBudgetKey        = math.MaxInt - 1
+	suspendedBudgetKey = math.MaxInt
+)
+
+// budgetKey is a row's place in SortBudget: the lesser budget remaining;
+// noBudgetKey when it has no figure, suspendedBudgetKey when it is
+// suspended, whatever its figures.
 func budgetKey(v InstallationView) int {
-	k := math.MaxInt
+	if v.Suspended {
+		return suspendedBudgetKey
+	}
+	k := noBudgetKey
 	for _, n := range []*int{v.CoreRemaining, v.GraphQLRemaining} {
 		if n != nil {
 			k = min(k, *n)
