@@ -939,6 +939,74 @@ func TestAppModeSweepersForgetTheBackOffsOfRunsNoLongerTheirs(t *testing.T) {
 	})
 }
 
+// unreadBack is a run store whose Get fails for the runs of failing (by
+// ID): the reconciler's re-read before a write fails for them, so each of
+// their offers fails, after the forge read, as a store that cannot read
+// them back would make it.
+type unreadBack struct {
+	gaterun.Store
+	failing map[string]bool
+}
+
+func (u unreadBack) Get(ctx context.Context, id string) (gaterun.Run, error) {
+	if u.failing[id] {
+		return gaterun.Run{}, fmt.Errorf("run %s: %w", id, context.DeadlineExceeded)
+	}
+	return u.Store.Get(ctx, id)
+}
+
+// TestAppModeSweepersForgetTheFailedDeepRunsNoLongerTheirs pins that an
+// installation's sweeper offers a deep-window run whose offer failed again
+// only while its snapshot of unsettled runs lists it: once the run is
+// settled, it is offered no more from the installation's next pass, as
+// its back-off would be dropped, while a run still failing is offered
+// again every pass.
+func TestAppModeSweepersForgetTheFailedDeepRunsNoLongerTheirs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		c, next := newAppCluster(t, 2, false)
+		runOf := func(pull int) gaterun.Run {
+			run := appRun(1)
+			run.Pull, run.HeadSHA = pull, fmt.Sprintf("sha-%d", pull)
+			run.ID = gaterun.ID(run.Host, run.Repo, run.Pull, run.HeadSHA)
+			return run
+		}
+		settles, stays := runOf(7), runOf(8)
+		for _, run := range []gaterun.Run{settles, stays} { // open, their statuses unpublished: each offer re-reads the run to write
+			if err := c.sim.SeedPull("org-1", "repo-1", run.Pull, run.HeadSHA, "open"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.runs.Put(ctx, run, time.Now().Add(-2*time.Hour)); err != nil { // in the deep window alone
+				t.Fatal(err)
+			}
+		}
+		startAppReplicas(t, c, next, 1, time.Minute, 4, func(cfg *server.Config) {
+			cfg.Runs = unreadBack{Store: c.runs, failing: map[string]bool{settles.ID: true, stays.ID: true}}
+		})
+		defer c.replicas[0].stop()
+		time.Sleep(time.Minute + time.Second)
+		synctest.Wait()
+		passes := sweptBy(c, 1)
+		if len(passes) != 1 || !passes[0].Deep || passes[0].Offered != 2 {
+			t.Fatalf("installation 1's passes after a minute: %+v, want one deep pass offering the 2 runs", passes)
+		}
+		if err := c.runs.Settle(ctx, settles.ID); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(9 * time.Minute)
+		synctest.Wait()
+		passes = sweptBy(c, 1)
+		if len(passes) < 10 {
+			t.Fatalf("installation 1 swept %d times in 10 minutes, want 10", len(passes))
+		}
+		for _, p := range passes[2:] {
+			if p.Offered != 1 {
+				t.Errorf("installation 1's pass %d offered %d runs, want 1: the run still failing is offered again every pass, the one settled no more once the snapshot no longer lists it", p.Pass, p.Offered)
+			}
+		}
+	})
+}
+
 // runsUncovered is installation id's runs_uncovered in r's
 // /api/installations.
 func runsUncovered(t *testing.T, r *replica, id int64) int {

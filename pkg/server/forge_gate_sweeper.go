@@ -176,7 +176,7 @@ type sweeperConfig struct {
 	OnPass func(SweepPass)
 	// BackingOff, when set, shows how many runs are backing off (runs whose
 	// pull request could not be read, while a deep window still lists
-	// them: pruneBackoff); nil: not shown.
+	// them: forgetUnlisted); nil: not shown.
 	BackingOff prometheus.Gauge
 	// Watchdog bounds each pass and ends a term whose passes keep failing
 	// (lease.Every); the zero Watchdog bounds nothing.
@@ -286,7 +286,7 @@ type sweepTerm struct {
 	// window numbers the deep windows of the term, from 1: the one being
 	// swept, or the last done. A back-off records the window that last
 	// listed its run (seenIn); one that a whole window did not list is
-	// dropped at the window's end (pruneBackoff), so the map holds only
+	// dropped at the window's end (forgetUnlisted), so the map holds only
 	// runs the current or the last deep window listed unsettled.
 	backoff map[string]backoff
 	window  int
@@ -298,8 +298,13 @@ type sweepTerm struct {
 	// deepAgain holds, by ID, the runs of the deep part whose offer failed
 	// (their batch got no read, or they failed alone): the deep cursor
 	// goes past them, and every later pass offers them again before the
-	// deep window (offerDeepAgain) until an offer reads them. againSeq
-	// numbers them in the order they failed, the listing's.
+	// deep window (offerDeepAgain) until an offer reads them, or until the
+	// run is no longer listed unsettled, on the back-off's occasions and
+	// rules (forgetUnlisted; in App mode also keepListed): a run settled,
+	// deleted or moved while the forge kept failing its offers would
+	// otherwise be offered, and keep the pass Behind (againOverdue), for
+	// the rest of the term. againSeq numbers them in the order they
+	// failed, the listing's.
 	deepAgain map[string]againRun
 	againSeq  int
 	// serverBackoff is the wait after a pass whose every forge read got a
@@ -412,14 +417,16 @@ func (s *sweeper) newTerm() *sweepTerm {
 
 // againRun is a deep-window run whose offer failed (sweepTerm.deepAgain):
 // the run as the store listed it (the reconciler re-reads it before any
-// write), the pass it failed in, its place in the failing order, and when
+// write), the pass it failed in, its place in the failing order, when
 // it was last known checked: when the window before read it (its pace
-// marks), or, in the term's first window, when that window began.
+// marks), or, in the term's first window, when that window began, and
+// the deep window that last listed it (sweepTerm.window, as a back-off's).
 type againRun struct {
 	run     gaterun.Run
 	failed  time.Time
 	seq     int
 	checked time.Time
+	window  int
 }
 
 // noteDeep keeps run in deepAgain when its offer in the deep part of the
@@ -441,7 +448,7 @@ func (st *sweepTerm) noteDeep(run gaterun.Run, out outcome, deep bool, at time.T
 		}
 	}
 	st.againSeq++
-	st.deepAgain[run.ID] = againRun{run: run, failed: at, seq: st.againSeq, checked: checked}
+	st.deepAgain[run.ID] = againRun{run: run, failed: at, seq: st.againSeq, checked: checked, window: st.window}
 }
 
 // againOverdue reports whether a run of deepAgain has gone DeepEvery
@@ -495,10 +502,10 @@ func (st *sweepTerm) note(run gaterun.Run, out outcome, now time.Time, interval 
 	}
 }
 
-// seenIn marks the back-offs of the runs of page, as listed unsettled, in
-// the current deep window.
+// seenIn marks the back-offs and the deepAgain entries of the runs of
+// page, as listed unsettled, in the current deep window.
 func (st *sweepTerm) seenIn(page []gaterun.Run) {
-	if len(st.backoff) == 0 {
+	if len(st.backoff) == 0 && len(st.deepAgain) == 0 {
 		return
 	}
 	for _, run := range page {
@@ -506,18 +513,26 @@ func (st *sweepTerm) seenIn(page []gaterun.Run) {
 			b.window = st.window
 			st.backoff[run.ID] = b
 		}
+		if a, ok := st.deepAgain[run.ID]; ok && a.window != st.window {
+			a.window = st.window
+			st.deepAgain[run.ID] = a
+		}
 	}
 }
 
-// pruneBackoff drops, at the end of a deep window, the back-offs of the
-// runs it never listed. A window lists every run unsettled and updated
-// within deepWindow all through it (a run's place in the listing only
-// moves on, by its update, so the cursor cannot pass it unlisted), so a
-// run it did not list was settled, moved to another installation,
-// deleted, or left the deep window: no pass would offer it again, and
-// its back-off would only be counted and kept for the rest of the term.
-func (st *sweepTerm) pruneBackoff() {
+// forgetUnlisted drops, at the end of a deep window, the back-offs and
+// the deepAgain entries of the runs it never listed. A window lists every
+// run unsettled and updated within deepWindow all through it (a run's
+// place in the listing only moves on, by its update, so the cursor cannot
+// pass it unlisted), so a run it did not list was settled, moved to
+// another installation, deleted, or left the deep window: no pass would
+// offer it from a listing again. Its back-off would only be counted and
+// kept for the rest of the term; its deepAgain entry would be offered
+// again every pass, by the forge's failures kept for the rest of the
+// term, and hold the pass Behind once overdue (againOverdue).
+func (st *sweepTerm) forgetUnlisted() {
 	maps.DeleteFunc(st.backoff, func(_ string, b backoff) bool { return b.window < st.window })
+	maps.DeleteFunc(st.deepAgain, func(_ string, a againRun) bool { return a.window < st.window })
 }
 
 // takeUnreadable returns the runs note found unreadable since the last
@@ -588,7 +603,8 @@ func (st *sweepTerm) takeUnreadable() []gaterun.Run {
 // DeepEvery intervals, until an offer reads it again. The back-offs live in
 // the term, like the cursors and the batch size; at the end of each deep
 // window, those of the runs the window never listed (settled, moved,
-// deleted or past the deep window) are dropped (pruneBackoff).
+// deleted or past the deep window) are dropped (forgetUnlisted), as are
+// the failed deep-window runs kept to be offered again.
 //
 // A pass in which every forge read failed is not complete. While every
 // forge read of a pass gets a 5xx but GitHub stopping a slow query (a

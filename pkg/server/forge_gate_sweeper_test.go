@@ -484,6 +484,56 @@ func TestSweeperForgetsTheBackOffsOfRunsItNoLongerSweeps(t *testing.T) {
 	})
 }
 
+// TestSweeperForgetsTheFailedDeepRunsItNoLongerSweeps pins that a
+// deep-window run whose offer keeps failing is offered again only while
+// it is listed unsettled: once it is settled, or deleted from the store,
+// the end of the first deep window begun after (which does not list it)
+// forgets it, as it forgets a back-off, so no later pass offers it again,
+// and it does not hold every pass Behind once it would be DeepEvery
+// intervals unchecked.
+func TestSweeperForgetsTheFailedDeepRunsItNoLongerSweeps(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		mem := gaterun.NewMemoryStore()
+		seedRuns(t, mem, start, []seeded{{"settles", 2 * time.Hour, false}, {"deleted", 2 * time.Hour, false}, {"ok", 2 * time.Hour, false}}) // in the deep window alone
+		runs := &deletedRuns{Store: mem, deleted: map[string]bool{}}
+		var off *fakeOfferer
+		off = &fakeOfferer{fail: func(int) error {
+			if o := off.offers[len(off.offers)-1]; o != "acme/ok#3" { // off.mu is held
+				return fmt.Errorf("forge: pull request %s: %w", o, forge.ErrStaleHead)
+			}
+			return nil
+		}}
+		g := newGaugedSweep(runs, off)
+		stop := startSweeper(g.sw)
+		defer stop()
+		time.Sleep(time.Minute + time.Nanosecond)
+		synctest.Wait()
+		if err := mem.Settle(context.Background(), gaterun.ID("github.com", "acme/settles", 1, "sha1")); err != nil {
+			t.Fatal(err)
+		}
+		runs.delete(gaterun.ID("github.com", "acme/deleted", 2, "sha2"))
+		time.Sleep(59 * time.Minute)
+		synctest.Wait()
+		passes, offers := g.log.snapshot()
+		if len(passes) != 60 {
+			t.Fatalf("%d passes, want 60", len(passes))
+		}
+		next := server.DeepSpacing + 1 // the second deep window begins and ends in this pass
+		for i, o := range offers {
+			pass := passes[i].Pass
+			for _, run := range []string{"acme/settles#1", "acme/deleted#2"} {
+				if got, want := slices.Contains(o, run), pass <= next; got != want {
+					t.Errorf("pass %d offered %s: %v, want %v: a failed deep-window run is offered again until the end of a deep window that did not list it", pass, run, got, want)
+				}
+			}
+			if passes[i].Behind {
+				t.Errorf("pass %d: behind, want not: the runs whose offers failed left the sweep before DeepEvery intervals unchecked", pass)
+			}
+		}
+	})
+}
+
 // TestSweepPassCostAgainstTheSimulator pins the batched sweep's goal on the
 // simulator's own counts: one pass over 250 open runs costs one GraphQL
 // query per 100 runs plus one status write per drifted run, at most

@@ -365,19 +365,23 @@ func (g *installationSweeps) rehome(ctx context.Context, log *slog.Logger, from 
 	}
 }
 
-// keepListed drops from st's back-off the runs installation id's snapshot
-// of unsettled runs (sweepReads) no longer lists: a run settled, moved to
+// keepListed drops from st's back-off, and from its failed deep-window
+// runs (sweepTerm.deepAgain), the runs installation id's snapshot of
+// unsettled runs (sweepReads) no longer lists: a run settled, moved to
 // another installation by a webhook, deleted, or past the deep window is
-// no longer this sweeper's, so it leaves the back-off, and the counts,
-// by the next snapshot (at most half an interval old) without a store
-// read of its own, rather than at the end of the next deep window
-// (sweepTerm.pruneBackoff). Nothing is dropped when no snapshot covers id.
+// no longer this sweeper's, so it leaves the back-off and the counts, and
+// is offered again no more, by the next snapshot (at most half an
+// interval old) without a store read of its own, rather than at the end
+// of the next deep window (sweepTerm.forgetUnlisted). Nothing is dropped
+// when no snapshot covers id.
 func (g *installationSweeps) keepListed(id int64, st *sweepTerm) {
-	if len(st.backoff) == 0 {
+	if len(st.backoff) == 0 && len(st.deepAgain) == 0 {
 		return
 	}
-	for _, runID := range g.reads.unlisted(id, slices.Collect(maps.Keys(st.backoff))) {
+	kept := slices.Concat(slices.Collect(maps.Keys(st.backoff)), slices.Collect(maps.Keys(st.deepAgain)))
+	for _, runID := range g.reads.unlisted(id, kept) {
 		delete(st.backoff, runID)
+		delete(st.deepAgain, runID)
 	}
 }
 

@@ -259,7 +259,7 @@ func (s *sweeper) pass(ctx context.Context, st *sweepTerm) (_ SweepPass, resume 
 	if p.Deep {
 		st.notePace(age)
 		if !st.deepPending {
-			st.pruneBackoff()
+			st.forgetUnlisted()
 		}
 	}
 	p.Complete = stop == stopDone || stop == stopTime
