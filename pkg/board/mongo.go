@@ -311,24 +311,65 @@ func (s *MongoStore) Remove(ctx context.Context, host, repo string, number int, 
 	return removed, nil
 }
 
+// maxPrunePattern bounds the length of each regular expression Prune
+// sends. MongoDB refuses a $regex pattern past its length limit (32,764
+// characters; the operator's page:
+// https://www.mongodb.com/docs/manual/reference/operator/query/regex/),
+// so one expression of every board repository made every prune of a long
+// --board-repos fail. Servers have been seen refusing patterns past 16,384
+// bytes too (error 51091, "longer than the limit set by the application":
+// https://github.com/moscajs/aedes-persistence-mongodb/pull/92), so the
+// bound is half that.
+const maxPrunePattern = 8 << 10
+
 // Prune implements Store in one delete of the card documents of host whose
 // repo matches none of repos, each quoted whole and compared without
-// regard to case, as Cards compares a query's repo.
+// regard to case, as Cards compares a query's repo. The repositories go
+// in as many anchored alternations as keep each under maxPrunePattern,
+// all in the delete's one $nor, so any number of them is one delete
+// (the cards keep no lower-cased repository field to match them with
+// $nin, and _id holds the number beside it).
 func (s *MongoStore) Prune(ctx context.Context, host string, repos []string) (int, error) {
 	if _, err := checkPrune(host, repos); err != nil {
 		return 0, err
 	}
-	quoted := make([]string, len(repos))
-	for i, r := range repos {
-		quoted[i] = regexp.QuoteMeta(r)
+	filter := bson.D{notTombstone, {Key: "host", Value: host}}
+	if patterns := alternations(repos, maxPrunePattern); len(patterns) > 0 {
+		listed := make(bson.A, len(patterns))
+		for i, p := range patterns {
+			listed[i] = bson.D{{Key: "repo", Value: bson.D{{Key: "$regex", Value: p}, {Key: "$options", Value: "i"}}}}
+		}
+		filter = append(filter, bson.E{Key: "$nor", Value: listed})
 	}
-	listed := bson.D{{Key: "repo", Value: bson.D{
-		{Key: "$regex", Value: "^(?:" + strings.Join(quoted, "|") + ")$"}, {Key: "$options", Value: "i"},
-	}}}
-	filter := bson.D{notTombstone, {Key: "host", Value: host}, {Key: "$nor", Value: bson.A{listed}}}
 	res, err := s.coll.DeleteMany(ctx, filter)
 	if err != nil {
 		return 0, fmt.Errorf("board: prune cards of %s: %w", host, err)
 	}
 	return int(res.DeletedCount), nil
+}
+
+// alternations is repos, each quoted whole, in anchored alternations
+// ("^(?:a|b)$") of at most most characters each, in order; an entry too
+// long for one alone gets one of its own. None for no repos.
+func alternations(repos []string, most int) []string {
+	const open, close = "^(?:", ")$"
+	var out []string
+	var b strings.Builder
+	for _, r := range repos {
+		q := regexp.QuoteMeta(r)
+		if b.Len() > 0 && b.Len()+1+len(q)+len(close) > most {
+			out = append(out, b.String()+close)
+			b.Reset()
+		}
+		if b.Len() == 0 {
+			b.WriteString(open)
+		} else {
+			b.WriteByte('|')
+		}
+		b.WriteString(q)
+	}
+	if b.Len() > 0 {
+		out = append(out, b.String()+close)
+	}
+	return out
 }

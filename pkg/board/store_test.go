@@ -1,16 +1,21 @@
 package board_test
 
 import (
+	"bytes"
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/event"
 	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"iterion.dev/iterion/internal/testing/mongotest"
 	"iterion.dev/iterion/pkg/board"
@@ -293,5 +298,101 @@ func TestMongoStoreMalformedTombstones(t *testing.T) {
 	}
 	if cards, err := s.Cards(context.Background(), board.Query{Limit: 10}); err != nil || len(cards) != 1 {
 		t.Errorf("Cards = %v, %v, want the one card put over the tombstone", cards, err)
+	}
+}
+
+// regexPatterns returns every $regex pattern in doc, however deep.
+func regexPatterns(doc bson.Raw) []string {
+	var out []string
+	elems, _ := doc.Elements()
+	for _, e := range elems {
+		v := e.Value()
+		switch {
+		case e.Key() == "$regex" && v.Type == bson.TypeString:
+			out = append(out, v.StringValue())
+		case v.Type == bson.TypeEmbeddedDocument:
+			out = append(out, regexPatterns(v.Document())...)
+		case v.Type == bson.TypeArray:
+			out = append(out, regexPatterns(bson.Raw(v.Array()))...)
+		}
+	}
+	return out
+}
+
+// TestMongoStorePrunesAnyNumberOfBoardRepositories pins Prune with a
+// --board-repos too long for one regular expression: 400 repositories
+// whose one case-insensitive alternation would pass MongoDB's $regex
+// pattern limit (32,764 characters; the embedded server does not enforce
+// it, so the test reads each pattern the delete sends, by the driver's
+// command monitor). Every pattern stays under the limit, and the cards
+// left are exactly the listed repositories', in any case, and another
+// host's.
+func TestMongoStorePrunesAnyNumberOfBoardRepositories(t *testing.T) {
+	const mongoRegexLimit = 32764
+	ctx := context.Background()
+	var mu sync.Mutex
+	var deletes []bson.Raw
+	c, err := mongo.Connect(options.Client().ApplyURI(mongotest.URI(t)).SetMonitor(&event.CommandMonitor{
+		Started: func(_ context.Context, e *event.CommandStartedEvent) {
+			if e.CommandName == "delete" {
+				mu.Lock()
+				deletes = append(deletes, bytes.Clone(e.Command))
+				mu.Unlock()
+			}
+		}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := c.Database("board_" + strings.ToLower(rand.Text()[:12]))
+	t.Cleanup(func() { _ = db.Drop(ctx); _ = c.Disconnect(ctx) })
+	s := newMongoStore(t, db)
+
+	var repos []string
+	for i := range 400 {
+		repos = append(repos, fmt.Sprintf("owner-%03d/%s-%03d", i, strings.Repeat("a-long.repository-name", 4), i))
+	}
+	if joined := len(strings.Join(repos, "|")); joined <= mongoRegexLimit {
+		t.Fatalf("the repositories join in %d characters, want past %d: the test needs a list one expression cannot hold", joined, mongoRegexLimit)
+	}
+	card := func(host, repo string) board.Card {
+		return board.Card{Host: host, Repo: repo, Number: 1, Title: "t", State: "open", Updated: time.Now()}
+	}
+	cards := []board.Card{card("github.com", repos[0]), card("github.com", strings.ToUpper(repos[150])), card("github.com", repos[399]),
+		card("github.com", "acme/dropped"), card("github.com", repos[7]+"x"), card("ghe.example", "acme/dropped")}
+	for _, cd := range cards {
+		if _, err := s.Put(ctx, cd); err != nil {
+			t.Fatal(err)
+		}
+	}
+	removed, err := s.Prune(ctx, "github.com", repos)
+	if err != nil || removed != 2 {
+		t.Fatalf("Prune = %d, %v, want 2, nil: the cards of acme/dropped and of a repository one character off a listed one", removed, err)
+	}
+	left, err := s.Cards(ctx, board.Query{Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, cd := range left {
+		got = append(got, cd.Host+"/"+strings.ToLower(cd.Repo))
+	}
+	slices.Sort(got)
+	want := []string{"ghe.example/acme/dropped", "github.com/" + repos[0], "github.com/" + repos[150], "github.com/" + repos[399]}
+	if !slices.Equal(got, want) {
+		t.Errorf("cards after Prune: got %v, want %v: every listed repository's cards, in any case, and another host's", got, want)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	n := 0
+	for _, d := range deletes {
+		for _, p := range regexPatterns(d) {
+			n++
+			if len(p) > mongoRegexLimit {
+				t.Errorf("a $regex pattern of %d characters sent, want at most %d: MongoDB refuses a longer one, so the prune would fail", len(p), mongoRegexLimit)
+			}
+		}
+	}
+	if n == 0 {
+		t.Errorf("no $regex pattern in the %d delete commands sent: want Prune's", len(deletes))
 	}
 }
