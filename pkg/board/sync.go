@@ -92,13 +92,19 @@ type Config struct {
 	// Repos are the repositories to sync, "owner/name"; at least one, and
 	// each once, names compared without regard to case (CheckRepos).
 	Repos []string
-	// BoardRepos are every repository on the board, Repos among them, for
-	// a board whose repositories several syncs share (App mode: one sync
-	// per installation); nil means Repos. At each term's first pass, and
-	// every FullEvery after, the sync removes the cards on Host of every
-	// other repository (Store.Prune): a repository dropped from the board
-	// takes its cards with it.
+	// BoardRepos are every repository on the board, Repos among them;
+	// nil means Repos, or with Pruner its board's. At each term's first
+	// pass, and every FullEvery after, the sync removes the cards on Host
+	// of every other repository (Store.Prune): a repository dropped from
+	// the board takes its cards with it.
 	BoardRepos []string
+	// Pruner, when set, does that removal instead, for every sync sharing
+	// it: for a board whose repositories several syncs share (App mode:
+	// one sync per installation), at most once each Pruner's period
+	// however many syncs there are, not once per sync and term. Its host
+	// must be Host; BoardRepos must then be nil (the Pruner's are the
+	// board's).
+	Pruner *Pruner
 	// Interval is the time between passes; 0 means DefaultInterval.
 	Interval time.Duration
 	// FullEvery is how long a repository goes between two full syncs,
@@ -147,8 +153,12 @@ func NewSync(cfg Config) (*Sync, error) {
 		return nil, fmt.Errorf("%w: Store is nil", ErrConfig)
 	case cfg.Forge == nil:
 		return nil, fmt.Errorf("%w: Forge is nil", ErrConfig)
-	case strings.TrimSpace(cfg.Host) == "" || strings.ContainsAny(cfg.Host, "/# \t\r\n"):
+	case !validHost(cfg.Host):
 		return nil, fmt.Errorf("%w: Host %q is not a host name", ErrConfig, cfg.Host)
+	case cfg.Pruner != nil && cfg.Pruner.host != cfg.Host:
+		return nil, fmt.Errorf("%w: Pruner's host %q is not Host %q", ErrConfig, cfg.Pruner.host, cfg.Host)
+	case cfg.Pruner != nil && cfg.BoardRepos != nil:
+		return nil, fmt.Errorf("%w: BoardRepos and Pruner are both set: the Pruner's repositories are the board's", ErrConfig)
 	case len(cfg.Repos) == 0:
 		return nil, fmt.Errorf("%w: Repos is empty", ErrConfig)
 	case cfg.Interval < 0:
@@ -160,7 +170,10 @@ func NewSync(cfg Config) (*Sync, error) {
 	if err != nil {
 		return nil, err
 	}
-	if cfg.BoardRepos == nil {
+	switch {
+	case cfg.Pruner != nil:
+		cfg.BoardRepos = cfg.Pruner.repos
+	case cfg.BoardRepos == nil:
 		cfg.BoardRepos = cfg.Repos
 	}
 	board, err := parseRepos("BoardRepos", cfg.BoardRepos)
@@ -239,9 +252,9 @@ type boardTerm struct {
 	// fullAt holds, per repository, when the term's last full sync of it
 	// began (Config.Now); absent: sync in full.
 	fullAt map[string]time.Time
-	// prunedAt is when the term's last Store.Prune began; zero: prune at
-	// the next pass.
-	prunedAt time.Time
+	// pruner removes the cards of repositories off the board: Config's
+	// Pruner, shared, or the term's own.
+	pruner *Pruner
 }
 
 // Work serves one term: it makes a pass every interval until ctx is done,
@@ -271,7 +284,10 @@ type boardTerm struct {
 // term (passes in a row that did not sync every repository), Work logs why
 // and returns, and the lease is released.
 func (s *Sync) Work(ctx context.Context) {
-	st := &boardTerm{term: int(s.terms.Add(1)), watermarks: make(map[string]time.Time), fullAt: make(map[string]time.Time)}
+	st := &boardTerm{term: int(s.terms.Add(1)), watermarks: make(map[string]time.Time), fullAt: make(map[string]time.Time), pruner: s.cfg.Pruner}
+	if st.pruner == nil {
+		st.pruner = newPruner(s.cfg.Store, s.cfg.Host, s.cfg.BoardRepos, s.cfg.FullEvery)
+	}
 	err := lease.Every(forge.WithLane(ctx, forge.LaneBoardSync), s.cfg.Interval, s.cfg.Now,
 		func(ctx context.Context) (time.Time, bool) {
 			p := s.pass(ctx, st)
@@ -330,23 +346,22 @@ func (s *Sync) pass(ctx context.Context, st *boardTerm) passEnd {
 	return passEnd{resume: resume, synced: p.Complete && failed == 0}
 }
 
-// prune removes, at the term's first pass and every FullEvery after, the
-// cards of the repositories no longer on the board, noting in p how many
-// or why not.
+// prune removes, at the term's first pass and every FullEvery after (or
+// when Config.Pruner says, for every sync sharing it), the cards of the
+// repositories no longer on the board, noting in p how many or why not.
 func (s *Sync) prune(ctx context.Context, st *boardTerm, p *Pass) {
-	if !st.prunedAt.IsZero() && p.At.Sub(st.prunedAt) < s.cfg.FullEvery {
+	removed, ran, err := st.pruner.prune(ctx, p.At)
+	if !ran {
 		return
 	}
-	p.Pruned, p.PruneErr = s.cfg.Store.Prune(ctx, s.cfg.Host, s.cfg.BoardRepos)
+	p.Pruned, p.PruneErr = removed, err
 	switch {
 	case p.PruneErr != nil:
 		s.cfg.Logger.Warn("board sync: cards of repositories off the board not removed", "err", p.PruneErr)
-		return
 	case p.Pruned > 0:
 		s.cfg.Logger.Info("board sync: cards of repositories off the board removed", "removed", p.Pruned,
 			"board_repos", strings.Join(s.cfg.BoardRepos, ","))
 	}
-	st.prunedAt = p.At
 }
 
 // syncRepo lists r's issues since its watermark, or all of them in a full

@@ -499,6 +499,38 @@ func TestSyncCadence(t *testing.T) {
 	})
 }
 
+// newPruner is a Pruner of host's board of repos on a memory store.
+func newPruner(t *testing.T, host string, repos ...string) *board.Pruner {
+	t.Helper()
+	p, err := board.NewPruner(board.NewMemoryStore(), host, repos, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestNewPrunerRefusesBadConfigNamingTheField pins NewPruner's checks:
+// each bad argument is an ErrConfig naming the field and value.
+func TestNewPrunerRefusesBadConfigNamingTheField(t *testing.T) {
+	for _, tc := range []struct {
+		field string
+		store board.Store
+		host  string
+		repos []string
+		every time.Duration
+	}{
+		{"Store is nil", nil, "github.com", []string{"acme/app"}, 0},
+		{`Host "git hub"`, board.NewMemoryStore(), "git hub", []string{"acme/app"}, 0},
+		{"BoardRepos is empty", board.NewMemoryStore(), "github.com", nil, 0},
+		{`BoardRepos entry "Acme/App" names the repository of entry "acme/app"`, board.NewMemoryStore(), "github.com", []string{"acme/app", "Acme/App"}, 0},
+		{"FullEvery -1s", board.NewMemoryStore(), "github.com", []string{"acme/app"}, -time.Second},
+	} {
+		if _, err := board.NewPruner(tc.store, tc.host, tc.repos, tc.every); !errors.Is(err, board.ErrConfig) || !strings.Contains(err.Error(), tc.field) {
+			t.Errorf("got %v, want ErrConfig naming %s: bad config names the field and value", err, tc.field)
+		}
+	}
+}
+
 func TestNewSyncRefusesBadConfigNamingTheField(t *testing.T) {
 	good := func() board.Config {
 		return board.Config{Store: board.NewMemoryStore(), Forge: &forge.Client{}, Host: "github.com", Repos: []string{"acme/app"}}
@@ -518,6 +550,11 @@ func TestNewSyncRefusesBadConfigNamingTheField(t *testing.T) {
 		{"FullEvery -1s", func(c *board.Config) { c.FullEvery = -time.Second }},
 		{`BoardRepos entry "lib"`, func(c *board.Config) { c.BoardRepos = []string{"acme/app", "lib"} }},
 		{`Repos entry "acme/app" is not in BoardRepos`, func(c *board.Config) { c.BoardRepos = []string{"acme/lib"} }},
+		{`Pruner's host "ghe.example" is not Host "github.com"`, func(c *board.Config) { c.Pruner = newPruner(t, "ghe.example", "acme/app") }},
+		{"BoardRepos and Pruner are both set", func(c *board.Config) {
+			c.Pruner, c.BoardRepos = newPruner(t, "github.com", "acme/app"), []string{"acme/app"}
+		}},
+		{`Repos entry "acme/app" is not in BoardRepos`, func(c *board.Config) { c.Pruner = newPruner(t, "github.com", "acme/lib") }},
 	} {
 		cfg := good()
 		tc.bad(&cfg)

@@ -25,6 +25,11 @@ type installationBoards struct {
 	app      *forge.AppClient
 	shards   int
 	interval time.Duration
+	// pruner removes the cards of repositories off the board for every
+	// installation's sync of this replica, whatever its shard: once a
+	// --board-full-sync-every, not once per installation and term, each
+	// a scan of the card collection.
+	pruner *board.Pruner
 
 	mu     sync.Mutex
 	byInst map[int64][]string // board repositories by installation, sorted
@@ -123,7 +128,7 @@ func (b *installationBoards) newSync(id int64, repos []string) *board.Sync {
 		var bs *board.Sync
 		l := ForgeBoardSync()
 		bs, err = board.NewSync(board.Config{
-			Store: b.s.cfg.Board, Forge: fc, Host: b.s.cfg.ForgeHost, Repos: repos, BoardRepos: b.s.cfg.BoardRepos,
+			Store: b.s.cfg.Board, Forge: fc, Host: b.s.cfg.ForgeHost, Repos: repos, Pruner: b.pruner,
 			Interval: b.interval, FullEvery: b.s.cfg.BoardFullEvery, Owner: b.s.cfg.Owner, Now: b.s.cfg.Now, Logger: b.s.cfg.Logger.With("installation", id),
 			OnPass: b.s.passes.boardPass(b.s.cfg.Now, b.s.boardPassed),
 			Watchdog: lease.Watchdog{Name: l.Name, PassTimeout: b.interval, StallAfter: stallPasses, Health: b.s.health,

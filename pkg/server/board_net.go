@@ -26,7 +26,11 @@ func (s *Server) buildBoard(boardInterval time.Duration) error {
 		return err
 	}
 	if s.cfg.App != nil {
-		s.boards = &installationBoards{s: s, app: s.cfg.App, shards: s.cfg.SweepShards, interval: boardInterval}
+		pruner, err := board.NewPruner(s.cfg.Board, s.cfg.ForgeHost, s.cfg.BoardRepos, s.cfg.BoardFullEvery)
+		if err != nil {
+			return err
+		}
+		s.boards = &installationBoards{s: s, app: s.cfg.App, shards: s.cfg.SweepShards, interval: boardInterval, pruner: pruner}
 		return nil
 	}
 	bs, err := board.NewSync(board.Config{

@@ -431,3 +431,76 @@ func TestBoardRemovesTheCardsOfARepositoryDropped(t *testing.T) {
 		})
 	}
 }
+
+// TestAppModeBoardPrunesTheHostOncePerPeriod pins that in App mode, where
+// each installation's sync has a share of the board, the cards of
+// repositories off the board are pruned once a replica's
+// BoardFullEvery, whichever sync passes first, not once per installation
+// and term (each prune a scan of the card collection): three
+// installations' syncs make one prune at their first passes, an
+// installation that comes after adds none within the period, and the next
+// period's prune still takes the cards of a repository off the board put
+// back since (as a replica still configured with it would).
+func TestAppModeBoardPrunesTheHostOncePerPeriod(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		c, next := newAppCluster(t, 3, false)
+		seedIssues(t, "org-1/repo-1#5", "org-2/repo-1#5", "org-3/repo-1#5", "org-4/repo-1#5")(c.sim)
+		cards := &prunesWatched{MemoryStore: board.NewMemoryStore()}
+		dropped := func(n int) board.Card {
+			return board.Card{Host: "github.com", Repo: "acme/dropped", Number: n, Title: "of a repository dropped", State: "open", Updated: time.Now()}
+		}
+		if _, err := cards.Put(ctx, dropped(1)); err != nil {
+			t.Fatal(err)
+		}
+		repos := []string{"org-1/repo-1", "org-2/repo-1", "org-3/repo-1", "org-4/repo-1"} // org-4's installation comes later
+		startAppReplicas(t, c, next, 1, time.Hour, 4, func(cfg *server.Config) {
+			cfg.Board, cfg.BoardRepos, cfg.BoardInterval, cfg.BoardFullEvery = cards, repos, time.Minute, 5*time.Minute
+		})
+		r := c.replicas[0]
+		defer r.stop()
+		prunes := func() int {
+			cards.mu.Lock()
+			defer cards.mu.Unlock()
+			return len(cards.prunes)
+		}
+		time.Sleep(2*time.Minute + 30*time.Second) // the group's terms begin, then the syncs' first passes
+		synctest.Wait()
+		if got := prunes(); got != 1 {
+			t.Errorf("prunes after the first passes of 3 installations' syncs: %d, want 1: the host is pruned once, not once per installation", got)
+		}
+		if hasCard(t, cards, "acme/dropped", 1) {
+			t.Errorf("card of acme/dropped after the first passes: kept, want removed: a repository off the board takes its cards with it")
+		}
+		if err := c.sim.AddInstallation(4, "org-4", "org-4/repo-1"); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.app.Relist(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cards.Put(ctx, dropped(2)); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(3 * time.Minute) // installation 4's sync starts and passes; the period has not passed
+		synctest.Wait()
+		if !hasCard(t, cards, "org-4/repo-1", 5) {
+			t.Fatalf("installation 4's board repository has no card three intervals after it came: its sync did not pass")
+		}
+		if got := prunes(); got != 1 {
+			t.Errorf("prunes after installation 4's sync's first pass: %d, want 1: a sync that comes within the period does not prune again", got)
+		}
+		time.Sleep(2 * time.Minute) // the second period's first pass
+		synctest.Wait()
+		if got := prunes(); got != 2 {
+			t.Errorf("prunes once BoardFullEvery passed: %d, want 2: one a period", got)
+		}
+		if hasCard(t, cards, "acme/dropped", 2) {
+			t.Errorf("card of acme/dropped put back after the first prune: kept, want removed by the next period's")
+		}
+		for _, repo := range repos {
+			if !hasCard(t, cards, repo, 5) {
+				t.Errorf("card of %s: gone, want kept: no prune removes a board repository's cards", repo)
+			}
+		}
+	})
+}
