@@ -939,6 +939,59 @@ func TestAppModeSweepersForgetTheBackOffsOfRunsNoLongerTheirs(t *testing.T) {
 	})
 }
 
+// TestAppModeAKilledReplicasLeasesOfTheOldShardCountEndTheChangeOnceExpired
+// pins what is left when a replica serving merge-gate-sweeper with the old
+// shard count is killed during a change of --sweep-shards (its member and
+// shard leases neither renewed nor released): lease_group_other_members,
+// and with it IterionShardCountChangeStuck, counts only live owners, so
+// it is 1 while the killed replica's leases run and 0 once they expired,
+// never for ever; and /leases shows the old count's expired leases as
+// what they are, a group nobody serves, not as a group of 0 live members
+// whose every shard is unheld.
+func TestAppModeAKilledReplicasLeasesOfTheOldShardCountEndTheChangeOnceExpired(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		c, next := newAppCluster(t, 2, false)
+		name, ttl := server.MergeGateSweeper().Name, server.MergeGateSweeper().TTL(time.Minute)
+		killed := []string{lease.MemberName(name, 4, "killed")} // as a replica on 4 shards leaves them when killed
+		for i := range 4 {
+			killed = append(killed, lease.ShardName(name, 4, i))
+		}
+		for _, l := range killed {
+			if ok, err := c.leases.Acquire(ctx, l, "killed", time.Now(), ttl); err != nil || !ok {
+				t.Fatalf("Acquire(%s) = %v, %v", l, ok, err)
+			}
+		}
+		startAppReplicas(t, c, next, 1, time.Minute, 2, nil)
+		r := c.replicas[0]
+		defer r.stop()
+		time.Sleep(time.Minute + time.Second)
+		synctest.Wait()
+		if got := metricValue(t, r.handler, "lease_group_other_members"); got != 1 {
+			t.Errorf("lease_group_other_members while the killed replica's leases run: %v, want 1", got)
+		}
+		time.Sleep(ttl + 2*time.Minute) // its leases expire; the next survey sees it
+		synctest.Wait()
+		if got := metricValue(t, r.handler, "lease_group_other_members"); got != 0 {
+			t.Errorf("lease_group_other_members once the killed replica's leases expired: %v, want 0: an expired member serves nothing, and the alert on it must not fire for ever", got)
+		}
+		_, page := r.call(t, "GET", "/leases", "", "")
+		for _, want := range []string{name + ": 4 shards, nobody serves it", "its 5 leases expired without being released"} {
+			if !strings.Contains(page, want) {
+				t.Errorf("/leases lacks %q: the old shard count's expired leases show as a group nobody serves:\n%s", want, page)
+			}
+		}
+		for _, unwanted := range []string{name + ": 4 shards, 0 live members", "A change of the shard count is under way"} {
+			if strings.Contains(page, unwanted) {
+				t.Errorf("/leases says %q: an expired group is neither a group of 0 live members nor a change under way:\n%s", unwanted, page)
+			}
+		}
+		if !strings.Contains(page, name+": 2 shards, 1 live member") {
+			t.Errorf("/leases lacks the group's own shard count:\n%s", page)
+		}
+	})
+}
+
 // unreadBack is a run store whose Get fails for the runs of failing (by
 // ID): the reconciler's re-read before a write fails for them, so each of
 // their offers fails, after the forge read, as a store that cannot read

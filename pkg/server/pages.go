@@ -183,16 +183,21 @@ func (s *Server) servedGroups() map[string]int {
 }
 
 // markShardCounts sets, on each section, whether it is the shard count
-// this replica serves its group with (served), and its Others: the
-// sections of the same group name with another shard count that have a
-// live owner, as a group member's survey sees them
-// (lease.GroupView.Others), so the page says a change of the shard count
-// is under way, and who still serves the other count.
+// this replica serves its group with (served), whether nobody serves it
+// (Expired), and the Others of a section somebody serves: the sections of
+// the same group name with another shard count that have a live owner,
+// as a group member's survey sees them (lease.GroupView.Others), so the
+// page says a change of the shard count is under way, and who still
+// serves the other count.
 func markShardCounts(sections []groupSection, served map[string]int) {
 	for i := range sections {
 		g := &sections[i]
 		n, ok := served[g.Name]
 		g.Mine = ok && n == g.Shards
+		g.Expired = !g.Mine && len(g.Holdings()) == 0
+		if g.Expired {
+			continue
+		}
 		for _, o := range sections {
 			if o.Name == g.Name && o.Shards != g.Shards && len(o.Holdings()) > 0 {
 				g.Others = append(g.Others, o.GroupView)
@@ -217,6 +222,14 @@ type groupSection struct {
 	Leases []termRow
 	// Mine: this replica serves the group with this shard count.
 	Mine bool
+	// Expired: nobody serves it, not this replica and no live member or
+	// shard holder: its leases all expired unreleased, as a replica
+	// killed while it served this shard count leaves them (a change of
+	// --sweep-shards). They stay in the store, each still its owner's to
+	// renew (the lease contract), until a replica that serves this count
+	// takes them; the page says so rather than show a group of no live
+	// member whose every shard is unheld.
+	Expired bool
 }
 
 // byGroup sorts rows into the groups' leases and the rest. A lease is a
@@ -259,14 +272,16 @@ var leasesPage = page.New(`{{define "lease"}}<tr class="{{if .Self}}self{{end}}{
 <p class="muted">A term's age is known for this replica's own terms. TTL is this replica's (the lease's intervals × its net's interval); the replicas of one deployment share it.</p>
 {{with .Body.Groups}}<h2>Lease groups</h2>
 <p>Each group's shards by owner: a live member's count against its share (the fair share is the most any member should hold), and the shards nobody holds.</p>
-{{range .}}{{$fair := .Fair}}<h3>{{.Name}}: {{.Shards}} shards, {{len .Members}} live member{{if ne (len .Members) 1}}s{{end}}, fair share {{$fair}}{{if .Mine}} (this replica's shard count){{end}}</h3>
+{{range .}}{{$fair := .Fair}}{{if .Expired}}<h3>{{.Name}}: {{.Shards}} shards, nobody serves it</h3>
+<p class="muted">No replica serves the group with this shard count: its {{len .Leases}} lease{{if ne (len .Leases) 1}}s{{end}} expired without being released, as a replica stopped without releasing them leaves them (one killed during a change of the shard count, say). They count nowhere (<code>lease_group_other_members</code> counts live owners only) and stay in the store until a replica serving this shard count takes them.</p>
+{{else}}<h3>{{.Name}}: {{.Shards}} shards, {{len .Members}} live member{{if ne (len .Members) 1}}s{{end}}, fair share {{$fair}}{{if .Mine}} (this replica's shard count){{end}}</h3>
 {{if .Others}}<p class="bad">A change of the shard count is under way: the group is also served with {{range $i, $o := .Others}}{{if $i}}, {{end}}{{$o.Shards}}{{end}} shards, by {{range $i, $w := .OtherOwners}}{{if $i}}, {{end}}<code>{{$w}}</code>{{end}}. Until only one shard count has live owners, each installation is served under both; the change is done when <code>lease_group_other_members</code> is 0 on every replica.</p>
 {{end}}<div class="scroll"><table><thead><tr><th>owner</th><th class="num">shards</th><th class="num">share</th><th>which</th></tr></thead><tbody>
 {{range .Holdings}}<tr><td><code>{{.Owner}}</code></td><td class="num">{{len .Shards}}</td>
 <td class="num">{{if .Member}}{{.Target}} of at most {{$fair}}{{else}}<span class="muted">not a live member</span>{{end}}</td><td>{{ranges .Shards}}</td></tr>
 {{end}}</tbody></table></div>
 <p>Unheld: {{ranges .Unheld}}</p>
-{{with .Leases}}<details><summary>its {{len .}} lease{{if ne (len .) 1}}s{{end}}, one per shard and member</summary>
+{{end}}{{with .Leases}}<details><summary>its {{len .}} lease{{if ne (len .) 1}}s{{end}}, one per shard and member</summary>
 <div class="scroll"><table>{{template "leaseHead"}}<tbody>
 {{range .}}{{template "lease" (withNow . $.Now)}}{{end}}</tbody></table></div></details>{{end}}
 {{end}}{{end}}
