@@ -420,6 +420,16 @@ func (d *deletedRuns) delete(id string) {
 	d.deleted[id] = true
 }
 
+// depart settles acme/settles#1 and deletes acme/deleted#2: the two ways
+// a seeded run leaves the sweep in token mode.
+func (d *deletedRuns) depart(t *testing.T) {
+	t.Helper()
+	if err := d.Settle(context.Background(), gaterun.ID("github.com", "acme/settles", 1, "sha1")); err != nil {
+		t.Fatal(err)
+	}
+	d.delete(gaterun.ID("github.com", "acme/deleted", 2, "sha2"))
+}
+
 func (d *deletedRuns) Unsettled(ctx context.Context, since time.Time, after gaterun.Cursor, limit int) ([]gaterun.Run, error) {
 	page, err := d.Store.Unsettled(ctx, since, after, limit)
 	d.mu.Lock()
@@ -448,10 +458,7 @@ func TestSweeperForgetsTheBackOffsOfRunsItNoLongerSweeps(t *testing.T) {
 		if got := testutil.ToFloat64(g.gauge); got != 3 {
 			t.Fatalf("gauge after pass 1: %v, want 3: three runs backing off", got)
 		}
-		if err := mem.Settle(context.Background(), gaterun.ID("github.com", "acme/settles", 1, "sha1")); err != nil {
-			t.Fatal(err)
-		}
-		runs.delete(gaterun.ID("github.com", "acme/deleted", 2, "sha2"))
+		runs.depart(t)
 
 		// The second deep window begins and ends in pass 24 (DeepSpacing
 		// intervals after the first); the test goes on to a third.
@@ -509,10 +516,7 @@ func TestSweeperForgetsTheFailedDeepRunsItNoLongerSweeps(t *testing.T) {
 		defer stop()
 		time.Sleep(time.Minute + time.Nanosecond)
 		synctest.Wait()
-		if err := mem.Settle(context.Background(), gaterun.ID("github.com", "acme/settles", 1, "sha1")); err != nil {
-			t.Fatal(err)
-		}
-		runs.delete(gaterun.ID("github.com", "acme/deleted", 2, "sha2"))
+		runs.depart(t)
 		time.Sleep(59 * time.Minute)
 		synctest.Wait()
 		passes, offers := g.log.snapshot()
