@@ -193,8 +193,9 @@ func TestServeEnvironmentTwins(t *testing.T) {
 
 // TestServeFlagsTableMatchesTheFlags pins docs/operating.md's table of
 // serve's flags to serve itself: every flag serve defines has a row, every
-// flag a row names exists, and where a row names each flag's variable,
-// it is that flag's ITERION_* twin, in the same order.
+// flag a row names exists, each variable a row names is its flag's
+// ITERION_* twin, in the same order, and each default the row gives is the
+// flag's (see docDefaultIs).
 func TestServeFlagsTableMatchesTheFlags(t *testing.T) {
 	fs := newFlagSet("serve", serveHelp, io.Discard)
 	envOf := serveFlags(fs, &serveConfig{})
@@ -205,14 +206,26 @@ func TestServeFlagsTableMatchesTheFlags(t *testing.T) {
 			flags = append(flags, strings.TrimPrefix(f, "--"))
 		}
 		vars := doctable.Ticked(row[1])
+		defaults := []string{row[2]} // prose: "0: none", "true"
+		if strings.HasPrefix(row[2], "`") {
+			defaults = doctable.Ticked(row[2]) // `5s`, `20s`: one a flag
+		}
 		for i, name := range flags {
 			documented[name] = true
-			if fs.Lookup(name) == nil {
+			f := fs.Lookup(name)
+			if f == nil {
 				t.Errorf("docs/operating.md documents --%s, which serve does not define", name)
 				continue
 			}
-			if len(vars) == len(flags) && vars[i] != envOf[name] {
+			if i < len(vars) && vars[i] != envOf[name] {
 				t.Errorf("docs/operating.md gives --%s the variable %s, want %s", name, vars[i], envOf[name])
+			}
+			def := defaults[0] // one default for every flag of the row
+			if len(defaults) == len(flags) {
+				def = defaults[i]
+			}
+			if !docDefaultIs(def, f) {
+				t.Errorf("docs/operating.md gives --%s the default %q, want %q (serve -h): the table states each flag's default", name, def, f.DefValue)
 			}
 		}
 	}
@@ -221,6 +234,29 @@ func TestServeFlagsTableMatchesTheFlags(t *testing.T) {
 			t.Errorf("serve defines --%s, which docs/operating.md's table of flags does not list", f.Name)
 		}
 	})
+}
+
+// docDefaultIs reports whether the default cell of docs/operating.md's
+// table of flags states f's default. A prose cell's value is its first
+// word ("0: none" and "0 (64 MiB)" are 0); "none", "required" or an empty cell state the zero
+// value (no default); durations compare as durations (`60s` is 1m0s)
+// and names without case (`info` is INFO). A flag without a default
+// whose usage says "absent: X" has the default X in the table.
+func docDefaultIs(cell string, f *flag.Flag) bool {
+	v, _, _ := strings.Cut(cell, ": ")
+	v, _, _ = strings.Cut(strings.TrimSpace(v), " ")
+	want := f.DefValue
+	switch {
+	case v == "none" || v == "required" || v == "":
+		return want == "" || want == "0" || want == "false"
+	case want == "" && strings.Contains(f.Usage, "absent: "+v):
+		return true
+	}
+	if d, err := time.ParseDuration(v); err == nil {
+		w, err := time.ParseDuration(want)
+		return err == nil && d == w
+	}
+	return strings.EqualFold(v, want)
 }
 
 // logLines collects a serve's log lines and lets a test wait for one.
