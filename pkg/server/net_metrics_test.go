@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -265,18 +266,32 @@ func TestSweepCountsItsPassesBehindByWindow(t *testing.T) {
 }
 
 // TestEveryMetricIsInOperatingsTable pins docs/operating.md's table of
-// metrics to what a replica exports: every metric family a replica's
-// registry gathers after a few passes, with the board on and in App mode,
-// has a row there.
+// metrics to what a replica registers, both ways: every metric family a
+// replica's registry describes (with the board on, with the measurement
+// group, and in App mode) or gathers after a few passes has a row there,
+// every metric a row names is registered, and a row's labels are those
+// of its metrics: each metric's labels are in its row, and each label of
+// the row is some metric's of the row.
 func TestEveryMetricIsInOperatingsTable(t *testing.T) {
-	documented := map[string]bool{}
-	for _, row := range doctable.Rows(t, "operating.md", "| metric | labels | what it says |") {
-		for _, name := range doctable.Ticked(row[0]) {
-			documented[name] = true
-		}
+	type row struct {
+		names  []string
+		labels map[string]bool
 	}
+	var rows []row
+	rowOf := map[string]int{}
+	for _, r := range doctable.Rows(t, "operating.md", "| metric | labels | what it says |") {
+		labels := map[string]bool{}
+		for _, l := range doctable.Ticked(r[1]) {
+			labels[l] = true
+		}
+		for _, name := range doctable.Ticked(r[0]) {
+			rowOf[name] = len(rows)
+		}
+		rows = append(rows, row{doctable.Ticked(r[0]), labels})
+	}
+	registered := map[string]map[string]bool{} // metric: its labels, over both modes
 	for _, app := range []bool{false, true} {
-		t.Run(map[bool]string{false: "one installation, with the board", true: "App mode"}[app], func(t *testing.T) {
+		t.Run(map[bool]string{false: "one installation, with the board and the measurement group", true: "App mode"}[app], func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				var c *cluster
 				var reg *prometheus.Registry
@@ -291,6 +306,7 @@ func TestEveryMetricIsInOperatingsTable(t *testing.T) {
 					if err := c.sim.SeedIssue("acme", "app", forgesim.Issue{Number: 10, Title: "an issue", State: "open"}); err != nil {
 						t.Fatal(err)
 					}
+					c.cmp = server.Comparison{MeasureGroupShards: 2}
 					startReplicas(t, c, next, 1, time.Minute, func(cfg *server.Config) {
 						keep(cfg)
 						cfg.BoardRepos, cfg.BoardInterval = []string{"acme/app"}, time.Minute
@@ -304,14 +320,82 @@ func TestEveryMetricIsInOperatingsTable(t *testing.T) {
 					t.Fatal(err)
 				}
 				for _, mf := range mfs {
-					if !documented[mf.GetName()] {
+					if _, ok := rowOf[mf.GetName()]; !ok {
 						t.Errorf("the replica exports %s, which docs/operating.md's table of metrics does not list", mf.GetName())
 					}
 				}
 				if len(mfs) < 15 {
 					t.Errorf("%d metric families gathered, want the server's, the leases' and the forge client's (15 or more)", len(mfs))
 				}
+				for name, labels := range describedMetrics(t, reg) {
+					if registered[name] == nil {
+						registered[name] = map[string]bool{}
+					}
+					for l := range labels {
+						registered[name][l] = true
+					}
+				}
 			})
 		})
 	}
+	for name, labels := range registered {
+		i, ok := rowOf[name]
+		if !ok {
+			t.Errorf("the replica registers %s, which docs/operating.md's table of metrics does not list", name)
+			continue
+		}
+		for l := range labels {
+			if !rows[i].labels[l] {
+				t.Errorf("the replica registers %s with the label %s, which its row in docs/operating.md's table of metrics does not name", name, l)
+			}
+		}
+	}
+	for _, r := range rows {
+		used := map[string]bool{}
+		for _, name := range r.names {
+			if registered[name] == nil {
+				t.Errorf("docs/operating.md's table of metrics lists %s, which no replica registers", name)
+			}
+			for l := range registered[name] {
+				used[l] = true
+			}
+		}
+		for l := range r.labels {
+			if !used[l] {
+				t.Errorf("docs/operating.md's table of metrics gives %v the label %s, which none of them has", r.names, l)
+			}
+		}
+	}
 }
+
+// describedMetrics is every metric reg describes, with its variable
+// labels: what it registered, series or not (a vector with no child yet,
+// say lease_store_call_errors_total before an error, is described but not
+// gathered). Desc has no accessors, so its String form is parsed.
+func describedMetrics(t *testing.T, reg *prometheus.Registry) map[string]map[string]bool {
+	t.Helper()
+	ch := make(chan *prometheus.Desc)
+	go func() {
+		reg.Describe(ch)
+		close(ch)
+	}()
+	out := map[string]map[string]bool{}
+	for d := range ch {
+		m := descForm.FindStringSubmatch(d.String())
+		if m == nil {
+			t.Fatalf("Desc %s: not of the form %s", d, descForm)
+		}
+		labels := map[string]bool{}
+		for l := range strings.SplitSeq(m[2], ",") {
+			if l != "" {
+				labels[strings.TrimSuffix(strings.TrimPrefix(l, "c("), ")")] = true
+			}
+		}
+		out[m[1]] = labels
+	}
+	return out
+}
+
+// descForm is prometheus.Desc's String form: its name and, last, its
+// variable labels.
+var descForm = regexp.MustCompile(`^Desc\{fqName: "([^"]+)", .*variableLabels: \{([^{}]*)\}\}$`)
