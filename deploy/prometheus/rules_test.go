@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -434,6 +435,105 @@ func TestEveryAlertIsInOperatingsTable(t *testing.T) {
 			t.Errorf("docs/operating.md lists the alert %s, which %s does not define", name, rulesFile)
 		}
 	}
+}
+
+// TestAlertsWatchDocumentedMetrics pins each alert's expression to
+// docs/operating.md's table of metrics, which pkg/server's
+// TestEveryMetricIsInOperatingsTable pins to what a replica registers: an
+// alert must read only metrics a replica exports (a histogram's _count,
+// _sum and _bucket series included), select them by labels they have,
+// and group or match only on labels of its metrics or on the target
+// labels Prometheus adds (instance, job). A row naming several metrics
+// lends its labels to each. An expression naming a metric
+// or label that does not exist never fires, and its fixtures would not
+// tell, since they are written with the same names.
+func TestAlertsWatchDocumentedMetrics(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "operating.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, table, ok := strings.Cut(string(doc), "| metric | labels | what it says |\n| --- | --- | --- |\n")
+	if !ok {
+		t.Fatal("docs/operating.md: no table of metrics (| metric | labels | what it says |)")
+	}
+	table, _, _ = strings.Cut(table, "\n\n")
+	labelsOf := map[string]map[string]bool{} // documented metric: its row's labels
+	for row := range strings.Lines(table) {
+		cells := strings.SplitN(row, " | ", 3)
+		if len(cells) < 3 {
+			t.Fatalf("docs/operating.md: metrics row %q: want 3 cells", row)
+		}
+		labels := map[string]bool{}
+		for _, l := range ticked(cells[1]) {
+			labels[l] = true
+		}
+		for _, name := range ticked(cells[0]) {
+			labelsOf[name] = labels
+		}
+	}
+	groups, errs := rulefmt.ParseFile(rulesFile, false, model.UTF8Validation, parser.NewParser(parser.Options{}), slog.New(slog.DiscardHandler))
+	if len(errs) > 0 {
+		t.Fatalf("rulefmt.ParseFile(%s): %v", rulesFile, errs)
+	}
+	targetLabels := map[string]bool{"instance": true, "job": true}
+	for _, g := range groups.Groups {
+		for _, r := range g.Rules {
+			expr, err := parser.NewParser(parser.Options{}).ParseExpr(r.Expr)
+			if err != nil {
+				t.Fatalf("%s: %v", r.Alert, err)
+			}
+			reads := map[string]bool{} // labels of the metrics the expression reads
+			var grouped []string
+			parser.Inspect(expr, func(n parser.Node, _ []parser.Node) error {
+				switch n := n.(type) {
+				case *parser.VectorSelector:
+					name := n.Name
+					for _, suffix := range []string{"_count", "_sum", "_bucket"} {
+						if base, ok := strings.CutSuffix(name, suffix); ok && labelsOf[base] != nil {
+							name = base
+						}
+					}
+					labels, ok := labelsOf[name]
+					if !ok {
+						t.Errorf("alert %s reads %s, which docs/operating.md's table of metrics does not list: no replica exports it", r.Alert, n.Name)
+						return nil
+					}
+					for l := range labels {
+						reads[l] = true
+					}
+					for _, m := range n.LabelMatchers {
+						if m.Name != model.MetricNameLabel && !labels[m.Name] && !targetLabels[m.Name] {
+							t.Errorf("alert %s selects %s by the label %s, which it does not have (docs/operating.md: %v)", r.Alert, n.Name, m.Name, slices.Sorted(maps.Keys(labels)))
+						}
+					}
+				case *parser.AggregateExpr:
+					grouped = append(grouped, n.Grouping...)
+				case *parser.BinaryExpr:
+					if n.VectorMatching != nil {
+						grouped = append(grouped, n.VectorMatching.MatchingLabels...)
+						grouped = append(grouped, n.VectorMatching.Include...)
+					}
+				}
+				return nil
+			})
+			for _, l := range grouped {
+				if !reads[l] && !targetLabels[l] {
+					t.Errorf("alert %s groups or matches on the label %s, which none of the metrics it reads has", r.Alert, l)
+				}
+			}
+		}
+	}
+}
+
+// ticked is every `code span` of a table cell, in order.
+func ticked(cell string) []string {
+	var out []string
+	for i, span := range strings.Split(cell, "`") {
+		if i%2 == 1 {
+			out = append(out, span)
+		}
+	}
+	return out
 }
 
 // firing reports whether r fires at f.at on f's series: its expression
