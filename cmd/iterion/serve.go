@@ -387,10 +387,15 @@ func (c serveConfig) validate() []error {
 	if c.storeTimeout > 0 && c.limits.WriteTimeout > 0 && c.limits.WriteTimeout <= c.storeTimeout {
 		add("--write-timeout %v: want more than --store-timeout %v, or a slow store cuts the 503 off", c.limits.WriteTimeout, c.storeTimeout)
 	}
+	parsed := true
 	for _, r := range c.boardRepos {
 		if _, _, err := forge.ParseRepo(r); err != nil {
 			add("--board-repos entry %q: want owner/name: %w", r, err)
+			parsed = false
 		}
+	}
+	if err := board.CheckRepos("--board-repos", c.boardRepos); parsed && err != nil {
+		bad = append(bad, err) // a repository listed twice, in any case, which server.New would refuse after the checks
 	}
 	if c.forgeURL != "" {
 		u, err := url.Parse(c.forgeURL)

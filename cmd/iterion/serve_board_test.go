@@ -48,6 +48,28 @@ func TestServeBoardFlags(t *testing.T) {
 	}
 }
 
+// TestServeRefusesABoardRepositoryListedTwice pins that a repository
+// named twice in --board-repos, in any case (GitHub's names compare
+// without it), is a bad setting like any other: reported by parseServe
+// with the rest, naming the flag and both entries, and a usage error,
+// which exits 2, not a failure of the server's start, which exits 1.
+func TestServeRefusesABoardRepositoryListedTwice(t *testing.T) {
+	base := []string{"--forge-token", "t", "--api-token", "a", "--board-repos", "acme/app,Acme/App"}
+	_, err := parseServe(base, env(), io.Discard)
+	for _, want := range []string{`--board-repos entry "Acme/App"`, `entry "acme/app"`, "listed twice"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("parseServe(--board-repos acme/app,Acme/App) = %v, want an error naming %s: a repository listed twice is a bad setting", err, want)
+		}
+	}
+	if code := exitCode(io.Discard, "serve", err); code != 2 {
+		t.Errorf("exit code %d, want 2: a repository listed twice is a bad setting, a usage error", code)
+	}
+	_, err = parseServe(append(base, "--store-timeout", "0s"), env(), io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "2 settings") {
+		t.Errorf("parseServe(--board-repos acme/app,Acme/App --store-timeout 0s) = %v, want both reported at once", err)
+	}
+}
+
 // TestServeRunsTheForgeBoard pins iterion serve with --board-repos: it
 // elects itself for forge-board-sync, syncs the repository's issues, and
 // serves them on GET /board; without --board-repos, GET /board is 404.
