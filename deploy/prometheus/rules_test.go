@@ -401,17 +401,8 @@ func TestAlertRules(t *testing.T) {
 // alerts to iterion-rules.yaml: every alert the rules define has a row,
 // and every row names an alert the rules define.
 func TestEveryAlertIsInOperatingsTable(t *testing.T) {
-	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "operating.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, table, ok := strings.Cut(string(doc), "| alert | fires when |\n| --- | --- |\n")
-	if !ok {
-		t.Fatal("docs/operating.md: no table of alerts (| alert | fires when |)")
-	}
-	table, _, _ = strings.Cut(table, "\n\n")
 	documented := map[string]bool{}
-	for row := range strings.Lines(table) {
+	for _, row := range operatingTable(t, "| alert | fires when |") {
 		name, _, _ := strings.Cut(strings.TrimPrefix(row, "| `"), "`")
 		documented[name] = true
 	}
@@ -448,17 +439,8 @@ func TestEveryAlertIsInOperatingsTable(t *testing.T) {
 // or label that does not exist never fires, and its fixtures would not
 // tell, since they are written with the same names.
 func TestAlertsWatchDocumentedMetrics(t *testing.T) {
-	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "operating.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, table, ok := strings.Cut(string(doc), "| metric | labels | what it says |\n| --- | --- | --- |\n")
-	if !ok {
-		t.Fatal("docs/operating.md: no table of metrics (| metric | labels | what it says |)")
-	}
-	table, _, _ = strings.Cut(table, "\n\n")
 	labelsOf := map[string]map[string]bool{} // documented metric: its row's labels
-	for row := range strings.Lines(table) {
+	for _, row := range operatingTable(t, "| metric | labels | what it says |") {
 		cells := strings.SplitN(row, " | ", 3)
 		if len(cells) < 3 {
 			t.Fatalf("docs/operating.md: metrics row %q: want 3 cells", row)
@@ -523,6 +505,24 @@ func TestAlertsWatchDocumentedMetrics(t *testing.T) {
 			}
 		}
 	}
+}
+
+// operatingTable is the rows of docs/operating.md's table headed header,
+// up to the blank line after it. (The main module's doctable reads the
+// same tables; this module does not import the main one.)
+func operatingTable(t *testing.T, header string) []string {
+	t.Helper()
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "operating.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rule := "|" + strings.Repeat(" --- |", strings.Count(header, "|")-1)
+	_, table, ok := strings.Cut(string(doc), header+"\n"+rule+"\n")
+	if !ok {
+		t.Fatalf("docs/operating.md: no table headed %s", header)
+	}
+	table, _, _ = strings.Cut(table, "\n\n")
+	return slices.Collect(strings.Lines(table))
 }
 
 // ticked is every `code span` of a table cell, in order.
