@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/golang-jwt/jwt/v4"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -69,6 +70,7 @@ type serveConfig struct {
 	appID          int64
 	installationID int64
 	privateKeyFile string
+	privateKey     []byte // the file's PEM, read once by parseServe
 	// shareTokens is --share-installation-tokens; shareTokensSet tells
 	// whether the flag or its twin was given.
 	shareTokens    bool
@@ -227,6 +229,12 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 			bad = append(bad, fmt.Errorf("--%s-file: %w", sf.flag, err))
 		}
 	}
+	if c.privateKeyFile != "" {
+		var err error
+		if c.privateKey, err = readPrivateKey(c.privateKeyFile); err != nil {
+			bad = append(bad, err)
+		}
+	}
 	c.shareTokensSet = given["share-installation-tokens"] || getenv(envOf["share-installation-tokens"]) != ""
 	bad = append(bad, c.validate()...)
 	if len(bad) > 0 {
@@ -266,6 +274,23 @@ func readSecretFile(path string) (string, error) {
 		return "", fmt.Errorf("%q is empty", path)
 	}
 	return secret, nil
+}
+
+// readPrivateKey returns the GitHub App's private key in path, checked
+// with the parser the forge client's App transports use
+// (ghinstallation's, golang-jwt's ParseRSAPrivateKeyFromPEM), so that a
+// key serve cannot use is a bad setting at start, not an error once the
+// stores are open. GitHub gives an App's key as a PEM file
+// (https://docs.github.com/en/apps/creating-github-apps/authenticating-with-a-github-app/managing-private-keys-for-github-apps).
+func readPrivateKey(path string) ([]byte, error) {
+	key, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--github-private-key-file: %w", err)
+	}
+	if _, err := jwt.ParseRSAPrivateKeyFromPEM(key); err != nil {
+		return nil, fmt.Errorf("--github-private-key-file %q: want the App's PEM-encoded RSA private key: %w", path, err)
+	}
+	return key, nil
 }
 
 // validate checks the configuration once, at start, and returns every
@@ -551,10 +576,7 @@ func (c serveConfig) forgeClient(logger *slog.Logger, reg prometheus.Registerer,
 	fcfg := forge.Config{BaseURL: c.forgeURL, Token: c.forgeToken, Logger: logger, Registerer: reg, ETagCacheBytes: c.etagCache,
 		Timeout: c.forgeRequestTimeout(), UserAgent: userAgent, Reserves: c.reserves()}
 	if c.appID != 0 {
-		key, err := os.ReadFile(c.privateKeyFile)
-		if err != nil {
-			return nil, nil, fmt.Errorf("--github-private-key-file: %w", err)
-		}
+		key := c.privateKey
 		if c.appMode() {
 			app, err := forge.NewApp(forge.AppConfig{BaseURL: c.forgeURL, Logger: logger, Registerer: reg, ETagCacheBytes: c.etagCache,
 				Timeout: c.forgeRequestTimeout(), UserAgent: userAgent, AppID: c.appID, PrivateKey: key, Tokens: tokens, Owner: userAgent,

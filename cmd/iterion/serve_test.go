@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -112,19 +113,50 @@ func TestServeValidatesConfigNamingTheFlag(t *testing.T) {
 	}
 }
 
+// TestServeRefusesAPrivateKeyItCannotUse pins that the App's private key
+// is a setting like the others: --github-private-key-file naming a file
+// serve cannot read, or one holding no PEM RSA private key, is reported
+// by parseServe with the other bad settings, naming the flag, and exits
+// 2; it is not found only once the stores are open, alone, exiting 1.
+func TestServeRefusesAPrivateKeyItCannotUse(t *testing.T) {
+	notAKey := writeSecret(t, "-----BEGIN NOTHING-----")
+	for _, c := range []struct {
+		name, file, want string
+	}{
+		{"no such file", filepath.Join(t.TempDir(), "missing.pem"), "--github-private-key-file: open "},
+		{"not a PEM RSA key", notAKey, "--github-private-key-file " + strconv.Quote(notAKey) + ": want the App's PEM-encoded RSA private key"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := parseServe([]string{"--api-token", "a", "--github-app-id", "1", "--github-private-key-file", c.file, "--store-timeout", "0s"}, env(), io.Discard)
+			for _, want := range []string{c.want, "--store-timeout", "2 settings"} {
+				if err == nil || !strings.Contains(err.Error(), want) {
+					t.Errorf("parseServe = %v, want the bad settings reported together, %q among them", err, want)
+				}
+			}
+			if code := exitCode(io.Discard, "serve", err); code != 2 {
+				t.Errorf("exit code %d, want 2: a private key serve cannot use is a bad setting", code)
+			}
+		})
+	}
+	if _, err := parseServe([]string{"--api-token", "a", "--github-app-id", "1", "--github-private-key-file", writeSecret(t, string(forgetest.AppKey(t)))}, env(), io.Discard); err != nil {
+		t.Errorf("parseServe with a PEM RSA key (and a trailing newline, as a Secret's file has) = %v, want nil", err)
+	}
+}
+
 // TestServeAppModeIsAppCredentialsWithoutInstallation pins how serve tells
 // its modes apart: App credentials without --github-installation-id serve
 // every installation of the App; with one, that installation alone; a
 // token, the token's repositories. The shard and concurrency settings
 // default to the server's defaults.
 func TestServeAppModeIsAppCredentialsWithoutInstallation(t *testing.T) {
+	key := writeSecret(t, string(forgetest.AppKey(t)))
 	for _, c := range []struct {
 		name string
 		args []string
 		app  bool
 	}{
-		{"app without installation", []string{"--github-app-id", "1", "--github-private-key-file", "k.pem"}, true},
-		{"app with installation", []string{"--github-app-id", "1", "--github-installation-id", "2", "--github-private-key-file", "k.pem"}, false},
+		{"app without installation", []string{"--github-app-id", "1", "--github-private-key-file", key}, true},
+		{"app with installation", []string{"--github-app-id", "1", "--github-installation-id", "2", "--github-private-key-file", key}, false},
 		{"token", []string{"--forge-token", "t"}, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
