@@ -312,11 +312,13 @@ func (s *MongoStore) Remove(ctx context.Context, host, repo string, number int, 
 }
 
 // maxPrunePattern bounds the length of each regular expression Prune
-// sends. MongoDB refuses a $regex pattern past its length limit (32,764
-// characters; the operator's page:
-// https://www.mongodb.com/docs/manual/reference/operator/query/regex/),
-// so one expression of every board repository made every prune of a long
-// --board-repos fail. Servers have been seen refusing patterns past 16,384
+// sends. MongoDB refuses a $regex pattern past 32,764 bytes ("Regular
+// expression is too long"; RegexMatchExpression::kMaxPatternSize in the
+// server's src/mongo/db/matcher/expression_leaf.h,
+// https://github.com/mongodb/mongo; its manual's $regex page,
+// https://www.mongodb.com/docs/manual/reference/operator/query/regex/,
+// does not state the figure), so one expression of every board repository
+// made every prune of a long --board-repos fail. Servers have been seen refusing patterns past 16,384
 // bytes too (error 51091, "longer than the limit set by the application":
 // https://github.com/moscajs/aedes-persistence-mongodb/pull/92), so the
 // bound is half that.
