@@ -6,6 +6,7 @@ import (
 	"crypto/rsa"
 	"crypto/x509"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -39,6 +40,8 @@ type cluster struct {
 	simProc   *proc
 	replicas  []*replica
 	seq       int // replicas started so far, for unique names and tokens
+	// listenAddr gives a replica its --listen address: freeAddr.
+	listenAddr func() (string, error)
 }
 
 // simBudget is the simulator's per-token hourly budget outside the budget
@@ -68,7 +71,7 @@ type replica struct {
 // minute, the window of GitHub's per-minute secondary limits; simArgs are
 // more forge-sim flags.
 func startCluster(ctx context.Context, bins binaries, dir string, interval time.Duration, budget int, simArgs ...string) (*cluster, error) {
-	c := &cluster{bins: bins, dir: dir, interval: interval, apiToken: "harness-api-token", hc: newHTTPClient()}
+	c := &cluster{bins: bins, dir: dir, interval: interval, apiToken: "harness-api-token", hc: newHTTPClient(), listenAddr: freeAddr}
 	if err := c.startMongo(""); err != nil {
 		return nil, err
 	}
@@ -171,12 +174,33 @@ func (c *cluster) startReplicas(ctx context.Context, n int, spec replicaSpec) ([
 	return out, nil
 }
 
+// startReplica starts replica seq of spec on a free loopback port. The
+// port freeAddr found may be taken before the replica binds it (another
+// replica or forwarder started alongside is given it), so a replica that
+// cannot bind is started again on another port, up to bindAttempts
+// times; one is ready only once its own log says it listens on its
+// address, so another process answering there is never taken for it.
 func (c *cluster) startReplica(ctx context.Context, seq int, spec replicaSpec) (*replica, error) {
+	for attempt := 1; ; attempt++ {
+		r, err := c.startReplicaOnce(ctx, seq, spec)
+		if !errors.Is(err, errPortTaken) || attempt == bindAttempts {
+			return r, err
+		}
+	}
+}
+
+// bindAttempts is how many ports startReplica tries.
+const bindAttempts = 3
+
+// errPortTaken is a replica's exit because its port was taken.
+var errPortTaken = errors.New("port taken")
+
+func (c *cluster) startReplicaOnce(ctx context.Context, seq int, spec replicaSpec) (*replica, error) {
 	fwd, err := newForwarder(c.mongoAddr)
 	if err != nil {
 		return nil, err
 	}
-	listen, err := freeAddr()
+	listen, err := c.listenAddr()
 	if err != nil {
 		fwd.close()
 		return nil, err
@@ -220,10 +244,14 @@ func (c *cluster) startReplica(ctx context.Context, seq int, spec replicaSpec) (
 		return nil, err
 	}
 	deadline := time.Now().Add(30 * time.Second)
-	for !r.api.ready(ctx) {
+	listening := `"msg":"listening"` // serve's line once it has bound --listen (its JSON log)
+	for !r.p.logged(listening) || !r.api.ready(ctx) {
 		if r.p.exited() || time.Now().After(deadline) {
 			r.p.stop(time.Second)
 			fwd.close()
+			if r.p.logged("address already in use") {
+				return nil, fmt.Errorf("%w: %s on %s: %w", ErrProcess, r.name, listen, errPortTaken)
+			}
 			return nil, fmt.Errorf("%w: %s did not answer /metrics: %s", ErrProcess, r.name, r.p.tail(5))
 		}
 		time.Sleep(50 * time.Millisecond)

@@ -23,6 +23,7 @@ type proc struct {
 	cmd     *exec.Cmd
 	stdout  string // path of the captured stdout
 	stderr  string // path of the captured stderr
+	from    int64  // the stderr file's length when this process started
 	done    chan struct{}
 	waitErr error       // set before done closes
 	first   chan string // the first stdout line, once
@@ -48,6 +49,9 @@ func startProc(dir, name, bin string, args ...string) (*proc, error) {
 	if err != nil {
 		outFile.Close()
 		return nil, fmt.Errorf("%w: %s: %w", ErrProcess, name, err)
+	}
+	if fi, err := errFile.Stat(); err == nil {
+		p.from = fi.Size()
 	}
 	pr, pw := io.Pipe()
 	p.cmd = exec.Command(bin, args...)
@@ -138,6 +142,13 @@ func (p *proc) exited() bool {
 	default:
 		return false
 	}
+}
+
+// logged reports whether this process (not an earlier one of its name)
+// wrote s to its stderr.
+func (p *proc) logged(s string) bool {
+	b, err := os.ReadFile(p.stderr)
+	return err == nil && int64(len(b)) >= p.from && strings.Contains(string(b[p.from:]), s)
 }
 
 // tail returns the last n lines of the process's stderr, for error messages.
