@@ -3,6 +3,7 @@ package httpjson_test
 import (
 	"encoding/json"
 	"errors"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -27,5 +28,51 @@ func TestUnknownFieldReadsEncodingJSONsRefusal(t *testing.T) {
 	}
 	if _, ok := httpjson.UnknownField(nil); ok {
 		t.Error("UnknownField(nil) = true; want false")
+	}
+}
+
+// TestDidYouMeanSuggestsANameOneSlipAway pins which names DidYouMean
+// takes for a slip of the named one.
+func TestDidYouMeanSuggestsANameOneSlipAway(t *testing.T) {
+	names := []string{"repo", "state", "target_url"}
+	for _, c := range []struct{ name, want, why string }{
+		{"targetUrl", "target_url", "another case, without the underscore"},
+		{"target-url", "target_url", "a hyphen for the underscore"},
+		{"stat", "state", "a letter missing"},
+		{"statee", "state", "a letter added"},
+		{"stabe", "state", "a letter changed"},
+		{"staet", "state", "two letters swapped"},
+		{"rpeo", "repo", "two letters swapped"},
+		{"sat", "", "two letters missing is no slip"},
+		{"token", "", "nothing close"},
+		{"", "", "an empty name"},
+	} {
+		want := ""
+		if c.want != "" {
+			want = ` (did you mean "` + c.want + `"?)`
+		}
+		if got := httpjson.DidYouMean(c.name, names); got != want {
+			t.Errorf("DidYouMean(%q) = %q, want %q: %s", c.name, got, want, c.why)
+		}
+	}
+}
+
+// TestUnknownParamNamesTheFirstParameterNotKnown pins UnknownParam's
+// answer: "" when every parameter is known, else the first other one in
+// sorted order, with the known ones.
+func TestUnknownParamNamesTheFirstParameterNotKnown(t *testing.T) {
+	for _, c := range []struct{ query, want string }{
+		{"", ""},
+		{"repo=a&state=b&state=c", ""},
+		{"zz=1&stat=settled", `unknown parameter "stat" (did you mean "state"?); the parameters are repo, state`},
+		{"repo=a&Repo=b", `unknown parameter "Repo" (did you mean "repo"?); the parameters are repo, state`},
+	} {
+		q, err := url.ParseQuery(c.query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := httpjson.UnknownParam(q, "repo", "state"); got != c.want {
+			t.Errorf("UnknownParam(%q) = %q, want %q", c.query, got, c.want)
+		}
 	}
 }

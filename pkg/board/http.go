@@ -69,7 +69,8 @@ func statusView(st Status) *StatusView {
 
 // Handler serves GET /board: the cards of store, most recently updated
 // first, as a small HTML page, or with ?format=json as a View. ?repo=owner/name and ?state=open|closed filter, ?limit=N bounds
-// (DefaultLimit, at most MaxLimit); a bad parameter answers 400 naming it.
+// (DefaultLimit, at most MaxLimit); a bad parameter, or one it does not
+// take, answers 400 naming it.
 // A nil store (no repositories configured) answers 404, a store error 503
 // without the error's text. Cards updated in
 // the same second come by repository, then number as a number. render
@@ -140,10 +141,14 @@ func Handler(store Store, render func(http.ResponseWriter, *page.Template, strin
 	}
 }
 
-// boardQueryOf reads GET /board's parameters; msg names a bad one.
+// boardQueryOf reads GET /board's parameters; msg names a bad one, or one
+// the board does not take.
 func boardQueryOf(r *http.Request) (q Query, msg string) {
 	v := r.URL.Query()
 	q = Query{Repo: v.Get("repo"), State: v.Get("state"), Limit: DefaultLimit}
+	if msg := httpjson.UnknownParam(v, "repo", "state", "limit", "format"); msg != "" {
+		return q, msg
+	}
 	if q.Repo != "" && !validRepo(q.Repo) {
 		return q, "repo " + strconv.Quote(q.Repo) + " is not owner/name"
 	}

@@ -141,7 +141,7 @@ func decodeJSON(r io.Reader, v any) error {
 			return fmt.Errorf("%w: malformed JSON: empty body", errInvalid)
 		}
 		if name, ok := httpjson.UnknownField(err); ok {
-			return fmt.Errorf("%w: unknown field %q%s; the fields are %s", errInvalid, clip(name), likeField(name, v), strings.Join(jsonFields(v), ", "))
+			return fmt.Errorf("%w: unknown field %q%s; the fields are %s", errInvalid, clip(name), httpjson.DidYouMean(name, jsonFields(v)), strings.Join(jsonFields(v), ", "))
 		}
 		return fmt.Errorf("%w: malformed JSON: %w", errInvalid, err)
 	}
@@ -220,15 +220,8 @@ func hasControl(s string) bool {
 	return strings.ContainsFunc(s, unicode.IsControl)
 }
 
-// clip shortens a value quoted in an error, so a 1 MB field does not make a
-// 1 MB answer or log line.
-func clip(s string) string {
-	const n = 80
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "..."
-}
+// clip shortens a value quoted in an error (httpjson.Clip).
+var clip = httpjson.Clip
 
 // jsonFields lists the JSON names of the fields of the struct v points
 // to, in their order.
@@ -241,18 +234,6 @@ func jsonFields(v any) []string {
 		}
 	}
 	return names
-}
-
-// likeField is ` (did you mean "target_url"?)` when name is one of v's
-// fields spelt another way (targetUrl, target-url), else "".
-func likeField(name string, v any) string {
-	norm := func(s string) string { return strings.ToLower(strings.NewReplacer("_", "", "-", "").Replace(s)) }
-	for _, f := range jsonFields(v) {
-		if norm(f) == norm(name) {
-			return fmt.Sprintf(" (did you mean %q?)", f)
-		}
-	}
-	return ""
 }
 
 // jsonKind names the JSON type that decodes into t ("integer" for Go's int).

@@ -5,9 +5,11 @@
 package server
 
 import (
+	"fmt"
 	"net/http"
 	"net/url"
 
+	"iterion.dev/iterion/internal/httpjson"
 	"iterion.dev/iterion/internal/page"
 	"iterion.dev/iterion/pkg/gaterun"
 	"iterion.dev/iterion/pkg/lease"
@@ -18,7 +20,8 @@ import (
 const errNoApp = "this server serves no GitHub App: it runs with a forge token or one installation, so it has no installations to list"
 
 // installationRowsOf reads the view's parameters and answers its common
-// failures (404 without an App, 400 naming a bad parameter, 501 or 503
+// failures (404 without an App, 400 naming a bad parameter or one the view
+// does not take, 501 or 503
 // when a store cannot or does not answer); else it returns the query and
 // every installation's row, by ID, with each shard's holder ("" unheld).
 // ok is false when it has answered.
@@ -29,6 +32,9 @@ func (s *Server) installationRowsOf(w http.ResponseWriter, r *http.Request) (q i
 		return q, nil, nil, false
 	}
 	q, err := parseInstallationsQuery(r.URL.Query().Get)
+	if msg := httpjson.UnknownParam(r.URL.Query(), "sort", "limit", "cursor"); msg != "" {
+		err = fmt.Errorf("%w: %s", errInvalid, msg)
+	}
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return q, nil, nil, false
@@ -76,7 +82,8 @@ func (s *Server) installationRowsOf(w http.ResponseWriter, r *http.Request) (q i
 }
 
 // getInstallationsJSON is GET /api/installations?sort=&limit=&cursor=
-// (page token): one page of Installations; 400 naming a bad parameter;
+// (page token): one page of Installations; 400 naming a bad parameter or
+// another one;
 // 404 with {"error"} when the server serves no App.
 func (s *Server) getInstallationsJSON(w http.ResponseWriter, r *http.Request) {
 	q, rows, holders, ok := s.installationRowsOf(w, r)

@@ -285,6 +285,7 @@ func TestInstallationsRefuseBadParametersNamingThem(t *testing.T) {
 		{"limit=x", "limit"},
 		{"cursor=%21%21", "cursor"},
 		{"sort=budget&cursor=" + idCursor, "cursor"}, // another sort's cursor
+		{"srot=id", `unknown parameter \"srot\" (did you mean \"sort\"?); the parameters are sort, limit, cursor`}, // not ignored
 	} {
 		for _, path := range []string{"/api/installations?", "/installations?"} {
 			code, body := a.get(t, path+c.query, pageAuth)

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"time"
 
+	"iterion.dev/iterion/internal/httpjson"
 	"iterion.dev/iterion/internal/page"
 	"iterion.dev/iterion/pkg/lease"
 )
@@ -145,9 +146,13 @@ var indexPage = page.New(`{{define "content"}}{{with .Body}}
 
 // getLeases is GET /leases: the store's leases as a page, or with
 // ?format=json as [{"name", "owner", "expires", "expired"}]; 400 for another
-// format; 501 when the store cannot list its leases.
+// format or another parameter; 501 when the store cannot list its leases.
 func (s *Server) getLeases(w http.ResponseWriter, r *http.Request) {
 	format := r.URL.Query().Get("format")
+	if msg := httpjson.UnknownParam(r.URL.Query(), "format"); msg != "" {
+		writeError(w, http.StatusBadRequest, msg)
+		return
+	}
 	if format != "" && format != "json" && format != "html" {
 		writeError(w, http.StatusBadRequest, "format "+strconv.Quote(format)+" is not json or html")
 		return

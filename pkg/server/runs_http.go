@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"iterion.dev/iterion/internal/httpjson"
 	"iterion.dev/iterion/internal/page"
 	"iterion.dev/iterion/pkg/gaterun"
 )
@@ -143,7 +144,7 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
 }
 
 // listRuns is GET /api/runs?repo=&pull=&installation=&state=&limit=&cursor=: 401 without
-// the bearer token; 400 naming a bad parameter; else a runsList of this
+// the bearer token; 400 naming a bad parameter or another one; else a runsList of this
 // forge host's runs in listing order (Updated, then ID).
 func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
 	if !s.authorized(w, r) {
@@ -175,10 +176,14 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
 }
 
 // runQueryOf reads GET /api/runs's parameters; an error wraps errInvalid,
-// or gaterun.ErrInvalid from the query's Validate, and names the bad one.
+// or gaterun.ErrInvalid from the query's Validate, and names the bad one,
+// or one the list does not take.
 func (s *Server) runQueryOf(r *http.Request) (gaterun.Query, error) {
 	v := r.URL.Query()
 	q := gaterun.Query{Host: s.cfg.ForgeHost, Repo: v.Get("repo"), State: gaterun.State(v.Get("state")), Limit: DefaultRunsLimit}
+	if msg := httpjson.UnknownParam(v, "repo", "pull", "installation", "state", "limit", "cursor"); msg != "" {
+		return q, fmt.Errorf("%w: %s", errInvalid, msg)
+	}
 	if p := v.Get("pull"); p != "" {
 		n, err := strconv.Atoi(p)
 		if err != nil || n < 1 {

@@ -146,6 +146,30 @@ func TestListRunsFiltersAndPages(t *testing.T) {
 	}
 }
 
+// TestListsRefuseAParameterTheyDoNotTake pins that the JSON lists with
+// parameters answer 400 naming one they do not take, with the one it
+// resembles, rather than ignore it: ?stat=settled would otherwise list
+// every run as if unfiltered.
+func TestListsRefuseAParameterTheyDoNotTake(t *testing.T) {
+	f := newHTTPFixture(t, atPageNow)
+	for _, c := range []struct{ path, want, why string }{
+		{"/api/runs?stat=settled", `unknown parameter \"stat\" (did you mean \"state\"?); the parameters are repo, pull, installation, state, limit, cursor`,
+			"a misspelt filter is refused, not dropped"},
+		{"/api/runs?state=settled&Repo=acme/app", `unknown parameter \"Repo\" (did you mean \"repo\"?)`, "names are case-sensitive"},
+		{"/api/runs?repo=acme/app&token=x", `unknown parameter \"token\"; the parameters are`, "no suggestion when none is close"},
+		{"/leases?fromat=json", `unknown parameter \"fromat\" (did you mean \"format\"?); the parameters are format`, "the leases' JSON view too"},
+	} {
+		if code, body := f.do(t, "GET", c.path, pageAuth, ""); code != http.StatusBadRequest || !strings.Contains(body, c.want) {
+			t.Errorf("GET %s = %d %s, want 400 with %s: %s", c.path, code, body, c.want, c.why)
+		}
+	}
+	for _, path := range []string{"/api/runs?repo=acme/app&pull=1&installation=1&state=settled&limit=1", "/leases?format=json"} {
+		if code, body := f.do(t, "GET", path, pageAuth, ""); code != http.StatusOK {
+			t.Errorf("GET %s = %d %s, want 200: every parameter the list takes is known", path, code, body)
+		}
+	}
+}
+
 func TestRunsPageShowsUnsettledRunsAndTheirLastOffer(t *testing.T) {
 	f := newHTTPFixture(t, atPageNow)
 	if code, body := f.postRun(t, `{"repo": "acme/app", "pull": 99, "head_sha": "`+headSHA+`", "verdict": "failure"}`); code != http.StatusCreated {
