@@ -28,7 +28,8 @@ var leasesHelp = help{
 	usage: "iterion leases --mongo-uri URI [--groups] [--json]\n       iterion leases release NAME --owner OWNER --mongo-uri URI",
 	about: "Lists the leases in a deployment's MongoDB: each net's holder and when its\n" +
 		"lease expires; with --groups, each lease group's shards by owner, every\n" +
-		"member's count against its share, and the unheld shards. \"release\" takes\n" +
+		"member's count against its share, and the unheld shards, or that nobody\n" +
+		"serves a group whose leases all expired. \"release\" takes\n" +
 		"a lease from its holder, which steps down at its next renewal; another\n" +
 		"replica is elected within one retry: a forced hand-over.",
 	example: "iterion leases --mongo-uri mongodb://db:27017/\n" +
@@ -189,8 +190,12 @@ func listLeases(ctx context.Context, st lease.Inspector, asJSON bool, stdout io.
 // groupRow is one lease group as `iterion leases --groups --json` prints
 // it.
 type groupRow struct {
-	Name   string       `json:"name"`
-	Shards int          `json:"shards"`
+	Name   string `json:"name"`
+	Shards int    `json:"shards"`
+	// Served is false when nobody serves the group with this shard count
+	// (lease.GroupView.Served): its leases all expired unreleased. Such a
+	// group has no owners and no unheld shards.
+	Served bool         `json:"served"`
 	Fair   int          `json:"fair_share"` // the most shards a member should hold
 	Owners []ownerShare `json:"owners"`
 	Unheld []int        `json:"unheld"`
@@ -207,7 +212,7 @@ type ownerShare struct {
 
 // listGroups prints every lease group st shows at now: its shards by owner,
 // each live member's count against its share and the fair share, and the
-// unheld shards; with asJSON as [groupRow].
+// unheld shards, or that nobody serves it; with asJSON as [groupRow].
 func listGroups(ctx context.Context, st lease.Inspector, asJSON bool, stdout io.Writer, now time.Time) error {
 	holders, err := st.Holders(ctx)
 	if err != nil {
@@ -215,7 +220,10 @@ func listGroups(ctx context.Context, st lease.Inspector, asJSON bool, stdout io.
 	}
 	rows := []groupRow{}
 	for _, g := range lease.Groups(holders, now) {
-		row := groupRow{Name: g.Name, Shards: g.Shards, Fair: g.Fair(), Owners: []ownerShare{}, Unheld: g.Unheld()}
+		row := groupRow{Name: g.Name, Shards: g.Shards, Served: g.Served(), Fair: g.Fair(), Owners: []ownerShare{}, Unheld: []int{}}
+		if row.Served {
+			row.Unheld = g.Unheld()
+		}
 		for _, h := range g.Holdings() {
 			row.Owners = append(row.Owners, ownerShare{Owner: h.Owner, Member: h.Member, Target: h.Target, Shards: h.Shards})
 		}
@@ -234,6 +242,10 @@ func listGroups(ctx context.Context, st lease.Inspector, asJSON bool, stdout io.
 	for i, g := range rows {
 		if i > 0 {
 			fmt.Fprintln(tw)
+		}
+		if !g.Served {
+			fmt.Fprintf(tw, "GROUP %s: %d shards, nobody serves it: its leases expired without being released, as a replica stopped without releasing them leaves them (one killed during a change of the shard count, say); they stay in the store until a replica serving this shard count takes them\n", g.Name, g.Shards)
+			continue
 		}
 		fmt.Fprintf(tw, "GROUP %s: %d shards, fair share %d, unheld: %s\n", g.Name, g.Shards, g.Fair, page.Ranges(g.Unheld))
 		fmt.Fprintln(tw, "OWNER\tHELD\tSHARE\tSHARDS")

@@ -140,8 +140,60 @@ func TestLeasesGroupsShowSharesByOwner(t *testing.T) {
 	if err := json.Unmarshal([]byte(out.String()), &rows); err != nil {
 		t.Fatalf("--groups --json: %v\n%s", err, out.String())
 	}
-	if got := fmt.Sprintf("%+v", rows); got != "[{Name:sweeper Shards:5 Fair:3 Owners:[{Owner:web-1 Member:true Target:3 Shards:[0 1]} {Owner:web-2 Member:true Target:2 Shards:[2]} {Owner:web-9 Member:false Target:0 Shards:[3]}] Unheld:[4]}]" {
+	if got := fmt.Sprintf("%+v", rows); got != "[{Name:sweeper Shards:5 Served:true Fair:3 Owners:[{Owner:web-1 Member:true Target:3 Shards:[0 1]} {Owner:web-2 Member:true Target:2 Shards:[2]} {Owner:web-9 Member:false Target:0 Shards:[3]}] Unheld:[4]}]" {
 		t.Errorf("--groups --json = %s, want the same group as the table", got)
+	}
+}
+
+// TestLeasesGroupsSayNobodyServesAGroupWhoseLeasesExpired pins that
+// `iterion leases --groups` shows a shard count whose leases all expired
+// unreleased, as a replica killed during a change of --sweep-shards leaves
+// them, as the server's /leases page does: a group nobody serves, not one
+// of 0 live members whose every shard is unheld; the count that is served
+// shows as before.
+func TestLeasesGroupsSayNobodyServesAGroupWhoseLeasesExpired(t *testing.T) {
+	now := time.Date(2026, 9, 30, 15, 0, 0, 0, time.UTC)
+	st := lease.NewMemoryStore()
+	take := func(name, owner string, at time.Time) {
+		t.Helper()
+		if ok, err := st.Acquire(context.Background(), name, owner, at, 90*time.Second); !ok || err != nil {
+			t.Fatalf("Acquire(%s) = %v, %v", name, ok, err)
+		}
+	}
+	// killed served sweeper on 4 shards and stopped renewing 10 minutes
+	// ago; web-1 serves it on 2.
+	take(lease.MemberName("sweeper", 4, "killed"), "killed", now.Add(-10*time.Minute))
+	for shard := range 4 {
+		take(lease.ShardName("sweeper", 4, shard), "killed", now.Add(-10*time.Minute))
+	}
+	take(lease.MemberName("sweeper", 2, "web-1"), "web-1", now)
+	take(lease.ShardName("sweeper", 2, 0), "web-1", now)
+	var out strings.Builder
+	if err := listGroups(context.Background(), st, false, &out, now); err != nil {
+		t.Fatal(err)
+	}
+	text := out.String()
+	for _, want := range []string{"GROUP sweeper: 2 shards, fair share 2, unheld: 1", "GROUP sweeper: 4 shards, nobody serves it: its leases expired without being released"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("leases --groups lacks %q: the expired shard count is a group nobody serves, the served one as before:\n%s", want, text)
+		}
+	}
+	if unwanted := "GROUP sweeper: 4 shards, fair share"; strings.Contains(text, unwanted) {
+		t.Errorf("leases --groups says %q: a group nobody serves has no members, shares or unheld shards:\n%s", unwanted, text)
+	}
+	out.Reset()
+	if err := listGroups(context.Background(), st, true, &out, now); err != nil {
+		t.Fatal(err)
+	}
+	var rows []groupRow
+	if err := json.Unmarshal([]byte(out.String()), &rows); err != nil || len(rows) != 2 {
+		t.Fatalf("--groups --json: %v, %d rows, want 2\n%s", err, len(rows), out.String())
+	}
+	if r := rows[1]; r.Shards != 4 || r.Served || len(r.Owners) != 0 || len(r.Unheld) != 0 {
+		t.Errorf("--groups --json's 4-shard group = %+v, want served false, no owners, no unheld shards: nobody serves it", r)
+	}
+	if r := rows[0]; r.Shards != 2 || !r.Served || fmt.Sprint(r.Unheld) != "[1]" {
+		t.Errorf("--groups --json's 2-shard group = %+v, want served true and shard 1 unheld", r)
 	}
 }
 

@@ -188,3 +188,30 @@ func TestGroupsReadsTheGroupsFromAList(t *testing.T) {
 		t.Errorf("Groups = %s, want g of 3 shards: a the one live member (target 3), b holding shard 1 without a member lease, shard 2 unheld", got)
 	}
 }
+
+// TestGroupViewServedNeedsALiveOwner pins Served: a group is served while
+// it has a live member or an unexpired shard lease, and by nobody once
+// every lease of it expired, as a killed replica leaves them.
+func TestGroupViewServedNeedsALiveOwner(t *testing.T) {
+	now := time.Date(2026, 9, 30, 15, 0, 0, 0, time.UTC)
+	live, gone := now.Add(time.Minute), now
+	for _, c := range []struct {
+		why  string
+		hs   []lease.Holder
+		want bool
+	}{
+		{"a live member serves it", []lease.Holder{{Name: lease.MemberName("g", 2, "a"), Owner: "a", Expires: live}}, true},
+		{"an unexpired shard lease without a member lease serves it", []lease.Holder{
+			{Name: lease.MemberName("g", 2, "a"), Owner: "a", Expires: gone},
+			{Name: lease.ShardName("g", 2, 1), Owner: "a", Expires: live}}, true},
+		{"every lease expired: nobody serves it", []lease.Holder{
+			{Name: lease.MemberName("g", 2, "a"), Owner: "a", Expires: gone},
+			{Name: lease.ShardName("g", 2, 0), Owner: "a", Expires: gone},
+			{Name: lease.ShardName("g", 2, 1), Owner: "a", Expires: gone}}, false},
+	} {
+		gs := lease.Groups(c.hs, now)
+		if len(gs) != 1 || gs[0].Served() != c.want {
+			t.Errorf("Groups(%s) = %+v, want one group with Served() %v: %s", c.why, gs, c.want, c.why)
+		}
+	}
+}

@@ -166,6 +166,18 @@ func (v GroupView) Holdings() []GroupHolding {
 	return out
 }
 
+// Served reports whether anybody serves the group with this shard count
+// at At: a live member, or an owner of an unexpired shard lease. A group
+// whose leases all expired unreleased, as a replica killed while it
+// served this shard count leaves them (during a change of it, say), is
+// served by nobody: it has no member to share its shards, and its shards
+// are no shards of a group in use left unheld. Its leases stay in the
+// store, each its owner's to renew, until a member serving this count
+// takes them.
+func (v GroupView) Served() bool {
+	return len(v.Members) > 0 || slices.ContainsFunc(v.Holders, func(h string) bool { return h != "" })
+}
+
 // Groups returns every lease group hs shows at now, sorted by name: the
 // shards' holders and the live members with their counts and targets. A
 // group shows once any of its leases is in hs.
@@ -197,7 +209,7 @@ func Groups(hs []Holder, now time.Time) []GroupView {
 func otherCounts(name string, shards int, hs []Holder, now time.Time) []GroupView {
 	var out []GroupView
 	for _, v := range Groups(hs, now) {
-		if v.Name == name && v.Shards != shards && len(v.Holdings()) > 0 {
+		if v.Name == name && v.Shards != shards && v.Served() {
 			out = append(out, v)
 		}
 	}

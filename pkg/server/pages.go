@@ -199,12 +199,12 @@ func markShardCounts(sections []groupSection, served map[string]int) {
 		g := &sections[i]
 		n, ok := served[g.Name]
 		g.Mine = ok && n == g.Shards
-		g.Expired = !g.Mine && len(g.Holdings()) == 0
+		g.Expired = !g.Mine && !g.Served()
 		if g.Expired {
 			continue
 		}
 		for _, o := range sections {
-			if o.Name == g.Name && o.Shards != g.Shards && len(o.Holdings()) > 0 {
+			if o.Name == g.Name && o.Shards != g.Shards && o.Served() {
 				g.Others = append(g.Others, o.GroupView)
 			}
 		}
@@ -228,7 +228,7 @@ type groupSection struct {
 	// Mine: this replica serves the group with this shard count.
 	Mine bool
 	// Expired: nobody serves it, not this replica and no live member or
-	// shard holder: its leases all expired unreleased, as a replica
+	// shard holder (lease.GroupView.Served): its leases all expired unreleased, as a replica
 	// killed while it served this shard count leaves them (a change of
 	// --sweep-shards). They stay in the store, each still its owner's to
 	// renew (the lease contract), until a replica that serves this count
