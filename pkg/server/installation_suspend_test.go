@@ -259,15 +259,9 @@ func TestAppModeAMintRefusedWhileTheInstallationIsThereBacksOff(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				c, next := newAppCluster(t, 2, true, forgesim.WithTokenTTL(10*time.Minute))
-				startAppReplicas(t, c, next, 1, interval, 2, nil)
+				c, _ := refusingMints(t, interval, 1)
 				r := c.replicas[0]
 				defer r.stop()
-				time.Sleep(3*interval + interval/2)
-				synctest.Wait()
-				if err := c.sim.RefuseMints(1, true); err != nil {
-					t.Fatal(err)
-				}
 				refused := func() int64 { return c.sim.Requests(forgesim.Filter{Route: mintRoute, Status: http.StatusForbidden}) }
 				checks := func() int64 { return c.sim.Requests(forgesim.Filter{Route: getInstallationRoute}) }
 				others := len(sweptBy(c, 2))

@@ -112,7 +112,8 @@ func (g *installationSweeps) mintHeld(id int64, now time.Time) (time.Time, bool)
 // releaseMint ends installation id's hold and its doubling: a token came
 // (minted), an installation webhook or another replica's news about it
 // was applied (installationEvent, runApp), or this replica stopped
-// sweeping it (forget), as when a re-list drops it.
+// sweeping it (forget), as when a re-list drops it or its shard goes to
+// another replica, which starts with no hold.
 func (g *installationSweeps) releaseMint(id int64) {
 	g.mu.Lock()
 	defer g.mu.Unlock()

@@ -1,0 +1,170 @@
+package server_test
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"iterion.dev/iterion/pkg/forge/forgesim"
+	"iterion.dev/iterion/pkg/lease"
+	"iterion.dev/iterion/pkg/server"
+)
+
+// The tests of the mint hold's end when its installation leaves a
+// replica's sweep. TestAppModeAMintRefusedWhileTheInstallationIsThereBacksOff
+// pins the hold itself and its end by a mint or a webhook. In both, tokens
+// live 10 minutes, so a token is asked for every few passes, and refused
+// mints are counted on the simulator: a hold's doubling carried over shows
+// as one refusal in a quarter of an hour, a fresh hold as one after 1, 2,
+// 4 and 8 intervals.
+
+// refusingMints starts a cluster of installations 1 and 2, tokens living
+// 10 minutes, with one replica sweeping every interval on 2 shards, and
+// after three and a half intervals has the simulator refuse the mints of
+// ids 403 while it keeps the installations.
+func refusingMints(t *testing.T, interval time.Duration, ids ...int64) (*cluster, http.RoundTripper) {
+	t.Helper()
+	c, next := newAppCluster(t, 2, true, forgesim.WithTokenTTL(10*time.Minute))
+	startAppReplicas(t, c, next, 1, interval, 2, nil)
+	time.Sleep(3*interval + interval/2)
+	synctest.Wait()
+	for _, id := range ids {
+		if err := c.sim.RefuseMints(id, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return c, next
+}
+
+// refusedMints is how many token mints c's simulator has refused 403.
+func refusedMints(c *cluster) int64 {
+	return c.sim.Requests(forgesim.Filter{Route: mintRoute, Status: http.StatusForbidden})
+}
+
+// TestAppModeAMintHoldEndsWhenAReListDropsTheInstallation pins that the
+// hold of an installation's mints, doubled up to the re-list period after
+// two hours of refusals, ends when it leaves the replica's sweep: removed
+// on GitHub, its removal's webhook lost, the hourly re-list drops it; added
+// again, the next re-list brings it back, and its sweeper asks for its
+// token at once and, refused again, holds its mints back one interval, not
+// an hour.
+func TestAppModeAMintHoldEndsWhenAReListDropsTheInstallation(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const interval = time.Minute
+		c, _ := refusingMints(t, interval, 1)
+		r := c.replicas[0]
+		defer r.stop()
+		time.Sleep(2 * time.Hour) // holds of 1, 2, ..., 32 intervals, then of an hour
+		synctest.Wait()
+		if n := refusedMints(c); n < 3 || n > 8 {
+			t.Fatalf("mints refused in two hours: %d, want 3 to 8: the hold doubles up to an hour (setup)", n)
+		}
+
+		// The simulator sends no webhook here: only the re-list, hourly,
+		// tells the replica the installation is gone, and then back.
+		if err := c.sim.RemoveInstallation(1); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Hour)
+		synctest.Wait()
+		if _, err := r.app.Installation(1); err == nil {
+			t.Fatal("installation 1 still known an hour after its removal, want the re-list to drop it (setup)")
+		}
+		if err := c.sim.AddInstallation(1, "org-1", appRun(1).Repo); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.sim.RefuseMints(1, true); err != nil {
+			t.Fatal(err)
+		}
+		// The next re-list brings it back, within the hour: look each
+		// interval, then count the refusals of the quarter hour after.
+		back := false
+		for range time.Hour / interval {
+			time.Sleep(interval)
+			synctest.Wait()
+			if _, err := r.app.Installation(1); err == nil {
+				back = true
+				break
+			}
+		}
+		if !back {
+			t.Fatal("installation 1 not known an hour after it was added again, want the re-list to bring it back (setup)")
+		}
+		before := refusedMints(c)
+		time.Sleep(15 * interval)
+		synctest.Wait()
+		if n := refusedMints(c) - before; n < 2 {
+			t.Errorf("mints refused once the re-list brought installation 1 back: %d in a quarter of an hour, want 2 or more: "+
+				"its hold ended when the re-list dropped it from the sweep, so it is asked for at once and the next refusal holds one interval, not an hour", n)
+		}
+	})
+}
+
+// TestAppModeAMintHoldStaysWithTheReplicaNotTheShard pins that a mint hold
+// is the sweeping replica's own, and ends when the installation's shard
+// leaves it: replica-1, alone, holds both shards and, after two hours of
+// refusals, holds back the mints of both installations for an hour; when
+// replica-2 joins and takes one shard, it asks for that installation's
+// token at once and holds it back one interval after a refusal, doubling
+// from there; when replica-2 stops and the shard comes back to
+// replica-1, replica-1 does the same: the hold it had when the shard left
+// ended then.
+func TestAppModeAMintHoldStaysWithTheReplicaNotTheShard(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const interval, shards = time.Minute, 2
+		if server.InstallationShard(1, shards) == server.InstallationShard(2, shards) {
+			t.Fatal("installations 1 and 2 share a shard: the test needs one on each (setup)")
+		}
+		c, next := refusingMints(t, interval, 1, 2)
+		a := c.replicas[0]
+		defer a.stop()
+		time.Sleep(2 * time.Hour)
+		synctest.Wait()
+		// Each installation now holds an hour, so the one left on
+		// replica-1 below is refused at most once in any window here.
+		const window = 20 * interval
+		held := func(owner string) int {
+			hs, err := c.leases.Holders(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := 0
+			for _, h := range hs {
+				for i := range shards {
+					if h.Name == lease.ShardName(server.MergeGateSweeper().Name, shards, i) && h.Owner == owner && time.Now().Before(h.Expires) {
+						n++
+					}
+				}
+			}
+			return n
+		}
+
+		before := refusedMints(c)
+		startAppReplicas(t, c, next, 1, interval, shards, nil)
+		b := c.replicas[1]
+		defer b.stop()
+		time.Sleep(window)
+		synctest.Wait()
+		if held(b.owner) != 1 {
+			t.Fatalf("%s holds %d shards %v after joining, want 1 (setup)", b.owner, held(b.owner), window)
+		}
+		if n := refusedMints(c) - before; n < 3 {
+			t.Errorf("mints refused in the %v after %s took a shard: %d, want 3 or more: the new holder asks for its installation's token at once and holds one interval after a refusal; the old holder's hour-long hold does not move with the shard",
+				window, b.owner, n)
+		}
+
+		before = refusedMints(c)
+		b.stop()
+		time.Sleep(window)
+		synctest.Wait()
+		if held(a.owner) != shards {
+			t.Fatalf("%s holds %d shards %v after %s stopped, want %d (setup)", a.owner, held(a.owner), window, b.owner, shards)
+		}
+		if n := refusedMints(c) - before; n < 3 {
+			t.Errorf("mints refused in the %v after the shard came back to %s: %d, want 3 or more: its hold ended when the shard left it, so it asks for the token at once and holds one interval after a refusal, not the hour it held before",
+				window, a.owner, n)
+		}
+	})
+}
