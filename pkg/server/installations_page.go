@@ -31,8 +31,9 @@ func (s *Server) installationRowsOf(w http.ResponseWriter, r *http.Request) (q i
 		writeError(w, http.StatusNotFound, errNoApp)
 		return q, nil, nil, false
 	}
-	q, err := parseInstallationsQuery(r.URL.Query().Get)
-	if msg := httpjson.UnknownParam(r.URL.Query(), "sort", "limit", "cursor"); msg != "" {
+	params := r.URL.Query()
+	q, err := parseInstallationsQuery(params.Get)
+	if msg := httpjson.UnknownParam(params, "sort", "limit", "cursor"); msg != "" {
 		err = fmt.Errorf("%w: %s", errInvalid, msg)
 	}
 	if err != nil {

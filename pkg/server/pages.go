@@ -148,8 +148,9 @@ var indexPage = page.New(`{{define "content"}}{{with .Body}}
 // ?format=json as [{"name", "owner", "expires", "expired"}]; 400 for another
 // format or another parameter; 501 when the store cannot list its leases.
 func (s *Server) getLeases(w http.ResponseWriter, r *http.Request) {
-	format := r.URL.Query().Get("format")
-	if msg := httpjson.UnknownParam(r.URL.Query(), "format"); msg != "" {
+	params := r.URL.Query()
+	format := params.Get("format")
+	if msg := httpjson.UnknownParam(params, "format"); msg != "" {
 		writeError(w, http.StatusBadRequest, msg)
 		return
 	}
