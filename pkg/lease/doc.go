@@ -52,7 +52,11 @@
 //
 // Once elected, Run calls work in its own goroutine with a context that is
 // cancelled when the term ends, and renews every TTL/3, each renewal bounded
-// by TTL/3, from the instant the winning Acquire was sent. The term ends
+// by TTL/3, from the instant the winning Acquire was sent. A win Run gets
+// to only at or after its deadline (below), because the store answered
+// after the call's cut or Run's goroutine was held up, is a term over
+// before it starts: work is not called, and the term steps down for the
+// deadline and releases. The term ends
 // (Run steps down, cancelling work's context) when:
 //   - a renewal is refused: the lease moved on;
 //   - no renewal Run can prove succeeded was sent within TTL − TTL/6 before

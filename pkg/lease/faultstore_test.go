@@ -22,6 +22,7 @@ const (
 	late                      // forward to the inner store after the delay even if the caller gave up
 	stolen                    // thief takes the lease in the inner store, then forward: a real refusal
 	landSlow                  // forward to the inner store at once, answer after the delay (ctx's error if it ends first)
+	deaf                      // forward to the inner store at once, answer after the delay whatever the caller's ctx: a store that ignores its deadline
 )
 
 // thief is the owner a stolen fault hands the lease to.
@@ -185,6 +186,11 @@ func (f *faultStore) apply(ctx context.Context, op string, flt fault, call func(
 		case <-ctx.Done():
 			return false, ctx.Err()
 		}
+	}
+	if flt.kind == deaf {
+		ok, err := call(ctx)
+		time.Sleep(flt.delay)
+		return ok, err
 	}
 	if flt.kind == landSlow {
 		ok, err := call(ctx)

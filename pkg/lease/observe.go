@@ -9,7 +9,9 @@ import (
 type EventKind int
 
 const (
-	// Elected: an Acquire won the lease; work is about to start.
+	// Elected: an Acquire won the lease; work is about to start, unless
+	// the term's deadline passed before it could (a SteppedDown for
+	// [ReasonDeadline] follows, and work is not called).
 	Elected EventKind = iota + 1
 	// SteppedDown: the term ended; work's context has just been cancelled.
 	// Event.Reason is one of the Reason constants.

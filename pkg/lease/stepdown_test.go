@@ -337,3 +337,50 @@ func TestFiveHealthyCandidatesKeepOneUninterruptedTerm(t *testing.T) {
 		}
 	})
 }
+
+// TestWinHandledPastItsDeadlineStartsNoWork pins that a winning Acquire
+// that Run gets to only after its step-down deadline (its send's expiry −
+// TTL/6) starts no work: the term steps down at once for the deadline and
+// releases, as a renewal answered after the deadline proves nothing. Sent
+// at 0 with TTL 3s, the win is handled at 3s, past the 2.5s deadline and
+// at the store's expiry, when a successor may already hold the lease.
+func TestWinHandledPastItsDeadlineStartsNoWork(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		slow map[string]bool // log records the sink takes 3s over
+		plan func(storeCall) fault
+	}{
+		{"store answering after its cut", nil, func(c storeCall) fault {
+			if c.Op == "acquire" {
+				return fault{kind: deaf, delay: 3 * time.Second}
+			}
+			return fault{}
+		}},
+		{"slow log sink at the election", map[string]bool{"lease: elected": true}, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				h := newHarness(t)
+				mem := lease.NewMemoryStore()
+				st := newTermFaultStore(mem, c.plan)
+				spec := h.spec("a", time.Hour)
+				if c.slow != nil {
+					spec.Logger = slog.New(&slowSink{slow: c.slow, delay: 3 * time.Second, cancelled: map[string]bool{}})
+				}
+				h.runUntil(6*time.Second, st, spec, h.work("a", nil))
+				if terms := h.Terms("a"); len(terms) != 0 {
+					t.Errorf("got terms %+v, want none: a win handled past its deadline starts no work", terms)
+				}
+				if sd := h.Events("a", lease.SteppedDown); len(sd) != 1 || sd[0].Reason != lease.ReasonDeadline || sd[0].At != h.at(3*time.Second) {
+					t.Errorf("got step-downs %+v, want one for %q at 3s: the term is over before it starts", sd, lease.ReasonDeadline)
+				}
+				if rel := h.Events("a", lease.Released); len(rel) != 1 || rel[0].Reason != lease.ReasonDeadline {
+					t.Errorf("got releases %+v, want one for %q", rel, lease.ReasonDeadline)
+				}
+				if hs, err := mem.Holders(t.Context()); err != nil || len(hs) != 0 {
+					t.Errorf("Holders = %+v, %v after the step-down; want none: the late win is released", hs, err)
+				}
+			})
+		})
+	}
+}

@@ -59,8 +59,12 @@ type term struct {
 	renewT    *time.Timer
 }
 
-// startTerm starts work in its own goroutine and the term's timers, from
-// sent, the winning Acquire's send; token is the term's.
+// startTerm starts the term's timers, from sent, the winning Acquire's
+// send, and then work in its own goroutine; token is the term's. A term
+// whose deadline has passed by then (the win answered after its cut, or
+// Run's goroutine held up on the way, as by a slow log sink) is over
+// before it starts: work is not called, and the term steps down for
+// ReasonDeadline, as a renewal answered past the deadline proves nothing.
 func (l *lessee) startTerm(ctx context.Context, sent time.Time, token string, work func(context.Context)) *term {
 	// The term's contexts keep ctx's values, not its cancellation: the term
 	// ends when the term says so, and the release must outlive ctx.
@@ -68,7 +72,8 @@ func (l *lessee) startTerm(ctx context.Context, sent time.Time, token string, wo
 	workCtx, stopWork := context.WithCancel(termCtx)
 	t := &term{l: l, ctx: termCtx, end: end, stopWork: stopWork, token: token,
 		returned: make(chan *workPanic, 1), expired: make(chan struct{}, 1)}
-	go runWork(workCtx, work, t.returned)
+	// The deadline's timer is armed before work starts, so that it cancels
+	// work's context at the deadline however late work starts.
 	t.deadline = l.deadline(sent)
 	t.deadlineT = time.AfterFunc(time.Until(t.deadline), func() {
 		t.stopFor(ReasonDeadline)
@@ -76,6 +81,12 @@ func (l *lessee) startTerm(ctx context.Context, sent time.Time, token string, wo
 	})
 	t.next = sent.Add(l.cut)
 	t.renewT = time.NewTimer(time.Until(t.next))
+	if !time.Now().Before(t.deadline) {
+		t.stopFor(ReasonDeadline)
+		t.returned <- nil
+		return t
+	}
+	go runWork(workCtx, work, t.returned)
 	return t
 }
 
