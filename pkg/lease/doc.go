@@ -171,8 +171,11 @@
 //
 // Run logs through Spec.Logger with attributes lease and owner: elected,
 // renew failed (with the time left before the step-down), stepped down (with
-// its reason), released, release failed, store unreachable and store
-// reachable again. Each is logged once per episode, not once per attempt.
+// its reason and before_expiry, how long before the store's expiry of the
+// term's last proven call work's context was cancelled: TTL/6 at a
+// deadline; an error when it is zero or less, as a successor may then have
+// overlapped the term), released, release failed, store unreachable and
+// store reachable again. Each is logged once per episode, not once per attempt.
 // Spec.OnEvent receives the same transitions as [Event]s, and each store
 // call; Spec.Health tracks work that outlives its term. A group reports its
 // shards' events the same way, with Event.Group and Event.Shard set, and a

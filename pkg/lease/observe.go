@@ -71,6 +71,13 @@ type Event struct {
 	Op     string
 	Took   time.Duration
 	Failed bool
+	// Margin is, for SteppedDown, how long before the store's expiry of
+	// the last call the term proved (the winning Acquire or a granted
+	// renewal) work's context was cancelled: no successor can be elected
+	// before that expiry. TTL/6 at a deadline step-down; zero or less when
+	// the step-down came at or after the expiry, so a successor may have
+	// overlapped the term (a stalled process). 0 for other kinds.
+	Margin time.Duration
 	// Group is the group's name for the events of a group's leases
 	// ([RunGroup]), "" for Run's. Shard is then the shard's index for a
 	// shard's events, and −1 for the member lease's and Surveyed.

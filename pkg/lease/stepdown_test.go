@@ -384,3 +384,56 @@ func TestWinHandledPastItsDeadlineStartsNoWork(t *testing.T) {
 		})
 	}
 }
+
+// TestSteppedDownReportsHowLongBeforeTheStoreExpiry pins what an operator
+// reads at a step-down: the SteppedDown event's Margin and the "stepped
+// down" line's before_expiry are how long before the store's expiry of the
+// term's last proven call work's context was cancelled, and the line is an
+// error when that is zero or less (a successor may have overlapped).
+func TestSteppedDownReportsHowLongBeforeTheStoreExpiry(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		plan   func(storeCall) fault
+		until  time.Duration // Run's ctx is cancelled
+		reason string
+		margin time.Duration
+		level  string
+		why    string
+	}{
+		{"deadline", func(c storeCall) fault {
+			if c.Op == "renew" {
+				return fault{kind: fail}
+			}
+			return fault{}
+		}, 6 * time.Second, lease.ReasonDeadline, ttl / 6, "WARN", "renewals fail: the step-down at 2.5s is TTL/6 before the winning send's expiry at 3s"},
+		{"shutdown", nil, 1200 * time.Millisecond, lease.ReasonCanceled, 2800 * time.Millisecond, "INFO",
+			"the renewal sent at 1s was granted: expiry 4s, shutdown at 1.2s"},
+		{"won past the expiry", func(c storeCall) fault {
+			if c.Op == "acquire" {
+				return fault{kind: deaf, delay: 3500 * time.Millisecond}
+			}
+			return fault{}
+		}, 6 * time.Second, lease.ReasonDeadline, -500 * time.Millisecond, "ERROR",
+			"the win sent at 0 is handled at 3.5s, half a second after its expiry"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				h := newHarness(t)
+				st := newTermFaultStore(lease.NewMemoryStore(), c.plan)
+				h.runUntil(c.until, st, h.spec("a", time.Hour), h.work("a", nil))
+				sd := h.Events("a", lease.SteppedDown)
+				if len(sd) != 1 || sd[0].Reason != c.reason || sd[0].Margin != c.margin {
+					t.Errorf("got step-downs %+v, want one for %q with Margin %v: %s", sd, c.reason, c.margin, c.why)
+				}
+				lines := h.Logs("lease: stepped down")
+				if len(lines) != 1 {
+					t.Fatalf("got %d \"stepped down\" lines, want 1", len(lines))
+				}
+				// slog's JSON handler writes a duration in nanoseconds.
+				if got, _ := lines[0]["before_expiry"].(float64); time.Duration(got) != c.margin || lines[0]["level"] != c.level {
+					t.Errorf("got the line %v, want before_expiry %v at level %s: %s", lines[0], c.margin, c.level, c.why)
+				}
+			})
+		})
+	}
+}

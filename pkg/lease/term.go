@@ -27,13 +27,15 @@ type term struct {
 	ctx      context.Context    // ctx's values, not its cancellation: the release outlives ctx
 	end      context.CancelFunc // cancels ctx: cuts a renewal in flight
 	stopWork context.CancelFunc // cancels work's context, a child of ctx; use stopFor
-	// mu guards cause (the reason the first stopFor gave), deadline and
-	// deadlineT. The deadline's timer and a renewal's goroutine act
-	// without waiting for the term's goroutine: the timer steps down, a refused
-	// renewal steps down, a granted one moves the deadline.
-	mu    sync.Mutex
-	cause string
-	token string // the term's token ("" without a TermStore)
+	// mu guards cause (the reason the first stopFor gave), stopped,
+	// deadline and deadlineT. The deadline's timer and a renewal's
+	// goroutine act without waiting for the term's goroutine: the timer
+	// steps down, a refused renewal steps down, a granted one moves the
+	// deadline.
+	mu      sync.Mutex
+	cause   string
+	stopped time.Time // when the first stopFor cancelled work's context
+	token   string    // the term's token ("" without a TermStore)
 
 	// returned delivers work's end: nil, or its panic. Once received, it is
 	// nil (a nil channel never delivers) and panicked holds what it was.
@@ -127,9 +129,19 @@ func (t *term) stopFor(reason string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.cause == "" {
-		t.cause = reason
+		t.cause, t.stopped = reason, time.Now()
 	}
 	t.stopWork()
+}
+
+// margin is how long before the store's expiry of the last proven send
+// work's context was cancelled: the deadline plus TTL/6, less the
+// step-down's instant. Zero or less: the step-down came when a successor
+// could already be elected. Call it after stopFor. Safe for concurrent use.
+func (t *term) margin() time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.deadline.Add(t.l.ttl / 6).Sub(t.stopped)
 }
 
 // tick is the renewal period's: it sends a renewal or, while one is in
@@ -227,16 +239,22 @@ func (t *term) stepDown(ctx context.Context, reason string) {
 	// owner's to use. The step-down is reported before it is logged, so a
 	// slow log sink delays neither.
 	t.stopFor(reason)
+	margin := t.margin()
 	stuck := l.health.begin(l.name, l.owner)
 	level := slog.LevelInfo
-	if reason == ReasonRefused || reason == ReasonDeadline || reason == ReasonWorkPanicked {
+	switch {
+	case margin <= 0:
+		// Fail-closed did not hold: a successor may have overlapped the
+		// term (a stalled process, or a win handled past its deadline).
+		level = slog.LevelError
+	case reason == ReasonRefused || reason == ReasonDeadline || reason == ReasonWorkPanicked:
 		level = slog.LevelWarn
 	}
-	l.event(Event{Kind: SteppedDown, Reason: reason})
+	l.event(Event{Kind: SteppedDown, Reason: reason, Margin: margin})
 	if t.panicked != nil {
 		l.log.Error("lease: work panicked", "panic", t.panicked.value, "stack", string(t.panicked.stack))
 	}
-	l.log.Log(ctx, level, "lease: stepped down", "reason", reason)
+	l.log.Log(ctx, level, "lease: stepped down", "reason", reason, "before_expiry", margin)
 
 	t.end() // cuts a renewal in flight; its answer proves nothing now
 	if t.answer != nil {

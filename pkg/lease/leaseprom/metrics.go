@@ -21,6 +21,10 @@ import (
 //   - lease_terms_started_total{lease}: terms won.
 //   - lease_step_downs_total{lease,reason}: terms ended, by lease's Reason
 //     constants.
+//   - lease_step_down_margin_seconds{lease,reason}: how long before the
+//     store's expiry of its last proven call each term stopped its work
+//     (Event.Margin); the bucket le="0" counts the step-downs that came at
+//     or after it, when a successor may have overlapped the term.
 //   - lease_store_call_duration_seconds{op}: store call latency, op acquire,
 //     renew, release or list (a group member's survey), answered or not.
 //   - lease_store_call_errors_total{op}: store calls that did not answer
@@ -47,6 +51,7 @@ type Metrics struct {
 	held         *prometheus.GaugeVec
 	terms        *prometheus.CounterVec
 	stepDowns    *prometheus.CounterVec
+	margins      *prometheus.HistogramVec
 	callDuration *prometheus.HistogramVec
 	callErrors   *prometheus.CounterVec
 
@@ -71,6 +76,12 @@ func New(reg prometheus.Registerer) *Metrics {
 		stepDowns: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "lease_step_downs_total",
 			Help: "Terms ended, by reason.",
+		}, []string{"lease", "reason"}),
+		margins: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "lease_step_down_margin_seconds",
+			Help: "How long before the store's expiry of its last proven call each term stopped its work, by reason; le=\"0\": at or after it.",
+			// 0 first, so that a late step-down has a bucket of its own; then 1ms to 262s.
+			Buckets: append([]float64{0}, prometheus.ExponentialBuckets(0.001, 4, 10)...),
 		}, []string{"lease", "reason"}),
 		callDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "lease_store_call_duration_seconds",
@@ -107,7 +118,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		}, []string{"group", "reason"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.held, m.terms, m.stepDowns, m.callDuration, m.callErrors,
+		reg.MustRegister(m.held, m.terms, m.stepDowns, m.margins, m.callDuration, m.callErrors,
 			m.groupHeld, m.groupUnheld, m.groupOverdue, m.groupMembers, m.groupOthers, m.groupHandovers)
 	}
 	return m
@@ -115,11 +126,11 @@ func New(reg prometheus.Registerer) *Metrics {
 
 // Observe counts one event of a Run: Campaigning makes the lease's series
 // visible at 0 before its first term; Elected counts a term and marks the
-// lease held; SteppedDown counts the end of a term by reason and marks it no
-// longer held; StoreCalled times the call by op, and counts it as an error
-// when it failed (the lease name is not a label: the store is shared by
-// every lease). A group's events count in the group series (see Metrics).
-// Other events count nothing.
+// lease held; SteppedDown counts the end of a term by reason, observes its
+// margin and marks it no longer held; StoreCalled times the call by op,
+// and counts it as an error when it failed (the lease name is not a label:
+// the store is shared by every lease). A group's events count in the group
+// series (see Metrics). Other events count nothing.
 func (m *Metrics) Observe(e lease.Event) {
 	if m == nil {
 		return
@@ -138,6 +149,7 @@ func (m *Metrics) Observe(e lease.Event) {
 	case lease.SteppedDown:
 		m.held.WithLabelValues(e.Name).Dec()
 		m.stepDowns.WithLabelValues(e.Name, e.Reason).Inc()
+		m.margins.WithLabelValues(e.Name, e.Reason).Observe(e.Margin.Seconds())
 	case lease.StoreCalled:
 		m.callDuration.WithLabelValues(e.Op).Observe(e.Took.Seconds())
 		if e.Failed {

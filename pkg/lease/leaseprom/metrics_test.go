@@ -333,3 +333,51 @@ func runGroup(ctx context.Context, st lease.Store, spec lease.GroupSpec, owner s
 	}()
 	return done
 }
+
+// TestStepDownMarginsAreObservedByLeaseAndReason pins
+// lease_step_down_margin_seconds: each SteppedDown's Margin is observed by
+// lease and reason, and a step-down at or after the store's expiry (a
+// margin of zero or less) falls in the bucket le="0", the one to alert on.
+func TestStepDownMarginsAreObservedByLeaseAndReason(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	m := leaseprom.New(reg)
+	for _, margin := range []time.Duration{500 * time.Millisecond, 0, -2 * time.Second} {
+		m.Observe(lease.Event{Name: "net", Kind: lease.SteppedDown, Reason: lease.ReasonDeadline, Margin: margin})
+	}
+	m.Observe(lease.Event{Name: "net", Kind: lease.SteppedDown, Reason: lease.ReasonCanceled, Margin: 2 * time.Second})
+	want := `
+# HELP lease_step_down_margin_seconds How long before the store's expiry of its last proven call each term stopped its work, by reason; le="0": at or after it.
+# TYPE lease_step_down_margin_seconds histogram
+lease_step_down_margin_seconds_bucket{lease="net",reason="ctx_done",le="0"} 0
+lease_step_down_margin_seconds_bucket{lease="net",reason="ctx_done",le="0.001"} 0
+lease_step_down_margin_seconds_bucket{lease="net",reason="ctx_done",le="0.004"} 0
+lease_step_down_margin_seconds_bucket{lease="net",reason="ctx_done",le="0.016"} 0
+lease_step_down_margin_seconds_bucket{lease="net",reason="ctx_done",le="0.064"} 0
+lease_step_down_margin_seconds_bucket{lease="net",reason="ctx_done",le="0.256"} 0
+lease_step_down_margin_seconds_bucket{lease="net",reason="ctx_done",le="1.024"} 0
+lease_step_down_margin_seconds_bucket{lease="net",reason="ctx_done",le="4.096"} 1
+lease_step_down_margin_seconds_bucket{lease="net",reason="ctx_done",le="16.384"} 1
+lease_step_down_margin_seconds_bucket{lease="net",reason="ctx_done",le="65.536"} 1
+lease_step_down_margin_seconds_bucket{lease="net",reason="ctx_done",le="262.144"} 1
+lease_step_down_margin_seconds_bucket{lease="net",reason="ctx_done",le="+Inf"} 1
+lease_step_down_margin_seconds_sum{lease="net",reason="ctx_done"} 2
+lease_step_down_margin_seconds_count{lease="net",reason="ctx_done"} 1
+lease_step_down_margin_seconds_bucket{lease="net",reason="deadline",le="0"} 2
+lease_step_down_margin_seconds_bucket{lease="net",reason="deadline",le="0.001"} 2
+lease_step_down_margin_seconds_bucket{lease="net",reason="deadline",le="0.004"} 2
+lease_step_down_margin_seconds_bucket{lease="net",reason="deadline",le="0.016"} 2
+lease_step_down_margin_seconds_bucket{lease="net",reason="deadline",le="0.064"} 2
+lease_step_down_margin_seconds_bucket{lease="net",reason="deadline",le="0.256"} 2
+lease_step_down_margin_seconds_bucket{lease="net",reason="deadline",le="1.024"} 3
+lease_step_down_margin_seconds_bucket{lease="net",reason="deadline",le="4.096"} 3
+lease_step_down_margin_seconds_bucket{lease="net",reason="deadline",le="16.384"} 3
+lease_step_down_margin_seconds_bucket{lease="net",reason="deadline",le="65.536"} 3
+lease_step_down_margin_seconds_bucket{lease="net",reason="deadline",le="262.144"} 3
+lease_step_down_margin_seconds_bucket{lease="net",reason="deadline",le="+Inf"} 3
+lease_step_down_margin_seconds_sum{lease="net",reason="deadline"} -1.5
+lease_step_down_margin_seconds_count{lease="net",reason="deadline"} 3
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "lease_step_down_margin_seconds"); err != nil {
+		t.Errorf("%v: each step-down's margin is observed, and one at or after the expiry falls in le=\"0\"", err)
+	}
+}
