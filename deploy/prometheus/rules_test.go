@@ -282,6 +282,20 @@ load 5m
   lease_step_downs_total{lease="forge-board-sync", reason="deadline", instance="a"} 0 1 2x10
 `, 40 * time.Minute}},
 }, {
+	alert: "IterionLeaseLateStepDown",
+	fires: fixture{"replica a's sweeper term stopped its work after its lease's expiry once, 20 minutes ago", `
+load 5m
+  lease_step_downs_late_total{lease="merge-gate-sweeper", instance="a"} 0 0 0 0 1x10
+`, 40 * time.Minute},
+	healthy: []fixture{{"no late step-down: the terms that ended at their deadline did so TTL/6 before the expiry", `
+load 5m
+  lease_step_downs_late_total{lease="merge-gate-sweeper", instance="a"} 0x12
+  lease_step_downs_total{lease="merge-gate-sweeper", reason="deadline", instance="a"} 0 1 2x10
+`, 40 * time.Minute}, {"one late step-down, two hours ago", `
+load 5m
+  lease_step_downs_late_total{lease="merge-gate-sweeper", instance="a"} 0 1x40
+`, 150 * time.Minute}},
+}, {
 	alert: "IterionLeaseFlapping",
 	fires: fixture{"member a of the sweeper's group lost its share to a missed deadline 4 times in 40 minutes, 6 shards each time", `
 load 5m

@@ -25,6 +25,9 @@ import (
 //     store's expiry of its last proven call each term stopped its work
 //     (Event.Margin); the bucket le="0" counts the step-downs that came at
 //     or after it, when a successor may have overlapped the term.
+//   - lease_step_downs_late_total{lease}: the step-downs of that bucket,
+//     at or after the store's expiry, visible at 0 from the first
+//     campaign so that an alert sees the first one.
 //   - lease_store_call_duration_seconds{op}: store call latency, op acquire,
 //     renew, release or list (a group member's survey), answered or not.
 //   - lease_store_call_errors_total{op}: store calls that did not answer
@@ -52,6 +55,7 @@ type Metrics struct {
 	terms        *prometheus.CounterVec
 	stepDowns    *prometheus.CounterVec
 	margins      *prometheus.HistogramVec
+	late         *prometheus.CounterVec
 	callDuration *prometheus.HistogramVec
 	callErrors   *prometheus.CounterVec
 
@@ -83,6 +87,10 @@ func New(reg prometheus.Registerer) *Metrics {
 			// 0 first, so that a late step-down has a bucket of its own; then 1ms to 262s.
 			Buckets: append([]float64{0}, prometheus.ExponentialBuckets(0.001, 4, 10)...),
 		}, []string{"lease", "reason"}),
+		late: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "lease_step_downs_late_total",
+			Help: "Terms that stopped their work at or after the lease's expiry in the store.",
+		}, []string{"lease"}),
 		callDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "lease_store_call_duration_seconds",
 			Help:    "Lease store call latency, by operation.",
@@ -118,16 +126,16 @@ func New(reg prometheus.Registerer) *Metrics {
 		}, []string{"group", "reason"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.held, m.terms, m.stepDowns, m.margins, m.callDuration, m.callErrors,
+		reg.MustRegister(m.held, m.terms, m.stepDowns, m.margins, m.late, m.callDuration, m.callErrors,
 			m.groupHeld, m.groupUnheld, m.groupOverdue, m.groupMembers, m.groupOthers, m.groupHandovers)
 	}
 	return m
 }
 
-// Observe counts one event of a Run: Campaigning makes the lease's series
-// visible at 0 before its first term; Elected counts a term and marks the
+// Observe counts one event of a Run: Campaigning makes the lease's
+// counters visible at 0 before its first term; Elected counts a term and marks the
 // lease held; SteppedDown counts the end of a term by reason, observes its
-// margin and marks it no longer held; StoreCalled times the call by op,
+// margin (counting it late when zero or less) and marks it no longer held; StoreCalled times the call by op,
 // and counts it as an error when it failed (the lease name is not a label:
 // the store is shared by every lease). A group's events count in the group
 // series (see Metrics). Other events count nothing.
@@ -143,6 +151,7 @@ func (m *Metrics) Observe(e lease.Event) {
 	case lease.Campaigning:
 		m.held.WithLabelValues(e.Name).Add(0)
 		m.terms.WithLabelValues(e.Name).Add(0)
+		m.late.WithLabelValues(e.Name).Add(0)
 	case lease.Elected:
 		m.held.WithLabelValues(e.Name).Inc()
 		m.terms.WithLabelValues(e.Name).Inc()
@@ -150,6 +159,9 @@ func (m *Metrics) Observe(e lease.Event) {
 		m.held.WithLabelValues(e.Name).Dec()
 		m.stepDowns.WithLabelValues(e.Name, e.Reason).Inc()
 		m.margins.WithLabelValues(e.Name, e.Reason).Observe(e.Margin.Seconds())
+		if e.Margin <= 0 {
+			m.late.WithLabelValues(e.Name).Inc()
+		}
 	case lease.StoreCalled:
 		m.callDuration.WithLabelValues(e.Op).Observe(e.Took.Seconds())
 		if e.Failed {

@@ -158,6 +158,9 @@ func TestNewRegistersOnlyOnTheCallersRegisterer(t *testing.T) {
 # HELP lease_held Runs of this process that hold the lease.
 # TYPE lease_held gauge
 lease_held{lease="net"} 0
+# HELP lease_step_downs_late_total Terms that stopped their work at or after the lease's expiry in the store.
+# TYPE lease_step_downs_late_total counter
+lease_step_downs_late_total{lease="net"} 0
 # HELP lease_terms_started_total Terms won by this process.
 # TYPE lease_terms_started_total counter
 lease_terms_started_total{lease="net"} 0
@@ -379,5 +382,13 @@ lease_step_down_margin_seconds_count{lease="net",reason="deadline"} 3
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "lease_step_down_margin_seconds"); err != nil {
 		t.Errorf("%v: each step-down's margin is observed, and one at or after the expiry falls in le=\"0\"", err)
+	}
+	want = `
+# HELP lease_step_downs_late_total Terms that stopped their work at or after the lease's expiry in the store.
+# TYPE lease_step_downs_late_total counter
+lease_step_downs_late_total{lease="net"} 2
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "lease_step_downs_late_total"); err != nil {
+		t.Errorf("%v: the step-downs at a margin of zero or less are counted late", err)
 	}
 }
