@@ -32,7 +32,8 @@ func TestModelMongoMatchesMemory(t *testing.T) {
 		owners = []string{"a", "b", "c", ""}
 		ttls   = []time.Duration{time.Millisecond, 2*time.Millisecond - time.Microsecond, 2 * time.Millisecond,
 			3 * time.Millisecond, 5 * time.Millisecond, 999 * time.Microsecond}
-		ops = []string{"acquire", "acquire", "renew", "renew", "release"}
+		ops    = []string{"acquire", "acquire", "renew", "renew", "release", "acquireTerm", "acquireTerm", "releaseTerm", "releaseTerm"}
+		tokens = []string{"T1", "T1", "T2", "T3", " "}
 	)
 	rapid.Check(t, func(rt *rapid.T) {
 		if err := coll.Drop(ctx); err != nil {
@@ -63,6 +64,17 @@ func TestModelMongoMatchesMemory(t *testing.T) {
 				call = fmt.Sprintf("release(%q, %q)", name, owner)
 				memErr = mem.Release(ctx, name, owner)
 				mongoErr = mongoStore.Release(ctx, name, owner)
+			case "acquireTerm":
+				ttl := rapid.SampledFrom(ttls).Draw(rt, "ttl")
+				token := rapid.SampledFrom(tokens).Draw(rt, "token")
+				call = fmt.Sprintf("acquireTerm(%q, %q, t0%+v, %v, %q)", name, owner, now.Sub(t0), ttl, token)
+				memOK, memErr = mem.AcquireTerm(ctx, name, owner, now, ttl, token)
+				mongoOK, mongoErr = mongoStore.AcquireTerm(ctx, name, owner, now, ttl, token)
+			case "releaseTerm":
+				token := rapid.SampledFrom(tokens).Draw(rt, "token")
+				call = fmt.Sprintf("releaseTerm(%q, %q, %q)", name, owner, token)
+				memErr = mem.ReleaseTerm(ctx, name, owner, token)
+				mongoErr = mongoStore.ReleaseTerm(ctx, name, owner, token)
 			}
 			if memOK != mongoOK || kind(memErr) != kind(mongoErr) {
 				rt.Fatalf("call %d, %s: MongoStore answered %v, %v; MemoryStore %v, %v: the twins answer alike",
