@@ -23,8 +23,8 @@ func typed(bsonType string) bson.D {
 }
 
 // owned matches the lease document name when it is well-formed and owner's,
-// expired or not, and its term is token or absent; token "" stands for any
-// term, a string.
+// expired or not, and its term is token or none (absent or empty); token ""
+// stands for any term, a string.
 func owned(name, owner, token string) bson.D {
 	return bson.D{
 		{Key: fieldName, Value: name},
@@ -34,13 +34,16 @@ func owned(name, owner, token string) bson.D {
 	}
 }
 
-// termIs matches a document whose term is absent or token, a string and not
-// an array; token "" stands for any string. {term: token} alone would also
-// match an array holding token.
+// termIs matches a document whose term is none or token, a string and not
+// an array; token "" stands for any string. A term that is absent or the
+// empty string is none, as otherTerm reads it and as MemoryStore keeps a
+// lease without one: a release of such a lease must delete it, not answer
+// success past it. {term: token} alone would also match an array holding
+// token.
 func termIs(token string) bson.E {
 	present := typed("string")
 	if token != "" {
-		present = append(present, bson.E{Key: "$eq", Value: token})
+		present = append(present, bson.E{Key: "$in", Value: bson.A{token, ""}})
 	}
 	return bson.E{Key: "$or", Value: bson.A{
 		bson.D{{Key: fieldTerm, Value: bson.D{{Key: "$exists", Value: false}}}},

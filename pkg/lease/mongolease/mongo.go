@@ -35,7 +35,7 @@ var ErrMalformed = errors.New("mongolease: malformed lease document")
 // per name: {_id: name, owner: string, expires: date, term: string}. term is
 // the token of the AcquireTerm that took or last re-took the lease; it is
 // absent when a plain Acquire did, and in documents written before it
-// existed.
+// existed. An empty term is read as none, as an absent one.
 const Collection = "leases"
 
 // The lease document's fields.
@@ -287,8 +287,8 @@ func (s *MongoStore) Release(ctx context.Context, name, owner string) error {
 }
 
 // ReleaseTerm deletes owner's lease name when its term is token or it has
-// none (see [lease.TermStore]): a document written before terms existed is
-// released as Release would. Nobody's lease: no-op, nil; another owner's, or
+// none (see [lease.TermStore]): a document written before terms existed,
+// or whose term is empty, is released as Release would. Nobody's lease: no-op, nil; another owner's, or
 // owner's of another term: lease.ErrLost, changing nothing. A malformed
 // document, a term that is not a string included, is an error wrapping
 // ErrMalformed and stays. Other errors are as for Release; it costs at most

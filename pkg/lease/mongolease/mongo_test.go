@@ -420,3 +420,37 @@ func TestMongoHoldersClosesItsCursorWhenCancelled(t *testing.T) {
 		t.Errorf("cursors killed = %v, want %d among them: Holders closes its cursor on the server when its caller gives up", killed, cursor)
 	}
 }
+
+// TestMongoEmptyTermIsNoTerm pins that a lease document whose term is the
+// empty string (written by hand, or by another writer) is a lease without
+// a term, as MemoryStore keeps one, for every call: ReleaseTerm deletes
+// it, whatever the token, rather than answering success and leaving it in
+// place, and an AcquireTerm of its owner that moves its expiry forward
+// makes the token its term.
+func TestMongoEmptyTermIsNoTerm(t *testing.T) {
+	ctx := context.Background()
+	db := mongotest.DB(t)
+	st := mongolease.NewStore(db)
+	coll := db.Collection(mongolease.Collection)
+	insert := func(name string) {
+		t.Helper()
+		doc := bson.D{{Key: "_id", Value: name}, {Key: "owner", Value: "a"}, {Key: "expires", Value: t0.Add(time.Minute)}, {Key: "term", Value: ""}}
+		if _, err := coll.InsertOne(ctx, doc); err != nil {
+			t.Fatalf("insert %v: %v", doc, err)
+		}
+	}
+	insert("n")
+	if err := st.ReleaseTerm(ctx, "n", "a", "T1"); err != nil {
+		t.Errorf("ReleaseTerm of a's lease with term \"\" = %v; want nil: a lease without a term is released whatever the token", err)
+	}
+	if hs, err := st.Holders(ctx); err != nil || len(hs) != 0 {
+		t.Errorf("Holders after ReleaseTerm answered = %+v, %v; want none: an answered release deleted the lease", hs, err)
+	}
+	insert("m")
+	if ok, err := st.AcquireTerm(ctx, "m", "a", t0.Add(time.Second), time.Minute, "T2"); !ok || err != nil {
+		t.Fatalf("AcquireTerm of a's own lease = %v, %v; want true, nil", ok, err)
+	}
+	if err := st.ReleaseTerm(ctx, "m", "a", "T1"); !errors.Is(err, lease.ErrLost) {
+		t.Errorf("ReleaseTerm of another term after the re-take = %v; want ErrLost: the re-take moved the expiry, so T2 is the term", err)
+	}
+}
