@@ -437,3 +437,50 @@ func TestSteppedDownReportsHowLongBeforeTheStoreExpiry(t *testing.T) {
 		})
 	}
 }
+
+// TestNoRenewalOnceWorkIsCancelled pins that a term whose work's context
+// was cancelled sends no renewal: the term is over, and a renewal would
+// only extend the lease it is about to release. Two paths reach a tick
+// after that: Run's goroutine held up in a slow log sink past the deadline
+// (renewals fail; "renew failed" at 1s takes 3s, the deadline is 2.5s,
+// and the 2s tick waits), and a win handled past its deadline (its first
+// tick is overdue). Which ready event Run's goroutine takes first is
+// random, so each path runs 20 times.
+func TestNoRenewalOnceWorkIsCancelled(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		slow     map[string]bool
+		plan     func(storeCall) fault
+		stepDown time.Duration
+	}{
+		{"goroutine held up past the deadline", map[string]bool{"lease: renew failed": true}, func(c storeCall) fault {
+			if c.Op == "renew" {
+				return fault{kind: fail}
+			}
+			return fault{}
+		}, 2500 * time.Millisecond},
+		{"win handled past its deadline", nil, func(c storeCall) fault {
+			if c.Op == "acquire" {
+				return fault{kind: deaf, delay: 3 * time.Second}
+			}
+			return fault{}
+		}, 3 * time.Second},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			for range 20 {
+				synctest.Test(t, func(t *testing.T) {
+					h := newHarness(t)
+					st := newTermFaultStore(lease.NewMemoryStore(), c.plan)
+					spec := h.spec("a", time.Hour)
+					spec.Logger = slog.New(&slowSink{slow: c.slow, delay: 3 * time.Second, cancelled: map[string]bool{}})
+					h.runUntil(6*time.Second, st, spec, h.work("a", nil))
+					for _, rn := range st.Calls("renew", "a") {
+						if !rn.At.Before(h.at(c.stepDown)) {
+							t.Errorf("got a renewal at %v, after the step-down at %v: a term whose work's context is cancelled renews nothing", h.since(rn.At), c.stepDown)
+						}
+					}
+				})
+			}
+		})
+	}
+}

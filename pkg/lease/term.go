@@ -134,6 +134,14 @@ func (t *term) stopFor(reason string) {
 	t.stopWork()
 }
 
+// over reports whether work's context was cancelled: the term is over.
+// Safe for concurrent use.
+func (t *term) over() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.cause != ""
+}
+
 // margin is how long before the store's expiry of the last proven send
 // work's context was cancelled: the deadline plus TTL/6, less the
 // step-down's instant. Zero or less: the step-down came when a successor
@@ -158,8 +166,14 @@ func (t *term) tick() {
 
 // sendRenewal sends one Renew in its own goroutine, which acts on the
 // answer (a refusal steps down, a grant moves the deadline), then tracks
-// the store-unreachable episode, then hands the answer on t.answer.
+// the store-unreachable episode, then hands the answer on t.answer. It
+// sends nothing once work's context was cancelled: the term is over, and
+// await ends it next.
 func (t *term) sendRenewal() {
+	if t.over() {
+		t.due = false
+		return
+	}
 	answer := make(chan renewal, 1)
 	t.answer, t.due = answer, false
 	go func() {
