@@ -3,6 +3,7 @@ package lease_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -65,4 +66,49 @@ func TestNilHealthIsAlwaysHealthy(t *testing.T) {
 	if err := h.Check(); err != nil {
 		t.Errorf("got %v, want nil: a nil Health tracks nothing", err)
 	}
+}
+
+// TestHealthCountsFromTheCancellationNotFromRunsGoroutine pins that Health
+// measures work that outlives its term from the instant its context was
+// cancelled, even when Run's goroutine gets to the step-down later: here
+// renewals fail, "renew failed" at 1s holds Run's goroutine in a slow log
+// sink until 4s, and the deadline cancels work's context at 2.5s; work
+// ignores it until 6s. With a bound of 500ms, Check fails from 3s.
+func TestHealthCountsFromTheCancellationNotFromRunsGoroutine(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const bound = 500 * time.Millisecond
+		h := newHarness(t)
+		health := lease.NewHealth(bound)
+		st := newTermFaultStore(lease.NewMemoryStore(), func(c storeCall) fault {
+			if c.Op == "renew" {
+				return fault{kind: fail}
+			}
+			return fault{}
+		})
+		spec := h.spec("a", time.Hour)
+		spec.Health = health
+		spec.Logger = slog.New(&slowSink{slow: map[string]bool{"lease: renew failed": true}, delay: 3 * time.Second, cancelled: map[string]bool{}})
+		ctx, cancel := context.WithCancel(t.Context())
+		done := h.start(ctx, st, spec, h.work("a", func(ctx context.Context) {
+			<-ctx.Done()
+			h.sleepUntil(6 * time.Second)
+		}))
+		for _, c := range []struct {
+			at    time.Duration
+			stuck bool
+			why   string
+		}{
+			{2500*time.Millisecond + bound - time.Millisecond, false, "within the bound after the cancellation at 2.5s"},
+			{2500*time.Millisecond + bound, true, "work has not returned bound after its context was cancelled, though Run's goroutine is still in the log sink"},
+			{6*time.Second + time.Millisecond, false, "work returned"},
+		} {
+			h.sleepUntil(c.at)
+			synctest.Wait()
+			if err := health.Check(); errors.Is(err, lease.ErrStuck) != c.stuck {
+				t.Errorf("at %v: Check() = %v, want stuck %v: %s", c.at, err, c.stuck, c.why)
+			}
+		}
+		cancel()
+		<-done
+	})
 }

@@ -34,8 +34,9 @@ type term struct {
 	// deadline.
 	mu      sync.Mutex
 	cause   string
-	stopped time.Time // when the first stopFor cancelled work's context
-	token   string    // the term's token ("" without a TermStore)
+	stopped time.Time  // when the first stopFor cancelled work's context
+	stuck   *stuckWork // Health's record of work from then until it returns
+	token   string     // the term's token ("" without a TermStore)
 
 	// returned delivers work's end: nil, or its panic. Once received, it is
 	// nil (a nil channel never delivers) and panicked holds what it was.
@@ -130,6 +131,9 @@ func (t *term) stopFor(reason string) {
 	defer t.mu.Unlock()
 	if t.cause == "" {
 		t.cause, t.stopped = reason, time.Now()
+		// Health counts from the cancellation, not from when the term's
+		// goroutine gets to the step-down.
+		t.stuck = t.l.health.begin(t.l.name, t.l.owner)
 	}
 	t.stopWork()
 }
@@ -254,7 +258,6 @@ func (t *term) stepDown(ctx context.Context, reason string) {
 	// slow log sink delays neither.
 	t.stopFor(reason)
 	margin := t.margin()
-	stuck := l.health.begin(l.name, l.owner)
 	level := slog.LevelInfo
 	switch {
 	case margin <= 0:
@@ -277,7 +280,7 @@ func (t *term) stepDown(ctx context.Context, reason string) {
 	if t.returned != nil {
 		t.panicked = <-t.returned
 	}
-	l.health.end(stuck)
+	l.health.end(t.stuck) // stopFor set it, and nothing writes it after
 	l.release(ctx, reason, t.token)
 	if t.panicked != nil {
 		panic(t.panicked.value)
