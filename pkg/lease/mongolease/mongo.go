@@ -77,6 +77,18 @@ var writeConcern = &writeconcern.WriteConcern{W: writeconcern.WCMajority, Journa
 // true}, whatever the server's default, so that an answered Acquire is one
 // a failover does not roll back.
 //
+// The caller's context bounds each call, driver retries included: a
+// context deadline overrides a client's timeoutMS, and within it the driver
+// retries a retryable write as often as it can
+// (https://www.mongodb.com/docs/drivers/go/current/connect/connection-options/csot/).
+// On a replica set a retry carries the first attempt's transaction number,
+// and the server answers it with the outcome of the write that landed
+// rather than applying it again
+// (https://www.mongodb.com/docs/manual/core/retryable-writes/), so an
+// Acquire or Renew whose first answer was lost reports what landed. A
+// standalone server (the test server) does no retryable writes: a lost
+// answer is an error, which means no answer.
+//
 // Only MongoDB evaluates a conditional update atomically; FerretDB v1 does
 // not (see [MongoStore.CheckServer]).
 //
