@@ -220,6 +220,49 @@ type Store interface {
 	// hosts, and tombstones, are kept. A host or an entry of repos
 	// Validate would refuse is refused with an error wrapping ErrInvalid.
 	Prune(ctx context.Context, host string, repos []string) (removed int, err error)
+	// ClaimPrune claims, for a replica about to prune host at at, the
+	// period of every that begins then: it records the claim and reports
+	// claimed, unless host's last claim is of the same board and was
+	// made less than every before at (or after it), so replicas that
+	// share the store and the board prune once a period between them,
+	// whichever asks first. board names the pruner's repository list (an
+	// opaque fingerprint, see Pruner): a claim for another list wins at
+	// once, so a replica whose list changed prunes without waiting out a
+	// period of the old one's. An empty host or board, a host Validate
+	// would refuse, or an every under 1 is refused with an error wrapping
+	// ErrInvalid.
+	ClaimPrune(ctx context.Context, host, board string, at time.Time, every time.Duration) (claimed bool, err error)
+	// ExpireTombstones drops the tombstones, of any host, whose gone is
+	// more than TombstoneTTL before now, and only those, and returns how
+	// many: the periodic prune's bound on tombstones when no Remove comes
+	// to drop them. Cards are kept. A zero now is refused with an error
+	// wrapping ErrInvalid.
+	ExpireTombstones(ctx context.Context, now time.Time) (dropped int, err error)
+}
+
+// checkClaim reports the first of ClaimPrune's arguments it refuses, as an
+// error wrapping ErrInvalid.
+func checkClaim(host, board string, at time.Time, every time.Duration) error {
+	switch err := checkHost(host); {
+	case err != nil:
+		return err
+	case board == "":
+		return fmt.Errorf("%w: board %q is empty", ErrInvalid, board)
+	case at.IsZero():
+		return fmt.Errorf("%w: at %v is zero", ErrInvalid, at)
+	case every < 1:
+		return fmt.Errorf("%w: every %v is under 1ns", ErrInvalid, every)
+	}
+	return nil
+}
+
+// expiryOf is the instant before which a tombstone's gone is expired at
+// now (TombstoneTTL), or a zero now refused.
+func expiryOf(now time.Time) (time.Time, error) {
+	if now.IsZero() {
+		return time.Time{}, fmt.Errorf("%w: now %v is zero", ErrInvalid, now)
+	}
+	return mongostore.Stamp(now).Add(-TombstoneTTL), nil
 }
 
 // checkPrune reports the first of host and repos that Prune refuses, as an
@@ -243,7 +286,10 @@ func checkPrune(host string, repos []string) (map[string]bool, error) {
 // sync passes in flight when the card was removed, each bounded by the
 // sync's interval, and a lease term overlapping its successor's; a day is
 // far more than either, and as long as a full sync's default period
-// (DefaultFullEvery), which would remove a card put back anyway.
+// (DefaultFullEvery), which would remove a card put back anyway. A
+// tombstone is dropped by the first Remove or periodic prune
+// (Store.ExpireTombstones, at most a Pruner's period apart) after it
+// expires, so none outlives TombstoneTTL and that period.
 const TombstoneTTL = 24 * time.Hour
 
 // tombstone is what a store keeps of a removed card: when the forge
@@ -280,9 +326,22 @@ func checkGone(gone time.Time) error {
 // and for tests. The zero value is ready to use; it is safe for concurrent
 // use.
 type MemoryStore struct {
-	mu    sync.Mutex
-	cards map[string]Card
-	tombs map[string]tombstone // by Card.ID
+	mu     sync.Mutex
+	cards  map[string]Card
+	tombs  map[string]tombstone // by Card.ID
+	claims map[string]claim     // ClaimPrune's, by host
+}
+
+// claim is the last ClaimPrune a store granted for a host.
+type claim struct {
+	board string
+	at    time.Time
+}
+
+// grants reports whether a ClaimPrune for board at at wins over c, the
+// host's last: another board's, or one made at least every before at.
+func (c claim) grants(board string, at time.Time, every time.Duration) bool {
+	return c.board != board || !c.at.After(at.Add(-every))
 }
 
 var _ Store = (*MemoryStore)(nil)
@@ -356,11 +415,7 @@ func (s *MemoryStore) Remove(ctx context.Context, host, repo string, number int,
 	if s.tombs == nil {
 		s.tombs = make(map[string]tombstone)
 	}
-	for tid, t := range s.tombs {
-		if t.gone.Before(gone.Add(-TombstoneTTL)) {
-			delete(s.tombs, tid)
-		}
-	}
+	s.expire(gone.Add(-TombstoneTTL))
 	c, ok := s.cards[id]
 	s.tombs[id] = newTombstone(gone, c.Updated, s.tombs[id])
 	delete(s.cards, id)
@@ -386,4 +441,52 @@ func (s *MemoryStore) Prune(ctx context.Context, host string, repos []string) (i
 		}
 	}
 	return removed, nil
+}
+
+// expire drops the tombstones whose gone is before cutoff and returns how
+// many; s.mu is held.
+func (s *MemoryStore) expire(cutoff time.Time) int {
+	n := 0
+	for id, t := range s.tombs {
+		if t.gone.Before(cutoff) {
+			delete(s.tombs, id)
+			n++
+		}
+	}
+	return n
+}
+
+// ClaimPrune implements Store.
+func (s *MemoryStore) ClaimPrune(ctx context.Context, host, board string, at time.Time, every time.Duration) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, fmt.Errorf("board: claim prune: %w", err)
+	}
+	if err := checkClaim(host, board, at, every); err != nil {
+		return false, err
+	}
+	at = mongostore.Stamp(at)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if last, ok := s.claims[host]; ok && !last.grants(board, at, every) {
+		return false, nil
+	}
+	if s.claims == nil {
+		s.claims = make(map[string]claim)
+	}
+	s.claims[host] = claim{board: board, at: at}
+	return true, nil
+}
+
+// ExpireTombstones implements Store.
+func (s *MemoryStore) ExpireTombstones(ctx context.Context, now time.Time) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("board: expire tombstones: %w", err)
+	}
+	cutoff, err := expiryOf(now)
+	if err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.expire(cutoff), nil
 }

@@ -19,6 +19,12 @@ import (
 // Collection is the collection MongoStore keeps cards in.
 const Collection = "board_cards"
 
+// ClaimsCollection is the collection MongoStore keeps ClaimPrune's claims
+// in, one document per host: _id the host, board and pruned_at the last
+// claim's. Apart from board_cards, whose every document a release before
+// it reads as a card or a tombstone.
+const ClaimsCollection = "board_prunes"
+
 // MongoStore is the MongoDB Store twin: collection board_cards,
 // one document per card, _id its Card.ID (the repository lower-cased),
 // repo the name as last put (shown). A removed card's document becomes its
@@ -27,7 +33,8 @@ const Collection = "board_cards"
 // removed card as it refuses one of a stored card. It is safe for
 // concurrent use.
 type MongoStore struct {
-	coll *mongo.Collection
+	coll   *mongo.Collection
+	claims *mongo.Collection
 }
 
 var _ Store = (*MongoStore)(nil)
@@ -67,15 +74,21 @@ func NewMongoStore(ctx context.Context, db *mongo.Database) (*MongoStore, error)
 			Options: options.Index().SetName("by_updated")},
 		{Keys: bson.D{{Key: "host", Value: 1}, {Key: "repo", Value: 1}, {Key: "updated_at", Value: -1}, {Key: "_id", Value: 1}},
 			Options: options.Index().SetName("repo_by_updated")},
-		// Remove's drop of expired tombstones. Sparse: the cards, which have
-		// no gone_at, are not in it
-		// (https://www.mongodb.com/docs/manual/core/index-sparse/).
+		// The drop of expired tombstones, Remove's and ExpireTombstones'.
+		// Sparse: the cards, which have no gone_at, are not in it
+		// (https://www.mongodb.com/docs/manual/core/index-sparse/). Not a
+		// TTL index (https://www.mongodb.com/docs/manual/core/index-ttl/):
+		// the server's TTL monitor deletes on its own clock, which neither
+		// the memory twin nor a virtual-time test can follow; an index of
+		// the same key with other options fails the creation of this one
+		// by a replica of the previous release in a rolling update; and the
+		// test server, FerretDB, does not expire documents.
 		{Keys: bson.D{{Key: "gone_at", Value: 1}}, Options: options.Index().SetName("tombstones_by_gone").SetSparse(true)},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("board: create %s indexes: %w", Collection, err)
 	}
-	s := &MongoStore{coll: coll}
+	s := &MongoStore{coll: coll, claims: db.Collection(ClaimsCollection)}
 	if err := s.migrateLegacyIDs(ctx); err != nil {
 		return nil, err
 	}
@@ -304,11 +317,61 @@ func (s *MongoStore) Remove(ctx context.Context, host, repo string, number int, 
 		}
 		removed = removed || res.DeletedCount > 0
 	}
-	expired := bson.D{{Key: "gone_at", Value: bson.D{{Key: "$lt", Value: gone.Add(-TombstoneTTL)}}}}
-	if _, err := s.coll.DeleteMany(ctx, expired); err != nil {
+	if _, err := s.expire(ctx, gone.Add(-TombstoneTTL)); err != nil {
 		return false, fmt.Errorf("board: remove card %q: drop expired tombstones: %w", id, err)
 	}
 	return removed, nil
+}
+
+// expire deletes the tombstones whose gone_at is before cutoff, through
+// the index tombstones_by_gone (a date compares only with dates, so no
+// card matches), and returns how many.
+func (s *MongoStore) expire(ctx context.Context, cutoff time.Time) (int, error) {
+	res, err := s.coll.DeleteMany(ctx, bson.D{{Key: "gone_at", Value: bson.D{{Key: "$lt", Value: cutoff}}}})
+	if err != nil {
+		return 0, err
+	}
+	return int(res.DeletedCount), nil
+}
+
+// ExpireTombstones implements Store in one delete through the index
+// tombstones_by_gone: it reads the expired tombstones only, never the
+// cards.
+func (s *MongoStore) ExpireTombstones(ctx context.Context, now time.Time) (int, error) {
+	cutoff, err := expiryOf(now)
+	if err != nil {
+		return 0, err
+	}
+	n, err := s.expire(ctx, cutoff)
+	if err != nil {
+		return 0, fmt.Errorf("board: expire tombstones: %w", err)
+	}
+	return n, nil
+}
+
+// ClaimPrune implements Store in one conditional upsert of host's document
+// in board_prunes: it matches only a claim the new one wins over (another
+// board's, or one made every or more before at), so a claim that stands
+// makes the upsert's insert collide on _id, which is the refusal, and of
+// two first claims racing one inserts and the other collides.
+func (s *MongoStore) ClaimPrune(ctx context.Context, host, board string, at time.Time, every time.Duration) (bool, error) {
+	if err := checkClaim(host, board, at, every); err != nil {
+		return false, err
+	}
+	at = mongostore.Stamp(at)
+	filter := bson.D{{Key: "_id", Value: host}, {Key: "$or", Value: bson.A{
+		bson.D{{Key: "board", Value: bson.D{{Key: "$ne", Value: board}}}},
+		bson.D{{Key: "pruned_at", Value: bson.D{{Key: "$lte", Value: at.Add(-every)}}}},
+	}}}
+	update := bson.D{{Key: "$set", Value: bson.D{{Key: "board", Value: board}, {Key: "pruned_at", Value: at}}}}
+	_, err := s.claims.UpdateOne(ctx, filter, update, options.UpdateOne().SetUpsert(true))
+	switch {
+	case mongo.IsDuplicateKeyError(err):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("board: claim the prune of %s: %w", host, err)
+	}
+	return true, nil
 }
 
 // maxPrunePattern bounds the length of each regular expression Prune

@@ -2,29 +2,47 @@ package board
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"iterion.dev/iterion/pkg/forge"
 )
 
 // Pruner removes the cards on one host of every repository off the board
-// (Store.Prune) for the Syncs that share it (Config.Pruner): at the first
-// of their passes, then at the first pass each period after, however many
-// syncs share it. A board whose repositories several syncs share (App
-// mode: one sync per installation) so scans its store once a period, not
-// once per sync and term, and syncs coming and going change nothing: the
-// Pruner, not a sync's term, keeps when it last pruned. A prune that
-// fails is tried again at the next pass of any of them. Safe for
-// concurrent use.
+// (Store.Prune), and drops the expired tombstones of removed cards
+// (Store.ExpireTombstones), for the Syncs that share it (Config.Pruner):
+// at the first of their passes, then at the first pass each period after,
+// however many syncs share it. A board whose repositories several syncs
+// share (App mode: one sync per installation) so scans its store once a
+// period, not once per sync and term, and syncs coming and going change
+// nothing: the Pruner, not a sync's term, keeps when it last pruned.
+//
+// Replicas share the period too: each prune is first claimed in the store
+// (Store.ClaimPrune, for the board's repository list), and a Pruner whose
+// claim another replica's beat prunes nothing until its next period. The
+// replicas of one deployment so prune a host once a period between them,
+// not once each; a replica with another list (a rolling change of it)
+// prunes at once. A prune that fails is tried again at the next pass of
+// any of the Pruner's syncs, without a new claim. Safe for concurrent use.
 type Pruner struct {
 	store Store
 	host  string
 	repos []string
+	board string // the fingerprint of repos that claims name (boardPrint)
 	every time.Duration
 
 	mu sync.Mutex
-	at time.Time // when the last prune that did not fail began, or the one under way; zero: none
+	// at is when this Pruner last asked the store for a claim that was
+	// answered, or is asking; zero: never.
+	at time.Time
+	// owed is true while a prune this Pruner claimed has not succeeded.
+	owed bool
+	busy bool // a prune is under way for one of the syncs
 }
 
 // NewPruner returns the Pruner of host's board, whose repositories are
@@ -53,7 +71,20 @@ func NewPruner(store Store, host string, repos []string, every time.Duration) (*
 
 // newPruner is NewPruner for arguments already checked.
 func newPruner(store Store, host string, repos []string, every time.Duration) *Pruner {
-	return &Pruner{store: store, host: host, repos: repos, every: every}
+	return &Pruner{store: store, host: host, repos: repos, board: boardPrint(repos), every: every}
+}
+
+// boardPrint is the fingerprint of the board repos lists, the same for
+// any order and case of the same repositories (forge.RepoKey): the
+// hexadecimal SHA-256 of their keys, sorted, one a line.
+func boardPrint(repos []string) string {
+	keys := make([]string, len(repos))
+	for i, r := range repos {
+		keys[i] = forge.RepoKey(r)
+	}
+	slices.Sort(keys)
+	sum := sha256.Sum256([]byte(strings.Join(keys, "\n")))
+	return hex.EncodeToString(sum[:])
 }
 
 // validHost reports whether host can name a forge host: Config.Host's
@@ -62,25 +93,46 @@ func validHost(host string) bool {
 	return strings.TrimSpace(host) != "" && !strings.ContainsAny(host, "/# \t\r\n")
 }
 
-// prune runs Store.Prune for a pass begun at at, unless a prune that did
-// not fail began less than the period before, or one is under way for
-// another sync: ran is false then, and nothing was asked of the store.
+// prune runs Store.Prune and Store.ExpireTombstones for a pass begun at
+// at, once the period since this Pruner's last claim is out and the store
+// grants it a new one (Store.ClaimPrune), or at once after a claimed prune
+// that failed. ran is false, and the store was asked at most for a claim,
+// when it did not prune: not due, another sync's prune under way, or
+// another replica's claim stands. A claim the store did not answer is
+// err, and the next pass asks again.
 func (p *Pruner) prune(ctx context.Context, at time.Time) (removed int, ran bool, err error) {
 	p.mu.Lock()
-	last := p.at
-	if !last.IsZero() && at.Sub(last) < p.every {
+	due := p.at.IsZero() || at.Sub(p.at) >= p.every
+	if p.busy || (!due && !p.owed) {
 		p.mu.Unlock()
 		return 0, false, nil
 	}
-	p.at = at
+	owed := p.owed
+	p.busy = true
 	p.mu.Unlock()
-	removed, err = p.store.Prune(ctx, p.host, p.repos)
-	if err != nil {
+	defer func() {
 		p.mu.Lock()
-		if p.at.Equal(at) {
-			p.at = last // the next pass of any sync tries again
-		}
+		p.busy = false
 		p.mu.Unlock()
+	}()
+	if !owed {
+		claimed, err := p.store.ClaimPrune(ctx, p.host, p.board, at, p.every)
+		if err != nil {
+			return 0, true, err
+		}
+		p.mu.Lock()
+		p.at, p.owed = at, claimed
+		p.mu.Unlock()
+		if !claimed {
+			return 0, false, nil
+		}
 	}
+	removed, err = p.store.Prune(ctx, p.host, p.repos)
+	if err == nil {
+		_, err = p.store.ExpireTombstones(ctx, at)
+	}
+	p.mu.Lock()
+	p.owed = err != nil
+	p.mu.Unlock()
 	return removed, true, err
 }

@@ -73,8 +73,10 @@ type Pass struct {
 	Repos []RepoPass
 	// Pruned is how many cards the pass removed of repositories no longer
 	// on the board (Config.BoardRepos), at a term's first pass and every
-	// FullEvery; PruneErr is why it could not, in which case the next pass
-	// tries again.
+	// FullEvery when the store granted the period's claim
+	// (Store.ClaimPrune: once a period between the replicas of one list);
+	// PruneErr is why it could not, in which case the next pass tries
+	// again.
 	Pruned   int
 	PruneErr error
 	// Complete is false when the pass stopped early: a rate limit or the
@@ -95,8 +97,10 @@ type Config struct {
 	// BoardRepos are every repository on the board, Repos among them;
 	// nil means Repos, or with Pruner its board's. At each term's first
 	// pass, and every FullEvery after, the sync removes the cards on Host
-	// of every other repository (Store.Prune): a repository dropped from
-	// the board takes its cards with it.
+	// of every other repository (Store.Prune), and the expired tombstones
+	// (Store.ExpireTombstones), once the store grants it the period
+	// (Store.ClaimPrune): a repository dropped from the board takes its
+	// cards with it, once a period for all the replicas of one list.
 	BoardRepos []string
 	// Pruner, when set, does that removal instead, for every sync sharing
 	// it: for a board whose repositories several syncs share (App mode:
@@ -276,7 +280,8 @@ type boardTerm struct {
 // not show (removeGone). At the term's first pass and every
 // Config.FullEvery after, before the repositories, the pass removes the
 // cards of repositories no longer on the board (Config.BoardRepos,
-// Store.Prune). A repository whose list, store or removal fails keeps its
+// Store.Prune) and the expired tombstones, when the store grants the
+// period's claim (see Pruner). A repository whose list, store or removal fails keeps its
 // watermark, so the next pass lists the same issues again; the pass goes
 // on to the next repository. A rate-limit error
 // stops the pass; the ticks before the limit's reset are skipped and not
@@ -347,8 +352,10 @@ func (s *Sync) pass(ctx context.Context, st *boardTerm) passEnd {
 }
 
 // prune removes, at the term's first pass and every FullEvery after (or
-// when Config.Pruner says, for every sync sharing it), the cards of the
-// repositories no longer on the board, noting in p how many or why not.
+// when Config.Pruner says, for every sync sharing it), once the store
+// grants the period's claim, the cards of the repositories no longer on
+// the board and the expired tombstones, noting in p how many cards or why
+// not.
 func (s *Sync) prune(ctx context.Context, st *boardTerm, p *Pass) {
 	removed, ran, err := st.pruner.prune(ctx, p.At)
 	if !ran {

@@ -868,3 +868,171 @@ func TestSyncRemovesTheCardsOfRepositoriesOffTheBoard(t *testing.T) {
 		}
 	})
 }
+
+// TestSyncExpiresTombstonesWithoutARemoval pins that a removed card's
+// tombstone expires by age, at the periodic prune, though no other card
+// is removed: a board that stops removing keeps none longer than
+// TombstoneTTL and a FullEvery.
+func TestSyncExpiresTombstonesWithoutARemoval(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newBoardRigWith(t, func(c *board.Config) { c.Interval, c.FullEvery = time.Hour, 6*time.Hour }, "acme/app")
+		r.seed(t, "acme/app", forgesim.Issue{Number: 1, Title: "synced", State: "open"})
+		ctx := context.Background()
+		if _, err := r.board.Remove(ctx, "github.com", "acme/app", 9, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		old := board.Card{Host: "github.com", Repo: "acme/app", Number: 9, Title: "read before the removal", State: "open", Updated: time.Now().Add(-time.Hour)}
+		r.start(t)
+		time.Sleep(board.TombstoneTTL - time.Minute) // passes and prunes, no removal
+		synctest.Wait()
+		if changed, err := r.board.Put(ctx, old); err != nil || changed {
+			t.Fatalf("Put of a read before the removal, under TombstoneTTL after it = %v, %v, want false: the tombstone is kept its TTL", changed, err)
+		}
+		time.Sleep(time.Hour + 2*time.Minute) // the pass at 25h prunes, a period after the one at 19h
+		synctest.Wait()
+		if changed, err := r.board.Put(ctx, old); err != nil || !changed {
+			t.Errorf("Put of a read before the removal, TombstoneTTL and a pass after it = %v, %v, want true: the periodic prune drops an expired tombstone without another removal", changed, err)
+		}
+	})
+}
+
+// prunesCounted is a board.MemoryStore that counts its Prunes.
+type prunesCounted struct {
+	*board.MemoryStore
+	prunes atomic.Int32
+}
+
+func (s *prunesCounted) Prune(ctx context.Context, host string, repos []string) (int, error) {
+	s.prunes.Add(1)
+	return s.MemoryStore.Prune(ctx, host, repos)
+}
+
+// TestReplicasSharingAStorePruneOncePerPeriod pins that replicas whose
+// syncs share the board's store, each with its own Pruner (App mode's
+// replicas, each holding board shards), prune the host once a FullEvery
+// between them, not once each: the store grants one claim a period. The
+// next period's prune still takes a card of a repository off the board
+// put back since.
+func TestReplicasSharingAStorePruneOncePerPeriod(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := &prunesCounted{MemoryStore: board.NewMemoryStore()}
+		ctx := context.Background()
+		dropped := func(n int) board.Card {
+			return board.Card{Host: "github.com", Repo: "acme/dropped", Number: n, Title: "off the board", State: "open", Updated: time.Now()}
+		}
+		if _, err := store.Put(ctx, dropped(1)); err != nil {
+			t.Fatal(err)
+		}
+		const replicas = 3
+		for i := range replicas {
+			r := newBoardRigWith(t, func(c *board.Config) {
+				c.Store, c.FullEvery, c.Owner = store, 3*boardInterval, fmt.Sprintf("replica-%d", i)
+				c.BoardRepos = []string{"acme/app", "acme/lib"}
+			}, "acme/app")
+			r.seed(t, "acme/app", forgesim.Issue{Number: 1, Title: "synced", State: "open"})
+			r.start(t)
+		}
+		time.Sleep(boardInterval + time.Second) // every replica's first pass
+		synctest.Wait()
+		if got := store.prunes.Load(); got != 1 {
+			t.Errorf("prunes after %d replicas' first passes: %d, want 1: replicas sharing the store prune once a period between them", replicas, got)
+		}
+		if _, err := store.Put(ctx, dropped(2)); err != nil { // as a replica still configured with it would
+			t.Fatal(err)
+		}
+		time.Sleep(3 * boardInterval) // the next period's first passes
+		synctest.Wait()
+		if got := store.prunes.Load(); got != 2 {
+			t.Errorf("prunes after a FullEvery: %d, want 2: one a period", got)
+		}
+		cards, err := store.Cards(ctx, board.Query{Repo: "acme/dropped", Limit: 10})
+		if err != nil || len(cards) != 0 {
+			t.Errorf("cards of acme/dropped after the second period's prune: %v, %v, want none: the period's one prune takes them", cards, err)
+		}
+	})
+}
+
+// pruneFaults is a board.MemoryStore whose next Prunes and ClaimPrunes
+// fail, as many of each as set.
+type pruneFaults struct {
+	*board.MemoryStore
+	prunes, claims atomic.Int32
+}
+
+var errPruneFault = errors.New("store did not answer (injected)")
+
+func (s *pruneFaults) Prune(ctx context.Context, host string, repos []string) (int, error) {
+	if s.prunes.Add(-1) >= 0 {
+		return 0, errPruneFault
+	}
+	return s.MemoryStore.Prune(ctx, host, repos)
+}
+
+func (s *pruneFaults) ClaimPrune(ctx context.Context, host, board string, at time.Time, every time.Duration) (bool, error) {
+	if s.claims.Add(-1) >= 0 {
+		return false, errPruneFault
+	}
+	return s.MemoryStore.ClaimPrune(ctx, host, board, at, every)
+}
+
+// TestSyncRetriesAFailedPruneAtTheNextPass pins that a prune that fails
+// is tried again at the next pass, not a period later: a claim the store
+// did not answer is asked again, and a prune whose claim was granted is
+// retried under that claim, which a new claim within the period would not
+// get.
+func TestSyncRetriesAFailedPruneAtTheNextPass(t *testing.T) {
+	for _, c := range []struct {
+		name          string
+		prune, claims int32
+	}{
+		{"the prune fails", 1, 0},
+		{"the claim fails", 0, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				store := &pruneFaults{MemoryStore: board.NewMemoryStore()}
+				store.prunes.Store(c.prune)
+				store.claims.Store(c.claims)
+				off := board.Card{Host: "github.com", Repo: "acme/old", Number: 1, Title: "off the board", State: "open", Updated: time.Now()}
+				if _, err := store.Put(context.Background(), off); err != nil {
+					t.Fatal(err)
+				}
+				r := newBoardRigWith(t, func(cfg *board.Config) { cfg.Store, cfg.FullEvery = store, 10*boardInterval }, "acme/app")
+				r.seed(t, "acme/app", forgesim.Issue{Number: 1, Title: "synced", State: "open"})
+				r.start(t)
+				if p := r.next(t); !errors.Is(p.PruneErr, errPruneFault) {
+					t.Errorf("pass 1: PruneErr %v, want the store's error: a failed prune is reported", p.PruneErr)
+				}
+				if p := r.next(t); p.PruneErr != nil || p.Pruned != 1 {
+					t.Errorf("pass 2: pruned %d, err %v, want 1, nil: a failed prune is tried again at the next pass", p.Pruned, p.PruneErr)
+				}
+				if p := r.next(t); p.PruneErr != nil || p.Pruned != 0 {
+					t.Errorf("pass 3: pruned %d, err %v, want 0, nil", p.Pruned, p.PruneErr)
+				}
+			})
+		})
+	}
+}
+
+// TestAReplicaWithAnotherBoardListPrunesAtOnce pins that the period's
+// claim is per repository list: a replica listing the same repositories
+// in another order or case shares it, while one with another list (a
+// rolling change of --board-repos) prunes at its first pass, within the
+// period another list's replica claimed.
+func TestAReplicaWithAnotherBoardListPrunesAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := &prunesCounted{MemoryStore: board.NewMemoryStore()}
+		for i, list := range [][]string{{"acme/app", "acme/lib"}, {"Acme/Lib", "acme/app"}, {"acme/app"}} {
+			r := newBoardRigWith(t, func(c *board.Config) {
+				c.Store, c.FullEvery, c.BoardRepos, c.Owner = store, 10*boardInterval, list, fmt.Sprintf("replica-%d", i)
+			}, "acme/app")
+			r.seed(t, "acme/app", forgesim.Issue{Number: 1, Title: "synced", State: "open"})
+			r.start(t)
+			time.Sleep(boardInterval + time.Second) // its first pass
+			synctest.Wait()
+			if got, want := store.prunes.Load(), []int32{1, 1, 2}[i]; got != want {
+				t.Errorf("prunes after replica %d's first pass (board %v): %d, want %d: the same repositories share the period's claim, another list prunes at once", i, list, got, want)
+			}
+		}
+	})
+}

@@ -28,7 +28,8 @@ type installationBoards struct {
 	// pruner removes the cards of repositories off the board for every
 	// installation's sync of this replica, whatever its shard: once a
 	// --board-full-sync-every, not once per installation and term, each
-	// a scan of the card collection.
+	// a scan of the card collection; and, by its claim in the store,
+	// once a period between all the replicas of one --board-repos.
 	pruner *board.Pruner
 
 	mu     sync.Mutex

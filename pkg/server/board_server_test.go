@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -503,4 +504,65 @@ func TestAppModeBoardPrunesTheHostOncePerPeriod(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestAppModeBoardPrunesTheHostOncePerPeriodAcrossReplicas pins that in
+// App mode the replicas holding board shards prune the host once a
+// BoardFullEvery between them, not once each (each prune a scan of the
+// card collection): each replica's board.Pruner claims the period in the
+// shared store first, and only one claim a period is granted.
+func TestAppModeBoardPrunesTheHostOncePerPeriodAcrossReplicas(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const replicas, installations = 3, 6
+		c, next := newAppCluster(t, installations, false)
+		var repos, specs []string
+		for i := 1; i <= installations; i++ {
+			repos = append(repos, fmt.Sprintf("org-%d/repo-1", i))
+			specs = append(specs, fmt.Sprintf("org-%d/repo-1#5", i))
+		}
+		seedIssues(t, specs...)(c.sim)
+		cards := &prunesWatched{MemoryStore: board.NewMemoryStore()}
+		startAppReplicas(t, c, next, replicas, time.Hour, installations, func(cfg *server.Config) {
+			cfg.Board, cfg.BoardRepos, cfg.BoardInterval, cfg.BoardFullEvery = cards, repos, time.Minute, 5*time.Minute
+		})
+		defer c.stopAll()
+		time.Sleep(7*time.Minute + 30*time.Second) // the terms begin, the syncs' first passes, then a period's
+		synctest.Wait()
+		syncers := map[string]bool{}
+		for _, r := range c.replicas {
+			if hasBoardShard(t, c, r.owner) {
+				syncers[r.owner] = true
+			}
+		}
+		if len(syncers) < 2 {
+			t.Fatalf("replicas holding board shards: %v, want at least 2: the rule is about several", syncers)
+		}
+		cards.mu.Lock()
+		got := len(cards.prunes)
+		cards.mu.Unlock()
+		if got != 2 {
+			t.Errorf("prunes in two periods by %d replicas holding board shards: %d, want 2: the deployment prunes the host once a period, not once per replica", len(syncers), got)
+		}
+		for _, repo := range repos {
+			if !hasCard(t, cards, repo, 5) {
+				t.Errorf("card of %s: missing, want synced", repo)
+			}
+		}
+	})
+}
+
+// hasBoardShard reports whether owner holds a shard lease of the board
+// group.
+func hasBoardShard(t *testing.T, c *cluster, owner string) bool {
+	t.Helper()
+	hs, err := c.leases.Holders(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range hs {
+		if strings.HasPrefix(h.Name, server.ForgeBoardSync().Name) && h.Owner == owner && time.Now().Before(h.Expires) {
+			return true
+		}
+	}
+	return false
 }

@@ -330,6 +330,99 @@ var cases = []conformance.Case[board.Store]{
 			t.Errorf("Put of card 2, removed under TombstoneTTL before the last removal, changed = true, want false: its tombstone is kept")
 		}
 	}},
+	{Name: "ExpireTombstonesByAge", Rule: "ExpireTombstones drops the tombstones of removals more than TombstoneTTL before now, and only those, with no Remove; cards stay", Check: func(t *testing.T, s board.Store) {
+		ctx := context.Background()
+		for _, r := range []struct {
+			n    int
+			gone time.Time
+		}{{1, at(0)}, {2, at(time.Hour)}} {
+			if _, err := s.Remove(ctx, "github.com", "acme/app", r.n, r.gone); err != nil {
+				t.Fatalf("Remove(%d): %v", r.n, err)
+			}
+		}
+		kept := newCard("acme/app", 3, at(-time.Hour))
+		put(t, s, kept)
+		dropped, err := s.ExpireTombstones(ctx, at(board.TombstoneTTL+time.Minute))
+		if err != nil || dropped != 1 {
+			t.Fatalf("ExpireTombstones a TombstoneTTL and a minute after the first removal = %d, %v, want 1, nil: the first removal's tombstone expired, the second's not", dropped, err)
+		}
+		if !put(t, s, newCard("acme/app", 1, at(-time.Hour))) {
+			t.Errorf("Put of an older read of card 1 after ExpireTombstones changed = false, want true: its tombstone was dropped without another removal")
+		}
+		if put(t, s, newCard("acme/app", 2, at(-time.Hour))) {
+			t.Errorf("Put of an older read of card 2 changed = true, want false: its tombstone, under TombstoneTTL old, is kept")
+		}
+		if got := ids(all(t, s, board.Query{})); len(got) != 2 || !slices.Contains(got, kept.ID()) {
+			t.Errorf("cards after ExpireTombstones: got %v, want card 1 put back and card 3 kept: no card is expired", got)
+		}
+		if _, err := s.ExpireTombstones(ctx, time.Time{}); !errors.Is(err, board.ErrInvalid) {
+			t.Errorf("ExpireTombstones(zero) = %v, want ErrInvalid: no instant to count from", err)
+		}
+	}},
+	{Name: "ClaimPruneOncePerPeriod", Rule: "ClaimPrune grants a host's claim once a period per board, at once for another board, and refuses a claim the last one is within every of", Check: func(t *testing.T, s board.Store) {
+		ctx := context.Background()
+		const a, b = "board-a", "board-b"
+		for i, step := range []struct {
+			host, board string
+			at          time.Time
+			want        bool
+			why         string
+		}{
+			{"github.com", a, at(0), true, "the first claim of a host is granted"},
+			{"github.com", a, at(59 * time.Minute), false, "a claim of the same board within the period is refused"},
+			{"ghe.example", a, at(59 * time.Minute), true, "another host's claim is its own"},
+			{"github.com", a, at(time.Hour), true, "a claim a period after the last is granted"},
+			{"github.com", a, at(30 * time.Minute), false, "a claim before the last one (a clock behind) is refused"},
+			{"github.com", b, at(61 * time.Minute), true, "a claim for another board is granted at once: its list changed"},
+			{"github.com", b, at(62 * time.Minute), false, "then that board holds the period"},
+			{"github.com", a, at(63 * time.Minute), true, "and the first board's next claim is granted at once too"},
+		} {
+			got, err := s.ClaimPrune(ctx, step.host, step.board, step.at, time.Hour)
+			if err != nil || got != step.want {
+				t.Errorf("step %d: ClaimPrune(%s, %s, %v) = %v, %v, want %v: %s", i, step.host, step.board, step.at, got, err, step.want, step.why)
+			}
+		}
+		for _, bad := range []struct {
+			host, board string
+			at          time.Time
+			every       time.Duration
+		}{{"", a, at(0), time.Hour}, {"git/hub", a, at(0), time.Hour}, {"github.com", "", at(0), time.Hour}, {"github.com", a, time.Time{}, time.Hour}, {"github.com", a, at(0), 0}} {
+			if _, err := s.ClaimPrune(ctx, bad.host, bad.board, bad.at, bad.every); !errors.Is(err, board.ErrInvalid) {
+				t.Errorf("ClaimPrune(%q, %q, %v, %v) = %v, want ErrInvalid: a host, board, instant or period no claim can have is refused", bad.host, bad.board, bad.at, bad.every, err)
+			}
+		}
+		done, cancel := context.WithCancel(ctx)
+		cancel()
+		if _, err := s.ClaimPrune(done, "github.com", a, at(10*time.Hour), time.Hour); err == nil {
+			t.Errorf("ClaimPrune on a done context = nil, want an error")
+		}
+		if got, err := s.ClaimPrune(ctx, "github.com", a, at(10*time.Hour), time.Hour); err != nil || !got {
+			t.Errorf("ClaimPrune after a refused one = %v, %v, want true: a claim that failed records nothing", got, err)
+		}
+	}},
+	{Name: "RacingClaimsOneWins", Rule: "of claims racing for one host, board and period, exactly one is granted", Check: func(t *testing.T, s board.Store) {
+		const n = 8
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		won := 0
+		for i := range n {
+			wg.Go(func() {
+				got, err := s.ClaimPrune(context.Background(), "github.com", "board-a", at(time.Duration(i)*time.Millisecond), time.Hour)
+				if err != nil {
+					t.Errorf("ClaimPrune %d: %v", i, err)
+				}
+				if got {
+					mu.Lock()
+					won++
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		if won != 1 {
+			t.Errorf("claims granted: %d of %d, want 1: replicas racing for a period prune once between them", won, n)
+		}
+	}},
 	{Name: "PruneRemovesTheCardsOfOtherRepositories", Rule: "Prune deletes the cards of host whose repository is none of those given, compared without regard to case, and says how many; other hosts' cards stay", Check: func(t *testing.T, s board.Store) {
 		ctx := context.Background()
 		app, lib := newCard("acme/app", 1, at(0)), newCard("Acme/Lib", 2, at(0))
