@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path"
 	"path/filepath"
@@ -32,8 +33,15 @@ type k8sObject struct {
 	StringData map[string]string `yaml:"stringData"` // a Secret's
 	Spec       struct {
 		Template struct {
+			Metadata struct {
+				Annotations map[string]string `yaml:"annotations"`
+			} `yaml:"metadata"`
 			Spec k8sPodSpec `yaml:"spec"`
 		} `yaml:"template"`
+		Ports []struct { // a Service's
+			Name       string `yaml:"name"`
+			TargetPort string `yaml:"targetPort"`
+		} `yaml:"ports"`
 		UnhealthyPodEvictionPolicy string `yaml:"unhealthyPodEvictionPolicy"` // a PodDisruptionBudget's
 	} `yaml:"spec"`
 }
@@ -69,9 +77,13 @@ type k8sSecurityContext struct {
 
 // k8sContainer is the part of a container the example tests read.
 type k8sContainer struct {
-	Name string   `yaml:"name"`
-	Args []string `yaml:"args"`
-	Env  []struct {
+	Name  string   `yaml:"name"`
+	Args  []string `yaml:"args"`
+	Ports []struct {
+		Name          string `yaml:"name"`
+		ContainerPort int    `yaml:"containerPort"`
+	} `yaml:"ports"`
+	Env []struct {
 		Name      string `yaml:"name"`
 		Value     string `yaml:"value"`
 		ValueFrom struct {
@@ -108,6 +120,7 @@ type k8sContainer struct {
 type k8sProbe struct {
 	HTTPGet struct {
 		Path string `yaml:"path"`
+		Port string `yaml:"port"`
 	} `yaml:"httpGet"`
 	TimeoutSeconds   *int `yaml:"timeoutSeconds"`
 	PeriodSeconds    int  `yaml:"periodSeconds"`
@@ -494,5 +507,47 @@ func TestKubernetesExampleGivesALongStartItsTime(t *testing.T) {
 	}
 	if allowed := time.Duration(p.PeriodSeconds*p.FailureThreshold) * time.Second; allowed < 5*time.Minute {
 		t.Errorf("container %s: the startup probe allows %v (%d × %d s), want at least 5m", c.Name, allowed, p.FailureThreshold, p.PeriodSeconds)
+	}
+}
+
+// TestKubernetesExampleProbesOutsideTheConnectionCap checks that the
+// example serves its probes on --probe-addr: every probe and Prometheus's
+// scrape go to the container port of that address, which the Service
+// does not expose, so clients holding every one of --max-connections on
+// --listen do not fail the liveness probe and restart a busy replica.
+func TestKubernetesExampleProbesOutsideTheConnectionCap(t *testing.T) {
+	objs := readExample(t)
+	_, c := examplePod(t, objs)
+	cfg := exampleServeConfig(t, objs)
+	if cfg.probeAddr == "" {
+		t.Fatalf("container %s: no --probe-addr, want one: on --listen the probes wait behind --max-connections", c.Name)
+	}
+	_, port, err := net.SplitHostPort(cfg.probeAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	probePort := ""
+	for _, p := range c.Ports {
+		if strconv.Itoa(p.ContainerPort) == port {
+			probePort = p.Name
+		}
+	}
+	if probePort == "" {
+		t.Fatalf("container %s: no port %s (--probe-addr) among %+v, want one named for the probes", c.Name, port, c.Ports)
+	}
+	for name, p := range map[string]k8sProbe{"startupProbe": c.StartupProbe, "livenessProbe": c.LivenessProbe, "readinessProbe": c.ReadinessProbe} {
+		if p.HTTPGet.Port != probePort && p.HTTPGet.Port != port {
+			t.Errorf("container %s: %s on port %q, want %q, --probe-addr's: outside --max-connections", c.Name, name, p.HTTPGet.Port, probePort)
+		}
+	}
+	if got := objs["Deployment"][0].Spec.Template.Metadata.Annotations["prometheus.io/port"]; got != port {
+		t.Errorf("prometheus.io/port %q, want %s, --probe-addr's: a scrape by the pod's address is outside --max-connections", got, port)
+	}
+	for _, svc := range objs["Service"] {
+		for _, p := range svc.Spec.Ports {
+			if p.TargetPort == probePort || p.TargetPort == port {
+				t.Errorf("Service %s exposes the probe port %s, want it left to the kubelet and Prometheus", svc.Metadata.Name, p.TargetPort)
+			}
+		}
 	}
 }

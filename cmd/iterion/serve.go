@@ -50,7 +50,7 @@ var serveHelp = help{
 	example: "ITERION_API_TOKEN=secret ITERION_FORGE_TOKEN=ghp_... \\\n" +
 		"  iterion serve --mongo-uri mongodb://db:27017/?replicaSet=rs0 --board-repos acme/app\n",
 	groups: []flagGroup{
-		{"server", []string{"listen", "api-token", "api-token-file", "pages-token", "pages-token-file", "public-pages", "webhook-secret", "webhook-secret-file", "webhook-answer-within", "log-format", "log-level"}},
+		{"server", []string{"listen", "probe-addr", "api-token", "api-token-file", "pages-token", "pages-token-file", "public-pages", "webhook-secret", "webhook-secret-file", "webhook-answer-within", "log-format", "log-level"}},
 		{"stores", []string{"mongo-uri", "mongo-db", "store-timeout", "delivery-window"}},
 		{"forge", []string{"forge-url", "forge-token", "forge-token-file", "github-app-id", "github-installation-id", "github-private-key-file", "share-installation-tokens", "forge-etag-cache", "forge-timeout"}},
 		{"elected nets", []string{"sweep-interval", "sweep-time-share", "sweep-concurrency", "sweep-reserve", "board-repos", "board-interval", "board-full-sync-every", "sweep-shards", "installation-concurrency"}},
@@ -63,6 +63,7 @@ var serveHelp = help{
 // environment twins.
 type serveConfig struct {
 	listen         string
+	probeAddr      string
 	mongoURI       string
 	mongoDB        string
 	forgeURL       string
@@ -114,6 +115,7 @@ type serveConfig struct {
 // its environment twin.
 func serveFlags(fs *flag.FlagSet, c *serveConfig) (envOf map[string]string) {
 	fs.StringVar(&c.listen, "listen", ":8080", "address to serve HTTP on")
+	fs.StringVar(&c.probeAddr, "probe-addr", "", "address to serve /healthz, /readyz and /metrics on as well, outside --max-connections, with a cap of its own; absent: they are served on --listen only")
 	fs.StringVar(&c.mongoURI, "mongo-uri", "", "MongoDB URI of the shared run and lease stores; absent: in-memory stores (one process, which elects itself)")
 	fs.StringVar(&c.mongoDB, "mongo-db", "iterion", "MongoDB database name")
 	fs.StringVar(&c.forgeURL, "forge-url", "", "forge REST API root; absent: https://api.github.com/")
@@ -428,6 +430,13 @@ func (c serveConfig) validate() []error {
 			add("--forge-url %q: want an absolute http(s) URL", c.forgeURL)
 		}
 	}
+	if c.probeAddr != "" {
+		if _, port, err := net.SplitHostPort(c.probeAddr); err != nil {
+			add("--probe-addr %q: want HOST:PORT or :PORT: %w", c.probeAddr, err)
+		} else if c.probeAddr == c.listen && port != "0" { // port 0: each listener its own free port
+			add("--probe-addr %q: want another address than --listen", c.probeAddr)
+		}
+	}
 	if c.mongoURI != "" && !strings.HasPrefix(c.mongoURI, "mongodb://") && !strings.HasPrefix(c.mongoURI, "mongodb+srv://") {
 		add("--mongo-uri %q: want a mongodb:// or mongodb+srv:// URI", redactURI(c.mongoURI))
 	}
@@ -560,12 +569,19 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	if err != nil {
 		return fmt.Errorf("--listen %q: %w", c.listen, err)
 	}
+	var probes net.Listener // nil: the probes on --listen only
+	if c.probeAddr != "" {
+		if probes, err = net.Listen("tcp", c.probeAddr); err != nil {
+			ln.Close()
+			return fmt.Errorf("--probe-addr %q: %w", c.probeAddr, err)
+		}
+	}
 	logger.Info("iterion serve", "owner", srv.Owner(), "forge_host", c.forgeHost(),
 		"sweep_interval", c.sweepInterval.String(), "board_repos", strings.Join(c.boardRepos, ","),
 		"board_interval", c.boardInterval.String(), "board_full_sync_every", c.boardFullEvery.String(), "app_mode", c.appMode(), "sweep_shards", c.sweepShards,
-		"installation_concurrency", c.instConc, "sweep_time_share", c.timeShare, "sweep_concurrency", c.sweepConc, "sweep_reserve", c.sweepReserve, "forge_minute", c.forgeMinute.String(), "public_pages", c.publicPages, "forge_timeout", c.forgeRequestTimeout().String(), "no_lease", c.noLease, "mongo", c.mongoURI != "",
+		"installation_concurrency", c.instConc, "sweep_time_share", c.timeShare, "sweep_concurrency", c.sweepConc, "sweep_reserve", c.sweepReserve, "forge_minute", c.forgeMinute.String(), "public_pages", c.publicPages, "probe_addr", c.probeAddr, "forge_timeout", c.forgeRequestTimeout().String(), "no_lease", c.noLease, "mongo", c.mongoURI != "",
 		"shared_installation_tokens", tokens != nil)
-	return srv.Run(ctx, ln)
+	return srv.RunWithProbes(ctx, ln, probes)
 }
 
 // forgeClient builds the forge client serve's credentials call for: a

@@ -77,6 +77,8 @@ func TestServeValidatesConfigNamingTheFlag(t *testing.T) {
 		{"stray argument", append(base, "extra"), env(), `"extra"`},
 		{"store timeout zero", append(base, "--store-timeout", "0s"), env(), "--store-timeout"},
 		{"pages token and public pages", append(base, "--pages-token", "p", "--public-pages"), env(), "--public-pages"},
+		{"probe address without a port", append(base, "--probe-addr", "8081"), env(), `--probe-addr "8081"`},
+		{"probe address the listen address", append(base, "--listen", ":8080", "--probe-addr", ":8080"), env(), `--probe-addr ":8080": want another address than --listen`},
 		{"forge timeout negative", append(base, "--forge-timeout", "-1s"), env(), "--forge-timeout"},
 		{"forge timeout leaves the sweep no room", append(base, "--sweep-interval", "5s", "--forge-timeout", "6s"), env(), "--forge-timeout 6s: want it under --sweep-interval 5s"},
 		{"delivery window zero", append(base, "--delivery-window", "0s"), env(), "--delivery-window"},

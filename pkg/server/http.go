@@ -57,13 +57,32 @@ const (
 // page answers 401, unless PublicPages. /healthz and /metrics need none.
 func (s *Server) Handler() http.Handler { return s.handler }
 
+// ProbeHandler serves GET /healthz, /readyz and /metrics alone, as
+// Handler does, and 404 for any other path:
+// for a listener of its own (RunWithProbes, iterion serve --probe-addr)
+// that the kubelet and Prometheus reach and the Service does not.
+func (s *Server) ProbeHandler() http.Handler { return s.probes }
+
+func (s *Server) probeRoutes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", s.getHealthz)
+	mux.HandleFunc("GET /readyz", s.getReadyz)
+	mux.Handle("GET /metrics", s.metrics())
+	return mux
+}
+
+// metrics is GET /metrics: the Registry, in Prometheus's format.
+func (s *Server) metrics() http.Handler {
+	return promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{})
+}
+
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /api/runs", s.postRun)
 	mux.HandleFunc("POST /webhooks/github", s.postWebhook)
 	mux.HandleFunc("GET /healthz", s.getHealthz)
 	mux.HandleFunc("GET /readyz", s.getReadyz)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{}))
+	mux.Handle("GET /metrics", s.metrics())
 	mux.Handle("GET /leases", s.page(http.HandlerFunc(s.getLeases)))
 	mux.Handle("GET /{$}", s.page(http.HandlerFunc(s.getIndex)))
 	mux.Handle("GET /runs", s.page(http.HandlerFunc(s.getRunsPage)))

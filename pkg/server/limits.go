@@ -26,7 +26,9 @@ type Limits struct {
 	// the operating system's listen backlog until an open one closes,
 	// then is served; its client sees a slow server and may give up
 	// first. An idle keep-alive connection holds its place until
-	// IdleTimeout. http_connections_open counts the open ones.
+	// IdleTimeout. http_connections_open counts the open ones. Probes
+	// served there wait too: RunWithProbes serves them on a listener of
+	// their own, outside this cap.
 	MaxConnections int
 	// ReadHeaderTimeout bounds reading a request's headers.
 	ReadHeaderTimeout time.Duration
@@ -192,6 +194,29 @@ func (s *Server) HTTPServer() *http.Server {
 // listener on its own.
 func (s *Server) Listener(ln net.Listener) net.Listener {
 	return netutil.LimitListener(ln, s.cfg.Limits.MaxConnections)
+}
+
+// ProbeConnections caps the connections open at once on a ProbeListener:
+// the kubelet's probes (a connection each, every few seconds) and a few
+// Prometheus scrapes need a handful; the cap bounds what a client that
+// reaches the probe port can hold, apart from Limits.MaxConnections.
+const ProbeConnections = 32
+
+// ProbeHTTPServer returns a new http.Server that serves ProbeHandler with
+// the configured timeouts and header bound. Its connections are not
+// counted in http_connections_open, which watches the main listener's
+// cap. RunWithProbes serves one on ProbeListener.
+func (s *Server) ProbeHTTPServer() *http.Server {
+	hs := s.HTTPServer()
+	hs.Handler, hs.ConnState = s.probes, nil
+	return hs
+}
+
+// ProbeListener returns ln accepting at most ProbeConnections connections
+// open at once, a cap of its own: a Listener's connections, however many,
+// leave its places free.
+func (s *Server) ProbeListener(ln net.Listener) net.Listener {
+	return netutil.LimitListener(ln, ProbeConnections)
 }
 
 // countConn counts a connection of an HTTPServer in http_connections_open

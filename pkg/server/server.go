@@ -215,6 +215,8 @@ type Server struct {
 	ready      readiness
 	passes     *netMetrics
 	handler    http.Handler
+	// probes serves /healthz, /readyz and /metrics alone (ProbeHandler).
+	probes http.Handler
 	// largeReads holds a token per webhook body over 1 MiB being read;
 	// largeBy how many each remote address is reading (takeLargeSlot).
 	largeReads chan struct{}
@@ -483,6 +485,7 @@ func NewForComparison(cfg Config, cmp Comparison) (*Server, error) {
 		s.passes.interval.WithLabelValues(MergeGateSweeper().Name).Set(cfg.SweepInterval.Seconds())
 	}
 	s.handler = s.routes()
+	s.probes = s.probeRoutes()
 	return s, nil
 }
 
@@ -498,8 +501,17 @@ func (s *Server) Owner() string { return s.cfg.Owner }
 // cancelling those left, whose claims lapse), ends the nets' terms and
 // releases their leases, and closes the forge client, which writes the
 // partial hourly line. It returns nil after a shutdown caused by ctx, or
-// the error that stopped serving. Call it once.
+// the error that stopped serving. Call it once, or RunWithProbes instead.
 func (s *Server) Run(ctx context.Context, ln net.Listener) error {
+	return s.RunWithProbes(ctx, ln, nil)
+}
+
+// RunWithProbes is Run serving, as well, ProbeHandler on probes (when
+// probes is not nil) through ProbeListener, outside ln's connection cap:
+// clients holding every connection ln allows then do not fail the
+// kubelet's probes, which would restart a replica that is only busy.
+// It stops taking requests on both listeners at the shutdown.
+func (s *Server) RunWithProbes(ctx context.Context, ln, probes net.Listener) error {
 	netsCtx, stopNets := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopNets()
 	var nets sync.WaitGroup
@@ -513,13 +525,19 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 		s.startAppNets(netsCtx, &nets)
 	}
 	s.recorder.start(netsCtx, &nets)
-	var srv *http.Server
-	served := make(chan error, 1)
+	var srv, probeSrv *http.Server
+	served := make(chan error, 2)
 	if ln != nil {
 		srv = s.HTTPServer()
 		limited := s.Listener(ln)
 		go func() { served <- srv.Serve(limited) }()
 		s.log.Info("listening", "addr", ln.Addr().String())
+	}
+	if probes != nil {
+		probeSrv = s.ProbeHTTPServer()
+		limited := s.ProbeListener(probes)
+		go func() { served <- probeSrv.Serve(limited) }()
+		s.log.Info("listening for probes", "addr", probes.Addr().String())
 	}
 	var err error
 	select {
@@ -529,8 +547,11 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	}
 	s.log.Info("shutting down: stop taking requests")
 	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
-	if srv != nil {
-		if serr := srv.Shutdown(sctx); serr != nil {
+	for _, hs := range []*http.Server{srv, probeSrv} {
+		if hs == nil {
+			continue
+		}
+		if serr := hs.Shutdown(sctx); serr != nil {
 			s.log.Warn("requests still in flight at the shutdown timeout", "err", serr)
 		}
 	}
