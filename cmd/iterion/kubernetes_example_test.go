@@ -541,7 +541,7 @@ func TestKubernetesExampleProbesOutsideTheConnectionCap(t *testing.T) {
 		}
 	}
 	if got := objs["Deployment"][0].Spec.Template.Metadata.Annotations["prometheus.io/port"]; got != port {
-		t.Errorf("prometheus.io/port %q, want %s, --probe-addr's: a scrape by the pod's address is outside --max-connections", got, port)
+		t.Errorf("prometheus.io/port %q, want %s, --probe-addr's: a scrape by the pod's address is outside --max-connections and --allowed-hosts", got, port)
 	}
 	for _, svc := range objs["Service"] {
 		for _, p := range svc.Spec.Ports {

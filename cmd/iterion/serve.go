@@ -50,7 +50,7 @@ var serveHelp = help{
 	example: "ITERION_API_TOKEN=secret ITERION_FORGE_TOKEN=ghp_... \\\n" +
 		"  iterion serve --mongo-uri mongodb://db:27017/?replicaSet=rs0 --board-repos acme/app\n",
 	groups: []flagGroup{
-		{"server", []string{"listen", "probe-addr", "api-token", "api-token-file", "pages-token", "pages-token-file", "public-pages", "webhook-secret", "webhook-secret-file", "webhook-answer-within", "log-format", "log-level"}},
+		{"server", []string{"listen", "probe-addr", "allowed-hosts", "api-token", "api-token-file", "pages-token", "pages-token-file", "public-pages", "webhook-secret", "webhook-secret-file", "webhook-answer-within", "log-format", "log-level"}},
 		{"stores", []string{"mongo-uri", "mongo-db", "store-timeout", "delivery-window"}},
 		{"forge", []string{"forge-url", "forge-token", "forge-token-file", "github-app-id", "github-installation-id", "github-private-key-file", "share-installation-tokens", "forge-etag-cache", "forge-timeout"}},
 		{"elected nets", []string{"sweep-interval", "sweep-time-share", "sweep-concurrency", "sweep-reserve", "board-repos", "board-interval", "board-full-sync-every", "sweep-shards", "installation-concurrency"}},
@@ -64,6 +64,7 @@ var serveHelp = help{
 type serveConfig struct {
 	listen         string
 	probeAddr      string
+	allowedHosts   []string
 	mongoURI       string
 	mongoDB        string
 	forgeURL       string
@@ -115,7 +116,16 @@ type serveConfig struct {
 // its environment twin.
 func serveFlags(fs *flag.FlagSet, c *serveConfig) (envOf map[string]string) {
 	fs.StringVar(&c.listen, "listen", ":8080", "address to serve HTTP on")
-	fs.StringVar(&c.probeAddr, "probe-addr", "", "address to serve /healthz, /readyz and /metrics on as well, outside --max-connections, with a cap of its own; absent: they are served on --listen only")
+	fs.StringVar(&c.probeAddr, "probe-addr", "", "address to serve /healthz, /readyz and /metrics on as well, outside --max-connections and --allowed-hosts, with a cap of its own; absent: they are served on --listen only")
+	fs.Func("allowed-hosts", "host names (name or name:port,...) a request's Host may name; any other answers 421, except /healthz and /readyz. Set it with --public-pages or wherever browsers reach serve, against DNS rebinding; absent: every host", func(v string) error {
+		c.allowedHosts = nil
+		for _, h := range strings.Split(v, ",") {
+			if h = strings.TrimSpace(h); h != "" {
+				c.allowedHosts = append(c.allowedHosts, h)
+			}
+		}
+		return nil
+	})
 	fs.StringVar(&c.mongoURI, "mongo-uri", "", "MongoDB URI of the shared run and lease stores; absent: in-memory stores (one process, which elects itself)")
 	fs.StringVar(&c.mongoDB, "mongo-db", "iterion", "MongoDB database name")
 	fs.StringVar(&c.forgeURL, "forge-url", "", "forge REST API root; absent: https://api.github.com/")
@@ -430,6 +440,9 @@ func (c serveConfig) validate() []error {
 			add("--forge-url %q: want an absolute http(s) URL", c.forgeURL)
 		}
 	}
+	if err := server.CheckAllowedHosts(c.allowedHosts); err != nil {
+		add("--allowed-hosts entry %w", err)
+	}
 	if c.probeAddr != "" {
 		if _, port, err := net.SplitHostPort(c.probeAddr); err != nil {
 			add("--probe-addr %q: want HOST:PORT or :PORT: %w", c.probeAddr, err)
@@ -556,7 +569,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	srv, err := server.NewForComparison(server.Config{
 		Runs: runs, Leases: leases, Forge: fc, App: app, ForgeHost: c.forgeHost(),
 		SweepShards: c.sweepShards, InstallationConcurrency: c.instConc,
-		APIToken: c.apiToken, PagesToken: c.pagesToken, PublicPages: c.publicPages, WebhookSecret: c.webhookSecret,
+		APIToken: c.apiToken, PagesToken: c.pagesToken, PublicPages: c.publicPages, AllowedHosts: c.allowedHosts, WebhookSecret: c.webhookSecret,
 		SweepInterval: c.sweepInterval, SweepTimeShare: c.timeShare, SweepConcurrency: c.sweepConc, ForgeMinute: c.forgeMinute,
 		Board: cards, BoardRepos: c.boardRepos, BoardInterval: c.boardInterval, BoardFullEvery: c.boardFullEvery,
 		StoreTimeout: c.storeTimeout, WebhookAnswerWithin: c.answerWithin, Deliveries: deliveries, DeliveryWindow: c.deliveryWindow, Limits: c.limits,
@@ -576,10 +589,13 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 			return fmt.Errorf("--probe-addr %q: %w", c.probeAddr, err)
 		}
 	}
+	if c.publicPages && len(c.allowedHosts) == 0 {
+		logger.Warn("--public-pages without --allowed-hosts: a page on any domain that rebinds its name to this replica's address can read the pages through its viewer's browser")
+	}
 	logger.Info("iterion serve", "owner", srv.Owner(), "forge_host", c.forgeHost(),
 		"sweep_interval", c.sweepInterval.String(), "board_repos", strings.Join(c.boardRepos, ","),
 		"board_interval", c.boardInterval.String(), "board_full_sync_every", c.boardFullEvery.String(), "app_mode", c.appMode(), "sweep_shards", c.sweepShards,
-		"installation_concurrency", c.instConc, "sweep_time_share", c.timeShare, "sweep_concurrency", c.sweepConc, "sweep_reserve", c.sweepReserve, "forge_minute", c.forgeMinute.String(), "public_pages", c.publicPages, "probe_addr", c.probeAddr, "forge_timeout", c.forgeRequestTimeout().String(), "no_lease", c.noLease, "mongo", c.mongoURI != "",
+		"installation_concurrency", c.instConc, "sweep_time_share", c.timeShare, "sweep_concurrency", c.sweepConc, "sweep_reserve", c.sweepReserve, "forge_minute", c.forgeMinute.String(), "public_pages", c.publicPages, "allowed_hosts", strings.Join(c.allowedHosts, ","), "probe_addr", c.probeAddr, "forge_timeout", c.forgeRequestTimeout().String(), "no_lease", c.noLease, "mongo", c.mongoURI != "",
 		"shared_installation_tokens", tokens != nil)
 	return srv.RunWithProbes(ctx, ln, probes)
 }

@@ -77,6 +77,9 @@ func TestServeValidatesConfigNamingTheFlag(t *testing.T) {
 		{"stray argument", append(base, "extra"), env(), `"extra"`},
 		{"store timeout zero", append(base, "--store-timeout", "0s"), env(), "--store-timeout"},
 		{"pages token and public pages", append(base, "--pages-token", "p", "--public-pages"), env(), "--public-pages"},
+		{"allowed host with a scheme", append(base, "--allowed-hosts", "iterion.example.com,https://iterion.example.com"), env(), `--allowed-hosts entry "https://iterion.example.com"`},
+		{"allowed host a wildcard", append(base, "--allowed-hosts", "*.example.com"), env(), `--allowed-hosts entry "*.example.com"`},
+		{"allowed host twin with port 0", base, env("ITERION_ALLOWED_HOSTS", "iterion.example.com:0"), `--allowed-hosts entry "iterion.example.com:0"`},
 		{"probe address without a port", append(base, "--probe-addr", "8081"), env(), `--probe-addr "8081"`},
 		{"probe address the listen address", append(base, "--listen", ":8080", "--probe-addr", ":8080"), env(), `--probe-addr ":8080": want another address than --listen`},
 		{"forge timeout negative", append(base, "--forge-timeout", "-1s"), env(), "--forge-timeout"},
@@ -749,5 +752,58 @@ func TestServeSweepReserveLeavesTheBudgetToTheEventPath(t *testing.T) {
 	}
 	if err := stop(); err != nil {
 		t.Errorf("serve after the stop signal = %v, want nil (exit 0)", err)
+	}
+}
+
+// TestServeProbeAddrAndAllowedHosts pins --probe-addr and --allowed-hosts
+// end to end: with both, /healthz, /readyz and /metrics answer on the
+// probe address whatever the Host (a kubelet and Prometheus name the
+// pod's address); on --listen a listed host is served and another,
+// however it reached the replica, answers 421 naming it.
+func TestServeProbeAddrAndAllowedHosts(t *testing.T) {
+	sim := forgesim.New()
+	simSrv := httptest.NewServer(sim)
+	defer simSrv.Close()
+	url, log, stop := startServe(t, []string{"--listen", "127.0.0.1:0", "--probe-addr", "127.0.0.1:0", "--forge-url", simSrv.URL + "/",
+		"--forge-token", "tok", "--api-token", "api", "--sweep-interval", "1h", "--public-pages", "--allowed-hosts", "iterion.example.com, localhost:8443"})
+	defer func() {
+		if err := stop(); err != nil {
+			t.Errorf("serve after the stop signal = %v, want nil", err)
+		}
+	}()
+	var line struct{ Addr string }
+	if err := json.Unmarshal([]byte(log.waitFor(t, `"msg":"listening for probes"`)), &line); err != nil || line.Addr == "" {
+		t.Fatalf("no probe listening line with addr (%v); log:\n%s", err, log)
+	}
+	get := func(base, path, host string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodGet, base+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if host != "" {
+			req.Host = host
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("GET %s%s: %v", base, path, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	for _, path := range []string{"/healthz", "/readyz", "/metrics"} {
+		if code, body := get("http://"+line.Addr, path, ""); code != http.StatusOK {
+			t.Errorf("GET %s on --probe-addr by its address = %d %s, want 200", path, code, body)
+		}
+	}
+	if code, _ := get(url, "/leases", "iterion.example.com"); code != http.StatusOK {
+		t.Errorf("GET /leases on --listen with a listed Host = %d, want 200", code)
+	}
+	if code, body := get(url, "/leases", "attacker.example"); code != http.StatusMisdirectedRequest || !strings.Contains(body, "attacker.example") {
+		t.Errorf("GET /leases on --listen with Host attacker.example = %d %s, want 421 naming the host: --allowed-hosts", code, body)
+	}
+	if code, _ := get(url, "/healthz", ""); code != http.StatusOK {
+		t.Errorf("GET /healthz on --listen by its address = %d, want 200: the probes answer any host", code)
 	}
 }

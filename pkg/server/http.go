@@ -55,10 +55,12 @@ const (
 // A page token is PagesToken or APIToken, sent as a bearer token or as the
 // password of basic auth (any user name), never a cookie; without one a
 // page answers 401, unless PublicPages. /healthz and /metrics need none.
+// With AllowedHosts, a request whose Host is not listed answers 421,
+// the probes excepted (checkHost).
 func (s *Server) Handler() http.Handler { return s.handler }
 
 // ProbeHandler serves GET /healthz, /readyz and /metrics alone, as
-// Handler does, and 404 for any other path:
+// Handler does, whatever the request's Host, and 404 for any other path:
 // for a listener of its own (RunWithProbes, iterion serve --probe-addr)
 // that the kubelet and Prometheus reach and the Service does not.
 func (s *Server) ProbeHandler() http.Handler { return s.probes }

@@ -84,6 +84,16 @@ type Config struct {
 	// repositories, pull requests, head SHAs, issue titles and assignees:
 	// open them only on a network where those may be read.
 	PublicPages bool
+	// AllowedHosts, when not empty, are the host names a request's Host
+	// may name, each "name" (any port) or "name:port" (that port only),
+	// compared without regard to case; a request naming another answers
+	// 421 Misdirected Request, except the probes, /healthz and /readyz.
+	// Set it wherever a browser can reach the replicas, and always with
+	// PublicPages: else a page on any domain whose name rebinds to a
+	// replica's address (DNS rebinding) reads the pages through its
+	// viewer's browser. Empty: every host is served. New refuses an entry
+	// that is not a host name or address, with or without a port.
+	AllowedHosts []string
 	// WebhookSecret is the secret of X-Hub-Signature-256 on POST
 	// /webhooks/github; "" turns webhooks off (the endpoint answers 404),
 	// since an unsigned event is never accepted.
@@ -215,6 +225,8 @@ type Server struct {
 	ready      readiness
 	passes     *netMetrics
 	handler    http.Handler
+	// hosts is cfg.AllowedHosts, parsed (checkHost).
+	hosts hostList
 	// probes serves /healthz, /readyz and /metrics alone (ProbeHandler).
 	probes http.Handler
 	// largeReads holds a token per webhook body over 1 MiB being read;
@@ -328,6 +340,10 @@ func NewForComparison(cfg Config, cmp Comparison) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	hosts, err := parseHosts(cfg.AllowedHosts)
+	if err != nil {
+		return nil, fmt.Errorf("%w: AllowedHosts: %w", ErrConfig, err)
+	}
 	cfg.Limits = limits
 	if cfg.ForgeHost == "" {
 		cfg.ForgeHost = "github.com"
@@ -388,6 +404,7 @@ func NewForComparison(cfg Config, cmp Comparison) (*Server, error) {
 		cfg:    cfg,
 		cmp:    cmp,
 		log:    log,
+		hosts:  hosts,
 		leases: leaseprom.New(cfg.Registry),
 		offers: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gate_offers_total",
@@ -484,7 +501,7 @@ func NewForComparison(cfg Config, cmp Comparison) (*Server, error) {
 	if s.sweeps != nil {
 		s.passes.interval.WithLabelValues(MergeGateSweeper().Name).Set(cfg.SweepInterval.Seconds())
 	}
-	s.handler = s.routes()
+	s.handler = s.checkHost(s.routes())
 	s.probes = s.probeRoutes()
 	return s, nil
 }
