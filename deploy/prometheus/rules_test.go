@@ -10,12 +10,14 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/rulefmt"
 	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/promql/parser"
@@ -520,6 +522,106 @@ func TestAlertsWatchDocumentedMetrics(t *testing.T) {
 		}
 	}
 }
+
+// TestAlertsFilterOnEmittedLabelValues pins the label values each alert
+// selects by to docs/operating.md's table of label values, which pkg/server's
+// TestLabelValuesAreInOperatingsTable pins to the values the code gives
+// each label (server.LabelValues in pkg/server/export_test.go, from the
+// code's constants). A selector's `=` or `!=` value, and each alternative
+// of a `=~` or `!~` that is a list of names (any other pattern must match
+// some value), must be a value the code emits for that label of that
+// metric: a filter on another selects nothing, the alert never fires,
+// and its fixtures, written with the same value, would not tell. A
+// filter on a label the table does not list fails too, Prometheus's
+// target labels (instance, job) aside: its values are not known.
+func TestAlertsFilterOnEmittedLabelValues(t *testing.T) {
+	type key struct{ metric, label string }
+	valuesOf := map[key][]string{}
+	for _, row := range operatingTable(t, "| label | metrics | values |") {
+		cells := strings.SplitN(row, " | ", 3)
+		if len(cells) < 3 {
+			t.Fatalf("docs/operating.md: label values row %q: want 3 cells", row)
+		}
+		label := ticked(cells[0])
+		values, _, _ := strings.Cut(cells[2], ";")
+		if len(label) != 1 {
+			t.Fatalf("docs/operating.md: label values row %q: want one label", row)
+		}
+		for _, m := range ticked(cells[1]) {
+			valuesOf[key{m, label[0]}] = ticked(values)
+		}
+	}
+	groups, errs := rulefmt.ParseFile(rulesFile, false, model.UTF8Validation, parser.NewParser(parser.Options{}), slog.New(slog.DiscardHandler))
+	if len(errs) > 0 {
+		t.Fatalf("rulefmt.ParseFile(%s): %v", rulesFile, errs)
+	}
+	targetLabels := map[string]bool{"instance": true, "job": true}
+	checked := 0
+	for _, g := range groups.Groups {
+		for _, r := range g.Rules {
+			expr, err := parser.NewParser(parser.Options{}).ParseExpr(r.Expr)
+			if err != nil {
+				t.Fatalf("%s: %v", r.Alert, err)
+			}
+			parser.Inspect(expr, func(n parser.Node, _ []parser.Node) error {
+				vs, ok := n.(*parser.VectorSelector)
+				if !ok {
+					return nil
+				}
+				metric := vs.Name
+				for _, suffix := range []string{"_count", "_sum", "_bucket"} {
+					metric = strings.TrimSuffix(metric, suffix)
+				}
+				for _, m := range vs.LabelMatchers {
+					if m.Name == model.MetricNameLabel || targetLabels[m.Name] {
+						continue
+					}
+					emitted, ok := valuesOf[key{metric, m.Name}]
+					if !ok {
+						t.Errorf("alert %s filters %s on %s, a label whose values docs/operating.md's table of label values does not list for it: add them there (and to server.LabelValues)", r.Alert, vs.Name, m)
+						continue
+					}
+					checked++
+					for _, v := range filtered(m) {
+						if !slices.Contains(emitted, v) {
+							t.Errorf("alert %s filters %s on %s, but the code never gives %s the value %q there (docs/operating.md: %v): the filter selects nothing", r.Alert, vs.Name, m, m.Name, v, emitted)
+						}
+					}
+					if names := filtered(m); names == nil && !slices.ContainsFunc(emitted, m.Matches) {
+						t.Errorf("alert %s filters %s on %s, which matches none of the values the code gives %s (docs/operating.md: %v)", r.Alert, vs.Name, m, m.Name, emitted)
+					}
+				}
+				return nil
+			})
+		}
+	}
+	if checked == 0 {
+		t.Error("no alert filters on a label value, want the rules' filters checked: the table or the parser changed")
+	}
+}
+
+// filtered is the label values m names: its value for = and !=, each
+// alternative of a =~ or !~ that is a list of plain names; nil for any
+// other pattern, or for an empty value (the label absent).
+func filtered(m *labels.Matcher) []string {
+	if m.Value == "" {
+		return nil
+	}
+	switch m.Type {
+	case labels.MatchEqual, labels.MatchNotEqual:
+		return []string{m.Value}
+	}
+	alts := strings.Split(m.Value, "|")
+	for _, a := range alts {
+		if !plainName.MatchString(a) {
+			return nil
+		}
+	}
+	return alts
+}
+
+// plainName is a label value with no regular expression syntax.
+var plainName = regexp.MustCompile(`^[A-Za-z0-9_\-]+$`)
 
 // operatingTable is the rows of docs/operating.md's table headed header,
 // up to the blank line after it. (The main module's doctable reads the

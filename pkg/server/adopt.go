@@ -71,6 +71,10 @@ const (
 	foundBySweeper = "sweeper"
 )
 
+// uncoveredFinders are merge_gate_runs_uncovered's found_by values, each
+// series from the start.
+var uncoveredFinders = []string{foundByAdopter, foundBySweeper}
+
 // newAdopter builds the adopter of s's App mode, counting its uncovered
 // runs in uncovered's found_by="adopter" series (s.passes must be built);
 // nil without an App or a run store that counts open runs by

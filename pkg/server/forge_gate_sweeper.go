@@ -98,6 +98,10 @@ const (
 	MaxSweepConcurrency = 4
 )
 
+// behindWindows are merge_gate_sweep_passes_behind_total's window values,
+// each series from the start.
+var behindWindows = []string{windowShallow, windowDeep}
+
 // SweepPass reports one pass of the sweeper to sweeperConfig.OnPass.
 type SweepPass struct {
 	// Owner is the replica that swept.

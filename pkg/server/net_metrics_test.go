@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -323,6 +324,13 @@ func TestEveryMetricIsInOperatingsTable(t *testing.T) {
 					if _, ok := rowOf[mf.GetName()]; !ok {
 						t.Errorf("the replica exports %s, which docs/operating.md's table of metrics does not list", mf.GetName())
 					}
+					for _, m := range mf.GetMetric() {
+						for _, lp := range m.GetLabel() {
+							if values, ok := labelValuesOf(mf.GetName(), lp.GetName()); ok && !slices.Contains(values, lp.GetValue()) {
+								t.Errorf("the replica exports %s{%s=%q}, a value server.LabelValues does not list (%v): an alert filtering on the listed values misses it", mf.GetName(), lp.GetName(), lp.GetValue(), values)
+							}
+						}
+					}
 				}
 				if len(mfs) < 15 {
 					t.Errorf("%d metric families gathered, want the server's, the leases' and the forge client's (15 or more)", len(mfs))
@@ -399,3 +407,53 @@ func describedMetrics(t *testing.T, reg *prometheus.Registry) map[string]map[str
 // descForm is prometheus.Desc's String form: its name and, last, its
 // variable labels.
 var descForm = regexp.MustCompile(`^Desc\{fqName: "([^"]+)", .*variableLabels: \{([^{}]*)\}\}$`)
+
+// labelValuesOf is the values server.LabelValues gives label on metric,
+// and whether it lists that label of that metric.
+func labelValuesOf(metric, label string) ([]string, bool) {
+	for _, lv := range server.LabelValues {
+		if lv.Label == label && slices.Contains(lv.Metrics, metric) {
+			return lv.Values, true
+		}
+	}
+	return nil, false
+}
+
+// TestLabelValuesAreInOperatingsTable pins docs/operating.md's table of
+// label values to server.LabelValues, the values the code gives each
+// label from its constants, both ways: every row names a label of the
+// listed metrics and exactly the values the code gives it there, and
+// every list has its row. deploy/prometheus's rules test checks the
+// alerts' filters against that table, so an alert filtering on a value
+// the code never emits (which never fires) fails there.
+func TestLabelValuesAreInOperatingsTable(t *testing.T) {
+	rows := doctable.Rows(t, "operating.md", "| label | metrics | values |")
+	seen := make([]bool, len(server.LabelValues))
+	for _, r := range rows {
+		label := doctable.Ticked(r[0])
+		metrics := doctable.Ticked(r[1])
+		values, _, _ := strings.Cut(r[2], ";")
+		documented := doctable.Ticked(values)
+		if len(label) != 1 {
+			t.Errorf("docs/operating.md: label values row %q: want one label", r)
+			continue
+		}
+		i := slices.IndexFunc(server.LabelValues, func(lv server.LabelValue) bool {
+			return lv.Label == label[0] && slices.Equal(slices.Sorted(slices.Values(lv.Metrics)), slices.Sorted(slices.Values(metrics)))
+		})
+		if i < 0 {
+			t.Errorf("docs/operating.md lists values of %s on %v, which server.LabelValues does not list for those metrics", label[0], metrics)
+			continue
+		}
+		seen[i] = true
+		want := slices.Sorted(slices.Values(server.LabelValues[i].Values))
+		if got := slices.Sorted(slices.Values(documented)); !slices.Equal(got, want) {
+			t.Errorf("docs/operating.md gives %s on %v the values %v, want %v: the values the code gives it", label[0], metrics, got, want)
+		}
+	}
+	for i, lv := range server.LabelValues {
+		if !seen[i] {
+			t.Errorf("server.LabelValues lists %s on %v, which docs/operating.md's table of label values does not list", lv.Label, lv.Metrics)
+		}
+	}
+}

@@ -439,7 +439,7 @@ func NewForComparison(cfg Config, cmp Comparison) (*Server, error) {
 		Name: "merge_gate_sweep_passes_behind_total",
 		Help: "The sweeper's passes on this replica that were behind, by window: shallow when the pass stopped before the end of its shallow window, the runs of the last hour (at its time budget, a rate limit or its term's end), else deep when a run of the deep window is checked past the deep-pass period. Over iterion_net_pass_duration_seconds_count{lease=\"merge-gate-sweeper\"}, the share of passes that left runs for later.",
 	}, []string{"window"})
-	for _, w := range []string{windowShallow, windowDeep} {
+	for _, w := range behindWindows {
 		behindPasses.WithLabelValues(w) // both series from the start, so a rate over them is 0, not absent
 	}
 	maxConns := prometheus.NewGauge(prometheus.GaugeOpts{
@@ -463,7 +463,7 @@ func NewForComparison(cfg Config, cmp Comparison) (*Server, error) {
 			Name: "merge_gate_runs_uncovered",
 			Help: "App mode: unsettled gating runs whose repository no installation of the App covers, so no verdict of theirs is published; by found_by: adopter, those stored under an installation the App does not know (set by the run adopter's holder, 0 on other replicas); sweeper, those under an installation the App knows whose token GitHub refused for their pull request, summed over the installations this replica sweeps. Sum over the replicas for the deployment's.",
 		}, []string{"found_by"})
-		for _, by := range []string{foundByAdopter, foundBySweeper} {
+		for _, by := range uncoveredFinders {
 			uncovered.WithLabelValues(by) // both series from the start
 		}
 		collectors = append(collectors, rehomed, mintsRefused, uncovered)

@@ -60,12 +60,16 @@ func newDeliveryOutcomes() *prometheus.CounterVec {
 			"(processed, duplicate, held, invalid, unavailable, or answered_before_processed: answered 202 at --webhook-answer-within while still processing), " +
 			"and an answered_before_processed one once more when its processing ends (processed_after_answer, or failed_after_answer: not processed, though GitHub's log says delivered).",
 	}, []string{"outcome"})
-	for _, o := range []string{deliveryProcessed, deliveryDuplicate, deliveryHeld, deliveryInvalid, deliveryUnavailable,
-		deliveryAnsweredEarly, deliveryProcessedLate, deliveryFailedLate} {
+	for _, o := range deliveryOutcomes {
 		c.WithLabelValues(o)
 	}
 	return c
 }
+
+// deliveryOutcomes are the outcomes webhook_deliveries_total counts, each
+// series from the start.
+var deliveryOutcomes = []string{deliveryProcessed, deliveryDuplicate, deliveryHeld, deliveryInvalid, deliveryUnavailable,
+	deliveryAnsweredEarly, deliveryProcessedLate, deliveryFailedLate}
 
 // newDeliveriesUnrecorded returns webhook_deliveries_unrecorded_total.
 func newDeliveriesUnrecorded() prometheus.Counter {
