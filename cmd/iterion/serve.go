@@ -117,15 +117,7 @@ type serveConfig struct {
 func serveFlags(fs *flag.FlagSet, c *serveConfig) (envOf map[string]string) {
 	fs.StringVar(&c.listen, "listen", ":8080", "address to serve HTTP on")
 	fs.StringVar(&c.probeAddr, "probe-addr", "", "address to serve /healthz, /readyz and /metrics on as well, outside --max-connections and --allowed-hosts, with a cap of its own; absent: they are served on --listen only")
-	fs.Func("allowed-hosts", "host names (name or name:port,...) a request's Host may name; any other answers 421, except /healthz and /readyz. Set it with --public-pages or wherever browsers reach serve, against DNS rebinding; absent: every host", func(v string) error {
-		c.allowedHosts = nil
-		for _, h := range strings.Split(v, ",") {
-			if h = strings.TrimSpace(h); h != "" {
-				c.allowedHosts = append(c.allowedHosts, h)
-			}
-		}
-		return nil
-	})
+	fs.Func("allowed-hosts", "host names (name or name:port,...) a request's Host may name; any other answers 421, except /healthz and /readyz. Set it with --public-pages or wherever browsers reach serve, against DNS rebinding; absent: every host", commaList(&c.allowedHosts))
 	fs.StringVar(&c.mongoURI, "mongo-uri", "", "MongoDB URI of the shared run and lease stores; absent: in-memory stores (one process, which elects itself)")
 	fs.StringVar(&c.mongoDB, "mongo-db", "iterion", "MongoDB database name")
 	fs.StringVar(&c.forgeURL, "forge-url", "", "forge REST API root; absent: https://api.github.com/")
@@ -142,15 +134,7 @@ func serveFlags(fs *flag.FlagSet, c *serveConfig) (envOf map[string]string) {
 	fs.Float64Var(&c.timeShare, "sweep-time-share", server.DefaultSweepTimeShare, "share (above 0, at most 1) of GitHub's GraphQL CPU-time limit, 60 s a minute, the sweeper may spend in any minute, per installation, whatever --sweep-interval is")
 	fs.IntVar(&c.sweepConc, "sweep-concurrency", 1, fmt.Sprintf("batches a sweep pass may have in flight at once, per installation (1 to %d); 1: one at a time, as GitHub advises. Each needs a whole GitHub timeout (10 s) free in the time budget", server.MaxSweepConcurrency))
 	fs.IntVar(&c.sweepReserve, "sweep-reserve", 0, "forge budget the merge-gate sweeper leaves to the other lanes (webhooks, POST /api/runs, the board): it sends nothing while less than this is left of the hour's REST requests or GraphQL points, per installation, until the reset; 0: none. Keep it below the budget (5,000 at least)")
-	fs.Func("board-repos", "repositories owner/name,... whose issues the forge board keeps as cards (lease forge-board-sync); absent: no board", func(v string) error {
-		c.boardRepos = nil
-		for _, r := range strings.Split(v, ",") {
-			if r = strings.TrimSpace(r); r != "" {
-				c.boardRepos = append(c.boardRepos, r)
-			}
-		}
-		return nil
-	})
+	fs.Func("board-repos", "repositories owner/name,... whose issues the forge board keeps as cards (lease forge-board-sync); absent: no board", commaList(&c.boardRepos))
 	fs.DurationVar(&c.boardInterval, "board-interval", board.DefaultInterval, "forge board sync interval; its lease's TTL is 3 intervals, its retry 1")
 	fs.DurationVar(&c.boardFullEvery, "board-full-sync-every", board.DefaultFullEvery, "how long a board repository goes between two full syncs, which list every issue and read each stored card the list no longer shows (one request each) to remove the cards of deleted and transferred issues; at least --board-interval. Each term's first pass is a full sync too")
 	fs.IntVar(&c.sweepShards, "sweep-shards", server.DefaultSweepShards, "App mode: shards of the lease groups merge-gate-sweeper and forge-board-sync; an installation is swept on shard server.InstallationShard(id, shards)")
@@ -190,6 +174,20 @@ func serveFlags(fs *flag.FlagSet, c *serveConfig) (envOf map[string]string) {
 		f.Usage += " [$" + env + "]"
 	})
 	return envOf
+}
+
+// commaList sets *dst to a flag's comma-separated entries, each trimmed,
+// the empty ones dropped.
+func commaList(dst *[]string) func(string) error {
+	return func(v string) error {
+		*dst = nil
+		for _, e := range strings.Split(v, ",") {
+			if e = strings.TrimSpace(e); e != "" {
+				*dst = append(*dst, e)
+			}
+		}
+		return nil
+	}
 }
 
 // parseServe reads serve's flags, then the environment twin of each flag
