@@ -83,10 +83,10 @@ type LabelValue struct {
 var LabelValues = []LabelValue{
 	{"lease", []string{"iterion_net_last_success_timestamp_seconds", "iterion_net_pass_duration_seconds", "iterion_net_interval_seconds",
 		"iterion_net_forge_error_ratio", "iterion_net_pass_timeouts_total", "iterion_net_stalls_total",
-		"lease_held", "lease_terms_started_total", "lease_step_downs_total"}, leaseNames(Leases())},
+		"lease_held", "lease_terms_started_total", "lease_step_downs_total", "lease_step_down_margin_seconds", "lease_step_downs_late_total"}, leaseNames(Leases())},
 	{"group", []string{"lease_group_shards_held", "lease_group_shards_unheld", "lease_group_shards_overdue", "lease_group_members",
 		"lease_group_other_members", "lease_group_handovers_total"}, leaseNames([]Lease{MergeGateSweeper(), ForgeBoardSync(), MeasureGroup()})},
-	{"reason", []string{"lease_step_downs_total"}, []string{lease.ReasonRefused, lease.ReasonDeadline, lease.ReasonCanceled,
+	{"reason", []string{"lease_step_downs_total", "lease_step_down_margin_seconds"}, []string{lease.ReasonRefused, lease.ReasonDeadline, lease.ReasonCanceled,
 		lease.ReasonWorkReturned, lease.ReasonWorkPanicked, lease.ReasonUnanswered}},
 	{"reason", []string{"lease_group_handovers_total"}, []string{lease.ReasonRefused, lease.ReasonDeadline, lease.ReasonCanceled,
 		lease.ReasonWorkReturned, lease.ReasonWorkPanicked, lease.ReasonUnanswered, lease.ReasonRebalanced}},
