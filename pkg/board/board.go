@@ -223,7 +223,9 @@ type Store interface {
 	// ClaimPrune claims, for a replica about to prune host at at, the
 	// period of every that begins then: it records the claim and reports
 	// claimed, unless host's last claim is of the same board and was
-	// made less than every before at (or after it), so replicas that
+	// made less than every before at, or after it by at most every (a
+	// last claim further ahead, of a clock that far off or written by
+	// hand, bounds no period and is taken over), so replicas that
 	// share the store and the board prune once a period between them,
 	// whichever asks first. board names the pruner's repository list (an
 	// opaque fingerprint, see Pruner): a claim for another list wins at
@@ -339,9 +341,10 @@ type claim struct {
 }
 
 // grants reports whether a ClaimPrune for board at at wins over c, the
-// host's last: another board's, or one made at least every before at.
+// host's last: another board's, one made at least every before at, or one
+// more than every after it.
 func (c claim) grants(board string, at time.Time, every time.Duration) bool {
-	return c.board != board || !c.at.After(at.Add(-every))
+	return c.board != board || !c.at.After(at.Add(-every)) || c.at.After(at.Add(every))
 }
 
 var _ Store = (*MemoryStore)(nil)

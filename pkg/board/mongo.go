@@ -351,9 +351,12 @@ func (s *MongoStore) ExpireTombstones(ctx context.Context, now time.Time) (int, 
 
 // ClaimPrune implements Store in one conditional upsert of host's document
 // in board_prunes: it matches only a claim the new one wins over (another
-// board's, or one made every or more before at), so a claim that stands
-// makes the upsert's insert collide on _id, which is the refusal, and of
-// two first claims racing one inserts and the other collides.
+// board's, one made every or more before at or more than every after it,
+// or one whose pruned_at is no date: a malformed claim would otherwise
+// refuse every claim on the host, in silence, for as long as it stood),
+// so a claim that stands makes the upsert's insert collide on _id, which
+// is the refusal, and of two first claims racing one inserts and the
+// other collides.
 func (s *MongoStore) ClaimPrune(ctx context.Context, host, board string, at time.Time, every time.Duration) (bool, error) {
 	if err := checkClaim(host, board, at, every); err != nil {
 		return false, err
@@ -362,6 +365,8 @@ func (s *MongoStore) ClaimPrune(ctx context.Context, host, board string, at time
 	filter := bson.D{{Key: "_id", Value: host}, {Key: "$or", Value: bson.A{
 		bson.D{{Key: "board", Value: bson.D{{Key: "$ne", Value: board}}}},
 		bson.D{{Key: "pruned_at", Value: bson.D{{Key: "$lte", Value: at.Add(-every)}}}},
+		bson.D{{Key: "pruned_at", Value: bson.D{{Key: "$gt", Value: at.Add(every)}}}},
+		bson.D{{Key: "pruned_at", Value: bson.D{{Key: "$not", Value: bson.D{{Key: "$type", Value: "date"}}}}}},
 	}}}
 	update := bson.D{{Key: "$set", Value: bson.D{{Key: "board", Value: board}, {Key: "pruned_at", Value: at}}}}
 	_, err := s.claims.UpdateOne(ctx, filter, update, options.UpdateOne().SetUpsert(true))

@@ -396,3 +396,51 @@ func TestMongoStorePrunesAnyNumberOfBoardRepositories(t *testing.T) {
 		t.Errorf("no $regex pattern in the %d delete commands sent: want Prune's", len(deletes))
 	}
 }
+
+// TestMongoStoreAMalformedPruneClaimIsTakenOver pins ClaimPrune over a
+// board_prunes document it cannot honour: one whose pruned_at is no date,
+// or a date further ahead of the claim than a period (a replica's clock
+// that far ahead, or a hand-written value). Either would otherwise refuse
+// every claim on the host for as long as it stands, no replica pruning
+// and nothing saying why. The claim takes it over, and the claim it
+// writes then holds for its period as any other.
+func TestMongoStoreAMalformedPruneClaimIsTakenOver(t *testing.T) {
+	now := time.Date(2026, 9, 30, 9, 0, 0, 0, time.UTC)
+	const host, list, every = "github.com", "fingerprint", time.Hour
+	for _, c := range []struct {
+		name   string
+		pruned any
+	}{
+		{"pruned_at is a string", "yesterday"},
+		{"pruned_at is a number", now.UnixMilli()},
+		{"pruned_at is missing", nil},
+		{"pruned_at is more than a period ahead", now.Add(every + time.Minute)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			db := mongotest.DB(t)
+			s := newMongoStore(t, db)
+			doc := bson.D{{Key: "_id", Value: host}, {Key: "board", Value: list}}
+			if c.pruned != nil {
+				doc = append(doc, bson.E{Key: "pruned_at", Value: c.pruned})
+			}
+			if _, err := db.Collection(board.ClaimsCollection).InsertOne(context.Background(), doc); err != nil {
+				t.Fatal(err)
+			}
+			if won, err := s.ClaimPrune(context.Background(), host, list, now, every); err != nil || !won {
+				t.Fatalf("ClaimPrune over it = %v, %v, want true, nil: a claim no period bounds is no claim", won, err)
+			}
+			if won, err := s.ClaimPrune(context.Background(), host, list, now.Add(every/2), every); err != nil || won {
+				t.Errorf("a second claim within the period = %v, %v, want false, nil: the claim written over it stands", won, err)
+			}
+		})
+	}
+	// A claim less than a period ahead (clocks a little apart) stands.
+	db := mongotest.DB(t)
+	s := newMongoStore(t, db)
+	if won, err := s.ClaimPrune(context.Background(), host, list, now.Add(time.Minute), every); err != nil || !won {
+		t.Fatalf("first claim = %v, %v, want true, nil", won, err)
+	}
+	if won, err := s.ClaimPrune(context.Background(), host, list, now, every); err != nil || won {
+		t.Errorf("a claim from a clock a minute behind = %v, %v, want false, nil", won, err)
+	}
+}

@@ -359,7 +359,7 @@ var cases = []conformance.Case[board.Store]{
 			t.Errorf("ExpireTombstones(zero) = %v, want ErrInvalid: no instant to count from", err)
 		}
 	}},
-	{Name: "ClaimPruneOncePerPeriod", Rule: "ClaimPrune grants a host's claim once a period per board, at once for another board, and refuses a claim the last one is within every of", Check: func(t *testing.T, s board.Store) {
+	{Name: "ClaimPruneOncePerPeriod", Rule: "ClaimPrune grants a host's claim once a period per board, at once for another board, and refuses a claim the last one is within every of; a last claim more than every ahead is taken over", Check: func(t *testing.T, s board.Store) {
 		ctx := context.Background()
 		const a, b = "board-a", "board-b"
 		for i, step := range []struct {
@@ -376,6 +376,8 @@ var cases = []conformance.Case[board.Store]{
 			{"github.com", b, at(61 * time.Minute), true, "a claim for another board is granted at once: its list changed"},
 			{"github.com", b, at(62 * time.Minute), false, "then that board holds the period"},
 			{"github.com", a, at(63 * time.Minute), true, "and the first board's next claim is granted at once too"},
+			{"github.com", a, at(2 * time.Minute), true, "a claim more than a period before the last is granted: a last claim that far ahead (a clock off by more than a period, a replica gone) bounds no period"},
+			{"github.com", a, at(3 * time.Minute), false, "and the claim that replaced it holds its period"},
 		} {
 			got, err := s.ClaimPrune(ctx, step.host, step.board, step.at, time.Hour)
 			if err != nil || got != step.want {
