@@ -185,10 +185,11 @@ const simAdmin = "sim-admin"
 // installation shows suspended_at and suspended_by, and an installation
 // "suspend" webhook is sent ("Webhook events and payloads", installation:
 // https://docs.github.com/webhooks/webhook-events-and-payloads#installation).
-// It stays listed, and its repositories stay covered. Tokens minted
-// before keep working until they expire: GitHub's documentation does not
-// say what their requests get. Suspending a suspended installation
-// changes nothing and sends nothing. An unknown id is ErrNotFound.
+// It stays listed, and its repositories stay covered. A token minted
+// before that has not expired is refused 403 while the installation is
+// suspended, and works again once it is unsuspended (suspendedToken).
+// Suspending a suspended installation changes nothing and sends nothing.
+// An unknown id is ErrNotFound.
 func (s *Sim) SuspendInstallation(id int64) error {
 	return s.setSuspended(id, true)
 }
@@ -196,8 +197,8 @@ func (s *Sim) SuspendInstallation(id int64) error {
 // UnsuspendInstallation lifts installation id's suspension ("Unsuspend an
 // app installation":
 // https://docs.github.com/rest/apps/apps#unsuspend-an-app-installation):
-// tokens are minted for it again, and an installation "unsuspend" webhook
-// is sent. An installation not suspended changes nothing and sends
+// tokens are minted for it again, those minted before and unexpired are
+// taken again, and an installation "unsuspend" webhook is sent. An installation not suspended changes nothing and sends
 // nothing. An unknown id is ErrNotFound.
 func (s *Sim) UnsuspendInstallation(id int64) error {
 	return s.setSuspended(id, false)
@@ -239,6 +240,43 @@ func mintRefusal() reply {
 	return jsonReply(http.StatusForbidden, githubError{
 		Message:          "This installation has been suspended",
 		DocumentationURL: "https://docs.github.com/rest/reference/apps#create-an-installation-access-token-for-an-app",
+	})
+}
+
+// suspendedToken tells whether tok is a token minted for an installation
+// that is suspended now; s.mu is held. GitHub documents what a suspension
+// does, not what a token minted before it gets: "When a GitHub App is
+// suspended for an installation, the GitHub App cannot access resources
+// owned by that installation account" ("Suspending a GitHub App
+// installation":
+// https://docs.github.com/apps/maintaining-github-apps/suspending-a-github-app-installation),
+// and the app's "access to the GitHub API or webhook events is blocked
+// for that account" ("Suspend an app installation":
+// https://docs.github.com/rest/apps/apps#suspend-an-app-installation).
+// What clients have recorded of GitHub's answers is the refused mint
+// (mintRefusal: https://github.com/octokit/octokit.rb/pull/1307 and
+// https://github.com/ossf/allstar/issues/314, both about POST
+// .../access_tokens); none shows a request made with an older token. So the simulator's answer to such a request,
+// REST or GraphQL, is its own choice: 403 with the mint's message,
+// charged to no budget, as a 401 is not. Suspension blocks; it does not
+// revoke: "Token expiration and revocation"
+// (https://docs.github.com/authentication/keeping-your-account-and-data-secure/token-expiration-and-revocation)
+// lists what revokes a token, and a suspension is not among its reasons,
+// so a token still unexpired is taken again after the unsuspension (also
+// the simulator's choice).
+func (s *Sim) suspendedToken(tok string) bool {
+	m, ok := s.installations[tok]
+	in := s.apps[m.installation]
+	return ok && in != nil && !in.suspended.IsZero()
+}
+
+// suspendedReply is the simulator's answer to a request made with a
+// suspended installation's token (suspendedToken): 403, with GitHub's
+// message for the mint it refuses and the suspension's page.
+func suspendedReply() reply {
+	return jsonReply(http.StatusForbidden, githubError{
+		Message:          "This installation has been suspended",
+		DocumentationURL: "https://docs.github.com/apps/maintaining-github-apps/suspending-a-github-app-installation",
 	})
 }
 

@@ -108,6 +108,8 @@ func (s *Sim) api(h func(*http.Request, string) reply) http.Handler {
 			})
 		case s.unusable(tok, now):
 			rep = errorReply(http.StatusUnauthorized, "Bad credentials")
+		case s.suspendedToken(tok):
+			rep = suspendedReply()
 		case !admitted:
 			// In-flight requests end within seconds; no window to wait for.
 			rep, kind = secondaryReply(http.StatusTooManyRequests, time.Second), RefusedConcurrency

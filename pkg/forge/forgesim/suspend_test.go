@@ -166,3 +166,63 @@ func TestAMintRefusedForAnotherReasonLeavesTheInstallationAsItIs(t *testing.T) {
 		t.Errorf("refuse-mints of an installation the App does not have: %d, want 404", resp.StatusCode)
 	}
 }
+
+// TestATokenMintedBeforeASuspensionIsRefusedWhileItLasts pins what a
+// request made with a token minted before its installation's suspension
+// gets: GitHub blocks a suspended installation's access to its account's
+// resources ("Suspending a GitHub App installation":
+// https://docs.github.com/apps/maintaining-github-apps/suspending-a-github-app-installation),
+// which the simulator answers, REST and GraphQL alike, 403 "This
+// installation has been suspended", charged to no budget; once the
+// installation is unsuspended the same token, unexpired, is taken again
+// (a suspension revokes no token).
+func TestATokenMintedBeforeASuspensionIsRefusedWhileItLasts(t *testing.T) {
+	sim, srv := start(t)
+	mustOK(t, sim.AddInstallation(7, "acme", "acme/app"))
+	mustOK(t, sim.SeedPull("acme", "app", 1, "sha", "open"))
+	code, tok := mintFor(t, srv, "7")
+	if code != http.StatusCreated {
+		t.Fatalf("mint: %d, want 201 (setup)", code)
+	}
+	const query = `{"query":"{ p0: repository(owner: \"acme\", name: \"app\") { pullRequest(number: 1) { number } } }"}`
+	requests := []struct{ method, path, body, why string }{
+		{"GET", "/repos/acme/app/pulls/1", "", "a REST read"},
+		{"POST", "/graphql", query, "a GraphQL query"},
+	}
+	answer := func(method, path, body string) (int, string) {
+		resp, b := do(t, srv, method, path, tok, body)
+		var e struct {
+			Message string `json:"message"`
+		}
+		_ = json.Unmarshal(b, &e)
+		return resp.StatusCode, e.Message
+	}
+	mustOK(t, sim.SuspendInstallation(7))
+	used := windowUsed(sim, "installation:7")
+	for _, c := range requests {
+		if code, msg := answer(c.method, c.path, c.body); code != http.StatusForbidden || msg != "This installation has been suspended" {
+			t.Errorf("%s with a token minted before the suspension: %d %q, want 403 \"This installation has been suspended\"", c.why, code, msg)
+		}
+	}
+	if got := windowUsed(sim, "installation:7"); got != used {
+		t.Errorf("budget used by the refused requests: %d, want %d: a refusal is charged nothing", got-used, 0)
+	}
+	mustOK(t, sim.UnsuspendInstallation(7))
+	for _, c := range requests {
+		if code, msg := answer(c.method, c.path, c.body); code != http.StatusOK {
+			t.Errorf("%s with the same token after the unsuspension: %d %q, want 200: it has not expired, and a suspension revokes no token", c.why, code, msg)
+		}
+	}
+}
+
+// windowUsed is what principal's budget windows have used, every
+// resource summed.
+func windowUsed(sim *forgesim.Sim, principal string) int {
+	n := 0
+	for _, w := range sim.Stats().Budget.Windows {
+		if w.Token == principal {
+			n += w.Used
+		}
+	}
+	return n
+}
