@@ -23,7 +23,10 @@ var ErrNotInstalled = errors.New("forge: the App is not installed")
 
 // ErrSuspended wraps ErrNotInstalled when the installation covering a
 // repository is suspended: GitHub lists it but serves it no token until it
-// is unsuspended.
+// is unsuspended. A request an installation's Client made with a token
+// minted before the suspension, which GitHub refuses for it, fails with
+// it too (not with ErrForbidden, and never as a rate limit); the token is
+// dropped.
 var ErrSuspended = fmt.Errorf("%w: its installation is suspended", ErrNotInstalled)
 
 // DefaultRelistEvery is how often AppClient.Run lists the App's

@@ -872,3 +872,58 @@ func TestRelistRefusesAnInstallationWithoutItsID(t *testing.T) {
 		t.Errorf("Relist of an empty list: %v, %d installations; want nil and none: an App installed nowhere is a whole answer", err, len(a.Installations()))
 	}
 }
+
+// TestARequestRefusedForTheInstallationsSuspensionFailsWithErrSuspended
+// pins what an installation's Client does with a token minted before its
+// installation's suspension, which GitHub refuses 403 "This installation
+// has been suspended": the request, REST or GraphQL, fails with an error
+// wrapping ErrSuspended, neither ErrForbidden nor a rate limit, the
+// rate gate holds nothing back for it, and the token is dropped from the
+// TokenStore, so the next request, once the installation is unsuspended,
+// is sent with a token minted afresh.
+func TestARequestRefusedForTheInstallationsSuspensionFailsWithErrSuspended(t *testing.T) {
+	sim, srv := startSim(t)
+	mustSim(t, sim.SeedInstallations(1, 1))
+	mustSim(t, sim.SeedPull("org-1", "repo-1", 1, "sha", "open"))
+	store := new(forge.MemoryTokenStore)
+	a := newApp(t, srv, forge.AppConfig{Tokens: store})
+	mustSim(t, a.Relist(context.Background()))
+	const mints = "POST /app/installations/{id}/access_tokens"
+	mustSim(t, a.Mint(context.Background(), 1))
+	c, _ := a.Installation(1)
+	mustSim(t, sim.SuspendInstallation(1))
+	calls := []struct {
+		name string
+		call func() error
+	}{
+		{"REST", func() error { _, err := c.GetPull(context.Background(), "org-1", "repo-1", 1); return err }},
+		{"GraphQL", func() error {
+			_, err := c.PullStates(context.Background(), []forge.PullRef{{Owner: "org-1", Repo: "repo-1", Number: 1}})
+			return err
+		}},
+	}
+	for _, call := range calls {
+		if _, ok, _ := store.Get(context.Background(), 1); !ok {
+			mustSim(t, sim.UnsuspendInstallation(1))
+			mustSim(t, a.Mint(context.Background(), 1)) // a token from before the suspension again
+			mustSim(t, sim.SuspendInstallation(1))
+		}
+		err := call.call()
+		if !errors.Is(err, forge.ErrSuspended) || errors.Is(err, forge.ErrForbidden) || errors.Is(err, forge.ErrRateLimited) {
+			t.Errorf("%s read with a token minted before the suspension: %v, want ErrSuspended, not ErrForbidden nor a rate limit", call.name, err)
+		}
+		if _, ok, _ := store.Get(context.Background(), 1); ok {
+			t.Errorf("%s: the refused token is still in the TokenStore, want it dropped", call.name)
+		}
+	}
+	minted := sim.Requests(forgesim.Filter{Route: mints})
+	mustSim(t, sim.UnsuspendInstallation(1))
+	for _, call := range calls {
+		if err := call.call(); err != nil {
+			t.Errorf("%s read after the unsuspension: %v, want it answered: nothing held it back", call.name, err)
+		}
+	}
+	if n := sim.Requests(forgesim.Filter{Route: mints}) - minted; n != 1 {
+		t.Errorf("tokens minted after the unsuspension: %d, want 1: the refused token was dropped", n)
+	}
+}

@@ -293,7 +293,9 @@ func (c *Client) RateLimits() []RateLimit {
 // for forge calls the Client has no method for (GraphQL, say). Requests
 // through it are counted like the Client's own; one the rate gate holds back
 // fails with an error that errors.As finds a *RateLimitError in, and a
-// refusal by GitHub comes back as its 403/429 answer.
+// refusal by GitHub comes back as its 403/429 answer, but for an App
+// installation's request refused for its suspension, which fails with an
+// error wrapping ErrSuspended.
 func (c *Client) HTTPClient() *http.Client {
 	return c.http
 }

@@ -312,6 +312,12 @@ func isSecondary(resp *http.Response) bool {
 	if resp.Header.Get("Retry-After") != "" {
 		return true
 	}
+	return isSecondaryMessage(string(peekBody(resp)))
+}
+
+// peekBody reads up to 64 KiB of resp's body and puts it back for the
+// caller; what it read, or nil when the read failed.
+func peekBody(resp *http.Response) []byte {
 	orig := resp.Body
 	body, err := io.ReadAll(io.LimitReader(orig, 64<<10))
 	resp.Body = struct {
@@ -319,9 +325,9 @@ func isSecondary(resp *http.Response) bool {
 		io.Closer
 	}{io.MultiReader(bytes.NewReader(body), orig), orig}
 	if err != nil {
-		return false
+		return nil
 	}
-	return isSecondaryMessage(string(body))
+	return body
 }
 
 // isSecondaryMessage tells GitHub's secondary-limit message, in a REST

@@ -6,6 +6,7 @@ package forge
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -20,8 +21,13 @@ import (
 // 401 had its token refused (revoked, say): the token is dropped here and
 // from the store, and the request is sent once more with a fresh one; the
 // second answer is returned whatever it is, so a refused token never
-// loops. Safe for concurrent use; concurrent requests of one installation
-// mint at most once between them.
+// loops. A request GitHub answers as a suspended installation's
+// (suspendedAnswer) had its token blocked: the token is dropped here and
+// from the store, and the request fails with an error wrapping
+// ErrSuspended instead of the answer, so no rate gate learns from it and
+// no caller reads it as a missing permission; the next request mints.
+// Safe for concurrent use; concurrent requests of one installation mint
+// at most once between them.
 type installationAuth struct {
 	id     int64
 	store  TokenStore
@@ -50,6 +56,9 @@ func (t *installationAuth) RoundTrip(req *http.Request) (*http.Response, error) 
 		return nil, err
 	}
 	resp, err := t.send(req, tok)
+	if err == nil && suspendedAnswer(resp) {
+		return nil, t.suspended(ctx, resp, tok)
+	}
 	if err != nil || resp.StatusCode != http.StatusUnauthorized {
 		return resp, err
 	}
@@ -69,7 +78,44 @@ func (t *installationAuth) RoundTrip(req *http.Request) (*http.Response, error) 
 		}
 	}
 	drain(resp)
-	return t.send(retry, again)
+	resp, err = t.send(retry, again)
+	if err == nil && suspendedAnswer(resp) {
+		return nil, t.suspended(ctx, resp, again)
+	}
+	return resp, err
+}
+
+// suspended drops tok, which GitHub refused for its installation's
+// suspension in resp, and returns the request's error.
+func (t *installationAuth) suspended(ctx context.Context, resp *http.Response, tok string) error {
+	drain(resp)
+	t.forget(ctx, tok)
+	return fmt.Errorf("forge: installation %d's token refused: %w", t.id, ErrSuspended)
+}
+
+// suspensionMessage is the message of GitHub's 403 to a token mint for a
+// suspended installation, as clients have recorded it
+// (https://github.com/octokit/octokit.rb/pull/1307, beside the 403 that
+// "Create an installation access token for an app" documents:
+// https://docs.github.com/rest/apps/apps#create-an-installation-access-token-for-an-app).
+const suspensionMessage = "This installation has been suspended"
+
+// suspendedAnswer tells whether resp is GitHub's refusal of a request for
+// its installation's suspension: 403 with suspensionMessage. GitHub
+// documents that a suspension blocks the App's access to the account's
+// resources ("Suspending a GitHub App installation":
+// https://docs.github.com/apps/maintaining-github-apps/suspending-a-github-app-installation),
+// but not the answer a token minted before it gets; the message is the
+// one observed on the mint, which the simulator answers such a request
+// with too. The body is read and put back for the caller.
+func suspendedAnswer(resp *http.Response) bool {
+	if resp.StatusCode != http.StatusForbidden {
+		return false
+	}
+	var e struct {
+		Message string `json:"message"`
+	}
+	return json.Unmarshal(peekBody(resp), &e) == nil && e.Message == suspensionMessage
 }
 
 // send sends a copy of req with tok's Authorization header, and GitHub's

@@ -314,6 +314,19 @@ type sweepTerm struct {
 	// serverBackoff is the wait after a pass whose every forge read got a
 	// 5xx, doubled by each such pass in a row; 0 after any other pass.
 	serverBackoff time.Duration
+	// suspended is set when GitHub refused a batch's read for the
+	// installation's suspension (forge.ErrSuspended): the pass sends no
+	// more batches (record, offerPage), and its installation is checked
+	// (installationSweeps.pass, takeSuspended).
+	suspended bool
+}
+
+// takeSuspended reports whether a read of the term was refused for its
+// installation's suspension since it was last asked.
+func (st *sweepTerm) takeSuspended() bool {
+	was := st.suspended
+	st.suspended = false
+	return was
 }
 
 // paceMark is where a deep window stood at the end of an interval: its
@@ -655,8 +668,8 @@ const (
 )
 
 // perRunOfferer is the SweepREST sweep: its OfferBatch offers each run
-// through Offer, one after another, and stops at a forge rate limit or
-// when ctx ends (the term's end), failing the runs it did not reach, as
+// through Offer, one after another, and stops at a forge rate limit, at
+// a read refused for the installation's suspension, or when ctx ends (the term's end), failing the runs it did not reach, as
 // OfferBatch does when the limit stops its query. A run not reached is
 // not offered, so it is not counted as an offer either.
 type perRunOfferer struct{ offerer }
@@ -673,7 +686,7 @@ func (o perRunOfferer) OfferBatch(ctx context.Context, runs []gaterun.Run) ([]ou
 		}
 		out, err := o.Offer(ctx, run)
 		outs[i], errs = out, append(errs, err)
-		if errors.Is(err, forge.ErrRateLimited) {
+		if errors.Is(err, forge.ErrRateLimited) || errors.Is(err, forge.ErrSuspended) {
 			failRest(outs, i+1)
 			break
 		}

@@ -8,6 +8,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"iterion.dev/iterion/pkg/forge"
 	"iterion.dev/iterion/pkg/forge/forgesim"
 )
 
@@ -101,12 +102,14 @@ func TestAppModeASuspendedInstallationIsNeitherSweptNorMinted(t *testing.T) {
 // the installation's sweeper learns of it from the first mint GitHub
 // refuses, checks with GitHub that the installation is suspended
 // (InstallationGone), and drops it, instead of asking for a refused token
-// every pass until the hourly re-list. Tokens live 10 minutes here, so the
-// one held at the suspension expires long before that re-list.
+// every pass until the hourly re-list. Tokens live a minute here, within
+// the forge client's TokenMargin, so none is served past the request it
+// was minted for and the suspension meets a mint, not a token minted
+// before it (TestAppModeASuspensionMetWithAnOlderTokenCostsOneRefusedRequest).
 func TestAppModeASuspensionWhoseWebhookIsLostCostsOneRefusedMint(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const interval, shards = time.Minute, 2
-		c, next := newAppCluster(t, 2, true, forgesim.WithTokenTTL(10*time.Minute))
+		c, next := newAppCluster(t, 2, true, forgesim.WithTokenTTL(forge.TokenMargin))
 		startAppReplicas(t, c, next, 1, interval, shards, nil)
 		r := c.replicas[0]
 		defer r.stop()
@@ -296,4 +299,58 @@ func TestAppModeAMintRefusedWhileTheInstallationIsThereBacksOff(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestAppModeASuspensionMetWithAnOlderTokenCostsOneRefusedRequest pins
+// App mode against a suspension whose webhook never came, met by a
+// sweeper still holding a token minted before it: GitHub blocks the
+// installation's access to its account's resources ("Suspending a GitHub
+// App installation":
+// https://docs.github.com/apps/maintaining-github-apps/suspending-a-github-app-installation),
+// and the simulator answers that token's requests 403 "This installation
+// has been suspended". The first such answer is known for a suspension
+// (forge.ErrSuspended), not a rate limit nor a failure to retry: the
+// token is dropped, GitHub is asked once whether the installation is
+// suspended (InstallationGone), and it leaves the sweep, as after a
+// refused mint. So half an hour costs one refused request, one check and
+// no mint; the other installation is swept every interval throughout.
+func TestAppModeASuspensionMetWithAnOlderTokenCostsOneRefusedRequest(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const interval, shards = time.Minute, 2
+		c, next := newAppCluster(t, 2, true)
+		startAppReplicas(t, c, next, 1, interval, shards, nil)
+		r := c.replicas[0]
+		defer r.stop()
+		time.Sleep(3*interval + interval/2)
+		synctest.Wait()
+		if requestsBy(c.sim, 1, "", http.StatusOK) == 0 {
+			t.Fatal("installation 1 made no request with its token before the suspension (setup)")
+		}
+		checks := c.sim.Requests(forgesim.Filter{Route: getInstallationRoute})
+		others := len(sweptBy(c, 2))
+		if err := c.sim.SuspendInstallation(1); err != nil { // no webhook is set: it is lost
+			t.Fatal(err)
+		}
+		const window = 30 * time.Minute // the token held lives on through it
+		time.Sleep(window)
+		synctest.Wait()
+		if n := requestsBy(c.sim, 1, "", http.StatusForbidden); n != 1 {
+			t.Errorf("requests refused 403 with installation 1's token in %v: %d, want 1: the first refusal says it is suspended", window, n)
+		}
+		if n := c.sim.Requests(forgesim.Filter{Route: mintRoute}); n != 2 {
+			t.Errorf("token mints in all: %d, want 2, one per installation before the suspension: the refused token is dropped, not minted again", n)
+		}
+		if n := c.sim.Requests(forgesim.Filter{Route: getInstallationRoute}) - checks; n != 1 {
+			t.Errorf("checks with GitHub after the refusal: %d, want 1", n)
+		}
+		if _, err := r.app.Installation(1); err == nil {
+			t.Error("installation 1 known after its token was refused for its suspension, want it dropped")
+		}
+		if s := r.app.Suspended(); len(s) != 1 || s[0].ID != 1 {
+			t.Errorf("Suspended() = %+v, want installation 1: GitHub said so when asked", s)
+		}
+		if n := len(sweptBy(c, 2)) - others; n < int(window/interval)-1 {
+			t.Errorf("installation 2: %d passes in %v, want one an interval: another installation's suspension holds nothing back", n, window)
+		}
+	})
 }

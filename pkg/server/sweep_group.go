@@ -252,7 +252,9 @@ func (g *installationSweeps) sweepInstallation(ctx context.Context, id int64, sl
 // longer knows, is skipped: it returns a resume of now, which counts
 // neither as a failure nor as a success. The pass itself is bounded by the
 // interval (cause lease.ErrPassTimeout, counted as a timeout), from the
-// moment it has its slot, so the wait for one is not charged to it.
+// moment it has its slot, so the wait for one is not charged to it. A
+// pass whose read GitHub refused for the installation's suspension has
+// the installation checked at its end (refusedRead).
 func (g *installationSweeps) pass(ctx context.Context, sw *sweeper, st *sweepTerm, id int64, slots chan struct{}) (time.Time, bool) {
 	if _, err := g.app.Installation(id); err != nil {
 		return g.s.cfg.Now(), false // removed: the shard term stops it at its next interval
@@ -276,6 +278,9 @@ func (g *installationSweeps) pass(ctx context.Context, sw *sweeper, st *sweepTer
 	p, resume := sw.pass(pctx, st)
 	if errors.Is(context.Cause(pctx), lease.ErrPassTimeout) {
 		g.s.passes.timeouts.WithLabelValues(MergeGateSweeper().Name).Inc()
+	}
+	if st.takeSuspended() {
+		g.refusedRead(ctx, sw, id)
 	}
 	g.rehome(ctx, sw.cfg.Logger, id, st)
 	g.keepListed(id, st)

@@ -38,40 +38,64 @@ func (g *installationSweeps) minted(ctx context.Context, sw *sweeper, id int64) 
 }
 
 // refusedMint asks GitHub whether installation id, whose token mint GitHub
-// refused 403 in the pass that began at now, is suspended or gone
-// (AppClient.InstallationGone, one request with the App's JWT, within
-// OfferTimeout), and if so drops it from the App client's set, so its
-// sweeper stops at once rather than asking for a refused token every pass
-// until the hourly re-list. GitHub refuses a suspended installation's mint
-// 403 ("Create an installation access token for an app":
+// refused 403 in the pass that began at now, is suspended or gone, and
+// drops it if so (checkRefused). GitHub refuses a suspended
+// installation's mint 403 ("Create an installation access token for an
+// app":
 // https://docs.github.com/rest/apps/apps#create-an-installation-access-token-for-an-app)
 // and sends a suspend webhook that may never arrive ("Handling failed
 // webhook deliveries":
 // https://docs.github.com/webhooks/using-webhooks/handling-failed-webhook-deliveries).
-// The other replicas learn it at their re-list; an unsuspend webhook or a
-// re-list brings it back. An answer saying it is there (a 403 for another
-// reason: the App's permissions, an organization's IP allow list, a
-// transient refusal) holds its mints back (holdMint), counted in
+// An answer saying it is there (a 403 for another reason: the App's
+// permissions, an organization's IP allow list, a transient refusal)
+// holds its mints back (holdMint), counted in
 // merge_gate_installation_mints_refused_total; no answer changes
 // nothing.
 func (g *installationSweeps) refusedMint(ctx context.Context, sw *sweeper, id int64, now time.Time) {
+	gone, answered := g.checkRefused(ctx, sw, id, "the installation's token")
+	if !answered || gone {
+		return
+	}
+	wait := g.holdMint(id, now)
+	g.mintsRefused.Inc()
+	sw.cfg.Logger.Warn("sweep: GitHub refused the installation's token, yet has the installation, not suspended: its token is not asked for again for a while",
+		"for", wait.String())
+}
+
+// refusedRead is refusedMint for a sweep read GitHub refused for
+// installation id's suspension (forge.ErrSuspended) with a token minted
+// before it, which the forge client has dropped: the suspension's
+// webhook was lost, and the token outlived it. The same one check with
+// GitHub drops the installation; an answer saying it is not suspended
+// (unsuspended since) holds nothing back: its next pass mints a token.
+func (g *installationSweeps) refusedRead(ctx context.Context, sw *sweeper, id int64) {
+	if gone, answered := g.checkRefused(ctx, sw, id, "a read made with the installation's token"); answered && !gone {
+		sw.cfg.Logger.Info("sweep: GitHub refused a read for the installation's suspension, and now says it is not suspended: a token is minted at its next pass")
+	}
+}
+
+// checkRefused asks GitHub whether installation id, which GitHub refused
+// what, is suspended or gone (AppClient.InstallationGone, one request
+// with the App's JWT, within OfferTimeout), and if so drops it from the
+// App client's set, so its sweeper stops at once rather than being
+// refused every pass until the hourly re-list. The other replicas learn
+// it at their re-list; an unsuspend webhook or a re-list brings it back.
+// It returns GitHub's answer and whether there was one.
+func (g *installationSweeps) checkRefused(ctx context.Context, sw *sweeper, id int64, what string) (gone, answered bool) {
 	cctx, cancel := context.WithTimeout(ctx, g.s.cfg.OfferTimeout)
 	gone, err := g.app.InstallationGone(cctx, id)
 	cancel()
 	switch {
 	case err != nil:
-		sw.cfg.Logger.Warn("sweep: GitHub refused the installation's token, and did not say whether it is suspended", "err", err)
-		return
+		sw.cfg.Logger.Warn("sweep: GitHub refused "+what+", and did not say whether the installation is suspended", "err", err)
+		return false, false
 	case !gone:
-		wait := g.holdMint(id, now)
-		g.mintsRefused.Inc()
-		sw.cfg.Logger.Warn("sweep: GitHub refused the installation's token, yet has the installation, not suspended: its token is not asked for again for a while",
-			"for", wait.String())
-		return
+		return false, true
 	}
-	sw.cfg.Logger.Warn("sweep: installation dropped: GitHub refused its token, and says it is suspended or gone")
+	sw.cfg.Logger.Warn("sweep: installation dropped: GitHub refused " + what + ", and says it is suspended or gone")
 	g.app.Apply(forge.InstallationChange{ID: id, Gone: true})
 	g.news.notify()
+	return true, true
 }
 
 // mintHold is how long an installation's mints are held back after GitHub

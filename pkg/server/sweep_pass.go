@@ -501,6 +501,11 @@ func (s *sweeper) offerPage(ctx context.Context, ps *sweepPassState, page []gate
 				stop, resume = stopLimited, reset
 			}
 			return
+		case ps.st.suspended:
+			if stop == stopDone {
+				stop = stopFailed
+			}
+			return
 		case timedOut && n > minSweepBatch:
 			// The same runs again, in smaller queries: no longer offered,
 			// so going round (which skips the runs the pass offered)
@@ -670,6 +675,9 @@ func (s *sweeper) offerAgain(ctx context.Context, ps *sweepPassState, runs []gat
 		n := min(ps.st.batch, len(runs))
 		if _, limited, reset, _ := s.offerChunk(ctx, ps, runs[:n]); limited {
 			return stopLimited, reset
+		}
+		if ps.st.suspended {
+			return stopFailed, time.Time{}
 		}
 		runs = runs[n:]
 	}
@@ -852,6 +860,12 @@ func (s *sweeper) record(ps *sweepPassState, b sentBatch) (limited bool, resume 
 	p.ForgeTime += b.took
 	ps.batches++
 	limited = errors.Is(b.err, forge.ErrRateLimited)
+	if errors.Is(b.err, forge.ErrSuspended) {
+		// GitHub blocks the installation: no batch after this one is
+		// sent, and the installation is checked after the pass.
+		st.suspended = true
+		s.cfg.Logger.Warn("sweep stopped: GitHub refused a read for the installation's suspension", "err", b.err)
+	}
 	for i, out := range b.outs {
 		st.note(b.runs[i], out, p.At, s.cfg.Interval)
 		if !limited { // a limited batch's runs are offered again from the cursor before them
