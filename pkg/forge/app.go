@@ -387,6 +387,9 @@ type InstallationChange struct {
 	// Gone is true when the installation was dropped (deleted,
 	// suspended); else it is known from then on.
 	Gone bool
+	// Suspended is true, with Gone, when it was dropped because GitHub
+	// suspended it: Suspended lists it from then on.
+	Suspended bool
 	// Account is the installation's account login, "" when unsaid.
 	Account string
 	// Repositories is true when the event changed which repositories
@@ -397,7 +400,9 @@ type InstallationChange struct {
 // Apply makes the known set say what ch says, as another replica's
 // HandleInstallationEvent or HandleInstallationRepositoriesEvent changed
 // its own: a Gone installation is dropped with its client and the
-// repositories resolved to it; another is known (its account, when
+// repositories resolved to it, and a Suspended one is listed by
+// Suspended (with no suspended_at unless this AppClient heard one);
+// another is known (its account, when
 // said, updated), and when its Repositories changed, the repositories
 // resolved to it are forgotten, so the next ForRepo of each asks GitHub
 // again. Applying a change twice is applying it once. It sends no request.
@@ -409,6 +414,9 @@ func (a *AppClient) Apply(ch InstallationChange) {
 	defer a.mu.Unlock()
 	a.changed = a.now()
 	if ch.Gone {
+		if ch.Suspended {
+			a.suspendLocked(&github.Installation{ID: github.Ptr(ch.ID), Account: &github.User{Login: github.Ptr(ch.Account)}})
+		}
 		a.dropLocked(ch.ID)
 		return
 	}
@@ -463,10 +471,8 @@ func (a *AppClient) suspendLocked(in *github.Installation) {
 // and asks GitHub nothing: the suspended installations of its last list
 // (Relist), then those a suspend webhook (HandleInstallationEvent), a
 // repository's look-up (ForRepo) or a check (InstallationGone) said are
-// suspended, less those known, deleted or found not suspended since.
-// Another replica's news (Apply) says only that an installation is gone,
-// so a replica that did not hear the suspension itself lists it from its
-// next list on.
+// suspended, and those another replica's news said are suspended
+// (Apply), less those known, deleted or found not suspended since.
 func (a *AppClient) Suspended() []SuspendedInstallation {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -523,7 +529,7 @@ func (a *AppClient) HandleInstallationEvent(ev *github.InstallationEvent) Instal
 			delete(a.suspended, id)
 		}
 		a.dropLocked(id)
-		return InstallationChange{ID: id, Gone: true, Account: account}
+		return InstallationChange{ID: id, Gone: true, Suspended: ev.GetAction() == "suspend", Account: account}
 	}
 	return InstallationChange{}
 }

@@ -33,23 +33,35 @@ const installationNewsPrefix = "app-installations-changed/"
 // every replica's interval list to see it unexpired.
 const newsIntervals = 3
 
-// The kinds of change a news lease names.
+// The kinds of change a news lease names. newsSuspended is a gone
+// installation GitHub suspended; a release before it knew no such kind,
+// and its parseNews passes over the lease, so a suspension is told with a
+// newsGone lease beside it (newsNames).
 const (
 	newsInstalled    = "installed"
 	newsGone         = "gone"
+	newsSuspended    = "suspended"
 	newsRepositories = "repositories"
 )
 
-// newsName is the news lease of change ch made on owner.
-func newsName(ch forge.InstallationChange, owner string) string {
-	kind := newsInstalled
-	switch {
-	case ch.Gone:
-		kind = newsGone
-	case ch.Repositories:
-		kind = newsRepositories
+// newsNames is the news leases of change ch made on owner: one, or for a
+// suspension two, gone and suspended. A replica of this release reads
+// both (applying a suspension after a gone, or before, drops the
+// installation and lists it suspended); one of the release before reads
+// gone alone, and drops the installation as it always did.
+func newsNames(ch forge.InstallationChange, owner string) []string {
+	name := func(kind string) string {
+		return fmt.Sprintf("%s%d/%s/%s/%s", installationNewsPrefix, ch.ID, kind, ch.Account, owner)
 	}
-	return fmt.Sprintf("%s%d/%s/%s/%s", installationNewsPrefix, ch.ID, kind, ch.Account, owner)
+	switch {
+	case ch.Gone && ch.Suspended:
+		return []string{name(newsGone), name(newsSuspended)}
+	case ch.Gone:
+		return []string{name(newsGone)}
+	case ch.Repositories:
+		return []string{name(newsRepositories)}
+	}
+	return []string{name(newsInstalled)}
 }
 
 // parseNews is the change and owner a news lease's name says; ok is false
@@ -72,6 +84,8 @@ func parseNews(name string) (ch forge.InstallationChange, owner string, ok bool)
 	case newsInstalled:
 	case newsGone:
 		ch.Gone = true
+	case newsSuspended:
+		ch.Gone, ch.Suspended = true, true
 	case newsRepositories:
 		ch.Repositories = true
 	default:
@@ -80,24 +94,29 @@ func parseNews(name string) (ch forge.InstallationChange, owner string, ok bool)
 	return ch, parts[3], true
 }
 
-// installationsChanged applies what an installation webhook changed here
-// at once (the shard terms look at their installations again), and tells
-// the other replicas by taking the change's news lease, within
-// StoreTimeout. A store that does not answer is logged: the others then
-// learn at their hourly re-list.
+// installationsChanged applies what an installation webhook, or a
+// sweeper's check after GitHub refused an installation's token or read
+// (installationSweeps.checkRefused), changed here at once (the shard
+// terms look at their installations again), and tells the other replicas
+// by taking the change's news leases (newsNames), within StoreTimeout
+// each. A store that does not answer is logged: the others then learn at
+// their hourly re-list.
 func (s *Server) installationsChanged(ctx context.Context, ch forge.InstallationChange) {
 	s.sweeps.news.notify()
 	if ch.ID <= 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.StoreTimeout)
-	defer cancel()
-	name, ttl := newsName(ch, s.cfg.Owner), newsIntervals*s.cfg.SweepInterval
-	if _, err := s.cfg.Leases.Acquire(ctx, name, s.cfg.Owner, s.cfg.Now(), ttl); err != nil {
-		s.log.Warn("installation change not told to the other replicas; they learn at their next re-list", "installation", ch.ID, "err", err)
-		return
+	ttl := newsIntervals * s.cfg.SweepInterval
+	for _, name := range newsNames(ch, s.cfg.Owner) {
+		actx, cancel := context.WithTimeout(ctx, s.cfg.StoreTimeout)
+		_, err := s.cfg.Leases.Acquire(actx, name, s.cfg.Owner, s.cfg.Now(), ttl)
+		cancel()
+		if err != nil {
+			s.log.Warn("installation change not told to the other replicas; they learn at their next re-list", "installation", ch.ID, "err", err)
+			return
+		}
+		s.sweeps.told(name, s.cfg.Now().Add(ttl))
 	}
-	s.sweeps.told(name, s.cfg.Now().Add(ttl))
 }
 
 // told notes this replica's news lease name, expiring at expires, for

@@ -161,3 +161,79 @@ func TestAppModeReplicasListTheInstallationsOneAtATime(t *testing.T) {
 		}
 	})
 }
+
+// TestAppModeASuspensionIsToldToEveryReplica pins that the replica that
+// learns of a suspension tells the others, whichever way it learns: a
+// suspend webhook (here delivered to a replica not sweeping the
+// installation), or, the webhook lost, GitHub refusing its sweeper a read
+// made with a token minted before the suspension, and the check that
+// follows. Within a few intervals every replica has dropped the
+// installation and lists it suspended, from the news lease and without a
+// request of its own: the suspension costs the deployment no refused mint
+// and at most one refused read, and a run reported to any replica for
+// its repository is refused 422 saying it is suspended. The news is told
+// with a "gone" lease beside the "suspended" one, which a replica of the
+// release before, knowing no "suspended" kind, reads alone and drops the
+// installation on.
+func TestAppModeASuspensionIsToldToEveryReplica(t *testing.T) {
+	const interval, shards = time.Minute, 2
+	for _, tc := range []struct {
+		name    string
+		suspend func(t *testing.T, c *cluster)
+		refused int64 // the most reads GitHub refuses the deployment
+	}{
+		// The sweeping replica hears the news at its next tick, and may
+		// have a pass before it.
+		{"by a suspend webhook", func(t *testing.T, c *cluster) {
+			suspendWithWebhook(t, c, notSweeping(t, c, shards, 1), 1)
+		}, 1},
+		{"by a read refused, the webhook lost", func(t *testing.T, c *cluster) {
+			if err := c.sim.SuspendInstallation(1); err != nil {
+				t.Fatal(err)
+			}
+		}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				c, next := newAppCluster(t, 2, true)
+				startAppReplicas(t, c, next, 2, interval, shards, nil)
+				defer c.stopAll()
+				time.Sleep(3*interval + interval/2)
+				synctest.Wait()
+				other := notSweeping(t, c, shards, 1)
+				tc.suspend(t, c)
+				seen := map[string]bool{}
+				for range 4 {
+					time.Sleep(interval)
+					synctest.Wait()
+					for _, name := range newsLeases(t, c) {
+						kind := strings.Split(strings.TrimPrefix(name, "app-installations-changed/"), "/")
+						if len(kind) > 1 && kind[0] == "1" {
+							seen[kind[1]] = true
+						}
+					}
+				}
+				for _, r := range c.replicas {
+					if _, err := r.app.Installation(1); err == nil {
+						t.Errorf("%s still knows installation 1 four intervals after its suspension was learnt, want it dropped: the news says so", r.owner)
+					}
+					if s := r.app.Suspended(); len(s) != 1 || s[0].ID != 1 {
+						t.Errorf("%s: Suspended() = %+v, want installation 1: the news says it is suspended, not only gone", r.owner, s)
+					}
+				}
+				if !seen["gone"] || !seen["suspended"] {
+					t.Errorf("news lease kinds told for installation 1: %v, want gone and suspended: a replica of the release before reads gone alone", seen)
+				}
+				if n := c.sim.Requests(forgesim.Filter{Route: mintRoute, Status: http.StatusForbidden}); n != 0 {
+					t.Errorf("mints GitHub refused the deployment: %d, want none", n)
+				}
+				if n := requestsBy(c.sim, 1, "", http.StatusForbidden); n > tc.refused {
+					t.Errorf("reads GitHub refused installation 1's tokens: %d, want %d at most: only the sweeping replica's, before it learnt", n, tc.refused)
+				}
+				if code, body := other.call(t, "POST", "/api/runs", "", `{"repo":"org-1/repo-1","pull":2,"head_sha":"0123456789abcdef0123456789abcdef01234567","verdict":"success"}`); code != http.StatusUnprocessableEntity || !strings.Contains(body, "suspended") {
+					t.Errorf("POST /api/runs to %s, which does not sweep installation 1, for its repository: %d %s, want 422 saying its installation is suspended", other.owner, code, body)
+				}
+			})
+		})
+	}
+}

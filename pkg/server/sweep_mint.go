@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"iterion.dev/iterion/pkg/forge"
@@ -78,8 +79,10 @@ func (g *installationSweeps) refusedRead(ctx context.Context, sw *sweeper, id in
 // what, is suspended or gone (AppClient.InstallationGone, one request
 // with the App's JWT, within OfferTimeout), and if so drops it from the
 // App client's set, so its sweeper stops at once rather than being
-// refused every pass until the hourly re-list. The other replicas learn
-// it at their re-list; an unsuspend webhook or a re-list brings it back.
+// refused every pass until the hourly re-list, and tells the other
+// replicas (installationsChanged): they drop it too, and list it
+// suspended when it is, without a request; an unsuspend webhook or a
+// re-list brings it back.
 // It returns GitHub's answer and whether there was one.
 func (g *installationSweeps) checkRefused(ctx context.Context, sw *sweeper, id int64, what string) (gone, answered bool) {
 	cctx, cancel := context.WithTimeout(ctx, g.s.cfg.OfferTimeout)
@@ -93,8 +96,13 @@ func (g *installationSweeps) checkRefused(ctx context.Context, sw *sweeper, id i
 		return false, true
 	}
 	sw.cfg.Logger.Warn("sweep: installation dropped: GitHub refused " + what + ", and says it is suspended or gone")
-	g.app.Apply(forge.InstallationChange{ID: id, Gone: true})
-	g.news.notify()
+	ch := forge.InstallationChange{ID: id, Gone: true}
+	g.app.Apply(ch)
+	susp := g.app.Suspended() // InstallationGone noted GitHub's answer
+	if i := slices.IndexFunc(susp, func(s forge.SuspendedInstallation) bool { return s.ID == id }); i >= 0 {
+		ch.Suspended, ch.Account = true, susp[i].Account
+	}
+	g.s.installationsChanged(ctx, ch)
 	return true, true
 }
 
