@@ -27,6 +27,20 @@ func suspendWithWebhook(t *testing.T, c *cluster, r *replica, id int64) {
 	}
 }
 
+// sweeping starts a cluster of installations 1 and 2, the simulator
+// configured by opts, with one replica sweeping every interval in a group
+// of shards shards, and lets three and a half intervals pass: each
+// installation has its token and its first passes. The caller stops the
+// replica.
+func sweeping(t *testing.T, interval time.Duration, shards int, opts ...forgesim.Option) (*cluster, *replica) {
+	t.Helper()
+	c, next := newAppCluster(t, 2, true, opts...)
+	startAppReplicas(t, c, next, 1, interval, shards, nil)
+	time.Sleep(3*interval + interval/2)
+	synctest.Wait()
+	return c, c.replicas[0]
+}
+
 // TestAppModeASuspendedInstallationIsNeitherSweptNorMinted pins App mode
 // against a suspension on the simulator: GitHub refuses to mint a
 // suspended installation's tokens (403) but still lists it, with its
@@ -41,12 +55,8 @@ func suspendWithWebhook(t *testing.T, c *cluster, r *replica, id int64) {
 func TestAppModeASuspendedInstallationIsNeitherSweptNorMinted(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const interval, shards = time.Minute, 2
-		c, next := newAppCluster(t, 2, true)
-		startAppReplicas(t, c, next, 1, interval, shards, nil)
-		r := c.replicas[0]
+		c, r := sweeping(t, interval, shards)
 		defer r.stop()
-		time.Sleep(3*interval + interval/2)
-		synctest.Wait()
 		if len(sweptBy(c, 1)) == 0 {
 			t.Fatal("installation 1 not swept before its suspension")
 		}
@@ -109,12 +119,8 @@ func TestAppModeASuspendedInstallationIsNeitherSweptNorMinted(t *testing.T) {
 func TestAppModeASuspensionWhoseWebhookIsLostCostsOneRefusedMint(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const interval, shards = time.Minute, 2
-		c, next := newAppCluster(t, 2, true, forgesim.WithTokenTTL(forge.TokenMargin))
-		startAppReplicas(t, c, next, 1, interval, shards, nil)
-		r := c.replicas[0]
+		c, r := sweeping(t, interval, shards, forgesim.WithTokenTTL(forge.TokenMargin))
 		defer r.stop()
-		time.Sleep(3*interval + interval/2)
-		synctest.Wait()
 		if err := c.sim.SuspendInstallation(1); err != nil {
 			t.Fatal(err)
 		}
@@ -317,12 +323,8 @@ func TestAppModeAMintRefusedWhileTheInstallationIsThereBacksOff(t *testing.T) {
 func TestAppModeASuspensionMetWithAnOlderTokenCostsOneRefusedRequest(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const interval, shards = time.Minute, 2
-		c, next := newAppCluster(t, 2, true)
-		startAppReplicas(t, c, next, 1, interval, shards, nil)
-		r := c.replicas[0]
+		c, r := sweeping(t, interval, shards)
 		defer r.stop()
-		time.Sleep(3*interval + interval/2)
-		synctest.Wait()
 		if requestsBy(c.sim, 1, "", http.StatusOK) == 0 {
 			t.Fatal("installation 1 made no request with its token before the suspension (setup)")
 		}
