@@ -57,7 +57,7 @@ func (t *installationAuth) RoundTrip(req *http.Request) (*http.Response, error) 
 	}
 	resp, err := t.send(req, tok)
 	if err == nil && suspendedAnswer(resp) {
-		return nil, t.suspended(ctx, resp, tok)
+		return nil, t.dropSuspended(ctx, resp, tok)
 	}
 	if err != nil || resp.StatusCode != http.StatusUnauthorized {
 		return resp, err
@@ -80,14 +80,14 @@ func (t *installationAuth) RoundTrip(req *http.Request) (*http.Response, error) 
 	drain(resp)
 	resp, err = t.send(retry, again)
 	if err == nil && suspendedAnswer(resp) {
-		return nil, t.suspended(ctx, resp, again)
+		return nil, t.dropSuspended(ctx, resp, again)
 	}
 	return resp, err
 }
 
-// suspended drops tok, which GitHub refused for its installation's
+// dropSuspended drops tok, which GitHub refused for its installation's
 // suspension in resp, and returns the request's error.
-func (t *installationAuth) suspended(ctx context.Context, resp *http.Response, tok string) error {
+func (t *installationAuth) dropSuspended(ctx context.Context, resp *http.Response, tok string) error {
 	drain(resp)
 	t.forget(ctx, tok)
 	return fmt.Errorf("forge: installation %d's token refused: %w", t.id, ErrSuspended)
