@@ -401,8 +401,9 @@ type InstallationChange struct {
 // HandleInstallationEvent or HandleInstallationRepositoriesEvent changed
 // its own: a Gone installation is dropped with its client and the
 // repositories resolved to it, and a Suspended one is listed by
-// Suspended (with no suspended_at unless this AppClient heard one);
-// another is known (its account, when
+// Suspended (with no suspended_at unless this AppClient heard one),
+// while one Gone and not Suspended (deleted) is no longer listed there,
+// as HandleInstallationEvent's deleted does; another is known (its account, when
 // said, updated), and when its Repositories changed, the repositories
 // resolved to it are forgotten, so the next ForRepo of each asks GitHub
 // again. Applying a change twice is applying it once. It sends no request.
@@ -416,6 +417,8 @@ func (a *AppClient) Apply(ch InstallationChange) {
 	if ch.Gone {
 		if ch.Suspended {
 			a.suspendLocked(&github.Installation{ID: github.Ptr(ch.ID), Account: &github.User{Login: github.Ptr(ch.Account)}})
+		} else {
+			delete(a.suspended, ch.ID)
 		}
 		a.dropLocked(ch.ID)
 		return
@@ -424,6 +427,29 @@ func (a *AppClient) Apply(ch InstallationChange) {
 	if ch.Repositories {
 		a.forgetReposLocked(ch.ID)
 	}
+}
+
+// DropChecked drops installation id, which InstallationGone has just said
+// is suspended or gone, and returns the change for the other replicas to
+// Apply: Suspended, with its account, when GitHub's answer was that it is
+// suspended, which Suspended then lists; else Gone alone (deleted). It
+// sends no request.
+func (a *AppClient) DropChecked(id int64) InstallationChange {
+	if id <= 0 {
+		return InstallationChange{}
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	ch := InstallationChange{ID: id, Gone: true}
+	if s, ok := a.suspended[id]; ok {
+		ch.Suspended, ch.Account = true, s.Account
+		if k := a.known[id]; k != nil && ch.Account == "" {
+			ch.Account = k.account
+		}
+	}
+	a.changed = a.now()
+	a.dropLocked(id)
+	return ch
 }
 
 // addLocked knows installation id on account, which is then not

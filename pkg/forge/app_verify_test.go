@@ -241,8 +241,13 @@ func TestSuspendedSaysWhatGitHubLastSaid(t *testing.T) {
 			}
 			return nil
 		}, "[]", "a check that finds a known installation suspended lists it only once it is not served"},
-		{func() error { a.Apply(forge.InstallationChange{ID: 2, Gone: true}); return nil }, "[2 org-2 " + atS + "]",
-			"once dropped (the sweeper's refused mint), the installation the check found suspended is listed"},
+		{func() error {
+			if ch := a.DropChecked(2); ch != (forge.InstallationChange{ID: 2, Gone: true, Suspended: true, Account: "org-2"}) {
+				return fmt.Errorf("DropChecked(2) = %+v, want a suspension of 2 on org-2: the other replicas list it suspended too", ch)
+			}
+			return nil
+		}, "[2 org-2 " + atS + "]",
+			"once dropped (DropChecked, after a refused mint or read), the installation the check found suspended is listed"},
 		{func() error {
 			a.HandleInstallationEvent(event("suspend", 2, nil))
 			return nil

@@ -927,3 +927,49 @@ func TestARequestRefusedForTheInstallationsSuspensionFailsWithErrSuspended(t *te
 		t.Errorf("tokens minted after the unsuspension: %d, want 1: the refused token was dropped", n)
 	}
 }
+
+// TestAReplicaToldOfADeletionNoLongerListsItSuspended pins Apply's rule
+// for a gone installation: a replica told (Apply) of a suspension lists
+// the installation suspended, as the replica whose webhook it was does;
+// told then of its deletion, it lists it no more, as that replica does
+// (HandleInstallationEvent's deleted), without waiting for a re-list.
+func TestAReplicaToldOfADeletionNoLongerListsItSuspended(t *testing.T) {
+	var a, b *forge.AppClient
+	const secret = "s3cret"
+	hooks := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		payload, err := github.ValidatePayload(r, []byte(secret))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusUnauthorized)
+			return
+		}
+		ev, err := github.ParseWebHook(github.WebHookType(r), payload)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		if ev, ok := ev.(*github.InstallationEvent); ok {
+			b.Apply(a.HandleInstallationEvent(ev))
+		}
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	t.Cleanup(hooks.Close)
+	sim, srv := startSim(t, forgesim.WithWebhook(forgesim.Webhook{URL: hooks.URL, Secret: secret, AppID: 42}))
+	a, b = newApp(t, srv, forge.AppConfig{}), newApp(t, srv, forge.AppConfig{})
+	mustSim(t, sim.AddInstallation(9, "acme", "acme/app"))
+	steps := []struct {
+		rule          string
+		change        func() error
+		wantSuspended int
+	}{
+		{"a suspension is listed where it was told", func() error { return sim.SuspendInstallation(9) }, 1},
+		{"a deletion ends the listing where it was told", func() error { return sim.RemoveInstallation(9) }, 0},
+	}
+	for _, st := range steps {
+		mustSim(t, st.change())
+		for name, c := range map[string]*forge.AppClient{"handled the webhook": a, "told of the change": b} {
+			if got := c.Suspended(); len(got) != st.wantSuspended || (len(got) == 1 && got[0].ID != 9) {
+				t.Errorf("replica that %s lists suspended %+v, want %d (installation 9): %s", name, got, st.wantSuspended, st.rule)
+			}
+		}
+	}
+}

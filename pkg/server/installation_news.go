@@ -7,6 +7,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -218,7 +219,18 @@ func (s *Server) otherNews(ctx context.Context, seen map[string]time.Time, remem
 			delete(seen, name)
 		}
 	}
-	slices.SortStableFunc(news, func(a, b dated) int { return a.at.Compare(b.at) })
+	// A suspension's gone lease is taken before its suspended one, and
+	// applied first, even at the same instant: a gone alone after it
+	// would end the suspended listing (forge.AppClient.Apply).
+	suspended := func(d dated) int {
+		if d.ch.Suspended {
+			return 1
+		}
+		return 0
+	}
+	slices.SortStableFunc(news, func(a, b dated) int {
+		return cmp.Or(a.at.Compare(b.at), cmp.Compare(suspended(a), suspended(b)))
+	})
 	out := make([]forge.InstallationChange, len(news))
 	for i, d := range news {
 		out[i] = d.ch

@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"errors"
-	"slices"
 	"time"
 
 	"iterion.dev/iterion/pkg/forge"
@@ -96,13 +95,7 @@ func (g *installationSweeps) checkRefused(ctx context.Context, sw *sweeper, id i
 		return false, true
 	}
 	sw.cfg.Logger.Warn("sweep: installation dropped: GitHub refused " + what + ", and says it is suspended or gone")
-	ch := forge.InstallationChange{ID: id, Gone: true}
-	g.app.Apply(ch)
-	susp := g.app.Suspended() // InstallationGone noted GitHub's answer
-	if i := slices.IndexFunc(susp, func(s forge.SuspendedInstallation) bool { return s.ID == id }); i >= 0 {
-		ch.Suspended, ch.Account = true, susp[i].Account
-	}
-	g.s.installationsChanged(ctx, ch)
+	g.s.installationsChanged(ctx, g.app.DropChecked(id)) // InstallationGone noted GitHub's answer
 	return true, true
 }
 
