@@ -912,6 +912,9 @@ func TestARequestRefusedForTheInstallationsSuspensionFailsWithErrSuspended(t *te
 		if !errors.Is(err, forge.ErrSuspended) || errors.Is(err, forge.ErrForbidden) || errors.Is(err, forge.ErrRateLimited) {
 			t.Errorf("%s read with a token minted before the suspension: %v, want ErrSuspended, not ErrForbidden nor a rate limit", call.name, err)
 		}
+		if refused := (*forge.SuspendedTokenError)(nil); !errors.As(err, &refused) || refused.Installation != 1 {
+			t.Errorf("%s read with a token minted before the suspension: %v, want a SuspendedTokenError naming installation 1: a caller checks the installation it names", call.name, err)
+		}
 		if _, ok, _ := store.Get(context.Background(), 1); ok {
 			t.Errorf("%s: the refused token is still in the TokenStore, want it dropped", call.name)
 		}

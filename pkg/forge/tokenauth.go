@@ -90,8 +90,25 @@ func (t *installationAuth) RoundTrip(req *http.Request) (*http.Response, error) 
 func (t *installationAuth) dropSuspended(ctx context.Context, resp *http.Response, tok string) error {
 	drain(resp)
 	t.forget(ctx, tok)
-	return fmt.Errorf("forge: installation %d's token refused: %w", t.id, ErrSuspended)
+	return &SuspendedTokenError{Installation: t.id}
 }
+
+// SuspendedTokenError is the error of a request an App installation's
+// Client made with a token GitHub refused for the installation's
+// suspension: it wraps ErrSuspended and names the installation, whose
+// token was dropped, so a caller that does not know which installation's
+// Client it used can have the installation checked
+// (AppClient.InstallationGone) before the next request mints in vain.
+type SuspendedTokenError struct {
+	Installation int64
+}
+
+func (e *SuspendedTokenError) Error() string {
+	return fmt.Sprintf("forge: installation %d's token refused: %v", e.Installation, ErrSuspended)
+}
+
+// Unwrap returns ErrSuspended.
+func (e *SuspendedTokenError) Unwrap() error { return ErrSuspended }
 
 // suspensionMessage is the message of GitHub's 403 to a token mint for a
 // suspended installation, as clients have recorded it

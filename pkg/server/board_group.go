@@ -6,6 +6,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"sync"
@@ -129,7 +130,7 @@ func (b *installationBoards) newSync(id int64, repos []string) *board.Sync {
 		var bs *board.Sync
 		l := ForgeBoardSync()
 		bs, err = board.NewSync(board.Config{
-			Store: b.s.cfg.Board, Forge: fc, Host: b.s.cfg.ForgeHost, Repos: repos, Pruner: b.pruner,
+			Store: b.s.cfg.Board, Forge: suspensionChecked{b, id, fc}, Host: b.s.cfg.ForgeHost, Repos: repos, Pruner: b.pruner,
 			Interval: b.interval, FullEvery: b.s.cfg.BoardFullEvery, Owner: b.s.cfg.Owner, Now: b.s.cfg.Now, Logger: b.s.cfg.Logger.With("installation", id),
 			OnPass: b.s.passes.boardPass(b.s.cfg.Now, b.s.boardPassed),
 			Watchdog: lease.Watchdog{Name: l.Name, PassTimeout: b.interval, StallAfter: stallPasses, Health: b.s.health,
@@ -141,4 +142,47 @@ func (b *installationBoards) newSync(id int64, repos []string) *board.Sync {
 	}
 	b.s.log.Warn("board: installation's repositories not synced", "installation", id, "repos", strings.Join(repos, ","), "err", err)
 	return nil
+}
+
+// suspensionChecked is installation id's board.IssueReader in App mode:
+// its client, fc, but a read GitHub refused for the installation's
+// suspension with a token minted before it (forge.SuspendedTokenError)
+// has the installation checked as the sweeper has it
+// (installationSweeps.checkRefused), and once the App client no longer
+// knows the installation (dropped so, or by a webhook or a re-list) a
+// read fails with forge.ErrNotInstalled without a request: the pass's
+// next repository would otherwise ask for a token GitHub refuses.
+type suspensionChecked struct {
+	b  *installationBoards
+	id int64
+	fc *forge.Client
+}
+
+var _ board.IssueReader = suspensionChecked{}
+
+func (r suspensionChecked) ListIssues(ctx context.Context, owner, repo string, since time.Time) ([]forge.Issue, error) {
+	if _, err := r.b.app.Installation(r.id); err != nil {
+		return nil, err
+	}
+	out, err := r.fc.ListIssues(ctx, owner, repo, since)
+	r.refused(ctx, err)
+	return out, err
+}
+
+func (r suspensionChecked) GetIssue(ctx context.Context, owner, repo string, number int) (forge.Issue, error) {
+	if _, err := r.b.app.Installation(r.id); err != nil {
+		return forge.Issue{}, err
+	}
+	is, err := r.fc.GetIssue(ctx, owner, repo, number)
+	r.refused(ctx, err)
+	return is, err
+}
+
+// refused checks the installation when err is a read refused for its
+// suspension.
+func (r suspensionChecked) refused(ctx context.Context, err error) {
+	if !errors.As(err, new(*forge.SuspendedTokenError)) {
+		return
+	}
+	r.b.s.sweeps.checkRefused(ctx, r.b.s.log.With("installation", r.id), r.id, "board sync", "a read made with the installation's token")
 }

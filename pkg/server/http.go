@@ -323,15 +323,27 @@ func (s *Server) postRun(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, code, map[string]string{"id": run.ID})
 }
 
-// offerAll offers runs on lane within OfferTimeout, on ctx, which the
-// caller makes outlive the client's request: an offer once started is
-// finished. Failures are logged by the reconciler and left for the sweeper.
+// offerAll offers runs, all of one repository, on lane within
+// OfferTimeout, on ctx, which the caller makes outlive the client's
+// request: an offer once started is finished. Failures are logged by the
+// reconciler and left for the sweeper. A rate limit stops the offers, as
+// does, in App mode, a read GitHub refused for the installation's
+// suspension with a token minted before it (forge.SuspendedTokenError):
+// the installation is then checked as the sweeper checks it
+// (installationSweeps.checkRefused), within OfferTimeout more, so the
+// next offer or pass asks for no token GitHub would refuse.
 func (s *Server) offerAll(ctx context.Context, lane string, runs []gaterun.Run) {
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.OfferTimeout)
+	octx, cancel := context.WithTimeout(ctx, s.cfg.OfferTimeout)
 	defer cancel()
 	for _, run := range runs {
-		if _, err := s.offer(ctx, lane, run); errors.Is(err, forge.ErrRateLimited) {
+		_, err := s.offer(octx, lane, run)
+		if errors.Is(err, forge.ErrRateLimited) {
 			return // the rest would be refused too; the sweeper repairs them
+		}
+		if refused := (*forge.SuspendedTokenError)(nil); errors.As(err, &refused) && s.sweeps != nil {
+			s.sweeps.checkRefused(ctx, s.log.With("installation", refused.Installation), refused.Installation,
+				lane, "a read made with the installation's token")
+			return // the rest are the same installation's
 		}
 	}
 }

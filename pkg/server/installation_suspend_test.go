@@ -8,8 +8,11 @@ import (
 	"testing/synctest"
 	"time"
 
+	"iterion.dev/iterion/pkg/board"
 	"iterion.dev/iterion/pkg/forge"
 	"iterion.dev/iterion/pkg/forge/forgesim"
+	"iterion.dev/iterion/pkg/gaterun"
+	"iterion.dev/iterion/pkg/server"
 )
 
 // mintRoute is the simulator's route of an installation token mint.
@@ -353,6 +356,112 @@ func TestAppModeASuspensionMetWithAnOlderTokenCostsOneRefusedRequest(t *testing.
 		}
 		if n := len(sweptBy(c, 2)) - others; n < int(window/interval)-1 {
 			t.Errorf("installation 2: %d passes in %v, want one an interval: another installation's suspension holds nothing back", n, window)
+		}
+	})
+}
+
+// TestAppModeAWebhookOfferRefusedForASuspensionChecksTheInstallationOnce
+// pins the webhook's offer against a suspension whose webhook was lost,
+// met with a token minted before it: the read GitHub refuses for the
+// suspension has the installation checked, as the sweeper's would (one
+// request with the App's JWT), and dropped, so the next delivery for its
+// repository asks for no token GitHub would refuse, nor does the
+// sweeper's next pass.
+func TestAppModeAWebhookOfferRefusedForASuspensionChecksTheInstallationOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const interval, shards = time.Minute, 2
+		c, r := sweeping(t, interval, shards)
+		defer r.stop()
+		run := appRun(1)
+		run.Pull, run.HeadSHA = 2, "sha-1-2"
+		run.ID = gaterun.ID(run.Host, run.Repo, run.Pull, run.HeadSHA)
+		if err := c.sim.SeedPull("org-1", "repo-1", run.Pull, run.HeadSHA, "open"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.runs.Put(context.Background(), run, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		checks := c.sim.Requests(forgesim.Filter{Route: getInstallationRoute})
+		mints := c.sim.Requests(forgesim.Filter{Route: mintRoute})
+		if err := c.sim.SuspendInstallation(1); err != nil { // no webhook is set: it is lost
+			t.Fatal(err)
+		}
+		event := strings.NewReplacer(`"number":1`, `"number":2`, `"sha":"sha-1"`, `"sha":"sha-1-2"`).Replace(pullEvent(1))
+		for delivery := 1; delivery <= 2; delivery++ {
+			if code, body := r.call(t, "POST", "/webhooks/github", "pull_request", event); code >= 500 {
+				t.Fatalf("pull_request delivery %d: %d %s, want it processed", delivery, code, body)
+			}
+			synctest.Wait()
+		}
+		time.Sleep(2 * interval) // the sweeper's next passes
+		synctest.Wait()
+		if n := requestsBy(c.sim, 1, "", http.StatusForbidden); n != 1 {
+			t.Errorf("requests refused 403 with installation 1's tokens: %d, want 1: the first refusal has the installation checked", n)
+		}
+		if n := c.sim.Requests(forgesim.Filter{Route: getInstallationRoute}) - checks; n != 1 {
+			t.Errorf("checks with GitHub after the webhook offer's refused read: %d, want 1: the sweeper's check, reused", n)
+		}
+		if n := c.sim.Requests(forgesim.Filter{Route: mintRoute}) - mints; n != 0 {
+			t.Errorf("token mints after the suspension: %d, want none: the check dropped the installation", n)
+		}
+		if _, err := r.app.Installation(1); err == nil {
+			t.Error("installation 1 known after a webhook offer's read was refused for its suspension, want it dropped")
+		}
+		if s := r.app.Suspended(); len(s) != 1 || s[0].ID != 1 {
+			t.Errorf("Suspended() = %+v, want installation 1: GitHub said so when asked", s)
+		}
+	})
+}
+
+// TestAppModeABoardReadRefusedForASuspensionChecksTheInstallationOnce pins
+// the board sync against a suspension whose webhook was lost, met with a
+// token minted before it: the list GitHub refuses for the suspension has
+// the installation checked, as the sweeper's read would (one request with
+// the App's JWT), and dropped, so neither the pass's next repository of
+// the installation nor a later pass or sweep asks for a token GitHub
+// would refuse; the other installation's repository is synced
+// throughout.
+func TestAppModeABoardReadRefusedForASuspensionChecksTheInstallationOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const interval = time.Minute
+		c, next := newAppCluster(t, 2, false)
+		if err := c.sim.AddInstallationRepos(1, "org-1/repo-2"); err != nil {
+			t.Fatal(err)
+		}
+		seedIssues(t, "org-1/repo-1#5", "org-1/repo-2#6", "org-2/repo-1#7")(c.sim)
+		cards := board.NewMemoryStore()
+		startAppReplicas(t, c, next, 1, interval, 2, func(cfg *server.Config) {
+			cfg.Board, cfg.BoardRepos, cfg.BoardInterval = cards, []string{"org-1/repo-1", "org-1/repo-2", "org-2/repo-1"}, interval
+		})
+		r := c.replicas[0]
+		defer r.stop()
+		time.Sleep(3*interval + interval/2)
+		synctest.Wait()
+		if requestsBy(c.sim, 1, issuesRoute, http.StatusOK) == 0 {
+			t.Fatal("installation 1's repositories not listed with its token before the suspension (setup)")
+		}
+		checks := c.sim.Requests(forgesim.Filter{Route: getInstallationRoute})
+		mints := c.sim.Requests(forgesim.Filter{Route: mintRoute})
+		others := requestsBy(c.sim, 2, issuesRoute, 0)
+		if err := c.sim.SuspendInstallation(1); err != nil { // no webhook is set: it is lost
+			t.Fatal(err)
+		}
+		time.Sleep(5 * interval)
+		synctest.Wait()
+		if n := requestsBy(c.sim, 1, "", http.StatusForbidden); n != 1 {
+			t.Errorf("requests refused 403 with installation 1's tokens: %d, want 1: the first refusal has the installation checked", n)
+		}
+		if n := c.sim.Requests(forgesim.Filter{Route: getInstallationRoute}) - checks; n != 1 {
+			t.Errorf("checks with GitHub after the board's refused list: %d, want 1: the sweeper's check, reused", n)
+		}
+		if n := c.sim.Requests(forgesim.Filter{Route: mintRoute}) - mints; n != 0 {
+			t.Errorf("token mints after the suspension: %d, want none: the check dropped the installation", n)
+		}
+		if _, err := r.app.Installation(1); err == nil {
+			t.Error("installation 1 known after a board list was refused for its suspension, want it dropped")
+		}
+		if n := requestsBy(c.sim, 2, issuesRoute, 0) - others; n < 4 {
+			t.Errorf("installation 2: %d issue lists in 5 intervals, want one an interval: another installation's suspension holds nothing back", n)
 		}
 	})
 }

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"time"
 
 	"iterion.dev/iterion/pkg/forge"
@@ -52,7 +53,7 @@ func (g *installationSweeps) minted(ctx context.Context, sw *sweeper, id int64) 
 // merge_gate_installation_mints_refused_total; no answer changes
 // nothing.
 func (g *installationSweeps) refusedMint(ctx context.Context, sw *sweeper, id int64, now time.Time) {
-	gone, answered := g.checkRefused(ctx, sw, id, "the installation's token")
+	gone, answered := g.checkRefused(ctx, sw.cfg.Logger, id, "sweep", "the installation's token")
 	if !answered || gone {
 		return
 	}
@@ -69,7 +70,7 @@ func (g *installationSweeps) refusedMint(ctx context.Context, sw *sweeper, id in
 // GitHub drops the installation; an answer saying it is not suspended
 // (unsuspended since) holds nothing back: its next pass mints a token.
 func (g *installationSweeps) refusedRead(ctx context.Context, sw *sweeper, id int64) {
-	if gone, answered := g.checkRefused(ctx, sw, id, "a read made with the installation's token"); answered && !gone {
+	if gone, answered := g.checkRefused(ctx, sw.cfg.Logger, id, "sweep", "a read made with the installation's token"); answered && !gone {
 		sw.cfg.Logger.Info("sweep: GitHub refused a read for the installation's suspension, and now says it is not suspended: a token is minted at its next pass")
 	}
 }
@@ -77,24 +78,28 @@ func (g *installationSweeps) refusedRead(ctx context.Context, sw *sweeper, id in
 // checkRefused asks GitHub whether installation id, which GitHub refused
 // what, is suspended or gone (AppClient.InstallationGone, one request
 // with the App's JWT, within OfferTimeout), and if so drops it from the
-// App client's set, so its sweeper stops at once rather than being
-// refused every pass until the hourly re-list, and tells the other
-// replicas (installationsChanged): they drop it too, and list it
-// suspended when it is, without a request; an unsuspend webhook or a
-// re-list brings it back.
-// It returns GitHub's answer and whether there was one.
-func (g *installationSweeps) checkRefused(ctx context.Context, sw *sweeper, id int64, what string) (gone, answered bool) {
+// App client's set, so its sweeper, its board sync and the offers of its
+// runs stop at once rather than being refused (a refused mint each) until
+// the hourly re-list, and tells the other replicas
+// (installationsChanged): they drop it too, and list it suspended when it
+// is, without a request; an unsuspend webhook or a re-list brings it
+// back. The sweeper checks after a refused mint or read (refusedMint,
+// refusedRead), the webhook and API offers (Server.offerAll) and the
+// board sync (suspensionChecked) after a refused read; log, whose lines
+// begin with who, says what happened. It returns GitHub's answer and
+// whether there was one.
+func (g *installationSweeps) checkRefused(ctx context.Context, log *slog.Logger, id int64, who, what string) (gone, answered bool) {
 	cctx, cancel := context.WithTimeout(ctx, g.s.cfg.OfferTimeout)
 	gone, err := g.app.InstallationGone(cctx, id)
 	cancel()
 	switch {
 	case err != nil:
-		sw.cfg.Logger.Warn("sweep: GitHub refused "+what+", and did not say whether the installation is suspended", "err", err)
+		log.Warn(who+": GitHub refused "+what+", and did not say whether the installation is suspended", "err", err)
 		return false, false
 	case !gone:
 		return false, true
 	}
-	sw.cfg.Logger.Warn("sweep: installation dropped: GitHub refused " + what + ", and says it is suspended or gone")
+	log.Warn(who + ": installation dropped: GitHub refused " + what + ", and says it is suspended or gone")
 	g.s.installationsChanged(ctx, g.app.DropChecked(id)) // InstallationGone noted GitHub's answer
 	return true, true
 }
