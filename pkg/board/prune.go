@@ -96,16 +96,17 @@ func validHost(host string) bool {
 // prune runs Store.Prune and Store.ExpireTombstones for a pass begun at
 // at, once the period since this Pruner's last claim is out and the store
 // grants it a new one (Store.ClaimPrune), or at once after a claimed prune
-// that failed. ran is false, and the store was asked at most for a claim,
+// that failed, and returns the cards removed and the tombstones expired.
+// ran is false, and the store was asked at most for a claim,
 // when it did not prune: not due, another sync's prune under way, or
 // another replica's claim stands. A claim the store did not answer is
 // err, and the next pass asks again.
-func (p *Pruner) prune(ctx context.Context, at time.Time) (removed int, ran bool, err error) {
+func (p *Pruner) prune(ctx context.Context, at time.Time) (removed, expired int, ran bool, err error) {
 	p.mu.Lock()
 	due := p.at.IsZero() || at.Sub(p.at) >= p.every
 	if p.busy || (!due && !p.owed) {
 		p.mu.Unlock()
-		return 0, false, nil
+		return 0, 0, false, nil
 	}
 	owed := p.owed
 	p.busy = true
@@ -118,21 +119,21 @@ func (p *Pruner) prune(ctx context.Context, at time.Time) (removed int, ran bool
 	if !owed {
 		claimed, err := p.store.ClaimPrune(ctx, p.host, p.board, at, p.every)
 		if err != nil {
-			return 0, true, err
+			return 0, 0, true, err
 		}
 		p.mu.Lock()
 		p.at, p.owed = at, claimed
 		p.mu.Unlock()
 		if !claimed {
-			return 0, false, nil
+			return 0, 0, false, nil
 		}
 	}
 	removed, err = p.store.Prune(ctx, p.host, p.repos)
 	if err == nil {
-		_, err = p.store.ExpireTombstones(ctx, at)
+		expired, err = p.store.ExpireTombstones(ctx, at)
 	}
 	p.mu.Lock()
 	p.owed = err != nil
 	p.mu.Unlock()
-	return removed, true, err
+	return removed, expired, true, err
 }

@@ -79,6 +79,10 @@ type Pass struct {
 	// again.
 	Pruned   int
 	PruneErr error
+	// Expired is how many tombstones of removed cards, older than
+	// TombstoneTTL, that prune dropped (Store.ExpireTombstones), of any
+	// host; 0 when the pass did not prune.
+	Expired int
 	// Complete is false when the pass stopped early: a rate limit or the
 	// end of the term.
 	Complete bool
@@ -344,7 +348,7 @@ func (s *Sync) pass(ctx context.Context, st *boardTerm) passEnd {
 			"since", rp.Since, "err", rp.Err)
 	}
 	s.cfg.Logger.Info("board sync pass", "term", p.Term, "pass", p.Pass, "repos", len(p.Repos),
-		"failed", failed, "listed", listed, "changed", changed, "left_out", leftOut, "removed", removed, "pruned", p.Pruned, "complete", p.Complete)
+		"failed", failed, "listed", listed, "changed", changed, "left_out", leftOut, "removed", removed, "pruned", p.Pruned, "expired", p.Expired, "complete", p.Complete)
 	if s.cfg.OnPass != nil {
 		s.cfg.OnPass(p)
 	}
@@ -354,14 +358,14 @@ func (s *Sync) pass(ctx context.Context, st *boardTerm) passEnd {
 // prune removes, at the term's first pass and every FullEvery after (or
 // when Config.Pruner says, for every sync sharing it), once the store
 // grants the period's claim, the cards of the repositories no longer on
-// the board and the expired tombstones, noting in p how many cards or why
-// not.
+// the board and the expired tombstones, noting in p how many cards and
+// tombstones or why not.
 func (s *Sync) prune(ctx context.Context, st *boardTerm, p *Pass) {
-	removed, ran, err := st.pruner.prune(ctx, p.At)
+	removed, expired, ran, err := st.pruner.prune(ctx, p.At)
 	if !ran {
 		return
 	}
-	p.Pruned, p.PruneErr = removed, err
+	p.Pruned, p.Expired, p.PruneErr = removed, expired, err
 	switch {
 	case p.PruneErr != nil:
 		s.cfg.Logger.Warn("board sync: cards of repositories off the board not removed", "err", p.PruneErr)

@@ -1036,3 +1036,35 @@ func TestAReplicaWithAnotherBoardListPrunesAtOnce(t *testing.T) {
 		}
 	})
 }
+
+// TestSyncPassReportsTheTombstonesItsPruneExpired pins that the pass
+// whose periodic prune drops expired tombstones says how many, in Pass
+// and in its log line (expired), as it does for the cards it prunes, and
+// that no other pass claims any.
+func TestSyncPassReportsTheTombstonesItsPruneExpired(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newBoardRigWith(t, func(c *board.Config) { c.Interval, c.FullEvery = time.Hour, 6*time.Hour }, "acme/app")
+		r.seed(t, "acme/app", forgesim.Issue{Number: 1, Title: "synced", State: "open"})
+		ctx := context.Background()
+		for _, n := range []int{8, 9} {
+			if _, err := r.board.Remove(ctx, "github.com", "acme/app", n, time.Now()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		r.start(t)
+		time.Sleep(board.TombstoneTTL + time.Hour + 2*time.Minute) // the pass at 25h prunes, a period after the one at 19h
+		synctest.Wait()
+		var expired []int
+		for len(r.passes) > 0 {
+			if p := <-r.passes; p.Expired != 0 {
+				expired = append(expired, p.Expired)
+			}
+		}
+		if !slices.Equal(expired, []int{2}) {
+			t.Errorf("tombstones expired by the passes that expired any: got %v, want [2]: one prune past TombstoneTTL drops both, and its pass says so", expired)
+		}
+		if n := strings.Count(r.logs.String(), " expired=2 "); n != 1 {
+			t.Errorf("pass lines with expired=2: got %d, want 1: the pass line counts the tombstones expired:\n%s", n, r.logs.String())
+		}
+	})
+}
