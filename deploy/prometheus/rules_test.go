@@ -298,6 +298,20 @@ load 5m
   lease_step_downs_late_total{lease="merge-gate-sweeper", instance="a"} 0 1x40
 `, 150 * time.Minute}},
 }, {
+	alert: "IterionLeaseLateStepDown",
+	fires: fixture{"in App mode, member a's term of a sweeper shard stopped its work after its shard lease's expiry once, 20 minutes ago", `
+load 5m
+  lease_group_step_downs_late_total{group="merge-gate-sweeper", instance="a"} 0 0 0 0 1x10
+`, 40 * time.Minute},
+	healthy: []fixture{{"no late shard step-down: the shards given up at their deadline or rebalanced stopped in time", `
+load 5m
+  lease_group_step_downs_late_total{group="merge-gate-sweeper", instance="a"} 0x12
+  lease_group_handovers_total{group="merge-gate-sweeper", reason="deadline", instance="a"} 0 1 2x10
+`, 40 * time.Minute}, {"one late shard step-down, two hours ago", `
+load 5m
+  lease_group_step_downs_late_total{group="merge-gate-sweeper", instance="a"} 0 1x40
+`, 150 * time.Minute}},
+}, {
 	alert: "IterionLeaseFlapping",
 	fires: fixture{"member a of the sweeper's group lost its share to a missed deadline 4 times in 40 minutes, 6 shards each time", `
 load 5m

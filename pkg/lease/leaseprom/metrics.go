@@ -50,6 +50,17 @@ import (
 //   - lease_group_handovers_total{group,reason}: shard terms this process
 //     ended, by lease's Reason constants (rebalanced: given up to even the
 //     share).
+//   - lease_group_step_down_margin_seconds{group,reason}: how long before
+//     the store's expiry of its shard lease's last proven call each shard
+//     term stopped its work, as lease_step_down_margin_seconds is for a
+//     lease's terms.
+//   - lease_group_step_downs_late_total{group}: the shard step-downs at
+//     or after their shard lease's expiry (its bucket le="0"), visible at
+//     0 from the first campaign.
+//
+// A shard's step-downs are counted by group, not in the lease series: the
+// label lease names one lease, and a group's name is the lease's of the
+// same net in another mode (merge-gate-sweeper), so the two would mix.
 type Metrics struct {
 	held         *prometheus.GaugeVec
 	terms        *prometheus.CounterVec
@@ -60,7 +71,8 @@ type Metrics struct {
 	callErrors   *prometheus.CounterVec
 
 	groupHeld, groupUnheld, groupOverdue, groupMembers, groupOthers *prometheus.GaugeVec
-	groupHandovers                                                  *prometheus.CounterVec
+	groupHandovers, groupLate                                       *prometheus.CounterVec
+	groupMargins                                                    *prometheus.HistogramVec
 }
 
 // New creates Run's metrics and registers them on reg, never on the global
@@ -82,10 +94,9 @@ func New(reg prometheus.Registerer) *Metrics {
 			Help: "Terms ended, by reason.",
 		}, []string{"lease", "reason"}),
 		margins: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "lease_step_down_margin_seconds",
-			Help: "How long before the store's expiry of its last proven call each term stopped its work, by reason; le=\"0\": at or after it.",
-			// 0 first, so that a late step-down has a bucket of its own; then 1ms to 262s.
-			Buckets: append([]float64{0}, prometheus.ExponentialBuckets(0.001, 4, 10)...),
+			Name:    "lease_step_down_margin_seconds",
+			Help:    "How long before the store's expiry of its last proven call each term stopped its work, by reason; le=\"0\": at or after it.",
+			Buckets: marginBuckets(),
 		}, []string{"lease", "reason"}),
 		late: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "lease_step_downs_late_total",
@@ -124,12 +135,27 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "lease_group_handovers_total",
 			Help: "Shard terms of the lease group this process ended, by reason.",
 		}, []string{"group", "reason"}),
+		groupMargins: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "lease_group_step_down_margin_seconds",
+			Help:    "How long before the store's expiry of its shard lease's last proven call each shard term of the lease group stopped its work, by reason; le=\"0\": at or after it.",
+			Buckets: marginBuckets(),
+		}, []string{"group", "reason"}),
+		groupLate: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "lease_group_step_downs_late_total",
+			Help: "Shard terms of the lease group that stopped their work at or after their shard lease's expiry in the store.",
+		}, []string{"group"}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.held, m.terms, m.stepDowns, m.margins, m.late, m.callDuration, m.callErrors,
-			m.groupHeld, m.groupUnheld, m.groupOverdue, m.groupMembers, m.groupOthers, m.groupHandovers)
+			m.groupHeld, m.groupUnheld, m.groupOverdue, m.groupMembers, m.groupOthers, m.groupHandovers, m.groupMargins, m.groupLate)
 	}
 	return m
+}
+
+// marginBuckets are the step-down margin histograms' buckets: 0 first, so
+// that a late step-down has a bucket of its own; then 1ms to 262s.
+func marginBuckets() []float64 {
+	return append([]float64{0}, prometheus.ExponentialBuckets(0.001, 4, 10)...)
 }
 
 // Observe counts one event of a Run: Campaigning makes the lease's
@@ -138,7 +164,8 @@ func New(reg prometheus.Registerer) *Metrics {
 // margin (counting it late when zero or less) and marks it no longer held; StoreCalled times the call by op,
 // and counts it as an error when it failed (the lease name is not a label:
 // the store is shared by every lease). A group's events count in the group
-// series (see Metrics). Other events count nothing.
+// series (see Metrics), a shard's step-down and its margin among them.
+// Other events count nothing.
 func (m *Metrics) Observe(e lease.Event) {
 	if m == nil {
 		return
@@ -175,11 +202,16 @@ func (m *Metrics) observeGroup(e lease.Event) {
 	switch e.Kind {
 	case lease.Campaigning:
 		m.groupHeld.WithLabelValues(e.Group).Add(0)
+		m.groupLate.WithLabelValues(e.Group).Add(0)
 	case lease.Elected:
 		m.groupHeld.WithLabelValues(e.Group).Inc()
 	case lease.SteppedDown:
 		m.groupHeld.WithLabelValues(e.Group).Dec()
 		m.groupHandovers.WithLabelValues(e.Group, e.Reason).Inc()
+		m.groupMargins.WithLabelValues(e.Group, e.Reason).Observe(e.Margin.Seconds())
+		if e.Margin <= 0 {
+			m.groupLate.WithLabelValues(e.Group).Inc()
+		}
 	case lease.Surveyed:
 		m.groupUnheld.WithLabelValues(e.Group).Set(float64(len(e.View.Unheld())))
 		m.groupOverdue.WithLabelValues(e.Group).Set(float64(len(e.View.Overdue)))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -391,4 +392,72 @@ lease_step_downs_late_total{lease="net"} 2
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "lease_step_downs_late_total"); err != nil {
 		t.Errorf("%v: the step-downs at a margin of zero or less are counted late", err)
 	}
+}
+
+// TestShardStepDownsCountMarginsAndLateOnesByGroup pins a lease group's
+// step-down series: each shard term's SteppedDown has its Margin observed
+// by group and reason in lease_group_step_down_margin_seconds, one at or
+// after its shard lease's expiry counts in
+// lease_group_step_downs_late_total{group} (visible at 0 from the group's
+// first campaign, so an alert sees the first), and none of them counts in
+// the lease series, whose label lease names a lease, not a group.
+func TestShardStepDownsCountMarginsAndLateOnesByGroup(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	m := leaseprom.New(reg)
+	m.Observe(lease.Event{Name: "g/shard", Group: "g", Shard: -1, Kind: lease.Campaigning})
+	late := `
+# HELP lease_group_step_downs_late_total Shard terms of the lease group that stopped their work at or after their shard lease's expiry in the store.
+# TYPE lease_group_step_downs_late_total counter
+lease_group_step_downs_late_total{group="g"} %d
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(fmt.Sprintf(late, 0)), "lease_group_step_downs_late_total"); err != nil {
+		t.Errorf("after the group's Campaigning: %v: its late step-downs are visible at 0 before any", err)
+	}
+	for i, margin := range []time.Duration{500 * time.Millisecond, 0, -2 * time.Second} {
+		m.Observe(lease.Event{Name: fmt.Sprintf("g/4/%d", i), Group: "g", Shard: i, Kind: lease.SteppedDown, Reason: lease.ReasonDeadline, Margin: margin})
+	}
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(fmt.Sprintf(late, 2)), "lease_group_step_downs_late_total"); err != nil {
+		t.Errorf("%v: the shard step-downs at a margin of zero or less are counted late, by group", err)
+	}
+	for _, c := range []struct {
+		le   string
+		want uint64
+	}{{"0", 2}, {"1.024", 3}} {
+		if got := histogramBucket(t, reg, "lease_group_step_down_margin_seconds", "g", lease.ReasonDeadline, c.le); got != c.want {
+			t.Errorf("lease_group_step_down_margin_seconds{group=\"g\",reason=\"deadline\",le=%q} = %d, want %d: each shard step-down's margin is observed", c.le, got, c.want)
+		}
+	}
+	if n, err := testutil.GatherAndCount(reg, "lease_step_downs_late_total", "lease_step_down_margin_seconds", "lease_step_downs_total"); err != nil || n != 0 {
+		t.Errorf("lease series of a group's step-downs: %d (%v), want 0: they are counted by group", n, err)
+	}
+}
+
+// histogramBucket is the cumulative count of the bucket le of the
+// histogram name{group, reason}.
+func histogramBucket(t *testing.T, g prometheus.Gatherer, name, group, reason, le string) uint64 {
+	t.Helper()
+	mfs, err := g.Gather()
+	if err != nil {
+		t.Fatalf("gather: %v", err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["group"] != group || labels["reason"] != reason {
+				continue
+			}
+			for _, b := range m.GetHistogram().GetBucket() {
+				if strconv.FormatFloat(b.GetUpperBound(), 'g', -1, 64) == le {
+					return b.GetCumulativeCount()
+				}
+			}
+		}
+	}
+	return 0
 }
