@@ -2,7 +2,9 @@ package server_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -10,6 +12,8 @@ import (
 
 	"iterion.dev/iterion/internal/testing/forgetest"
 	"iterion.dev/iterion/pkg/forge/forgesim"
+	"iterion.dev/iterion/pkg/lease"
+	"iterion.dev/iterion/pkg/server"
 )
 
 // listRoute is the simulator's route of GET /app/installations.
@@ -236,4 +240,91 @@ func TestAppModeASuspensionIsToldToEveryReplica(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestAppModeADeletionToldToEveryReplicaEndsItsSuspendedListing pins the
+// news of a deletion against the suspended listing: an installation
+// suspended, then deleted, by webhooks to one replica is listed suspended
+// by every replica's installations view once the suspension's news
+// reached it, and by none once the deletion's did, within a couple of
+// intervals, not at the next hourly re-list.
+func TestAppModeADeletionToldToEveryReplicaEndsItsSuspendedListing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const interval, shards = time.Minute, 2
+		c, next := newAppCluster(t, 2, true)
+		startAppReplicas(t, c, next, 2, interval, shards, nil)
+		defer c.stopAll()
+		time.Sleep(3*interval + interval/2)
+		synctest.Wait()
+		told := c.replicas[0]
+		suspendWithWebhook(t, c, told, 1)
+		listed := func(r *replica) bool {
+			code, body := r.call(t, "GET", "/api/installations?sort=id", "", "")
+			var page server.Installations
+			if err := json.Unmarshal([]byte(body), &page); code != http.StatusOK || err != nil {
+				t.Fatalf("%s: GET /api/installations = %d %v: %s", r.owner, code, err, body)
+			}
+			return slices.ContainsFunc(page.Installations, func(v server.InstallationView) bool { return v.ID == 1 && v.Suspended })
+		}
+		for _, step := range []struct {
+			rule   string
+			change func()
+			want   bool
+		}{
+			{"the suspension's news lists it suspended", func() {}, true},
+			{"the deletion's news ends the listing", func() {
+				if err := c.sim.RemoveInstallation(1); err != nil {
+					t.Fatal(err)
+				}
+				if code, body := told.call(t, "POST", "/webhooks/github", "installation", installationEvent("deleted", 1)); code != http.StatusOK {
+					t.Fatalf("installation deleted webhook: %d %s, want 200: GitHub says it is gone", code, body)
+				}
+			}, false},
+		} {
+			step.change()
+			time.Sleep(2 * interval)
+			synctest.Wait()
+			for _, r := range c.replicas {
+				if got := listed(r); got != step.want {
+					t.Errorf("%s lists installation 1 suspended: %v, want %v: %s on every replica", r.owner, got, step.want, step.rule)
+				}
+			}
+		}
+	})
+}
+
+// reversedHolders is a lease store that lists its leases in the reverse of
+// the memory store's order: a store promises no order.
+type reversedHolders struct{ *lease.MemoryStore }
+
+func (s reversedHolders) Holders(ctx context.Context) ([]lease.Holder, error) {
+	hs, err := s.MemoryStore.Holders(ctx)
+	slices.Reverse(hs)
+	return hs, err
+}
+
+// TestAppModeASuspensionsNewsIsAppliedGoneFirst pins the order a replica
+// applies a suspension's two news leases in, gone and suspended, taken at
+// the same instant: gone first, whatever order its lease store lists them
+// in, since a gone applied after the suspended would end the listing the
+// suspended one made (forge.AppClient.Apply).
+func TestAppModeASuspensionsNewsIsAppliedGoneFirst(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const interval, shards = time.Minute, 2
+		c, next := newAppCluster(t, 2, true)
+		startAppReplicas(t, c, next, 2, interval, shards, func(cfg *server.Config) {
+			cfg.Leases = reversedHolders{c.leases}
+		})
+		defer c.stopAll()
+		time.Sleep(3*interval + interval/2)
+		synctest.Wait()
+		suspendWithWebhook(t, c, c.replicas[0], 1)
+		time.Sleep(2 * interval)
+		synctest.Wait()
+		for _, r := range c.replicas {
+			if s := r.app.Suspended(); len(s) != 1 || s[0].ID != 1 {
+				t.Errorf("%s: Suspended() = %+v, want installation 1: the news of a suspension lists it suspended, its gone lease applied first", r.owner, s)
+			}
+		}
+	})
 }
