@@ -205,13 +205,12 @@ func TestRecheckAsksAgainOnlyForTheInstallationThatCouldNotRead(t *testing.T) {
 	}
 }
 
-// TestInstallationWebhooksKeepTheSetCurrentWithoutARequest pins that the
-// installation webhooks keep the set current with no request, and that
-// another replica's AppClient (b), told each change the webhooks made
-// (Apply), knows the same set, with no request either, and asks GitHub
-// again for a repository whose installation's repositories changed.
-func TestInstallationWebhooksKeepTheSetCurrentWithoutARequest(t *testing.T) {
-	var a, b *forge.AppClient
+// relayWebhooks is the simulator's webhook option for two replicas' App
+// clients, *a and *b (set once the simulator is up): each installation
+// webhook is handled by *a, and the change it returns applied by *b, as
+// another replica's news would be.
+func relayWebhooks(t *testing.T, a, b **forge.AppClient) forgesim.Option {
+	t.Helper()
 	const secret = "s3cret"
 	hooks := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		payload, err := github.ValidatePayload(r, []byte(secret))
@@ -226,14 +225,24 @@ func TestInstallationWebhooksKeepTheSetCurrentWithoutARequest(t *testing.T) {
 		}
 		switch ev := ev.(type) {
 		case *github.InstallationEvent:
-			b.Apply(a.HandleInstallationEvent(ev))
+			(*b).Apply((*a).HandleInstallationEvent(ev))
 		case *github.InstallationRepositoriesEvent:
-			b.Apply(a.HandleInstallationRepositoriesEvent(ev))
+			(*b).Apply((*a).HandleInstallationRepositoriesEvent(ev))
 		}
 		w.WriteHeader(http.StatusAccepted)
 	}))
 	t.Cleanup(hooks.Close)
-	sim, srv := startSim(t, forgesim.WithWebhook(forgesim.Webhook{URL: hooks.URL, Secret: secret, AppID: 42}))
+	return forgesim.WithWebhook(forgesim.Webhook{URL: hooks.URL, Secret: secret, AppID: 42})
+}
+
+// TestInstallationWebhooksKeepTheSetCurrentWithoutARequest pins that the
+// installation webhooks keep the set current with no request, and that
+// another replica's AppClient (b), told each change the webhooks made
+// (Apply), knows the same set, with no request either, and asks GitHub
+// again for a repository whose installation's repositories changed.
+func TestInstallationWebhooksKeepTheSetCurrentWithoutARequest(t *testing.T) {
+	var a, b *forge.AppClient
+	sim, srv := startSim(t, relayWebhooks(t, &a, &b))
 	a, b = newApp(t, srv, forge.AppConfig{}), newApp(t, srv, forge.AppConfig{})
 	ctx := context.Background()
 	mustSim(t, sim.AddInstallation(9, "acme", "acme/app"))
@@ -938,25 +947,7 @@ func TestARequestRefusedForTheInstallationsSuspensionFailsWithErrSuspended(t *te
 // (HandleInstallationEvent's deleted), without waiting for a re-list.
 func TestAReplicaToldOfADeletionNoLongerListsItSuspended(t *testing.T) {
 	var a, b *forge.AppClient
-	const secret = "s3cret"
-	hooks := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		payload, err := github.ValidatePayload(r, []byte(secret))
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusUnauthorized)
-			return
-		}
-		ev, err := github.ParseWebHook(github.WebHookType(r), payload)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		if ev, ok := ev.(*github.InstallationEvent); ok {
-			b.Apply(a.HandleInstallationEvent(ev))
-		}
-		w.WriteHeader(http.StatusAccepted)
-	}))
-	t.Cleanup(hooks.Close)
-	sim, srv := startSim(t, forgesim.WithWebhook(forgesim.Webhook{URL: hooks.URL, Secret: secret, AppID: 42}))
+	sim, srv := startSim(t, relayWebhooks(t, &a, &b))
 	a, b = newApp(t, srv, forge.AppConfig{}), newApp(t, srv, forge.AppConfig{})
 	mustSim(t, sim.AddInstallation(9, "acme", "acme/app"))
 	steps := []struct {

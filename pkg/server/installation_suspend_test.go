@@ -395,18 +395,7 @@ func TestAppModeAWebhookOfferRefusedForASuspensionChecksTheInstallationOnce(t *t
 		}
 		time.Sleep(2 * interval) // the sweeper's next passes
 		synctest.Wait()
-		if n := requestsBy(c.sim, 1, "", http.StatusForbidden); n != 1 {
-			t.Errorf("requests refused 403 with installation 1's tokens: %d, want 1: the first refusal has the installation checked", n)
-		}
-		if n := c.sim.Requests(forgesim.Filter{Route: getInstallationRoute}) - checks; n != 1 {
-			t.Errorf("checks with GitHub after the webhook offer's refused read: %d, want 1: the sweeper's check, reused", n)
-		}
-		if n := c.sim.Requests(forgesim.Filter{Route: mintRoute}) - mints; n != 0 {
-			t.Errorf("token mints after the suspension: %d, want none: the check dropped the installation", n)
-		}
-		if _, err := r.app.Installation(1); err == nil {
-			t.Error("installation 1 known after a webhook offer's read was refused for its suspension, want it dropped")
-		}
+		checkedOnce(t, c, r, checks, mints, "a webhook offer's read")
 		if s := r.app.Suspended(); len(s) != 1 || s[0].ID != 1 {
 			t.Errorf("Suspended() = %+v, want installation 1: GitHub said so when asked", s)
 		}
@@ -448,20 +437,30 @@ func TestAppModeABoardReadRefusedForASuspensionChecksTheInstallationOnce(t *test
 		}
 		time.Sleep(5 * interval)
 		synctest.Wait()
-		if n := requestsBy(c.sim, 1, "", http.StatusForbidden); n != 1 {
-			t.Errorf("requests refused 403 with installation 1's tokens: %d, want 1: the first refusal has the installation checked", n)
-		}
-		if n := c.sim.Requests(forgesim.Filter{Route: getInstallationRoute}) - checks; n != 1 {
-			t.Errorf("checks with GitHub after the board's refused list: %d, want 1: the sweeper's check, reused", n)
-		}
-		if n := c.sim.Requests(forgesim.Filter{Route: mintRoute}) - mints; n != 0 {
-			t.Errorf("token mints after the suspension: %d, want none: the check dropped the installation", n)
-		}
-		if _, err := r.app.Installation(1); err == nil {
-			t.Error("installation 1 known after a board list was refused for its suspension, want it dropped")
-		}
+		checkedOnce(t, c, r, checks, mints, "a board sync's list")
 		if n := requestsBy(c.sim, 2, issuesRoute, 0) - others; n < 4 {
 			t.Errorf("installation 2: %d issue lists in 5 intervals, want one an interval: another installation's suspension holds nothing back", n)
 		}
 	})
+}
+
+// checkedOnce asserts what what, refused for installation 1's suspension
+// with a token minted before it, cost c since the simulator had counted
+// checks checks and mints mints: one refused request, one check with
+// GitHub (the sweeper's, reused), no mint after, and installation 1
+// dropped from replica r's App client.
+func checkedOnce(t *testing.T, c *cluster, r *replica, checks, mints int64, what string) {
+	t.Helper()
+	if n := requestsBy(c.sim, 1, "", http.StatusForbidden); n != 1 {
+		t.Errorf("requests refused 403 with installation 1's tokens: %d, want 1: the first refusal, of %s, has the installation checked", n, what)
+	}
+	if n := c.sim.Requests(forgesim.Filter{Route: getInstallationRoute}) - checks; n != 1 {
+		t.Errorf("checks with GitHub after %s was refused: %d, want 1: the sweeper's check, reused", what, n)
+	}
+	if n := c.sim.Requests(forgesim.Filter{Route: mintRoute}) - mints; n != 0 {
+		t.Errorf("token mints after the suspension: %d, want none: the check after %s was refused dropped the installation", n, what)
+	}
+	if _, err := r.app.Installation(1); err == nil {
+		t.Errorf("installation 1 known after %s was refused for its suspension, want it dropped", what)
+	}
 }

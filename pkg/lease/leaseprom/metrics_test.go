@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 
 	"iterion.dev/iterion/pkg/lease"
 	"iterion.dev/iterion/pkg/lease/leaseprom"
@@ -178,6 +179,13 @@ lease_terms_started_total{lease="net"} 0
 // histogramCount is the sample count of the histogram name{op}.
 func histogramCount(t *testing.T, g prometheus.Gatherer, name, op string) uint64 {
 	t.Helper()
+	return histogramOf(t, g, name, map[string]string{"op": op}).GetSampleCount()
+}
+
+// histogramOf is the histogram name whose labels include labels; nil
+// (whose getters give zeros) when there is none.
+func histogramOf(t *testing.T, g prometheus.Gatherer, name string, labels map[string]string) *dto.Histogram {
+	t.Helper()
 	mfs, err := g.Gather()
 	if err != nil {
 		t.Fatalf("gather: %v", err)
@@ -187,14 +195,18 @@ func histogramCount(t *testing.T, g prometheus.Gatherer, name, op string) uint64
 			continue
 		}
 		for _, m := range mf.GetMetric() {
+			matched := 0
 			for _, l := range m.GetLabel() {
-				if l.GetName() == "op" && l.GetValue() == op {
-					return m.GetHistogram().GetSampleCount()
+				if v, ok := labels[l.GetName()]; ok && v == l.GetValue() {
+					matched++
 				}
+			}
+			if matched == len(labels) {
+				return m.GetHistogram()
 			}
 		}
 	}
-	return 0
+	return nil
 }
 
 // TestGroupMetricsCountShardsByGroup pins the group series: two members of
@@ -436,27 +448,9 @@ lease_group_step_downs_late_total{group="g"} %d
 // histogram name{group, reason}.
 func histogramBucket(t *testing.T, g prometheus.Gatherer, name, group, reason, le string) uint64 {
 	t.Helper()
-	mfs, err := g.Gather()
-	if err != nil {
-		t.Fatalf("gather: %v", err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			if labels["group"] != group || labels["reason"] != reason {
-				continue
-			}
-			for _, b := range m.GetHistogram().GetBucket() {
-				if strconv.FormatFloat(b.GetUpperBound(), 'g', -1, 64) == le {
-					return b.GetCumulativeCount()
-				}
-			}
+	for _, b := range histogramOf(t, g, name, map[string]string{"group": group, "reason": reason}).GetBucket() {
+		if strconv.FormatFloat(b.GetUpperBound(), 'g', -1, 64) == le {
+			return b.GetCumulativeCount()
 		}
 	}
 	return 0
