@@ -32,10 +32,11 @@ const (
 )
 
 var (
-	ReplayKey        = replayKey
-	DeepSpacingAfter = deepSpacing
-	NewReconciler    = newReconciler
-	NewSweeper       = newSweeper
+	TellInstallationChange = (*Server).installationsChanged
+	ReplayKey              = replayKey
+	DeepSpacingAfter       = deepSpacing
+	NewReconciler          = newReconciler
+	NewSweeper             = newSweeper
 )
 
 // The JSON answers of GET /api/runs, which the tests decode.

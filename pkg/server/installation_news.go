@@ -107,6 +107,11 @@ func (s *Server) installationsChanged(ctx context.Context, ch forge.Installation
 	if ch.ID <= 0 {
 		return
 	}
+	// The news outlives the caller: dropping an installation stops its
+	// sweeper, whose pass may be the caller, and a suspension told by its
+	// gone lease alone would end the others' suspended listing. Each lease
+	// is still bounded by StoreTimeout.
+	ctx = context.WithoutCancel(ctx)
 	ttl := newsIntervals * s.cfg.SweepInterval
 	for _, name := range newsNames(ch, s.cfg.Owner) {
 		actx, cancel := context.WithTimeout(ctx, s.cfg.StoreTimeout)

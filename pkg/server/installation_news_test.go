@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"iterion.dev/iterion/internal/testing/forgetest"
+	"iterion.dev/iterion/pkg/forge"
 	"iterion.dev/iterion/pkg/forge/forgesim"
 	"iterion.dev/iterion/pkg/lease"
 	"iterion.dev/iterion/pkg/server"
@@ -325,6 +326,32 @@ func TestAppModeASuspensionsNewsIsAppliedGoneFirst(t *testing.T) {
 			if s := r.app.Suspended(); len(s) != 1 || s[0].ID != 1 {
 				t.Errorf("%s: Suspended() = %+v, want installation 1: the news of a suspension lists it suspended, its gone lease applied first", r.owner, s)
 			}
+		}
+	})
+}
+
+// TestAnInstallationsNewsIsToldWholeWhenItsCallerIsDone pins the telling
+// of a change against its caller's context: the sweeper's pass whose
+// refused read found the installation suspended is stopped by that very
+// drop, so the news is told on a context of its own (each lease still
+// within StoreTimeout). A suspension told by its gone lease alone would
+// have every other replica drop the installation without listing it
+// suspended.
+func TestAnInstallationsNewsIsToldWholeWhenItsCallerIsDone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, next := newAppCluster(t, 1, false)
+		startAppReplicas(t, c, next, 1, time.Minute, 1, nil)
+		defer c.stopAll()
+		done, cancel := context.WithCancel(context.Background())
+		cancel()
+		server.TellInstallationChange(c.replicas[0].srv, done, forge.InstallationChange{ID: 1, Gone: true, Suspended: true, Account: "org-1"})
+		var kinds []string
+		for _, name := range newsLeases(t, c) {
+			kinds = append(kinds, strings.Split(strings.TrimPrefix(name, "app-installations-changed/"), "/")[1])
+		}
+		slices.Sort(kinds)
+		if !slices.Equal(kinds, []string{"gone", "suspended"}) {
+			t.Errorf("news leases told for a suspension by a caller whose context is done: %v, want [gone suspended]", kinds)
 		}
 	})
 }

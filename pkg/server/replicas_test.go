@@ -54,7 +54,8 @@ type replica struct {
 	forge        *forge.Client
 	app          *forge.AppClient // App mode (startAppReplicas); nil otherwise
 	handler      http.Handler     // the replica's HTTP API and pages
-	stop         func()           // cancels Run and waits for it
+	srv          *server.Server
+	stop         func() // cancels Run and waits for it
 }
 
 // cluster is n replicas on one lease store, one run store and one
@@ -124,7 +125,7 @@ func (c *cluster) start(t *testing.T, r *replica, cfg server.Config, mod func(*s
 	if err != nil {
 		t.Fatalf("server.NewForComparison: %v", err)
 	}
-	r.handler = srv.Handler()
+	r.handler, r.srv = srv.Handler(), srv
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Run(ctx, nil) }()
