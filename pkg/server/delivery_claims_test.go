@@ -71,7 +71,7 @@ func TestNoRedeliveryIsLost(t *testing.T) {
 	if _, err := runs.Put(context.Background(), gateRun(12, headSHA, gaterun.VerdictSuccess), clock.Now()); err != nil {
 		t.Fatal(err)
 	}
-	hold := 4*time.Second + 5*time.Second // the claim's hold: four store calls and the offers
+	hold := server.ClaimHold(time.Second, 5*time.Second)
 	rng := rand.New(rand.NewPCG(23, 23))
 	const deliveriesN = 20
 	lost, processedTwice := 0, 0

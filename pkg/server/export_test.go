@@ -34,6 +34,7 @@ const (
 var (
 	TellInstallationChange = (*Server).installationsChanged
 	ReplayKey              = replayKey
+	ClaimHold              = claimHoldOf
 	DeepSpacingAfter       = deepSpacing
 	NewReconciler          = newReconciler
 	NewSweeper             = newSweeper

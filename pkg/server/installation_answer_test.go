@@ -197,7 +197,7 @@ type (
 		once atomic.Bool
 	}
 	slowNews struct {
-		lease.Store
+		*lease.MemoryStore
 		lag time.Duration
 	}
 	slowMoves struct {
@@ -222,7 +222,7 @@ func (s *slowNews) Acquire(ctx context.Context, name, owner string, now time.Tim
 	if strings.HasPrefix(name, "app-installations-changed/") {
 		time.Sleep(s.lag)
 	}
-	return s.Store.Acquire(ctx, name, owner, now, ttl)
+	return s.MemoryStore.Acquire(ctx, name, owner, now, ttl)
 }
 
 func (s *slowMoves) List(ctx context.Context, q gaterun.Query) ([]gaterun.Run, error) {
@@ -245,7 +245,7 @@ func TestAppModeAnInstallationEventsClaimHoldsUntilItsCompletion(t *testing.T) {
 		c, next := newAppCluster(t, 2, false, forgesim.WithLatency(forgesim.Latency{REST: map[string]time.Duration{
 			"GET /repos/{owner}/{repo}/installation": offerTimeout - margin}}))
 		claims := &slowClaims{Store: delivery.NewMemoryStore(), lag: storeTimeout - margin}
-		news := &slowNews{Store: c.leases, lag: storeTimeout - margin}
+		news := &slowNews{MemoryStore: c.leases, lag: storeTimeout - margin}
 		moves := &slowMoves{Store: c.runs, lag: storeTimeout - margin}
 		startAppReplicas(t, c, next, 2, time.Minute, 2, func(cfg *server.Config) {
 			cfg.Deliveries, cfg.Leases, cfg.Runs = claims, news, moves
@@ -285,6 +285,74 @@ func TestAppModeAnInstallationEventsClaimHoldsUntilItsCompletion(t *testing.T) {
 		synctest.Wait()
 		if first.Code != http.StatusAccepted {
 			t.Errorf("first delivery: got %d %s, want 202: its processing outlasts --webhook-answer-within", first.Code, first.Body)
+		}
+	})
+}
+
+// TestAppModeAPullRequestsClaimHoldsThroughASuspensionCheck pins that a
+// pull_request delivery's claim holds for its processing in App mode when
+// its offer meets a suspension whose webhook was lost, each store call
+// answered just within the store timeout: the claim, the runs lookup, the
+// offer (its read refused at once), GitHub's check of the installation
+// (just within the offer timeout: offerAll's checkRefused), the two news
+// leases of an installation gone and suspended, and the completion. The
+// body sent again to another replica while the completion is on its way,
+// four store timeouts and an offer timeout after the claim, is held
+// (503), never claimed and processed beside it.
+func TestAppModeAPullRequestsClaimHoldsThroughASuspensionCheck(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const storeTimeout, offerTimeout, margin = 3 * time.Second, 10 * time.Second, time.Millisecond
+		const interval = time.Minute
+		c, next := newAppCluster(t, 2, true)
+		claims := &slowClaims{Store: delivery.NewMemoryStore(), lag: storeTimeout - margin}
+		news := &slowNews{MemoryStore: c.leases, lag: storeTimeout - margin}
+		startAppReplicas(t, c, next, 2, interval, 2, func(cfg *server.Config) {
+			cfg.Deliveries, cfg.Leases, cfg.Runs = claims, news, slowRuns{Store: c.runs, d: storeTimeout - margin}
+			cfg.StoreTimeout, cfg.OfferTimeout = storeTimeout, offerTimeout
+		})
+		a, b := c.replicas[0], c.replicas[1]
+		defer a.stop()
+		defer b.stop()
+		time.Sleep(3*interval + interval/2) // the passes mint installation 1's token
+		synctest.Wait()
+		run := appRun(1)
+		run.Pull, run.HeadSHA = 2, "sha-1-2"
+		run.ID = gaterun.ID(run.Host, run.Repo, run.Pull, run.HeadSHA)
+		if err := c.sim.SeedPull("org-1", "repo-1", run.Pull, run.HeadSHA, "open"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.runs.Put(context.Background(), run, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.sim.SuspendInstallation(1); err != nil { // no webhook is set: it is lost
+			t.Fatal(err)
+		}
+		if err := c.sim.SetLatency(forgesim.Latency{REST: map[string]time.Duration{getInstallationRoute: offerTimeout - margin}}); err != nil {
+			t.Fatal(err)
+		}
+		event := strings.NewReplacer(`"number":1`, `"number":2`, `"sha":"sha-1"`, `"sha":"sha-1-2"`).Replace(pullEvent(1))
+		start := time.Now()
+		var first *httptest.ResponseRecorder
+		served := make(chan struct{})
+		go func() {
+			defer close(served)
+			first = a.serve("POST", "/webhooks/github", "pull_request", event)
+		}()
+		processing := 5*(storeTimeout-margin) + offerTimeout - margin
+		time.Sleep(processing - time.Second) // the completion is on its way
+		at := time.Since(start)
+		if w := b.serve("POST", "/webhooks/github", "pull_request", event); w.Code != http.StatusServiceUnavailable {
+			t.Errorf("the body sent again %v after the claim, the first still being processed: got %d %s, want 503: a claim holds until its processing ends, so one delivery is never processed twice at once",
+				at, w.Code, w.Body)
+		}
+		<-served
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if first.Code != http.StatusAccepted {
+			t.Errorf("first delivery: got %d %s, want 202: its processing outlasts --webhook-answer-within", first.Code, first.Body)
+		}
+		if s := a.app.Suspended(); len(s) != 1 || s[0].ID != 1 {
+			t.Errorf("Suspended() = %+v, want installation 1: the offer's refused read had GitHub asked", s)
 		}
 	})
 }

@@ -33,6 +33,11 @@ func (s slowRuns) Get(ctx context.Context, id string) (gaterun.Run, error) {
 	return s.Store.Get(ctx, id)
 }
 
+func (s slowRuns) ForPull(ctx context.Context, host, repo string, pull int) ([]gaterun.Run, error) {
+	time.Sleep(s.d)
+	return s.Store.ForPull(ctx, host, repo, pull)
+}
+
 func (s slowRuns) ForHead(ctx context.Context, host, repo, sha string) ([]gaterun.Run, error) {
 	time.Sleep(s.d)
 	return s.Store.ForHead(ctx, host, repo, sha)

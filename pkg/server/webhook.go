@@ -204,16 +204,26 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request, key, deliveryID, 
 // claimHold is how long a webhook's delivery claim holds before it lapses:
 // the longest processing of a claimed delivery, each step at its bound,
 // whether the delivery was answered before they ended (processDelivery)
-// or after. That is an installation_repositories event's: the claim's own
-// answer, GitHub's check of what it removes (OfferTimeout), the news
-// lease telling the other replicas, the runs moved and the completion
-// (StoreTimeout each). A pull_request or status event's (the claim, the
-// runs lookup, the offers, the completion) is one store call shorter. The
-// claim is stamped before it is sent, so a hold short of any of them can
-// lapse while the delivery is still being processed, and a redelivery
-// then be processed beside it.
+// or after (claimHoldOf).
 func (s *Server) claimHold() time.Duration {
-	return 4*s.cfg.StoreTimeout + s.cfg.OfferTimeout
+	return claimHoldOf(s.cfg.StoreTimeout, s.cfg.OfferTimeout)
+}
+
+// claimHoldOf is the claim's hold for a store timeout and an offer
+// timeout. The longest processing is an App's pull_request or status
+// event whose offers end, at the offer timeout, in a read GitHub refuses
+// with the token of an installation it suspended (the suspend webhook
+// lost): the claim's own answer, the runs lookup, the offers, GitHub's
+// check of the installation (offerAll's checkRefused, an offer timeout of
+// its own), the two news leases telling the other replicas it is gone and
+// suspended, and the completion: five store calls and two offer timeouts.
+// An installation_repositories event's (the claim, GitHub's check, a news
+// lease, the runs moved, the completion) is a store call and an offer
+// timeout shorter. The claim is stamped before it is sent, so a hold
+// short of any of them can lapse while the delivery is still being
+// processed, and a redelivery then be processed beside it.
+func claimHoldOf(storeTimeout, offerTimeout time.Duration) time.Duration {
+	return 5*storeTimeout + 2*offerTimeout
 }
 
 // complete records processed delivery deliveryID under key, on its own

@@ -104,7 +104,7 @@ func TestDeliveryFailingAfterItsAnswerIsProcessedOnRedelivery(t *testing.T) {
 			c.WebhookAnswerWithin, c.StoreTimeout = answerWithin, storeTimeout
 		})
 		defer p.stop()
-		hold := 4*storeTimeout + 10*time.Second // the claim's: four store calls and the default offer timeout
+		hold := server.ClaimHold(storeTimeout, 10*time.Second) // the default offer timeout
 		start := time.Now()
 		code, body := p.post(t, "/webhooks/github", deliveryHeaders("guid-stalled"), pullClosed)
 		if took := time.Since(start); code != http.StatusAccepted || took != answerWithin {

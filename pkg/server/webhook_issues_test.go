@@ -260,7 +260,7 @@ func TestIssuesWebhookStoreNotAnsweringIs503AndTheCardStays(t *testing.T) {
 			t.Errorf("webhook_deliveries_total{outcome=\"unavailable\"}: got %v, want 1: the 503 is counted", got)
 		}
 		st.stall.Store(false)
-		time.Sleep(3*server.DefaultStoreTimeout + 10*time.Second) // the claim's hold: it was not completed, so it lapses
+		time.Sleep(server.ClaimHold(server.DefaultStoreTimeout, 10*time.Second)) // the claim's hold: it was not completed, so it lapses
 		code, resp = p.post(t, "/webhooks/github", issuesHeaders("guid-1", webhookSecret, body), body)
 		if code != http.StatusOK || hasCard(t, st, deletedRepo, 1) {
 			t.Errorf("redelivery once the claim lapsed: got %d %s, card there %v, want 200 and the card removed: a delivery not processed is processed on redelivery",
