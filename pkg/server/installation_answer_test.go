@@ -265,27 +265,9 @@ func TestAppModeAnInstallationEventsClaimHoldsUntilItsCompletion(t *testing.T) {
 		// The payload has both lists; the server processes both.
 		body := `{"action":"removed","installation":{"id":1,"account":{"login":"org-1"}},"repository_selection":"selected",` +
 			`"repositories_added":[{"full_name":"org-1/repo-2"}],"repositories_removed":[{"full_name":"org-1/repo-1"}]}`
-		start := time.Now()
-		var first *httptest.ResponseRecorder
-		served := make(chan struct{})
-		go func() {
-			defer close(served)
-			first = a.serve("POST", "/webhooks/github", "installation_repositories", body)
-		}()
 		processing := 4*(storeTimeout-margin) + offerTimeout - margin
-		time.Sleep(processing - 2*time.Second) // past three store timeouts and the offer timeout, before the completion
-		at := time.Since(start)
-		w := b.serve("POST", "/webhooks/github", "installation_repositories", body)
-		if w.Code != http.StatusServiceUnavailable {
-			t.Errorf("redelivery to another replica %v after the claim, the first still being processed: got %d %s, want 503: a claim holds until its processing ends, so one delivery is never processed twice at once",
-				at, w.Code, w.Body)
-		}
-		<-served
-		time.Sleep(time.Minute)
-		synctest.Wait()
-		if first.Code != http.StatusAccepted {
-			t.Errorf("first delivery: got %d %s, want 202: its processing outlasts --webhook-answer-within", first.Code, first.Body)
-		}
+		// past three store timeouts and the offer timeout, before the completion
+		sentAgainWhileProcessed(t, a, b, "installation_repositories", body, processing-2*time.Second)
 	})
 }
 
@@ -315,46 +297,46 @@ func TestAppModeAPullRequestsClaimHoldsThroughASuspensionCheck(t *testing.T) {
 		defer b.stop()
 		time.Sleep(3*interval + interval/2) // the passes mint installation 1's token
 		synctest.Wait()
-		run := appRun(1)
-		run.Pull, run.HeadSHA = 2, "sha-1-2"
-		run.ID = gaterun.ID(run.Host, run.Repo, run.Pull, run.HeadSHA)
-		if err := c.sim.SeedPull("org-1", "repo-1", run.Pull, run.HeadSHA, "open"); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := c.runs.Put(context.Background(), run, time.Now()); err != nil {
-			t.Fatal(err)
-		}
+		event := seedSecondPull(t, c)
 		if err := c.sim.SuspendInstallation(1); err != nil { // no webhook is set: it is lost
 			t.Fatal(err)
 		}
 		if err := c.sim.SetLatency(forgesim.Latency{REST: map[string]time.Duration{getInstallationRoute: offerTimeout - margin}}); err != nil {
 			t.Fatal(err)
 		}
-		event := strings.NewReplacer(`"number":1`, `"number":2`, `"sha":"sha-1"`, `"sha":"sha-1-2"`).Replace(pullEvent(1))
-		start := time.Now()
-		var first *httptest.ResponseRecorder
-		served := make(chan struct{})
-		go func() {
-			defer close(served)
-			first = a.serve("POST", "/webhooks/github", "pull_request", event)
-		}()
 		processing := 5*(storeTimeout-margin) + offerTimeout - margin
-		time.Sleep(processing - time.Second) // the completion is on its way
-		at := time.Since(start)
-		if w := b.serve("POST", "/webhooks/github", "pull_request", event); w.Code != http.StatusServiceUnavailable {
-			t.Errorf("the body sent again %v after the claim, the first still being processed: got %d %s, want 503: a claim holds until its processing ends, so one delivery is never processed twice at once",
-				at, w.Code, w.Body)
-		}
-		<-served
-		time.Sleep(time.Minute)
-		synctest.Wait()
-		if first.Code != http.StatusAccepted {
-			t.Errorf("first delivery: got %d %s, want 202: its processing outlasts --webhook-answer-within", first.Code, first.Body)
-		}
+		sentAgainWhileProcessed(t, a, b, "pull_request", event, processing-time.Second) // the completion is on its way
 		if s := a.app.Suspended(); len(s) != 1 || s[0].ID != 1 {
 			t.Errorf("Suspended() = %+v, want installation 1: the offer's refused read had GitHub asked", s)
 		}
 	})
+}
+
+// sentAgainWhileProcessed serves hook delivery body to replica a and, after
+// after, the same body to replica b, while a's processing goes on: b's
+// answer must be 503 (a's claim holds), and a's 202 (its processing
+// outlasts --webhook-answer-within).
+func sentAgainWhileProcessed(t *testing.T, a, b *replica, hook, body string, after time.Duration) {
+	t.Helper()
+	start := time.Now()
+	var first *httptest.ResponseRecorder
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		first = a.serve("POST", "/webhooks/github", hook, body)
+	}()
+	time.Sleep(after)
+	at := time.Since(start)
+	if w := b.serve("POST", "/webhooks/github", hook, body); w.Code != http.StatusServiceUnavailable {
+		t.Errorf("the body sent again to another replica %v after the claim, the first still being processed: got %d %s, want 503: a claim holds until its processing ends, so one delivery is never processed twice at once",
+			at, w.Code, w.Body)
+	}
+	<-served
+	time.Sleep(time.Minute)
+	synctest.Wait()
+	if first.Code != http.StatusAccepted {
+		t.Errorf("first delivery: got %d %s, want 202: its processing outlasts --webhook-answer-within", first.Code, first.Body)
+	}
 }
 
 // TestAppModeAnUnreadablePayloadIsCountedInvalid pins App mode's 400 for

@@ -30,6 +30,22 @@ func suspendWithWebhook(t *testing.T, c *cluster, r *replica, id int64) {
 	}
 }
 
+// seedSecondPull opens pull #2 of installation 1's repository at head
+// sha-1-2, stores its run, and returns its pull_request event.
+func seedSecondPull(t *testing.T, c *cluster) string {
+	t.Helper()
+	run := appRun(1)
+	run.Pull, run.HeadSHA = 2, "sha-1-2"
+	run.ID = gaterun.ID(run.Host, run.Repo, run.Pull, run.HeadSHA)
+	if err := c.sim.SeedPull("org-1", "repo-1", run.Pull, run.HeadSHA, "open"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.runs.Put(context.Background(), run, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	return strings.NewReplacer(`"number":1`, `"number":2`, `"sha":"sha-1"`, `"sha":"sha-1-2"`).Replace(pullEvent(1))
+}
+
 // sweeping starts a cluster of installations 1 and 2, the simulator
 // configured by opts, with one replica sweeping every interval in a group
 // of shards shards, and lets three and a half intervals pass: each
@@ -372,21 +388,12 @@ func TestAppModeAWebhookOfferRefusedForASuspensionChecksTheInstallationOnce(t *t
 		const interval, shards = time.Minute, 2
 		c, r := sweeping(t, interval, shards)
 		defer r.stop()
-		run := appRun(1)
-		run.Pull, run.HeadSHA = 2, "sha-1-2"
-		run.ID = gaterun.ID(run.Host, run.Repo, run.Pull, run.HeadSHA)
-		if err := c.sim.SeedPull("org-1", "repo-1", run.Pull, run.HeadSHA, "open"); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := c.runs.Put(context.Background(), run, time.Now()); err != nil {
-			t.Fatal(err)
-		}
+		event := seedSecondPull(t, c)
 		checks := c.sim.Requests(forgesim.Filter{Route: getInstallationRoute})
 		mints := c.sim.Requests(forgesim.Filter{Route: mintRoute})
 		if err := c.sim.SuspendInstallation(1); err != nil { // no webhook is set: it is lost
 			t.Fatal(err)
 		}
-		event := strings.NewReplacer(`"number":1`, `"number":2`, `"sha":"sha-1"`, `"sha":"sha-1-2"`).Replace(pullEvent(1))
 		for delivery := 1; delivery <= 2; delivery++ {
 			if code, body := r.call(t, "POST", "/webhooks/github", "pull_request", event); code >= 500 {
 				t.Fatalf("pull_request delivery %d: %d %s, want it processed", delivery, code, body)
