@@ -284,7 +284,10 @@ func TestAppModeAnInstallationEventsClaimHoldsUntilItsCompletion(t *testing.T) {
 func TestAppModeAPullRequestsClaimHoldsThroughASuspensionCheck(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const storeTimeout, offerTimeout, margin = 3 * time.Second, 10 * time.Second, time.Millisecond
-		const interval = time.Minute
+		// Passes every 10 minutes: the next comes 5 minutes after the
+		// delivery, so neither replica sweeps or reads the news while it is
+		// being processed.
+		const interval = 10 * time.Minute
 		c, next := newAppCluster(t, 2, true)
 		claims := &slowClaims{Store: delivery.NewMemoryStore(), lag: storeTimeout - margin}
 		news := &slowNews{MemoryStore: c.leases, lag: storeTimeout - margin}
@@ -292,11 +295,12 @@ func TestAppModeAPullRequestsClaimHoldsThroughASuspensionCheck(t *testing.T) {
 			cfg.Deliveries, cfg.Leases, cfg.Runs = claims, news, slowRuns{Store: c.runs, d: storeTimeout - margin}
 			cfg.StoreTimeout, cfg.OfferTimeout = storeTimeout, offerTimeout
 		})
-		a, b := c.replicas[0], c.replicas[1]
-		defer a.stop()
-		defer b.stop()
-		time.Sleep(3*interval + interval/2) // the passes mint installation 1's token
+		defer c.stopAll()
+		time.Sleep(3*interval + interval/2)
 		synctest.Wait()
+		// a sweeps installation 1, so holds a token minted before the
+		// suspension; b learns of the suspension only from the news.
+		a, b := holderOf(t, c, 2, 1), notSweeping(t, c, 2, 1)
 		event := seedSecondPull(t, c)
 		if err := c.sim.SuspendInstallation(1); err != nil { // no webhook is set: it is lost
 			t.Fatal(err)
