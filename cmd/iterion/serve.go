@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"strconv"
@@ -444,14 +445,60 @@ func (c serveConfig) validate() []error {
 	if c.probeAddr != "" {
 		if _, port, err := net.SplitHostPort(c.probeAddr); err != nil {
 			add("--probe-addr %q: want HOST:PORT or :PORT: %w", c.probeAddr, err)
-		} else if c.probeAddr == c.listen && port != "0" { // port 0: each listener its own free port
-			add("--probe-addr %q: want another address than --listen", c.probeAddr)
+		} else if sameSocket(c.probeAddr, c.listen) {
+			add("--probe-addr %q: want another address than --listen %q: both bind port %s of one address", c.probeAddr, c.listen, port)
 		}
 	}
 	if c.mongoURI != "" && !strings.HasPrefix(c.mongoURI, "mongodb://") && !strings.HasPrefix(c.mongoURI, "mongodb+srv://") {
 		add("--mongo-uri %q: want a mongodb:// or mongodb+srv:// URI", redactURI(c.mongoURI))
 	}
 	return bad
+}
+
+// sameSocket reports whether listening on a and on b would ask for the same
+// TCP socket, so the second listen fails: the same port, not 0 (each
+// listener its own free port), and the same host, or either host
+// unspecified ("", 0.0.0.0 or ::, which net.Listen binds on every address
+// of the machine, IPv4 and IPv6 alike). It asks no DNS: localhost stands
+// for 127.0.0.1, the address net.Listen takes for it (a host name's first
+// IPv4 address: https://pkg.go.dev/net#Listen), and any other name is
+// compared as written, as is a port given as a service name. An address
+// that does not split is no socket.
+func sameSocket(a, b string) bool {
+	ha, pa, errA := net.SplitHostPort(a)
+	hb, pb, errB := net.SplitHostPort(b)
+	if errA != nil || errB != nil {
+		return false
+	}
+	port := func(p string) string {
+		if n, err := strconv.ParseUint(p, 10, 16); err == nil || p == "" {
+			return strconv.FormatUint(n, 10) // "" and "00" are 0, "08080" is 8080
+		}
+		return strings.ToLower(p)
+	}
+	if pa, pb = port(pa), port(pb); pa != pb || pa == "0" {
+		return false
+	}
+	ha, hb = bindHost(ha), bindHost(hb)
+	return ha == hb || ha == "" || hb == ""
+}
+
+// bindHost is host as sameSocket compares it: "" for an unspecified
+// address, an IP address in its canonical form (an IPv4-mapped IPv6
+// address as IPv4), localhost as 127.0.0.1, any other name in lower case.
+func bindHost(host string) string {
+	name := strings.TrimSuffix(strings.ToLower(host), ".")
+	if name == "localhost" {
+		return "127.0.0.1"
+	}
+	ip, err := netip.ParseAddr(host)
+	switch {
+	case err != nil:
+		return name
+	case ip.Unmap().IsUnspecified():
+		return ""
+	}
+	return ip.Unmap().String()
 }
 
 // appMode reports whether serve runs in App mode: App credentials and no

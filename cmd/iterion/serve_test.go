@@ -81,7 +81,15 @@ func TestServeValidatesConfigNamingTheFlag(t *testing.T) {
 		{"allowed host a wildcard", append(base, "--allowed-hosts", "*.example.com"), env(), `--allowed-hosts entry "*.example.com"`},
 		{"allowed host twin with port 0", base, env("ITERION_ALLOWED_HOSTS", "iterion.example.com:0"), `--allowed-hosts entry "iterion.example.com:0"`},
 		{"probe address without a port", append(base, "--probe-addr", "8081"), env(), `--probe-addr "8081"`},
-		{"probe address the listen address", append(base, "--listen", ":8080", "--probe-addr", ":8080"), env(), `--probe-addr ":8080": want another address than --listen`},
+		{"probe address the listen address", append(base, "--listen", ":8080", "--probe-addr", ":8080"), env(), `--probe-addr ":8080": want another address than --listen ":8080"`},
+		{"probe address the listen address as 0.0.0.0", append(base, "--listen", ":8080", "--probe-addr", "0.0.0.0:8080"), env(), `--probe-addr "0.0.0.0:8080": want another address than --listen ":8080"`},
+		{"probe address the listen address as [::]", append(base, "--listen", ":8080", "--probe-addr", "[::]:8080"), env(), `--probe-addr "[::]:8080": want another address than --listen ":8080"`},
+		{"probe address the default listen address as 0.0.0.0", append(base, "--probe-addr", "0.0.0.0:8080"), env(), `--probe-addr "0.0.0.0:8080": want another address than --listen ":8080"`},
+		{"probe address on the port listen binds everywhere", append(base, "--listen", "[::]:8080", "--probe-addr", "127.0.0.1:8080"), env(), `--probe-addr "127.0.0.1:8080": want another address than --listen "[::]:8080"`},
+		{"probe address everywhere on the listen port", append(base, "--listen", "10.0.0.5:8080", "--probe-addr", ":8080"), env(), `--probe-addr ":8080": want another address than --listen "10.0.0.5:8080"`},
+		{"probe address localhost, listen 127.0.0.1", append(base, "--listen", "127.0.0.1:8080", "--probe-addr", "localhost:8080"), env(), `--probe-addr "localhost:8080": want another address than --listen "127.0.0.1:8080"`},
+		{"probe address 127.0.0.1, listen localhost", append(base, "--listen", "localhost:8080", "--probe-addr", "127.0.0.1:8080"), env(), `--probe-addr "127.0.0.1:8080": want another address than --listen "localhost:8080"`},
+		{"probe address twin an IPv4-mapped listen address", base, env("ITERION_LISTEN", "127.0.0.1:8080", "ITERION_PROBE_ADDR", "[::ffff:127.0.0.1]:8080"), `--probe-addr "[::ffff:127.0.0.1]:8080": want another address than --listen "127.0.0.1:8080"`},
 		{"forge timeout negative", append(base, "--forge-timeout", "-1s"), env(), "--forge-timeout"},
 		{"forge timeout leaves the sweep no room", append(base, "--sweep-interval", "5s", "--forge-timeout", "6s"), env(), "--forge-timeout 6s: want it under --sweep-interval 5s"},
 		{"delivery window zero", append(base, "--delivery-window", "0s"), env(), "--delivery-window"},
@@ -113,6 +121,30 @@ func TestServeValidatesConfigNamingTheFlag(t *testing.T) {
 			_, err := parseServe(c.args, c.env, io.Discard)
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Errorf("parseServe(%q) = %v, want an error naming %s: config is validated at start", c.args, err, c.want)
+			}
+		})
+	}
+}
+
+// TestServeTakesAProbeAddrOnAnotherSocket pins the other side of the
+// check against --listen: a --probe-addr that binds another socket is
+// taken, with no DNS asked. Each row is a pair both of which net.Listen
+// binds at once.
+func TestServeTakesAProbeAddrOnAnotherSocket(t *testing.T) {
+	base := []string{"--forge-token", "t", "--api-token", "a"}
+	for _, c := range []struct{ listen, probe, why string }{
+		{":8080", ":8081", "another port"},
+		{":0", ":0", "port 0: each listener its own free port"},
+		{"0.0.0.0:0", "127.0.0.1:0", "port 0 everywhere and on loopback"},
+		{"127.0.0.1:8080", "[::1]:8080", "two loopback addresses, IPv4 and IPv6"},
+		{"10.0.0.5:8080", "127.0.0.1:8080", "two addresses of the machine"},
+		{"localhost:8080", "[::1]:8080", "localhost is taken as 127.0.0.1, the address net.Listen binds for it"},
+		{"iterion.internal:8080", "10.0.0.5:8080", "a host name other than localhost is not resolved"},
+	} {
+		t.Run(c.why, func(t *testing.T) {
+			args := append(base, "--listen", c.listen, "--probe-addr", c.probe)
+			if _, err := parseServe(args, env(), io.Discard); err != nil {
+				t.Errorf("parseServe(--listen %s --probe-addr %s) = %v, want it taken: %s", c.listen, c.probe, err, c.why)
 			}
 		})
 	}
