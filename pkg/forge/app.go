@@ -390,6 +390,9 @@ type InstallationChange struct {
 	// Suspended is true, with Gone, when it was dropped because GitHub
 	// suspended it: Suspended lists it from then on.
 	Suspended bool
+	// SuspendedAt is GitHub's suspended_at of a Suspended change, as the
+	// AppClient that made it heard it; zero when unsaid.
+	SuspendedAt time.Time
 	// Account is the installation's account login, "" when unsaid.
 	Account string
 	// Repositories is true when the event changed which repositories
@@ -401,8 +404,8 @@ type InstallationChange struct {
 // HandleInstallationEvent or HandleInstallationRepositoriesEvent changed
 // its own: a Gone installation is dropped with its client and the
 // repositories resolved to it, and a Suspended one is listed by
-// Suspended (with no suspended_at unless this AppClient heard one),
-// while one Gone and not Suspended (deleted) is no longer listed there,
+// Suspended, with the change's SuspendedAt (when it is zero, the
+// suspended_at this AppClient heard, if any), while one Gone and not Suspended (deleted) is no longer listed there,
 // as HandleInstallationEvent's deleted does; another is known (its account, when
 // said, updated), and when its Repositories changed, the repositories
 // resolved to it are forgotten, so the next ForRepo of each asks GitHub
@@ -416,7 +419,11 @@ func (a *AppClient) Apply(ch InstallationChange) {
 	a.changed = a.now()
 	if ch.Gone {
 		if ch.Suspended {
-			a.suspendLocked(&github.Installation{ID: github.Ptr(ch.ID), Account: &github.User{Login: github.Ptr(ch.Account)}})
+			in := &github.Installation{ID: github.Ptr(ch.ID), Account: &github.User{Login: github.Ptr(ch.Account)}}
+			if !ch.SuspendedAt.IsZero() {
+				in.SuspendedAt = &github.Timestamp{Time: ch.SuspendedAt}
+			}
+			a.suspendLocked(in)
 		} else {
 			delete(a.suspended, ch.ID)
 		}
@@ -431,9 +438,9 @@ func (a *AppClient) Apply(ch InstallationChange) {
 
 // DropChecked drops installation id, which InstallationGone has just said
 // is suspended or gone, and returns the change for the other replicas to
-// Apply: Suspended, with its account, when GitHub's answer was that it is
-// suspended, which Suspended then lists; else Gone alone (deleted). It
-// sends no request.
+// Apply: Suspended, with its account and suspended_at, when GitHub's
+// answer was that it is suspended, which Suspended then lists; else Gone
+// alone (deleted). It sends no request.
 func (a *AppClient) DropChecked(id int64) InstallationChange {
 	if id <= 0 {
 		return InstallationChange{}
@@ -442,7 +449,7 @@ func (a *AppClient) DropChecked(id int64) InstallationChange {
 	defer a.mu.Unlock()
 	ch := InstallationChange{ID: id, Gone: true}
 	if s, ok := a.suspended[id]; ok {
-		ch.Suspended, ch.Account = true, s.Account
+		ch.Suspended, ch.Account, ch.SuspendedAt = true, s.Account, s.At
 		if k := a.known[id]; k != nil && ch.Account == "" {
 			ch.Account = k.account
 		}
@@ -528,9 +535,11 @@ func (a *AppClient) forgetReposLocked(id int64) {
 // created, unsuspend and new_permissions_accepted add the
 // installation (and the repositories the payload lists resolve to it);
 // deleted and suspend drop it, and suspend has Suspended list it, with
-// the payload's suspended_at. Other actions and an event without an
-// installation ID change nothing. It sends no request, and returns the
-// change, for the other replicas to Apply (the zero value: none).
+// the payload's suspended_at (when the payload has none, the one this
+// AppClient heard before, if any), which the change returned carries.
+// Other actions and an event without an installation ID change nothing.
+// It sends no request, and returns the change, for the other replicas to
+// Apply (the zero value: none).
 func (a *AppClient) HandleInstallationEvent(ev *github.InstallationEvent) InstallationChange {
 	id := ev.GetInstallation().GetID()
 	if id <= 0 {
@@ -549,13 +558,15 @@ func (a *AppClient) HandleInstallationEvent(ev *github.InstallationEvent) Instal
 		return InstallationChange{ID: id, Account: account, Repositories: len(ev.Repositories) > 0}
 	case "deleted", "suspend":
 		a.changed = a.now()
+		ch := InstallationChange{ID: id, Gone: true, Account: account}
 		if ev.GetAction() == "suspend" {
 			a.suspendLocked(ev.GetInstallation())
+			ch.Suspended, ch.SuspendedAt = true, a.suspended[id].At
 		} else {
 			delete(a.suspended, id)
 		}
 		a.dropLocked(id)
-		return InstallationChange{ID: id, Gone: true, Suspended: ev.GetAction() == "suspend", Account: account}
+		return ch
 	}
 	return InstallationChange{}
 }

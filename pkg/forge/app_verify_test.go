@@ -242,7 +242,11 @@ func TestSuspendedSaysWhatGitHubLastSaid(t *testing.T) {
 			return nil
 		}, "[]", "a check that finds a known installation suspended lists it only once it is not served"},
 		{func() error {
-			if ch := a.DropChecked(2); ch != (forge.InstallationChange{ID: 2, Gone: true, Suspended: true, Account: "org-2"}) {
+			ch := a.DropChecked(2)
+			if !ch.SuspendedAt.Equal(at) {
+				return fmt.Errorf("DropChecked(2) suspended at %v, want %v, GitHub's: the other replicas list it suspended since then too", ch.SuspendedAt, at)
+			}
+			if ch.SuspendedAt = (time.Time{}); ch != (forge.InstallationChange{ID: 2, Gone: true, Suspended: true, Account: "org-2"}) {
 				return fmt.Errorf("DropChecked(2) = %+v, want a suspension of 2 on org-2: the other replicas list it suspended too", ch)
 			}
 			return nil

@@ -942,9 +942,10 @@ func TestARequestRefusedForTheInstallationsSuspensionFailsWithErrSuspended(t *te
 
 // TestAReplicaToldOfADeletionNoLongerListsItSuspended pins Apply's rule
 // for a gone installation: a replica told (Apply) of a suspension lists
-// the installation suspended, as the replica whose webhook it was does;
-// told then of its deletion, it lists it no more, as that replica does
-// (HandleInstallationEvent's deleted), without waiting for a re-list.
+// the installation suspended, since GitHub's suspended_at, as the replica
+// whose webhook it was does; told then of its deletion, it lists it no
+// more, as that replica does (HandleInstallationEvent's deleted), without
+// waiting for a re-list.
 func TestAReplicaToldOfADeletionNoLongerListsItSuspended(t *testing.T) {
 	var a, b *forge.AppClient
 	sim, srv := startSim(t, relayWebhooks(t, &a, &b))
@@ -964,6 +965,10 @@ func TestAReplicaToldOfADeletionNoLongerListsItSuspended(t *testing.T) {
 			if got := c.Suspended(); len(got) != st.wantSuspended || (len(got) == 1 && got[0].ID != 9) {
 				t.Errorf("replica that %s lists suspended %+v, want %d (installation 9): %s", name, got, st.wantSuspended, st.rule)
 			}
+		}
+		told, heard := b.Suspended(), a.Suspended()
+		if len(told) == 1 && len(heard) == 1 && (heard[0].At.IsZero() || !told[0].At.Equal(heard[0].At)) {
+			t.Errorf("installation 9 suspended since %v where it was told, %v where the webhook was handled; want GitHub's suspended_at on both: the change carries it", told[0].At, heard[0].At)
 		}
 	}
 }

@@ -1064,18 +1064,27 @@ func TestAppModeSweepersForgetTheFailedDeepRunsNoLongerTheirs(t *testing.T) {
 // /api/installations.
 func runsUncovered(t *testing.T, r *replica, id int64) int {
 	t.Helper()
+	v, ok := installationView(t, r, id)
+	if !ok {
+		t.Fatalf("%s: GET /api/installations lists no installation %d", r.owner, id)
+	}
+	return v.RunsUncovered
+}
+
+// installationView is installation id's row in r's /api/installations;
+// ok is false when it lists none.
+func installationView(t *testing.T, r *replica, id int64) (v server.InstallationView, ok bool) {
+	t.Helper()
 	code, body := r.call(t, "GET", "/api/installations?sort=id", "", "")
 	var page server.Installations
 	if err := json.Unmarshal([]byte(body), &page); code != http.StatusOK || err != nil {
-		t.Fatalf("GET /api/installations = %d %v: %s", code, err, body)
+		t.Fatalf("%s: GET /api/installations = %d %v: %s", r.owner, code, err, body)
 	}
-	for _, v := range page.Installations {
-		if v.ID == id {
-			return v.RunsUncovered
-		}
+	i := slices.IndexFunc(page.Installations, func(v server.InstallationView) bool { return v.ID == id })
+	if i < 0 {
+		return v, false
 	}
-	t.Fatalf("GET /api/installations lists no installation %d: %s", id, body)
-	return 0
+	return page.Installations[i], true
 }
 
 // TestAppModeMovingRunsKeepsAVerdictReportedMeanwhile pins that moving a

@@ -35,28 +35,37 @@ const installationNewsPrefix = "app-installations-changed/"
 const newsIntervals = 3
 
 // The kinds of change a news lease names. newsSuspended is a gone
-// installation GitHub suspended; a release before it knew no such kind,
-// and its parseNews passes over the lease, so a suspension is told with a
-// newsGone lease beside it (newsNames).
+// installation GitHub suspended, followed by newsSuspendedAt and GitHub's
+// suspended_at (RFC 3339, UTC) when the replica telling it heard one; a
+// release before it knew no such kind, and its parseNews passes over the
+// lease, so a suspension is told with a newsGone lease beside it
+// (newsNames).
 const (
 	newsInstalled    = "installed"
 	newsGone         = "gone"
 	newsSuspended    = "suspended"
 	newsRepositories = "repositories"
+	newsSuspendedAt  = "@"
 )
 
 // newsNames is the news leases of change ch made on owner: one, or for a
-// suspension two, gone and suspended. A replica of this release reads
-// both (applying a suspension after a gone, or before, drops the
-// installation and lists it suspended); one of the release before reads
-// gone alone, and drops the installation as it always did.
+// suspension two, gone and suspended (with its suspended_at, when said:
+// the lease's name is all the news carries). A replica of this release
+// reads both (applying a suspension after a gone, or before, drops the
+// installation and lists it suspended, since the same time as here);
+// one of the release before reads gone alone, and drops the installation
+// as it always did.
 func newsNames(ch forge.InstallationChange, owner string) []string {
 	name := func(kind string) string {
 		return fmt.Sprintf("%s%d/%s/%s/%s", installationNewsPrefix, ch.ID, kind, ch.Account, owner)
 	}
 	switch {
 	case ch.Gone && ch.Suspended:
-		return []string{name(newsGone), name(newsSuspended)}
+		suspended := newsSuspended
+		if !ch.SuspendedAt.IsZero() {
+			suspended += newsSuspendedAt + ch.SuspendedAt.UTC().Format(time.RFC3339Nano)
+		}
+		return []string{name(newsGone), name(suspended)}
 	case ch.Gone:
 		return []string{name(newsGone)}
 	case ch.Repositories:
@@ -81,7 +90,15 @@ func parseNews(name string) (ch forge.InstallationChange, owner string, ok bool)
 		return ch, "", false
 	}
 	ch = forge.InstallationChange{ID: id, Account: parts[2]}
-	switch parts[1] {
+	kind, at, timed := strings.Cut(parts[1], newsSuspendedAt)
+	if timed {
+		t, err := time.Parse(time.RFC3339Nano, at)
+		if err != nil || kind != newsSuspended {
+			return ch, "", false
+		}
+		ch.SuspendedAt = t
+	}
+	switch kind {
 	case newsInstalled:
 	case newsGone:
 		ch.Gone = true

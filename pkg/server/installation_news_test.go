@@ -2,7 +2,6 @@ package server_test
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"slices"
 	"strings"
@@ -176,10 +175,12 @@ func TestAppModeReplicasListTheInstallationsOneAtATime(t *testing.T) {
 // installation and lists it suspended, from the news lease and without a
 // request of its own: the suspension costs the deployment no refused mint
 // and at most one refused read, and a run reported to any replica for
-// its repository is refused 422 saying it is suspended. The news is told
-// with a "gone" lease beside the "suspended" one, which a replica of the
-// release before, knowing no "suspended" kind, reads alone and drops the
-// installation on.
+// its repository is refused 422 saying it is suspended. Every replica's
+// installations view shows it suspended since GitHub's suspended_at,
+// which the "suspended" news lease's name carries, not only the replica
+// that learnt it. The news is told with a "gone" lease beside the
+// "suspended" one, which a replica of the release before, knowing no
+// "suspended" kind, reads alone and drops the installation on.
 func TestAppModeASuspensionIsToldToEveryReplica(t *testing.T) {
 	const interval, shards = time.Minute, 2
 	for _, tc := range []struct {
@@ -206,6 +207,7 @@ func TestAppModeASuspensionIsToldToEveryReplica(t *testing.T) {
 				time.Sleep(3*interval + interval/2)
 				synctest.Wait()
 				other := notSweeping(t, c, shards, 1)
+				suspendedAt := time.Now().UTC().Truncate(time.Second) // GitHub's suspended_at, to the second
 				tc.suspend(t, c)
 				seen := map[string]bool{}
 				for range 4 {
@@ -214,7 +216,8 @@ func TestAppModeASuspensionIsToldToEveryReplica(t *testing.T) {
 					for _, name := range newsLeases(t, c) {
 						kind := strings.Split(strings.TrimPrefix(name, "app-installations-changed/"), "/")
 						if len(kind) > 1 && kind[0] == "1" {
-							seen[kind[1]] = true
+							k, _, _ := strings.Cut(kind[1], "@") // suspended@<suspended_at>
+							seen[k] = true
 						}
 					}
 				}
@@ -224,6 +227,9 @@ func TestAppModeASuspensionIsToldToEveryReplica(t *testing.T) {
 					}
 					if s := r.app.Suspended(); len(s) != 1 || s[0].ID != 1 {
 						t.Errorf("%s: Suspended() = %+v, want installation 1: the news says it is suspended, not only gone", r.owner, s)
+					}
+					if v, ok := installationView(t, r, 1); !ok || v.SuspendedAt == nil || !v.SuspendedAt.Equal(suspendedAt) {
+						t.Errorf("%s: GET /api/installations shows installation 1 (listed %t) suspended since %s, want %s: every replica shows GitHub's suspended_at, which the news carries", r.owner, ok, timeOrNull(v.SuspendedAt), suspendedAt.Format(time.RFC3339))
 					}
 				}
 				if !seen["gone"] || !seen["suspended"] {
@@ -260,12 +266,8 @@ func TestAppModeADeletionToldToEveryReplicaEndsItsSuspendedListing(t *testing.T)
 		told := c.replicas[0]
 		suspendWithWebhook(t, c, told, 1)
 		listed := func(r *replica) bool {
-			code, body := r.call(t, "GET", "/api/installations?sort=id", "", "")
-			var page server.Installations
-			if err := json.Unmarshal([]byte(body), &page); code != http.StatusOK || err != nil {
-				t.Fatalf("%s: GET /api/installations = %d %v: %s", r.owner, code, err, body)
-			}
-			return slices.ContainsFunc(page.Installations, func(v server.InstallationView) bool { return v.ID == 1 && v.Suspended })
+			v, ok := installationView(t, r, 1)
+			return ok && v.Suspended
 		}
 		for _, step := range []struct {
 			rule   string
@@ -292,6 +294,14 @@ func TestAppModeADeletionToldToEveryReplicaEndsItsSuspendedListing(t *testing.T)
 			}
 		}
 	})
+}
+
+// timeOrNull is t in RFC 3339, or null for nil, as the JSON says it.
+func timeOrNull(t *time.Time) string {
+	if t == nil {
+		return "null"
+	}
+	return t.Format(time.RFC3339Nano)
 }
 
 // reversedHolders is a lease store that lists its leases in the reverse of

@@ -90,8 +90,8 @@ type InstallationView struct {
 	// until an owner of its account unsuspends it. SuspendedAt is
 	// GitHub's suspended_at, null when the answer that said so did not
 	// carry it. The serving replica's App client knows this from what
-	// GitHub last told it, or another replica's news said
-	// (forge.AppClient.Suspended; the news carries no suspended_at).
+	// GitHub last told it, or another replica's news said, with the
+	// suspended_at that replica heard (forge.AppClient.Suspended).
 	Suspended   bool       `json:"suspended"`
 	SuspendedAt *time.Time `json:"suspended_at"` // RFC 3339
 }
