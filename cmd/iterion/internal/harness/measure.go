@@ -206,9 +206,12 @@ func grown(a, b simStats, tokens []string) []string {
 	return out
 }
 
-// change is a watched value seen at `at` by the first poll that read it,
-// while the poll before it, at `since`, still read the previous value: the
-// change happened in (since, at], the watch's polling resolution.
+// change is a watched value first read by the poll answered at `at`,
+// while the poll before it, sent at `since`, still read the previous
+// value: the change happened in (since, at], the watch's polling
+// resolution. A poll reads the value at some instant between its sending
+// and its answer, so only the earlier poll's sending bounds the change
+// from below: its answer may come back after the value changed.
 type change[T comparable] struct {
 	since, at time.Time
 	v         T
@@ -223,21 +226,23 @@ type watch[T comparable] struct {
 }
 
 // startWatch polls read every `every` until stop. The first successful poll
-// is the first change, with a zero since.
+// is the first change, with a zero since; each later change's since is
+// when the successful poll before it was sent.
 func startWatch[T comparable](ctx context.Context, every time.Duration, read func(context.Context) (T, error)) *watch[T] {
 	ctx, cancel := context.WithCancel(ctx)
 	w := &watch[T]{cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(w.done)
-		var last time.Time
+		var last time.Time // when the last successful poll was sent
 		for {
+			sent := time.Now()
 			v, err := read(ctx)
 			at := time.Now()
 			if err == nil {
 				if n := len(w.got); n == 0 || w.got[n-1].v != v {
 					w.got = append(w.got, change[T]{since: last, at: at, v: v})
 				}
-				last = at
+				last = sent
 			}
 			if !clock.Sleep(ctx, every) {
 				return

@@ -1,8 +1,10 @@
 package harness
 
 import (
+	"context"
 	"math"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -77,5 +79,54 @@ func TestMedianAndMax(t *testing.T) {
 	}
 	if got := median(nil); got != 0 {
 		t.Errorf("got median %v of nothing, want 0", got)
+	}
+}
+
+// TestWatchBracketsEachChange pins what a watch's change promises, in
+// virtual time (testing/synctest): the value changed after since and by
+// at. Each poll here spends 2 ms reaching the replica and 3 ms coming back,
+// and reads the value in between; a change that lands while a poll's
+// answer is on its way back is read only by the next poll, so the poll
+// before the change bounds it from below by its sending, not by its
+// answer. The takeover's delay from a clean stop is measured from since,
+// and errs long only if since is never after the change.
+func TestWatchBracketsEachChange(t *testing.T) {
+	const every = 10 * time.Millisecond
+	// The polls are sent at 0, 15, 30, 45 ms... and read the value 2 ms
+	// after each sending; their answers come back 5 ms after it.
+	for _, tc := range []struct {
+		name   string
+		change time.Duration // from the first poll's sending
+	}{
+		{"while the poll before it comes back", 18 * time.Millisecond},
+		{"while the poll that reads it goes out", 31 * time.Millisecond},
+		{"between two polls", 25 * time.Millisecond},
+		{"as the poll before it reads", 17*time.Millisecond + time.Nanosecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				changed := time.Now().Add(tc.change)
+				read := func(ctx context.Context) (string, error) {
+					time.Sleep(2 * time.Millisecond)
+					v := "leader"
+					if !time.Now().Before(changed) {
+						v = ""
+					}
+					time.Sleep(3 * time.Millisecond)
+					return v, nil
+				}
+				w := startWatch(t.Context(), every, read)
+				time.Sleep(100 * time.Millisecond)
+				cs := w.stop()
+				c, ok := firstChange(cs, changed.Add(-time.Nanosecond), func(v string) bool { return v == "" })
+				if !ok {
+					t.Fatalf("got changes %+v, want one to \"\"", cs)
+				}
+				if !c.since.Before(changed) || c.at.Before(changed) {
+					t.Errorf("got the change bracketed by (%v, %v] from the start, want it to hold the change at %v: since is before the change, at after it",
+						c.since.Sub(changed.Add(-tc.change)), c.at.Sub(changed.Add(-tc.change)), tc.change)
+				}
+			})
+		})
 	}
 }

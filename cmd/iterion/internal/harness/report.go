@@ -120,7 +120,7 @@ func (r *Report) Markdown(command string) string {
 	if len(r.Takeover) > 0 {
 		b.WriteString("**Takeover.** The leader is stopped at a random phase of its interval; the delay runs to the successor's first " +
 			"sweeper request as the simulator counted it, polled every " + pollEvery.String() + " (a delay is seen up to that much late). After SIGTERM it is measured from the stopped " +
-			"leader's release (the ADR's clean stop: the last poll, every " + pollEvery.String() + ", of a follower's GET /leases?format=json " +
+			"leader's release (the ADR's clean stop: the sending of the last poll, every " + pollEvery.String() + ", of a follower's GET /leases?format=json " +
 			"that still named it, so the delay errs long), and shown from the signal too, which adds the process's " +
 			"own shutdown; after SIGKILL, from the signal. A fresh replica replaces each stopped one.\n\n")
 		b.WriteString("| signal | stops | median | max | bound | within bound (+ polling) | from the signal: median / max | double sweeps |\n|:---|---:|---:|---:|---:|:---|---:|---:|\n")

@@ -20,10 +20,11 @@ type TakeoverResult struct {
 	FromSignal []time.Duration
 	// FromRelease are, per SIGTERM stop, from the release of the stopped
 	// leader to the successor's first request: the ADR's "after a clean
-	// stop", without the process's own shutdown. The release is the last
-	// poll of a follower's GET /leases?format=json that still named the
-	// stopped leader (polled every pollEvery), so it is early by up to one
-	// poll: the delay errs long.
+	// stop", without the process's own shutdown. The release is taken at
+	// the sending of the last poll of a follower's GET /leases?format=json
+	// that still named the stopped leader (polled every pollEvery): the
+	// poll read the store after it was sent, so the release came later,
+	// by up to one poll and its round trip: the delay errs long.
 	FromRelease []time.Duration
 	// Bound is the ADR's: retry + one tick after a clean stop, TTL + retry +
 	// one tick after a crash.
@@ -135,8 +136,9 @@ func takeoverOnce(ctx context.Context, c *cluster, sig syscall.Signal, res *Take
 	if sig == syscall.SIGTERM {
 		// The release deletes the lease document: the store stops naming
 		// the stopped leader. It happened after the last poll that still
-		// named it, which is where the delay is measured from, so it comes
-		// out long by up to one poll, never short.
+		// named it was sent (change.since), which is where the delay is
+		// measured from, so it comes out long by up to one poll and its
+		// round trip, never short.
 		rel, ok := firstChange(changes, t0, func(o string) bool { return o != l.owner })
 		if !ok {
 			return fmt.Errorf("%w: /leases of %s never stopped naming %s as the holder of %s after SIGTERM", ErrMeasure, followers[0].name, l.owner, server.MergeGateSweeper().Name)
