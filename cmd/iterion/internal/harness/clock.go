@@ -73,7 +73,8 @@ type ClockRow struct {
 	Refusals map[string]int64
 	// LongestShallow and LongestDeep are the longest a shallow-window and
 	// a deep-window run went without a read of its pull request in the
-	// window, counting from its last read before it.
+	// window, counting from its last read before it, or from the
+	// window's start for a run not read before it.
 	LongestShallow, LongestDeep time.Duration
 	// Drifted shallow-window runs had their gate status set to failure as
 	// the window opened; Repaired of them agreed again RepairAfter it.

@@ -29,7 +29,10 @@ func (r *ClockRow) checked(reads []forgesim.PullReads, shallow int, skip map[int
 			continue
 		}
 		isShallow := n <= shallow
-		last := time.Time{} // the last read before the window, or the one before it in it
+		// The last read before the window, or the one before it in it; a
+		// run with no read before the window counts from the window's
+		// start, as one never read does.
+		last := time.Time{}
 		var longest time.Duration
 		seen := make([]bool, passes)
 		for _, at := range byPull[n] {
@@ -43,9 +46,10 @@ func (r *ClockRow) checked(reads []forgesim.PullReads, shallow int, skip map[int
 			if k := int(at.Sub(t0) / r.Interval); k < passes {
 				seen[k] = true
 			}
-			if !last.IsZero() {
-				longest = max(longest, at.Sub(last))
+			if last.IsZero() {
+				last = t0
 			}
+			longest = max(longest, at.Sub(last))
 			last = at
 		}
 		if last.IsZero() {

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"iterion.dev/iterion/pkg/forge/forgesim"
 )
 
 // TestClockScenario runs the clock scenario reduced (300 open runs, 100 of
@@ -83,5 +85,35 @@ func TestClockScenario(t *testing.T) {
 	// checked by a tenth; the lease's rule is asserted above, one sweeper.
 	for _, shallow := range []int{300, 100} {
 		t.Logf("%d shallow: ÷N ratio (points per run checked, 2 replicas over 1) %.3f", shallow, ClockRatio(rep.Clock, 300, shallow, 1))
+	}
+}
+
+// TestCheckedCountsEveryGapOfTheWindow pins how long a run went unchecked
+// in the clock scenario's window, from synthetic reads: from its last read
+// before the window, or from the window's start when it had none, to its
+// first read in it; between reads; and from its last read to the window's
+// end. A run read only late in the window went unchecked from its start.
+func TestCheckedCountsEveryGapOfTheWindow(t *testing.T) {
+	iv := time.Second
+	t0 := time.Unix(1_000_000, 0)
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	for _, tc := range []struct {
+		name  string
+		reads []time.Time
+		want  time.Duration
+	}{
+		{"read before the window, then every interval", []time.Time{at(-500 * time.Millisecond), at(500 * time.Millisecond), at(1500 * time.Millisecond), at(2500 * time.Millisecond), at(3500 * time.Millisecond)}, time.Second},
+		{"read before the window, then late in it", []time.Time{at(-200 * time.Millisecond), at(3 * time.Second)}, 3200 * time.Millisecond},
+		{"not read before the window, then late in it", []time.Time{at(3 * time.Second), at(3500 * time.Millisecond)}, 3 * time.Second},
+		{"read early, then not again", []time.Time{at(-100 * time.Millisecond), at(500 * time.Millisecond)}, 3500 * time.Millisecond},
+		{"never read", nil, 4 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := ClockRow{Runs: 1, Interval: iv}
+			r.checked([]forgesim.PullReads{{Repo: seedRepo, Number: 1, At: tc.reads}}, 1, nil, t0, 4)
+			if r.LongestShallow != tc.want {
+				t.Errorf("got the run unchecked %v at most, want %v: every gap of the window counts, its first and last included", r.LongestShallow, tc.want)
+			}
+		})
 	}
 }
