@@ -106,7 +106,8 @@ type TenantsResult struct {
 	// Limited is the requests made with an installation's token that a
 	// rate limit refused from the first replica's start to the end, any
 	// installation, replica or lane (the request log); SeedLimited those
-	// while seeding. AppLimited and SeedAppLimited are the same of the
+	// of the seeding replica, told apart by sender (the replicas start in
+	// the interval the seeding ended in). AppLimited and SeedAppLimited are the same of the
 	// App's JWT (minting installation tokens, listing installations,
 	// finding a repository's), answered 403 or 429 (GET /_sim/stats).
 	Limited, SeedLimited, AppLimited, SeedAppLimited int64
@@ -211,10 +212,10 @@ func (s tenantsScenario) run(ctx context.Context, c *cluster) (TenantsResult, er
 		spec.extra = append(spec.extra, "--sweep-shards", fmt.Sprint(s.shards))
 	}
 	tSeed := time.Now()
-	if err := s.seed(ctx, c, spec); err != nil {
+	seeder, err := s.seed(ctx, c, spec)
+	if err != nil {
 		return res, err
 	}
-	tStart := time.Now()
 	appStart, err := appRefusals(ctx, c.sim)
 	if err != nil {
 		return res, err
@@ -265,8 +266,7 @@ func (s tenantsScenario) run(ctx context.Context, c *cluster) (TenantsResult, er
 	if err != nil {
 		return res, err
 	}
-	res.SeedLimited = limitedIn(log, tSeed.Add(-iv), alignUp(tStart, iv))
-	res.Limited = limitedIn(log, alignUp(tStart, iv), time.Now().Add(iv))
+	res.SeedLimited, res.Limited = seedAndReplicaRefusals(log, seeder, tSeed.Add(-iv), time.Now().Add(iv))
 	appEnd, err := appRefusals(ctx, c.sim)
 	if err != nil {
 		return res, err
@@ -285,14 +285,15 @@ func (s tenantsScenario) run(ctx context.Context, c *cluster) (TenantsResult, er
 
 // seed seeds every installation's runs (storeSeeder: the first through one
 // seeding replica's POST /api/runs, the rest written to the store as that
-// one was); the seeding replica never sweeps (its first pass would come an
-// hour after its terms begin).
-func (s tenantsScenario) seed(ctx context.Context, c *cluster, spec replicaSpec) error {
+// one was) and returns the seeding replica's lease owner, which names it in
+// the simulator's request log; the seeding replica never sweeps (its first
+// pass would come an hour after its terms begin).
+func (s tenantsScenario) seed(ctx context.Context, c *cluster, spec replicaSpec) (string, error) {
 	seedSpec := spec
 	seedSpec.extra = append(slices.Clone(spec.extra), "--sweep-interval", time.Hour.String())
 	rs, err := c.startReplicas(ctx, 1, seedSpec)
 	if err != nil {
-		return err
+		return "", err
 	}
 	defer c.stopAll()
 	t0 := time.Now()
@@ -309,15 +310,15 @@ func (s tenantsScenario) seed(ctx context.Context, c *cluster, spec replicaSpec)
 	installationOf := func(r runRequest) int64 { return of[r.Repo] }
 	ss, err := newStoreSeeder(ctx, c, rs[0].api, runs[0], installationOf)
 	if err != nil {
-		return err
+		return "", err
 	}
 	defer ss.close(ctx)
 	if err := ss.write(ctx, runs[1:], installationOf, tenantsSeedConcurrency); err != nil {
-		return err
+		return "", err
 	}
 	s.logf("tenants: seeded %d installations × %d runs in %v (the first through POST /api/runs, the rest written to the store as it stored that one)",
 		s.installations, s.runsPer, time.Since(t0).Round(time.Millisecond))
-	return nil
+	return rs[0].owner, nil
 }
 
 // tenantsSeedConcurrency is how many runs are seeded at once.
@@ -371,7 +372,7 @@ func (s tenantsScenario) steady(ctx context.Context, c *cluster, n int, ids []in
 	row.Balance = balance(held, n)
 	row.LongestGap, row.GapInstallation = sl.longestGap(ids, from, to)
 	row.Overlaps = len(overlapsOf(sl, c.ttl()))
-	row.Limited = limitedIn(log, from, to)
+	row.Limited = limitedIn(log, from, to, nil)
 	return row, per, nil
 }
 

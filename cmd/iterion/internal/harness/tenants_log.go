@@ -302,10 +302,14 @@ func lastRequest(log forgesim.RequestLog, id int64) time.Time {
 }
 
 // limitedIn sums the requests a rate limit refused in log's buckets that
-// start within [from, to), any installation, sender and lane.
-func limitedIn(log forgesim.RequestLog, from, to time.Time) int64 {
+// start within [from, to), any installation and lane, of the senders keep
+// admits (every sender when keep is nil).
+func limitedIn(log forgesim.RequestLog, from, to time.Time, keep func(sender string) bool) int64 {
 	var n int64
 	for _, sr := range log.Series {
+		if keep != nil && !keep(sr.Sender) {
+			continue
+		}
 		for _, b := range sr.Buckets {
 			if !b.Start.Before(from) && b.Start.Before(to) {
 				n += b.Limited
@@ -313,6 +317,23 @@ func limitedIn(log forgesim.RequestLog, from, to time.Time) int64 {
 		}
 	}
 	return n
+}
+
+// seedAndReplicaRefusals splits the requests a rate limit refused in log's
+// buckets that start within [from, to), any installation and lane, between
+// the seeding replica, whose lease owner is seeder, and every other sender:
+// the replicas measured after it. The split is by sender, not by time: the
+// replicas start in the interval the seeding ended in, and one bucket holds
+// that whole interval, so a split by time charges their first requests'
+// refusals to the seeding, or the seeding's to them.
+func seedAndReplicaRefusals(log forgesim.RequestLog, seeder string, from, to time.Time) (seeding, replicas int64) {
+	bySeeder := func(sender string) bool {
+		owner, _, ok := parseSender(sender)
+		return ok && owner == seeder
+	}
+	seeding = limitedIn(log, from, to, bySeeder)
+	replicas = limitedIn(log, from, to, func(sender string) bool { return !bySeeder(sender) })
+	return seeding, replicas
 }
 
 // settleHalf is how many intervals each half of settled's look spans: an

@@ -183,10 +183,10 @@ func TestLastRequestAndLimited(t *testing.T) {
 		t.Errorf("got %v, want 3.4: the last request of any lane", got)
 	}
 	log.Series[0].Buckets[0].Limited = 2
-	if n := limitedIn(log, sec(0), sec(10)); n != 2 {
+	if n := limitedIn(log, sec(0), sec(10), nil); n != 2 {
 		t.Errorf("got %d limited, want 2", n)
 	}
-	if n := limitedIn(log, sec(5), sec(10)); n != 0 {
+	if n := limitedIn(log, sec(5), sec(10), nil); n != 0 {
 		t.Errorf("got %d limited after 5s, want 0: only the window's buckets count", n)
 	}
 }
@@ -214,5 +214,39 @@ func TestSettled(t *testing.T) {
 		if got, _ := settled(sweepsOf(c.log.log()), ids, c.n, sec(0), iv); got != c.want {
 			t.Errorf("%s: got %v, want %v: %s", c.name, got, c.want, c.why)
 		}
+	}
+}
+
+// TestSeedAndReplicaRefusalsSplitBySender pins whose refusals the tenants
+// scenario's goal of none counts: every sender's but the seeding
+// replica's, from the seeding's start. The seeding replica stops and the
+// measured replicas start within one interval of the log, whose bucket
+// holds both: a refusal of the replicas' first requests there is theirs,
+// and one of the seeding's last requests is not.
+func TestSeedAndReplicaRefusalsSplitBySender(t *testing.T) {
+	// The seeding replica "seed" sends in [0, 3.2); replica "a" starts at
+	// 3.4, in the same 1 s bucket, and sends again at 4.5.
+	log := newSynthLog().add(1, "seed", "api", 0.5, 3.1).sweeps(1, "a", 3.4, 4.5).sweeps(2, "a", 3.6).log()
+	limit := func(owner string, id int64, start float64, n int64) {
+		for i, sr := range log.Series {
+			if o, _, _ := parseSender(sr.Sender); o != owner || sr.Installation != id {
+				continue
+			}
+			for j, b := range sr.Buckets {
+				if b.Start.Equal(sec(start)) {
+					log.Series[i].Buckets[j].Limited = n
+					return
+				}
+			}
+		}
+		t.Fatalf("no bucket of %s, installation %d, at %v", owner, id, start)
+	}
+	limit("seed", 1, 3, 1) // the seeding's last request
+	limit("a", 1, 3, 2)    // the replicas' first requests, in the same interval
+	limit("a", 2, 3, 4)
+	limit("a", 1, 4, 8) // and later
+	seeding, replicas := seedAndReplicaRefusals(log, "seed", sec(0), sec(10))
+	if seeding != 1 || replicas != 14 {
+		t.Errorf("got %d refusals while seeding and %d of the replicas, want 1 and 14: the replicas' refusals count from their first request, the seeding's never", seeding, replicas)
 	}
 }
