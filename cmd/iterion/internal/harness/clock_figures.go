@@ -162,7 +162,8 @@ func (r ClockRow) PointsPerRun() float64 {
 // checked at the largest replica count over those at the smallest: the ÷N
 // ratio with the lease, normalised by the work done, since a sweeper that
 // its time budget holds back checks fewer runs an interval whatever the
-// replica count (0 when either is missing).
+// replica count (0 when either is missing, or when one replica count was
+// measured: a configuration over itself is 1, lease or not).
 func ClockRatio(rows []ClockRow, runs, shallow, conc int) float64 {
 	var lo, hi *ClockRow
 	for i := range rows {
@@ -177,7 +178,7 @@ func ClockRatio(rows []ClockRow, runs, shallow, conc int) float64 {
 			hi = c
 		}
 	}
-	if lo == nil || hi == nil || lo.PointsPerRun() == 0 {
+	if lo == nil || hi == nil || lo.Replicas == hi.Replicas || lo.PointsPerRun() == 0 {
 		return 0
 	}
 	return hi.PointsPerRun() / lo.PointsPerRun()

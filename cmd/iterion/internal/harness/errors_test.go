@@ -88,3 +88,22 @@ func TestOptionsNameTheBadField(t *testing.T) {
 		}
 	}
 }
+
+// TestTenantsReplicaCountsMustIncrease pins that the tenants scenario's
+// replica counts are refused unless each is larger than the one before:
+// a count given twice would be measured twice, its churn and kill run
+// twice, and its ratio to itself (1) reported as the ÷N goal met.
+func TestTenantsReplicaCountsMustIncrease(t *testing.T) {
+	for _, ns := range [][]int{{3, 3}, {1, 3, 3}, {3, 1}} {
+		o := Options{TenantsReplicas: ns}
+		err := o.defaults()
+		var oe *OptionError
+		if !errors.As(err, &oe) || oe.Field != "TenantsReplicas" {
+			t.Errorf("TenantsReplicas %v: got %v, want an *OptionError naming TenantsReplicas: the counts must increase", ns, err)
+		}
+	}
+	o := Options{TenantsReplicas: []int{1, 3}}
+	if err := o.defaults(); err != nil {
+		t.Errorf("TenantsReplicas [1 3]: got %v, want none", err)
+	}
+}

@@ -255,7 +255,7 @@ func (o *Options) defaults() error {
 		return refuse("TenantsInstallations", o.TenantsInstallations, "is under 1")
 	case o.TenantsRuns < 1:
 		return refuse("TenantsRuns", o.TenantsRuns, "is under 1")
-	case !slices.IsSorted(o.TenantsReplicas) || o.TenantsReplicas[0] < 1 || slices.Max(o.TenantsReplicas) < 2:
+	case !increasing(o.TenantsReplicas) || o.TenantsReplicas[0] < 1 || slices.Max(o.TenantsReplicas) < 2:
 		return refuse("TenantsReplicas", o.TenantsReplicas, "is not increasing counts of at least 1, the largest at least 2 (it kills one)")
 	case o.TenantsInterval < 500*time.Millisecond:
 		return refuse("TenantsInterval", o.TenantsInterval, "is under 500ms")
@@ -295,3 +295,13 @@ func (o *Options) defaults() error {
 // them from the sweep interval.
 func (o *Options) ttl() time.Duration   { return server.MergeGateSweeper().TTL(o.Interval) }
 func (o *Options) retry() time.Duration { return server.MergeGateSweeper().Retry(o.Interval) }
+
+// increasing reports whether each of ns is larger than the one before it.
+func increasing(ns []int) bool {
+	for i := 1; i < len(ns); i++ {
+		if ns[i] <= ns[i-1] {
+			return false
+		}
+	}
+	return true
+}

@@ -31,14 +31,15 @@ type Report struct {
 }
 
 // CostRatio is the sweep's request rate at the largest N over the rate at
-// the smallest, with or without the lease; 0 when either was not measured.
+// the smallest, with or without the lease; 0 when either was not measured,
+// or when one replica count was (a rate over itself is 1, lease or not).
 func (r *Report) CostRatio(lease bool) float64 {
 	return r.ratio(lease, func(c CostRow) float64 { return c.PerMinute })
 }
 
 // BoardRatio is the board sync's request rate at the largest N over the
 // rate at the smallest, with or without the lease; 0 when either was not
-// measured.
+// measured, or when one replica count was.
 func (r *Report) BoardRatio(lease bool) float64 {
 	return r.ratio(lease, func(c CostRow) float64 { return c.BoardPerMinute })
 }
@@ -57,7 +58,7 @@ func (r *Report) ratio(lease bool, rate func(CostRow) float64) float64 {
 			hi = c
 		}
 	}
-	if lo == nil || hi == nil || rate(*lo) == 0 {
+	if lo == nil || hi == nil || lo.Replicas == hi.Replicas || rate(*lo) == 0 {
 		return 0
 	}
 	return rate(*hi) / rate(*lo)
@@ -65,13 +66,21 @@ func (r *Report) ratio(lease bool, rate func(CostRow) float64) float64 {
 
 // ratioSpan names the replica counts the cost and board ratios divide,
 // "N=10 ÷ N=1", and their quotient, about the ratio without the lease
-// ("10 ÷ 1"). r.Cost holds a row.
-func (r *Report) ratioSpan() (counts, quotient string) {
+// ("10 ÷ 1"); ok is false when r.Cost holds one replica count, which
+// gives no ratio. r.Cost holds a row.
+func (r *Report) ratioSpan() (counts, quotient string, ok bool) {
 	lo, hi := r.Cost[0].Replicas, r.Cost[0].Replicas
 	for _, c := range r.Cost {
 		lo, hi = min(lo, c.Replicas), max(hi, c.Replicas)
 	}
-	return fmt.Sprintf("N=%d ÷ N=%d", hi, lo), fmt.Sprintf("%d ÷ %d", hi, lo)
+	return fmt.Sprintf("N=%d ÷ N=%d", hi, lo), fmt.Sprintf("%d ÷ %d", hi, lo), lo != hi
+}
+
+// noRatio is the sentence in place of the ratio named what when the cost
+// scenario measured one replica count.
+func (r *Report) noRatio(what string) string {
+	return fmt.Sprintf("%s: none, only N=%d was measured; the ratio divides the rate at the largest replica count by the rate at the smallest (`-n`).",
+		what, r.Cost[0].Replicas)
 }
 
 // Markdown renders the report as a docs/benchmarks.md section body; command is
@@ -102,13 +111,17 @@ func (r *Report) Markdown(command string) string {
 			fmt.Fprintf(&b, "| %d | %s | %.0f | %.1f | %.1f | %d | %s | %d | %d | %s |\n",
 				c.Replicas, yesNo(c.Lease), c.PerMinute, c.PerInterval, c.GraphQLPerInterval, c.Sweepers, share, c.Sim, c.Transport, yesNo(c.Agree()))
 		}
-		counts, quotient := r.ratioSpan()
-		fmt.Fprintf(&b, "\nRatio %s: with the lease **%.3f** (goal ≤ 1.05); with `--no-lease` **%.2f** (≈ %s). Simulator and transport are each configuration's "+
+		counts, quotient, ok := r.ratioSpan()
+		ratio := fmt.Sprintf("Ratio %s: with the lease **%.3f** (goal ≤ 1.05); with `--no-lease` **%.2f** (≈ %s).", counts, r.CostRatio(true), r.CostRatio(false), quotient)
+		if !ok {
+			ratio = r.noRatio("Ratio")
+		}
+		fmt.Fprintf(&b, "\n%s Simulator and transport are each configuration's "+
 			"sweeper requests over the replicas' whole lives, counted by the simulator per token and by the replicas' transports "+
 			"(`forge_http_requests_total{lane=\"merge-gate-sweeper\"}`), read at one quiet instant. The batched sweep reads with one "+
 			"GraphQL query a pass (a POST, which no ETag makes conditional) and sends REST only to write a drifted run's status, so "+
 			"REST reads answered 304 (the goal ≥ 90%% of the per-run REST sweep's ETag reads) have none to count.\n\n",
-			counts, r.CostRatio(true), r.CostRatio(false), quotient)
+			ratio)
 		for _, c := range r.Cost {
 			b.WriteString(discardedMarkdown(fmt.Sprintf("%d replicas with the lease", c.Replicas), c.Discarded))
 		}
@@ -191,10 +204,13 @@ func boardMarkdown(r *Report) string {
 		fmt.Fprintf(&b, "| %d | %s | %.0f | %.2f | %d | %d | %d | %s |\n",
 			c.Replicas, yesNo(c.Lease), c.BoardPerMinute, c.BoardPerInterval, c.BoardSyncers, c.BoardSim, c.BoardTransport, yesNo(c.BoardAgree()))
 	}
-	counts, quotient := r.ratioSpan()
-	fmt.Fprintf(&b, "\nBoard ratio %s: with the lease **%.3f** (goal ≤ 1.05); with `--no-lease` **%.2f** (≈ %s). Transport: "+
-		"`forge_http_requests_total{lane=\"forge-board-sync\"}`, read at the same quiet instant as the sweeper's.\n\n",
-		counts, r.BoardRatio(true), r.BoardRatio(false), quotient)
+	counts, quotient, ok := r.ratioSpan()
+	ratio := fmt.Sprintf("Board ratio %s: with the lease **%.3f** (goal ≤ 1.05); with `--no-lease` **%.2f** (≈ %s).", counts, r.BoardRatio(true), r.BoardRatio(false), quotient)
+	if !ok {
+		ratio = r.noRatio("Board ratio")
+	}
+	fmt.Fprintf(&b, "\n%s Transport: "+
+		"`forge_http_requests_total{lane=\"forge-board-sync\"}`, read at the same quiet instant as the sweeper's.\n\n", ratio)
 	return b.String()
 }
 

@@ -148,3 +148,44 @@ func TestLoadReportNamesAP99OfFewProbesMax(t *testing.T) {
 		}
 	}
 }
+
+// TestRatiosNeedTwoReplicaCounts pins that a ÷N ratio is measured only
+// across two replica counts: a cost run of one count (bench -n 10) divides
+// a rate by itself, 1 with the lease or without it, so it reports no ratio
+// rather than one that meets the goal of ≤ 1.05 whatever the lease does;
+// so does the clock scenario's at one replica count.
+func TestRatiosNeedTwoReplicaCounts(t *testing.T) {
+	var rows []CostRow
+	for _, lease := range []bool{false, true} {
+		rate := 60.0
+		if !lease {
+			rate *= 10 // every replica sweeps: no ratio can tell
+		}
+		rows = append(rows, CostRow{Replicas: 10, Lease: lease, PerMinute: rate, BoardPerMinute: rate})
+	}
+	r := &Report{Cost: rows}
+	for _, got := range []struct {
+		name  string
+		ratio float64
+	}{
+		{"cost with the lease", r.CostRatio(true)}, {"cost without", r.CostRatio(false)},
+		{"board with the lease", r.BoardRatio(true)}, {"board without", r.BoardRatio(false)},
+	} {
+		if got.ratio != 0 {
+			t.Errorf("%s: got ratio %.3f of one replica count, want 0 (not measured): a rate over itself says nothing of N", got.name, got.ratio)
+		}
+	}
+	md := r.Markdown("bench -n 10")
+	for _, want := range []string{"Ratio: none, only N=10 was measured", "Board ratio: none, only N=10 was measured"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("got %q, want %q: the report says there is no ratio", ratioLines(md), want)
+		}
+	}
+	if strings.Contains(md, "**1.000**") {
+		t.Errorf("got a ratio of 1.000 in %q, want none: one replica count gives no ratio", ratioLines(md))
+	}
+	clock := []ClockRow{{Runs: 100, Shallow: 100, Replicas: 10, Points: []int64{5}, ShallowChecked: []int{100}, DeepChecked: []int{0}}}
+	if got := ClockRatio(clock, 100, 100, 0); got != 0 {
+		t.Errorf("clock: got ratio %.3f of one replica count, want 0 (not measured)", got)
+	}
+}
