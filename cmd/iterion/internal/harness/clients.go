@@ -423,16 +423,24 @@ func (a api) owner(ctx context.Context) (string, error) {
 // leaseOwner reads, through the replica's GET /leases?format=json, the
 // owner the lease store names for lease ("" when it has no document).
 func (a api) leaseOwner(ctx context.Context, lease string) (string, error) {
+	h, err := a.leaseHolder(ctx, lease)
+	return h.Owner, err
+}
+
+// leaseHolder reads, through the replica's GET /leases?format=json, the
+// lease store's document of lease, expired or not; the zero holder when
+// it has none (never won, or released).
+func (a api) leaseHolder(ctx context.Context, lease string) (holder, error) {
 	hs, err := a.leases(ctx)
 	if err != nil {
-		return "", err
+		return holder{}, err
 	}
 	for _, x := range hs {
 		if x.Name == lease {
-			return x.Owner, nil
+			return x, nil
 		}
 	}
-	return "", nil
+	return holder{}, nil
 }
 
 // seedStatus sets a commit status through the simulator's control

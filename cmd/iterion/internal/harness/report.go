@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -135,12 +136,17 @@ func (r *Report) Markdown(command string) string {
 			"sweeper request as the simulator counted it, polled every " + pollEvery.String() + " (a delay is seen up to that much late). After SIGTERM it is measured from the stopped " +
 			"leader's release (the ADR's clean stop: the sending of the last poll, every " + pollEvery.String() + ", of a follower's GET /leases?format=json " +
 			"that still named it, so the delay errs long), and shown from the signal too, which adds the process's " +
-			"own shutdown; after SIGKILL, from the signal. A fresh replica replaces each stopped one.\n\n")
-		b.WriteString("| signal | stops | median | max | bound | within bound (+ polling) | from the signal: median / max | double sweeps |\n|:---|---:|---:|---:|---:|:---|---:|---:|\n")
+			"own shutdown; after SIGKILL, from the signal. A SIGTERM whose lease went to the successor only once it expired " +
+			"was not released: it is counted, and measured from the signal. A fresh replica replaces each stopped one.\n\n")
+		b.WriteString("| signal | stops | median | max | bound | within bound (+ polling) | from the signal: median / max | double sweeps | not released |\n|:---|---:|---:|---:|---:|:---|---:|---:|---:|\n")
 		for _, t := range r.Takeover {
-			fmt.Fprintf(&b, "| %s | %d | %v | %v | %v | %s | %v / %v | %d |\n", t.Signal, len(t.FromSignal),
+			unreleased := "–"
+			if t.Signal == sigName(syscall.SIGTERM) {
+				unreleased = fmt.Sprint(t.Unreleased)
+			}
+			fmt.Fprintf(&b, "| %s | %d | %v | %v | %v | %s | %v / %v | %d | %s |\n", t.Signal, len(t.FromSignal),
 				t.Median().Round(time.Millisecond), t.Max().Round(time.Millisecond), t.Bound, yesNo(t.Within()),
-				median(t.FromSignal).Round(time.Millisecond), maxOf(t.FromSignal).Round(time.Millisecond), t.Doubles)
+				median(t.FromSignal).Round(time.Millisecond), maxOf(t.FromSignal).Round(time.Millisecond), t.Doubles, unreleased)
 		}
 		b.WriteString("\nBounds: SIGTERM retry + one tick; SIGKILL TTL + retry + one tick.\n\n")
 	}

@@ -24,8 +24,13 @@ type TakeoverResult struct {
 	// the sending of the last poll of a follower's GET /leases?format=json
 	// that still named the stopped leader (polled every pollEvery): the
 	// poll read the store after it was sent, so the release came later,
-	// by up to one poll and its round trip: the delay errs long.
+	// by up to one poll and its round trip: the delay errs long. A stop
+	// whose lease was not released (releaseOf) has no release to measure
+	// from: its delay runs from the signal.
 	FromRelease []time.Duration
+	// Unreleased counts the SIGTERM stops whose lease went to a successor
+	// only once it expired: a clean stop that did not release it.
+	Unreleased int
 	// Bound is the ADR's: retry + one tick after a clean stop, TTL + retry +
 	// one tick after a crash.
 	Bound time.Duration
@@ -80,9 +85,9 @@ func (s takeoverScenario) run(ctx context.Context, c *cluster) ([]TakeoverResult
 			}
 		}
 		out = append(out, res)
-		s.logf("%s ×%d: median %v, max %v, bound %v (from the signal: median %v, max %v), double sweeps %d",
+		s.logf("%s ×%d: median %v, max %v, bound %v (from the signal: median %v, max %v), double sweeps %d, not released %d",
 			res.Signal, len(res.FromSignal), res.Median().Round(time.Millisecond), res.Max().Round(time.Millisecond), res.Bound,
-			median(res.FromSignal).Round(time.Millisecond), maxOf(res.FromSignal).Round(time.Millisecond), res.Doubles)
+			median(res.FromSignal).Round(time.Millisecond), maxOf(res.FromSignal).Round(time.Millisecond), res.Doubles, res.Unreleased)
 	}
 	return out, nil
 }
@@ -106,10 +111,10 @@ func takeoverOnce(ctx context.Context, c *cluster, sig syscall.Signal, res *Take
 	}
 	followers := slices.DeleteFunc(slices.Clone(c.replicas), func(r *replica) bool { return r == l })
 	others := tokensOf(followers)
-	owners := startWatch(ctx, pollEvery, func(ctx context.Context) (string, error) {
-		return followers[0].api.leaseOwner(ctx, server.MergeGateSweeper().Name)
+	docs := startWatch(ctx, pollEvery, func(ctx context.Context) (holder, error) {
+		return followers[0].api.leaseHolder(ctx, server.MergeGateSweeper().Name)
 	})
-	defer owners.stop()
+	defer docs.stop()
 	t0 := time.Now()
 	if err := l.p.signal(sig); err != nil {
 		return err
@@ -132,25 +137,52 @@ func takeoverOnce(ctx context.Context, c *cluster, sig syscall.Signal, res *Take
 		res.Doubles++
 	}
 	c.stopReplica(l, syscall.SIGKILL) // already exiting or dead: reap it
-	changes := owners.stop()
+	changes := docs.stop()
 	if sig == syscall.SIGTERM {
-		// The release deletes the lease document: the store stops naming
-		// the stopped leader. It happened after the last poll that still
-		// named it was sent (change.since), which is where the delay is
-		// measured from, so it comes out long by up to one poll and its
-		// round trip, never short.
-		rel, ok := firstChange(changes, t0, func(o string) bool { return o != l.owner })
+		from, released, ok := releaseOf(changes, t0, l.owner)
 		if !ok {
 			return fmt.Errorf("%w: /leases of %s never stopped naming %s as the holder of %s after SIGTERM", ErrMeasure, followers[0].name, l.owner, server.MergeGateSweeper().Name)
 		}
-		from := rel.since
-		if from.Before(t0) {
-			from = t0
+		if !released {
+			res.Unreleased++
 		}
 		res.FromRelease = append(res.FromRelease, t1.Sub(from))
 	}
 	_, err = c.startReplicas(ctx, 1, replicaSpec{})
 	return err
+}
+
+// releaseOf finds, in the changes of the lease document a follower polled
+// (watch), the instant the stopped leader owner released it after t, its
+// SIGTERM, to measure the takeover from. The release deletes the document,
+// and happened after the last poll that still named owner was sent
+// (change.since): measured from there, the delay errs long, never short.
+// A document seen naming another owner before owner's last expiry was
+// released too (deleted, then taken within one poll: an unexpired lease
+// is never taken). One seen taken from its expiry on was not: released is
+// false, and the instant is t, there being no release to measure from,
+// for the ADR's bound after a clean stop would pass the expiry's takeover
+// unseen. ok is false when the document never stopped naming owner.
+func releaseOf(cs []change[holder], t time.Time, owner string) (from time.Time, released, ok bool) {
+	var expires time.Time // owner's last expiry before the change
+	for _, c := range cs {
+		if c.v.Owner == owner {
+			expires = c.v.Expires
+			continue
+		}
+		if !c.at.After(t) {
+			continue
+		}
+		released = c.v.Owner == "" || c.at.Before(expires)
+		if !released {
+			return t, false, true
+		}
+		if c.since.Before(t) {
+			return t, true, true
+		}
+		return c.since, true, true
+	}
+	return time.Time{}, false, false
 }
 
 func sigName(s syscall.Signal) string {
