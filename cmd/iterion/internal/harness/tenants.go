@@ -106,10 +106,11 @@ type TenantsResult struct {
 	// Limited is the requests made with an installation's token that a
 	// rate limit refused from the first replica's start to the end, any
 	// installation, replica or lane (the request log); SeedLimited those
-	// of the seeding replica, told apart by sender (the replicas start in
-	// the interval the seeding ended in). AppLimited and SeedAppLimited are the same of the
-	// App's JWT (minting installation tokens, listing installations,
-	// finding a repository's), answered 403 or 429 (GET /_sim/stats).
+	// of the seeding replica, told apart by sender, as the replicas start
+	// in the interval the seeding ended in. AppLimited and SeedAppLimited
+	// are the same of the App's JWT (minting installation tokens, listing
+	// installations, finding a repository's), answered 403 or 429 (GET
+	// /_sim/stats), split at the replicas' start.
 	Limited, SeedLimited, AppLimited, SeedAppLimited int64
 	// Done says the run ended without an error, every figure above
 	// measured. A run that failed part-way (bench reports it) leaves
