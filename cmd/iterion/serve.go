@@ -592,7 +592,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 			return fmt.Errorf("--mongo-uri: %w", err)
 		}
 		leases = ms
-		if deliveries, err = delivery.NewMongoStore(ctx, db); err != nil {
+		if deliveries, err = delivery.NewMongoStore(ctx, db, logger); err != nil {
 			return fmt.Errorf("--mongo-uri: %w", err)
 		}
 		if len(c.boardRepos) > 0 {

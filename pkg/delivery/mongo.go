@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync/atomic"
 	"time"
 
@@ -25,17 +26,30 @@ const Collection = "webhook_deliveries"
 // once its expiry has passed. MongoDB's TTL monitor runs about once a
 // minute, so Claim also treats a lingering expired document as absent. On
 // a server without TTL indexes (FerretDB v1, the test server and dev-mongo)
-// it indexes expires plainly and deletes expired ids itself, on every
-// pruneEvery-th claim. It is safe for concurrent use.
+// it indexes expires plainly and deletes expired ids itself, after every
+// pruneEvery-th claim's own calls; that prune is housekeeping, so its
+// failure does not fail the claim (see Claim). It is safe for concurrent
+// use.
 type MongoStore struct {
 	coll      *mongo.Collection
+	log       *slog.Logger
 	selfPrune bool          // no TTL index: Claim deletes expired ids
-	claims    atomic.Uint64 // claims so far, to prune every pruneEvery
+	claims    atomic.Uint64 // claims so far
+	// nextPrune is the claim count at which Claim next deletes expired
+	// ids: pruneEvery claims after a prune, pruneRetry after a failed one.
+	nextPrune atomic.Uint64
+	// pruneFailures counts the failed prunes (PruneFailures).
+	pruneFailures atomic.Uint64
 }
 
 // pruneEvery is how many claims pass between two deletions of expired ids
-// when the server has no TTL index.
-const pruneEvery = 256
+// when the server has no TTL index; pruneRetry, how many pass after a
+// failed one before it is tried again: soon, but not on every claim, which
+// would add a failing call (a timeout, say) to each while it lasts.
+const (
+	pruneEvery = 256
+	pruneRetry = 16
+)
 
 // codeNotImplemented is the server error FerretDB answers for an index
 // option it lacks, such as expireAfterSeconds.
@@ -45,10 +59,12 @@ var _ Store = (*MongoStore)(nil)
 
 // NewMongoStore returns a MongoStore on db's
 // webhook_deliveries collection, after creating its TTL index (an existing
-// one is kept).
-func NewMongoStore(ctx context.Context, db *mongo.Database) (*MongoStore, error) {
+// one is kept). logger gets a warning for each failed prune of expired ids;
+// nil discards.
+func NewMongoStore(ctx context.Context, db *mongo.Database, logger *slog.Logger) (*MongoStore, error) {
 	coll := db.Collection(Collection)
-	s := &MongoStore{coll: coll}
+	s := &MongoStore{coll: coll, log: cmp.Or(logger, slog.New(slog.DiscardHandler))}
+	s.nextPrune.Store(pruneEvery)
 	err := mongostore.CreateIndexes(ctx, coll, []mongo.IndexModel{{
 		Keys:    bson.D{{Key: "expires", Value: 1}},
 		Options: options.Index().SetName("ttl_expires").SetExpireAfterSeconds(0),
@@ -73,18 +89,51 @@ const (
 
 // Claim implements Store: an insert, and on a duplicate id one
 // conditional update that takes over the id only when its hold or window
-// passed, then, when that matched nothing, a read of the id's state.
+// passed, then, when that matched nothing, a read of the id's state. On a
+// server without TTL indexes, a claim that got its answer then deletes
+// the expired ids when a prune is due; a failed prune is logged, counted
+// (PruneFailures) and tried again pruneRetry claims later, and the claim
+// keeps its answer. Failing the claim would answer the webhook 503 for a
+// side job's failure, and GitHub does not redeliver a failed delivery on
+// its own
+// (https://docs.github.com/en/webhooks/using-webhooks/handling-failed-webhook-deliveries);
+// the prune runs after the claim's calls so that one eating ctx's
+// deadline cannot fail them either.
 func (s *MongoStore) Claim(ctx context.Context, id string, now time.Time, hold time.Duration) (Claim, error) {
 	if err := check(id, "hold", hold); err != nil {
 		return 0, err
 	}
 	now = mongostore.Stamp(now)
-	expires := mongostore.Stamp(now.Add(hold))
-	if s.selfPrune && s.claims.Add(1)%pruneEvery == 0 {
-		if _, err := s.coll.DeleteMany(ctx, bson.D{{Key: "expires", Value: bson.D{{Key: "$lte", Value: now}}}}); err != nil {
-			return 0, fmt.Errorf("delivery: prune deliveries: %w", err)
-		}
+	claim, err := s.claim(ctx, id, now, mongostore.Stamp(now.Add(hold)))
+	if err == nil && s.selfPrune {
+		s.prune(ctx, now)
 	}
+	return claim, err
+}
+
+// prune deletes the ids expired at now when a prune is due, at most one
+// claim of those running at once doing it.
+func (s *MongoStore) prune(ctx context.Context, now time.Time) {
+	n := s.claims.Add(1)
+	due := s.nextPrune.Load()
+	if n < due || !s.nextPrune.CompareAndSwap(due, n+pruneEvery) {
+		return
+	}
+	if _, err := s.coll.DeleteMany(ctx, bson.D{{Key: "expires", Value: bson.D{{Key: "$lte", Value: now}}}}); err != nil {
+		s.nextPrune.Store(n + pruneRetry)
+		s.pruneFailures.Add(1)
+		s.log.Warn("delivery: expired delivery ids not deleted; the claim stands, the prune is tried again",
+			"collection", Collection, "retry_after_claims", pruneRetry, "err", err)
+	}
+}
+
+// PruneFailures is how many prunes of expired ids failed since the store
+// was made: always 0 on a server with TTL indexes, where MongoDB deletes
+// them.
+func (s *MongoStore) PruneFailures() uint64 { return s.pruneFailures.Load() }
+
+// claim is Claim's calls, with now and expires stamped.
+func (s *MongoStore) claim(ctx context.Context, id string, now, expires time.Time) (Claim, error) {
 	_, err := s.coll.InsertOne(ctx, bson.D{{Key: "_id", Value: id}, {Key: "state", Value: stateHeld}, {Key: "expires", Value: expires}})
 	if err == nil {
 		return Claimed, nil

@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"iterion.dev/iterion/internal/testing/mongotest"
 	"iterion.dev/iterion/pkg/delivery"
@@ -21,7 +24,7 @@ func TestMemoryStoreConformance(t *testing.T) {
 
 func TestMongoStoreConformance(t *testing.T) {
 	deliverytest.Run(t, func(t *testing.T) delivery.Store {
-		s, err := delivery.NewMongoStore(context.Background(), mongotest.DB(t))
+		s, err := delivery.NewMongoStore(context.Background(), mongotest.DB(t), nil)
 		if err != nil {
 			t.Fatalf("NewMongoStore: %v", err)
 		}
@@ -35,7 +38,7 @@ func TestMongoStoreConformance(t *testing.T) {
 // store itself every 256 claims.
 func TestMongoStoreExpiresIDs(t *testing.T) {
 	db := mongotest.DB(t)
-	s, err := delivery.NewMongoStore(context.Background(), db)
+	s, err := delivery.NewMongoStore(context.Background(), db, nil)
 	if err != nil {
 		t.Fatalf("NewMongoStore: %v", err)
 	}
@@ -68,6 +71,87 @@ func TestMongoStoreExpiresIDs(t *testing.T) {
 	}
 }
 
+// TestMongoStoreClaimStandsWhenItsPruneFails pins that deleting expired
+// ids, on a server without TTL indexes, is housekeeping: the claim that
+// runs a prune which fails (here its delete held until the claim's context
+// ends, as a slow server would) keeps its answer, since failing it would
+// answer the webhook 503 for a side job's failure; the failure is logged
+// with its error and counted (PruneFailures); and the prune is tried again
+// 16 claims later, not 256.
+func TestMongoStoreClaimStandsWhenItsPruneFails(t *testing.T) {
+	srv := mongotest.NewServer(t)
+	db := srv.DB(t)
+	var log strings.Builder
+	s, err := delivery.NewMongoStore(context.Background(), db, slog.New(slog.NewTextHandler(&log, nil)))
+	if err != nil {
+		t.Fatalf("NewMongoStore: %v", err)
+	}
+	coll := db.Collection(delivery.Collection)
+	if hasTTLIndex(t, coll) {
+		t.Skip("this server has TTL indexes: the store never prunes")
+	}
+	ctx := context.Background()
+	base := time.Date(2026, 9, 30, 9, 0, 0, 0, time.UTC)
+	for i := range 255 { // the 256th claim, below, prunes
+		if _, err := s.Claim(ctx, fmt.Sprintf("old-%d", i), base, time.Minute); err != nil {
+			t.Fatalf("Claim: %v", err)
+		}
+	}
+	deletes := func() int { return srv.Proxy().Commands()["delete"] }
+	before := deletes()
+	held := srv.Proxy().Hold(func(c mongotest.Command) bool { return c.Name == "delete" && c.Collection == delivery.Collection })
+	t.Cleanup(held.Release) // never forwarded before the test ends: the held delete does not land
+	claimCtx, cancel := context.WithCancel(ctx)
+	type answer struct {
+		claim delivery.Claim
+		err   error
+	}
+	got := make(chan answer, 1)
+	go func() {
+		c, err := s.Claim(claimCtx, "new-0", base.Add(time.Hour), time.Minute)
+		got <- answer{c, err}
+	}()
+	<-held.Arrived()
+	cancel() // the prune gets no answer before the claim's context ends
+	if a := <-got; a.claim != delivery.Claimed || a.err != nil {
+		t.Fatalf("Claim running a failed prune = %v, %v; want claimed, nil: a failed prune does not fail the claim", a.claim, a.err)
+	}
+	if n := s.PruneFailures(); n != 1 {
+		t.Errorf("PruneFailures = %d, want 1: a failed prune is counted", n)
+	}
+	if !strings.Contains(log.String(), "level=WARN") || !strings.Contains(log.String(), "context canceled") {
+		t.Errorf("log %q: want a warning with the prune's error", log.String())
+	}
+	for i := 1; i < 16; i++ {
+		if _, err := s.Claim(ctx, fmt.Sprintf("new-%d", i), base.Add(time.Hour), time.Minute); err != nil {
+			t.Fatalf("Claim: %v", err)
+		}
+	}
+	if n := deletes(); n != before {
+		t.Errorf("deletes forwarded within 15 claims of the failed prune: %d, want none: a failing prune is not tried on every claim", n-before)
+	}
+	if _, err := s.Claim(ctx, "new-16", base.Add(time.Hour), time.Minute); err != nil {
+		t.Fatalf("Claim: %v", err)
+	}
+	if n, err := coll.CountDocuments(ctx, bson.D{}); err != nil || n != 17 {
+		t.Errorf("documents after the 16th claim past the failed prune: got %d (err %v), want the 17 new ones: the prune is tried again 16 claims later", n, err)
+	}
+	if n := s.PruneFailures(); n != 1 {
+		t.Errorf("PruneFailures = %d after a prune that worked, want still 1", n)
+	}
+}
+
+// hasTTLIndex reports whether coll has the store's TTL index, which a
+// server without TTL indexes (FerretDB v1) refuses.
+func hasTTLIndex(t *testing.T, coll *mongo.Collection) bool {
+	t.Helper()
+	specs, err := coll.Indexes().ListSpecifications(context.Background())
+	if err != nil {
+		t.Fatalf("ListSpecifications: %v", err)
+	}
+	return slices.ContainsFunc(specs, func(sp mongo.IndexSpecification) bool { return sp.Name == "ttl_expires" })
+}
+
 // TestMongoStoreMalformedDocuments pins that Claim over a delivery document
 // of the wrong shape is an error wrapping ErrMalformed that names the
 // field, never Held or Done: a document whose expires is not a date never
@@ -89,7 +173,7 @@ func TestMongoStoreMalformedDocuments(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			db := mongotest.DB(t)
-			s, err := delivery.NewMongoStore(context.Background(), db)
+			s, err := delivery.NewMongoStore(context.Background(), db, nil)
 			if err != nil {
 				t.Fatalf("NewMongoStore: %v", err)
 			}

@@ -430,7 +430,7 @@ func mongoFixture(t *testing.T, opts ...func(*server.Config)) (*httpFixture, *mo
 	if err != nil {
 		t.Fatal(err)
 	}
-	deliveries, err := delivery.NewMongoStore(context.Background(), db)
+	deliveries, err := delivery.NewMongoStore(context.Background(), db, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -447,7 +447,7 @@ func NewForComparison(cfg Config, cmp Comparison) (*Server, error) {
 		Help: "The cap on HTTP connections open at once on the listener this replica serves (Limits.MaxConnections, --max-connections).",
 	})
 	maxConns.Set(float64(cfg.Limits.MaxConnections))
-	collectors := []prometheus.Collector{s.offers, s.conns, maxConns, s.deliveries, s.unrecorded, backingOff, behind, behindPasses}
+	collectors := []prometheus.Collector{s.offers, s.conns, maxConns, s.deliveries, s.unrecorded, newDeliveryPruneFailures(cfg.Deliveries), backingOff, behind, behindPasses}
 	var rehomed, mintsRefused prometheus.Counter
 	var uncovered *prometheus.GaugeVec
 	if cfg.App != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"iterion.dev/iterion/pkg/delivery"
 	"iterion.dev/iterion/pkg/forge"
 )
 
@@ -77,6 +78,23 @@ func newDeliveriesUnrecorded() prometheus.Counter {
 		Name: "webhook_deliveries_unrecorded_total",
 		Help: "Webhook deliveries processed (counted processed or processed_after_answer in webhook_deliveries_total) whose record the delivery store did not take within --store-timeout: " +
 			"their claims lapse, so the same body, redelivered or sent again within --delivery-window, is processed again rather than answered duplicate.",
+	})
+}
+
+// newDeliveryPruneFailures returns webhook_deliveries_prune_failures_total,
+// read from store when it deletes its expired ids itself
+// (delivery.MongoStore, on a server without TTL indexes), else 0.
+func newDeliveryPruneFailures(store delivery.Store) prometheus.CounterFunc {
+	pruner, _ := store.(interface{ PruneFailures() uint64 })
+	return prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "webhook_deliveries_prune_failures_total",
+		Help: "Failed deletions of expired webhook delivery ids by the delivery store itself, which deletes them every few hundred claims on a server without TTL indexes (FerretDB, dev-mongo): " +
+			"the claim that ran one keeps its answer, and the deletion is tried again a few claims later (each failure is logged). Always 0 on MongoDB, whose TTL index deletes them.",
+	}, func() float64 {
+		if pruner == nil {
+			return 0
+		}
+		return float64(pruner.PruneFailures())
 	})
 }
 

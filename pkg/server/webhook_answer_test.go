@@ -219,3 +219,27 @@ func TestAProcessedDeliveryNotRecordedIsCountedAsSuch(t *testing.T) {
 		}
 	})
 }
+
+// pruningDeliveries is a delivery store that deletes its expired ids
+// itself and counts the deletions that failed, as delivery.MongoStore
+// does on a server without TTL indexes.
+type pruningDeliveries struct {
+	delivery.Store
+	failed uint64
+}
+
+func (p pruningDeliveries) PruneFailures() uint64 { return p.failed }
+
+// TestFailedDeliveryPrunesAreCounted pins that the delivery store's failed
+// prunes of expired ids, which do not fail the claims that run them, reach
+// /metrics as webhook_deliveries_prune_failures_total, for an operator to
+// alert on if they wish.
+func TestFailedDeliveryPrunesAreCounted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := newPipeServer(t, func(c *server.Config) { c.Deliveries = pruningDeliveries{delivery.NewMemoryStore(), 3} })
+		defer p.stop()
+		if got := metricValue(t, p.srv.Handler(), "webhook_deliveries_prune_failures_total"); got != 3 {
+			t.Errorf("webhook_deliveries_prune_failures_total: got %v, want 3: the store's failed prunes are exported", got)
+		}
+	})
+}
