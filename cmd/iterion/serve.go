@@ -116,7 +116,7 @@ type serveConfig struct {
 // serveFlags declares serve's flags on fs into c; envOf maps each flag to
 // its environment twin.
 func serveFlags(fs *flag.FlagSet, c *serveConfig) (envOf map[string]string) {
-	fs.StringVar(&c.listen, "listen", ":8080", "address to serve HTTP on")
+	fs.StringVar(&c.listen, "listen", ":8080", "address to serve HTTP on, HOST:PORT or :PORT (a port number, 0 for any free one, or a service name such as http)")
 	fs.StringVar(&c.probeAddr, "probe-addr", "", "address to serve /healthz, /readyz and /metrics on as well, outside --max-connections and --allowed-hosts, with a cap of its own; absent: they are served on --listen only")
 	fs.Func("allowed-hosts", "host names (name or name:port,...) a request's Host may name; any other answers 421, except /healthz and /readyz. Set it with --public-pages or wherever browsers reach serve, against DNS rebinding; absent: every host", commaList(&c.allowedHosts))
 	fs.StringVar(&c.mongoURI, "mongo-uri", "", "MongoDB URI of the shared run and lease stores; absent: in-memory stores (one process, which elects itself)")
@@ -442,17 +442,50 @@ func (c serveConfig) validate() []error {
 	if err := server.CheckAllowedHosts(c.allowedHosts); err != nil {
 		add("--allowed-hosts entry %w", err)
 	}
+	listen, listenErr := parseBindAddr(c.listen)
+	if listenErr != nil {
+		add("--listen %q: %w", c.listen, listenErr)
+	}
 	if c.probeAddr != "" {
-		if _, port, err := net.SplitHostPort(c.probeAddr); err != nil {
-			add("--probe-addr %q: want HOST:PORT or :PORT: %w", c.probeAddr, err)
-		} else if sameSocket(c.probeAddr, c.listen) {
-			add("--probe-addr %q: want another address than --listen %q: both bind port %s of one address", c.probeAddr, c.listen, port)
+		if probe, err := parseBindAddr(c.probeAddr); err != nil {
+			add("--probe-addr %q: %w", c.probeAddr, err)
+		} else if listenErr == nil && sameSocket(probe, listen) {
+			add("--probe-addr %q: want another address than --listen %q: both bind port %d of one address", c.probeAddr, c.listen, probe.port)
 		}
 	}
 	if c.mongoURI != "" && !strings.HasPrefix(c.mongoURI, "mongodb://") && !strings.HasPrefix(c.mongoURI, "mongodb+srv://") {
 		add("--mongo-uri %q: want a mongodb:// or mongodb+srv:// URI", redactURI(c.mongoURI))
 	}
 	return bad
+}
+
+// bindAddr is an address serve listens on (--listen, --probe-addr), as
+// net.Listen reads it: its host as written, and its port as a number.
+type bindAddr struct {
+	host string
+	port int
+}
+
+// parseBindAddr reads addr as net.Listen("tcp", addr) would, without
+// asking DNS: HOST:PORT or :PORT, the port a number from 0 (any free
+// port) to 65535 or a service name, which net.LookupPort, the lookup
+// net.Listen makes, finds in /etc/services or Go's own table
+// (https://pkg.go.dev/net#LookupPort), so that :http is port 80. A
+// missing port is refused, though net.Listen would take it as 0: ":" or
+// "host:" is a port forgotten, not a wish for any free one.
+func parseBindAddr(addr string) (bindAddr, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return bindAddr{}, fmt.Errorf("want HOST:PORT or :PORT: %w", err)
+	}
+	if port == "" {
+		return bindAddr{}, errors.New("want HOST:PORT or :PORT: no port (0 for any free one)")
+	}
+	n, err := net.LookupPort("tcp", port)
+	if err != nil {
+		return bindAddr{}, fmt.Errorf("want a port from 0 to 65535 or a service name: %w", err)
+	}
+	return bindAddr{host: host, port: n}, nil
 }
 
 // sameSocket reports whether listening on a and on b would ask for the same
@@ -462,24 +495,12 @@ func (c serveConfig) validate() []error {
 // of the machine, IPv4 and IPv6 alike). It asks no DNS: localhost stands
 // for 127.0.0.1, the address net.Listen takes for it (a host name's first
 // IPv4 address: https://pkg.go.dev/net#Listen), and any other name is
-// compared as written, as is a port given as a service name. An address
-// that does not split is no socket.
-func sameSocket(a, b string) bool {
-	ha, pa, errA := net.SplitHostPort(a)
-	hb, pb, errB := net.SplitHostPort(b)
-	if errA != nil || errB != nil {
+// compared as written.
+func sameSocket(a, b bindAddr) bool {
+	if a.port != b.port || a.port == 0 {
 		return false
 	}
-	port := func(p string) string {
-		if n, err := strconv.ParseUint(p, 10, 16); err == nil || p == "" {
-			return strconv.FormatUint(n, 10) // "" and "00" are 0, "08080" is 8080
-		}
-		return strings.ToLower(p)
-	}
-	if pa, pb = port(pa), port(pb); pa != pb || pa == "0" {
-		return false
-	}
-	ha, hb = bindHost(ha), bindHost(hb)
+	ha, hb := bindHost(a.host), bindHost(b.host)
 	return ha == hb || ha == "" || hb == ""
 }
 

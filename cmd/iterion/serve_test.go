@@ -80,7 +80,20 @@ func TestServeValidatesConfigNamingTheFlag(t *testing.T) {
 		{"allowed host with a scheme", append(base, "--allowed-hosts", "iterion.example.com,https://iterion.example.com"), env(), `--allowed-hosts entry "https://iterion.example.com"`},
 		{"allowed host a wildcard", append(base, "--allowed-hosts", "*.example.com"), env(), `--allowed-hosts entry "*.example.com"`},
 		{"allowed host twin with port 0", base, env("ITERION_ALLOWED_HOSTS", "iterion.example.com:0"), `--allowed-hosts entry "iterion.example.com:0"`},
+		{"listen without a colon", append(base, "--listen", "8080"), env(), `--listen "8080": want HOST:PORT or :PORT`},
+		{"listen port out of range", append(base, "--listen", ":99999"), env(), `--listen ":99999": want a port from 0 to 65535`},
+		{"listen port negative", append(base, "--listen", "127.0.0.1:-1"), env(), `--listen "127.0.0.1:-1": want a port from 0 to 65535`},
+		{"listen with a part too many", append(base, "--listen", "host:8080:extra"), env(), `--listen "host:8080:extra": want HOST:PORT or :PORT`},
+		{"listen without a port", append(base, "--listen", ":"), env(), `--listen ":": want HOST:PORT or :PORT: no port`},
+		{"listen host without a port", append(base, "--listen", "localhost:"), env(), `--listen "localhost:": want HOST:PORT or :PORT: no port`},
+		{"listen an unknown service name", append(base, "--listen", ":no-such-service"), env(), `--listen ":no-such-service": want a port from 0 to 65535 or a service name`},
+		{"listen twin without a colon", base, env("ITERION_LISTEN", "8080"), `--listen "8080"`},
+		{"listen bad, probe address too", append(base, "--listen", "8080", "--probe-addr", "8081"), env(), `--probe-addr "8081"`},
 		{"probe address without a port", append(base, "--probe-addr", "8081"), env(), `--probe-addr "8081"`},
+		{"probe address port out of range", append(base, "--probe-addr", ":70000"), env(), `--probe-addr ":70000": want a port from 0 to 65535`},
+		{"probe address without a port after the colon", append(base, "--probe-addr", ":"), env(), `--probe-addr ":": want HOST:PORT or :PORT: no port`},
+		{"probe address the listen port as a service name", append(base, "--listen", ":http", "--probe-addr", ":80"), env(), `--probe-addr ":80": want another address than --listen ":http": both bind port 80`},
+		{"probe address a service name of the listen port", append(base, "--listen", "127.0.0.1:443", "--probe-addr", "localhost:https"), env(), `--probe-addr "localhost:https": want another address than --listen "127.0.0.1:443": both bind port 443`},
 		{"probe address the listen address", append(base, "--listen", ":8080", "--probe-addr", ":8080"), env(), `--probe-addr ":8080": want another address than --listen ":8080"`},
 		{"probe address the listen address as 0.0.0.0", append(base, "--listen", ":8080", "--probe-addr", "0.0.0.0:8080"), env(), `--probe-addr "0.0.0.0:8080": want another address than --listen ":8080"`},
 		{"probe address the listen address as [::]", append(base, "--listen", ":8080", "--probe-addr", "[::]:8080"), env(), `--probe-addr "[::]:8080": want another address than --listen ":8080"`},
@@ -140,11 +153,32 @@ func TestServeTakesAProbeAddrOnAnotherSocket(t *testing.T) {
 		{"10.0.0.5:8080", "127.0.0.1:8080", "two addresses of the machine"},
 		{"localhost:8080", "[::1]:8080", "localhost is taken as 127.0.0.1, the address net.Listen binds for it"},
 		{"iterion.internal:8080", "10.0.0.5:8080", "a host name other than localhost is not resolved"},
+		{":http", ":https", "two service names, two ports (80 and 443)"},
+		{":http", ":8080", "a service name is its port, not another one"},
 	} {
 		t.Run(c.why, func(t *testing.T) {
 			args := append(base, "--listen", c.listen, "--probe-addr", c.probe)
 			if _, err := parseServe(args, env(), io.Discard); err != nil {
 				t.Errorf("parseServe(--listen %s --probe-addr %s) = %v, want it taken: %s", c.listen, c.probe, err, c.why)
+			}
+		})
+	}
+}
+
+// TestServeMalformedListenIsABadSetting pins that a --listen net.Listen
+// cannot use is found with the other settings, before the stores are
+// opened or anything binds, and exits 2 naming the flag, not 1 at the
+// bind (or, for ":", a listener on a random port). The context is done
+// from the start, so serve would return at once had it started.
+func TestServeMalformedListenIsABadSetting(t *testing.T) {
+	for _, listen := range []string{"8080", ":99999", "host:8080:extra", ":"} {
+		t.Run(listen, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(t.Context())
+			cancel()
+			var msg strings.Builder
+			err := serve(ctx, []string{"--forge-token", "t", "--api-token", "a", "--listen", listen}, env(), io.Discard)
+			if code := exitCode(&msg, "serve", err); code != 2 || !strings.Contains(msg.String(), "--listen "+strconv.Quote(listen)) {
+				t.Errorf("serve --listen %q: exit %d, %q; want exit 2 naming --listen: a malformed address is a bad setting", listen, code, msg.String())
 			}
 		})
 	}
