@@ -453,8 +453,8 @@ func (c serveConfig) validate() []error {
 			add("--probe-addr %q: want another address than --listen %q: both bind port %d of one address", c.probeAddr, c.listen, probe.port)
 		}
 	}
-	if c.mongoURI != "" && !strings.HasPrefix(c.mongoURI, "mongodb://") && !strings.HasPrefix(c.mongoURI, "mongodb+srv://") {
-		add("--mongo-uri %q: want a mongodb:// or mongodb+srv:// URI", redactURI(c.mongoURI))
+	if err := mongoURIProblem(c.mongoURI); err != nil {
+		add("--mongo-uri %q: %w", redactURI(c.mongoURI), redactErr(err, c.mongoURI))
 	}
 	return bad
 }
@@ -722,10 +722,31 @@ func connectMongo(ctx context.Context, uri, dbName string) (*mongo.Client, *mong
 	return client, client.Database(dbName), nil
 }
 
+// mongoURIProblem says what makes uri no MongoDB URI serve can connect
+// with, or nil when it is one or empty (no --mongo-uri): it must be
+// mongodb:// or mongodb+srv://, and a mongodb:// URI must parse as the
+// driver parses it at connect (hosts, ports, escapes, options' values),
+// which asks no DNS. A mongodb+srv:// URI is left to the connection: its
+// servers are a seed list built from DNS
+// (https://www.mongodb.com/docs/manual/reference/connection-string-formats/),
+// which the driver's parse looks up.
+func mongoURIProblem(uri string) error {
+	switch {
+	case uri == "", strings.HasPrefix(uri, "mongodb+srv://"):
+		return nil
+	case !strings.HasPrefix(uri, "mongodb://"):
+		return errors.New("want a mongodb:// or mongodb+srv:// URI")
+	}
+	return options.Client().ApplyURI(uri).Validate()
+}
+
 // redactURI is uri with its password, if any, replaced by "xxxxx"; a URI
 // that does not parse is replaced whole, since its password cannot be told
-// apart.
+// apart. A URI without a password is quoted as written.
 func redactURI(uri string) string {
+	if rawPassword(uri) == "" {
+		return uri
+	}
 	u, err := url.Parse(uri)
 	if err != nil {
 		return "<unparsable URI>"
