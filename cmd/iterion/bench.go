@@ -33,6 +33,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	if err := benchPathsProblem(o, *out); err != nil {
+		return usageError{err} // a bad flag: exit 2, before anything is built
+	}
 	o.Progress = stderr
 	rep, err := harness.Run(ctx, *o)
 	var oe *harness.OptionError
@@ -106,6 +109,33 @@ func benchFlags(stderr io.Writer) (*flag.FlagSet, *harness.Options, *string) {
 	fs.StringVar(&o.DevMongoBin, "dev-mongo-bin", "", "a built dev-mongo binary (default: build ./cmd/dev-mongo of the enclosing module)")
 	fs.StringVar(&o.Dir, "dir", "", "keep logs and Mongo's files here (default: a temporary directory, removed on success)")
 	return fs, o, out
+}
+
+// benchPathsProblem reports every path flag bench would otherwise find
+// bad only once it runs, each naming its flag: --out, written after the
+// scenarios (tens of minutes), and --bin and --dev-mongo-bin, started
+// after the missing binary is built. nil when every given one is usable.
+func benchPathsProblem(o *harness.Options, out string) error {
+	var bad settingsError
+	for _, p := range []struct {
+		flag, path string
+		problem    func(string) error
+	}{
+		{"--out", out, outputFileProblem},
+		{"--bin", o.Bin, programProblem},
+		{"--dev-mongo-bin", o.DevMongoBin, programProblem},
+	} {
+		if p.path == "" {
+			continue
+		}
+		if err := p.problem(p.path); err != nil {
+			bad = append(bad, fmt.Errorf("%s %q: %w", p.flag, p.path, err))
+		}
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	return bad
 }
 
 // flagOf returns the flag of fs that writes the Options field named field

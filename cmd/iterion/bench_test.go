@@ -5,6 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -18,11 +20,13 @@ import (
 // harness's field. Every flag is either a row here or takes any value.
 func TestBenchRefusalNamesTheFlag(t *testing.T) {
 	anyValue := map[string]string{
-		"bin":           "a path, checked when it runs",
-		"dev-mongo-bin": "a path, checked when it runs",
 		"dir":           "a path, created when it runs",
-		"out":           "a path, written when it runs",
 		"clock-shallow": "any count: negative means no such configuration",
+	}
+	tmp := t.TempDir()
+	notExecutable := filepath.Join(tmp, "iterion")
+	if err := os.WriteFile(notExecutable, []byte("#!/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
 	}
 	over := strconv.Itoa(server.MaxSweepConcurrency + 1)
 	rows := []struct {
@@ -65,6 +69,11 @@ func TestBenchRefusalNamesTheFlag(t *testing.T) {
 		{"tenants-window", []string{"--tenants-window", "1"}, "--tenants-window 1 is under 2"},
 		{"tenants-churn", []string{"--tenants-installations", "5", "--tenants-churn", "6"}, "--tenants-churn 6 is not within 1 to the installations (5)"},
 		{"tenants-shards", []string{"--tenants-shards", "-1"}, "--tenants-shards -1 is negative"},
+		{"out", []string{"--out", filepath.Join(tmp, "missing", "bench.md")}, `--out "` + filepath.Join(tmp, "missing", "bench.md") + `": want a file in an existing directory`},
+		{"out", []string{"--out", tmp}, `--out "` + tmp + `": is a directory, want a file`},
+		{"bin", []string{"--bin", filepath.Join(tmp, "missing")}, `--bin "` + filepath.Join(tmp, "missing") + `": stat `},
+		{"bin", []string{"--bin", notExecutable}, `--bin "` + notExecutable + `": want an executable file: it has no execute permission`},
+		{"dev-mongo-bin", []string{"--dev-mongo-bin", tmp}, `--dev-mongo-bin "` + tmp + `": want an executable file, not a directory`},
 	}
 	covered := map[string]bool{}
 	// A setting the harness wrongly accepts fails at once on the done
@@ -85,4 +94,22 @@ func TestBenchRefusalNamesTheFlag(t *testing.T) {
 			t.Errorf("flag --%s: no row refuses a value of it and it is not listed as taking any value: every refusable flag is covered", f.Name)
 		}
 	})
+}
+
+// TestBenchTakesUsablePaths pins the other side of the path checks: an
+// --out in an existing directory (the file itself not there yet) and an
+// executable --bin and --dev-mongo-bin pass.
+func TestBenchTakesUsablePaths(t *testing.T) {
+	tmp := t.TempDir()
+	program := filepath.Join(tmp, "iterion")
+	if err := os.WriteFile(program, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	fs, o, out := benchFlags(io.Discard)
+	if err := parseFlags(fs, []string{"--out", filepath.Join(tmp, "bench.md"), "--bin", program, "--dev-mongo-bin", program}); err != nil {
+		t.Fatal(err)
+	}
+	if err := benchPathsProblem(o, *out); err != nil {
+		t.Errorf("benchPathsProblem = %v, want nil: usable paths pass", err)
+	}
 }

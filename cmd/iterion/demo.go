@@ -35,6 +35,11 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	if *report != "" {
+		if err := outputFileProblem(*report); err != nil {
+			return usageError{fmt.Errorf("--report %q: %w", *report, err)}
+		}
+	}
 	cfg.Out = stdout
 	res, err := demo.Run(ctx, cfg)
 	if errors.Is(err, demo.ErrInvalid) {

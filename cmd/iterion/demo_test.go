@@ -40,7 +40,9 @@ func TestDemoEndsWithTheReport(t *testing.T) {
 }
 
 // TestDemoBadSettingIsAUsageErrorNamingItsFlag pins that a setting the
-// demo cannot run with exits 2, as every bad flag does, naming the flag.
+// demo cannot run with exits 2, as every bad flag does, naming the flag,
+// before it runs: a --report in a directory that does not exist, or
+// naming a directory, too, rather than once the demo has run.
 func TestDemoBadSettingIsAUsageErrorNamingItsFlag(t *testing.T) {
 	for _, c := range []struct {
 		args []string
@@ -51,6 +53,8 @@ func TestDemoBadSettingIsAUsageErrorNamingItsFlag(t *testing.T) {
 		{[]string{"--interval", "100ms", "--phase", "150ms"}, "--phase"},
 		{[]string{"--runs", "-1"}, "--runs"},
 		{[]string{"--issues", "-1"}, "--issues"},
+		{[]string{"--report", filepath.Join(t.TempDir(), "missing", "demo.html")}, "--report"},
+		{[]string{"--report", t.TempDir()}, "--report"},
 	} {
 		var msg strings.Builder
 		err := runDemo(t.Context(), c.args, io.Discard, io.Discard)

@@ -11,6 +11,7 @@ import (
 	"maps"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -139,6 +140,41 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	}
 	if fs.NArg() > 0 {
 		return usageError{fmt.Errorf("unexpected argument %q", fs.Arg(0))}
+	}
+	return nil
+}
+
+// outputFileProblem says why path cannot be a file a command writes once
+// it has run (demo's --report, bench's --out), or nil: its directory must
+// exist and path must not be a directory. It is checked before the
+// command runs, so a typo costs a usage error, not the run's result.
+func outputFileProblem(path string) error {
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return errors.New("is a directory, want a file")
+	}
+	dir := filepath.Dir(path)
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("want a file in an existing directory: %w", err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("want a file in an existing directory: %s is not a directory", dir)
+	}
+	return nil
+}
+
+// programProblem says why path cannot be a program a command starts
+// (bench's --bin and --dev-mongo-bin), or nil: it must be an executable
+// regular file.
+func programProblem(path string) error {
+	fi, err := os.Stat(path)
+	switch {
+	case err != nil:
+		return err
+	case !fi.Mode().IsRegular():
+		return errors.New("want an executable file, not a directory or a device")
+	case fi.Mode().Perm()&0o111 == 0:
+		return errors.New("want an executable file: it has no execute permission")
 	}
 	return nil
 }
