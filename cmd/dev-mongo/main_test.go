@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"context"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -52,20 +54,32 @@ func TestDevMongoServesAndStops(t *testing.T) {
 	}
 }
 
-// TestDevMongoRejectsBadArguments checks that a stray argument or a missing
-// data directory is an error naming it, and nothing is printed.
+// TestDevMongoRejectsBadArguments checks that a bad command line (a flag
+// that does not parse, a stray argument, an --listen net.Listen cannot
+// use, a --dir that is no existing directory) exits 2 with an error
+// naming the flag or argument, before anything starts, and nothing is
+// printed.
 func TestDevMongoRejectsBadArguments(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		args []string
 		want string
 	}{
 		{[]string{"--listen", "127.0.0.1:0", "extra"}, `"extra"`},
-		{[]string{"--listen", "127.0.0.1:0", "--dir", "/nonexistent-iterion-dir"}, "/nonexistent-iterion-dir"},
+		{[]string{"--listen", "127.0.0.1:0", "--dir", "/nonexistent-iterion-dir"}, `--dir "/nonexistent-iterion-dir": want an existing directory`},
+		{[]string{"--listen", "127.0.0.1:0", "--dir", file}, `--dir "` + file + `": want an existing directory, not a file`},
+		{[]string{"--listen", "27017"}, `--listen "27017": want HOST:PORT or :PORT`},
+		{[]string{"--listen", "127.0.0.1:99999"}, `--listen "127.0.0.1:99999": want a port from 0 to 65535`},
+		{[]string{"--listen", "127.0.0.1:"}, `--listen "127.0.0.1:": want HOST:PORT or :PORT: no port`},
+		{[]string{"--no-such-flag"}, "no-such-flag"},
 	} {
-		var out strings.Builder
+		var out, msg strings.Builder
 		err := devMongo(context.Background(), tc.args, &out)
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("args %q: got error %v, want one naming %s", tc.args, err, tc.want)
+		if code := exitCode(&msg, err); code != 2 || !strings.Contains(msg.String(), tc.want) {
+			t.Errorf("args %q: exit %d, %q; want exit 2 and an error naming %s", tc.args, code, msg.String(), tc.want)
 		}
 		if out.Len() != 0 {
 			t.Errorf("args %q: printed %q, want nothing: the URI is printed only once serving", tc.args, out.String())

@@ -21,6 +21,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
+	"iterion.dev/iterion/internal/bindaddr"
 	"iterion.dev/iterion/pkg/board"
 	"iterion.dev/iterion/pkg/delivery"
 	"iterion.dev/iterion/pkg/forge"
@@ -442,50 +443,21 @@ func (c serveConfig) validate() []error {
 	if err := server.CheckAllowedHosts(c.allowedHosts); err != nil {
 		add("--allowed-hosts entry %w", err)
 	}
-	listen, listenErr := parseBindAddr(c.listen)
+	listen, listenErr := bindaddr.Parse(c.listen)
 	if listenErr != nil {
 		add("--listen %q: %w", c.listen, listenErr)
 	}
 	if c.probeAddr != "" {
-		if probe, err := parseBindAddr(c.probeAddr); err != nil {
+		if probe, err := bindaddr.Parse(c.probeAddr); err != nil {
 			add("--probe-addr %q: %w", c.probeAddr, err)
 		} else if listenErr == nil && sameSocket(probe, listen) {
-			add("--probe-addr %q: want another address than --listen %q: both bind port %d of one address", c.probeAddr, c.listen, probe.port)
+			add("--probe-addr %q: want another address than --listen %q: both bind port %d of one address", c.probeAddr, c.listen, probe.Port)
 		}
 	}
 	if err := mongoURIProblem(c.mongoURI); err != nil {
 		add("--mongo-uri %q: %w", redactURI(c.mongoURI), redactErr(err, c.mongoURI))
 	}
 	return bad
-}
-
-// bindAddr is an address serve listens on (--listen, --probe-addr), as
-// net.Listen reads it: its host as written, and its port as a number.
-type bindAddr struct {
-	host string
-	port int
-}
-
-// parseBindAddr reads addr as net.Listen("tcp", addr) would, without
-// asking DNS: HOST:PORT or :PORT, the port a number from 0 (any free
-// port) to 65535 or a service name, which net.LookupPort, the lookup
-// net.Listen makes, finds in /etc/services or Go's own table
-// (https://pkg.go.dev/net#LookupPort), so that :http is port 80. A
-// missing port is refused, though net.Listen would take it as 0: ":" or
-// "host:" is a port forgotten, not a wish for any free one.
-func parseBindAddr(addr string) (bindAddr, error) {
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return bindAddr{}, fmt.Errorf("want HOST:PORT or :PORT: %w", err)
-	}
-	if port == "" {
-		return bindAddr{}, errors.New("want HOST:PORT or :PORT: no port (0 for any free one)")
-	}
-	n, err := net.LookupPort("tcp", port)
-	if err != nil {
-		return bindAddr{}, fmt.Errorf("want a port from 0 to 65535 or a service name: %w", err)
-	}
-	return bindAddr{host: host, port: n}, nil
 }
 
 // sameSocket reports whether listening on a and on b would ask for the same
@@ -496,11 +468,11 @@ func parseBindAddr(addr string) (bindAddr, error) {
 // for 127.0.0.1, the address net.Listen takes for it (a host name's first
 // IPv4 address: https://pkg.go.dev/net#Listen), and any other name is
 // compared as written.
-func sameSocket(a, b bindAddr) bool {
-	if a.port != b.port || a.port == 0 {
+func sameSocket(a, b bindaddr.Addr) bool {
+	if a.Port != b.Port || a.Port == 0 {
 		return false
 	}
-	ha, hb := bindHost(a.host), bindHost(b.host)
+	ha, hb := bindHost(a.Host), bindHost(b.Host)
 	return ha == hb || ha == "" || hb == ""
 }
 
