@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"iterion.dev/iterion/internal/bindaddr"
 	"iterion.dev/iterion/pkg/forge/forgesim"
 )
 
@@ -99,6 +100,9 @@ func serveForgeSim(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	if _, err := bindaddr.Parse(*listen); err != nil {
+		return usageError{fmt.Errorf("--listen %q: %w", *listen, err)}
+	}
 	if *installations < 0 {
 		return usageError{fmt.Errorf("--installations %d: must be >= 0", *installations)}
 	}
@@ -165,9 +169,9 @@ func serveForgeSim(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if err := sim.SetWebhook(hook); err != nil {
 		var fe *forgesim.FieldError
 		if errors.As(err, &fe) && fe.Field == "app_id" {
-			return fmt.Errorf("--app-id: %w", err)
+			return usageError{fmt.Errorf("--app-id: %w", err)}
 		}
-		return fmt.Errorf("--webhook-url: %w", err)
+		return usageError{fmt.Errorf("--webhook-url: %w", err)}
 	}
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {

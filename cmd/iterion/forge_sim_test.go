@@ -98,8 +98,13 @@ func TestForgeSimShutdownEndsTheModelledWaits(t *testing.T) {
 	}
 }
 
+// TestForgeSimRejectsBadFlags pins that a bad setting exits 2 naming its
+// flag, before the simulator listens: a --listen net.Listen cannot use
+// (or a forgotten port), a --webhook-url or --app-id the simulator
+// refuses, as much as a bad count or duration.
 func TestForgeSimRejectsBadFlags(t *testing.T) {
 	for _, args := range [][]string{{"--budget", "-1"}, {"--token-ttl", "0s"}, {"--minute", "0s"}, {"--listen", "nonsense"},
+		{"--listen", "127.0.0.1:99999"}, {"--listen", "127.0.0.1:"},
 		{"--latency-timeouts", "0.7"}, {"--latency-rest", "-1s", "--latency"}, {"--latency-502-share", "2", "--latency"},
 		{"--latency-rest", "-1s"}, {"--latency-graphql-node", "-1ms"}, {"--latency-502-share", "-0.5"}, // named with the model off too
 		{"--graphql-limit-answer", "204"}, {"--installation-repos", "-1"}, {"--installations", "-1"},
@@ -116,6 +121,8 @@ func TestForgeSimRejectsBadFlags(t *testing.T) {
 			t.Errorf("forge-sim %v: got no error, want one naming the flag", args)
 		} else if !strings.Contains(err.Error(), strings.TrimPrefix(args[0], "--")) {
 			t.Errorf("forge-sim %v: got %v, want it to name %s", args, err, args[0])
+		} else if code := exitCode(io.Discard, "forge-sim", err); code != 2 {
+			t.Errorf("forge-sim %v: exit %d (%v), want 2: a bad setting is a usage error", args, code, err)
 		}
 	}
 }
