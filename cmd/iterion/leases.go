@@ -77,6 +77,8 @@ func leases(ctx context.Context, args []string, getenv func(string) string, stdo
 		return usageError{fmt.Errorf("unexpected argument %q", fs.Arg(0))}
 	case *mongoURI == "":
 		return usageError{errors.New("--mongo-uri (ITERION_MONGO_URI) is required: leases live in the deployment's MongoDB")}
+	case mongoURIProblem(*mongoURI) != nil:
+		return usageError{fmt.Errorf("--mongo-uri %q: %w", redactURI(*mongoURI), redactErr(mongoURIProblem(*mongoURI), *mongoURI))}
 	case mongoDBNameProblem(*mongoDB) != "":
 		return usageError{fmt.Errorf("--mongo-db %q: %s", *mongoDB, mongoDBNameProblem(*mongoDB))}
 	case release && strings.TrimSpace(name) == "":

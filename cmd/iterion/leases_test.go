@@ -217,3 +217,22 @@ func TestLeasesRefusesABadDatabaseName(t *testing.T) {
 		t.Errorf("leases --mongo-db prod.iterion: exit %d, %q; want exit 2 naming --mongo-db", code, msg.String())
 	}
 }
+
+// TestLeasesRefusesAMongoURIItCannotUse pins that --mongo-uri is checked
+// before connecting, as serve checks it: a URI of another scheme, or a
+// mongodb:// URI the driver cannot parse, is a usage error naming the
+// flag, the password hidden, not a failed connection (exit 1).
+func TestLeasesRefusesAMongoURIItCannotUse(t *testing.T) {
+	for _, c := range []struct{ uri, want string }{
+		{"http://db:27017/", `--mongo-uri "http://db:27017/": want a mongodb:// or mongodb+srv:// URI`},
+		{"mongodb://", `--mongo-uri "mongodb://": error parsing uri: must have at least 1 host`},
+		{"mongodb://db:99999/", `--mongo-uri "mongodb://db:99999/": error parsing uri`},
+		{"mongodb://admin:s3cret-pw@db/?serverSelectionTimeoutMS=soon", `--mongo-uri "mongodb://admin:xxxxx@db/?serverSelectionTimeoutMS=soon": error parsing uri`},
+	} {
+		err := leases(t.Context(), []string{"--mongo-uri", c.uri}, func(string) string { return "" }, io.Discard, io.Discard, time.Now)
+		var msg strings.Builder
+		if code := exitCode(&msg, "leases", err); code != 2 || !strings.Contains(msg.String(), c.want) || strings.Contains(msg.String(), "s3cret") {
+			t.Errorf("leases --mongo-uri %s: exit %d, %q; want exit 2 and %q, no password", c.uri, code, msg.String(), c.want)
+		}
+	}
+}
