@@ -43,17 +43,11 @@ func TestMongoStoreExpiresIDs(t *testing.T) {
 		t.Fatalf("NewMongoStore: %v", err)
 	}
 	coll := db.Collection(delivery.Collection)
-	specs, err := coll.Indexes().ListSpecifications(context.Background())
-	if err != nil {
-		t.Fatalf("ListSpecifications: %v", err)
-	}
-	for _, sp := range specs {
-		if sp.Name == "ttl_expires" {
-			if sp.ExpireAfterSeconds == nil || *sp.ExpireAfterSeconds != 0 {
-				t.Errorf("ttl_expires expireAfterSeconds: got %v, want 0: a document expires at its own instant", sp.ExpireAfterSeconds)
-			}
-			return
+	if sp := ttlIndex(t, coll); sp != nil {
+		if sp.ExpireAfterSeconds == nil || *sp.ExpireAfterSeconds != 0 {
+			t.Errorf("ttl_expires expireAfterSeconds: got %v, want 0: a document expires at its own instant", sp.ExpireAfterSeconds)
 		}
+		return
 	}
 	t.Log("no TTL index on this server: checking the store's own pruning")
 	ctx := context.Background()
@@ -87,7 +81,7 @@ func TestMongoStoreClaimStandsWhenItsPruneFails(t *testing.T) {
 		t.Fatalf("NewMongoStore: %v", err)
 	}
 	coll := db.Collection(delivery.Collection)
-	if hasTTLIndex(t, coll) {
+	if ttlIndex(t, coll) != nil {
 		t.Skip("this server has TTL indexes: the store never prunes")
 	}
 	ctx := context.Background()
@@ -141,15 +135,18 @@ func TestMongoStoreClaimStandsWhenItsPruneFails(t *testing.T) {
 	}
 }
 
-// hasTTLIndex reports whether coll has the store's TTL index, which a
-// server without TTL indexes (FerretDB v1) refuses.
-func hasTTLIndex(t *testing.T, coll *mongo.Collection) bool {
+// ttlIndex is coll's TTL index, ttl_expires, or nil on a server without
+// TTL indexes (FerretDB v1), which refuses it.
+func ttlIndex(t *testing.T, coll *mongo.Collection) *mongo.IndexSpecification {
 	t.Helper()
 	specs, err := coll.Indexes().ListSpecifications(context.Background())
 	if err != nil {
 		t.Fatalf("ListSpecifications: %v", err)
 	}
-	return slices.ContainsFunc(specs, func(sp mongo.IndexSpecification) bool { return sp.Name == "ttl_expires" })
+	if i := slices.IndexFunc(specs, func(sp mongo.IndexSpecification) bool { return sp.Name == "ttl_expires" }); i >= 0 {
+		return &specs[i]
+	}
+	return nil
 }
 
 // TestMongoStoreMalformedDocuments pins that Claim over a delivery document
