@@ -18,12 +18,27 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
 )
 
 // Stamp is t as BSON keeps it, so both twins of a store agree: UTC,
 // truncated to the millisecond. (pkg/lease keeps its own, lease.Stamp, to
 // stay on the standard library alone.)
 func Stamp(t time.Time) time.Time { return t.UTC().Truncate(time.Millisecond) }
+
+// Durable is the write concern of a store's writes whose answer a caller
+// acts on as landed: acknowledged by a majority of the replica set's voting
+// members, each having written it to its journal, so a failover does not
+// roll back a write already answered (a write only the old primary held
+// is undone when it rejoins:
+// https://www.mongodb.com/docs/manual/core/replica-set-rollbacks/). The
+// server's default is no such promise: w:1 on a set with arbiters whose
+// data-bearing voting members are no more than the voting majority, such as
+// primary-secondary-arbiter
+// (https://www.mongodb.com/docs/manual/reference/mongodb-defaults/). Pass
+// it to the collection (options.Collection().SetWriteConcern). The lease
+// store states the same concern for its own writes (pkg/lease/mongolease).
+var Durable = &writeconcern.WriteConcern{W: writeconcern.WCMajority, Journal: new(true)}
 
 // DecimalID is the _id of a document keyed by a number, such as an
 // installation ID: the number in decimal, a string. FerretDB v1.24, the

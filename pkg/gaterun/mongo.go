@@ -24,8 +24,12 @@ const Collection = "gate_runs"
 
 // MongoStore is the MongoDB Store twin: collection gate_runs, one
 // document per run, _id the run id, repo the name as first given and
-// repo_key its [forge.RepoKey], which the lookups match and index. It is
-// safe for concurrent use.
+// repo_key its [forge.RepoKey], which the lookups match and index. Every
+// write, to gate_runs and to installation_sweeps, asks for write concern
+// {w: "majority", j: true} ([mongostore.Durable]) whatever the server's
+// default: POST /api/runs answers a Put as recorded, and the review bot
+// does not report that verdict again, so a Put a failover rolled back
+// would be a verdict lost. It is safe for concurrent use.
 type MongoStore struct {
 	coll *mongo.Collection
 }
@@ -59,7 +63,7 @@ type runDoc struct {
 // the key) its key, so the lookups find it, and every unsettled one
 // written without reported_at its updated_at (see Run.Reported).
 func NewMongoStore(ctx context.Context, db *mongo.Database) (*MongoStore, error) {
-	coll := db.Collection(Collection)
+	coll := db.Collection(Collection, options.Collection().SetWriteConcern(mongostore.Durable))
 	err := mongostore.CreateIndexes(ctx, coll, []mongo.IndexModel{
 		{Keys: bson.D{{Key: "settled", Value: 1}, {Key: "updated_at", Value: 1}, {Key: "_id", Value: 1}},
 			Options: options.Index().SetName("unsettled_by_updated")},

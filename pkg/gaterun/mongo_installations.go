@@ -52,8 +52,9 @@ type budgetDoc struct {
 	Reset     time.Time `bson:"reset"`
 }
 
+// sweepsColl is installation_sweeps, written with the runs' write concern.
 func (s *MongoStore) sweepsColl() *mongo.Collection {
-	return s.coll.Database().Collection(SweepsCollection)
+	return s.coll.Database().Collection(SweepsCollection, options.Collection().SetWriteConcern(mongostore.Durable))
 }
 
 // recordChunk bounds the statements of one bulk write of RecordSweeps.
