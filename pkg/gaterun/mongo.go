@@ -314,6 +314,34 @@ func (s *MongoStore) Settle(ctx context.Context, id string) error {
 	return nil
 }
 
+// SettleReported implements Store, in one conditional update; a document
+// written without reported_at (by an earlier release) was reported at its
+// updated_at, as decodeRun reads it. When it matches nothing, a read tells
+// a missing run from one reported again.
+func (s *MongoStore) SettleReported(ctx context.Context, id string, reported time.Time) (bool, error) {
+	at := mongostore.Stamp(reported)
+	res, err := s.coll.UpdateOne(ctx,
+		bson.D{{Key: "_id", Value: id}, {Key: "$or", Value: bson.A{
+			bson.D{{Key: "reported_at", Value: at}},
+			bson.D{{Key: "reported_at", Value: bson.D{{Key: "$exists", Value: false}}}, {Key: "updated_at", Value: at}},
+		}}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "settled", Value: true}}}})
+	if err != nil {
+		return false, fmt.Errorf("gaterun: settle run %q reported at %v: %w", id, at, err)
+	}
+	if res.MatchedCount == 1 {
+		return true, nil
+	}
+	err = s.coll.FindOne(ctx, bson.D{{Key: "_id", Value: id}}, options.FindOne().SetProjection(bson.D{{Key: "_id", Value: 1}})).Err()
+	switch {
+	case errors.Is(err, mongo.ErrNoDocuments):
+		return false, fmt.Errorf("%w: id %q", ErrNotFound, id)
+	case err != nil:
+		return false, fmt.Errorf("gaterun: settle run %q: read it: %w", id, err)
+	}
+	return false, nil
+}
+
 // Move implements Store, in one conditional update; from 0 also matches a
 // document written before the installation field, as in UnsettledIn.
 func (s *MongoStore) Move(ctx context.Context, id string, from, to int64, now time.Time) (bool, error) {

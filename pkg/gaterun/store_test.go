@@ -106,7 +106,8 @@ func TestMongoRunStoreMovesDocumentsWithoutInstallation(t *testing.T) {
 // document written without reported_at (by an earlier release) gets its
 // updated_at as reported_at when a store opens, so a Move, which changes
 // updated_at alone, leaves when its verdict was reported; and that a
-// document still without it reads Reported = Updated.
+// document still without it reads Reported = Updated, and settles as
+// reported then.
 func TestMongoRunStoreGivesLegacyRunsTheirReportTime(t *testing.T) {
 	now := time.Date(2026, 9, 30, 9, 0, 0, 0, time.UTC)
 	db := mongotest.DB(t)
@@ -130,6 +131,9 @@ func TestMongoRunStoreGivesLegacyRunsTheirReportTime(t *testing.T) {
 	}
 	if got, err := s.Get(context.Background(), after); err != nil || !got.Reported.Equal(now) {
 		t.Errorf("a document without reported_at: Reported %v, %v; want its updated_at %v", got.Reported, err, now)
+	}
+	if settled, err := s.SettleReported(context.Background(), after, now); err != nil || !settled {
+		t.Errorf("SettleReported(its updated_at) of a document without reported_at = %v, %v, want true: it was reported at its updated_at", settled, err)
 	}
 	if moved, err := s.Move(context.Background(), before, 0, 7, now.Add(time.Minute)); err != nil || !moved {
 		t.Fatalf("Move(0 to 7) = %v, %v, want true", moved, err)

@@ -23,6 +23,7 @@ const (
 	OutcomeFailed     = outcomeFailed
 	OutcomeUnreadable = outcomeUnreadable
 	OutcomeSuperseded = outcomeSuperseded
+	OutcomeReported   = outcomeReported
 	ShallowWindow     = shallowWindow
 	DeepWindow        = deepWindow
 	DeepEase          = deepEase
@@ -97,7 +98,7 @@ var LabelValues = []LabelValue{
 	{"lane", []string{"gate_offers_total", "forge_http_requests_total", "forge_graphql_points_total", "forge_etag_hits_total", "forge_rate_limit_reserve"},
 		[]string{forge.LaneMergeGateSweeper, forge.LaneWebhook, forge.LaneAPI, forge.LaneAuth, forge.LaneUnlaned, forge.LaneBoardSync, forge.LaneApp}},
 	{"outcome", []string{"gate_offers_total"}, []string{string(outcomeGone), string(outcomeSettled), string(outcomeCurrent),
-		string(outcomePublished), string(outcomeFailed), string(outcomeUnreadable), string(outcomeSuperseded)}},
+		string(outcomePublished), string(outcomeFailed), string(outcomeUnreadable), string(outcomeSuperseded), string(outcomeReported)}},
 	{"outcome", []string{"webhook_deliveries_total"}, deliveryOutcomes},
 	{"window", []string{"merge_gate_sweep_passes_behind_total"}, behindWindows},
 	{"found_by", []string{"merge_gate_runs_uncovered"}, uncoveredFinders},

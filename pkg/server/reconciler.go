@@ -36,6 +36,11 @@ const (
 	// outcomeSuperseded: another unsettled run of the same commit and
 	// context decides its status (decides), so this one writes nothing.
 	outcomeSuperseded outcome = "superseded"
+	// outcomeReported: the pull request called for settling the run, but
+	// its verdict was reported again after the offer read it, so it was
+	// left unsettled: the new report's own offer, or the next sweep,
+	// decides it from the forge as it is then.
+	outcomeReported outcome = "reported"
 )
 
 // offerer offers runs: it brings the forge in line with each run, or
@@ -315,8 +320,18 @@ func choose(run gaterun.Run, pull forge.Pull, statuses func() ([]forge.Status, e
 func (r *reconciler) act(ctx context.Context, fc *forge.Client, run gaterun.Run, pull forge.Pull, a action) (outcome, error) {
 	switch a {
 	case actSettle:
-		if err := r.runs.Settle(ctx, run.ID); err != nil {
+		// Conditional on the report decided from: a verdict reported
+		// between the read and this write (a pull request reopened and
+		// reviewed again) is news no forge read here has seen, and
+		// settling it would hide it from every later offer.
+		settled, err := r.runs.SettleReported(ctx, run.ID, run.Reported)
+		if err != nil {
 			return r.failed("settle run", run, err)
+		}
+		if !settled {
+			r.logger.Debug("run not settled: its verdict was reported again since the offer read it", "run", run.ID,
+				"repo", run.Repo, "pull", run.Pull, "reported", run.Reported)
+			return outcomeReported, nil
 		}
 		r.logger.Debug("run settled", "run", run.ID, "repo", run.Repo, "pull", run.Pull,
 			"state", pull.State, "merged", pull.Merged, "head", pull.HeadSHA)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"iterion.dev/iterion/internal/testing/mongotest"
 	"iterion.dev/iterion/pkg/forge"
 	"iterion.dev/iterion/pkg/forge/forgesim"
 	"iterion.dev/iterion/pkg/gaterun"
@@ -205,6 +206,74 @@ func TestReconcilerRereadsTheRun(t *testing.T) {
 	}
 	if out, err := rec.Offer(context.Background(), gateRun(99, sha, gaterun.VerdictSuccess)); err != nil || out != server.OutcomeGone {
 		t.Errorf("Offer of an unknown run = %q, %v, want gone", out, err)
+	}
+}
+
+// TestReconcilerSettleKeepsAVerdictReportedMeanwhile pins that an offer
+// settles the report it read and no later one: a verdict put by another
+// replica between the offer's read of the run and its settle (the pull
+// request was closed when read, and has been reopened and reviewed again
+// since) is left unsettled, for its own offer or the sweep to decide, and
+// the offer says so (outcome reported). The settle is held at the MongoDB
+// wire (mongotest's Proxy) while the other replica's Put lands.
+func TestReconcilerSettleKeepsAVerdictReportedMeanwhile(t *testing.T) {
+	const sha = "4444444444444444444444444444444444444444"
+	ctx := context.Background()
+	sim, srv := startSim(t)
+	if err := sim.SeedPull("acme", "app", 8, sha, "open"); err != nil {
+		t.Fatal(err)
+	}
+	if err := sim.Close("acme", "app", 8); err != nil {
+		t.Fatal(err)
+	}
+	ms := mongotest.NewServer(t)
+	db := ms.DB(t)
+	runs, err := gaterun.NewMongoStore(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := gaterun.NewMongoStore(ctx, ms.Client(t).Database(db.Name())) // another replica's
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 12, 4, 9, 0, 0, 0, time.UTC)
+	read := gateRun(8, sha, gaterun.VerdictPending)
+	if _, err := runs.Put(ctx, read, now); err != nil {
+		t.Fatal(err)
+	}
+	hold := ms.Proxy().Hold(func(c mongotest.Command) bool {
+		settles, _ := c.Body.Lookup("updates", "0", "u", "$set", "settled").BooleanOK()
+		return c.Name == "update" && c.Collection == gaterun.Collection && settles
+	})
+	t.Cleanup(hold.Release)
+	type result struct {
+		out server.Outcome
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		out, err := server.NewReconciler(runs, newForge(t, srv.URL, nil, "tok", nil, nil), nil).Offer(ctx, read)
+		done <- result{out, err}
+	}()
+	select {
+	case <-hold.Arrived():
+	case res := <-done:
+		t.Fatalf("Offer = %q, %v without a settle, want it to settle the run of a closed pull request", res.out, res.err)
+	}
+	if _, err := other.Put(ctx, gateRun(8, sha, gaterun.VerdictFailure), now.Add(time.Minute)); err != nil {
+		t.Fatalf("the other replica's Put: %v", err)
+	}
+	hold.Release()
+	res := <-done
+	if res.err != nil || res.out != server.OutcomeReported {
+		t.Errorf("Offer = %q, %v, want reported: the run was reported again after the offer read it", res.out, res.err)
+	}
+	got, err := runs.Get(ctx, read.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Settled || got.Verdict != gaterun.VerdictFailure {
+		t.Errorf("run after the offer: Settled %v, verdict %q; want unsettled, failure: a settle decided from an earlier read never hides a verdict reported since", got.Settled, got.Verdict)
 	}
 }
 

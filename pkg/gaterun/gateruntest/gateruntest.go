@@ -307,6 +307,39 @@ var cases = []conformance.Case[gaterun.Store]{
 			t.Errorf("got %v, want ErrNotFound: an unknown id is not found", err)
 		}
 	}},
+	{Name: "SettleReportedKeepsALaterReport", Rule: "SettleReported settles the run only while its verdict is the one reported at the instant given (a move between does not stop it) and is idempotent; a verdict reported since stays unsettled and reports false; an unknown id is ErrNotFound", Check: func(t *testing.T, s gaterun.Store) {
+		ctx := context.Background()
+		r := newRun("acme/app", 5, "s1")
+		r.Installation = 3
+		put(t, s, r, at(0))
+		read, err := s.Get(ctx, r.ID)
+		if err != nil {
+			t.Fatalf("Get: %v", err)
+		}
+		r.Verdict = gaterun.VerdictFailure
+		put(t, s, r, at(time.Minute)) // reported after the caller read the run
+		if settled, err := s.SettleReported(ctx, r.ID, read.Reported); err != nil || settled {
+			t.Errorf("SettleReported(the earlier report) = %v, %v, want false, nil: a verdict reported since is news the caller did not decide on", settled, err)
+		}
+		if got, _ := s.Get(ctx, r.ID); got.Settled || got.Verdict != gaterun.VerdictFailure {
+			t.Errorf("after a refused SettleReported: Settled %v, verdict %q; want false and failure: the later report stands", got.Settled, got.Verdict)
+		}
+		read, _ = s.Get(ctx, r.ID)
+		if moved, err := s.Move(ctx, r.ID, 3, 4, at(2*time.Minute)); err != nil || !moved {
+			t.Fatalf("Move: %v, %v", moved, err)
+		}
+		for i := range 2 {
+			if settled, err := s.SettleReported(ctx, r.ID, read.Reported.Add(500*time.Microsecond)); err != nil || !settled {
+				t.Errorf("SettleReported(the last report, to the millisecond), call %d = %v, %v, want true, nil: a move reports no verdict, and settling is idempotent", i+1, settled, err)
+			}
+		}
+		if got, _ := s.Get(ctx, r.ID); !got.Settled {
+			t.Errorf("got Settled false, want true after SettleReported of the last report")
+		}
+		if _, err := s.SettleReported(ctx, "nope", at(0)); !errors.Is(err, gaterun.ErrNotFound) {
+			t.Errorf("SettleReported of an unknown id = %v, want ErrNotFound", err)
+		}
+	}},
 	{Name: "MoveChangesOnlyTheInstallation", Rule: "Move gives an unsettled run under from installation to and Updated now, and keeps every other field, Reported and a verdict put since the caller read the run included; a run settled, gone or under another installation is left as it is; to under 1 is ErrInvalid", Check: func(t *testing.T, s gaterun.Store) {
 		ctx := context.Background()
 		r := newRun("acme/app", 6, "m1")
