@@ -24,6 +24,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"iterion.dev/iterion/internal/mongostore"
 	"iterion.dev/iterion/pkg/forge"
 )
 
@@ -155,10 +156,13 @@ type Cursor struct {
 }
 
 // Before reports whether c comes before r in listing order, i.e. whether a
-// listing that resumes at c includes r.
+// listing that resumes at c includes r. c's instant is taken to the
+// millisecond, as the stores keep instants (and as they take a listing's
+// since): a cursor within a millisecond is at its start.
 func (c Cursor) Before(r Run) bool {
-	if !r.Updated.Equal(c.Updated) {
-		return r.Updated.After(c.Updated)
+	at := mongostore.Stamp(c.Updated)
+	if !r.Updated.Equal(at) {
+		return r.Updated.After(at)
 	}
 	return r.ID > c.ID
 }

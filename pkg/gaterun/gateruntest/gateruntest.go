@@ -182,6 +182,36 @@ var cases = []conformance.Case[gaterun.Store]{
 			}
 		}
 	}},
+	{Name: "CursorIsTakenToTheMillisecond", Rule: "a cursor's instant is taken to the millisecond, as stores keep instants: a cursor within a millisecond resumes at its start, so the runs of that millisecond after its ID are listed, by Unsettled, UnsettledIn, UnsettledAmong and List alike", Check: func(t *testing.T, s gaterun.Store) {
+		ctx := context.Background()
+		var runs []gaterun.Run
+		for i := range 2 {
+			r := newRun("acme/app", 30+i, fmt.Sprintf("e%d", i))
+			put(t, s, r, at(0)) // one instant, to the millisecond
+			r, _ = s.Get(ctx, r.ID)
+			runs = append(runs, r)
+		}
+		slices.SortFunc(runs, func(a, b gaterun.Run) int { return cmp.Compare(a.ID, b.ID) })
+		after := gaterun.CursorAt(runs[0])
+		after.Updated = after.Updated.Add(400 * time.Microsecond) // within the millisecond
+		if !after.Before(runs[1]) {
+			t.Errorf("Cursor%+v.Before(%v) = false, want true: a cursor within a millisecond is at its start", after, gaterun.CursorAt(runs[1]))
+		}
+		for _, c := range []struct {
+			what string
+			list func() ([]gaterun.Run, error)
+		}{
+			{"Unsettled", func() ([]gaterun.Run, error) { return s.Unsettled(ctx, at(0), after, 10) }},
+			{"UnsettledIn", func() ([]gaterun.Run, error) { return s.UnsettledIn(ctx, 0, at(0), after, 10) }},
+			{"UnsettledAmong", func() ([]gaterun.Run, error) { return s.UnsettledAmong(ctx, []int64{0}, at(0), after, 10) }},
+			{"List", func() ([]gaterun.Run, error) { return s.List(ctx, gaterun.Query{After: after, Limit: 10}) }},
+		} {
+			got, err := c.list()
+			if err != nil || !sameIDs(got, runs[1]) {
+				t.Errorf("%s after %+v = %v, %v; want %v: a cursor within a millisecond resumes at its start", c.what, after, ids(got), err, ids(runs[1:]))
+			}
+		}
+	}},
 	{Name: "UnsettledRefusesBadLimit", Rule: "a limit under 1 is ErrInvalid", Check: func(t *testing.T, s gaterun.Store) {
 		if _, err := s.Unsettled(context.Background(), at(0), gaterun.Cursor{}, 0); !errors.Is(err, gaterun.ErrInvalid) {
 			t.Errorf("got %v, want ErrInvalid: limit must be at least 1", err)
