@@ -69,6 +69,13 @@ func NewMongoStore(ctx context.Context, db *mongo.Database) (*MongoStore, error)
 			Options: options.Index().SetName("unsettled_by_updated")},
 		{Keys: bson.D{{Key: "installation", Value: 1}, {Key: "settled", Value: 1}, {Key: "updated_at", Value: 1}, {Key: "_id", Value: 1}},
 			Options: options.Index().SetName("unsettled_by_installation")},
+		// List without a state (GET /api/runs filters by host alone, and
+		// /readyz lists one run of any) sorts every run, settled ones
+		// included, by updated_at: the index above starts with settled, so
+		// it cannot give that order, and each such page would sort the
+		// whole collection, which keeps every run ever reported.
+		{Keys: bson.D{{Key: "updated_at", Value: 1}, {Key: "_id", Value: 1}},
+			Options: options.Index().SetName("by_updated")},
 		{Keys: bson.D{{Key: "host", Value: 1}, {Key: "repo_key", Value: 1}, {Key: "pull", Value: 1}},
 			Options: options.Index().SetName("by_pull_key")},
 		{Keys: bson.D{{Key: "host", Value: 1}, {Key: "repo_key", Value: 1}, {Key: "head_sha", Value: 1}},

@@ -28,8 +28,8 @@ func TestMongoRunStoreConformance(t *testing.T) {
 }
 
 // TestMongoRunStoreCreatesIndexes pins that the store's queries have their
-// indexes: the unsettled listing, one installation's, the by-pull and the
-// by-head lookups.
+// indexes: the unsettled listing, one installation's, the listing of every
+// run in order (List without a state), the by-pull and the by-head lookups.
 func TestMongoRunStoreCreatesIndexes(t *testing.T) {
 	db := mongotest.DB(t)
 	if _, err := gaterun.NewMongoStore(context.Background(), db); err != nil {
@@ -43,7 +43,7 @@ func TestMongoRunStoreCreatesIndexes(t *testing.T) {
 	for _, s := range specs {
 		have[s.Name] = true
 	}
-	for _, name := range []string{"unsettled_by_updated", "unsettled_by_installation", "by_pull_key", "by_head_key"} {
+	for _, name := range []string{"unsettled_by_updated", "unsettled_by_installation", "by_updated", "by_pull_key", "by_head_key"} {
 		if !have[name] {
 			t.Errorf("index %q missing (have %v): every query of the store has an index", name, have)
 		}
