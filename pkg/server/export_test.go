@@ -100,6 +100,7 @@ var LabelValues = []LabelValue{
 	{"outcome", []string{"gate_offers_total"}, []string{string(outcomeGone), string(outcomeSettled), string(outcomeCurrent),
 		string(outcomePublished), string(outcomeFailed), string(outcomeUnreadable), string(outcomeSuperseded), string(outcomeReported)}},
 	{"outcome", []string{"webhook_deliveries_total"}, deliveryOutcomes},
+	{"call", []string{"run_store_calls_failed_total"}, runStoreCalls},
 	{"window", []string{"merge_gate_sweep_passes_behind_total"}, behindWindows},
 	{"found_by", []string{"merge_gate_runs_uncovered"}, uncoveredFinders},
 	{"resource", []string{"forge_rate_limit_remaining", "forge_rate_limit_limit", "forge_rate_limit_reset_timestamp_seconds"}, []string{"core", "graphql"}},

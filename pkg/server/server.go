@@ -400,6 +400,8 @@ func NewForComparison(cfg Config, cmp Comparison) (*Server, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	storeFailures := newRunStoreFailures()
+	cfg.Runs = countRuns(cfg.Runs, storeFailures)
 	s := &Server{
 		cfg:    cfg,
 		cmp:    cmp,
@@ -447,7 +449,7 @@ func NewForComparison(cfg Config, cmp Comparison) (*Server, error) {
 		Help: "The cap on HTTP connections open at once on the listener this replica serves (Limits.MaxConnections, --max-connections).",
 	})
 	maxConns.Set(float64(cfg.Limits.MaxConnections))
-	collectors := []prometheus.Collector{s.offers, s.conns, maxConns, s.deliveries, s.unrecorded, newDeliveryPruneFailures(cfg.Deliveries), backingOff, behind, behindPasses}
+	collectors := []prometheus.Collector{s.offers, s.conns, maxConns, s.deliveries, s.unrecorded, newDeliveryPruneFailures(cfg.Deliveries), backingOff, behind, behindPasses, storeFailures}
 	var rehomed, mintsRefused prometheus.Counter
 	var uncovered *prometheus.GaugeVec
 	if cfg.App != nil {
