@@ -358,9 +358,26 @@ func (r *reconciler) act(ctx context.Context, fc *forge.Client, run gaterun.Run,
 		}
 		r.logger.Debug("status published", "run", run.ID, "repo", run.Repo, "pull", run.Pull,
 			"context", run.Context, "verdict", run.Verdict)
-		return outcomePublished, nil
+		return r.afterPublish(ctx, run)
 	}
 	return outcomeCurrent, nil
+}
+
+// afterPublish reads run again once its verdict is written. GitHub keeps
+// the last status written, and a status write cannot be made conditional:
+// a verdict reported while this one was read and written may have been
+// published by its own offer before this write landed, which then undid
+// it. So when the run was reported again since it was read, the newer
+// report is offered here, and its status written after this one. A failed
+// read leaves it to the sweep: the write itself succeeded.
+func (r *reconciler) afterPublish(ctx context.Context, run gaterun.Run) (outcome, error) {
+	fresh, err := r.runs.Get(ctx, run.ID)
+	if err != nil || fresh.Settled || fresh.Reported.Equal(run.Reported) {
+		return outcomePublished, nil
+	}
+	r.logger.Debug("run reported again while its status was written; offering the newer verdict", "run", run.ID,
+		"repo", run.Repo, "pull", run.Pull, "written", run.Verdict, "reported", fresh.Verdict)
+	return r.offerStored(ctx, fresh)
 }
 
 // decider returns the run that decides the status of run's commit and
