@@ -120,3 +120,41 @@ func TestMongoRunStoreWritesAreMajorityJournaled(t *testing.T) {
 		}
 	}
 }
+
+// TestMongoRunStorePutAgainAfterALostAnswer pins what a caller of Put may
+// do when the answer is lost after the write landed (mongotest's Proxy
+// drops it): the call is an error, which means no answer, and the same Put
+// again (POST /api/runs answered 503, and the bot retries) finds the run
+// it wrote, reports it not created, and leaves one run with the verdict.
+func TestMongoRunStorePutAgainAfterALostAnswer(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 12, 4, 9, 0, 0, 0, time.UTC)
+	ms := mongotest.NewServer(t)
+	db := ms.DB(t)
+	s, err := gaterun.NewMongoStore(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := gaterun.Run{ID: gaterun.ID("github.com", "acme/app", 5, "def"), Host: "github.com", Repo: "acme/app", Pull: 5,
+		HeadSHA: "def", Context: gaterun.DefaultContext, Verdict: gaterun.VerdictFailure}
+	drop := ms.Proxy().DropAnswer(func(c mongotest.Command) bool { return c.Name == "update" && c.Collection == gaterun.Collection })
+	created, err := s.Put(ctx, run, now)
+	<-drop.Done()
+	if err == nil && !created {
+		t.Errorf("Put whose answer was lost = not created, nil: an answer is either the write's or an error")
+	}
+	created, err = s.Put(ctx, run, now.Add(time.Second))
+	if err != nil {
+		t.Fatalf("Put again = %v, %v, want an answer", created, err)
+	}
+	if created {
+		t.Errorf("Put again after a lost answer reports created, want not: the first write landed")
+	}
+	n, err := db.Collection(gaterun.Collection).CountDocuments(ctx, bson.D{})
+	if err != nil || n != 1 {
+		t.Errorf("gate_runs holds %d documents, %v; want 1: a retried Put is the same run", n, err)
+	}
+	if got, err := s.Get(ctx, run.ID); err != nil || got.Verdict != gaterun.VerdictFailure || !got.Created.Equal(now) {
+		t.Errorf("Get = %+v, %v; want failure, created at the first Put", got, err)
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -91,6 +92,40 @@ var cases = []conformance.Case[gaterun.Store]{
 		}
 		if got.Verdict != gaterun.VerdictFailure || got.Description != "changes requested" {
 			t.Errorf("got verdict %q %q, want failure %q: an update takes the new verdict", got.Verdict, got.Description, "changes requested")
+		}
+	}},
+	{Name: "RacingFirstPutsCreateOnce", Rule: "Puts of one new run racing from several replicas store one run, none fails, and exactly one reports it created", Check: func(t *testing.T, s gaterun.Store) {
+		r := newRun("acme/app", 14, "race")
+		const n = 6
+		created := make(chan bool, n)
+		errs := make(chan error, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Go(func() {
+				c, err := s.Put(context.Background(), r, at(time.Duration(i)*time.Millisecond))
+				created <- c
+				errs <- err
+			})
+		}
+		wg.Wait()
+		close(created)
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Errorf("a racing Put: %v, want nil: a first Put that loses the race is an update", err)
+			}
+		}
+		count := 0
+		for c := range created {
+			if c {
+				count++
+			}
+		}
+		if count != 1 {
+			t.Errorf("%d of %d racing Puts report created, want exactly 1", count, n)
+		}
+		if runs, err := s.ForPull(context.Background(), "github.com", "acme/app", 14); err != nil || len(runs) != 1 {
+			t.Errorf("ForPull = %v, %v; want the one run", ids(runs), err)
 		}
 	}},
 	{Name: "GetRoundTrips", Rule: "every field of a stored run reads back as stored, instants in UTC to the millisecond", Check: func(t *testing.T, s gaterun.Store) {
