@@ -3,8 +3,6 @@ package gaterun_test
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -12,7 +10,6 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/event"
 	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"iterion.dev/iterion/internal/testing/mongotest"
 	"iterion.dev/iterion/pkg/gaterun"
@@ -42,23 +39,12 @@ func (l *writeLog) take() []bson.Raw {
 	return out
 }
 
-// monitoredDB returns a fresh database on the server mongotest.DB uses,
+// monitoredDB returns a fresh database, on the server mongotest.DB uses,
 // through a client whose write commands log keeps.
 func monitoredDB(t *testing.T) (*mongo.Database, *writeLog) {
 	t.Helper()
 	log := &writeLog{}
-	c, err := mongo.Connect(options.Client().ApplyURI(mongotest.URI(t)).SetMonitor(&event.CommandMonitor{Started: log.started}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	db := c.Database("runs_" + strings.ToLower(rand.Text()[:12]))
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = db.Drop(ctx)
-		_ = c.Disconnect(ctx)
-	})
-	return db, log
+	return mongotest.MonitoredDB(t, &event.CommandMonitor{Started: log.started}), log
 }
 
 // TestMongoRunStoreWritesAreMajorityJournaled pins, by the driver's command

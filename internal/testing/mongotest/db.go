@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"go.mongodb.org/mongo-driver/v2/event"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
@@ -44,6 +45,29 @@ func DB(t testing.TB) *mongo.Database {
 		if err := db.Drop(ctx); err != nil {
 			t.Errorf("mongotest: drop database %s: %v", db.Name(), err)
 		}
+	})
+	return db
+}
+
+// MonitoredDB is DB through a client of its own with command monitor mon,
+// for a test that asserts on the commands a store sends (how many, their
+// write concern): a fresh database on the same server, dropped and its
+// client disconnected when the test ends.
+func MonitoredDB(t testing.TB, mon *event.CommandMonitor) *mongo.Database {
+	t.Helper()
+	uri := URI(t)
+	c, err := mongo.Connect(options.Client().ApplyURI(uri).SetMonitor(mon))
+	if err != nil {
+		t.Fatalf("mongotest: connect %s: %v", uri, err)
+	}
+	db := c.Database(dbName())
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
+		defer cancel()
+		if err := db.Drop(ctx); err != nil {
+			t.Errorf("mongotest: drop database %s: %v", db.Name(), err)
+		}
+		_ = c.Disconnect(ctx)
 	})
 	return db
 }

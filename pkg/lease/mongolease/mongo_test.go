@@ -18,7 +18,6 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/event"
 	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"iterion.dev/iterion/internal/testing/mongotest"
 	"iterion.dev/iterion/pkg/lease"
@@ -190,26 +189,7 @@ func (l *commandLog) since(n int) ([]string, int) {
 func monitoredDB(t testing.TB) (*mongo.Database, *commandLog) {
 	t.Helper()
 	log := &commandLog{}
-	return dbWithMonitor(t, &event.CommandMonitor{Started: log.started}), log
-}
-
-// dbWithMonitor returns a fresh database, on the server mongotest.DB uses,
-// through a client of its own with command monitor mon.
-func dbWithMonitor(t testing.TB, mon *event.CommandMonitor) *mongo.Database {
-	t.Helper()
-	uri := mongotest.URI(t)
-	c, err := mongo.Connect(options.Client().ApplyURI(uri).SetMonitor(mon))
-	if err != nil {
-		t.Fatalf("connect %s: %v", uri, err)
-	}
-	db := c.Database("lease_" + strings.ToLower(rand.Text()[:12]))
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = db.Drop(ctx)
-		_ = c.Disconnect(ctx)
-	})
-	return db
+	return mongotest.MonitoredDB(t, &event.CommandMonitor{Started: log.started}), log
 }
 
 // TestMongoRoundTrips pins the command counts, by the driver's command
@@ -397,7 +377,7 @@ func TestMongoHoldersClosesItsCursorWhenCancelled(t *testing.T) {
 			}
 		}
 	}}
-	db := dbWithMonitor(t, mon)
+	db := mongotest.MonitoredDB(t, mon)
 	// More leases than a find's first batch (101 documents), so the cursor
 	// outlives it.
 	var docs []any
