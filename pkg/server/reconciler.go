@@ -363,21 +363,31 @@ func (r *reconciler) act(ctx context.Context, fc *forge.Client, run gaterun.Run,
 	return outcomeCurrent, nil
 }
 
-// afterPublish reads run again once its verdict is written. GitHub keeps
-// the last status written, and a status write cannot be made conditional:
-// a verdict reported while this one was read and written may have been
-// published by its own offer before this write landed, which then undid
-// it. So when the run was reported again since it was read, the newer
-// report is offered here, and its status written after this one. A failed
-// read leaves it to the sweep: the write itself succeeded.
+// afterPublish reads the runs of run's commit again once its verdict is
+// written. GitHub keeps the last status written, and a status write cannot
+// be made conditional: a verdict reported while this one was read and
+// written (run's again, or another pull request's run of the same commit
+// and context, reported later) may have been published by its own offer
+// before this write landed, which then undid it. So the run that decides
+// now (decides) is offered here, its status written after this one, when
+// it is not the run just written as it was read. A failed read leaves it to
+// the sweep: the write itself succeeded.
 func (r *reconciler) afterPublish(ctx context.Context, run gaterun.Run) (outcome, error) {
-	fresh, err := r.runs.Get(ctx, run.ID)
-	if err != nil || fresh.Settled || fresh.Reported.Equal(run.Reported) {
+	same, err := r.runs.ForHead(ctx, run.Host, run.Repo, run.HeadSHA)
+	if err != nil {
 		return outcomePublished, nil
 	}
-	r.logger.Debug("run reported again while its status was written; offering the newer verdict", "run", run.ID,
-		"repo", run.Repo, "pull", run.Pull, "written", run.Verdict, "reported", fresh.Verdict)
-	return r.offerStored(ctx, fresh)
+	by := decides(same, run)
+	if by.ID == run.ID && by.Reported.Equal(run.Reported) {
+		return outcomePublished, nil
+	}
+	r.logger.Debug("the commit's status was reported again while it was written; offering the verdict that decides it now", "run", run.ID,
+		"repo", run.Repo, "pull", run.Pull, "written", run.Verdict, "decided_by", by.ID, "decider_pull", by.Pull, "verdict", by.Verdict)
+	if by.ID == run.ID {
+		return r.offerStored(ctx, by)
+	}
+	_, _ = r.offerStored(ctx, by) // the decider's offer; a failure is logged and left to the sweep
+	return outcomePublished, nil
 }
 
 // decider returns the run that decides the status of run's commit and

@@ -295,48 +295,63 @@ func (b *beforeStatusWrite) RoundTrip(req *http.Request) (*http.Response, error)
 
 // TestReconcilerPublishLeavesTheLastReportedVerdict pins that the status
 // an offer writes never outlives a verdict reported since the offer read
-// the run: GitHub keeps the last status written and takes no condition, so
-// when another replica reports a new verdict and publishes it while this
-// offer's older one is on its way, the offer reads the run again after its
-// write and publishes the newer verdict, last.
+// the runs of its commit: GitHub keeps the last status written and takes
+// no condition, so when another replica reports a newer verdict for the
+// commit and publishes it while this offer's older one is on its way, the
+// offer reads the commit's runs again after its write and publishes the
+// verdict that decides now, last.
 func TestReconcilerPublishLeavesTheLastReportedVerdict(t *testing.T) {
 	const sha = "5555555555555555555555555555555555555555"
-	ctx := context.Background()
-	sim, srv := startSim(t)
-	if err := sim.SeedPull("acme", "app", 9, sha, "open"); err != nil {
-		t.Fatal(err)
-	}
-	runs := gaterun.NewMemoryStore()
-	now := time.Date(2026, 12, 4, 9, 0, 0, 0, time.UTC)
-	read := gateRun(9, sha, gaterun.VerdictSuccess)
-	if _, err := runs.Put(ctx, read, now); err != nil {
-		t.Fatal(err)
-	}
-	plain := newForge(t, srv.URL, nil, "tok", nil, nil)
-	// Just before this offer's write of success goes out, another replica
-	// records failure and its offer publishes it.
-	hook := &beforeStatusWrite{do: func() {
-		if _, err := runs.Put(ctx, gateRun(9, sha, gaterun.VerdictFailure), now.Add(time.Minute)); err != nil {
-			t.Errorf("the other replica's Put: %v", err)
-		}
-		if out, err := server.NewReconciler(runs, plain, nil).Offer(ctx, read); err != nil || out != server.OutcomePublished {
-			t.Errorf("the other replica's offer = %q, %v, want published", out, err)
-		}
-	}}
-	if _, err := server.NewReconciler(runs, newForge(t, srv.URL, hook, "tok", nil, nil), nil).Offer(ctx, read); err != nil {
-		t.Fatalf("Offer: %v", err)
-	}
-	if st := gateState(t, plain, sha); st != "failure" {
-		t.Errorf("gate context = %q, want failure: the verdict reported last is the status left, whatever order the writes landed in", st)
+	for _, c := range []struct {
+		name string
+		// newer is the run the other replica reports: run 9's again, or
+		// a run of pull 10, which shares the head.
+		newer gaterun.Run
+	}{
+		{"the same run reported again", gateRun(9, sha, gaterun.VerdictFailure)},
+		{"another pull request's run of the commit reported", gateRun(10, sha, gaterun.VerdictFailure)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := context.Background()
+			sim, srv := startSim(t)
+			for _, pull := range []int{9, 10} {
+				if err := sim.SeedPull("acme", "app", pull, sha, "open"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			runs := gaterun.NewMemoryStore()
+			now := time.Date(2026, 12, 4, 9, 0, 0, 0, time.UTC)
+			read := gateRun(9, sha, gaterun.VerdictSuccess)
+			if _, err := runs.Put(ctx, read, now); err != nil {
+				t.Fatal(err)
+			}
+			plain := newForge(t, srv.URL, nil, "tok", nil, nil)
+			// Just before this offer's write of success goes out, another
+			// replica records failure and its offer publishes it.
+			hook := &beforeStatusWrite{do: func() {
+				if _, err := runs.Put(ctx, c.newer, now.Add(time.Minute)); err != nil {
+					t.Errorf("the other replica's Put: %v", err)
+				}
+				if out, err := server.NewReconciler(runs, plain, nil).Offer(ctx, c.newer); err != nil || out != server.OutcomePublished {
+					t.Errorf("the other replica's offer = %q, %v, want published", out, err)
+				}
+			}}
+			if _, err := server.NewReconciler(runs, newForge(t, srv.URL, hook, "tok", nil, nil), nil).Offer(ctx, read); err != nil {
+				t.Fatalf("Offer: %v", err)
+			}
+			if st := gateState(t, plain, sha); st != "failure" {
+				t.Errorf("gate context = %q, want failure: the verdict reported last is the status left, whatever order the writes landed in", st)
+			}
+		})
 	}
 }
 
 // TestReconcilerBatchRereadsBeforeWriting pins OfferBatch's store reads:
 // it decides from the runs as listed, so a run the forge already agrees
 // with costs no store read, and it re-reads a run only before writing for
-// it, and a status once more after writing it; a run settled since the
-// listing is gone and nothing is written, one whose verdict changed is
-// decided on the stored verdict, and an unchanged drifted one is published.
+// it; a run settled since the listing is gone and nothing is written, one
+// whose verdict changed is decided on the stored verdict, and an unchanged
+// drifted one is published.
 func TestReconcilerBatchRereadsBeforeWriting(t *testing.T) {
 	sim, srv := startSim(t)
 	fc := newForge(t, srv.URL, nil, "tok", nil, nil)
@@ -383,8 +398,8 @@ func TestReconcilerBatchRereadsBeforeWriting(t *testing.T) {
 	if !slices.Equal(outs, want) {
 		t.Errorf("outcomes %v, want %v: changed verdict decided on the store's (failure, which the forge shows), settled gone, drift published, agreement current", outs, want)
 	}
-	if gets, _ := runs.take(); gets != 4 {
-		t.Errorf("store reads = %d, want 4: only the runs a write was due for are re-read (3), and the one published once more after its write", gets)
+	if gets, _ := runs.take(); gets != 3 {
+		t.Errorf("store reads = %d, want 3: only the runs a write was due for are re-read", gets)
 	}
 	if posts := sim.Requests(forgesim.Filter{Route: statusRoute}); posts != 1 {
 		t.Errorf("statuses created = %d, want 1 (run 3): nothing is written from a stale copy", posts)
