@@ -155,12 +155,21 @@ func (t *installationAuth) send(req *http.Request, tok string) (*http.Response, 
 // token again.
 const tokenPutTimeout = 5 * time.Second
 
+// tokenStoreWait bounds a read of the TokenStore, and a drop, on a
+// request's path. A read by _id answers in milliseconds; one that has not
+// answered in two seconds is a store that stalls, and waiting for it until
+// the request's deadline would leave no time to mint: every request of the
+// installation would fail for as long as the stall lasts, where a replica
+// that cannot reach the store at all mints its own and serves.
+const tokenStoreWait = 2 * time.Second
+
 // token is the token to send a request with: this replica's copy while it
 // is servable, else the store's while it is and is not refused (a token
 // GitHub just refused, which a store that failed to drop it may still
 // hold), else a fresh one, minted and stored (within tokenPutTimeout,
-// even when ctx ends first). A store that cannot be read or written is logged and minted
-// around: the forge's requests never wait on it beyond ctx. The token a
+// even when ctx ends first). A store that cannot be read within
+// tokenStoreWait, or written, is logged and minted around: a store that
+// stalls costs a request tokenStoreWait, never its deadline. The token a
 // mint returns is used even with less than TokenMargin left, so a short
 // lifetime mints once per request, never in a loop.
 func (t *installationAuth) token(ctx context.Context, refused string) (string, error) {
@@ -170,7 +179,9 @@ func (t *installationAuth) token(ctx context.Context, refused string) (string, e
 	if servable(t.cur, now) {
 		return t.cur.Token, nil
 	}
-	stored, ok, err := t.store.Get(ctx, t.id)
+	gctx, cancel := context.WithTimeout(ctx, tokenStoreWait)
+	stored, ok, err := t.store.Get(gctx, t.id)
+	cancel()
 	switch {
 	case err != nil:
 		t.logger.Warn("forge: reading the installation's stored token failed; minting one", "installation", t.id, "err", err)
@@ -193,14 +204,17 @@ func (t *installationAuth) token(ctx context.Context, refused string) (string, e
 }
 
 // forget drops tok, which GitHub refused, from this replica's copy and
-// from the store (only if it is still tok there).
+// from the store (only if it is still tok there), waiting for the store
+// tokenStoreWait at most so the retry has time to mint.
 func (t *installationAuth) forget(ctx context.Context, tok string) {
 	t.mu.Lock()
 	if t.cur.Token == tok {
 		t.cur = InstallationToken{}
 	}
 	t.mu.Unlock()
-	if err := t.store.Drop(ctx, t.id, tok); err != nil {
+	dctx, cancel := context.WithTimeout(ctx, tokenStoreWait)
+	defer cancel()
+	if err := t.store.Drop(dctx, t.id, tok); err != nil {
 		t.logger.Warn("forge: dropping the installation's refused token from the store failed", "installation", t.id, "err", err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -399,4 +400,81 @@ func TestATakeoverFindsItsInstallationsTokensMinted(t *testing.T) {
 			})
 		})
 	}
+}
+
+// stallingStore is a MemoryTokenStore that, while stalled, answers no
+// call: each waits until its context ends, as a database that accepts
+// the connection and never answers.
+type stallingStore struct {
+	forge.MemoryTokenStore
+	stalled atomic.Bool
+}
+
+func (s *stallingStore) stall(ctx context.Context) error {
+	if !s.stalled.Load() {
+		return nil
+	}
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+func (s *stallingStore) Get(ctx context.Context, id int64) (forge.InstallationToken, bool, error) {
+	if err := s.stall(ctx); err != nil {
+		return forge.InstallationToken{}, false, err
+	}
+	return s.MemoryTokenStore.Get(ctx, id)
+}
+
+func (s *stallingStore) Put(ctx context.Context, tok forge.InstallationToken) error {
+	if err := s.stall(ctx); err != nil {
+		return err
+	}
+	return s.MemoryTokenStore.Put(ctx, tok)
+}
+
+func (s *stallingStore) Drop(ctx context.Context, id int64, token string) error {
+	if err := s.stall(ctx); err != nil {
+		return err
+	}
+	return s.MemoryTokenStore.Drop(ctx, id, token)
+}
+
+// TestAStoreThatStallsIsMintedAroundWithinTheRequestsDeadline pins that a
+// token store that stalls (it never answers) delays a request that needs
+// a token by a bounded wait, not by the request's whole deadline: the
+// replica mints its own token and the request is sent, as when the store
+// cannot be reached at all; and a token GitHub refuses is dropped and
+// minted afresh within the deadline too.
+func TestAStoreThatStallsIsMintedAroundWithinTheRequestsDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sim, tr := pipeSim(t, 1)
+		refuse := &refuseToken{next: tr, refused: map[string]bool{}}
+		store := new(stallingStore)
+		store.stalled.Store(true)
+		const deadline = 15 * time.Second // forge.RequestTimeout's most
+		a := pipeApp(t, tr, forge.AppConfig{Tokens: store, Next: refuse, Timeout: deadline})
+		mustSim(t, a.Relist(context.Background()))
+		mints := func() int64 { return sim.Requests(forgesim.Filter{Route: mintRoute}) }
+		start := time.Now()
+		if err := readIssues(a, 1); err != nil {
+			t.Fatalf("a read with the token store stalled: %v, want it sent with a token the replica minted", err)
+		}
+		if took := time.Since(start); took >= deadline {
+			t.Errorf("the read took %v, want less than its deadline %v: the store is waited for a bounded time", took, deadline)
+		}
+		if n := mints(); n != 1 {
+			t.Fatalf("mints: %d, want 1", n)
+		}
+		for tok := range tokensUsed(sim, issuesRoute) {
+			refuse.mu.Lock()
+			refuse.refused[tok] = true
+			refuse.mu.Unlock()
+		}
+		if err := readIssues(a, 1); err != nil {
+			t.Fatalf("a read whose token GitHub refuses, the store stalled: %v, want it sent again with a fresh token within its deadline", err)
+		}
+		if n := mints(); n != 2 {
+			t.Fatalf("mints: %d, want 2: the refused token is replaced once", n)
+		}
+	})
 }
