@@ -12,7 +12,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/bradleyfalzon/ghinstallation/v2"
 	"github.com/google/go-github/v88/github"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -172,7 +171,7 @@ func NewApp(cfg AppConfig) (*AppClient, error) {
 	// limits the JWT's requests as one principal, so a mint refused by a
 	// limit holds the next mint and the App's other requests back too.
 	jwt := newJWTGate()
-	jwtAuth, err := ghinstallation.NewAppsTransport(&appLane{next: parts.counted, jwt: jwt}, cfg.AppID, cfg.PrivateKey)
+	jwtAuth, err := appsTransport(&appLane{next: parts.counted, jwt: jwt}, cfg.AppID, cfg.PrivateKey)
 	if err != nil {
 		return nil, fmt.Errorf("%w: PrivateKey: %w", ErrInvalidConfig, err)
 	}
@@ -186,7 +185,7 @@ func NewApp(cfg AppConfig) (*AppClient, error) {
 	if err != nil {
 		return nil, err
 	}
-	atr, err := ghinstallation.NewAppsTransport(&authLane{next: parts.counted, jwt: jwt}, cfg.AppID, cfg.PrivateKey)
+	atr, err := appsTransport(&authLane{next: parts.counted, jwt: jwt}, cfg.AppID, cfg.PrivateKey)
 	if err != nil {
 		return nil, fmt.Errorf("%w: PrivateKey: %w", ErrInvalidConfig, err)
 	}

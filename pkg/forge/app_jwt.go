@@ -6,7 +6,56 @@ import (
 	"io"
 	"net/http"
 	"time"
+
+	"github.com/bradleyfalzon/ghinstallation/v2"
+	"github.com/golang-jwt/jwt/v4"
 )
+
+// jwtBackdate is how far before now an App JWT says it was issued (iat).
+// GitHub refuses a JWT issued in its future, and "To protect against clock
+// drift, we recommend that you set this 60 seconds in the past"
+// ("Generating a JSON Web Token (JWT) for a GitHub App":
+// https://docs.github.com/apps/creating-github-apps/authenticating-with-a-github-app/generating-a-json-web-token-jwt-for-a-github-app).
+// ghinstallation sets it 30 seconds back, so a replica whose clock ran
+// more than 30 seconds ahead of GitHub's had every mint and list refused.
+const jwtBackdate = time.Minute
+
+// jwtLifetime is how long after now an App JWT expires (exp). The page
+// above takes one "no more than 10 minutes into the future"; five
+// minutes keep a JWT inside that for a replica whose clock runs up to
+// five minutes ahead of GitHub's, and unexpired for one up to five
+// minutes behind (ghinstallation's expire 90 seconds from now: a replica
+// more than 90 seconds behind had every JWT refused).
+const jwtLifetime = 5 * time.Minute
+
+// driftSigner signs an App JWT with jwtBackdate and jwtLifetime around
+// the machine's clock instead of the times ghinstallation chose.
+type driftSigner struct{ ghinstallation.Signer }
+
+// Sign implements ghinstallation.Signer.
+func (s driftSigner) Sign(claims jwt.Claims) (string, error) {
+	rc, ok := claims.(*jwt.RegisteredClaims)
+	if !ok {
+		return s.Signer.Sign(claims)
+	}
+	c := *rc
+	now := time.Now()
+	c.IssuedAt = jwt.NewNumericDate(now.Add(-jwtBackdate))
+	c.ExpiresAt = jwt.NewNumericDate(now.Add(jwtLifetime))
+	return s.Signer.Sign(&c)
+}
+
+// appsTransport is ghinstallation's App transport over next, for App
+// appID with the PEM-encoded RSA privateKey, its JWTs signed by
+// driftSigner.
+func appsTransport(next http.RoundTripper, appID int64, privateKey []byte) (*ghinstallation.AppsTransport, error) {
+	key, err := jwt.ParseRSAPrivateKeyFromPEM(privateKey)
+	if err != nil {
+		return nil, fmt.Errorf("could not parse private key: %w", err)
+	}
+	signer := driftSigner{ghinstallation.NewRSASigner(jwt.SigningMethodRS256, key)}
+	return ghinstallation.NewAppsTransportWithOptions(next, appID, ghinstallation.WithSigner(signer))
+}
 
 // jwtGate lets one request made with a GitHub App's JWT (a token mint, a
 // listing of the installations, a repository's look-up) through at a

@@ -1,8 +1,10 @@
 package forge_test
 
 import (
+	"context"
 	"net/http"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"iterion.dev/iterion/internal/testing/forgetest"
@@ -53,6 +55,46 @@ func TestAppAuthRefreshesAreChargedToLaneAuth(t *testing.T) {
 			if installTokens != int64(tc.reads) {
 				t.Fatalf("reads made with installation tokens: got %d, want %d", installTokens, tc.reads)
 			}
+		})
+	}
+}
+
+// TestAppJWTAllowsForTheReplicasClockDrift pins the App JWT's times
+// against a simulator that checks them as GitHub does
+// (forgesim.WithJWTTimes): a replica whose clock runs a minute ahead of
+// GitHub's (iat backdated 60 seconds, as GitHub advises) or five minutes
+// behind (exp five minutes ahead) still lists the installations and mints
+// their tokens, in App mode and in single-installation mode.
+func TestAppJWTAllowsForTheReplicasClockDrift(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		drift time.Duration // the replica's clock minus GitHub's
+	}{
+		{"in step with", 0},
+		{"a minute ahead of", time.Minute},
+		{"five minutes behind", -5*time.Minute + time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				github := func() time.Time { return time.Now().Add(-tc.drift) }
+				sim, tr := pipeSim(t, 1, forgesim.WithJWTTimes(), forgesim.WithClock(github))
+				a := pipeApp(t, tr, forge.AppConfig{})
+				if err := a.Relist(context.Background()); err != nil {
+					t.Fatalf("listing the installations from a replica %s GitHub: %v, want the JWT taken", tc.name, err)
+				}
+				if err := readIssues(a, 1); err != nil {
+					t.Fatalf("a read by a replica %s GitHub: %v, want its token minted", tc.name, err)
+				}
+				c, err := forge.New(forge.Config{BaseURL: "http://sim/", Next: tr, ETagCacheBytes: -1,
+					App: &forge.AppAuth{AppID: 42, InstallationID: 1, PrivateKey: forgetest.AppKey(t)}})
+				mustSim(t, err)
+				if _, err := c.ListIssues(laneCtx(forge.LaneMergeGateSweeper), "org-1", "repo-1", time.Time{}); err != nil {
+					t.Fatalf("a single-installation read by a replica %s GitHub: %v, want its token minted", tc.name, err)
+				}
+				if n := sim.Requests(forgesim.Filter{Route: mintRoute, Status: http.StatusCreated}); n != 2 {
+					t.Errorf("tokens minted: %d, want 2 (one a mode)", n)
+				}
+			})
 		})
 	}
 }

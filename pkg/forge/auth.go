@@ -56,10 +56,11 @@ func isTokenRefresh(req *http.Request) bool {
 func withAuth(cfg *Config, counted http.RoundTripper, apiRoot string) (http.RoundTripper, error) {
 	switch {
 	case cfg.App != nil:
-		itr, err := ghinstallation.New(&authLane{next: counted}, cfg.App.AppID, cfg.App.InstallationID, cfg.App.PrivateKey)
+		atr, err := appsTransport(&authLane{next: counted}, cfg.App.AppID, cfg.App.PrivateKey)
 		if err != nil {
 			return nil, fmt.Errorf("%w: App.PrivateKey: %w", ErrInvalidConfig, err)
 		}
+		itr := ghinstallation.NewFromAppsTransport(atr, cfg.App.InstallationID)
 		itr.BaseURL = strings.TrimSuffix(apiRoot, "/")
 		return itr, nil
 	case cfg.Token != "":

@@ -3,8 +3,10 @@ package forgesim_test
 import (
 	"crypto/hmac"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"iterion.dev/iterion/pkg/forge/forgesim"
 )
@@ -344,6 +347,40 @@ func TestGetInstallationAnswersOnlyTheAppsInstallations(t *testing.T) {
 		_ = json.Unmarshal(body, &got)
 		if resp.StatusCode != tc.want || got.ID != tc.id || got.SuspendedAt != nil {
 			t.Errorf("GET %s: %d id %d suspended_at %v, want %d id %d, not suspended: %s", tc.path, resp.StatusCode, got.ID, got.SuspendedAt, tc.want, tc.id, tc.rule)
+		}
+	}
+}
+
+// TestJWTTimesAreCheckedOnTheSimulatorsClock pins WithJWTTimes: an App
+// JWT is refused 401, with GitHub's message naming the claim, when its iat
+// is after the simulator's clock, its exp is not after it or is more than
+// 10 minutes after it; one within those bounds is served.
+func TestJWTTimesAreCheckedOnTheSimulatorsClock(t *testing.T) {
+	sim, srv := start(t, forgesim.WithJWTTimes())
+	mustOK(t, sim.SeedInstallations(1, 1))
+	enc := base64.RawURLEncoding.EncodeToString
+	at := func(iat, exp time.Duration) string {
+		claims := fmt.Sprintf(`{"iss":"42","iat":%d,"exp":%d}`, t0.Add(iat).Unix(), t0.Add(exp).Unix())
+		return enc([]byte(`{"alg":"RS256"}`)) + "." + enc([]byte(claims)) + ".sig"
+	}
+	for _, tc := range []struct {
+		name  string
+		jwt   string
+		claim string // "" : served
+	}{
+		{"backdated a minute, expiring in five", at(-time.Minute, 5*time.Minute), ""},
+		{"issued now, expiring in ten minutes", at(0, 10*time.Minute), ""},
+		{"issued a second ahead of the clock", at(time.Second, 5*time.Minute), "'iat'"},
+		{"expired", at(-3*time.Minute, 0), "'exp'"},
+		{"expiring over ten minutes ahead", at(-time.Minute, 10*time.Minute+time.Second), "'exp'"},
+		{"without times", jwt("42"), "'iat'"},
+	} {
+		resp, body := do(t, srv, "GET", "/app/installations", "", "", "Authorization", "Bearer "+tc.jwt)
+		switch {
+		case tc.claim == "" && resp.StatusCode != http.StatusOK:
+			t.Errorf("%s: got %d %s, want 200: GitHub takes its times", tc.name, resp.StatusCode, body)
+		case tc.claim != "" && (resp.StatusCode != http.StatusUnauthorized || !strings.Contains(string(body), tc.claim)):
+			t.Errorf("%s: got %d %s, want 401 naming the claim %s", tc.name, resp.StatusCode, body, tc.claim)
 		}
 	}
 }

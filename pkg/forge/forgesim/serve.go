@@ -108,6 +108,8 @@ func (s *Sim) api(h func(*http.Request, string) reply) http.Handler {
 			})
 		case s.unusable(tok, now):
 			rep = errorReply(http.StatusUnauthorized, "Bad credentials")
+		case s.jwtTimes && strings.HasPrefix(tok, "app:") && jwtTimeRefusal(r, now) != "":
+			rep = errorReply(http.StatusUnauthorized, jwtTimeRefusal(r, now))
 		case s.suspendedToken(tok):
 			rep = suspendedReply()
 		case !admitted:
@@ -317,24 +319,61 @@ func tokenOf(r *http.Request) string {
 	return cred
 }
 
-// jwtIssuer reads the iss claim of a JWT without checking its signature:
-// the simulator trusts every App.
-func jwtIssuer(tok string) (string, bool) {
+// jwtClaims is what the simulator reads of a JWT's claims.
+type jwtClaims struct {
+	Iss json.RawMessage `json:"iss"`
+	Iat *int64          `json:"iat"`
+	Exp *int64          `json:"exp"`
+}
+
+// claimsOf reads the claims of a JWT without checking its signature: the
+// simulator trusts every App.
+func claimsOf(tok string) (jwtClaims, bool) {
+	var claims jwtClaims
 	parts := strings.Split(tok, ".")
 	if len(parts) != 3 {
-		return "", false
+		return claims, false
 	}
 	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
 	if err != nil {
-		return "", false
+		return claims, false
 	}
-	var claims struct {
-		Iss json.RawMessage `json:"iss"`
-	}
-	if json.Unmarshal(payload, &claims) != nil || len(claims.Iss) == 0 {
+	return claims, json.Unmarshal(payload, &claims) == nil
+}
+
+// jwtIssuer reads the iss claim of a JWT (claimsOf).
+func jwtIssuer(tok string) (string, bool) {
+	claims, ok := claimsOf(tok)
+	if !ok || len(claims.Iss) == 0 {
 		return "", false
 	}
 	return string(bytes.Trim(claims.Iss, `"`)), true
+}
+
+// jwtMaxAhead is how far past GitHub's clock an App JWT's exp may be:
+// "The time must be no more than 10 minutes into the future"
+// ("Generating a JSON Web Token (JWT) for a GitHub App":
+// https://docs.github.com/apps/creating-github-apps/authenticating-with-a-github-app/generating-a-json-web-token-jwt-for-a-github-app).
+const jwtMaxAhead = 10 * time.Minute
+
+// jwtTimeRefusal is GitHub's message refusing r's App JWT for its times
+// at now, the simulator's clock, or "" when they pass: an iat after now
+// (the page above advises setting it 60 seconds in the past "to protect
+// against clock drift"), an exp not after now, or one more than
+// jwtMaxAhead after it. The messages are GitHub's as clients recorded
+// them (https://github.com/probot/probot/issues/967 for the iat's).
+func jwtTimeRefusal(r *http.Request, now time.Time) string {
+	_, cred, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+	claims, _ := claimsOf(strings.TrimSpace(cred))
+	switch {
+	case claims.Iat == nil || time.Unix(*claims.Iat, 0).After(now):
+		return "'Issued at' claim ('iat') must be an Integer representing the time that the assertion was issued"
+	case claims.Exp == nil || !time.Unix(*claims.Exp, 0).After(now):
+		return "'Expiration time' claim ('exp') must be a numeric value representing the future time at which the assertion expires"
+	case time.Unix(*claims.Exp, 0).After(now.Add(jwtMaxAhead)):
+		return "'Expiration time' claim ('exp') is too far in the future"
+	}
+	return ""
 }
 
 // tokenLabel names a token's principal in a primary-limit refusal. (A

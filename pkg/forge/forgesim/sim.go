@@ -118,6 +118,16 @@ func WithClock(now func() time.Time) Option {
 	return func(s *Sim) { s.now = now }
 }
 
+// WithJWTTimes has the simulator refuse an App JWT whose times GitHub
+// refuses, on the simulator's clock (jwtTimeRefusal): an iat in the
+// future, an exp in the past or more than 10 minutes ahead, each 401 with
+// GitHub's message. Off by default: the tests that move the simulator's
+// clock (WithClock, Advance) away from the client's would otherwise see
+// every JWT refused.
+func WithJWTTimes() Option {
+	return func(s *Sim) { s.jwtTimes = true }
+}
+
 // WithBudget sets the requests each principal may make per hour, per resource
 // (core REST and graphql are separate budgets, as on GitHub); n < 0 counts
 // as 0, a budget every request exceeds. Requests without a token keep
@@ -146,6 +156,7 @@ type Sim struct {
 	mux      *http.ServeMux
 	now      func() time.Time
 	tokenTTL time.Duration
+	jwtTimes bool // WithJWTTimes
 
 	minute         time.Duration      // WithMinute
 	limitsOn       SecondaryLimits    // WithSecondaryLimits
