@@ -39,12 +39,13 @@ type installationAuth struct {
 	cur InstallationToken // this replica's copy; zero: none
 }
 
-// servable tells whether tok may be served at now: it has TokenMargin left.
-// now is the machine's clock (time.Now), as ghinstallation judges expiry:
-// expires_at is GitHub's time, not the AppClient's (AppConfig.Now may
-// stand still for the hourly line).
+// servable tells whether tok may be served at now: it has TokenMargin left,
+// and its expiry is no further ahead than tokenMaxAhead. now is the
+// machine's clock (time.Now), as ghinstallation judges expiry: expires_at
+// is GitHub's time, not the AppClient's (AppConfig.Now may stand still for
+// the hourly line).
 func servable(tok InstallationToken, now time.Time) bool {
-	return tok.Token != "" && !now.Add(TokenMargin).After(tok.ExpiresAt)
+	return tok.Token != "" && !now.Add(TokenMargin).After(tok.ExpiresAt) && !tok.ExpiresAt.After(now.Add(tokenMaxAhead))
 }
 
 // RoundTrip implements http.RoundTripper.
@@ -185,7 +186,14 @@ func (t *installationAuth) token(ctx context.Context, refused string) (string, e
 	switch {
 	case err != nil:
 		t.logger.Warn("forge: reading the installation's stored token failed; minting one", "installation", t.id, "err", err)
-	case ok && servable(stored, now) && stored.Token != refused:
+	case !ok:
+	case stored.Installation != t.id:
+		// Sent for this installation, another's token would read as
+		// 404s, which drop no token.
+		t.logger.Warn("forge: the token store answered another installation's token; minting one", "installation", t.id, "stored_installation", stored.Installation)
+	case stored.ExpiresAt.After(now.Add(tokenMaxAhead)):
+		t.logger.Warn("forge: the installation's stored token expires further ahead than GitHub's tokens live; minting one", "installation", t.id, "expires_at", stored.ExpiresAt.Format(time.RFC3339))
+	case servable(stored, now) && stored.Token != refused:
 		t.cur = stored
 		return stored.Token, nil
 	}
@@ -233,8 +241,14 @@ func (a *AppClient) mint(ctx context.Context, id int64) (InstallationToken, erro
 	if err != nil {
 		return InstallationToken{}, a.app.wrap(ctx, fmt.Sprintf("mint installation %d's token", id), err)
 	}
-	tok := InstallationToken{Installation: id, Token: it.GetToken(), ExpiresAt: it.GetExpiresAt().Time,
-		MintedBy: a.cfg.Owner, MintedAt: time.Now()}
+	now := time.Now()
+	// An expiry further ahead than tokenMaxAhead is held to it, so the
+	// token is servable (a later one would have every request mint).
+	exp := it.GetExpiresAt().Time
+	if !exp.IsZero() && exp.After(now.Add(tokenMaxAhead)) {
+		exp = now.Add(tokenMaxAhead)
+	}
+	tok := InstallationToken{Installation: id, Token: it.GetToken(), ExpiresAt: exp, MintedBy: a.cfg.Owner, MintedAt: now}
 	if err := tok.Check(); err != nil {
 		return InstallationToken{}, fmt.Errorf("forge: GitHub's answer to a token mint: %w", err)
 	}

@@ -478,3 +478,87 @@ func TestAStoreThatStallsIsMintedAroundWithinTheRequestsDeadline(t *testing.T) {
 		}
 	})
 }
+
+// crossedStore is a token store that answers installation id's Get with
+// installation id+1's token: a store that mixed its documents up.
+type crossedStore struct{ *forge.MemoryTokenStore }
+
+func (s crossedStore) Get(ctx context.Context, id int64) (forge.InstallationToken, bool, error) {
+	return s.MemoryTokenStore.Get(ctx, id+1)
+}
+
+// TestAStoredTokenThatIsNotGitHubsIsMintedAround pins that a token the
+// store answers is served only when it can be GitHub's token of the
+// installation asked: one whose expiry is further ahead than GitHub's
+// tokens live (an hour, and the drift an App JWT allows) would be sent
+// past its real expiry, and another installation's would be sent for this
+// one (GitHub answers such reads 404, which drops no token). Each is
+// logged, and the replica mints its own.
+func TestAStoredTokenThatIsNotGitHubsIsMintedAround(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		store func(forge.TokenStore) forge.TokenStore // the second replica's view of the shared store
+		spoil func(*testing.T, forge.TokenStore)      // what becomes of installation 1's stored token
+		log   string
+	}{
+		{"an expiry a day ahead", func(s forge.TokenStore) forge.TokenStore { return s }, func(t *testing.T, s forge.TokenStore) {
+			tok, _, _ := s.Get(context.Background(), 1)
+			tok.ExpiresAt = time.Now().Add(24 * time.Hour)
+			mustSim(t, s.Put(context.Background(), tok))
+		}, "expires further ahead than GitHub's tokens live"},
+		{"another installation's", func(s forge.TokenStore) forge.TokenStore {
+			return crossedStore{s.(*forge.MemoryTokenStore)}
+		}, func(*testing.T, forge.TokenStore) {}, "another installation's token"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				sim, tr := pipeSim(t, 2)
+				shared := new(forge.MemoryTokenStore)
+				one := pipeApp(t, tr, forge.AppConfig{Tokens: shared, Owner: "web-1"})
+				mustSim(t, one.Relist(context.Background()))
+				mustSim(t, readIssues(one, 1))
+				mustSim(t, readIssues(one, 2))
+				tc.spoil(t, shared)
+				logger, logs := forgetest.TextLogger()
+				two := pipeApp(t, tr, forge.AppConfig{Tokens: tc.store(shared), Owner: "web-2", Logger: logger})
+				mustSim(t, two.Relist(context.Background()))
+				if err := readIssues(two, 1); err != nil {
+					t.Fatalf("a read of installation 1 with %s token stored: %v, want it sent with a token the replica minted", tc.name, err)
+				}
+				if n := sim.Requests(forgesim.Filter{Route: mintRoute}); n != 3 {
+					t.Errorf("mints: %d, want 3: the stored token is not served, the second replica mints its own", n)
+				}
+				if !strings.Contains(logs.String(), tc.log) || !strings.Contains(logs.String(), "installation=1") {
+					t.Errorf("logs:\n%s\nwant installation 1's stored token reported (%q)", logs, tc.log)
+				}
+				if strings.Contains(logs.String(), "ghs_") {
+					t.Errorf("logs carry a token:\n%s", logs)
+				}
+			})
+		})
+	}
+}
+
+// TestAMintedTokenIsServedForAtMostAnHour pins that a token whose mint
+// answer says it lives longer than GitHub's tokens do is served for
+// tokenMaxAhead less TokenMargin, then minted afresh, and meanwhile served
+// to every request without a mint each.
+func TestAMintedTokenIsServedForAtMostAnHour(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sim, tr := pipeSim(t, 1, forgesim.WithTokenTTL(3*time.Hour))
+		a := pipeApp(t, tr, forge.AppConfig{})
+		mustSim(t, a.Relist(context.Background()))
+		mints := func() int64 { return sim.Requests(forgesim.Filter{Route: mintRoute}) }
+		for range 3 {
+			mustSim(t, readIssues(a, 1))
+		}
+		if n := mints(); n != 1 {
+			t.Fatalf("mints after three reads: %d, want 1: a long-lived token is served, not minted each request", n)
+		}
+		time.Sleep(time.Hour + 5*time.Minute - forge.TokenMargin + time.Second)
+		mustSim(t, readIssues(a, 1))
+		if n := mints(); n != 2 {
+			t.Fatalf("mints an hour on: %d, want 2: a token is served for an hour and GitHub's drift at most", n)
+		}
+	})
+}

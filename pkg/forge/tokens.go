@@ -22,6 +22,17 @@ import (
 // so a token is served for its first 59 minutes.
 const TokenMargin = time.Minute
 
+// tokenLifetime is how long GitHub's installation tokens live ("Generating
+// an installation access token for a GitHub App", above).
+const tokenLifetime = time.Hour
+
+// tokenMaxAhead is the furthest ahead of a replica's clock a token's
+// expiry may be: GitHub's lifetime, plus the drift behind GitHub's clock
+// an App JWT allows (jwtLifetime; a replica further behind cannot mint).
+// A stored expiry further ahead is not GitHub's (a hand-edited or corrupt
+// document): trusted, it would have the token sent past its real expiry.
+const tokenMaxAhead = tokenLifetime + jwtLifetime
+
 // ErrMalformedToken reports a stored installation token that lacks its
 // token or its expiry, or has a field of the wrong type, and a token Put
 // refuses for the same reasons. Its messages name the installation and
@@ -73,7 +84,8 @@ type TokenStore interface {
 	// Get returns installation id's stored token; ok is false when none is
 	// stored. A stored token of the wrong shape is not returned: the error
 	// wraps ErrMalformedToken and names the installation and the field.
-	// Get does not look at the expiry; the caller does.
+	// Get does not look at the expiry; the caller does. The token
+	// returned is installation id's (tok.Installation == id).
 	Get(ctx context.Context, id int64) (tok InstallationToken, ok bool, err error)
 	// Put stores tok as its installation's token, replacing any stored one
 	// (the last Put wins: two replicas minting at once both hold valid

@@ -28,8 +28,8 @@ const Collection = "installation_tokens"
 
 // Store is the MongoDB forge.TokenStore: collection installation_tokens,
 // one document per installation, _id the installation ID in decimal (a
-// string), with token, expires_at, minted_by and minted_at. Safe for
-// concurrent use.
+// string), with installation (the ID again, a 64-bit integer), token,
+// expires_at, minted_by and minted_at. Safe for concurrent use.
 type Store struct {
 	coll *mongo.Collection
 }
@@ -67,6 +67,18 @@ func decode(id int64, raw bson.Raw) (forge.InstallationToken, error) {
 	malformed := func(field string, v bson.RawValue, want string) error {
 		return fmt.Errorf("%w: installation %d: %s is %v, want %s", forge.ErrMalformedToken, id, field, v.Type, want)
 	}
+	// installation names the token's own installation, so a document
+	// copied under another _id is not served for that one. A document
+	// without it, as earlier builds wrote, is read as its _id's.
+	if v, err := raw.LookupErr("installation"); err == nil {
+		n, ok := v.AsInt64OK()
+		if !ok {
+			return forge.InstallationToken{}, malformed("installation", v, "an integer")
+		}
+		if n != id {
+			return forge.InstallationToken{}, fmt.Errorf("%w: installation %d: installation is %d, another installation's token", forge.ErrMalformedToken, id, n)
+		}
+	}
 	for _, f := range []struct {
 		name string
 		str  *string
@@ -101,7 +113,8 @@ func (s *Store) Put(ctx context.Context, tok forge.InstallationToken) error {
 		return err
 	}
 	doc := bson.D{
-		{Key: "_id", Value: mongostore.DecimalID(tok.Installation)}, {Key: "token", Value: tok.Token},
+		{Key: "_id", Value: mongostore.DecimalID(tok.Installation)}, {Key: "installation", Value: tok.Installation},
+		{Key: "token", Value: tok.Token},
 		{Key: "expires_at", Value: mongostore.Stamp(tok.ExpiresAt)},
 		{Key: "minted_by", Value: tok.MintedBy}, {Key: "minted_at", Value: mongostore.Stamp(tok.MintedAt)},
 	}

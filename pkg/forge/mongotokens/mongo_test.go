@@ -37,6 +37,8 @@ func TestMalformedDocumentIsANamedErrorWithoutTheToken(t *testing.T) {
 		{"expiry a string", bson.D{{Key: "_id", Value: "7"}, {Key: "token", Value: "ghs_secret"}, {Key: "expires_at", Value: "ghs_secret"}, {Key: "minted_by", Value: "w"}, {Key: "minted_at", Value: exp}}, "expires_at"},
 		{"no expiry", bson.D{{Key: "_id", Value: "7"}, {Key: "token", Value: "ghs_secret"}, {Key: "minted_by", Value: "w"}, {Key: "minted_at", Value: exp}}, "expires_at"},
 		{"empty token", bson.D{{Key: "_id", Value: "7"}, {Key: "token", Value: ""}, {Key: "expires_at", Value: exp}, {Key: "minted_by", Value: "w"}, {Key: "minted_at", Value: exp}}, "token"},
+		{"another installation's token", bson.D{{Key: "_id", Value: "7"}, {Key: "installation", Value: int64(8)}, {Key: "token", Value: "ghs_secret"}, {Key: "expires_at", Value: exp}, {Key: "minted_by", Value: "w"}, {Key: "minted_at", Value: exp}}, "installation is 8"},
+		{"installation not a number", bson.D{{Key: "_id", Value: "7"}, {Key: "installation", Value: "ghs_secret"}, {Key: "token", Value: "ghs_secret"}, {Key: "expires_at", Value: exp}, {Key: "minted_by", Value: "w"}, {Key: "minted_at", Value: exp}}, "installation"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			coll := db.Collection(mongotokens.Collection)
@@ -88,5 +90,28 @@ func TestNumericIDIsNotRead(t *testing.T) {
 	}
 	if n, err := db.Collection(mongotokens.Collection).CountDocuments(ctx, bson.D{{Key: "_id", Value: "7"}}); err != nil || n != 1 {
 		t.Errorf("documents with _id \"7\" after a Put = %d, %v; want 1", n, err)
+	}
+}
+
+// TestADocumentWithoutItsInstallationIsReadAsItsIDs pins that a document
+// written before documents named their installation is still read, as
+// the token of its _id's installation, and that a Put names it.
+func TestADocumentWithoutItsInstallationIsReadAsItsIDs(t *testing.T) {
+	ctx := context.Background()
+	db := mongotest.DB(t)
+	s := mongotokens.NewStore(db)
+	exp := time.Now().Add(time.Hour).UTC().Truncate(time.Millisecond)
+	old := bson.D{{Key: "_id", Value: "7"}, {Key: "token", Value: "ghs_old"}, {Key: "expires_at", Value: exp}, {Key: "minted_by", Value: "w"}, {Key: "minted_at", Value: exp}}
+	if _, err := db.Collection(mongotokens.Collection).InsertOne(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok, err := s.Get(ctx, 7); err != nil || !ok || got.Installation != 7 || got.Token != "ghs_old" {
+		t.Fatalf("Get(7) of a document without installation = installation %d (ok %v, %v), want installation 7's token", got.Installation, ok, err)
+	}
+	if err := s.Put(ctx, forge.InstallationToken{Installation: 7, Token: "ghs_new", ExpiresAt: exp}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := db.Collection(mongotokens.Collection).CountDocuments(ctx, bson.D{{Key: "_id", Value: "7"}, {Key: "installation", Value: int64(7)}}); err != nil || n != 1 {
+		t.Errorf("documents of _id \"7\" naming installation 7 after a Put = %d, %v; want 1", n, err)
 	}
 }

@@ -74,6 +74,16 @@ var cases = []conformance.Case[forge.TokenStore]{
 			t.Errorf("Get(7) = %v (minted at %v), want %v (minted at %v), times truncated to the millisecond in UTC", got, got.MintedAt, want, ms(want.MintedAt))
 		}
 	}},
+	{Name: "GetAnswersTheInstallationAsked", Rule: "the token Get returns is the installation's asked for, never another's", Check: func(t *testing.T, s forge.TokenStore) {
+		put(t, s, token(7, "ghs_a", "web-1"))
+		put(t, s, token(8, "ghs_b", "web-1"))
+		for id, want := range map[int64]string{7: "ghs_a", 8: "ghs_b"} {
+			got, ok, err := s.Get(context.Background(), id)
+			if err != nil || !ok || got.Installation != id || got.Token != want {
+				t.Errorf("Get(%d) = installation %d's token (ok %v, %v), want installation %d's own", id, got.Installation, ok, err, id)
+			}
+		}
+	}},
 	{Name: "LastPutWins", Rule: "Put replaces the installation's stored token, whoever minted it", Check: func(t *testing.T, s forge.TokenStore) {
 		put(t, s, token(7, "ghs_a", "web-1"))
 		put(t, s, token(7, "ghs_b", "web-2"))
