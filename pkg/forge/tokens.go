@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 )
@@ -53,10 +54,18 @@ type InstallationToken struct {
 }
 
 // String names the installation and the expiry, never the token, so a
-// token printed by mistake (%v, a log attribute) does not leak.
+// token printed by mistake (%v, %s, %+v) does not leak.
 func (t InstallationToken) String() string {
 	return fmt.Sprintf("installation %d token expiring %s, minted by %q", t.Installation, t.ExpiresAt.UTC().Format(time.RFC3339), t.MintedBy)
 }
+
+// GoString is String, for %#v.
+func (t InstallationToken) GoString() string { return t.String() }
+
+// LogValue is String, so a token passed to a logger as an attribute does
+// not leak either: slog's JSON handler would otherwise write every field,
+// the token among them (serve logs JSON).
+func (t InstallationToken) LogValue() slog.Value { return slog.StringValue(t.String()) }
 
 // Check reports what makes t unstorable, wrapping ErrMalformedToken: a
 // TokenStore's Put refuses such a token.
