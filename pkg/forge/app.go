@@ -660,7 +660,7 @@ func (a *AppClient) Installation(id int64) (*Client, error) {
 // source, whether or not the known set has id: its token comes from the
 // TokenStore or is minted and stored, its requests are counted as id's.
 func (a *AppClient) newInstallationClient(id int64) (*Client, *installationAuth, error) {
-	auth := &installationAuth{id: id, store: a.tokens, mint: a.mint, next: a.parts.counted,
+	auth := &installationAuth{id: id, store: a.tokens, mint: a.mint, next: a.parts.counted, turn: make(chan struct{}, 1),
 		logger: cmp.Or(a.cfg.Logger, slog.New(slog.DiscardHandler))}
 	tagged := &installationTag{next: auth, id: id}
 	c, err := assemble(tagged, a.parts.counting, a.base, a.now, a.cfg.Reserves, nil, a.cfg.Timeout)

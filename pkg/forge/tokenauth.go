@@ -27,7 +27,8 @@ import (
 // ErrSuspended instead of the answer, so no rate gate learns from it and
 // no caller reads it as a missing permission; the next request mints.
 // Safe for concurrent use; concurrent requests of one installation mint
-// at most once between them.
+// at most once between them, and one waiting for another's mint gives up
+// when its context ends.
 type installationAuth struct {
 	id     int64
 	store  TokenStore
@@ -35,8 +36,13 @@ type installationAuth struct {
 	next   http.RoundTripper
 	logger *slog.Logger
 
-	mu  sync.Mutex
-	cur InstallationToken // this replica's copy; zero: none
+	// turn is held by the one request at a time that looks past cur
+	// (the store, a mint): a channel, not a mutex, so a request waiting
+	// for its turn gives up at its deadline instead of at the end of
+	// another's mint and store write.
+	turn chan struct{}
+	mu   sync.Mutex
+	cur  InstallationToken // this replica's copy; zero: none
 }
 
 // servable tells whether tok may be served at now: it has TokenMargin left,
@@ -174,12 +180,19 @@ const tokenStoreWait = 2 * time.Second
 // mint returns is used even with less than TokenMargin left, so a short
 // lifetime mints once per request, never in a loop.
 func (t *installationAuth) token(ctx context.Context, refused string) (string, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	now := time.Now()
-	if servable(t.cur, now) {
-		return t.cur.Token, nil
+	if tok, ok := t.current(refused); ok {
+		return tok, nil
 	}
+	select {
+	case t.turn <- struct{}{}:
+	case <-ctx.Done():
+		return "", fmt.Errorf("forge: waiting for installation %d's token: %w", t.id, context.Cause(ctx))
+	}
+	defer func() { <-t.turn }()
+	if tok, ok := t.current(refused); ok {
+		return tok, nil // minted or read by the request that had the turn
+	}
+	now := time.Now()
 	gctx, cancel := context.WithTimeout(ctx, tokenStoreWait)
 	stored, ok, err := t.store.Get(gctx, t.id)
 	cancel()
@@ -194,7 +207,7 @@ func (t *installationAuth) token(ctx context.Context, refused string) (string, e
 	case stored.ExpiresAt.After(now.Add(tokenMaxAhead)):
 		t.logger.Warn("forge: the installation's stored token expires further ahead than GitHub's tokens live; minting one", "installation", t.id, "expires_at", stored.ExpiresAt.Format(time.RFC3339))
 	case servable(stored, now) && stored.Token != refused:
-		t.cur = stored
+		t.keep(stored)
 		return stored.Token, nil
 	}
 	fresh, err := t.mint(ctx, t.id)
@@ -207,8 +220,26 @@ func (t *installationAuth) token(ctx context.Context, refused string) (string, e
 	if err != nil {
 		t.logger.Warn("forge: storing the installation's fresh token failed; other replicas mint their own", "installation", t.id, "err", err)
 	}
-	t.cur = fresh
+	t.keep(fresh)
 	return fresh.Token, nil
+}
+
+// current is this replica's copy of the token while it is servable and
+// not refused.
+func (t *installationAuth) current(refused string) (string, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if servable(t.cur, time.Now()) && t.cur.Token != refused {
+		return t.cur.Token, true
+	}
+	return "", false
+}
+
+// keep makes tok this replica's copy.
+func (t *installationAuth) keep(tok InstallationToken) {
+	t.mu.Lock()
+	t.cur = tok
+	t.mu.Unlock()
 }
 
 // forget drops tok, which GitHub refused, from this replica's copy and

@@ -562,3 +562,40 @@ func TestAMintedTokenIsServedForAtMostAnHour(t *testing.T) {
 		}
 	})
 }
+
+// TestARequestWaitingForAnothersMintGivesUpAtItsDeadline pins that a
+// request of an installation whose token another request is fetching (a
+// store that stalls, a mint, the fresh token's write) waits for it only
+// until its own deadline, and that the other request's token then serves.
+// (A wait that ignores the deadline, on a sync.Mutex, is not durably
+// blocked in synctest's terms: virtual time then stands still and the
+// test hangs until go test's -timeout.)
+func TestARequestWaitingForAnothersMintGivesUpAtItsDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sim, tr := pipeSim(t, 1)
+		store := new(stallingStore)
+		store.stalled.Store(true)
+		a := pipeApp(t, tr, forge.AppConfig{Tokens: store, Timeout: 15 * time.Second})
+		mustSim(t, a.Relist(context.Background()))
+		c, err := a.Installation(1)
+		mustSim(t, err)
+		first := make(chan error, 1)
+		go func() { first <- readIssues(a, 1) }()
+		synctest.Wait() // the first read waits on the stalled store
+		const deadline = time.Second
+		ctx, cancel := context.WithTimeout(laneCtx(forge.LaneMergeGateSweeper), deadline)
+		defer cancel()
+		start := time.Now()
+		_, err = c.ListIssues(ctx, "org-1", "repo-1", time.Time{})
+		if took := time.Since(start); err == nil || took > deadline {
+			t.Errorf("a read waiting for another's token, deadline %v: returned after %v (%v), want its deadline's error at %v", deadline, took, err, deadline)
+		}
+		if err := <-first; err != nil {
+			t.Fatalf("the read fetching the token: %v, want it served", err)
+		}
+		mustSim(t, readIssues(a, 1))
+		if n := sim.Requests(forgesim.Filter{Route: mintRoute}); n != 1 {
+			t.Errorf("mints: %d, want 1: the token the first read minted serves the next", n)
+		}
+	})
+}
