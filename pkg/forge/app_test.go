@@ -98,3 +98,67 @@ func TestAppJWTAllowsForTheReplicasClockDrift(t *testing.T) {
 		})
 	}
 }
+
+// TestSingleInstallationModeMintsAfreshOnceWhenGitHubRefusesItsToken pins
+// the 401 rule in single-installation mode (Config.App), as App mode keeps
+// it: a token GitHub refuses is dropped, one fresh token is minted and the
+// request sent once more with it; when the installation is gone (its
+// tokens refused, its mints 404), the request fails after that one mint,
+// never looping, and the next request mints again rather than sending the
+// refused token.
+func TestSingleInstallationModeMintsAfreshOnceWhenGitHubRefusesItsToken(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sim, tr := pipeSim(t, 1)
+		refuse := &refuseToken{next: tr, refused: map[string]bool{}}
+		c, err := forge.New(forge.Config{BaseURL: "http://sim/", Next: refuse, ETagCacheBytes: -1,
+			App: &forge.AppAuth{AppID: 42, InstallationID: 1, PrivateKey: forgetest.AppKey(t)}})
+		mustSim(t, err)
+		read := func() error {
+			_, err := c.ListIssues(laneCtx(forge.LaneMergeGateSweeper), "org-1", "repo-1", time.Time{})
+			return err
+		}
+		mints := func() int64 { return sim.Requests(forgesim.Filter{Route: mintRoute}) }
+		mustSim(t, read())
+		for tok := range tokensUsed(sim, issuesRoute) {
+			refuse.mu.Lock()
+			refuse.refused[tok] = true
+			refuse.mu.Unlock()
+		}
+		if err := read(); err != nil {
+			t.Fatalf("a read whose token GitHub refuses: %v, want it sent again with a fresh token", err)
+		}
+		if n := mints(); n != 2 {
+			t.Fatalf("mints: %d, want 2: the refused token is replaced once", n)
+		}
+		mustSim(t, sim.RemoveInstallation(1))
+		for range 2 {
+			before := mints()
+			if err := read(); err == nil {
+				t.Fatalf("a read of an uninstalled installation succeeded, want its 401")
+			}
+			if n := mints() - before; n != 1 {
+				t.Fatalf("mints for a read of an uninstalled installation: %d, want 1: a refused token is minted afresh once, not in a loop, nor sent again", n)
+			}
+		}
+	})
+}
+
+// TestSingleInstallationModeClosesARefusedMintsAnswer pins that in
+// single-installation mode the answer to a mint GitHub refuses (here 404:
+// the installation is gone) is read and closed, so its connection is not
+// held for good: synctest fails a test whose bubble ends with a
+// connection's goroutines still waiting on an answer nobody reads.
+func TestSingleInstallationModeClosesARefusedMintsAnswer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sim, tr := pipeSim(t, 1)
+		mustSim(t, sim.RemoveInstallation(1))
+		c, err := forge.New(forge.Config{BaseURL: "http://sim/", Next: tr, ETagCacheBytes: -1,
+			App: &forge.AppAuth{AppID: 42, InstallationID: 1, PrivateKey: forgetest.AppKey(t)}})
+		mustSim(t, err)
+		for range 3 {
+			if _, err := c.ListIssues(laneCtx(forge.LaneMergeGateSweeper), "org-1", "repo-1", time.Time{}); err == nil {
+				t.Fatal("a read of an uninstalled installation succeeded, want the mint's refusal")
+			}
+		}
+	})
+}

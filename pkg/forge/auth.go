@@ -1,9 +1,11 @@
 package forge
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 
 	"github.com/bradleyfalzon/ghinstallation/v2"
 )
@@ -60,12 +62,94 @@ func withAuth(cfg *Config, counted http.RoundTripper, apiRoot string) (http.Roun
 		if err != nil {
 			return nil, fmt.Errorf("%w: App.PrivateKey: %w", ErrInvalidConfig, err)
 		}
-		itr := ghinstallation.NewFromAppsTransport(atr, cfg.App.InstallationID)
-		itr.BaseURL = strings.TrimSuffix(apiRoot, "/")
-		return itr, nil
+		return newRenewing(atr, cfg.App.InstallationID, strings.TrimSuffix(apiRoot, "/")), nil
 	case cfg.Token != "":
 		return &tokenAuth{next: counted, value: "token " + cfg.Token}, nil
 	default:
 		return counted, nil
 	}
+}
+
+// renewing is single-installation mode's installation transport:
+// ghinstallation's, which mints a token and keeps it until a minute before
+// its expiry, made afresh when GitHub refuses the token. ghinstallation
+// never drops a token GitHub answers 401 (revoked, or expired early by
+// GitHub's clock), so every request would be refused until the token's
+// expiry, up to an hour. On a 401 the transport that sent the request is
+// replaced by a new one, which mints on its next request, and the request
+// is sent once more through it when its body can be sent again; the
+// second answer is returned whatever it is, so a refused token never
+// loops, as in App mode (installationAuth). A failed mint's answer is
+// closed. Safe for concurrent use;
+// requests refused together replace the transport once.
+type renewing struct {
+	atr     *ghinstallation.AppsTransport
+	id      int64
+	baseURL string
+
+	mu  sync.Mutex
+	cur *ghinstallation.Transport
+}
+
+func newRenewing(atr *ghinstallation.AppsTransport, id int64, baseURL string) *renewing {
+	r := &renewing{atr: atr, id: id, baseURL: baseURL}
+	r.cur = r.fresh()
+	return r
+}
+
+// fresh is a new ghinstallation transport, holding no token yet.
+func (r *renewing) fresh() *ghinstallation.Transport {
+	itr := ghinstallation.NewFromAppsTransport(r.atr, r.id)
+	itr.BaseURL = r.baseURL
+	return itr
+}
+
+// current is the transport to send with.
+func (r *renewing) current() *ghinstallation.Transport {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.cur
+}
+
+// renew replaces refused, whose token GitHub refused, unless another
+// request has replaced it already.
+func (r *renewing) renew(refused *ghinstallation.Transport) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cur == refused {
+		r.cur = r.fresh()
+	}
+}
+
+// RoundTrip implements http.RoundTripper.
+func (r *renewing) RoundTrip(req *http.Request) (*http.Response, error) {
+	itr := r.current()
+	resp, err := send(itr, req)
+	if err != nil || resp.StatusCode != http.StatusUnauthorized {
+		return resp, err
+	}
+	r.renew(itr)
+	if req.Body != nil && req.GetBody == nil {
+		return resp, nil // the body is spent; the next request mints
+	}
+	retry := req.Clone(req.Context())
+	if req.GetBody != nil {
+		if retry.Body, err = req.GetBody(); err != nil {
+			return resp, nil
+		}
+	}
+	drain(resp)
+	return send(r.current(), retry)
+}
+
+// send sends req through itr, closing the answer to a mint that failed:
+// ghinstallation leaves it open (a 404 of an uninstalled installation, a
+// 401 refusing the JWT, a 403), its connection and reading goroutine held
+// for good.
+func send(itr *ghinstallation.Transport, req *http.Request) (*http.Response, error) {
+	resp, err := itr.RoundTrip(req)
+	if herr, ok := errors.AsType[*ghinstallation.HTTPError](err); ok && herr.Response != nil {
+		drain(herr.Response)
+	}
+	return resp, err
 }
