@@ -206,31 +206,51 @@ func (d *demo) stepDownsIn(from, to time.Time) map[string]int {
 }
 
 // Run runs the demo's four phases and returns what they measured. It takes
-// about 2×Phase + the two takeovers + 2×Settle.
+// about 2×Phase + the two takeovers + 2×Settle. Whether it succeeds or
+// fails, every replica it started has stopped when it returns.
 func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
-	// The sweep interval is the compressed minute: GitHub's per-minute
-	// secondary limits apply per interval.
-	sim := forgesim.New(forgesim.WithBudget(10_000_000), forgesim.WithMinute(cfg.Interval))
-	srv := httptest.NewServer(sim)
-	defer srv.Close()
-	d := &demo{cfg: cfg, sim: sim, simURL: srv.URL, leases: lease.NewMemoryStore(), runs: gaterun.NewMemoryStore()}
-	for i := range cfg.Replicas {
-		d.names = append(d.names, fmt.Sprintf("replica-%d", i+1))
-	}
-	if err := seed(ctx, sim, d.runs, cfg.Runs, cfg.Issues); err != nil {
+	d, closeSim := newDemo(cfg)
+	defer closeSim()
+	if err := seed(ctx, d.sim, d.runs, cfg.Runs, cfg.Issues); err != nil {
 		return nil, err
 	}
 	fmt.Fprintf(cfg.Out, "iterion demo: %d replicas in one process, sweep and board sync every %v (%s), %d gating runs, %d board issues, a forge simulator that lives only while the demo runs\n",
 		cfg.Replicas, cfg.Interval, cfg.leaseTiming(), cfg.Runs, cfg.Issues)
+	return d.run(ctx, []phase{d.everyone, d.elected, d.cleanStop, d.crash})
+}
 
+// newDemo is the demo of cfg (defaults applied) before its phases: the
+// simulator, served until closeSim, the stores and the replicas' names.
+func newDemo(cfg Config) (d *demo, closeSim func()) {
+	// The sweep interval is the compressed minute: GitHub's per-minute
+	// secondary limits apply per interval.
+	sim := forgesim.New(forgesim.WithBudget(10_000_000), forgesim.WithMinute(cfg.Interval))
+	srv := httptest.NewServer(sim)
+	d = &demo{cfg: cfg, sim: sim, simURL: srv.URL, leases: lease.NewMemoryStore(), runs: gaterun.NewMemoryStore()}
+	for i := range cfg.Replicas {
+		d.names = append(d.names, fmt.Sprintf("replica-%d", i+1))
+	}
+	return d, srv.Close
+}
+
+// phase is one of the demo's phases: it measures, and returns an error
+// when it cannot.
+type phase func(context.Context) (Phase, error)
+
+// run runs phases in order, sampling the counts and the lease holders
+// throughout. When a phase fails, it stops there and returns its error;
+// either way, the replicas a phase left running (phase 2's, which phases 3
+// and 4 go on with) are stopped before it returns, so a failure does not
+// leave them sweeping until ctx ends.
+func (d *demo) run(ctx context.Context, phases []phase) (*Result, error) {
+	defer func() { stopAll(d.live) }()
 	sctx, stopSampling := context.WithCancel(ctx)
 	sampled := make(chan struct{})
 	go func() { defer close(sampled); d.sample(sctx) }()
-	res := &Result{Config: cfg, Replicas: d.names}
-	phases := []func(context.Context) (Phase, error){d.everyone, d.elected, d.cleanStop, d.crash}
+	res := &Result{Config: d.cfg, Replicas: d.names}
 	for _, p := range phases {
 		ph, err := p(ctx)
 		if err != nil {
@@ -240,7 +260,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 		ph.StepDowns = d.stepDownsIn(ph.From, ph.To)
 		res.Phases = append(res.Phases, ph)
-		fmt.Fprintln(cfg.Out, progressLine(len(res.Phases), ph, d.names))
+		fmt.Fprintln(d.cfg.Out, progressLine(len(res.Phases), ph, d.names))
 	}
 	stopSampling()
 	<-sampled
@@ -387,7 +407,7 @@ func (d *demo) everyone(ctx context.Context) (Phase, error) {
 }
 
 // elected is phase 2: the same replicas elect one sweeper through the lease.
-// Its replicas keep running into phases 3 and 4.
+// Its replicas keep running into phases 3 and 4, until run stops them.
 func (d *demo) elected(ctx context.Context) (Phase, error) {
 	before, boardBefore := d.counts()
 	from := time.Now()
@@ -408,9 +428,7 @@ func (d *demo) cleanStop(ctx context.Context) (Phase, error) {
 // crash is phase 4: the leader crashes: from that instant its lease store
 // answers nothing, so it neither renews nor releases.
 func (d *demo) crash(ctx context.Context) (Phase, error) {
-	p, err := d.takeover(ctx, "the leader crashes", d.cfg.ttl()+d.cfg.retry()+d.cfg.Interval, func(r *replica) { r.crash() })
-	stopAll(d.live)
-	return p, err
+	return d.takeover(ctx, "the leader crashes", d.cfg.ttl()+d.cfg.retry()+d.cfg.Interval, func(r *replica) { r.crash() })
 }
 
 // takeover stops the current leader with stop and measures the delay until

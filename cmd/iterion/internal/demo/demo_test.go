@@ -230,3 +230,33 @@ func TestTableCellsKeepHyphenatedWordsWhole(t *testing.T) {
 		t.Errorf("nobreak: got %q, want %q", got, want)
 	}
 }
+
+// TestDemoStopsItsReplicasWhenAPhaseFails pins the demo's clean-up: when a
+// phase after the election fails (a takeover that never comes), the
+// replicas phase 2 left running are stopped before the demo returns its
+// error, not left sweeping until the caller's context ends.
+func TestDemoStopsItsReplicasWhenAPhaseFails(t *testing.T) {
+	cfg := Config{Replicas: 2, Interval: 50 * time.Millisecond, Phase: 100 * time.Millisecond}
+	if err := cfg.defaults(); err != nil {
+		t.Fatal(err)
+	}
+	d, closeSim := newDemo(cfg)
+	defer closeSim()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	errPhase := errors.New("phase 3 failed")
+	failing := func(context.Context) (Phase, error) { return Phase{}, errPhase }
+	if _, err := d.run(ctx, []phase{d.elected, failing}); !errors.Is(err, errPhase) {
+		t.Fatalf("got %v, want the failed phase's error", err)
+	}
+	if len(d.live) != cfg.Replicas {
+		t.Fatalf("got %d live replicas, want phase 2's %d", len(d.live), cfg.Replicas)
+	}
+	for i, r := range d.live {
+		select {
+		case <-r.done:
+		default:
+			t.Errorf("got %s still running after the demo returned its error, want it stopped: every failure path stops what it started", d.names[i])
+		}
+	}
+}
