@@ -4,7 +4,9 @@
 // (--no-lease behaviour), the lease elects one, the leader stops cleanly, the
 // leader crashes — and reports, from the simulator's own per-token counts,
 // the sweeper requests per phase per replica, the ratio between the first two
-// phases, and each takeover's delay against the ADR's bound. Every replica
+// phases, each takeover's delay against the ADR's bound, and whether the
+// stopped leader released its lease, as the lease store shows once that
+// replica has stopped: a clean stop must, a crash does not. Every replica
 // also runs the forge board sync, the second elected net (lease
 // forge-board-sync), on a seeded repository: its requests (the simulator's
 // issue-list route) are reported per phase per replica beside the
@@ -116,11 +118,21 @@ type Phase struct {
 	// Bound is the ADR's bound for that takeover.
 	Stopped, Successor int
 	Takeover, Bound    time.Duration
+	// Clean is set when the stop was a clean one, which must release the
+	// sweeper lease; Released reports whether the store no longer held the
+	// stopped leader's sweeper lease once that replica had stopped (a
+	// crash leaves it to expire).
+	Clean, Released bool
 	// StepDowns counts the sweeper lease's step-downs in the phase by
 	// reason (lease.ReasonDeadline, ...), from the replicas' lease events:
 	// in phase 2 a step-down is a hand-over that only a stall explains.
 	StepDowns map[string]int
 }
+
+// Unreleased reports a clean stop that left its lease to expire: its
+// successor could take over only at the expiry, which the bound after a
+// clean stop does not allow for, though a loaded machine's slack might.
+func (p Phase) Unreleased() bool { return p.Clean && !p.Released }
 
 // PerSecond is the phase's sweeper requests per second, all replicas.
 func (p Phase) PerSecond() float64 { return p.rate(p.Requests) }
@@ -422,7 +434,9 @@ func (d *demo) elected(ctx context.Context) (Phase, error) {
 
 // cleanStop is phase 3: the leader stops cleanly and releases its lease.
 func (d *demo) cleanStop(ctx context.Context) (Phase, error) {
-	return d.takeover(ctx, "the leader stops cleanly", d.cfg.retry()+d.cfg.Interval, func(r *replica) { r.stop() })
+	p, err := d.takeover(ctx, "the leader stops cleanly", d.cfg.retry()+d.cfg.Interval, func(r *replica) { r.stop() })
+	p.Clean = true
+	return p, err
 }
 
 // crash is phase 4: the leader crashes: from that instant its lease store
@@ -446,7 +460,11 @@ func (d *demo) takeover(ctx context.Context, name string, bound time.Duration, s
 	before, boardBefore := d.counts()
 	from := time.Now()
 	stop(d.live[leader])
-	p := Phase{Name: name, Stopped: leader, Successor: -1, Bound: bound}
+	released, err := d.released(ctx, leader)
+	if err != nil {
+		return Phase{}, err
+	}
+	p := Phase{Name: name, Stopped: leader, Successor: -1, Bound: bound, Released: released}
 	for deadline := from.Add(3*bound + 5*time.Second); p.Successor < 0; {
 		c, _ := d.counts()
 		for i := range c {
@@ -463,14 +481,44 @@ func (d *demo) takeover(ctx context.Context, name string, bound time.Duration, s
 	}
 	clock.Sleep(ctx, d.cfg.Settle)
 	m := d.measure(name, from, time.Now(), before, boardBefore)
-	m.Stopped, m.Successor, m.Takeover, m.Bound = p.Stopped, p.Successor, p.Takeover, p.Bound
+	m.Stopped, m.Successor, m.Takeover, m.Bound, m.Released = p.Stopped, p.Successor, p.Takeover, p.Bound, p.Released
 	return m, nil
+}
+
+// released reports whether the store no longer holds replica i's sweeper
+// lease: read once the replica has stopped, whose Run ends its terms and
+// sends their releases before it returns. A release deletes the lease,
+// and a successor takes it only once it is released or expired; so a
+// lease still naming i, expired or not, was not released, and one gone or
+// naming another replica was (i held it unexpired just before the stop).
+func (d *demo) released(ctx context.Context, i int) (bool, error) {
+	hs, err := d.leases.Holders(ctx)
+	if err != nil {
+		return false, fmt.Errorf("demo: reading the lease store after %s stopped: %w", d.names[i], err)
+	}
+	for _, h := range hs {
+		if h.Name == server.MergeGateSweeper().Name && d.index(h.Owner) == i {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// releaseNote says what became of a stopped leader's lease.
+func releaseNote(p Phase) string {
+	switch {
+	case p.Unreleased():
+		return "lease NOT RELEASED: its successor waited for it to expire"
+	case p.Released:
+		return "lease released"
+	}
+	return "lease left to expire"
 }
 
 func progressLine(n int, p Phase, names []string) string {
 	s := fmt.Sprintf("phase %d: %-36s %6.0f sweeper, %3.0f board-sync requests/s over %.1fs", n, p.Name, p.PerSecond(), p.BoardPerSecond(), p.To.Sub(p.From).Seconds())
 	if p.Stopped >= 0 {
-		s += fmt.Sprintf("; %s stopped, %s swept %v later (bound %v)", names[p.Stopped], names[p.Successor], p.Takeover.Round(time.Millisecond), p.Bound)
+		s += fmt.Sprintf("; %s stopped (%s), %s swept %v later (bound %v)", names[p.Stopped], releaseNote(p), names[p.Successor], p.Takeover.Round(time.Millisecond), p.Bound)
 	}
 	if len(p.StepDowns) > 0 {
 		reasons := slices.Sorted(maps.Keys(p.StepDowns))
@@ -517,8 +565,8 @@ func (r *Result) findings() []string {
 		if p.Takeover > p.Bound {
 			verdict = "OVER"
 		}
-		out = append(out, fmt.Sprintf("phase %d takeover: %s stopped, %s swept %v later: %s the bound %v",
-			i+1, r.Replicas[p.Stopped], r.Replicas[p.Successor], p.Takeover.Round(time.Millisecond), verdict, p.Bound))
+		out = append(out, fmt.Sprintf("phase %d takeover: %s stopped (%s), %s swept %v later: %s the bound %v",
+			i+1, r.Replicas[p.Stopped], releaseNote(p), r.Replicas[p.Successor], p.Takeover.Round(time.Millisecond), verdict, p.Bound))
 	}
 	return out
 }

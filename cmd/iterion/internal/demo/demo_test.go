@@ -13,6 +13,7 @@ import (
 	"golang.org/x/net/html"
 
 	"iterion.dev/iterion/pkg/lease"
+	"iterion.dev/iterion/pkg/server"
 )
 
 // TestDemo runs the demo with small durations and checks what it exists to
@@ -72,6 +73,14 @@ func TestDemo(t *testing.T) {
 		if p.Successor == p.Stopped {
 			t.Errorf("%s: got successor %s, the stopped replica, want another", p.Name, res.Replicas[p.Successor])
 		}
+	}
+	// The one-interval slack above could pass a clean stop that left its
+	// lease to expire: the store says whether it was released.
+	if p := res.Phases[2]; !p.Clean || !p.Released {
+		t.Errorf("phase 3: got clean %v, released %v, want both: a clean stop releases its lease, so its successor need not wait for the expiry", p.Clean, p.Released)
+	}
+	if p := res.Phases[3]; p.Clean || p.Released {
+		t.Errorf("phase 4: got clean %v, released %v, want neither: a crashed leader's lease is left to expire, and the demo must see a lease not released", p.Clean, p.Released)
 	}
 	if got := res.Phases[2].StepDowns[lease.ReasonCanceled]; got < 1 {
 		t.Errorf("phase 3: got %d sweeper step-downs with reason %s, want at least 1: the clean stop ends the leader's term, and the demo records it (%v)", got, lease.ReasonCanceled, res.Phases[2].StepDowns)
@@ -258,5 +267,58 @@ func TestDemoStopsItsReplicasWhenAPhaseFails(t *testing.T) {
 		default:
 			t.Errorf("got %s still running after the demo returned its error, want it stopped: every failure path stops what it started", d.names[i])
 		}
+	}
+}
+
+// TestStoppedLeadersReleaseIsReadFromTheStore pins how the demo tells a
+// stop that released the sweeper lease from one that left it to expire:
+// from the lease store once the replica has stopped, where a release
+// deletes the lease and a successor can take it only once it is gone or
+// expired.
+func TestStoppedLeadersReleaseIsReadFromTheStore(t *testing.T) {
+	sweeper := server.MergeGateSweeper().Name
+	now := time.Now()
+	for _, c := range []struct {
+		why     string
+		expired bool // the leader's leases expired before the read
+		play    func(lease.Store) error
+		want    bool
+	}{
+		{"the leader released its lease: no record left", false, func(st lease.Store) error {
+			return st.Release(t.Context(), sweeper, "replica-1")
+		}, true},
+		{"the leader released it and a successor took it at once", false, func(st lease.Store) error {
+			if err := st.Release(t.Context(), sweeper, "replica-1"); err != nil {
+				return err
+			}
+			_, err := st.Acquire(t.Context(), sweeper, "replica-2", now, time.Second)
+			return err
+		}, true},
+		{"the leader stopped without releasing: its record stays", false, func(lease.Store) error { return nil }, false},
+		{"the record stays past its expiry, still not released", true, func(lease.Store) error { return nil }, false},
+		{"another lease of the leader's gone does not count for the sweeper's", false, func(st lease.Store) error {
+			return st.Release(t.Context(), server.ForgeBoardSync().Name, "replica-1")
+		}, false},
+	} {
+		t.Run(c.why, func(t *testing.T) {
+			st := lease.NewMemoryStore()
+			for _, name := range []string{sweeper, server.ForgeBoardSync().Name} {
+				at := now
+				if c.expired {
+					at = now.Add(-time.Hour)
+				}
+				if ok, err := st.Acquire(t.Context(), name, "replica-1", at, time.Minute); !ok || err != nil {
+					t.Fatalf("acquire %s: %v, %v", name, ok, err)
+				}
+			}
+			if err := c.play(st); err != nil {
+				t.Fatal(err)
+			}
+			d := &demo{leases: st, names: []string{"replica-1", "replica-2"}}
+			got, err := d.released(t.Context(), 0)
+			if err != nil || got != c.want {
+				t.Errorf("got released %v (err %v), want %v: %s", got, err, c.want, c.why)
+			}
+		})
 	}
 }
