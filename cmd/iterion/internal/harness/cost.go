@@ -155,20 +155,28 @@ func (s costScenario) one(ctx context.Context, c *cluster, n int, lease bool) (C
 	if err := handoversBetween(rs, turns0, turns1); err != nil {
 		return CostRow{}, err
 	}
+	sweepers, err := activeThroughout(ss, tokens)
+	if err != nil {
+		return CostRow{}, err
+	}
 	rate := slopePerSecond(ss, tokens)
 	bs := boardSamples(ss)
+	syncers, err := activeThroughout(bs, tokens)
+	if err != nil {
+		return CostRow{}, err
+	}
 	boardRate := slopePerSecond(bs, tokens)
 	row := CostRow{
 		Replicas:           n,
 		Lease:              lease,
 		PerMinute:          rate * 60,
 		PerInterval:        rate * c.interval.Seconds(),
-		Sweepers:           len(activeIn(ss, ss[0].at, ss[len(ss)-1].at, tokens)),
+		Sweepers:           len(sweepers),
 		Share304:           share304(st0, st1, tokens),
 		GraphQLPerInterval: graphQLPerInterval(st0, st1, tokens, t1.Sub(t0), c.interval),
 		BoardPerMinute:     boardRate * 60,
 		BoardPerInterval:   boardRate * c.interval.Seconds(),
-		BoardSyncers:       len(activeIn(bs, bs[0].at, bs[len(bs)-1].at, tokens)),
+		BoardSyncers:       len(syncers),
 	}
 	sweep, boardSync, err := agreement(ctx, c, rs)
 	row.Sim, row.Transport = sweep.sim, sweep.transport

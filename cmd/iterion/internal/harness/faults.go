@@ -127,7 +127,10 @@ func soleSweeper(ctx context.Context, c *cluster, res *FaultResult, rule string)
 	if err != nil {
 		return err
 	}
-	act := activeIn(ss, ss[0].at, ss[len(ss)-1].at, tokensOf(c.replicas))
+	act, err := activeThroughout(ss, tokensOf(c.replicas))
+	if err != nil {
+		return fmt.Errorf("%s: %w", rule, err)
+	}
 	res.check(rule, len(act) == 1, "sweeping over 3 intervals: %v, want exactly one", act)
 	return nil
 }

@@ -151,6 +151,17 @@ func activeIn(ss []sample, from, to time.Time, among []string) []string {
 	return out
 }
 
+// activeThroughout is activeIn over the whole span of ss. Fewer than two
+// samples show nobody's count growing: a sampler stopped before its second
+// poll (its context done, the simulator not answering) measured nothing,
+// which is an error wrapping ErrMeasure, not a verdict that nobody sent.
+func activeThroughout(ss []sample, among []string) ([]string, error) {
+	if len(ss) < 2 {
+		return nil, fmt.Errorf("%w: %d samples of the simulator's counts, want at least 2 to see who sent requests", ErrMeasure, len(ss))
+	}
+	return activeIn(ss, ss[0].at, ss[len(ss)-1].at, among), nil
+}
+
 // median returns the median of ds (0 for none).
 func median(ds []time.Duration) time.Duration {
 	if len(ds) == 0 {
