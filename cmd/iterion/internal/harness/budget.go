@@ -39,10 +39,10 @@ type BudgetRow struct {
 	// cost scenario did not run.
 	DemandFrom string
 	// RanOut reports whether a budget, REST or GraphQL, was seen spent
-	// within the hour, counted from the replicas' start, and Minute at
-	// which minute of it (0–60; see spentWithin).
+	// within the hour, counted from the replicas' start, and Minute
+	// during which minute of it (0–59; see spentWithin).
 	RanOut bool
-	Minute float64
+	Minute int
 	// REST is the REST requests the hour charged and Points the GraphQL
 	// points; Refused the REST requests refused with 403 once the core
 	// budget was spent. (A query the graphql budget cannot pay for is
@@ -67,15 +67,18 @@ func (s budgetScenario) demandOf() (float64, string) {
 	return float64(n), fmt.Sprintf("%d × one point a pass: the cost scenario did not run", n)
 }
 
-// spentWithin is the minute of the hour (0–60) at which a budget seen
-// spent elapsed after the hour began was spent, and whether that was
-// within the hour. The poll sees the spend up to one poll after the
-// hour's end: that is after the hour, not a minute past 60.
-func spentWithin(elapsed, hour time.Duration) (minute float64, within bool) {
-	if elapsed > hour {
+// spentWithin is the minute of the hour (0–59) during which a budget seen
+// spent elapsed after the hour began was spent, as a clock reads it (47.8
+// minutes in is minute 47, as the ADR's "31–43 minutes after every hourly
+// reset" counts), and whether that was within the hour. The hour's end is
+// its budget's reset, so a spend seen then or later, as a poll may see it
+// up to one poll after the end, is not within the hour: there is no
+// minute 60.
+func spentWithin(elapsed, hour time.Duration) (minute int, within bool) {
+	if elapsed < 0 || elapsed >= hour {
 		return 0, false
 	}
-	return 60 * elapsed.Seconds() / hour.Seconds(), true
+	return int(60 * elapsed / hour), true
 }
 
 // budgetScenario runs the compressed hour without and then with the lease,
@@ -137,7 +140,7 @@ func (s budgetScenario) run(ctx context.Context, c *cluster) ([]BudgetRow, error
 		c.stopAll()
 		rows = append(rows, row)
 		if row.RanOut {
-			s.logf("N=%d lease=%v: budget %d spent at minute %.0f of the hour (%d GraphQL points, %d REST requests charged)", n, lease, limit, row.Minute, row.Points, row.REST)
+			s.logf("N=%d lease=%v: budget %d spent at minute %d of the hour (%d GraphQL points, %d REST requests charged)", n, lease, limit, row.Minute, row.Points, row.REST)
 		} else {
 			s.logf("N=%d lease=%v: budget %d never spent (%d GraphQL points, %d REST requests charged in the hour)", n, lease, limit, row.Points, row.REST)
 		}

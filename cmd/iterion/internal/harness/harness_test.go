@@ -97,7 +97,7 @@ func TestQuickMode(t *testing.T) {
 	t.Run("budget", func(t *testing.T) {
 		for _, b := range rep.Budget {
 			if b.Lease && b.RanOut {
-				t.Errorf("got the budget spent at minute %.0f with the lease at N=%d, want never: one replica's sweep fits the budget", b.Minute, b.Replicas)
+				t.Errorf("got the budget spent at minute %d with the lease at N=%d, want never: one replica's sweep fits the budget", b.Minute, b.Replicas)
 			}
 			if !b.Lease && !b.RanOut {
 				t.Errorf("got the budget never spent with --no-lease at N=%d, want it spent within the hour: the scenario sizes the budget between one and N replicas' demand", b.Replicas)

@@ -234,7 +234,7 @@ func budgetMarkdown(rows []BudgetRow) string {
 	for _, r := range rows {
 		when := "never"
 		if r.RanOut {
-			when = fmt.Sprintf("%.0f", r.Minute)
+			when = fmt.Sprint(r.Minute)
 		}
 		fmt.Fprintf(&b, "| %d | %s | %d | %s | %d | %d | %d |\n", r.Replicas, yesNo(r.Lease), r.Budget, when, r.Points, r.REST, r.Refused)
 	}

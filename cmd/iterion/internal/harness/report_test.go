@@ -72,26 +72,31 @@ func TestBudgetReportSaysWhereItsDemandCameFrom(t *testing.T) {
 	}
 }
 
-// TestBudgetMinuteIsWithinTheHour pins the budget row's minute: a spend
-// seen within the compressed hour is at its minute (0–60); one the poll
-// sees after the hour ended is not "spent at minute 61", it is not spent
-// within the hour at all.
-func TestBudgetMinuteIsWithinTheHour(t *testing.T) {
+// TestBudgetSpentAtMinuteIsAMinuteOfTheHour pins the budget row's minute
+// as the report prints it: the minute of the hour, 0 to 59, during which
+// the budget was seen spent, as a clock reads it (47.8 minutes in is
+// minute 47), never 60, which no hour has; a spend seen at the hour's end
+// or after it, when the window has reset, is "never".
+func TestBudgetSpentAtMinuteIsAMinuteOfTheHour(t *testing.T) {
 	hour := time.Minute // the compressed hour of a one-second interval
 	for _, c := range []struct {
 		why     string
 		elapsed time.Duration
-		minute  float64
-		within  bool
+		want    string
 	}{
-		{"half the hour is minute 30", 30 * time.Second, 30, true},
-		{"the hour's last instant is minute 60", hour, 60, true},
-		{"a poll just past the hour is not within it", hour + 20*time.Millisecond, 0, false},
-		{"a replica start that ate into the hour does not stretch it", 2 * hour, 0, false},
+		{"the hour's first instant is minute 0", 0, "0"},
+		{"half the hour is minute 30", 30 * time.Second, "30"},
+		{"47.8 minutes in is still minute 47, as a clock reads it", 47800 * time.Millisecond, "47"},
+		{"59.6 minutes in is minute 59, the last: no hour has a minute 60", 59600 * time.Millisecond, "59"},
+		{"the hour's end is the reset: not within the hour", hour, "never"},
+		{"a poll just past the hour is not within it", hour + 20*time.Millisecond, "never"},
+		{"a replica start that ate into the hour does not stretch it", 2 * hour, "never"},
 	} {
-		minute, within := spentWithin(c.elapsed, hour)
-		if minute != c.minute || within != c.within {
-			t.Errorf("spentWithin(%v, %v) = %v, %v; want %v, %v: %s", c.elapsed, hour, minute, within, c.minute, c.within, c.why)
+		row := BudgetRow{Replicas: 3, Budget: 69, Hour: hour, DemandFrom: "test", Points: 69}
+		row.Minute, row.RanOut = spentWithin(c.elapsed, hour)
+		md := budgetMarkdown([]BudgetRow{row})
+		if want := "| 3 | no | 69 | " + c.want + " | 69 |"; !strings.Contains(md, want) {
+			t.Errorf("spent %v into a %v hour: the row lacks %q, want it: %s\n%s", c.elapsed, hour, want, c.why, md)
 		}
 	}
 }
