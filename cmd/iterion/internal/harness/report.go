@@ -124,7 +124,11 @@ func (r *Report) Markdown(command string) string {
 			"REST reads answered 304 (the goal ≥ 90%% of the per-run REST sweep's ETag reads) have none to count.\n\n",
 			ratio)
 		for _, c := range r.Cost {
-			b.WriteString(discardedMarkdown(fmt.Sprintf("%d replicas with the lease", c.Replicas), c.Discarded))
+			what := fmt.Sprintf("%d replicas with the lease", c.Replicas)
+			if !c.Lease {
+				what = fmt.Sprintf("%d replicas without the lease, `--no-lease`", c.Replicas)
+			}
+			b.WriteString(discardedMarkdown(what, c.Discarded))
 		}
 		b.WriteString(boardMarkdown(r))
 	}

@@ -194,3 +194,23 @@ func TestRatiosNeedTwoReplicaCounts(t *testing.T) {
 		t.Errorf("clock: got ratio %.3f of one replica count, want 0 (not measured)", got)
 	}
 }
+
+// TestCostDiscardedNotesNameTheLeaseAsMeasured pins the notes about the
+// cost scenario's discarded measurements: each names its configuration as
+// measured, with the lease or without it (--no-lease), never "with the
+// lease" for a row that ran without it.
+func TestCostDiscardedNotesNameTheLeaseAsMeasured(t *testing.T) {
+	rows := []CostRow{
+		{Replicas: 3, Lease: false, Discarded: []string{"why without"}},
+		{Replicas: 3, Lease: true, Discarded: []string{"why with"}},
+	}
+	md := (&Report{Cost: rows}).Markdown("bench -n 3")
+	for _, want := range []string{
+		"Discarded and measured again on fresh replicas (3 replicas without the lease, `--no-lease`): why without.",
+		"Discarded and measured again on fresh replicas (3 replicas with the lease): why with.",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the report lacks %q, want it: a discarded measurement's note names its configuration as measured", want)
+		}
+	}
+}
