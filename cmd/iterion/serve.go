@@ -64,11 +64,13 @@ var serveHelp = help{
 // serveConfig is iterion serve's configuration, from flags and their
 // environment twins.
 type serveConfig struct {
-	listen         string
-	probeAddr      string
-	allowedHosts   []string
-	mongoURI       string
-	mongoDB        string
+	listen       string
+	probeAddr    string
+	allowedHosts []string
+	mongoURI     string
+	mongoDB      string
+	// mongoDBSet tells whether --mongo-db or its twin was given.
+	mongoDBSet     bool
 	forgeURL       string
 	forgeToken     string
 	appID          int64
@@ -121,13 +123,13 @@ func serveFlags(fs *flag.FlagSet, c *serveConfig) (envOf map[string]string) {
 	fs.StringVar(&c.probeAddr, "probe-addr", "", "address to serve /healthz, /readyz and /metrics on as well, outside --max-connections and --allowed-hosts, with a cap of its own; absent: they are served on --listen only")
 	fs.Func("allowed-hosts", "host names (name or name:port,...) a request's Host may name; any other answers 421, except /healthz and /readyz. Set it with --public-pages or wherever browsers reach serve, against DNS rebinding; absent: every host", commaList(&c.allowedHosts))
 	fs.StringVar(&c.mongoURI, "mongo-uri", "", "MongoDB URI of the shared run and lease stores; absent: in-memory stores (one process, which elects itself)")
-	fs.StringVar(&c.mongoDB, "mongo-db", "iterion", "MongoDB database name")
+	fs.StringVar(&c.mongoDB, "mongo-db", "iterion", "MongoDB database name of the stores of --mongo-uri; refused without it")
 	fs.StringVar(&c.forgeURL, "forge-url", "", "forge REST API root; absent: https://api.github.com/")
 	fs.StringVar(&c.forgeToken, "forge-token", "", "forge token (or use the three --github-app-* flags)")
 	fs.Int64Var(&c.appID, "github-app-id", 0, "GitHub App id")
 	fs.Int64Var(&c.installationID, "github-installation-id", 0, "GitHub App installation id; absent with --github-app-id: App mode, every installation of the App")
 	fs.StringVar(&c.privateKeyFile, "github-private-key-file", "", "GitHub App private key (PEM) file")
-	fs.BoolVar(&c.shareTokens, "share-installation-tokens", true, "App mode with --mongo-uri: the replicas share each installation's token through the collection installation_tokens, minting one an hour between them; whoever reads the collection can act as the App until a token expires. false: each replica mints its own")
+	fs.BoolVar(&c.shareTokens, "share-installation-tokens", true, "App mode with --mongo-uri: the replicas share each installation's token through the collection installation_tokens, minting one an hour between them; whoever reads the collection can act as the App until a token expires. false: each replica mints its own. Refused outside App mode or without --mongo-uri")
 	fs.StringVar(&c.webhookSecret, "webhook-secret", "", "secret of X-Hub-Signature-256; absent: POST /webhooks/github answers 404")
 	fs.StringVar(&c.apiToken, "api-token", "", "bearer token of POST /api/runs and GET /api/runs (required); it opens the pages too")
 	fs.StringVar(&c.pagesToken, "pages-token", "", "read-only token of the pages (/, /leases, /runs, /board, /installations and their JSON), as a bearer token or a basic auth password; absent: only --api-token opens them. /healthz and /metrics need no token")
@@ -248,6 +250,7 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 		}
 	}
 	c.shareTokensSet = given["share-installation-tokens"] || getenv(envOf["share-installation-tokens"]) != ""
+	c.mongoDBSet = given["mongo-db"] || getenv(envOf["mongo-db"]) != ""
 	bad = append(bad, c.validate()...)
 	if len(bad) > 0 {
 		return c, usageError{bad}
@@ -382,10 +385,20 @@ func (c serveConfig) validate() []error {
 	if c.logFormat != "json" && c.logFormat != "text" {
 		add("--log-format %q: want json or text", c.logFormat)
 	}
-	if c.mongoURI != "" {
+	// A setting that only means something with --mongo-uri is refused
+	// without it rather than ignored: its likeliest cause is a --mongo-uri
+	// gone missing (an empty secret), and a replica that starts anyway
+	// keeps its stores in memory and elects itself beside every other one.
+	switch {
+	case c.mongoURI != "":
 		if problem := mongoDBNameProblem(c.mongoDB); problem != "" {
 			add("--mongo-db %q: %s", c.mongoDB, problem)
 		}
+	case c.mongoDBSet:
+		add("--mongo-db %q (ITERION_MONGO_DB) is set without --mongo-uri (ITERION_MONGO_URI): without it the stores are in memory, in no database; give both, or neither", c.mongoDB)
+	}
+	if c.mongoURI == "" && c.shareTokensSet && c.appMode() {
+		add("--share-installation-tokens (ITERION_SHARE_INSTALLATION_TOKENS) is set without --mongo-uri (ITERION_MONGO_URI): the replicas share tokens through MongoDB, and without it each process mints its own; give both, or neither")
 	}
 	if c.storeTimeout <= 0 {
 		add("--store-timeout %v: want a positive duration", c.storeTimeout)

@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -876,5 +877,57 @@ func TestServeProbeAddrAndAllowedHosts(t *testing.T) {
 	}
 	if code, _ := get(url, "/healthz", ""); code != http.StatusOK {
 		t.Errorf("GET /healthz on --listen by its address = %d, want 200: the probes answer any host", code)
+	}
+}
+
+// TestServeRefusesAMongoSettingWithoutMongoURI pins that a setting which
+// only means something with --mongo-uri is a bad setting without it (exit
+// 2, naming both flags), not silently ignored: without --mongo-uri the
+// stores are in memory, so --mongo-db names no database and
+// --share-installation-tokens shares with no other replica. Set through
+// either the flag or its twin; the most likely cause is a --mongo-uri
+// that went missing (an empty secret), and a replica that starts in
+// memory anyway elects itself beside every other one.
+func TestServeRefusesAMongoSettingWithoutMongoURI(t *testing.T) {
+	base := []string{"--forge-token", "t", "--api-token", "a"}
+	app := []string{"--api-token", "a", "--github-app-id", "1", "--github-private-key-file", writeSecret(t, string(forgetest.AppKey(t)))}
+	for _, c := range []struct {
+		why  string
+		args []string
+		env  func(string) string
+		want string
+	}{
+		{"--mongo-db without --mongo-uri", append(slices.Clone(base), "--mongo-db", "prod"), env(),
+			`--mongo-db "prod" (ITERION_MONGO_DB) is set without --mongo-uri (ITERION_MONGO_URI)`},
+		{"its twin, with the URI's twin empty, as from an empty secret", base, env("ITERION_MONGO_DB", "iterion", "ITERION_MONGO_URI", ""),
+			`--mongo-db "iterion" (ITERION_MONGO_DB) is set without --mongo-uri (ITERION_MONGO_URI)`},
+		{"token sharing on in App mode without --mongo-uri", append(slices.Clone(app), "--share-installation-tokens"), env(),
+			"--share-installation-tokens (ITERION_SHARE_INSTALLATION_TOKENS) is set without --mongo-uri (ITERION_MONGO_URI)"},
+		{"token sharing off in App mode without --mongo-uri", append(slices.Clone(app), "--share-installation-tokens=false"), env(),
+			"--share-installation-tokens (ITERION_SHARE_INSTALLATION_TOKENS) is set without --mongo-uri (ITERION_MONGO_URI)"},
+		{"token sharing's twin in App mode without --mongo-uri", app, env("ITERION_SHARE_INSTALLATION_TOKENS", "true"),
+			"--share-installation-tokens (ITERION_SHARE_INSTALLATION_TOKENS) is set without --mongo-uri (ITERION_MONGO_URI)"},
+	} {
+		t.Run(c.why, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(t.Context())
+			cancel()
+			var msg strings.Builder
+			err := serve(ctx, c.args, c.env, io.Discard)
+			if code := exitCode(&msg, "serve", err); code != 2 || !strings.Contains(msg.String(), c.want) {
+				t.Errorf("serve %q: exit %d, %q; want exit 2 saying %q: a setting that does nothing without --mongo-uri is a bad setting", c.args, code, msg.String(), c.want)
+			}
+		})
+	}
+	for _, c := range []struct {
+		why  string
+		args []string
+	}{
+		{"--mongo-db with --mongo-uri", append(slices.Clone(base), "--mongo-uri", "mongodb://db", "--mongo-db", "prod")},
+		{"App mode without --mongo-uri, sharing left at its default", app},
+		{"token sharing in App mode with --mongo-uri", append(slices.Clone(app), "--mongo-uri", "mongodb://db", "--share-installation-tokens=false")},
+	} {
+		if _, err := parseServe(c.args, env(), io.Discard); err != nil {
+			t.Errorf("%s: parseServe = %v, want it taken", c.why, err)
+		}
 	}
 }
