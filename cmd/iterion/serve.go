@@ -148,7 +148,7 @@ func serveFlags(fs *flag.FlagSet, c *serveConfig) (envOf map[string]string) {
 	fs.StringVar(&c.sweepMode, "sweep-mode", string(server.SweepBatch), "batch: one GraphQL query per 100 runs; rest: two REST reads per run, the per-run sweep the batched one replaced (the forge cost grows with open runs)")
 	fs.BoolVar(&c.noTimeBudget, "sweep-no-time-budget", false, "lift the sweeper's time budget (half of GitHub's GraphQL time a minute) and interval stop, for a harness on a compressed clock whose forge answers at once")
 	fs.DurationVar(&c.forgeMinute, "forge-minute", time.Minute, "length of GitHub's minute on this replica's clock, the window of the sweeper's time budget: 1m against GitHub; a demo or harness whose forge simulator compresses its minute (forge-sim --minute) passes the same")
-	fs.DurationVar(&c.forgeTimeout, "forge-timeout", 0, "deadline of each forge request; 0: GitHub's own 10 s request limit plus 5 s, at most a quarter of the shortest net interval")
+	fs.DurationVar(&c.forgeTimeout, "forge-timeout", 0, "deadline of each forge request; 0: GitHub's own 10 s request limit plus 5 s, at most a quarter of the shortest net interval. With --board-repos, refused unless under --board-interval")
 	fs.IntVar(&c.etagCache, "forge-etag-cache", 0, "forge ETag cache bound in bytes of cached answers; 0: the default (64 MiB), negative: off")
 	fs.StringVar(&c.apiTokenFile, "api-token-file", "", "file holding the bearer token of POST /api/runs (instead of --api-token, which ps shows)")
 	fs.StringVar(&c.pagesTokenFile, "pages-token-file", "", "file holding the pages token (instead of --pages-token)")
@@ -414,6 +414,12 @@ func (c serveConfig) validate() []error {
 	}
 	if wait := server.SweepBatchWait(c.forgeMinute, c.forgeTimeout); c.forgeTimeout > 0 && !c.noTimeBudget && c.sweepInterval > 0 && wait >= c.sweepInterval {
 		add("--forge-timeout %v: want it under --sweep-interval %v: a sweep pass begins a batch only when it would end within the interval, and one may wait %v", c.forgeTimeout, c.sweepInterval, wait)
+	}
+	// A board pass is cut one interval after it began (its watchdog); a
+	// repository whose list fails waits for the next pass while the pass
+	// goes on, which only a request deadline shorter than the pass allows.
+	if len(c.boardRepos) > 0 && c.forgeTimeout > 0 && c.boardInterval > 0 && c.forgeTimeout >= c.boardInterval {
+		add("--forge-timeout %v: want it under --board-interval %v: a board pass is cut one interval after it began, so a request that never answers would cost every repository after it the pass instead of failing alone", c.forgeTimeout, c.boardInterval)
 	}
 	for _, l := range []struct {
 		flag string

@@ -931,3 +931,42 @@ func TestServeRefusesAMongoSettingWithoutMongoURI(t *testing.T) {
 		}
 	}
 }
+
+// TestServeForgeTimeoutIsUnderTheBoardInterval pins the board's side of
+// --forge-timeout: with --board-repos, a board pass is cut one
+// --board-interval after it began (the watchdog), and a repository whose
+// list fails is left for the next pass while the pass goes on to the
+// next one. A forge timeout at or over the interval never ends a board
+// request before the watchdog ends the whole pass, so one request that
+// never answers costs every repository after it its pass: a bad setting,
+// naming both flags. Without --board-repos there is no board pass.
+func TestServeForgeTimeoutIsUnderTheBoardInterval(t *testing.T) {
+	base := []string{"--forge-token", "t", "--api-token", "a"}
+	board := append(slices.Clone(base), "--board-repos", "acme/app,acme/web", "--board-interval", "10s")
+	for _, c := range []struct {
+		why     string
+		timeout string
+		want    string
+	}{
+		{"equal to the interval: the pass is cut as the request's deadline comes", "10s", "--forge-timeout 10s: want it under --board-interval 10s"},
+		{"over the interval", "20s", "--forge-timeout 20s: want it under --board-interval 10s"},
+	} {
+		_, err := parseServe(append(slices.Clone(board), "--forge-timeout", c.timeout), env(), io.Discard)
+		var msg strings.Builder
+		if code := exitCode(&msg, "serve", err); code != 2 || !strings.Contains(msg.String(), c.want) {
+			t.Errorf("%s: exit %d, %q; want exit 2 saying %q", c.why, code, msg.String(), c.want)
+		}
+	}
+	for _, c := range []struct {
+		why  string
+		args []string
+	}{
+		{"under the interval: a hung request ends before the pass does", append(slices.Clone(board), "--forge-timeout", "9s")},
+		{"the default: a quarter of the shortest interval", board},
+		{"no --board-repos: no board pass to cut", append(slices.Clone(base), "--board-interval", "10s", "--forge-timeout", "20s")},
+	} {
+		if _, err := parseServe(c.args, env(), io.Discard); err != nil {
+			t.Errorf("%s: parseServe = %v, want it taken", c.why, err)
+		}
+	}
+}
