@@ -129,8 +129,8 @@ type Config struct {
 	// Logger receives one line per pass, and each repository that failed;
 	// nil discards.
 	Logger *slog.Logger
-	// OnPass is called synchronously after each pass; nil means none. It
-	// must not block.
+	// OnPass is called synchronously after each pass, before the pass's
+	// line is logged; nil means none. It must not block.
 	OnPass func(Pass)
 	// Watchdog bounds each pass and ends a term whose passes keep failing
 	// (lease.Every); the zero Watchdog bounds nothing.
@@ -347,11 +347,13 @@ func (s *Sync) pass(ctx context.Context, st *boardTerm) passEnd {
 		s.cfg.Logger.Warn("board sync: repository not synced", "repo", r.full,
 			"since", rp.Since, "err", rp.Err)
 	}
-	s.cfg.Logger.Info("board sync pass", "term", p.Term, "pass", p.Pass, "repos", len(p.Repos),
-		"failed", failed, "listed", listed, "changed", changed, "left_out", leftOut, "removed", removed, "pruned", p.Pruned, "expired", p.Expired, "complete", p.Complete)
+	// Reported before it is logged: whoever reads the line finds the
+	// pass recorded (GET /board's last complete pass, the metrics).
 	if s.cfg.OnPass != nil {
 		s.cfg.OnPass(p)
 	}
+	s.cfg.Logger.Info("board sync pass", "term", p.Term, "pass", p.Pass, "repos", len(p.Repos),
+		"failed", failed, "listed", listed, "changed", changed, "left_out", leftOut, "removed", removed, "pruned", p.Pruned, "expired", p.Expired, "complete", p.Complete)
 	return passEnd{resume: resume, synced: p.Complete && failed == 0}
 }
 

@@ -1068,3 +1068,29 @@ func TestSyncPassReportsTheTombstonesItsPruneExpired(t *testing.T) {
 		}
 	})
 }
+
+// TestSyncReportsAPassBeforeItLogsIt pins the order of a pass's two
+// reports: Config.OnPass (which the server's GET /board status and
+// metrics read) is called before the "board sync pass" line is logged,
+// so whoever reads that line, an operator or a test waiting for it,
+// finds the pass already recorded rather than racing its record.
+func TestSyncReportsAPassBeforeItLogsIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var logged []bool // per OnPass: whether its pass line was logged already
+		var r *boardRig
+		r = newBoardRigWith(t, func(c *board.Config) {
+			next := c.OnPass
+			c.OnPass = func(p board.Pass) {
+				logged = append(logged, strings.Count(r.logs.String(), "board sync pass") >= len(logged)+1)
+				next(p)
+			}
+		}, "acme/app")
+		r.seed(t, "acme/app", forgesim.Issue{Number: 1, Title: "synced", State: "open"})
+		r.start(t)
+		r.next(t)
+		r.next(t)
+		if len(logged) < 2 || slices.Contains(logged, true) {
+			t.Errorf("pass line already logged when OnPass was called, per pass: %v, want every false: a pass is recorded before its line says it ended", logged)
+		}
+	})
+}

@@ -175,8 +175,8 @@ type sweeperConfig struct {
 	// Logger receives pass summaries and rate-limit stops, with the
 	// attributes it carries (the server's carries the owner); nil discards.
 	Logger *slog.Logger
-	// OnPass is called synchronously after each pass; nil means none. It
-	// must not block.
+	// OnPass is called synchronously after each pass, before the pass's
+	// line is logged; nil means none. It must not block.
 	OnPass func(SweepPass)
 	// BackingOff, when set, shows how many runs are backing off (runs whose
 	// pull request could not be read, while a deep window still lists

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"iterion.dev/iterion/internal/testing/forgetest"
 	"iterion.dev/iterion/pkg/forge"
 	"iterion.dev/iterion/pkg/forge/forgesim"
 	"iterion.dev/iterion/pkg/gaterun"
@@ -736,4 +737,30 @@ func seedSweepRunsWithin(tb testing.TB, sim *forgesim.Sim, n, drifted int, timeo
 		}
 	}
 	return fc, runs, stop
+}
+
+// TestSweeperReportsAPassBeforeItLogsIt pins the order of a pass's two
+// reports: SweeperConfig.OnPass (which the installations view, /readyz's
+// freshness and the metrics read) is called before the "sweep pass" line
+// is logged, so whoever reads that line finds the pass already recorded
+// rather than racing its record.
+func TestSweeperReportsAPassBeforeItLogsIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		runs := gaterun.NewMemoryStore()
+		seedRuns(t, runs, time.Now(), []seeded{{"a", time.Minute, false}})
+		logger, logs := forgetest.TextLogger()
+		var logged []bool // per OnPass: whether its pass line was logged already
+		offer := &fakeOfferer{}
+		sw := server.NewSweeper(server.SweeperConfig{Runs: runs, Offer: offer, Interval: time.Minute, Logger: logger,
+			OnPass: func(server.SweepPass) {
+				logged = append(logged, strings.Count(logs.String(), "msg=\"sweep pass\"") >= len(logged)+1)
+			}})
+		stop := startSweeper(sw)
+		time.Sleep(2*time.Minute + time.Nanosecond)
+		synctest.Wait()
+		stop()
+		if len(logged) < 2 || slices.Contains(logged, true) {
+			t.Errorf("pass line already logged when OnPass was called, per pass: %v, want two or more, every one false: a pass is recorded before its line says it ended", logged)
+		}
+	})
 }

@@ -285,6 +285,11 @@ func (s *sweeper) pass(ctx context.Context, st *sweepTerm) (_ SweepPass, resume 
 		}
 		s.cfg.BehindPasses.WithLabelValues(w).Inc()
 	}
+	// Reported before it is logged: whoever reads the line finds the
+	// pass recorded (the installations view, /readyz, the metrics).
+	if s.cfg.OnPass != nil {
+		s.cfg.OnPass(p)
+	}
 	log := s.cfg.Logger.Debug
 	if !p.Complete || p.Behind {
 		log = s.cfg.Logger.Info
@@ -293,9 +298,6 @@ func (s *sweeper) pass(ctx context.Context, st *sweepTerm) (_ SweepPass, resume 
 		"since", p.Since, "offered", p.Offered, "backing_off", p.BackingOff,
 		"forge_reads", p.ForgeReads, "forge_errors", p.ForgeErrors, "forge_time", p.ForgeTime, "waited", p.Waited,
 		"batch", p.Batch, "complete", p.Complete, "behind", p.Behind, "resume", resume, "took", s.cfg.Now().Sub(p.At))
-	if s.cfg.OnPass != nil {
-		s.cfg.OnPass(p)
-	}
 	return p, resume
 }
 
