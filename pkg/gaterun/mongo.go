@@ -308,24 +308,11 @@ func (s *MongoStore) ForHead(ctx context.Context, host, repo, sha string) ([]Run
 	}, options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}))
 }
 
-// Settle implements Store.
-func (s *MongoStore) Settle(ctx context.Context, id string) error {
-	res, err := s.coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: id}},
-		bson.D{{Key: "$set", Value: bson.D{{Key: "settled", Value: true}}}})
-	if err != nil {
-		return fmt.Errorf("gaterun: settle run %q: %w", id, err)
-	}
-	if res.MatchedCount == 0 {
-		return fmt.Errorf("%w: id %q", ErrNotFound, id)
-	}
-	return nil
-}
-
-// SettleReported implements Store, in one conditional update; a document
+// Settle implements Store, in one conditional update; a document
 // written without reported_at (by an earlier release) was reported at its
 // updated_at, as decodeRun reads it. When it matches nothing, a read tells
 // a missing run from one reported again.
-func (s *MongoStore) SettleReported(ctx context.Context, id string, reported time.Time) (bool, error) {
+func (s *MongoStore) Settle(ctx context.Context, id string, reported time.Time) (bool, error) {
 	at := mongostore.Stamp(reported)
 	res, err := s.coll.UpdateOne(ctx,
 		bson.D{{Key: "_id", Value: id}, {Key: "$or", Value: bson.A{

@@ -79,7 +79,7 @@ func TestMongoRunStoreWritesAreMajorityJournaled(t *testing.T) {
 		{"Put (new)", func() error { _, err := s.Put(ctx, run, now); return err }},
 		{"Put (update)", func() error { _, err := s.Put(ctx, run, now.Add(time.Second)); return err }},
 		{"Move", func() error { _, err := s.Move(ctx, id, 0, 7, now.Add(time.Minute)); return err }},
-		{"Settle", func() error { return s.Settle(ctx, run.ID) }},
+		{"Settle", func() error { _, err := s.Settle(ctx, run.ID, now.Add(time.Second)); return err }},
 		{"RecordSweeps", func() error {
 			return s.RecordSweeps(ctx, []gaterun.InstallationSweep{{Installation: 7, At: now, Owner: "web-1"}})
 		}},

@@ -57,18 +57,16 @@ type Store interface {
 	// page); a page shorter than q.Limit is the last. A q that fails
 	// Validate is refused with an error wrapping ErrInvalid.
 	List(ctx context.Context, q Query) ([]Run, error)
-	// Settle marks the run with id settled; settling a settled run is a
-	// no-op. A missing id is an error wrapping ErrNotFound.
-	Settle(ctx context.Context, id string) error
-	// SettleReported is Settle of the verdict reported at reported (the
-	// Run.Reported of the copy the caller decided from), in one
-	// conditional write: it marks the run settled only while its Reported
-	// is still reported, and reports whether the run is settled with that
-	// report now. A run reported again since (a Put: a new verdict, which
-	// is news the caller did not decide on) is left as it is, and settled
-	// is false; a move, which reports nothing, does not stop it. A missing
-	// id is an error wrapping ErrNotFound.
-	SettleReported(ctx context.Context, id string, reported time.Time) (settled bool, err error)
+	// Settle settles the verdict reported at reported (the Run.Reported of
+	// the copy the caller decided from), in one conditional write: it
+	// marks the run settled only while its Reported is still reported,
+	// and reports whether the run is settled with that report now;
+	// settling a settled run again is a no-op that reports true. A run
+	// reported again since (a Put: a new verdict, which is news the caller
+	// did not decide on) is left as it is, and settled is false; a move,
+	// which reports nothing, does not stop it. A missing id is an error
+	// wrapping ErrNotFound.
+	Settle(ctx context.Context, id string, reported time.Time) (settled bool, err error)
 	// Move gives the run with id installation to, in one conditional
 	// write, if it is unsettled and stored under installation from (0: the
 	// runs stored without one), and reports whether it did. The run keeps
@@ -220,23 +218,7 @@ func (s *MemoryStore) List(ctx context.Context, q Query) ([]Run, error) {
 }
 
 // Settle implements Store.
-func (s *MemoryStore) Settle(ctx context.Context, id string) error {
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("gaterun: settle run: %w", err)
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	r, ok := s.runs[id]
-	if !ok {
-		return fmt.Errorf("%w: id %q", ErrNotFound, id)
-	}
-	r.Settled = true
-	s.runs[id] = r
-	return nil
-}
-
-// SettleReported implements Store.
-func (s *MemoryStore) SettleReported(ctx context.Context, id string, reported time.Time) (bool, error) {
+func (s *MemoryStore) Settle(ctx context.Context, id string, reported time.Time) (bool, error) {
 	if err := ctx.Err(); err != nil {
 		return false, fmt.Errorf("gaterun: settle run: %w", err)
 	}

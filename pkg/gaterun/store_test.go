@@ -132,8 +132,8 @@ func TestMongoRunStoreGivesLegacyRunsTheirReportTime(t *testing.T) {
 	if got, err := s.Get(context.Background(), after); err != nil || !got.Reported.Equal(now) {
 		t.Errorf("a document without reported_at: Reported %v, %v; want its updated_at %v", got.Reported, err, now)
 	}
-	if settled, err := s.SettleReported(context.Background(), after, now); err != nil || !settled {
-		t.Errorf("SettleReported(its updated_at) of a document without reported_at = %v, %v, want true: it was reported at its updated_at", settled, err)
+	if settled, err := s.Settle(context.Background(), after, now); err != nil || !settled {
+		t.Errorf("Settle(its updated_at) of a document without reported_at = %v, %v, want true: it was reported at its updated_at", settled, err)
 	}
 	if moved, err := s.Move(context.Background(), before, 0, 7, now.Add(time.Minute)); err != nil || !moved {
 		t.Fatalf("Move(0 to 7) = %v, %v, want true", moved, err)

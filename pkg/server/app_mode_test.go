@@ -911,9 +911,7 @@ func TestAppModeSweepersForgetTheBackOffsOfRunsNoLongerTheirs(t *testing.T) {
 		if got := metricValue(t, r.handler, "merge_gate_runs_backing_off"); got != 3 {
 			t.Fatalf("merge_gate_runs_backing_off after the first pass: %v, want 3", got)
 		}
-		if err := c.runs.Settle(ctx, settles.ID); err != nil {
-			t.Fatal(err)
-		}
+		settleRun(t, c.runs, settles.ID)
 		if err := c.sim.AddInstallationRepos(2, moves.Repo); err != nil {
 			t.Fatal(err)
 		}
@@ -1043,9 +1041,7 @@ func TestAppModeSweepersForgetTheFailedDeepRunsNoLongerTheirs(t *testing.T) {
 		if len(passes) != 1 || !passes[0].Deep || passes[0].Offered != 2 {
 			t.Fatalf("installation 1's passes after a minute: %+v, want one deep pass offering the 2 runs", passes)
 		}
-		if err := c.runs.Settle(ctx, settles.ID); err != nil {
-			t.Fatal(err)
-		}
+		settleRun(t, c.runs, settles.ID)
 		time.Sleep(9 * time.Minute)
 		synctest.Wait()
 		passes = sweptBy(c, 1)
@@ -1135,9 +1131,7 @@ func TestAppModeANewRunOfAMovedRepositoryTakesItsNewInstallation(t *testing.T) {
 		if _, err := c.runs.Put(ctx, old, time.Now()); err != nil {
 			t.Fatal(err)
 		}
-		if err := c.runs.Settle(ctx, old.ID); err != nil {
-			t.Fatal(err)
-		}
+		settleRun(t, c.runs, old.ID)
 		addRepo(t, c, r, 2, old.Repo)
 		sha := strings.Repeat("cd", 20)
 		if err := c.sim.SeedPull("org-1", "repo-1", 2, sha, "open"); err != nil {

@@ -120,9 +120,7 @@ func seedRuns(t *testing.T, runs gaterun.Store, start time.Time, entries []seede
 			t.Fatal(err)
 		}
 		if e.settled {
-			if err := runs.Settle(context.Background(), r.ID); err != nil {
-				t.Fatal(err)
-			}
+			settleRun(t, runs, r.ID)
 		}
 	}
 }
@@ -425,9 +423,7 @@ func (d *deletedRuns) delete(id string) {
 // a seeded run leaves the sweep in token mode.
 func (d *deletedRuns) depart(t *testing.T) {
 	t.Helper()
-	if err := d.Settle(context.Background(), gaterun.ID("github.com", "acme/settles", 1, "sha1")); err != nil {
-		t.Fatal(err)
-	}
+	settleRun(t, d, gaterun.ID("github.com", "acme/settles", 1, "sha1"))
 	d.delete(gaterun.ID("github.com", "acme/deleted", 2, "sha2"))
 }
 

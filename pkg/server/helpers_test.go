@@ -82,6 +82,19 @@ func (s *racedStore) landAfter(read []gaterun.Run) {
 	}
 }
 
+// settleRun settles the run with id in runs as the reconciler does: with
+// the Reported of the copy it read.
+func settleRun(t *testing.T, runs gaterun.Store, id string) {
+	t.Helper()
+	r, err := runs.Get(context.Background(), id)
+	if err != nil {
+		t.Fatalf("Get(%s) to settle it: %v", id, err)
+	}
+	if settled, err := runs.Settle(context.Background(), id, r.Reported); err != nil || !settled {
+		t.Fatalf("Settle(%s, its Reported) = %v, %v, want true", id, settled, err)
+	}
+}
+
 // newerVerdict puts run again in runs, now with verdict failure: a new
 // verdict reported for its head.
 func newerVerdict(t *testing.T, runs gaterun.Store, run gaterun.Run) {

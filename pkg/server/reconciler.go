@@ -324,7 +324,7 @@ func (r *reconciler) act(ctx context.Context, fc *forge.Client, run gaterun.Run,
 		// between the read and this write (a pull request reopened and
 		// reviewed again) is news no forge read here has seen, and
 		// settling it would hide it from every later offer.
-		settled, err := r.runs.SettleReported(ctx, run.ID, run.Reported)
+		settled, err := r.runs.Settle(ctx, run.ID, run.Reported)
 		if err != nil {
 			return r.failed("settle run", run, err)
 		}

@@ -196,9 +196,7 @@ func TestReconcilerRereadsTheRun(t *testing.T) {
 	if st := gateState(t, fc, sha); st != "failure" {
 		t.Errorf("gate context = %q, want failure: the stored verdict wins over a stale copy", st)
 	}
-	if err := runs.Settle(context.Background(), stale.ID); err != nil {
-		t.Fatal(err)
-	}
+	settleRun(t, runs, stale.ID)
 	sim.ResetStats()
 	if out, err := rec.Offer(context.Background(), stale); err != nil || out != server.OutcomeGone {
 		t.Errorf("Offer of a settled run = %q, %v, want gone", out, err)
@@ -385,9 +383,7 @@ func TestReconcilerBatchRereadsBeforeWriting(t *testing.T) {
 	if _, err := mem.Put(ctx, gateRun(1, sha(1), gaterun.VerdictFailure), time.Now().Add(time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	if err := mem.Settle(ctx, listed[1].ID); err != nil {
-		t.Fatal(err)
-	}
+	settleRun(t, mem, listed[1].ID)
 	runs := &countingRuns{Store: mem}
 	sim.ResetStats()
 	outs, err := server.NewReconciler(runs, fc, nil).OfferBatch(ctx, listed)

@@ -14,7 +14,7 @@ import (
 // label: the run store's methods, gaterun.Store's and
 // gaterun.InstallationStore's, in snake case.
 var runStoreCalls = []string{"put", "get", "unsettled", "unsettled_in", "unsettled_among", "for_pull", "for_head",
-	"list", "settle", "settle_reported", "move", "record_sweeps", "sweeps", "open_runs"}
+	"list", "settle", "move", "record_sweeps", "sweeps", "open_runs"}
 
 // newRunStoreFailures returns run_store_calls_failed_total, every series
 // from the start, so a rate over it is 0, not absent.
@@ -106,15 +106,9 @@ func (c countedRuns) List(ctx context.Context, q gaterun.Query) ([]gaterun.Run, 
 	return runs, err
 }
 
-func (c countedRuns) Settle(ctx context.Context, id string) error {
-	err := c.runs.Settle(ctx, id)
+func (c countedRuns) Settle(ctx context.Context, id string, reported time.Time) (bool, error) {
+	settled, err := c.runs.Settle(ctx, id, reported)
 	c.count("settle", err)
-	return err
-}
-
-func (c countedRuns) SettleReported(ctx context.Context, id string, reported time.Time) (bool, error) {
-	settled, err := c.runs.SettleReported(ctx, id, reported)
-	c.count("settle_reported", err)
 	return settled, err
 }
 

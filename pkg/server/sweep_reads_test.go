@@ -88,8 +88,12 @@ func TestSweepReadsNeverServeAPassAnOlderSnapshotThanHalfAnInterval(t *testing.T
 		t.Fatal(err)
 	}
 	late := putInstallationRun(t, mem, 2, 9, now)
-	if err := mem.Settle(ctx, gaterun.ID("github.com", "org-1/repo-1", 1, "abc")); err != nil {
+	settled, err := mem.Get(ctx, gaterun.ID("github.com", "org-1/repo-1", 1, "abc"))
+	if err != nil {
 		t.Fatal(err)
+	}
+	if ok, err := mem.Settle(ctx, settled.ID, settled.Reported); err != nil || !ok {
+		t.Fatalf("Settle = %v, %v, want true", ok, err)
 	}
 	now = now.Add(iv / 2)
 	got2, err := reads.unsettledIn(ctx, 2, t0, gaterun.Cursor{}, 10)

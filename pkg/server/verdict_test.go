@@ -85,9 +85,7 @@ func oneVerdictPerCommit(t *testing.T, repo30 string) {
 	}
 
 	// Once pull 31's run settles, pull 30's decides again.
-	if err := runs.Settle(ctx, gaterun.ID("github.com", "acme/app", 31, sha)); err != nil {
-		t.Fatal(err)
-	}
+	settleRun(t, runs, gaterun.ID("github.com", "acme/app", 31, sha))
 	if out, err := rec.Offer(ctx, r30); out != server.OutcomePublished || err != nil {
 		t.Errorf("offer after the decider settled: got %q, %v, want published: the remaining run decides", out, err)
 	}

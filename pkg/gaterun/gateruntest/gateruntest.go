@@ -53,6 +53,19 @@ func put(t *testing.T, s gaterun.Store, r gaterun.Run, now time.Time) bool {
 	return created
 }
 
+// settle settles the run with id as a caller that read it now would: with
+// its Reported.
+func settle(t *testing.T, s gaterun.Store, id string) {
+	t.Helper()
+	r, err := s.Get(context.Background(), id)
+	if err != nil {
+		t.Fatalf("Get(%s) to settle it: %v", id, err)
+	}
+	if settled, err := s.Settle(context.Background(), id, r.Reported); err != nil || !settled {
+		t.Fatalf("Settle(%s, its Reported) = %v, %v, want true", id, settled, err)
+	}
+}
+
 func ids(runs []gaterun.Run) []string {
 	out := make([]string, len(runs))
 	for i, r := range runs {
@@ -176,9 +189,7 @@ var cases = []conformance.Case[gaterun.Store]{
 		put(t, s, edge, at(time.Hour))
 		put(t, s, fresh, at(2*time.Hour))
 		put(t, s, done, at(2*time.Hour))
-		if err := s.Settle(context.Background(), done.ID); err != nil {
-			t.Fatalf("Settle: %v", err)
-		}
+		settle(t, s, done.ID)
 		got, err := s.Unsettled(context.Background(), at(time.Hour), gaterun.Cursor{}, 10)
 		if err != nil {
 			t.Fatalf("Unsettled: %v", err)
@@ -266,9 +277,7 @@ var cases = []conformance.Case[gaterun.Store]{
 		for _, r := range []gaterun.Run{two, none, settled} {
 			put(t, s, r, at(0))
 		}
-		if err := s.Settle(context.Background(), settled.ID); err != nil {
-			t.Fatal(err)
-		}
+		settle(t, s, settled.ID)
 		var got []gaterun.Run
 		cur := gaterun.Cursor{}
 		for page := 0; page < 10; page++ {
@@ -317,9 +326,7 @@ var cases = []conformance.Case[gaterun.Store]{
 		settled := newRun("org-2/repo-1", 99, "am")
 		settled.Installation = 2
 		put(t, s, settled, at(0))
-		if err := s.Settle(context.Background(), settled.ID); err != nil {
-			t.Fatal(err)
-		}
+		settle(t, s, settled.ID)
 		var got []gaterun.Run
 		cur := gaterun.Cursor{}
 		for page := 0; page < 10; page++ {
@@ -353,8 +360,8 @@ var cases = []conformance.Case[gaterun.Store]{
 		r := newRun("acme/app", 5, "d1")
 		put(t, s, r, at(0))
 		for range 2 {
-			if err := s.Settle(context.Background(), r.ID); err != nil {
-				t.Fatalf("Settle: %v, want nil: settling is idempotent", err)
+			if settled, err := s.Settle(context.Background(), r.ID, at(0)); err != nil || !settled {
+				t.Fatalf("Settle = %v, %v, want true, nil: settling is idempotent", settled, err)
 			}
 		}
 		got, _ := s.Get(context.Background(), r.ID)
@@ -368,11 +375,11 @@ var cases = []conformance.Case[gaterun.Store]{
 		}
 	}},
 	{Name: "SettleMissing", Rule: "settling an unknown id is ErrNotFound", Check: func(t *testing.T, s gaterun.Store) {
-		if err := s.Settle(context.Background(), "nope"); !errors.Is(err, gaterun.ErrNotFound) {
+		if _, err := s.Settle(context.Background(), "nope", at(0)); !errors.Is(err, gaterun.ErrNotFound) {
 			t.Errorf("got %v, want ErrNotFound: an unknown id is not found", err)
 		}
 	}},
-	{Name: "SettleReportedKeepsALaterReport", Rule: "SettleReported settles the run only while its verdict is the one reported at the instant given (a move between does not stop it) and is idempotent; a verdict reported since stays unsettled and reports false; an unknown id is ErrNotFound", Check: func(t *testing.T, s gaterun.Store) {
+	{Name: "SettleKeepsALaterReport", Rule: "Settle settles the run only while its verdict is the one reported at the instant given (a move between does not stop it) and is idempotent; a verdict reported since stays unsettled and reports false; an unknown id is ErrNotFound", Check: func(t *testing.T, s gaterun.Store) {
 		ctx := context.Background()
 		r := newRun("acme/app", 5, "s1")
 		r.Installation = 3
@@ -383,26 +390,26 @@ var cases = []conformance.Case[gaterun.Store]{
 		}
 		r.Verdict = gaterun.VerdictFailure
 		put(t, s, r, at(time.Minute)) // reported after the caller read the run
-		if settled, err := s.SettleReported(ctx, r.ID, read.Reported); err != nil || settled {
-			t.Errorf("SettleReported(the earlier report) = %v, %v, want false, nil: a verdict reported since is news the caller did not decide on", settled, err)
+		if settled, err := s.Settle(ctx, r.ID, read.Reported); err != nil || settled {
+			t.Errorf("Settle(the earlier report) = %v, %v, want false, nil: a verdict reported since is news the caller did not decide on", settled, err)
 		}
 		if got, _ := s.Get(ctx, r.ID); got.Settled || got.Verdict != gaterun.VerdictFailure {
-			t.Errorf("after a refused SettleReported: Settled %v, verdict %q; want false and failure: the later report stands", got.Settled, got.Verdict)
+			t.Errorf("after a refused Settle: Settled %v, verdict %q; want false and failure: the later report stands", got.Settled, got.Verdict)
 		}
 		read, _ = s.Get(ctx, r.ID)
 		if moved, err := s.Move(ctx, r.ID, 3, 4, at(2*time.Minute)); err != nil || !moved {
 			t.Fatalf("Move: %v, %v", moved, err)
 		}
 		for i := range 2 {
-			if settled, err := s.SettleReported(ctx, r.ID, read.Reported.Add(500*time.Microsecond)); err != nil || !settled {
-				t.Errorf("SettleReported(the last report, to the millisecond), call %d = %v, %v, want true, nil: a move reports no verdict, and settling is idempotent", i+1, settled, err)
+			if settled, err := s.Settle(ctx, r.ID, read.Reported.Add(500*time.Microsecond)); err != nil || !settled {
+				t.Errorf("Settle(the last report, to the millisecond), call %d = %v, %v, want true, nil: a move reports no verdict, and settling is idempotent", i+1, settled, err)
 			}
 		}
 		if got, _ := s.Get(ctx, r.ID); !got.Settled {
-			t.Errorf("got Settled false, want true after SettleReported of the last report")
+			t.Errorf("got Settled false, want true after Settle of the last report")
 		}
-		if _, err := s.SettleReported(ctx, "nope", at(0)); !errors.Is(err, gaterun.ErrNotFound) {
-			t.Errorf("SettleReported of an unknown id = %v, want ErrNotFound", err)
+		if _, err := s.Settle(ctx, "nope", at(0)); !errors.Is(err, gaterun.ErrNotFound) {
+			t.Errorf("Settle of an unknown id = %v, want ErrNotFound", err)
 		}
 	}},
 	{Name: "MoveChangesOnlyTheInstallation", Rule: "Move gives an unsettled run under from installation to and Updated now, and keeps every other field, Reported and a verdict put since the caller read the run included; a run settled, gone or under another installation is left as it is; to under 1 is ErrInvalid", Check: func(t *testing.T, s gaterun.Store) {
@@ -425,9 +432,7 @@ var cases = []conformance.Case[gaterun.Store]{
 		if moved, err := s.Move(ctx, r.ID, 1, 3, at(2*time.Minute)); err != nil || moved {
 			t.Errorf("Move(1 to 3) of a run under 2 = %v, %v, want false: a run under another installation stays", moved, err)
 		}
-		if err := s.Settle(ctx, r.ID); err != nil {
-			t.Fatal(err)
-		}
+		settle(t, s, r.ID)
 		if moved, err := s.Move(ctx, r.ID, 2, 3, at(3*time.Minute)); err != nil || moved {
 			t.Errorf("Move of a settled run = %v, %v, want false: a settled run stays settled where it is", moved, err)
 		}
@@ -457,9 +462,7 @@ var cases = []conformance.Case[gaterun.Store]{
 		for _, r := range []gaterun.Run{h1, h2, other, otherRepo, otherHost} {
 			put(t, s, r, at(0))
 		}
-		if err := s.Settle(context.Background(), h2.ID); err != nil {
-			t.Fatal(err)
-		}
+		settle(t, s, h2.ID)
 		got, err := s.ForPull(context.Background(), "github.com", "acme/app", 9)
 		if err != nil || !sameIDs(got, h1) {
 			t.Errorf("ForPull = %v, %v, want [acme/app#9@e1]: settled runs and other pulls, repos and hosts are left out", ids(got), err)
@@ -513,9 +516,7 @@ var cases = []conformance.Case[gaterun.Store]{
 		for i, r := range []gaterun.Run{a9, a9b, a10, lib9, otherHost} {
 			put(t, s, r, at(time.Duration(i)*time.Second))
 		}
-		if err := s.Settle(context.Background(), a9b.ID); err != nil {
-			t.Fatal(err)
-		}
+		settle(t, s, a9b.ID)
 		for _, c := range []struct {
 			why  string
 			q    gaterun.Query

@@ -64,9 +64,7 @@ var installationCases = []conformance.Case[gaterun.InstallationStore]{
 		put(t, s, in(0, 4, "a4"), at(0))
 		done := in(2, 5, "a5")
 		put(t, s, done, at(0))
-		if err := s.Settle(context.Background(), done.ID); err != nil {
-			t.Fatalf("Settle: %v", err)
-		}
+		settle(t, s, done.ID)
 		count := func() string {
 			t.Helper()
 			got, err := s.OpenRuns(context.Background())
