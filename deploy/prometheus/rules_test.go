@@ -196,6 +196,20 @@ load 1m
   merge_gate_installation_mints_refused_total{instance="a"} 0x9 1x200
 `, 140 * time.Minute}},
 }, {
+	alert: "IterionMalformedRuns",
+	fires: fixture{"a's sweeper skipped one document every minute from 10m (in the last hour's window); judged at 30m", `
+load 1m
+  merge_gate_sweep_malformed_runs_total{instance="a"} 0x9 1+1x40
+  merge_gate_sweep_malformed_runs_total{instance="b"} 0x50
+`, 30 * time.Minute},
+	healthy: []fixture{{"no document skipped", `
+load 1m
+  merge_gate_sweep_malformed_runs_total{instance="a"} 0x200
+`, 180 * time.Minute}, {"one skipped by deep windows at 10m and 40m, then deleted: judged 2h after the last", `
+load 1m
+  merge_gate_sweep_malformed_runs_total{instance="a"} 0x9 1x30 2x200
+`, 165 * time.Minute}},
+}, {
 	alert: "IterionLeaseStoreUnreachable",
 	fires: fixture{"every renewal and acquire of replica a for 15m got no answer", `
 load 1m

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -15,8 +16,10 @@ import (
 	"iterion.dev/iterion/pkg/forge"
 )
 
-// ErrMalformed reports a stored run document of the wrong shape; the store
-// returns it (wrapped, naming the document) instead of a run.
+// ErrMalformed reports a stored run document of the wrong shape. Get,
+// ForPull and ForHead return it (wrapped, naming the document's _id and the
+// field at fault) instead of a run; a listing skips the document instead
+// (see WithSkipped).
 var ErrMalformed = errors.New("gaterun: malformed run document")
 
 // Collection is the collection MongoStore keeps runs in.
@@ -29,7 +32,16 @@ const Collection = "gate_runs"
 // {w: "majority", j: true} ([mongostore.Durable]) whatever the server's
 // default: POST /api/runs answers a Put as recorded, and the review bot
 // does not report that verdict again, so a Put a failover rolled back
-// would be a verdict lost. It is safe for concurrent use.
+// would be a verdict lost.
+//
+// A document it cannot read as a run ([ErrMalformed]: a field of the wrong
+// type or value, as a replica of another release or a hand edit may
+// write) is an error from Get, and from ForPull and ForHead, which answer
+// for a pull request's or a commit's runs together and must not decide
+// from some of them; the listings (Unsettled, UnsettledIn, UnsettledAmong,
+// List) skip it, report it to ctx's [WithSkipped] function, and list the
+// runs after it, so that one bad document does not stop the sweep of every
+// other run. It is safe for concurrent use.
 type MongoStore struct {
 	coll *mongo.Collection
 }
@@ -274,22 +286,97 @@ func (s *MongoStore) List(ctx context.Context, q Query) ([]Run, error) {
 }
 
 // page finds at most limit runs that match filter and come after the
-// cursor, in listing order (updated_at, then _id), in one reply (the
-// batch size is the limit): no server cursor outlives the read, which on
-// FerretDB's SQLite backend would hold one of its pool's connections until
-// a getMore or killCursors came.
+// cursor, in listing order (updated_at, then _id), each read in one reply
+// (the batch size is the read's limit): no server cursor outlives the read,
+// which on FerretDB's SQLite backend would hold one of its pool's
+// connections until a getMore or killCursors came.
+//
+// A document decodeRun refuses is skipped and reported to ctx's
+// WithSkipped function, and the page is filled from the documents after
+// it, in as many more reads as it takes, so that a page shorter than limit
+// is still the last: one bad document (written by another release's
+// replica, or edited by hand) would otherwise fail every listing that
+// reaches it, and with it every sweep of every run after it. A skipped
+// document whose updated_at is a date and _id a string has a place in
+// listing order, and the next read starts after it; one without is left
+// out of the next reads by its _id.
 func (s *MongoStore) page(ctx context.Context, filter bson.D, after Cursor, limit int) ([]Run, error) {
-	if after != (Cursor{}) {
-		at := mongostore.Stamp(after.Updated)
-		filter = append(filter, bson.E{Key: "$or", Value: bson.A{
-			bson.D{{Key: "updated_at", Value: bson.D{{Key: "$gt", Value: at}}}},
-			bson.D{{Key: "updated_at", Value: at}, {Key: "_id", Value: bson.D{{Key: "$gt", Value: after.ID}}}},
-		}})
+	var (
+		out      []Run
+		unplaced bson.A // _ids of skipped documents without a place
+	)
+	for {
+		need := limit - len(out)
+		f := append(slices.Clone(filter), afterFilter(after)...)
+		if len(unplaced) > 0 {
+			f = append(f, bson.E{Key: "_id", Value: bson.D{{Key: "$nin", Value: unplaced}}})
+		}
+		opts := options.Find().
+			SetSort(bson.D{{Key: "updated_at", Value: 1}, {Key: "_id", Value: 1}}).
+			SetLimit(int64(need)).SetBatchSize(int32(min(need, math.MaxInt32)))
+		docs, err := mongostore.FindAll(ctx, s.coll, f, opts, decodeListed)
+		if err != nil {
+			return nil, fmt.Errorf("gaterun: list runs: %w", err)
+		}
+		skipped := false
+		for _, d := range docs {
+			if d.err == nil {
+				out, after = append(out, d.run), CursorAt(d.run)
+				continue
+			}
+			skipped = true
+			id, ok := d.id.StringValueOK()
+			if !ok {
+				id = d.id.String()
+			}
+			reportSkipped(ctx, id, d.err)
+			if ok && d.placed {
+				after = Cursor{Updated: d.updated, ID: id}
+			} else {
+				unplaced = append(unplaced, d.id)
+			}
+		}
+		if !skipped || len(docs) < need {
+			return out, nil
+		}
 	}
-	opts := options.Find().
-		SetSort(bson.D{{Key: "updated_at", Value: 1}, {Key: "_id", Value: 1}}).
-		SetLimit(int64(limit)).SetBatchSize(int32(min(limit, math.MaxInt32)))
-	return s.find(ctx, filter, opts)
+}
+
+// afterFilter is the filter of the documents after cur in listing order;
+// none for the zero Cursor.
+func afterFilter(cur Cursor) bson.D {
+	if cur == (Cursor{}) {
+		return nil
+	}
+	at := mongostore.Stamp(cur.Updated)
+	return bson.D{{Key: "$or", Value: bson.A{
+		bson.D{{Key: "updated_at", Value: bson.D{{Key: "$gt", Value: at}}}},
+		bson.D{{Key: "updated_at", Value: at}, {Key: "_id", Value: bson.D{{Key: "$gt", Value: cur.ID}}}},
+	}}}
+}
+
+// listed is a document a listing read: its run, or why it is not one,
+// with its _id and, when updated_at is a date, that instant (placed).
+type listed struct {
+	run     Run
+	err     error
+	id      bson.RawValue
+	updated time.Time
+	placed  bool
+}
+
+// decodeListed reads a listed document; a malformed one is no error here
+// but a listed with err set, so that the listing goes on past it.
+func decodeListed(raw bson.Raw) (listed, error) {
+	run, err := decodeRun(raw)
+	if err == nil {
+		return listed{run: run}, nil
+	}
+	// The cursor's buffer is reused by its next document: keep a copy.
+	id := raw.Lookup("_id")
+	id.Value = slices.Clone(id.Value)
+	updated, placed := raw.Lookup("updated_at").TimeOK()
+	return listed{err: err, id: id, updated: updated.UTC(), placed: placed}, nil
 }
 
 // ForPull implements Store.

@@ -15,7 +15,10 @@ import (
 // Store keeps gating runs. Implementations are safe for concurrent use,
 // keep instants in UTC truncated to the millisecond, and pass the
 // conformance suite in package gateruntest. An error means the call may or
-// may not have landed.
+// may not have landed. A store that can hold a document it cannot read as
+// a run (MongoStore) skips it in its listings (Unsettled, UnsettledIn,
+// UnsettledAmong, List), telling ctx's WithSkipped function, and fills
+// their pages from the runs after it; its other calls answer an error.
 type Store interface {
 	// Put upserts run by its ID: a new run is stored with Created = Updated
 	// = Reported = now; an existing one takes run's verdict, context,

@@ -144,7 +144,11 @@ func TestMongoRunStoreGivesLegacyRunsTheirReportTime(t *testing.T) {
 }
 
 // TestMongoRunStoreMalformedDocuments pins that a document of the wrong
-// shape is an ErrMalformed error from every read, never a panic or a run.
+// shape is never a panic or a run: Get answers ErrMalformed, and a listing
+// that meets it skips it and tells WithSkipped's function, with its _id and
+// an ErrMalformed error. (A listing answered ErrMalformed until listings
+// skipped such documents, and one bad document stopped every sweep:
+// TestMongoRunStoreListingsSkipAMalformedDocument.)
 func TestMongoRunStoreMalformedDocuments(t *testing.T) {
 	now := time.Date(2026, 9, 30, 9, 0, 0, 0, time.UTC)
 	good := bson.D{{Key: "_id", Value: "bad"}, {Key: "host", Value: "github.com"}, {Key: "repo", Value: "acme/app"}, {Key: "pull", Value: 1},
@@ -155,7 +159,7 @@ func TestMongoRunStoreMalformedDocuments(t *testing.T) {
 		name string
 		doc  bson.D
 		// listed: the document still matches the unsettled listing's filter,
-		// so Unsettled must meet it and fail.
+		// so Unsettled must meet it and skip it.
 		listed bool
 	}{
 		{"pull is a string", with("pull", "one"), true},
@@ -188,8 +192,19 @@ func TestMongoRunStoreMalformedDocuments(t *testing.T) {
 			if !c.listed {
 				return
 			}
-			if runs, err := s.Unsettled(context.Background(), time.Time{}, gaterun.Cursor{}, 10); !errors.Is(err, gaterun.ErrMalformed) {
-				t.Errorf("Unsettled = %v, %v, want ErrMalformed: a malformed document is an error, never a run", runs, err)
+			var skipped []error
+			ctx := gaterun.WithSkipped(context.Background(), func(id string, err error) {
+				if id != "bad" {
+					t.Errorf("skipped _id %q, want \"bad\"", id)
+				}
+				skipped = append(skipped, err)
+			})
+			runs, err := s.Unsettled(ctx, time.Time{}, gaterun.Cursor{}, 10)
+			if err != nil || len(runs) != 0 {
+				t.Errorf("Unsettled = %v, %v, want no run and no error: a malformed document is skipped, never a run", runs, err)
+			}
+			if len(skipped) != 1 || !errors.Is(skipped[0], gaterun.ErrMalformed) {
+				t.Errorf("skipped %v, want one ErrMalformed: a listing tells of each document it skips", skipped)
 			}
 		})
 	}

@@ -204,6 +204,10 @@ type sweeperConfig struct {
 	// (ShallowDone false), whatever the deep window's state, else
 	// windowDeep. Several sweepers may share one.
 	BehindPasses *prometheus.CounterVec
+	// Malformed, when set, counts the run documents the store could not
+	// read as runs that a pass's listings skipped (gaterun.WithSkipped),
+	// each once a pass. Several sweepers may share one.
+	Malformed prometheus.Counter
 	// Concurrency is how many batches a pass may have in flight at once;
 	// 0 means 1: one at a time, as GitHub advises.
 	Concurrency int

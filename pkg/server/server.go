@@ -444,12 +444,16 @@ func NewForComparison(cfg Config, cmp Comparison) (*Server, error) {
 	for _, w := range behindWindows {
 		behindPasses.WithLabelValues(w) // both series from the start, so a rate over them is 0, not absent
 	}
+	malformed := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "merge_gate_sweep_malformed_runs_total",
+		Help: "Run documents (gate_runs) the store cannot read as runs, a field of the wrong type or value, that the sweeper's passes on this replica skipped, each counted once a pass: the runs they stand for are not swept, the others are. The log line \"sweep skipped a run document it cannot read\" names the document's _id and the field.",
+	})
 	maxConns := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "http_connections_max",
 		Help: "The cap on HTTP connections open at once on the listener this replica serves (Limits.MaxConnections, --max-connections).",
 	})
 	maxConns.Set(float64(cfg.Limits.MaxConnections))
-	collectors := []prometheus.Collector{s.offers, s.conns, maxConns, s.deliveries, s.unrecorded, newDeliveryPruneFailures(cfg.Deliveries), backingOff, behind, behindPasses, storeFailures}
+	collectors := []prometheus.Collector{s.offers, s.conns, maxConns, s.deliveries, s.unrecorded, newDeliveryPruneFailures(cfg.Deliveries), backingOff, behind, behindPasses, malformed, storeFailures}
 	var rehomed, mintsRefused prometheus.Counter
 	var uncovered *prometheus.GaugeVec
 	if cfg.App != nil {
@@ -493,7 +497,7 @@ func NewForComparison(cfg Config, cmp Comparison) (*Server, error) {
 	if uncovered != nil {
 		sweptUncovered = uncovered.WithLabelValues(foundBySweeper)
 	}
-	s.buildSweeper(backingOff, behind, behindPasses, rehomed, mintsRefused, sweptUncovered)
+	s.buildSweeper(backingOff, behind, behindPasses, malformed, rehomed, mintsRefused, sweptUncovered)
 	if err := s.buildBoard(boardInterval); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}

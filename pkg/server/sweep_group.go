@@ -93,12 +93,13 @@ func (g *installationSweeps) run(ctx context.Context) {
 // MergeGateSweeper(), or in App mode the group of installation sweepers,
 // each instantiated on first use over its installation's runs and client.
 // backingOff and behind are the replica's gauges, behindPasses its count
-// of passes behind, which every installation's sweeper adds to; rehomed
-// (App mode) its count of runs moved by installationSweeps.rehome,
-// mintsRefused (App mode) its count of mints GitHub refused while it has
-// the installation (installationSweeps.refusedMint), and uncovered (App
-// mode) its gauge of the runs rehome found no installation covers.
-func (s *Server) buildSweeper(backingOff, behind prometheus.Gauge, behindPasses *prometheus.CounterVec, rehomed, mintsRefused prometheus.Counter, uncovered prometheus.Gauge) {
+// of passes behind and malformed its count of run documents skipped, which
+// every installation's sweeper adds to; rehomed (App mode) its count of
+// runs moved by installationSweeps.rehome, mintsRefused (App mode) its
+// count of mints GitHub refused while it has the installation
+// (installationSweeps.refusedMint), and uncovered (App mode) its gauge of
+// the runs rehome found no installation covers.
+func (s *Server) buildSweeper(backingOff, behind prometheus.Gauge, behindPasses *prometheus.CounterVec, malformed, rehomed, mintsRefused prometheus.Counter, uncovered prometheus.Gauge) {
 	timeShare := s.cfg.SweepTimeShare // 0: the default
 	if s.cmp.NoSweepTimeBudget {
 		timeShare = -1
@@ -122,8 +123,8 @@ func (s *Server) buildSweeper(backingOff, behind prometheus.Gauge, behindPasses 
 				return newSweeper(sweeperConfig{
 					Runs: installationRuns{s.cfg.Runs, reads, id}, Offer: sweepOffer(newReconcilerOf(s.cfg.Runs, installationForge(s.cfg.App, id), ilog)),
 					Interval: s.cfg.SweepInterval, Minute: s.cfg.ForgeMinute, TimeShare: timeShare, Concurrency: s.cfg.SweepConcurrency, RequestTimeout: s.cfg.forgeTimeout(), Owner: s.cfg.Owner, Now: s.cfg.Now, Logger: ilog,
-					BehindPasses: behindPasses,
-					OnPass:       func(p SweepPass) { p.Installation = id; onPass(p) },
+					BehindPasses: behindPasses, Malformed: malformed,
+					OnPass: func(p SweepPass) { p.Installation = id; onPass(p) },
 				})
 			},
 		}
@@ -131,7 +132,7 @@ func (s *Server) buildSweeper(backingOff, behind prometheus.Gauge, behindPasses 
 		s.sweeper = newSweeper(sweeperConfig{
 			Runs: s.cfg.Runs, Offer: sweepOffer(s.rec), Interval: s.cfg.SweepInterval, Minute: s.cfg.ForgeMinute, TimeShare: timeShare, Concurrency: s.cfg.SweepConcurrency, RequestTimeout: s.cfg.forgeTimeout(),
 			Owner: s.cfg.Owner, Now: s.cfg.Now, Logger: s.log, OnPass: s.passes.sweepPass(s.cfg.Now, s.sweepPassed),
-			BackingOff: backingOff, Behind: behind, BehindPasses: behindPasses, Watchdog: s.watchdog(MergeGateSweeper(), s.cfg.SweepInterval),
+			BackingOff: backingOff, Behind: behind, BehindPasses: behindPasses, Malformed: malformed, Watchdog: s.watchdog(MergeGateSweeper(), s.cfg.SweepInterval),
 		})
 	}
 }

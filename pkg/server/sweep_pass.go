@@ -156,6 +156,9 @@ func (st *sweepTerm) charge(began time.Time, took time.Duration) {
 // limit's reset when one stopped it (zero otherwise).
 func (s *sweeper) pass(ctx context.Context, st *sweepTerm) (_ SweepPass, resume time.Time) {
 	st.pass++
+	skipped := &skippedRuns{}
+	ctx = gaterun.WithSkipped(ctx, skipped.note)
+	defer s.tellSkipped(skipped)
 	p := SweepPass{Owner: s.cfg.Owner, Term: st.term, Pass: st.pass, At: s.cfg.Now(), Complete: true}
 	if !st.deepPending && (st.pass == 1 || s.deepDue(st, p.At)) {
 		st.deepPending, st.deepCursor, st.lastBegan, st.deepBegan, st.crowded = true, gaterun.Cursor{}, st.deepBegan, p.At, 0

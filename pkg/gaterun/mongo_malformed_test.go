@@ -1,0 +1,128 @@
+package gaterun_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"iterion.dev/iterion/internal/testing/mongotest"
+	"iterion.dev/iterion/pkg/gaterun"
+)
+
+// TestMongoRunStoreListingsSkipAMalformedDocument pins what a listing does
+// with a document it cannot read as a run (a replica of another release
+// writing another shape, a hand edit): it skips it, tells ctx's WithSkipped
+// function its _id and an ErrMalformed error naming the field, once a
+// listing, and lists every run after it, each page full but the last, so a
+// sweep paging through reaches every run. Get and ForPull of it still
+// answer ErrMalformed naming the field: they answer for one run, or for a
+// pull request's runs together, and must not decide from some of them.
+// The bad documents sit where paging meets them: one tied with a run's
+// instant (after it by _id), one whose _id is no string (no place in
+// listing order), and one whose updated_at is a string (first, for a
+// listing without since).
+func TestMongoRunStoreListingsSkipAMalformedDocument(t *testing.T) {
+	ctx := context.Background()
+	t0 := time.Date(2026, 12, 4, 9, 0, 0, 0, time.UTC)
+	db := mongotest.DB(t)
+	s, err := gaterun.NewMongoStore(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var good []gaterun.Run
+	for i := range 5 {
+		r := gaterun.Run{ID: gaterun.ID("github.com", "acme/app", i+1, "abc"), Host: "github.com", Repo: "acme/app", Pull: i + 1,
+			HeadSHA: "abc", Context: gaterun.DefaultContext, Verdict: gaterun.VerdictSuccess}
+		if _, err := s.Put(ctx, r, t0.Add(time.Duration(i)*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		r, _ = s.Get(ctx, r.ID)
+		good = append(good, r)
+	}
+	doc := func(id any, pull int, at any) bson.D {
+		return bson.D{{Key: "_id", Value: id}, {Key: "host", Value: "github.com"}, {Key: "repo", Value: "acme/app"}, {Key: "repo_key", Value: "acme/app"},
+			{Key: "pull", Value: pull}, {Key: "head_sha", Value: "abc"}, {Key: "context", Value: "iterion/review"}, {Key: "verdict", Value: "success"},
+			{Key: "created_at", Value: t0}, {Key: "updated_at", Value: at}, {Key: "reported_at", Value: t0}, {Key: "settled", Value: false}}
+	}
+	oid := bson.NewObjectID()
+	bad := []bson.D{
+		mongotest.WithField(doc("zzz-bad-verdict", 20, t0.Add(time.Second)), "verdict", "approved"),
+		doc(oid, 21, t0.Add(2500*time.Millisecond)),
+		doc("bad-updated", 22, "yesterday"),
+	}
+	for _, d := range bad {
+		if _, err := db.Collection(gaterun.Collection).InsertOne(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	oidText := bson.RawValue{Type: bson.TypeObjectID, Value: oid[:]}.String()
+	for _, c := range []struct {
+		name string
+		list func(ctx context.Context, after gaterun.Cursor) ([]gaterun.Run, error)
+		// skips: the bad documents the listing's filter matches.
+		skips []string
+	}{
+		{"Unsettled", func(ctx context.Context, after gaterun.Cursor) ([]gaterun.Run, error) {
+			return s.Unsettled(ctx, time.Time{}, after, 2)
+		}, []string{"zzz-bad-verdict", oidText}},
+		{"UnsettledIn", func(ctx context.Context, after gaterun.Cursor) ([]gaterun.Run, error) {
+			return s.UnsettledIn(ctx, 0, time.Time{}, after, 2)
+		}, []string{"zzz-bad-verdict", oidText}},
+		{"UnsettledAmong", func(ctx context.Context, after gaterun.Cursor) ([]gaterun.Run, error) {
+			return s.UnsettledAmong(ctx, []int64{0}, time.Time{}, after, 2)
+		}, []string{"zzz-bad-verdict", oidText}},
+		{"List", func(ctx context.Context, after gaterun.Cursor) ([]gaterun.Run, error) {
+			return s.List(ctx, gaterun.Query{After: after, Limit: 2})
+		}, []string{"bad-updated", "zzz-bad-verdict", oidText}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var skipped []string
+			ctx := gaterun.WithSkipped(ctx, func(id string, err error) {
+				skipped = append(skipped, id)
+				if !errors.Is(err, gaterun.ErrMalformed) {
+					t.Errorf("skipped %s for %v, want ErrMalformed", id, err)
+				}
+			})
+			var got []gaterun.Run
+			after := gaterun.Cursor{}
+			for range 10 {
+				page, err := c.list(ctx, after)
+				if err != nil {
+					t.Fatalf("%s after %+v: %v, want the runs after the malformed documents: one bad document stops no listing", c.name, after, err)
+				}
+				got = append(got, page...)
+				if len(page) < 2 {
+					break
+				}
+				after = gaterun.CursorAt(page[len(page)-1])
+			}
+			if !slices.Equal(got, good) {
+				t.Errorf("%s paged by 2 = %v, want the 5 runs %v, pages full but the last: a page cut short by a skipped document would end the listing there", c.name, pulls(got), pulls(good))
+			}
+			if !slices.Equal(skipped, c.skips) {
+				t.Errorf("%s told of skipping %q, want %q: each document the listing skips, once", c.name, skipped, c.skips)
+			}
+		})
+	}
+	if _, err := s.Get(ctx, "zzz-bad-verdict"); !errors.Is(err, gaterun.ErrMalformed) || !strings.Contains(err.Error(), "verdict") {
+		t.Errorf("Get of the malformed document = %v, want ErrMalformed naming verdict: a run is read whole or not at all", err)
+	}
+	if runs, err := s.ForPull(ctx, "github.com", "acme/app", 20); !errors.Is(err, gaterun.ErrMalformed) || !strings.Contains(err.Error(), "verdict") {
+		t.Errorf("ForPull of its pull = %v, %v, want ErrMalformed naming verdict: a pull request's runs decide together", pulls(runs), err)
+	}
+}
+
+// pulls names runs by their pull, for messages.
+func pulls(runs []gaterun.Run) []string {
+	out := make([]string, len(runs))
+	for i, r := range runs {
+		out[i] = fmt.Sprintf("#%d", r.Pull)
+	}
+	return out
+}

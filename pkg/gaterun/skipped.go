@@ -1,0 +1,27 @@
+package gaterun
+
+import "context"
+
+// skippedKey is the context key WithSkipped keeps its function under.
+type skippedKey struct{}
+
+// WithSkipped returns a copy of ctx carrying skipped, which a store's
+// listing (Unsettled, UnsettledIn, UnsettledAmong, List) called with it
+// calls, synchronously and once a listing, for each stored document it
+// skipped because it cannot read it as a run: id is the document's _id,
+// err wraps ErrMalformed and names the field at fault. Only a store that
+// can hold such a document (MongoStore) calls it. As with any context
+// value, the function of the innermost WithSkipped is the one called.
+// This is how net/http/httptrace hands a caller a request's events
+// without changing the calls that have them.
+func WithSkipped(ctx context.Context, skipped func(id string, err error)) context.Context {
+	return context.WithValue(ctx, skippedKey{}, skipped)
+}
+
+// reportSkipped tells ctx's WithSkipped function, if any, that a listing
+// skipped the document id for err.
+func reportSkipped(ctx context.Context, id string, err error) {
+	if f, _ := ctx.Value(skippedKey{}).(func(string, error)); f != nil {
+		f(id, err)
+	}
+}
