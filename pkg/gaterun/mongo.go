@@ -35,8 +35,8 @@ const Collection = "gate_runs"
 // would be a verdict lost.
 //
 // A document it cannot read as a run ([ErrMalformed]: a field of the wrong
-// type or value, as a replica of another release or a hand edit may
-// write) is an error from Get, and from ForPull and ForHead, which answer
+// type or value, or a repo_key that is not its repo's, as a replica of
+// another release or a hand edit may write) is an error from Get, and from ForPull and ForHead, which answer
 // for a pull request's or a commit's runs together and must not decide
 // from some of them; the listings (Unsettled, UnsettledIn, UnsettledAmong,
 // List) skip it, report it to ctx's [WithSkipped] function, and list the
@@ -50,17 +50,20 @@ var _ Store = (*MongoStore)(nil)
 
 // runDoc is a run as gate_runs keeps it.
 type runDoc struct {
-	ID          string    `bson:"_id"`
-	Host        string    `bson:"host"`
-	Repo        string    `bson:"repo"`
-	Pull        int       `bson:"pull"`
-	HeadSHA     string    `bson:"head_sha"`
-	Context     string    `bson:"context"`
-	Verdict     string    `bson:"verdict"`
-	Description string    `bson:"description"`
-	TargetURL   string    `bson:"target_url"`
-	Created     time.Time `bson:"created_at"`
-	Updated     time.Time `bson:"updated_at"`
+	ID   string `bson:"_id"`
+	Host string `bson:"host"`
+	Repo string `bson:"repo"`
+	// RepoKey is read raw: absent from documents written before it (the
+	// store's start gives them theirs), else it must be Repo's key.
+	RepoKey     bson.RawValue `bson:"repo_key"`
+	Pull        int           `bson:"pull"`
+	HeadSHA     string        `bson:"head_sha"`
+	Context     string        `bson:"context"`
+	Verdict     string        `bson:"verdict"`
+	Description string        `bson:"description"`
+	TargetURL   string        `bson:"target_url"`
+	Created     time.Time     `bson:"created_at"`
+	Updated     time.Time     `bson:"updated_at"`
 	// Reported is absent from documents written before it: Updated.
 	Reported time.Time `bson:"reported_at"`
 	// Installation is absent from documents written before it: 0.
@@ -472,5 +475,28 @@ func decodeRun(raw bson.Raw) (Run, error) {
 	if r.Created.IsZero() || r.Updated.IsZero() {
 		return Run{}, fmt.Errorf("%w: _id %q: created_at or updated_at missing", ErrMalformed, d.ID)
 	}
+	if err := checkRepoKey(d.RepoKey, r.Repo); err != nil {
+		return Run{}, fmt.Errorf("%w: _id %q: %w", ErrMalformed, d.ID, err)
+	}
 	return r, nil
+}
+
+// checkRepoKey reports a repo_key that is not repo's [forge.RepoKey]: the
+// lookups (ForPull, ForHead, List by repo) match repo_key, so a document
+// whose key is another spelling, or another repository's, would be missed
+// by every lookup of its own repository and found by another's. A missing
+// one (a document written before the key, which the store's start keys)
+// is none.
+func checkRepoKey(key bson.RawValue, repo string) error {
+	if key.Type == 0 {
+		return nil
+	}
+	s, ok := key.StringValueOK()
+	if !ok {
+		return fmt.Errorf("repo_key is a BSON %v, want a string", key.Type)
+	}
+	if want := forge.RepoKey(repo); s != want {
+		return fmt.Errorf("repo_key %q is not repo %q's key %q", s, repo, want)
+	}
+	return nil
 }

@@ -126,3 +126,62 @@ func pulls(runs []gaterun.Run) []string {
 	}
 	return out
 }
+
+// TestMongoRunStoreRepoKeyMustBeItsReposKey pins that a document whose
+// repo_key is not its repo's forge.RepoKey (another case, another
+// repository's, not a string) is malformed, naming repo_key: the lookups
+// match repo_key, so such a run was missed by every lookup of its
+// repository, silently. Get answers ErrMalformed, a listing skips it and
+// tells of it. A document without repo_key (an earlier release's, which
+// the store's start keys) and one with its key read as runs.
+func TestMongoRunStoreRepoKeyMustBeItsReposKey(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 12, 4, 9, 0, 0, 0, time.UTC)
+	base := bson.D{{Key: "_id", Value: "run"}, {Key: "host", Value: "github.com"}, {Key: "repo", Value: "Acme/App"},
+		{Key: "pull", Value: 1}, {Key: "head_sha", Value: "abc"}, {Key: "context", Value: "iterion/review"}, {Key: "verdict", Value: "success"},
+		{Key: "created_at", Value: now}, {Key: "updated_at", Value: now}, {Key: "settled", Value: false}}
+	for _, c := range []struct {
+		name      string
+		key       any // nil: no repo_key
+		malformed bool
+	}{
+		{"the key of its repo", "acme/app", false},
+		{"no key, as an earlier release wrote", nil, false},
+		{"the repo as spelt, not lower-cased", "Acme/App", true},
+		{"upper-cased", "ACME/APP", true},
+		{"another repository's key", "acme/lib", true},
+		{"a number", 42, true},
+		{"null", bson.Null{}, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			db := mongotest.DB(t)
+			s, err := gaterun.NewMongoStore(ctx, db)
+			if err != nil {
+				t.Fatal(err)
+			}
+			doc := base
+			if c.key != nil {
+				doc = append(slices.Clone(base), bson.E{Key: "repo_key", Value: c.key})
+			}
+			if _, err := db.Collection(gaterun.Collection).InsertOne(ctx, doc); err != nil {
+				t.Fatal(err)
+			}
+			var skipped []error
+			listCtx := gaterun.WithSkipped(ctx, func(_ string, err error) { skipped = append(skipped, err) })
+			runs, listErr := s.List(listCtx, gaterun.Query{Limit: 10})
+			_, err = s.Get(ctx, "run")
+			if !c.malformed {
+				if err != nil || listErr != nil || len(runs) != 1 || len(skipped) != 0 {
+					t.Errorf("Get = %v; List = %d runs, %v, skipped %v; want the run: its repo_key is its repo's, or absent", err, len(runs), listErr, skipped)
+				}
+				return
+			}
+			if !errors.Is(err, gaterun.ErrMalformed) || !strings.Contains(err.Error(), "repo_key") {
+				t.Errorf("Get = %v, want ErrMalformed naming repo_key: a key that is not its repo's hides the run from its repository's lookups", err)
+			}
+			if listErr != nil || len(runs) != 0 || len(skipped) != 1 || !strings.Contains(skipped[0].Error(), "repo_key") {
+				t.Errorf("List = %d runs, %v, skipped %v; want none, nil, and one skip naming repo_key", len(runs), listErr, skipped)
+			}
+		})
+	}
+}

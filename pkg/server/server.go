@@ -446,7 +446,7 @@ func NewForComparison(cfg Config, cmp Comparison) (*Server, error) {
 	}
 	malformed := prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "merge_gate_sweep_malformed_runs_total",
-		Help: "Run documents (gate_runs) the store cannot read as runs, a field of the wrong type or value, that the sweeper's passes on this replica skipped, each counted once a pass: the runs they stand for are not swept, the others are. The log line \"sweep skipped a run document it cannot read\" names the document's _id and the field.",
+		Help: "Run documents (gate_runs) the store cannot read as runs (a field of the wrong type or value, a repo_key not its repo's) that the sweeper's passes on this replica skipped, each counted once a pass: the runs they stand for are not swept, the others are. The log line \"sweep skipped a run document it cannot read\" names the document's _id and the field.",
 	})
 	maxConns := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "http_connections_max",
