@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -11,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/net/netutil"
+
+	"iterion.dev/iterion/pkg/gaterun"
 )
 
 // Limits bound what one client can hold of the server: time on a
@@ -274,7 +277,17 @@ func (s *Server) unavailable(w http.ResponseWriter, msg string) {
 // MongoDB server selection error lists every server's address and last
 // error: https://github.com/mongodb/mongo-go-driver/pull/444), and the
 // pages may be open to anyone (PublicPages).
+//
+// A run document the store cannot read (gaterun.ErrMalformed) is answered
+// 500 instead, without Retry-After, and logged as an error: no retry mends
+// it, and an operator is sent to the document (the log names its _id and
+// field) rather than the network.
 func (s *Server) storeFailed(w http.ResponseWriter, what string, err error) {
+	if errors.Is(err, gaterun.ErrMalformed) {
+		s.log.Error("stored document malformed; repair or delete it", "what", what, "err", err)
+		writeError(w, http.StatusInternalServerError, what+": a stored document is malformed (the replica's log names it)")
+		return
+	}
 	s.log.Warn("store did not answer", "what", what, "err", err)
 	s.unavailable(w, what+"; retry")
 }

@@ -21,6 +21,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"go.mongodb.org/mongo-driver/v2/bson"
 	"iterion.dev/iterion/internal/testing/forgetest"
 	"iterion.dev/iterion/internal/testing/mongotest"
 	"iterion.dev/iterion/pkg/board"
@@ -707,5 +708,41 @@ func TestReadyzRequestsAreNotDatabaseReadsOneForOne(t *testing.T) {
 	clock.Add(server.ReadyFor)
 	if code, _ := f.do(t, "GET", "/readyz", nil, ""); code != http.StatusOK || leases.n.Load() != 2 {
 		t.Errorf("/readyz %v later: got %d after %d reads, want 200 after 2: a check answers no longer than %v", server.ReadyFor, code, leases.n.Load(), server.ReadyFor)
+	}
+}
+
+// TestAMalformedStoredRunIsA500NotARetry pins that a request meeting a
+// stored run document the store cannot read (gaterun.ErrMalformed) is
+// answered 500 without Retry-After, saying a stored document is
+// malformed: retrying cannot mend it, and "the store did not answer" would
+// send an operator after the network instead of the document.
+func TestAMalformedStoredRunIsA500NotARetry(t *testing.T) {
+	ctx := context.Background()
+	db := mongotest.DB(t)
+	runs, err := gaterun.NewMongoStore(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := bson.D{{Key: "_id", Value: "bad-run"}, {Key: "host", Value: "github.com"}, {Key: "repo", Value: "acme/app"},
+		{Key: "pull", Value: "twelve"}, {Key: "head_sha", Value: headSHA}, {Key: "verdict", Value: "success"}}
+	if _, err := db.Collection(gaterun.Collection).InsertOne(ctx, bad); err != nil {
+		t.Fatal(err)
+	}
+	f := newHTTPFixture(t, func(c *server.Config) { c.Runs = runs })
+	req, err := http.NewRequest("GET", f.url+"/api/runs/bad-run", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+apiToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var e struct{ Error string }
+	_ = json.NewDecoder(resp.Body).Decode(&e)
+	if resp.StatusCode != http.StatusInternalServerError || resp.Header.Get("Retry-After") != "" || !strings.Contains(e.Error, "malformed") {
+		t.Errorf("GET /api/runs/{id} of a malformed document: got %d Retry-After %q %q, want 500 without Retry-After saying the stored document is malformed: a retry cannot mend it",
+			resp.StatusCode, resp.Header.Get("Retry-After"), e.Error)
 	}
 }
