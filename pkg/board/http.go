@@ -3,6 +3,7 @@ package board
 import (
 	"cmp"
 	"context"
+	"errors"
 	"html/template"
 	"net/http"
 	"net/url"
@@ -72,7 +73,8 @@ func statusView(st Status) *StatusView {
 // (DefaultLimit, at most MaxLimit); a bad parameter, or one it does not
 // take, answers 400 naming it.
 // A nil store (no repositories configured) answers 404, a store error 503
-// without the error's text. Cards updated in
+// without the error's text, and a stored card the store cannot read
+// (ErrMalformed) 500, also without it. Cards updated in
 // the same second come by repository, then number as a number. render
 // writes the HTML page in the server's shared layout; nil renders it in
 // that layout with no navigation, logging nothing. status, when not nil,
@@ -96,7 +98,13 @@ func Handler(store Store, render func(http.ResponseWriter, *page.Template, strin
 			return
 		}
 		cards, err := store.Cards(r.Context(), q)
-		if err != nil {
+		switch {
+		case errors.Is(err, ErrMalformed):
+			// No retry mends a stored card the store cannot read; the
+			// store's owner logs which.
+			httpjson.Error(w, http.StatusInternalServerError, "board not read: a stored card is malformed (the replica's log names it)")
+			return
+		case err != nil:
 			// Not quoted: a store driver's error describes the network
 			// behind the server, and the page may be open to anyone.
 			// The store's owner logs it.

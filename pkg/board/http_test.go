@@ -163,3 +163,38 @@ func TestHandlerJSONCarriesTheSyncStatus(t *testing.T) {
 		}
 	}
 }
+
+// failingCards is a board store whose Cards fails with err.
+type failingCards struct {
+	board.Store
+	err error
+}
+
+func (f failingCards) Cards(context.Context, board.Query) ([]board.Card, error) { return nil, f.err }
+
+// TestHandlerTellsAMalformedCardFromAStoreThatDidNotAnswer pins GET
+// /board's two failures apart: a store that did not answer is 503 "retry",
+// while a stored card the store cannot read (board.ErrMalformed) is 500,
+// saying a stored card is malformed: no retry mends it, and the replica's
+// log names the document to repair or delete. Neither quotes the error.
+func TestHandlerTellsAMalformedCardFromAStoreThatDidNotAnswer(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		err      error
+		code     int
+		want     string
+		notQuote string
+	}{
+		{"store did not answer", fmt.Errorf("server selection error: 10.0.0.7:27017: %w", context.DeadlineExceeded), http.StatusServiceUnavailable, "retry", "10.0.0.7"},
+		{"malformed card", fmt.Errorf("%w: _id %q: title: not a string", board.ErrMalformed, "github.com/acme/app#7"), http.StatusInternalServerError, "malformed", "acme/app#7"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rec := httptest.NewRecorder()
+			board.Handler(failingCards{board.NewMemoryStore(), c.err}, nil, nil).ServeHTTP(rec, httptest.NewRequest("GET", "/board?format=json", nil))
+			body := rec.Body.String()
+			if rec.Code != c.code || !strings.Contains(body, c.want) || strings.Contains(body, c.notQuote) {
+				t.Errorf("GET /board with Cards failing %v: got %d %s, want %d saying %q, without quoting the error", c.err, rec.Code, body, c.code, c.want)
+			}
+		})
+	}
+}

@@ -114,7 +114,10 @@ type loggedCards struct {
 
 func (c loggedCards) Cards(ctx context.Context, q board.Query) ([]board.Card, error) {
 	cards, err := c.Store.Cards(ctx, q)
-	if err != nil {
+	switch {
+	case errors.Is(err, board.ErrMalformed):
+		c.s.log.Error("stored document malformed; repair or delete it", "what", "board not read", "err", err)
+	case err != nil:
 		c.s.log.Warn("store did not answer", "what", "board not read", "err", err)
 	}
 	return cards, err
