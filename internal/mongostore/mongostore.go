@@ -127,3 +127,38 @@ func FindAll[T any](ctx context.Context, coll *mongo.Collection, filter bson.D, 
 	}
 	return out, cur.Err()
 }
+
+// Listed is a document a listing read: its value, or why decode refused it
+// (Err), with its _id and, when updated_at is a date, that instant
+// (Placed): its place in a listing ordered by updated_at and _id, so that
+// a listing can skip a document it cannot read and go on after it.
+type Listed[T any] struct {
+	Value   T
+	Err     error
+	ID      bson.RawValue
+	Updated time.Time
+	Placed  bool
+}
+
+// IDText is l's _id as a log line or a caller names it: the string, or
+// the BSON value's text for an _id of another type.
+func (l Listed[T]) IDText() string {
+	if s, ok := l.ID.StringValueOK(); ok {
+		return s
+	}
+	return l.ID.String()
+}
+
+// DecodeListed is decode for FindAll that turns a document decode refuses
+// into a Listed with Err set rather than an error, so the listing goes on
+// past it.
+func DecodeListed[T any](decode func(bson.Raw) (T, error)) func(bson.Raw) (Listed[T], error) {
+	return func(raw bson.Raw) (Listed[T], error) {
+		v, err := decode(raw)
+		// The cursor's buffer is reused by its next document: keep a copy.
+		id := raw.Lookup("_id")
+		id.Value = slices.Clone(id.Value)
+		updated, placed := raw.Lookup("updated_at").TimeOK()
+		return Listed[T]{Value: v, Err: err, ID: id, Updated: updated.UTC(), Placed: placed}, nil
+	}
+}

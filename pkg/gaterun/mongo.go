@@ -317,26 +317,22 @@ func (s *MongoStore) page(ctx context.Context, filter bson.D, after Cursor, limi
 		opts := options.Find().
 			SetSort(bson.D{{Key: "updated_at", Value: 1}, {Key: "_id", Value: 1}}).
 			SetLimit(int64(need)).SetBatchSize(int32(min(need, math.MaxInt32)))
-		docs, err := mongostore.FindAll(ctx, s.coll, f, opts, decodeListed)
+		docs, err := mongostore.FindAll(ctx, s.coll, f, opts, mongostore.DecodeListed(decodeRun))
 		if err != nil {
 			return nil, fmt.Errorf("gaterun: list runs: %w", err)
 		}
 		skipped := false
 		for _, d := range docs {
-			if d.err == nil {
-				out, after = append(out, d.run), CursorAt(d.run)
+			if d.Err == nil {
+				out, after = append(out, d.Value), CursorAt(d.Value)
 				continue
 			}
 			skipped = true
-			id, ok := d.id.StringValueOK()
-			if !ok {
-				id = d.id.String()
-			}
-			reportSkipped(ctx, id, d.err)
-			if ok && d.placed {
-				after = Cursor{Updated: d.updated, ID: id}
+			reportSkipped(ctx, d.IDText(), d.Err)
+			if id, ok := d.ID.StringValueOK(); ok && d.Placed {
+				after = Cursor{Updated: d.Updated, ID: id}
 			} else {
-				unplaced = append(unplaced, d.id)
+				unplaced = append(unplaced, d.ID)
 			}
 		}
 		if !skipped || len(docs) < need {
@@ -356,30 +352,6 @@ func afterFilter(cur Cursor) bson.D {
 		bson.D{{Key: "updated_at", Value: bson.D{{Key: "$gt", Value: at}}}},
 		bson.D{{Key: "updated_at", Value: at}, {Key: "_id", Value: bson.D{{Key: "$gt", Value: cur.ID}}}},
 	}}}
-}
-
-// listed is a document a listing read: its run, or why it is not one,
-// with its _id and, when updated_at is a date, that instant (placed).
-type listed struct {
-	run     Run
-	err     error
-	id      bson.RawValue
-	updated time.Time
-	placed  bool
-}
-
-// decodeListed reads a listed document; a malformed one is no error here
-// but a listed with err set, so that the listing goes on past it.
-func decodeListed(raw bson.Raw) (listed, error) {
-	run, err := decodeRun(raw)
-	if err == nil {
-		return listed{run: run}, nil
-	}
-	// The cursor's buffer is reused by its next document: keep a copy.
-	id := raw.Lookup("_id")
-	id.Value = slices.Clone(id.Value)
-	updated, placed := raw.Lookup("updated_at").TimeOK()
-	return listed{err: err, id: id, updated: updated.UTC(), placed: placed}, nil
 }
 
 // ForPull implements Store.
