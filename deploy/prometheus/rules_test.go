@@ -196,6 +196,20 @@ load 1m
   merge_gate_installation_mints_refused_total{instance="a"} 0x9 1x200
 `, 140 * time.Minute}},
 }, {
+	alert: "IterionMalformedCards",
+	fires: fixture{"a's full sync met one document at 10m; judged 24h later", `
+load 10m
+  board_malformed_cards_total{instance="a"} 0 1x200
+  board_malformed_cards_total{instance="b"} 0x200
+`, 24*time.Hour + 10*time.Minute},
+	healthy: []fixture{{"no document met", `
+load 10m
+  board_malformed_cards_total{instance="a"} 0x200
+`, 30 * time.Hour}, {"met by the full syncs at 10m and 24h20m, then replaced: judged 25h50m after the last", `
+load 10m
+  board_malformed_cards_total{instance="a"} 0 1x144 2x300
+`, 50*time.Hour + 10*time.Minute}},
+}, {
 	alert: "IterionMalformedRuns",
 	fires: fixture{"a's sweeper skipped one document every minute from 10m (in the last hour's window); judged at 30m", `
 load 1m

@@ -176,8 +176,11 @@ func compareCards(a, b Card) int {
 	return cmp.Or(b.Updated.Compare(a.Updated), cmp.Compare(a.ID(), b.ID()))
 }
 
-// ErrMalformed reports a stored card document of the wrong shape; the
-// store returns it (wrapped, naming the document) instead of a card.
+// ErrMalformed reports a stored card document of the wrong shape (wrapped,
+// naming the document's _id and the field at fault). Cards skips such a
+// document and Put of its card replaces it, each telling ctx's
+// WithMalformed function; only a store that can hold one (MongoStore)
+// does.
 var ErrMalformed = errors.New("board: malformed card document")
 
 // Store keeps the board's cards, one per Card.ID, so one per issue
@@ -197,7 +200,9 @@ type Store interface {
 	Put(ctx context.Context, c Card) (changed bool, err error)
 	// Cards returns at most q.Limit cards that match q, most recently
 	// updated first (ties by ID). A q.Limit under 1 or an unknown q.State
-	// is refused with an error wrapping ErrInvalid.
+	// is refused with an error wrapping ErrInvalid. A stored document it
+	// cannot read as a card is skipped, told to ctx's WithMalformed
+	// function, and the page filled from the cards after it.
 	Cards(ctx context.Context, q Query) ([]Card, error)
 	// Remove deletes the card of issue number of repo on host (the repo
 	// compared without regard to case, as CardID keys it), for an issue

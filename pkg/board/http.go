@@ -74,7 +74,8 @@ func statusView(st Status) *StatusView {
 // take, answers 400 naming it.
 // A nil store (no repositories configured) answers 404, a store error 503
 // without the error's text, and a stored card the store cannot read
-// (ErrMalformed) 500, also without it. Cards updated in
+// (ErrMalformed, from a store that answers it rather than skip the card
+// as MongoStore does) 500, also without it. Cards updated in
 // the same second come by repository, then number as a number. render
 // writes the HTML page in the server's shared layout; nil renders it in
 // that layout with no navigation, logging nothing. status, when not nil,

@@ -30,8 +30,15 @@ const ClaimsCollection = "board_prunes"
 // repo the name as last put (shown). A removed card's document becomes its
 // tombstone (Store.Remove): its key, gone_at, and updated_at the bar a Put
 // must reach, so Put's one conditional upsert refuses an older read of a
-// removed card as it refuses one of a stored card. It is safe for
-// concurrent use.
+// removed card as it refuses one of a stored card.
+//
+// A document it cannot read as a card or a tombstone ([ErrMalformed]: a
+// field of the wrong type, an _id not its card's, a tombstone where a card
+// is expected, as a replica of another release or a hand edit may write)
+// is skipped by Cards and replaced by a Put of its card, each told to
+// ctx's [WithMalformed] function, so that one bad document neither fails
+// GET /board for every reader nor the sync of its repository on every
+// pass. It is safe for concurrent use.
 type MongoStore struct {
 	coll   *mongo.Collection
 	claims *mongo.Collection
@@ -151,13 +158,7 @@ func (s *MongoStore) Put(ctx context.Context, c Card) (bool, error) {
 	c = c.stamped()
 	id := c.ID()
 	filter := bson.D{{Key: "_id", Value: id}, {Key: "updated_at", Value: bson.D{{Key: "$lte", Value: c.Updated}}}}
-	update := bson.D{{Key: "$set", Value: bson.D{
-		{Key: "host", Value: c.Host}, {Key: "repo", Value: c.Repo}, {Key: "number", Value: c.Number},
-		{Key: "title", Value: c.Title}, {Key: "state", Value: c.State},
-		{Key: "labels", Value: nonNil(c.Labels)}, {Key: "assignees", Value: nonNil(c.Assignees)},
-		{Key: "pull_request", Value: c.PullRequest}, {Key: "url", Value: c.URL},
-		{Key: "updated_at", Value: c.Updated},
-	}}, {Key: "$unset", Value: bson.D{{Key: "gone_at", Value: ""}}}}
+	update := bson.D{{Key: "$set", Value: cardFields(c)}, {Key: "$unset", Value: bson.D{{Key: "gone_at", Value: ""}}}}
 	opts := options.UpdateOne().SetUpsert(true)
 	// Two attempts: a duplicate key is either a newer card (refused) or a
 	// first put that raced ours and stored an older one (try again).
@@ -174,6 +175,9 @@ func (s *MongoStore) Put(ctx context.Context, c Card) (bool, error) {
 			return false, fmt.Errorf("board: put card %q: read back: %w", id, err)
 		}
 		bar, err := storedBar(raw)
+		if errors.Is(err, ErrMalformed) {
+			return s.replaceMalformed(ctx, c, raw, err)
+		}
 		if err != nil {
 			return false, err
 		}
@@ -182,6 +186,48 @@ func (s *MongoStore) Put(ctx context.Context, c Card) (bool, error) {
 		}
 	}
 	return false, fmt.Errorf("board: put card %q: raced twice with other writers", id)
+}
+
+// cardFields are c's fields as its board_cards document keeps them, but
+// for its _id.
+func cardFields(c Card) bson.D {
+	return bson.D{
+		{Key: "host", Value: c.Host}, {Key: "repo", Value: c.Repo}, {Key: "number", Value: c.Number},
+		{Key: "title", Value: c.Title}, {Key: "state", Value: c.State},
+		{Key: "labels", Value: nonNil(c.Labels)}, {Key: "assignees", Value: nonNil(c.Assignees)},
+		{Key: "pull_request", Value: c.PullRequest}, {Key: "url", Value: c.URL},
+		{Key: "updated_at", Value: c.Updated},
+	}
+}
+
+// replaceMalformed replaces raw, the document under c's ID that Put could
+// not read (why), with c's, and tells ctx's WithMalformed function. The
+// document holds no card the board can show, nor a bar Put can compare
+// with, while c is the forge's read of the issue: replacing it repairs
+// the card, where refusing c would fail the sync of c's repository on
+// every pass, and leaving it would keep the issue off the board, until
+// someone deleted it by hand. The replace matches raw's updated_at as
+// read (or its absence), so a writer that stored a card there since wins,
+// and c's Put is refused as by a newer card. (A replica of another release
+// reading this shape as malformed in turn puts its own read back: each
+// holds the forge's issue.)
+func (s *MongoStore) replaceMalformed(ctx context.Context, c Card, raw bson.Raw, why error) (bool, error) {
+	id := c.ID()
+	filter := bson.D{{Key: "_id", Value: id}}
+	if v, err := raw.LookupErr("updated_at"); err == nil {
+		filter = append(filter, bson.E{Key: "updated_at", Value: v})
+	} else {
+		filter = append(filter, bson.E{Key: "updated_at", Value: bson.D{{Key: "$exists", Value: false}}})
+	}
+	res, err := s.coll.ReplaceOne(ctx, filter, append(bson.D{{Key: "_id", Value: id}}, cardFields(c)...))
+	if err != nil {
+		return false, fmt.Errorf("board: put card %q over a malformed document: %w", id, err)
+	}
+	if res.MatchedCount == 0 {
+		return false, nil
+	}
+	reportMalformed(ctx, id, why)
+	return true, nil
 }
 
 func nonNil(s []string) []string {
@@ -194,7 +240,10 @@ func nonNil(s []string) []string {
 // Cards implements Store. A card stored under its legacy id beside its id
 // (written by a replica of an earlier release still running, or by a
 // migration cut short) is listed once, the newer of the two, so a page may
-// hold fewer than q.Limit cards until the next start migrates it.
+// hold fewer than q.Limit cards until the next start migrates it. A
+// document it cannot read as a card (ErrMalformed) is skipped, told to
+// ctx's WithMalformed function, and the page filled from the cards after
+// it (see page).
 func (s *MongoStore) Cards(ctx context.Context, q Query) ([]Card, error) {
 	if err := q.check(); err != nil {
 		return nil, err
@@ -212,10 +261,7 @@ func (s *MongoStore) Cards(ctx context.Context, q Query) ([]Card, error) {
 			{Key: "$regex", Value: "^" + regexp.QuoteMeta(q.Repo) + "$"}, {Key: "$options", Value: "i"},
 		}})
 	}
-	opts := options.Find().
-		SetSort(bson.D{{Key: "updated_at", Value: -1}, {Key: "_id", Value: 1}}).
-		SetLimit(int64(q.Limit))
-	out, err := mongostore.FindAll(ctx, s.coll, filter, opts, decodeCard)
+	out, err := s.page(ctx, filter, q.Limit)
 	if err != nil {
 		return nil, fmt.Errorf("board: list cards: %w", err)
 	}
@@ -225,6 +271,69 @@ func (s *MongoStore) Cards(ctx context.Context, q Query) ([]Card, error) {
 		seen[c.ID()] = true
 		return dup
 	}), nil
+}
+
+// page finds at most limit cards that match filter, in the board's order
+// (updated_at descending, then _id). A document decodeCard refuses is
+// skipped and told to ctx's WithMalformed function, and the page is filled
+// from the documents after it, in as many more reads as it takes: one bad
+// document (written by another release's replica during a rolling update,
+// or by hand) would otherwise fail GET /board for every reader, and every
+// full sync of its repository. A skipped document whose updated_at is a
+// date and _id a string has a place in that order, and the next read
+// starts after it; one without is left out of the next reads by its _id.
+// A read after a place matches only documents whose updated_at is a date
+// ($lt compares only values of its operand's BSON type), so an updated_at
+// of another type, which sorts apart from the dates (a string or a number
+// after every date, newest first), is met only by the page's first read;
+// no card comes after it, so the page lists every card it would have all
+// the same
+// (https://www.mongodb.com/docs/manual/reference/bson-type-comparison-order/).
+func (s *MongoStore) page(ctx context.Context, filter bson.D, limit int) ([]Card, error) {
+	var (
+		out      []Card
+		unplaced bson.A // _ids of skipped documents without a place
+		lastAt   time.Time
+		lastID   string // "": no document read yet
+	)
+	for {
+		need := limit - len(out)
+		f := slices.Clone(filter)
+		if lastID != "" {
+			f = append(f, bson.E{Key: "$or", Value: bson.A{
+				bson.D{{Key: "updated_at", Value: bson.D{{Key: "$lt", Value: lastAt}}}},
+				bson.D{{Key: "updated_at", Value: lastAt}, {Key: "_id", Value: bson.D{{Key: "$gt", Value: lastID}}}},
+			}})
+		}
+		if len(unplaced) > 0 {
+			f = append(f, bson.E{Key: "_id", Value: bson.D{{Key: "$nin", Value: unplaced}}})
+		}
+		opts := options.Find().
+			SetSort(bson.D{{Key: "updated_at", Value: -1}, {Key: "_id", Value: 1}}).
+			SetLimit(int64(need))
+		docs, err := mongostore.FindAll(ctx, s.coll, f, opts, mongostore.DecodeListed(decodeCard))
+		if err != nil {
+			return nil, err
+		}
+		skipped := false
+		for _, d := range docs {
+			if d.Err == nil {
+				out = append(out, d.Value)
+			} else {
+				skipped = true
+				reportMalformed(ctx, d.IDText(), d.Err)
+			}
+			// A card's _id may be its legacy id: the place is the _id's.
+			if id, ok := d.ID.StringValueOK(); ok && id != "" && d.Placed {
+				lastAt, lastID = d.Updated, id
+			} else {
+				unplaced = append(unplaced, d.ID)
+			}
+		}
+		if !skipped || len(docs) < need {
+			return out, nil
+		}
+	}
 }
 
 // decodeCard turns a board_cards document into a card, refusing any

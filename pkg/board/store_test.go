@@ -59,9 +59,13 @@ func TestMongoStoreCreatesIndexes(t *testing.T) {
 	}
 }
 
-// TestMongoStoreMalformedDocuments pins that a document of the wrong
-// shape is an ErrMalformed error from Cards and from a Put it blocks,
-// never a panic, a card, or a silent skip.
+// TestMongoStoreMalformedDocuments pins what the store does with a
+// document of the wrong shape: never a panic or a card; Cards skips it and
+// tells WithMalformed's function (its _id, an ErrMalformed error), and a
+// Put of its card replaces it, even with a card older than the document
+// claims to be, and tells of it too. (Both answered ErrMalformed until
+// then, so one bad document failed GET /board for every reader and the
+// sync of its repository on every pass.)
 func TestMongoStoreMalformedDocuments(t *testing.T) {
 	now := time.Date(2026, 9, 30, 9, 0, 0, 0, time.UTC)
 	const id = "github.com/acme/app#1"
@@ -96,16 +100,47 @@ func TestMongoStoreMalformedDocuments(t *testing.T) {
 			if _, err := db.Collection(board.Collection).InsertOne(context.Background(), c.doc); err != nil {
 				t.Fatal(err)
 			}
-			if cards, err := s.Cards(context.Background(), board.Query{Limit: 10}); !errors.Is(err, board.ErrMalformed) {
-				t.Errorf("Cards = %v, %v, want ErrMalformed: a malformed document is an error, never a card", cards, err)
+			told, ctx := malformedTold(t)
+			if cards, err := s.Cards(ctx, board.Query{Limit: 10}); err != nil || len(cards) != 0 {
+				t.Errorf("Cards = %v, %v, want none and no error: a malformed document is skipped, never a card nor a failed board", cards, err)
 			}
+			if want := []string{id}; !slices.Equal(*told, want) {
+				t.Errorf("Cards told of %q, want %q: each skipped document, once", *told, want)
+			}
+			*told = nil
 			// The card is older than the stored document claims to be, so
 			// the store must read that document to decide.
 			card := board.Card{Host: "github.com", Repo: "acme/app", Number: 1, State: "open", Updated: now}
-			if changed, err := s.Put(context.Background(), card); !errors.Is(err, board.ErrMalformed) {
-				t.Errorf("Put over it = %v, %v, want ErrMalformed: a malformed document is reported, never skipped in silence", changed, err)
-			}
+			assertPutRepairs(t, ctx, s, told, card)
 		})
+	}
+}
+
+// malformedTold is a context whose WithMalformed function notes each _id
+// told, failing t for an error that is not ErrMalformed.
+func malformedTold(t *testing.T) (*[]string, context.Context) {
+	t.Helper()
+	var told []string
+	return &told, board.WithMalformed(context.Background(), func(id string, err error) {
+		told = append(told, id)
+		if !errors.Is(err, board.ErrMalformed) {
+			t.Errorf("told of %s for %v, want ErrMalformed", id, err)
+		}
+	})
+}
+
+// assertPutRepairs pins that a Put of card over the malformed document
+// under its ID replaces it, tells of it, and that Cards then lists card.
+func assertPutRepairs(t *testing.T, ctx context.Context, s board.Store, told *[]string, card board.Card) {
+	t.Helper()
+	if changed, err := s.Put(ctx, card); err != nil || !changed {
+		t.Errorf("Put over it = %v, %v, want true, nil: the forge's read replaces a document the store cannot read, which no bar can be read from and no reader can show", changed, err)
+	}
+	if want := []string{card.ID()}; !slices.Equal(*told, want) {
+		t.Errorf("Put told of %q, want %q: a replaced document is told of", *told, want)
+	}
+	if cards, err := s.Cards(ctx, board.Query{Limit: 10}); err != nil || len(cards) != 1 || cards[0].ID() != card.ID() || !cards[0].Updated.Equal(card.Updated) {
+		t.Errorf("Cards after the Put = %v, %v, want the card put: the board is repaired", cards, err)
 	}
 }
 
@@ -238,10 +273,12 @@ func TestMongoStoreRemoveTakesTheLegacyTwin(t *testing.T) {
 }
 
 // TestMongoStoreMalformedTombstones pins that a tombstone document (one
-// with gone_at) of the wrong shape is an ErrMalformed error from a Put
-// it blocks, never a card put over it or a silent refusal, and that a
-// gone_at of another type than a date makes no tombstone: Cards reads and
-// reports the document.
+// with gone_at) of the wrong shape is replaced by a Put of its card, told
+// of, never a silent refusal nor an error that fails the sync of its
+// repository on every pass; and that a gone_at of another type than a
+// date makes no tombstone: Cards reads the document, skips it and tells of
+// it. No bar can be read from such a tombstone: should the card put be of
+// a removed issue, the next full sync removes it again.
 func TestMongoStoreMalformedTombstones(t *testing.T) {
 	now := time.Date(2026, 9, 30, 9, 0, 0, 0, time.UTC)
 	const id = "github.com/acme/app#1"
@@ -267,19 +304,22 @@ func TestMongoStoreMalformedTombstones(t *testing.T) {
 			if _, err := db.Collection(board.Collection).InsertOne(context.Background(), c.doc); err != nil {
 				t.Fatal(err)
 			}
-			cards, err := s.Cards(context.Background(), board.Query{Limit: 10})
-			if c.inList && !errors.Is(err, board.ErrMalformed) {
-				t.Errorf("Cards = %v, %v, want ErrMalformed: a gone_at that is no date makes no tombstone, and the document is no card", cards, err)
+			told, ctx := malformedTold(t)
+			cards, err := s.Cards(ctx, board.Query{Limit: 10})
+			if err != nil || len(cards) != 0 {
+				t.Errorf("Cards = %v, %v, want none: a tombstone is never listed, a malformed document is skipped", cards, err)
 			}
-			if !c.inList && (err != nil || len(cards) != 0) {
-				t.Errorf("Cards = %v, %v, want none: a tombstone is never listed", cards, err)
+			if c.inList && !slices.Equal(*told, []string{id}) {
+				t.Errorf("Cards told of %q, want %q: a gone_at that is no date makes no tombstone, and the document is no card", *told, id)
 			}
+			if !c.inList && len(*told) != 0 {
+				t.Errorf("Cards told of %q, want none: a tombstone is not listed, so not read", *told)
+			}
+			*told = nil
 			// Older than the tombstone claims to be, so the store must read
 			// it to decide.
 			card := board.Card{Host: "github.com", Repo: "acme/app", Number: 1, State: "open", Updated: now}
-			if changed, err := s.Put(context.Background(), card); !errors.Is(err, board.ErrMalformed) {
-				t.Errorf("Put over it = %v, %v, want ErrMalformed: a malformed tombstone is reported, never skipped in silence", changed, err)
-			}
+			assertPutRepairs(t, ctx, s, told, card)
 		})
 	}
 	// The good tombstone refuses the older read, and takes a newer one.

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -83,6 +85,11 @@ type Pass struct {
 	// TombstoneTTL, that prune dropped (Store.ExpireTombstones), of any
 	// host; 0 when the pass did not prune.
 	Expired int
+	// Malformed is how many stored documents the pass met that the store
+	// cannot read as cards (ErrMalformed, see WithMalformed): skipped by
+	// its listings, or replaced by the card it put. Each is counted, and
+	// logged, once a pass.
+	Malformed int
 	// Complete is false when the pass stopped early: a rate limit or the
 	// end of the term.
 	Complete bool
@@ -126,8 +133,9 @@ type Config struct {
 	// Now is the clock of rate-limit pauses and Pass.At; nil means
 	// time.Now.
 	Now func() time.Time
-	// Logger receives one line per pass, and each repository that failed;
-	// nil discards.
+	// Logger receives one line per pass, each repository that failed, and
+	// each stored card document the pass met and could not read (once a
+	// pass); nil discards.
 	Logger *slog.Logger
 	// OnPass is called synchronously after each pass, before the pass's
 	// line is logged; nil means none. It must not block.
@@ -323,6 +331,8 @@ func (s *Sync) pass(ctx context.Context, st *boardTerm) passEnd {
 	var resume time.Time
 	st.pass++
 	p := Pass{Owner: s.cfg.Owner, Term: st.term, Pass: st.pass, At: s.cfg.Now(), Complete: true}
+	malformed := map[string]error{}
+	ctx = WithMalformed(ctx, func(id string, err error) { malformed[id] = err })
 	s.prune(ctx, st, &p)
 	listed, changed, leftOut, removed, failed := 0, 0, 0, 0, 0
 	for _, r := range s.repos {
@@ -347,6 +357,13 @@ func (s *Sync) pass(ctx context.Context, st *boardTerm) passEnd {
 		s.cfg.Logger.Warn("board sync: repository not synced", "repo", r.full,
 			"since", rp.Since, "err", rp.Err)
 	}
+	// Once a pass, however many of its reads met it: a skipped document
+	// keeps its issue off the board until the issue's next update
+	// replaces it, or someone repairs or deletes it.
+	for _, id := range slices.Sorted(maps.Keys(malformed)) {
+		s.cfg.Logger.Warn("board sync met a card document it cannot read; repair or delete it", "card", id, "err", malformed[id])
+	}
+	p.Malformed = len(malformed)
 	// Reported before it is logged: whoever reads the line finds the
 	// pass recorded (GET /board's last complete pass, the metrics).
 	if s.cfg.OnPass != nil {

@@ -45,10 +45,12 @@ func (s *Server) buildBoard(boardInterval time.Duration) error {
 	return nil
 }
 
-// boardPassed notes a board pass for GET /board's freshness, then passes it
-// on to Config.OnBoardPass.
+// boardPassed notes a board pass for GET /board's freshness, counts the
+// malformed card documents it met, then passes it on to
+// Config.OnBoardPass.
 func (s *Server) boardPassed(p board.Pass) {
 	s.seen.boardPassed(p, s.cfg.Now())
+	s.boardMalformed.Add(float64(p.Malformed))
 	if s.cfg.OnBoardPass != nil {
 		s.cfg.OnBoardPass(p)
 	}

@@ -220,11 +220,14 @@ type Server struct {
 	// unrecorded counts processed deliveries whose completion the
 	// delivery store did not take (complete).
 	unrecorded prometheus.Counter
-	work       *deliveryWork
-	seen       observed
-	ready      readiness
-	passes     *netMetrics
-	handler    http.Handler
+	// boardMalformed counts the card documents the board sync's passes
+	// met and could not read (board.Pass.Malformed).
+	boardMalformed prometheus.Counter
+	work           *deliveryWork
+	seen           observed
+	ready          readiness
+	passes         *netMetrics
+	handler        http.Handler
 	// hosts is cfg.AllowedHosts, parsed (checkHost).
 	hosts hostList
 	// probes serves /healthz, /readyz and /metrics alone (ProbeHandler).
@@ -448,12 +451,16 @@ func NewForComparison(cfg Config, cmp Comparison) (*Server, error) {
 		Name: "merge_gate_sweep_malformed_runs_total",
 		Help: "Run documents (gate_runs) the store cannot read as runs (a field of the wrong type or value, a repo_key not its repo's) that the sweeper's passes on this replica skipped, each counted once a pass: the runs they stand for are not swept, the others are. The log line \"sweep skipped a run document it cannot read\" names the document's _id and the field.",
 	})
+	s.boardMalformed = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "board_malformed_cards_total",
+		Help: "Card documents (board_cards) the store cannot read as cards or tombstones (a field of the wrong type, an _id not its card's, a tombstone where a card is expected) that the board sync's passes on this replica met, each counted once a pass: skipped by its listings (the issue's card is off the board) or replaced by the card the pass put. The log line \"board sync met a card document it cannot read\" names the document's _id and the field.",
+	})
 	maxConns := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "http_connections_max",
 		Help: "The cap on HTTP connections open at once on the listener this replica serves (Limits.MaxConnections, --max-connections).",
 	})
 	maxConns.Set(float64(cfg.Limits.MaxConnections))
-	collectors := []prometheus.Collector{s.offers, s.conns, maxConns, s.deliveries, s.unrecorded, newDeliveryPruneFailures(cfg.Deliveries), backingOff, behind, behindPasses, malformed, storeFailures}
+	collectors := []prometheus.Collector{s.offers, s.conns, maxConns, s.deliveries, s.unrecorded, newDeliveryPruneFailures(cfg.Deliveries), backingOff, behind, behindPasses, malformed, s.boardMalformed, storeFailures}
 	var rehomed, mintsRefused prometheus.Counter
 	var uncovered *prometheus.GaugeVec
 	if cfg.App != nil {
