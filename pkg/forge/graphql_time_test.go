@@ -81,3 +81,35 @@ func TestPullStatesTimeoutIsErrQueryTimeout(t *testing.T) {
 		t.Fatalf("got %v, want ErrQueryTimeout and ErrServer: GitHub stopped the query at its timeout", err)
 	}
 }
+
+// TestPullStatesSecondaryLimitAnswered200DoublesItsBackOff pins that a
+// secondary limit GitHub answers 200 (its message in the errors array) is
+// a strike like a 403's: without retry-after the back-off starts at a
+// minute and doubles while the limit keeps being hit ("Best practices for
+// using the REST API", Handle rate limit errors appropriately:
+// https://docs.github.com/rest/using-the-rest-api/best-practices-for-using-the-rest-api#handle-rate-limit-errors-appropriately).
+// The 200 is not a success that clears the strikes.
+func TestPullStatesSecondaryLimitAnswered200DoublesItsBackOff(t *testing.T) {
+	clk := newTestClock(time.Date(2026, 9, 30, 9, 0, 0, 0, time.UTC))
+	sim, srv := startSim(t, forgesim.WithClock(clk.Now), forgesim.WithGraphQLLimitAnswer(forgesim.GraphQLLimit200))
+	if err := sim.SeedPull("acme", "app", 1, "sha", "open"); err != nil {
+		t.Fatal(err)
+	}
+	if err := sim.SecondaryLimit("t", 0, 3); err != nil { // no retry-after
+		t.Fatal(err)
+	}
+	c := newClient(t, srv, forge.Config{Token: "t", Now: clk.Now})
+	refs := []forge.PullRef{{Owner: "acme", Repo: "app", Number: 1}}
+	for _, wait := range []time.Duration{time.Minute, 2 * time.Minute, 4 * time.Minute} {
+		at := clk.Now()
+		var rl *forge.RateLimitError
+		_, err := c.PullStates(laneCtx(forge.LaneMergeGateSweeper), refs)
+		if !errors.As(err, &rl) || !rl.Sent || rl.Cause != forge.CauseSecondary || !rl.Reset.Equal(at.Add(wait)) {
+			t.Fatalf("secondary limit answered 200 without retry-after: got %v, want a sent secondary *RateLimitError with Reset = now + %v: the back-off doubles while the limit is hit", err, wait)
+		}
+		clk.Set(rl.Reset)
+	}
+	if _, err := c.PullStates(laneCtx(forge.LaneMergeGateSweeper), refs); err != nil {
+		t.Fatalf("after the back-off: %v, want success", err)
+	}
+}

@@ -144,7 +144,7 @@ func (g *rateGate) roundTrip(next http.RoundTripper, req *http.Request) (*http.R
 	if err != nil {
 		return nil, err
 	}
-	g.learn(req.URL.Host, resp)
+	g.learn(req.URL.Host, apiOf(req, g.graphql) == APIGraphQL, resp)
 	return resp, nil
 }
 
@@ -187,14 +187,19 @@ func (g *rateGate) admit(req *http.Request) error {
 	return e
 }
 
-// learn records the budget figures of resp, an answer from host, and the
-// back-off of a secondary limit.
-func (g *rateGate) learn(host string, resp *http.Response) {
+// learn records the budget figures of resp, an answer from host (to the
+// GraphQL endpoint when graphql is set), and the back-off of a secondary
+// limit. An answer that is no limit clears the strikes, but for a GraphQL
+// 200 whose body names the secondary limit: GitHub may answer that limit
+// so, and PullStates, which reads the errors array, backs off from it
+// (noteSecondary) as from a strike in a row.
+func (g *rateGate) learn(host string, graphql bool, resp *http.Response) {
 	now := g.now()
 	h := resp.Header
 	rl, ok := parseRateLimit(h)
 	limited := resp.StatusCode == http.StatusForbidden || resp.StatusCode == http.StatusTooManyRequests
 	secondary := limited && h.Get("X-Ratelimit-Remaining") != "0" && isSecondary(resp)
+	success := !limited && !(graphql && isSecondaryMessage(string(peekBody(resp))))
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if ok {
@@ -208,7 +213,7 @@ func (g *rateGate) learn(host string, resp *http.Response) {
 	switch {
 	case secondary:
 		g.backOffLocked(h, now)
-	case !limited:
+	case success:
 		g.strikes = 0
 	}
 }
