@@ -189,3 +189,37 @@ func TestListIssuesSendsSinceAndIsConditional(t *testing.T) {
 		t.Fatalf("simulator 304s: got %d, want 1: the client's count matches the server's", got)
 	}
 }
+
+// TestRequestTimeoutIsGitHubsTimeoutPlusFiveSecondsAtMostAQuarterInterval
+// pins the default Config.Timeout: GitHub's 10 s ServerTimeout plus 5 s
+// for the answer to arrive, at most a quarter of the shortest interval.
+func TestRequestTimeoutIsGitHubsTimeoutPlusFiveSecondsAtMostAQuarterInterval(t *testing.T) {
+	for _, c := range []struct {
+		interval, want time.Duration
+		why            string
+	}{
+		{time.Minute, 15 * time.Second, "a minute's quarter is GitHub's 10 s plus 5 s"},
+		{10 * time.Minute, 15 * time.Second, "waiting past 15 s only waits for a request GitHub gave up on"},
+		{40 * time.Second, 10 * time.Second, "a quarter of the interval leaves the pass time to go on"},
+	} {
+		if got := forge.RequestTimeout(c.interval); got != c.want {
+			t.Errorf("RequestTimeout(%v): got %v, want %v: %s", c.interval, got, c.want, c.why)
+		}
+	}
+}
+
+// TestCombinedStatusReadsEveryPage pins that CombinedStatus follows the
+// pages of a ref's statuses: a commit with more contexts than a page
+// holds (100) is read whole, so no context's verdict is missed.
+func TestCombinedStatusReadsEveryPage(t *testing.T) {
+	sim, srv := startSim(t)
+	for i := range 101 {
+		if err := sim.SetStatus("acme", "app", "sha", forgesim.Status{Context: fmt.Sprintf("ci-%d", i), State: "success"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cs, err := newClient(t, srv, forge.Config{Token: "t"}).CombinedStatus(laneCtx(forge.LaneAPI), "acme", "app", "sha")
+	if err != nil || len(cs.Statuses) != 101 {
+		t.Fatalf("got %d statuses (%v), want 101: every page is read", len(cs.Statuses), err)
+	}
+}

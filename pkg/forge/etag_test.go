@@ -2,6 +2,9 @@ package forge_test
 
 import (
 	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -119,4 +122,55 @@ func hitsOf(reg *prometheus.Registry, lane string) (float64, error) {
 		}
 	}
 	return 0, err
+}
+
+// TestETagIsSentBackOnlyOnAGETWithItsToken pins the cache's key on the
+// client's side, whatever the forge's ETags cover: If-None-Match goes out
+// only on a GET, and only with the Authorization header the ETag was
+// issued to, so no token is ever served another token's answer, even by
+// a forge whose ETag is the same for every token.
+func TestETagIsSentBackOnlyOnAGETWithItsToken(t *testing.T) {
+	var mu sync.Mutex
+	var sent []string // each request's method, token and If-None-Match
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		sent = append(sent, r.Method+" "+r.Header.Get("Authorization")+" "+r.Header.Get("If-None-Match"))
+		mu.Unlock()
+		w.Header().Set("ETag", `W/"same"`)
+		if r.Header.Get("If-None-Match") == `W/"same"` {
+			w.WriteHeader(http.StatusNotModified)
+			return
+		}
+		w.Write([]byte(`{}`))
+	}))
+	t.Cleanup(srv.Close)
+	c := newClient(t, srv, forge.Config{}) // anonymous: each request's own Authorization reaches the cache
+	send := func(method, token string) {
+		t.Helper()
+		req, err := http.NewRequest(method, srv.URL+"/thing", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "token "+token)
+		resp, err := c.HTTPClient().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	send("GET", "a")
+	send("GET", "a")
+	send("GET", "b")
+	send("POST", "a")
+	want := []string{
+		`GET token a `,
+		`GET token a W/"same"`, // the ETag goes back with its token
+		`GET token b `,         // never with another's
+		`POST token a `,        // nor on a write
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if strings.Join(sent, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("requests sent:\ngot  %q\nwant %q\nrule: If-None-Match only on a GET, with the token its ETag was issued to", sent, want)
+	}
 }

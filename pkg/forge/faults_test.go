@@ -69,6 +69,20 @@ func TestEmptyGraphQLAnswerIsAnErrorNotNotFound(t *testing.T) {
 	}
 }
 
+// TestGraphQLAnswerWithoutDataOrErrorsFailsTheWholeCall pins that an
+// answer whose data is absent or null with no errors fails PullStates as
+// a whole with ErrEmptyAnswer: it says nothing of any pull request of the
+// batch, so none gets a state of its own.
+func TestGraphQLAnswerWithoutDataOrErrorsFailsTheWholeCall(t *testing.T) {
+	for _, body := range []string{`{}`, `{"data": null}`} {
+		refs := []forge.PullRef{{Owner: "acme", Repo: "app", Number: 12}, {Owner: "acme", Repo: "app", Number: 13}}
+		states, err := answering(t, body).PullStates(laneCtx(forge.LaneMergeGateSweeper), refs)
+		if !errors.Is(err, forge.ErrEmptyAnswer) || states != nil {
+			t.Errorf("PullStates on %s: got %v and %d states, want the call to fail with ErrEmptyAnswer and no states", body, err, len(states))
+		}
+	}
+}
+
 // TestGetPullRefusesAnAnswerMissingWhatGitHubRequires pins that a REST
 // pull request answer, valid JSON, that lacks what GitHub's schema
 // requires (number, state, head.sha) or holds another state or number

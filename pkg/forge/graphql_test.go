@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
@@ -201,5 +202,72 @@ func TestHourlyLineShowsGraphQLPoints(t *testing.T) {
 	})
 	if pts != 2 {
 		t.Fatalf("got graphql_points %d, want 2: the attribute carries the line's points", pts)
+	}
+}
+
+// TestGraphQLFailuresAreTold pins how PullStates tells the failures a
+// caller acts on apart: a query GitHub stopped at its 10 s timeout (502 or
+// 504, both named by "Rate limits and query limits for the GraphQL API",
+// Timeouts:
+// https://docs.github.com/graphql/overview/rate-limits-and-query-limits-for-the-graphql-api#timeouts)
+// is ErrQueryTimeout beside ErrServer, so the sweeper halves its batch;
+// a secondary limit answered 403 is a sent *RateLimitError of cause
+// secondary, never ErrForbidden; a FORBIDDEN error on one alias is that
+// pull request's ErrForbidden, never ErrNotFound.
+func TestGraphQLFailuresAreTold(t *testing.T) {
+	refs := []forge.PullRef{{Owner: "acme", Repo: "app", Number: 1}}
+	for _, status := range []int{http.StatusBadGateway, http.StatusGatewayTimeout} {
+		srv, _ := forgeAnswering(t, status, nil, `{"message":"We couldn't respond to your request in time. Sorry about that."}`)
+		_, err := newClient(t, srv, forge.Config{Token: "t"}).PullStates(laneCtx(forge.LaneMergeGateSweeper), refs)
+		if !errors.Is(err, forge.ErrQueryTimeout) || !errors.Is(err, forge.ErrServer) {
+			t.Errorf("%d: got %v, want ErrQueryTimeout and ErrServer: GitHub stopped the query at its timeout", status, err)
+		}
+	}
+
+	srv, _ := forgeAnswering(t, http.StatusForbidden, http.Header{"Retry-After": {"60"}, "X-Ratelimit-Remaining": {"4000"}},
+		`{"message":"You have exceeded a secondary rate limit. Please wait a few minutes before you try again."}`)
+	_, err := newClient(t, srv, forge.Config{Token: "t"}).PullStates(laneCtx(forge.LaneMergeGateSweeper), refs)
+	var rl *forge.RateLimitError
+	if !errors.As(err, &rl) || rl.Cause != forge.CauseSecondary || !rl.Sent || errors.Is(err, forge.ErrForbidden) {
+		t.Errorf("403 secondary limit: got %v, want a sent secondary *RateLimitError, not ErrForbidden", err)
+	}
+
+	states, err := answering(t, `{"data": {"p0": null, "rateLimit": {"cost": 1}}, "errors": [{"type": "FORBIDDEN", "path": ["p0"], "message": "Resource not accessible by integration"}]}`).
+		PullStates(laneCtx(forge.LaneMergeGateSweeper), refs)
+	if err != nil || len(states) != 1 || !errors.Is(states[0].Err, forge.ErrForbidden) || errors.Is(states[0].Err, forge.ErrNotFound) {
+		t.Errorf("FORBIDDEN on p0: got %v, %+v, want the pull request's Err to wrap ErrForbidden, not ErrNotFound", err, states)
+	}
+}
+
+// TestGraphQLClientTimeoutIsErrQueryTimeout pins that a query the Client
+// gave up on at its own Config.Timeout is ErrQueryTimeout too: GitHub
+// would have stopped it and charged it alike, and a smaller one may pass.
+func TestGraphQLClientTimeoutIsErrQueryTimeout(t *testing.T) {
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(release) })
+	c := newClient(t, srv, forge.Config{Token: "t", Timeout: 20 * time.Millisecond})
+	_, err := c.PullStates(laneCtx(forge.LaneMergeGateSweeper), []forge.PullRef{{Owner: "acme", Repo: "app", Number: 1}})
+	if !errors.Is(err, forge.ErrQueryTimeout) {
+		t.Fatalf("got %v, want ErrQueryTimeout: the Client's own deadline ran out", err)
+	}
+}
+
+// TestPullStatesTakesAnExpectedStatus pins that a context GraphQL reports
+// EXPECTED (a required status not reported yet; GitHub's StatusState has
+// it, REST's statuses do not) is read as state "expected", never as a
+// malformed answer that fails the pull request's read.
+func TestPullStatesTakesAnExpectedStatus(t *testing.T) {
+	states, err := answering(t, `{"data": {"p0": {"pullRequest": {"number": 1, "state": "OPEN", "merged": false, "headRefOid": "sha",
+		"commits": {"nodes": [{"commit": {"oid": "sha", "status": {"contexts": [{"context": "ci", "state": "EXPECTED"}]}}}]}}}, "rateLimit": {"cost": 1}}}`).
+		PullStates(laneCtx(forge.LaneMergeGateSweeper), []forge.PullRef{{Owner: "acme", Repo: "app", Number: 1}})
+	if err != nil || len(states) != 1 || states[0].Err != nil || len(states[0].Statuses) != 1 || states[0].Statuses[0].State != "expected" {
+		t.Fatalf("got %v, %+v, want one status of state expected and no error", err, states)
 	}
 }

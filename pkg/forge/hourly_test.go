@@ -119,3 +119,32 @@ func TestHourlyLineAfterCloseStartsAPartialHour(t *testing.T) {
 		t.Fatalf("got %q\nwant %q\nrule: started before the hour it counted, the client covered it whole, even when closed after it ended; requests after Close start a partial hour at the Close", got, want)
 	}
 }
+
+func TestHourlyLineCountsNotModifiedAnswers(t *testing.T) {
+	sim, srv := startSim(t)
+	if err := sim.SeedPull("acme", "app", 1, "sha", "open"); err != nil {
+		t.Fatal(err)
+	}
+	clk := newTestClock(time.Date(2026, 9, 30, 14, 0, 0, 0, time.UTC))
+	logs := &records{}
+	c := newClient(t, srv, forge.Config{Token: "t", Now: clk.Now, Logger: slog.New(logs)}) // ETag cache on
+	for range 3 {
+		if _, err := c.GetPull(context.Background(), "acme", "app", 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clk.Set(time.Date(2026, 9, 30, 15, 0, 0, 0, time.UTC))
+	c.Close()
+	recs := logs.all()
+	if len(recs) != 1 {
+		t.Fatalf("got %d lines, want 1", len(recs))
+	}
+	attrs := map[string]slog.Value{}
+	recs[0].Attrs(func(a slog.Attr) bool { attrs[a.Key] = a.Value; return true })
+	if got, want := attrs["requests"].Int64(), int64(3); got != want {
+		t.Errorf("requests: got %d, want %d: a 304 is a request sent", got, want)
+	}
+	if got, want := attrs["not_modified"].Int64(), int64(2); got != want {
+		t.Errorf("not_modified: got %d, want %d: the 304s among the hour's requests, which cost no primary budget", got, want)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -152,6 +153,42 @@ func TestSecondaryLimitBacksOff(t *testing.T) {
 	}
 }
 
+// TestSecondaryBackOffDoublesUpTo16MinutesAndRestartsAfterAnAnswer pins
+// the back-off from secondary limits without retry-after: a minute,
+// doubling while the limit keeps being hit, at most 16 minutes
+// (maxSecondaryBackoff), and a minute again once an answer that is no
+// limit came between two ("Best practices for using the REST API", Handle
+// rate limit errors appropriately:
+// https://docs.github.com/rest/using-the-rest-api/best-practices-for-using-the-rest-api#handle-rate-limit-errors-appropriately).
+func TestSecondaryBackOffDoublesUpTo16MinutesAndRestartsAfterAnAnswer(t *testing.T) {
+	sim, _, c, clk := rateSetup(t, 100, forge.Config{Token: "t"})
+	hit := func(wait time.Duration, why string) {
+		t.Helper()
+		at := clk.Now()
+		var rle *forge.RateLimitError
+		_, err := c.GetPull(laneCtx(forge.LaneAPI), "acme", "app", 1)
+		if !errors.As(err, &rle) || rle.Cause != forge.CauseSecondary || !rle.Sent || !rle.Reset.Equal(at.Add(wait)) {
+			t.Fatalf("secondary limit without retry-after: got %v, want a sent secondary *RateLimitError with Reset = now + %v: %s", err, wait, why)
+		}
+		clk.Set(rle.Reset)
+	}
+	if err := sim.SecondaryLimit("t", 0, 7); err != nil {
+		t.Fatal(err)
+	}
+	for _, wait := range []time.Duration{1, 2, 4, 8, 16} {
+		hit(wait*time.Minute, "a minute, doubling while the limit keeps being hit")
+	}
+	hit(16*time.Minute, "the doubling stops at 16 minutes")
+	hit(16*time.Minute, "the doubling stops at 16 minutes")
+	if _, err := c.GetPull(laneCtx(forge.LaneAPI), "acme", "app", 1); err != nil {
+		t.Fatalf("after the back-off: %v, want success", err)
+	}
+	if err := sim.SecondaryLimit("t", 0, 1); err != nil {
+		t.Fatal(err)
+	}
+	hit(time.Minute, "an answer that is no limit ends the run of strikes: the next back-off is a minute again")
+}
+
 // TestSecondaryLimitKnownByItsDocumentationURLBacksOff pins that a 403
 // go-github takes for a secondary limit by its documentation URL alone (no
 // retry-after, a message the gate does not know as a limit's) backs off
@@ -192,6 +229,147 @@ func TestSecondaryLimitRetryAfterMayBeAnHTTPDate(t *testing.T) {
 	clk.Set(until.Add(-time.Second))
 	if _, err := c.GetPull(laneCtx(forge.LaneWebhook), "acme", "app", 1); !errors.As(err, &rle) || rle.Sent || n.Load() != 1 {
 		t.Fatalf("a second before the date: got %v with %d requests sent, want a *RateLimitError held back and 1 request", err, n.Load())
+	}
+}
+
+// TestSecondaryLimitRetryAfterDateInThePastIsNow pins that a retry-after
+// HTTP-date already past (a clock ahead of GitHub's) is a wait of 0: the
+// error's Reset is now, never in the past, and the next request is sent.
+func TestSecondaryLimitRetryAfterDateInThePastIsNow(t *testing.T) {
+	clk := newTestClock(time.Date(2026, 9, 30, 9, 0, 0, 0, time.UTC))
+	srv, n := forgeAnswering(t, http.StatusForbidden, http.Header{"Retry-After": {clk.Now().Add(-5 * time.Minute).Format(http.TimeFormat)}},
+		`{"message":"You have exceeded a secondary rate limit.","documentation_url":"https://docs.github.com/rest/using-the-rest-api/rate-limits-for-the-rest-api#about-secondary-rate-limits"}`)
+	c := newClient(t, srv, forge.Config{Token: "t", Now: clk.Now})
+	_, err := c.GetPull(laneCtx(forge.LaneWebhook), "acme", "app", 1)
+	var rle *forge.RateLimitError
+	if !errors.As(err, &rle) || rle.Cause != forge.CauseSecondary || !rle.Reset.Equal(clk.Now()) {
+		t.Fatalf("403 with a retry-after date 5 minutes ago: got %v, want a secondary *RateLimitError with Reset now: a date past is a wait of 0", err)
+	}
+	c.GetPull(laneCtx(forge.LaneWebhook), "acme", "app", 1)
+	if n.Load() != 2 {
+		t.Fatalf("got %d requests sent, want 2: nothing holds the next request back", n.Load())
+	}
+}
+
+// TestSecondaryBackOffIsNeverShortenedByALaterAnswer pins that answers to
+// concurrent requests, arriving out of order, only ever extend the
+// secondary back-off: a retry-after of 30 s that comes after one of 120 s
+// leaves the 120 s, so no request goes out before GitHub said it may.
+func TestSecondaryBackOffIsNeverShortenedByALaterAnswer(t *testing.T) {
+	clk := newTestClock(time.Date(2026, 9, 30, 9, 0, 0, 0, time.UTC))
+	arrived := make(chan chan string, 2) // each request's channel for its retry-after
+	var sent atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sent.Add(1)
+		ra := make(chan string)
+		arrived <- ra
+		w.Header().Set("Retry-After", <-ra)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusForbidden)
+		w.Write([]byte(`{"message":"You have exceeded a secondary rate limit."}`))
+	}))
+	t.Cleanup(srv.Close)
+	c := newClient(t, srv, forge.Config{Token: "t", Now: clk.Now})
+	done := make(chan error, 2)
+	for range 2 {
+		go func() {
+			_, err := c.GetPull(laneCtx(forge.LaneWebhook), "acme", "app", 1)
+			done <- err
+		}()
+	}
+	first, second := <-arrived, <-arrived // both in flight
+	first <- "120"
+	<-done
+	second <- "30"
+	<-done
+	_, err := c.GetPull(laneCtx(forge.LaneWebhook), "acme", "app", 1)
+	var rle *forge.RateLimitError
+	if !errors.As(err, &rle) || rle.Sent || !rle.Reset.Equal(clk.Now().Add(120*time.Second)) || sent.Load() != 2 {
+		t.Fatalf("after retry-after 120 then 30: got %v with %d sent, want a held-back *RateLimitError until now + 120 s and 2 sent: a later, shorter retry-after does not shorten the back-off", err, sent.Load())
+	}
+}
+
+// TestSpentCoreBudgetHoldsBackOnlyCore pins that a 403 with
+// x-ratelimit-remaining 0 is the primary limit of its resource, even when
+// it carries retry-after: it holds REST back until the reset, and is no
+// secondary limit holding back GraphQL, whose points are a budget of
+// their own ("Rate limits for the REST API", Exceeding the primary rate
+// limit:
+// https://docs.github.com/rest/using-the-rest-api/rate-limits-for-the-rest-api#exceeding-the-primary-rate-limit).
+func TestSpentCoreBudgetHoldsBackOnlyCore(t *testing.T) {
+	clk := newTestClock(time.Date(2026, 9, 30, 9, 0, 0, 0, time.UTC))
+	reset := clk.Now().Add(time.Hour)
+	var graphql atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if r.URL.Path == "/graphql" {
+			graphql.Add(1)
+			w.Write([]byte(`{"data": {"p0": {"pullRequest": {"number": 1, "state": "OPEN", "merged": false, "headRefOid": "sha", "commits": {"nodes": []}}}, "rateLimit": {"cost": 1}}}`))
+			return
+		}
+		for k, v := range map[string]string{"Retry-After": "60", "X-Ratelimit-Limit": "5000", "X-Ratelimit-Remaining": "0",
+			"X-Ratelimit-Reset": fmt.Sprint(reset.Unix()), "X-Ratelimit-Resource": "core"} {
+			w.Header().Set(k, v)
+		}
+		w.WriteHeader(http.StatusForbidden)
+		w.Write([]byte(`{"message":"API rate limit exceeded for user ID 1."}`))
+	}))
+	t.Cleanup(srv.Close)
+	c := newClient(t, srv, forge.Config{Token: "t", Now: clk.Now})
+	_, err := c.GetPull(laneCtx(forge.LaneWebhook), "acme", "app", 1)
+	var rle *forge.RateLimitError
+	if !errors.As(err, &rle) || rle.Cause != forge.CausePrimary || !rle.Reset.Equal(reset) {
+		t.Fatalf("403 with remaining 0: got %v, want a primary *RateLimitError until the reset", err)
+	}
+	if _, err := c.PullStates(laneCtx(forge.LaneMergeGateSweeper), []forge.PullRef{{Owner: "acme", Repo: "app", Number: 1}}); err != nil || graphql.Load() != 1 {
+		t.Fatalf("a GraphQL query after the core budget is spent: got %v with %d sent, want it sent and answered: a spent core budget is no secondary limit", err, graphql.Load())
+	}
+}
+
+// TestANewWindowsFiguresReplaceTheOld pins that the budget figures of a
+// new window (another x-ratelimit-reset) replace the last window's, though
+// more is left in it: only within one window is the smallest remaining
+// the latest.
+func TestANewWindowsFiguresReplaceTheOld(t *testing.T) {
+	_, _, c, clk := rateSetup(t, 10, forge.Config{Token: "t"})
+	get := func() {
+		t.Helper()
+		if _, err := c.GetPull(laneCtx(forge.LaneAPI), "acme", "app", 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	core := func() forge.RateLimit {
+		for _, rl := range c.RateLimits() {
+			if rl.Resource == "core" {
+				return rl
+			}
+		}
+		return forge.RateLimit{}
+	}
+	for range 3 {
+		get()
+	}
+	if rl := core(); rl.Remaining != 7 {
+		t.Fatalf("after 3 of 10: got %+v, want 7 remaining", rl)
+	}
+	clk.Add(time.Hour + time.Second)
+	get()
+	if rl := core(); rl.Remaining != 9 || !rl.Reset.After(clk.Now()) {
+		t.Fatalf("first request of the next window: got %+v, want 9 remaining and a reset ahead: a new window's figures replace the old", rl)
+	}
+}
+
+// TestSecondaryLimitMessageIsToldWhateverItsCase pins that GitHub's
+// secondary-limit message is known without regard to case, in a 403 that
+// has neither retry-after nor the documentation URL: it backs off a
+// minute as a secondary limit, never ErrForbidden.
+func TestSecondaryLimitMessageIsToldWhateverItsCase(t *testing.T) {
+	clk := newTestClock(time.Date(2026, 9, 30, 9, 0, 0, 0, time.UTC))
+	srv, _ := forgeAnswering(t, http.StatusForbidden, nil, `{"message":"You have exceeded a Secondary Rate Limit."}`)
+	_, err := newClient(t, srv, forge.Config{Token: "t", Now: clk.Now}).GetPull(laneCtx(forge.LaneWebhook), "acme", "app", 1)
+	var rle *forge.RateLimitError
+	if !errors.As(err, &rle) || rle.Cause != forge.CauseSecondary || !rle.Reset.Equal(clk.Now().Add(time.Minute)) {
+		t.Fatalf("403 \"Secondary Rate Limit\": got %v, want a secondary *RateLimitError a minute from now", err)
 	}
 }
 
