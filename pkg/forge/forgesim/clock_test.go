@@ -369,24 +369,8 @@ func TestCPUTimeSecondaryLimit(t *testing.T) {
 		l.GraphQLBase = 9 * time.Second
 		sim := forgesim.New(forgesim.WithLatency(l), forgesim.WithBudget(1<<20))
 		seedPulls(t, sim, 1)
-		// burst sends n requests of tok at once and counts their statuses.
 		burst := func(n int, tok, method, path, body string) map[int]int {
-			var mu sync.Mutex
-			var wg sync.WaitGroup
-			got := map[int]int{}
-			for range n {
-				wg.Go(func() {
-					rec := call(sim, method, path, tok, strings.NewReader(body))
-					if rec.Code == 403 && !strings.Contains(rec.Body.String(), "secondary rate limit") {
-						t.Errorf("a refusal: got %s, want the secondary-limit message", rec.Body)
-					}
-					mu.Lock()
-					got[rec.Code]++
-					mu.Unlock()
-				})
-			}
-			wg.Wait()
-			return got
+			return burstOf(t, sim, n, tok, method, path, body)
 		}
 		viewer := gqlBody(`{ viewer { login } }`)
 		if got := burst(8, "t", "POST", "/graphql", viewer); got[200] != 7 || got[403] != 1 {
@@ -407,6 +391,61 @@ func TestCPUTimeSecondaryLimit(t *testing.T) {
 		if rec := call(sim, "POST", "/graphql", "t", strings.NewReader(viewer)); rec.Code != 200 {
 			t.Errorf("after retry-after: got %d, want 200: the window is a minute", rec.Code)
 		}
+	})
+}
+
+// burstOf sends n requests of tok to sim at once and counts their
+// statuses; a 403 must be a secondary limit's.
+func burstOf(t *testing.T, sim *forgesim.Sim, n int, tok, method, path, body string) map[int]int {
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	got := map[int]int{}
+	for range n {
+		wg.Go(func() {
+			rec := call(sim, method, path, tok, strings.NewReader(body))
+			if rec.Code == 403 && !strings.Contains(rec.Body.String(), "secondary rate limit") {
+				t.Errorf("a refusal: got %s, want the secondary-limit message", rec.Body)
+			}
+			mu.Lock()
+			got[rec.Code]++
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return got
+}
+
+// TestDefaultSecondaryLimitsAreGitHubsFigures pins the figures of
+// GitHubSecondaryLimits that no other test meets at their edge: 100
+// requests in flight, 90 s of response time a minute, 60 s of it for
+// GraphQL ("Rate limits for the REST API", About secondary rate limits:
+// https://docs.github.com/rest/using-the-rest-api/rate-limits-for-the-rest-api#about-secondary-rate-limits).
+// Every figure published from the simulator runs under them.
+func TestDefaultSecondaryLimitsAreGitHubsFigures(t *testing.T) {
+	t.Run("100 concurrent requests", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			l := flat()
+			l.RESTDefault = 100 * time.Millisecond // 10 s for 100: far from the CPU limit
+			sim := forgesim.New(forgesim.WithLatency(l))
+			seedPulls(t, sim, 1)
+			if got := burstOf(t, sim, 101, "t", "GET", "/repos/acme/app/pulls/1", ""); got[200] != 100 || got[429] != 1 {
+				t.Errorf("101 concurrent reads: got %v, want 100 answered and 1 refused 429: no more than 100 concurrent requests", got)
+			}
+		})
+	})
+	t.Run("90 s of CPU time, 60 s of it GraphQL's", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			l := flat()
+			l.RESTDefault, l.GraphQLBase = time.Second, time.Second
+			sim := forgesim.New(forgesim.WithLatency(l))
+			seedPulls(t, sim, 1)
+			if got := burstOf(t, sim, 61, "t", "POST", "/graphql", gqlBody(`{ viewer { login } }`)); got[200] != 60 || got[403] != 1 {
+				t.Errorf("61 concurrent 1-s queries: got %v, want 60 answered and 1 refused: no more than 60 s of GraphQL time a minute", got)
+			}
+			if got := burstOf(t, sim, 31, "t", "GET", "/repos/acme/app/pulls/1", ""); got[200] != 30 || got[403] != 1 {
+				t.Errorf("31 concurrent 1-s reads after 60 s of GraphQL: got %v, want 30 answered and 1 refused: no more than 90 s of response time a minute", got)
+			}
+		})
 	})
 }
 

@@ -201,3 +201,44 @@ func TestGraphQLPrimaryRefusalReportsNoneRemaining(t *testing.T) {
 		t.Errorf("the RATE_LIMITED answer: got remaining %s used %s, want remaining 0 used 1: over the primary limit GitHub reports none remaining, and the refusal costs nothing", got, used)
 	}
 }
+
+// TestGraphQLNodeLimitsAreGitHubsEdges pins the node limits at their
+// edges ("Rate limits and query limits for the GraphQL API", Node limit:
+// https://docs.github.com/graphql/overview/rate-limits-and-query-limits-for-the-graphql-api#node-limit):
+// first or last within 1–100, and at most 500,000 nodes a call.
+func TestGraphQLNodeLimitsAreGitHubsEdges(t *testing.T) {
+	sim := forgesim.New(forgesim.WithBudget(1 << 20))
+	mustOK(t, sim.SeedPull("acme", "app", 1, "aaa", "open"))
+	// query asks for commits(last: n) of pull 1 under each of aliases.
+	query := func(aliases int, n int, extra string) string {
+		var b strings.Builder
+		b.WriteString("{ ")
+		for i := range aliases {
+			fmt.Fprintf(&b, `a%d: repository(owner: "acme", name: "app") { pullRequest(number: 1) { commits(last: %d) { totalCount } } } `, i, n)
+		}
+		b.WriteString(extra + " }")
+		return b.String()
+	}
+	errOf := func(q string) string {
+		rec := call(sim, "POST", "/graphql", "t", strings.NewReader(gqlBody(q)))
+		var a gqlAnswer
+		mustOK(t, json.Unmarshal(rec.Body.Bytes(), &a))
+		if len(a.Errors) == 0 {
+			return ""
+		}
+		return a.Errors[0].Type
+	}
+	cases := []struct {
+		why, query, want string
+	}{
+		{"last: 100 is within 1–100", query(1, 100, ""), ""},
+		{"last: 101 is past 100", query(1, 101, ""), "MISSING_PAGINATION_BOUNDARIES"},
+		{"500,000 nodes is the most a call may ask for", query(5000, 100, ""), ""},
+		{"500,001 nodes is one past it", query(5000, 100, `b: repository(owner: "acme", name: "app") { pullRequest(number: 1) { commits(last: 1) { totalCount } } }`), "MAX_NODE_LIMIT_EXCEEDED"},
+	}
+	for _, c := range cases {
+		if got := errOf(c.query); got != c.want {
+			t.Errorf("got error type %q, want %q: %s", got, c.want, c.why)
+		}
+	}
+}

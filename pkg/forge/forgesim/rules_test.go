@@ -1,6 +1,7 @@
 package forgesim_test
 
 import (
+	"encoding/json"
 	"io"
 	"net/http/httptest"
 	"strconv"
@@ -174,6 +175,20 @@ func TestContentCreatingRequestsPerMinuteAndHour(t *testing.T) {
 	})
 }
 
+func TestTokenMintsAreNotContentCreating(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sim := forgesim.New()
+		for i := range 100 { // past 80 a minute, within 900 REST points (5 each)
+			mint(t, sim, 7+i%3) // fails the test unless 201
+		}
+		// The App's content limit is untouched: a content-creating write
+		// by its JWT is refused only by its route, not by the limit.
+		if rec := call(sim, "POST", "/repos/acme/app/statuses/sha", "", nil, "Authorization", "Bearer "+jwt("42")); rec.Code == 403 {
+			t.Errorf("a write after 100 mints: got 403 %s, want no secondary limit: minting an installation token creates no content", rec.Body)
+		}
+	})
+}
+
 func TestGraphQLPointsPerMinute(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		sim := forgesim.New(forgesim.WithBudget(100_000))
@@ -333,5 +348,22 @@ func TestMapTokenControl(t *testing.T) {
 		if rec.Code != tc.code || (tc.field != "" && !strings.Contains(rec.Body.String(), `"field":"`+tc.field+`"`)) {
 			t.Errorf("POST /_sim/tokens %s: got %d %s, want %d naming %q", tc.body, rec.Code, rec.Body, tc.code, tc.field)
 		}
+	}
+}
+
+// TestPerPageIsAtMost100 pins GitHub's page size bound: per_page asks for
+// at most 100 (List repository issues, parameter per_page, "max 100":
+// https://docs.github.com/rest/issues/issues#list-repository-issues),
+// so a larger one answers a page of 100 and a next page.
+func TestPerPageIsAtMost100(t *testing.T) {
+	sim := forgesim.New()
+	for i := 1; i <= 101; i++ {
+		mustOK(t, sim.SeedIssue("acme", "app", forgesim.Issue{Number: i, Title: "t", State: "open"}))
+	}
+	rec := call(sim, "GET", "/repos/acme/app/issues?per_page=101", "t", nil)
+	var page []json.RawMessage
+	mustOK(t, json.Unmarshal(rec.Body.Bytes(), &page))
+	if len(page) != 100 || !strings.Contains(rec.Header().Get("Link"), `rel="next"`) {
+		t.Errorf("per_page=101 of 101 issues: got %d issues, Link %q, want 100 and a next page: per_page is at most 100", len(page), rec.Header().Get("Link"))
 	}
 }
