@@ -56,14 +56,16 @@ type RateLimitError struct {
 }
 
 // Error says the cause, whether the request was sent, the lane, the reset
-// and the budget figures.
+// and the budget figures when they are known (a limit GitHub answered in a
+// GraphQL 200 carries none: its message says no figures rather than "0 of
+// 0 left").
 func (e *RateLimitError) Error() string {
 	verb := "held back"
 	if e.Sent {
 		verb = "refused"
 	}
 	msg := fmt.Sprintf("forge: rate limited (%s): lane %s request %s until %s", e.Cause, e.Lane, verb, e.Reset.UTC().Format(time.RFC3339))
-	if e.Resource != "" {
+	if e.Resource != "" && e.Limit > 0 {
 		msg += fmt.Sprintf("; %s budget %d of %d left", e.Resource, e.Remaining, e.Limit)
 	}
 	if e.Cause == CauseReserve {

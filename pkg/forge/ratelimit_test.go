@@ -434,3 +434,18 @@ func simRemaining(t *testing.T, sim *forgesim.Sim, token, resource string) int {
 	t.Fatalf("simulator budget windows %+v: want one for token %q, resource %q", sim.Stats().Budget.Windows, token, resource)
 	return 0
 }
+
+// A limit error tells only the budget figures it knows: a secondary limit
+// GitHub answered in a GraphQL 200 has none, and "0 of 0 left" would send an
+// operator after a spent budget that is not.
+func TestRateLimitErrorTellsOnlyTheFiguresItKnows(t *testing.T) {
+	reset := time.Date(2026, 12, 4, 19, 0, 0, 0, time.UTC)
+	known := (&forge.RateLimitError{Reset: reset, Cause: forge.CausePrimary, Sent: true, Lane: "sweep", Resource: "graphql", Limit: 5000, Remaining: 0}).Error()
+	if !strings.Contains(known, "graphql budget 0 of 5000 left") {
+		t.Errorf("known figures: %q, want the budget told", known)
+	}
+	unknown := (&forge.RateLimitError{Reset: reset, Cause: forge.CauseSecondary, Sent: true, Lane: "sweep", Resource: "graphql"}).Error()
+	if strings.Contains(unknown, "budget") {
+		t.Errorf("no figures known: %q, want no budget figures", unknown)
+	}
+}
