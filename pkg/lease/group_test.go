@@ -156,6 +156,88 @@ func TestShardGivenUpMidCampaignIsReleasedAtOnceWhenItsAcquireWins(t *testing.T)
 	})
 }
 
+// memberReleaseSlow is a MemoryStore whose Release of a group's member
+// lease answers delay late, and that records when each release was
+// received and answered, by lease name.
+type memberReleaseSlow struct {
+	*lease.MemoryStore
+	delay time.Duration
+
+	mu       sync.Mutex
+	releases []releaseAt
+}
+
+type releaseAt struct {
+	name     string
+	sent, at time.Time // received, answered
+}
+
+func (s *memberReleaseSlow) Release(ctx context.Context, name, owner string) error {
+	sent := time.Now()
+	if strings.Contains(name, "/member/") {
+		time.Sleep(s.delay)
+	}
+	err := s.MemoryStore.Release(ctx, name, owner)
+	s.note(name, sent)
+	return err
+}
+
+func (s *memberReleaseSlow) ReleaseTerm(ctx context.Context, name, owner, token string) error {
+	sent := time.Now()
+	err := s.MemoryStore.ReleaseTerm(ctx, name, owner, token)
+	s.note(name, sent)
+	return err
+}
+
+func (s *memberReleaseSlow) note(name string, sent time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.releases = append(s.releases, releaseAt{name: name, sent: sent, at: time.Now()})
+}
+
+// TestGroupShutdownReleasesItsShardsOnlyOnceItsMemberLeaseIsGone pins the
+// order of a member's shutdown: its shards' releases are sent only once
+// its member lease's release was answered, so that no other member's list
+// shows it live, owed its share, beside the shards it freed (and takes
+// only its own share of them for a Retry). The member lease's release
+// takes 300ms here.
+func TestGroupShutdownReleasesItsShardsOnlyOnceItsMemberLeaseIsGone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &memberReleaseSlow{MemoryStore: lease.NewMemoryStore(), delay: 300 * time.Millisecond}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() {
+			done <- lease.RunGroup(ctx, st, lease.GroupSpec{Name: "g", Owner: "a", Shards: 2, TTL: 3 * time.Second},
+				func(ctx context.Context, shard int) { <-ctx.Done() })
+		}()
+		time.Sleep(2 * time.Second)
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatalf("RunGroup = %v, want nil", err)
+		}
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		var member time.Time
+		shards := 0
+		for _, r := range st.releases {
+			if strings.Contains(r.name, "/member/") {
+				member = r.at
+			}
+		}
+		for _, r := range st.releases {
+			if strings.Contains(r.name, "/shard/") {
+				shards++
+				if member.IsZero() || r.sent.Before(member) {
+					t.Errorf("shard lease %s released at %v, member lease's release answered at %v: a shard is released only once the member lease is gone", r.name, r.sent, member)
+				}
+			}
+		}
+		if shards != 2 {
+			t.Errorf("got %d shard releases, want 2 (releases %+v)", shards, st.releases)
+		}
+	})
+}
+
 // TestGroupsReadsTheGroupsFromAList pins the lease names of a group and
 // what Groups reads back: shards zero-padded to sort, the shard count in
 // the name, live members with their counts and targets, expired leases

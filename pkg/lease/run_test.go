@@ -3,6 +3,7 @@ package lease_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"slices"
 	"strings"
 	"testing"
@@ -319,24 +320,88 @@ func TestStoreThatCannotAnswerElectsNobody(t *testing.T) {
 }
 
 func TestRenewalsGoOutEveryTTLOverThreeFromTheWinningSend(t *testing.T) {
+	// The cadence runs from the winning Acquire's send, not its answer: a
+	// win answered 400ms late renews at the same instants as a prompt one.
+	for _, answer := range []time.Duration{0, 400 * time.Millisecond} {
+		t.Run("acquire answered after "+answer.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				h := newHarness(t)
+				time.Sleep(700 * time.Microsecond)
+				st := newFaultStore(lease.NewMemoryStore(), func(c storeCall) fault {
+					if c.Op == "acquire" && answer > 0 {
+						return fault{kind: landSlow, delay: answer}
+					}
+					return fault{}
+				})
+				h.runUntil(5500*time.Millisecond, st, h.spec("a", time.Second), h.work("a", nil))
+				sent := h.at(700 * time.Microsecond)
+				var want []time.Duration
+				for k := 1; k <= 5; k++ {
+					want = append(want, h.since(sent.Add(time.Duration(k)*ttl/3)))
+				}
+				calls := st.Calls("renew", "a")
+				if got := h.callTimes(calls); !slices.Equal(got, want) {
+					t.Fatalf("got renewals at %v, want %v: renew every TTL/3 from the winning Acquire's send", got, want)
+				}
+				for _, c := range calls {
+					if !c.Now.Equal(c.At) || c.Deadline != ttl/3 {
+						t.Errorf("renewal at %v: now %v, bound %v; want its send instant and TTL/3", h.since(c.At), h.since(c.Now), c.Deadline)
+					}
+				}
+			})
+		})
+	}
+}
+
+// TestRenewalsKeepTheirCadenceWhenRunsGoroutineIsHeldUp pins that the
+// renewals stay on the grid of TTL/3 from the winning send when Run's
+// goroutine handles a tick late: the sink takes 1.2s over the "renew
+// failed" record of the renewal at 1s, so the tick of 2s goes out at 2.2s,
+// and the next ones at 3s and 4s, not 3.2s and 4.2s, which would leave
+// each renewal less time before the deadline.
+func TestRenewalsKeepTheirCadenceWhenRunsGoroutineIsHeldUp(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t)
-		time.Sleep(700 * time.Microsecond)
-		st := newFaultStore(lease.NewMemoryStore(), nil)
-		h.runUntil(5500*time.Millisecond, st, h.spec("a", time.Second), h.work("a", nil))
-		sent := h.at(700 * time.Microsecond)
-		var want []time.Duration
-		for k := 1; k <= 5; k++ {
-			want = append(want, h.since(sent.Add(time.Duration(k)*ttl/3)))
-		}
-		calls := st.Calls("renew", "a")
-		if got := h.callTimes(calls); !slices.Equal(got, want) {
-			t.Fatalf("got renewals at %v, want %v: renew every TTL/3", got, want)
-		}
-		for _, c := range calls {
-			if !c.Now.Equal(c.At) || c.Deadline != ttl/3 {
-				t.Errorf("renewal at %v: now %v, bound %v; want its send instant and TTL/3", h.since(c.At), h.since(c.Now), c.Deadline)
+		st := newFaultStore(lease.NewMemoryStore(), func(c storeCall) fault {
+			if c.Op == "renew" && c.N == 0 {
+				return fault{kind: fail}
 			}
+			return fault{}
+		})
+		spec := h.spec("a", time.Hour)
+		spec.Logger = slog.New(&slowSink{slow: map[string]bool{"lease: renew failed": true}, delay: 1200 * time.Millisecond, cancelled: map[string]bool{}})
+		h.runUntil(4500*time.Millisecond, st, spec, h.work("a", nil))
+		want := []time.Duration{time.Second, 2200 * time.Millisecond, 3 * time.Second, 4 * time.Second}
+		if got := h.callTimes(st.Calls("renew", "a")); !slices.Equal(got, want) {
+			t.Errorf("got renewals at %v, want %v: a tick handled late does not shift the ones after it", got, want)
+		}
+	})
+}
+
+// TestAttemptAfterATermGoesOutInALaterMillisecondThanItsLastRenewal pins
+// Spec.Retry's floor after a term: with Retry 100µs, work returns at
+// 1.0002s, just after the renewal sent at 1s; the next attempt goes out at
+// 1.001s, in a later millisecond than that renewal, not at 1.0003s (a
+// store then could not tell the new term from the old, see TermStore).
+func TestAttemptAfterATermGoesOutInALaterMillisecondThanItsLastRenewal(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t)
+		st := newFaultStore(lease.NewMemoryStore(), nil)
+		first := true
+		h.runUntil(1500*time.Millisecond, st, h.spec("a", 100*time.Microsecond), h.work("a", func(ctx context.Context) {
+			if first {
+				first = false
+				time.Sleep(time.Second + 200*time.Microsecond)
+				return
+			}
+			<-ctx.Done()
+		}))
+		if got := h.callTimes(st.Calls("renew", "a")); !slices.Equal(got, []time.Duration{time.Second}) {
+			t.Fatalf("setup: got renewals at %v, want one at 1s", got)
+		}
+		want := []time.Duration{0, 1001 * time.Millisecond}
+		if got := h.callTimes(st.Calls("acquire", "a")); !slices.Equal(got, want) {
+			t.Errorf("got attempts at %v, want %v: the attempt after a term goes out in a later millisecond than the term's last renewal", got, want)
 		}
 	})
 }
@@ -440,6 +505,33 @@ func TestRefusedRenewalStepsDownAtOnce(t *testing.T) {
 		}
 		if got := h.callTimes(st.Calls("release", "a")); !slices.Equal(got, []time.Duration{3 * time.Second}) {
 			t.Errorf("got releases at %v, want one at 3s", got)
+		}
+	})
+}
+
+// TestSteppedDownIsReportedAtTheRefusalWhileWorkIgnoresItsContext pins
+// Spec.OnEvent's promise that SteppedDown comes right after work's context
+// is cancelled: a refused renewal at 1s reports the step-down at 1s, even
+// while work ignores its cancellation until 4s, not at the deadline (2.5s)
+// or when work returns.
+func TestSteppedDownIsReportedAtTheRefusalWhileWorkIgnoresItsContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t)
+		st := newFaultStore(lease.NewMemoryStore(), func(c storeCall) fault {
+			if c.Op == "renew" && c.N == 0 {
+				return fault{kind: refuse}
+			}
+			return fault{}
+		})
+		h.runUntil(5*time.Second, st, h.spec("a", time.Hour), h.work("a", func(context.Context) {
+			time.Sleep(4 * time.Second) // work that ignores its context
+		}))
+		sd := h.Events("a", lease.SteppedDown)
+		if len(sd) != 1 || sd[0].Reason != lease.ReasonRefused || sd[0].At != h.at(time.Second) {
+			t.Fatalf("got step-downs %+v, want one for %q at 1s: SteppedDown comes right after work's context is cancelled", sd, lease.ReasonRefused)
+		}
+		if got := h.callTimes(st.Calls("release", "a")); !slices.Equal(got, []time.Duration{4 * time.Second}) {
+			t.Errorf("got releases at %v, want one at 4s, once work returned", got)
 		}
 	})
 }

@@ -44,3 +44,34 @@ func TestGrantMovesTheDeadlineWithoutRunsGoroutine(t *testing.T) {
 		}
 	})
 }
+
+// TestGrantAnsweredAfterTheDeadlineFiredMovesNothing pins prove's rule: a
+// renewal sent before the deadline but granted after the deadline's timer
+// fired proves nothing. The term stepped down at the deadline and stays
+// down, and its margin is the one of that step-down, TTL/6, not one
+// measured from a deadline the late grant moved.
+func TestGrantAnsweredAfterTheDeadlineFiredMovesNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const ttl = 300 * time.Millisecond
+		l := newLessee(NewMemoryStore(), "sweeper", "a", ttl, nil, nil, nil)
+		won := time.Now()
+		term := l.startTerm(context.Background(), won, "", func(ctx context.Context) { <-ctx.Done() })
+		defer term.close()
+		time.Sleep(2 * ttl / 3)
+		renewed := time.Now() // a renewal sent here, answered after the deadline
+		time.Sleep(time.Until(l.deadline(won)) + time.Millisecond)
+		synctest.Wait()
+		term.prove(renewed) // what the renewal's goroutine does with its grant
+		synctest.Wait()
+		term.mu.Lock()
+		cause, deadline := term.cause, term.deadline
+		term.mu.Unlock()
+		if cause != ReasonDeadline || !deadline.Equal(l.deadline(won)) {
+			t.Errorf("got cause %q, deadline %v; want %q and the winning Acquire's deadline %v: a grant after the deadline fired moves nothing",
+				cause, deadline.Sub(won), ReasonDeadline, l.deadline(won).Sub(won))
+		}
+		if m := term.margin(); m != ttl/6 {
+			t.Errorf("got margin %v, want TTL/6 = %v: the step-down's, at the deadline", m, ttl/6)
+		}
+	})
+}

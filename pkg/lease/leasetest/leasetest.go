@@ -335,6 +335,12 @@ func cases() []testCase {
 				releaseTerm(t, st, "n", "b", "T2", lease.ErrLost, "a holds the lease, whatever the token")
 				releaseTerm(t, st, "m", "a", "T2", nil, "nobody holds m")
 			})},
+		{Name: "TermPlainAcquireSameMillisecondClearsTerm", Rule: "a plain Acquire clears the term even when it moves no expiry (sent in the term's millisecond): it never keeps a token",
+			Check: termCase(func(t *testing.T, st lease.TermStore) {
+				acquireTerm(t, st, "n", "a", t0, "T1", true, "the lease is free")
+				acquire(t, st, "n", "a", t0, ttl, true, "the lease is a's; same millisecond, same expiry")
+				releaseTerm(t, st, "n", "a", "T2", nil, "the plain Acquire cleared T1 though it moved no expiry: a lease without a term")
+			})},
 		{Name: "TermInvalidArguments", Rule: "a blank token is ErrInvalid naming the token, and writes nothing",
 			Check: termCase(func(t *testing.T, st lease.TermStore) {
 				ctx := context.Background()
