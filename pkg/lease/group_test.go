@@ -38,7 +38,11 @@ func TestRunGroupRejectsUnusableArguments(t *testing.T) {
 	} {
 		spec := ok
 		c.spec(&spec)
-		err := lease.RunGroup(t.Context(), c.st, spec, c.work)
+		// A done ctx: RunGroup with an argument it failed to reject returns
+		// nil at once rather than serving until the test times out.
+		done, cancel := context.WithCancel(t.Context())
+		cancel()
+		err := lease.RunGroup(done, c.st, spec, c.work)
 		if !errors.Is(err, lease.ErrInvalid) || !strings.Contains(err.Error(), c.field) {
 			t.Errorf("%s: RunGroup = %v, want ErrInvalid naming %s", c.why, err, c.field)
 		}
@@ -243,8 +247,19 @@ func TestGroupShutdownReleasesItsShardsOnlyOnceItsMemberLeaseIsGone(t *testing.T
 // the name, live members with their counts and targets, expired leases
 // unheld, and other leases ignored.
 func TestGroupsReadsTheGroupsFromAList(t *testing.T) {
-	if got := lease.ShardName("sweeper", 64, 7); got != "sweeper[64]/shard/07" {
-		t.Errorf("ShardName = %q, want sweeper[64]/shard/07: padded to the width of S-1", got)
+	for _, c := range []struct {
+		shards, i int
+		want      string
+	}{
+		{64, 7, "sweeper[64]/shard/07"},
+		// The names are the stores' keys: a width that changed across a
+		// release would name one shard twice during a rolling upgrade.
+		{10, 7, "sweeper[10]/shard/7"},
+		{1, 0, "sweeper[1]/shard/0"},
+	} {
+		if got := lease.ShardName("sweeper", c.shards, c.i); got != c.want {
+			t.Errorf("ShardName(%d, %d) = %q, want %q: padded to the width of S-1", c.shards, c.i, got, c.want)
+		}
 	}
 	if got := lease.MemberName("sweeper", 64, "web-1"); got != "sweeper[64]/member/web-1" {
 		t.Errorf("MemberName = %q, want sweeper[64]/member/web-1", got)
@@ -296,4 +311,51 @@ func TestGroupViewServedNeedsALiveOwner(t *testing.T) {
 			t.Errorf("Groups(%s) = %+v, want one group with Served() %v: %s", c.why, gs, c.want, c.why)
 		}
 	}
+}
+
+// TestRestartedMemberTakesBackItsOwnShardsOnlyUpToItsTarget pins that a
+// member takes back shards whose leases are still its own (a replica
+// restarted under the same owner before its leases expired) only up to
+// its target: a finds its old leases of shards 0, 1 and 2, and b live
+// with shard 3, so a's target is 2 of the 4 shards, and a serves 2 after
+// its first survey, never ceil(Shards / live members) + 1.
+func TestRestartedMemberTakesBackItsOwnShardsOnlyUpToItsTarget(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		st := lease.NewMemoryStore()
+		seed := func(name, owner string) {
+			if ok, err := st.Acquire(ctx, name, owner, time.Now(), time.Hour); !ok || err != nil {
+				t.Fatalf("setup: Acquire(%s, %s) = %v, %v", name, owner, ok, err)
+			}
+		}
+		for i := range 3 {
+			seed(lease.ShardName("g", 4, i), "a")
+		}
+		seed(lease.ShardName("g", 4, 3), "b")
+		seed(lease.MemberName("g", 4, "b"), "b")
+		var mu sync.Mutex
+		var elected []int
+		runCtx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() {
+			done <- lease.RunGroup(runCtx, st, lease.GroupSpec{Name: "g", Owner: "a", Shards: 4, TTL: 3 * time.Second,
+				OnEvent: func(e lease.Event) {
+					if e.Kind == lease.Elected {
+						mu.Lock()
+						elected = append(elected, e.Shard)
+						mu.Unlock()
+					}
+				}}, func(ctx context.Context, shard int) { <-ctx.Done() })
+		}()
+		synctest.Wait() // a's first survey and the campaigns it started
+		mu.Lock()
+		got := slices.Clone(elected)
+		mu.Unlock()
+		slices.Sort(got)
+		if want := []int{0, 1}; !slices.Equal(got, want) {
+			t.Errorf("a's terms after its first survey: shards %v, want %v: its own leases are taken back up to its target, 2", got, want)
+		}
+		cancel()
+		<-done
+	})
 }

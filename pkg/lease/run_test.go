@@ -36,7 +36,11 @@ func TestRunRejectsAnUnusableSpecNamingTheField(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			err := lease.Run(context.Background(), c.st, c.spec(good), c.work)
+			// A done ctx: Run with a spec it failed to reject returns nil at
+			// once rather than campaigning until the test times out.
+			done, cancel := context.WithCancel(t.Context())
+			cancel()
+			err := lease.Run(done, c.st, c.spec(good), c.work)
 			if !errors.Is(err, lease.ErrInvalid) {
 				t.Fatalf("got %v, want an error wrapping ErrInvalid: %s", err, c.why)
 			}
