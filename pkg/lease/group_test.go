@@ -274,6 +274,7 @@ func TestGroupsReadsTheGroupsFromAList(t *testing.T) {
 		{Name: lease.ShardName("g", 3, 1), Owner: "b", Expires: live},
 		{Name: lease.ShardName("g", 3, 2), Owner: "a", Expires: gone}, // expired: unheld
 		{Name: "g[x]/shard/1", Owner: "a", Expires: live},             // not a group's
+		{Name: "g[3]/shard/3", Owner: "a", Expires: live},             // no shard of g[3]: shards are 0..2
 	}
 	gs := lease.Groups(hs, now)
 	if len(gs) != 1 {
@@ -357,5 +358,46 @@ func TestRestartedMemberTakesBackItsOwnShardsOnlyUpToItsTarget(t *testing.T) {
 		}
 		cancel()
 		<-done
+	})
+}
+
+// TestMemberGivesShardsUpOnlyOnceTheMembershipHeldForARetry pins the
+// hysteresis of evening the share: a serves all 4 shards alone; b joins at
+// 0.5s. a's list at 1s shows b for the first time, and gives nothing up;
+// its list at 2s shows the same members again, and gives up 2. So members
+// joining one after the other, or one that flaps, move no shard until the
+// membership held for a Retry.
+func TestMemberGivesShardsUpOnlyOnceTheMembershipHeldForARetry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		t0 := time.Now()
+		st := lease.NewMemoryStore()
+		var mu sync.Mutex
+		var givenUp []time.Duration
+		spec := func(owner string) lease.GroupSpec {
+			return lease.GroupSpec{Name: "g", Owner: owner, Shards: 4, TTL: 3 * time.Second, Retry: time.Second,
+				OnEvent: func(e lease.Event) {
+					if e.Kind == lease.SteppedDown && e.Owner == "a" && e.Reason == lease.ReasonRebalanced {
+						mu.Lock()
+						givenUp = append(givenUp, e.At.Sub(t0))
+						mu.Unlock()
+					}
+				}}
+		}
+		work := func(ctx context.Context, shard int) { <-ctx.Done() }
+		ctx, cancel := context.WithCancel(t.Context())
+		var wg sync.WaitGroup
+		wg.Go(func() { _ = lease.RunGroup(ctx, st, spec("a"), work) })
+		time.Sleep(500 * time.Millisecond)
+		wg.Go(func() { _ = lease.RunGroup(ctx, st, spec("b"), work) })
+		time.Sleep(3 * time.Second)
+		synctest.Wait()
+		mu.Lock()
+		got := slices.Clone(givenUp)
+		mu.Unlock()
+		if want := []time.Duration{2 * time.Second, 2 * time.Second}; !slices.Equal(got, want) {
+			t.Errorf("a gave shards up at %v, want %v: at the second list showing b, not the first", got, want)
+		}
+		cancel()
+		wg.Wait()
 	})
 }

@@ -455,3 +455,41 @@ func histogramBucket(t *testing.T, g prometheus.Gatherer, name, group, reason, l
 	}
 	return 0
 }
+
+// TestGroupStoreCallsCountInTheStoreCallSeries pins that a lease group's
+// store calls (a shard's campaign, the member's survey list) count in
+// lease_store_call_duration_seconds and lease_store_call_errors_total by
+// op, as a Run's do, not only in the group's own series.
+func TestGroupStoreCallsCountInTheStoreCallSeries(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	m := leaseprom.New(reg)
+	m.Observe(lease.Event{Name: lease.MemberName("g", 2, "a"), Group: "g", Shard: -1, Kind: lease.StoreCalled, Op: lease.OpList, Took: 2 * time.Millisecond})
+	m.Observe(lease.Event{Name: lease.ShardName("g", 2, 0), Group: "g", Shard: 0, Kind: lease.StoreCalled, Op: lease.OpAcquire, Took: time.Second, Failed: true})
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP lease_store_call_errors_total Lease store calls that got no answer, by operation.
+# TYPE lease_store_call_errors_total counter
+lease_store_call_errors_total{op="acquire"} 1
+`), "lease_store_call_errors_total"); err != nil {
+		t.Errorf("a shard's failed Acquire: %v", err)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]uint64{}
+	for _, mf := range mfs {
+		if mf.GetName() != "lease_store_call_duration_seconds" {
+			continue
+		}
+		for _, mt := range mf.GetMetric() {
+			for _, l := range mt.GetLabel() {
+				if l.GetName() == "op" {
+					got[l.GetValue()] = mt.GetHistogram().GetSampleCount()
+				}
+			}
+		}
+	}
+	if want := map[string]uint64{"list": 1, "acquire": 1}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("lease_store_call_duration_seconds samples by op = %v, want %v: a group's calls are timed like a Run's", got, want)
+	}
+}

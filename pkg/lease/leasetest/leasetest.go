@@ -122,6 +122,13 @@ func cases() []testCase {
 				renew(t, st, "n", "a", t0.Add(999*time.Microsecond), ttl, true, "same millisecond: same expiry, still a's")
 				acquire(t, st, "n", "a", t0.Add(999*time.Microsecond), ttl, true, "Acquire in the same millisecond is a's too")
 			}},
+		{Name: "RenewTruncated", Rule: "a renewal's expiry is trunc(trunc(now)+ttl), as a take's: renewed at t0+0.6ms for 2.9ms, it expires at t0+2ms",
+			Check: func(t *testing.T, st lease.Store) {
+				acquire(t, st, "n", "a", t0, lease.MinTTL, true, "the lease is free")
+				renew(t, st, "n", "a", t0.Add(600*time.Microsecond), 2900*time.Microsecond, true, "a holds it")
+				wantHolders(t, st, []lease.Holder{{Name: "n", Owner: "a", Expires: t0.Add(2 * time.Millisecond)}}, "expiry = trunc(trunc(t0+0.6ms)+2.9ms) = t0+2ms")
+				acquire(t, st, "n", "b", t0.Add(2*time.Millisecond), ttl, true, "expired at t0+2ms, not t0+2.9ms")
+			}},
 		{Name: "ExpiryNeverBackward", Rule: "a late, older stamp or a shorter TTL keeps the later expiry",
 			Check: func(t *testing.T, st lease.Store) {
 				acquire(t, st, "n", "a", t0, ttl, true, "the lease is free")
