@@ -401,3 +401,127 @@ func TestMemberGivesShardsUpOnlyOnceTheMembershipHeldForARetry(t *testing.T) {
 		wg.Wait()
 	})
 }
+
+// memberAcquireFails is a MemoryStore whose Acquire of a group's member
+// lease fails from an instant on: the member's renewals get no answer
+// while its shards' calls and the lists do.
+type memberAcquireFails struct {
+	*lease.MemoryStore
+	from time.Time
+}
+
+func (s memberAcquireFails) Acquire(ctx context.Context, name, owner string, now time.Time, ttl time.Duration) (bool, error) {
+	if strings.Contains(name, "/member/") && !time.Now().Before(s.from) {
+		return false, errors.New("member lease store unreachable")
+	}
+	return s.MemoryStore.Acquire(ctx, name, owner, now, ttl)
+}
+
+// TestMemberWhoseMemberLeaseLapsedStillCountsItselfLive pins that a member
+// counts itself live whatever its list shows: a serves both shards alone,
+// and from 1.5s its member lease's renewals fail, so the lease (last
+// renewed at 1s) lists as expired from 4s. a keeps serving both shards,
+// renewed every Retry, rather than take its target as 0 and give them up
+// to nobody.
+func TestMemberWhoseMemberLeaseLapsedStillCountsItselfLive(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		t0 := time.Now()
+		st := memberAcquireFails{MemoryStore: lease.NewMemoryStore(), from: t0.Add(1500 * time.Millisecond)}
+		var mu sync.Mutex
+		var stepped []string
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() {
+			done <- lease.RunGroup(ctx, st, lease.GroupSpec{Name: "g", Owner: "a", Shards: 2, TTL: 3 * time.Second, Retry: time.Second,
+				OnEvent: func(e lease.Event) {
+					if e.Kind == lease.SteppedDown {
+						mu.Lock()
+						stepped = append(stepped, fmt.Sprintf("%v shard %d %s", e.At.Sub(t0), e.Shard, e.Reason))
+						mu.Unlock()
+					}
+				}}, func(ctx context.Context, shard int) { <-ctx.Done() })
+		}()
+		time.Sleep(7 * time.Second)
+		synctest.Wait()
+		mu.Lock()
+		got := slices.Clone(stepped)
+		mu.Unlock()
+		if len(got) != 0 {
+			t.Errorf("a's step-downs by 7s: %q, want none: a member counts itself live though its member lease lapsed", got)
+		}
+		cancel()
+		<-done
+	})
+}
+
+// listFails is a MemoryStore whose Holders fails from an instant on, and
+// that counts the AcquireTerm calls sent from then.
+type listFails struct {
+	*lease.MemoryStore
+	from     time.Time
+	mu       sync.Mutex
+	acquires int
+}
+
+func (s *listFails) Holders(ctx context.Context) ([]lease.Holder, error) {
+	if !time.Now().Before(s.from) {
+		return nil, errors.New("list unreachable")
+	}
+	return s.MemoryStore.Holders(ctx)
+}
+
+func (s *listFails) AcquireTerm(ctx context.Context, name, owner string, now time.Time, ttl time.Duration, token string) (bool, error) {
+	if !time.Now().Before(s.from) {
+		s.mu.Lock()
+		s.acquires++
+		s.mu.Unlock()
+	}
+	return s.MemoryStore.AcquireTerm(ctx, name, owner, now, ttl, token)
+}
+
+// TestFailedListChangesNothing pins survey's rule that a list that fails
+// changes nothing: a and b serve 2 of 4 shards each; from 3.2s a's lists
+// fail. a reports no survey from them, and campaigns for no shard (its
+// own run on; b's are b's), rather than reading the failure as an empty
+// group it alone serves.
+func TestFailedListChangesNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		t0 := time.Now()
+		mem := lease.NewMemoryStore()
+		stA := &listFails{MemoryStore: mem, from: t0.Add(3200 * time.Millisecond)}
+		var mu sync.Mutex
+		var surveyed []time.Duration
+		spec := func(owner string) lease.GroupSpec {
+			return lease.GroupSpec{Name: "g", Owner: owner, Shards: 4, TTL: 3 * time.Second, Retry: time.Second,
+				OnEvent: func(e lease.Event) {
+					if e.Kind == lease.Surveyed && e.Owner == "a" {
+						mu.Lock()
+						surveyed = append(surveyed, e.At.Sub(t0))
+						mu.Unlock()
+					}
+				}}
+		}
+		work := func(ctx context.Context, shard int) { <-ctx.Done() }
+		ctx, cancel := context.WithCancel(t.Context())
+		var wg sync.WaitGroup
+		wg.Go(func() { _ = lease.RunGroup(ctx, stA, spec("a"), work) })
+		time.Sleep(500 * time.Millisecond)
+		wg.Go(func() { _ = lease.RunGroup(ctx, mem, spec("b"), work) })
+		time.Sleep(6 * time.Second)
+		synctest.Wait()
+		mu.Lock()
+		last := surveyed[len(surveyed)-1]
+		mu.Unlock()
+		stA.mu.Lock()
+		acquires := stA.acquires
+		stA.mu.Unlock()
+		if last >= 3200*time.Millisecond {
+			t.Errorf("a reported a survey at %v, want none from 3.2s: a failed list is no survey", last)
+		}
+		if acquires != 0 {
+			t.Errorf("a sent %d shard Acquires once its lists failed, want 0: a failed list changes nothing", acquires)
+		}
+		cancel()
+		wg.Wait()
+	})
+}
