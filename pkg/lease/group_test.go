@@ -369,37 +369,48 @@ func TestRestartedMemberTakesBackItsOwnShardsOnlyUpToItsTarget(t *testing.T) {
 // membership held for a Retry.
 func TestMemberGivesShardsUpOnlyOnceTheMembershipHeldForARetry(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		t0 := time.Now()
 		st := lease.NewMemoryStore()
-		var mu sync.Mutex
-		var givenUp []time.Duration
-		spec := func(owner string) lease.GroupSpec {
-			return lease.GroupSpec{Name: "g", Owner: owner, Shards: 4, TTL: 3 * time.Second, Retry: time.Second,
-				OnEvent: func(e lease.Event) {
-					if e.Kind == lease.SteppedDown && e.Owner == "a" && e.Reason == lease.ReasonRebalanced {
-						mu.Lock()
-						givenUp = append(givenUp, e.At.Sub(t0))
-						mu.Unlock()
-					}
-				}}
-		}
-		work := func(ctx context.Context, shard int) { <-ctx.Done() }
-		ctx, cancel := context.WithCancel(t.Context())
-		var wg sync.WaitGroup
-		wg.Go(func() { _ = lease.RunGroup(ctx, st, spec("a"), work) })
-		time.Sleep(500 * time.Millisecond)
-		wg.Go(func() { _ = lease.RunGroup(ctx, st, spec("b"), work) })
-		time.Sleep(3 * time.Second)
-		synctest.Wait()
-		mu.Lock()
-		got := slices.Clone(givenUp)
-		mu.Unlock()
+		got := joinedAtHalfASecond(st, st, 3500*time.Millisecond, func(e lease.Event) bool {
+			return e.Kind == lease.SteppedDown && e.Reason == lease.ReasonRebalanced
+		})
 		if want := []time.Duration{2 * time.Second, 2 * time.Second}; !slices.Equal(got, want) {
 			t.Errorf("a gave shards up at %v, want %v: at the second list showing b, not the first", got, want)
 		}
-		cancel()
-		wg.Wait()
 	})
+}
+
+// joinedAtHalfASecond runs member a of group g (4 shards, TTL 3s, Retry
+// 1s) on stA from now, and member b on stB from 0.5s later, until d after
+// now; then it stops both and returns the offsets from now of a's events
+// that keep accepts. Call it in a synctest bubble.
+func joinedAtHalfASecond(stA, stB lease.Store, d time.Duration, keep func(lease.Event) bool) []time.Duration {
+	t0 := time.Now()
+	var mu sync.Mutex
+	var at []time.Duration
+	spec := func(owner string) lease.GroupSpec {
+		return lease.GroupSpec{Name: "g", Owner: owner, Shards: 4, TTL: 3 * time.Second, Retry: time.Second,
+			OnEvent: func(e lease.Event) {
+				if e.Owner == "a" && keep(e) {
+					mu.Lock()
+					at = append(at, e.At.Sub(t0))
+					mu.Unlock()
+				}
+			}}
+	}
+	work := func(ctx context.Context, shard int) { <-ctx.Done() }
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = lease.RunGroup(ctx, stA, spec("a"), work) })
+	time.Sleep(500 * time.Millisecond)
+	wg.Go(func() { _ = lease.RunGroup(ctx, stB, spec("b"), work) })
+	time.Sleep(time.Until(t0.Add(d)))
+	synctest.Wait()
+	mu.Lock()
+	out := slices.Clone(at)
+	mu.Unlock()
+	cancel()
+	wg.Wait()
+	return out
 }
 
 // memberAcquireFails is a MemoryStore whose Acquire of a group's member
@@ -486,42 +497,17 @@ func (s *listFails) AcquireTerm(ctx context.Context, name, owner string, now tim
 // group it alone serves.
 func TestFailedListChangesNothing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		t0 := time.Now()
 		mem := lease.NewMemoryStore()
-		stA := &listFails{MemoryStore: mem, from: t0.Add(3200 * time.Millisecond)}
-		var mu sync.Mutex
-		var surveyed []time.Duration
-		spec := func(owner string) lease.GroupSpec {
-			return lease.GroupSpec{Name: "g", Owner: owner, Shards: 4, TTL: 3 * time.Second, Retry: time.Second,
-				OnEvent: func(e lease.Event) {
-					if e.Kind == lease.Surveyed && e.Owner == "a" {
-						mu.Lock()
-						surveyed = append(surveyed, e.At.Sub(t0))
-						mu.Unlock()
-					}
-				}}
-		}
-		work := func(ctx context.Context, shard int) { <-ctx.Done() }
-		ctx, cancel := context.WithCancel(t.Context())
-		var wg sync.WaitGroup
-		wg.Go(func() { _ = lease.RunGroup(ctx, stA, spec("a"), work) })
-		time.Sleep(500 * time.Millisecond)
-		wg.Go(func() { _ = lease.RunGroup(ctx, mem, spec("b"), work) })
-		time.Sleep(6 * time.Second)
-		synctest.Wait()
-		mu.Lock()
-		last := surveyed[len(surveyed)-1]
-		mu.Unlock()
+		stA := &listFails{MemoryStore: mem, from: time.Now().Add(3200 * time.Millisecond)}
+		surveyed := joinedAtHalfASecond(stA, mem, 6500*time.Millisecond, func(e lease.Event) bool { return e.Kind == lease.Surveyed })
 		stA.mu.Lock()
 		acquires := stA.acquires
 		stA.mu.Unlock()
-		if last >= 3200*time.Millisecond {
+		if last := surveyed[len(surveyed)-1]; last >= 3200*time.Millisecond {
 			t.Errorf("a reported a survey at %v, want none from 3.2s: a failed list is no survey", last)
 		}
 		if acquires != 0 {
 			t.Errorf("a sent %d shard Acquires once its lists failed, want 0: a failed list changes nothing", acquires)
 		}
-		cancel()
-		wg.Wait()
 	})
 }
