@@ -401,6 +401,57 @@ func TestRunListsAgainSoonAfterAFailedList(t *testing.T) {
 	})
 }
 
+// slowLists is a transport that counts the App's installation lists it
+// carries and takes 50 ms of the bubble's time over each, as a network
+// does: a client that asks again at once is seen asking many times.
+type slowLists struct {
+	next  http.RoundTripper
+	lists atomic.Int64
+}
+
+func (s *slowLists) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.URL.Path == "/app/installations" {
+		s.lists.Add(1)
+	}
+	time.Sleep(50 * time.Millisecond)
+	return s.next.RoundTrip(req)
+}
+
+// TestARefusedListWhoseResetHasPassedOnTheReplicasClockWaitsAMinute pins
+// the floor under a primary limit's wait: GitHub's x-ratelimit-reset is on
+// GitHub's clock, and a replica whose clock runs ahead reads a refusal's
+// reset as already past. Run then asked again at once, and again, each
+// request refused, for as long as the clocks differ: GitHub warns that an
+// integration that keeps sending while limited may be banned ("Rate limits
+// for the REST API", https://docs.github.com/rest/using-the-rest-api/rate-limits-for-the-rest-api#exceeding-the-rate-limit).
+// A refusal whose reset is not ahead holds the resource back a minute, and
+// the list is tried again after it.
+func TestARefusedListWhoseResetHasPassedOnTheReplicasClockWaitsAMinute(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// GitHub's clock two minutes behind the replica's.
+		sim, tr := pipeSim(t, 2, forgesim.WithClock(func() time.Time { return time.Now().Add(-2 * time.Minute) }))
+		mustSim(t, sim.SetBudget("app:42", 1))
+		net := &slowLists{next: tr}
+		a := pipeApp(t, tr, forge.AppConfig{Next: net, RelistEvery: 3 * time.Hour})
+		mustSim(t, a.Relist(context.Background())) // opens the App's window: its reset is 58 minutes ahead on the replica's clock
+		time.Sleep(59 * time.Minute)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		before := net.lists.Load()
+		go a.Run(ctx) // lists at once: refused, its reset a minute past on the replica's clock and a minute ahead on GitHub's
+		time.Sleep(3 * time.Minute)
+		synctest.Wait()
+		if n := net.lists.Load() - before; n > 3 {
+			t.Errorf("%d lists in the 3 minutes after a refusal whose reset had passed on the replica's clock, want at most 3: a refusal is waited out, not asked again at once", n)
+		}
+		if n := len(a.Installations()); n != 2 {
+			t.Errorf("after GitHub's reset: %d installations, want 2: the refused list is tried again", n)
+		}
+		cancel()
+		synctest.Wait()
+	})
+}
+
 func TestHourlyLineNamesTheBusiestInstallations(t *testing.T) {
 	sim, srv := startSim(t)
 	mustSim(t, sim.SeedInstallations(7, 1))

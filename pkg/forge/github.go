@@ -255,10 +255,16 @@ func (c *Client) wrap(ctx context.Context, op string, err error) error {
 	if errors.As(err, &held) {
 		return fmt.Errorf("%s: %w", op, held)
 	}
+	// A primary limit's x-ratelimit-reset is on GitHub's clock: a replica
+	// whose clock runs ahead can read it as past, and its gate would then
+	// let the next request through to be refused again, at once, for as
+	// long as the clocks differ. holdSpent holds the resource back until
+	// the reset, and a minute at least.
 	var primary *github.RateLimitError
 	if errors.As(err, &primary) {
+		until, _ := c.gate.holdSpent(primary.Rate.Resource)
 		return fmt.Errorf("%s: %w", op, &RateLimitError{
-			Reset: primary.Rate.Reset.Time.UTC(), Cause: CausePrimary, Sent: true, Lane: laneOf(ctx),
+			Reset: until, Cause: CausePrimary, Sent: true, Lane: laneOf(ctx),
 			Resource: primary.Rate.Resource, Limit: primary.Rate.Limit, Remaining: primary.Rate.Remaining,
 		})
 	}
