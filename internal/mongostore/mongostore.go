@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math"
 	"reflect"
 	"slices"
 	"strconv"
@@ -65,13 +66,14 @@ func CreateIndexes(ctx context.Context, coll *mongo.Collection, models []mongo.I
 
 // Unmarshal is bson.Unmarshal that takes a value only of the BSON type its
 // Go field holds: a string field only a string, a bool only a boolean, an
-// integer only a number (int32, int64, or a double with no fraction), a
-// time.Time only a date. The driver's own decoders convert the others (a
-// number to a bool, an ISO string, int64 or timestamp to a time, a boolean
-// to an integer, null to a zero value), so a document of the wrong shape
-// would read as a well-formed one that the store's queries never match:
-// MongoDB's $gt, $gte, $lt and $lte match only values of the query
-// value's BSON type, and equality tells a boolean from a number
+// integer only a number its type holds (int32, int64, or a double with no
+// fraction, as Int64 reads it), a time.Time only a date. The driver's own
+// decoders convert the others (a number to a bool, an ISO string, int64 or
+// timestamp to a time, a boolean to an integer, null to a zero value), so
+// a document of the wrong shape would read as a well-formed one that the
+// store's queries never match: MongoDB's $gt, $gte, $lt and $lte match
+// only values of the query value's BSON type, and equality tells a
+// boolean from a number
 // (https://www.mongodb.com/docs/manual/reference/operator/query-comparison/).
 // A missing field stays zero. The error names the field
 // ("error decoding key updated_at: ...").
@@ -100,11 +102,77 @@ var strict = func() *bson.Registry {
 	r.RegisterKindDecoder(reflect.String, only("a string", bson.TypeString))
 	r.RegisterKindDecoder(reflect.Bool, only("a boolean", bson.TypeBoolean))
 	for _, k := range []reflect.Kind{reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64} {
-		r.RegisterKindDecoder(k, only("a number", bson.TypeInt32, bson.TypeInt64, bson.TypeDouble))
+		r.RegisterKindDecoder(k, bson.ValueDecoderFunc(decodeInt))
 	}
 	r.RegisterTypeDecoder(reflect.TypeFor[time.Time](), only("a date", bson.TypeDateTime))
 	return r
 }()
+
+// decodeInt is the strict registry's decoder of an integer field: a
+// number Int64 takes, refused unless the field's type holds it. The
+// driver's own decoder takes a double below -2^63, -Inf, or 2^63 exactly
+// for the least int64: a hand-edited -1e19 would read as
+// -9223372036854775808.
+func decodeInt(_ bson.DecodeContext, vr bson.ValueReader, v reflect.Value) error {
+	var n int64
+	var err error
+	switch t := vr.Type(); t {
+	case bson.TypeInt32:
+		var i int32
+		i, err = vr.ReadInt32()
+		n = int64(i)
+	case bson.TypeInt64:
+		n, err = vr.ReadInt64()
+	case bson.TypeDouble:
+		var f float64
+		if f, err = vr.ReadDouble(); err == nil {
+			var ok bool
+			if n, ok = wholeInt64(f); !ok {
+				return fmt.Errorf("%v is not an integer an int64 holds", f)
+			}
+		}
+	default:
+		return fmt.Errorf("a BSON %v, want a number", t)
+	}
+	if err != nil {
+		return err
+	}
+	if !v.CanSet() || v.OverflowInt(n) {
+		return fmt.Errorf("%d does not fit a %v", n, v.Type())
+	}
+	v.SetInt(n)
+	return nil
+}
+
+// Int64 is v as an integer, when v is one: an int32, an int64, or a
+// double with no fraction within int64's range, as Unmarshal reads an
+// integer field. (The driver's AsInt64OK truncates a double: 7.5 would
+// read as 7.)
+func Int64(v bson.RawValue) (int64, bool) {
+	switch v.Type {
+	case bson.TypeInt32:
+		n, ok := v.Int32OK()
+		return int64(n), ok
+	case bson.TypeInt64:
+		return v.Int64OK()
+	case bson.TypeDouble:
+		f, ok := v.DoubleOK()
+		if !ok {
+			return 0, false
+		}
+		return wholeInt64(f)
+	}
+	return 0, false
+}
+
+// wholeInt64 is f as an int64 when f has no fraction and int64 holds it:
+// from -2^63 to below 2^63.
+func wholeInt64(f float64) (int64, bool) {
+	if f != math.Trunc(f) || f < math.MinInt64 || f >= -math.MinInt64 {
+		return 0, false
+	}
+	return int64(f), true
+}
 
 // FindAll runs a find of filter with opts on coll and returns every
 // document turned into a T by decode, in the cursor's order. It stops at

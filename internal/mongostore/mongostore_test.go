@@ -2,6 +2,7 @@ package mongostore_test
 
 import (
 	"context"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -83,6 +84,47 @@ func TestUnmarshalTakesOnlyEachFieldsBSONType(t *testing.T) {
 			t.Errorf("%s: got %v, want nil", c.name, err)
 		case !c.ok && (err == nil || !strings.Contains(err.Error(), c.key)):
 			t.Errorf("%s: got %v (%+v), want an error naming %s", c.name, err, d, c.key)
+		}
+	}
+}
+
+// TestUnmarshalTakesOnlyANumberItsFieldHolds pins that an integer field
+// takes a number only as it is: a double beyond int64's range, or infinite,
+// is an error naming the field, where the driver read -1e19, 2^63 and
+// -Inf as -9223372036854775808, a value nobody stored.
+func TestUnmarshalTakesOnlyANumberItsFieldHolds(t *testing.T) {
+	type doc struct {
+		N   int64 `bson:"n"`
+		N32 int32 `bson:"n32"`
+	}
+	for _, c := range []struct {
+		name, key string
+		value     any
+		want      int64 // when taken
+		ok        bool
+	}{
+		{"a whole double within range is its integer", "n", float64(1 << 62), 1 << 62, true},
+		{"-2^63 as a double is the least int64", "n", -math.Pow(2, 63), math.MinInt64, true},
+		{"-1e19 is below int64's range", "n", -1e19, 0, false},
+		{"2^63 as a double is past int64's range", "n", math.Pow(2, 63), 0, false},
+		{"-Inf is no integer", "n", math.Inf(-1), 0, false},
+		{"NaN is no integer", "n", math.NaN(), 0, false},
+		{"a fraction is no integer", "n", 7.5, 0, false},
+		{"an int64 past int32's range does not fit an int32", "n32", int64(1) << 31, 0, false},
+		{"an int32 fits an int32", "n32", int32(-5), -5, true},
+	} {
+		raw, err := bson.Marshal(bson.D{{Key: c.key, Value: c.value}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var d doc
+		err = mongostore.Unmarshal(raw, &d)
+		got := d.N + int64(d.N32)
+		switch {
+		case c.ok && (err != nil || got != c.want):
+			t.Errorf("%s: got %d, %v; want %d", c.name, got, err, c.want)
+		case !c.ok && (err == nil || !strings.Contains(err.Error(), c.key)):
+			t.Errorf("%s: got %d, %v; want an error naming %s", c.name, got, err, c.key)
 		}
 	}
 }

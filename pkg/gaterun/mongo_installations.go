@@ -151,11 +151,11 @@ func (s *MongoStore) OpenRuns(ctx context.Context) (map[int64]int, error) {
 	out := map[int64]int{}
 	for cur.Next(ctx) {
 		id, n := cur.Current.Lookup("_id"), cur.Current.Lookup("n")
-		inst, okID := id.AsInt64OK()
+		inst, okID := mongostore.Int64(id)
 		if id.Type == bson.TypeNull { // no installation field
 			inst, okID = 0, true
 		}
-		count, okN := n.AsInt64OK()
+		count, okN := mongostore.Int64(n)
 		if !okID || !okN {
 			return nil, fmt.Errorf("%w: %s: an installation %v counted %v, want integers", ErrMalformed, Collection, id, n)
 		}

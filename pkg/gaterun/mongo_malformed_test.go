@@ -185,3 +185,22 @@ func TestMongoRunStoreRepoKeyMustBeItsReposKey(t *testing.T) {
 		})
 	}
 }
+
+// TestMongoOpenRunsRefusesAFractionalInstallation pins that OpenRuns
+// counts a run only under an installation it holds as an integer: a hand
+// edit's installation 7.5 is ErrMalformed, as decodeRun has it, where a
+// truncating read counted the run under installation 7.
+func TestMongoOpenRunsRefusesAFractionalInstallation(t *testing.T) {
+	ctx := context.Background()
+	db := mongotest.DB(t)
+	s, err := gaterun.NewMongoStore(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Collection(gaterun.Collection).InsertOne(ctx, bson.D{{Key: "_id", Value: "edited"}, {Key: "settled", Value: false}, {Key: "installation", Value: 7.5}}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.OpenRuns(ctx); !errors.Is(err, gaterun.ErrMalformed) || !strings.Contains(err.Error(), "7.5") {
+		t.Fatalf("OpenRuns = %v, %v; want ErrMalformed naming the installation 7.5: no installation 7 holds the run", got, err)
+	}
+}

@@ -71,7 +71,7 @@ func decode(id int64, raw bson.Raw) (forge.InstallationToken, error) {
 	// copied under another _id is not served for that one. A document
 	// without it, as earlier builds wrote, is read as its _id's.
 	if v, err := raw.LookupErr("installation"); err == nil {
-		n, ok := v.AsInt64OK()
+		n, ok := mongostore.Int64(v)
 		if !ok {
 			return forge.InstallationToken{}, malformed("installation", v, "an integer")
 		}
@@ -112,12 +112,7 @@ func (s *Store) Put(ctx context.Context, tok forge.InstallationToken) error {
 	if err := tok.Check(); err != nil {
 		return err
 	}
-	doc := bson.D{
-		{Key: "_id", Value: mongostore.DecimalID(tok.Installation)}, {Key: "installation", Value: tok.Installation},
-		{Key: "token", Value: tok.Token},
-		{Key: "expires_at", Value: mongostore.Stamp(tok.ExpiresAt)},
-		{Key: "minted_by", Value: tok.MintedBy}, {Key: "minted_at", Value: mongostore.Stamp(tok.MintedAt)},
-	}
+	doc := document(tok)
 	filter := bson.D{{Key: "_id", Value: mongostore.DecimalID(tok.Installation)}}
 	opts := options.Replace().SetUpsert(true)
 	_, err := s.coll.ReplaceOne(ctx, filter, doc, opts)
@@ -129,6 +124,16 @@ func (s *Store) Put(ctx context.Context, tok forge.InstallationToken) error {
 		return fmt.Errorf("mongotokens: put installation %d's token: %w", tok.Installation, err)
 	}
 	return nil
+}
+
+// document is tok's document, as Put writes it and decode reads it.
+func document(tok forge.InstallationToken) bson.D {
+	return bson.D{
+		{Key: "_id", Value: mongostore.DecimalID(tok.Installation)}, {Key: "installation", Value: tok.Installation},
+		{Key: "token", Value: tok.Token},
+		{Key: "expires_at", Value: mongostore.Stamp(tok.ExpiresAt)},
+		{Key: "minted_by", Value: tok.MintedBy}, {Key: "minted_at", Value: mongostore.Stamp(tok.MintedAt)},
+	}
 }
 
 // Drop implements forge.TokenStore: one delete conditional on the token.

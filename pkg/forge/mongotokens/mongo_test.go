@@ -38,6 +38,7 @@ func TestMalformedDocumentIsANamedErrorWithoutTheToken(t *testing.T) {
 		{"no expiry", bson.D{{Key: "_id", Value: "7"}, {Key: "token", Value: "ghs_secret"}, {Key: "minted_by", Value: "w"}, {Key: "minted_at", Value: exp}}, "expires_at"},
 		{"empty token", bson.D{{Key: "_id", Value: "7"}, {Key: "token", Value: ""}, {Key: "expires_at", Value: exp}, {Key: "minted_by", Value: "w"}, {Key: "minted_at", Value: exp}}, "token"},
 		{"another installation's token", bson.D{{Key: "_id", Value: "7"}, {Key: "installation", Value: int64(8)}, {Key: "token", Value: "ghs_secret"}, {Key: "expires_at", Value: exp}, {Key: "minted_by", Value: "w"}, {Key: "minted_at", Value: exp}}, "installation is 8"},
+		{"installation a fraction, read as 7 by a truncating decode", bson.D{{Key: "_id", Value: "7"}, {Key: "installation", Value: 7.5}, {Key: "token", Value: "ghs_secret"}, {Key: "expires_at", Value: exp}, {Key: "minted_by", Value: "w"}, {Key: "minted_at", Value: exp}}, "installation"},
 		{"installation not a number", bson.D{{Key: "_id", Value: "7"}, {Key: "installation", Value: "ghs_secret"}, {Key: "token", Value: "ghs_secret"}, {Key: "expires_at", Value: exp}, {Key: "minted_by", Value: "w"}, {Key: "minted_at", Value: exp}}, "installation"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
