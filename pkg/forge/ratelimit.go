@@ -94,6 +94,15 @@ const (
 	maxSecondaryBackoff = 16 * time.Minute
 )
 
+// rateWindow is GitHub's primary rate-limit window: x-ratelimit-limit is
+// the requests allowed per hour, and x-ratelimit-reset the end of the
+// current window
+// (https://docs.github.com/en/rest/using-the-rest-api/rate-limits-for-the-rest-api).
+// It is the longest the client holds requests back for one answer: a
+// reset or retry-after further ahead is taken as rateWindow ahead, so
+// that one malformed header cannot stop the client for ever.
+const rateWindow = time.Hour
+
 // rateGate holds requests back when a rate limit says they would be refused
 // or a lane's reserve says they should wait, and learns the budget from the
 // x-ratelimit-* headers of every answer. It sits above the auth and counting
@@ -199,6 +208,9 @@ func (g *rateGate) learn(host string, graphql bool, resp *http.Response) {
 	now := g.now()
 	h := resp.Header
 	rl, ok := parseRateLimit(h)
+	if end := now.Add(rateWindow); rl.Reset.After(end) {
+		rl.Reset = end
+	}
 	limited := resp.StatusCode == http.StatusForbidden || resp.StatusCode == http.StatusTooManyRequests
 	secondary := limited && h.Get("X-Ratelimit-Remaining") != "0" && isSecondary(resp)
 	success := !limited && !(graphql && isSecondaryMessage(string(peekBody(resp))))
@@ -283,12 +295,12 @@ func (g *rateGate) limitsSnapshot() []RateLimit {
 }
 
 // parseRateLimit reads the x-ratelimit-* headers; false when they are absent
-// or malformed.
+// or malformed, a negative figure included.
 func parseRateLimit(h http.Header) (RateLimit, bool) {
 	limit, err1 := strconv.Atoi(h.Get("X-Ratelimit-Limit"))
 	remaining, err2 := strconv.Atoi(h.Get("X-Ratelimit-Remaining"))
 	reset, err3 := strconv.ParseInt(h.Get("X-Ratelimit-Reset"), 10, 64)
-	if err1 != nil || err2 != nil || err3 != nil {
+	if err1 != nil || err2 != nil || err3 != nil || limit < 0 || remaining < 0 {
 		return RateLimit{}, false
 	}
 	res := h.Get("X-Ratelimit-Resource")
@@ -300,14 +312,18 @@ func parseRateLimit(h http.Header) (RateLimit, bool) {
 
 // retryAfter reads retry-after as the wait from now: seconds, as GitHub
 // sends it, or an HTTP-date, which HTTP allows too (RFC 9110, section
-// 10.2.3), 0 once it has passed.
+// 10.2.3), 0 once it has passed, and at most rateWindow. (Seconds past
+// about 292 years overflowed a Duration to a negative wait: no back-off.)
 func retryAfter(h http.Header, now time.Time) (time.Duration, bool) {
 	v := h.Get("Retry-After")
 	if s, err := strconv.Atoi(v); err == nil && s >= 0 {
+		if s >= int(rateWindow/time.Second) {
+			return rateWindow, true
+		}
 		return time.Duration(s) * time.Second, true
 	}
 	if at, err := http.ParseTime(v); err == nil {
-		return max(at.Sub(now), 0), true
+		return min(max(at.Sub(now), 0), rateWindow), true
 	}
 	return 0, false
 }

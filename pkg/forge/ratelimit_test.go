@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -370,6 +371,53 @@ func TestSecondaryLimitMessageIsToldWhateverItsCase(t *testing.T) {
 	var rle *forge.RateLimitError
 	if !errors.As(err, &rle) || rle.Cause != forge.CauseSecondary || !rle.Reset.Equal(clk.Now().Add(time.Minute)) {
 		t.Fatalf("403 \"Secondary Rate Limit\": got %v, want a secondary *RateLimitError a minute from now", err)
+	}
+}
+
+// TestNoAnswerHoldsTheClientBackPastAnHour pins that no rate-limit
+// header makes the client wait past GitHub's window, an hour, nor skip a
+// back-off: a retry-after of more seconds than a Duration holds (which
+// overflowed to a negative wait, so the next request went out at once), or
+// far ahead, or a reset years ahead (which held every request for them),
+// holds requests back an hour; and a negative figure is no figure.
+func TestNoAnswerHoldsTheClientBackPastAnHour(t *testing.T) {
+	t0 := time.Date(2026, 9, 30, 9, 0, 0, 0, time.UTC)
+	secondary := `{"message":"You have exceeded a secondary rate limit. Please wait a few minutes before you try again."}`
+	for _, c := range []struct {
+		name   string
+		status int
+		header http.Header
+		body   string
+		held   bool // the next request is held back an hour
+	}{
+		{"retry-after past a Duration's range", http.StatusForbidden, http.Header{"Retry-After": {"9999999999"}}, secondary, true},
+		{"retry-after of a year", http.StatusTooManyRequests, http.Header{"Retry-After": {"31536000"}}, secondary, true},
+		{"retry-after a date years ahead", http.StatusTooManyRequests, http.Header{"Retry-After": {t0.AddDate(100, 0, 0).Format(http.TimeFormat)}}, secondary, true},
+		{"reset years ahead", http.StatusForbidden, http.Header{"X-Ratelimit-Limit": {"5000"}, "X-Ratelimit-Remaining": {"0"},
+			"X-Ratelimit-Reset": {strconv.FormatInt(t0.AddDate(300, 0, 0).Unix(), 10)}}, `{"message":"API rate limit exceeded"}`, true},
+		{"a negative remaining", http.StatusOK, http.Header{"X-Ratelimit-Limit": {"5000"}, "X-Ratelimit-Remaining": {"-1"},
+			"X-Ratelimit-Reset": {strconv.FormatInt(t0.Add(30*time.Minute).Unix(), 10)}}, `{}`, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			clk := newTestClock(t0)
+			srv, n := forgeAnswering(t, c.status, c.header, c.body)
+			fc := newClient(t, srv, forge.Config{Token: "t", Now: clk.Now, Reserves: map[string]int{forge.LaneMergeGateSweeper: 100}})
+			fc.GetPull(laneCtx(forge.LaneMergeGateSweeper), "acme", "app", 1)
+			_, err := fc.GetPull(laneCtx(forge.LaneMergeGateSweeper), "acme", "app", 1)
+			var rle *forge.RateLimitError
+			switch {
+			case !c.held && errors.As(err, &rle):
+				t.Fatalf("after the answer: got %v, want the request sent: a negative figure is no figure", err)
+			case c.held && (!errors.As(err, &rle) || rle.Sent || !rle.Reset.Equal(t0.Add(time.Hour))):
+				t.Fatalf("after the answer: got %v with %d requests sent, want a *RateLimitError held back until %v, an hour on", err, n.Load(), t0.Add(time.Hour))
+			}
+			if c.held {
+				clk.Set(t0.Add(time.Hour))
+				if _, err := fc.GetPull(laneCtx(forge.LaneMergeGateSweeper), "acme", "app", 1); errors.As(err, &rle) && !rle.Sent {
+					t.Fatalf("an hour on: got %v, want the request sent", err)
+				}
+			}
+		})
 	}
 }
 
