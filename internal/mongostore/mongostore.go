@@ -14,6 +14,7 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -78,9 +79,68 @@ func CreateIndexes(ctx context.Context, coll *mongo.Collection, models []mongo.I
 // A missing field stays zero. The error names the field
 // ("error decoding key updated_at: ...").
 func Unmarshal(raw bson.Raw, v any) error {
+	if err := checkKeys(raw, reflect.TypeOf(v), ""); err != nil {
+		return err
+	}
 	dec := bson.NewDecoder(bson.NewDocumentReader(bytes.NewReader(raw)))
 	dec.SetRegistry(strict)
 	return dec.Decode(v)
+}
+
+// checkKeys refuses a key of raw, a document decoded into a t, that is
+// not a field's key but is one in lower case ("Repo" for "repo"), at any
+// depth of the structs t holds. The driver decodes such a key into the
+// field, but MongoDB's field names are case-sensitive
+// (https://www.mongodb.com/docs/manual/core/document/#field-names), so
+// the store's queries of the field never match it; beside the field's
+// own key, the later of the two would be the value read.
+func checkKeys(raw bson.Raw, t reflect.Type, path string) error {
+	for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct || t.PkgPath() == "time" || t.PkgPath() == "go.mongodb.org/mongo-driver/v2/bson" {
+		return nil
+	}
+	fields := map[string]reflect.Type{}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("bson"), ",")
+		if name == "" {
+			name = strings.ToLower(f.Name)
+		}
+		if f.IsExported() && name != "-" {
+			fields[name] = f.Type
+		}
+	}
+	elems, err := raw.Elements()
+	if err != nil {
+		return err
+	}
+	for _, e := range elems {
+		key := path + e.Key()
+		ft, ok := fields[e.Key()]
+		if !ok {
+			if _, lower := fields[strings.ToLower(e.Key())]; lower {
+				return fmt.Errorf("error decoding key %s: a key of another case than the field's %s", key, strings.ToLower(e.Key()))
+			}
+			continue
+		}
+		switch v := e.Value(); v.Type {
+		case bson.TypeEmbeddedDocument:
+			err = checkKeys(v.Document(), ft, key+".")
+		case bson.TypeArray:
+			vals, _ := v.Array().Values()
+			for i, item := range vals {
+				if doc, ok := item.DocumentOK(); ok && err == nil {
+					err = checkKeys(doc, ft, fmt.Sprintf("%s.%d.", key, i))
+				}
+			}
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // strict is the registry Unmarshal decodes with: the driver's own decoders,

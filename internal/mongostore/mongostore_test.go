@@ -128,3 +128,45 @@ func TestUnmarshalTakesOnlyANumberItsFieldHolds(t *testing.T) {
 		}
 	}
 }
+
+// TestUnmarshalRefusesAKeyOfAnotherCase pins that a key that is a
+// field's only in lower case ("Repo" for "repo") is an error naming it,
+// at any depth, where the driver read it into the field: MongoDB's field
+// names are case-sensitive, so the store's queries of the field never
+// match such a document, and beside the field's own key the later of the
+// two was the value read. A key that is no field's in any case is left
+// alone.
+func TestUnmarshalRefusesAKeyOfAnotherCase(t *testing.T) {
+	type budget struct {
+		Limit int `bson:"limit"`
+	}
+	type doc struct {
+		Repo    string   `bson:"repo"`
+		Last    budget   `bson:"last"`
+		Budgets []budget `bson:"budgets"`
+	}
+	for _, c := range []struct {
+		name string
+		doc  bson.D
+		key  string // "": taken
+	}{
+		{"a field's key in another case", bson.D{{Key: "Repo", Value: "acme/app"}}, "Repo"},
+		{"after the field's own key", bson.D{{Key: "repo", Value: "acme/app"}, {Key: "REPO", Value: "other/app"}}, "REPO"},
+		{"in an embedded document", bson.D{{Key: "last", Value: bson.D{{Key: "Limit", Value: 1}}}}, "last.Limit"},
+		{"in an array's document", bson.D{{Key: "budgets", Value: bson.A{bson.D{{Key: "limit", Value: 1}}, bson.D{{Key: "LIMIT", Value: 2}}}}}, "budgets.1.LIMIT"},
+		{"a key of no field is left alone", bson.D{{Key: "repo", Value: "acme/app"}, {Key: "Newer", Value: 1}}, ""},
+	} {
+		raw, err := bson.Marshal(c.doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var d doc
+		err = mongostore.Unmarshal(raw, &d)
+		switch {
+		case c.key == "" && err != nil:
+			t.Errorf("%s: got %v, want it taken", c.name, err)
+		case c.key != "" && (err == nil || !strings.Contains(err.Error(), "key "+c.key+":")):
+			t.Errorf("%s: got %+v, %v; want an error naming %s", c.name, d, err, c.key)
+		}
+	}
+}
