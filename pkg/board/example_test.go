@@ -28,7 +28,7 @@ func ExampleSync() {
 	store := board.NewMemoryStore()
 	passed := make(chan board.Pass, 1)
 	bs, err := board.NewSync(board.Config{
-		Store: store, Forge: fc, Host: "github.com", Repos: []string{"acme/app"}, Interval: 50 * time.Millisecond,
+		Store: store, Forge: fc, Host: "github.com", Repos: []string{"acme/app"}, Interval: time.Second,
 		OnPass: func(p board.Pass) {
 			select {
 			case passed <- p:
