@@ -138,7 +138,12 @@ func decodeSweep(raw bson.Raw) (InstallationSweep, error) {
 
 // OpenRuns implements InstallationStore, in one aggregation over the
 // unsettled runs (index unsettled_by_updated), grouped by installation; a
-// document written before the installation field counts under 0.
+// document written before the installation field counts under 0. Runs
+// whose installation is not an integer (a hand edit's 7.5, a string) are
+// left out of the count and reported to ctx's WithSkipped function, one
+// of their documents standing for all that share the value: one such
+// document failed the whole count, and with it run adoption and the
+// installations page, until someone deleted it.
 func (s *MongoStore) OpenRuns(ctx context.Context) (map[int64]int, error) {
 	cur, err := s.coll.Aggregate(ctx, mongo.Pipeline{
 		{{Key: "$match", Value: bson.D{{Key: "settled", Value: false}}}},
@@ -156,8 +161,13 @@ func (s *MongoStore) OpenRuns(ctx context.Context) (map[int64]int, error) {
 			inst, okID = 0, true
 		}
 		count, okN := mongostore.Int64(n)
-		if !okID || !okN {
-			return nil, fmt.Errorf("%w: %s: an installation %v counted %v, want integers", ErrMalformed, Collection, id, n)
+		if !okN {
+			return nil, fmt.Errorf("%w: %s: an installation %v counted %v, want an integer count", ErrMalformed, Collection, id, n)
+		}
+		if !okID {
+			name := s.oneOpenRunOf(ctx, id)
+			reportSkipped(ctx, name, fmt.Errorf("%w: %s _id %q, with %d unsettled runs in all: installation %v, want an integer", ErrMalformed, Collection, name, count, id))
+			continue
 		}
 		out[inst] += int(count)
 	}
@@ -165,4 +175,20 @@ func (s *MongoStore) OpenRuns(ctx context.Context) (map[int64]int, error) {
 		return nil, fmt.Errorf("gaterun: count open runs: %w", err)
 	}
 	return out, nil
+}
+
+// oneOpenRunOf names one unsettled run whose installation is inst, for
+// OpenRuns to report the value by: its _id, or the _id's BSON text when
+// it is no string, or "unknown" when the store does not answer.
+func (s *MongoStore) oneOpenRunOf(ctx context.Context, inst bson.RawValue) string {
+	raw, err := s.coll.FindOne(ctx, bson.D{{Key: "settled", Value: false}, {Key: "installation", Value: inst}},
+		options.FindOne().SetProjection(bson.D{{Key: "_id", Value: 1}})).Raw()
+	if err != nil {
+		return "unknown"
+	}
+	id := raw.Lookup("_id")
+	if name, ok := id.StringValueOK(); ok {
+		return name
+	}
+	return id.String()
 }

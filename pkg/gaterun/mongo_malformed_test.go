@@ -186,21 +186,37 @@ func TestMongoRunStoreRepoKeyMustBeItsReposKey(t *testing.T) {
 	}
 }
 
-// TestMongoOpenRunsRefusesAFractionalInstallation pins that OpenRuns
-// counts a run only under an installation it holds as an integer: a hand
-// edit's installation 7.5 is ErrMalformed, as decodeRun has it, where a
-// truncating read counted the run under installation 7.
-func TestMongoOpenRunsRefusesAFractionalInstallation(t *testing.T) {
+// TestMongoOpenRunsSkipsARunWhoseInstallationItCannotRead pins that
+// OpenRuns counts a run only under an installation it holds as an
+// integer, and that such a document does not fail the count: a hand
+// edit's installation 7.5 (which a truncating read counted under 7) or
+// "7" is left out and reported to WithSkipped, naming the field, while
+// the other installations' runs are counted. One such document failed the
+// whole count, and with it run adoption and the installations page.
+func TestMongoOpenRunsSkipsARunWhoseInstallationItCannotRead(t *testing.T) {
 	ctx := context.Background()
 	db := mongotest.DB(t)
 	s, err := gaterun.NewMongoStore(ctx, db)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.Collection(gaterun.Collection).InsertOne(ctx, bson.D{{Key: "_id", Value: "edited"}, {Key: "settled", Value: false}, {Key: "installation", Value: 7.5}}); err != nil {
-		t.Fatal(err)
+	for _, d := range []bson.D{
+		{{Key: "_id", Value: "edited"}, {Key: "settled", Value: false}, {Key: "installation", Value: 7.5}},
+		{{Key: "_id", Value: "quoted"}, {Key: "settled", Value: false}, {Key: "installation", Value: "7"}},
+		{{Key: "_id", Value: "good"}, {Key: "settled", Value: false}, {Key: "installation", Value: int64(3)}},
+	} {
+		if _, err := db.Collection(gaterun.Collection).InsertOne(ctx, d); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if got, err := s.OpenRuns(ctx); !errors.Is(err, gaterun.ErrMalformed) || !strings.Contains(err.Error(), "7.5") {
-		t.Fatalf("OpenRuns = %v, %v; want ErrMalformed naming the installation 7.5: no installation 7 holds the run", got, err)
+	skipped := map[string]error{}
+	got, err := s.OpenRuns(gaterun.WithSkipped(ctx, func(id string, err error) { skipped[id] = err }))
+	if err != nil || len(got) != 1 || got[3] != 1 {
+		t.Fatalf("OpenRuns = %v, %v; want map[3:1]: the runs whose installation is no integer are left out, not counted under 7, and fail nothing", got, err)
+	}
+	for _, id := range []string{"edited", "quoted"} {
+		if err := skipped[id]; !errors.Is(err, gaterun.ErrMalformed) || !strings.Contains(err.Error(), "installation") {
+			t.Errorf("skipped[%q] = %v, want ErrMalformed naming the installation", id, err)
+		}
 	}
 }

@@ -9,7 +9,9 @@ type skippedKey struct{}
 // listing (Unsettled, UnsettledIn, UnsettledAmong, List) called with it
 // calls, synchronously and once a listing, for each stored document it
 // skipped because it cannot read it as a run: id is the document's _id,
-// err wraps ErrMalformed and names the field at fault. Only a store that
+// err wraps ErrMalformed and names the field at fault. OpenRuns calls it
+// once for each installation value that is not an integer, with one of
+// the documents that hold it (err says how many). Only a store that
 // can hold such a document (MongoStore) calls it. As with any context
 // value, the function of the innermost WithSkipped is the one called.
 // This is how net/http/httptrace hands a caller a request's events

@@ -126,6 +126,9 @@ func (a *adopter) pass(ctx context.Context) (time.Time, bool) {
 // adopt is pass's work, counted in p.
 func (a *adopter) adopt(ctx context.Context, p *adoptPass) (time.Time, bool) {
 	sctx, cancel := context.WithTimeout(ctx, a.timeout)
+	sctx = gaterun.WithSkipped(sctx, func(id string, err error) {
+		a.log.Warn("run adoption: a run whose installation it cannot read is left out", "run", id, "err", err)
+	})
 	open, err := a.runs.OpenRuns(sctx)
 	cancel()
 	if err != nil {
