@@ -28,17 +28,24 @@ var spellings = map[string]string{"same case": "acme/app", "case differs": "Acme
 // reports success, then 31 failure. Twenty passes of the sweeper's batch
 // offers and of the event path's single offers (a status webhook offers
 // both) write the status at most once, and it is 31's. It holds as well
-// when the runs spell the repository differently in case: GitHub's names
-// compare without case, and so does the store.
+// when the runs spell the repository differently in case (GitHub's names
+// compare without case, and so does the store), or the status context:
+// GitHub keeps one state for ITERION/REVIEW and iterion/review ("The
+// context field is case-insensitive", Create a commit status:
+// https://docs.github.com/rest/commits/statuses#create-a-commit-status).
 func TestOneVerdictPerCommit(t *testing.T) {
 	for name, repo30 := range spellings {
-		t.Run(name, func(t *testing.T) { oneVerdictPerCommit(t, repo30) })
+		t.Run(name, func(t *testing.T) { oneVerdictPerCommit(t, func(r *gaterun.Run) { r.Repo = repo30 }) })
 	}
+	t.Run("context case differs", func(t *testing.T) {
+		oneVerdictPerCommit(t, func(r *gaterun.Run) { r.Context = strings.ToUpper(r.Context) })
+	})
 }
 
 // oneVerdictPerCommit is TestOneVerdictPerCommit with pull 30's run
-// reported as repo30 and pull 31's as acme/app.
-func oneVerdictPerCommit(t *testing.T, repo30 string) {
+// changed by spell (its repository or context spelled in another case)
+// and pull 31's as gateRun makes it.
+func oneVerdictPerCommit(t *testing.T, spell func(*gaterun.Run)) {
 	const sha = "3030303030303030303030303030303030303030"
 	sim, srv := startSim(t)
 	fc := newForge(t, srv.URL, nil, "tok", nil, nil)
@@ -46,7 +53,7 @@ func oneVerdictPerCommit(t *testing.T, repo30 string) {
 	ctx := forge.WithLane(context.Background(), testLane)
 	t0 := time.Date(2026, 10, 1, 9, 0, 0, 0, time.UTC)
 	r30 := gateRun(30, sha, gaterun.VerdictSuccess)
-	r30.Repo = repo30
+	spell(&r30)
 	reportInTurn(t, ctx, sim, runs, t0, r30, gateRun(31, sha, gaterun.VerdictFailure))
 	rec := server.NewReconciler(runs, fc, nil)
 	superseded := 0
