@@ -29,6 +29,7 @@ const (
 	DeepEase          = deepEase
 	DeepSpacing       = DeepEvery - deepSlack
 	DeepShare         = deepShare
+	MinSweepBatch     = minSweepBatch
 	ReadyFor          = readyFor
 )
 

@@ -395,6 +395,70 @@ func TestSweepHalvesABatchThatTimesOut(t *testing.T) {
 	})
 }
 
+// TestSweepHalvesATimedOutBatchDownToItsFloor pins the floor of the
+// halving: with every query of ten pulls or more past GitHub's 10 s
+// timeout, a pass reads the first runs in batches of 100, 50, 25 and 12,
+// then 10 (MinSweepBatch), never fewer, and the batch that timed out at
+// 10 is passed (offered once more after the rest of the shallow window),
+// not read again at once: the next batch begins at the next run (the
+// pass's last room reads the rest of the first 100 in one). Halved
+// below the floor, a query's fixed cost would be paid for fewer and fewer
+// runs; read again at the floor, one slow batch would take the pass's
+// whole budget and leave the rest of the window unchecked.
+func TestSweepHalvesATimedOutBatchDownToItsFloor(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		lat := steadyLatency()
+		lat.GraphQLPerNode = 2 * time.Second // a node a pull: 10 pulls take 20 s, past the timeout
+		sim := forgesim.New(forgesim.WithLatency(lat))
+		fc, runs, stopSim := seedSweepRuns(t, sim, 300, 0)
+		defer stopSim()
+		batches := &batchRuns{Offerer: server.NewReconciler(runs, fc, nil)}
+		rec := &sweepRecorder{sim: sim}
+		// All of GitHub's 60 s a minute: six 10 s queries a pass.
+		sw := server.NewSweeper(server.SweeperConfig{Runs: runs, Offer: batches, Interval: time.Minute, TimeShare: 1, OnPass: rec.onPass})
+		passes := sweepFor(sw, rec, 2*time.Minute+50*time.Second)
+		if len(passes) != 2 {
+			t.Fatalf("got %d passes, want 2", len(passes))
+		}
+		sizes := make([]int, len(batches.first))
+		for i, b := range batches.runs {
+			sizes[i] = len(b)
+		}
+		if want := []int{100, 50, 25, 12, server.MinSweepBatch}; !slices.Equal(sizes[:min(len(sizes), len(want))], want) {
+			t.Errorf("the first pass's batches: got %v runs, want %v: a timed-out batch is halved down to its floor of %d", sizes, want, server.MinSweepBatch)
+		}
+		for i, n := range sizes {
+			if n < server.MinSweepBatch {
+				t.Errorf("batch %d: %d runs, want %d or more: the halving stops at its floor", i+1, n, server.MinSweepBatch)
+			}
+			if i > 0 && sizes[i-1] == server.MinSweepBatch && batches.first[i] == batches.first[i-1] {
+				t.Errorf("batch %d: the runs of batch %d again: a batch that timed out at its floor of %d runs is passed, not read again at once", i+1, i, server.MinSweepBatch)
+			}
+		}
+		for _, p := range passes {
+			if p.Batch < server.MinSweepBatch {
+				t.Errorf("pass %d: the next pass's batch size %d, want %d or more: the floor holds across passes", p.Pass, p.Batch, server.MinSweepBatch)
+			}
+		}
+	})
+}
+
+// batchRuns is an Offerer that records the runs of each batch it is
+// offered, in order (first: the first run's ID).
+type batchRuns struct {
+	server.Offerer
+	mu    sync.Mutex
+	runs  [][]gaterun.Run
+	first []string
+}
+
+func (b *batchRuns) OfferBatch(ctx context.Context, runs []gaterun.Run) ([]server.Outcome, error) {
+	b.mu.Lock()
+	b.runs, b.first = append(b.runs, runs), append(b.first, runs[0].ID)
+	b.mu.Unlock()
+	return b.Offerer.OfferBatch(ctx, runs)
+}
+
 // TestSweepGrowsItsBatchAMinuteAfterATimeout pins the batch size's growth
 // in a pass longer than a minute: a 3-minute interval, 3,000 shallow-window
 // runs, the first query of 100 pulls past GitHub's 10 s timeout (then
