@@ -148,3 +148,40 @@ func TestSweepWidenedBatchIsAtMostOneQuery(t *testing.T) {
 		}
 	}
 }
+
+// TestSweepConcurrencyKeepsATimeoutFreeForEachQueryInFlight pins the
+// reserve a batch begun beside others keeps (roomForAnother): a whole
+// GitHub timeout of the time budget for each query in flight and one for
+// itself, whether or not an earlier query has been charged yet. At the
+// most concurrency offered (MaxSweepConcurrency), the default budget
+// (30 s of GitHub's GraphQL time a minute) and queries of 9 s, a pass
+// that starts with nothing spent begins three at once, not four: a
+// fourth could take the minute to 40 s should all four run to GitHub's
+// 10 s timeout, and takes it to 36 s even at 9 s each.
+func TestSweepConcurrencyKeepsATimeoutFreeForEachQueryInFlight(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		lat := steadyLatency()
+		lat.GraphQLBase, lat.GraphQLPerNode = 9*time.Second, 0
+		sim := forgesim.New(forgesim.WithLatency(lat))
+		_, runs, stopSim := seedSweepRuns(t, sim, 1000, 0)
+		defer stopSim()
+		pipe, stopPipe := serveSimOnPipe(sim)
+		defer stopPipe()
+		queries := &forgetest.InFlight{Next: pipe, Match: func(r *http.Request) bool { return r.URL.Path == "/graphql" }}
+		fc, err := forge.New(forge.Config{BaseURL: "http://sim/", Token: "tok", Next: queries})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sim.ResetStats()
+		rec := &sweepRecorder{sim: sim}
+		sw := server.NewSweeper(server.SweeperConfig{Runs: runs, Offer: server.NewReconciler(runs, fc, nil), Interval: time.Minute, OnPass: rec.onPass,
+			Concurrency: server.MaxSweepConcurrency})
+		if ps := sweepFor(sw, rec, 2*time.Minute+59*time.Second); len(ps) != 2 {
+			t.Fatalf("got %d passes in 2 intervals, want 2", len(ps))
+		}
+		if got := queries.Most(); got != 3 {
+			t.Errorf("queries in flight at once: got %d, want 3: the 30 s budget keeps a 10 s timeout free for each query in flight and the next", got)
+		}
+		checkGraphQLMinutes(t, sim, "", ": a whole timeout is kept free for each query in flight")
+	})
+}
