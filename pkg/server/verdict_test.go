@@ -98,6 +98,56 @@ func oneVerdictPerCommit(t *testing.T, spell func(*gaterun.Run)) {
 	}
 }
 
+// TestOneVerdictPerCommitReportedAtOnce pins the tie-break of the run that
+// decides a commit's status: pulls 30 and 31 share a head and report
+// disagreeing verdicts at the same instant (two replicas, one
+// millisecond), so neither was reported last, and the larger ID decides,
+// on every replica alike. Twenty passes of batch and single offers write
+// the status once, with the larger ID's verdict; were each run to decide
+// for itself on a tie, they would flip it on every offer.
+func TestOneVerdictPerCommitReportedAtOnce(t *testing.T) {
+	const sha = "3333333333333333333333333333333333333333"
+	sim, srv := startSim(t)
+	fc := newForge(t, srv.URL, nil, "tok", nil, nil)
+	runs := gaterun.NewMemoryStore()
+	ctx := forge.WithLane(context.Background(), testLane)
+	t0 := time.Date(2026, 10, 1, 9, 0, 0, 0, time.UTC)
+	r30, r31 := gateRun(30, sha, gaterun.VerdictSuccess), gateRun(31, sha, gaterun.VerdictFailure)
+	for _, r := range []gaterun.Run{r30, r31} {
+		if err := sim.SeedPull("acme", "app", r.Pull, r.HeadSHA, "open"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := runs.Put(ctx, r, t0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	decider := r30
+	if r31.ID > r30.ID {
+		decider = r31
+	}
+	rec := server.NewReconciler(runs, fc, nil)
+	for pass := range 20 {
+		listed, err := runs.Unsettled(ctx, time.Time{}, gaterun.Cursor{}, 10)
+		if err != nil || len(listed) != 2 {
+			t.Fatalf("pass %d: listing: %d runs, %v; want 2", pass, len(listed), err)
+		}
+		if _, err := rec.OfferBatch(ctx, listed); err != nil {
+			t.Fatalf("pass %d: OfferBatch: %v", pass, err)
+		}
+		for _, run := range listed {
+			if _, err := rec.Offer(ctx, run); err != nil {
+				t.Fatalf("pass %d: Offer(%d): %v", pass, run.Pull, err)
+			}
+		}
+	}
+	if posts := sim.Requests(forgesim.Filter{Route: statusRoute}); posts != 1 {
+		t.Errorf("status writes: got %d, want 1: two runs reported at once must not flip their commit's status", posts)
+	}
+	if got, want := gateState(t, fc, sha), string(decider.Verdict); got != want {
+		t.Errorf("gate state: got %q, want %q (pull %d's): the larger ID breaks a tie of reports", got, want, decider.Pull)
+	}
+}
+
 // reportInTurn opens each run's pull request on sim, at its head, and puts
 // the runs in runs a second apart from t0, in order.
 func reportInTurn(t *testing.T, ctx context.Context, sim *forgesim.Sim, runs gaterun.Store, t0 time.Time, rs ...gaterun.Run) {
