@@ -1140,6 +1140,37 @@ func TestSweepIsBehindOnceARunIsOverdue(t *testing.T) {
 	})
 }
 
+// TestSweepIsBehindOnceItsFirstDeepWindowHasTakenThePeriod pins the other
+// half of deepBehind: a term's first deep window has no window before it
+// to say which run is overdue, so it makes its passes Behind by its age
+// alone, from the pass DeepEvery intervals after it began while it is
+// unfinished (a run it has not reached may not have been checked since).
+// 10,000 runs, all in the deep window, against GitHub answering every
+// query in 9 s (none times out, none fails): the window reads 300 runs a
+// pass at most and is unfinished after 33 intervals; the passes are
+// Behind from its 30th interval on, not before, not after.
+func TestSweepIsBehindOnceItsFirstDeepWindowHasTakenThePeriod(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const n, intervals = 10000, server.DeepEvery + 3
+		slow := steadyLatency()
+		slow.GraphQLBase, slow.GraphQLPerNode = 9*time.Second, 0
+		a := newAgedSweep(t, forgesim.New(forgesim.WithLatency(slow)), 0, n)
+		passes := sweepFor(a.sw, a.rec, intervals*time.Minute+50*time.Second)
+		if len(passes) != intervals {
+			t.Fatalf("got %d passes in %d intervals, want %d", len(passes), intervals, intervals)
+		}
+		for _, p := range passes {
+			if !p.Deep || !p.DeepBegan.Equal(passes[0].At) {
+				t.Fatalf("pass %d: deep %v, its window began %v; want the term's first window, unfinished, for the test to mean anything", p.Pass, p.Deep, p.DeepBegan)
+			}
+			age := int((p.At.Sub(p.DeepBegan) + 30*time.Second) / time.Minute)
+			if want := age >= server.DeepEvery; p.Behind != want {
+				t.Errorf("pass %d, %d intervals into the term's first deep window, unfinished: behind %v, want %v: a first window is behind once it has taken %d intervals", p.Pass, age, p.Behind, want, server.DeepEvery)
+			}
+		}
+	})
+}
+
 // sweepDeepRunsFailing sweeps 300 open runs of the deep window alone (48
 // hours old) for passes intervals of a minute, failing each offer with
 // the error fails returns for it (nil: no failure; n counts offers from
