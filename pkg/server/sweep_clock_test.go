@@ -1230,6 +1230,39 @@ func TestSweepOffersAFailedDeepBatchAgainAtTheNextPass(t *testing.T) {
 	})
 }
 
+// TestSweepARateLimitOfRunsOfferedAgainStopsThePass pins that a rate
+// limit stops a pass wherever it meets it, in the offer of the runs kept
+// to be offered again (offerAgain) as in a window: 300 deep-window runs,
+// the first pass's first batch failed (a quick 500), so the second pass
+// offers its 100 runs again before anything else, and that offer is
+// refused for the rate limit, reset 5 minutes on. The second pass is not
+// complete, and the ticks before the reset are skipped: the third pass
+// comes at the reset. Taken for a pass done, it would sweep on every tick
+// into the limit.
+func TestSweepARateLimitOfRunsOfferedAgainStopsThePass(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reset := time.Now().Add(6 * time.Minute)
+		passes, _ := sweepDeepRunsFailing(t, 7, func(n int, _ string) error {
+			switch {
+			case n <= 100: // the first pass's first batch
+				return fmt.Errorf("forge: GraphQL: %w 500", forge.ErrServer)
+			case n == 301: // the second pass's first offer: those runs again
+				return fmt.Errorf("offer: %w", &forge.RateLimitError{Reset: reset, Cause: forge.CausePrimary, Sent: true})
+			}
+			return nil
+		})
+		if len(passes) < 3 {
+			t.Fatalf("got %d passes, want 3 or more", len(passes))
+		}
+		if p := passes[1]; p.Complete || p.Limited != forge.CausePrimary {
+			t.Errorf("pass 2: complete %v, limited %q; want not complete, limited %q: a rate limit stops the pass", p.Complete, p.Limited, forge.CausePrimary)
+		}
+		if p := passes[2]; p.At.Before(reset) {
+			t.Errorf("pass 3 at %v, want at the reset %v or later: the ticks before a rate limit's reset are skipped", p.At.Format(time.TimeOnly), reset.Format(time.TimeOnly))
+		}
+	})
+}
+
 // TestSweepADeepRunWhoseOfferKeepsFailingHoldsNoOneBack pins a deep-window
 // run whose every offer fails: it holds no cursor, so every other run is
 // still checked within the deep-pass period, and from the pass at which
