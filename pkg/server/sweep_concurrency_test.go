@@ -35,14 +35,8 @@ func sweepConcurrently(t *testing.T, n, passes, conc int, share float64) concurr
 		sim := forgesim.New(forgesim.WithLatency(lat))
 		_, runs, stopSim := seedSweepRuns(t, sim, n, 0)
 		defer stopSim()
-		pipe, stopPipe := serveSimOnPipe(sim)
+		fc, queries, stopPipe := queriesInFlight(t, sim)
 		defer stopPipe()
-		queries := &forgetest.InFlight{Next: pipe, Match: func(r *http.Request) bool { return r.URL.Path == "/graphql" }}
-		fc, err := forge.New(forge.Config{BaseURL: "http://sim/", Token: "tok", Next: queries})
-		if err != nil {
-			t.Fatal(err)
-		}
-		sim.ResetStats()
 		rec := &sweepRecorder{sim: sim}
 		sw := server.NewSweeper(server.SweeperConfig{Runs: runs, Offer: server.NewReconciler(runs, fc, nil), Interval: time.Minute, OnPass: rec.onPass,
 			Concurrency: conc, TimeShare: share})
@@ -73,6 +67,22 @@ func sweepConcurrently(t *testing.T, n, passes, conc int, share float64) concurr
 		got.queries = sim.Requests(forgesim.Filter{Route: "POST /graphql"})
 	})
 	return got
+}
+
+// queriesInFlight is a forge client of sim whose GraphQL queries in
+// flight at once are counted, with sim's counts reset, and the stop of
+// its pipe to sim.
+func queriesInFlight(t *testing.T, sim *forgesim.Sim) (*forge.Client, *forgetest.InFlight, func()) {
+	t.Helper()
+	pipe, stop := serveSimOnPipe(sim)
+	queries := &forgetest.InFlight{Next: pipe, Match: func(r *http.Request) bool { return r.URL.Path == "/graphql" }}
+	fc, err := forge.New(forge.Config{BaseURL: "http://sim/", Token: "tok", Next: queries})
+	if err != nil {
+		stop()
+		t.Fatal(err)
+	}
+	sim.ResetStats()
+	return fc, queries, stop
 }
 
 // TestSweepConcurrencyShortensAPassWithinItsBudget pins SweepConcurrency
@@ -165,14 +175,8 @@ func TestSweepConcurrencyKeepsATimeoutFreeForEachQueryInFlight(t *testing.T) {
 		sim := forgesim.New(forgesim.WithLatency(lat))
 		_, runs, stopSim := seedSweepRuns(t, sim, 1000, 0)
 		defer stopSim()
-		pipe, stopPipe := serveSimOnPipe(sim)
+		fc, queries, stopPipe := queriesInFlight(t, sim)
 		defer stopPipe()
-		queries := &forgetest.InFlight{Next: pipe, Match: func(r *http.Request) bool { return r.URL.Path == "/graphql" }}
-		fc, err := forge.New(forge.Config{BaseURL: "http://sim/", Token: "tok", Next: queries})
-		if err != nil {
-			t.Fatal(err)
-		}
-		sim.ResetStats()
 		rec := &sweepRecorder{sim: sim}
 		sw := server.NewSweeper(server.SweeperConfig{Runs: runs, Offer: server.NewReconciler(runs, fc, nil), Interval: time.Minute, OnPass: rec.onPass,
 			Concurrency: server.MaxSweepConcurrency})

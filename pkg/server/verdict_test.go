@@ -54,26 +54,11 @@ func oneVerdictPerCommit(t *testing.T, spell func(*gaterun.Run)) {
 	t0 := time.Date(2026, 10, 1, 9, 0, 0, 0, time.UTC)
 	r30 := gateRun(30, sha, gaterun.VerdictSuccess)
 	spell(&r30)
-	reportInTurn(t, ctx, sim, runs, t0, r30, gateRun(31, sha, gaterun.VerdictFailure))
+	reportInTurn(t, ctx, sim, runs, t0, time.Second, r30, gateRun(31, sha, gaterun.VerdictFailure))
 	rec := server.NewReconciler(runs, fc, nil)
 	superseded := 0
 	for pass := range 20 {
-		listed, err := runs.Unsettled(ctx, time.Time{}, gaterun.Cursor{}, 10)
-		if err != nil || len(listed) != 2 {
-			t.Fatalf("pass %d: listing: %d runs, %v; want 2", pass, len(listed), err)
-		}
-		outs, err := rec.OfferBatch(ctx, listed)
-		if err != nil {
-			t.Fatalf("pass %d: OfferBatch: %v", pass, err)
-		}
-		for _, run := range listed {
-			out, err := rec.Offer(ctx, run)
-			if err != nil {
-				t.Fatalf("pass %d: Offer(%d): %v", pass, run.Pull, err)
-			}
-			outs = append(outs, out)
-		}
-		for _, out := range outs {
+		for _, out := range offerBoth(t, ctx, runs, rec, fmt.Sprintf("pass %d", pass)) {
 			if out == server.OutcomeSuperseded {
 				superseded++
 			}
@@ -113,32 +98,14 @@ func TestOneVerdictPerCommitReportedAtOnce(t *testing.T) {
 	ctx := forge.WithLane(context.Background(), testLane)
 	t0 := time.Date(2026, 10, 1, 9, 0, 0, 0, time.UTC)
 	r30, r31 := gateRun(30, sha, gaterun.VerdictSuccess), gateRun(31, sha, gaterun.VerdictFailure)
-	for _, r := range []gaterun.Run{r30, r31} {
-		if err := sim.SeedPull("acme", "app", r.Pull, r.HeadSHA, "open"); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := runs.Put(ctx, r, t0); err != nil {
-			t.Fatal(err)
-		}
-	}
+	reportInTurn(t, ctx, sim, runs, t0, 0, r30, r31)
 	decider := r30
 	if r31.ID > r30.ID {
 		decider = r31
 	}
 	rec := server.NewReconciler(runs, fc, nil)
 	for pass := range 20 {
-		listed, err := runs.Unsettled(ctx, time.Time{}, gaterun.Cursor{}, 10)
-		if err != nil || len(listed) != 2 {
-			t.Fatalf("pass %d: listing: %d runs, %v; want 2", pass, len(listed), err)
-		}
-		if _, err := rec.OfferBatch(ctx, listed); err != nil {
-			t.Fatalf("pass %d: OfferBatch: %v", pass, err)
-		}
-		for _, run := range listed {
-			if _, err := rec.Offer(ctx, run); err != nil {
-				t.Fatalf("pass %d: Offer(%d): %v", pass, run.Pull, err)
-			}
-		}
+		offerBoth(t, ctx, runs, rec, fmt.Sprintf("pass %d", pass))
 	}
 	if posts := sim.Requests(forgesim.Filter{Route: statusRoute}); posts != 1 {
 		t.Errorf("status writes: got %d, want 1: two runs reported at once must not flip their commit's status", posts)
@@ -148,15 +115,38 @@ func TestOneVerdictPerCommitReportedAtOnce(t *testing.T) {
 	}
 }
 
+// offerBoth offers the two unsettled runs of runs as the sweeper does (one
+// batch) and as the event path does (each alone), and returns the
+// outcomes, the batch's first; when names the moment in a failure.
+func offerBoth(t *testing.T, ctx context.Context, runs gaterun.Store, rec *server.Reconciler, when string) []server.Outcome {
+	t.Helper()
+	listed, err := runs.Unsettled(ctx, time.Time{}, gaterun.Cursor{}, 10)
+	if err != nil || len(listed) != 2 {
+		t.Fatalf("%s: listing: %d runs, %v; want 2", when, len(listed), err)
+	}
+	outs, err := rec.OfferBatch(ctx, listed)
+	if err != nil {
+		t.Fatalf("%s: OfferBatch: %v", when, err)
+	}
+	for _, run := range listed {
+		out, err := rec.Offer(ctx, run)
+		if err != nil {
+			t.Fatalf("%s: Offer(%d): %v", when, run.Pull, err)
+		}
+		outs = append(outs, out)
+	}
+	return outs
+}
+
 // reportInTurn opens each run's pull request on sim, at its head, and puts
-// the runs in runs a second apart from t0, in order.
-func reportInTurn(t *testing.T, ctx context.Context, sim *forgesim.Sim, runs gaterun.Store, t0 time.Time, rs ...gaterun.Run) {
+// the runs in runs gap apart from t0, in order (0: all at t0).
+func reportInTurn(t *testing.T, ctx context.Context, sim *forgesim.Sim, runs gaterun.Store, t0 time.Time, gap time.Duration, rs ...gaterun.Run) {
 	t.Helper()
 	for i, r := range rs {
 		if err := sim.SeedPull("acme", "app", r.Pull, r.HeadSHA, "open"); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := runs.Put(ctx, r, t0.Add(time.Duration(i)*time.Second)); err != nil {
+		if _, err := runs.Put(ctx, r, t0.Add(time.Duration(i)*gap)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -212,30 +202,15 @@ func TestAMoveDoesNotChangeWhichRunDecides(t *testing.T) {
 	ctx := forge.WithLane(context.Background(), testLane)
 	t0 := time.Date(2026, 10, 1, 9, 0, 0, 0, time.UTC)
 	r30, r31 := gateRun(30, sha, gaterun.VerdictSuccess), gateRun(31, sha, gaterun.VerdictFailure)
-	reportInTurn(t, ctx, sim, runs, t0, r30, r31)
+	reportInTurn(t, ctx, sim, runs, t0, time.Second, r30, r31)
 	rec := server.NewReconciler(runs, fc, nil)
-	offerAll := func(when string) {
-		t.Helper()
-		listed, err := runs.Unsettled(ctx, time.Time{}, gaterun.Cursor{}, 10)
-		if err != nil || len(listed) != 2 {
-			t.Fatalf("%s: listing: %d runs, %v; want 2", when, len(listed), err)
-		}
-		if _, err := rec.OfferBatch(ctx, listed); err != nil {
-			t.Fatalf("%s: OfferBatch: %v", when, err)
-		}
-		for _, run := range listed {
-			if _, err := rec.Offer(ctx, run); err != nil {
-				t.Fatalf("%s: Offer(%d): %v", when, run.Pull, err)
-			}
-		}
-	}
-	offerAll("before the moves")
+	offerBoth(t, ctx, runs, rec, "before the moves")
 	moveAt := t0.Add(time.Minute)
 	for _, r := range []gaterun.Run{r30, r31} {
 		if moved, err := runs.Move(ctx, r.ID, 0, 5, moveAt); err != nil || !moved {
 			t.Fatalf("Move(pull %d, 0 to 5) = %v, %v; want true", r.Pull, moved, err)
 		}
-		offerAll(fmt.Sprintf("after pull %d moved", r.Pull))
+		offerBoth(t, ctx, runs, rec, fmt.Sprintf("after pull %d moved", r.Pull))
 		if got := gateState(t, fc, sha); got != "failure" {
 			t.Errorf("gate state after pull %d moved: got %q, want %q: the run reported last (pull 31) decides, and a move reports nothing", r.Pull, got, "failure")
 		}
