@@ -203,3 +203,36 @@ func TestSweepReadsBackOffAfterAFailedRead(t *testing.T) {
 		t.Errorf("store reads for the other 19 after a good read: %d more, want none: the snapshot serves them", n-2)
 	}
 }
+
+// TestSweepReadsAFailedReadSaysNoRunLeft pins what unlisted answers: the
+// runs an installation's snapshot does not list (here a run ID it never
+// held), and none once a read has failed and no snapshot covers it, as
+// nothing then says any run left. A sweeper drops the back-offs and the
+// failed deep-window runs unlisted names (keepListed); after a failed
+// read, naming them all would drop every one of them, and a run that
+// keeps failing would be offered again from scratch.
+func TestSweepReadsAFailedReadSaysNoRunLeft(t *testing.T) {
+	ctx, iv := context.Background(), 40*time.Second
+	t0 := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	now := t0.Add(time.Minute)
+	mem, _, _ := readsFixture(t, 1, t0, &now, iv)
+	store := &failingAmong{Store: mem}
+	reads := newSweepReads(store, func() time.Time { return now }, iv)
+	reads.join(1)
+	listed, err := reads.unsettledIn(ctx, 1, now.Add(-time.Hour), gaterun.Cursor{}, 10)
+	if err != nil || len(listed) == 0 {
+		t.Fatalf("installation 1's list: %d runs, %v; want its runs", len(listed), err)
+	}
+	kept := []string{listed[0].ID, "gone"}
+	if got := reads.unlisted(1, kept); len(got) != 1 || got[0] != "gone" {
+		t.Errorf("unlisted(%v) with a snapshot: %v, want [gone]: the runs the snapshot does not list", kept, got)
+	}
+	store.down.Store(true)
+	now = now.Add(iv) // past the snapshot's freshness: read again, and the read fails
+	if _, err := reads.unsettledIn(ctx, 1, now.Add(-time.Hour), gaterun.Cursor{}, 10); err == nil {
+		t.Fatal("installation 1's list with the store down: no error, want the store's")
+	}
+	if got := reads.unlisted(1, kept); len(got) != 0 {
+		t.Errorf("unlisted(%v) after a failed read: %v, want none: no snapshot says any run left", kept, got)
+	}
+}
