@@ -760,3 +760,39 @@ func TestSweeperReportsAPassBeforeItLogsIt(t *testing.T) {
 		}
 	})
 }
+
+// TestSweepARefusalForASuspensionStopsThePass pins that a batch GitHub
+// refused for the installation's suspension (forge.ErrSuspended) is the
+// pass's last: 300 shallow-window runs, three batches' worth, the first
+// batch refused. The pass sends no other batch (every one would be
+// refused alike, each a request GitHub counts) and is not complete; the
+// installation is checked after it (installationSweeps.pass).
+func TestSweepARefusalForASuspensionStopsThePass(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		runs := gaterun.NewMemoryStore()
+		entries := make([]seeded, 300)
+		for i := range entries {
+			entries[i] = seeded{name: fmt.Sprintf("r%03d", i), age: time.Minute}
+		}
+		seedRuns(t, runs, time.Now(), entries)
+		offer := &fakeOfferer{fail: func(n int) error {
+			if n == 1 {
+				return fmt.Errorf("forge: GraphQL: %w", forge.ErrSuspended)
+			}
+			return nil
+		}}
+		log := &passLog{offer: offer}
+		sw := server.NewSweeper(server.SweeperConfig{Runs: runs, Offer: offer, Interval: time.Minute, OnPass: log.onPass})
+		stop := startSweeper(sw)
+		time.Sleep(time.Minute + 30*time.Second)
+		synctest.Wait()
+		stop()
+		passes, _ := log.snapshot()
+		if len(passes) != 1 {
+			t.Fatalf("got %d passes, want 1", len(passes))
+		}
+		if n := len(offer.batches); n != 1 || passes[0].Complete {
+			t.Errorf("batches sent: %d, pass complete %v; want 1, not complete: a read refused for the installation's suspension ends the pass", n, passes[0].Complete)
+		}
+	})
+}
