@@ -79,7 +79,7 @@ func TestHandler(t *testing.T) {
 	if _, body = get(h, "/board?repo=acme/lib"); strings.Index(body, "issues/2\"") > strings.Index(body, "issues/13\"") {
 		t.Errorf("GET /board lists acme/lib#13 before #2, want numbers sorted as numbers within one second:\n%s", body)
 	}
-	for _, q := range []string{"state=merged", "repo=acme", "limit=0", "limit=x", "format=xml", "stat=open", "format=json&repos=acme/app"} {
+	for _, q := range []string{"state=merged", "repo=acme", "limit=0", "limit=5001", "limit=x", "format=xml", "stat=open", "format=json&repos=acme/app"} {
 		field, _, _ := strings.Cut(q[strings.LastIndex(q, "&")+1:], "=") // an unknown parameter is refused, not ignored
 		if code, body := get(h, "/board?"+q); code != 400 || !strings.Contains(body, field) {
 			t.Errorf("GET /board?%s = %d %s, want 400 naming %s: bad input names the field", q, code, body, field)

@@ -677,6 +677,39 @@ func TestSyncRemovesTheCardsOfDeletedAndTransferredIssues(t *testing.T) {
 	})
 }
 
+// TestSyncRemovesACardNoEarlierThanItsLastUpdate pins that a full sync
+// removes the card of a deleted issue as gone at the card's Updated when
+// the replica's clock runs behind the forge's: the forge said the issue
+// is gone, so it went after its last update whatever this clock says, and
+// a racing pass's read of the issue from before the deletion (updated at
+// the card's instant) must not put the card back.
+func TestSyncRemovesACardNoEarlierThanItsLastUpdate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newBoardRigWith(t, func(c *board.Config) {
+			c.Now = func() time.Time { return time.Now().Add(-time.Hour) } // an hour behind the forge
+		}, "acme/app")
+		r.seed(t, "acme/app", forgesim.Issue{Number: 1, Title: "doomed", State: "open"})
+		stop := r.start(t)
+		r.next(t)
+		read, ok := r.cards(t)[1]
+		if !ok {
+			t.Fatalf("no card 1 after the first pass")
+		}
+		stop()
+		if err := r.sim.DeleteIssue("acme", "app", 1); err != nil {
+			t.Fatal(err)
+		}
+		r.start(t) // a new term: a full sync
+		r.next(t)
+		if _, ok := r.cards(t)[1]; ok {
+			t.Fatalf("card 1 after a full sync: still there, want it removed: the issue was deleted")
+		}
+		if changed, err := r.board.Put(context.Background(), read); err != nil || changed {
+			t.Errorf("Put of the card as read before the deletion = %v, %v; want false, nil: a removal is not before the card's last update, so a stale read does not put it back", changed, err)
+		}
+	})
+}
+
 // TestSyncListsInFullEveryFullEvery pins that a term long enough syncs
 // each repository in full again once Config.FullEvery has passed since its
 // last full sync, and removes then the cards of the issues that left it;

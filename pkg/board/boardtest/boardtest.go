@@ -308,6 +308,37 @@ var cases = []conformance.Case[board.Store]{
 			t.Errorf("cards: got %v, want none: Cards never lists a tombstone", got)
 		}
 	}},
+	{Name: "RemovedCardBackFromTheNextMillisecond", Rule: "after Remove at gone, a Put of the card updated in the millisecond after gone's, the stores' precision, stores it again: only reads at or before gone are refused", Check: func(t *testing.T, s board.Store) {
+		c := newCard("acme/app", 1, at(0))
+		put(t, s, c)
+		if _, err := s.Remove(context.Background(), "github.com", "acme/app", 1, at(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		back := c
+		back.Updated, back.Title = ms(at(time.Minute)).Add(time.Millisecond), "reopened a millisecond after"
+		if !put(t, s, back) || one(t, s, back).Title != back.Title {
+			t.Errorf("Put of a read updated the millisecond after the removal: not stored, want it stored: an issue updated after it went is on the forge again")
+		}
+	}},
+	{Name: "TombstoneOfExactlyTheTTLIsKept", Rule: "a tombstone whose gone is exactly TombstoneTTL before a Remove's gone or ExpireTombstones' now is kept: only those more than TombstoneTTL old are dropped", Check: func(t *testing.T, s board.Store) {
+		ctx := context.Background()
+		for _, n := range []int{1, 2} {
+			if _, err := s.Remove(ctx, "github.com", "acme/app", n, at(0)); err != nil {
+				t.Fatalf("Remove(%d): %v", n, err)
+			}
+		}
+		if dropped, err := s.ExpireTombstones(ctx, at(board.TombstoneTTL)); err != nil || dropped != 0 {
+			t.Errorf("ExpireTombstones exactly TombstoneTTL after the removals = %d, %v, want 0, nil: a tombstone of exactly the TTL is kept", dropped, err)
+		}
+		if _, err := s.Remove(ctx, "github.com", "acme/app", 3, at(board.TombstoneTTL)); err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range []int{1, 2} {
+			if put(t, s, newCard("acme/app", n, at(-time.Hour))) {
+				t.Errorf("Put of an older read of card %d changed = true, want false: its tombstone, exactly TombstoneTTL old, is kept", n)
+			}
+		}
+	}},
 	{Name: "TombstonesExpire", Rule: "a Remove drops the tombstones of removals more than TombstoneTTL before its own, and only those", Check: func(t *testing.T, s board.Store) {
 		ctx := context.Background()
 		remove := func(n int, gone time.Time) {
