@@ -184,3 +184,69 @@ func TestMongoStoreMalformedDocuments(t *testing.T) {
 		})
 	}
 }
+
+// TestMongoStoreClaimOfAVanishedDocumentIsHeld pins that a claim which
+// wrote no hold is never Claimed: when the id's document is deleted as
+// expired (by MongoDB's TTL monitor or another replica's prune) between the
+// claim's take-over and its read of the state, the claim answers Held, so
+// the caller asks again; answering Claimed would let another replica's
+// claim, which inserts the id afresh, be Claimed too, and the delivery be
+// processed twice.
+func TestMongoStoreClaimOfAVanishedDocumentIsHeld(t *testing.T) {
+	srv := mongotest.NewServer(t)
+	db := srv.DB(t)
+	s, err := delivery.NewMongoStore(context.Background(), db, nil)
+	if err != nil {
+		t.Fatalf("NewMongoStore: %v", err)
+	}
+	ctx := context.Background()
+	base := time.Date(2026, 9, 30, 9, 0, 0, 0, time.UTC)
+	if c, err := s.Claim(ctx, "d", base, time.Minute); err != nil || c != delivery.Claimed {
+		t.Fatalf("first Claim = %v, %v; want claimed", c, err)
+	}
+	held := srv.Proxy().Hold(func(c mongotest.Command) bool { return c.Name == "find" && c.Collection == delivery.Collection })
+	t.Cleanup(held.Release)
+	type answer struct {
+		claim delivery.Claim
+		err   error
+	}
+	got := make(chan answer, 1)
+	go func() {
+		c, err := s.Claim(ctx, "d", base.Add(30*time.Second), time.Minute)
+		got <- answer{c, err}
+	}()
+	<-held.Arrived() // the take-over matched nothing: the hold stands
+	if _, err := db.Collection(delivery.Collection).DeleteOne(ctx, bson.D{{Key: "_id", Value: "d"}}); err != nil {
+		t.Fatalf("delete the document: %v", err)
+	}
+	held.Release()
+	if a := <-got; a.err != nil || a.claim != delivery.Held {
+		t.Errorf("Claim whose document vanished before its read = %v, %v; want held, nil: a claim that wrote no hold is not Claimed", a.claim, a.err)
+	}
+	if c, err := s.Claim(ctx, "d", base.Add(31*time.Second), time.Minute); err != nil || c != delivery.Claimed {
+		t.Errorf("the next Claim = %v, %v; want claimed: the id is free, and exactly one claim holds it", c, err)
+	}
+}
+
+// TestMongoStoreReadsTheEarlierFormatAsDone pins that a delivery document
+// of the earlier format ({_id, expires}, written only for processed ids,
+// with no state) answers Done until it expires: reading it as Held would
+// answer GitHub 503 for a delivery already processed.
+func TestMongoStoreReadsTheEarlierFormatAsDone(t *testing.T) {
+	db := mongotest.DB(t)
+	s, err := delivery.NewMongoStore(context.Background(), db, nil)
+	if err != nil {
+		t.Fatalf("NewMongoStore: %v", err)
+	}
+	ctx := context.Background()
+	now := time.Date(2026, 9, 30, 9, 0, 0, 0, time.UTC)
+	if _, err := db.Collection(delivery.Collection).InsertOne(ctx, bson.D{{Key: "_id", Value: "d"}, {Key: "expires", Value: now.Add(time.Hour)}}); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := s.Claim(ctx, "d", now, time.Minute); err != nil || c != delivery.Done {
+		t.Errorf("Claim over an earlier-format document = %v, %v; want done, nil: it was written for a processed delivery", c, err)
+	}
+	if c, err := s.Claim(ctx, "d", now.Add(time.Hour), time.Minute); err != nil || c != delivery.Claimed {
+		t.Errorf("Claim at its expiry = %v, %v; want claimed: it lapses like any other", c, err)
+	}
+}

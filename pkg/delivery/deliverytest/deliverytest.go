@@ -9,6 +9,8 @@ package deliverytest
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -98,6 +100,44 @@ var cases = []conformance.Case[delivery.Store]{
 		}
 		if got := claim(t, s, "d-1", base); got != delivery.Claimed {
 			t.Errorf("claim after refused calls: got %v, want claimed: a refused call writes nothing", got)
+		}
+	}},
+	{Name: "IDAndDurationBounds", Rule: "an id of 1 to 100 characters and a hold or window of 1ms or more are taken; a longer id or a shorter duration is ErrInvalid and writes nothing", Check: func(t *testing.T, s delivery.Store) {
+		ctx := context.Background()
+		longest, over := strings.Repeat("d", 100), strings.Repeat("d", 101)
+		if _, err := s.Claim(ctx, over, base, hold); !errors.Is(err, delivery.ErrInvalid) {
+			t.Errorf("Claim of a 101-character id: got %v, want ErrInvalid: an id is at most 100 characters", err)
+		}
+		if err := s.Complete(ctx, over, base, window); !errors.Is(err, delivery.ErrInvalid) {
+			t.Errorf("Complete of a 101-character id: got %v, want ErrInvalid", err)
+		}
+		if _, err := s.Claim(ctx, "d-1", base, time.Millisecond-time.Nanosecond); !errors.Is(err, delivery.ErrInvalid) {
+			t.Errorf("Claim with a hold just under 1ms: got %v, want ErrInvalid: a hold that lapses at once lets two replicas process one delivery", err)
+		}
+		if err := s.Complete(ctx, "d-1", base, time.Millisecond-time.Nanosecond); !errors.Is(err, delivery.ErrInvalid) {
+			t.Errorf("Complete with a window just under 1ms: got %v, want ErrInvalid", err)
+		}
+		if got := claim(t, s, "d-1", base); got != delivery.Claimed {
+			t.Errorf("claim after the refused calls: got %v, want claimed: a refused call writes nothing", got)
+		}
+		if got, err := s.Claim(ctx, longest, base, time.Millisecond); err != nil || got != delivery.Claimed {
+			t.Errorf("Claim of a 100-character id for 1ms = %v, %v; want claimed, nil: the bounds are inclusive", got, err)
+		}
+		if err := s.Complete(ctx, longest, base, time.Millisecond); err != nil {
+			t.Errorf("Complete of a 100-character id for 1ms: %v, want nil", err)
+		}
+	}},
+	{Name: "HousekeepingKeepsLiveIDs", Rule: "however many ids a store holds, dropping or deleting expired ones never drops a live claim or completion: that would let a delivery be processed twice", Check: func(t *testing.T, s delivery.Store) {
+		claim(t, s, "held", base)
+		complete(t, s, "done", base)
+		for i := range 1100 { // past the memory twin's first prune (at 1,024 ids) and four self-prunes of a Mongo twin without TTL indexes (every 256 claims)
+			claim(t, s, fmt.Sprintf("other-%d", i), base.Add(time.Second))
+		}
+		if got := claim(t, s, "held", base.Add(2*time.Second)); got != delivery.Held {
+			t.Errorf("claim of an id held before 1,100 others: got %v, want held: housekeeping dropped a live claim", got)
+		}
+		if got := claim(t, s, "done", base.Add(2*time.Second)); got != delivery.Done {
+			t.Errorf("claim of an id completed before 1,100 others: got %v, want done: housekeeping dropped a live completion", got)
 		}
 	}},
 	{Name: "DoneContextFails", Rule: "a call on a done context fails and records nothing", Check: func(t *testing.T, s delivery.Store) {
