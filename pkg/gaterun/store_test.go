@@ -115,7 +115,7 @@ func TestMongoRunStoreGivesLegacyRunsTheirReportTime(t *testing.T) {
 		id := gaterun.ID("github.com", "acme/app", pull, "abc")
 		return id, bson.D{{Key: "_id", Value: id}, {Key: "host", Value: "github.com"}, {Key: "repo", Value: "acme/app"}, {Key: "repo_key", Value: "acme/app"},
 			{Key: "pull", Value: pull}, {Key: "head_sha", Value: "abc"}, {Key: "context", Value: "iterion/review"}, {Key: "verdict", Value: "success"},
-			{Key: "created_at", Value: now}, {Key: "updated_at", Value: now}, {Key: "settled", Value: false}}
+			{Key: "created_at", Value: now.Add(-time.Hour)}, {Key: "updated_at", Value: now}, {Key: "settled", Value: false}} // created earlier: reported at its update, not its creation
 	}
 	before, legacy := doc(4)
 	if _, err := db.Collection(gaterun.Collection).InsertOne(context.Background(), legacy); err != nil {
