@@ -96,15 +96,7 @@ func TestMongoStoreClaimStandsWhenItsPruneFails(t *testing.T) {
 	held := srv.Proxy().Hold(func(c mongotest.Command) bool { return c.Name == "delete" && c.Collection == delivery.Collection })
 	t.Cleanup(held.Release) // never forwarded before the test ends: the held delete does not land
 	claimCtx, cancel := context.WithCancel(ctx)
-	type answer struct {
-		claim delivery.Claim
-		err   error
-	}
-	got := make(chan answer, 1)
-	go func() {
-		c, err := s.Claim(claimCtx, "new-0", base.Add(time.Hour), time.Minute)
-		got <- answer{c, err}
-	}()
+	got := claimInBackground(claimCtx, s, "new-0", base.Add(time.Hour), time.Minute)
 	<-held.Arrived()
 	cancel() // the prune gets no answer before the claim's context ends
 	if a := <-got; a.claim != delivery.Claimed || a.err != nil {
@@ -133,6 +125,23 @@ func TestMongoStoreClaimStandsWhenItsPruneFails(t *testing.T) {
 	if n := s.PruneFailures(); n != 1 {
 		t.Errorf("PruneFailures = %d after a prune that worked, want still 1", n)
 	}
+}
+
+// claimAnswer is what a Claim answered.
+type claimAnswer struct {
+	claim delivery.Claim
+	err   error
+}
+
+// claimInBackground runs s.Claim in a goroutine, for a test that holds
+// one of its calls at the proxy, and delivers its answer.
+func claimInBackground(ctx context.Context, s delivery.Store, id string, now time.Time, hold time.Duration) <-chan claimAnswer {
+	got := make(chan claimAnswer, 1)
+	go func() {
+		c, err := s.Claim(ctx, id, now, hold)
+		got <- claimAnswer{c, err}
+	}()
+	return got
 }
 
 // ttlIndex is coll's TTL index, ttl_expires, or nil on a server without
@@ -206,15 +215,7 @@ func TestMongoStoreClaimOfAVanishedDocumentIsHeld(t *testing.T) {
 	}
 	held := srv.Proxy().Hold(func(c mongotest.Command) bool { return c.Name == "find" && c.Collection == delivery.Collection })
 	t.Cleanup(held.Release)
-	type answer struct {
-		claim delivery.Claim
-		err   error
-	}
-	got := make(chan answer, 1)
-	go func() {
-		c, err := s.Claim(ctx, "d", base.Add(30*time.Second), time.Minute)
-		got <- answer{c, err}
-	}()
+	got := claimInBackground(ctx, s, "d", base.Add(30*time.Second), time.Minute)
 	<-held.Arrived() // the take-over matched nothing: the hold stands
 	if _, err := db.Collection(delivery.Collection).DeleteOne(ctx, bson.D{{Key: "_id", Value: "d"}}); err != nil {
 		t.Fatalf("delete the document: %v", err)
