@@ -1,6 +1,7 @@
 package forgesim
 
 import (
+	"math"
 	"net"
 	"net/http"
 	"strconv"
@@ -122,13 +123,18 @@ func (s *Sim) SetBudget(token string, limit int) error {
 }
 
 // Advance moves the simulator's time forward by d (its budget windows,
-// token expiries and timestamps follow); d must not be negative.
+// token expiries and timestamps follow); d must not be negative, and the
+// advances together must stay within a time.Duration (about 292 years):
+// one that would not is refused, naming duration, and moves nothing.
 func (s *Sim) Advance(d time.Duration) error {
 	if d < 0 {
 		return badField("duration", d.String(), "must be >= 0")
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if d > math.MaxInt64-s.offset {
+		return badField("duration", d.String(), "would move the clock past "+time.Duration(math.MaxInt64).String()+" of advances in all")
+	}
 	s.offset += d
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"strconv"
 	"time"
@@ -193,6 +194,12 @@ func (s *Sim) ctlSecondary(r *http.Request) reply {
 	}
 	if body.Count == 0 {
 		body.Count = 1
+	}
+	// Past this many seconds the product wraps, and a huge retry-after
+	// would read as a small one.
+	const maxSeconds = math.MaxInt64 / int64(time.Second)
+	if n := int64(body.RetryAfterSeconds); n < 0 || n > maxSeconds {
+		return ctlReply(badField("retry_after_seconds", strconv.Itoa(body.RetryAfterSeconds), "must be 0 through "+strconv.FormatInt(maxSeconds, 10)))
 	}
 	return ctlReply(s.SecondaryLimit(body.Token, time.Duration(body.RetryAfterSeconds)*time.Second, body.Count))
 }

@@ -429,6 +429,8 @@ func TestMalformedControlBodiesNameTheField(t *testing.T) {
 		{"/_sim/clock/advance", `{"duration":"soon"}`, "duration"},
 		{"/_sim/clock/advance", `{"duration":"-1h"}`, "duration"},
 		{"/_sim/secondary", `{"count":-1}`, "count"},
+		{"/_sim/secondary", `{"retry_after_seconds":18446744074}`, "retry_after_seconds"},
+		{"/_sim/secondary", `{"retry_after_seconds":-9300000000}`, "retry_after_seconds"},
 		{"/_sim/redirect/0/x", ``, "hops"},
 	}
 	for _, tc := range cases {
@@ -445,6 +447,35 @@ func TestMalformedControlBodiesNameTheField(t *testing.T) {
 				t.Fatalf("got %d %s, want 400 naming field %q: a malformed control body names the field", resp.StatusCode, body, tc.field)
 			}
 		})
+	}
+}
+
+func TestSecondaryRetryAfterPastADurationIsRefusedNotWrapped(t *testing.T) {
+	// 18446744074 s is 2^64 ns and 0.29 s over: multiplied by a second it
+	// wrapped to 0.29 s, and a retry-after of 584 years was answered as 1.
+	_, srv := start(t)
+	resp, b := do(t, srv, "POST", "/_sim/secondary", "", `{"token":"t","retry_after_seconds":18446744074}`)
+	if resp.StatusCode != 400 || !strings.Contains(string(b), `"field":"retry_after_seconds"`) {
+		t.Fatalf("got %d %s, want 400 naming retry_after_seconds: a retry-after past a time.Duration is refused, not wrapped", resp.StatusCode, b)
+	}
+	if resp, _ := do(t, srv, "GET", "/repos/acme/app/pulls/1", "t", ""); resp.StatusCode == 403 {
+		t.Fatalf("got 403 after a refused /_sim/secondary, want no injected limit: a refused control request changes nothing")
+	}
+}
+
+func TestAdvancePastADurationIsRefusedNotWrapped(t *testing.T) {
+	sim, srv := start(t)
+	max := time.Duration(1<<63 - 1)
+	mustOK(t, sim.Advance(max-time.Hour))
+	resp, b := do(t, srv, "POST", "/_sim/clock/advance", "", `{"duration":"2h"}`)
+	if resp.StatusCode != 400 || !strings.Contains(string(b), `"field":"duration"`) {
+		t.Fatalf("advance past the range: got %d %s, want 400 naming duration: the advances together stay within a time.Duration", resp.StatusCode, b)
+	}
+	if got := sim.Now(); !got.Equal(t0.Add(max - time.Hour)) {
+		t.Fatalf("after a refused advance: got %v, want %v: a refused advance moves nothing (it wrapped the clock back before)", got, t0.Add(max-time.Hour))
+	}
+	if err := sim.Advance(time.Hour); err != nil {
+		t.Fatalf("advance to the end of the range: got %v, want nil", err)
 	}
 }
 
