@@ -17,8 +17,8 @@ import (
 // its in-process twin.
 
 // decode reads a JSON object into v, refusing unknown fields and trailing
-// data; the error names the field when it can. An empty body is an empty
-// object.
+// data; the error names the field, or "body" when the body is no JSON
+// object. An empty body is an empty object.
 func decode(r *http.Request, v any) error {
 	dec := json.NewDecoder(r.Body)
 	dec.DisallowUnknownFields()
@@ -33,7 +33,11 @@ func decode(r *http.Request, v any) error {
 		return nil
 	}
 	var typeErr *json.UnmarshalTypeError
-	if errors.As(err, &typeErr) {
+	switch {
+	case errors.As(err, &typeErr) && typeErr.Field == "":
+		// The body itself is no object (a number, an array, a string).
+		return badField("body", "", "got a JSON "+typeErr.Value+", want a JSON object")
+	case errors.As(err, &typeErr):
 		return badField(typeErr.Field, "", "got a JSON "+typeErr.Value+", want "+typeErr.Type.String())
 	}
 	if field, ok := httpjson.UnknownField(err); ok {
