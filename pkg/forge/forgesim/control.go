@@ -41,6 +41,9 @@ func decode(r *http.Request, v any) error {
 		return badField(typeErr.Field, "", "got a JSON "+typeErr.Value+", want "+typeErr.Type.String())
 	}
 	if field, ok := httpjson.UnknownField(err); ok {
+		if field == "" {
+			return badField("body", "", `unknown field "" (an empty key)`)
+		}
 		return badField(field, "", "unknown field")
 	}
 	return badField("body", "", err.Error())
