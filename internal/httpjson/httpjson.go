@@ -6,7 +6,9 @@ package httpjson
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"net/http"
 	"net/url"
@@ -28,6 +30,15 @@ func Write(w http.ResponseWriter, code int, v any) {
 // Error answers code with {"error": msg}.
 func Error(w http.ResponseWriter, code int, msg string) {
 	Write(w, code, map[string]string{"error": msg})
+}
+
+// AtEnd reports whether dec, having decoded a body's value, has nothing
+// left but white space. json.Decoder.More does not tell it: More is false
+// before a '}' or a ']', so a body with a stray closing bracket after its
+// object ({"a":1}}) would pass for one object.
+func AtEnd(dec *json.Decoder) bool {
+	_, err := dec.Token()
+	return errors.Is(err, io.EOF)
 }
 
 // UnknownField returns the field named by err when err is a

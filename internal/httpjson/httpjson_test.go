@@ -76,3 +76,30 @@ func TestUnknownParamNamesTheFirstParameterNotKnown(t *testing.T) {
 		}
 	}
 }
+
+// TestAtEndRefusesAnythingAfterTheValue pins AtEnd: only white space may
+// follow a body's value, a stray closing bracket included, which
+// json.Decoder.More lets pass.
+func TestAtEndRefusesAnythingAfterTheValue(t *testing.T) {
+	for _, c := range []struct {
+		body string
+		want bool
+		why  string
+	}{
+		{`{"a":1}`, true, "the object alone"},
+		{"{\"a\":1} \n\t", true, "white space after it"},
+		{`{"a":1}}`, false, "a stray closing brace"},
+		{`{"a":1}]`, false, "a stray closing bracket"},
+		{`{"a":1} {}`, false, "a second object"},
+		{`{"a":1}x`, false, "a stray character"},
+	} {
+		dec := json.NewDecoder(strings.NewReader(c.body))
+		var v map[string]any
+		if err := dec.Decode(&v); err != nil {
+			t.Fatalf("%s: decode: %v", c.body, err)
+		}
+		if got := httpjson.AtEnd(dec); got != c.want {
+			t.Errorf("AtEnd after %q = %v, want %v: %s", c.body, got, c.want, c.why)
+		}
+	}
+}

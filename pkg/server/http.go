@@ -169,7 +169,7 @@ func decodeJSON(r io.Reader, v any) error {
 		}
 		return fmt.Errorf("%w: malformed JSON: %w", errInvalid, err)
 	}
-	if dec.More() {
+	if !httpjson.AtEnd(dec) {
 		return fmt.Errorf("%w: malformed JSON: data after the object", errInvalid)
 	}
 	return nil

@@ -143,6 +143,7 @@ func TestAPIRejectsBadInputNamingTheField(t *testing.T) {
 		{"malformed JSON", `{"repo": "acme/app",`, "malformed JSON"},
 		{"empty body", ``, "malformed JSON"},
 		{"two objects", with("pull", 12) + `{}`, "malformed JSON"},
+		{"a stray closing brace after the object", with("pull", 12) + `}`, "malformed JSON"},
 		{"not an object", `[1, 2]`, "malformed JSON"},
 		{"repo missing", with("repo", nil), "repo"},
 		{"repo not owner/name", with("repo", "acme"), "repo"},

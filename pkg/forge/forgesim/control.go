@@ -26,7 +26,7 @@ func decode(r *http.Request, v any) error {
 	if errors.Is(err, io.EOF) {
 		return nil
 	}
-	if err == nil && dec.More() {
+	if err == nil && !httpjson.AtEnd(dec) {
 		err = errors.New("trailing data after the JSON object")
 	}
 	if err == nil {

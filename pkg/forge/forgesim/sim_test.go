@@ -423,6 +423,8 @@ func TestMalformedControlBodiesNameTheField(t *testing.T) {
 		{"/_sim/repos/acme/app/pulls", `0`, "body"},
 		{"/_sim/budget", `[{"limit":1}]`, "body"},
 		{"/_sim/tokens", `{"":"u"}`, "body"},
+		{"/_sim/budget", `{"limit":5}}`, "body"},
+		{"/_sim/budget", `{"limit":5}]`, "body"},
 		{"/_sim/repos/acme/app/pulls/x/head", `{"head_sha":"s"}`, "number"},
 		{"/_sim/repos/acme/app/pulls/1/head", `{}`, "head_sha"},
 		{"/_sim/repos/acme/app/statuses/s", `{"state":"green"}`, "state"},
