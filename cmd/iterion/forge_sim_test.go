@@ -108,7 +108,9 @@ func TestForgeSimRejectsBadFlags(t *testing.T) {
 		{"--latency-timeouts", "0.7"}, {"--latency-rest", "-1s", "--latency"}, {"--latency-502-share", "2", "--latency"},
 		{"--latency-rest", "-1s"}, {"--latency-graphql-node", "-1ms"}, {"--latency-502-share", "-0.5"}, // named with the model off too
 		{"--graphql-limit-answer", "204"}, {"--installation-repos", "-1"}, {"--installations", "-1"},
-		{"--repos-per-installation", "2"}, {"--webhook-url", "ftp://x"}, {"--app-id", "-1"}, {"--graphql-502-share", "1.5"}} {
+		{"--repos-per-installation", "2"}, {"--webhook-url", "ftp://x"}, {"--app-id", "-1"}, {"--graphql-502-share", "1.5"},
+		{"--latency-timeouts", "0.5"}, // TailFor makes no tail of 0.5: refused, not silently none
+		{"--installation-users", "-1"}} {
 		// A bad flag refuses at once; one taken would serve until ctx ends
 		// and return nil, failing the test rather than hanging it.
 		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)

@@ -236,3 +236,26 @@ func TestLeasesRefusesAMongoURIItCannotUse(t *testing.T) {
 		}
 	}
 }
+
+// TestLeasesReleaseRefusesABlankNameOrOwner pins that release's NAME and
+// --owner are required as words: blank ones (spaces, as from an empty
+// shell variable quoted) are a usage error naming them, found before
+// connecting, not a release attempted from the owner "  ".
+func TestLeasesReleaseRefusesABlankNameOrOwner(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"release", "merge-gate-sweeper", "--owner", "  "}, "--owner is required"},
+		{[]string{"release", " ", "--owner", "replica-1"}, "the lease NAME is required"},
+	} {
+		// Port 1 answers nobody: a check that let the blank through would
+		// fail connecting, exit 1.
+		err := leases(t.Context(), append(c.args, "--mongo-uri", "mongodb://127.0.0.1:1/?serverSelectionTimeoutMS=100"),
+			func(string) string { return "" }, io.Discard, io.Discard, time.Now)
+		var msg strings.Builder
+		if code := exitCode(&msg, "leases", err); code != 2 || !strings.Contains(msg.String(), c.want) {
+			t.Errorf("leases %q: exit %d, %q; want exit 2 saying %q", c.args, code, msg.String(), c.want)
+		}
+	}
+}

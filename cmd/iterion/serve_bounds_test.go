@@ -1,8 +1,11 @@
 package main
 
 import (
+	"context"
 	"io"
 	"maps"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -76,5 +79,41 @@ func TestServeSweepReserveOfOneIsKept(t *testing.T) {
 	want := map[string]int{forge.LaneMergeGateSweeper: 1}
 	if got := c.reserves(); !maps.Equal(got, want) {
 		t.Errorf("reserves with --sweep-reserve 1: got %v, want %v: only 0 is no reserve", got, want)
+	}
+}
+
+// TestServeSecretFilesAreTrimmedAndNeverBlank pins readSecretFile's two
+// rules for every *-file flag: one trailing newline is trimmed, an
+// editor's CRLF as well as LF, and a file holding only spaces is refused
+// naming the file's flag; --api-token-file most of all, whose blank token
+// no other check would catch (validate's blank check skips a secret read
+// from a file).
+func TestServeSecretFilesAreTrimmedAndNeverBlank(t *testing.T) {
+	crlf := filepath.Join(t.TempDir(), "api-token")
+	if err := os.WriteFile(crlf, []byte("api-s3cret\r\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := parseServe([]string{"--forge-token", "t", "--api-token-file", crlf}, env(), io.Discard)
+	if err != nil || c.apiToken != "api-s3cret" {
+		t.Errorf("--api-token-file holding %q: got %q (%v), want %q: a CRLF line end is trimmed as a LF is", "api-s3cret\r\n", c.apiToken, err, "api-s3cret")
+	}
+	_, err = parseServe([]string{"--forge-token", "t", "--api-token-file", writeSecret(t, "   ")}, env(), io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "--api-token-file") {
+		t.Errorf("--api-token-file holding spaces: got %v, want an error naming --api-token-file: a blank secret is refused", err)
+	}
+}
+
+// TestForgeSimTakesEachSettingAtItsBound pins the accepting side of
+// forge-sim's checks: a budget of 0 (every request refused, as
+// SetBudget and POST /_sim/budget take it), no tail, no installations.
+// The context is done from the start, so a forge-sim that takes its
+// settings stops at once and returns nil.
+func TestForgeSimTakesEachSettingAtItsBound(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	for _, args := range [][]string{{"--budget", "0"}, {"--latency-timeouts", "0"}, {"--installations", "0"}, {"--installation-users", "0"}} {
+		if err := serveForgeSim(ctx, append(args, "--listen", "127.0.0.1:0"), io.Discard, io.Discard); err != nil {
+			t.Errorf("forge-sim %v: got %v, want it taken: a value at a bound the rule includes is a good setting", args, err)
+		}
 	}
 }

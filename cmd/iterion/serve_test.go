@@ -108,6 +108,8 @@ func TestServeValidatesConfigNamingTheFlag(t *testing.T) {
 		{"probe address everywhere on the listen port", append(base, "--listen", "10.0.0.5:8080", "--probe-addr", ":8080"), env(), `--probe-addr ":8080": want another address than --listen "10.0.0.5:8080"`},
 		{"probe address localhost, listen 127.0.0.1", append(base, "--listen", "127.0.0.1:8080", "--probe-addr", "localhost:8080"), env(), `--probe-addr "localhost:8080": want another address than --listen "127.0.0.1:8080"`},
 		{"probe address 127.0.0.1, listen localhost", append(base, "--listen", "localhost:8080", "--probe-addr", "127.0.0.1:8080"), env(), `--probe-addr "127.0.0.1:8080": want another address than --listen "localhost:8080"`},
+		{"probe address the IPv4-mapped unspecified address on the listen port", append(base, "--listen", "127.0.0.1:8080", "--probe-addr", "[::ffff:0.0.0.0]:8080"), env(), `--probe-addr "[::ffff:0.0.0.0]:8080": want another address than --listen "127.0.0.1:8080"`},
+		{"probe address localhost in capitals, listen 127.0.0.1", append(base, "--listen", "127.0.0.1:8080", "--probe-addr", "LocalHost:8080"), env(), `--probe-addr "LocalHost:8080": want another address than --listen "127.0.0.1:8080"`},
 		{"probe address twin an IPv4-mapped listen address", base, env("ITERION_LISTEN", "127.0.0.1:8080", "ITERION_PROBE_ADDR", "[::ffff:127.0.0.1]:8080"), `--probe-addr "[::ffff:127.0.0.1]:8080": want another address than --listen "127.0.0.1:8080"`},
 		{"forge timeout negative", append(base, "--forge-timeout", "-1s"), env(), "--forge-timeout"},
 		{"forge timeout leaves the sweep no room", append(base, "--sweep-interval", "5s", "--forge-timeout", "6s"), env(), "--forge-timeout 6s: want it under --sweep-interval 5s"},
