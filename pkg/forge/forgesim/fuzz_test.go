@@ -188,5 +188,5 @@ func seedsTooMany(path, body string) bool {
 		ReposPerInstallation int `json:"repos_per_installation"`
 	}
 	_ = json.Unmarshal([]byte(body), &b)
-	return b.Installations > 1000 || b.ReposPerInstallation > 1000
+	return b.Installations > 1000 || b.ReposPerInstallation > 1000 || b.Installations*b.ReposPerInstallation > 10000
 }
