@@ -58,6 +58,9 @@ func (s *Sim) MapToken(token, user string) error {
 	if token == "" {
 		return badField("token", token, "required")
 	}
+	if err := checkToken(token); err != nil {
+		return err
+	}
 	if user == "" {
 		return badField("user", user, "required")
 	}
@@ -104,6 +107,16 @@ func (s *Sim) limitOf(principal, resource string) int {
 	return s.defaultLimit
 }
 
+// checkToken refuses a token no request can send: a request's token is
+// read without the white space around it (tokenOf), so a limit or a
+// mapping set for " t" or " " would bind nobody while the call succeeded.
+func checkToken(tok string) error {
+	if tok != strings.TrimSpace(tok) {
+		return badField("token", tok, "has white space around it: no request sends that token")
+	}
+	return nil
+}
+
 // SetBudget sets the hourly budget of token's principal (principalOf: its
 // user or installation, as mapped now; "installation:N" names installation
 // N) to limit, or the default budget of every principal without one of its
@@ -111,6 +124,9 @@ func (s *Sim) limitOf(principal, resource string) int {
 func (s *Sim) SetBudget(token string, limit int) error {
 	if limit < 0 {
 		return badField("limit", strconv.Itoa(limit), "must be >= 0")
+	}
+	if err := checkToken(token); err != nil {
+		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -167,6 +183,9 @@ func (s *Sim) SecondaryLimit(token string, retryAfter time.Duration, count int) 
 	}
 	if count < 1 {
 		return badField("count", strconv.Itoa(count), "must be >= 1")
+	}
+	if err := checkToken(token); err != nil {
+		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
