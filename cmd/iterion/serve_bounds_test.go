@@ -117,3 +117,22 @@ func TestForgeSimTakesEachSettingAtItsBound(t *testing.T) {
 		}
 	}
 }
+
+// TestForgeSimDefaultsAreTheDocumentedOnes pins two of the defaults
+// docs/testing.md gives forge-sim: --listen 127.0.0.1:0, loopback only,
+// since its control endpoints take any caller, and --budget 5000, GitHub's
+// least hourly budget, which the published figures assume.
+func TestForgeSimDefaultsAreTheDocumentedOnes(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel() // serve, print the URL and the settings, then stop
+	var stdout, stderr strings.Builder
+	if err := serveForgeSim(ctx, nil, &stdout, &stderr); err != nil {
+		t.Fatalf("forge-sim: %v", err)
+	}
+	if !strings.HasPrefix(stdout.String(), "http://127.0.0.1:") {
+		t.Errorf("forge-sim without --listen printed %q, want http://127.0.0.1:PORT: it listens on loopback by default", stdout.String())
+	}
+	if !strings.Contains(stderr.String(), " budget=5000 ") {
+		t.Errorf("forge-sim without --budget logged %q, want budget=5000: the documented default", stderr.String())
+	}
+}
