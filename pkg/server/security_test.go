@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -263,17 +264,57 @@ var largeBodyHead = "POST /webhooks/github HTTP/1.1\r\nHost: x\r\nX-GitHub-Event
 // is answered 503 at once: what names the body, rule the rule refusing it.
 func (p *pipeServer) wantRefusedAtOnce(t *testing.T, what, rule string) {
 	t.Helper()
-	conn, status := p.send(t, largeBodyHead)
+	p.wantAnsweredAtOnce(t, largeBodyHead, " 503 ", what, rule)
+}
+
+// wantAnsweredAtOnce sends head (a request's head and its first bytes of
+// body, if any) to p and reports unless its status line, answered before
+// any more of the body is sent, holds status (" 503 ").
+func (p *pipeServer) wantAnsweredAtOnce(t *testing.T, head, status, what, rule string) {
+	t.Helper()
+	conn, line := p.send(t, head)
 	defer conn.Close()
 	synctest.Wait()
 	select {
-	case line := <-status:
-		if !strings.Contains(line, " 503 ") {
-			t.Errorf("%s: got %q, want 503: %s", what, line, rule)
+	case got := <-line:
+		if !strings.Contains(got, status) {
+			t.Errorf("%s: got %q, want %s: %s", what, got, strings.TrimSpace(status), rule)
 		}
 	default:
-		t.Errorf("%s: got no answer, want 503 at once: %s", what, rule)
+		t.Errorf("%s: got no answer, want %s at once: %s", what, strings.TrimSpace(status), rule)
 	}
+}
+
+// TestWebhookBodyOfUnknownLengthTakesALargeReadSlot pins that a body sent
+// without a Content-Length (chunked) is read as a large one: it may be up
+// to GitHub's 25 MB cap, so it takes a large-read slot, and with every
+// slot taken it is 503, never read into memory beside them.
+func TestWebhookBodyOfUnknownLengthTakesALargeReadSlot(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := newPipeServer(t, func(c *server.Config) { c.Limits.LargeWebhookReads = 1 })
+		defer p.stop()
+		conn, _ := p.send(t, largeBodyHead) // holds the one slot, trickling
+		defer conn.Close()
+		synctest.Wait()
+		// Sent whole, so the server need not wait for more of it to answer.
+		chunked := strings.Replace(largeBodyHead, "Content-Length: 20000000\r\n\r\n{", "Transfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n", 1)
+		p.wantAnsweredAtOnce(t, chunked, " 503 ", "chunked body while the one large-read slot is taken",
+			"a body of unknown length takes a large-read slot (Limits.LargeWebhookReads)")
+	})
+}
+
+// TestWebhookContentLengthOverGitHubsCapIs413AtOnce pins that a
+// Content-Length over GitHub's 25 MB payload cap is refused from the
+// headers, 413 before any of the body is read: not spooled to disk under
+// a large-read slot until the cap is reached.
+func TestWebhookContentLengthOverGitHubsCapIs413AtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := newPipeServer(t)
+		defer p.stop()
+		over := strings.Replace(largeBodyHead, "Content-Length: 20000000", "Content-Length: "+strconv.Itoa(server.MaxWebhookBodyBytes+1), 1)
+		p.wantAnsweredAtOnce(t, over, " 413 ", "Content-Length one byte over the cap, body not yet sent",
+			"a body over MaxWebhookBodyBytes is refused from its Content-Length")
+	})
 }
 
 func TestWebhookLargeReadsAreCapped(t *testing.T) {
