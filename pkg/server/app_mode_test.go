@@ -744,6 +744,40 @@ func TestAppModeRunsFollowTheirRepositoryToAnotherInstallation(t *testing.T) {
 	})
 }
 
+// TestAppModeRunsOfARepositoryAddedAreMovedPastOnePage pins that an
+// installation_repositories event moves every unsettled run of the
+// repository it adds, page after page of server.DefaultRunsLimit, not
+// only the first page: a run left under the old installation is swept by
+// no shard once that installation no longer covers its repository.
+func TestAppModeRunsOfARepositoryAddedAreMovedPastOnePage(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		c, next := newAppCluster(t, 2, false)
+		startAppReplicas(t, c, next, 1, time.Minute, 4, nil)
+		r := c.replicas[0]
+		defer r.stop()
+		n := server.DefaultRunsLimit + 1
+		ids := make([]string, 0, n)
+		for pull := 1; pull <= n; pull++ {
+			run := appRun(1)
+			run.Pull, run.HeadSHA = pull, fmt.Sprintf("sha-1-%d", pull)
+			run.ID = gaterun.ID(run.Host, run.Repo, run.Pull, run.HeadSHA)
+			if _, err := c.runs.Put(ctx, run, time.Now()); err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, run.ID)
+		}
+		if body := addRepo(t, c, r, 2, appRepo(1)); !strings.Contains(body, fmt.Sprintf(`"runs_moved":%d`, n)) {
+			t.Errorf("installation_repositories added with %d unsettled runs: %s, want all %d moved: moveRuns pages through them", n, body, n)
+		}
+		for _, id := range ids {
+			if got, err := c.runs.Get(ctx, id); err != nil || got.Installation != 2 {
+				t.Errorf("run %s: installation %d (%v), want 2: every run of the repository follows it, past the first page", id, got.Installation, err)
+			}
+		}
+	})
+}
+
 // TestAppModeRunsFollowTheirRepositoryWhenItsWebhookIsLost pins that a
 // run left under an installation that lost its repository, because the
 // installation_repositories webhook saying so never reached the
