@@ -124,6 +124,9 @@ func TestListRunsFiltersAndPages(t *testing.T) {
 	if len(p.Runs) != 2 || p.Next != "" {
 		t.Errorf("got %d runs (next %q), want pull 13's 2 unsettled runs and no next page: filters", len(p.Runs), p.Next)
 	}
+	if p, _, _ := list("?repo=acme/app&pull=13&state=unsettled&limit=2"); len(p.Runs) != 2 || p.Next != "" {
+		t.Errorf("limit 2 with 2 runs: got %d runs (next %q), want 2 and no next page: next is absent on the last page, even a full one", len(p.Runs), p.Next)
+	}
 	for _, r := range p.Runs {
 		if r.Pull != 13 || r.Settled {
 			t.Errorf("got %+v, want only pull 13, unsettled", r)
