@@ -139,6 +139,8 @@ func TestListRunsFiltersAndPages(t *testing.T) {
 	for _, bad := range []struct{ query, field string }{
 		{"?pull=x", "pull"}, {"?pull=0", "pull"}, {"?state=open", "state"}, {"?repo=app", "repo"},
 		{"?limit=0", "limit"}, {"?limit=1001", "limit"}, {"?cursor=%21%21", "cursor"},
+		{"?installation=0", "installation"}, // 0 would list every installation's runs
+		{"?cursor=MTIzIA", "cursor"},        // base64url of "123 ": an instant without a run id
 	} {
 		if _, code, body := list(bad.query); code != http.StatusBadRequest || !strings.Contains(body, bad.field) {
 			t.Errorf("GET /api/runs%s = %d %s, want 400 naming %s", bad.query, code, body, bad.field)
