@@ -2,10 +2,13 @@ package server_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -253,5 +256,29 @@ func TestDeliveryClaimHoldsUntilItsCompletion(t *testing.T) {
 	}
 	if !strings.HasPrefix(redelivered, "503 ") {
 		t.Errorf("redelivery to another replica during the completion: got %s, want 503: a claim holds until its processing ends, so one delivery is never processed twice at once", redelivered)
+	}
+}
+
+// failingClaims is a delivery store whose claims fail, as a store that
+// does not answer in time does: the claim may still have landed.
+type failingClaims struct{ delivery.Store }
+
+func (failingClaims) Claim(context.Context, string, time.Time, time.Duration) (delivery.Claim, error) {
+	return 0, errors.New("delivery store: claim timed out")
+}
+
+// TestAFailedClaimSaysToRetryWhenItsHoldHasLapsed pins the Retry-After of
+// a delivery whose claim failed: the claim may have landed, and until its
+// hold lapses a redelivery is held (503) again, so the answer asks for
+// the redelivery after the whole hold, not after a store timeout.
+func TestAFailedClaimSaysToRetryWhenItsHoldHasLapsed(t *testing.T) {
+	const storeTimeout, offerTimeout = time.Second, 2 * time.Second
+	f := newHTTPFixture(t, func(c *server.Config) {
+		c.Deliveries, c.StoreTimeout, c.OfferTimeout = failingClaims{delivery.NewMemoryStore()}, storeTimeout, offerTimeout
+	})
+	code, h, body := f.doHeader(t, "POST", "/webhooks/github", deliveryHeaders("guid-unclaimed"), pullClosed)
+	want := strconv.Itoa(int(math.Ceil(server.ClaimHold(storeTimeout, offerTimeout).Seconds())))
+	if code != http.StatusServiceUnavailable || h.Get("Retry-After") != want {
+		t.Errorf("claim failed: got %d Retry-After %q (%s), want 503 Retry-After %s: the claim may have landed and holds that long", code, h.Get("Retry-After"), body, want)
 	}
 }
