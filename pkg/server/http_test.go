@@ -308,6 +308,9 @@ func TestWebhookSignature(t *testing.T) {
 		{"not hex", "sha256=zz"},
 		{"sha1 only", "sha1=" + strings.Repeat("0", 40)},
 		{"signature of another body", sign(webhookSecret, body+" ")},
+		// The right MAC, without the sha256= naming its algorithm: the
+		// header's form is sha256=<64 hex digits>, nothing looser.
+		{"no sha256= prefix", strings.TrimPrefix(sign(webhookSecret, body), "sha256=")},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			f := newHTTPFixture(t)
