@@ -285,6 +285,19 @@ func (p *pipeServer) wantAnsweredAtOnce(t *testing.T, head, status, what, rule s
 	}
 }
 
+// TestHeadersOverMaxHeaderBytesAre431 pins that HTTPServer bounds a
+// request's header block by Limits.MaxHeaderBytes, not by net/http's
+// default of 1 MB: a block of 16 KiB under a limit of 4 KiB is refused
+// with 431 (net/http reads a few KiB past the limit before it refuses).
+func TestHeadersOverMaxHeaderBytesAre431(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := newPipeServer(t, func(c *server.Config) { c.Limits.MaxHeaderBytes = 4 << 10 })
+		defer p.stop()
+		head := "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Padding: " + strings.Repeat("x", 16<<10) + "\r\n\r\n"
+		p.wantAnsweredAtOnce(t, head, " 431 ", "a 16 KiB header block", "Limits.MaxHeaderBytes bounds the header block")
+	})
+}
+
 // TestWebhookBodyOfUnknownLengthTakesALargeReadSlot pins that a body sent
 // without a Content-Length (chunked) is read as a large one: it may be up
 // to GitHub's 25 MB cap, so it takes a large-read slot, and with every
