@@ -270,9 +270,10 @@ func (failingClaims) Claim(context.Context, string, time.Time, time.Duration) (d
 // TestAFailedClaimSaysToRetryWhenItsHoldHasLapsed pins the Retry-After of
 // a delivery whose claim failed: the claim may have landed, and until its
 // hold lapses a redelivery is held (503) again, so the answer asks for
-// the redelivery after the whole hold, not after a store timeout.
+// the redelivery after the whole hold, not after a store timeout, in
+// whole seconds rounded up (the hold here is 9.5 s: Retry-After 10).
 func TestAFailedClaimSaysToRetryWhenItsHoldHasLapsed(t *testing.T) {
-	const storeTimeout, offerTimeout = time.Second, 2 * time.Second
+	const storeTimeout, offerTimeout = time.Second, 2250 * time.Millisecond
 	f := newHTTPFixture(t, func(c *server.Config) {
 		c.Deliveries, c.StoreTimeout, c.OfferTimeout = failingClaims{delivery.NewMemoryStore()}, storeTimeout, offerTimeout
 	})
