@@ -763,6 +763,10 @@ func TestReadyzRequestsAreNotDatabaseReadsOneForOne(t *testing.T) {
 	if code, _ := f.do(t, "GET", "/readyz", nil, ""); code != http.StatusOK || leases.n.Load() != 2 {
 		t.Errorf("/readyz %v later: got %d after %d reads, want 200 after 2: a check answers no longer than %v", server.ReadyFor, code, leases.n.Load(), server.ReadyFor)
 	}
+	clock.Add(-time.Hour) // the replica's clock is stepped back
+	if code, _ := f.do(t, "GET", "/readyz", nil, ""); code != http.StatusOK || leases.n.Load() != 3 {
+		t.Errorf("/readyz after the clock stepped back an hour: got %d after %d reads, want 200 after 3: a check from the future answers nothing, or one result would stand for an hour", code, leases.n.Load())
+	}
 }
 
 // TestAMalformedStoredRunIsA500NotARetry pins that a request meeting a
