@@ -557,14 +557,15 @@ func TestFrozenStoreAnswers503WithRetryAfter(t *testing.T) {
 }
 
 // TestReadyzFailsWhileTheStoresDoNotAnswer pins readiness apart from
-// liveness: with the run or the lease collection frozen, /readyz answers
+// liveness: with the run, the lease or (the board on) the board's
+// collection frozen, /readyz answers
 // 503 with Retry-After (take the replica out of the load balancer) while
 // /healthz stays 200 (do not restart it: a restart does not thaw Mongo);
 // with the stores answering, /readyz is 200.
 func TestReadyzFailsWhileTheStoresDoNotAnswer(t *testing.T) {
-	for _, collection := range []string{gaterun.Collection, "leases"} {
+	for _, collection := range []string{gaterun.Collection, "leases", board.Collection} {
 		t.Run(collection+" frozen", func(t *testing.T) {
-			f := frozenMongo(t, collection)
+			f := frozenMongo(t, collection) // the board runs, on acme/app
 			resp, err := http.Get(f.url + "/readyz")
 			if err != nil {
 				t.Fatal(err)
