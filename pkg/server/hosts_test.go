@@ -38,6 +38,7 @@ func TestAllowedHostsRefuseOtherHosts(t *testing.T) {
 		{"a rebound name is refused on the API", allowed, "POST", "/api/runs", "attacker.example", http.StatusMisdirectedRequest},
 		{"a rebound name is refused on /metrics", allowed, "GET", "/metrics", "attacker.example", http.StatusMisdirectedRequest},
 		{"a listed name's suffix is another name", allowed, "GET", "/leases", "evil-iterion.example.com", http.StatusMisdirectedRequest},
+		{"a Host that is no host and port is refused, not waved through", allowed, "GET", "/leases", "iterion.example.com:", http.StatusMisdirectedRequest},
 		{"the liveness probe answers any host: the kubelet names the pod's address", allowed, "GET", "/healthz", "10.0.0.7:8080", http.StatusOK},
 		{"the readiness probe answers any host", allowed, "GET", "/readyz", "10.0.0.7:8080", http.StatusOK},
 		{"no list: every host is served, as before the option", nil, "GET", "/leases", "attacker.example", http.StatusOK},
