@@ -75,7 +75,7 @@ func TestAllowedHostsRefuseOtherHosts(t *testing.T) {
 // AllowedHosts, naming the field and the entry: an entry a Host header
 // can never equal would lock every client out, or guard nothing.
 func TestNewRefusesAnAllowedHostThatIsNoHost(t *testing.T) {
-	for _, bad := range []string{"https://iterion.example.com", "iterion.example.com/pages", "*.example.com", "iterion.example.com:0", "iterion.example.com:", "iterion.example.com:http", "", "a b"} {
+	for _, bad := range []string{"https://iterion.example.com", "iterion.example.com/pages", "*.example.com", "iterion.example.com:0", "iterion.example.com:65536", "iterion.example.com:", "iterion.example.com:http", "", "a b"} {
 		t.Run(bad, func(t *testing.T) {
 			f := newHTTPFixture(t)
 			_, err := server.New(server.Config{Runs: f.runs, Leases: f.leases, Forge: f.forge,
