@@ -341,6 +341,15 @@ func TestWebhookEventsOfferTheAffectedRuns(t *testing.T) {
 			t.Errorf("run unsettled, want settled: the offer saw the closed pull request")
 		}
 	})
+	t.Run("pull_request names its pull request by its top-level number too", func(t *testing.T) {
+		f := newHTTPFixture(t)
+		f.putRun(t, gaterun.VerdictSuccess)
+		// Only the payload's top-level number, no pull_request object.
+		body := `{"action": "synchronize", "number": 12, "repository": {"full_name": "acme/app"}}`
+		if code, resp := f.postHook(t, "pull_request", sign(webhookSecret, body), body); code != http.StatusOK || !strings.Contains(resp, `"offered":1`) {
+			t.Errorf("got %d %s, want 200 offered 1: a payload without pull_request.number is read by its number", code, resp)
+		}
+	})
 	t.Run("status repairs the gate context", func(t *testing.T) {
 		f := newHTTPFixture(t)
 		f.putRun(t, gaterun.VerdictFailure)
