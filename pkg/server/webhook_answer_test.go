@@ -150,11 +150,12 @@ func TestShutdownFinishesTheDeliveriesBeingProcessed(t *testing.T) {
 		name     string
 		shutdown time.Duration
 		want     delivery.Claim
+		outcome  string // the end counted in webhook_deliveries_total
 		why      string
 	}{
-		{"within the shutdown timeout", 10 * time.Second, delivery.Done,
+		{"within the shutdown timeout", 10 * time.Second, delivery.Done, "processed_after_answer",
 			"Run waits for a delivery answered early to be processed and recorded"},
-		{"past the shutdown timeout", 3 * time.Second, delivery.Held,
+		{"past the shutdown timeout", 3 * time.Second, delivery.Held, "failed_after_answer",
 			"Run cancels what is left at the shutdown timeout, and the delivery is not recorded as processed: its claim lapses"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -178,6 +179,9 @@ func TestShutdownFinishesTheDeliveriesBeingProcessed(t *testing.T) {
 				got, err := deliveries.Claim(context.Background(), server.ReplayKey([]byte(pullClosed)), time.Now(), time.Second)
 				if err != nil || got != c.want {
 					t.Errorf("the delivery after Run returned: got %v, %v, want %v: %s", got, err, c.want, c.why)
+				}
+				if n := deliveriesOutcome(t, reg, c.outcome); n != 1 {
+					t.Errorf("webhook_deliveries_total{outcome=%q}: got %v, want 1: %s", c.outcome, n, c.why)
 				}
 			})
 		})
