@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -183,4 +184,35 @@ func TestRunAdopterHasALeaseOfItsOwn(t *testing.T) {
 	if !seen[server.RunAdopter().Name] {
 		t.Errorf("Leases() = %v, want it to list the run adopter's %q", server.Leases(), server.RunAdopter().Name)
 	}
+}
+
+// TestAppModeAdopterAdoptsPastOnePage pins that one adopter pass adopts
+// every open run of an installation the App does not know, page after
+// page of server.DefaultRunsLimit: a run past the first page is not left
+// for a later pass, five sweep intervals on.
+func TestAppModeAdopterAdoptsPastOnePage(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		c, next := newAppCluster(t, 2, false)
+		n := server.DefaultRunsLimit + 1
+		ids := make([]string, 0, n)
+		for pull := 1; pull <= n; pull++ { // org-2/repo-1's runs, under an installation since removed
+			run := appRun(2)
+			run.Installation, run.Pull, run.HeadSHA = 99, pull, fmt.Sprintf("sha-2-%d", pull)
+			run.ID = gaterun.ID(run.Host, run.Repo, run.Pull, run.HeadSHA)
+			if _, err := c.runs.Put(ctx, run, time.Now()); err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, run.ID)
+		}
+		startAppReplicas(t, c, next, 1, time.Minute, 4, nil)
+		defer c.stopAll()
+		time.Sleep(5*time.Minute + time.Second) // the adopter's first pass
+		synctest.Wait()
+		for _, id := range ids {
+			if got, err := c.runs.Get(ctx, id); err != nil || got.Installation != 2 {
+				t.Errorf("run %s after the adopter's first pass: installation %d (%v), want 2: one pass adopts every page", id, got.Installation, err)
+			}
+		}
+	})
 }
