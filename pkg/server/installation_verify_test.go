@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -93,7 +94,10 @@ func TestAppModeADestructiveInstallationEventIsCheckedWithGitHub(t *testing.T) {
 				c, next := newAppCluster(t, 2, false)
 				down := &unreachable{next: next}
 				var reg *prometheus.Registry
-				startAppReplicas(t, c, down, 1, time.Minute, 2, func(cfg *server.Config) { reg = cfg.Registry })
+				const storeTimeout, offerTimeout = server.DefaultStoreTimeout, 10 * time.Second // the defaults, named
+				startAppReplicas(t, c, down, 1, time.Minute, 2, func(cfg *server.Config) {
+					reg, cfg.StoreTimeout, cfg.OfferTimeout = cfg.Registry, storeTimeout, offerTimeout
+				})
 				r := c.replicas[0]
 				defer r.stop()
 				synctest.Wait() // the first list of the installations
@@ -112,8 +116,11 @@ func TestAppModeADestructiveInstallationEventIsCheckedWithGitHub(t *testing.T) {
 				if w.Code != tc.code {
 					t.Errorf("got %d %s, want %d: %s", w.Code, w.Body, tc.code, tc.why)
 				}
-				if tc.code == http.StatusServiceUnavailable && w.Header().Get("Retry-After") == "" {
-					t.Errorf("503 without Retry-After, want one: %s", tc.why)
+				// Nothing was applied, and the claim holds until its hold
+				// lapses: a redelivery sooner would be held again.
+				hold := strconv.Itoa(int(server.ClaimHold(storeTimeout, offerTimeout).Seconds()))
+				if got := w.Header().Get("Retry-After"); tc.code == http.StatusServiceUnavailable && got != hold {
+					t.Errorf("503 with Retry-After %q, want %s, the claim's hold: %s", got, hold, tc.why)
 				}
 				outcome := "processed"
 				if tc.code == http.StatusServiceUnavailable {
