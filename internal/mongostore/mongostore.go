@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -101,6 +102,48 @@ func checkKeys(raw bson.Raw, t reflect.Type, path string) error {
 	if t.Kind() != reflect.Struct || t.PkgPath() == "time" || t.PkgPath() == "go.mongodb.org/mongo-driver/v2/bson" {
 		return nil
 	}
+	fields := fieldsOf(t)
+	elems, err := raw.Elements()
+	if err != nil {
+		return err
+	}
+	for _, e := range elems {
+		ft, ok := fields[e.Key()]
+		if !ok {
+			if _, lower := fields[strings.ToLower(e.Key())]; lower {
+				return fmt.Errorf("error decoding key %s: a key of another case than the field's %s", path+e.Key(), strings.ToLower(e.Key()))
+			}
+			continue
+		}
+		switch v := e.Value(); v.Type {
+		case bson.TypeEmbeddedDocument:
+			err = checkKeys(v.Document(), ft, path+e.Key()+".")
+		case bson.TypeArray:
+			vals, _ := v.Array().Values()
+			for i, item := range vals {
+				if doc, ok := item.DocumentOK(); ok && err == nil {
+					err = checkKeys(doc, ft, fmt.Sprintf("%s%s.%d.", path, e.Key(), i))
+				}
+			}
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// structFields caches fieldsOf by struct type: the stores decode the same
+// few types for every document they read.
+var structFields sync.Map // reflect.Type → map[string]reflect.Type
+
+// fieldsOf is the struct type t's exported fields by the key the driver
+// gives each (its bson tag's name, else its name in lower case), with the
+// field's type.
+func fieldsOf(t reflect.Type) map[string]reflect.Type {
+	if f, ok := structFields.Load(t); ok {
+		return f.(map[string]reflect.Type)
+	}
 	fields := map[string]reflect.Type{}
 	for i := range t.NumField() {
 		f := t.Field(i)
@@ -112,35 +155,8 @@ func checkKeys(raw bson.Raw, t reflect.Type, path string) error {
 			fields[name] = f.Type
 		}
 	}
-	elems, err := raw.Elements()
-	if err != nil {
-		return err
-	}
-	for _, e := range elems {
-		key := path + e.Key()
-		ft, ok := fields[e.Key()]
-		if !ok {
-			if _, lower := fields[strings.ToLower(e.Key())]; lower {
-				return fmt.Errorf("error decoding key %s: a key of another case than the field's %s", key, strings.ToLower(e.Key()))
-			}
-			continue
-		}
-		switch v := e.Value(); v.Type {
-		case bson.TypeEmbeddedDocument:
-			err = checkKeys(v.Document(), ft, key+".")
-		case bson.TypeArray:
-			vals, _ := v.Array().Values()
-			for i, item := range vals {
-				if doc, ok := item.DocumentOK(); ok && err == nil {
-					err = checkKeys(doc, ft, fmt.Sprintf("%s.%d.", key, i))
-				}
-			}
-		}
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+	structFields.Store(t, fields)
+	return fields
 }
 
 // strict is the registry Unmarshal decodes with: the driver's own decoders,
