@@ -286,11 +286,15 @@ type Listed[T any] struct {
 
 // IDText is l's _id as a log line or a caller names it: the string, or
 // the BSON value's text for an _id of another type.
-func (l Listed[T]) IDText() string {
-	if s, ok := l.ID.StringValueOK(); ok {
+func (l Listed[T]) IDText() string { return IDText(l.ID) }
+
+// IDText is the _id id as a log line or a caller names it: the string, or
+// the BSON value's text for an _id of another type.
+func IDText(id bson.RawValue) string {
+	if s, ok := id.StringValueOK(); ok {
 		return s
 	}
-	return l.ID.String()
+	return id.String()
 }
 
 // DecodeListed is decode for FindAll that turns a document decode refuses

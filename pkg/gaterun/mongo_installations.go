@@ -143,7 +143,8 @@ func decodeSweep(raw bson.Raw) (InstallationSweep, error) {
 // left out of the count and reported to ctx's WithSkipped function, one
 // of their documents standing for all that share the value: one such
 // document failed the whole count, and with it run adoption and the
-// installations page, until someone deleted it.
+// installations page, until someone deleted it. Without a WithSkipped
+// function it reads nothing to name them.
 func (s *MongoStore) OpenRuns(ctx context.Context) (map[int64]int, error) {
 	cur, err := s.coll.Aggregate(ctx, mongo.Pipeline{
 		{{Key: "$match", Value: bson.D{{Key: "settled", Value: false}}}},
@@ -165,8 +166,12 @@ func (s *MongoStore) OpenRuns(ctx context.Context) (map[int64]int, error) {
 			return nil, fmt.Errorf("%w: %s: an installation %v counted %v, want an integer count", ErrMalformed, Collection, id, n)
 		}
 		if !okID {
+			skipped := skippedFunc(ctx)
+			if skipped == nil { // nobody to tell: no read to name the run
+				continue
+			}
 			name := s.oneOpenRunOf(ctx, id)
-			reportSkipped(ctx, name, fmt.Errorf("%w: %s _id %q, with %d unsettled runs in all: installation %v, want an integer", ErrMalformed, Collection, name, count, id))
+			skipped(name, fmt.Errorf("%w: %s _id %q, with %d unsettled runs in all: installation %v, want an integer", ErrMalformed, Collection, name, count, id))
 			continue
 		}
 		out[inst] += int(count)
@@ -186,9 +191,5 @@ func (s *MongoStore) oneOpenRunOf(ctx context.Context, inst bson.RawValue) strin
 	if err != nil {
 		return "unknown"
 	}
-	id := raw.Lookup("_id")
-	if name, ok := id.StringValueOK(); ok {
-		return name
-	}
-	return id.String()
+	return mongostore.IDText(raw.Lookup("_id"))
 }

@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/event"
 
 	"iterion.dev/iterion/internal/testing/mongotest"
 	"iterion.dev/iterion/pkg/gaterun"
@@ -218,5 +220,53 @@ func TestMongoOpenRunsSkipsARunWhoseInstallationItCannotRead(t *testing.T) {
 		if err := skipped[id]; !errors.Is(err, gaterun.ErrMalformed) || !strings.Contains(err.Error(), "installation") {
 			t.Errorf("skipped[%q] = %v, want ErrMalformed naming the installation", id, err)
 		}
+	}
+}
+
+// TestMongoOpenRunsReadsNothingToNameASkipWithoutAListener pins that
+// OpenRuns looks a document up to name an installation value it cannot
+// read only when ctx carries a WithSkipped function: the installations
+// page counts open runs without one, and each bad value cost it a read
+// whose answer nobody was told.
+func TestMongoOpenRunsReadsNothingToNameASkipWithoutAListener(t *testing.T) {
+	ctx := context.Background()
+	var mu sync.Mutex
+	finds := 0
+	db := mongotest.MonitoredDB(t, &event.CommandMonitor{Started: func(_ context.Context, e *event.CommandStartedEvent) {
+		if e.CommandName == "find" {
+			mu.Lock()
+			finds++
+			mu.Unlock()
+		}
+	}})
+	s, err := gaterun.NewMongoStore(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []bson.D{
+		{{Key: "_id", Value: "edited"}, {Key: "settled", Value: false}, {Key: "installation", Value: 7.5}},
+		{{Key: "_id", Value: "good"}, {Key: "settled", Value: false}, {Key: "installation", Value: int64(3)}},
+	} {
+		if _, err := db.Collection(gaterun.Collection).InsertOne(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	count := func(ctx context.Context) int {
+		mu.Lock()
+		before := finds
+		mu.Unlock()
+		if got, err := s.OpenRuns(ctx); err != nil || len(got) != 1 || got[3] != 1 {
+			t.Fatalf("OpenRuns = %v, %v; want map[3:1]", got, err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		return finds - before
+	}
+	if n := count(ctx); n != 0 {
+		t.Errorf("OpenRuns without WithSkipped sent %d finds, want 0: nobody is told the name it would read", n)
+	}
+	var named []string
+	if n := count(gaterun.WithSkipped(ctx, func(id string, _ error) { named = append(named, id) })); n != 1 || len(named) != 1 || named[0] != "edited" {
+		t.Errorf("OpenRuns with WithSkipped sent %d finds and named %v, want 1 find naming [edited]", n, named)
 	}
 }

@@ -23,7 +23,14 @@ func WithSkipped(ctx context.Context, skipped func(id string, err error)) contex
 // reportSkipped tells ctx's WithSkipped function, if any, that a listing
 // skipped the document id for err.
 func reportSkipped(ctx context.Context, id string, err error) {
-	if f, _ := ctx.Value(skippedKey{}).(func(string, error)); f != nil {
+	if f := skippedFunc(ctx); f != nil {
 		f(id, err)
 	}
+}
+
+// skippedFunc is ctx's WithSkipped function, or nil when it carries none:
+// a store asks before it reads anything only to report it.
+func skippedFunc(ctx context.Context) func(id string, err error) {
+	f, _ := ctx.Value(skippedKey{}).(func(string, error))
+	return f
 }
