@@ -316,6 +316,68 @@ func TestWebhookBodyOfUnknownLengthTakesALargeReadSlot(t *testing.T) {
 	})
 }
 
+// TestWebhookRefusedBeforeItsBodyEndsIsAnsweredAtOnce pins that a webhook
+// refused before its body was read to its end is answered at once while
+// its body is still arriving: net/http otherwise reads up to 256 KiB more
+// of an unread body before it sends the answer, so a chunked body's 503
+// and a trickling small body's 400 or 415 waited for the rest of it or
+// for the read timeout, holding the connection.
+func TestWebhookRefusedBeforeItsBodyEndsIsAnsweredAtOnce(t *testing.T) {
+	// trickling is largeBodyHead with its body's framing, and any other
+	// header, replaced: old, new pairs as strings.NewReplacer takes them.
+	trickling := func(oldnew ...string) string { return strings.NewReplacer(oldnew...).Replace(largeBodyHead) }
+	const cl = "Content-Length: 20000000\r\n\r\n{"
+	const small = "Content-Length: 100\r\n\r\n{"
+	for _, c := range []struct {
+		name, head, status string
+		slotTaken          bool
+	}{
+		{"chunked body while the one large-read slot is taken",
+			trickling(cl, "Transfer-Encoding: chunked\r\n\r\n1\r\n{\r\n"), " 503 ", true},
+		{"small body without X-GitHub-Delivery",
+			trickling(cl, small, "X-GitHub-Delivery: guid-large\r\n", ""), " 400 ", false},
+		{"small body of an unsupported Content-Type",
+			trickling(cl, "Content-Type: text/plain\r\n"+small), " 415 ", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				p := newPipeServer(t, func(c *server.Config) { c.Limits.LargeWebhookReads = 1 })
+				defer p.stop()
+				if c.slotTaken {
+					conn, _ := p.send(t, largeBodyHead) // holds the one slot, trickling
+					defer conn.Close()
+					synctest.Wait()
+				}
+				p.wantAnsweredAtOnce(t, c.head, c.status, c.name, "a refusal before the body's end does not wait for the rest of it")
+			})
+		})
+	}
+	t.Run("a delivery read to its end keeps its connection", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			p := newPipeServer(t)
+			defer p.stop()
+			tr := &http.Transport{DialContext: p.pn.Dial}
+			defer tr.CloseIdleConnections()
+			req, err := http.NewRequest("POST", "http://iterion.test/webhooks/github", strings.NewReader(pullClosed))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for k, v := range deliveryHeaders("guid-kept") {
+				req.Header.Set(k, v)
+			}
+			resp, err := (&http.Client{Transport: tr}).Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK || resp.Close {
+				t.Errorf("processed delivery: got %d, connection closed %v; want 200 on a connection kept open: only a refusal before the body's end closes it", resp.StatusCode, resp.Close)
+			}
+		})
+	})
+}
+
 // TestWebhookContentLengthOverGitHubsCapIs413AtOnce pins that a
 // Content-Length over GitHub's 25 MB payload cap is refused from the
 // headers, 413 before any of the body is read: not spooled to disk under

@@ -59,7 +59,9 @@ var (
 // application/x-www-form-urlencoded (whose payload parameter is the JSON
 // payload); 401 when the body does not match the signature;
 // 503 with Retry-After when too many large bodies are in flight or the
-// stores do not answer within StoreTimeout. In App mode, appWebhook answers
+// stores do not answer within StoreTimeout. Each answer up to the
+// signature's check, which may come before the body was read to its end,
+// closes the connection, and is sent without waiting for the rest of it. In App mode, appWebhook answers
 // the installation events (claimed, deduplicated and answered as below;
 // what one says is gone is checked with GitHub first) and an event of an
 // unknown installation.
@@ -82,6 +84,11 @@ var (
 // its claim lapses after claimHold, and its redelivery is processed.
 func (s *Server) postWebhook(w http.ResponseWriter, r *http.Request) {
 	answerBy := time.Now().Add(s.cfg.WebhookAnswerWithin)
+	// Until the body is read to its end, an answer closes the connection:
+	// else net/http reads up to 256 KiB more of a body it will not use
+	// before it sends the answer, and a body still arriving (chunked, or
+	// trickling) had its refusal wait for that or for the read timeout.
+	w.Header().Set("Connection", "close")
 	if s.cfg.WebhookSecret == "" {
 		writeError(w, http.StatusNotFound, "webhooks are off: no webhook secret configured")
 		return
@@ -116,6 +123,7 @@ func (s *Server) postWebhook(w http.ResponseWriter, r *http.Request) {
 		s.refuseBody(w, err)
 		return
 	}
+	w.Header().Del("Connection")
 	key := replayKey(body)
 	if form {
 		if body, err = formPayload(body); err != nil {
