@@ -271,16 +271,44 @@ func TestAppModeAnInstallationEventsClaimHoldsUntilItsCompletion(t *testing.T) {
 	})
 }
 
-// TestAppModeAPullRequestsClaimHoldsThroughASuspensionCheck pins that a
-// pull_request delivery's claim holds for its processing in App mode when
-// its offer meets a suspension whose webhook was lost, each store call
-// answered just within the store timeout: the claim, the runs lookup, the
-// offer (its read refused at once), GitHub's check of the installation
-// (just within the offer timeout: offerAll's checkRefused), the two news
-// leases of an installation gone and suspended, and the completion. The
-// body sent again to another replica while the completion is on its way,
-// four store timeouts and an offer timeout after the claim, is held
-// (503), never claimed and processed beside it.
+// lateReads is a transport to the simulator that, while on, holds each
+// request for path until margin before its context's deadline, then
+// passes it on: GitHub answering it just within the caller's bound. The
+// hold is slept in virtual time; a request whose context ends first is
+// not sent.
+type lateReads struct {
+	next   http.RoundTripper
+	path   string
+	margin time.Duration
+	on     atomic.Bool
+}
+
+func (l *lateReads) RoundTrip(req *http.Request) (*http.Response, error) {
+	if deadline, ok := req.Context().Deadline(); ok && l.on.Load() && req.URL.Path == l.path {
+		t := time.NewTimer(time.Until(deadline) - l.margin)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-req.Context().Done():
+			return nil, req.Context().Err()
+		}
+	}
+	return l.next.RoundTrip(req)
+}
+
+// TestAppModeAPullRequestsClaimHoldsThroughASuspensionCheck pins the
+// claim's hold, five store timeouts and two offer timeouts, against the
+// longest processing it counts: a pull_request delivery in App mode whose
+// offer meets a suspension whose webhook was lost, each step answered just
+// within its bound. The claim, the runs lookup, the offer (its re-read of
+// the run and its read GitHub refuses for the suspension, together just
+// within the offer timeout), GitHub's check of the installation (just
+// within an offer timeout of its own: offerAll's checkRefused), the two
+// news leases of an installation gone and suspended, and the completion.
+// The body sent again to another replica while the completion is on its
+// way, a second before it ends, is held (503), never claimed and processed
+// beside it: a hold a store timeout or an offer timeout shorter has
+// lapsed by then.
 func TestAppModeAPullRequestsClaimHoldsThroughASuspensionCheck(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const storeTimeout, offerTimeout, margin = 3 * time.Second, 10 * time.Second, time.Millisecond
@@ -288,7 +316,8 @@ func TestAppModeAPullRequestsClaimHoldsThroughASuspensionCheck(t *testing.T) {
 		// delivery, so neither replica sweeps or reads the news while it is
 		// being processed.
 		const interval = 10 * time.Minute
-		c, next := newAppCluster(t, 2, true)
+		c, sim := newAppCluster(t, 2, true)
+		next := &lateReads{next: sim, path: "/repos/org-1/repo-1/pulls/2", margin: margin}
 		claims := &slowClaims{Store: delivery.NewMemoryStore(), lag: storeTimeout - margin}
 		news := &slowNews{MemoryStore: c.leases, lag: storeTimeout - margin}
 		startAppReplicas(t, c, next, 2, interval, 2, func(cfg *server.Config) {
@@ -308,10 +337,14 @@ func TestAppModeAPullRequestsClaimHoldsThroughASuspensionCheck(t *testing.T) {
 		if err := c.sim.SetLatency(forgesim.Latency{REST: map[string]time.Duration{getInstallationRoute: offerTimeout - margin}}); err != nil {
 			t.Fatal(err)
 		}
-		processing := 5*(storeTimeout-margin) + offerTimeout - margin
+		next.on.Store(true)
+		processing := 5*(storeTimeout-margin) + 2*(offerTimeout-margin)
 		sentAgainWhileProcessed(t, a, b, "pull_request", event, processing-time.Second) // the completion is on its way
 		if s := a.app.Suspended(); len(s) != 1 || s[0].ID != 1 {
 			t.Errorf("Suspended() = %+v, want installation 1: the offer's refused read had GitHub asked", s)
+		}
+		if n := requestsBy(c.sim, 1, "GET /repos/{owner}/{repo}/pulls/{number}", http.StatusForbidden); n != 1 {
+			t.Errorf("reads of the pull refused for the suspension: %d, want 1: the offer's read reached GitHub, late, and was refused", n)
 		}
 	})
 }
