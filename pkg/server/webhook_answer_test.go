@@ -4,9 +4,14 @@ package server_test
 // GitHub's 10 s, however long its processing takes; in virtual time.
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"math"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -127,6 +132,72 @@ func TestDeliveryFailingAfterItsAnswerIsProcessedOnRedelivery(t *testing.T) {
 			t.Errorf("redelivery after the claim's hold: got %d %s, want 200 offered 1: a delivery that failed after its answer is processed when redelivered", code, body)
 		}
 	})
+}
+
+// stallingClaims is a delivery store whose claims do not answer until
+// their context ends.
+type stallingClaims struct{ delivery.Store }
+
+func (stallingClaims) Claim(ctx context.Context, _ string, _ time.Time, _ time.Duration) (delivery.Claim, error) {
+	<-ctx.Done()
+	return 0, ctx.Err()
+}
+
+// TestAClaimIsAnsweredByTheAnswersDeadline pins that a delivery's claim
+// is bounded by --webhook-answer-within, counted from the request's
+// headers, as well as by the store timeout: a claim whose store does not
+// answer is answered 503, with the claim's hold as Retry-After (it may
+// have landed), at that deadline, under GitHub's 10 s, when the store
+// timeout would end it later, whether it is longer than the deadline or
+// started late because the body came late.
+func TestAClaimIsAnsweredByTheAnswersDeadline(t *testing.T) {
+	cases := []struct {
+		name         string
+		storeTimeout time.Duration
+		bodyAfter    time.Duration // after the headers
+		why          string
+	}{
+		{"store timeout past the deadline", 10 * time.Second, 0,
+			"the store timeout (10 s) would end the claim 2 s after the deadline"},
+		{"body arriving late", server.DefaultStoreTimeout, 6 * time.Second,
+			"the claim starts 6 s after the headers, and its store timeout would end it 1 s after the deadline"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				p := newPipeServer(t, func(c *server.Config) {
+					c.Deliveries, c.StoreTimeout = stallingClaims{delivery.NewMemoryStore()}, tc.storeTimeout
+				})
+				defer p.stop()
+				head := fmt.Sprintf("POST /webhooks/github HTTP/1.1\r\nHost: iterion.test\r\nContent-Type: application/json\r\nContent-Length: %d\r\n", len(pullClosed))
+				for k, v := range deliveryHeaders("guid-unclaimed") {
+					head += k + ": " + v + "\r\n"
+				}
+				conn, err := p.pn.Dial(context.Background(), "", "")
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer conn.Close()
+				start := time.Now()
+				go func() {
+					_, _ = io.WriteString(conn, head+"\r\n")
+					time.Sleep(tc.bodyAfter)
+					_, _ = io.WriteString(conn, pullClosed)
+				}()
+				resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+				if err != nil {
+					t.Fatalf("no answer: %v", err)
+				}
+				resp.Body.Close()
+				took := time.Since(start)
+				retry := strconv.Itoa(int(math.Ceil(server.ClaimHold(tc.storeTimeout, 10*time.Second).Seconds()))) // the default offer timeout
+				if resp.StatusCode != http.StatusServiceUnavailable || took != server.DefaultWebhookAnswerWithin || resp.Header.Get("Retry-After") != retry {
+					t.Errorf("claim the store does not answer: got %d Retry-After %q after %v, want 503 Retry-After %s after %v: a claim is bounded by --webhook-answer-within from the headers; %s",
+						resp.StatusCode, resp.Header.Get("Retry-After"), took, retry, server.DefaultWebhookAnswerWithin, tc.why)
+				}
+			})
+		})
+	}
 }
 
 func TestFastDeliveryIsAnsweredWithItsOffers(t *testing.T) {
