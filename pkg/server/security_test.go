@@ -832,6 +832,61 @@ func TestReadyzRequestsAreNotDatabaseReadsOneForOne(t *testing.T) {
 	}
 }
 
+// slowListings is a run store whose listings, /readyz's read of it, take
+// d, slept in virtual time before the call is passed on (which fails when
+// its context ended meanwhile); n counts them.
+type slowListings struct {
+	gaterun.Store
+	d time.Duration
+	n atomic.Int64
+}
+
+func (s *slowListings) List(ctx context.Context, q gaterun.Query) ([]gaterun.Run, error) {
+	s.n.Add(1)
+	time.Sleep(s.d)
+	return s.Store.List(ctx, q)
+}
+
+// TestAProbeThatHangsUpDoesNotFailTheReadinessCheck pins why /readyz
+// checks the stores on a context the request's end does not cancel: one
+// check answers every probe for ReadyFor, so a client that hangs up
+// part-way (a probe's own timeout, or anyone: /readyz needs no token) must
+// not turn the check into a failure every probe is answered with for
+// ReadyFor after. (The probes that wait for a check wait on a mutex,
+// which synctest does not count as durably blocked: the probe here comes
+// after the check, to its kept result.)
+func TestAProbeThatHangsUpDoesNotFailTheReadinessCheck(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		runs := &slowListings{Store: gaterun.NewMemoryStore(), d: time.Second}
+		p := newPipeServer(t, func(c *server.Config) { c.Runs = runs })
+		defer p.stop()
+		probe := func(ctx context.Context) (int, error) {
+			c := &http.Client{Transport: &http.Transport{DialContext: p.pn.Dial, DisableKeepAlives: true}}
+			defer c.CloseIdleConnections()
+			req, err := http.NewRequestWithContext(ctx, "GET", "http://iterion.test/readyz", nil)
+			if err != nil {
+				return 0, err
+			}
+			resp, err := c.Do(req)
+			if err != nil {
+				return 0, err
+			}
+			resp.Body.Close()
+			return resp.StatusCode, nil
+		}
+		hangUp, cancel := context.WithTimeout(context.Background(), runs.d/2)
+		defer cancel()
+		if _, err := probe(hangUp); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("the probe that hangs up: got %v, want its context's deadline: the test needs a client gone part-way through the check", err)
+		}
+		time.Sleep(runs.d/2 + server.ReadyFor/2) // the check ended half a ReadyFor ago
+		if code, err := probe(context.Background()); code != http.StatusOK || runs.n.Load() != 1 {
+			t.Errorf("a probe within %v of the check the hung-up one started: got %d %v after %d store reads, want 200 after 1: the check's result, kept for the next probes, is the stores' answer, not the hang-up's",
+				server.ReadyFor, code, err, runs.n.Load())
+		}
+	})
+}
+
 // TestAMalformedStoredRunIsA500NotARetry pins that a request meeting a
 // stored run document the store cannot read (gaterun.ErrMalformed) is
 // answered 500 without Retry-After, saying a stored document is
