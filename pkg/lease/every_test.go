@@ -3,6 +3,7 @@ package lease_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -10,29 +11,41 @@ import (
 	"iterion.dev/iterion/pkg/lease"
 )
 
+// everyFor runs Every at interval for run in a synctest bubble, its k-th
+// pass (from 1) returning a resume instant resume(k) after it (none when
+// that is 0), and returns when, after the start, it passed and skipped.
+func everyFor(interval, run time.Duration, resume func(k int) time.Duration) (passes, skips []time.Duration) {
+	start := time.Now()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		lease.Every(ctx, interval, time.Now, func(context.Context) (time.Time, bool) {
+			passes = append(passes, time.Since(start))
+			if d := resume(len(passes)); d != 0 {
+				return time.Now().Add(d), false
+			}
+			return time.Time{}, true
+		}, func(time.Time) { skips = append(skips, time.Since(start)) }, lease.Watchdog{})
+	}()
+	time.Sleep(run)
+	cancel()
+	<-done
+	return passes, skips
+}
+
 // TestEveryCadence pins Every's timing in virtual time: the first pass one
 // interval after the start, then one per interval, and the ticks before a
 // pass's resume instant skipped (reported, not passes).
 func TestEveryCadence(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const interval = time.Minute
-		start := time.Now()
-		ctx, cancel := context.WithCancel(t.Context())
-		var passes, skips []time.Duration
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			lease.Every(ctx, interval, time.Now, func(context.Context) (time.Time, bool) {
-				passes = append(passes, time.Since(start))
-				if len(passes) == 2 {
-					return time.Now().Add(2*interval + interval/2), false // a rate limit's reset
-				}
-				return time.Time{}, true
-			}, func(time.Time) { skips = append(skips, time.Since(start)) }, lease.Watchdog{})
-		}()
-		time.Sleep(6*interval + interval/2)
-		cancel()
-		<-done
+		passes, skips := everyFor(interval, 6*interval+interval/2, func(k int) time.Duration {
+			if k == 2 {
+				return 2*interval + interval/2 // a rate limit's reset
+			}
+			return 0
+		})
 		wantPasses := []time.Duration{interval, 2 * interval, 5 * interval, 6 * interval}
 		wantSkips := []time.Duration{3 * interval, 4 * interval}
 		if len(passes) != len(wantPasses) || len(skips) != len(wantSkips) {
@@ -49,6 +62,41 @@ func TestEveryCadence(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestEveryPassesAtTheResumeInstant pins the boundary of a pass's resume
+// instant in virtual time: only the ticks before it are skipped (it is
+// the first instant the next passes may run, not the last they may not),
+// so a tick at it exactly is a pass, as is a tick a nanosecond after it;
+// a tick a nanosecond before it is skipped.
+func TestEveryPassesAtTheResumeInstant(t *testing.T) {
+	const interval = time.Minute
+	cases := []struct {
+		name   string
+		resume time.Duration // after the first pass, which returns it
+		passes []time.Duration
+		skips  []time.Duration
+	}{
+		{"at a tick", 2 * interval, []time.Duration{interval, 3 * interval, 4 * interval}, []time.Duration{2 * interval}},
+		{"a nanosecond before a tick", 2*interval - time.Nanosecond, []time.Duration{interval, 3 * interval, 4 * interval}, []time.Duration{2 * interval}},
+		{"a nanosecond after a tick", 2*interval + time.Nanosecond, []time.Duration{interval, 4 * interval}, []time.Duration{2 * interval, 3 * interval}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				passes, skips := everyFor(interval, 4*interval+interval/2, func(k int) time.Duration {
+					if k == 1 {
+						return tc.resume
+					}
+					return 0
+				})
+				if !slices.Equal(passes, tc.passes) || !slices.Equal(skips, tc.skips) {
+					t.Errorf("resume %v after the first pass: got passes %v and skips %v, want passes %v and skips %v: the ticks before the resume instant are skipped, one at it or after is a pass",
+						tc.resume, passes, skips, tc.passes, tc.skips)
+				}
+			})
+		})
+	}
 }
 
 // TestEveryStartsNoPassOnceTheTermEnded pins the rule that once ctx is
