@@ -401,6 +401,77 @@ func TestMongoHoldersClosesItsCursorWhenCancelled(t *testing.T) {
 	}
 }
 
+// TestMongoHoldersFailsWithNoList pins Holders' error path: whatever
+// stops its read (a find the store does not answer, a context ending
+// between batches after some leases were read, a malformed document after
+// well-formed ones, a context already ended), it returns no holders and an
+// error of that kind naming what failed, never a list, empty or partial,
+// a caller could take for the leases the store keeps.
+func TestMongoHoldersFailsWithNoList(t *testing.T) {
+	srv := mongotest.NewServer(t)
+	leaseDoc := func(name string) bson.D {
+		return bson.D{{Key: "_id", Value: name}, {Key: "owner", Value: "a"}, {Key: "expires", Value: t0}}
+	}
+	// Each case arms its fault on db's commands through srv's proxy and
+	// returns the context Holders is called with.
+	cases := []struct {
+		name string
+		docs int    // well-formed leases before the fault
+		bad  bool   // a malformed lease sorted after them
+		want error  // errors.Is
+		text string // in the error's text
+		arm  func(t *testing.T, db string) context.Context
+	}{
+		{"a find the store does not answer", 3, false, context.DeadlineExceeded, "mongolease: holders",
+			func(t *testing.T, db string) context.Context {
+				h := srv.Proxy().Hold(func(c mongotest.Command) bool { return c.Database == db && c.Name == "find" })
+				t.Cleanup(h.Release)
+				ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+				t.Cleanup(cancel)
+				return ctx
+			}},
+		{"the context ending between batches", 150, false, context.Canceled, "mongolease: holders",
+			func(t *testing.T, db string) context.Context {
+				// The find's first batch (101 leases) is read; the getMore
+				// of the rest is held until the caller gives up.
+				h := srv.Proxy().Hold(func(c mongotest.Command) bool { return c.Database == db && c.Name == "getMore" })
+				t.Cleanup(h.Release)
+				ctx, cancel := context.WithCancel(context.Background())
+				t.Cleanup(cancel)
+				go func() { <-h.Arrived(); cancel() }()
+				return ctx
+			}},
+		{"a malformed lease after well-formed ones", 3, true, mongolease.ErrMalformed, "owner is not a string",
+			func(*testing.T, string) context.Context { return context.Background() }},
+		{"a context already ended", 3, false, context.Canceled, "mongolease: holders",
+			func(*testing.T, string) context.Context {
+				ctx, cancel := context.WithCancel(context.Background())
+				cancel()
+				return ctx
+			}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			db := srv.DB(t)
+			var docs []any
+			for i := range tc.docs {
+				docs = append(docs, leaseDoc(fmt.Sprintf("n%03d", i)))
+			}
+			if tc.bad {
+				docs = append(docs, mongotest.WithField(leaseDoc("z"), "owner", 7))
+			}
+			if _, err := db.Collection(mongolease.Collection).InsertMany(context.Background(), docs); err != nil {
+				t.Fatalf("insert: %v", err)
+			}
+			hs, err := mongolease.NewStore(db).Holders(tc.arm(t, db.Name()))
+			if hs != nil || !errors.Is(err, tc.want) || !strings.Contains(fmt.Sprint(err), tc.text) {
+				t.Errorf("Holders() with %s = %d holders, %v; want none and an error wrapping %v that says %q: an error is no answer, never a list taken for the leases",
+					tc.name, len(hs), err, tc.want, tc.text)
+			}
+		})
+	}
+}
+
 // TestMongoEmptyTermIsNoTerm pins that a lease document whose term is the
 // empty string (written by hand, or by another writer) is a lease without
 // a term, as MemoryStore keeps one, for every call: ReleaseTerm deletes
