@@ -34,6 +34,13 @@ func boardSamples(ss []sample) []sample {
 	return out
 }
 
+// sampleOf is the simulator's stats st, read at at, as a sample: the
+// board sync's issue-list requests counted apart from the sweeper's, so
+// that neither net's rate or active replicas include the other's.
+func sampleOf(at time.Time, st simStats) sample {
+	return sample{at: at, counts: st.byToken(isSweep), board: st.byToken(isBoard)}
+}
+
 // sampler polls the simulator's counts in the background, the ground truth
 // every figure is computed from.
 type sampler struct {
@@ -59,7 +66,7 @@ func startSampler(ctx context.Context, s sim, every time.Duration) *sampler {
 			if err != nil && ctx.Err() == nil {
 				sp.err = err
 			} else if err == nil {
-				sp.got = append(sp.got, sample{at: at, counts: st.byToken(isSweep), board: st.byToken(isBoard)})
+				sp.got = append(sp.got, sampleOf(at, st))
 			}
 			sp.mu.Unlock()
 			select {
@@ -205,9 +212,11 @@ func pollUntil(ctx context.Context, s sim, every, timeout time.Duration, cond fu
 	}
 }
 
-// grown returns the tokens among those given whose counts grew from a to b.
+// grown returns the tokens among those given whose sweeper requests (the
+// board sync's excluded, as in sampleOf) grew from a to b: a follower
+// syncing the board is not a successor sweeping.
 func grown(a, b simStats, tokens []string) []string {
-	ca, cb := a.byToken(nil), b.byToken(nil)
+	ca, cb := a.byToken(isSweep), b.byToken(isSweep)
 	var out []string
 	for _, t := range tokens {
 		if cb[t] > ca[t] {

@@ -58,9 +58,10 @@ func TestActiveInAndShare304(t *testing.T) {
 		{Token: "a", Method: "GET", Status: 304, Count: 9},
 		{Token: "z", Method: "GET", Status: 304, Count: 100},
 		{Token: "a", Method: "POST", Status: 201, Count: 7},
+		{Token: "a", Method: "GET", Route: boardRoute, Status: 304, Count: 40},
 	}}
 	if got := share304(a, b, []string{"a"}); math.Abs(got-0.9) > 1e-9 {
-		t.Errorf("got 304 share %.3f, want 0.900: 9 of a's 10 new GETs were 304s; other tokens and POSTs do not count", got)
+		t.Errorf("got 304 share %.3f, want 0.900: 9 of a's 10 new GETs were 304s; other tokens, POSTs and the board sync's GETs do not count", got)
 	}
 	if got := share304(b, b, []string{"a"}); !math.IsNaN(got) {
 		t.Errorf("got 304 share %.3f with no new GET, want NaN: no REST read to count (the batched sweep reads through GraphQL)", got)
@@ -128,5 +129,61 @@ func TestWatchBracketsEachChange(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// TestSampleCountsTheSweepAndTheBoardApart pins which requests each of a
+// sample's counts holds: counts the sweeper's (every route but the board
+// sync's issue list), board the board sync's alone. The cost ratio and
+// the replicas sweeping are computed from counts, so a board request
+// there would make a board-syncing replica a sweeper.
+func TestSampleCountsTheSweepAndTheBoardApart(t *testing.T) {
+	st := simStats{Requests: []simRequests{
+		{Token: "a", Method: "POST", Route: graphqlRoute, Status: 200, Count: 3},
+		{Token: "a", Method: "GET", Route: boardRoute, Status: 200, Count: 5},
+		{Token: "b", Method: "GET", Route: boardRoute, Status: 200, Count: 7},
+	}}
+	s := sampleOf(time.Unix(1_000_000, 0), st)
+	if s.counts["a"] != 3 || s.counts["b"] != 0 {
+		t.Errorf("got sweeper counts %v, want a 3 and b none: the board's issue list is not the sweeper's", s.counts)
+	}
+	if s.board["a"] != 5 || s.board["b"] != 7 {
+		t.Errorf("got board counts %v, want a 5 and b 7: the board sync's issue-list requests alone", s.board)
+	}
+}
+
+// TestGrownNamesTheFollowersThatSwept pins how the takeover and fault
+// scenarios tell a successor: a follower whose sweeper requests grew
+// since the stop, never one whose count stood still (else a takeover
+// would be seen at once), nor one that only synced the board.
+func TestGrownNamesTheFollowersThatSwept(t *testing.T) {
+	base := simStats{Requests: []simRequests{
+		{Token: "a", Route: graphqlRoute, Count: 4}, {Token: "b", Route: graphqlRoute, Count: 9}, {Token: "c", Route: boardRoute, Count: 1},
+	}}
+	after := simStats{Requests: []simRequests{
+		{Token: "a", Route: graphqlRoute, Count: 5}, {Token: "b", Route: graphqlRoute, Count: 9}, {Token: "c", Route: boardRoute, Count: 2},
+		{Token: "z", Route: graphqlRoute, Count: 50},
+	}}
+	if got := grown(base, after, []string{"a", "b", "c"}); len(got) != 1 || got[0] != "a" {
+		t.Errorf("got %v grown, want [a]: b's count stood still, c synced the board only, z is not among the followers", got)
+	}
+	if got := grown(base, base, []string{"a", "b", "c"}); len(got) != 0 {
+		t.Errorf("got %v grown with no request since, want none: no successor yet", got)
+	}
+}
+
+// TestFirstChangeIsAfterTheInstant pins firstChange, which the partition
+// fault's check of "stepped down before the successor was elected" reads:
+// a change at or before the instant (the successor holding the lease in
+// an earlier term) is not the change after it.
+func TestFirstChangeIsAfterTheInstant(t *testing.T) {
+	t0 := time.Unix(1_000_000, 0)
+	cs := []change[string]{{at: t0.Add(-time.Second), v: "b"}, {at: t0, v: "a"}, {at: t0.Add(300 * time.Millisecond), v: ""}, {at: t0.Add(time.Second), v: "b"}}
+	c, ok := firstChange(cs, t0, func(v string) bool { return v == "b" })
+	if !ok || !c.at.Equal(t0.Add(time.Second)) {
+		t.Errorf("got %+v (found %v), want b's change 1s after the instant: its earlier term does not count", c, ok)
+	}
+	if _, ok := firstChange(cs, t0.Add(time.Second), func(v string) bool { return v == "b" }); ok {
+		t.Errorf("got a change at the instant itself, want none after it")
 	}
 }

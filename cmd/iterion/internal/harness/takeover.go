@@ -59,6 +59,24 @@ func (t TakeoverResult) Median() time.Duration { return median(t.Measured()) }
 // Max is the longest of Measured.
 func (t TakeoverResult) Max() time.Duration { return maxOf(t.Measured()) }
 
+// takeoverBound is the ADR's bound on a takeover after sig: retry + one
+// tick after a clean stop (SIGTERM), whose lease is released; TTL + retry
+// + one tick after a crash (SIGKILL), whose lease must expire first.
+func takeoverBound(sig syscall.Signal, ttl, retry, tick time.Duration) time.Duration {
+	if sig == syscall.SIGKILL {
+		return ttl + retry + tick
+	}
+	return retry + tick
+}
+
+// doubleSweep reports whether more than one of the followers (others)
+// sent sweeper requests between the simulator's counts base, read at the
+// stop, and after: two successors sweeping at once, which a takeover
+// must never produce.
+func doubleSweep(base, after simStats, others []string) bool {
+	return len(grown(base, after, others)) > 1
+}
+
 // takeoverScenario stops the leader takeovers times with SIGTERM, then
 // with SIGKILL, starting a fresh replica after each stop so the count stays
 // replicas.
@@ -75,10 +93,7 @@ func (s takeoverScenario) run(ctx context.Context, c *cluster) ([]TakeoverResult
 		return out, err
 	}
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
-		res := TakeoverResult{Signal: sigName(sig), Bound: c.retry() + c.interval}
-		if sig == syscall.SIGKILL {
-			res.Bound += c.ttl()
-		}
+		res := TakeoverResult{Signal: sigName(sig), Bound: takeoverBound(sig, c.ttl(), c.retry(), c.interval)}
 		for i := range s.takeovers {
 			if err := takeoverOnce(ctx, c, sig, &res); err != nil {
 				return out, fmt.Errorf("%s #%d: %w", res.Signal, i+1, err)
@@ -133,7 +148,7 @@ func takeoverOnce(ctx context.Context, c *cluster, sig syscall.Signal, res *Take
 	if err != nil {
 		return err
 	}
-	if len(grown(base, after, others)) > 1 {
+	if doubleSweep(base, after, others) {
 		res.Doubles++
 	}
 	c.stopReplica(l, syscall.SIGKILL) // already exiting or dead: reap it

@@ -1,6 +1,8 @@
 package harness
 
 import (
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -40,6 +42,15 @@ func TestReleaseOfTellsAReleaseFromAnExpiry(t *testing.T) {
 		{"renewed after the signal, taken at its new expiry", []change[holder]{
 			{at: at(-500), v: leader}, {since: at(-20), at: at(5), v: renewed}, {since: at(1490), at: at(1510), v: succ},
 		}, t0, false, "the last expiry counts, not the first seen"},
+		{"renewed after the signal, taken before its new expiry", []change[holder]{
+			{at: at(-500), v: leader}, {since: at(-20), at: at(5), v: renewed}, {since: at(1290), at: at(1305), v: succ},
+		}, at(1290), true, "taken before the leader's last expiry, so released: the earlier expiry it renewed past does not count"},
+		{"deleted only after its expiry", []change[holder]{
+			{at: at(-500), v: leader}, {since: at(1190), at: at(1205), v: holder{}},
+		}, at(1190), true, "only the owner's release deletes the document, expired or not: a late release is still one"},
+		{"a holder before the leader, changed before the signal", []change[holder]{
+			{at: at(-900), v: succ}, {since: at(-520), at: at(-500), v: leader}, {since: at(40), at: at(55), v: holder{}},
+		}, at(40), true, "the document's changes before the signal are not the stopped leader's release"},
 		{"released before the first poll after the signal", []change[holder]{
 			{at: at(-500), v: leader}, {since: at(-5), at: at(10), v: holder{}},
 		}, t0, true, "the release came after the signal: never measured from before it"},
@@ -54,5 +65,70 @@ func TestReleaseOfTellsAReleaseFromAnExpiry(t *testing.T) {
 	}
 	if _, _, ok := releaseOf([]change[holder]{{at: at(-500), v: leader}}, t0, leader.Owner); ok {
 		t.Errorf("got a release from a document that kept naming the leader, want none")
+	}
+}
+
+// TestTakeoverVerdictIsTheLongestMeasuredDelay pins the takeover row's
+// figures and its verdict: after SIGTERM the delays are measured from the
+// stopped leader's release (the ADR's clean stop), not from the signal;
+// the verdict is on the longest of them, never the median; and a delay
+// within the bound plus the polling resolution (a delay is seen up to
+// pollEvery late) is within it, one nanosecond more is not.
+func TestTakeoverVerdictIsTheLongestMeasuredDelay(t *testing.T) {
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	bound := ms(500)
+	res := TakeoverResult{Signal: "SIGTERM", Bound: bound,
+		FromSignal:  []time.Duration{ms(900), ms(950), ms(1000)},
+		FromRelease: []time.Duration{ms(100), ms(200), bound + pollEvery}}
+	if got := res.Median(); got != ms(200) {
+		t.Errorf("got median %v, want 200ms: the median of the delays from the release", got)
+	}
+	if got := res.Max(); got != bound+pollEvery {
+		t.Errorf("got max %v, want %v: the longest delay from the release", got, bound+pollEvery)
+	}
+	if !res.Within() {
+		t.Errorf("got not within for a longest delay of the bound %v + the polling %v, want within: a delay is seen up to pollEvery late", bound, pollEvery)
+	}
+	res.FromRelease[2] += time.Nanosecond
+	if res.Within() {
+		t.Errorf("got within for a longest delay of %v, want over the bound %v + polling %v: the verdict is on the longest delay, whatever the median", res.Max(), bound, pollEvery)
+	}
+	md := (&Report{Takeover: []TakeoverResult{res}}).Markdown("bench")
+	if want := "| SIGTERM | 3 | 200ms | 510ms | 500ms | no | 950ms / 1s | 0 | 0 |"; !strings.Contains(md, want) {
+		t.Errorf("the takeover table lacks %q:\n%s\nwant the release's median and max, the verdict, then the signal's median and max", want, md)
+	}
+	crash := TakeoverResult{Signal: "SIGKILL", Bound: bound, FromSignal: []time.Duration{ms(100), bound + pollEvery + 1}}
+	if crash.Max() != bound+pollEvery+1 || crash.Within() {
+		t.Errorf("SIGKILL: got max %v, within %v; want %v, not within: without releases the delays run from the signal", crash.Max(), crash.Within(), bound+pollEvery+1)
+	}
+}
+
+// TestTakeoverBoundIsTheADRs pins the bounds the takeovers are judged
+// against: retry + one tick after a clean stop, which releases the lease;
+// TTL + retry + one tick after a crash, whose lease must expire first.
+func TestTakeoverBoundIsTheADRs(t *testing.T) {
+	ttl, retry, tick := 3*time.Second, time.Second, 1100*time.Millisecond
+	if got, want := takeoverBound(syscall.SIGTERM, ttl, retry, tick), retry+tick; got != want {
+		t.Errorf("SIGTERM: got bound %v, want retry + tick = %v", got, want)
+	}
+	if got, want := takeoverBound(syscall.SIGKILL, ttl, retry, tick), ttl+retry+tick; got != want {
+		t.Errorf("SIGKILL: got bound %v, want TTL + retry + tick = %v", got, want)
+	}
+}
+
+// TestDoubleSweepIsTwoFollowersSweeping pins the takeover's double-sweep
+// count: two followers whose sweeper requests grew after a stop are two
+// holders working at once, and are reported; one is the successor.
+func TestDoubleSweepIsTwoFollowersSweeping(t *testing.T) {
+	q := func(tok string, n int64) simRequests { return simRequests{Token: tok, Route: graphqlRoute, Count: n} }
+	base := simStats{Requests: []simRequests{q("a", 1), q("b", 1), q("c", 1)}}
+	one := simStats{Requests: []simRequests{q("a", 3), q("b", 1), q("c", 1)}}
+	two := simStats{Requests: []simRequests{q("a", 3), q("b", 2), q("c", 1)}}
+	others := []string{"a", "b", "c"}
+	if doubleSweep(base, one, others) {
+		t.Errorf("got a double sweep when only a swept, want none: one successor")
+	}
+	if !doubleSweep(base, two, others) {
+		t.Errorf("got no double sweep when a and b both swept, want one: two holders at once must be reported")
 	}
 }
