@@ -1,11 +1,8 @@
 package harness
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
-	"os"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -19,25 +16,22 @@ import (
 // sweepers' logged passes, and one direct write to Mongo that ages runs
 // out of the shallow window.
 
-// passLogs reads the sweep passes r logged that ended within [from, to].
+// passMsg is the message of a sweeper's logged pass (pkg/server's
+// sweep_pass.go).
+const passMsg = "sweep pass"
+
+// passLogs reads the sweep passes r logged that ended within [from, to];
+// a pass line it cannot read is an error (logRecords).
 func (r *replica) passLogs(from, to time.Time) ([]passLog, error) {
-	f, err := os.Open(r.p.stderr)
+	all, err := logRecords[passLog](r.p.stderr, passMsg)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s's log: %w", ErrMeasure, r.name, err)
+		return nil, fmt.Errorf("%s's log: %w", r.name, err)
 	}
-	defer f.Close()
 	var out []passLog
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	for sc.Scan() {
-		var p passLog
-		if json.Unmarshal(sc.Bytes(), &p) != nil || p.Msg != "sweep pass" || p.Time.Before(from) || p.Time.After(to) {
-			continue
+	for _, p := range all {
+		if !p.Time.Before(from) && !p.Time.After(to) {
+			out = append(out, p)
 		}
-		out = append(out, p)
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("%w: %s's log: %w", ErrMeasure, r.name, err)
 	}
 	return out, nil
 }

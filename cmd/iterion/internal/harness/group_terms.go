@@ -1,10 +1,6 @@
 package harness
 
 import (
-	"bufio"
-	"encoding/json"
-	"fmt"
-	"os"
 	"slices"
 	"time"
 
@@ -33,26 +29,18 @@ type termLine struct {
 	Reason string    `json:"reason"`
 }
 
-// readTerms reads every replica's shard terms from its log.
+// termMsg is the message of a replica's logged shard term
+// (pkg/server's measure_group.go).
+const termMsg = "measure group: shard term"
+
+// readTerms reads every replica's shard terms from its log; a term line it
+// cannot read is an error (logRecords).
 func readTerms(rs []*groupReplica, end time.Time) ([]shardTerm, error) {
 	var out []shardTerm
 	for _, g := range rs {
-		f, err := os.Open(g.r.p.stderr)
+		lines, err := logRecords[termLine](g.r.p.stderr, termMsg)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrMeasure, err)
-		}
-		var lines []termLine
-		sc := bufio.NewScanner(f)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
-			var l termLine
-			if json.Unmarshal(sc.Bytes(), &l) == nil && l.Msg == "measure group: shard term" {
-				lines = append(lines, l)
-			}
-		}
-		f.Close()
-		if err := sc.Err(); err != nil {
-			return nil, fmt.Errorf("%w: %s: %w", ErrMeasure, g.r.p.stderr, err)
+			return nil, err
 		}
 		last := end
 		if !g.killed.IsZero() {

@@ -1,6 +1,10 @@
 package harness
 
 import (
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -178,6 +182,107 @@ func TestGroupGoalsAreNeverMetUnmeasured(t *testing.T) {
 			if gl.Met && slices.ContainsFunc(c.unmet, func(p string) bool { return strings.HasPrefix(gl.Goal, p) }) {
 				t.Errorf("%s: %q measured %s, reported met; want unmet: %s", c.name, gl.Goal, gl.Measured, c.why)
 			}
+		}
+	}
+}
+
+// TestGroupGoalsAreMetAtTheirBounds pins that each group goal's bound is
+// inclusive and that one figure past it misses that goal: the measured
+// result at every bound meets them all.
+func TestGroupGoalsAreMetAtTheirBounds(t *testing.T) {
+	s := time.Second
+	atBounds := func() GroupResult {
+		return GroupResult{Shards: 64, Replicas: 10, Interval: s, TTL: 3 * s, Retry: s,
+			Settled: map[string]bool{phaseBalance: true}, MaxHeld: 7, Fair: 7,
+			KilledShards: 6, KillReheld: 5 * s, KillMaxUnheld: 5 * s, Moves: 38, UpHandOvers: 30, UpGap: s,
+			StopHandOvers: 32, StopGap: s, OpsPerMinute: 6048, GoalOpsPerMinute: 6048, Terms: 195}
+	}
+	for _, gl := range atBounds().Goals() {
+		if !gl.Met {
+			t.Errorf("at its bound: %q measured %s, reported missed; want met: the bounds are inclusive", gl.Goal, gl.Measured)
+		}
+	}
+	for _, c := range []struct {
+		goal string
+		miss func(*GroupResult)
+	}{
+		{"balance", func(g *GroupResult) { g.MaxHeld++ }},
+		{"kill -9: its", func(g *GroupResult) { g.KillReheld += time.Millisecond }},
+		{"kill -9: no shard", func(g *GroupResult) { g.KillMaxUnheld += time.Millisecond }},
+		{"5 → 10: shards", func(g *GroupResult) { g.Moves++ }},
+		{"5 → 10: each", func(g *GroupResult) { g.UpGap += time.Millisecond }},
+		{"10 → 5", func(g *GroupResult) { g.StopGap += time.Millisecond }},
+		{"store calls", func(g *GroupResult) { g.OpsPerMinute++ }},
+		{"overlapping", func(g *GroupResult) { g.Overlaps = 1 }},
+	} {
+		g := atBounds()
+		c.miss(&g)
+		for _, gl := range g.Goals() {
+			if missed := strings.HasPrefix(gl.Goal, c.goal); gl.Met == missed {
+				t.Errorf("%q measured %s: got met %v, want %v: only the goal whose figure is past its bound is missed", gl.Goal, gl.Measured, gl.Met, !missed)
+			}
+		}
+	}
+}
+
+// TestTermsMeetWithoutOverlapping pins where a term ends: at its
+// step-down, exclusive, so a successor elected at that instant holds the
+// shard alone and the two terms are no overlap; a shard a killed replica
+// held and nobody took again is never re-held; a step-down after the
+// window is not counted in it.
+func TestTermsMeetWithoutOverlapping(t *testing.T) {
+	s := time.Second
+	terms := []shardTerm{term(0, "a", 0, 10*s), term(0, "b", 10*s, 20*s), term(1, "a", 0, 10*s)}
+	if n := overlaps(terms); n != 0 {
+		t.Errorf("got %d overlaps, want 0: b elected as a stepped down holds shard 0 alone", n)
+	}
+	if got := heldAt(terms, at(10*s), nil); len(got) != 1 || got[0].replica != "b" {
+		t.Errorf("got %v holding at 10s, want b alone: a term ends at its step-down", got)
+	}
+	if n, d := reheld(terms, "a", at(10*s)); n != 2 || d != time.Duration(1<<63-1) {
+		t.Errorf("got %d shards re-held after %v, want 2 and never: shard 1 was not held again", n, d)
+	}
+	downs := []shardTerm{{shard: 0, replica: "a", from: at(0), to: at(10 * s), reason: lease.ReasonDeadline}}
+	if n := stepDowns(downs, at(0), at(9*s), lease.ReasonDeadline); n != 0 {
+		t.Errorf("got %d step-downs in [0s, 9s], want 0: the one at 10s is after the window", n)
+	}
+}
+
+// TestLogRecordsReadsEveryRecordOrFails pins how the group and clock
+// scenarios read the replicas' logs: every record with the message,
+// decoded as serve's JSON handler writes it (durations in nanoseconds);
+// other records and lines that are not JSON skipped; and a line that
+// names the message but does not decode an error, never a term or pass
+// dropped unseen.
+func TestLogRecordsReadsEveryRecordOrFails(t *testing.T) {
+	var buf strings.Builder
+	log := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	log.Info(termMsg, "lease", "measure", "shard", 3, "event", lease.Elected.String(), "reason", "")
+	log.Info("lease: elected", "lease", "merge-gate-sweeper")
+	log.Debug(passMsg, "pass", 7, "offered", 120, "took", 1500*time.Millisecond, "behind", true)
+	buf.WriteString("panic: not a log record\n")
+	log.Info(termMsg, "lease", "measure", "shard", 4, "event", lease.SteppedDown.String(), "reason", lease.ReasonCanceled)
+	path := filepath.Join(t.TempDir(), "replica.stderr")
+	if err := os.WriteFile(path, []byte(buf.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	terms, err := logRecords[termLine](path, termMsg)
+	if err != nil || len(terms) != 2 || terms[0].Shard != 3 || terms[0].Event != lease.Elected.String() || terms[1].Reason != lease.ReasonCanceled {
+		t.Errorf("got terms %+v, %v; want shard 3 elected, then shard 4 stepped down (cancelled)", terms, err)
+	}
+	passes, err := logRecords[passLog](path, passMsg)
+	if err != nil || len(passes) != 1 || passes[0].Took != 1500*time.Millisecond || passes[0].Offered != 120 || !passes[0].Behind {
+		t.Errorf("got passes %+v, %v; want one that took 1.5s, offered 120 runs, behind", passes, err)
+	}
+	for _, bad := range []string{
+		`{"time":"2026-01-01T00:00:00Z","level":"INFO","msg":"measure group: shard term","shard":"3","event":"elected"}`,
+		`{"time":"2026-01-01T00:00:00Z","level":"INFO","msg":"measure group: shard term","shard":3,"ev`,
+	} {
+		if err := os.WriteFile(path, []byte(buf.String()+bad+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := logRecords[termLine](path, termMsg); !errors.Is(err, ErrMeasure) || !strings.Contains(err.Error(), "line 6") {
+			t.Errorf("with %s: got %d terms, err %v; want an error wrapping ErrMeasure naming line 6: a term line not read would hide a holder", bad, len(got), err)
 		}
 	}
 }

@@ -18,7 +18,7 @@ var layers = []struct {
 	files []string
 }{
 	{"errors", []string{"errors.go"}},
-	{"plumbing", []string{"proc.go", "forwarder.go", "clients.go", "clock_clients.go"}},
+	{"plumbing", []string{"proc.go", "forwarder.go", "clients.go", "clock_clients.go", "replica_logs.go"}},
 	{"statistics", []string{"measure.go"}},
 	{"cluster", []string{"cluster.go", "cluster_clock.go"}},
 	{"population", []string{"population.go"}},
