@@ -67,6 +67,14 @@ func (s budgetScenario) demandOf() (float64, string) {
 	return float64(n), fmt.Sprintf("%d × one point a pass: the cost scenario did not run", n)
 }
 
+// budgetLimit is the budget of the compressed hour for a demand of
+// demand points an interval without the lease: the ADR's share of it
+// (adrBudgetShare, 12k of 11.7k–19.4k), over the hour's intervals.
+func budgetLimit(demand float64, hour, interval time.Duration) int {
+	passes := float64(hour) / float64(interval) // intervals in the hour
+	return int(math.Round(adrBudgetShare * demand * passes))
+}
+
 // spentWithin is the minute of the hour (0–59) during which a budget seen
 // spent elapsed after the hour began was spent, as a clock reads it (47.8
 // minutes in is minute 47, as the ADR's "31–43 minutes after every hourly
@@ -103,8 +111,7 @@ func (s budgetScenario) run(ctx context.Context, c *cluster) ([]BudgetRow, error
 	n := s.replicas
 	demand, from := s.demandOf()
 	hour := s.hour
-	passes := float64(hour) / float64(c.interval) // intervals in the hour
-	limit := int(math.Round(adrBudgetShare * demand * passes))
+	limit := budgetLimit(demand, hour, c.interval)
 	var rows []BudgetRow
 	for i, lease := range []bool{false, true} {
 		tok := fmt.Sprintf("%s-%d", budgetTokenBase, i+1)

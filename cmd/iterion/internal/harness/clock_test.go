@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -115,5 +116,80 @@ func TestCheckedCountsEveryGapOfTheWindow(t *testing.T) {
 				t.Errorf("got the run unchecked %v at most, want %v: every gap of the window counts, its first and last included", r.LongestShallow, tc.want)
 			}
 		})
+	}
+}
+
+// TestCheckedCountsEachIntervalsRuns pins the clock scenario's runs
+// checked per interval: a run counts once in each interval of the window
+// in which its pull request was read, however often; in the shallow
+// window when its number is at most shallow, else in the deep one; runs
+// left out (skip) and reads of other repositories not at all.
+func TestCheckedCountsEachIntervalsRuns(t *testing.T) {
+	iv := time.Second
+	t0 := time.Unix(1_000_000, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	reads := []forgesim.PullReads{
+		{Repo: seedRepo, Number: 1, At: []time.Time{at(-300), at(100), at(200), at(1100), at(2100)}}, // shallow, every interval, twice in the first
+		{Repo: seedRepo, Number: 2, At: []time.Time{at(500), at(2500)}},                              // shallow: the first and last
+		{Repo: seedRepo, Number: 3, At: []time.Time{at(1500)}},                                       // deep: the second
+		{Repo: seedRepo, Number: 4, At: []time.Time{at(100), at(1100), at(2100)}},                    // left out
+		{Repo: "acme/other", Number: 3, At: []time.Time{at(100), at(2100)}},                          // another repository
+	}
+	r := ClockRow{Runs: 4, Shallow: 2, Interval: iv}
+	r.checked(reads, 2, map[int]bool{4: true}, t0, 3)
+	if want := []int{2, 1, 2}; !slices.Equal(r.ShallowChecked, want) {
+		t.Errorf("got shallow runs checked %v, want %v: runs 1 and 2 once an interval each read in it", r.ShallowChecked, want)
+	}
+	if want := []int{0, 1, 0}; !slices.Equal(r.DeepChecked, want) {
+		t.Errorf("got deep runs checked %v, want %v: run 3 in the second interval only; run 4 is left out, acme/other's 3 is not the seeded repository's", r.DeepChecked, want)
+	}
+	if want := 1500 * time.Millisecond; r.LongestDeep != want {
+		t.Errorf("got run 3 unchecked %v at most, want %v: from its read to the window's end", r.LongestDeep, want)
+	}
+}
+
+// TestClockFiguresOfARow pins the clock row's derived figures: the
+// busiest of the simulator's GraphQL minutes, the mean and longest pass
+// over the interval, the passes behind, and the points per run checked,
+// which the ÷N ratio divides, deep runs included.
+func TestClockFiguresOfARow(t *testing.T) {
+	iv := 2 * time.Second
+	r := ClockRow{Interval: iv, GraphQLMinutes: []float64{12, 30, 18}, Points: []int64{6, 6},
+		ShallowChecked: []int{2, 1}, DeepChecked: []int{0, 1},
+		Passes: []passLog{{Took: time.Second}, {Took: 3 * time.Second, Behind: true}, {Took: 2 * time.Second}}}
+	if got := r.MaxGraphQLMinute(); got != 30 {
+		t.Errorf("got %v GraphQL seconds in the busiest minute, want 30", got)
+	}
+	if got := r.MeanDuty(); got != 1 {
+		t.Errorf("got a mean pass of %.2f intervals, want 1: 6s over 3 passes of a 2s interval", got)
+	}
+	if got := r.MaxDuty(); got != 1.5 {
+		t.Errorf("got the longest pass %.2f intervals, want 1.5", got)
+	}
+	if got := r.BehindPasses(); got != 1 {
+		t.Errorf("got %d passes behind, want 1", got)
+	}
+	if got := r.PointsPerRun(); got != 3 {
+		t.Errorf("got %.2f points per run checked, want 3: 12 points over 4 runs checked, shallow and deep", got)
+	}
+}
+
+// TestClockRatioLeavesTheFaultsOut pins the clock scenario's ÷N ratio:
+// the points per run checked at the largest replica count over the
+// smallest, of the configuration asked for; a configuration with injected
+// faults, whose retries cost points, is not the steady state and counts
+// in neither.
+func TestClockRatioLeavesTheFaultsOut(t *testing.T) {
+	row := func(n int, points int64, faults bool) ClockRow {
+		return ClockRow{Runs: 100, Shallow: 100, Concurrency: 1, Replicas: n, Faults: faults,
+			Points: []int64{points}, ShallowChecked: []int{100}, DeepChecked: []int{0}}
+	}
+	rows := []ClockRow{row(1, 100, false), row(3, 105, false), row(5, 400, true)}
+	if got := ClockRatio(rows, 100, 100, 1); got != 1.05 {
+		t.Errorf("got ratio %.3f, want 1.050: N=3 over N=1; the faults configuration at N=5 is left out", got)
+	}
+	rows[1].ShallowChecked = []int{50}
+	if got := ClockRatio(rows, 100, 100, 1); got != 2.1 {
+		t.Errorf("got ratio %.3f with half the runs checked at N=3, want 2.100: per run checked, not per interval", got)
 	}
 }

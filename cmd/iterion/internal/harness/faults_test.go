@@ -55,3 +55,27 @@ func TestActiveThroughoutNeedsTwoSamples(t *testing.T) {
 		t.Errorf("got %v, %v; want [a]: a's count grew over the samples, b's did not", got, err)
 	}
 }
+
+// TestFaultResultOKNeedsEveryRunRepairedInTime pins a fault's verdict:
+// every check held, every drifted run repaired, and the repair within the
+// bound (inclusive); any one missing fails it.
+func TestFaultResultOKNeedsEveryRunRepairedInTime(t *testing.T) {
+	ok := FaultResult{Drifted: 4, Repaired: 4, RepairAfter: time.Second, Bound: time.Second, Checks: []Check{{Rule: "r", OK: true}}}
+	if !ok.OK() {
+		t.Errorf("got not OK at the bound, want OK: the bound is inclusive")
+	}
+	for _, c := range []struct {
+		name string
+		miss func(*FaultResult)
+	}{
+		{"a run not repaired", func(f *FaultResult) { f.Repaired-- }},
+		{"repaired after the bound", func(f *FaultResult) { f.RepairAfter += time.Millisecond }},
+		{"a check failed", func(f *FaultResult) { f.Checks = append(f.Checks, Check{Rule: "s", OK: false}) }},
+	} {
+		f := ok
+		c.miss(&f)
+		if f.OK() {
+			t.Errorf("%s: got OK, want not", c.name)
+		}
+	}
+}

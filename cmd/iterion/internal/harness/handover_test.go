@@ -2,6 +2,7 @@ package harness
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -38,6 +39,37 @@ func TestHandoverBetweenTellsAHandoverFromASecondHolder(t *testing.T) {
 			t.Errorf("%s: got %v, want nil: the window is kept", c.name, err)
 		case c.want != "" && (!errors.Is(err, errHandover) || !errors.Is(err, ErrMeasure) || !strings.Contains(err.Error(), c.want)):
 			t.Errorf("%s: got %v, want errHandover naming %q", c.name, err, c.want)
+		}
+	}
+}
+
+// TestRemeasuredTriesAgainOnAHandoverOnly pins when a configuration is
+// measured again: after a window that measured a handover (errHandover),
+// up to measureAttempts times in all, each discarded window's reason kept
+// in order; any other error, or a good measurement, ends it at once.
+func TestRemeasuredTriesAgainOnAHandoverOnly(t *testing.T) {
+	logf := func(string, ...any) {}
+	handover := fmt.Errorf("window %w", errHandover)
+	for _, c := range []struct {
+		name      string
+		results   []error
+		calls     int
+		discarded int
+		err       error
+	}{
+		{"a good window", []error{nil}, 1, 0, nil},
+		{"a handover, then a good window", []error{handover, nil}, 2, 1, nil},
+		{"a handover in every window", []error{handover, handover, handover, nil}, measureAttempts, measureAttempts - 1, errHandover},
+		{"another error", []error{ErrMeasure, nil}, 1, 0, ErrMeasure},
+	} {
+		calls := 0
+		row, discarded, err := remeasured(logf, "what", func() (int, error) {
+			calls++
+			return calls, c.results[calls-1]
+		})
+		if calls != c.calls || len(discarded) != c.discarded || !errors.Is(err, c.err) || (c.err == nil && err != nil) || row != calls {
+			t.Errorf("%s: got %d measurements (row %d), %d discarded, err %v; want %d, %d discarded, err %v",
+				c.name, calls, row, len(discarded), err, c.calls, c.discarded, c.err)
 		}
 	}
 }

@@ -2,6 +2,9 @@ package harness
 
 import (
 	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"testing"
 	"time"
@@ -92,5 +95,57 @@ func TestPercentileIsNearestRank(t *testing.T) {
 		if got := percentile(c.ds, c.p); got != c.want {
 			t.Errorf("%s: got %v, want %v: nearest rank", c.name, got, c.want)
 		}
+	}
+}
+
+// TestReadBackCountsLostDuplicatedAndUnlistedRuns pins the load scenario's
+// figures of the runs stored, from GET /api/runs served by a test server:
+// a listed entry of a pull or id listed before is a duplicate, on any
+// page; a run answered 201 or 200 that the list lacks is unlisted when GET
+// /api/runs/{id} returns it and lost when it does not; a request that got
+// no id is neither. A healthy run has none of them, so only a constructed
+// list shows these counts can leave zero.
+func TestReadBackCountsLostDuplicatedAndUnlistedRuns(t *testing.T) {
+	pages := map[string]string{
+		"":   `{"runs":[{"id":"a","pull":1},{"id":"b","pull":2}],"next":"p2"}`,
+		"p2": `{"runs":[{"id":"c","pull":2},{"id":"a","pull":9}],"next":""}`,
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /api/runs", func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, pages[r.URL.Query().Get("cursor")])
+	})
+	mux.HandleFunc("GET /api/runs/{id}", func(w http.ResponseWriter, r *http.Request) {
+		if r.PathValue("id") != "unlisted" {
+			http.NotFound(w, r)
+			return
+		}
+		io.WriteString(w, `{"id":"unlisted"}`)
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	r := &replica{api: api{url: srv.URL, token: "t", hc: srv.Client()}}
+	outs := []outcome{{id: "a", status: 201}, {id: "b", status: 200}, {id: "lost", status: 201}, {id: "unlisted", status: 201}, {status: 503}}
+	res := LoadResult{Requests: len(outs)}
+	if err := readBack(t.Context(), r, outs, &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Stored != 4 || res.Duplicates != 2 || res.Lost != 1 || res.Unlisted != 1 {
+		t.Errorf("got %d listed, %d duplicates, %d lost, %d unlisted; want 4, 2 (pull 2 and id a listed again), 1, 1", res.Stored, res.Duplicates, res.Lost, res.Unlisted)
+	}
+}
+
+// TestLoadRatiosOfAResult pins the load figures derived from a result:
+// the p99 ratio is with the slow connections over without them (0 when
+// not measured), and the peak RSS growth is after minus before.
+func TestLoadRatiosOfAResult(t *testing.T) {
+	l := LoadResult{UnloadedP99: 2 * time.Millisecond, LoadedP99: 5 * time.Millisecond, HWMBefore: 30 << 20, HWMAfter: 42 << 20}
+	if got := l.P99Ratio(); got != 2.5 {
+		t.Errorf("got p99 ratio %.2f, want 2.5: loaded 5ms over unloaded 2ms", got)
+	}
+	if got := l.HWMGrowth(); got != 12<<20 {
+		t.Errorf("got RSS growth %d, want %d: after minus before", got, 12<<20)
+	}
+	if got := (LoadResult{LoadedP99: time.Millisecond}).P99Ratio(); got != 0 {
+		t.Errorf("got p99 ratio %.2f with no unloaded p99, want 0: not measured", got)
 	}
 }

@@ -14,17 +14,18 @@ func TestCostRatioNamesTheReplicaCountsItDivides(t *testing.T) {
 	var rows []CostRow
 	for _, lease := range []bool{false, true} {
 		for _, n := range []int{3, 10} {
-			rate := 60.0
+			rate, board := 60.0, 30.0
 			if !lease {
 				rate *= float64(n)
+				board *= float64(min(n, 5)) // unlike the sweep's, so that each sentence shows its own ratio
 			}
-			rows = append(rows, CostRow{Replicas: n, Lease: lease, PerMinute: rate, BoardPerMinute: rate})
+			rows = append(rows, CostRow{Replicas: n, Lease: lease, PerMinute: rate, BoardPerMinute: board})
 		}
 	}
 	md := (&Report{Cost: rows}).Markdown("bench -n 3,10")
 	for _, want := range []string{
 		"Ratio N=10 ÷ N=3: with the lease **1.000** (goal ≤ 1.05); with `--no-lease` **3.33** (≈ 10 ÷ 3)",
-		"Board ratio N=10 ÷ N=3: with the lease **1.000** (goal ≤ 1.05); with `--no-lease` **3.33** (≈ 10 ÷ 3)",
+		"Board ratio N=10 ÷ N=3: with the lease **1.000** (goal ≤ 1.05); with `--no-lease` **1.67** (≈ 10 ÷ 3)",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("got %q, want %q: the ratio names the counts it divides", ratioLines(md), want)
@@ -212,5 +213,73 @@ func TestCostDiscardedNotesNameTheLeaseAsMeasured(t *testing.T) {
 		if !strings.Contains(md, want) {
 			t.Errorf("the report lacks %q, want it: a discarded measurement's note names its configuration as measured", want)
 		}
+	}
+}
+
+// TestCostTableSaysWhetherTheCountsAgree pins the cost tables' agree
+// column: yes only when the replicas' transports counted exactly the
+// requests the simulator did, for the sweeper and the board sync each.
+func TestCostTableSaysWhetherTheCountsAgree(t *testing.T) {
+	rows := []CostRow{
+		{Replicas: 1, Lease: true, Sim: 40, Transport: 40, BoardSim: 8, BoardTransport: 7},
+		{Replicas: 3, Lease: true, Sim: 41, Transport: 40, BoardSim: 8, BoardTransport: 8},
+	}
+	md := (&Report{Cost: rows}).Markdown("bench -n 1,3")
+	for _, want := range []string{
+		"| 40 | 40 | yes |\n", "| 41 | 40 | no |\n", // the sweeper's table
+		"| 8 | 7 | no |\n", "| 8 | 8 | yes |\n", // the board sync's
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the cost report lacks %q, want it: counts agree when the transport's equal the simulator's\n%s", want, md)
+		}
+	}
+}
+
+// TestBudgetLimitIsTheADRsShareOfTheDemand pins the budget the budget
+// scenario sets: the ADR's 12k of its 11.7k–19.4k (their mean) of the
+// demand without the lease, over the compressed hour's intervals; so
+// without the lease the budget runs out within the hour, and one
+// replica's share fits it.
+func TestBudgetLimitIsTheADRsShareOfTheDemand(t *testing.T) {
+	iv := 100 * time.Millisecond
+	if got, want := budgetLimit(10, 60*iv, iv), 463; got != want {
+		t.Errorf("got a budget of %d, want %d: 12,000 ÷ 15,550 of 10 points an interval over 60 intervals", got, want)
+	}
+}
+
+// TestGoalTablesPrintEachVerdict pins the goal tables of the group and
+// tenants scenarios: a missed goal is printed "no" beside its figure,
+// never "yes", and a replica count that did not settle says so in place
+// of a settling time.
+func TestGoalTablesPrintEachVerdict(t *testing.T) {
+	g := GroupResult{Shards: 64, Replicas: 10, Interval: time.Second, TTL: 3 * time.Second, Retry: time.Second,
+		Settled: map[string]bool{phaseBalance: true}, MaxHeld: 8, Fair: 7, Terms: 1}
+	if md := groupMarkdown(g); !strings.Contains(md, "| balance: most shards any replica holds ≤ ceil(S/N) | 8 ≤ 7 | no |") {
+		t.Errorf("the group's goals lack the missed balance, want it printed no:\n%s", md)
+	}
+	tr := completeTenants()
+	tr.Overlaps = 2
+	tr.Rows[1].Settled = false
+	md := tenantsMarkdown(tr)
+	for _, want := range []string{"| 2 overlaps, longest 0s | no |", "| 3 | did not settle |"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the tenants report lacks %q:\n%s", want, md)
+		}
+	}
+}
+
+// TestClockTableShowsNoDeepFigureWithoutDeepRuns pins the clock table's
+// longest-unchecked column: a configuration whose every run is in the
+// shallow window has no deep run to be unchecked, shown "–", not a
+// longest of 0.0 intervals it never measured.
+func TestClockTableShowsNoDeepFigureWithoutDeepRuns(t *testing.T) {
+	row := ClockRow{Runs: 100, Shallow: 100, Replicas: 1, Interval: time.Second, Points: []int64{5},
+		ShallowChecked: []int{100}, DeepChecked: []int{0}, LongestShallow: time.Second}
+	if got := deepFigure(row); got != "–" {
+		t.Errorf("got the deep figure %q with every run shallow, want –", got)
+	}
+	row.Shallow, row.LongestDeep = 40, 2500*time.Millisecond
+	if got := deepFigure(row); got != "2.5" {
+		t.Errorf("got the deep figure %q, want 2.5 intervals", got)
 	}
 }

@@ -42,3 +42,35 @@ func rowOf(md, prefix string) string {
 	}
 	return ""
 }
+
+// TestScaleFiguresOfARow pins the scale row's derived figures: the goal
+// of ceil(N/50)+5 requests a pass is met at it; pass ÷ interval is the
+// mean of the timed passes, or, with none timed, the window over the
+// passes it offered; per hour is the window's rate times 60 intervals;
+// the REST share adds the hour's token rotation, one pass charged as the
+// term's first was in place of one at the window's rate.
+func TestScaleFiguresOfARow(t *testing.T) {
+	iv := 2 * time.Second
+	r := ScaleRow{Mode: server.SweepBatch, Runs: 100, Interval: iv, Window: 10 * iv, Passes: 10, Requests: 70}
+	if !r.MeetsGoal() {
+		t.Errorf("got %.1f requests a pass reported over the goal %d, want met: the goal is inclusive", r.PerPass(r.Requests), ScaleGoal(r.Runs))
+	}
+	if r.Requests++; r.MeetsGoal() {
+		t.Errorf("got %.1f requests a pass reported within the goal %d, want missed", r.PerPass(r.Requests), ScaleGoal(r.Runs))
+	}
+	r.PassTime, r.PassesTimed = 3*time.Second, 3
+	if got := r.Duty(); got != 0.5 {
+		t.Errorf("got pass ÷ interval %.2f, want 0.5: 3 passes of 1s each over a 2s interval", got)
+	}
+	r.PassTime, r.PassesTimed, r.Passes = 0, 0, 0.5
+	if got := r.Duty(); got != 20 {
+		t.Errorf("got pass ÷ interval %.2f with no pass timed, want 20: the 20s window held half a pass, of a 2s interval", got)
+	}
+	r = ScaleRow{Interval: iv, Window: 10 * iv, Passes: 10, REST: 100, FirstREST: 60}
+	if got := r.PerHour(r.REST); got != 600 {
+		t.Errorf("got %.0f REST requests an hour, want 600: 100 over 10 intervals, times 60", got)
+	}
+	if got, want := r.RESTShare(), (600.0+60-10)/installationBudget; got != want {
+		t.Errorf("got a REST share of %.4f, want %.4f: the hour's rotation costs one first pass (60) in place of one at the window's rate (10)", got, want)
+	}
+}

@@ -65,6 +65,7 @@ func TestParseSenderReadsTheReplicasUserAgent(t *testing.T) {
 		{"iterion (a) lane/api", "a", "api", true},
 		{"go-github/v88.0.0", "", "", false},
 		{"iterion (a)", "", "", false},
+		{"iterion () lane/merge-gate-sweeper", "", "", false},
 		{"", "", "", false},
 	} {
 		owner, lane, ok := parseSender(c.agent)
@@ -102,6 +103,10 @@ func TestOverlapsOf(t *testing.T) {
 			"one request of another replica inside a holder's tenure is an overlap"},
 		{"hand back after a pause", newSynthLog().sweeps(1, "a", 0.1, 1.1).sweeps(1, "b", 1.6, 2.6, 3.6, 4.6).sweeps(1, "a", 8.1, 9.1), 0,
 			"a replica that lost an installation and won it back later opens a new tenure"},
+		{"a pause longer than the gap ends a tenure", newSynthLog().sweeps(1, "a", 0.5, 1.5).sweeps(1, "b", 2.0, 3.0, 4.0).sweeps(1, "a", 4.5), 0,
+			"a paused 3s, over the 2s gap: its return after b's last request is a new tenure, a hand back"},
+		{"a pause of exactly the gap does not", newSynthLog().sweeps(1, "a", 0.5, 1.5, 3.5).sweeps(1, "b", 2.0), 1,
+			"a paused 2s, no longer than the gap: its tenure runs on, and b's request inside it is an overlap"},
 		{"other installations apart", newSynthLog().sweeps(1, "a", 0.1, 1.1).sweeps(2, "b", 0.1, 1.1), 0,
 			"replicas sweeping different installations at once is the point"},
 	}
@@ -123,6 +128,10 @@ func TestCostRatioIsPerInstallation(t *testing.T) {
 	mean, p95, most := costRatio(lo, hi)
 	if mean != 42.0/40 || most != 1.2 || p95 != 1.2 {
 		t.Errorf("got mean %.3f, p95 %.3f, max %.3f; want 1.05, 1.2, 1.2: the ratio of the totals over the installations both windows swept (5 is new), and the spread of the installations' own", mean, p95, most)
+	}
+	lo[6] = 10 // swept at N=1, not in the N=hi window
+	if m, p, x := costRatio(lo, hi); m != mean || p != p95 || x != most {
+		t.Errorf("with installation 6 swept at N=1 only: got mean %.3f, p95 %.3f, max %.3f; want %.3f, %.3f, %.3f as without it: the ratio is over the installations both windows swept", m, p, x, mean, p95, most)
 	}
 	if mean, _, _ := costRatio(map[int64]int64{}, hi); mean != 0 {
 		t.Errorf("got %v with nothing at N=1, want 0: no ratio without a base", mean)
@@ -158,6 +167,12 @@ func TestLongestGap(t *testing.T) {
 	if g, id := sl.longestGap([]int64{1, 3, 9}, sec(0), sec(4)); g != 4*time.Second || id != 9 {
 		t.Errorf("with installation 9 never swept: got %v (%d), want the whole window, 4s: an unswept installation is the worst", g, id)
 	}
+	// Installation 4 in the window [1, 4]: a bucket before it, one of two
+	// requests (3.3 and 3.9) in it, one after it.
+	sl = sweepsOf(newSynthLog().sweeps(4, "a", 0.2, 0.8, 3.3, 3.9, 6.5).log())
+	if g, want := func() time.Duration { g, _ := sl.longestGap([]int64{4}, sec(1), sec(4)); return g }(), sec(3.3).Sub(sec(1)); g != want {
+		t.Errorf("installation 4 in [1s, 4s]: got %v, want %v, from the window's start to the first request of the bucket in it: buckets outside the window do not count, and a gap ends at a bucket's first request", g, want)
+	}
 }
 
 func TestFirstSweepAfterAndSweptBy(t *testing.T) {
@@ -175,12 +190,23 @@ func TestFirstSweepAfterAndSweptBy(t *testing.T) {
 	if got := sl.sweptBy("a", sec(0), sec(2)); len(got) != 1 || got[0] != 1 {
 		t.Errorf("swept by a in [0, 2): got %v, want [1]", got)
 	}
+	// Buckets of two requests that straddle the instant asked about.
+	sl = sweepsOf(newSynthLog().sweeps(3, "b", 2.1, 2.8).sweeps(5, "a", 1.2, 1.9).log())
+	if got := sl.firstSweepAfter(3, sec(2.5), ""); !got.Equal(sec(2.8)) {
+		t.Errorf("installation 3 after 2.5, its bucket's requests at 2.1 and 2.8: got %v, want 2.8: the bucket's last request, late by at most its spread, never early", got)
+	}
+	if got := sl.sweptBy("a", sec(1.5), sec(3)); len(got) != 1 || got[0] != 5 {
+		t.Errorf("swept by a in [1.5, 3): got %v, want [5]: its bucket's last request, at 1.9, is in the window", got)
+	}
 }
 
 func TestLastRequestAndLimited(t *testing.T) {
-	log := newSynthLog().sweeps(1, "a", 0.1, 1.1).add(1, "b", "api", 3.4).sweeps(2, "a", 0.2).log()
+	log := newSynthLog().sweeps(1, "a", 0.1, 1.1).add(1, "b", "api", 3.4).sweeps(2, "a", 0.2).add(7, "b", "api", 3.1, 3.7).log()
 	if got := lastRequest(log, 1); !got.Equal(sec(3.4)) {
 		t.Errorf("got %v, want 3.4: the last request of any lane", got)
+	}
+	if got := lastRequest(log, 7); !got.Equal(sec(3.7)) {
+		t.Errorf("got %v, want 3.7: the last request of a bucket of two", got)
 	}
 	log.Series[0].Buckets[0].Limited = 2
 	if n := limitedIn(log, sec(0), sec(10), nil); n != 2 {
@@ -188,6 +214,9 @@ func TestLastRequestAndLimited(t *testing.T) {
 	}
 	if n := limitedIn(log, sec(5), sec(10), nil); n != 0 {
 		t.Errorf("got %d limited after 5s, want 0: only the window's buckets count", n)
+	}
+	if n := limitedIn(log, sec(-10), sec(0), nil); n != 0 {
+		t.Errorf("got %d limited before 0s, want 0: a bucket starting at the window's end is not in it", n)
 	}
 }
 
@@ -207,8 +236,12 @@ func TestSettled(t *testing.T) {
 			"an installation swept by another replica in the second half is still moving"},
 		{"an installation unswept", newSynthLog().sweeps(1, "a", 0.1, 4.1).sweeps(2, "b", 0.5), 2, false,
 			"an installation not swept in the second half has not settled"},
-		{"a replica idle", newSynthLog().sweeps(1, "a", 0.1, 4.1).sweeps(2, "a", 0.5, 3.5), 2, false,
+		{"a replica idle", newSynthLog().sweeps(1, "a", 0.1, 2.1).sweeps(2, "a", 0.5, 3.5), 2, false,
 			"at N=2 both replicas must sweep"},
+		{"swept by another before the look", newSynthLog().sweeps(1, "b", -0.5).sweeps(1, "a", 0.1, 2.1).sweeps(2, "b", 0.5, 3.5), 2, true,
+			"a sweep before the look's start is not in either half"},
+		{"two replicas in the second half", newSynthLog().sweeps(1, "a", 0.1, 2.1).sweeps(1, "b", 3.1).sweeps(2, "b", 0.5, 3.5), 2, false,
+			"an installation swept by two replicas in the second half has not settled on one"},
 	}
 	for _, c := range cases {
 		if got, _ := settled(sweepsOf(c.log.log()), ids, c.n, sec(0), iv); got != c.want {
@@ -248,5 +281,16 @@ func TestSeedAndReplicaRefusalsSplitBySender(t *testing.T) {
 	seeding, replicas := seedAndReplicaRefusals(log, "seed", sec(0), sec(10))
 	if seeding != 1 || replicas != 14 {
 		t.Errorf("got %d refusals while seeding and %d of the replicas, want 1 and 14: the replicas' refusals count from their first request, the seeding's never", seeding, replicas)
+	}
+}
+
+// TestBetweenKeepsTheWindowsBuckets pins the tenants scenario's windows:
+// a bucket is in [from, to) when it starts there, the one starting at to
+// is the next window's.
+func TestBetweenKeepsTheWindowsBuckets(t *testing.T) {
+	sl := sweepsOf(newSynthLog().sweeps(1, "a", 0.5, 1.5, 2.5, 3.5).log())
+	got := sl.between(sec(1), sec(3))
+	if len(got[1]) != 2 || !got[1][0].b.Start.Equal(sec(1)) || !got[1][1].b.Start.Equal(sec(2)) {
+		t.Errorf("got %+v in [1s, 3s), want the buckets starting at 1s and 2s: not the one before the window, nor the one starting at its end", got[1])
 	}
 }
