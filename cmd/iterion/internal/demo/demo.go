@@ -467,10 +467,8 @@ func (d *demo) takeover(ctx context.Context, name string, bound time.Duration, s
 	p := Phase{Name: name, Stopped: leader, Successor: -1, Bound: bound, Released: released}
 	for deadline := from.Add(3*bound + 5*time.Second); p.Successor < 0; {
 		c, _ := d.counts()
-		for i := range c {
-			if i != leader && c[i] > before[i] {
-				p.Successor, p.Takeover = i, time.Since(from)
-			}
+		if i := successor(before, c, leader); i >= 0 {
+			p.Successor, p.Takeover = i, time.Since(from)
 		}
 		if p.Successor < 0 {
 			if time.Now().After(deadline) {
@@ -483,6 +481,18 @@ func (d *demo) takeover(ctx context.Context, name string, bound time.Duration, s
 	m := d.measure(name, from, time.Now(), before, boardBefore)
 	m.Stopped, m.Successor, m.Takeover, m.Bound, m.Released = p.Stopped, p.Successor, p.Takeover, p.Bound, p.Released
 	return m, nil
+}
+
+// successor is a replica other than the stopped leader whose sweeper
+// count grew from before to now, or -1 when none did: the stopped
+// leader's own last requests, counted after the stop, are not a takeover.
+func successor(before, now []int64, leader int) int {
+	for i := range now {
+		if i != leader && now[i] > before[i] {
+			return i
+		}
+	}
+	return -1
 }
 
 // released reports whether the store no longer holds replica i's sweeper

@@ -322,3 +322,61 @@ func TestStoppedLeadersReleaseIsReadFromTheStore(t *testing.T) {
 		})
 	}
 }
+
+// TestFindingsJudgeEachTakeoverAgainstItsBound pins the demo's figures
+// from a constructed result: each ratio is phase 1's requests per second
+// over phase 2's, phases of different lengths included; each takeover is
+// within its bound up to it, inclusive, and OVER past it, in the
+// findings and on the chart; and a clean stop that left its lease to
+// expire says so.
+func TestFindingsJudgeEachTakeoverAgainstItsBound(t *testing.T) {
+	t0 := time.Unix(1_000_000, 0)
+	sec := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	bound := 500 * time.Millisecond
+	r := &Result{Replicas: []string{"r1", "r2", "r3"}, Phases: []Phase{
+		{Name: "every replica sweeps", From: sec(0), To: sec(10), Requests: []int64{40, 40, 40}, Board: []int64{10, 10, 10}, Stopped: -1, Successor: -1},
+		{Name: "the lease elects one", From: sec(10), To: sec(30), Requests: []int64{0, 80, 0}, Board: []int64{0, 0, 40}, Stopped: -1, Successor: -1},
+		{Name: "the leader stops cleanly", From: sec(30), To: sec(35), Stopped: 1, Successor: 0, Takeover: bound, Bound: bound, Clean: true, Released: true},
+		{Name: "the leader crashes", From: sec(35), To: sec(40), Stopped: 0, Successor: 2, Takeover: bound + time.Millisecond, Bound: bound},
+	}}
+	if got := r.Phases[0].PerSecond(); got != 12 {
+		t.Errorf("got phase 1 at %.1f requests/s, want 12: 120 requests over 10s", got)
+	}
+	if got := r.Ratio(); got != 3 {
+		t.Errorf("got sweeper ratio %.2f, want 3: 12 requests/s over phase 2's 4 (80 over 20s)", got)
+	}
+	if got := r.BoardRatio(); got != 1.5 {
+		t.Errorf("got board ratio %.2f, want 1.5: 3 requests/s over phase 2's 2", got)
+	}
+	findings := strings.Join(r.findings(), "\n")
+	for _, want := range []string{
+		"phase 1 ÷ phase 2: 3.00", "phase 1 ÷ phase 2: 1.50",
+		"phase 3 takeover: r2 stopped (lease released), r1 swept 500ms later: within the bound 500ms",
+		"phase 4 takeover: r1 stopped (lease left to expire), r3 swept 501ms later: OVER the bound 500ms",
+	} {
+		if !strings.Contains(findings, want) {
+			t.Errorf("the findings lack %q:\n%s", want, findings)
+		}
+	}
+	c := buildChart(r.Replicas, []Sample{{At: sec(0), Counts: []int64{0, 0, 0}}, {At: sec(40), Counts: []int64{1, 1, 1}}}, nil, nil, nil, r.takeovers(), time.Second)
+	if len(c.Takeovers) != 2 || c.Takeovers[0].Over != "" || c.Takeovers[1].Over != " (over)" {
+		t.Errorf("got chart takeovers %+v, want the first within its bound and the second over", c.Takeovers)
+	}
+	r.Phases[2].Released = false
+	if findings := strings.Join(r.findings(), "\n"); !strings.Contains(findings, "r2 stopped (lease NOT RELEASED") {
+		t.Errorf("a clean stop that left its lease: the findings lack NOT RELEASED:\n%s", findings)
+	}
+}
+
+// TestSuccessorIsAnotherReplica pins the demo's takeover: the successor is
+// a replica other than the stopped leader whose sweeper count grew; the
+// stopped leader's own request, counted after the stop, is no takeover.
+func TestSuccessorIsAnotherReplica(t *testing.T) {
+	before := []int64{5, 9, 2}
+	if got := successor(before, []int64{5, 10, 2}, 1); got != -1 {
+		t.Errorf("got successor %d when only the stopped leader's count grew, want none", got)
+	}
+	if got := successor(before, []int64{5, 10, 3}, 1); got != 2 {
+		t.Errorf("got successor %d, want 2: its count grew", got)
+	}
+}
