@@ -179,6 +179,13 @@ type tenantsScenario struct {
 	logf                   func(format string, args ...any)
 }
 
+// ratio is costRatio of the sweep's requests per installation at the
+// largest replica count (the last of s.replicas, which increase) over
+// those at the smallest, from byN, each count's window by installation.
+func (s tenantsScenario) ratio(byN map[int]map[int64]int64) (mean, p95, most float64) {
+	return costRatio(byN[s.replicas[0]], byN[s.replicas[len(s.replicas)-1]])
+}
+
 // startCluster starts the scenario's cluster in dir: forge-sim with the
 // App installed installations times, one repository each, the latency
 // model on and GitHub's budgets and secondary limits, its minute the
@@ -261,7 +268,7 @@ func (s tenantsScenario) run(ctx context.Context, c *cluster) (TenantsResult, er
 		c.stopAll()
 	}
 	if len(s.replicas) > 1 {
-		res.Ratio, res.RatioP95, res.RatioMax = costRatio(byN[s.replicas[0]], byN[s.replicas[len(s.replicas)-1]])
+		res.Ratio, res.RatioP95, res.RatioMax = s.ratio(byN)
 	}
 	log, err := readRequestLog(ctx, c.sim, tSeed.Add(-iv))
 	if err != nil {

@@ -107,6 +107,8 @@ func TestOverlapsOf(t *testing.T) {
 			"a paused 3s, over the 2s gap: its return after b's last request is a new tenure, a hand back"},
 		{"a pause of exactly the gap does not", newSynthLog().sweeps(1, "a", 0.5, 1.5, 3.5).sweeps(1, "b", 2.0), 1,
 			"a paused 2s, no longer than the gap: its tenure runs on, and b's request inside it is an overlap"},
+		{"two requests at one instant", newSynthLog().sweeps(1, "a", 0.5, 1.5).sweeps(1, "b", 1.5, 2.5), 1,
+			"b's first request at the instant of a's last is two replicas at once"},
 		{"other installations apart", newSynthLog().sweeps(1, "a", 0.1, 1.1).sweeps(2, "b", 0.1, 1.1), 0,
 			"replicas sweeping different installations at once is the point"},
 	}

@@ -217,3 +217,15 @@ func TestTenantsPerHourIsTheMeanInstallations(t *testing.T) {
 		t.Errorf("got %.1f requests per installation an hour, want 60: 4 each over 4 intervals, 1 an interval", got)
 	}
 }
+
+// TestTenantsRatioIsTheLargestCountsOverTheSmallests pins which way the
+// tenants ratio divides: the requests per installation at the largest
+// replica count over those at the smallest, so a cost that grows with N
+// comes out above 1 and misses the goal.
+func TestTenantsRatioIsTheLargestCountsOverTheSmallests(t *testing.T) {
+	s := tenantsScenario{replicas: []int{1, 3, 10}}
+	byN := map[int]map[int64]int64{1: {1: 10, 2: 10}, 3: {1: 11, 2: 11}, 10: {1: 12, 2: 12}}
+	if mean, _, _ := s.ratio(byN); mean != 1.2 {
+		t.Errorf("got ratio %.3f, want 1.200: N=10's 24 requests over N=1's 20", mean)
+	}
+}
