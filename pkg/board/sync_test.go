@@ -22,6 +22,7 @@ import (
 	"iterion.dev/iterion/pkg/board"
 	"iterion.dev/iterion/pkg/forge"
 	"iterion.dev/iterion/pkg/forge/forgesim"
+	"iterion.dev/iterion/pkg/lease"
 )
 
 // issuesRoute is the simulator's route of the issues list.
@@ -609,16 +610,30 @@ const issueReadsRoute = "GET /repos/{owner}/{repo}/issues/{number}"
 // dropFromLists makes every issue list answer leave out issue number, as
 // a list does that an edit shifted between two of its pages.
 func dropFromLists(r *boardRig, number int) {
+	editIssues(r, func(list bool, is map[string]any) bool { return !list || is["number"] != float64(number) })
+}
+
+// editIssues has keep see, and may change, every issue of each 200 answer
+// of an issue list (list true) or of one issue's read, before the client
+// reads it; a listed issue keep returns false for is left out.
+func editIssues(r *boardRig, keep func(list bool, is map[string]any) bool) {
 	r.net.after = func(resp *http.Response) error {
-		if resp.StatusCode != http.StatusOK || !strings.HasSuffix(resp.Request.URL.Path, "/issues") {
+		path := resp.Request.URL.Path
+		list := strings.HasSuffix(path, "/issues")
+		if resp.StatusCode != http.StatusOK || !list && !strings.Contains(path, "/issues/") {
 			return nil
 		}
-		var issues []map[string]any
-		if err := json.NewDecoder(resp.Body).Decode(&issues); err != nil {
+		var v any
+		if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
 			return err
 		}
-		issues = slices.DeleteFunc(issues, func(is map[string]any) bool { return is["number"] == float64(number) })
-		b, err := json.Marshal(issues)
+		switch x := v.(type) {
+		case []any:
+			v = slices.DeleteFunc(x, func(is any) bool { return !keep(true, is.(map[string]any)) })
+		case map[string]any:
+			keep(false, x)
+		}
+		b, err := json.Marshal(v)
 		resp.Body, resp.ContentLength = io.NopCloser(bytes.NewReader(b)), int64(len(b))
 		return err
 	}
@@ -654,6 +669,7 @@ func TestSyncRemovesTheCardsOfDeletedAndTransferredIssues(t *testing.T) {
 		stop()
 
 		dropFromLists(r, 3)
+		r.seed(t, "acme/app", forgesim.Issue{Number: 3, Title: "title 3, edited", State: "open"})
 		r.start(t)
 		r.next(t)
 		cards := r.cards(t)
@@ -663,8 +679,8 @@ func TestSyncRemovesTheCardsOfDeletedAndTransferredIssues(t *testing.T) {
 		if _, ok := cards[2]; ok {
 			t.Errorf("card 2 after a full sync: still there, want it removed: the issue was transferred to another repository")
 		}
-		if len(cards) != 2 || cards[3].Title != "title 3" || cards[4].Title != "title 4" {
-			t.Errorf("cards after a full sync: got %v, want 3 and 4: an issue the list passed over but the forge has keeps its card", cards)
+		if len(cards) != 2 || cards[3].Title != "title 3, edited" || cards[4].Title != "title 4" {
+			t.Errorf("cards after a full sync: got %v, want 3, refreshed from its read, and 4: an issue the list passed over but the forge has keeps its card, as the forge now has it", cards)
 		}
 		// The deleted one's read answers 410, the transferred one's 301 and
 		// then its new address, the passed-over one's 200.
@@ -1124,6 +1140,213 @@ func TestSyncReportsAPassBeforeItLogsIt(t *testing.T) {
 		r.next(t)
 		if len(logged) < 2 || slices.Contains(logged, true) {
 			t.Errorf("pass line already logged when OnPass was called, per pass: %v, want every false: a pass is recorded before its line says it ended", logged)
+		}
+	})
+}
+
+// TestSyncKeepsTheCardOfAnIssueStillInItsRepositoryUnderAnotherName pins
+// that a full sync removes no card of an issue still in its repository
+// when the forge names that repository otherwise than the configuration:
+// in another case (GitHub compares names without case) or by a new name
+// after a rename (GitHub redirects the old one). The issue the list passed
+// over is read, answers in the repository the list's issues named, and
+// keeps its card.
+func TestSyncKeepsTheCardOfAnIssueStillInItsRepositoryUnderAnotherName(t *testing.T) {
+	for _, c := range []struct{ name, forgeSays string }{
+		{"another case", "Acme/App"},
+		{"renamed", "acme/application"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r := newBoardRig(t, "acme/app")
+				for n := 1; n <= 3; n++ {
+					r.seed(t, "acme/app", forgesim.Issue{Number: n, Title: fmt.Sprint("title ", n), State: "open"})
+				}
+				stop := r.start(t)
+				r.next(t)
+				stop()
+				// Edited, so the full list answers 200 rather than 304 with the
+				// list the client kept.
+				r.seed(t, "acme/app", forgesim.Issue{Number: 1, Title: "title 1, edited", State: "open"})
+				editIssues(r, func(list bool, is map[string]any) bool {
+					is["repository_url"] = "http://forge.test/repos/" + c.forgeSays
+					return !list || is["number"] != float64(3) // passed over by the list
+				})
+				r.start(t) // a new term: a full sync
+				rp := r.next(t).Repos[0]
+				if _, ok := r.cards(t)[3]; !ok || rp.Err != nil || rp.Removed != 0 {
+					t.Errorf("full sync with the forge naming acme/app %s: card 3 kept %v, pass %+v; want it kept, nothing removed: an issue still in its repository keeps its card", c.forgeSays, ok, rp)
+				}
+			})
+		})
+	}
+}
+
+// TestSyncRemovesTheCardOfAnIssueGitHubAnswers404For pins that a full
+// sync removes the card of an issue whose read GitHub answers 404, as it
+// does when the issue went to a repository the token cannot see: it is
+// gone from the board's repository, and failing the repository instead
+// would fail every full sync and keep the card for ever.
+func TestSyncRemovesTheCardOfAnIssueGitHubAnswers404For(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newBoardRig(t, "acme/app")
+		r.seed(t, "acme/app", forgesim.Issue{Number: 1, Title: "moved out of sight", State: "open"})
+		r.seed(t, "acme/app", forgesim.Issue{Number: 2, Title: "stays", State: "open"})
+		stop := r.start(t)
+		r.next(t)
+		stop()
+		if _, err := r.sim.TransferIssue("acme", "app", 1, "acme", "secret"); err != nil {
+			t.Fatal(err)
+		}
+		r.net.after = func(resp *http.Response) error {
+			if strings.HasPrefix(resp.Request.URL.Path, "/repos/acme/secret/") { // the token cannot see it
+				resp.StatusCode, resp.Status = http.StatusNotFound, "404 Not Found"
+				b := []byte(`{"message":"Not Found"}`)
+				resp.Body, resp.ContentLength = io.NopCloser(bytes.NewReader(b)), int64(len(b))
+			}
+			return nil
+		}
+		r.start(t)
+		rp := r.next(t).Repos[0]
+		if _, ok := r.cards(t)[1]; ok || rp.Err != nil || rp.Removed != 1 {
+			t.Errorf("full sync after the issue's read answered 404: card 1 kept %v, pass %+v; want it removed, the repository synced: a 404 is an issue gone", ok, rp)
+		}
+		if _, ok := r.cards(t)[2]; !ok {
+			t.Errorf("card 2: gone, want kept: only the issue answered 404 is removed")
+		}
+	})
+}
+
+// TestSyncChecksEveryCardTheFullListDidNotShow pins that a full sync reads
+// each stored card the list did not show, however many cards the
+// repository has: the card of a deleted issue older than the newest
+// hundred is removed too.
+func TestSyncChecksEveryCardTheFullListDidNotShow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newBoardRig(t, "acme/app")
+		r.seed(t, "acme/app", forgesim.Issue{Number: 1, Title: "the oldest", State: "open"})
+		time.Sleep(time.Second)
+		for n := 2; n <= 150; n++ {
+			r.seed(t, "acme/app", forgesim.Issue{Number: n, Title: fmt.Sprint("issue ", n), State: "open"})
+		}
+		stop := r.start(t)
+		r.next(t)
+		stop()
+		if err := r.sim.DeleteIssue("acme", "app", 1); err != nil {
+			t.Fatal(err)
+		}
+		r.start(t)
+		rp := r.next(t).Repos[0]
+		if _, ok := r.cards(t)[1]; ok || rp.Removed != 1 || len(r.cards(t)) != 149 {
+			t.Errorf("full sync after the oldest of 150 issues was deleted: card 1 kept %v, pass %+v, %d cards; want it removed and 149 left: every card the list did not show is checked", ok, rp, len(r.cards(t)))
+		}
+	})
+}
+
+// TestSyncRemovalBarsAReadFromBeforeTheForgeSaidTheIssueGone pins a full
+// sync's tombstone when the card is stale: the issue was edited after the
+// card was stored, then deleted, and another replica read the edit. The
+// forge's answer says the issue is gone by now, so the removal is dated
+// this replica's clock, not the card's older Updated, and that read,
+// stored after the removal, does not put the card back.
+func TestSyncRemovalBarsAReadFromBeforeTheForgeSaidTheIssueGone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newBoardRig(t, "acme/app")
+		r.seed(t, "acme/app", forgesim.Issue{Number: 1, Title: "first read", State: "open"})
+		stop := r.start(t)
+		r.next(t)
+		stop()
+		time.Sleep(time.Minute)
+		r.seed(t, "acme/app", forgesim.Issue{Number: 1, Title: "edited, then deleted", State: "open"})
+		edit := board.Card{Host: "github.com", Repo: "acme/app", Number: 1, Title: "edited, then deleted", State: "open",
+			URL: "https://github.com/acme/app/issues/1", Updated: r.sim.Now()}
+		if err := r.sim.DeleteIssue("acme", "app", 1); err != nil {
+			t.Fatal(err)
+		}
+		r.start(t)
+		if rp := r.next(t).Repos[0]; rp.Removed != 1 {
+			t.Fatalf("full sync after the deletion: got %+v, want card 1 removed", rp)
+		}
+		if changed, err := r.board.Put(context.Background(), edit); err != nil || changed {
+			t.Errorf("Put of the issue's last read, from before its deletion, after the removal = %v, %v; want false, nil: a removal bars every read up to when the forge said the issue was gone", changed, err)
+		}
+	})
+}
+
+// TestSyncWatermarkNeverMovesBack pins that a pass whose list shows no
+// issue (here the one updated at the watermark was deleted) keeps the
+// repository's watermark: the next pass lists since it again rather than
+// every issue of the repository.
+func TestSyncWatermarkNeverMovesBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newBoardRig(t, "acme/app")
+		r.seed(t, "acme/app", forgesim.Issue{Number: 1, Title: "older", State: "open"})
+		time.Sleep(time.Minute)
+		r.seed(t, "acme/app", forgesim.Issue{Number: 2, Title: "newest", State: "open"})
+		r.start(t)
+		mark := r.next(t).Repos[0].Watermark
+		if err := r.sim.DeleteIssue("acme", "app", 2); err != nil {
+			t.Fatal(err)
+		}
+		if rp := r.next(t).Repos[0]; rp.Err != nil || rp.Listed != 0 || !rp.Watermark.Equal(mark) {
+			t.Errorf("pass listing nothing: got %+v, want 0 listed and the watermark still %v: a watermark never moves back", rp, mark)
+		}
+		if rp := r.next(t).Repos[0]; !rp.Since.Equal(mark) {
+			t.Errorf("next pass: got since %v, want %v: it lists since the watermark, not every issue", rp.Since, mark)
+		}
+	})
+}
+
+// TestSyncStepDownStopsThePass pins that a pass whose term ends (its
+// context done: a step-down) reaches no further repository: it sends no
+// more forge request and reports the pass incomplete.
+func TestSyncStepDownStopsThePass(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newBoardRig(t, "acme/app", "acme/lib")
+		r.seed(t, "acme/app", forgesim.Issue{Number: 1, Title: "app", State: "open"})
+		r.seed(t, "acme/lib", forgesim.Issue{Number: 1, Title: "lib", State: "open"})
+		ctx, stepDown := context.WithCancel(context.Background())
+		r.net.before = func(req *http.Request) {
+			if req.URL.Path == "/repos/acme/app/issues" {
+				stepDown() // the lease is lost while the first repository is listed
+			}
+		}
+		done := make(chan struct{})
+		go func() { defer close(done); r.sync.Work(ctx) }()
+		time.Sleep(boardInterval)
+		<-done
+		p := <-r.passes
+		if p.Complete || len(p.Repos) != 1 {
+			t.Errorf("pass cut by a step-down: complete %v, %d repositories reached; want incomplete, 1: a step-down stops the pass", p.Complete, len(p.Repos))
+		}
+		if got := r.net.sinces("acme/lib"); len(got) != 0 {
+			t.Errorf("lists of acme/lib after the step-down: %v, want none: a replica no longer elected sends no board request", got)
+		}
+	})
+}
+
+// TestSyncEndsATermWhosePassesKeepFailing pins that a pass that did not
+// sync every repository counts as failed for the watchdog, though it
+// reached them all: StallAfter such passes in a row end the term, so that
+// another replica may try.
+func TestSyncEndsATermWhosePassesKeepFailing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var stalled atomic.Int32
+		r := newBoardRigWith(t, func(c *board.Config) {
+			c.Watchdog = lease.Watchdog{Name: "forge-board-sync", StallAfter: 3, Stalled: func() { stalled.Add(1) }}
+		}, "acme/app")
+		r.net.fail.Store(true)
+		done := make(chan struct{})
+		go func() { defer close(done); r.sync.Work(context.Background()) }()
+		time.Sleep(3*boardInterval + time.Second)
+		synctest.Wait()
+		select {
+		case <-done:
+		default:
+			t.Fatalf("term still running after 3 passes that synced no repository, want it ended: a net whose passes keep failing steps down")
+		}
+		if n := stalled.Load(); n != 1 {
+			t.Errorf("Stalled called %d times, want 1", n)
 		}
 	})
 }
