@@ -70,14 +70,14 @@ func TestHandler(t *testing.T) {
 	if _, body = get(h, "/board?repo=acme/none"); !strings.Contains(body, "no cards match these filters") {
 		t.Errorf("GET /board?repo=acme/none lacks \"no cards match\", want it: a filter that matches nothing is not an unsynced board\n%s", body)
 	}
-	for _, n := range []int{13, 2} { // same second as #1: numbers sort as numbers
+	for _, n := range []int{13, 2} { // same second, #13 later within it: numbers sort as numbers
 		if _, err := store.Put(context.Background(), board.Card{Host: "github.com", Repo: "acme/lib", Number: n, Title: "t", State: "open",
-			URL: fmt.Sprintf("https://github.com/acme/lib/issues/%d", n), Updated: time.Date(2026, 9, 30, 15, 0, 0, 0, time.UTC)}); err != nil {
+			URL: fmt.Sprintf("https://github.com/acme/lib/issues/%d", n), Updated: time.Date(2026, 9, 30, 15, 0, 0, n*int(time.Millisecond), time.UTC)}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if _, body = get(h, "/board?repo=acme/lib"); strings.Index(body, "issues/2\"") > strings.Index(body, "issues/13\"") {
-		t.Errorf("GET /board lists acme/lib#13 before #2, want numbers sorted as numbers within one second:\n%s", body)
+		t.Errorf("GET /board lists acme/lib#13 before #2, want numbers sorted as numbers within one second, its milliseconds aside:\n%s", body)
 	}
 	for _, q := range []string{"state=merged", "repo=acme", "limit=0", "limit=5001", "limit=x", "format=xml", "stat=open", "format=json&repos=acme/app"} {
 		field, _, _ := strings.Cut(q[strings.LastIndex(q, "&")+1:], "=") // an unknown parameter is refused, not ignored
@@ -196,5 +196,38 @@ func TestHandlerTellsAMalformedCardFromAStoreThatDidNotAnswer(t *testing.T) {
 				t.Errorf("GET /board with Cards failing %v: got %d %s, want %d saying %q, without quoting the error", c.err, rec.Code, body, c.code, c.want)
 			}
 		})
+	}
+}
+
+// TestHandlerShowsDefaultLimitCardsUnlessAskedForMore pins GET /board's
+// default bound: DefaultLimit cards, the most recently updated, unless
+// ?limit= asks for more.
+func TestHandlerShowsDefaultLimitCardsUnlessAskedForMore(t *testing.T) {
+	store := board.NewMemoryStore()
+	updated := time.Date(2026, 9, 30, 14, 0, 0, 0, time.UTC)
+	for n := 1; n <= board.DefaultLimit+1; n++ {
+		if _, err := store.Put(context.Background(), board.Card{Host: "github.com", Repo: "acme/app", Number: n, Title: "t", State: "open",
+			Updated: updated.Add(time.Duration(n) * time.Second)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h := board.Handler(store, nil, nil)
+	for _, c := range []struct {
+		query string
+		want  int
+		why   string
+	}{
+		{"", board.DefaultLimit, "without ?limit=, DefaultLimit cards"},
+		{fmt.Sprintf("&limit=%d", board.DefaultLimit+1), board.DefaultLimit + 1, "?limit= asks for more"},
+	} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", "/board?format=json"+c.query, nil))
+		var view board.View
+		if err := json.Unmarshal(rec.Body.Bytes(), &view); err != nil || rec.Code != 200 {
+			t.Fatalf("GET /board?format=json%s = %d (%v), want 200 and a View", c.query, rec.Code, err)
+		}
+		if len(view.Cards) != c.want || view.Cards[0].Number != board.DefaultLimit+1 {
+			t.Errorf("GET /board?format=json%s: got %d cards, the first #%d, want %d from #%d: %s", c.query, len(view.Cards), view.Cards[0].Number, c.want, board.DefaultLimit+1, c.why)
+		}
 	}
 }

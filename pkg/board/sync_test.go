@@ -1350,3 +1350,54 @@ func TestSyncEndsATermWhosePassesKeepFailing(t *testing.T) {
 		}
 	})
 }
+
+// prunesHeld is a board.MemoryStore whose Prunes are counted and each
+// held until release is closed (or its context is done).
+type prunesHeld struct {
+	*board.MemoryStore
+	prunes  atomic.Int32
+	release chan struct{}
+}
+
+func (s *prunesHeld) Prune(ctx context.Context, host string, repos []string) (int, error) {
+	s.prunes.Add(1)
+	select {
+	case <-s.release:
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	return s.MemoryStore.Prune(ctx, host, repos)
+}
+
+// TestSyncsSharingAPrunerNeverPruneAtOnce pins that while one sync's
+// prune is under way, another sync sharing its Pruner (App mode: another
+// installation's) neither prunes too, which a claimed prune not yet done
+// would let it, nor waits: its pass goes on to its repositories.
+func TestSyncsSharingAPrunerNeverPruneAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := &prunesHeld{MemoryStore: board.NewMemoryStore(), release: make(chan struct{})}
+		pruner, err := board.NewPruner(store, "github.com", []string{"acme/app", "acme/lib"}, 10*boardInterval)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rigs []*boardRig
+		for _, repo := range []string{"acme/app", "acme/lib"} {
+			r := newBoardRigWith(t, func(c *board.Config) { c.Store, c.Pruner = store, pruner }, repo)
+			r.seed(t, repo, forgesim.Issue{Number: 1, Title: "synced", State: "open"})
+			rigs = append(rigs, r)
+		}
+		rigs[0].start(t)
+		time.Sleep(boardInterval / 2)
+		rigs[1].start(t)
+		time.Sleep(boardInterval / 2)
+		synctest.Wait() // the first sync's prune is under way, held
+		p := rigs[1].next(t)
+		if got := store.prunes.Load(); got != 1 {
+			t.Errorf("prunes while the first is under way: %d, want 1: syncs sharing a Pruner never prune at once", got)
+		}
+		if p.Pruned != 0 || p.PruneErr != nil || len(p.Repos) != 1 || p.Repos[0].Err != nil {
+			t.Errorf("second sync's pass: got %+v, want acme/lib synced and no prune: it does not wait for another's prune", p)
+		}
+		close(store.release)
+	})
+}
