@@ -626,10 +626,13 @@ func TestAppModeAHangingInstallationIsParkedAlone(t *testing.T) {
 func TestAppModeBoardSyncsEachRepositoryThroughItsInstallation(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c, next := newAppCluster(t, 3, false)
-		seedIssues(t, "org-1/repo-1#5", "org-3/repo-1#6", "acme/none#7")(c.sim)
+		if err := c.sim.AddInstallationRepos(1, "org-1/repo-2"); err != nil { // installation 1 covers two board repositories
+			t.Fatal(err)
+		}
+		seedIssues(t, "org-1/repo-1#5", "org-1/repo-2#8", "org-3/repo-1#6", "acme/none#7")(c.sim)
 		cards := board.NewMemoryStore()
 		startAppReplicas(t, c, next, 1, time.Minute, 4, func(cfg *server.Config) {
-			cfg.Board, cfg.BoardRepos, cfg.BoardInterval = cards, []string{"org-1/repo-1", "org-3/repo-1", "acme/none"}, time.Minute
+			cfg.Board, cfg.BoardRepos, cfg.BoardInterval = cards, []string{"org-1/repo-1", "org-1/repo-2", "org-3/repo-1", "acme/none"}, time.Minute
 		})
 		time.Sleep(3*time.Minute + time.Second)
 		synctest.Wait()
@@ -644,8 +647,8 @@ func TestAppModeBoardSyncsEachRepositoryThroughItsInstallation(t *testing.T) {
 			repos = append(repos, card.Repo)
 		}
 		slices.Sort(repos)
-		if repos = slices.Compact(repos); !slices.Equal(repos, []string{"org-1/repo-1", "org-3/repo-1"}) {
-			t.Errorf("cards of %v, want org-1/repo-1 and org-3/repo-1: each covered board repository is synced, the uncovered one left out", repos)
+		if repos = slices.Compact(repos); !slices.Equal(repos, []string{"org-1/repo-1", "org-1/repo-2", "org-3/repo-1"}) {
+			t.Errorf("cards of %v, want org-1/repo-1, org-1/repo-2 and org-3/repo-1: each covered board repository is synced, every one of an installation covering several, the uncovered one left out", repos)
 		}
 		for _, id := range []int64{1, 3} {
 			if n := requestsBy(c.sim, id, issuesRoute, http.StatusOK); n == 0 {

@@ -289,6 +289,39 @@ func TestBoardPageNeverSaysNobodySyncsUnknowingly(t *testing.T) {
 	}
 }
 
+// TestBoardPageNamesOnlyAnUnexpiredHolderOfTheBoardLease pins who GET
+// /board says syncs under one lease: the owner of the board's lease while
+// it is unexpired; neither a holder whose lease expired (a crashed
+// replica) nor the holder of another net's lease.
+func TestBoardPageNamesOnlyAnUnexpiredHolderOfTheBoardLease(t *testing.T) {
+	for _, c := range []struct {
+		name, lease, owner string
+		from               time.Duration // the lease was taken this long ago, for an hour
+		want, notWant      string
+	}{
+		{"held", server.ForgeBoardSync().Name, "replica-b", 0, "Synced by <code>replica-b</code>", "nobody syncs"},
+		{"expired", server.ForgeBoardSync().Name, "replica-b", -2 * time.Hour, "nobody syncs now", "replica-b"},
+		{"another net's", server.MergeGateSweeper().Name, "replica-c", 0, "nobody syncs now", "replica-c"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			leases := lease.NewMemoryStore()
+			if ok, err := leases.Acquire(context.Background(), c.lease, c.owner, time.Now().Add(c.from), time.Hour); !ok || err != nil {
+				t.Fatalf("Acquire: %v, %v", ok, err)
+			}
+			srv, err := server.New(server.Config{Runs: gaterun.NewMemoryStore(), Leases: leases,
+				Forge: newForge(t, "http://127.0.0.1:1/", nil, "tok", nil, nil), APIToken: apiToken, WebhookSecret: "w",
+				Board: board.NewMemoryStore(), BoardRepos: []string{"acme/app"}})
+			if err != nil {
+				t.Fatalf("server.New: %v", err)
+			}
+			code, line := boardSyncLine(srv.Handler())
+			if code != http.StatusOK || !strings.Contains(line, c.want) || strings.Contains(line, c.notWant) {
+				t.Errorf("GET /board with %s's lease %s held by %s: got %d, status line %q, want 200 with %q, without %q", c.name, c.lease, c.owner, code, line, c.want, c.notWant)
+			}
+		})
+	}
+}
+
 // boardSyncLine is h's answer to GET /board: its status and the page's
 // line that says who syncs ("" when there is none).
 func boardSyncLine(h http.Handler) (code int, line string) {

@@ -176,6 +176,29 @@ func TestIssuesWebhookRemovalOutlivesARacingPass(t *testing.T) {
 	}
 }
 
+// TestIssuesWebhookRemovalIsNoEarlierThanThisReplicasClock pins the
+// other half of the removal's date: the later of the payload's
+// issue.updated_at and this replica's clock. A payload without
+// issue.updated_at still removes the card, dated now, and a pass's read
+// from before it stays barred; without the replica's clock the removal
+// would have no date, be refused, and be answered 503 at every
+// redelivery.
+func TestIssuesWebhookRemovalIsNoEarlierThanThisReplicasClock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		body := issuesPayload(t, "deleted", func(m map[string]any) { delete(m["issue"].(map[string]any), "updated_at") })
+		st := boardWith(t, deletedRepo)
+		p := newPipeServer(t, onBoard(st, prometheus.NewRegistry(), deletedRepo))
+		defer p.stop()
+		if code, resp := p.post(t, "/webhooks/github", issuesHeaders("guid-no-updated-at", webhookSecret, body), body); code != http.StatusOK || !strings.Contains(resp, `"removed":true`) {
+			t.Fatalf("issues deleted without issue.updated_at: got %d %s, want 200 removed: the removal is dated this replica's clock", code, resp)
+		}
+		read := board.Card{Host: "github.com", Repo: deletedRepo, Number: 1, Title: "read before it went", State: "open", Updated: time.Now()}
+		if changed, err := st.Put(context.Background(), read); err != nil || changed {
+			t.Errorf("Put of a read updated at the removal's instant = %v, %v, want false, nil: the removal bars reads up to this replica's clock", changed, err)
+		}
+	})
+}
+
 func TestIssuesWebhookLeavesOtherCardsAlone(t *testing.T) {
 	for _, c := range []struct {
 		name     string
