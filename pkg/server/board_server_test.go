@@ -322,6 +322,90 @@ func TestBoardPageNamesOnlyAnUnexpiredHolderOfTheBoardLease(t *testing.T) {
 	}
 }
 
+// TestBoardPageLastPassIsOneThatSyncedEveryRepository pins the page's
+// freshness: "last complete pass" moves only for a pass that synced every
+// board repository, not for one that reached them all and failed one,
+// whose cards of that repository may be stale.
+func TestBoardPageLastPassIsOneThatSyncedEveryRepository(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, stopAll := startBoardCluster(t, 1, false, seedIssues(t, "acme/app#1"), "acme/app", "acme/lib")
+		defer stopAll()
+		line := func() string {
+			rec := httptest.NewRecorder()
+			req := httptest.NewRequest("GET", "/board", nil)
+			req.Header.Set("Authorization", "Bearer a")
+			c.replicas[0].handler.ServeHTTP(rec, req)
+			_, l, _ := strings.Cut(rec.Body.String(), "Synced by")
+			l, _, _ = strings.Cut(l, "\n")
+			return l
+		}
+		time.Sleep(2*time.Minute + time.Second) // two passes, acme/lib not found in either
+		synctest.Wait()
+		if line := line(); !strings.Contains(line, "last complete pass: none yet") {
+			t.Errorf("GET /board after passes that failed acme/lib: status line %q, want \"last complete pass: none yet\": a pass that failed a repository is not complete", line)
+		}
+		seedIssues(t, "acme/lib#1")(c.sim)
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if line := line(); !strings.Contains(line, "last complete pass <time") {
+			t.Errorf("GET /board after a pass that synced both repositories: status line %q, want its time", line)
+		}
+	})
+}
+
+// hangingLists never answers an issue list of path (until the request is
+// cancelled), as a forge that hangs does, and passes everything else to
+// next.
+type hangingLists struct {
+	next http.RoundTripper
+	path string
+}
+
+func (h hangingLists) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.URL.Path != h.path {
+		return h.next.RoundTrip(req)
+	}
+	if req.Body != nil {
+		req.Body.Close()
+	}
+	<-req.Context().Done()
+	return nil, req.Context().Err()
+}
+
+// TestAppModeBoardSyncWhoseListsHangIsCutAndStartedAfresh pins an App-mode
+// installation's board watchdog: a pass whose forge hangs is cut at one
+// interval and reported, and stallPasses such passes in a row end that
+// installation's sync, which starts again afresh (its pass 1 again, a
+// full sync) rather than hanging, or failing, for the rest of the term.
+func TestAppModeBoardSyncWhoseListsHangIsCutAndStartedAfresh(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, next := newAppCluster(t, 1, false)
+		seedIssues(t, "org-1/repo-1#5")(c.sim)
+		passes := make(chan board.Pass, 100)
+		startAppReplicas(t, c, hangingLists{next, "/repos/org-1/repo-1/issues"}, 1, time.Hour, 1, func(cfg *server.Config) {
+			cfg.Board, cfg.BoardRepos, cfg.BoardInterval = board.NewMemoryStore(), []string{"org-1/repo-1"}, time.Minute
+			cfg.OnBoardPass = func(p board.Pass) { passes <- p }
+		})
+		time.Sleep(15 * time.Minute)
+		synctest.Wait()
+		c.stopAll()
+		close(passes)
+		var numbers []int
+		for p := range passes {
+			numbers = append(numbers, p.Pass)
+			if len(p.Repos) == 1 && p.Repos[0].Err == nil {
+				t.Errorf("pass %+v: synced, want failed: its list hangs", p)
+			}
+		}
+		if len(numbers) == 0 {
+			t.Fatalf("no board pass in 15 intervals of a hanging forge, want each cut at one interval and reported")
+		}
+		if firsts := strings.Count(fmt.Sprint(numbers, " "), "1 "); firsts < 2 || slices.Max(numbers) > 3 {
+			t.Errorf("passes, numbered within each sync: %v, want the sync started afresh (its pass 1 again) after 3 failed passes", numbers)
+		}
+	})
+}
+
 // boardSyncLine is h's answer to GET /board: its status and the page's
 // line that says who syncs ("" when there is none).
 func boardSyncLine(h http.Handler) (code int, line string) {
