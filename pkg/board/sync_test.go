@@ -1401,3 +1401,45 @@ func TestSyncsSharingAPrunerNeverPruneAtOnce(t *testing.T) {
 		close(store.release)
 	})
 }
+
+// removedMeanwhile is a board.MemoryStore whose Remove finds the card
+// already removed, as when the issues webhook removed it between the
+// sync's listing of the cards and its own removal.
+type removedMeanwhile struct{ *board.MemoryStore }
+
+func (s removedMeanwhile) Remove(ctx context.Context, host, repo string, number int, gone time.Time) (bool, error) {
+	if _, err := s.MemoryStore.Remove(ctx, host, repo, number, gone); err != nil {
+		return false, err
+	}
+	return s.MemoryStore.Remove(ctx, host, repo, number, gone)
+}
+
+// TestSyncCountsOnlyTheCardsItRemoved pins that a full sync counts and
+// logs a card as removed only when its own Remove removed it: one the
+// webhook removed meanwhile is not counted twice across the replicas.
+func TestSyncCountsOnlyTheCardsItRemoved(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newBoardRig(t, "acme/app")
+		r.seed(t, "acme/app", forgesim.Issue{Number: 1, Title: "deleted", State: "open"})
+		r.seed(t, "acme/app", forgesim.Issue{Number: 2, Title: "stays", State: "open"})
+		stop := r.start(t)
+		r.next(t)
+		stop()
+		if err := r.sim.DeleteIssue("acme", "app", 1); err != nil {
+			t.Fatal(err)
+		}
+		var err error
+		r.sync, err = board.NewSync(board.Config{Store: removedMeanwhile{r.board}, Forge: r.client, Host: "github.com",
+			Repos: []string{"acme/app"}, Interval: boardInterval, OnPass: func(p board.Pass) { r.passes <- p }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.start(t)
+		if rp := r.next(t).Repos[0]; rp.Err != nil || rp.Removed != 0 {
+			t.Errorf("full sync whose removal found the card removed already: got %+v, want no error and 0 removed: only the cards it removed are counted", rp)
+		}
+		if _, ok := r.cards(t)[1]; ok {
+			t.Errorf("card 1: back, want removed")
+		}
+	})
+}
