@@ -1443,3 +1443,61 @@ func TestSyncCountsOnlyTheCardsItRemoved(t *testing.T) {
 		}
 	})
 }
+
+// TestSyncFullSyncChecksOnlyItsHostsCards pins that a full sync reads
+// only its own host's cards the list did not show: a card of the same
+// repository name on another forge host (an earlier --forge-url) costs
+// no read and stays.
+func TestSyncFullSyncChecksOnlyItsHostsCards(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newBoardRig(t, "acme/app")
+		r.seed(t, "acme/app", forgesim.Issue{Number: 1, Title: "synced", State: "open"})
+		other := board.Card{Host: "ghe.example", Repo: "acme/app", Number: 7, Title: "of another host", State: "open", Updated: time.Now()}
+		if _, err := r.board.Put(context.Background(), other); err != nil {
+			t.Fatal(err)
+		}
+		r.start(t)
+		if rp := r.next(t).Repos[0]; rp.Err != nil || rp.Removed != 0 {
+			t.Errorf("full sync: got %+v, want nothing removed", rp)
+		}
+		if got := r.sim.Requests(forgesim.Filter{Route: issueReadsRoute}); got != 0 {
+			t.Errorf("issue reads: got %d, want 0: another host's card is not this sync's to check", got)
+		}
+		if cards, err := r.board.Cards(context.Background(), board.Query{Host: "ghe.example", Limit: 10}); err != nil || len(cards) != 1 {
+			t.Errorf("cards of ghe.example: %v, %v, want card 7 kept", cards, err)
+		}
+	})
+}
+
+// TestSyncLeavesOutAPassedOverIssueGitHubDescribedBadly pins that a full
+// sync whose read of a card the list passed over describes the issue in
+// a way no card can hold leaves that card as it was, with a warning, and
+// syncs the repository: failing it would fail every full sync for one
+// issue.
+func TestSyncLeavesOutAPassedOverIssueGitHubDescribedBadly(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newBoardRig(t, "acme/app")
+		for n := 1; n <= 2; n++ {
+			r.seed(t, "acme/app", forgesim.Issue{Number: n, Title: fmt.Sprint("title ", n), State: "open"})
+		}
+		stop := r.start(t)
+		r.next(t)
+		stop()
+		r.seed(t, "acme/app", forgesim.Issue{Number: 1, Title: "title 1, edited", State: "open"}) // the list answers 200, not 304
+		editIssues(r, func(list bool, is map[string]any) bool {
+			if is["number"] != float64(2) {
+				return true
+			}
+			is["state"] = "reopened"
+			return !list // passed over by the list, read with a state GitHub's schema does not allow
+		})
+		r.start(t)
+		rp := r.next(t).Repos[0]
+		if rp.Err != nil || rp.Removed != 0 || r.cards(t)[2].Title != "title 2" {
+			t.Errorf("full sync: got %+v, card 2 %+v; want the repository synced and card 2 left as it was", rp, r.cards(t)[2])
+		}
+		if n := r.logs.Logged("board sync: issue left out"); n != 1 {
+			t.Errorf("issue left out warnings: got %d, want 1", n)
+		}
+	})
+}
