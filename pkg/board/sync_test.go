@@ -133,6 +133,16 @@ func (r *boardRig) start(t *testing.T) (stop func()) {
 	return stop
 }
 
+// oneTerm runs a term of the sync for one pass, which stores the
+// forge's issues as cards, and ends it: the next term starts with a full
+// sync.
+func (r *boardRig) oneTerm(t *testing.T) {
+	t.Helper()
+	stop := r.start(t)
+	r.next(t)
+	stop()
+}
+
 // next lets one interval pass and returns the pass it made.
 func (r *boardRig) next(t *testing.T) board.Pass {
 	t.Helper()
@@ -579,9 +589,7 @@ func TestSyncKeepsOneCardPerIssueWhateverTheCaseConfigured(t *testing.T) {
 		r := newBoardRig(t, "acme/app")
 		r.seed(t, "acme/app", forgesim.Issue{Number: 1, Title: "one", State: "open"})
 		r.seed(t, "acme/app", forgesim.Issue{Number: 2, Title: "two", State: "open"})
-		stop := r.start(t)
-		r.next(t)
-		stop()
+		r.oneTerm(t)
 
 		renamed, err := board.NewSync(board.Config{Store: r.board, Forge: r.client, Host: "github.com",
 			Repos: []string{"Acme/App"}, Interval: boardInterval, OnPass: func(p board.Pass) { r.passes <- p }})
@@ -772,9 +780,7 @@ func TestSyncRemovalErrorKeepsTheWatermark(t *testing.T) {
 		r := newBoardRig(t, "acme/app")
 		r.seed(t, "acme/app", forgesim.Issue{Number: 1, Title: "one", State: "open"})
 		r.seed(t, "acme/app", forgesim.Issue{Number: 2, Title: "two", State: "open"})
-		stop := r.start(t)
-		r.next(t)
-		stop()
+		r.oneTerm(t)
 		if err := r.sim.DeleteIssue("acme", "app", 1); err != nil {
 			t.Fatal(err)
 		}
@@ -1162,9 +1168,7 @@ func TestSyncKeepsTheCardOfAnIssueStillInItsRepositoryUnderAnotherName(t *testin
 				for n := 1; n <= 3; n++ {
 					r.seed(t, "acme/app", forgesim.Issue{Number: n, Title: fmt.Sprint("title ", n), State: "open"})
 				}
-				stop := r.start(t)
-				r.next(t)
-				stop()
+				r.oneTerm(t)
 				// Edited, so the full list answers 200 rather than 304 with the
 				// list the client kept.
 				r.seed(t, "acme/app", forgesim.Issue{Number: 1, Title: "title 1, edited", State: "open"})
@@ -1192,9 +1196,7 @@ func TestSyncRemovesTheCardOfAnIssueGitHubAnswers404For(t *testing.T) {
 		r := newBoardRig(t, "acme/app")
 		r.seed(t, "acme/app", forgesim.Issue{Number: 1, Title: "moved out of sight", State: "open"})
 		r.seed(t, "acme/app", forgesim.Issue{Number: 2, Title: "stays", State: "open"})
-		stop := r.start(t)
-		r.next(t)
-		stop()
+		r.oneTerm(t)
 		if _, err := r.sim.TransferIssue("acme", "app", 1, "acme", "secret"); err != nil {
 			t.Fatal(err)
 		}
@@ -1229,9 +1231,7 @@ func TestSyncChecksEveryCardTheFullListDidNotShow(t *testing.T) {
 		for n := 2; n <= 150; n++ {
 			r.seed(t, "acme/app", forgesim.Issue{Number: n, Title: fmt.Sprint("issue ", n), State: "open"})
 		}
-		stop := r.start(t)
-		r.next(t)
-		stop()
+		r.oneTerm(t)
 		if err := r.sim.DeleteIssue("acme", "app", 1); err != nil {
 			t.Fatal(err)
 		}
@@ -1253,9 +1253,7 @@ func TestSyncRemovalBarsAReadFromBeforeTheForgeSaidTheIssueGone(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newBoardRig(t, "acme/app")
 		r.seed(t, "acme/app", forgesim.Issue{Number: 1, Title: "first read", State: "open"})
-		stop := r.start(t)
-		r.next(t)
-		stop()
+		r.oneTerm(t)
 		time.Sleep(time.Minute)
 		r.seed(t, "acme/app", forgesim.Issue{Number: 1, Title: "edited, then deleted", State: "open"})
 		edit := board.Card{Host: "github.com", Repo: "acme/app", Number: 1, Title: "edited, then deleted", State: "open",
@@ -1422,9 +1420,7 @@ func TestSyncCountsOnlyTheCardsItRemoved(t *testing.T) {
 		r := newBoardRig(t, "acme/app")
 		r.seed(t, "acme/app", forgesim.Issue{Number: 1, Title: "deleted", State: "open"})
 		r.seed(t, "acme/app", forgesim.Issue{Number: 2, Title: "stays", State: "open"})
-		stop := r.start(t)
-		r.next(t)
-		stop()
+		r.oneTerm(t)
 		if err := r.sim.DeleteIssue("acme", "app", 1); err != nil {
 			t.Fatal(err)
 		}
@@ -1480,9 +1476,7 @@ func TestSyncLeavesOutAPassedOverIssueGitHubDescribedBadly(t *testing.T) {
 		for n := 1; n <= 2; n++ {
 			r.seed(t, "acme/app", forgesim.Issue{Number: n, Title: fmt.Sprint("title ", n), State: "open"})
 		}
-		stop := r.start(t)
-		r.next(t)
-		stop()
+		r.oneTerm(t)
 		r.seed(t, "acme/app", forgesim.Issue{Number: 1, Title: "title 1, edited", State: "open"}) // the list answers 200, not 304
 		editIssues(r, func(list bool, is map[string]any) bool {
 			if is["number"] != float64(2) {
