@@ -2,6 +2,8 @@ package mongotest_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"testing"
@@ -216,6 +218,24 @@ func TestCommandsCountsForwarded(t *testing.T) {
 	if got := srv.Proxy().Commands()["insert"] - before["insert"]; got != 3 {
 		t.Fatalf("got %d inserts counted, want 3: Commands counts each forwarded command", got)
 	}
+	// A held command is not forwarded yet, so not counted.
+	h := srv.Proxy().Hold(func(c mongotest.Command) bool { return c.Name == "insert" })
+	done := make(chan error, 1)
+	go func() {
+		_, err := coll.InsertOne(opCtx(t), bson.D{{Key: "_id", Value: "held"}})
+		done <- err
+	}()
+	<-h.Arrived()
+	if got := srv.Proxy().Commands()["insert"] - before["insert"]; got != 3 {
+		t.Errorf("got %d inserts counted while one is held, want 3: a held command is not forwarded yet", got)
+	}
+	h.Release()
+	if err := <-done; err != nil {
+		t.Fatalf("released insert: %v", err)
+	}
+	if got := srv.Proxy().Commands()["insert"] - before["insert"]; got != 4 {
+		t.Errorf("got %d inserts counted after the release, want 4: the released command was forwarded", got)
+	}
 }
 
 // TestUnacknowledgedWriteKeepsExchangesInStep checks moreToCome handling: an
@@ -257,5 +277,131 @@ func TestMalformedClientIsDroppedOthersServed(t *testing.T) {
 	}
 	if err := srv.DB(t).RunCommand(opCtx(t), bson.D{{Key: "ping", Value: 1}}).Err(); err != nil {
 		t.Fatalf("got %v, want other clients served after a malformed one", err)
+	}
+}
+
+// upsert sets v on document id of coll, creating it.
+func upsert(ctx context.Context, coll *mongo.Collection, id string) error {
+	_, err := coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: id}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "v", Value: 1}}}}, options.UpdateOne().SetUpsert(true))
+	return err
+}
+
+// TestHoldsCatchOneCommandEachInArmingOrder pins how armed holds meet
+// commands: a hold released before any command arrived is disarmed and
+// catches none; of the armed ones the earliest catches the next matching
+// command; each catches one command only, so the next goes to the next
+// hold, and once none is left a matching command is not held.
+func TestHoldsCatchOneCommandEachInArmingOrder(t *testing.T) {
+	srv := mongotest.NewServer(t)
+	coll := srv.DB(t).Collection("held")
+	p := srv.Proxy()
+	disarmed := p.Hold(isUpdateOf("held"))
+	disarmed.Release()
+	first, second := p.Hold(isUpdateOf("held")), p.Hold(isUpdateOf("held"))
+	names := map[*mongotest.Hold]string{disarmed: "the disarmed hold", first: "the first hold", second: "the second hold"}
+	// The second update arrives while the first is still held; each races
+	// the holds not used yet, and the one it meets must be want. (A hold
+	// that caught a second command would panic the proxy.)
+	other := srv.Client(t).Database(coll.Database().Name()).Collection("held")
+	var done []chan error
+	for i, tc := range []struct {
+		coll    *mongo.Collection
+		want    *mongotest.Hold
+		pending []*mongotest.Hold
+	}{
+		{coll, first, []*mongotest.Hold{disarmed, first, second}},
+		{other, second, []*mongotest.Hold{disarmed, second}},
+	} {
+		ch := make(chan error, 1)
+		done = append(done, ch)
+		go func() { ch <- upsert(opCtx(t), tc.coll, fmt.Sprint(i)) }()
+		if got := arrived(tc.pending); got != tc.want {
+			t.Fatalf("update %d: caught by %s, want %s: holds catch one command each, earliest armed first, a released one none", i+1, names[got], names[tc.want])
+		}
+	}
+	first.Release()
+	second.Release()
+	for i, ch := range done {
+		if err := <-ch; err != nil {
+			t.Fatalf("update %d: got %v after Release, want it answered", i+1, err)
+		}
+	}
+	if err := upsert(opCtx(t), coll, "x"); err != nil {
+		t.Fatalf("got %v for an update with every hold used, want it answered unheld", err)
+	}
+	select {
+	case <-disarmed.Done():
+		t.Errorf("Done closed for a hold released before any command arrived, want it never closed")
+	default:
+	}
+}
+
+// arrived waits for the first of holds to catch a command and returns it.
+func arrived(holds []*mongotest.Hold) *mongotest.Hold {
+	caught := make(chan *mongotest.Hold, len(holds))
+	stop := make(chan struct{})
+	defer close(stop)
+	for _, h := range holds {
+		go func() {
+			select {
+			case <-h.Arrived():
+				caught <- h
+			case <-stop:
+			}
+		}()
+	}
+	return <-caught
+}
+
+// TestDropAnswerCatchesACommandHeldBeforeItsQueueOnRelease pins that a
+// command held by Hold is matched against drops when released, not when
+// it arrived: a drop armed while it is held drops its answer, after its
+// write landed.
+func TestDropAnswerCatchesACommandHeldBeforeItsQueueOnRelease(t *testing.T) {
+	srv := mongotest.NewServer(t)
+	coll := srv.DB(t).Collection("held")
+	h := srv.Proxy().Hold(isUpdateOf("held"))
+	done := make(chan error, 1)
+	go func() { done <- upsert(opCtx(t), coll, "x") }()
+	<-h.Arrived()
+	d := srv.Proxy().DropAnswer(isUpdateOf("held"))
+	h.Release()
+	if err := <-done; !mongo.IsNetworkError(err) {
+		t.Fatalf("got %v, want a network error: a drop armed while a command is held catches it on release", err)
+	}
+	<-d.Done()
+	if n := count(t, coll, bson.D{{Key: "_id", Value: "x"}}); n != 1 {
+		t.Fatalf("got %d documents, want 1: the released command whose answer was dropped landed", n)
+	}
+}
+
+// TestHeldCommandIsNeverForwardedOnceTheServerCloses pins that a command
+// still held when its server closes, before its queue (Hold) or inside it
+// (HoldExchange), is never forwarded: its Done closes with ErrBackendDown.
+func TestHeldCommandIsNeverForwardedOnceTheServerCloses(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		arm  func(*mongotest.Proxy, func(mongotest.Command) bool) *mongotest.Hold
+	}{
+		{"Hold", (*mongotest.Proxy).Hold},
+		{"HoldExchange", (*mongotest.Proxy).HoldExchange},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := mongotest.NewServer(t)
+			coll := srv.DB(t).Collection("held")
+			h := tc.arm(srv.Proxy(), isUpdateOf("held"))
+			done := make(chan error, 1)
+			go func() { done <- upsert(opCtx(t), coll, "x") }()
+			<-h.Arrived()
+			srv.Close()
+			<-h.Done()
+			if err := h.Err(); !errors.Is(err, mongotest.ErrBackendDown) {
+				t.Errorf("got Hold.Err %v, want %v: a command held when the server closes is never forwarded", err, mongotest.ErrBackendDown)
+			}
+			if err := <-done; err == nil {
+				t.Errorf("got a nil error for the held update, want a failure: it was never forwarded")
+			}
+		})
 	}
 }

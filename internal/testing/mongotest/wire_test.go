@@ -60,6 +60,7 @@ func TestReadMessageFraming(t *testing.T) {
 		wantErr error
 	}{
 		{"whole message", append(bytes.Clone(good), 9, 9), good, nil},
+		{"a header alone, the least length", frame(opMsg, nil), frame(opMsg, nil), nil},
 		{"length under the header size", []byte{15, 0, 0, 0}, nil, errWire},
 		{"negative length", []byte{0xff, 0xff, 0xff, 0xff}, nil, errWire},
 		{"length over maxMessageSizeBytes, 48,000,000", binary.LittleEndian.AppendUint32(nil, 48_000_001), nil, errWire},
@@ -70,6 +71,13 @@ func TestReadMessageFraming(t *testing.T) {
 		if !errors.Is(err, tc.wantErr) || !bytes.Equal(got, tc.want) {
 			t.Errorf("%s: got %v, %v, want %v, %v", tc.name, got, err, tc.want, tc.wantErr)
 		}
+	}
+	// The greatest length is allowed: MongoDB's maxMessageSizeBytes is the
+	// largest message it accepts.
+	largest := make([]byte, maxMessageLen)
+	binary.LittleEndian.PutUint32(largest, maxMessageLen)
+	if got, err := readMessage(bytes.NewReader(largest)); err != nil || len(got) != maxMessageLen {
+		t.Errorf("a message of exactly maxMessageSizeBytes: got %d bytes, %v; want it read whole", len(got), err)
 	}
 }
 
@@ -98,6 +106,13 @@ func TestParseCommand(t *testing.T) {
 		t.Errorf("OP_QUERY: got %q on %q, want isMaster on admin", got.Name, got.Database)
 	}
 
+	// A checksum (flag checksumPresent) trails the sections; it is no section.
+	sum := append(buildMsg(t, flagChecksum, bson.D{{Key: "find", Value: "runs"}, {Key: "$db", Value: "app"}}, ""), 1, 2, 3, 4)
+	binary.LittleEndian.PutUint32(sum, uint32(len(sum)))
+	if got := parseCommand(sum); got.Name != "find" || got.Collection != "runs" || got.Database != "app" {
+		t.Errorf("OP_MSG with a checksum: got %s %s.%s, want find app.runs", got.Name, got.Database, got.Collection)
+	}
+
 	for name, msg := range map[string][]byte{
 		"unknown opCode":       frame(1, []byte{1, 2, 3}),
 		"OP_MSG without body":  frame(opMsg, []byte{0, 0, 0, 0}),
@@ -121,6 +136,52 @@ func TestMoreToCome(t *testing.T) {
 	if moreToCome(buildMsg(t, 1<<16, body, "")) {
 		t.Error("got true for an exhaustAllowed OP_MSG, want false: only moreToCome means no answer")
 	}
+	// In OP_QUERY's flags the same bit is TailableCursor, which is answered.
+	q := binary.LittleEndian.AppendUint32(nil, flagMoreToCome)
+	q = append(q, "app.runs\x00"...)
+	q = append(q, make([]byte, 8)...)
+	q = append(q, mustMarshal(t, bson.D{{Key: "find", Value: "runs"}})...)
+	if moreToCome(frame(opQuery, q)) {
+		t.Error("got true for an OP_QUERY flagged TailableCursor, want false: only an OP_MSG says moreToCome")
+	}
+}
+
+// TestQueueKey pins which queue each command takes (see Proxy): its
+// database and collection; a getMore's collection from its collection
+// field; the handshake, authentication, session and monitoring commands
+// none; a command naming no single collection, every queue.
+func TestQueueKey(t *testing.T) {
+	in := func(db string, cmd bson.D) Command { return describeIn(t, db, cmd) }
+	for _, tc := range []struct {
+		cmd    Command
+		key    string
+		scoped bool
+	}{
+		{in("app", bson.D{{Key: "update", Value: "leases"}}), "app.leases", true},
+		{in("other", bson.D{{Key: "update", Value: "leases"}}), "other.leases", true},
+		{in("app", bson.D{{Key: "getMore", Value: int64(7)}, {Key: "collection", Value: "gate_runs"}}), "app.gate_runs", true},
+		{in("app", bson.D{{Key: "listCollections", Value: 1}}), "", true},
+		{in("app", bson.D{{Key: "dropDatabase", Value: 1}}), "", true},
+		{in("app", bson.D{{Key: "aggregate", Value: 1}}), "", true},
+		{in("admin", bson.D{{Key: "bulkWrite", Value: 1}}), "", true},
+		{in("admin", bson.D{{Key: "hello", Value: 1}}), "", false},
+		{in("admin", bson.D{{Key: "isMaster", Value: 1}}), "", false},
+		{in("admin", bson.D{{Key: "ismaster", Value: 1}}), "", false},
+		{in("admin", bson.D{{Key: "ping", Value: 1}}), "", false},
+		{in("admin", bson.D{{Key: "saslStart", Value: 1}}), "", false},
+		{in("admin", bson.D{{Key: "saslContinue", Value: 1}}), "", false},
+		{in("admin", bson.D{{Key: "endSessions", Value: bson.A{}}}), "", false},
+		{in("admin", bson.D{{Key: "buildInfo", Value: 1}}), "", false},
+	} {
+		if key, scoped := tc.cmd.queueKey(); key != tc.key || scoped != tc.scoped {
+			t.Errorf("%s on %s: got queue %q (scoped %v), want %q (scoped %v)", tc.cmd.Name, tc.cmd.Database, key, scoped, tc.key, tc.scoped)
+		}
+	}
+}
+
+// describeIn is the Command of an OP_MSG sending cmd to database db.
+func describeIn(t *testing.T, db string, cmd bson.D) Command {
+	return parseCommand(buildMsg(t, 0, append(cmd, bson.E{Key: "$db", Value: db}), ""))
 }
 
 // FuzzParseCommand checks that no message, however malformed, makes

@@ -1,0 +1,136 @@
+package mongotest
+
+import (
+	"context"
+	"errors"
+	"net"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+)
+
+// rawTimeout bounds a raw exchange, so that a proxy that neither answers
+// nor closes fails the test instead of hanging it.
+const rawTimeout = 20 * time.Second
+
+// exchange sends msg on a new connection to addr and reads one message
+// back: the answer, or the error that ended the connection.
+func exchange(t *testing.T, addr string, msg []byte) ([]byte, error) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(rawTimeout))
+	if _, err := c.Write(msg); err != nil {
+		return nil, err
+	}
+	return readMessage(c)
+}
+
+func hello(t *testing.T) []byte {
+	return buildMsg(t, 0, bson.D{{Key: "hello", Value: 1}, {Key: "$db", Value: "admin"}}, "")
+}
+
+// TestRefuseClosesNewConnectionsUntilLifted pins Refuse on a connection
+// opened while it is on: the proxy closes it unanswered (a partition, not
+// a slow server), and once lifted a new connection is answered.
+func TestRefuseClosesNewConnectionsUntilLifted(t *testing.T) {
+	srv := NewServer(t)
+	addr := srv.Proxy().Addr()
+	srv.Proxy().Refuse(true)
+	if got, err := exchange(t, addr, hello(t)); err == nil || errors.Is(err, context.DeadlineExceeded) || isTimeout(err) {
+		t.Fatalf("got %d bytes, %v while refusing, want the connection closed unanswered: Refuse closes every new connection", len(got), err)
+	}
+	srv.Proxy().Refuse(false)
+	if got, err := exchange(t, addr, hello(t)); err != nil || len(got) <= headerLen {
+		t.Fatalf("got %d bytes, %v after Refuse(false), want an answer: lifting Refuse serves new connections", len(got), err)
+	}
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// TestDropStaysArmedWhenItsCommandNeverReachedTheBackend pins DropAnswer's
+// rule for a command whose exchange failed (here a message FerretDB
+// answers by closing the connection): nothing took effect, so no answer
+// was lost, and the drop stays armed for the next matching command, whose
+// answer it drops once that command has landed.
+func TestDropStaysArmedWhenItsCommandNeverReachedTheBackend(t *testing.T) {
+	srv := NewServer(t)
+	coll := srv.DB(t).Collection("dropped")
+	// An empty Name is the unknown opCode below; no driver command has one.
+	d := srv.Proxy().DropAnswer(func(c Command) bool {
+		return c.Name == "" || c.Name == "insert" && c.Collection == "dropped"
+	})
+	if got, err := exchange(t, srv.Proxy().Addr(), frame(1, []byte{1, 2, 3, 4})); err == nil || isTimeout(err) {
+		t.Fatalf("got %d bytes, %v for an unknown opCode, want the connection closed by the backend", len(got), err)
+	}
+	select {
+	case <-d.Done():
+		t.Fatalf("Drop.Done closed for an exchange that failed, want it armed: only an answered command's answer is dropped")
+	default:
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), rawTimeout)
+	defer cancel()
+	if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: "x"}}); !mongo.IsNetworkError(err) {
+		t.Fatalf("got %v for the next matching insert, want a network error: the drop stayed armed", err)
+	}
+	<-d.Done()
+	if n, err := coll.CountDocuments(ctx, bson.D{{Key: "_id", Value: "x"}}); err != nil || n != 1 {
+		t.Fatalf("got %d documents, %v, want 1: the insert whose answer was dropped landed", n, err)
+	}
+}
+
+// TestDelayWaitsEachRequestSideBySide pins SetDelay in virtual time: each
+// request waits exactly the delay, requests on two connections wait side
+// by side (both are through after one delay, not two), 0 removes it, and
+// a connection closed mid-wait ends its wait at once.
+func TestDelayWaitsEachRequestSideBySide(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const d = 3 * time.Second
+		p := &Proxy{}
+		p.SetDelay(d)
+		conn := func() (*clientConn, context.CancelFunc) {
+			ctx, cancel := context.WithCancel(t.Context())
+			return &clientConn{ctx: ctx, cancel: cancel}, cancel
+		}
+		a, cancelA := conn()
+		defer cancelA()
+		b, cancelB := conn()
+		defer cancelB()
+		start := time.Now()
+		through := make(chan time.Duration, 2)
+		for _, cc := range []*clientConn{a, b} {
+			go func() {
+				if p.wait(cc) {
+					through <- time.Since(start)
+				}
+			}()
+		}
+		for range 2 {
+			if got := <-through; got != d {
+				t.Errorf("got a request through after %v, want %v: each waits the delay, side by side", got, d)
+			}
+		}
+
+		c, cancelC := conn()
+		time.AfterFunc(time.Second, cancelC)
+		start = time.Now()
+		if p.wait(c) || time.Since(start) != time.Second {
+			t.Errorf("got a wait of %v on a connection closed after 1s, want false at 1s: a closed connection ends its wait", time.Since(start))
+		}
+
+		p.SetDelay(0)
+		start = time.Now()
+		if !p.wait(a) || time.Since(start) != 0 {
+			t.Errorf("got a wait of %v after SetDelay(0), want none: 0 removes the delay", time.Since(start))
+		}
+	})
+}
