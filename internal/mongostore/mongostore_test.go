@@ -2,6 +2,7 @@ package mongostore_test
 
 import (
 	"context"
+	"errors"
 	"math"
 	"slices"
 	"strings"
@@ -141,9 +142,11 @@ func TestUnmarshalRefusesAKeyOfAnotherCase(t *testing.T) {
 		Limit int `bson:"limit"`
 	}
 	type doc struct {
-		Repo    string   `bson:"repo"`
-		Last    budget   `bson:"last"`
-		Budgets []budget `bson:"budgets"`
+		Repo    string    `bson:"repo"`
+		Last    budget    `bson:"last"`
+		Budgets []budget  `bson:"budgets"`
+		Pointed []*budget `bson:"pointed"`
+		Owner   string    // untagged: the driver's key is "owner"
 	}
 	for _, c := range []struct {
 		name string
@@ -154,6 +157,9 @@ func TestUnmarshalRefusesAKeyOfAnotherCase(t *testing.T) {
 		{"after the field's own key", bson.D{{Key: "repo", Value: "acme/app"}, {Key: "REPO", Value: "other/app"}}, "REPO"},
 		{"in an embedded document", bson.D{{Key: "last", Value: bson.D{{Key: "Limit", Value: 1}}}}, "last.Limit"},
 		{"in an array's document", bson.D{{Key: "budgets", Value: bson.A{bson.D{{Key: "limit", Value: 1}}, bson.D{{Key: "LIMIT", Value: 2}}}}}, "budgets.1.LIMIT"},
+		{"in an array's document behind a pointer", bson.D{{Key: "pointed", Value: bson.A{bson.D{{Key: "Limit", Value: 1}}}}}, "pointed.0.Limit"},
+		{"an untagged field's key in another case", bson.D{{Key: "Owner", Value: "acme"}}, "Owner"},
+		{"an untagged field's own key is taken", bson.D{{Key: "owner", Value: "acme"}}, ""},
 		{"a key of no field is left alone", bson.D{{Key: "repo", Value: "acme/app"}, {Key: "Newer", Value: 1}}, ""},
 	} {
 		raw, err := bson.Marshal(c.doc)
@@ -167,6 +173,83 @@ func TestUnmarshalRefusesAKeyOfAnotherCase(t *testing.T) {
 			t.Errorf("%s: got %v, want it taken", c.name, err)
 		case c.key != "" && (err == nil || !strings.Contains(err.Error(), "key "+c.key+":")):
 			t.Errorf("%s: got %+v, %v; want an error naming %s", c.name, d, err, c.key)
+		}
+	}
+}
+
+// TestInt64TakesOnlyANumberAnInt64Holds pins Int64 on a stored value: an
+// int32, an int64, or a double with no fraction from -2^63 to below 2^63
+// is its integer; anything else, a fraction or a string of digits among
+// them, is not (the driver's AsInt64OK would read 7.5 as 7).
+func TestInt64TakesOnlyANumberAnInt64Holds(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		value any
+		want  int64
+		ok    bool
+	}{
+		{"an int32", int32(-7), -7, true},
+		{"an int64", int64(1) << 40, 1 << 40, true},
+		{"a whole double", 4.0, 4, true},
+		{"-2^63 as a double", -math.Pow(2, 63), math.MinInt64, true},
+		{"2^63 as a double is past int64's range", math.Pow(2, 63), 0, false},
+		{"a fraction", 7.5, 0, false},
+		{"NaN", math.NaN(), 0, false},
+		{"a string of digits", "7", 0, false},
+		{"a boolean", true, 0, false},
+		{"null", bson.Null{}, 0, false},
+	} {
+		typ, data, err := bson.MarshalValue(c.value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, ok := mongostore.Int64(bson.RawValue{Type: typ, Value: data})
+		if ok != c.ok || got != c.want {
+			t.Errorf("%s: got %d, %v; want %d, %v", c.name, got, ok, c.want, c.ok)
+		}
+	}
+}
+
+// TestDecodeListedKeepsEachDocumentsPlace pins what a listing keeps of a
+// document: decode's value or refusal, a copy of its _id (the cursor
+// reuses its buffer), its updated_at in UTC and Placed only when that is
+// a date; and IDText names a string _id as it is and any other by its
+// BSON text.
+func TestDecodeListedKeepsEachDocumentsPlace(t *testing.T) {
+	at := time.Date(2026, 9, 30, 9, 0, 0, 0, time.FixedZone("CEST", 2*3600))
+	refuse := errors.New("refused")
+	decode := mongostore.DecodeListed(func(raw bson.Raw) (string, error) {
+		if s, ok := raw.Lookup("v").StringValueOK(); ok {
+			return s, nil
+		}
+		return "", refuse
+	})
+	for _, c := range []struct {
+		name   string
+		doc    bson.D
+		value  string
+		err    error
+		idText string
+		placed bool
+	}{
+		{"a document decode takes", bson.D{{Key: "_id", Value: "r1"}, {Key: "updated_at", Value: at}, {Key: "v", Value: "x"}}, "x", nil, "r1", true},
+		{"a document decode refuses", bson.D{{Key: "_id", Value: "r2"}, {Key: "updated_at", Value: at}, {Key: "v", Value: 1}}, "", refuse, "r2", true},
+		{"an updated_at of no date", bson.D{{Key: "_id", Value: int32(7)}, {Key: "updated_at", Value: at.Format(time.RFC3339)}}, "", refuse, `{"$numberInt":"7"}`, false},
+	} {
+		raw, err := bson.Marshal(c.doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := decode(raw)
+		if err != nil {
+			t.Fatalf("%s: got %v, want a Listed: a refusal is kept, not returned", c.name, err)
+		}
+		clear(raw) // the cursor's next document overwrites the buffer
+		if l.Value != c.value || !errors.Is(l.Err, c.err) || l.IDText() != c.idText || l.Placed != c.placed {
+			t.Errorf("%s: got value %q, err %v, _id %q, placed %v; want %q, %v, %q, %v", c.name, l.Value, l.Err, l.IDText(), l.Placed, c.value, c.err, c.idText, c.placed)
+		}
+		if c.placed && (!l.Updated.Equal(at) || l.Updated.Location() != time.UTC) {
+			t.Errorf("%s: got updated %v, want %v in UTC", c.name, l.Updated, at.UTC())
 		}
 	}
 }
