@@ -18,14 +18,32 @@ import (
 // TestDevMongoServesAndStops checks the dev-mongo contract: it prints one
 // line, mongodb://ADDR/?serverMonitoringMode=poll, once it accepts
 // connections; a client using that URI works; cancelling its context (what
-// SIGINT/SIGTERM do) stops it with a nil error (exit status 0).
+// SIGINT/SIGTERM do) stops it with a nil error (exit status 0); and a
+// later dev-mongo on the same --dir serves what the first stored.
 func TestDevMongoServesAndStops(t *testing.T) {
+	dir := t.TempDir()
+	serve(t, dir, func(ctx context.Context, coll *mongo.Collection) {
+		if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: 1}}); err != nil {
+			t.Fatalf("got %v, want a write to succeed: the server accepts connections once the URI is printed", err)
+		}
+	})
+	serve(t, dir, func(ctx context.Context, coll *mongo.Collection) {
+		if n, err := coll.CountDocuments(ctx, bson.D{{Key: "_id", Value: 1}}); err != nil || n != 1 {
+			t.Fatalf("got %d documents, %v on a restart, want 1: --dir keeps the data", n, err)
+		}
+	})
+}
+
+// serve runs dev-mongo on dir, calls use with a collection through its
+// printed URI, and stops it as SIGINT/SIGTERM do.
+func serve(t *testing.T, dir string, use func(context.Context, *mongo.Collection)) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	r, w := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		err := devMongo(ctx, []string{"--listen", "127.0.0.1:0", "--dir", t.TempDir()}, w)
+		err := devMongo(ctx, []string{"--listen", "127.0.0.1:0", "--dir", dir}, w)
 		_ = w.Close()
 		done <- err
 	}()
@@ -43,9 +61,7 @@ func TestDevMongoServesAndStops(t *testing.T) {
 	}
 	opCtx, opCancel := context.WithTimeout(ctx, 20*time.Second)
 	defer opCancel()
-	if _, err := c.Database("dev").Collection("docs").InsertOne(opCtx, bson.D{{Key: "_id", Value: 1}}); err != nil {
-		t.Fatalf("got %v, want a write to succeed: the server accepts connections once the URI is printed", err)
-	}
+	use(opCtx, c.Database("dev").Collection("docs"))
 	_ = c.Disconnect(opCtx)
 	go func() { _, _ = io.Copy(io.Discard, r) }()
 	cancel()
@@ -84,5 +100,14 @@ func TestDevMongoRejectsBadArguments(t *testing.T) {
 		if out.Len() != 0 {
 			t.Errorf("args %q: printed %q, want nothing: the URI is printed only once serving", tc.args, out.String())
 		}
+	}
+}
+
+// TestDevMongoHelpExitsZero checks that -h prints the usage and exits 0,
+// as Go's flag package does, with nothing on stdout.
+func TestDevMongoHelpExitsZero(t *testing.T) {
+	var out, msg strings.Builder
+	if code := exitCode(&msg, devMongo(context.Background(), []string{"-h"}, &out)); code != 0 || out.Len() != 0 {
+		t.Errorf("-h: exit %d, printed %q; want exit 0 and nothing printed", code, out.String())
 	}
 }

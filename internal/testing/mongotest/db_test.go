@@ -83,3 +83,26 @@ func TestDBUsesEnvURI(t *testing.T) {
 		t.Fatalf("got %d inserts on the server named by %s, want 1: DB uses it when set", got, mongotest.EnvURI)
 	}
 }
+
+// TestDBIsDroppedWhenTheTestEnds checks that DB's database is dropped at
+// the test's cleanup: the shared server does not keep every test's data.
+func TestDBIsDroppedWhenTheTestEnds(t *testing.T) {
+	ctx := context.Background()
+	var name string
+	t.Run("uses a database", func(t *testing.T) {
+		db := mongotest.DB(t)
+		name = db.Name()
+		if _, err := db.Collection("docs").InsertOne(ctx, bson.D{{Key: "_id", Value: 1}}); err != nil {
+			t.Fatalf("insert: %v", err)
+		}
+	})
+	c, err := mongo.Connect(options.Client().ApplyURI(mongotest.URI(t)))
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	defer func() { _ = c.Disconnect(ctx) }()
+	names, err := c.ListDatabaseNames(ctx, bson.D{{Key: "name", Value: name}})
+	if err != nil || len(names) != 0 {
+		t.Fatalf("got databases %v, %v after the test ended, want none named %s: DB's database is dropped", names, err, name)
+	}
+}

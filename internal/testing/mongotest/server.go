@@ -41,7 +41,7 @@ type Server struct {
 // Start runs a server whose data lives in a new temporary directory, removed
 // by Close, with the proxy listening on listen ("127.0.0.1:0" picks a free
 // port). ctx bounds the start only; the server runs until Close. logger gets
-// the proxy's events and FerretDB's warnings and errors; nil discards.
+// the proxy's events and FerretDB's errors (not its info or warnings); nil discards.
 func Start(ctx context.Context, listen string, logger *slog.Logger) (*Server, error) {
 	dir, err := os.MkdirTemp("", "iterion-mongotest-")
 	if err != nil {
