@@ -2,6 +2,7 @@ package mongotest
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"net"
 	"testing"
@@ -133,4 +134,68 @@ func TestDelayWaitsEachRequestSideBySide(t *testing.T) {
 			t.Errorf("got a wait of %v after SetDelay(0), want none: 0 removes the delay", time.Since(start))
 		}
 	})
+}
+
+// withRequestID sets a framed message's requestID.
+func withRequestID(msg []byte, id int32) []byte {
+	binary.LittleEndian.PutUint32(msg[4:8], uint32(id))
+	return msg
+}
+
+// TestUnacknowledgedWriteGetsNoAnswerAndKeepsItsConnection pins
+// moreToCome on the wire: an OP_MSG so flagged gets no answer (FerretDB's
+// is read and discarded), its connection stays open, and the next request
+// on it gets its own answer, after the write landed.
+func TestUnacknowledgedWriteGetsNoAnswerAndKeepsItsConnection(t *testing.T) {
+	srv := NewServer(t)
+	c, err := net.Dial("tcp", srv.Proxy().Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(rawTimeout))
+	insert := withRequestID(buildMsg(t, flagMoreToCome, bson.D{{Key: "insert", Value: "docs"}, {Key: "$db", Value: "w0"},
+		{Key: "writeConcern", Value: bson.D{{Key: "w", Value: 0}}}}, "documents", bson.D{{Key: "_id", Value: "x"}}), 1)
+	count := withRequestID(buildMsg(t, 0, bson.D{{Key: "count", Value: "docs"}, {Key: "$db", Value: "w0"}}, ""), 2)
+	if _, err := c.Write(append(insert, count...)); err != nil {
+		t.Fatal(err)
+	}
+	answer, err := readMessage(c)
+	if err != nil {
+		t.Fatalf("got %v, want the count's answer: an unacknowledged write keeps its connection", err)
+	}
+	if to := int32(binary.LittleEndian.Uint32(answer[8:12])); to != 2 {
+		t.Fatalf("got an answer to request %d, want one to 2 (the count): an unacknowledged write gets no answer", to)
+	}
+	var body struct {
+		N int `bson:"n"`
+	}
+	if err := bson.Unmarshal(answer[headerLen+5:], &body); err != nil || body.N != 1 {
+		t.Fatalf("got count %d, %v; want 1: the unacknowledged write landed before the next exchange", body.N, err)
+	}
+}
+
+// TestRestartBackendCutsOpenConnections pins that RestartBackend closes
+// every client connection open when it is called, not only when one next
+// sends a request.
+func TestRestartBackendCutsOpenConnections(t *testing.T) {
+	srv := NewServer(t)
+	c, err := net.Dial("tcp", srv.Proxy().Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(rawTimeout))
+	if _, err := c.Write(hello(t)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readMessage(c); err != nil {
+		t.Fatalf("hello before the restart: %v", err)
+	}
+	if err := srv.Proxy().RestartBackend(t.Context()); err != nil {
+		t.Fatalf("restart: %v", err)
+	}
+	if got, err := readMessage(c); err == nil || isTimeout(err) {
+		t.Fatalf("got %d bytes, %v on a connection open across the restart, want it closed", len(got), err)
+	}
 }

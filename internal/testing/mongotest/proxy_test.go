@@ -76,6 +76,7 @@ func TestHoldDelaysOneCommandOthersFlow(t *testing.T) {
 		t.Fatalf("got %d documents while the update is held, want 0: a held command is not forwarded", n)
 	}
 	h.Release()
+	h.Release() // idempotent
 	r := <-done
 	if r.err != nil || r.res.UpsertedCount != 1 {
 		t.Fatalf("got %+v, %v after Release, want one upsert: a released command is forwarded and answered", r.res, r.err)
