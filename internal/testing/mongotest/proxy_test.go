@@ -355,25 +355,47 @@ func arrived(holds []*mongotest.Hold) *mongotest.Hold {
 	return <-caught
 }
 
-// TestDropAnswerCatchesACommandHeldBeforeItsQueueOnRelease pins that a
-// command held by Hold is matched against drops when released, not when
-// it arrived: a drop armed while it is held drops its answer, after its
-// write landed.
-func TestDropAnswerCatchesACommandHeldBeforeItsQueueOnRelease(t *testing.T) {
-	srv := mongotest.NewServer(t)
-	coll := srv.DB(t).Collection("held")
-	h := srv.Proxy().Hold(isUpdateOf("held"))
-	done := make(chan error, 1)
-	go func() { done <- upsert(opCtx(t), coll, "x") }()
-	<-h.Arrived()
-	d := srv.Proxy().DropAnswer(isUpdateOf("held"))
-	h.Release()
-	if err := <-done; !mongo.IsNetworkError(err) {
-		t.Fatalf("got %v, want a network error: a drop armed while a command is held catches it on release", err)
-	}
-	<-d.Done()
-	if n := count(t, coll, bson.D{{Key: "_id", Value: "x"}}); n != 1 {
-		t.Fatalf("got %d documents, want 1: the released command whose answer was dropped landed", n)
+// TestDropAnswerMeetsAHeldCommandWhenItsHoldSays pins when a held command
+// is matched against drops: a Hold's (before its queue) when released, so
+// a drop armed while it is held drops its answer, after its write landed;
+// a HoldExchange's when it arrived, so such a drop lets its answer through
+// and stays armed.
+func TestDropAnswerMeetsAHeldCommandWhenItsHoldSays(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		arm     func(*mongotest.Proxy, func(mongotest.Command) bool) *mongotest.Hold
+		dropped bool
+	}{
+		{"Hold, matched when released", (*mongotest.Proxy).Hold, true},
+		{"HoldExchange, matched when it arrived", (*mongotest.Proxy).HoldExchange, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := mongotest.NewServer(t)
+			coll := srv.DB(t).Collection("held")
+			h := tc.arm(srv.Proxy(), isUpdateOf("held"))
+			done := make(chan error, 1)
+			go func() { done <- upsert(opCtx(t), coll, "x") }()
+			<-h.Arrived()
+			d := srv.Proxy().DropAnswer(isUpdateOf("held"))
+			h.Release()
+			err := <-done
+			if got := mongo.IsNetworkError(err); got != tc.dropped {
+				t.Fatalf("got %v for the released update, want its answer dropped: %v", err, tc.dropped)
+			}
+			select {
+			case <-d.Done():
+				if !tc.dropped {
+					t.Errorf("Drop.Done closed, want the drop still armed: it was armed after the command arrived")
+				}
+			default:
+				if tc.dropped {
+					t.Errorf("Drop.Done not closed after the answer was dropped")
+				}
+			}
+			if n := count(t, coll, bson.D{{Key: "_id", Value: "x"}}); n != 1 {
+				t.Fatalf("got %d documents, want 1: the released update landed", n)
+			}
+		})
 	}
 }
 

@@ -16,7 +16,8 @@ import (
 var errWire = errors.New("mongotest: malformed wire message")
 
 // Wire protocol constants (MongoDB wire protocol, "Standard Message Header"
-// and OP_MSG). maxMessageLen is MongoDB's maxMessageSizeBytes, "48000000
+// and OP_MSG: https://www.mongodb.com/docs/manual/reference/mongodb-wire-protocol/).
+// maxMessageLen is MongoDB's maxMessageSizeBytes, "48000000
 // bytes" (https://www.mongodb.com/docs/manual/reference/command/hello/),
 // which FerretDB announces too: decimal, not 48 MiB.
 const (
@@ -71,7 +72,8 @@ func opCode(msg []byte) int32 {
 }
 
 // moreToCome reports whether an OP_MSG request says its client expects no
-// answer.
+// answer. The same bit of an OP_QUERY's flags is TailableCursor, which is
+// answered.
 func moreToCome(msg []byte) bool {
 	return opCode(msg) == opMsg && len(msg) >= headerLen+4 &&
 		binary.LittleEndian.Uint32(msg[headerLen:])&flagMoreToCome != 0
