@@ -119,7 +119,8 @@ func TestHoldSurvivesCut(t *testing.T) {
 }
 
 // TestDropAnswerWriteLandsClientErrs checks DropAnswer: the write lands, the
-// client gets a network error instead of the answer.
+// client gets a network error instead of the answer, and the drop is used
+// up: the next matching command is answered.
 func TestDropAnswerWriteLandsClientErrs(t *testing.T) {
 	srv := mongotest.NewServer(t)
 	coll := srv.DB(t).Collection("dropped")
@@ -138,6 +139,9 @@ func TestDropAnswerWriteLandsClientErrs(t *testing.T) {
 	}
 	if n := count(t, coll, bson.D{{Key: "_id", Value: "x"}}); n != 1 {
 		t.Fatalf("got %d documents, want 1: the command whose answer was dropped took effect", n)
+	}
+	if _, err := coll.InsertOne(opCtx(t), bson.D{{Key: "_id", Value: "y"}}); err != nil {
+		t.Fatalf("got %v for the next matching insert, want it answered: a drop catches one command", err)
 	}
 }
 
