@@ -58,15 +58,22 @@ func TestURIIsDBs(t *testing.T) {
 	if _, err := db.Collection("docs").InsertOne(ctx, bson.D{{Key: "_id", Value: 1}}); err != nil {
 		t.Fatalf("insert: %v", err)
 	}
-	c, err := mongo.Connect(options.Client().ApplyURI(mongotest.URI(t)))
-	if err != nil {
-		t.Fatalf("connect: %v", err)
-	}
-	defer func() { _ = c.Disconnect(ctx) }()
+	c := uriClient(t)
 	n, err := c.Database(db.Name()).Collection("docs").CountDocuments(ctx, bson.D{})
 	if err != nil || n != 1 {
 		t.Fatalf("got %d documents, %v through URI, want 1: URI is the server DB uses", n, err)
 	}
+}
+
+// uriClient is a client of URI, disconnected when the test ends.
+func uriClient(t *testing.T) *mongo.Client {
+	t.Helper()
+	c, err := mongo.Connect(options.Client().ApplyURI(mongotest.URI(t)))
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Disconnect(context.Background()) })
+	return c
 }
 
 // TestDBUsesEnvURI checks that ITERION_TEST_MONGO_URI, when set, is where
@@ -96,11 +103,7 @@ func TestDBIsDroppedWhenTheTestEnds(t *testing.T) {
 			t.Fatalf("insert: %v", err)
 		}
 	})
-	c, err := mongo.Connect(options.Client().ApplyURI(mongotest.URI(t)))
-	if err != nil {
-		t.Fatalf("connect: %v", err)
-	}
-	defer func() { _ = c.Disconnect(ctx) }()
+	c := uriClient(t)
 	names, err := c.ListDatabaseNames(ctx, bson.D{{Key: "name", Value: name}})
 	if err != nil || len(names) != 0 {
 		t.Fatalf("got databases %v, %v after the test ended, want none named %s: DB's database is dropped", names, err, name)

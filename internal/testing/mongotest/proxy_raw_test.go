@@ -33,6 +33,19 @@ func exchange(t *testing.T, addr string, msg []byte) ([]byte, error) {
 	return readMessage(c)
 }
 
+// dial opens a raw connection to srv's proxy, closed when the test ends,
+// whose reads and writes fail after rawTimeout.
+func dial(t *testing.T, srv *Server) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", srv.Proxy().Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	_ = c.SetDeadline(time.Now().Add(rawTimeout))
+	return c
+}
+
 func hello(t *testing.T) []byte {
 	return buildMsg(t, 0, bson.D{{Key: "hello", Value: 1}, {Key: "$db", Value: "admin"}}, "")
 }
@@ -148,12 +161,7 @@ func withRequestID(msg []byte, id int32) []byte {
 // on it gets its own answer, after the write landed.
 func TestUnacknowledgedWriteGetsNoAnswerAndKeepsItsConnection(t *testing.T) {
 	srv := NewServer(t)
-	c, err := net.Dial("tcp", srv.Proxy().Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(rawTimeout))
+	c := dial(t, srv)
 	insert := withRequestID(buildMsg(t, flagMoreToCome, bson.D{{Key: "insert", Value: "docs"}, {Key: "$db", Value: "w0"},
 		{Key: "writeConcern", Value: bson.D{{Key: "w", Value: 0}}}}, "documents", bson.D{{Key: "_id", Value: "x"}}), 1)
 	count := withRequestID(buildMsg(t, 0, bson.D{{Key: "count", Value: "docs"}, {Key: "$db", Value: "w0"}}, ""), 2)
@@ -180,12 +188,7 @@ func TestUnacknowledgedWriteGetsNoAnswerAndKeepsItsConnection(t *testing.T) {
 // sends a request.
 func TestRestartBackendCutsOpenConnections(t *testing.T) {
 	srv := NewServer(t)
-	c, err := net.Dial("tcp", srv.Proxy().Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(rawTimeout))
+	c := dial(t, srv)
 	if _, err := c.Write(hello(t)); err != nil {
 		t.Fatal(err)
 	}

@@ -359,6 +359,21 @@ func arrived(holds []*mongotest.Hold) *mongotest.Hold {
 	return <-caught
 }
 
+// heldUpsert starts a server whose proxy holds, by arm, an upsert of
+// document "x" of collection "held" sent meanwhile; it returns once the
+// upsert is held, with what answers it on done.
+func heldUpsert(t *testing.T, arm func(*mongotest.Proxy, func(mongotest.Command) bool) *mongotest.Hold) (
+	srv *mongotest.Server, coll *mongo.Collection, h *mongotest.Hold, done <-chan error) {
+	t.Helper()
+	srv = mongotest.NewServer(t)
+	coll = srv.DB(t).Collection("held")
+	h = arm(srv.Proxy(), isUpdateOf("held"))
+	answered := make(chan error, 1)
+	go func() { answered <- upsert(opCtx(t), coll, "x") }()
+	<-h.Arrived()
+	return srv, coll, h, answered
+}
+
 // TestDropAnswerMeetsAHeldCommandWhenItsHoldSays pins when a held command
 // is matched against drops: a Hold's (before its queue) when released, so
 // a drop armed while it is held drops its answer, after its write landed;
@@ -374,12 +389,7 @@ func TestDropAnswerMeetsAHeldCommandWhenItsHoldSays(t *testing.T) {
 		{"HoldExchange, matched when it arrived", (*mongotest.Proxy).HoldExchange, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			srv := mongotest.NewServer(t)
-			coll := srv.DB(t).Collection("held")
-			h := tc.arm(srv.Proxy(), isUpdateOf("held"))
-			done := make(chan error, 1)
-			go func() { done <- upsert(opCtx(t), coll, "x") }()
-			<-h.Arrived()
+			srv, coll, h, done := heldUpsert(t, tc.arm)
 			d := srv.Proxy().DropAnswer(isUpdateOf("held"))
 			h.Release()
 			err := <-done
@@ -415,12 +425,7 @@ func TestHeldCommandIsNeverForwardedOnceTheServerCloses(t *testing.T) {
 		{"HoldExchange", (*mongotest.Proxy).HoldExchange},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			srv := mongotest.NewServer(t)
-			coll := srv.DB(t).Collection("held")
-			h := tc.arm(srv.Proxy(), isUpdateOf("held"))
-			done := make(chan error, 1)
-			go func() { done <- upsert(opCtx(t), coll, "x") }()
-			<-h.Arrived()
+			srv, _, h, done := heldUpsert(t, tc.arm)
 			srv.Close()
 			<-h.Done()
 			if err := h.Err(); !errors.Is(err, mongotest.ErrBackendDown) {
