@@ -374,42 +374,22 @@ func heldUpsert(t *testing.T, arm func(*mongotest.Proxy, func(mongotest.Command)
 	return srv, coll, h, answered
 }
 
-// TestDropAnswerMeetsAHeldCommandWhenItsHoldSays pins when a held command
-// is matched against drops: a Hold's (before its queue) when released, so
-// a drop armed while it is held drops its answer, after its write landed;
-// a HoldExchange's when it arrived, so such a drop lets its answer through
-// and stays armed.
-func TestDropAnswerMeetsAHeldCommandWhenItsHoldSays(t *testing.T) {
-	for _, tc := range []struct {
-		name    string
-		arm     func(*mongotest.Proxy, func(mongotest.Command) bool) *mongotest.Hold
-		dropped bool
-	}{
-		{"Hold, matched when released", (*mongotest.Proxy).Hold, true},
-		{"HoldExchange, matched when it arrived", (*mongotest.Proxy).HoldExchange, false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			srv, coll, h, done := heldUpsert(t, tc.arm)
-			d := srv.Proxy().DropAnswer(isUpdateOf("held"))
-			h.Release()
-			err := <-done
-			if got := mongo.IsNetworkError(err); got != tc.dropped {
-				t.Fatalf("got %v for the released update, want its answer dropped: %v", err, tc.dropped)
-			}
-			select {
-			case <-d.Done():
-				if !tc.dropped {
-					t.Errorf("Drop.Done closed, want the drop still armed: it was armed after the command arrived")
-				}
-			default:
-				if tc.dropped {
-					t.Errorf("Drop.Done not closed after the answer was dropped")
-				}
-			}
-			if n := count(t, coll, bson.D{{Key: "_id", Value: "x"}}); n != 1 {
-				t.Fatalf("got %d documents, want 1: the released update landed", n)
-			}
-		})
+// TestDropAnswerCatchesAHeldCommandOnRelease pins that a command held by
+// Hold (before its queue) is matched against drops when released, not
+// when it arrived: a drop armed while it is held drops its answer, after
+// its write landed. (HoldExchange's command meets the drops as it
+// arrives, but its Arrived closes just before that match, so a drop armed
+// on Arrived may or may not catch it: no test can pin that side.)
+func TestDropAnswerCatchesAHeldCommandOnRelease(t *testing.T) {
+	srv, coll, h, done := heldUpsert(t, (*mongotest.Proxy).Hold)
+	d := srv.Proxy().DropAnswer(isUpdateOf("held"))
+	h.Release()
+	if err := <-done; !mongo.IsNetworkError(err) {
+		t.Fatalf("got %v for the released update, want a network error: a drop armed while a command is held catches it on release", err)
+	}
+	<-d.Done()
+	if n := count(t, coll, bson.D{{Key: "_id", Value: "x"}}); n != 1 {
+		t.Fatalf("got %d documents, want 1: the released update whose answer was dropped landed", n)
 	}
 }
 
