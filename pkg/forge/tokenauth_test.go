@@ -599,3 +599,203 @@ func TestARequestWaitingForAnothersMintGivesUpAtItsDeadline(t *testing.T) {
 		}
 	})
 }
+
+// TestAnHoursTokenIsServedForItsFirst59Minutes pins TokenMargin's size as
+// its doc and docs/operating.md give it: a token of GitHub's hour is
+// served for its first 59 minutes, to every request without a mint each,
+// and minted afresh once a minute or less of it is left.
+func TestAnHoursTokenIsServedForItsFirst59Minutes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sim, tr := pipeSim(t, 1) // tokens live an hour, as GitHub's
+		a := pipeApp(t, tr, forge.AppConfig{})
+		mustSim(t, a.Relist(context.Background()))
+		mints := func() int64 { return sim.Requests(forgesim.Filter{Route: mintRoute}) }
+		mustSim(t, readIssues(a, 1))
+		time.Sleep(59*time.Minute - time.Second)
+		mustSim(t, readIssues(a, 1))
+		if n := mints(); n != 1 {
+			t.Fatalf("mints 59 minutes less a second into the token's hour: %d, want 1: it is still served", n)
+		}
+		time.Sleep(2 * time.Second)
+		mustSim(t, readIssues(a, 1))
+		if n := mints(); n != 2 {
+			t.Fatalf("mints 59 minutes and a second into the token's hour: %d, want 2: with a minute or less left it is minted afresh", n)
+		}
+	})
+}
+
+// mintAnswer answers every token mint 201 with body, whatever the
+// installation: an answer GitHub's schema does not allow.
+type mintAnswer struct {
+	next http.RoundTripper
+	body string
+}
+
+func (m mintAnswer) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method != http.MethodPost || !strings.HasSuffix(req.URL.Path, "/access_tokens") {
+		return m.next.RoundTrip(req)
+	}
+	if req.Body != nil {
+		req.Body.Close()
+	}
+	return &http.Response{StatusCode: http.StatusCreated, Status: "201 Created", Header: http.Header{"Content-Type": {"application/json"}},
+		Body: io.NopCloser(strings.NewReader(m.body)), Request: req}, nil
+}
+
+// TestAMintAnswerWithoutItsTokenOrExpiryIsRefused pins that a mint whose
+// answer lacks the token or its expiry fails the request with
+// ErrMalformedToken, naming the installation and the field and never the
+// token, and that nothing is stored or sent with it: a token without an
+// expiry would be served for ever, and an empty one sends the request
+// unauthenticated.
+func TestAMintAnswerWithoutItsTokenOrExpiryIsRefused(t *testing.T) {
+	for _, tc := range []struct{ name, body, field string }{
+		{"no expiry", `{"token":"ghs_unexpiring"}`, "expires_at"},
+		{"no token", `{"expires_at":"2000-01-01T01:00:00Z"}`, "token"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				sim, tr := pipeSim(t, 1)
+				store := new(forge.MemoryTokenStore)
+				a := pipeApp(t, tr, forge.AppConfig{Tokens: store, Next: mintAnswer{next: tr, body: tc.body}})
+				mustSim(t, a.Relist(context.Background()))
+				err := readIssues(a, 1)
+				if !errors.Is(err, forge.ErrMalformedToken) {
+					t.Fatalf("a read whose mint answer has %s: %v, want ErrMalformedToken", tc.name, err)
+				}
+				if msg := err.Error(); !strings.Contains(msg, "installation 1") || !strings.Contains(msg, tc.field) || strings.Contains(msg, "ghs_") {
+					t.Errorf("error %q: want it to name installation 1 and the field %s, and no token", msg, tc.field)
+				}
+				if n := sim.Requests(forgesim.Filter{Route: issuesRoute}); n != 0 {
+					t.Errorf("reads sent: %d, want 0: nothing is sent without a token GitHub's answer vouches for", n)
+				}
+				if tok, ok, _ := store.Get(context.Background(), 1); ok {
+					t.Errorf("stored: %v, want nothing", tok)
+				}
+			})
+		})
+	}
+}
+
+// rereadOnDrop is a token store that cannot drop a token and, the first
+// time it is asked to, has reread run first: another request of the
+// installation reading the store meanwhile, which still holds the token
+// GitHub refused.
+type rereadOnDrop struct {
+	undroppable
+	once   sync.Once
+	reread func()
+}
+
+func (s *rereadOnDrop) Drop(ctx context.Context, id int64, token string) error {
+	s.once.Do(s.reread)
+	return s.undroppable.Drop(ctx, id, token)
+}
+
+// TestARefusedTokenAnotherRequestReadBackIsNotServedAgain pins the
+// refused token's rule on the replica's own copy: a request whose token
+// GitHub refused sends its retry with a fresh token even when another
+// request of the installation, meanwhile, read the refused token back from
+// a store that failed to drop it and made it the replica's copy.
+func TestARefusedTokenAnotherRequestReadBackIsNotServedAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sim, tr := pipeSim(t, 1)
+		refuse := &refuseToken{next: tr, refused: map[string]bool{}}
+		store := &rereadOnDrop{undroppable: undroppable{new(forge.MemoryTokenStore)}}
+		a := pipeApp(t, tr, forge.AppConfig{Tokens: store, Next: refuse})
+		store.reread = func() {
+			if err := a.Mint(context.Background(), 1); err != nil {
+				t.Errorf("the other request's Mint: %v", err)
+			}
+		}
+		mustSim(t, a.Relist(context.Background()))
+		mustSim(t, readIssues(a, 1))
+		first, _, _ := store.Get(context.Background(), 1)
+		refuse.mu.Lock()
+		refuse.refused[first.Token] = true
+		refuse.mu.Unlock()
+		if err := readIssues(a, 1); err != nil {
+			t.Fatalf("a read whose token is refused, another request having read it back: %v, want it sent again with a fresh token", err)
+		}
+		if n := sim.Requests(forgesim.Filter{Route: mintRoute}); n != 2 {
+			t.Fatalf("mints: %d, want 2: the refused token is not served again from the replica's copy", n)
+		}
+	})
+}
+
+// TestARetryRefusedForTheSuspensionFailsWithErrSuspended pins the
+// suspension rule on the 401 rule's retry: a request whose token GitHub
+// refused, sent again with the token another replica stored since, which
+// GitHub refuses for the installation's suspension, fails with
+// ErrSuspended, and that token is dropped from the store too.
+func TestARetryRefusedForTheSuspensionFailsWithErrSuspended(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sim, tr := pipeSim(t, 1)
+		refuse := &refuseToken{next: tr, refused: map[string]bool{}}
+		shared := new(forge.MemoryTokenStore)
+		one := pipeApp(t, tr, forge.AppConfig{Tokens: shared, Next: refuse, Owner: "web-1"})
+		mustSim(t, one.Relist(context.Background()))
+		mustSim(t, readIssues(one, 1))
+		first, _, _ := shared.Get(context.Background(), 1)
+		own := new(forge.MemoryTokenStore)
+		two := pipeApp(t, tr, forge.AppConfig{Tokens: own, Owner: "web-2"})
+		mustSim(t, two.Relist(context.Background()))
+		mustSim(t, two.Mint(context.Background(), 1))
+		second, _, _ := own.Get(context.Background(), 1)
+		mustSim(t, shared.Put(context.Background(), second))
+		mustSim(t, sim.SuspendInstallation(1))
+		refuse.mu.Lock()
+		refuse.refused[first.Token] = true
+		refuse.mu.Unlock()
+		err := readIssues(one, 1)
+		if !errors.Is(err, forge.ErrSuspended) {
+			t.Errorf("a read refused 401, its retry refused for the suspension: %v, want ErrSuspended", err)
+		}
+		if tok, ok, _ := shared.Get(context.Background(), 1); ok {
+			t.Errorf("stored after the retry's refusal: %v, want the token dropped", tok)
+		}
+	})
+}
+
+// forbidReads answers 403 with message to every read of an issues list.
+type forbidReads struct {
+	next    http.RoundTripper
+	message string
+}
+
+func (f forbidReads) RoundTrip(req *http.Request) (*http.Response, error) {
+	if !strings.HasSuffix(req.URL.Path, "/issues") {
+		return f.next.RoundTrip(req)
+	}
+	if req.Body != nil {
+		req.Body.Close()
+	}
+	body := fmt.Sprintf(`{"message":%q,"documentation_url":"https://docs.github.com/rest"}`, f.message)
+	return &http.Response{StatusCode: http.StatusForbidden, Status: "403 Forbidden", Header: http.Header{"Content-Type": {"application/json"}},
+		Body: io.NopCloser(strings.NewReader(body)), Request: req}, nil
+}
+
+// TestAForbiddenReadIsNotTakenForASuspension pins suspendedAnswer's
+// narrowness: only GitHub's 403 "This installation has been suspended" is
+// a suspension. Any other 403 (a permission the App was not granted) is
+// the caller's ErrForbidden, and the token stays, in the replica and the
+// store: the next read mints nothing.
+func TestAForbiddenReadIsNotTakenForASuspension(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sim, tr := pipeSim(t, 1)
+		store := new(forge.MemoryTokenStore)
+		a := pipeApp(t, tr, forge.AppConfig{Tokens: store, Next: forbidReads{next: tr, message: "Resource not accessible by integration"}})
+		mustSim(t, a.Relist(context.Background()))
+		for range 2 {
+			if err := readIssues(a, 1); errors.Is(err, forge.ErrSuspended) || !errors.Is(err, forge.ErrForbidden) {
+				t.Errorf("a read refused 403 for a permission: %v, want ErrForbidden, not ErrSuspended", err)
+			}
+		}
+		if n := sim.Requests(forgesim.Filter{Route: mintRoute}); n != 1 {
+			t.Errorf("mints: %d, want 1: a 403 that is not the suspension's drops no token", n)
+		}
+		if _, ok, _ := store.Get(context.Background(), 1); !ok {
+			t.Errorf("the store lost the token, want it kept")
+		}
+	})
+}
