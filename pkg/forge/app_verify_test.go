@@ -331,3 +331,42 @@ func TestCoveredListsTheRepositoriesOfAnInstallationNotKnownYet(t *testing.T) {
 		})
 	}
 }
+
+// TestAListForgetsASuspendedInstallationGitHubNoLongerHas pins that a
+// list's suspended installations are what Suspended says from then on:
+// one suspended, then deleted without a webhook reaching the replica, is
+// no longer listed suspended once the next list leaves it out.
+func TestAListForgetsASuspendedInstallationGitHubNoLongerHas(t *testing.T) {
+	sim, srv := startSim(t)
+	mustSim(t, sim.SeedInstallations(2, 0))
+	a := newApp(t, srv, forge.AppConfig{})
+	mustSim(t, sim.SuspendInstallation(1))
+	mustSim(t, a.Relist(context.Background()))
+	if got := a.Suspended(); len(got) != 1 || got[0].ID != 1 {
+		t.Fatalf("Suspended after a list with installation 1 suspended = %+v, want installation 1", got)
+	}
+	mustSim(t, sim.RemoveInstallation(1))
+	mustSim(t, a.Relist(context.Background()))
+	if got := a.Suspended(); len(got) != 0 {
+		t.Errorf("Suspended after a list without installation 1 = %+v, want none: GitHub no longer has it", got)
+	}
+}
+
+// TestCoveredAsksEachNameOfAnInstallationGitHubDoesNotHave pins Covered's
+// answer for an installation whose token mint GitHub answers 404 (deleted,
+// or never the App's): more than CoverChecks names are asked about one by
+// one, as for a mint refused 403, and the answer is that it covers none,
+// not an error (which a webhook would answer 503 for ever).
+func TestCoveredAsksEachNameOfAnInstallationGitHubDoesNotHave(t *testing.T) {
+	sim, srv := startSim(t)
+	mustSim(t, sim.SeedInstallations(2, 5))
+	a := newApp(t, srv, forge.AppConfig{})
+	named := []string{"org-1/repo-1", "org-1/repo-2", "org-2/repo-1", "org-2/repo-2"}
+	got, err := a.Covered(context.Background(), 3, named)
+	if err != nil || len(got) != 0 {
+		t.Errorf("Covered(3, %d names) = %v, %v; want none covered and no error: GitHub has no installation 3", len(named), got, err)
+	}
+	if n := sim.Requests(forgesim.Filter{Route: repoInstRoute}); n != int64(len(named)) {
+		t.Errorf("repositories checked: %d, want %d: each name is asked about once the mint is 404", n, len(named))
+	}
+}

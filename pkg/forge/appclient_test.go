@@ -285,41 +285,55 @@ func TestInstallationWebhooksKeepTheSetCurrentWithoutARequest(t *testing.T) {
 	}
 }
 
+// TestRunRelistsEveryPeriodInVirtualTime pins Run's period: a list at
+// once, then one every RelistEvery, an hour when it is unset; an
+// installation no webhook told of is known from the next list on.
 func TestRunRelistsEveryPeriodInVirtualTime(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		sim := forgesim.New()
-		mustSim(t, sim.SeedInstallations(2, 0))
-		tr, stop := forgetest.ServeSimOnPipe(sim)
-		defer stop()
-		a, err := forge.NewApp(forge.AppConfig{BaseURL: "http://sim/", AppID: 42, PrivateKey: forgetest.AppKey(t), Next: tr, RelistEvery: 30 * time.Minute})
-		mustSim(t, err)
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- a.Run(ctx) }()
-		synctest.Wait()
-		if n := len(a.Installations()); n != 2 {
-			t.Fatalf("after Run starts: %d installations, want 2: it lists at once", n)
-		}
-		// Added with no webhook configured: only the re-list finds it.
-		mustSim(t, sim.AddInstallation(3, "late"))
-		time.Sleep(30*time.Minute - time.Second)
-		synctest.Wait()
-		if n := len(a.Installations()); n != 2 {
-			t.Fatalf("a second before the period: %d installations, want 2", n)
-		}
-		time.Sleep(time.Second)
-		synctest.Wait()
-		if n := len(a.Installations()); n != 3 {
-			t.Fatalf("at the period: %d installations, want 3: the re-list is the safety net", n)
-		}
-		if n := sim.Requests(forgesim.Filter{Route: listRoute}); n != 2 {
-			t.Fatalf("lists: %d, want 2 in 30 minutes", n)
-		}
-		cancel()
-		if err := <-done; !errors.Is(err, context.Canceled) {
-			t.Fatalf("Run after cancel: %v, want context.Canceled", err)
-		}
-	})
+	for _, tc := range []struct {
+		name       string
+		configured time.Duration // AppConfig.RelistEvery
+		period     time.Duration
+	}{
+		{"configured", 30 * time.Minute, 30 * time.Minute},
+		{"unset: hourly, as docs/operating.md says", 0, time.Hour},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				sim := forgesim.New()
+				mustSim(t, sim.SeedInstallations(2, 0))
+				tr, stop := forgetest.ServeSimOnPipe(sim)
+				defer stop()
+				a, err := forge.NewApp(forge.AppConfig{BaseURL: "http://sim/", AppID: 42, PrivateKey: forgetest.AppKey(t), Next: tr, RelistEvery: tc.configured})
+				mustSim(t, err)
+				ctx, cancel := context.WithCancel(context.Background())
+				done := make(chan error, 1)
+				go func() { done <- a.Run(ctx) }()
+				synctest.Wait()
+				if n := len(a.Installations()); n != 2 {
+					t.Fatalf("after Run starts: %d installations, want 2: it lists at once", n)
+				}
+				// Added with no webhook configured: only the re-list finds it.
+				mustSim(t, sim.AddInstallation(3, "late"))
+				time.Sleep(tc.period - time.Second)
+				synctest.Wait()
+				if n := len(a.Installations()); n != 2 {
+					t.Fatalf("a second before the period: %d installations, want 2", n)
+				}
+				time.Sleep(time.Second)
+				synctest.Wait()
+				if n := len(a.Installations()); n != 3 {
+					t.Fatalf("at the period: %d installations, want 3: the re-list is the safety net", n)
+				}
+				if n := sim.Requests(forgesim.Filter{Route: listRoute}); n != 2 {
+					t.Fatalf("lists: %d, want 2 in %v", n, tc.period)
+				}
+				cancel()
+				if err := <-done; !errors.Is(err, context.Canceled) {
+					t.Fatalf("Run after cancel: %v, want context.Canceled", err)
+				}
+			})
+		})
+	}
 }
 
 // lossy is a transport whose answers are lost while down is set: the
@@ -1021,5 +1035,148 @@ func TestAReplicaToldOfADeletionNoLongerListsItSuspended(t *testing.T) {
 		if len(told) == 1 && len(heard) == 1 && (heard[0].At.IsZero() || !told[0].At.Equal(heard[0].At)) {
 			t.Errorf("installation 9 suspended since %v where it was told, %v where the webhook was handled; want GitHub's suspended_at on both: the change carries it", told[0].At, heard[0].At)
 		}
+	}
+}
+
+// failPage loses the answer to every list of the App's installations
+// asking for page while on is set: a list that fails past its first page.
+type failPage struct {
+	next http.RoundTripper
+	page string
+	on   atomic.Bool
+}
+
+func (f *failPage) RoundTrip(req *http.Request) (*http.Response, error) {
+	if f.on.Load() && req.URL.Path == "/app/installations" && req.URL.Query().Get("page") == f.page {
+		if req.Body != nil {
+			req.Body.Close()
+		}
+		return nil, errors.New("answer lost")
+	}
+	return f.next.RoundTrip(req)
+}
+
+// TestAListThatFailsPastItsFirstPageChangesNothing pins Relist's
+// all-or-nothing rule: a list whose second page fails is an error, and
+// the known set, the suspended ones and LastListed stay as the last
+// complete list left them; read as the whole set, its first page would
+// drop every installation of the pages after it.
+func TestAListThatFailsPastItsFirstPageChangesNothing(t *testing.T) {
+	sim, srv := startSim(t)
+	mustSim(t, sim.SeedInstallations(150, 0))
+	net := &failPage{next: srv.Client().Transport, page: "2"}
+	a := newApp(t, srv, forge.AppConfig{Next: net})
+	mustSim(t, a.Relist(context.Background()))
+	listed := a.LastListed()
+	mustSim(t, sim.SuspendInstallation(3))
+	mustSim(t, sim.AddInstallation(151, "late"))
+	net.on.Store(true)
+	if err := a.Relist(context.Background()); err == nil {
+		t.Fatalf("Relist with its second page lost = nil, want an error")
+	}
+	if n := len(a.Installations()); n != 150 {
+		t.Errorf("known after a list that failed on its second page: %d installations, want the 150 of the last complete list", n)
+	}
+	if got := a.Suspended(); len(got) != 0 {
+		t.Errorf("suspended after the failed list: %v, want none: a failed list changes nothing known", got)
+	}
+	if !a.LastListed().Equal(listed) {
+		t.Errorf("LastListed after the failed list: %v, want %v, the last complete one", a.LastListed(), listed)
+	}
+}
+
+// TestARefusedListIsTriedAgainWithinThePeriodAndAMinute pins the bounds
+// of Run's wait after a list a rate limit refused: at the limit's reset,
+// but never later than the period (the App's budget spent for good, a
+// 20-minute period tries every 20 minutes, not at each hourly reset),
+// and later by a minute at most at random (a quarter of 20 minutes would
+// be 5).
+func TestARefusedListIsTriedAgainWithinThePeriodAndAMinute(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sim, tr := pipeSim(t, 2)
+		rec := &records{}
+		a := pipeApp(t, tr, forge.AppConfig{RelistEvery: 20 * time.Minute, Logger: slog.New(rec)})
+		mustSim(t, a.Relist(context.Background())) // opens the App's window: its reset an hour ahead
+		mustSim(t, sim.SetBudget("app:42", 0))
+		ctx, cancel := context.WithCancel(context.Background())
+		go a.Run(ctx)
+		time.Sleep(150 * time.Minute)
+		cancel()
+		synctest.Wait()
+		var failed []time.Time
+		for _, r := range rec.all() {
+			if strings.HasPrefix(r.Message, "forge: listing the App's installations failed") {
+				failed = append(failed, r.Time)
+			}
+		}
+		if len(failed) < 8 {
+			t.Fatalf("%d refused lists in 150 minutes, want 8 or more: one at once, then one every 21 minutes at most", len(failed))
+		}
+		for i := 1; i < len(failed); i++ {
+			if d := failed[i].Sub(failed[i-1]); d > 21*time.Minute {
+				t.Errorf("refused list %d came %v after the one before, want 21 minutes at most: the period bounds a reset's wait, and a minute its spread", i+1, d)
+			}
+		}
+	})
+}
+
+// TestARepositoryOfADroppedInstallationIsResolvedAgain pins that dropping
+// an installation forgets the repositories resolved to it: a repository
+// whose installation a list dropped, covered since by another one (no
+// webhook said so), resolves to that one at its next ForRepo instead of
+// failing on the dropped one.
+func TestARepositoryOfADroppedInstallationIsResolvedAgain(t *testing.T) {
+	sim, srv := startSim(t)
+	mustSim(t, sim.AddInstallation(1, "acme", "acme/app"))
+	a := newApp(t, srv, forge.AppConfig{})
+	mustSim(t, a.Relist(context.Background()))
+	if _, id, err := a.ForRepo(context.Background(), "acme", "app"); err != nil || id != 1 {
+		t.Fatalf("ForRepo(acme/app) = %d, %v; want installation 1", id, err)
+	}
+	mustSim(t, sim.RemoveInstallation(1))
+	mustSim(t, sim.AddInstallation(2, "acme", "acme/app"))
+	mustSim(t, a.Relist(context.Background()))
+	if _, id, err := a.ForRepo(context.Background(), "acme", "app"); err != nil || id != 2 {
+		t.Errorf("ForRepo(acme/app) after a list dropped installation 1 = %d, %v; want installation 2, which covers it now", id, err)
+	}
+}
+
+// TestTheZeroChangeChangesNothing pins InstallationChange's zero value,
+// "changed nothing": Apply of a change without a positive ID adds no
+// installation and leaves Changed as it was.
+func TestTheZeroChangeChangesNothing(t *testing.T) {
+	_, srv := startSim(t)
+	a := newApp(t, srv, forge.AppConfig{})
+	for _, ch := range []forge.InstallationChange{{}, {Account: "acme"}, {ID: -1, Repositories: true}} {
+		a.Apply(ch)
+	}
+	if got := a.Installations(); len(got) != 0 {
+		t.Errorf("known after changes without an ID: %v, want none", got)
+	}
+	if !a.Changed().IsZero() {
+		t.Errorf("Changed after changes without an ID: %v, want zero", a.Changed())
+	}
+}
+
+// TestARemovalFromAnotherInstallationKeepsTheRepositoryResolved pins
+// HandleInstallationRepositoriesEvent's removal: a repository is
+// forgotten only when it resolves to the installation the event removes
+// it from, so a removal from its old installation that arrives after the
+// repository was added to a new one leaves it resolved to the new one,
+// and ForRepo asks GitHub nothing.
+func TestARemovalFromAnotherInstallationKeepsTheRepositoryResolved(t *testing.T) {
+	_, srv := startSim(t)
+	a := newApp(t, srv, forge.AppConfig{})
+	repo := []*github.Repository{{FullName: github.Ptr("acme/app")}}
+	a.HandleInstallationRepositoriesEvent(&github.InstallationRepositoriesEvent{Action: github.Ptr("added"),
+		Installation: &github.Installation{ID: github.Ptr(int64(2))}, RepositoriesAdded: repo})
+	a.HandleInstallationRepositoriesEvent(&github.InstallationRepositoriesEvent{Action: github.Ptr("removed"),
+		Installation: &github.Installation{ID: github.Ptr(int64(1))}, RepositoriesRemoved: repo})
+	_, id, err := a.ForRepo(context.Background(), "acme", "app")
+	if err != nil || id != 2 {
+		t.Errorf("ForRepo(acme/app) = %d, %v; want installation 2: the removal was from installation 1", id, err)
+	}
+	if n := appCount(a, forge.LaneApp, -1, -1); n != 0 {
+		t.Errorf("requests on lane app: %d, want 0: the repository is still resolved", n)
 	}
 }
