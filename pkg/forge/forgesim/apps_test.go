@@ -80,6 +80,29 @@ func TestRepoInstallationFindsTheCoveringInstallationWithoutCase(t *testing.T) {
 			t.Errorf("GET %s: %d id %d, want %d id %d: %s", tc.path, resp.StatusCode, got.ID, tc.want, tc.id, tc.rule)
 		}
 	}
+	if resp, _ := do(t, srv, "GET", "/repos/org-2/repo-1/installation", "ghp_user", ""); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("GET /repos/org-2/repo-1/installation with a user's token: %d, want 401: the endpoint takes an App JWT only", resp.StatusCode)
+	}
+}
+
+// TestARemovedInstallationCoversNoneOfItsRepositories pins
+// RemoveInstallation's "whose repositories no installation covers": each
+// answers 404 to GET /repos/{owner}/{repo}/installation, and an
+// installation added again under the same ID covers only the
+// repositories it is added with.
+func TestARemovedInstallationCoversNoneOfItsRepositories(t *testing.T) {
+	sim, srv := start(t)
+	mustOK(t, sim.AddInstallation(1, "acme", "acme/app", "acme/lib"))
+	mustOK(t, sim.RemoveInstallation(1))
+	if resp, _ := do(t, srv, "GET", "/repos/acme/app/installation", jwt("42"), ""); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("GET /repos/acme/app/installation after its installation's removal: %d, want 404", resp.StatusCode)
+	}
+	mustOK(t, sim.AddInstallation(1, "acme", "acme/lib"))
+	for path, want := range map[string]int{"/repos/acme/app/installation": http.StatusNotFound, "/repos/acme/lib/installation": http.StatusOK} {
+		if resp, _ := do(t, srv, "GET", path, jwt("42"), ""); resp.StatusCode != want {
+			t.Errorf("GET %s with installation 1 added again covering acme/lib alone: %d, want %d", path, resp.StatusCode, want)
+		}
+	}
 }
 
 // mintFor asks for an installation token of id with the App's JWT.

@@ -39,6 +39,8 @@ func TestMalformedDocumentIsANamedErrorWithoutTheToken(t *testing.T) {
 		{"empty token", bson.D{{Key: "_id", Value: "7"}, {Key: "token", Value: ""}, {Key: "expires_at", Value: exp}, {Key: "minted_by", Value: "w"}, {Key: "minted_at", Value: exp}}, "token"},
 		{"another installation's token", bson.D{{Key: "_id", Value: "7"}, {Key: "installation", Value: int64(8)}, {Key: "token", Value: "ghs_secret"}, {Key: "expires_at", Value: exp}, {Key: "minted_by", Value: "w"}, {Key: "minted_at", Value: exp}}, "installation is 8"},
 		{"installation a fraction, read as 7 by a truncating decode", bson.D{{Key: "_id", Value: "7"}, {Key: "installation", Value: 7.5}, {Key: "token", Value: "ghs_secret"}, {Key: "expires_at", Value: exp}, {Key: "minted_by", Value: "w"}, {Key: "minted_at", Value: exp}}, "installation"},
+		{"no minted_at", bson.D{{Key: "_id", Value: "7"}, {Key: "token", Value: "ghs_secret"}, {Key: "expires_at", Value: exp}, {Key: "minted_by", Value: "w"}}, "minted_at"},
+		{"minted_by not a string", bson.D{{Key: "_id", Value: "7"}, {Key: "token", Value: "ghs_secret"}, {Key: "expires_at", Value: exp}, {Key: "minted_by", Value: 3}, {Key: "minted_at", Value: exp}}, "minted_by"},
 		{"installation not a number", bson.D{{Key: "_id", Value: "7"}, {Key: "installation", Value: "ghs_secret"}, {Key: "token", Value: "ghs_secret"}, {Key: "expires_at", Value: exp}, {Key: "minted_by", Value: "w"}, {Key: "minted_at", Value: exp}}, "installation"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
