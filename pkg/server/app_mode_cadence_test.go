@@ -6,6 +6,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"iterion.dev/iterion/pkg/forge"
 	"iterion.dev/iterion/pkg/forge/forgesim"
 	"iterion.dev/iterion/pkg/server"
 )
@@ -144,6 +145,34 @@ func TestAppModeOneReplicaSweepsFortyInstallationsEveryInterval(t *testing.T) {
 					t.Errorf("installation %d: %v between passes %d and %d, want at most 1.5 intervals", id, gap, i, i+1)
 				}
 			}
+		}
+	})
+}
+
+// TestAppModeAnInstallationAReListFindsIsSweptAtOnce pins
+// docs/operating.md's "at once when a webhook or a re-list changed them"
+// for the hourly re-list: an installation created with no webhook
+// reaching any replica is swept as soon as its shard's holder's re-list
+// finds it, not at the shard term's next tick (up to an interval later).
+// The interval, 7 minutes, does not divide the hour, so the re-list does
+// not fall on a tick.
+func TestAppModeAnInstallationAReListFindsIsSweptAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const interval, shards = 7 * time.Minute, 1
+		c, next := newAppCluster(t, 1, true)
+		started := time.Now()
+		startAppReplicas(t, c, next, 1, interval, shards, nil)
+		defer c.stopAll()
+		time.Sleep(3*interval + interval/2)
+		synctest.Wait()
+		if err := c.sim.AddInstallation(2, "org-2", appRepo(2)); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Hour + interval - time.Since(started))
+		synctest.Wait()
+		relisted := started.Add(forge.DefaultRelistEvery)
+		if passes := sweptBy(c, 2); len(passes) == 0 || !passes[0].At.Equal(relisted) || !passes[0].Deep {
+			t.Errorf("installation 2, created without a webhook: passes %+v, want a deep one at the re-list, %v", passes, relisted)
 		}
 	})
 }

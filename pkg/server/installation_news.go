@@ -317,20 +317,6 @@ func (s *Server) listTurn(ctx context.Context) (done func()) {
 	}
 }
 
-// firstListed wakes the shard terms once the App client's first list of
-// its installations (AppClient.Run's, at start-up) has answered, so a
-// term elected before it learns of its installations then, and spreads
-// their first passes (passOffset), rather than at its first tick, all at
-// once. It looks every twentieth of an interval, and gives up with ctx.
-func (s *Server) firstListed(ctx context.Context) {
-	for s.cfg.App.LastListed().IsZero() {
-		if !clock.Sleep(ctx, s.cfg.SweepInterval/20) {
-			return
-		}
-	}
-	s.sweeps.news.notify()
-}
-
 // runApp keeps the App client's installations current until ctx is done:
 // its periodic re-list (AppClient.RunInTurn, in listTurn); the changes
 // other replicas' news leases say (otherNews, listed at every tick of the
@@ -339,18 +325,28 @@ func (s *Server) firstListed(ctx context.Context) {
 // ends the installation's mint hold here, as the webhook does where it
 // came: installationSweeps.releaseMint); and a
 // re-list when a webhook named an unknown installation (lookUp), at once
-// unless one was made since the last tick (then at the next). After
-// either the shard terms look at their installations again at once. At
-// each tick it releases this replica's expired news leases, and at the
-// end all of them.
+// unless one was made since the last tick (then at the next). After any
+// of them (the start-up list included, so a term elected before it
+// learns of its installations then and spreads their first passes,
+// passOffset, rather than at its first tick) the shard terms look at
+// their installations again at once. At each tick it releases this
+// replica's expired news leases, and at the end all of them.
 func (s *Server) runApp(ctx context.Context) {
+	// A list made in turn wakes the terms once it is done: an
+	// installation it found is swept at once, not at the term's next tick.
+	turn := func(ctx context.Context) (done func()) {
+		release := s.listTurn(ctx)
+		return func() {
+			release()
+			s.sweeps.news.notify()
+		}
+	}
 	relisted := make(chan struct{})
 	go func() {
 		defer close(relisted)
-		_ = s.cfg.App.RunInTurn(ctx, s.listTurn) // returns ctx's error at shutdown
+		_ = s.cfg.App.RunInTurn(ctx, turn) // returns ctx's error at shutdown
 	}()
 	defer func() { <-relisted }()
-	go s.firstListed(ctx)
 	defer s.releaseTold(context.WithoutCancel(ctx), time.Time{}, true)
 	seen := map[string]time.Time{}
 	s.otherNews(ctx, seen, true)
@@ -381,11 +377,10 @@ func (s *Server) runApp(ctx context.Context) {
 		}
 		pending, listed = false, true
 		lctx, cancel := context.WithTimeout(ctx, s.cfg.OfferTimeout)
-		if err := s.cfg.App.RelistInTurn(lctx, s.listTurn); err != nil && ctx.Err() == nil {
+		if err := s.cfg.App.RelistInTurn(lctx, turn); err != nil && ctx.Err() == nil {
 			s.log.Warn("looking installations up failed; the periodic re-list will", "err", err)
 		}
 		cancel()
-		s.sweeps.news.notify()
 	}
 }
 
