@@ -722,7 +722,7 @@ func TestAppModeBoardPageNamesTheReplicasHoldingItsShards(t *testing.T) {
 // unsettled runs of a repository an installation_repositories event adds
 // to an installation move to it: the run stored under installation 1
 // (or under none, before App mode) is then swept through installation 2's
-// token.
+// token; one already the installation's is not moved again.
 func TestAppModeRunsFollowTheirRepositoryToAnotherInstallation(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c, next := newAppCluster(t, 2, false)
@@ -738,6 +738,16 @@ func TestAppModeRunsFollowTheirRepositoryToAnotherInstallation(t *testing.T) {
 		}
 		if got, err := c.runs.Get(context.Background(), run.ID); err != nil || got.Installation != 2 {
 			t.Errorf("run after its repository moved: %+v, %v; want installation 2", got, err)
+		}
+		// Another event adding the repository (with one more): its run is
+		// installation 2's already, and is neither moved nor counted.
+		if err := c.sim.AddInstallationRepos(2, run.Repo, "org-2/extra"); err != nil {
+			t.Fatal(err)
+		}
+		again := fmt.Sprintf(`{"action":"added","installation":{"id":2,"account":{"login":"org-2"}},"repository_selection":"selected",`+
+			`"repositories_added":[{"full_name":%q},{"full_name":"org-2/extra"}],"repositories_removed":[]}`, run.Repo)
+		if code, body := r.call(t, "POST", "/webhooks/github", "installation_repositories", again); code != http.StatusOK || !strings.Contains(body, `"runs_moved":0`) {
+			t.Errorf("installation_repositories adding the repository again: %d %s, want 200 with no run moved: its run is the installation's already", code, body)
 		}
 		time.Sleep(2*time.Minute + time.Second)
 		synctest.Wait()

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"slices"
 	"strings"
@@ -127,7 +128,12 @@ func TestAppModeADeadReplicasNewsIsReadThenCleared(t *testing.T) {
 		if who, ok := knows(c, 1, false); !ok {
 			t.Fatalf("an interval after the dead replica's news, %s still knows installation 1", who)
 		}
-		time.Sleep(7 * interval) // expired at 3, cleared after 6
+		time.Sleep(4 * interval) // expired at 3: kept for a replica that lists late
+		synctest.Wait()
+		if left := newsLeases(t, c); len(left) != 1 {
+			t.Errorf("the dead replica's news 5 intervals after: %v, want it kept until 3 intervals past its expiry", left)
+		}
+		time.Sleep(3 * interval) // cleared after 6
 		synctest.Wait()
 		if left := newsLeases(t, c); len(left) != 0 {
 			t.Errorf("the dead replica's news 8 intervals after: %v, want cleared", left)
@@ -362,6 +368,134 @@ func TestAnInstallationsNewsIsToldWholeWhenItsCallerIsDone(t *testing.T) {
 		slices.Sort(kinds)
 		if !slices.Equal(kinds, []string{"gone", "suspended"}) {
 			t.Errorf("news leases told for a suspension by a caller whose context is done: %v, want [gone suspended]", kinds)
+		}
+	})
+}
+
+// TestAppModeNewsBeingClearedIsNotNews pins otherNews's rule for a news
+// lease whose holder is not the replica its name says: another replica
+// is clearing a dead one's long-expired news (taken, then released), and
+// a replica that lists it meanwhile does not apply it, so a change long
+// since overtaken is not applied again.
+func TestAppModeNewsBeingClearedIsNotNews(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const interval, shards = time.Minute, 2
+		c, next := newAppCluster(t, 1, true)
+		startAppReplicas(t, c, next, 2, interval, shards, nil)
+		defer c.stopAll()
+		time.Sleep(2 * interval)
+		synctest.Wait()
+		name := "app-installations-changed/1/gone/org-1/ghost"
+		if ok, err := c.leases.Acquire(context.Background(), name, "replica-clearing", time.Now(), 3*interval); !ok || err != nil {
+			t.Fatalf("Acquire(%s) = %t, %v", name, ok, err)
+		}
+		time.Sleep(2 * interval)
+		synctest.Wait()
+		if who, ok := knows(c, 1, true); !ok {
+			t.Errorf("%s dropped installation 1 on news another replica holds to clear, want it kept: only the teller's own lease is news", who)
+		}
+	})
+}
+
+// TestAppModeAReplicaReleasesItsNewsAtShutdown pins "released once its TTL
+// has passed, or at shutdown": a replica stopped within its news lease's
+// TTL releases it, leaving the store nothing for another to clear.
+func TestAppModeAReplicaReleasesItsNewsAtShutdown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const interval, shards = time.Minute, 2
+		c, next := newAppCluster(t, 2, true)
+		startAppReplicas(t, c, next, 1, interval, shards, nil)
+		r := c.replicas[0]
+		time.Sleep(2 * interval)
+		synctest.Wait()
+		if err := c.sim.RemoveInstallation(2); err != nil {
+			t.Fatal(err)
+		}
+		if code, body := r.call(t, "POST", "/webhooks/github", "installation", installationEvent("deleted", 2)); code != http.StatusOK {
+			t.Fatalf("installation deleted webhook: %d %s, want 200", code, body)
+		}
+		if told := newsLeases(t, c); len(told) != 1 {
+			t.Fatalf("news leases after the webhook: %v, want the one telling the deletion", told)
+		}
+		r.stop()
+		synctest.Wait()
+		if left := newsLeases(t, c); len(left) != 0 {
+			t.Errorf("news leases after the replica stopped within their TTL: %v, want released", left)
+		}
+	})
+}
+
+// listLeaseDown is a lease store that does not answer for the list lease,
+// app-installations-list, and answers for every other.
+type listLeaseDown struct{ *lease.MemoryStore }
+
+func (s listLeaseDown) Acquire(ctx context.Context, name, owner string, now time.Time, ttl time.Duration) (bool, error) {
+	if name == "app-installations-list" {
+		return false, errors.New("lease store: no answer")
+	}
+	return s.MemoryStore.Acquire(ctx, name, owner, now, ttl)
+}
+
+// TestAppModeAListIsNotHeldUpByALeaseStoreThatDoesNotAnswer pins the list
+// lease's limit: it spreads the replicas' lists for GitHub's sake, and a
+// store that does not answer for it does not hold a list up: the replica
+// lists without it, at start-up and at a look-up.
+func TestAppModeAListIsNotHeldUpByALeaseStoreThatDoesNotAnswer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const interval = time.Minute
+		c, next := newAppCluster(t, 2, true)
+		startAppReplicas(t, c, next, 1, interval, 2, func(cfg *server.Config) {
+			cfg.Leases = listLeaseDown{c.leases}
+		})
+		r := c.replicas[0]
+		defer r.stop()
+		time.Sleep(interval / 2)
+		synctest.Wait()
+		if n := len(r.app.Installations()); n != 2 {
+			t.Fatalf("installations known with the list lease unanswered: %d, want 2: the start-up list is made without it", n)
+		}
+		if err := c.sim.AddInstallation(9, "org-9", appRepo(9)); err != nil {
+			t.Fatal(err)
+		}
+		if code, body := r.call(t, "POST", "/webhooks/github", "pull_request", pullEvent(9)); code != http.StatusAccepted {
+			t.Fatalf("pull_request webhook of unknown installation 9: %d %s, want 202", code, body)
+		}
+		synctest.Wait()
+		if _, err := r.app.Installation(9); err != nil {
+			t.Errorf("installation 9 after its webhook, the list lease unanswered: %v, want it looked up at once", err)
+		}
+	})
+}
+
+// TestAppModeLookUpsListAtMostOnceAnInterval pins runApp's bound on
+// look-ups: a webhook naming an installation the replica does not know
+// has the App's installations listed at once, but those after it within
+// the interval wait for its next tick, and are one list there, however
+// many: webhooks naming installations GitHub does not have cost a list
+// an interval, not one each.
+func TestAppModeLookUpsListAtMostOnceAnInterval(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const interval = time.Minute
+		c, next := newAppCluster(t, 1, true)
+		startAppReplicas(t, c, next, 1, interval, 2, nil)
+		r := c.replicas[0]
+		defer r.stop()
+		synctest.Wait() // the start-up list
+		lists := func() int64 { return c.sim.Requests(forgesim.Filter{Route: listRoute}) }
+		before := lists()
+		for id := int64(20); id < 25; id++ {
+			if code, body := r.call(t, "POST", "/webhooks/github", "pull_request", pullEvent(id)); code != http.StatusAccepted {
+				t.Fatalf("pull_request webhook of unknown installation %d: %d %s, want 202", id, code, body)
+			}
+			synctest.Wait()
+		}
+		if n := lists() - before; n != 1 {
+			t.Errorf("lists after 5 webhooks of unknown installations within an interval: %d, want 1, at once", n)
+		}
+		time.Sleep(interval)
+		synctest.Wait()
+		if n := lists() - before; n != 2 {
+			t.Errorf("lists by the next tick: %d, want 2: the look-ups asked for since are one list there", n)
 		}
 	})
 }

@@ -253,7 +253,8 @@ func TestAppModeAnUnsuspendGitHubContradictsIsNotApplied(t *testing.T) {
 // hour), so over two hours the refused mints, and the checks with GitHub
 // that follow each, are about log2(120) rather than one an interval; each
 // is counted in merge_gate_installation_mints_refused_total. A successful
-// mint, or an installation webhook for it, ends the hold and its
+// mint, or an installation webhook for it (on this replica, or on another
+// that tells it through its news lease), ends the hold and its
 // doubling: the next refusal is held back one interval again. The other
 // installation is swept throughout. Tokens live 10 minutes here, so a
 // token is asked for every few passes.
@@ -283,6 +284,13 @@ func TestAppModeAMintRefusedWhileTheInstallationIsThereBacksOff(t *testing.T) {
 				t.Fatalf("installation new_permissions_accepted webhook: %d %s, want 200 applied", code, body)
 			}
 		}, "an installation webhook for it ends the hold"},
+		{"another replica's news of an installation webhook", func(t *testing.T, c *cluster, r *replica) {
+			// What the replica a new_permissions_accepted reached tells.
+			name := "app-installations-changed/1/installed/org-1/replica-elsewhere"
+			if ok, err := c.leases.Acquire(context.Background(), name, "replica-elsewhere", time.Now(), 3*interval); !ok || err != nil {
+				t.Fatalf("Acquire(%s) = %t, %v", name, ok, err)
+			}
+		}, "an installation webhook applied through another replica's news ends the hold"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
