@@ -742,13 +742,13 @@ func TestAppJWTMintSentIsWaitedFor(t *testing.T) {
 // App's JWT gate until GitHub answers.
 func TestAppJWTMintIsWaitedForAtMostJWTAnswerWaitAfterItsCallerGivesUp(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		sim := forgesim.New(forgesim.WithLatency(forgesim.Latency{REST: map[string]time.Duration{
-			"POST /app/installations/{id}/access_tokens": time.Hour, // a mint GitHub does not answer
-		}}))
+		sim := forgesim.New()
 		mustSim(t, sim.SeedInstallations(1, 1))
 		pipe, stop := forgetest.ServeSimOnPipe(sim)
 		defer stop()
-		a, err := forge.NewApp(forge.AppConfig{BaseURL: "http://sim/", AppID: 42, PrivateKey: forgetest.AppKey(t), Next: pipe})
+		// A mint that never answers: the simulator's latency model would
+		// end it at GitHub's 10 s timeout, which this wait must not need.
+		a, err := forge.NewApp(forge.AppConfig{BaseURL: "http://sim/", AppID: 42, PrivateKey: forgetest.AppKey(t), Next: hangingMints{pipe}})
 		mustSim(t, err)
 		mustSim(t, a.Relist(context.Background()))
 		c, _ := a.Installation(1)
@@ -759,7 +759,28 @@ func TestAppJWTMintIsWaitedForAtMostJWTAnswerWaitAfterItsCallerGivesUp(t *testin
 		if took := time.Since(start); took > 100*time.Millisecond+10*time.Second || !errors.Is(err, context.Canceled) {
 			t.Errorf("a request whose context was cancelled at 100ms during its mint: returned after %v with %v, want context.Canceled within 10s of the cancel", took, err)
 		}
+		// The App's next JWT request waits for the gate the mint holds,
+		// which is given up with the mint.
+		mustSim(t, a.Relist(context.Background()))
+		if took := time.Since(start); took > 100*time.Millisecond+10*time.Second {
+			t.Errorf("the App's next JWT request answered %v after the start, want within 10s of the cancel: the mint's hold on the App's JWT gate ends with it", took)
+		}
 	})
+}
+
+// hangingMints never answers a token mint: it returns only once the
+// mint's context ends.
+type hangingMints struct{ next http.RoundTripper }
+
+func (h hangingMints) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method != http.MethodPost || !strings.HasSuffix(req.URL.Path, "/access_tokens") {
+		return h.next.RoundTrip(req)
+	}
+	if req.Body != nil {
+		req.Body.Close()
+	}
+	<-req.Context().Done()
+	return nil, req.Context().Err()
 }
 
 // TestMintGivesTheInstallationItsToken pins Mint: it mints installation
