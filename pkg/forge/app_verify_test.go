@@ -370,3 +370,37 @@ func TestCoveredAsksEachNameOfAnInstallationGitHubDoesNotHave(t *testing.T) {
 		t.Errorf("repositories checked: %d, want %d: each name is asked about once the mint is 404", n, len(named))
 	}
 }
+
+// TestACheckThatFindsASuspensionLiftedEndsItsListing pins InstallationGone's
+// other answer: an installation listed suspended that GitHub answers not
+// suspended (unsuspended without a webhook reaching the replica) is no
+// longer listed by Suspended.
+func TestACheckThatFindsASuspensionLiftedEndsItsListing(t *testing.T) {
+	sim, srv := startSim(t)
+	mustSim(t, sim.SeedInstallations(2, 0))
+	a := newApp(t, srv, forge.AppConfig{})
+	mustSim(t, sim.SuspendInstallation(1))
+	mustSim(t, a.Relist(context.Background()))
+	mustSim(t, sim.UnsuspendInstallation(1))
+	gone, err := a.InstallationGone(context.Background(), 1)
+	if err != nil || gone {
+		t.Fatalf("InstallationGone(1) after the unsuspension = %v, %v; want false", gone, err)
+	}
+	if got := a.Suspended(); len(got) != 0 {
+		t.Errorf("Suspended after GitHub said installation 1 is not suspended = %+v, want none", got)
+	}
+}
+
+// TestAChangeWithoutAnAccountKeepsTheKnownOne pins Apply's "its account,
+// when said, updated": news without the account (a webhook whose payload
+// had none) leaves the account the installation is known by.
+func TestAChangeWithoutAnAccountKeepsTheKnownOne(t *testing.T) {
+	sim, srv := startSim(t)
+	mustSim(t, sim.AddInstallation(1, "acme"))
+	a := newApp(t, srv, forge.AppConfig{})
+	mustSim(t, a.Relist(context.Background()))
+	a.Apply(forge.InstallationChange{ID: 1, Repositories: true})
+	if got := a.Installations(); len(got) != 1 || got[0].Account != "acme" {
+		t.Errorf("installations after a change naming no account = %+v, want installation 1 on acme", got)
+	}
+}

@@ -152,6 +152,9 @@ func TestATokenNearExpiryIsMintedAfresh(t *testing.T) {
 		if err != nil || !ok || tok.MintedBy != "web-1" || !tok.ExpiresAt.After(time.Now().Add(ttl-time.Second)) {
 			t.Fatalf("stored token: %v (ok %v, %v), want the fresh one web-1 minted, expiring in %v", tok, ok, err, ttl)
 		}
+		if !tok.MintedAt.Equal(time.Now().Truncate(time.Millisecond)) {
+			t.Fatalf("stored token minted at %v, want %v: MintedAt is when the replica minted it, by its clock", tok.MintedAt, time.Now())
+		}
 	})
 }
 

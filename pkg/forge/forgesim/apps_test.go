@@ -213,6 +213,24 @@ func TestTokensAreMintedOnlyForInstallationsTheAppHas(t *testing.T) {
 	if code, _ := mintFor(t, srv, "1"); code != http.StatusNotFound {
 		t.Fatalf("minting for a removed installation: %d, want 404", code)
 	}
+	mustOK(t, sim.AddInstallation(1, "acme", "acme/app"))
+	code, tok = mintFor(t, srv, "1")
+	if resp, _ := do(t, srv, "GET", "/repos/acme/app/issues", tok, ""); code != http.StatusCreated || resp.StatusCode != http.StatusOK {
+		t.Fatalf("installation 1 added again: mint %d, a read with its token %d; want 201 and 200: its new tokens work", code, resp.StatusCode)
+	}
+}
+
+// TestATokenOfNoInstallationListsNoRepositories pins GET
+// /installation/repositories for a token minted before any installation
+// was added (every ID trusted): it has no installation to list, and is
+// answered 403 as any token that is not an installation's.
+func TestATokenOfNoInstallationListsNoRepositories(t *testing.T) {
+	sim, srv := start(t)
+	_, tok := mintFor(t, srv, "77")
+	mustOK(t, sim.AddInstallation(1, "acme", "acme/app"))
+	if resp, _ := do(t, srv, "GET", "/installation/repositories", tok, ""); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("GET /installation/repositories with a token of installation 77, never added: %d, want 403", resp.StatusCode)
+	}
 }
 
 // hookSink records the webhooks it receives.
