@@ -333,6 +333,29 @@ func TestAppModeWebhookOfAnUnknownInstallationIsLookedUp(t *testing.T) {
 	})
 }
 
+// TestAppModeAWebhookNamingNoInstallationIsNotLookedUp pins that an
+// event without installation.id (a repository's own webhook, not the
+// App's) names no installation: it is not answered 202
+// unknown_installation, and costs no list of the App's installations.
+func TestAppModeAWebhookNamingNoInstallationIsNotLookedUp(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, next := newAppCluster(t, 1, true)
+		startAppReplicas(t, c, next, 1, time.Minute, 2, nil)
+		r := c.replicas[0]
+		defer r.stop()
+		synctest.Wait() // the first list of the installations
+		lists := c.sim.Requests(forgesim.Filter{Route: "GET /app/installations"})
+		body := strings.Replace(pullEvent(1), `,"installation":{"id":1}`, "", 1)
+		if code, answer := r.call(t, "POST", "/webhooks/github", "pull_request", body); code == http.StatusAccepted && strings.Contains(answer, "unknown_installation") {
+			t.Errorf("pull_request webhook naming no installation: %d %s, want it processed, not an unknown installation", code, answer)
+		}
+		synctest.Wait()
+		if n := c.sim.Requests(forgesim.Filter{Route: "GET /app/installations"}) - lists; n != 0 {
+			t.Errorf("lists of the App's installations after the webhook: %d, want 0: it named no installation to look up", n)
+		}
+	})
+}
+
 // installationEvent is an installation webhook payload: action on
 // installation id, listing its repository.
 func installationEvent(action string, id int64) string {

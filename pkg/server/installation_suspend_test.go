@@ -229,7 +229,7 @@ func TestAppModeAnUnsuspendGitHubContradictsIsNotApplied(t *testing.T) {
 		time.Sleep(interval)
 		synctest.Wait()
 		suspendWithWebhook(t, c, r, 1)
-		for _, action := range []string{"unsuspend", "created"} {
+		for _, action := range []string{"unsuspend", "created", "new_permissions_accepted"} {
 			code, body := r.call(t, "POST", "/webhooks/github", "installation", installationEvent(action, 1))
 			if code != http.StatusOK || !strings.Contains(body, "not_applied") {
 				t.Errorf("a replayed %s of installation 1, which GitHub says is suspended: %d %s, want 200 not_applied", action, code, body)

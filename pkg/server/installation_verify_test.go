@@ -147,6 +147,9 @@ func TestAppModeADestructiveInstallationEventIsCheckedWithGitHub(t *testing.T) {
 				if forgot != tc.applied {
 					t.Errorf("forgotten: %v, want %v: %s", forgot, tc.applied, tc.why)
 				}
+				if told := newsLeases(t, c); (len(told) > 0) != tc.applied {
+					t.Errorf("news told the other replicas: %v, want some only when the event was applied: %s", told, tc.why)
+				}
 			})
 		})
 	}
