@@ -1,7 +1,6 @@
 package forge_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -173,11 +172,24 @@ func (r *refuseToken) RoundTrip(req *http.Request) (*http.Response, error) {
 	if !no {
 		return r.next.RoundTrip(req)
 	}
+	return answerJSON(req, http.StatusUnauthorized, `{"message":"Bad credentials"}`), nil
+}
+
+// refuse has GitHub refuse tok from now on.
+func (r *refuseToken) refuse(tok string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.refused[tok] = true
+}
+
+// answerJSON is an answer to req with status and body as JSON, req's body
+// closed: what a RoundTripper standing in for GitHub answers.
+func answerJSON(req *http.Request, status int, body string) *http.Response {
 	if req.Body != nil {
 		req.Body.Close()
 	}
-	return &http.Response{StatusCode: http.StatusUnauthorized, Status: "401 Unauthorized", Header: http.Header{"Content-Type": {"application/json"}},
-		Body: io.NopCloser(bytes.NewReader([]byte(`{"message":"Bad credentials"}`))), Request: req}, nil
+	return &http.Response{StatusCode: status, Status: fmt.Sprintf("%d %s", status, http.StatusText(status)),
+		Header: http.Header{"Content-Type": {"application/json"}}, Body: io.NopCloser(strings.NewReader(body)), Request: req}
 }
 
 // TestARefusedTokenIsDroppedAndMintedAfreshOnce pins the 401 rule: a
@@ -197,9 +209,7 @@ func TestARefusedTokenIsDroppedAndMintedAfreshOnce(t *testing.T) {
 		// Revoked while installed: the retry with a fresh token succeeds.
 		mustSim(t, readIssues(a, 1))
 		first, _, _ := store.Get(context.Background(), 1)
-		refuse.mu.Lock()
-		refuse.refused[first.Token] = true
-		refuse.mu.Unlock()
+		refuse.refuse(first.Token)
 		if err := readIssues(a, 1); err != nil {
 			t.Fatalf("a read whose token is refused: %v, want it sent again with a fresh token", err)
 		}
@@ -232,28 +242,60 @@ type undroppable struct{ *forge.MemoryTokenStore }
 
 func (undroppable) Drop(context.Context, int64, string) error { return errors.New("store down") }
 
+// rereadOnDrop is a token store that cannot drop a token and, the first
+// time it is asked to, has reread run first: another request of the
+// installation reading the store meanwhile, which still holds the token
+// GitHub refused.
+type rereadOnDrop struct {
+	undroppable
+	once   sync.Once
+	reread func()
+}
+
+func (s *rereadOnDrop) Drop(ctx context.Context, id int64, token string) error {
+	s.once.Do(s.reread)
+	return s.undroppable.Drop(ctx, id, token)
+}
+
 // TestARefusedTokenTheStoreKeepsIsNotServedAgain pins that a token GitHub
-// refused is not taken back from a store that failed to drop it: the
-// retry mints a fresh one.
+// refused is not served again, neither from a store that failed to drop
+// it nor from the replica's own copy when another request of the
+// installation read it back from that store meanwhile: the retry mints a
+// fresh one.
 func TestARefusedTokenTheStoreKeepsIsNotServedAgain(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		sim, tr := pipeSim(t, 1)
-		refuse := &refuseToken{next: tr, refused: map[string]bool{}}
-		store := undroppable{new(forge.MemoryTokenStore)}
-		a := pipeApp(t, tr, forge.AppConfig{Tokens: store, Next: refuse})
-		mustSim(t, a.Relist(context.Background()))
-		mustSim(t, readIssues(a, 1))
-		first, _, _ := store.Get(context.Background(), 1)
-		refuse.mu.Lock()
-		refuse.refused[first.Token] = true
-		refuse.mu.Unlock()
-		if err := readIssues(a, 1); err != nil {
-			t.Fatalf("a read whose token is refused, the store failing to drop it: %v, want it sent again with a fresh token", err)
-		}
-		if n := sim.Requests(forgesim.Filter{Route: mintRoute}); n != 2 {
-			t.Fatalf("mints: %d, want 2: the refused token is not served again from the store", n)
-		}
-	})
+	for _, tc := range []struct {
+		name   string
+		reread bool // another request reads the store while the refused token is dropped
+	}{
+		{"the store failing to drop it", false},
+		{"another request having read it back", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				sim, tr := pipeSim(t, 1)
+				refuse := &refuseToken{next: tr, refused: map[string]bool{}}
+				store := &rereadOnDrop{undroppable: undroppable{new(forge.MemoryTokenStore)}, reread: func() {}}
+				a := pipeApp(t, tr, forge.AppConfig{Tokens: store, Next: refuse})
+				if tc.reread {
+					store.reread = func() {
+						if err := a.Mint(context.Background(), 1); err != nil {
+							t.Errorf("the other request's Mint: %v", err)
+						}
+					}
+				}
+				mustSim(t, a.Relist(context.Background()))
+				mustSim(t, readIssues(a, 1))
+				first, _, _ := store.Get(context.Background(), 1)
+				refuse.refuse(first.Token)
+				if err := readIssues(a, 1); err != nil {
+					t.Fatalf("a read whose token is refused, %s: %v, want it sent again with a fresh token", tc.name, err)
+				}
+				if n := sim.Requests(forgesim.Filter{Route: mintRoute}); n != 2 {
+					t.Fatalf("mints: %d, want 2: the refused token is not served again, %s", n, tc.name)
+				}
+			})
+		})
+	}
 }
 
 // failingStore is a TokenStore that cannot be read or written, or whose
@@ -638,11 +680,7 @@ func (m mintAnswer) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.Method != http.MethodPost || !strings.HasSuffix(req.URL.Path, "/access_tokens") {
 		return m.next.RoundTrip(req)
 	}
-	if req.Body != nil {
-		req.Body.Close()
-	}
-	return &http.Response{StatusCode: http.StatusCreated, Status: "201 Created", Header: http.Header{"Content-Type": {"application/json"}},
-		Body: io.NopCloser(strings.NewReader(m.body)), Request: req}, nil
+	return answerJSON(req, http.StatusCreated, m.body), nil
 }
 
 // TestAMintAnswerWithoutItsTokenOrExpiryIsRefused pins that a mint whose
@@ -680,52 +718,6 @@ func TestAMintAnswerWithoutItsTokenOrExpiryIsRefused(t *testing.T) {
 	}
 }
 
-// rereadOnDrop is a token store that cannot drop a token and, the first
-// time it is asked to, has reread run first: another request of the
-// installation reading the store meanwhile, which still holds the token
-// GitHub refused.
-type rereadOnDrop struct {
-	undroppable
-	once   sync.Once
-	reread func()
-}
-
-func (s *rereadOnDrop) Drop(ctx context.Context, id int64, token string) error {
-	s.once.Do(s.reread)
-	return s.undroppable.Drop(ctx, id, token)
-}
-
-// TestARefusedTokenAnotherRequestReadBackIsNotServedAgain pins the
-// refused token's rule on the replica's own copy: a request whose token
-// GitHub refused sends its retry with a fresh token even when another
-// request of the installation, meanwhile, read the refused token back from
-// a store that failed to drop it and made it the replica's copy.
-func TestARefusedTokenAnotherRequestReadBackIsNotServedAgain(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		sim, tr := pipeSim(t, 1)
-		refuse := &refuseToken{next: tr, refused: map[string]bool{}}
-		store := &rereadOnDrop{undroppable: undroppable{new(forge.MemoryTokenStore)}}
-		a := pipeApp(t, tr, forge.AppConfig{Tokens: store, Next: refuse})
-		store.reread = func() {
-			if err := a.Mint(context.Background(), 1); err != nil {
-				t.Errorf("the other request's Mint: %v", err)
-			}
-		}
-		mustSim(t, a.Relist(context.Background()))
-		mustSim(t, readIssues(a, 1))
-		first, _, _ := store.Get(context.Background(), 1)
-		refuse.mu.Lock()
-		refuse.refused[first.Token] = true
-		refuse.mu.Unlock()
-		if err := readIssues(a, 1); err != nil {
-			t.Fatalf("a read whose token is refused, another request having read it back: %v, want it sent again with a fresh token", err)
-		}
-		if n := sim.Requests(forgesim.Filter{Route: mintRoute}); n != 2 {
-			t.Fatalf("mints: %d, want 2: the refused token is not served again from the replica's copy", n)
-		}
-	})
-}
-
 // TestARetryRefusedForTheSuspensionFailsWithErrSuspended pins the
 // suspension rule on the 401 rule's retry: a request whose token GitHub
 // refused, sent again with the token another replica stored since, which
@@ -747,9 +739,7 @@ func TestARetryRefusedForTheSuspensionFailsWithErrSuspended(t *testing.T) {
 		second, _, _ := own.Get(context.Background(), 1)
 		mustSim(t, shared.Put(context.Background(), second))
 		mustSim(t, sim.SuspendInstallation(1))
-		refuse.mu.Lock()
-		refuse.refused[first.Token] = true
-		refuse.mu.Unlock()
+		refuse.refuse(first.Token)
 		err := readIssues(one, 1)
 		if !errors.Is(err, forge.ErrSuspended) {
 			t.Errorf("a read refused 401, its retry refused for the suspension: %v, want ErrSuspended", err)
@@ -770,12 +760,7 @@ func (f forbidReads) RoundTrip(req *http.Request) (*http.Response, error) {
 	if !strings.HasSuffix(req.URL.Path, "/issues") {
 		return f.next.RoundTrip(req)
 	}
-	if req.Body != nil {
-		req.Body.Close()
-	}
-	body := fmt.Sprintf(`{"message":%q,"documentation_url":"https://docs.github.com/rest"}`, f.message)
-	return &http.Response{StatusCode: http.StatusForbidden, Status: "403 Forbidden", Header: http.Header{"Content-Type": {"application/json"}},
-		Body: io.NopCloser(strings.NewReader(body)), Request: req}, nil
+	return answerJSON(req, http.StatusForbidden, fmt.Sprintf(`{"message":%q,"documentation_url":"https://docs.github.com/rest"}`, f.message)), nil
 }
 
 // TestAForbiddenReadIsNotTakenForASuspension pins suspendedAnswer's
