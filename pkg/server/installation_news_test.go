@@ -144,7 +144,9 @@ func TestAppModeADeadReplicasNewsIsReadThenCleared(t *testing.T) {
 // TestAppModeReplicasListTheInstallationsOneAtATime pins the list lease:
 // replicas starting together, whose lists each take GitHub's time (the
 // latency model on), list the App's installations one after another,
-// never two at once, and each lists once; and the lease is left free.
+// never two at once, and each lists once, a replica waiting for the lease
+// trying again every tenth of an interval or so, so all four have listed
+// within the first interval; and the lease is left free.
 func TestAppModeReplicasListTheInstallationsOneAtATime(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const interval, shards = time.Minute, 4
@@ -152,13 +154,18 @@ func TestAppModeReplicasListTheInstallationsOneAtATime(t *testing.T) {
 		lists := &forgetest.InFlight{Next: next, Match: func(req *http.Request) bool {
 			return req.Method == http.MethodGet && strings.HasSuffix(req.URL.Path, "/app/installations")
 		}}
+		start := time.Now()
 		startAppReplicas(t, c, lists, 4, interval, shards, nil)
 		defer c.stopAll()
 		time.Sleep(3 * interval)
 		synctest.Wait()
-		most, of := lists.Most(), len(lists.Began())
+		began := lists.Began()
+		most, of := lists.Most(), len(began)
 		if of != 4 || most != 1 {
 			t.Errorf("lists of the App's installations: %d, at most %d at once; want 4, one at a time", of, most)
+		}
+		if of > 0 && began[of-1].Sub(start) >= interval {
+			t.Errorf("the last of the start-up lists began %v after the start, want within the interval: a replica waiting for the list lease tries again every tenth of an interval or so", began[of-1].Sub(start))
 		}
 		hs, err := c.leases.Holders(context.Background())
 		if err != nil {
@@ -393,6 +400,30 @@ func TestAppModeNewsBeingClearedIsNotNews(t *testing.T) {
 		synctest.Wait()
 		if who, ok := knows(c, 1, true); !ok {
 			t.Errorf("%s dropped installation 1 on news another replica holds to clear, want it kept: only the teller's own lease is news", who)
+		}
+	})
+}
+
+// TestAppModeANewsNameOfNoKnownShapeIsNotNews pins parseNews's reading:
+// a suspended_at (@) belongs to a suspension only, so a lease named
+// "gone@<time>" (another version's, or no replica's) is passed over, not
+// read as a deletion; the replicas keep the installation.
+func TestAppModeANewsNameOfNoKnownShapeIsNotNews(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const interval, shards = time.Minute, 2
+		c, next := newAppCluster(t, 1, true)
+		startAppReplicas(t, c, next, 2, interval, shards, nil)
+		defer c.stopAll()
+		time.Sleep(2 * interval)
+		synctest.Wait()
+		name := "app-installations-changed/1/gone@2000-01-01T00:00:00Z/org-1/ghost"
+		if ok, err := c.leases.Acquire(context.Background(), name, "ghost", time.Now(), 3*interval); !ok || err != nil {
+			t.Fatalf("Acquire(%s) = %t, %v", name, ok, err)
+		}
+		time.Sleep(2 * interval)
+		synctest.Wait()
+		if who, ok := knows(c, 1, true); !ok {
+			t.Errorf("%s dropped installation 1 on a lease named %s, want it kept: only a suspension carries a time", who, name)
 		}
 	})
 }
