@@ -107,7 +107,7 @@ func benchFlags(stderr io.Writer) (*flag.FlagSet, *harness.Options, *string) {
 	fs.IntVar(&o.TenantsShards, "tenants-shards", 0, "serve --sweep-shards in the tenants scenario (0: serve's default)")
 	fs.StringVar(&o.Bin, "bin", "", "a built iterion binary (default: build ./cmd/iterion of the enclosing module)")
 	fs.StringVar(&o.DevMongoBin, "dev-mongo-bin", "", "a built dev-mongo binary (default: build ./cmd/dev-mongo of the enclosing module)")
-	fs.StringVar(&o.Dir, "dir", "", "keep logs and Mongo's files here (default: a temporary directory, removed on success)")
+	fs.StringVar(&o.Dir, "dir", "", "keep logs and Mongo's files here (default: a temporary directory, removed on success unless a clean stop did not release its lease)")
 	return fs, o, out
 }
 

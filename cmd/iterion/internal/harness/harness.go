@@ -169,7 +169,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			c.stopAll()
 		}
 	}
-	if o.Dir == "" {
+	switch {
+	case o.Dir != "":
+	case rep.unreleased():
+		fmt.Fprintf(o.Progress, "a clean stop did not release its lease: logs kept in %s\n", dir)
+	default:
 		os.RemoveAll(dir)
 		rep.Dir = ""
 	}

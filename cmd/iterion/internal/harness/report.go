@@ -18,7 +18,9 @@ import (
 type Report struct {
 	Date    time.Time
 	Options Options
-	// Dir kept the processes' logs; empty once removed.
+	// Dir kept the processes' logs; empty once removed, which a run
+	// without Options.Dir does on success unless a clean stop did not
+	// release its lease (TakeoverResult.UnreleasedBy).
 	Dir      string
 	Cost     []CostRow
 	Budget   []BudgetRow
@@ -29,6 +31,12 @@ type Report struct {
 	Clock    []ClockRow
 	Group    *GroupResult
 	Tenants  *TenantsResult
+}
+
+// unreleased reports whether a clean stop of the takeover scenario did
+// not release its lease.
+func (r *Report) unreleased() bool {
+	return slices.ContainsFunc(r.Takeover, func(t TakeoverResult) bool { return t.Unreleased > 0 })
 }
 
 // CostRatio is the sweep's request rate at the largest N over the rate at
@@ -147,6 +155,9 @@ func (r *Report) Markdown(command string) string {
 			unreleased := "–"
 			if t.Signal == sigName(syscall.SIGTERM) {
 				unreleased = fmt.Sprint(t.Unreleased)
+				if len(t.UnreleasedBy) > 0 {
+					unreleased += " (" + strings.Join(t.UnreleasedBy, ", ") + ")"
+				}
 			}
 			fmt.Fprintf(&b, "| %s | %d | %v | %v | %v | %s | %v / %v | %d | %s |\n", t.Signal, len(t.FromSignal),
 				t.Median().Round(time.Millisecond), t.Max().Round(time.Millisecond), t.Bound, yesNo(t.Within()),

@@ -31,6 +31,9 @@ type TakeoverResult struct {
 	// Unreleased counts the SIGTERM stops whose lease went to a successor
 	// only once it expired: a clean stop that did not release it.
 	Unreleased int
+	// UnreleasedBy names the replicas of those stops, whose logs Run
+	// keeps (Report.Dir) so that a missing release can be read.
+	UnreleasedBy []string
 	// Bound is the ADR's: retry + one tick after a clean stop, TTL + retry +
 	// one tick after a crash.
 	Bound time.Duration
@@ -100,9 +103,9 @@ func (s takeoverScenario) run(ctx context.Context, c *cluster) ([]TakeoverResult
 			}
 		}
 		out = append(out, res)
-		s.logf("%s ×%d: median %v, max %v, bound %v (from the signal: median %v, max %v), double sweeps %d, not released %d",
+		s.logf("%s ×%d: median %v, max %v, bound %v (from the signal: median %v, max %v), double sweeps %d, not released %d %v",
 			res.Signal, len(res.FromSignal), res.Median().Round(time.Millisecond), res.Max().Round(time.Millisecond), res.Bound,
-			median(res.FromSignal).Round(time.Millisecond), maxOf(res.FromSignal).Round(time.Millisecond), res.Doubles, res.Unreleased)
+			median(res.FromSignal).Round(time.Millisecond), maxOf(res.FromSignal).Round(time.Millisecond), res.Doubles, res.Unreleased, res.UnreleasedBy)
 	}
 	return out, nil
 }
@@ -160,6 +163,7 @@ func takeoverOnce(ctx context.Context, c *cluster, sig syscall.Signal, res *Take
 		}
 		if !released {
 			res.Unreleased++
+			res.UnreleasedBy = append(res.UnreleasedBy, l.name)
 		}
 		res.FromRelease = append(res.FromRelease, t1.Sub(from))
 	}

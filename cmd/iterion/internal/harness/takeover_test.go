@@ -132,3 +132,24 @@ func TestDoubleSweepIsTwoFollowersSweeping(t *testing.T) {
 		t.Errorf("got no double sweep when a and b both swept, want one: two holders at once must be reported")
 	}
 }
+
+// TestAStopNotReleasedIsNamedAndKeepsTheLogs pins what a run tells of a
+// clean stop whose lease went to the successor only once it expired: the
+// takeover table names the stopped replica beside the count, and the run
+// keeps its logs (Report.unreleased) so that the missing release can be
+// read; a run whose every clean stop released its lease keeps none.
+func TestAStopNotReleasedIsNamedAndKeepsTheLogs(t *testing.T) {
+	clean := TakeoverResult{Signal: "SIGTERM", Bound: time.Second, FromSignal: []time.Duration{time.Second}, FromRelease: []time.Duration{time.Second}}
+	crash := TakeoverResult{Signal: "SIGKILL", Bound: time.Second, FromSignal: []time.Duration{time.Second}}
+	if (&Report{Takeover: []TakeoverResult{clean, crash}}).unreleased() {
+		t.Error("got logs kept for a run whose every clean stop released its lease, want them removed")
+	}
+	clean.Unreleased, clean.UnreleasedBy = 2, []string{"replica-04", "replica-09"}
+	rep := &Report{Takeover: []TakeoverResult{clean, crash}}
+	if !rep.unreleased() {
+		t.Error("got logs removed for a run with 2 clean stops not released, want them kept")
+	}
+	if want := "| 0 | 2 (replica-04, replica-09) |"; !strings.Contains(rep.Markdown("bench"), want) {
+		t.Errorf("the takeover table lacks %q: want the stops not released counted and their replicas named", want)
+	}
+}
