@@ -157,7 +157,7 @@ func takeoverOnce(ctx context.Context, c *cluster, sig syscall.Signal, res *Take
 	c.stopReplica(l, syscall.SIGKILL) // already exiting or dead: reap it
 	changes := docs.stop()
 	if sig == syscall.SIGTERM {
-		from, released, ok := releaseOf(changes, t0, l.owner)
+		from, released, ok := releaseOf(changes, t0, l.owner, c.ttl())
 		if !ok {
 			return fmt.Errorf("%w: /leases of %s never stopped naming %s as the holder of %s after SIGTERM", ErrMeasure, followers[0].name, l.owner, server.MergeGateSweeper().Name)
 		}
@@ -176,13 +176,16 @@ func takeoverOnce(ctx context.Context, c *cluster, sig syscall.Signal, res *Take
 // SIGTERM, to measure the takeover from. The release deletes the document,
 // and happened after the last poll that still named owner was sent
 // (change.since): measured from there, the delay errs long, never short.
-// A document seen naming another owner before owner's last expiry was
-// released too (deleted, then taken within one poll: an unexpired lease
-// is never taken). One seen taken from its expiry on was not: released is
+// A document seen naming another owner that its new holder wrote before
+// owner's last expiry was released too (deleted, then taken within one
+// poll: an unexpired lease is never taken); its expiry less ttl, the
+// lease's TTL, is the instant (to the millisecond the store keeps) of its
+// holder's latest Acquire or Renew, which a poll answered late (a loaded replica's GET /leases) does not
+// move. One written from that expiry on was not released: released is
 // false, and the instant is t, there being no release to measure from,
 // for the ADR's bound after a clean stop would pass the expiry's takeover
 // unseen. ok is false when the document never stopped naming owner.
-func releaseOf(cs []change[holder], t time.Time, owner string) (from time.Time, released, ok bool) {
+func releaseOf(cs []change[holder], t time.Time, owner string, ttl time.Duration) (from time.Time, released, ok bool) {
 	var expires time.Time // owner's last expiry before the change
 	for _, c := range cs {
 		if c.v.Owner == owner {
@@ -192,7 +195,7 @@ func releaseOf(cs []change[holder], t time.Time, owner string) (from time.Time, 
 		if !c.at.After(t) {
 			continue
 		}
-		released = c.v.Owner == "" || c.at.Before(expires)
+		released = c.v.Owner == "" || c.v.Expires.Add(-ttl).Before(expires)
 		if !released {
 			return t, false, true
 		}

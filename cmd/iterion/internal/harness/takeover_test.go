@@ -19,8 +19,12 @@ import (
 func TestReleaseOfTellsAReleaseFromAnExpiry(t *testing.T) {
 	t0 := time.Unix(1_000_000, 0) // the SIGTERM
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	const ttl = 1500 * time.Millisecond
 	leader := holder{Name: "merge-gate-sweeper", Owner: "replica-01-x", Expires: at(1200)}
-	succ := holder{Name: "merge-gate-sweeper", Owner: "replica-02-y", Expires: at(2800)}
+	// takenAt is the successor's document as its Acquire at ms wrote it.
+	takenAt := func(ms int) holder {
+		return holder{Name: "merge-gate-sweeper", Owner: "replica-02-y", Expires: at(ms).Add(ttl)}
+	}
 	renewed := leader
 	renewed.Expires = at(1500)
 	for _, tc := range []struct {
@@ -31,39 +35,42 @@ func TestReleaseOfTellsAReleaseFromAnExpiry(t *testing.T) {
 		why      string
 	}{
 		{"deleted, then taken", []change[holder]{
-			{at: at(-500), v: leader}, {since: at(40), at: at(55), v: holder{}}, {since: at(300), at: at(315), v: succ},
+			{at: at(-500), v: leader}, {since: at(40), at: at(55), v: holder{}}, {since: at(300), at: at(315), v: takenAt(310)},
 		}, at(40), true, "the release deletes the document: measured from the last poll naming the leader"},
 		{"taken within one poll of its deletion", []change[holder]{
-			{at: at(-500), v: leader}, {since: at(40), at: at(55), v: succ},
+			{at: at(-500), v: leader}, {since: at(40), at: at(55), v: takenAt(50)},
 		}, at(40), true, "an unexpired lease is taken only once released"},
+		{"taken before its expiry, seen after it", []change[holder]{
+			{at: at(-500), v: leader}, {since: at(40), at: at(1300), v: takenAt(600)},
+		}, at(40), true, "a poll answered after the expiry saw a document its new holder wrote before it: released"},
 		{"taken at its expiry", []change[holder]{
-			{at: at(-500), v: leader}, {since: at(1190), at: at(1205), v: succ},
+			{at: at(-500), v: leader}, {since: at(1190), at: at(1205), v: takenAt(1200)},
 		}, t0, false, "a lease never released goes only once it expired: no release to measure from, so from the signal"},
 		{"renewed after the signal, taken at its new expiry", []change[holder]{
-			{at: at(-500), v: leader}, {since: at(-20), at: at(5), v: renewed}, {since: at(1490), at: at(1510), v: succ},
+			{at: at(-500), v: leader}, {since: at(-20), at: at(5), v: renewed}, {since: at(1490), at: at(1510), v: takenAt(1500)},
 		}, t0, false, "the last expiry counts, not the first seen"},
 		{"renewed after the signal, taken before its new expiry", []change[holder]{
-			{at: at(-500), v: leader}, {since: at(-20), at: at(5), v: renewed}, {since: at(1290), at: at(1305), v: succ},
+			{at: at(-500), v: leader}, {since: at(-20), at: at(5), v: renewed}, {since: at(1290), at: at(1305), v: takenAt(1295)},
 		}, at(1290), true, "taken before the leader's last expiry, so released: the earlier expiry it renewed past does not count"},
 		{"deleted only after its expiry", []change[holder]{
 			{at: at(-500), v: leader}, {since: at(1190), at: at(1205), v: holder{}},
 		}, at(1190), true, "only the owner's release deletes the document, expired or not: a late release is still one"},
 		{"a holder before the leader, changed before the signal", []change[holder]{
-			{at: at(-900), v: succ}, {since: at(-520), at: at(-500), v: leader}, {since: at(40), at: at(55), v: holder{}},
+			{at: at(-900), v: takenAt(-2400)}, {since: at(-520), at: at(-500), v: leader}, {since: at(40), at: at(55), v: holder{}},
 		}, at(40), true, "the document's changes before the signal are not the stopped leader's release"},
 		{"released before the first poll after the signal", []change[holder]{
 			{at: at(-500), v: leader}, {since: at(-5), at: at(10), v: holder{}},
 		}, t0, true, "the release came after the signal: never measured from before it"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			from, released, ok := releaseOf(tc.cs, t0, leader.Owner)
+			from, released, ok := releaseOf(tc.cs, t0, leader.Owner, ttl)
 			if !ok || released != tc.released || !from.Equal(tc.from) {
 				t.Errorf("got from %v, released %v (found %v); want from %v, released %v: %s",
 					from.Sub(t0), released, ok, tc.from.Sub(t0), tc.released, tc.why)
 			}
 		})
 	}
-	if _, _, ok := releaseOf([]change[holder]{{at: at(-500), v: leader}}, t0, leader.Owner); ok {
+	if _, _, ok := releaseOf([]change[holder]{{at: at(-500), v: leader}}, t0, leader.Owner, ttl); ok {
 		t.Errorf("got a release from a document that kept naming the leader, want none")
 	}
 }
