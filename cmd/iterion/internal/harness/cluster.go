@@ -61,9 +61,21 @@ type replica struct {
 	token   string
 	owner   string // its lease owner identity, from GET /healthz
 	noLease bool
-	p       *proc
+	p       process
 	fwd     *forwarder
 	api     api
+}
+
+// process is a replica's command as the cluster and the scenarios drive
+// it: a *proc, or in a unit test a stand-in that records the signals sent
+// to it. Its methods are proc's.
+type process interface {
+	signal(sig syscall.Signal) error
+	wait(timeout time.Duration) bool
+	stop(grace time.Duration)
+	exited() bool
+	stderrPath() string
+	pid() int
 }
 
 // startCluster starts dev-mongo and forge-sim with their files and logs in
@@ -238,26 +250,27 @@ func (c *cluster) startReplicaOnce(ctx context.Context, seq int, spec replicaSpe
 		args = append(args, "--no-lease")
 	}
 	args = append(args, spec.extra...)
-	r.p, err = startProc(c.dir, r.name, c.bins.iterion, args...)
+	p, err := startProc(c.dir, r.name, c.bins.iterion, args...)
 	if err != nil {
 		fwd.close()
 		return nil, err
 	}
+	r.p = p
 	deadline := time.Now().Add(30 * time.Second)
 	listening := `"msg":"listening"` // serve's line once it has bound --listen (its JSON log)
-	for !r.p.logged(listening) || !r.api.ready(ctx) {
-		if r.p.exited() || time.Now().After(deadline) {
-			r.p.stop(time.Second)
+	for !p.logged(listening) || !r.api.ready(ctx) {
+		if p.exited() || time.Now().After(deadline) {
+			p.stop(time.Second)
 			fwd.close()
-			if r.p.logged("address already in use") {
+			if p.logged("address already in use") {
 				return nil, fmt.Errorf("%w: %s on %s: %w", ErrProcess, r.name, listen, errPortTaken)
 			}
-			return nil, fmt.Errorf("%w: %s did not answer /metrics: %s", ErrProcess, r.name, r.p.tail(5))
+			return nil, fmt.Errorf("%w: %s did not answer /metrics: %s", ErrProcess, r.name, p.tail(5))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	if r.owner, err = r.api.owner(ctx); err != nil || r.owner == "" {
-		r.p.stop(time.Second)
+		p.stop(time.Second)
 		fwd.close()
 		if err != nil {
 			return nil, fmt.Errorf("%w: %s named no owner on /healthz: %w", ErrProcess, r.name, err)

@@ -23,7 +23,7 @@ const passMsg = "sweep pass"
 // passLogs reads the sweep passes r logged that ended within [from, to];
 // a pass line it cannot read is an error (logRecords).
 func (r *replica) passLogs(from, to time.Time) ([]passLog, error) {
-	all, err := logRecords[passLog](r.p.stderr, passMsg)
+	all, err := logRecords[passLog](r.p.stderrPath(), passMsg)
 	if err != nil {
 		return nil, fmt.Errorf("%s's log: %w", r.name, err)
 	}

@@ -51,7 +51,7 @@ func TestAReplicaWhosePortIsTakenIsStartedOnAnother(t *testing.T) {
 	if given != 2 {
 		t.Errorf("got %d ports asked for, want 2: the taken one, then one the replica bound", given)
 	}
-	if !r.p.logged(`"msg":"listening","owner":"` + r.owner + `","addr":"` + strings.TrimPrefix(r.api.url, "http://") + `"`) {
+	if !r.p.(*proc).logged(`"msg":"listening","owner":"` + r.owner + `","addr":"` + strings.TrimPrefix(r.api.url, "http://") + `"`) {
 		t.Errorf("replica %s (%s) did not log listening on its address", r.owner, r.api.url)
 	}
 }

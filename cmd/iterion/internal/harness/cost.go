@@ -103,6 +103,14 @@ func (s costScenario) one(ctx context.Context, c *cluster, n int, lease bool) (C
 		return CostRow{}, err
 	}
 	defer c.stopAll()
+	return s.measure(ctx, c, rs, lease)
+}
+
+// measure is one's measurement of rs, just started, with the lease or
+// without it: their warm-up, then the window, its figures from the
+// simulator's counts sampled throughout it, and the counts' agreement.
+func (s costScenario) measure(ctx context.Context, c *cluster, rs []*replica, lease bool) (CostRow, error) {
+	n := len(rs)
 	tokens := tokensOf(rs)
 	// Warm up: wait until the replicas that should sweep and sync the board
 	// do, then one more interval so the first (deep, full) passes are behind.

@@ -38,7 +38,7 @@ const termMsg = "measure group: shard term"
 func readTerms(rs []*groupReplica, end time.Time) ([]shardTerm, error) {
 	var out []shardTerm
 	for _, g := range rs {
-		lines, err := logRecords[termLine](g.r.p.stderr, termMsg)
+		lines, err := logRecords[termLine](g.r.p.stderrPath(), termMsg)
 		if err != nil {
 			return nil, err
 		}

@@ -44,7 +44,7 @@ func vmHWM(pid int) (int64, error) {
 // webhooks posts Webhooks unsigned 24 MiB bodies to r at once and records
 // its peak RSS before and after.
 func webhooks(ctx context.Context, r *replica, res *LoadResult) error {
-	pid := r.p.cmd.Process.Pid
+	pid := r.p.pid()
 	var err error
 	if res.HWMBefore, err = vmHWM(pid); err != nil {
 		return err

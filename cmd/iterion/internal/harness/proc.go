@@ -134,6 +134,12 @@ func (p *proc) stop(grace time.Duration) {
 	}
 }
 
+// stderrPath is the path of the file its stderr is captured in.
+func (p *proc) stderrPath() string { return p.stderr }
+
+// pid is the process's id, its group's too.
+func (p *proc) pid() int { return p.cmd.Process.Pid }
+
 // exited reports whether the process has exited.
 func (p *proc) exited() bool {
 	select {

@@ -29,8 +29,9 @@ func readRequestLog(ctx context.Context, s sim, since time.Time) (forgesim.Reque
 	if !since.IsZero() {
 		u += "?since=" + url.QueryEscape(since.UTC().Format(time.RFC3339Nano))
 	}
-	// A long log takes longer than the client's 5 s on a loaded machine.
-	hc := &http.Client{Timeout: time.Minute}
+	// A long log takes longer than the simulator client's timeout on a
+	// loaded machine; the client's transport is kept.
+	hc := &http.Client{Transport: s.hc.Transport, Timeout: time.Minute}
 	err := doJSON(ctx, hc, http.MethodGet, u, "", nil, &log)
 	return log, err
 }
