@@ -1,10 +1,15 @@
 package harness
 
 import (
+	"net/http"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
+
+	"iterion.dev/iterion/pkg/server"
 )
 
 // TestReleaseOfTellsAReleaseFromAnExpiry pins the instant a SIGTERM
@@ -158,5 +163,95 @@ func TestAStopNotReleasedIsNamedAndKeepsTheLogs(t *testing.T) {
 	}
 	if want := "| 0 | 2 (replica-04, replica-09) |"; !strings.Contains(rep.Markdown("bench"), want) {
 		t.Errorf("the takeover table lacks %q: want the stops not released counted and their replicas named", want)
+	}
+}
+
+// TestTakeoverIsMeasuredFromTheSignal pins the instants a takeover is
+// measured between, in virtual time: from the signal to the leader (not
+// the random phase waited before it, nor any later instant, which would
+// make takeovers look shorter than they are) to the first poll of the
+// simulator's counts that shows a follower's sweeper request; after
+// SIGTERM, also from the last poll of a follower's /leases that still
+// named the stopped leader. The simulator and the replicas are scripted:
+// the leader sweeps every interval until it is signalled, the lease
+// document goes releaseAfter the signal (SIGTERM; a crash leaves it to
+// expire) and a follower's first sweeper request comes sweepAfter it.
+func TestTakeoverIsMeasuredFromTheSignal(t *testing.T) {
+	const (
+		iv           = time.Second
+		releaseAfter = 300 * time.Millisecond
+		sweepAfter   = 730 * time.Millisecond // a multiple of pollEvery: seen by the poll at that very instant
+	)
+	for _, tc := range []struct {
+		sig         syscall.Signal
+		fromRelease []time.Duration
+	}{
+		// The last poll naming the leader was sent pollEvery before the
+		// release: the delay from it errs long by up to one poll.
+		{syscall.SIGTERM, []time.Duration{sweepAfter - releaseAfter + pollEvery}},
+		{syscall.SIGKILL, nil},
+	} {
+		t.Run(sigName(tc.sig), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				start := time.Now()
+				var leader *signalled
+				signalledAt := func() time.Time { _, at := leader.first(); return at }
+				stats := func(w http.ResponseWriter, r *http.Request) {
+					now, at := time.Now(), signalledAt()
+					led := now
+					if !at.IsZero() {
+						led = at
+					}
+					st := simStats{Requests: []simRequests{
+						{Token: "replica-01", Route: graphqlRoute, Count: int64(led.Sub(start)/iv) + 1},
+					}}
+					if !at.IsZero() && !now.Before(at.Add(sweepAfter)) {
+						st.Requests = append(st.Requests, simRequests{Token: "replica-02", Route: graphqlRoute, Count: int64(now.Sub(at.Add(sweepAfter))/iv) + 1})
+					}
+					writeJSON(t, w, st)
+				}
+				leases := func(w http.ResponseWriter, r *http.Request) {
+					now, at := time.Now(), signalledAt()
+					h := []holder{{Name: server.MergeGateSweeper().Name, Owner: "owner-1", Expires: now.Add(3 * iv)}}
+					switch {
+					case at.IsZero():
+					case !now.Before(at.Add(sweepAfter)):
+						h[0].Owner = "owner-2"
+					case tc.sig == syscall.SIGTERM && !now.Before(at.Add(releaseAfter)):
+						h = nil // released: the document deleted
+					}
+					writeJSON(t, w, h)
+				}
+				simMux, replicaMux := http.NewServeMux(), http.NewServeMux()
+				simMux.HandleFunc("GET /_sim/stats", stats)
+				replicaMux.HandleFunc("GET /leases", leases)
+				r1, p1 := scriptedReplica(t, "replica-01", "owner-1", replicaMux)
+				r2, p2 := scriptedReplica(t, "replica-02", "owner-2", replicaMux)
+				r3, p3 := scriptedReplica(t, "replica-03", "owner-3", replicaMux)
+				leader = p1
+				c := &cluster{interval: iv, sim: scriptedSim(simMux), replicas: []*replica{r1, r2, r3}}
+				res := TakeoverResult{Signal: sigName(tc.sig), Bound: takeoverBound(tc.sig, c.ttl(), c.retry(), iv)}
+				if err := takeoverOnce(t.Context(), c, tc.sig, &res); err != nil {
+					t.Fatal(err)
+				}
+				if sig, at := p1.first(); sig != tc.sig || at.IsZero() {
+					t.Fatalf("got %v sent to the leader, want %v", sig, tc.sig)
+				}
+				for _, p := range []*signalled{p2, p3} {
+					if _, at := p.first(); !at.IsZero() {
+						t.Errorf("got a follower signalled, want the leader alone")
+					}
+				}
+				if len(res.FromSignal) != 1 || res.FromSignal[0] != sweepAfter {
+					t.Errorf("got delays from the signal %v, want [%v]: from the signal to the poll that saw the successor's first request", res.FromSignal, sweepAfter)
+				}
+				if !slices.Equal(res.FromRelease, tc.fromRelease) || res.Unreleased != 0 {
+					t.Errorf("got delays from the release %v (%d unreleased), want %v (0): from the last poll naming the stopped leader", res.FromRelease, res.Unreleased, tc.fromRelease)
+				}
+				if res.Doubles != 0 || len(c.replicas) != 2 {
+					t.Errorf("got %d double sweeps and %d replicas left, want 0 and 2: one successor, the stopped leader forgotten", res.Doubles, len(c.replicas))
+				}
+			})
+		})
 	}
 }
