@@ -2,10 +2,17 @@ package harness
 
 import (
 	"context"
+	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
+
+	"iterion.dev/iterion/pkg/forge"
+	"iterion.dev/iterion/pkg/forge/forgesim"
+	"iterion.dev/iterion/pkg/server"
 )
 
 // TestTenantsScenario runs the tenants scenario small (40 installations of
@@ -228,4 +235,168 @@ func TestTenantsRatioIsTheLargestCountsOverTheSmallests(t *testing.T) {
 	if mean, _, _ := s.ratio(byN); mean != 1.2 {
 		t.Errorf("got ratio %.3f, want 1.200: N=10's 24 requests over N=1's 20", mean)
 	}
+}
+
+// logged is one request of a scripted request log: installation id's, by
+// owner's sweeper, arriving at at, limited when a rate limit refused it.
+type logged struct {
+	id      int64
+	owner   string
+	at      time.Time
+	limited bool
+}
+
+// requestLog is GET /_sim/installations/requests over the requests of
+// script that arrived by now, in buckets of iv from since's on, as the
+// simulator keeps them.
+func requestLog(script []logged, since, now time.Time, iv time.Duration) forgesim.RequestLog {
+	bucketOf := func(t time.Time) time.Time { return time.Unix(0, t.UnixNano()/int64(iv)*int64(iv)).UTC() }
+	type key struct {
+		id    int64
+		owner string
+	}
+	series := map[key]*forgesim.SenderRequests{}
+	var keys []key
+	for _, r := range script {
+		if r.at.After(now) || (!since.IsZero() && bucketOf(r.at).Before(bucketOf(since))) {
+			continue
+		}
+		k := key{r.id, r.owner}
+		sr := series[k]
+		if sr == nil {
+			sr = &forgesim.SenderRequests{Installation: r.id, Sender: "iterion (" + r.owner + ") lane/" + forge.LaneMergeGateSweeper, Tokens: 1}
+			series[k] = sr
+			keys = append(keys, k)
+		}
+		start := bucketOf(r.at)
+		if n := len(sr.Buckets); n == 0 || !sr.Buckets[n-1].Start.Equal(start) {
+			sr.Buckets = append(sr.Buckets, forgesim.RequestBucket{Start: start, First: r.at})
+		}
+		b := &sr.Buckets[len(sr.Buckets)-1]
+		b.Requests++
+		if r.limited {
+			b.Limited++
+		}
+		b.Last = r.at
+	}
+	log := forgesim.RequestLog{Interval: iv, Now: now}
+	for _, k := range keys {
+		log.Series = append(log.Series, *series[k])
+	}
+	return log
+}
+
+// sortedByTime sorts a script by arrival, as the simulator logs it.
+func sortedByTime(script []logged) []logged {
+	slices.SortFunc(script, func(a, b logged) int { return a.at.Compare(b.at) })
+	return script
+}
+
+// tenantsSteadyScript is a request log of 4 installations and 2
+// replicas from start, an interval boundary: installation 1 is swept by
+// both in the first two intervals (not settled); from the third on, each
+// installation i by one replica once an interval, at (150 + 100 i) ms
+// into it, two requests 50 ms apart. Three are refused: in the 4th, the
+// 9th and the 12th interval.
+func tenantsSteadyScript(start time.Time, iv time.Duration) []logged {
+	owners := []string{"owner-1", "owner-2"}
+	var script []logged
+	for k := range 40 {
+		at := start.Add(time.Duration(k) * iv)
+		if k < 2 {
+			script = append(script, logged{1, owners[0], at.Add(100 * time.Millisecond), false}, logged{1, owners[1], at.Add(200 * time.Millisecond), false})
+			continue
+		}
+		for id := int64(1); id <= 4; id++ {
+			first := at.Add(time.Duration(150+100*id) * time.Millisecond)
+			limited := (k == 3 && id == 2) || (k == 8 && id == 3) || (k == 11 && id == 1)
+			script = append(script, logged{id, owners[(id-1)%2], first, limited}, logged{id, owners[(id-1)%2], first.Add(50 * time.Millisecond), false})
+		}
+	}
+	return sortedByTime(script)
+}
+
+// steadyOn runs the tenants scenario's steady for n replicas started
+// 300 ms into the first interval of script's start, its log served by a
+// scripted simulator, and returns the row, the requests by installation
+// and the script's start.
+func steadyOn(t *testing.T, n int, iv time.Duration) (TenantsRow, map[int64]int64, time.Time) {
+	start := time.Now() // an interval boundary: bubbles start at midnight
+	script := tenantsSteadyScript(start, iv)
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /_sim/installations/requests", func(w http.ResponseWriter, r *http.Request) {
+		since, err := time.Parse(time.RFC3339Nano, r.URL.Query().Get("since"))
+		if err != nil {
+			t.Errorf("since: %v", err)
+		}
+		writeJSON(t, w, requestLog(script, since, time.Now(), iv))
+	})
+	c := &cluster{interval: iv, sim: scriptedSim(mux)}
+	s := tenantsScenario{installations: 4, window: 4, logf: t.Logf}
+	time.Sleep(300 * time.Millisecond)
+	row, per, err := s.steady(t.Context(), c, n, []int64{1, 2, 3, 4}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return row, per, start
+}
+
+// TestTenantsSteadyWindowIsWholeIntervalsAfterSettling pins the window a
+// tenants row is measured over, in virtual time on a scripted request
+// log: the replicas, started off an interval boundary, settle once every
+// installation was swept by one replica, the same one, over two
+// stretches of settleHalf intervals; the window then starts at the next
+// interval boundary and spans the scenario's intervals, whole buckets of
+// the log, read a quarter of an interval after its last bucket ended.
+// Sweeps and refusals in the buckets before and after it are not the
+// window's.
+func TestTenantsSteadyWindowIsWholeIntervalsAfterSettling(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const iv = 2 * time.Second
+		row, per, start := steadyOn(t, 2, iv)
+		// Settled at the poll 6 intervals after the replicas' start (its
+		// look, the 4 whole intervals from the 3rd, is the first without
+		// the unsettled two); the window is then the 8th to the 11th
+		// interval: 4 of 4 installations, each 2 requests an interval,
+		// 1 of them refused (in the 9th).
+		want := TenantsRow{Replicas: 2, Settled: true, SettleAfter: 6 * iv, Window: 4 * iv,
+			Installations: 4, Requests: 32, Sweepers: 2, Balance: 1,
+			LongestGap: iv - 50*time.Millisecond, GapInstallation: 1, Limited: 1}
+		if row != want {
+			t.Errorf("got row\n%+v, want\n%+v: the window is the whole intervals from the first boundary after settling", row, want)
+		}
+		if len(per) != 4 || per[1] != 8 {
+			t.Errorf("got requests by installation %v, want 8 each: its 4 intervals of the window", per)
+		}
+		if got, wantAt := time.Now(), start.Add(11*iv+iv/4); !got.Equal(wantAt) {
+			t.Errorf("got the window read %v after the start, want %v: a quarter of an interval after its last bucket ended", got.Sub(start), wantAt.Sub(start))
+		}
+	})
+}
+
+// TestTenantsSteadyBalanceIsOverEveryReplica pins the row of replicas
+// that never settle, one of 3 sweeping nothing: measured anyway, from
+// the interval boundary after the settling deadline, unsettled, and the busiest replica's
+// installations over the mean over all 3 replicas, the idle one's
+// nothing included (a mean over those sweeping would call 2 of 4 on 2
+// of 3 replicas balanced).
+func TestTenantsSteadyBalanceIsOverEveryReplica(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const iv = 2 * time.Second
+		row, _, start := steadyOn(t, 3, iv)
+		// The deadline for 4 installations: TTL + 15 intervals + 10 s
+		// from the replicas' start, 300 ms into the first interval,
+		// polled every interval; the window from the boundary after.
+		tUp := start.Add(300 * time.Millisecond)
+		polls := (server.MergeGateSweeper().TTL(iv) + 15*iv + 10*time.Second + iv - 1) / iv
+		if got, want := time.Now(), alignUp(tUp.Add(polls*iv), iv).Add(4*iv+iv/4); !got.Equal(want) {
+			t.Errorf("got the window read %v after the start, want %v: 4 intervals from the boundary after the settling deadline", got.Sub(start), want.Sub(start))
+		}
+		if row.Settled || row.SettleAfter != 0 || row.Window != 4*iv || row.Requests != 32 {
+			t.Errorf("got settled %v after %v, %d requests in %v; want unsettled, measured anyway: 32 requests in 4 intervals", row.Settled, row.SettleAfter, row.Requests, row.Window)
+		}
+		if row.Sweepers != 2 || row.Balance != 1.5 {
+			t.Errorf("got %d sweepers, busiest %.2f × the mean; want 2, 1.50: 2 installations over the mean of 4 over 3 replicas", row.Sweepers, row.Balance)
+		}
+	})
 }
