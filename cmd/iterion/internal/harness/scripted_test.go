@@ -41,9 +41,10 @@ func writeJSON(t *testing.T, w http.ResponseWriter, v any) {
 }
 
 // signalled is a replica's process that records the first signal sent to
-// it and exits on it.
+// it and exits on it, exits after it (0: at once).
 type signalled struct {
 	process // the rest of a process: calling it fails the test with a nil dereference
+	exits   time.Duration
 	mu      sync.Mutex
 	sig     syscall.Signal
 	at      time.Time
@@ -58,7 +59,13 @@ func (p *signalled) signal(sig syscall.Signal) error {
 	return nil
 }
 
-func (p *signalled) wait(time.Duration) bool { return true }
+// wait returns once the process has exited, exits after the first
+// signal.
+func (p *signalled) wait(time.Duration) bool {
+	_, at := p.first()
+	time.Sleep(time.Until(at.Add(p.exits)))
+	return true
+}
 
 func (p *signalled) exited() bool {
 	p.mu.Lock()

@@ -2,10 +2,14 @@ package harness
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -397,6 +401,147 @@ func TestTenantsSteadyBalanceIsOverEveryReplica(t *testing.T) {
 		}
 		if row.Sweepers != 2 || row.Balance != 1.5 {
 			t.Errorf("got %d sweepers, busiest %.2f × the mean; want 2, 1.50: 2 installations over the mean of 4 over 3 replicas", row.Sweepers, row.Balance)
+		}
+	})
+}
+
+// TestTenantsDisturbMeasuresTheUnknownWebhookAndTheKill pins how the
+// tenants scenario's disturbances are measured, in virtual time on a
+// scripted simulator and 3 replicas (no churn). The unknown installation
+// is added while the simulator's webhooks point nowhere, so that no
+// replica is told of it, and they point at the front replica again for
+// the signed webhook; its look-ups are the App-JWT requests from just
+// before the webhook to two intervals after it, not the App's requests
+// before it. The kill is of the last replica, not the front: its
+// installations are those it swept in the two intervals before the kill,
+// each swept again when another replica's first request of it arrives
+// (not the victim's own, still on its way at the kill), measured from the
+// kill's signal (not the victim's exit), read once TTL +
+// retry + one tick and two intervals more have passed; merge_gate_sweep
+// _behind is summed over the replicas left.
+func TestTenantsDisturbMeasuresTheUnknownWebhookAndTheKill(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const iv = 2 * time.Second
+		start := time.Now()
+		var (
+			mu        sync.Mutex
+			pointedAt string               // where the simulator sends its webhooks
+			addedWith = map[int64]string{} // an added installation's webhook URL
+			webhookAt time.Time
+			victim    *signalled
+		)
+		res := &TenantsResult{Interval: iv}
+		simMux := http.NewServeMux()
+		simMux.HandleFunc("POST /_sim/webhook", func(w http.ResponseWriter, r *http.Request) {
+			var b struct{ URL string }
+			json.NewDecoder(r.Body).Decode(&b)
+			mu.Lock()
+			pointedAt = b.URL
+			mu.Unlock()
+		})
+		simMux.HandleFunc("POST /_sim/installations", func(w http.ResponseWriter, r *http.Request) {
+			var b struct{ ID int64 }
+			json.NewDecoder(r.Body).Decode(&b)
+			mu.Lock()
+			addedWith[b.ID] = pointedAt
+			mu.Unlock()
+		})
+		simMux.HandleFunc("POST /_sim/repos/{owner}/{repo}/pulls", func(w http.ResponseWriter, r *http.Request) {})
+		// 10 App-JWT requests before the webhook; 3 look-ups an interval
+		// after it.
+		simMux.HandleFunc("GET /_sim/stats", func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			n := int64(10)
+			if !webhookAt.IsZero() && !time.Now().Before(webhookAt.Add(iv)) {
+				n += 3
+			}
+			mu.Unlock()
+			writeJSON(t, w, simStats{Requests: []simRequests{{Token: "app:1", Route: "POST /app/installations/{id}/access_tokens", Status: 201, Count: n}}})
+		})
+		// Replicas 1, 2 and 3 sweep installations 1-2, 3-4 and 5-6 once an
+		// interval (the victim 6 every other: the last time, a stretch
+		// more than an interval before its kill); the victim, which takes
+		// 50 ms to exit, has its last requests of 5 and 6 arrive 5 ms
+		// after its kill, and replica 2's first of them killBound and
+		// killBound + 200 ms after it.
+		simMux.HandleFunc("GET /_sim/installations/requests", func(w http.ResponseWriter, r *http.Request) {
+			since, _ := time.Parse(time.RFC3339Nano, r.URL.Query().Get("since"))
+			_, killed := victim.first()
+			if killed.IsZero() {
+				killed = start.Add(time.Hour) // not yet
+			}
+			var script []logged
+			for k := range 30 {
+				for id := int64(1); id <= 6; id++ {
+					at := start.Add(time.Duration(k)*iv + time.Duration(100*id)*time.Millisecond)
+					owner := fmt.Sprintf("owner-%d", (id+1)/2)
+					if id == 6 && k%2 == 0 && at.Before(killed) {
+						continue // the victim sweeps 6 every other interval
+					}
+					if id >= 5 && !at.Before(killed) {
+						owner = "owner-2"
+						if at.Before(killed.Add(res.killBound())) {
+							continue
+						}
+					}
+					script = append(script, logged{id, owner, at, false})
+				}
+			}
+			script = append(script, logged{5, "owner-3", killed.Add(5 * time.Millisecond), false}, logged{6, "owner-3", killed.Add(5 * time.Millisecond), false},
+				logged{5, "owner-2", killed.Add(res.killBound()), false}, logged{6, "owner-2", killed.Add(res.killBound() + 200*time.Millisecond), false})
+			writeJSON(t, w, requestLog(sortedByTime(script), since, time.Now(), iv))
+		})
+		behind := func(n int) http.Handler {
+			mux := http.NewServeMux()
+			mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
+				fmt.Fprintf(w, "# TYPE merge_gate_sweep_behind gauge\nmerge_gate_sweep_behind %d\n", n)
+			})
+			return mux
+		}
+		frontMux := http.NewServeMux()
+		frontMux.Handle("GET /metrics", behind(0))
+		frontMux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { writeJSON(t, w, map[string]string{"owner": "owner-1"}) })
+		frontMux.HandleFunc("POST /webhooks/github", func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			webhookAt = time.Now()
+			mu.Unlock()
+			w.WriteHeader(http.StatusAccepted)
+		})
+		front, _ := scriptedReplica(t, "replica-01", "owner-1", frontMux)
+		pointedAt = webhookURL(front.api) // as the scenario's run left them
+		r2, _ := scriptedReplica(t, "replica-02", "owner-2", behind(1))
+		r3, p3 := scriptedReplica(t, "replica-03", "owner-3", behind(5))
+		p3.exits = 50 * time.Millisecond
+		victim = p3
+		c := &cluster{interval: iv, sim: scriptedSim(simMux), replicas: []*replica{front, r2, r3}}
+		res.TTL, res.Retry = c.ttl(), c.retry()
+		s := tenantsScenario{installations: 6, runsPer: 1, logf: t.Logf}
+		time.Sleep(5*iv + 300*time.Millisecond) // the replicas have swept for a while
+		if err := s.disturb(t.Context(), c, res, []int64{1, 2, 3, 4, 5, 6}); err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if got := addedWith[7]; got != "" || pointedAt != webhookURL(front.api) {
+			t.Errorf("got installation 7 added with webhooks to %q, and them left to %q; want none, then the front's %q: no replica is told of the unknown installation",
+				got, pointedAt, webhookURL(front.api))
+		}
+		if res.UnknownStatus != http.StatusAccepted || res.UnknownLookups != 3 || !res.UnknownAlive {
+			t.Errorf("got the unknown webhook answered %d, %d look-ups, alive %v; want 202, 3 (the App-JWT requests after it), alive", res.UnknownStatus, res.UnknownLookups, res.UnknownAlive)
+		}
+		sig, killed := p3.first()
+		if sig != syscall.SIGKILL || !killed.Equal(webhookAt.Add(2*iv)) {
+			t.Errorf("got %v sent to the last replica %v after the webhook, want SIGKILL two intervals after it", sig, killed.Sub(webhookAt))
+		}
+		if res.KilledInstallations != 2 || res.KillSwept != 2 || res.KillAfter != res.killBound()+200*time.Millisecond {
+			t.Errorf("kill: got %d installations, %d swept again, slowest %v; want 2, 2, %v: the victim's, each from the kill to another replica's first request",
+				res.KilledInstallations, res.KillSwept, res.KillAfter, res.killBound()+200*time.Millisecond)
+		}
+		if res.Behind != 1 || len(c.replicas) != 2 {
+			t.Errorf("got %d replicas left, behind %v; want 2, behind 1: summed over the replicas left", len(c.replicas), res.Behind)
+		}
+		if res.Added != 0 || res.Removed != 0 {
+			t.Errorf("got %d added and %d removed, want none: no churn", res.Added, res.Removed)
 		}
 	})
 }
