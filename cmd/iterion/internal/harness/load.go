@@ -177,7 +177,7 @@ func (s loadScenario) run(ctx context.Context, c *cluster) (*LoadResult, error) 
 	}
 	res := &LoadResult{Requests: s.Requests, Concurrency: s.Concurrency, Outage: s.Outage, SlowConns: s.SlowConns,
 		Probes: s.Probes, ReadTimeout: s.readTimeout(), Webhooks: s.Webhooks}
-	if err := slowConns(ctx, rs[0], res); err != nil {
+	if err := slowConns(ctx, rs[0], res, loadClient(1), dialSlow); err != nil {
 		return res, err
 	}
 	s.logf("slow connections: %s %v unloaded, %v with %d slow connections (ratio %.2f); %d still open %v after the read timeout",

@@ -37,9 +37,11 @@ func probe(ctx context.Context, hc *http.Client, a api, first, n int) ([]time.Du
 
 // slowConns times the API without and then with SlowConns connections
 // trickling an unauthenticated body into r at a byte a second, and counts
-// how many r still holds once its read timeout has passed.
-func slowConns(ctx context.Context, r *replica, res *LoadResult) error {
-	hc := loadClient(1)
+// how many r still holds once its read timeout has passed. The probes go
+// through hc (loadClient(1): one connection, kept alive), whose idle
+// connections it closes on return; dial opens each slow connection
+// (dialSlow).
+func slowConns(ctx context.Context, r *replica, res *LoadResult, hc *http.Client, dial func(addr string) (net.Conn, error)) error {
 	defer hc.CloseIdleConnections()
 	unloaded, err := probe(ctx, hc, r.api, 1, res.Probes)
 	if err != nil {
@@ -58,7 +60,7 @@ func slowConns(ctx context.Context, r *replica, res *LoadResult) error {
 	}()
 	opened := time.Now()
 	for range res.SlowConns {
-		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+		c, err := dial(addr)
 		if err != nil {
 			return fmt.Errorf("%w: slow connection %d: %w", ErrRequest, len(conns)+1, err)
 		}
@@ -103,6 +105,9 @@ func slowConns(ctx context.Context, r *replica, res *LoadResult) error {
 	}
 	return ctx.Err()
 }
+
+// dialSlow opens a slow connection to addr, on the open network.
+func dialSlow(addr string) (net.Conn, error) { return net.DialTimeout("tcp", addr, 5*time.Second) }
 
 // connState is what a slow connection's read shows.
 type connState int
