@@ -2,11 +2,14 @@ package harness
 
 import (
 	"context"
+	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -147,5 +150,75 @@ func TestLoadRatiosOfAResult(t *testing.T) {
 	}
 	if got := (LoadResult{LoadedP99: time.Millisecond}).P99Ratio(); got != 0 {
 		t.Errorf("got p99 ratio %.2f with no unloaded p99, want 0: not measured", got)
+	}
+}
+
+// TestSlowConnsProbedWithinTheReadTimeout pins the slow-connection phase's
+// figures, in virtual time: the probes are answered in memory, each
+// unloaded one in 100 ms and each loaded one in loaded; the slow
+// connections are in-memory pipes whose far end, the replica's, reads
+// what they trickle and hangs up a second after the read timeout (3 s)
+// has passed since it opened, within the grace they are given. The
+// loaded probes were taken while every slow connection was open
+// (ProbedWithin) only when they ended before the read timeout: ending at
+// it, the first connections may be cut during the last probe. The p99s
+// are each phase's own, and a connection the replica hung up on is not
+// counted open.
+func TestSlowConnsProbedWithinTheReadTimeout(t *testing.T) {
+	const (
+		probes      = 4
+		readTimeout = 3 * time.Second
+		unloaded    = 100 * time.Millisecond
+	)
+	for _, tc := range []struct {
+		name   string
+		loaded time.Duration
+		within bool
+	}{
+		{"ended before the read timeout", readTimeout/probes - time.Millisecond, true},
+		{"ended at the read timeout", readTimeout / probes, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				mux := http.NewServeMux()
+				mux.HandleFunc("POST /api/runs", func(w http.ResponseWriter, r *http.Request) {
+					var run runRequest
+					if err := json.NewDecoder(r.Body).Decode(&run); err != nil {
+						t.Errorf("probe: %v", err)
+					}
+					if run.Pull > probes {
+						time.Sleep(tc.loaded)
+					} else {
+						time.Sleep(unloaded)
+					}
+					w.WriteHeader(http.StatusCreated)
+				})
+				hc := &http.Client{Transport: inMemory{mux}}
+				dial := func(string) (net.Conn, error) {
+					c, far := net.Pipe()
+					go func() {
+						far.SetReadDeadline(time.Now().Add(readTimeout + time.Second))
+						io.Copy(io.Discard, far)
+						far.Close()
+					}()
+					return c, nil
+				}
+				r := &replica{api: api{url: "http://replica.invalid", token: "api"}}
+				res := LoadResult{SlowConns: 3, Probes: probes, ReadTimeout: readTimeout}
+				if err := slowConns(t.Context(), r, &res, hc, dial); err != nil {
+					t.Fatal(err)
+				}
+				if res.ProbedWithin != tc.within {
+					t.Errorf("got probed within %v for %d loaded probes of %v against a read timeout of %v, want %v: within only when they ended before it",
+						res.ProbedWithin, probes, tc.loaded, readTimeout, tc.within)
+				}
+				if res.UnloadedP99 != unloaded || res.LoadedP99 != tc.loaded {
+					t.Errorf("got p99 %v unloaded and %v loaded, want %v and %v: each phase's own", res.UnloadedP99, res.LoadedP99, unloaded, tc.loaded)
+				}
+				if res.SlowOpen != 0 || res.SlowClosedNoReply != 3 {
+					t.Errorf("got %d open, %d answered, %d closed of 3 slow connections, want 3 closed: the replica hung up on each", res.SlowOpen, res.SlowAnswered, res.SlowClosedNoReply)
+				}
+			})
+		})
 	}
 }
