@@ -172,10 +172,13 @@ func TestAStopNotReleasedIsNamedAndKeepsTheLogs(t *testing.T) {
 // make takeovers look shorter than they are) to the first poll of the
 // simulator's counts that shows a follower's sweeper request; after
 // SIGTERM, also from the last poll of a follower's /leases that still
-// named the stopped leader. The simulator and the replicas are scripted:
-// the leader sweeps every interval until it is signalled, the lease
-// document goes releaseAfter the signal (SIGTERM; a crash leaves it to
-// expire) and a follower's first sweeper request comes sweepAfter it.
+// named the stopped leader; and a SIGTERM whose lease was not released,
+// but taken by its successor from its expiry on, is counted and named,
+// and measured from the signal. The simulator and the replicas are
+// scripted: the leader sweeps every interval until it is signalled, the
+// lease document goes releaseAfter the signal (a clean stop that
+// releases it; a crash, or one that does not, leaves it to expire), and a
+// follower takes it and sends its first sweeper request sweepAfter it.
 func TestTakeoverIsMeasuredFromTheSignal(t *testing.T) {
 	const (
 		iv           = time.Second
@@ -183,15 +186,19 @@ func TestTakeoverIsMeasuredFromTheSignal(t *testing.T) {
 		sweepAfter   = 730 * time.Millisecond // a multiple of pollEvery: seen by the poll at that very instant
 	)
 	for _, tc := range []struct {
+		name        string
 		sig         syscall.Signal
+		releases    bool
 		fromRelease []time.Duration
+		unreleased  []string
 	}{
 		// The last poll naming the leader was sent pollEvery before the
 		// release: the delay from it errs long by up to one poll.
-		{syscall.SIGTERM, []time.Duration{sweepAfter - releaseAfter + pollEvery}},
-		{syscall.SIGKILL, nil},
+		{"SIGTERM", syscall.SIGTERM, true, []time.Duration{sweepAfter - releaseAfter + pollEvery}, nil},
+		{"SIGTERM not released", syscall.SIGTERM, false, []time.Duration{sweepAfter}, []string{"replica-01"}},
+		{"SIGKILL", syscall.SIGKILL, false, nil, nil},
 	} {
-		t.Run(sigName(tc.sig), func(t *testing.T) {
+		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				start := time.Now()
 				var leader *signalled
@@ -211,13 +218,22 @@ func TestTakeoverIsMeasuredFromTheSignal(t *testing.T) {
 					writeJSON(t, w, st)
 				}
 				leases := func(w http.ResponseWriter, r *http.Request) {
+					// Until the signal, the leader's lease is renewed at
+					// each poll; after it, the document shows the expiry
+					// at which the successor takes it, sweepAfter the
+					// signal, when the leader does not release it.
 					now, at := time.Now(), signalledAt()
-					h := []holder{{Name: server.MergeGateSweeper().Name, Owner: "owner-1", Expires: now.Add(3 * iv)}}
+					ttl := server.MergeGateSweeper().TTL(iv)
+					renewed := now
+					if !at.IsZero() {
+						renewed = at.Add(sweepAfter - ttl)
+					}
+					h := []holder{{Name: server.MergeGateSweeper().Name, Owner: "owner-1", Expires: renewed.Add(ttl)}}
 					switch {
 					case at.IsZero():
 					case !now.Before(at.Add(sweepAfter)):
-						h[0].Owner = "owner-2"
-					case tc.sig == syscall.SIGTERM && !now.Before(at.Add(releaseAfter)):
+						h[0].Owner, h[0].Expires = "owner-2", at.Add(sweepAfter+ttl)
+					case tc.releases && !now.Before(at.Add(releaseAfter)):
 						h = nil // released: the document deleted
 					}
 					writeJSON(t, w, h)
@@ -245,8 +261,9 @@ func TestTakeoverIsMeasuredFromTheSignal(t *testing.T) {
 				if len(res.FromSignal) != 1 || res.FromSignal[0] != sweepAfter {
 					t.Errorf("got delays from the signal %v, want [%v]: from the signal to the poll that saw the successor's first request", res.FromSignal, sweepAfter)
 				}
-				if !slices.Equal(res.FromRelease, tc.fromRelease) || res.Unreleased != 0 {
-					t.Errorf("got delays from the release %v (%d unreleased), want %v (0): from the last poll naming the stopped leader", res.FromRelease, res.Unreleased, tc.fromRelease)
+				if !slices.Equal(res.FromRelease, tc.fromRelease) || res.Unreleased != len(tc.unreleased) || !slices.Equal(res.UnreleasedBy, tc.unreleased) {
+					t.Errorf("got delays from the release %v (%d unreleased: %v), want %v (%v): from the last poll naming the stopped leader, or from the signal for a lease not released",
+						res.FromRelease, res.Unreleased, res.UnreleasedBy, tc.fromRelease, tc.unreleased)
 				}
 				if res.Doubles != 0 || len(c.replicas) != 2 {
 					t.Errorf("got %d double sweeps and %d replicas left, want 0 and 2: one successor, the stopped leader forgotten", res.Doubles, len(c.replicas))
