@@ -174,3 +174,25 @@ func TestETagIsSentBackOnlyOnAGETWithItsToken(t *testing.T) {
 		t.Fatalf("requests sent:\ngot  %q\nwant %q\nrule: If-None-Match only on a GET, with the token its ETag was issued to", sent, want)
 	}
 }
+
+// TestNotModifiedWithNothingCachedIsAFailedRead pins the answer to a 304
+// the cache has no entry for: a forge answering 304 to a GET sent without
+// If-None-Match, which gives 304 no meaning ("The 304 (Not Modified)
+// status code indicates that a conditional GET or HEAD request has been
+// received": RFC 9110, section 15.4.5). The read fails with an error; it
+// never returns an empty answer, such as an empty list of issues, and
+// never panics.
+func TestNotModifiedWithNothingCachedIsAFailedRead(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusNotModified)
+	}))
+	t.Cleanup(srv.Close)
+	c := newClient(t, srv, forge.Config{Token: "t"})
+	ctx := laneCtx(forge.LaneBoardSync)
+	if pr, err := c.GetPull(ctx, "acme", "app", 1); err == nil {
+		t.Errorf("GET pull answered 304 with nothing cached: got %+v, no error, want an error", pr)
+	}
+	if issues, err := c.ListIssues(ctx, "acme", "app", time.Time{}); err == nil {
+		t.Errorf("GET issues answered 304 with nothing cached: got %d issues, no error, want an error", len(issues))
+	}
+}
