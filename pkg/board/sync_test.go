@@ -269,6 +269,70 @@ func TestSyncWatermarkAnd304s(t *testing.T) {
 	})
 }
 
+// budgetUsed is the core budget the board's token has spent this hour.
+func (r *boardRig) budgetUsed() int {
+	for _, w := range r.sim.Stats().Budget.Windows {
+		if w.Token == boardToken && w.Resource == "core" {
+			return w.Used
+		}
+	}
+	return 0
+}
+
+// TestSyncFullSyncOfAnUnchangedForgeCostsNoBudget pins a full sync's
+// conditional list. A term's full sync of a repository the forge has not
+// changed since the last one is answered 304 and served the list the
+// client kept: it costs no budget ("Making a conditional request does not
+// count against your primary rate limit if a 304 response is returned and
+// the request was made while correctly authorized with an Authorization
+// header": Best practices for using the REST API, Use conditional requests
+// if appropriate,
+// https://docs.github.com/rest/using-the-rest-api/best-practices-for-using-the-rest-api#use-conditional-requests-if-appropriate)
+// and still syncs every issue. Once the forge changed, the next full sync
+// reads the new list, charged, and stores the change.
+func TestSyncFullSyncOfAnUnchangedForgeCostsNoBudget(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newBoardRig(t, "acme/app")
+		r.seed(t, "acme/app", forgesim.Issue{Number: 1, Title: "one", State: "open"})
+		r.seed(t, "acme/app", forgesim.Issue{Number: 2, Title: "two", State: "open"})
+		fullSync := func(which string) board.RepoPass {
+			t.Helper()
+			stop := r.start(t) // a new term: a full sync
+			rp := r.next(t).Repos[0]
+			stop()
+			if !rp.Since.IsZero() || rp.Err != nil {
+				t.Fatalf("%s: got %+v, want a full sync, no error", which, rp)
+			}
+			return rp
+		}
+		fullSync("first full sync")
+		used := r.budgetUsed()
+		if used != 1 {
+			t.Fatalf("budget after the first full sync: got %d, want 1: one list, read", used)
+		}
+
+		rp := fullSync("full sync of an unchanged forge")
+		if got := r.budgetUsed(); got != used {
+			t.Errorf("budget after a full sync of an unchanged forge: got %d, want %d: its list is answered 304, free", got, used)
+		}
+		if got := r.listRequests(http.StatusNotModified); got != 1 {
+			t.Errorf("list answers 304: got %d, want 1: an unchanged forge answers the full sync's conditional list 304", got)
+		}
+		if rp.Listed != 2 || rp.Removed != 0 || len(r.cards(t)) != 2 {
+			t.Errorf("full sync served from the cache: got %+v and %d cards, want 2 listed, none removed, 2 cards: the cached list is the whole list", rp, len(r.cards(t)))
+		}
+
+		r.seed(t, "acme/app", forgesim.Issue{Number: 1, Title: "one, edited", State: "open"})
+		rp = fullSync("full sync of a changed forge")
+		if got := r.budgetUsed(); got != used+1 {
+			t.Errorf("budget after a full sync of a changed forge: got %d, want %d: the changed list is read, charged", got, used+1)
+		}
+		if got := r.cards(t)[1].Title; rp.Changed != 1 || got != "one, edited" {
+			t.Errorf("full sync of a changed forge: got %+v, card 1 titled %q, want 1 changed, titled %q: a changed forge is read, never the cached list", rp, got, "one, edited")
+		}
+	})
+}
+
 func TestSyncFollowsEveryPage(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newBoardRig(t, "acme/app")
