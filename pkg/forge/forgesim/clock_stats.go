@@ -103,9 +103,9 @@ func (s *Sim) refusalsOf() []Refusal {
 
 // PullReads is when one principal read one pull request: the times at
 // which the simulator delivered an answer holding it (a GraphQL query
-// answered 200 that resolved it, or a REST read of it answered 200), in
-// order. An answer the client never got (a timeout, a 502, a refusal)
-// reads nothing.
+// answered 200 that resolved it, or a REST read of it answered 200, or 304:
+// the copy the client kept is current), in order. An answer the client
+// never got (a timeout, a 502, a refusal) reads nothing.
 type PullReads struct {
 	Principal string      `json:"principal"`
 	Repo      string      `json:"repo"` // "owner/name", as the repository was seeded

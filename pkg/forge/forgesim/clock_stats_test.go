@@ -156,6 +156,21 @@ func TestReadsAreThePullRequestsAnAnswerDelivered(t *testing.T) {
 	})
 }
 
+// TestANotModifiedAnswerReadsItsPullRequest pins that a REST read of a
+// pull request answered 304 reads it, as a 200 does: the 304 tells the
+// client that the copy it kept is the pull request as it is now.
+func TestANotModifiedAnswerReadsItsPullRequest(t *testing.T) {
+	sim := forgesim.New(forgesim.WithClock((&clock{t: t0}).Now))
+	mustOK(t, sim.SeedPull("acme", "app", 1, "sha", "open"))
+	first := call(sim, "GET", "/repos/acme/app/pulls/1", "t", nil)
+	if rec := call(sim, "GET", "/repos/acme/app/pulls/1", "t", nil, "If-None-Match", first.Header().Get("ETag")); rec.Code != 304 {
+		t.Fatalf("conditional GET of an unchanged pull: got %d, want 304", rec.Code)
+	}
+	if reads := sim.Reads("t"); len(reads) != 1 || len(reads[0].At) != 2 {
+		t.Errorf("reads after a 200 and a 304: got %+v, want pull 1 read twice: a 304 reads the pull request", reads)
+	}
+}
+
 func TestInjectedBadGatewaysAreChargedAndDeliverNothing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		sim := forgesim.New(forgesim.WithLatency(flat()), forgesim.WithGraphQLFaults(forgesim.GraphQLFaults{BadGatewayShare: 1}))

@@ -113,6 +113,29 @@ func Test304IsFreeOnlyForTheTokenTheETagWasIssuedTo(t *testing.T) {
 	}
 }
 
+// TestOnlyAGETOfAnExistingResourceIsAnswered304 pins when a matching
+// If-None-Match makes the answer 304. "*" matches any current
+// representation, and 304 answers a GET (or HEAD) only (RFC 9110, section
+// 13.1.2, If-None-Match): so a GET of an existing pull request is answered
+// 304, and neither a GET of a missing one nor a GraphQL POST is.
+func TestOnlyAGETOfAnExistingResourceIsAnswered304(t *testing.T) {
+	sim := forgesim.New()
+	mustOK(t, sim.SeedPull("acme", "app", 1, "sha", "open"))
+	for _, tc := range []struct {
+		method, path, body string
+		want304            bool
+	}{
+		{"GET", "/repos/acme/app/pulls/1", "", true},
+		{"GET", "/repos/acme/app/pulls/2", "", false},
+		{"POST", "/graphql", gqlBody(`{ viewer { login } }`), false},
+	} {
+		rec := call(sim, tc.method, tc.path, "t", strings.NewReader(tc.body), "If-None-Match", "*")
+		if got := rec.Code == 304; got != tc.want304 {
+			t.Errorf("%s %s, If-None-Match *: got %d, want 304 %v: only a GET of an existing resource is answered 304", tc.method, tc.path, rec.Code, tc.want304)
+		}
+	}
+}
+
 func TestRESTPointsPerEndpointPerMinute(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		sim := forgesim.New(forgesim.WithMinute(200 * time.Millisecond))
