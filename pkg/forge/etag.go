@@ -25,9 +25,21 @@ const maxCachedBody = 1 << 20
 // Authorization (their Vary header says so), so an ETag is only ever sent
 // back with the token it was issued to, and a rotated installation token
 // starts cold. GitHub does not charge an authorised 304 to the primary
-// budget; the counting transport, below this one, still counts it, with
-// code 304. The cache holds at most maxBytes of answers (body, headers and
-// key), dropping the least recently used. Safe for concurrent use.
+// budget ("Making a conditional request does not count against your
+// primary rate limit if a 304 response is returned and the request was
+// made while correctly authorized with an Authorization header": Best
+// practices for using the REST API, Use conditional requests if
+// appropriate,
+// https://docs.github.com/rest/using-the-rest-api/best-practices-for-using-the-rest-api#use-conditional-requests-if-appropriate);
+// the counting transport, below this one, still counts it, with code 304.
+//
+// A GET its caller made conditional itself passes through untouched, and
+// a 304 the cache holds no answer for (one to a GET sent unconditional)
+// reaches the caller as a 304. A 304 is served from the entry whose ETag
+// its request sent, even if that entry was evicted meanwhile; a URL whose
+// entry was evicted is read again unconditionally. The cache holds at
+// most maxBytes of answers (body, headers, key and ETag), dropping the
+// least recently used. Safe for concurrent use.
 type etagCache struct {
 	next     http.RoundTripper
 	maxBytes int
