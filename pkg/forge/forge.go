@@ -16,7 +16,8 @@
 // the x-ratelimit-* headers of every answer, holds back a lane whose reserve
 // the budget has fallen under, and turns rate-limit refusals into a
 // *RateLimitError carrying when to retry — and makes GETs conditional with
-// an ETag cache, since GitHub does not charge a 304 to the primary budget.
+// an ETag cache, since GitHub does not charge an authorized request
+// answered 304 to the primary budget.
 //
 // An AppClient (NewApp) serves a GitHub App's many installations: it lists
 // them with the App's JWT, keeps the set current from the installation
@@ -116,8 +117,8 @@ type Config struct {
 	// remaining budget is below its reserve, until the budget resets.
 	Reserves map[string]int
 	// ETagCacheBytes bounds the ETag cache, in bytes of cached answers
-	// (bodies, headers and keys); 0: DefaultETagCacheBytes, negative: no
-	// cache (GETs are not conditional).
+	// (bodies, headers, keys and ETags); 0: DefaultETagCacheBytes,
+	// negative: no cache (GETs are not conditional).
 	ETagCacheBytes int
 	// Timeout bounds each call, redirects included; 0: none beyond the context.
 	Timeout time.Duration
