@@ -18,18 +18,20 @@ import (
 const maxCachedBody = 1 << 20
 
 // etagCache makes GETs conditional: it sends If-None-Match with the ETag of
-// the last 200 answer for the same URL and Authorization header, and serves
-// a 304 from the cached answer, so the caller sees that 200 again (with the
-// 304's fresh headers and X-From-Cache: 1). It sits below the auth
+// the last 200 answer for the same URL, Authorization and Accept headers,
+// and serves a 304 from the cached answer, so the caller sees that 200 again
+// (with the 304's fresh headers and X-From-Cache: 1). It sits below the auth
 // transport, so it sees each request's token: GitHub's answers vary by
-// Authorization (their Vary header says so), so an ETag is only ever sent
-// back with the token it was issued to, and a rotated installation token
-// starts cold. GitHub does not charge an authorised 304 to the primary
-// budget ("Making a conditional request does not count against your
-// primary rate limit if a 304 response is returned and the request was
-// made while correctly authorized with an Authorization header": Best
-// practices for using the REST API, Use conditional requests if
-// appropriate,
+// Authorization and by Accept (their Vary header says so; one URL answers
+// JSON, a diff or a patch by the media type asked for: Media types,
+// https://docs.github.com/rest/using-the-rest-api/media-types), so an ETag
+// is only ever sent back with the token and media type it was issued to, and
+// a rotated installation token starts cold. GitHub does not charge an
+// authorised 304 to the primary budget ("Making a conditional request does
+// not count against your primary rate limit if a 304 response is returned
+// and the request was made while correctly authorized with an Authorization
+// header": Best practices for using the REST API, Use conditional requests
+// if appropriate,
 // https://docs.github.com/rest/using-the-rest-api/best-practices-for-using-the-rest-api#use-conditional-requests-if-appropriate);
 // the counting transport, below this one, still counts it, with code 304.
 //
@@ -90,7 +92,7 @@ func (c *etagCache) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	// The token is hashed, so the cache's keys hold no credential.
 	sum := sha256.Sum256([]byte(req.Header.Get("Authorization")))
-	key := hex.EncodeToString(sum[:16]) + " " + req.URL.String()
+	key := hex.EncodeToString(sum[:16]) + " " + req.Header.Get("Accept") + " " + req.URL.String()
 	cached := c.get(key)
 	if cached != nil {
 		r := req.Clone(req.Context())

@@ -124,17 +124,18 @@ func hitsOf(reg *prometheus.Registry, lane string) (float64, error) {
 	return 0, err
 }
 
-// TestETagIsSentBackOnlyOnAGETWithItsToken pins the cache's key on the
-// client's side, whatever the forge's ETags cover: If-None-Match goes out
-// only on a GET, and only with the Authorization header the ETag was
-// issued to, so no token is ever served another token's answer, even by
-// a forge whose ETag is the same for every token.
-func TestETagIsSentBackOnlyOnAGETWithItsToken(t *testing.T) {
+// TestETagIsSentBackOnlyOnAGETWithItsTokenAndMediaType pins the cache's
+// key on the client's side, whatever the forge's ETags cover:
+// If-None-Match goes out only on a GET, and only with the Authorization
+// and Accept headers the ETag was issued to, so no token is ever served
+// another token's answer, nor a media type another's representation, even
+// by a forge whose ETag is the same for every token and media type.
+func TestETagIsSentBackOnlyOnAGETWithItsTokenAndMediaType(t *testing.T) {
 	var mu sync.Mutex
 	var sent []string // each request's method, token and If-None-Match
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
-		sent = append(sent, r.Method+" "+r.Header.Get("Authorization")+" "+r.Header.Get("If-None-Match"))
+		sent = append(sent, r.Method+" "+r.Header.Get("Authorization")+" "+r.Header.Get("Accept")+" "+r.Header.Get("If-None-Match"))
 		mu.Unlock()
 		w.Header().Set("ETag", `W/"same"`)
 		if r.Header.Get("If-None-Match") == `W/"same"` {
@@ -145,33 +146,39 @@ func TestETagIsSentBackOnlyOnAGETWithItsToken(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	c := newClient(t, srv, forge.Config{}) // anonymous: each request's own Authorization reaches the cache
-	send := func(method, token string) {
+	send := func(method, token, accept string) {
 		t.Helper()
 		req, err := http.NewRequest(method, srv.URL+"/thing", nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		req.Header.Set("Authorization", "token "+token)
+		req.Header.Set("Accept", accept)
 		resp, err := c.HTTPClient().Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
 	}
-	send("GET", "a")
-	send("GET", "a")
-	send("GET", "b")
-	send("POST", "a")
+	const json, diff = "application/vnd.github+json", "application/vnd.github.diff"
+	send("GET", "a", json)
+	send("GET", "a", json)
+	send("GET", "b", json)
+	send("GET", "a", diff)
+	send("GET", "a", diff)
+	send("POST", "a", json)
 	want := []string{
-		`GET token a `,
-		`GET token a W/"same"`, // the ETag goes back with its token
-		`GET token b `,         // never with another's
-		`POST token a `,        // nor on a write
+		`GET token a ` + json + ` `,
+		`GET token a ` + json + ` W/"same"`, // the ETag goes back with its token
+		`GET token b ` + json + ` `,         // never with another's
+		`GET token a ` + diff + ` `,         // nor with another media type
+		`GET token a ` + diff + ` W/"same"`, // but with its own
+		`POST token a ` + json + ` `,        // nor on a write
 	}
 	mu.Lock()
 	defer mu.Unlock()
 	if strings.Join(sent, "\n") != strings.Join(want, "\n") {
-		t.Fatalf("requests sent:\ngot  %q\nwant %q\nrule: If-None-Match only on a GET, with the token its ETag was issued to", sent, want)
+		t.Fatalf("requests sent:\ngot  %q\nwant %q\nrule: If-None-Match only on a GET, with the token and the media type its ETag was issued to", sent, want)
 	}
 }
 
