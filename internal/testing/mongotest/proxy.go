@@ -138,6 +138,12 @@ type Hold struct {
 }
 
 // Arrived is closed once a matching command has arrived and is being held.
+// A Hold's command is held before its queue and has met no drop yet (it
+// meets them on Release). A HoldExchange's command has, by then, met the
+// armed drops and taken its place in its queue: a drop armed from then on
+// does not catch it, and an exchange of its queue arriving from then on
+// waits behind it. A HoldExchange's command that waits behind another
+// exchange of its queue arrives once that exchange is over.
 func (h *Hold) Arrived() <-chan struct{} { return h.arrived }
 
 // Command returns the held command; valid once Arrived is closed.
@@ -150,13 +156,14 @@ func (h *Hold) Command() Command {
 // Release forwards the held command to the backend; its answer goes to the
 // client if the client connection is still open (a Cut in between does not
 // stop the command: it is delivered late, as a stalled request would be).
-// Released before a command arrived, the hold is disarmed and no command is
-// held. Idempotent.
+// Released before it caught a command, the hold is disarmed and catches
+// none; a HoldExchange's command caught before its Arrived closed goes on
+// once it holds its place in its queue. Idempotent.
 func (h *Hold) Release() { h.once.Do(func() { close(h.release) }) }
 
 // Done is closed once the released command has been answered by the backend
 // (its write, if any, has landed) or could not be delivered; Err tells which.
-// It is never closed for a hold released before a command arrived.
+// It is never closed for a hold released before it caught a command.
 func (h *Hold) Done() <-chan struct{} { return h.done }
 
 // Err returns nil when the released command was answered by the backend, or
@@ -256,7 +263,9 @@ func (p *Proxy) Hold(match func(Command) bool) *Hold { return p.arm(match, false
 // (every queue, for a command of no single collection or under QueueGlobal)
 // and keeps it until released, as a slow query would. Exchanges of other
 // collections go on meanwhile; those of its own wait behind it. Unlike a
-// Hold's, its command is matched against drops when it arrives.
+// Hold's, its command is matched against drops before it is held: its
+// Arrived closes only once it has met the drops and holds its place in its
+// queue.
 func (p *Proxy) HoldExchange(match func(Command) bool) *Hold { return p.arm(match, true) }
 
 // arm arms a hold, held before (Hold) or inside (HoldExchange) its queue.
@@ -280,7 +289,8 @@ func (p *Proxy) arm(match func(Command) bool, exchange bool) *Hold {
 // error for a command that took effect. A matching command that cannot reach
 // the backend leaves the drop armed. match runs with the proxy's lock held
 // and must not call the Proxy. A command caught by a Hold is matched against
-// drops when released.
+// drops when released; one caught by a HoldExchange, before its Arrived
+// closes.
 func (p *Proxy) DropAnswer(match func(Command) bool) *Drop {
 	d := &Drop{match: match, done: make(chan struct{})}
 	p.mu.Lock()
@@ -451,8 +461,9 @@ func (p *Proxy) wait(cc *clientConn) bool {
 	return clock.Sleep(cc.ctx, d)
 }
 
-// takeHold returns (and disarms) the first armed hold matching cmd, marked
-// arrived, or nil. A released (disarmed) hold is discarded.
+// takeHold returns (and disarms) the first armed hold matching cmd, or nil;
+// a Hold is marked arrived here, a HoldExchange by forward once it holds its
+// place. A released (disarmed) hold is discarded.
 func (p *Proxy) takeHold(cmd Command) *Hold {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -470,7 +481,9 @@ func (p *Proxy) takeHold(cmd Command) *Hold {
 			h.mu.Lock()
 			h.cmd = cmd
 			h.mu.Unlock()
-			close(h.arrived)
+			if !h.exchange {
+				close(h.arrived)
+			}
 			return h
 		}
 	}
@@ -506,9 +519,10 @@ func (p *Proxy) rearm(d *Drop) {
 	p.drops = append([]*Drop{d}, p.drops...)
 }
 
-// forward performs one exchange: it takes cmd's place in its queue, waits
-// there for h when h was armed by HoldExchange, sends msg to cc's backend
-// connection and reads the answer back before leaving the queue. FerretDB v1
+// forward performs one exchange: it takes cmd's place in its queue (when h
+// was armed by HoldExchange, marks h arrived and waits there for its
+// release), sends msg to cc's backend connection and reads the answer back
+// before leaving the queue. FerretDB v1
 // answers every request, even one flagged moreToCome (an unacknowledged
 // write, whose client expects no answer): that answer is read and discarded,
 // so the write has landed before the next exchange of its queue, and nil is
@@ -517,6 +531,7 @@ func (p *Proxy) forward(cc *clientConn, msg []byte, cmd Command, h *Hold) ([]byt
 	unlock := p.enqueue(cmd)
 	defer unlock()
 	if h != nil && h.exchange {
+		close(h.arrived)
 		select {
 		case <-h.release:
 		case <-p.closing:

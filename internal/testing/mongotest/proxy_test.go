@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -374,22 +375,110 @@ func heldUpsert(t *testing.T, arm func(*mongotest.Proxy, func(mongotest.Command)
 	return srv, coll, h, answered
 }
 
-// TestDropAnswerCatchesAHeldCommandOnRelease pins that a command held by
-// Hold (before its queue) is matched against drops when released, not
-// when it arrived: a drop armed while it is held drops its answer, after
-// its write landed. (HoldExchange's command meets the drops as it
-// arrives, but its Arrived closes just before that match, so a drop armed
-// on Arrived may or may not catch it: no test can pin that side.)
-func TestDropAnswerCatchesAHeldCommandOnRelease(t *testing.T) {
-	srv, coll, h, done := heldUpsert(t, (*mongotest.Proxy).Hold)
-	d := srv.Proxy().DropAnswer(isUpdateOf("held"))
-	h.Release()
-	if err := <-done; !mongo.IsNetworkError(err) {
-		t.Fatalf("got %v for the released update, want a network error: a drop armed while a command is held catches it on release", err)
+// TestDropArmedWhileACommandIsHeld pins when a held command meets the
+// drops. One held by Hold (before its queue) meets them when released: a
+// drop armed while it is held drops its answer, after its write landed.
+// One held by HoldExchange met them before its Arrived closed: a drop
+// armed then does not catch it, its answer reaches the client, and the
+// drop stays armed for the next matching command.
+func TestDropArmedWhileACommandIsHeld(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		arm     func(*mongotest.Proxy, func(mongotest.Command) bool) *mongotest.Hold
+		dropped bool
+	}{
+		{"Hold", (*mongotest.Proxy).Hold, true},
+		{"HoldExchange", (*mongotest.Proxy).HoldExchange, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv, coll, h, done := heldUpsert(t, tc.arm)
+			d := srv.Proxy().DropAnswer(isUpdateOf("held"))
+			h.Release()
+			err, id := <-done, "x"
+			if !tc.dropped {
+				if err != nil {
+					t.Fatalf("got %v for the released update, want its answer: a HoldExchange's command met the drops before its Arrived closed", err)
+				}
+				select {
+				case <-d.Done():
+					t.Fatalf("Drop.Done closed, want the drop armed: it caught no command")
+				default:
+				}
+				id = "y"
+				err = upsert(opCtx(t), coll, id)
+			}
+			if !mongo.IsNetworkError(err) {
+				t.Fatalf("got %v, want a network error: the drop catches the first matching command that has not met the drops yet", err)
+			}
+			<-d.Done()
+			if n := count(t, coll, bson.D{{Key: "_id", Value: id}}); n != 1 {
+				t.Fatalf("got %d documents, want 1: the update whose answer was dropped landed", n)
+			}
+		})
 	}
-	<-d.Done()
-	if n := count(t, coll, bson.D{{Key: "_id", Value: "x"}}); n != 1 {
-		t.Fatalf("got %d documents, want 1: the released update whose answer was dropped landed", n)
+}
+
+// TestHoldExchangeArrivesOnceItsCommandMetTheDropsAndHoldsItsQueue pins
+// the order behind a HoldExchange's Arrived: it closes only after its
+// command has met the armed drops (a drop's match has seen it) and has
+// taken its place in its collection's queue (not while another exchange
+// keeps that queue), so that a test may rely on both once it is closed.
+func TestHoldExchangeArrivesOnceItsCommandMetTheDropsAndHoldsItsQueue(t *testing.T) {
+	srv := mongotest.NewServer(t)
+	p := srv.Proxy()
+	db := srv.DB(t)
+	coll := db.Collection("held")
+	// A find held inside its exchange keeps the queue of "held".
+	find := p.HoldExchange(func(c mongotest.Command) bool { return c.Name == "find" && c.Collection == "held" })
+	found := make(chan error, 1)
+	go func() { found <- coll.FindOne(opCtx(t), bson.D{}).Err() }()
+	<-find.Arrived()
+
+	// A drop that catches nothing: its match reports the update and keeps
+	// it there until gate is closed.
+	met, gate := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	openGate := sync.OnceFunc(func() { close(gate) })
+	defer openGate() // a failure below must not leave the proxy's lock taken
+	p.DropAnswer(func(c mongotest.Command) bool {
+		if isUpdateOf("held")(c) {
+			once.Do(func() { close(met) })
+			<-gate
+		}
+		return false
+	})
+	h := p.HoldExchange(isUpdateOf("held"))
+	done := make(chan error, 1)
+	go func() { done <- upsert(opCtx(t), coll, "x") }()
+	<-met
+	if isClosed(h.Arrived()) {
+		t.Fatalf("Arrived closed before the held update met the drops, want it after")
+	}
+	openGate()
+	// The update now waits behind the find; a round trip on another
+	// collection gives it time to arrive if it wrongly could.
+	count(t, db.Collection("other"), bson.D{})
+	if isClosed(h.Arrived()) {
+		t.Fatalf("Arrived closed while the held find keeps the update's queue, want it once the update holds its place")
+	}
+	find.Release()
+	if err := <-found; err != nil && !errors.Is(err, mongo.ErrNoDocuments) {
+		t.Fatalf("got %v for the released find, want an answer", err)
+	}
+	<-h.Arrived()
+	h.Release()
+	if err := <-done; err != nil {
+		t.Fatalf("got %v for the released update, want its answer", err)
+	}
+}
+
+// isClosed reports whether ch is closed now.
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
 	}
 }
 
