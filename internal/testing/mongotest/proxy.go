@@ -243,7 +243,12 @@ func (p *Proxy) SetQueue(q Queue) {
 
 // SetDelay adds d of latency before each request is forwarded, from the next
 // request on; 0 removes it. The wait happens outside the exchange queues, so
-// delayed requests on different connections wait side by side.
+// delayed requests on different connections wait side by side. It comes
+// before the holds and drops: a request whose connection is closed during
+// its wait (Cut, Refuse, RestartBackend, the server closing, or its client)
+// is lost with it, never forwarded, and meets no hold or drop, so its write
+// never lands; a command a Hold caught is, unlike it, still delivered on
+// Release after a Cut.
 func (p *Proxy) SetDelay(d time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()

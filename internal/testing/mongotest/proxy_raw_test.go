@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"net"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -146,6 +147,49 @@ func TestDelayWaitsEachRequestSideBySide(t *testing.T) {
 		if !p.wait(a) || time.Since(start) != 0 {
 			t.Errorf("got a wait of %v after SetDelay(0), want none: 0 removes the delay", time.Since(start))
 		}
+	})
+}
+
+// TestDelayedRequestCutDuringItsWaitIsNeverForwarded pins SetDelay's rule
+// for a request whose connection is cut during its wait, in virtual time:
+// it is lost with its connection, not forwarded late: the serving of its
+// connection ends at the cut, and an armed Hold, which would catch it
+// once the delay passed, never does.
+func TestDelayedRequestCutDuringItsWaitIsNeverForwarded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const d = time.Hour
+		p := &Proxy{colls: map[string]*sync.Mutex{}, conns: map[*clientConn]struct{}{}, counts: map[string]int{}, closing: make(chan struct{})}
+		p.SetDelay(d)
+		h := p.Hold(func(Command) bool { return true })
+		client, server := net.Pipe()
+		defer client.Close()
+		ctx, cancel := context.WithCancel(t.Context())
+		cc := &clientConn{c: server, ctx: ctx, cancel: cancel}
+		p.conns[cc] = struct{}{}
+		p.wg.Add(1)
+		served := make(chan struct{})
+		go func() {
+			defer close(served)
+			p.serve(cc)
+		}()
+		if _, err := client.Write(hello(t)); err != nil { // returns once the proxy read it whole
+			t.Fatal(err)
+		}
+		time.Sleep(d / 2)
+		p.Cut()
+		synctest.Wait()
+		select {
+		case <-h.Arrived():
+			t.Errorf("a Hold caught the request cut during its delay, want it never forwarded: it is lost with its connection")
+		default:
+		}
+		select {
+		case <-served:
+		default:
+			t.Errorf("the connection is still served after the cut, want its serving ended: a request cut during its delay is not forwarded late")
+		}
+		h.Release() // a request it caught ends on the backend being down
+		<-served
 	})
 }
 
