@@ -133,6 +133,10 @@ type AppClient struct {
 	// changed is when a list, a webhook or an Apply last changed what
 	// the set says (Changed).
 	changed time.Time
+	// found is the installations, by id with their account, known since
+	// the last TakeFound by a repository's look-up or a list after the
+	// first, and not dropped since.
+	found map[int64]string
 }
 
 type appInstallation struct {
@@ -201,7 +205,7 @@ func NewApp(cfg AppConfig) (*AppClient, error) {
 		cfg: cfg, base: base, now: now, parts: parts, minter: minter, tokens: tokens, app: app,
 		lowest: cmp.Or(cfg.LowestBudgets, DefaultLowestBudgets),
 		known:  make(map[int64]*appInstallation), repos: make(map[string]int64),
-		suspended: make(map[int64]SuspendedInstallation),
+		suspended: make(map[int64]SuspendedInstallation), found: make(map[int64]string),
 	}
 	if cfg.Registerer != nil {
 		if err := cfg.Registerer.Register(appCollector{a}); err != nil {
@@ -274,6 +278,7 @@ func (a *AppClient) Relist(ctx context.Context) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	clear(a.suspended)
+	first := a.listed.IsZero()
 	for _, in := range all {
 		if suspended(in) {
 			a.suspendLocked(in)
@@ -281,7 +286,11 @@ func (a *AppClient) Relist(ctx context.Context) error {
 		}
 		id := in.GetID()
 		seen[id] = true
-		a.addLocked(id, in.GetAccount().GetLogin())
+		if first {
+			a.addLocked(id, in.GetAccount().GetLogin())
+		} else {
+			a.findLocked(id, in.GetAccount().GetLogin())
+		}
 	}
 	for id := range a.known {
 		if !seen[id] {
@@ -471,10 +480,40 @@ func (a *AppClient) addLocked(id int64, account string) {
 	a.known[id] = &appInstallation{account: account}
 }
 
+// findLocked is addLocked for an installation GitHub named in a list or
+// a repository's look-up: one not known yet is found, for TakeFound; a.mu
+// is held.
+func (a *AppClient) findLocked(id int64, account string) {
+	if a.known[id] == nil {
+		a.found[id] = account
+	}
+	a.addLocked(id, account)
+}
+
+// TakeFound returns, and forgets, the installations this AppClient came
+// to know since the last call otherwise than by a webhook or another
+// replica's news: by a repository's look-up (ForRepo, Recheck) or by a
+// list after its first (Relist; an installation whose created webhook was
+// lost), less those dropped since, in order of id, each as the change for
+// the other replicas to Apply. A replica not told of them would know them
+// only at its own next list. It sends no request.
+func (a *AppClient) TakeFound() []InstallationChange {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make([]InstallationChange, 0, len(a.found))
+	for id, account := range a.found {
+		out = append(out, InstallationChange{ID: id, Account: account})
+	}
+	clear(a.found)
+	slices.SortFunc(out, func(x, y InstallationChange) int { return cmp.Compare(x.ID, y.ID) })
+	return out
+}
+
 // dropLocked forgets installation id and the repositories resolved to it;
 // a.mu is held.
 func (a *AppClient) dropLocked(id int64) {
 	delete(a.known, id)
+	delete(a.found, id)
 	a.forgetReposLocked(id)
 }
 
@@ -703,7 +742,7 @@ func (a *AppClient) ForRepo(ctx context.Context, owner, repo string) (*Client, i
 			return nil, 0, fmt.Errorf("%w: installation %d of App %d, which covers repository %s", ErrSuspended, id, a.cfg.AppID, full)
 		}
 		a.mu.Lock()
-		a.addLocked(id, in.GetAccount().GetLogin())
+		a.findLocked(id, in.GetAccount().GetLogin())
 		a.repos[key] = id
 		a.mu.Unlock()
 	}

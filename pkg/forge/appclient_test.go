@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -1199,5 +1200,48 @@ func TestARemovalFromAnotherInstallationKeepsTheRepositoryResolved(t *testing.T)
 	}
 	if n := appCount(a, forge.LaneApp, -1, -1); n != 0 {
 		t.Errorf("requests on lane app: %d, want 0: the repository is still resolved", n)
+	}
+}
+
+// TestTakeFoundTellsTheInstallationsLearnedOtherwiseThanByNews pins
+// TakeFound: an installation first known by a repository's look-up, or
+// by a list after the first (its created webhook lost), is returned
+// once, with its account, in order of id; one known from the first
+// list, already known, or known by another replica's news (Apply) is
+// not, nor one a list dropped before the call.
+func TestTakeFoundTellsTheInstallationsLearnedOtherwiseThanByNews(t *testing.T) {
+	sim, srv := startSim(t)
+	ctx := context.Background()
+	mustSim(t, sim.SeedInstallations(2, 1))
+	a := newApp(t, srv, forge.AppConfig{})
+	mustSim(t, a.Relist(ctx))
+	if got := a.TakeFound(); len(got) != 0 {
+		t.Fatalf("TakeFound after the first list = %+v, want none: every replica makes its own", got)
+	}
+	for _, id := range []int64{5, 3, 4} {
+		mustSim(t, sim.AddInstallation(id, fmt.Sprintf("org-%d", id), fmt.Sprintf("org-%d/repo-1", id)))
+	}
+	for _, owner := range []string{"org-5", "org-1"} {
+		if _, _, err := a.ForRepo(ctx, owner, "repo-1"); err != nil {
+			t.Fatalf("ForRepo(%s/repo-1): %v", owner, err)
+		}
+	}
+	a.Apply(forge.InstallationChange{ID: 6, Account: "org-6"})
+	mustSim(t, a.Relist(ctx))
+	want := []forge.InstallationChange{{ID: 3, Account: "org-3"}, {ID: 4, Account: "org-4"}, {ID: 5, Account: "org-5"}}
+	if got := a.TakeFound(); !slices.Equal(got, want) {
+		t.Errorf("TakeFound = %+v, want %+v: 5 found by a look-up, 3 and 4 by a later list; not 1 (known) nor 6 (news)", got, want)
+	}
+	if got := a.TakeFound(); len(got) != 0 {
+		t.Errorf("TakeFound again = %+v, want none: each is returned once", got)
+	}
+	mustSim(t, sim.AddInstallation(7, "org-7", "org-7/repo-1"))
+	if _, _, err := a.ForRepo(ctx, "org-7", "repo-1"); err != nil {
+		t.Fatalf("ForRepo(org-7/repo-1): %v", err)
+	}
+	mustSim(t, sim.RemoveInstallation(7))
+	mustSim(t, a.Relist(ctx))
+	if got := a.TakeFound(); len(got) != 0 {
+		t.Errorf("TakeFound after a list dropped installation 7 = %+v, want none: a dropped installation is not told installed", got)
 	}
 }

@@ -238,7 +238,11 @@ func (a *adopter) adoptFrom(ctx context.Context, from int64, listed time.Time, s
 			}
 			delete(a.misses, key)
 			if to == from {
-				continue // the look-up made the installation known: a shard sweeps it now
+				// The look-up made the installation known here;
+				// runApp tells the other replicas at its next tick
+				// (AppClient.TakeFound), and the shard's holder
+				// sweeps it from its own next tick.
+				continue
 			}
 			sctx, cancel := context.WithTimeout(ctx, a.timeout)
 			moved, err := a.runs.Move(sctx, run.ID, from, to, a.now())

@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"context"
 	"net/http"
 	"testing"
 	"testing/synctest"
@@ -173,6 +174,55 @@ func TestAppModeAnInstallationAReListFindsIsSweptAtOnce(t *testing.T) {
 		relisted := started.Add(forge.DefaultRelistEvery)
 		if passes := sweptBy(c, 2); len(passes) == 0 || !passes[0].At.Equal(relisted) || !passes[0].Deep {
 			t.Errorf("installation 2, created without a webhook: passes %+v, want a deep one at the re-list, %v", passes, relisted)
+		}
+	})
+}
+
+// TestAppModeARunUnderAnInstallationItsShardsHolderDoesNotKnowIsSwept
+// pins the path of a run stored under an installation its shard's holder
+// has not heard of: the installation's created webhook was lost, and
+// another replica learned it from a repository's look-up (as its POST
+// /api/runs does, whose offer then failed and left the run to the
+// sweeper). That replica tells the others at its next tick (an
+// installed news lease), the holder applies it at its own next tick and
+// sweeps the installation at once: the run's status is published by the
+// holder, through the installation's token, within two intervals of the
+// look-up, without a list of the App's installations (not at the
+// holder's hourly re-list, nor by the adopter, whose holder skips an
+// installation it knows).
+func TestAppModeARunUnderAnInstallationItsShardsHolderDoesNotKnowIsSwept(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const interval, shards = time.Minute, 4
+		c, next := newAppCluster(t, 2, true)
+		startAppReplicas(t, c, next, 2, interval, shards, nil)
+		defer c.stopAll()
+		// The replicas settle to their shards; half an interval to their
+		// next tick, and 4.5 to the adopter's next pass.
+		time.Sleep(5*interval + interval/2)
+		synctest.Wait()
+
+		if err := c.sim.AddInstallation(3, "org-3", appRepo(3)); err != nil {
+			t.Fatal(err)
+		}
+		holder, other := holderOf(t, c, shards, 3), notSweeping(t, c, shards, 3)
+		lists := c.sim.Requests(forgesim.Filter{Route: listRoute})
+		if _, id, err := other.app.ForRepo(context.Background(), "org-3", "repo-1"); err != nil || id != 3 {
+			t.Fatalf("%s: ForRepo(org-3/repo-1) = %d, %v; want installation 3", other.owner, id, err)
+		}
+		seedAppPull(t, c, 3, true)
+		found := time.Now()
+		time.Sleep(2*interval + time.Second)
+		synctest.Wait()
+		if got := requestsBy(c.sim, 3, statusRoute, http.StatusCreated); got != 1 {
+			t.Errorf("statuses written with installation 3's tokens two intervals after %s found it: %d, want 1: the holder of its shard sweeps the run", other.owner, got)
+		}
+		for _, p := range sweptBy(c, 3) {
+			if p.Owner != holder.owner || p.At.After(found.Add(2*interval)) {
+				t.Errorf("installation 3 swept by %s at %v, want by its shard's holder %s within 2 intervals of %v", p.Owner, p.At, holder.owner, found)
+			}
+		}
+		if n := c.sim.Requests(forgesim.Filter{Route: listRoute}) - lists; n != 0 {
+			t.Errorf("lists of the App's installations meanwhile: %d, want none: the news says what was found", n)
 		}
 	})
 }

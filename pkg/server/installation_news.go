@@ -112,9 +112,10 @@ func parseNews(name string) (ch forge.InstallationChange, owner string, ok bool)
 	return ch, parts[3], true
 }
 
-// installationsChanged applies what an installation webhook, or a
-// sweeper's check after GitHub refused an installation's token or read
-// (installationSweeps.checkRefused), changed here at once (the shard
+// installationsChanged applies what an installation webhook, a sweeper's
+// check after GitHub refused an installation's token or read
+// (installationSweeps.checkRefused), or an installation found here
+// otherwise (runApp, AppClient.TakeFound) changed here at once (the shard
 // terms look at their installations again), and tells the other replicas
 // by taking the change's news leases (newsNames), within StoreTimeout
 // each. A store that does not answer is logged: the others then learn at
@@ -323,7 +324,11 @@ func (s *Server) listTurn(ctx context.Context) (done func()) {
 // sweep interval), applied without a request, so an installation webhook
 // costs the App's budget nothing on the replicas it did not reach (each
 // ends the installation's mint hold here, as the webhook does where it
-// came: installationSweeps.releaseMint); and a
+// came: installationSweeps.releaseMint); the installations this replica
+// found otherwise than by news or a webhook (AppClient.TakeFound: a
+// repository's look-up, a re-list), told to the others at every tick, so
+// that a shard's holder that has not heard of one sweeps its runs within
+// two intervals of the look-up rather than at its own next re-list; and a
 // re-list when a webhook named an unknown installation (lookUp), at once
 // unless one was made since the last tick (then at the next). After any
 // of them (the start-up list included, so a term elected before it
@@ -370,6 +375,9 @@ func (s *Server) runApp(ctx context.Context) {
 			if len(changes) > 0 {
 				s.log.Info("installations changed on other replicas", "changes", len(changes))
 				s.sweeps.news.notify()
+			}
+			for _, ch := range s.cfg.App.TakeFound() {
+				s.installationsChanged(ctx, ch)
 			}
 		}
 		if !pending || listed {

@@ -128,15 +128,21 @@ func TestAppModeADeadReplicasNewsIsReadThenCleared(t *testing.T) {
 		if who, ok := knows(c, 1, false); !ok {
 			t.Fatalf("an interval after the dead replica's news, %s still knows installation 1", who)
 		}
+		// GitHub still has installation 1: the adopter's look-up of its
+		// run finds it again, and its replica tells that as news of its
+		// own, which is not the dead replica's.
+		ghost := func() bool {
+			return slices.ContainsFunc(newsLeases(t, c), func(l string) bool { return strings.HasPrefix(l, name+" ") })
+		}
 		time.Sleep(4 * interval) // expired at 3: kept for a replica that lists late
 		synctest.Wait()
-		if left := newsLeases(t, c); len(left) != 1 {
-			t.Errorf("the dead replica's news 5 intervals after: %v, want it kept until 3 intervals past its expiry", left)
+		if !ghost() {
+			t.Errorf("the dead replica's news 5 intervals after: gone from %v, want it kept until 3 intervals past its expiry", newsLeases(t, c))
 		}
 		time.Sleep(3 * interval) // cleared after 6
 		synctest.Wait()
-		if left := newsLeases(t, c); len(left) != 0 {
-			t.Errorf("the dead replica's news 8 intervals after: %v, want cleared", left)
+		if ghost() {
+			t.Errorf("the dead replica's news 8 intervals after: still in %v, want cleared", newsLeases(t, c))
 		}
 	})
 }
