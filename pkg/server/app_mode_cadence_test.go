@@ -9,6 +9,7 @@ import (
 
 	"iterion.dev/iterion/pkg/forge"
 	"iterion.dev/iterion/pkg/forge/forgesim"
+	"iterion.dev/iterion/pkg/lease"
 	"iterion.dev/iterion/pkg/server"
 )
 
@@ -223,6 +224,67 @@ func TestAppModeARunUnderAnInstallationItsShardsHolderDoesNotKnowIsSwept(t *test
 		}
 		if n := c.sim.Requests(forgesim.Filter{Route: listRoute}) - lists; n != 0 {
 			t.Errorf("lists of the App's installations meanwhile: %d, want none: the news says what was found", n)
+		}
+	})
+}
+
+// TestAppModeATakeoverSweepsEachInstallationWithinOneTickThoughItsTokensAreMinted
+// pins decision 3's bound on a shard term's first passes, and with it the
+// takeover bound (TTL + retry + one tick of a crash), when the new holder
+// must mint its installations' tokens, each mint taking GitHub's time
+// (here a second, and nothing else takes any) and the App's JWT minting
+// one at a time (forge.AppClient): every installation's first pass comes
+// no sooner than half an interval after its shard's election and no
+// later than one interval after it, so within TTL + retry + one interval
+// of the crash. The 40 mints take 40 seconds, within the interval: the
+// term mints ahead of its first passes (mintAhead) rather than each pass
+// waiting, at its own instant, behind the mints of those due before it.
+// The crashed holder is its leases, left to expire unrenewed.
+func TestAppModeATakeoverSweepsEachInstallationWithinOneTickThoughItsTokensAreMinted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const interval, n, shards = time.Minute, 40, 2
+		ctx := context.Background()
+		c, next := newAppCluster(t, n, true, forgesim.WithLatency(forgesim.Latency{REST: map[string]time.Duration{mintRoute: time.Second}}))
+		l := server.MergeGateSweeper()
+		crashed := time.Now()
+		dead := []string{lease.MemberName(l.Name, shards, "crashed")}
+		for i := range shards {
+			dead = append(dead, lease.ShardName(l.Name, shards, i))
+		}
+		for _, name := range dead {
+			if ok, err := c.leases.Acquire(ctx, name, "crashed", crashed, l.TTL(interval)); err != nil || !ok {
+				t.Fatalf("Acquire(%s) = %v, %v", name, ok, err)
+			}
+		}
+		startAppReplicas(t, c, next, 1, interval, shards, nil)
+		defer c.stopAll()
+		bound := crashed.Add(l.TTL(interval) + l.Retry(interval) + interval)
+		time.Sleep(bound.Sub(crashed) + interval)
+		synctest.Wait()
+
+		elected := map[int]time.Time{}
+		for _, e := range shardTerms(c) {
+			if _, ok := elected[e.Shard]; !ok {
+				elected[e.Shard] = e.At
+			}
+		}
+		for id := int64(1); id <= n; id++ {
+			start, ok := elected[server.InstallationShard(id, shards)]
+			if !ok {
+				t.Fatalf("installation %d: its shard never elected: %+v", id, shardTerms(c))
+			}
+			passes := sweptBy(c, id)
+			if len(passes) == 0 {
+				t.Errorf("installation %d: no pass by %v after the crash", id, time.Since(crashed))
+				continue
+			}
+			if at := passes[0].At; at.Before(start.Add(interval/2)) || at.After(start.Add(interval)) || at.After(bound) || !passes[0].Deep {
+				t.Errorf("installation %d: first pass %v after its shard's election (%v after the crash), want a deep one from half an interval to one interval after the election, and within TTL + retry + one interval (%v) of the crash",
+					id, at.Sub(start), at.Sub(crashed), bound.Sub(crashed))
+			}
+		}
+		if got := c.sim.Requests(forgesim.Filter{Route: mintRoute}); got != n {
+			t.Errorf("token mints: %d, want %d, one per installation (setup)", got, n)
 		}
 	})
 }

@@ -183,7 +183,9 @@ func (g *installationSweeps) installationsOf(shard int) map[int64]string {
 // deep and comes at the later of now and the term's start plus one
 // interval less the installation's offset (passOffset): the term's own
 // installations spread over the half interval before the first tick
-// (decision 3), one the term learns of later at once. Every installation sweeps on its own
+// (decision 3), one the term learns of later at once. The tokens of the
+// installations whose first pass is to come are minted ahead of it, from
+// the moment the term has them (mintAhead). Every installation sweeps on its own
 // cadence, one pass at a time; the term's installations share conc pass
 // slots. The term ends with ctx, never for one installation's failures
 // (sweepInstallation).
@@ -193,8 +195,13 @@ func (g *installationSweeps) shardTerm(ctx context.Context, shard int) {
 	slots := make(chan struct{}, g.conc)
 	followInstallations(ctx, g.interval, g.news.wait, func() map[int64]string { return g.installationsOf(shard) },
 		func(ctx context.Context, id int64, _ string) {
-			first := time.Until(start.Add(g.interval - passOffset(id, g.interval)))
-			g.sweepInstallation(ctx, id, slots, first)
+			at := start.Add(g.interval - passOffset(id, g.interval))
+			var ahead sync.WaitGroup
+			if time.Until(at) > 0 {
+				ahead.Go(func() { g.mintAhead(ctx, id, at) })
+			}
+			g.sweepInstallation(ctx, id, slots, time.Until(at))
+			ahead.Wait()
 		})
 }
 

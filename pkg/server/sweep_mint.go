@@ -38,6 +38,29 @@ func (g *installationSweeps) minted(ctx context.Context, sw *sweeper, id int64) 
 	return true
 }
 
+// mintAhead makes sure installation id has its token (forge.AppClient.Mint)
+// before its first pass of a shard term, due at at, rather than at that
+// pass: the App's JWT mints one token at a time, so a term whose passes
+// each waited for their own mint at their instant would have each wait
+// behind the mints of those due before it, and the last first passes
+// come past the first tick (decision 3's bound, and the takeover's). From
+// the term's start, its mints have the whole interval before the tick.
+// The pass still calls minted, which then finds the token, or waits for
+// this mint (an installation mints once at a time), so the wait is
+// bounded as before: an interval from at. A held installation
+// (mintHeld) is not minted; a mint that fails is left to the pass, which
+// tells the failures apart.
+func (g *installationSweeps) mintAhead(ctx context.Context, id int64, at time.Time) {
+	if _, held := g.mintHeld(id, g.s.cfg.Now()); held {
+		return
+	}
+	mctx, cancel := context.WithDeadline(ctx, at.Add(g.interval))
+	defer cancel()
+	if err := g.app.Mint(mctx, id); err != nil {
+		g.s.log.Debug("sweep: installation token not minted ahead of its first pass; the pass mints it", "installation", id, "err", err)
+	}
+}
+
 // refusedMint asks GitHub whether installation id, whose token mint GitHub
 // refused 403 in the pass that began at now, is suspended or gone, and
 // drops it if so (checkRefused). GitHub refuses a suspended
