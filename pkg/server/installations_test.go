@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"time"
 
 	"iterion.dev/iterion/pkg/server"
 )
@@ -41,6 +42,43 @@ func TestInstallationShardIsStableAndSpread(t *testing.T) {
 		if k == 0 || k > 2*n/shards {
 			t.Errorf("shard %d holds %d of %d installations, want 1 to %d: installations spread over the shards", s, k, n, 2*n/shards)
 		}
+	}
+}
+
+// TestPassOffsetSpreadsNeighbouringIDs pins how passOffset spreads a
+// term's first passes over the half interval before its first tick
+// (decision 3): every offset within [0, interval/2), and installations
+// with consecutive ids, as GitHub numbers them, spread as evenly as random
+// ones: ids 1 to 1,000 over ten equal parts of the half interval, each part
+// holding 70 to 130 of them (100 is even), and ids 1 to 9 at 9 distinct
+// offsets over at least 5 of the parts. The low digits of an id must move
+// its offset as much as its high ones.
+func TestPassOffsetSpreadsNeighbouringIDs(t *testing.T) {
+	const interval, n, parts = 5 * time.Minute, 1000, 10
+	part := func(id int64) int {
+		off := server.PassOffset(id, interval)
+		if off < 0 || off >= interval/2 {
+			t.Fatalf("PassOffset(%d, %v) = %v, want in [0, %v)", id, interval, off, interval/2)
+		}
+		return int(off * parts / (interval / 2))
+	}
+	per := make([]int, parts)
+	for id := int64(1); id <= n; id++ {
+		per[part(id)]++
+	}
+	for i, k := range per {
+		if k < 70 || k > 130 {
+			t.Errorf("ids 1..%d by tenth of the half interval: %v, want 70 to 130 in each (part %d holds %d): first passes spread evenly", n, per, i, k)
+			break
+		}
+	}
+	offsets, used := map[time.Duration]bool{}, map[int]bool{}
+	for id := int64(1); id <= 9; id++ {
+		offsets[server.PassOffset(id, interval)] = true
+		used[part(id)] = true
+	}
+	if len(offsets) != 9 || len(used) < 5 {
+		t.Errorf("ids 1..9: %d distinct offsets over %d tenths of the half interval, want 9 over at least 5: neighbouring ids spread", len(offsets), len(used))
 	}
 }
 
