@@ -376,61 +376,109 @@ func TestSimulatorAnswersMatchGitHubsDescription(t *testing.T) {
 	missingBy := map[string]int{}
 	seenOps := map[string]bool{}
 	for _, ex := range rec.got {
-		tmpl, op, ok := d.operationOf(ex.method, ex.path)
-		if !ok {
-			t.Errorf("%s %s: no operation of the description: the client called something not vendored", ex.method, ex.path)
-			continue
+		v := d.verify(t, ex)
+		if v.op != "" {
+			seenOps[v.op] = true
+			missingBy[v.op] += v.missing
 		}
-		seenOps[op.ID] = true
-		what := fmt.Sprintf("%s %s (%s, %s) %d", ex.method, ex.path, op.ID, tmpl, ex.status)
-		schema, headers, err := d.responseSchema(op, ex.status)
-		if err != nil {
-			t.Errorf("%s: %v", what, err)
-			continue
-		}
-		if schema != nil {
-			missing, err := d.check(t, op.ID, schema, ex.body)
-			missingBy[op.ID] += len(missing)
-			if len(missing) > 0 {
-				t.Errorf("%s: %d required fields missing: %v", what, len(missing), missing)
-			}
-			if err != nil {
-				t.Errorf("%s: answer does not validate against GitHub's schema: %v", what, err)
-			}
-		}
-		for _, h := range headers {
-			if ex.header.Get(h) == "" {
-				t.Errorf("%s: header %s missing: GitHub's description declares it", what, h)
-			}
-		}
-		for _, h := range []string{"X-Ratelimit-Limit", "X-Ratelimit-Remaining", "X-Ratelimit-Used", "X-Ratelimit-Reset"} {
-			if _, err := strconv.ParseInt(ex.header.Get(h), 10, 64); err != nil {
-				t.Errorf("%s: header %s = %q, want an integer: GitHub's rate-limit headers", what, h, ex.header.Get(h))
-			}
-		}
-		if ex.header.Get("X-Ratelimit-Resource") == "" {
-			t.Errorf("%s: header X-Ratelimit-Resource missing", what)
-		}
-		if ex.method == http.MethodGet && ex.status == http.StatusOK && ex.header.Get("ETag") == "" {
-			t.Errorf("%s: no ETag: GitHub names every 200 GET", what)
+		for _, p := range v.problems {
+			t.Error(p)
 		}
 	}
 	if ex, ok := find(rec.got, http.MethodPost, "/repos/acme/app/statuses/"+sha); !ok || ex.header.Get("Location") != srv.URL+"/repos/acme/app/statuses/"+sha {
 		t.Errorf("created status Location = %q, want %s/repos/acme/app/statuses/%s: GitHub's", ex.header.Get("Location"), srv.URL, sha)
 	}
-	ids := make([]string, 0, len(d.paths))
+	for _, id := range d.uncalled(seenOps) {
+		t.Errorf("operation %s vendored but never called: the test does not cover it", id)
+	}
+	for _, id := range d.operationIDs() {
+		t.Logf("%-40s required fields missing: %d", id, missingBy[id])
+	}
+}
+
+// verdict is how one exchange measures against GitHub's description: the
+// operation it was ("" when none), how many required fields its answer
+// lacks, and each way it departs from the contract, as a line naming the
+// exchange.
+type verdict struct {
+	op       string
+	missing  int
+	problems []string
+}
+
+// verify measures ex against the description: it is one of its
+// operations, answered with a status the operation documents, with a body
+// that validates against that answer's schema and lacks no required field,
+// carrying every header the answer declares, GitHub's x-ratelimit-*
+// headers, and an ETag when it is a 200 GET.
+func (d restDescription) verify(t *testing.T, ex exchange) verdict {
+	t.Helper()
+	var v verdict
+	tmpl, op, ok := d.operationOf(ex.method, ex.path)
+	if !ok {
+		v.problems = append(v.problems, fmt.Sprintf("%s %s: no operation of the description: the client called something not vendored", ex.method, ex.path))
+		return v
+	}
+	v.op = op.ID
+	what := fmt.Sprintf("%s %s (%s, %s) %d", ex.method, ex.path, op.ID, tmpl, ex.status)
+	add := func(format string, args ...any) {
+		v.problems = append(v.problems, what+": "+fmt.Sprintf(format, args...))
+	}
+	schema, headers, err := d.responseSchema(op, ex.status)
+	if err != nil {
+		add("%v", err)
+		return v
+	}
+	if schema != nil {
+		missing, err := d.check(t, op.ID, schema, ex.body)
+		v.missing = len(missing)
+		if len(missing) > 0 {
+			add("%d required fields missing: %v", len(missing), missing)
+		}
+		if err != nil {
+			add("answer does not validate against GitHub's schema: %v", err)
+		}
+	}
+	for _, h := range headers {
+		if ex.header.Get(h) == "" {
+			add("header %s missing: GitHub's description declares it", h)
+		}
+	}
+	for _, h := range []string{"X-Ratelimit-Limit", "X-Ratelimit-Remaining", "X-Ratelimit-Used", "X-Ratelimit-Reset"} {
+		if _, err := strconv.ParseInt(ex.header.Get(h), 10, 64); err != nil {
+			add("header %s = %q, want an integer: GitHub's rate-limit headers", h, ex.header.Get(h))
+		}
+	}
+	if ex.header.Get("X-Ratelimit-Resource") == "" {
+		add("header X-Ratelimit-Resource missing")
+	}
+	if ex.method == http.MethodGet && ex.status == http.StatusOK && ex.header.Get("ETag") == "" {
+		add("no ETag: GitHub names every 200 GET")
+	}
+	return v
+}
+
+// operationIDs lists the description's operations, sorted.
+func (d restDescription) operationIDs() []string {
+	var ids []string
 	for _, ops := range d.paths {
 		for _, op := range ops {
 			ids = append(ids, op.ID)
 		}
 	}
 	slices.Sort(ids)
-	for _, id := range ids {
-		if !seenOps[id] {
-			t.Errorf("operation %s vendored but never called: the test does not cover it", id)
+	return ids
+}
+
+// uncalled lists, sorted, the description's operations not in called.
+func (d restDescription) uncalled(called map[string]bool) []string {
+	var out []string
+	for _, id := range d.operationIDs() {
+		if !called[id] {
+			out = append(out, id)
 		}
-		t.Logf("%-40s required fields missing: %d", id, missingBy[id])
 	}
+	return out
 }
 
 func find(got []exchange, method, path string) (exchange, bool) {
@@ -466,4 +514,103 @@ func TestEverySimulatorRouteIsInGitHubsDescription(t *testing.T) {
 			t.Errorf("%s: the simulator serves it, but no operation of the vendored subset is it: vendor it (vendorgithub's Operations)", route)
 		}
 	}
+}
+
+// TestVerifySeesEveryKindOfDeparture pins that the REST check above can
+// fail: each answer the simulator gave, edited to depart from GitHub's
+// description in one way (a required field dropped, a field of the wrong
+// type, a value outside an enum or a format, an item of an array or a
+// field behind a $ref or an anyOf wrong, the body of an answer the
+// operation documents by a $ref wrong, a status it does not document, a
+// header missing, a path of no operation), is reported, and a nullable
+// field set to null is not.
+func TestVerifySeesEveryKindOfDeparture(t *testing.T) {
+	const sha = "6dcb09b5b57875f334f61aeb33b71d7e1ac4c6f9"
+	sim, srv := forgetest.StartSim(t)
+	mustOK(t, sim.SeedPull("acme", "app", 12, sha, "open"))
+	mustOK(t, sim.SeedIssue("acme", "app", forgesim.Issue{Number: 1, Title: "an issue", State: "open", Assignees: []string{"octocat"}}))
+	mustOK(t, sim.AddInstallation(7, "acme", "acme/app"))
+	rec := &recorder{}
+	fc := forgetest.NewForge(t, srv.URL+"/", rec, "tok", nil, nil)
+	t.Cleanup(fc.Close)
+	ctx := context.Background()
+	_, err := fc.GetIssue(ctx, "acme", "app", 1)
+	mustOK(t, err)
+	if _, err := fc.GetPull(ctx, "acme", "app", 99); !errors.Is(err, forge.ErrNotFound) {
+		t.Fatalf("GetPull of a missing pull = %v, want ErrNotFound", err)
+	}
+	mustOK(t, fc.CreateStatus(ctx, "acme", "app", sha, forge.Status{Context: "ci", State: "success"}))
+	app, err := forge.NewApp(forge.AppConfig{BaseURL: srv.URL + "/", AppID: 42, PrivateKey: forgetest.AppKey(t), Next: rec, ETagCacheBytes: -1})
+	mustOK(t, err)
+	if gone, err := app.InstallationGone(ctx, 7); err != nil || gone {
+		t.Fatalf("InstallationGone(7) = %v, %v; want false", gone, err)
+	}
+	d := loadDescription(t)
+	answer := func(method, path string) exchange {
+		t.Helper()
+		ex, ok := find(rec.got, method, path)
+		if !ok {
+			t.Fatalf("no exchange %s %s", method, path)
+		}
+		ex.header = ex.header.Clone()
+		return ex
+	}
+	issue := answer(http.MethodGet, "/repos/acme/app/issues/1")
+	for _, c := range []struct {
+		name string
+		ex   exchange
+		edit func(ex *exchange, body map[string]any)
+		want string // in a problem; "" for none
+	}{
+		{"an answer as given", issue, nil, ""},
+		{"a required field dropped", issue, func(_ *exchange, b map[string]any) { delete(b, "title") }, "required fields missing: [/title]"},
+		{"a field of the wrong type", issue, func(_ *exchange, b map[string]any) { b["number"] = "1" }, "does not validate"},
+		{"a value outside the enum", issue, func(_ *exchange, b map[string]any) { b["state_reason"] = "forgotten" }, "does not validate"},
+		{"a nullable enum null", issue, func(_ *exchange, b map[string]any) { b["state_reason"] = nil }, ""},
+		{"a value outside the format", issue, func(_ *exchange, b map[string]any) { b["closed_at"] = "yesterday" }, "does not validate"},
+		{"an item of an array wrong, behind a $ref", issue, func(_ *exchange, b map[string]any) {
+			b["assignees"].([]any)[0].(map[string]any)["login"] = 7
+		}, "does not validate"},
+		{"a nullable anyOf null", answer(http.MethodGet, "/app/installations/7"), func(_ *exchange, b map[string]any) { b["account"] = nil }, ""},
+		{"a nullable anyOf wrong", answer(http.MethodGet, "/app/installations/7"), func(_ *exchange, b map[string]any) { b["account"] = 7 }, "does not validate"},
+		{"an answer documented by a $ref wrong", answer(http.MethodGet, "/repos/acme/app/pulls/99"), func(_ *exchange, b map[string]any) { b["message"] = 404 }, "does not validate"},
+		{"a status not documented", issue, func(ex *exchange, _ map[string]any) { ex.status = http.StatusTeapot }, "documents no 418 answer"},
+		{"a declared header missing", answer(http.MethodPost, "/repos/acme/app/statuses/"+sha), func(ex *exchange, _ map[string]any) { ex.header.Del("Location") }, "header Location missing"},
+		{"a rate-limit header missing", issue, func(ex *exchange, _ map[string]any) { ex.header.Del("X-Ratelimit-Used") }, "header X-Ratelimit-Used"},
+		{"the rate-limit resource missing", issue, func(ex *exchange, _ map[string]any) { ex.header.Del("X-Ratelimit-Resource") }, "X-Ratelimit-Resource missing"},
+		{"the ETag of a 200 GET missing", issue, func(ex *exchange, _ map[string]any) { ex.header.Del("ETag") }, "no ETag"},
+		{"a path of no operation", issue, func(ex *exchange, _ map[string]any) { ex.path = "/repos/acme/app/branches/1" }, "no operation of the description"},
+		{"a path parameter empty", issue, func(ex *exchange, _ map[string]any) { ex.path = "/repos/acme//issues/1" }, "no operation of the description"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ex := c.ex
+			if c.edit != nil {
+				var body map[string]any
+				mustOK(t, json.Unmarshal(ex.body, &body))
+				c.edit(&ex, body)
+				b, err := json.Marshal(body)
+				mustOK(t, err)
+				ex.body = b
+			}
+			got := d.verify(t, ex).problems
+			if c.want == "" {
+				if len(got) > 0 {
+					t.Errorf("problems %q, want none: the answer is GitHub's", got)
+				}
+				return
+			}
+			if !slices.ContainsFunc(got, func(p string) bool { return strings.Contains(p, c.want) }) {
+				t.Errorf("problems %q, want one saying %q", got, c.want)
+			}
+		})
+	}
+	t.Run("an operation not called", func(t *testing.T) {
+		called := map[string]bool{}
+		for _, id := range d.operationIDs() {
+			called[id] = id != "issues/get"
+		}
+		if got := d.uncalled(called); !slices.Equal(got, []string{"issues/get"}) {
+			t.Errorf("uncalled = %v, want [issues/get]", got)
+		}
+	})
 }
