@@ -19,21 +19,31 @@ import (
 	"iterion.dev/iterion/pkg/forge/forgesim"
 )
 
-// githubSchema is GitHub's public GraphQL schema, as vendored. The
-// published schema (@octokit/graphql-schema 15.26.1) defines two fields of
-// EnterpriseOwnerInfo twice, identically (repositoryDeployKeySetting and
-// repositoryDeployKeySettingOrganizations), which GraphQL's rules and so
-// gqlparser refuse; the later copy of a field defined twice with one type is
-// dropped, and one defined twice with two types fails the test.
+// githubSchema is GitHub's public GraphQL schema, as vendored
+// (loadGitHubSchema).
 func githubSchema(t *testing.T) *ast.Schema {
 	t.Helper()
 	sdl, err := os.ReadFile("testdata/schema.graphql")
 	if err != nil {
 		t.Fatal(err)
 	}
-	doc, err := parser.ParseSchemas(validator.Prelude, &ast.Source{Name: "github schema.graphql", Input: string(sdl)})
+	schema, err := loadGitHubSchema(string(sdl))
 	if err != nil {
-		t.Fatalf("GitHub's schema does not parse: %v", err)
+		t.Fatal(err)
+	}
+	return schema
+}
+
+// loadGitHubSchema loads sdl, GitHub's schema. The published schema
+// (@octokit/graphql-schema 15.26.1) defines two fields of
+// EnterpriseOwnerInfo twice, identically (repositoryDeployKeySetting and
+// repositoryDeployKeySettingOrganizations), which GraphQL's rules and so
+// gqlparser refuse; the later copy of a field defined twice with one type is
+// dropped, and one defined twice with two types is an error.
+func loadGitHubSchema(sdl string) (*ast.Schema, error) {
+	doc, err := parser.ParseSchemas(validator.Prelude, &ast.Source{Name: "github schema.graphql", Input: sdl})
+	if err != nil {
+		return nil, fmt.Errorf("GitHub's schema does not parse: %w", err)
 	}
 	for _, def := range doc.Definitions {
 		seen := map[string]*ast.FieldDefinition{}
@@ -45,16 +55,38 @@ func githubSchema(t *testing.T) *ast.Schema {
 				seen[f.Name] = f
 				kept = append(kept, f)
 			case first.Type.String() != f.Type.String():
-				t.Fatalf("GitHub's schema defines %s.%s twice, as %s and as %s", def.Name, f.Name, first.Type, f.Type)
+				return nil, fmt.Errorf("GitHub's schema defines %s.%s twice, as %s and as %s", def.Name, f.Name, first.Type, f.Type)
 			}
 		}
 		def.Fields = kept
 	}
 	schema, err := validator.ValidateSchemaDocument(doc)
 	if err != nil {
-		t.Fatalf("GitHub's schema does not load: %v", err)
+		return nil, fmt.Errorf("GitHub's schema does not load: %w", err)
 	}
-	return schema
+	return schema, nil
+}
+
+// TestLoadGitHubSchemaDropsOnlyIdenticalRepeats pins the one liberty taken
+// with GitHub's schema: a field defined twice with one type loads, once;
+// one defined twice with two types is refused.
+func TestLoadGitHubSchemaDropsOnlyIdenticalRepeats(t *testing.T) {
+	s, err := loadGitHubSchema("type Query { a: Int\n a: Int\n b: String }")
+	if err != nil {
+		t.Fatalf("a field repeated with one type: %v, want it loaded", err)
+	}
+	n := 0
+	for _, f := range s.Query.Fields {
+		if f.Name == "a" {
+			n++
+		}
+	}
+	if n != 1 || s.Query.Fields.ForName("b") == nil {
+		t.Errorf("Query has a %d times and b %v, want a once and b: only the repeat is dropped", n, s.Query.Fields.ForName("b") != nil)
+	}
+	if _, err := loadGitHubSchema("type Query { a: Int\n a: String }"); err == nil || !strings.Contains(err.Error(), "Query.a twice, as Int and as String") {
+		t.Errorf("a field repeated with two types: %v, want it refused naming both", err)
+	}
 }
 
 // TestSweeperQueryIsValidAgainstGitHubsSchema pins that the query the forge
@@ -115,23 +147,39 @@ func TestSimulatorSchemaIsGitHubs(t *testing.T) {
 }
 
 // TestSchemaDiffsSeesEveryKindOfDifference pins that the comparison above
-// can fail: a schema with a field of another type, an unknown field, an
-// unknown argument and an unknown enum value has each reported.
+// can fail: a schema with a type GitHub has not, a type of another kind, a
+// field of another type, an unknown field, an unknown argument, an
+// argument of another type, an unknown enum value, a union member and an
+// interface GitHub's type has not, and another query root has each
+// reported.
 func TestSchemaDiffsSeesEveryKindOfDifference(t *testing.T) {
 	gh := githubSchema(t)
 	wrong, err := gqlparser.LoadSchema(&ast.Source{Name: "wrong", Input: `
 schema { query: Query }
 type Query { viewer: User! }
-type User { login: String, nickname: String!, repository(name: String!, flavour: Int): Repository }
+type User { login: String, nickname: String!, repository(name: String!, flavour: Int, followRenames: String): Repository }
 type Repository { name: String! }
 enum StatusState { SUCCESS SORT_OF }
+type Gadget { name: String! }
+type PullRequestState { name: String! }
+interface Actor { login: String! }
+type Commit implements Actor { login: String! }
+union Assignee = User | Repository
 `})
 	if err != nil {
 		t.Fatal(err)
 	}
 	diffs, _, _ := schemaDiffs(gh, wrong)
-	got := strings.Join(diffs, "\n")
-	for _, want := range []string{"User.login: String, GitHub's is String!", "User.nickname: not in", "User.repository(flavour): not in", "value SORT_OF not in"} {
+	otherRoot, err := gqlparser.LoadSchema(&ast.Source{Name: "other root", Input: "schema { query: User }\ntype User { login: String! }"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rootDiffs, _, _ := schemaDiffs(gh, otherRoot)
+	got := strings.Join(append(diffs, rootDiffs...), "\n")
+	for _, want := range []string{"User.login: String, GitHub's is String!", "User.nickname: not in", "User.repository(flavour): not in",
+		"User.repository(followRenames): String, GitHub's is Boolean", "value SORT_OF not in", "type Gadget: not in",
+		"type PullRequestState: OBJECT, GitHub's is ENUM", "type Commit: interface Actor not GitHub's", "union Assignee: member Repository not GitHub's",
+		"query root: the simulator's and GitHub's differ"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("differences %q do not report %q", got, want)
 		}
