@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"slices"
 	"strings"
@@ -92,11 +93,15 @@ func TestLoadGitHubSchemaDropsOnlyIdenticalRepeats(t *testing.T) {
 // TestSweeperQueryIsValidAgainstGitHubsSchema pins that the query the forge
 // client sends for PullStates (built by githubv4 from Go structs), taken as
 // the simulator received it, is valid against GitHub's public schema: every
-// field, argument, variable and type it names is GitHub's.
+// field, argument, variable and type it names is GitHub's; and that the
+// simulator's answer to it is one GitHub's schema allows (answerDiffs), for
+// a commit with statuses and one without.
 func TestSweeperQueryIsValidAgainstGitHubsSchema(t *testing.T) {
 	sim, srv := forgetest.StartSim(t)
 	mustOK(t, sim.SeedPull("acme", "app", 1, "aaa", "open"))
 	mustOK(t, sim.SeedPull("acme", "lib", 2, "bbb", "open"))
+	mustOK(t, sim.SetStatus("acme", "app", "aaa", forgesim.Status{Context: "ci/build", State: "success", Description: "built"}))
+	mustOK(t, sim.SetStatus("acme", "app", "aaa", forgesim.Status{Context: "lint", State: "pending"}))
 	rec := &recorder{}
 	fc := forgetest.NewForge(t, srv.URL+"/", rec, "tok", nil, nil)
 	t.Cleanup(fc.Close)
@@ -119,14 +124,180 @@ func TestSweeperQueryIsValidAgainstGitHubsSchema(t *testing.T) {
 			t.Fatalf("GraphQL request body: %v", err)
 		}
 		queries++
-		if _, errs := gqlparser.LoadQueryWithRules(schema, req.Query, nil); len(errs) > 0 {
+		doc, errs := gqlparser.LoadQueryWithRules(schema, req.Query, nil)
+		if len(errs) > 0 {
 			t.Errorf("the sweeper's query is not valid against GitHub's schema: %v\nquery: %s", errs, req.Query)
+			continue
 		}
 		t.Logf("query valid against GitHub's schema (%d bytes, %d variables): %.300s", len(req.Query), len(req.Variables), req.Query)
+		for _, d := range answerDiffs(schema, doc, ex.body) {
+			t.Errorf("the simulator's answer: %s\nanswer: %s", d, ex.body)
+		}
 	}
 	if queries == 0 {
 		t.Fatal("the client sent no GraphQL query: nothing was checked")
 	}
+}
+
+// answerDiffs lists how answer, a GraphQL response to doc's one operation,
+// departs from what GitHub's schema gh allows: errors present, or data
+// without a field the query selects, a non-null field null, a list not a
+// list, an enum value not in the enum, a built-in scalar of another JSON
+// type, a custom scalar (GitObjectID, DateTime, URI) not a string, as
+// GitHub serialises them. Each difference names its path in the answer. A
+// query with fragments is reported, not read.
+func answerDiffs(gh *ast.Schema, doc *ast.QueryDocument, answer []byte) []string {
+	var resp struct {
+		Data   map[string]any    `json:"data"`
+		Errors []json.RawMessage `json:"errors"`
+	}
+	if err := json.Unmarshal(answer, &resp); err != nil {
+		return []string{fmt.Sprintf("not a GraphQL response: %v", err)}
+	}
+	var diffs []string
+	for _, e := range resp.Errors {
+		diffs = append(diffs, fmt.Sprintf("error %s", e))
+	}
+	if len(doc.Operations) != 1 {
+		return append(diffs, fmt.Sprintf("%d operations, want one", len(doc.Operations)))
+	}
+	var value func(path string, typ *ast.Type, sel ast.SelectionSet, v any)
+	var object func(path string, sel ast.SelectionSet, obj map[string]any)
+	object = func(path string, sel ast.SelectionSet, obj map[string]any) {
+		for _, sel := range sel {
+			f, ok := sel.(*ast.Field)
+			if !ok {
+				// A fragment's fields are answered only for its type
+				// condition, which the answer does not name.
+				diffs = append(diffs, fmt.Sprintf("%s: a fragment, which this check does not read", path))
+				continue
+			}
+			key := f.Alias
+			v, ok := obj[key]
+			if !ok {
+				diffs = append(diffs, fmt.Sprintf("%s.%s: missing", path, key))
+				continue
+			}
+			value(path+"."+key, f.Definition.Type, f.SelectionSet, v)
+		}
+	}
+	value = func(path string, typ *ast.Type, sel ast.SelectionSet, v any) {
+		if v == nil {
+			if typ.NonNull {
+				diffs = append(diffs, fmt.Sprintf("%s: null, GitHub's type is %s", path, typ))
+			}
+			return
+		}
+		if typ.Elem != nil {
+			items, ok := v.([]any)
+			if !ok {
+				diffs = append(diffs, fmt.Sprintf("%s: %v, GitHub's type is the list %s", path, v, typ))
+				return
+			}
+			for i, item := range items {
+				value(fmt.Sprintf("%s[%d]", path, i), typ.Elem, sel, item)
+			}
+			return
+		}
+		def := gh.Types[typ.NamedType]
+		switch def.Kind {
+		case ast.Object, ast.Interface, ast.Union:
+			obj, ok := v.(map[string]any)
+			if !ok {
+				diffs = append(diffs, fmt.Sprintf("%s: %v, GitHub's type is the object %s", path, v, typ))
+				return
+			}
+			object(path, sel, obj)
+		case ast.Enum:
+			if s, ok := v.(string); !ok || def.EnumValues.ForName(s) == nil {
+				diffs = append(diffs, fmt.Sprintf("%s: %v, not a value of GitHub's enum %s", path, v, def.Name))
+			}
+		case ast.Scalar:
+			if !scalarFits(def.Name, v) {
+				diffs = append(diffs, fmt.Sprintf("%s: %v (%T), not GitHub's scalar %s", path, v, v, def.Name))
+			}
+		}
+	}
+	object("data", doc.Operations[0].SelectionSet, resp.Data)
+	return diffs
+}
+
+// scalarFits reports whether v, decoded from JSON, is a value of the scalar
+// name: GraphQL's built-in ones as the spec serialises them, GitHub's own
+// (GitObjectID, DateTime, URI, ...) as strings.
+func scalarFits(name string, v any) bool {
+	switch name {
+	case "Int":
+		f, ok := v.(float64)
+		return ok && f == math.Trunc(f) && f >= math.MinInt32 && f <= math.MaxInt32
+	case "Float":
+		_, ok := v.(float64)
+		return ok
+	case "Boolean":
+		_, ok := v.(bool)
+		return ok
+	default:
+		_, ok := v.(string)
+		return ok
+	}
+}
+
+// TestAnswerDiffsSeesEveryKindOfDeparture pins that the answer check above
+// can fail: the simulator's answer edited to carry an error, to lack a
+// selected field, to have a non-null field null, an enum value not
+// GitHub's, a scalar of another JSON type, or a list not a list, has each
+// reported; a nullable field null is not; a fragment, which it does not
+// read, is reported.
+func TestAnswerDiffsSeesEveryKindOfDeparture(t *testing.T) {
+	gh := githubSchema(t)
+	doc, errs := gqlparser.LoadQueryWithRules(gh, `{ r: repository(owner: "acme", name: "app") { pullRequest(number: 1) {
+		number state merged headRefOid
+		commits(last: 1) { nodes { commit { oid status { contexts { context state description } } } } } } } }`, nil)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	const good = `{"data": {"r": {"pullRequest": {"number": 1, "state": "OPEN", "merged": false, "headRefOid": "aaa",
+		"commits": {"nodes": [{"commit": {"oid": "aaa", "status": {"contexts": [{"context": "ci", "state": "SUCCESS", "description": null}]}}}]}}}}}`
+	for _, c := range []struct{ name, old, new, want string }{
+		{"an answer GitHub's schema allows", "", "", ""},
+		{"a nullable field null", `"status": {"contexts": [{"context": "ci", "state": "SUCCESS", "description": null}]}`, `"status": null`, ""},
+		{"an error", `{"data"`, `{"errors": [{"message": "boom"}], "data"`, "error"},
+		{"a selected field missing", `"merged": false, `, ``, "data.r.pullRequest.merged: missing"},
+		{"a non-null field null", `"headRefOid": "aaa"`, `"headRefOid": null`, "data.r.pullRequest.headRefOid: null, GitHub's type is GitObjectID!"},
+		{"a non-null item null", `{"context": "ci", "state": "SUCCESS", "description": null}`, `null`, "contexts[0]: null, GitHub's type is StatusContext!"},
+		{"an enum value not GitHub's", `"state": "SUCCESS"`, `"state": "success"`, "contexts[0].state: success, not a value of GitHub's enum StatusState"},
+		{"an Int not an integer", `"number": 1`, `"number": 1.5`, "number: 1.5 (float64), not GitHub's scalar Int"},
+		{"a Boolean a string", `"merged": false`, `"merged": "false"`, "merged: false (string), not GitHub's scalar Boolean"},
+		{"a custom scalar not a string", `"headRefOid": "aaa"`, `"headRefOid": 7`, "headRefOid: 7 (float64), not GitHub's scalar GitObjectID"},
+		{"a list not a list", `"nodes": [{"commit": {"oid": "aaa", "status": {"contexts": [{"context": "ci", "state": "SUCCESS", "description": null}]}}}]`, `"nodes": {}`, "nodes: map[], GitHub's type is the list"},
+		{"an object not an object", `"commits": {"nodes"`, `"commits": 1, "x": {"nodes"`, "commits: 1, GitHub's type is the object"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			answer := strings.Replace(good, c.old, c.new, 1)
+			if c.old != "" && answer == good {
+				t.Fatalf("edit %q not in the answer", c.old)
+			}
+			got := answerDiffs(gh, doc, []byte(answer))
+			if c.want == "" {
+				if len(got) > 0 {
+					t.Errorf("differences %q, want none: GitHub's schema allows the answer", got)
+				}
+				return
+			}
+			if !slices.ContainsFunc(got, func(d string) bool { return strings.Contains(d, c.want) }) {
+				t.Errorf("differences %q, want one saying %q", got, c.want)
+			}
+		})
+	}
+	t.Run("a fragment", func(t *testing.T) {
+		frag, errs := gqlparser.LoadQueryWithRules(gh, `{ viewer { ... on User { login } } }`, nil)
+		if len(errs) > 0 {
+			t.Fatal(errs)
+		}
+		if got := answerDiffs(gh, frag, []byte(`{"data": {"viewer": {"login": "octocat"}}}`)); !slices.ContainsFunc(got, func(d string) bool { return strings.Contains(d, "data.viewer: a fragment") }) {
+			t.Errorf("differences %q, want data.viewer's fragment reported: the check does not read fragments", got)
+		}
+	})
 }
 
 // TestSimulatorSchemaIsGitHubs pins that every type the simulator's GraphQL
