@@ -7,7 +7,9 @@
 //     they reference, refs kept, examples left out, as rest-subset.json;
 //   - from @octokit/webhooks-examples' api.github.com/index.json, the first
 //     example of each event and action in Payloads, as webhooks/<event>.<action>.json;
-//   - @octokit/graphql-schema's schema.graphql, copied whole.
+//   - @octokit/graphql-schema's schema.graphql, copied whole;
+//   - SHA256SUMS, the SHA-256 of each file above, as sha256sum writes it,
+//     which the contract tests check the files against.
 //
 // Run from the module root:
 //
@@ -20,6 +22,7 @@ package main
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -94,7 +97,38 @@ func run(openapi, webhooks, graphql, out string) error {
 	if err != nil {
 		return fmt.Errorf("graphql: %w", err)
 	}
-	return os.WriteFile(filepath.Join(out, "schema.graphql"), schema, 0o644)
+	if err := os.WriteFile(filepath.Join(out, "schema.graphql"), schema, 0o644); err != nil {
+		return err
+	}
+	files := []string{"rest-subset.json", "schema.graphql"}
+	for _, p := range Payloads {
+		files = append(files, payloadFile(p[0], p[1]))
+	}
+	return writeSums(out, files)
+}
+
+// writeSums writes dir/SHA256SUMS: the SHA-256 of each of files (paths
+// relative to dir, with slashes), sorted by path, in sha256sum's format.
+func writeSums(dir string, files []string) error {
+	slices.Sort(files)
+	var buf bytes.Buffer
+	for _, f := range files {
+		b, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(f)))
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(&buf, "%x  %s\n", sha256.Sum256(b), f)
+	}
+	return os.WriteFile(filepath.Join(dir, "SHA256SUMS"), buf.Bytes(), 0o644)
+}
+
+// payloadFile is the path, under the output directory, of the example of
+// event name with action.
+func payloadFile(name, action string) string {
+	if action != "" {
+		name += "." + action
+	}
+	return "webhooks/" + name + ".json"
 }
 
 // trimOpenAPI writes the description's Operations and the components they
@@ -261,11 +295,7 @@ func pickOne(events []event, name, action, dir string) error {
 				return err
 			}
 			buf.WriteByte('\n')
-			file := name
-			if action != "" {
-				file += "." + action
-			}
-			return os.WriteFile(filepath.Join(dir, file+".json"), buf.Bytes(), 0o644)
+			return os.WriteFile(filepath.Join(dir, filepath.Base(payloadFile(name, action))), buf.Bytes(), 0o644)
 		}
 	}
 	return fmt.Errorf("no example of %s %q", name, action)
