@@ -16,7 +16,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -158,9 +157,25 @@ func (b *LogBuffer) String() string {
 	return b.buf.String()
 }
 
-// Logged is how many text records written to b carry msg.
+// Logged is how many text records written to b have the message msg,
+// exactly: msg is looked for as the text handler writes it, quoted only when
+// it must be ("msg=sync", "msg=\"sync done\"").
 func (b *LogBuffer) Logged(msg string) int {
-	return strings.Count(b.String(), "msg="+strconv.Quote(msg))
+	var one bytes.Buffer
+	slog.New(slog.NewTextHandler(&one, &slog.HandlerOptions{ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+		if len(groups) == 0 && a.Key != slog.MessageKey {
+			return slog.Attr{}
+		}
+		return a
+	}})).Info(msg)
+	field := " " + strings.TrimSpace(one.String()) + " "
+	n := 0
+	for line := range strings.Lines(b.String()) {
+		if strings.Contains(" "+strings.TrimSuffix(line, "\n")+" ", field) {
+			n++
+		}
+	}
+	return n
 }
 
 // TextLogger logs every level as text into a new LogBuffer.
