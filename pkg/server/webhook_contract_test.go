@@ -4,10 +4,13 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -239,4 +242,80 @@ func TestWebhookGenuinePayloads(t *testing.T) {
 			}
 		})
 	}
+}
+
+// recordedFor is GitHub's recorded payload of event and action, its
+// installation's id set to id.
+func recordedFor(t *testing.T, event, action string, id int64) string {
+	t.Helper()
+	b, err := githubcontract.Payload(event, action)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p map[string]any
+	if err := json.Unmarshal(b, &p); err != nil {
+		t.Fatal(err)
+	}
+	p["installation"].(map[string]any)["id"] = id
+	out, err := json.Marshal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(out)
+}
+
+// TestAppModeReadsGitHubsRecordedInstallationPayloads pins App mode's
+// installation webhooks to GitHub's own payloads (octokit/webhooks'
+// recordings, their installation's id set to one the simulator has), each
+// checked with GitHub and applied as the hand-written ones of the App mode
+// tests are: created makes the installation known, on the account the
+// payload names; installation_repositories added and removed are applied;
+// suspend and deleted drop it, unsuspend brings it back.
+func TestAppModeReadsGitHubsRecordedInstallationPayloads(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, next := newAppCluster(t, 2, true)
+		startAppReplicas(t, c, next, 1, time.Minute, 4, nil)
+		r := c.replicas[0]
+		defer r.stop()
+		synctest.Wait() // the first list of the installations
+		const id = 3
+		known := func() bool { _, err := r.app.Installation(id); return err == nil }
+		post := func(event, action string) {
+			t.Helper()
+			code, resp := r.call(t, "POST", "/webhooks/github", event, recordedFor(t, event, action, id))
+			if code != http.StatusOK || !strings.Contains(resp, fmt.Sprintf(`"installation":%d`, id)) || !strings.Contains(resp, `"action":"`+action+`"`) || strings.Contains(resp, "not_applied") {
+				t.Fatalf("GitHub's recorded %s %s: %d %s, want 200 naming installation %d and %s, applied", event, action, code, resp, id, action)
+			}
+		}
+		mustOK := func(err error) {
+			t.Helper()
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		mustOK(c.sim.AddInstallation(id, "Codertocat", "Codertocat/Hello-World"))
+		post("installation", "created")
+		if !slices.Contains(r.app.Installations(), forge.Installation{ID: id, Account: "Codertocat"}) {
+			t.Errorf("installations after GitHub's created = %v, want %d on Codertocat", r.app.Installations(), id)
+		}
+		mustOK(c.sim.AddInstallationRepos(id, "Codertocat/Space"))
+		post("installation_repositories", "added")
+		mustOK(c.sim.RemoveInstallationRepos(id, "octocat/Hello-World"))
+		post("installation_repositories", "removed")
+		mustOK(c.sim.SuspendInstallation(id))
+		post("installation", "suspend")
+		if known() {
+			t.Errorf("installation %d known after GitHub's suspend, want it dropped", id)
+		}
+		mustOK(c.sim.UnsuspendInstallation(id))
+		post("installation", "unsuspend")
+		if !known() {
+			t.Errorf("installation %d not known after GitHub's unsuspend, want it back", id)
+		}
+		mustOK(c.sim.RemoveInstallation(id))
+		post("installation", "deleted")
+		if known() {
+			t.Errorf("installation %d known after GitHub's deleted, want it dropped", id)
+		}
+	})
 }
