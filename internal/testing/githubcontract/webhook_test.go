@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -132,5 +133,16 @@ func TestSimulatorInstallationWebhooksCarryGitHubsFields(t *testing.T) {
 		for _, f := range missing {
 			t.Errorf("%s %s: field %s of GitHub's recorded payload missing", d.event, actions[i], f)
 		}
+	}
+}
+
+// TestPayloadOfAnExampleNotVendoredIsAnError pins Payload's doc: an event
+// and action not vendored is an error naming them, not an empty payload.
+func TestPayloadOfAnExampleNotVendoredIsAnError(t *testing.T) {
+	if b, err := githubcontract.Payload("issues", "opened"); err == nil || !strings.Contains(err.Error(), "issues.opened") {
+		t.Errorf("Payload(issues, opened) = %q, %v; want an error naming issues.opened", b, err)
+	}
+	if b, err := githubcontract.Payload("status", ""); err != nil || !json.Valid(b) {
+		t.Errorf("Payload(status) = %q, %v; want GitHub's recorded payload", b, err)
 	}
 }
