@@ -119,11 +119,12 @@ func parseNews(name string) (ch forge.InstallationChange, owner string, ok bool)
 // terms look at their installations again), and tells the other replicas
 // by taking the change's news leases (newsNames), within StoreTimeout
 // each. A store that does not answer is logged: the others then learn at
-// their hourly re-list.
-func (s *Server) installationsChanged(ctx context.Context, ch forge.InstallationChange) {
+// their hourly re-list. It reports whether the store took every lease
+// (true for a change that tells nothing).
+func (s *Server) installationsChanged(ctx context.Context, ch forge.InstallationChange) (told bool) {
 	s.sweeps.news.notify()
 	if ch.ID <= 0 {
-		return
+		return true
 	}
 	// The news outlives the caller: dropping an installation stops its
 	// sweeper, whose pass may be the caller, and a suspension told by its
@@ -137,9 +138,26 @@ func (s *Server) installationsChanged(ctx context.Context, ch forge.Installation
 		cancel()
 		if err != nil {
 			s.log.Warn("installation change not told to the other replicas; they learn at their next re-list", "installation", ch.ID, "err", err)
-			return
+			return false
 		}
 		s.sweeps.told(name, s.cfg.Now().Add(ttl))
+	}
+	return true
+}
+
+// tellFound tells the other replicas, as installed news
+// (installationsChanged), the installations this replica found otherwise
+// than by news or a webhook (AppClient.TakeFound), until the store fails
+// one: those left are not told (logged; the others learn of them at their
+// next re-list), so a store that does not answer holds runApp's tick one
+// StoreTimeout, however many were found.
+func (s *Server) tellFound(ctx context.Context) {
+	found := s.cfg.App.TakeFound()
+	for i, ch := range found {
+		if !s.installationsChanged(ctx, ch) {
+			s.log.Warn("installations found here not told to the other replicas: the lease store did not answer; they learn at their next re-list", "untold", len(found)-i)
+			return
+		}
 	}
 }
 
@@ -326,9 +344,10 @@ func (s *Server) listTurn(ctx context.Context) (done func()) {
 // ends the installation's mint hold here, as the webhook does where it
 // came: installationSweeps.releaseMint); the installations this replica
 // found otherwise than by news or a webhook (AppClient.TakeFound: a
-// repository's look-up, a re-list), told to the others at every tick, so
-// that a shard's holder that has not heard of one sweeps its runs within
-// two intervals of the look-up rather than at its own next re-list; and a
+// repository's look-up, a re-list), told to the others at every tick
+// (tellFound: up to the first the store fails), so that a shard's holder
+// that has not heard of one sweeps its runs within two intervals of the
+// look-up rather than at its own next re-list; and a
 // re-list when a webhook named an unknown installation (lookUp), at once
 // unless one was made since the last tick (then at the next). After any
 // of them (the start-up list included, so a term elected before it
@@ -376,9 +395,7 @@ func (s *Server) runApp(ctx context.Context) {
 				s.log.Info("installations changed on other replicas", "changes", len(changes))
 				s.sweeps.news.notify()
 			}
-			for _, ch := range s.cfg.App.TakeFound() {
-				s.installationsChanged(ctx, ch)
-			}
+			s.tellFound(ctx)
 		}
 		if !pending || listed {
 			continue // a look-up asked for since one was made: at the next tick

@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -533,6 +534,63 @@ func TestAppModeLookUpsListAtMostOnceAnInterval(t *testing.T) {
 		synctest.Wait()
 		if n := lists() - before; n != 2 {
 			t.Errorf("lists by the next tick: %d, want 2: the look-ups asked for since are one list there", n)
+		}
+	})
+}
+
+// newsDown is a lease store that does not answer for news leases
+// (app-installations-changed/...): each Acquire of one waits for its
+// context to end. It answers for every other lease.
+type newsDown struct{ *lease.MemoryStore }
+
+func (s newsDown) Acquire(ctx context.Context, name, owner string, now time.Time, ttl time.Duration) (bool, error) {
+	if strings.HasPrefix(name, "app-installations-changed/") {
+		<-ctx.Done()
+		return false, ctx.Err()
+	}
+	return s.MemoryStore.Acquire(ctx, name, owner, now, ttl)
+}
+
+// TestAppModeFoundInstallationsUntoldHoldTheTickOneStoreTimeout pins the
+// bound on telling the installations a replica found (AppClient.TakeFound)
+// when the lease store does not answer for news: the first lease it does
+// not answer ends the telling at that tick, so runApp's loop is held one
+// StoreTimeout, not one per installation found, and a look-up a webhook
+// asks for meanwhile (an installation the replica does not know) is made
+// within a StoreTimeout of the tick, not after twenty.
+func TestAppModeFoundInstallationsUntoldHoldTheTickOneStoreTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const interval, found = time.Minute, 20
+		c, next := newAppCluster(t, 1, false)
+		startAppReplicas(t, c, next, 1, interval, 2, func(cfg *server.Config) {
+			cfg.Leases = newsDown{c.leases}
+		})
+		r := c.replicas[0]
+		defer r.stop()
+		time.Sleep(interval / 2)
+		synctest.Wait()
+		ctx := context.Background()
+		for id := int64(10); id < 10+found; id++ {
+			if err := c.sim.AddInstallation(id, fmt.Sprintf("org-%d", id), appRepo(id)); err != nil {
+				t.Fatal(err)
+			}
+			owner, name, _ := strings.Cut(appRepo(id), "/")
+			if _, _, err := r.app.ForRepo(ctx, owner, name); err != nil {
+				t.Fatalf("ForRepo(%s): %v", appRepo(id), err)
+			}
+		}
+		time.Sleep(interval/2 + time.Second) // a second into the tick's telling
+		synctest.Wait()
+		if err := c.sim.AddInstallation(99, "org-99", appRepo(99)); err != nil {
+			t.Fatal(err)
+		}
+		if code, body := r.call(t, "POST", "/webhooks/github", "pull_request", pullEvent(99)); code != http.StatusAccepted {
+			t.Fatalf("pull_request webhook of unknown installation 99: %d %s, want 202", code, body)
+		}
+		time.Sleep(server.DefaultStoreTimeout)
+		synctest.Wait()
+		if _, err := r.app.Installation(99); err != nil {
+			t.Errorf("installation 99 a StoreTimeout after its webhook, %d found installations being told to a store that does not answer: %v, want it looked up: the telling holds the tick one StoreTimeout", found, err)
 		}
 	})
 }
