@@ -395,7 +395,7 @@ func (s *Server) runApp(ctx context.Context) {
 				s.log.Info("installations changed on other replicas", "changes", len(changes))
 				s.sweeps.news.notify()
 			}
-			s.tellFound(ctx)
+			s.tellFound(ctx) // after the news: one it says is gone is dropped, not told installed
 		}
 		if !pending || listed {
 			continue // a look-up asked for since one was made: at the next tick

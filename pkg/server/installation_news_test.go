@@ -594,3 +594,43 @@ func TestAppModeFoundInstallationsUntoldHoldTheTickOneStoreTimeout(t *testing.T)
 		}
 	})
 }
+
+// TestAppModeAFoundInstallationTheNewsSaysIsGoneIsNotToldInstalled pins
+// the order of runApp's tick: the other replicas' news is applied before
+// the installations this replica found are told (tellFound), so one it
+// found by a repository's look-up, then deleted on GitHub with the
+// webhook reaching another replica, is dropped by that news and not told
+// installed after it, which would have the others know it again.
+func TestAppModeAFoundInstallationTheNewsSaysIsGoneIsNotToldInstalled(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const interval = time.Minute
+		c, next := newAppCluster(t, 1, false)
+		startAppReplicas(t, c, next, 2, interval, 2, nil)
+		defer c.stopAll()
+		a, b := c.replicas[0], c.replicas[1]
+		time.Sleep(2*interval + interval/2)
+		synctest.Wait()
+		if err := c.sim.AddInstallation(3, "org-3", appRepo(3)); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := a.app.ForRepo(context.Background(), "org-3", "repo-1"); err != nil {
+			t.Fatalf("%s: ForRepo(%s): %v", a.owner, appRepo(3), err)
+		}
+		if err := c.sim.RemoveInstallation(3); err != nil {
+			t.Fatal(err)
+		}
+		if code, body := b.call(t, "POST", "/webhooks/github", "installation", installationEvent("deleted", 3)); code != http.StatusOK {
+			t.Fatalf("installation deleted webhook to %s: %d %s, want 200", b.owner, code, body)
+		}
+		time.Sleep(interval/2 + time.Second) // past both replicas' next tick
+		synctest.Wait()
+		for _, l := range newsLeases(t, c) {
+			if strings.HasPrefix(l, "app-installations-changed/3/installed/") {
+				t.Errorf("news lease %s after %s's news of installation 3's deletion reached %s's tick, want none: it no longer knows it", l, b.owner, a.owner)
+			}
+		}
+		if who, ok := knows(c, 3, false); !ok {
+			t.Errorf("%s knows installation 3 after its deletion was told, want none", who)
+		}
+	})
+}
