@@ -288,3 +288,38 @@ func TestAppModeATakeoverSweepsEachInstallationWithinOneTickThoughItsTokensAreMi
 		}
 	})
 }
+
+// TestAppModeAReplicaStoppedWhileMintingAheadReturnsOnceTheMintIsAnswered
+// pins that a shard term's mints ahead of its first passes (mintAhead) are
+// part of the term: a replica stopped while one is sent returns from Run
+// once GitHub answered it (the JWT's gate waits for an answer sent), so
+// every request it made is in the counts its forge client had when Run
+// returned (the hourly line Close writes), none answered after.
+func TestAppModeAReplicaStoppedWhileMintingAheadReturnsOnceTheMintIsAnswered(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const interval, n, mint = time.Minute, 4, 5 * time.Second
+		c, next := newAppCluster(t, n, false, forgesim.WithLatency(forgesim.Latency{REST: map[string]time.Duration{mintRoute: mint}}))
+		startAppReplicas(t, c, next, 1, interval, 1, nil)
+		r := c.replicas[0]
+		for c.sim.Requests(forgesim.Filter{Route: mintRoute}) == 0 {
+			time.Sleep(100 * time.Millisecond)
+			synctest.Wait()
+		}
+		if len(shardTerms(c)) == 0 {
+			t.Fatalf("a mint before the shard's election: %+v", c.sim.Stats())
+		}
+		r.stop()
+		total := func() (sum int64) {
+			for _, k := range r.app.Counts() {
+				sum += k.N
+			}
+			return sum
+		}
+		stopped := total()
+		time.Sleep(3 * mint)
+		synctest.Wait()
+		if got := total(); got != stopped {
+			t.Errorf("requests counted by %s's forge client: %d when Run returned, %d %v later: a mint ahead was answered after the replica stopped", r.owner, stopped, got, 3*mint)
+		}
+	})
+}
