@@ -323,3 +323,35 @@ func TestAppModeAReplicaStoppedWhileMintingAheadReturnsOnceTheMintIsAnswered(t *
 		}
 	})
 }
+
+// TestAppModeATermMintsAheadForTheInstallationsItLearnsBeforeTheirFirstPass
+// pins mintAhead's start for installations a shard term learns of after
+// its election but before their first pass is due (here the start-up
+// list, which GitHub answers 8 s after the election): their tokens are
+// minted as soon as the term has them, all before the first of those
+// passes (no sooner than half an interval after the election), not each
+// at its own pass.
+func TestAppModeATermMintsAheadForTheInstallationsItLearnsBeforeTheirFirstPass(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const interval, n, list = time.Minute, 8, 8 * time.Second
+		c, next := newAppCluster(t, n, false, forgesim.WithLatency(forgesim.Latency{REST: map[string]time.Duration{listRoute: list}}))
+		startAppReplicas(t, c, next, 1, interval, 1, nil)
+		defer c.stopAll()
+		r := c.replicas[0]
+		time.Sleep(list + time.Second)
+		synctest.Wait()
+		terms := shardTerms(c)
+		if len(terms) == 0 || len(r.app.Installations()) != n || r.app.LastListed().Before(terms[0].At.Add(list)) {
+			t.Fatalf("want the shard elected, then the %d installations listed %v later: terms %+v, listed at %v", n, list, terms, r.app.LastListed())
+		}
+		if got := c.sim.Requests(forgesim.Filter{Route: mintRoute}); got != n {
+			t.Errorf("token mints %v after the election, the installations known since %v: %d, want %d: each minted ahead of its first pass, due from %v on",
+				list+time.Second, list, got, n, interval/2)
+		}
+		for id := int64(1); id <= n; id++ {
+			if p := sweptBy(c, id); len(p) != 0 {
+				t.Errorf("installation %d swept at %v, want its first pass no sooner than half an interval after the election", id, p[0].At)
+			}
+		}
+	})
+}
