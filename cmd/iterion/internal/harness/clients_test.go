@@ -32,7 +32,11 @@ func TestSweeperFiguresReadTheServersPassMetrics(t *testing.T) {
 	passed := make(chan struct{}, 1)
 	srv, err := server.New(server.Config{
 		Runs: gaterun.NewMemoryStore(), Leases: lease.NewMemoryStore(), Forge: fc, APIToken: "api",
-		SweepInterval: 50 * time.Millisecond, ForgeMinute: 50 * time.Millisecond, // GitHub's minute compressed to the interval
+		// An interval long enough that a loaded machine does not miss a
+		// renewal's deadline (TTL/6 before the 3-interval expiry): a
+		// 50 ms interval stepped down once by its deadline beside other
+		// work (CI run with a helper testing), failing the "one term".
+		SweepInterval: 500 * time.Millisecond, ForgeMinute: 500 * time.Millisecond, // GitHub's minute compressed to the interval
 		OnSweep: func(server.SweepPass) {
 			select {
 			case passed <- struct{}{}:
@@ -53,7 +57,7 @@ func TestSweeperFiguresReadTheServersPassMetrics(t *testing.T) {
 	select {
 	case <-passed:
 	case <-ctx.Done():
-		t.Fatal("got no sweep pass within a minute, want one every 50ms once elected")
+		t.Fatal("got no sweep pass within a minute, want one every 500ms once elected")
 	}
 
 	f, err := api{url: hs.URL, token: "api", hc: http.DefaultClient}.sweeper(ctx)
