@@ -80,7 +80,8 @@ const jwtAnswerWait = 10 * time.Second
 
 // roundTrip sends req through next once it holds the gate, and holds it
 // until GitHub answered. A request whose context ends while it waits for
-// the gate is not sent. One sent is waited for even if its context ends,
+// the gate, or has ended when it gets the gate, is not sent: it leaves
+// the gate free and fails with the context's error. One sent is waited for even if its context ends,
 // however it ends, but jwtAnswerWait more at most: GitHub spends the
 // response time either way, and a mint's token, kept by the
 // installation's transport, serves its next request instead of being
@@ -91,10 +92,14 @@ func (g jwtGate) roundTrip(next http.RoundTripper, req *http.Request) (*http.Res
 	}
 	select {
 	case g <- struct{}{}:
+		defer func() { <-g }()
 	case <-req.Context().Done():
-		return nil, req.Context().Err()
 	}
-	defer func() { <-g }()
+	// Checked after the select too, which picks at random when the gate
+	// is free and the context done.
+	if err := req.Context().Err(); err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(req.Context()))
 	stop := context.AfterFunc(req.Context(), func() { time.AfterFunc(jwtAnswerWait, cancel) })
 	release := func() { stop(); cancel() }

@@ -178,17 +178,23 @@ const tokenStoreWait = 2 * time.Second
 // tokenStoreWait, or written, is logged and minted around: a store that
 // stalls costs a request tokenStoreWait, never its deadline. The token a
 // mint returns is used even with less than TokenMargin left, so a short
-// lifetime mints once per request, never in a loop.
+// lifetime mints once per request, never in a loop. Without a servable
+// copy here, a ctx that has ended, while waiting for the turn or by the
+// time it gets it, fails without reading the store or minting.
 func (t *installationAuth) token(ctx context.Context, refused string) (string, error) {
 	if tok, ok := t.current(refused); ok {
 		return tok, nil
 	}
 	select {
 	case t.turn <- struct{}{}:
+		defer func() { <-t.turn }()
 	case <-ctx.Done():
+	}
+	// Checked after the select too, which picks at random when the turn
+	// is free and ctx done.
+	if ctx.Err() != nil {
 		return "", fmt.Errorf("forge: waiting for installation %d's token: %w", t.id, context.Cause(ctx))
 	}
-	defer func() { <-t.turn }()
 	if tok, ok := t.current(refused); ok {
 		return tok, nil // minted or read by the request that had the turn
 	}
