@@ -27,3 +27,6 @@ func (s *Server) SweepRequestTimeout(id int64) time.Duration {
 	}
 	return s.sweeper.cfg.RequestTimeout
 }
+
+// FollowInstallations is followInstallations, for its unit tests.
+var FollowInstallations = followInstallations

@@ -153,12 +153,18 @@ func (s *Server) refuseInstallation(w http.ResponseWriter, repo string, err erro
 // run(ctx, id, key) serves each in a goroutine of its own, whose ctx ends
 // when want no longer names the installation or names it with another key
 // (a new run starts with the new key); a run that returned on its own
-// starts again at the next interval. It returns once every run has.
+// starts again at the next interval. Runs of one installation never
+// overlap: a new run starts once the one it replaces returned (one
+// stopped may still be ending, as a sweep writing the news of the drop
+// its own pass made), so the old one's clean-up (sweepInstallation's
+// forget) never undoes what the new one set up. It returns once every run
+// has.
 func followInstallations(ctx context.Context, interval time.Duration, wake func() <-chan struct{}, want func() map[int64]string, run func(ctx context.Context, id int64, key string)) {
 	type running struct {
-		key  string
-		stop context.CancelFunc
-		done chan struct{}
+		key     string
+		stop    context.CancelFunc
+		done    chan struct{}
+		stopped bool // kept until done, for the id's next run to wait for
 	}
 	runs := map[int64]running{}
 	var wg sync.WaitGroup
@@ -185,11 +191,13 @@ func followInstallations(ctx context.Context, interval time.Duration, wake func(
 			}
 			if key, ok := keys[id]; !ok || key != r.key {
 				r.stop()
-				delete(runs, id)
+				r.stopped = true
+				runs[id] = r
 			}
 		}
 		for id, key := range keys {
-			if _, ok := runs[id]; ok {
+			old, ok := runs[id]
+			if ok && !old.stopped {
 				continue
 			}
 			rctx, stop := context.WithCancel(ctx)
@@ -197,6 +205,9 @@ func followInstallations(ctx context.Context, interval time.Duration, wake func(
 			runs[id] = r
 			wg.Go(func() {
 				defer close(r.done)
+				if ok {
+					<-old.done
+				}
 				run(rctx, id, key)
 			})
 		}
