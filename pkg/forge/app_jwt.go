@@ -80,12 +80,13 @@ const jwtAnswerWait = 10 * time.Second
 
 // roundTrip sends req through next once it holds the gate, and holds it
 // until GitHub answered. A request whose context ends while it waits for
-// the gate, or has ended when it gets the gate, is not sent: it leaves
-// the gate free and fails with the context's error. One sent is waited for even if its context ends,
-// however it ends, but jwtAnswerWait more at most: GitHub spends the
-// response time either way, and a mint's token, kept by the
-// installation's transport, serves its next request instead of being
-// minted again. The answer's body can be read as long.
+// the gate, or has ended when it gets the gate, is not sent: it leaves the
+// gate free, its body closed, and fails with the context's error. One sent
+// is waited for even if its context ends, however it ends, but
+// jwtAnswerWait more at most: GitHub spends the response time either way,
+// and a mint's token, kept by the installation's transport, serves its next
+// request instead of being minted again. The answer's body can be read as
+// long.
 func (g jwtGate) roundTrip(next http.RoundTripper, req *http.Request) (*http.Response, error) {
 	if g == nil {
 		return next.RoundTrip(req)
@@ -96,8 +97,12 @@ func (g jwtGate) roundTrip(next http.RoundTripper, req *http.Request) (*http.Res
 	case <-req.Context().Done():
 	}
 	// Checked after the select too, which picks at random when the gate
-	// is free and the context done.
+	// is free and the context done. A RoundTripper closes the request's
+	// body, errors included (net/http's RoundTripper doc).
 	if err := req.Context().Err(); err != nil {
+		if req.Body != nil {
+			req.Body.Close()
+		}
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(req.Context()))

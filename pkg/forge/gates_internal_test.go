@@ -16,7 +16,9 @@ const doneTries = 200
 
 // TestJWTGateSendsNothingForAContextAlreadyDone pins jwtGate.roundTrip: a
 // request whose context has ended when it reaches the App JWT's free gate
-// is not sent, fails with the context's error, and leaves the gate free.
+// is not sent, fails with the context's error, closes its body (a
+// RoundTripper closes the request's body, errors included: net/http's
+// RoundTripper doc), and leaves the gate free.
 func TestJWTGateSendsNothingForAContextAlreadyDone(t *testing.T) {
 	sent := 0
 	next := roundTripFunc(func(req *http.Request) (*http.Response, error) {
@@ -27,12 +29,16 @@ func TestJWTGateSendsNothingForAContextAlreadyDone(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	for range doneTries {
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://sim/app/installations/1/access_tokens", nil)
+		body := &countedBody{Reader: strings.NewReader("{}")}
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://sim/app/installations/1/access_tokens", body)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if resp, err := g.roundTrip(next, req); err == nil {
 			resp.Body.Close()
+		}
+		if body.closed != 1 {
+			t.Fatalf("the body of a request not sent was closed %d times, want once: a RoundTripper closes it, errors included", body.closed)
 		}
 		if len(g) != 0 {
 			t.Fatal("the gate is held after a request whose context had ended: it must be left free")
