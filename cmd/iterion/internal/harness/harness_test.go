@@ -117,8 +117,8 @@ func TestQuickMode(t *testing.T) {
 			if tk.Doubles != 0 {
 				t.Errorf("%s: got %d stops followed by two sweepers, want 0: one successor is elected", tk.Signal, tk.Doubles)
 			}
-			if tk.Unreleased != 0 {
-				t.Errorf("%s: got %d stops whose lease was taken only once it expired, want 0: a clean stop releases its lease", tk.Signal, tk.Unreleased)
+			if len(tk.Unreleased) != 0 {
+				t.Errorf("%s: got %d stops whose lease was taken only once it expired (%v), want 0: a clean stop releases its lease", tk.Signal, len(tk.Unreleased), tk.Unreleased)
 			}
 		}
 	})

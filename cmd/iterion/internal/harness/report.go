@@ -20,7 +20,7 @@ type Report struct {
 	Options Options
 	// Dir kept the processes' logs; empty once removed, which a run
 	// without Options.Dir does on success unless a clean stop did not
-	// release its lease (TakeoverResult.UnreleasedBy).
+	// release its lease (TakeoverResult.Unreleased).
 	Dir      string
 	Cost     []CostRow
 	Budget   []BudgetRow
@@ -36,7 +36,7 @@ type Report struct {
 // unreleased reports whether a clean stop of the takeover scenario did
 // not release its lease.
 func (r *Report) unreleased() bool {
-	return slices.ContainsFunc(r.Takeover, func(t TakeoverResult) bool { return t.Unreleased > 0 })
+	return slices.ContainsFunc(r.Takeover, func(t TakeoverResult) bool { return len(t.Unreleased) > 0 })
 }
 
 // CostRatio is the sweep's request rate at the largest N over the rate at
@@ -154,9 +154,9 @@ func (r *Report) Markdown(command string) string {
 		for _, t := range r.Takeover {
 			unreleased := "–"
 			if t.Signal == sigName(syscall.SIGTERM) {
-				unreleased = fmt.Sprint(t.Unreleased)
-				if len(t.UnreleasedBy) > 0 {
-					unreleased += " (" + strings.Join(t.UnreleasedBy, ", ") + ")"
+				unreleased = fmt.Sprint(len(t.Unreleased))
+				if len(t.Unreleased) > 0 {
+					unreleased += " (" + strings.Join(t.Unreleased, ", ") + ")"
 				}
 			}
 			fmt.Fprintf(&b, "| %s | %d | %v | %v | %v | %s | %v / %v | %d | %s |\n", t.Signal, len(t.FromSignal),

@@ -28,12 +28,11 @@ type TakeoverResult struct {
 	// whose lease was not released (releaseOf) has no release to measure
 	// from: its delay runs from the signal.
 	FromRelease []time.Duration
-	// Unreleased counts the SIGTERM stops whose lease went to a successor
-	// only once it expired: a clean stop that did not release it.
-	Unreleased int
-	// UnreleasedBy names the replicas of those stops, whose logs Run
-	// keeps (Report.Dir) so that a missing release can be read.
-	UnreleasedBy []string
+	// Unreleased names the replicas of the SIGTERM stops whose lease went
+	// to a successor only once it expired (clean stops that did not
+	// release it), whose logs Run keeps (Report.Dir) so that a missing
+	// release can be read.
+	Unreleased []string
 	// Bound is the ADR's: retry + one tick after a clean stop, TTL + retry +
 	// one tick after a crash.
 	Bound time.Duration
@@ -109,7 +108,7 @@ func (s takeoverScenario) run(ctx context.Context, c *cluster) ([]TakeoverResult
 		out = append(out, res)
 		s.logf("%s ×%d: median %v, max %v, bound %v (from the signal: median %v, max %v), double sweeps %d, not released %d %v",
 			res.Signal, len(res.FromSignal), res.Median().Round(time.Millisecond), res.Max().Round(time.Millisecond), res.Bound,
-			median(res.FromSignal).Round(time.Millisecond), maxOf(res.FromSignal).Round(time.Millisecond), res.Doubles, res.Unreleased, res.UnreleasedBy)
+			median(res.FromSignal).Round(time.Millisecond), maxOf(res.FromSignal).Round(time.Millisecond), res.Doubles, len(res.Unreleased), res.Unreleased)
 	}
 	return out, nil
 }
@@ -167,8 +166,7 @@ func takeoverOnce(ctx context.Context, c *cluster, sig syscall.Signal, res *Take
 			return fmt.Errorf("%w: /leases of %s never stopped naming %s as the holder of %s after SIGTERM", ErrMeasure, followers[0].name, l.owner, server.MergeGateSweeper().Name)
 		}
 		if !released {
-			res.Unreleased++
-			res.UnreleasedBy = append(res.UnreleasedBy, l.name)
+			res.Unreleased = append(res.Unreleased, l.name)
 		}
 		res.FromRelease = append(res.FromRelease, t1.Sub(from))
 	}

@@ -156,7 +156,7 @@ func TestAStopNotReleasedIsNamedAndKeepsTheLogs(t *testing.T) {
 	if (&Report{Takeover: []TakeoverResult{clean, crash}}).unreleased() {
 		t.Error("got logs kept for a run whose every clean stop released its lease, want them removed")
 	}
-	clean.Unreleased, clean.UnreleasedBy = 2, []string{"replica-04", "replica-09"}
+	clean.Unreleased = []string{"replica-04", "replica-09"}
 	rep := &Report{Takeover: []TakeoverResult{clean, crash}}
 	if !rep.unreleased() {
 		t.Error("got logs removed for a run with 2 clean stops not released, want them kept")
@@ -261,9 +261,9 @@ func TestTakeoverIsMeasuredFromTheSignal(t *testing.T) {
 				if len(res.FromSignal) != 1 || res.FromSignal[0] != sweepAfter {
 					t.Errorf("got delays from the signal %v, want [%v]: from the signal to the poll that saw the successor's first request", res.FromSignal, sweepAfter)
 				}
-				if !slices.Equal(res.FromRelease, tc.fromRelease) || res.Unreleased != len(tc.unreleased) || !slices.Equal(res.UnreleasedBy, tc.unreleased) {
+				if !slices.Equal(res.FromRelease, tc.fromRelease) || !slices.Equal(res.Unreleased, tc.unreleased) {
 					t.Errorf("got delays from the release %v (%d unreleased: %v), want %v (%v): from the last poll naming the stopped leader, or from the signal for a lease not released",
-						res.FromRelease, res.Unreleased, res.UnreleasedBy, tc.fromRelease, tc.unreleased)
+						res.FromRelease, len(res.Unreleased), res.Unreleased, tc.fromRelease, tc.unreleased)
 				}
 				if res.Doubles != 0 || len(c.replicas) != 2 {
 					t.Errorf("got %d double sweeps and %d replicas left, want 0 and 2: one successor, the stopped leader forgotten", res.Doubles, len(c.replicas))
