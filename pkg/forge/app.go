@@ -659,8 +659,8 @@ func (a *AppClient) LastListed() time.Time {
 
 // Changed is when the installations or the repositories resolved to them
 // last changed by a list (Relist), a webhook (HandleInstallationEvent,
-// HandleInstallationRepositoriesEvent) or another replica's news (Apply);
-// zero before any. A repository no installation covered may be covered
+// HandleInstallationRepositoriesEvent), another replica's news (Apply) or
+// a check that dropped an installation (DropChecked); zero before any. A repository no installation covered may be covered
 // since.
 func (a *AppClient) Changed() time.Time {
 	a.mu.Lock()
