@@ -153,7 +153,8 @@ func (s *Server) refuseInstallation(w http.ResponseWriter, repo string, err erro
 // run(ctx, id, key) serves each in a goroutine of its own, whose ctx ends
 // when want no longer names the installation or names it with another key
 // (a new run starts with the new key); a run that returned on its own
-// starts again at the next interval. Runs of one installation never
+// starts again at the next look (the next interval, or wake). Runs of one
+// installation never
 // overlap: a new run starts once the one it replaces returned (one
 // stopped may still be ending, as a sweep writing the news of the drop
 // its own pass made), so the old one's clean-up (sweepInstallation's
