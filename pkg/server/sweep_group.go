@@ -256,9 +256,10 @@ func (g *installationSweeps) sweepInstallation(ctx context.Context, id int64, sl
 // pass makes one pass of installation id's term st, once it has one of
 // the shard term's slots. It returns what lease.Every expects: the
 // instant the next pass must wait for, and whether it completed. A pass
-// that got no slot within an interval, or whose installation the App no
-// longer knows, is skipped: it returns a resume of now, which counts
-// neither as a failure nor as a success. The pass itself is bounded by the
+// whose installation the App no longer knows, whose token did not come
+// or whose mints are held back (minted), or that got no slot within an
+// interval, is skipped: it returns a resume of now, which counts neither
+// as a failure nor as a success. The pass itself is bounded by the
 // interval (cause lease.ErrPassTimeout, counted as a timeout), from the
 // moment it has its slot, so the wait for one is not charged to it. A
 // pass whose read GitHub refused for the installation's suspension has
