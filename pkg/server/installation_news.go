@@ -340,9 +340,10 @@ func (s *Server) listTurn(ctx context.Context) (done func()) {
 // its periodic re-list (AppClient.RunInTurn, in listTurn); the changes
 // other replicas' news leases say (otherNews, listed at every tick of the
 // sweep interval), applied without a request, so an installation webhook
-// costs the App's budget nothing on the replicas it did not reach (each
-// ends the installation's mint hold here, as the webhook does where it
-// came: installationSweeps.releaseMint); the installations this replica
+// costs the App's budget nothing on the replicas it did not reach (each,
+// whatever its kind, ends the installation's mint hold here:
+// installationSweeps.releaseMint; where it came, only an installation
+// webhook applied does); the installations this replica
 // found otherwise than by news or a webhook (AppClient.TakeFound: a
 // repository's look-up, a re-list), told to the others at every tick
 // (tellFound: up to the first the store fails), so that a shard's holder
