@@ -24,10 +24,12 @@ import (
 )
 
 // installationNewsPrefix starts the name of a news lease,
-// app-installations-changed/<id>/<kind>/<account>/<owner>: one change an
-// installation webhook made (newsName), taken by the replica it reached
-// (owner) for newsIntervals sweep intervals and released after. It elects
-// nothing: the other replicas read the change from its name.
+// app-installations-changed/<id>/<kind>/<account>/<owner>: one change to
+// the App's installations (newsNames) that an installation webhook, a
+// check after GitHub refused an installation's token or read, or an
+// installation found otherwise (AppClient.TakeFound) made on the replica
+// owner, taken by it for newsIntervals sweep intervals and released after.
+// It elects nothing: the other replicas read the change from its name.
 const installationNewsPrefix = "app-installations-changed/"
 
 // newsIntervals is a news lease's TTL in sweep intervals: long enough for
