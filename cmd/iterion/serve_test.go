@@ -439,8 +439,6 @@ func startServe(t *testing.T, args []string) (url string, log *logLines, stop fu
 	return "http://" + line.Addr, log, func() error { cancel(); return <-done }
 }
 
-// getJSON decodes the answer of GET url, sent with the tests' API token
-// ("api"), which opens the pages too.
 // postRun posts a success run of repo's pull at sha to serve's API at url
 // (token "api") and returns the answer's status and body.
 func postRun(t *testing.T, url, repo string, pull int, sha string) (int, string) {
@@ -456,6 +454,8 @@ func postRun(t *testing.T, url, repo string, pull int, sha string) (int, string)
 	return resp.StatusCode, string(b)
 }
 
+// getJSON decodes the answer of GET url, sent with the tests' API token
+// ("api"), which opens the pages too.
 func getJSON(t *testing.T, url string, v any) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, url, nil)
