@@ -210,15 +210,7 @@ func (s tenantsScenario) run(ctx context.Context, c *cluster) (TenantsResult, er
 	if err != nil {
 		return res, err
 	}
-	spec := replicaSpec{
-		app: []string{"--github-app-id", fmt.Sprint(tenantsAppID), "--github-private-key-file", key},
-		// The latency model spends GitHub's time, compressed as the
-		// minute is: the sweep's time budget applies again.
-		extra: []string{"--webhook-secret", tenantsSecret, "--sweep-no-time-budget=false"},
-	}
-	if s.shards > 0 {
-		spec.extra = append(spec.extra, "--sweep-shards", fmt.Sprint(s.shards))
-	}
+	spec := s.replicaSpec(key)
 	tSeed := time.Now()
 	seeder, err := s.seed(ctx, c, spec)
 	if err != nil {
@@ -235,12 +227,8 @@ func (s tenantsScenario) run(ctx context.Context, c *cluster) (TenantsResult, er
 	}
 	byN := map[int]map[int64]int64{}
 	for _, n := range s.replicas {
-		rs, err := c.startReplicas(ctx, n, spec)
+		tUp, err := s.up(ctx, c, n, spec)
 		if err != nil {
-			return res, err
-		}
-		tUp := time.Now()
-		if err := pointWebhooks(ctx, c.sim, webhookURL(rs[0].api)); err != nil {
 			return res, err
 		}
 		row, perInst, err := s.steady(ctx, c, n, ids, tUp)
@@ -289,6 +277,34 @@ func (s tenantsScenario) run(ctx context.Context, c *cluster) (TenantsResult, er
 		s.logf("tenants: %s: %s (%s)", g.Goal, g.Measured, met)
 	}
 	return res, nil
+}
+
+// replicaSpec is how the scenario starts its replicas: in App mode with
+// the App's key at key, checking the simulator's webhook signatures, with
+// the sweep's time budget on, and on the scenario's shards.
+func (s tenantsScenario) replicaSpec(key string) replicaSpec {
+	spec := replicaSpec{
+		app: []string{"--github-app-id", fmt.Sprint(tenantsAppID), "--github-private-key-file", key},
+		// The latency model spends GitHub's time, compressed as the
+		// minute is: the sweep's time budget applies again.
+		extra: []string{"--webhook-secret", tenantsSecret, "--sweep-no-time-budget=false"},
+	}
+	if s.shards > 0 {
+		spec.extra = append(spec.extra, "--sweep-shards", fmt.Sprint(s.shards))
+	}
+	return spec
+}
+
+// up starts n replicas of spec and points the simulator's webhooks at the
+// first of them, where disturb sends its own; it returns when every
+// replica answered, before the webhooks were pointed.
+func (s tenantsScenario) up(ctx context.Context, c *cluster, n int, spec replicaSpec) (time.Time, error) {
+	rs, err := c.startReplicas(ctx, n, spec)
+	if err != nil {
+		return time.Time{}, err
+	}
+	tUp := time.Now()
+	return tUp, pointWebhooks(ctx, c.sim, webhookURL(rs[0].api))
 }
 
 // seed seeds every installation's runs (storeSeeder: the first through one
