@@ -36,8 +36,9 @@ import (
 //     repository each, the latency model on, GitHub's budgets.
 //   - Seeding: the store holds exactly installations × runs open runs,
 //     each under its repository's installation, as the server lists them
-//     for a sweep; the seeding replica, on an interval of an hour, swept
-//     nothing and was stopped.
+//     for a sweep, and the simulator each one's pull request at its head
+//     (unique to it) with its verdict as the status; the seeding replica,
+//     on an interval of an hour, swept nothing and was stopped.
 //   - Every replica, as serve logged its settings: App mode on the
 //     simulator, the scenario's interval and shards, the webhook secret
 //     the simulator signs with (no delivery refused), the sweep's time
@@ -131,7 +132,36 @@ func TestTenantsWiringIsWhatTheBenchmarksDescribe(t *testing.T) {
 			}
 		}
 	}
+	// Each run's pull request open on the simulator at its head, with the
+	// run's verdict as the head's status, as POST /api/runs would have
+	// found them; no two installations' runs share a head.
+	heads := map[string]int64{}
+	checkOnSim := func(when string, ids ...int64) {
+		t.Helper()
+		for _, id := range ids {
+			for _, r := range tenantRuns(id, s.runsPer) {
+				var pr struct {
+					State string
+					Head  struct{ SHA string }
+				}
+				if err := c.sim.forgeJSON(ctx, http.MethodGet, fmt.Sprintf("%s/repos/%s/pulls/%d", c.sim.url, r.Repo, r.Pull), nil, &pr); err != nil {
+					t.Errorf("%s: %s#%d on the simulator: %v", when, r.Repo, r.Pull, err)
+					continue
+				}
+				state, err := c.sim.statusOf(ctx, r.Repo, r.HeadSHA, gateContext)
+				if pr.State != "open" || !strings.EqualFold(pr.Head.SHA, r.HeadSHA) || err != nil || state != r.Verdict {
+					t.Errorf("%s: %s#%d on the simulator: %s at %s, status %q (%v); want open at %s, status %q",
+						when, r.Repo, r.Pull, pr.State, pr.Head.SHA, state, err, r.HeadSHA, r.Verdict)
+				}
+				if other, dup := heads[r.HeadSHA]; dup && other != id {
+					t.Errorf("%s: installations %d and %d share head %s: each head is unique", when, other, id, r.HeadSHA)
+				}
+				heads[r.HeadSHA] = id
+			}
+		}
+	}
 	checkOpenRuns("seeded", 1, 2, 3, 4)
+	checkOnSim("seeded", 1, 2, 3, 4)
 	if n, err := db.Collection(gaterun.Collection).CountDocuments(ctx, bson.D{}); err != nil || n != 8 {
 		t.Errorf("seeded: got %d runs (%v), want 8: 4 installations × 2", n, err)
 	}
@@ -168,6 +198,7 @@ func TestTenantsWiringIsWhatTheBenchmarksDescribe(t *testing.T) {
 		t.Errorf("installed after the churn: got %v, want %v: 5 and 6 added, 1 and 3 removed, 7 the unknown one", installed, want)
 	}
 	checkOpenRuns("added", 5, 6)
+	checkOnSim("added", 5, 6)
 	if res.UnknownStatus != http.StatusAccepted || !res.UnknownAlive {
 		t.Errorf("the unknown installation's webhook: got %d, alive %v; want 202 from a live replica", res.UnknownStatus, res.UnknownAlive)
 	}
