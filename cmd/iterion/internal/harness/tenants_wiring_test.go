@@ -39,10 +39,10 @@ import (
 //     for a sweep, and the simulator each one's pull request at its head
 //     (unique to it) with its verdict as the status; the seeding replica,
 //     on an interval of an hour, swept nothing and was stopped.
-//   - Every replica, as serve logged its settings: App mode on the
-//     simulator, the scenario's interval and shards, the webhook secret
-//     the simulator signs with (no delivery refused), the sweep's time
-//     budget on.
+//   - Every replica: App mode on the simulator, the scenario's interval
+//     and shards (as serve logged them), the sweep's time budget on (its
+//     flags), the webhook secret the simulator and the harness sign with
+//     (their webhooks handled, none answered 401).
 //   - Churn: installations 5 and 6 added, their installation webhooks
 //     (and the removals') handled by the first replica alone, each one's
 //     first run posted through its POST /api/runs and the rest written to
