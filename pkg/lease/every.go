@@ -94,11 +94,8 @@ func EveryAfter(ctx context.Context, first, interval time.Duration, now func() t
 			skipped(resume)
 			continue
 		}
-		var complete, timedOut bool
-		resume, complete, timedOut = bounded(ctx, pass, wd)
-		if timedOut && wd.TimedOut != nil {
-			wd.TimedOut()
-		}
+		var complete bool
+		wd.Bound(ctx, func(ctx context.Context) { resume, complete = pass(ctx) })
 		switch {
 		case complete:
 			failed = 0
@@ -114,17 +111,25 @@ func EveryAfter(ctx context.Context, first, interval time.Duration, now func() t
 	}
 }
 
-// bounded runs one pass under wd.PassTimeout, tracked by wd.Health while
-// it runs, and reports whether the timeout cancelled it.
-func bounded(ctx context.Context, pass func(context.Context) (time.Time, bool), wd Watchdog) (resume time.Time, complete, timedOut bool) {
+// Bound runs pass once as [Every] runs each of its passes: under
+// PassTimeout from the call (its context ends then, with cause
+// ErrPassTimeout), tracked by Health while it runs, and followed by a
+// call to TimedOut when the timeout cancelled it. With no PassTimeout, pass runs under ctx alone, untracked. It is for a
+// caller whose pass must wait for something before its deadline starts
+// (a slot shared with other passes): Every's pass does the wait, and
+// Bound the pass proper, under a Watchdog with PassTimeout and Health
+// while Every's has neither.
+func (wd Watchdog) Bound(ctx context.Context, pass func(context.Context)) {
 	if wd.PassTimeout <= 0 {
-		resume, complete = pass(ctx)
-		return resume, complete, false
+		pass(ctx)
+		return
 	}
 	pctx, cancel := context.WithTimeoutCause(ctx, wd.PassTimeout, ErrPassTimeout)
 	defer cancel()
 	w := wd.Health.beginPass(wd.Name, time.Now().Add(wd.PassTimeout))
 	defer wd.Health.end(w)
-	resume, complete = pass(pctx)
-	return resume, complete, errors.Is(context.Cause(pctx), ErrPassTimeout)
+	pass(pctx)
+	if errors.Is(context.Cause(pctx), ErrPassTimeout) && wd.TimedOut != nil {
+		wd.TimedOut()
+	}
 }

@@ -259,3 +259,47 @@ func TestEveryAfterStartsItsCadenceAtItsFirstPass(t *testing.T) {
 		})
 	}
 }
+
+// TestWatchdogBoundBoundsOnePassFromItsCall pins Watchdog.Bound in virtual
+// time: the pass's context ends PassTimeout after the call, whatever
+// waited before it, with cause ErrPassTimeout and one call to TimedOut;
+// Health fails once a pass ignoring that cancellation is past its deadline
+// by its bound, not before, and is healthy again once the pass returned.
+func TestWatchdogBoundBoundsOnePassFromItsCall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const timeout, bound = time.Minute, 10 * time.Second
+		h := lease.NewHealth(bound)
+		timeouts := 0
+		wd := lease.Watchdog{Name: "net", PassTimeout: timeout, Health: h, TimedOut: func() { timeouts++ }}
+		time.Sleep(timeout / 2) // a wait before the pass, not charged to it
+		start := time.Now()
+		release := make(chan struct{})
+		var ended time.Duration
+		var cause error
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			wd.Bound(t.Context(), func(ctx context.Context) {
+				<-ctx.Done()
+				ended, cause = time.Since(start), context.Cause(ctx)
+				<-release // blind to its cancellation
+			})
+		}()
+		time.Sleep(timeout + bound - time.Second)
+		if err := h.Check(); err != nil {
+			t.Errorf("Check within the bound past the deadline: got %v, want nil", err)
+		}
+		time.Sleep(time.Second)
+		if err := h.Check(); !errors.Is(err, lease.ErrPassStuck) {
+			t.Errorf("Check at the deadline plus the bound: got %v, want ErrPassStuck", err)
+		}
+		close(release)
+		<-done
+		if ended != timeout || !errors.Is(cause, lease.ErrPassTimeout) || timeouts != 1 {
+			t.Errorf("pass's context ended %v after the call with cause %v, %d TimedOut calls; want %v, ErrPassTimeout, 1", ended, cause, timeouts, timeout)
+		}
+		if err := h.Check(); err != nil {
+			t.Errorf("Check after the pass returned: got %v, want nil", err)
+		}
+	})
+}
