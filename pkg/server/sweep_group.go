@@ -261,7 +261,8 @@ func (g *installationSweeps) sweepInstallation(ctx context.Context, id int64, sl
 // interval, is skipped: it returns a resume of now, which counts neither
 // as a failure nor as a success. The pass itself is bounded by the
 // interval (cause lease.ErrPassTimeout, counted as a timeout), from the
-// moment it has its slot, so the wait for one is not charged to it. A
+// moment it has its slot, so the wait for one is not charged to it, and
+// fails /healthz while it ignores that cancellation (passWatchdog). A
 // pass whose read GitHub refused for the installation's suspension has
 // the installation checked at its end (refusedRead).
 func (g *installationSweeps) pass(ctx context.Context, sw *sweeper, st *sweepTerm, id int64, slots chan struct{}) (time.Time, bool) {
@@ -282,12 +283,9 @@ func (g *installationSweeps) pass(ctx context.Context, sw *sweeper, st *sweepTer
 		return g.s.cfg.Now(), false
 	}
 	defer func() { <-slots }()
-	pctx, cancel := context.WithTimeoutCause(ctx, g.interval, lease.ErrPassTimeout)
-	defer cancel()
-	p, resume := sw.pass(pctx, st)
-	if errors.Is(context.Cause(pctx), lease.ErrPassTimeout) {
-		g.s.passes.timeouts.WithLabelValues(MergeGateSweeper().Name).Inc()
-	}
+	var p SweepPass
+	var resume time.Time
+	g.passWatchdog(id).Bound(ctx, func(ctx context.Context) { p, resume = sw.pass(ctx, st) })
 	if st.takeSuspended() {
 		g.refusedRead(ctx, sw, id)
 	}
@@ -295,6 +293,35 @@ func (g *installationSweeps) pass(ctx context.Context, sw *sweeper, st *sweepTer
 	g.keepListed(id, st)
 	g.note(id, st, p.Behind)
 	return resume, p.Complete
+}
+
+// passWatchdog bounds installation id's pass proper (pass), from the
+// moment it has its slot, as the token-mode sweeper's watchdog bounds
+// each of its passes (Server.watchdog): by one interval, counted in
+// iterion_net_pass_timeouts_total, and tracked by the replica's Health,
+// which /healthz checks, so a pass that ignores its cancellation fails
+// the liveness check once past its deadline by TTL/6 (healthBound). Each
+// installation's pass is tracked under its own name, naming the
+// installation, in the one Health of every shard term of the replica.
+//
+// The bound is the token-mode sweeper's because what it bounds is the
+// same sweeper.pass, whose time budget begins a batch only when it would
+// end within the interval however long GitHub lets a query run (10 s): a
+// healthy pass, however slow, returns by its deadline, or at it when
+// cancelled. What comes before it is not charged, or a busy shard's
+// healthy passes would be cut, and their installations parked
+// (TestAppModeSlowPassesWaitingForASlotAreNeitherCutNorStuck): the wait
+// for the installation's token (up to an interval, minted) and for one of
+// the shard's --installation-concurrency slots (up to an interval behind
+// the shard's other installations' passes). Nor is what comes
+// after it, on the term's context rather than the pass's (the checks and
+// moves of refusedRead and rehome, each request under its own deadline):
+// it is not cancelled at the deadline, so however long it takes it would
+// read as a pass ignoring its cancellation.
+func (g *installationSweeps) passWatchdog(id int64) lease.Watchdog {
+	name := MergeGateSweeper().Name
+	return lease.Watchdog{Name: fmt.Sprintf("%s installation %d", name, id), PassTimeout: g.interval, Health: g.s.health,
+		TimedOut: g.s.passes.timeouts.WithLabelValues(name).Inc}
 }
 
 // rehome moves each run that installation from's pass found unreadable

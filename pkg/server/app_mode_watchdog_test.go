@@ -1,0 +1,165 @@
+package server_test
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"iterion.dev/iterion/pkg/forge/forgesim"
+	"iterion.dev/iterion/pkg/server"
+)
+
+// blindInstallations passes requests on to next, except the GraphQL
+// queries of the installations it hangs: those ignore their cancellation
+// and answer only once release is closed.
+type blindInstallations struct {
+	next    http.RoundTripper
+	release chan struct{}
+
+	mu     sync.Mutex
+	hung   map[int64]bool
+	hungAt map[int64]time.Time // when each hung installation's first query was sent
+}
+
+func (b *blindInstallations) hang(ids ...int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, id := range ids {
+		b.hung[id] = true
+	}
+}
+
+func (b *blindInstallations) sentAt(id int64) time.Time {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.hungAt[id]
+}
+
+func (b *blindInstallations) RoundTrip(req *http.Request) (*http.Response, error) {
+	_, tok, _ := strings.Cut(req.Header.Get("Authorization"), " ")
+	id := installationTokenOf(tok)
+	b.mu.Lock()
+	hang := b.hung[id] && strings.HasSuffix(req.URL.Path, "/graphql")
+	if hang && b.hungAt[id].IsZero() {
+		b.hungAt[id] = time.Now()
+	}
+	b.mu.Unlock()
+	if !hang {
+		return b.next.RoundTrip(req)
+	}
+	<-b.release
+	return nil, fmt.Errorf("installation %d: hung query released", id)
+}
+
+// healthzOf is r's GET /healthz: its status and body.
+func healthzOf(r *replica) (int, string) {
+	rr := httptest.NewRecorder()
+	r.handler.ServeHTTP(rr, httptest.NewRequest(http.MethodGet, "/healthz", nil))
+	return rr.Code, rr.Body.String()
+}
+
+// TestAppModeAPassIgnoringItsCancellationFailsHealthz pins /healthz in
+// App mode (docs/design.md, "The watchdog, per installation";
+// docs/operating.md, GET /healthz): an installation's pass that ignores
+// its cancellation fails the replica's liveness check once it is past its
+// deadline (one interval from its start) by TTL/6, as a token-mode
+// sweeper's or a board sync's pass does, and not before; the check names
+// every such installation, of every shard the replica holds.
+func TestAppModeAPassIgnoringItsCancellationFailsHealthz(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const interval, shards, bound = time.Minute, 2, 30 * time.Second // bound: TTL/6
+		c, next := newAppCluster(t, 4, true)
+		bf := &blindInstallations{next: next, release: make(chan struct{}), hung: map[int64]bool{}, hungAt: map[int64]time.Time{}}
+		startAppReplicas(t, c, bf, 1, interval, shards, nil)
+		r := c.replicas[0]
+		defer r.stop()
+		defer close(bf.release) // first: the hung passes return, then the replica stops
+		time.Sleep(2*interval + time.Second)
+		synctest.Wait()
+		var ids []int64 // the first installation of each shard
+		for shard := range shards {
+			for id := int64(1); id <= 4; id++ {
+				if server.InstallationShard(id, shards) == shard {
+					ids = append(ids, id)
+					break
+				}
+			}
+		}
+		if len(ids) != shards {
+			t.Fatalf("installations 1..4 fill shards %v alone, want one in each of %d", ids, shards)
+		}
+		bf.hang(ids...)
+		time.Sleep(interval)
+		synctest.Wait()
+		first, last := bf.sentAt(ids[0]), bf.sentAt(ids[1])
+		if first.IsZero() || last.IsZero() {
+			t.Fatalf("hung installations %v: queries sent at %v and %v, want both within an interval", ids, first, last)
+		}
+		if last.Before(first) {
+			first, last = last, first
+		}
+
+		time.Sleep(time.Until(first.Add(interval + bound - 5*time.Second)))
+		synctest.Wait()
+		if code, body := healthzOf(r); code != http.StatusOK {
+			t.Errorf("/healthz within the bound after the hung passes' deadlines: got %d %s, want 200", code, body)
+		}
+		time.Sleep(time.Until(last.Add(interval + bound + 5*time.Second)))
+		synctest.Wait()
+		code, body := healthzOf(r)
+		if code != http.StatusServiceUnavailable {
+			t.Errorf("/healthz past the hung passes' deadlines plus the bound: got %d %s, want 503: a pass ignoring its cancellation fails the liveness check", code, body)
+		}
+		for _, id := range ids {
+			if !strings.Contains(body, fmt.Sprintf("installation %d", id)) {
+				t.Errorf("/healthz %s: does not name installation %d, whose pass is stuck: every shard's installations are checked", body, id)
+			}
+		}
+	})
+}
+
+// TestAppModeSlowPassesWaitingForASlotAreNeitherCutNorStuck pins what the
+// watchdog of an installation's pass does not count (docs/design.md, "The
+// watchdog, per installation"): the wait for one of its shard's
+// --installation-concurrency slots. Ten installations share one shard and
+// one slot, and every GitHub query takes 9 s, short of GitHub's 10 s
+// timeout: 90 s of passes an interval, so passes wait up to an interval
+// for the slot (those that would wait longer are skipped). None is cut at
+// its deadline, none parked, every installation's passes complete, and
+// /healthz answers 200 throughout.
+func TestAppModeSlowPassesWaitingForASlotAreNeitherCutNorStuck(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const interval, n = time.Minute, 10
+		c, next := newAppCluster(t, n, true, forgesim.WithLatency(forgesim.Latency{GraphQLBase: 9 * time.Second}))
+		startAppReplicas(t, c, next, 1, interval, 1, func(cfg *server.Config) { cfg.InstallationConcurrency = 1 })
+		r, start := c.replicas[0], time.Now()
+		for range 12 {
+			time.Sleep(interval / 2)
+			synctest.Wait()
+			if code, body := healthzOf(r); code != http.StatusOK {
+				t.Errorf("/healthz at %v: got %d %s, want 200: no pass is stuck, only slow", time.Since(start), code, body)
+			}
+		}
+		timeouts, stalls := metricValue(t, r.handler, "iterion_net_pass_timeouts_total"), metricValue(t, r.handler, "iterion_net_stalls_total")
+		r.stop()
+		if timeouts != 0 || stalls != 0 {
+			t.Errorf("pass timeouts %v, stalls %v; want none: a pass's deadline counts from its slot, and each pass takes 9 s", timeouts, stalls)
+		}
+		for id := int64(1); id <= n; id++ {
+			complete := 0
+			for _, p := range sweptBy(c, id) {
+				if p.Complete {
+					complete++
+				}
+			}
+			if complete == 0 {
+				t.Errorf("installation %d: no complete pass in 6 intervals, want its passes complete, however long they waited for the slot", id)
+			}
+		}
+	})
+}
