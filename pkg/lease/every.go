@@ -114,11 +114,11 @@ func EveryAfter(ctx context.Context, first, interval time.Duration, now func() t
 // Bound runs pass once as [Every] runs each of its passes: under
 // PassTimeout from the call (its context ends then, with cause
 // ErrPassTimeout), tracked by Health while it runs, and followed by a
-// call to TimedOut when the timeout cancelled it. With no PassTimeout, pass runs under ctx alone, untracked. It is for a
-// caller whose pass must wait for something before its deadline starts
-// (a slot shared with other passes): Every's pass does the wait, and
-// Bound the pass proper, under a Watchdog with PassTimeout and Health
-// while Every's has neither.
+// call to TimedOut when the timeout cancelled it. With no PassTimeout,
+// pass runs under ctx alone, untracked. It is for a caller whose pass
+// must wait for something before its deadline starts (a slot shared with
+// other passes): Every's pass does the wait, and Bound the pass proper,
+// under a Watchdog with PassTimeout and Health while Every's has neither.
 func (wd Watchdog) Bound(ctx context.Context, pass func(context.Context)) {
 	if wd.PassTimeout <= 0 {
 		pass(ctx)
