@@ -28,7 +28,9 @@ import (
 // replicas of one deployment so prune a host once a period between them,
 // not once each; a replica with another list (a rolling change of it)
 // prunes at once. A prune that fails is tried again at the next pass of
-// any of the Pruner's syncs, without a new claim. Safe for concurrent use.
+// any of the Pruner's syncs, without a new claim, and for the part that
+// failed only: once the cards are removed, a retry only drops the
+// tombstones, so no period scans the cards twice. Safe for concurrent use.
 type Pruner struct {
 	store Store
 	host  string
@@ -40,9 +42,11 @@ type Pruner struct {
 	// at is when this Pruner last asked the store for a claim that was
 	// answered, or is asking; zero: never.
 	at time.Time
-	// owed is true while a prune this Pruner claimed has not succeeded.
-	owed bool
-	busy bool // a prune is under way for one of the syncs
+	// cards and tombs are the parts of a prune this Pruner claimed that
+	// have not succeeded yet: Store.Prune and Store.ExpireTombstones,
+	// which runs after it, so cards is never owed without tombs.
+	cards, tombs bool
+	busy         bool // a prune is under way for one of the syncs
 }
 
 // NewPruner returns the Pruner of host's board, whose repositories are
@@ -96,7 +100,9 @@ func validHost(host string) bool {
 // prune runs Store.Prune and Store.ExpireTombstones for a pass begun at
 // at, once the period since this Pruner's last claim is out and the store
 // grants it a new one (Store.ClaimPrune), or at once after a claimed prune
-// that failed, and returns the cards removed and the tombstones expired.
+// that failed, for the part of it that failed (a Store.Prune that
+// succeeded is not run again under the same claim), and returns the cards
+// removed and the tombstones expired.
 // ran is false, and the store was asked at most for a claim,
 // when it did not prune: not due, another sync's prune under way, or
 // another replica's claim stands. A claim the store did not answer is
@@ -104,11 +110,12 @@ func validHost(host string) bool {
 func (p *Pruner) prune(ctx context.Context, at time.Time) (removed, expired int, ran bool, err error) {
 	p.mu.Lock()
 	due := p.at.IsZero() || at.Sub(p.at) >= p.every
-	if p.busy || (!due && !p.owed) {
+	cards, tombs := p.cards, p.tombs
+	owed := cards || tombs
+	if p.busy || (!due && !owed) {
 		p.mu.Unlock()
 		return 0, 0, false, nil
 	}
-	owed := p.owed
 	p.busy = true
 	p.mu.Unlock()
 	defer func() {
@@ -122,18 +129,23 @@ func (p *Pruner) prune(ctx context.Context, at time.Time) (removed, expired int,
 			return 0, 0, true, err
 		}
 		p.mu.Lock()
-		p.at, p.owed = at, claimed
+		p.at = at
 		p.mu.Unlock()
 		if !claimed {
 			return 0, 0, false, nil
 		}
+		cards, tombs = true, true
 	}
-	removed, err = p.store.Prune(ctx, p.host, p.repos)
-	if err == nil {
+	if cards {
+		removed, err = p.store.Prune(ctx, p.host, p.repos)
+		cards = err != nil
+	}
+	if !cards { // tombs is owed
 		expired, err = p.store.ExpireTombstones(ctx, at)
+		tombs = err != nil
 	}
 	p.mu.Lock()
-	p.owed = err != nil
+	p.cards, p.tombs = cards, tombs
 	p.mu.Unlock()
 	return removed, expired, true, err
 }

@@ -77,8 +77,8 @@ type Pass struct {
 	// on the board (Config.BoardRepos), at a term's first pass and every
 	// FullEvery when the store granted the period's claim
 	// (Store.ClaimPrune: once a period between the replicas of one list);
-	// PruneErr is why it could not, in which case the next pass tries
-	// again.
+	// PruneErr is why it could not remove them or the tombstones, in
+	// which case the next pass tries again what failed.
 	Pruned   int
 	PruneErr error
 	// Expired is how many tombstones of removed cards, older than

@@ -1071,16 +1071,19 @@ func TestReplicasSharingAStorePruneOncePerPeriod(t *testing.T) {
 	})
 }
 
-// pruneFaults is a board.MemoryStore whose next Prunes and ClaimPrunes
-// fail, as many of each as set.
+// pruneFaults is a board.MemoryStore whose next Prunes, ClaimPrunes and
+// ExpireTombstones fail, as many of each as set, and that counts the
+// Prunes it was asked for.
 type pruneFaults struct {
 	*board.MemoryStore
-	prunes, claims atomic.Int32
+	prunes, claims, expiries atomic.Int32
+	asked                    atomic.Int32 // Prunes asked for, failed or not
 }
 
 var errPruneFault = errors.New("store did not answer (injected)")
 
 func (s *pruneFaults) Prune(ctx context.Context, host string, repos []string) (int, error) {
+	s.asked.Add(1)
 	if s.prunes.Add(-1) >= 0 {
 		return 0, errPruneFault
 	}
@@ -1092,6 +1095,13 @@ func (s *pruneFaults) ClaimPrune(ctx context.Context, host, board string, at tim
 		return false, errPruneFault
 	}
 	return s.MemoryStore.ClaimPrune(ctx, host, board, at, every)
+}
+
+func (s *pruneFaults) ExpireTombstones(ctx context.Context, now time.Time) (int, error) {
+	if s.expiries.Add(-1) >= 0 {
+		return 0, errPruneFault
+	}
+	return s.MemoryStore.ExpireTombstones(ctx, now)
 }
 
 // TestSyncRetriesAFailedPruneAtTheNextPass pins that a prune that fails
@@ -1131,6 +1141,39 @@ func TestSyncRetriesAFailedPruneAtTheNextPass(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestSyncRetriesOnlyThePartOfAPruneThatFailed pins that a prune whose
+// removal of the cards off the board succeeded and whose expiry of the
+// tombstones failed (a term's end cancels the pass between the two) is
+// retried at the next pass for the tombstones alone: the period's cards
+// were removed once, and scanning the card collection for them again
+// would be a second prune in the period.
+func TestSyncRetriesOnlyThePartOfAPruneThatFailed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := &pruneFaults{MemoryStore: board.NewMemoryStore()}
+		store.expiries.Store(1)
+		ctx := context.Background()
+		off := board.Card{Host: "github.com", Repo: "acme/old", Number: 1, Title: "off the board", State: "open", Updated: time.Now()}
+		if _, err := store.Put(ctx, off); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := store.Remove(ctx, "github.com", "acme/app", 9, time.Now().Add(-board.TombstoneTTL-time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		r := newBoardRigWith(t, func(cfg *board.Config) { cfg.Store, cfg.FullEvery = store, 10*boardInterval }, "acme/app")
+		r.seed(t, "acme/app", forgesim.Issue{Number: 1, Title: "synced", State: "open"})
+		r.start(t)
+		if p := r.next(t); !errors.Is(p.PruneErr, errPruneFault) || p.Pruned != 1 {
+			t.Errorf("pass 1: pruned %d, err %v, want 1 and the store's error: the cards were removed, the tombstones not", p.Pruned, p.PruneErr)
+		}
+		if p := r.next(t); p.PruneErr != nil || p.Expired != 1 {
+			t.Errorf("pass 2: expired %d, err %v, want 1, nil: the failed expiry is tried again at the next pass", p.Expired, p.PruneErr)
+		}
+		if got := store.asked.Load(); got != 1 {
+			t.Errorf("Prunes asked for in the period: %d, want 1: a retry does not remove again the cards a period's prune removed", got)
+		}
+	})
 }
 
 // TestAReplicaWithAnotherBoardListPrunesAtOnce pins that the period's
