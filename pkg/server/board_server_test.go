@@ -490,7 +490,8 @@ func TestBoardFullEveryReachesEverySync(t *testing.T) {
 }
 
 // prunesWatched is a board.MemoryStore that records the repositories of
-// each Prune.
+// each Prune it did: not of one it refused (a done context's, a pass cut
+// by its term's end), which scanned no card and is tried again.
 type prunesWatched struct {
 	*board.MemoryStore
 	mu     sync.Mutex
@@ -498,10 +499,13 @@ type prunesWatched struct {
 }
 
 func (s *prunesWatched) Prune(ctx context.Context, host string, repos []string) (int, error) {
-	s.mu.Lock()
-	s.prunes = append(s.prunes, slices.Sorted(slices.Values(repos)))
-	s.mu.Unlock()
-	return s.MemoryStore.Prune(ctx, host, repos)
+	removed, err := s.MemoryStore.Prune(ctx, host, repos)
+	if err == nil {
+		s.mu.Lock()
+		s.prunes = append(s.prunes, slices.Sorted(slices.Values(repos)))
+		s.mu.Unlock()
+	}
+	return removed, err
 }
 
 // TestBoardRemovesTheCardsOfARepositoryDropped pins that a repository
@@ -631,7 +635,11 @@ func TestAppModeBoardPrunesTheHostOncePerPeriod(t *testing.T) {
 // App mode the replicas holding board shards prune the host once a
 // BoardFullEvery between them, not once each (each prune a scan of the
 // card collection): each replica's board.Pruner claims the period in the
-// shared store first, and only one claim a period is granted.
+// shared store first, and only one claim a period is granted. The first
+// passes come at 2 minutes, while the group rebalances its shards; a
+// claim or prune a term's end cuts is tried again at the next pass (a
+// minute later), so the first period begins between 2 and 4 minutes, the
+// second 5 minutes after it, and no third within 9m30s.
 func TestAppModeBoardPrunesTheHostOncePerPeriodAcrossReplicas(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const replicas, installations = 3, 6
@@ -647,7 +655,7 @@ func TestAppModeBoardPrunesTheHostOncePerPeriodAcrossReplicas(t *testing.T) {
 			cfg.Board, cfg.BoardRepos, cfg.BoardInterval, cfg.BoardFullEvery = cards, repos, time.Minute, 5*time.Minute
 		})
 		defer c.stopAll()
-		time.Sleep(7*time.Minute + 30*time.Second) // the terms begin, the syncs' first passes, then a period's
+		time.Sleep(9*time.Minute + 30*time.Second) // the terms begin, the syncs' first passes, then a period's
 		synctest.Wait()
 		syncers := map[string]bool{}
 		for _, r := range c.replicas {
