@@ -130,12 +130,20 @@ func (b releasingBody) Close() error {
 	return err
 }
 
+// MintOverrun is the most a Mint may take to return after its context
+// ended: a mint GitHub was sent is waited for up to jwtAnswerWait more,
+// and the token it brings is stored within tokenPutTimeout. A Mint later
+// than that has a request that ignores its cancellation.
+const MintOverrun = jwtAnswerWait + tokenPutTimeout
+
 // Mint makes sure installation id has a token its Client can use: this
 // replica's, else the TokenStore's, else one it mints (through the JWT's
 // gate, within ctx) and stores, as the Client's own requests would; the
 // token is the one they then send. A caller that has more time than one request's deadline (a sweep
 // pass has an interval) waits for its turn here rather than inside a
-// request. An id not in the known set wraps ErrNotInstalled.
+// request. An id not in the known set wraps ErrNotInstalled. It returns
+// by MintOverrun after ctx ends, unless a request ignores its
+// cancellation.
 func (a *AppClient) Mint(ctx context.Context, id int64) error {
 	if _, err := a.Installation(id); err != nil {
 		return err

@@ -10,6 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"iterion.dev/iterion/pkg/forge"
 	"iterion.dev/iterion/pkg/forge/forgesim"
 	"iterion.dev/iterion/pkg/server"
 )
@@ -160,6 +161,82 @@ func TestAppModeSlowPassesWaitingForASlotAreNeitherCutNorStuck(t *testing.T) {
 			if complete == 0 {
 				t.Errorf("installation %d: no complete pass in 6 intervals, want its passes complete, however long they waited for the slot", id)
 			}
+		}
+	})
+}
+
+// blindMints passes requests on to next, except the token mints of the
+// installations in hung, made from the start: those ignore their
+// cancellation and answer only once release is closed.
+type blindMints struct {
+	next    http.RoundTripper
+	hung    map[int64]bool
+	release chan struct{}
+
+	mu     sync.Mutex
+	sentAt time.Time // when the first hung mint was sent
+}
+
+func (b *blindMints) RoundTrip(req *http.Request) (*http.Response, error) {
+	var id int64
+	_, err := fmt.Sscanf(req.URL.Path, "/app/installations/%d/access_tokens", &id)
+	if err != nil || req.Method != http.MethodPost || !b.hung[id] {
+		return b.next.RoundTrip(req)
+	}
+	b.mu.Lock()
+	if b.sentAt.IsZero() {
+		b.sentAt = time.Now()
+	}
+	b.mu.Unlock()
+	<-b.release
+	return nil, fmt.Errorf("installation %d: hung mint released", id)
+}
+
+func (b *blindMints) sent() time.Time {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.sentAt
+}
+
+// TestAppModeAMintIgnoringItsCancellationFailsHealthz pins /healthz in App
+// mode (docs/operating.md, GET /healthz; docs/design.md, "The watchdog,
+// per installation"): an installation's token mint, made before its pass
+// has a slot, that ignores its cancellation fails the replica's liveness
+// check once past its deadline (one interval, and the time a mint sent
+// may take to return after it, forge.MintOverrun) by TTL/6, and not
+// before, naming the installation. Such a mint holds the App JWT's gate,
+// so every mint of the replica waits and fails, and every pass of its
+// installations is skipped once their tokens expire, which neither the
+// pass timeouts nor the stalls count.
+func TestAppModeAMintIgnoringItsCancellationFailsHealthz(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const interval, bound = time.Minute, 30 * time.Second // bound: TTL/6
+		const hung = int64(2)
+		c, next := newAppCluster(t, 4, true)
+		bm := &blindMints{next: next, hung: map[int64]bool{hung: true}, release: make(chan struct{})}
+		startAppReplicas(t, c, bm, 1, interval, 1, nil)
+		r := c.replicas[0]
+		defer r.stop()
+		defer close(bm.release) // first: the hung mint returns, then the replica stops
+		time.Sleep(interval / 2)
+		synctest.Wait()
+		sent := bm.sent()
+		if sent.IsZero() {
+			t.Fatalf("installation %d's token not asked for in half an interval, want it minted ahead of its first pass", hung)
+		}
+		time.Sleep(time.Until(sent.Add(interval + forge.MintOverrun + bound - 5*time.Second)))
+		synctest.Wait()
+		if code, body := healthzOf(r); code != http.StatusOK {
+			t.Errorf("/healthz within the bound after the hung mint's deadline: got %d %s, want 200", code, body)
+		}
+		time.Sleep(time.Until(sent.Add(3 * interval)))
+		synctest.Wait()
+		code, body := healthzOf(r)
+		if code != http.StatusServiceUnavailable {
+			t.Errorf("/healthz %v after a mint that ignores its cancellation: got %d %s, want 503", time.Since(sent), code, body)
+		}
+		if !strings.Contains(body, fmt.Sprintf("installation %d", hung)) {
+			t.Errorf("/healthz %s: does not name installation %d, whose mint is stuck", body, hung)
 		}
 	})
 }

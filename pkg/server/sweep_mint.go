@@ -3,10 +3,12 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
 	"iterion.dev/iterion/pkg/forge"
+	"iterion.dev/iterion/pkg/lease"
 )
 
 // minted makes sure installation id has its token before its pass takes a
@@ -25,9 +27,7 @@ func (g *installationSweeps) minted(ctx context.Context, sw *sweeper, id int64) 
 		sw.cfg.Logger.Debug("sweep skipped: GitHub refused the installation's token, and it is not asked again yet", "until", until)
 		return false
 	}
-	mctx, cancel := context.WithTimeout(ctx, g.interval)
-	defer cancel()
-	if err := g.app.Mint(mctx, id); err != nil {
+	if err := g.mint(ctx, id, time.Now().Add(g.interval)); err != nil {
 		sw.cfg.Logger.Debug("sweep skipped: installation token not minted within an interval", "err", err)
 		if errors.Is(err, forge.ErrForbidden) {
 			g.refusedMint(ctx, sw, id, now)
@@ -54,11 +54,31 @@ func (g *installationSweeps) mintAhead(ctx context.Context, id int64, at time.Ti
 	if _, held := g.mintHeld(id, g.s.cfg.Now()); held {
 		return
 	}
-	mctx, cancel := context.WithDeadline(ctx, at.Add(g.interval))
-	defer cancel()
-	if err := g.app.Mint(mctx, id); err != nil {
+	if err := g.mint(ctx, id, at.Add(g.interval)); err != nil {
 		g.s.log.Debug("sweep: installation token not minted ahead of its first pass; the pass mints it", "installation", id, "err", err)
 	}
+}
+
+// mint is installation id's forge.AppClient.Mint by deadline, tracked by
+// the replica's Health (as a pass is: passWatchdog) until
+// forge.MintOverrun after it, the most a mint takes to return once its
+// context ended: a mint that ignores its cancellation fails /healthz
+// TTL/6 after that, naming the installation. It is not charged to the
+// pass, whose deadline counts from its slot, but it would stop the
+// installation's sweep with every signal green: it holds the App JWT's
+// gate, so every mint, re-list and check of the replica waits for it and
+// fails, and the passes of its installations are skipped (minted), which
+// counts neither as a timeout nor as a failure.
+func (g *installationSweeps) mint(ctx context.Context, id int64, deadline time.Time) error {
+	var err error
+	wd := lease.Watchdog{Name: fmt.Sprintf("%s installation %d token mint", MergeGateSweeper().Name, id),
+		PassTimeout: time.Until(deadline) + forge.MintOverrun, Health: g.s.health}
+	wd.Bound(ctx, func(ctx context.Context) {
+		mctx, cancel := context.WithDeadline(ctx, deadline)
+		defer cancel()
+		err = g.app.Mint(mctx, id)
+	})
+	return err
 }
 
 // refusedMint asks GitHub whether installation id, whose token mint GitHub
