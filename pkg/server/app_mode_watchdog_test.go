@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -237,6 +238,48 @@ func TestAppModeAMintIgnoringItsCancellationFailsHealthz(t *testing.T) {
 		}
 		if !strings.Contains(body, fmt.Sprintf("installation %d", hung)) {
 			t.Errorf("/healthz %s: does not name installation %d, whose mint is stuck", body, hung)
+		}
+	})
+}
+
+// slowMints passes requests on to next, except the token mints of
+// installation id: those are answered only once their context ends, as
+// late as a mint that heeds its cancellation can return.
+type slowMints struct {
+	next http.RoundTripper
+	id   int64
+}
+
+func (s slowMints) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method != http.MethodPost || req.URL.Path != fmt.Sprintf("/app/installations/%d/access_tokens", s.id) {
+		return s.next.RoundTrip(req)
+	}
+	<-req.Context().Done()
+	return nil, context.Cause(req.Context())
+}
+
+// TestAppModeAMintAnsweredLateIsNotStuck pins what the watchdog of an
+// installation's token mint allows (docs/design.md, "The watchdog, per
+// installation"): a mint GitHub was sent returns up to forge.MintOverrun
+// after its deadline (the App JWT's gate waits for its answer), which is
+// no mint ignoring its cancellation. With a TTL/6 (7.5 s) under that
+// overrun, a mint answered as late as it can be never fails /healthz.
+func TestAppModeAMintAnsweredLateIsNotStuck(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const interval, minute = 15 * time.Second, 15 * time.Second // GitHub's 10 s timeout: 2.5 s
+		c, next := newAppCluster(t, 2, true, forgesim.WithMinute(minute))
+		startAppReplicas(t, c, slowMints{next: next, id: 2}, 1, interval, 1, func(cfg *server.Config) { cfg.ForgeMinute = minute })
+		r := c.replicas[0]
+		defer r.stop()
+		for range 6 * interval / time.Second {
+			time.Sleep(time.Second)
+			synctest.Wait()
+			if code, body := healthzOf(r); code != http.StatusOK {
+				t.Fatalf("/healthz: got %d %s, want 200: a mint answered at its cancellation heeds it", code, body)
+			}
+		}
+		if requestsBy(c.sim, 1, "", 0) == 0 {
+			t.Errorf("installation 1: no request in 6 intervals, want it swept while installation 2's mints are slow")
 		}
 	})
 }
