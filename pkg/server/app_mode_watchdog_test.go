@@ -69,7 +69,8 @@ func healthzOf(r *replica) (int, string) {
 // App mode (docs/design.md, "The watchdog, per installation";
 // docs/operating.md, GET /healthz): an installation's pass that ignores
 // its cancellation fails the replica's liveness check once it is past its
-// deadline (one interval from its start) by TTL/6, as a token-mode
+// deadline (one interval from its start) by the time a mint may take to
+// return after it (forge.MintOverrun) and TTL/6, as a token-mode
 // sweeper's or a board sync's pass does, and not before; the check names
 // every such installation, of every shard the replica holds.
 func TestAppModeAPassIgnoringItsCancellationFailsHealthz(t *testing.T) {
@@ -106,12 +107,12 @@ func TestAppModeAPassIgnoringItsCancellationFailsHealthz(t *testing.T) {
 			first, last = last, first
 		}
 
-		time.Sleep(time.Until(first.Add(interval + bound - 5*time.Second)))
+		time.Sleep(time.Until(first.Add(interval + forge.MintOverrun + bound - 5*time.Second)))
 		synctest.Wait()
 		if code, body := healthzOf(r); code != http.StatusOK {
 			t.Errorf("/healthz within the bound after the hung passes' deadlines: got %d %s, want 200", code, body)
 		}
-		time.Sleep(time.Until(last.Add(interval + bound + 5*time.Second)))
+		time.Sleep(time.Until(last.Add(interval + forge.MintOverrun + bound + 5*time.Second)))
 		synctest.Wait()
 		code, body := healthzOf(r)
 		if code != http.StatusServiceUnavailable {
@@ -280,6 +281,56 @@ func TestAppModeAMintAnsweredLateIsNotStuck(t *testing.T) {
 		}
 		if requestsBy(c.sim, 1, "", 0) == 0 {
 			t.Errorf("installation 1: no request in 6 intervals, want it swept while installation 2's mints are slow")
+		}
+	})
+}
+
+// lateQueries passes requests on to next, except installation id's
+// GraphQL queries: those are answered only late after their context
+// ends, as a request of a pass that needed a token mint returns when the
+// App JWT's gate waits for GitHub's answer to that mint past the
+// request's cancellation (forge.MintOverrun).
+type lateQueries struct {
+	next http.RoundTripper
+	id   int64
+	late time.Duration
+}
+
+func (l lateQueries) RoundTrip(req *http.Request) (*http.Response, error) {
+	_, tok, _ := strings.Cut(req.Header.Get("Authorization"), " ")
+	if installationTokenOf(tok) != l.id || !strings.HasSuffix(req.URL.Path, "/graphql") {
+		return l.next.RoundTrip(req)
+	}
+	<-req.Context().Done()
+	time.Sleep(l.late)
+	return nil, context.Cause(req.Context())
+}
+
+// TestAppModeAPassAnsweredWithinTheMintOverrunIsNotStuck pins what the
+// watchdog of an installation's pass allows (docs/design.md, "The
+// watchdog, per installation"): in App mode any request of a pass may
+// mint its installation's token (a token GitHub refused 401 is dropped
+// and the request sent again with a fresh one), and the App JWT's gate
+// waits for a mint GitHub was sent up to forge.MintOverrun past its
+// cancellation, so a pass returning that late heeds its cancellation.
+// With a TTL/6 (7.5 s) under that overrun, passes whose queries return
+// 12 s after their deadline never fail /healthz.
+func TestAppModeAPassAnsweredWithinTheMintOverrunIsNotStuck(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const interval, minute = 15 * time.Second, 15 * time.Second // TTL/6: 7.5 s
+		c, next := newAppCluster(t, 2, true, forgesim.WithMinute(minute))
+		startAppReplicas(t, c, lateQueries{next: next, id: 2, late: 12 * time.Second}, 1, interval, 1, func(cfg *server.Config) { cfg.ForgeMinute = minute })
+		r := c.replicas[0]
+		defer r.stop()
+		for range 6 * interval / time.Second {
+			time.Sleep(time.Second)
+			synctest.Wait()
+			if code, body := healthzOf(r); code != http.StatusOK {
+				t.Fatalf("/healthz: got %d %s, want 200: a pass returning within forge.MintOverrun of its deadline heeds its cancellation", code, body)
+			}
+		}
+		if n := metricValue(t, r.handler, "iterion_net_pass_timeouts_total"); n == 0 {
+			t.Errorf("pass timeouts: %v, want installation 2's passes cut at their deadline and counted", n)
 		}
 	})
 }

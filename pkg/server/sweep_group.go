@@ -285,7 +285,14 @@ func (g *installationSweeps) pass(ctx context.Context, sw *sweeper, st *sweepTer
 	defer func() { <-slots }()
 	var p SweepPass
 	var resume time.Time
-	g.passWatchdog(id).Bound(ctx, func(ctx context.Context) { p, resume = sw.pass(ctx, st) })
+	g.passWatchdog(id).Bound(ctx, func(ctx context.Context) {
+		pctx, cancel := context.WithTimeoutCause(ctx, g.interval, lease.ErrPassTimeout)
+		defer cancel()
+		p, resume = sw.pass(pctx, st)
+		if errors.Is(context.Cause(pctx), lease.ErrPassTimeout) {
+			g.s.passes.timeouts.WithLabelValues(MergeGateSweeper().Name).Inc()
+		}
+	})
 	if st.takeSuspended() {
 		g.refusedRead(ctx, sw, id)
 	}
@@ -295,14 +302,21 @@ func (g *installationSweeps) pass(ctx context.Context, sw *sweeper, st *sweepTer
 	return resume, p.Complete
 }
 
-// passWatchdog bounds installation id's pass proper (pass), from the
-// moment it has its slot, as the token-mode sweeper's watchdog bounds
-// each of its passes (Server.watchdog): by one interval, counted in
-// iterion_net_pass_timeouts_total, and tracked by the replica's Health,
+// passWatchdog tracks installation id's pass proper (pass), cut one
+// interval from the moment it has its slot (counted in
+// iterion_net_pass_timeouts_total), as the token-mode sweeper's watchdog
+// does each of its passes (Server.watchdog), by the replica's Health,
 // which /healthz checks, so a pass that ignores its cancellation fails
-// the liveness check once past its deadline by TTL/6 (healthBound). Each
-// installation's pass is tracked under its own name, naming the
-// installation, in the one Health of every shard term of the replica.
+// the liveness check once past its deadline by forge.MintOverrun and
+// TTL/6 (healthBound). The overrun is a mint's: any request of the pass
+// may mint the installation's token (one GitHub refused 401 is dropped
+// and the request sent again), and the App JWT's gate waits for a mint
+// GitHub was sent past the request's cancellation; a pass that late
+// heeds its cancellation
+// (TestAppModeAPassAnsweredWithinTheMintOverrunIsNotStuck). Its own
+// PassTimeout only backs the pass's deadline up. Each installation's pass
+// is tracked under its own name, naming the installation, in the one
+// Health of every shard term of the replica.
 //
 // The bound is the token-mode sweeper's because what it bounds is the
 // same sweeper.pass, whose time budget begins a batch only when it would
@@ -319,9 +333,8 @@ func (g *installationSweeps) pass(ctx context.Context, sw *sweeper, st *sweepTer
 // it is not cancelled at the deadline, so however long it takes it would
 // read as a pass ignoring its cancellation.
 func (g *installationSweeps) passWatchdog(id int64) lease.Watchdog {
-	name := MergeGateSweeper().Name
-	return lease.Watchdog{Name: fmt.Sprintf("%s installation %d", name, id), PassTimeout: g.interval, Health: g.s.health,
-		TimedOut: g.s.passes.timeouts.WithLabelValues(name).Inc}
+	return lease.Watchdog{Name: fmt.Sprintf("%s installation %d", MergeGateSweeper().Name, id),
+		PassTimeout: g.interval + forge.MintOverrun, Health: g.s.health}
 }
 
 // rehome moves each run that installation from's pass found unreadable
