@@ -100,9 +100,7 @@ func (g jwtGate) roundTrip(next http.RoundTripper, req *http.Request) (*http.Res
 	// is free and the context done. A RoundTripper closes the request's
 	// body, errors included (net/http's RoundTripper doc).
 	if err := req.Context().Err(); err != nil {
-		if req.Body != nil {
-			req.Body.Close()
-		}
+		closeBody(req)
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(req.Context()))
