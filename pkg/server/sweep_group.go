@@ -195,13 +195,7 @@ func (g *installationSweeps) shardTerm(ctx context.Context, shard int) {
 	slots := make(chan struct{}, g.conc)
 	followInstallations(ctx, g.interval, g.news.wait, func() map[int64]string { return g.installationsOf(shard) },
 		func(ctx context.Context, id int64, _ string) {
-			at := start.Add(g.interval - passOffset(id, g.interval))
-			var ahead sync.WaitGroup
-			if time.Until(at) > 0 {
-				ahead.Go(func() { g.mintAhead(ctx, id, at) })
-			}
-			g.sweepInstallation(ctx, id, slots, time.Until(at))
-			ahead.Wait()
+			g.sweepInstallation(ctx, id, slots, start.Add(g.interval-passOffset(id, g.interval)))
 		})
 }
 
@@ -218,23 +212,28 @@ func (g *installationSweeps) sweeperOf(id int64) *sweeper {
 }
 
 // sweepInstallation sweeps installation id until ctx is done: a pass every
-// interval, the first one first after it starts (at once for 0 or less)
-// and deep, through lease.EveryAfter. The watchdog is the installation's
-// own: each pass is bounded by the interval (pass), and stallPasses passes
-// in a row that did not complete park the installation for stallPasses
-// intervals, after which it starts again afresh (a deep first pass one
-// interval later). The shard's other installations are not held back by
-// it.
-func (g *installationSweeps) sweepInstallation(ctx context.Context, id int64, slots chan struct{}, first time.Duration) {
+// interval, the first one at at (at once when at has come) and deep,
+// through lease.EveryAfter, its token minted ahead of it (mintAhead). The
+// watchdog is the installation's own: each pass is bounded by the
+// interval (pass), and stallPasses passes in a row that did not complete
+// park the installation for stallPasses intervals, after which it starts
+// again afresh (a deep first pass one interval later). The shard's other
+// installations are not held back by it. It returns once the mint ahead
+// has ended too, and only then forgets the installation (forget), so no
+// mint hold outlives the sweep.
+func (g *installationSweeps) sweepInstallation(ctx context.Context, id int64, slots chan struct{}, at time.Time) {
 	sw := g.sweeperOf(id)
 	defer g.forget(id)
 	g.reads.join(id)
 	defer g.reads.leave(id)
+	first := time.Until(at)
+	ahead := g.mintAhead(ctx, sw, id, at)
+	defer func() { <-ahead }()
 	for {
 		st := sw.newTerm()
 		st.keepUnreadable = true
 		err := lease.EveryAfter(ctx, first, g.interval, g.s.cfg.Now,
-			func(ctx context.Context) (time.Time, bool) { return g.pass(ctx, sw, st, id, slots) },
+			func(ctx context.Context) (time.Time, bool) { return g.pass(ctx, sw, st, id, slots, ahead) },
 			func(until time.Time) {
 				sw.cfg.Logger.Debug("sweep skipped: rate limited or backing off", "until", until)
 			},
@@ -257,7 +256,8 @@ func (g *installationSweeps) sweepInstallation(ctx context.Context, id int64, sl
 // the shard term's slots. It returns what lease.Every expects: the
 // instant the next pass must wait for, and whether it completed. A pass
 // whose installation the App no longer knows, whose token did not come
-// or whose mints are held back (minted), or that got no slot within an
+// or whose mints are held back (minted, once the mint ahead has ended:
+// ahead closed), or that got no slot within an
 // interval, is skipped: it returns a resume of now, which counts neither
 // as a failure nor as a success. The pass itself is bounded by the
 // interval (cause lease.ErrPassTimeout, counted as a timeout), from the
@@ -265,11 +265,11 @@ func (g *installationSweeps) sweepInstallation(ctx context.Context, id int64, sl
 // fails /healthz while it ignores that cancellation (passWatchdog). A
 // pass whose read GitHub refused for the installation's suspension has
 // the installation checked at its end (refusedRead).
-func (g *installationSweeps) pass(ctx context.Context, sw *sweeper, st *sweepTerm, id int64, slots chan struct{}) (time.Time, bool) {
+func (g *installationSweeps) pass(ctx context.Context, sw *sweeper, st *sweepTerm, id int64, slots chan struct{}, ahead <-chan struct{}) (time.Time, bool) {
 	if _, err := g.app.Installation(id); err != nil {
 		return g.s.cfg.Now(), false // removed: the shard term stops it at its next interval
 	}
-	if !g.minted(ctx, sw, id) {
+	if !g.minted(ctx, sw, id, ahead) {
 		return g.s.cfg.Now(), false
 	}
 	wait := time.NewTimer(g.interval)

@@ -17,17 +17,29 @@ import (
 // at a time, and a mint waited for inside the pass's first request would
 // outlive that request's deadline, fail the pass and, three running, park
 // the installation. A pass whose token did not come is skipped, neither a
-// failure nor a success, as one that got no slot. A mint GitHub refused
-// (403) is checked (refusedMint); while the installation's mints are held
-// back (mintHeld) the pass is skipped without a request. A token that
-// comes ends the hold.
-func (g *installationSweeps) minted(ctx context.Context, sw *sweeper, id int64) bool {
-	now := g.s.cfg.Now()
+// failure nor a success, as one that got no slot. It first waits, within
+// that interval, for the mint ahead of the term's first pass to end
+// (mintAhead; ahead closed): one GitHub refused is checked and held as
+// the pass's own would be, so the pass neither mints again while that
+// hold stands nor checks beside it. A mint GitHub refused (403) is
+// checked (refusedMint); while the installation's mints are held back
+// (mintHeld) the pass is skipped without a request. A token that comes
+// ends the hold.
+func (g *installationSweeps) minted(ctx context.Context, sw *sweeper, id int64, ahead <-chan struct{}) bool {
+	now, deadline := g.s.cfg.Now(), time.Now().Add(g.interval)
+	mctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	select {
+	case <-ahead:
+	case <-mctx.Done():
+		sw.cfg.Logger.Debug("sweep skipped: installation token not minted within an interval", "err", context.Cause(mctx))
+		return false
+	}
 	if until, held := g.mintHeld(id, now); held {
 		sw.cfg.Logger.Debug("sweep skipped: GitHub refused the installation's token, and it is not asked again yet", "until", until)
 		return false
 	}
-	if err := g.mint(ctx, id, time.Now().Add(g.interval)); err != nil {
+	if err := g.mint(ctx, id, deadline); err != nil {
 		sw.cfg.Logger.Debug("sweep skipped: installation token not minted within an interval", "err", err)
 		if errors.Is(err, forge.ErrForbidden) {
 			g.refusedMint(ctx, sw, id, now)
@@ -38,25 +50,35 @@ func (g *installationSweeps) minted(ctx context.Context, sw *sweeper, id int64) 
 	return true
 }
 
-// mintAhead makes sure installation id has its token (forge.AppClient.Mint)
-// before its first pass of a shard term, due at at, rather than at that
-// pass: the App's JWT mints one token at a time, so a term whose passes
-// each waited for their own mint at their instant would have each wait
-// behind the mints of those due before it, and the last first passes
-// come past the first tick (decision 3's bound, and the takeover's). From
-// the term's start, its mints have the whole interval before the tick.
-// The pass still calls minted, which then finds the token, or waits for
-// this mint (an installation mints once at a time), so the wait is
-// bounded as before: an interval from at. A held installation
-// (mintHeld) is not minted; a mint that fails is left to the pass, which
-// tells the failures apart.
-func (g *installationSweeps) mintAhead(ctx context.Context, id int64, at time.Time) {
-	if _, held := g.mintHeld(id, g.s.cfg.Now()); held {
-		return
+// mintAhead makes sure installation id, swept by sw, has its token
+// (forge.AppClient.Mint) before its first pass of a shard term, due at
+// at, rather than at that pass: the App's JWT mints one token at a time,
+// so a term whose passes each waited for their own mint at their instant
+// would have each wait behind the mints of those due before it, and the
+// last first passes come past the first tick (decision 3's bound, and the
+// takeover's). From the term's start, its mints have the whole interval
+// before the tick. It mints in the background and returns a channel
+// closed once done, at once when at has come (the first pass mints
+// then). A mint GitHub refused (403) stands for the first pass's: it is
+// checked (refusedMint), its hold from at; another failure is left to
+// the pass, which mints again. The pass waits for the channel (minted),
+// so its wait is bounded as before: an interval from at.
+func (g *installationSweeps) mintAhead(ctx context.Context, sw *sweeper, id int64, at time.Time) <-chan struct{} {
+	done := make(chan struct{})
+	if time.Until(at) <= 0 {
+		close(done)
+		return done
 	}
-	if err := g.mint(ctx, id, at.Add(g.interval)); err != nil {
-		g.s.log.Debug("sweep: installation token not minted ahead of its first pass; the pass mints it", "installation", id, "err", err)
-	}
+	go func() {
+		defer close(done)
+		if err := g.mint(ctx, id, at.Add(g.interval)); err != nil {
+			sw.cfg.Logger.Debug("sweep: installation token not minted ahead of its first pass", "err", err)
+			if errors.Is(err, forge.ErrForbidden) {
+				g.refusedMint(ctx, sw, id, at)
+			}
+		}
+	}()
+	return done
 }
 
 // mint is installation id's forge.AppClient.Mint by deadline, tracked by
@@ -82,10 +104,10 @@ func (g *installationSweeps) mint(ctx context.Context, id int64, deadline time.T
 }
 
 // refusedMint asks GitHub whether installation id, whose token mint GitHub
-// refused 403 in the pass that began at now, is suspended or gone, and
-// drops it if so (checkRefused). GitHub refuses a suspended
-// installation's mint 403 ("Create an installation access token for an
-// app":
+// refused 403 in the pass that began at now (or ahead of the first pass,
+// due at now: mintAhead), is suspended or gone, and drops it if so
+// (checkRefused). GitHub refuses a suspended installation's mint 403
+// ("Create an installation access token for an app":
 // https://docs.github.com/rest/apps/apps#create-an-installation-access-token-for-an-app)
 // and sends a suspend webhook that may never arrive ("Handling failed
 // webhook deliveries":

@@ -168,3 +168,109 @@ func TestAppModeAMintHoldStaysWithTheReplicaNotTheShard(t *testing.T) {
 		}
 	})
 }
+
+// TestAppModeATermsFirstRefusedMintIsCheckedAndCounted pins that every
+// token mint GitHub refuses 403 is followed by the check with GitHub and,
+// the installation there, counted in
+// merge_gate_installation_mints_refused_total, the mint a shard term makes
+// ahead of an installation's first pass (mintAhead) included. With
+// installation 1's mints refused from the start, its term's start costs
+// one refused mint and one check: the first pass asks for no token while
+// the hold that check set stands, also when GitHub answers the check
+// after that pass is due (the pass waits for it rather than minting
+// again beside it). Over the next intervals, refused mints, checks and
+// the count stay equal.
+func TestAppModeATermsFirstRefusedMintIsCheckedAndCounted(t *testing.T) {
+	const interval, shards = time.Minute, 2
+	off := server.PassOffset(1, interval)
+	for _, tc := range []struct {
+		name string
+		late bool // the check answered an interval less half the offset after it is made
+	}{
+		{"GitHub answering the check at once", false},
+		// The check, made at the election, is answered after the first
+		// pass is due (one interval less the offset after it), and
+		// before the next: as when it waits its turn on the App's JWT
+		// behind many installations' mints.
+		{"GitHub answering the check after the first pass is due", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				if off < 2*time.Second {
+					t.Fatalf("installation 1's offset is %v: the test needs room between its first pass and the check's answer (setup)", off)
+				}
+				c, next := newAppCluster(t, 2, true)
+				if err := c.sim.RefuseMints(1, true); err != nil {
+					t.Fatal(err)
+				}
+				if tc.late {
+					next = slowPath{next: next, path: "/app/installations/1", d: interval - off/2}
+				}
+				startAppReplicas(t, c, next, 1, interval, shards, func(cfg *server.Config) { cfg.OfferTimeout = interval })
+				r := c.replicas[0]
+				defer r.stop()
+				checks := func() int64 { return c.sim.Requests(forgesim.Filter{Route: getInstallationRoute}) }
+				counted := func() int64 {
+					return int64(metricValue(t, r.handler, "merge_gate_installation_mints_refused_total"))
+				}
+				var elected time.Time
+				for elected.IsZero() {
+					time.Sleep(time.Second)
+					synctest.Wait()
+					for _, e := range shardTerms(c) {
+						if e.Shard == server.InstallationShard(1, shards) {
+							elected = e.At
+						}
+					}
+				}
+				// Half an interval past the first pass, before the next.
+				time.Sleep(time.Until(elected.Add(interval - off + interval/2)))
+				synctest.Wait()
+				if n, m, k := refusedMints(c), checks(), counted(); n != 1 || m != 1 || k != 1 {
+					t.Errorf("in the term's first interval: %d refused mints, %d checks, %d counted, want 1, 1 and 1: the mint ahead of the first pass is checked and held as the pass's would be, and the pass mints nothing while the hold stands", n, m, k)
+				}
+				if p := sweptBy(c, 1); len(p) != 0 {
+					t.Errorf("installation 1 swept at %v with its mints refused, want no pass", p[0].At)
+				}
+
+				// Past the refusals after holds of 1, 2 and 4 intervals, and
+				// their checks' answers, before the one after a hold of 8.
+				time.Sleep(10 * interval)
+				synctest.Wait()
+				n, m, k := refusedMints(c), checks(), counted()
+				if n < 3 {
+					t.Fatalf("mints refused: %d, want 3 or more: one after each hold (setup)", n)
+				}
+				if m != n || k != n {
+					t.Errorf("%d refused mints, %d checks, %d counted, want them equal: each mint GitHub refuses is checked and counted", n, m, k)
+				}
+			})
+		})
+	}
+}
+
+// slowPath is a transport to the simulator that holds each request for
+// path d before passing it on (slept in virtual time; a request whose
+// context ends first is not sent): a request answered that late, where
+// the simulator's latency, as GitHub, ends a request at 10 s.
+type slowPath struct {
+	next http.RoundTripper
+	path string
+	d    time.Duration
+}
+
+func (s slowPath) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.URL.Path == s.path {
+		t := time.NewTimer(s.d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-req.Context().Done():
+			if req.Body != nil {
+				req.Body.Close()
+			}
+			return nil, req.Context().Err()
+		}
+	}
+	return s.next.RoundTrip(req)
+}
