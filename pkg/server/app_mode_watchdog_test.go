@@ -243,6 +243,28 @@ func TestAppModeAMintIgnoringItsCancellationFailsHealthz(t *testing.T) {
 	})
 }
 
+// healthyThroughLateAnswers runs one App-mode replica over installations
+// 1 and 2 at a 15 s interval and forge minute (TTL/6: 7.5 s, under
+// forge.MintOverrun; GitHub's 10 s timeout: 2.5 s), its forge transport
+// wrap(next), for 6 intervals, and fails the test at the first /healthz
+// that is not 200, saying why it should be. The caller stops the replica.
+func healthyThroughLateAnswers(t *testing.T, wrap func(next http.RoundTripper) http.RoundTripper, why string) (*cluster, *replica) {
+	t.Helper()
+	const interval, minute = 15 * time.Second, 15 * time.Second
+	c, next := newAppCluster(t, 2, true, forgesim.WithMinute(minute))
+	startAppReplicas(t, c, wrap(next), 1, interval, 1, func(cfg *server.Config) { cfg.ForgeMinute = minute })
+	r := c.replicas[0]
+	for range 6 * interval / time.Second {
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if code, body := healthzOf(r); code != http.StatusOK {
+			r.stop()
+			t.Fatalf("/healthz: got %d %s, want 200: %s", code, body, why)
+		}
+	}
+	return c, r
+}
+
 // slowMints passes requests on to next, except the token mints of
 // installation id: those are answered only once their context ends, as
 // late as a mint that heeds its cancellation can return.
@@ -267,18 +289,9 @@ func (s slowMints) RoundTrip(req *http.Request) (*http.Response, error) {
 // overrun, a mint answered as late as it can be never fails /healthz.
 func TestAppModeAMintAnsweredLateIsNotStuck(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		const interval, minute = 15 * time.Second, 15 * time.Second // GitHub's 10 s timeout: 2.5 s
-		c, next := newAppCluster(t, 2, true, forgesim.WithMinute(minute))
-		startAppReplicas(t, c, slowMints{next: next, id: 2}, 1, interval, 1, func(cfg *server.Config) { cfg.ForgeMinute = minute })
-		r := c.replicas[0]
+		c, r := healthyThroughLateAnswers(t, func(next http.RoundTripper) http.RoundTripper { return slowMints{next: next, id: 2} },
+			"a mint answered at its cancellation heeds it")
 		defer r.stop()
-		for range 6 * interval / time.Second {
-			time.Sleep(time.Second)
-			synctest.Wait()
-			if code, body := healthzOf(r); code != http.StatusOK {
-				t.Fatalf("/healthz: got %d %s, want 200: a mint answered at its cancellation heeds it", code, body)
-			}
-		}
 		if requestsBy(c.sim, 1, "", 0) == 0 {
 			t.Errorf("installation 1: no request in 6 intervals, want it swept while installation 2's mints are slow")
 		}
@@ -317,18 +330,10 @@ func (l lateQueries) RoundTrip(req *http.Request) (*http.Response, error) {
 // 12 s after their deadline never fail /healthz.
 func TestAppModeAPassAnsweredWithinTheMintOverrunIsNotStuck(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		const interval, minute = 15 * time.Second, 15 * time.Second // TTL/6: 7.5 s
-		c, next := newAppCluster(t, 2, true, forgesim.WithMinute(minute))
-		startAppReplicas(t, c, lateQueries{next: next, id: 2, late: 12 * time.Second}, 1, interval, 1, func(cfg *server.Config) { cfg.ForgeMinute = minute })
-		r := c.replicas[0]
+		_, r := healthyThroughLateAnswers(t, func(next http.RoundTripper) http.RoundTripper {
+			return lateQueries{next: next, id: 2, late: 12 * time.Second}
+		}, "a pass returning within forge.MintOverrun of its deadline heeds its cancellation")
 		defer r.stop()
-		for range 6 * interval / time.Second {
-			time.Sleep(time.Second)
-			synctest.Wait()
-			if code, body := healthzOf(r); code != http.StatusOK {
-				t.Fatalf("/healthz: got %d %s, want 200: a pass returning within forge.MintOverrun of its deadline heeds its cancellation", code, body)
-			}
-		}
 		if n := metricValue(t, r.handler, "iterion_net_pass_timeouts_total"); n == 0 {
 			t.Errorf("pass timeouts: %v, want installation 2's passes cut at their deadline and counted", n)
 		}
