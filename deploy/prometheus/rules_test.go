@@ -182,6 +182,28 @@ load 1m
   merge_gate_runs_uncovered{found_by="adopter", instance="b"} 0x80
 `, 75 * time.Minute},
 }, {
+	alert: "IterionInstallationUnswept",
+	fires: fixture{"a's sweeper has had no complete pass of one installation since it began sweeping it at 0 (counted from 3m), while b's installations pass", `
+load 1m
+  merge_gate_installations_unswept{instance="a"} 0x3 1x40
+  merge_gate_installations_unswept{instance="b"} 0x43
+`, 25 * time.Minute},
+	healthy: []fixture{{"every installation swept", `
+load 1m
+  merge_gate_installations_unswept{instance="a"} 0x43
+  merge_gate_installations_unswept{instance="b"} 0x43
+`, 25 * time.Minute}, {"an installation's forge answered 5xx from just before 0 to 7m: its passes at 0, 2m and 6m failed, backing off 2, 4 and 8 intervals, and the one at 14m completed; counted unswept at the scrapes from 4m to 14m, judged at the last evaluation the rule's condition holds", `
+load 1m
+  merge_gate_installations_unswept{instance="a"} 0x3 1x10 0x30
+`, 18*time.Minute + 45*time.Second}},
+}, {
+	alert: "IterionInstallationUnswept",
+	fires: fixture{"a counted an unswept installation from 3m; its shard moved to b at 13m, which counts it from 16m", `
+load 1m
+  merge_gate_installations_unswept{instance="a"} 0x3 1x10 0x30
+  merge_gate_installations_unswept{instance="b"} 0x16 1x27
+`, 30 * time.Minute},
+}, {
 	alert: "IterionInstallationMintsRefused",
 	fires: fixture{"a's sweeper has had an installation's mint refused at 10m, 11m, 13m, 17m, 25m, 41m, 73m, then hourly (its holds doubling to an hour); judged at 3h, 47 minutes after the last", `
 load 1m

@@ -25,7 +25,9 @@ import (
 //     that read the forge, the share of its forge reads that failed (the
 //     sweeper's batches, the board's repositories); absent until one has.
 //   - iterion_net_stalls_total{lease}: terms this replica ended because
-//     stallPasses passes in a row did not complete.
+//     stallPasses passes in a row did not complete; in App mode's lease
+//     groups, an installation's sweep parked or board sync ended so, the
+//     shard's term going on.
 type netMetrics struct {
 	lastSuccess *prometheus.GaugeVec
 	duration    *prometheus.HistogramVec
@@ -57,7 +59,7 @@ func newNetMetrics(reg prometheus.Registerer) (*netMetrics, error) {
 		}, []string{"lease"}),
 		stalls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "iterion_net_stalls_total",
-			Help: "Terms of the elected net this replica ended because its passes kept failing.",
+			Help: "Terms of the elected net this replica ended because its passes kept failing; in App mode, an installation's sweep parked (or board sync ended) because its passes kept failing, the shard's term going on.",
 		}, []string{"lease"}),
 		errorRatio: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "iterion_net_forge_error_ratio",

@@ -479,7 +479,11 @@ func NewForComparison(cfg Config, cmp Comparison) (*Server, error) {
 		for _, by := range uncoveredFinders {
 			uncovered.WithLabelValues(by) // both series from the start
 		}
-		collectors = append(collectors, rehomed, mintsRefused, uncovered)
+		unswept := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "merge_gate_installations_unswept",
+			Help: "App mode: installations this replica sweeps with no complete pass here for 3 sweep intervals (parked, backing off, without a token or a slot, rate limited), counted from their sweep's start here when none has had one. The log lines of their sweepers name them; GET /installations shows each one's last complete pass.",
+		}, func() float64 { return float64(s.sweeps.unswept()) })
+		collectors = append(collectors, rehomed, mintsRefused, uncovered, unswept)
 	}
 	for _, c := range collectors {
 		if err := cfg.Registry.Register(c); err != nil {

@@ -68,6 +68,9 @@ type installationSweeps struct {
 	// mintsRefused counts those refusals.
 	mintHolds    map[int64]mintHold
 	mintsRefused prometheus.Counter
+	// swept is, for each installation swept here, when its last complete
+	// pass here ended, or when its sweep here began if none has (unswept).
+	swept map[int64]time.Time
 }
 
 // run serves the group merge-gate-sweeper of g.shards shards until ctx is
@@ -116,7 +119,7 @@ func (s *Server) buildSweeper(backingOff, behind prometheus.Gauge, behindPasses 
 			s: s, app: s.cfg.App, shards: s.cfg.SweepShards, interval: s.cfg.SweepInterval, conc: s.cfg.InstallationConcurrency,
 			sweepers: map[int64]*sweeper{}, newsTold: map[string]time.Time{}, backingOff: map[int64]int{}, behind: map[int64]bool{},
 			backingOffGauge: backingOff, behindGauge: behind, rehomed: rehomed, lookups: make(chan struct{}, 1), reads: reads,
-			uncovered: map[int64]int{}, uncoveredGauge: uncovered, mintHolds: map[int64]mintHold{}, mintsRefused: mintsRefused,
+			uncovered: map[int64]int{}, uncoveredGauge: uncovered, mintHolds: map[int64]mintHold{}, mintsRefused: mintsRefused, swept: map[int64]time.Time{},
 			newSweeper: func(id int64) *sweeper {
 				ilog := s.log.With("installation", id)
 				onPass := s.passes.sweepPass(s.cfg.Now, s.sweepPassed)
@@ -223,6 +226,7 @@ func (g *installationSweeps) sweeperOf(id int64) *sweeper {
 // mint hold outlives the sweep.
 func (g *installationSweeps) sweepInstallation(ctx context.Context, id int64, slots chan struct{}, at time.Time) {
 	sw := g.sweeperOf(id)
+	g.markSwept(id)
 	defer g.forget(id)
 	g.reads.join(id)
 	defer g.reads.leave(id)
@@ -299,6 +303,9 @@ func (g *installationSweeps) pass(ctx context.Context, sw *sweeper, st *sweepTer
 	g.rehome(ctx, sw.cfg.Logger, id, st)
 	g.keepListed(id, st)
 	g.note(id, st, p.Behind)
+	if p.Complete {
+		g.markSwept(id)
+	}
 	return resume, p.Complete
 }
 
@@ -482,10 +489,39 @@ func (g *installationSweeps) forget(id int64) {
 	delete(g.behind, id)
 	delete(g.uncovered, id)
 	delete(g.mintHolds, id)
+	delete(g.swept, id)
 	if err != nil {
 		delete(g.sweepers, id)
 	}
 	g.showLocked()
+}
+
+// markSwept records now in swept for installation id: its sweep here
+// begins, or one of its passes completed.
+func (g *installationSweeps) markSwept(id int64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.swept[id] = g.s.cfg.Now()
+}
+
+// unswept is how many installations swept here have had no complete pass
+// here for the sweeper lease's TTL (3 intervals, IterionNetNoPass's bound
+// for the net), counted from their sweep's start here when none has: those
+// parked (sweepInstallation), backing off from 5xx answers, waiting for a
+// token or a slot, rate limited. It is the per-installation stall that
+// iterion_net_last_success_timestamp_seconds, moved by any installation's
+// complete pass, cannot show; merge_gate_installations_unswept, which
+// IterionInstallationUnswept watches.
+func (g *installationSweeps) unswept() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	now, n := g.s.cfg.Now(), 0
+	for _, at := range g.swept {
+		if now.Sub(at) >= MergeGateSweeper().TTL(g.interval) {
+			n++
+		}
+	}
+	return n
 }
 
 // showLocked sets the gauges from the figures; g.mu is held.
