@@ -7,6 +7,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -110,7 +111,8 @@ func (b *installationBoards) reposOf(shard int) map[int64]string {
 // after, it runs a board sync for each installation of the shard with
 // board repositories (its first pass one interval later, in full), and
 // restarts or stops those whose repositories changed or left
-// (followInstallations). A sync's watchdog is its installation's:
+// (followInstallations). A sync's watchdog is its installation's, named
+// after it on /healthz ("forge-board-sync installation <id>"):
 // stallPasses failed passes in a row end that sync alone, which the next
 // interval starts again afresh.
 func (b *installationBoards) shardTerm(ctx context.Context, shard int) {
@@ -133,7 +135,7 @@ func (b *installationBoards) newSync(id int64, repos []string) *board.Sync {
 			Store: b.s.cfg.Board, Forge: suspensionChecked{b, id, fc}, Host: b.s.cfg.ForgeHost, Repos: repos, Pruner: b.pruner,
 			Interval: b.interval, FullEvery: b.s.cfg.BoardFullEvery, Owner: b.s.cfg.Owner, Now: b.s.cfg.Now, Logger: b.s.cfg.Logger.With("installation", id),
 			OnPass: b.s.passes.boardPass(b.s.cfg.Now, b.s.boardPassed),
-			Watchdog: lease.Watchdog{Name: l.Name, PassTimeout: b.interval, StallAfter: stallPasses, Health: b.s.health,
+			Watchdog: lease.Watchdog{Name: fmt.Sprintf("%s installation %d", l.Name, id), PassTimeout: b.interval, StallAfter: stallPasses, Health: b.s.health,
 				TimedOut: b.s.passes.timeouts.WithLabelValues(l.Name).Inc, Stalled: b.s.passes.stalls.WithLabelValues(l.Name).Inc},
 		})
 		if err == nil {

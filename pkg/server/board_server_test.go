@@ -410,6 +410,51 @@ func TestAppModeBoardSyncWhoseListsHangIsCutAndStartedAfresh(t *testing.T) {
 	})
 }
 
+// blindLists is a forge transport whose answers to GET path never come
+// until release is closed: it ignores the request's cancellation, as a
+// stuck read would.
+type blindLists struct {
+	next    http.RoundTripper
+	path    string
+	release chan struct{}
+}
+
+func (b blindLists) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.URL.Path != b.path {
+		return b.next.RoundTrip(req)
+	}
+	<-b.release
+	return nil, errors.New("blind list released")
+}
+
+// TestAppModeStuckBoardPassFailsHealthzNamingItsInstallation pins the
+// name an App-mode board sync's stuck pass has on /healthz: that of its
+// installation, "forge-board-sync installation <id>", as a sweep pass's
+// is "merge-gate-sweeper installation <id>", so the operator knows which
+// installation's sync ignores its cancellation.
+func TestAppModeStuckBoardPassFailsHealthzNamingItsInstallation(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, next := newAppCluster(t, 2, false)
+		seedIssues(t, "org-1/repo-1#5", "org-2/repo-1#5")(c.sim)
+		blind := blindLists{next, "/repos/org-2/repo-1/issues", make(chan struct{})}
+		startAppReplicas(t, c, blind, 1, time.Hour, 1, func(cfg *server.Config) {
+			cfg.Board, cfg.BoardRepos, cfg.BoardInterval = board.NewMemoryStore(), []string{"org-1/repo-1", "org-2/repo-1"}, time.Minute
+		})
+		r := c.replicas[0]
+		defer r.stop()
+		defer close(blind.release)  // first: the stuck pass returns, then the replica stops
+		time.Sleep(5 * time.Minute) // the first pass at 1m, its deadline at 2m, the bound (TTL/6) 30 s past it
+		synctest.Wait()
+		code, body := healthzOf(r)
+		if code != http.StatusServiceUnavailable || !strings.Contains(body, `forge-board-sync installation 2`) {
+			t.Errorf("/healthz with installation 2's board pass stuck: got %d %s, want 503 naming \"forge-board-sync installation 2\"", code, body)
+		}
+		if strings.Contains(body, "installation 1") {
+			t.Errorf("/healthz %s: names installation 1, whose board passes return", body)
+		}
+	})
+}
+
 // boardSyncLine is h's answer to GET /board: its status and the page's
 // line that says who syncs ("" when there is none).
 func boardSyncLine(h http.Handler) (code int, line string) {
