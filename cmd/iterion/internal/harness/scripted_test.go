@@ -67,6 +67,12 @@ func (p *signalled) wait(time.Duration) bool {
 	return true
 }
 
+// stop is proc's: SIGTERM, and it returns once the process has exited.
+func (p *signalled) stop(grace time.Duration) {
+	p.signal(syscall.SIGTERM)
+	p.wait(grace)
+}
+
 func (p *signalled) exited() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()

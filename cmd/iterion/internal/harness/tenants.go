@@ -177,6 +177,19 @@ type tenantsScenario struct {
 	churn                  int   // installations added, and as many removed, at the largest N
 	shards                 int   // serve --sweep-shards; 0: its default
 	logf                   func(format string, args ...any)
+	// steps are the steps run takes on the cluster: s's own when nil, a
+	// unit test's scripted stand-ins otherwise.
+	steps tenantsSteps
+}
+
+// tenantsSteps are the steps of the tenants scenario's run on its cluster:
+// seeding the runs, starting a replica count, measuring its steady state,
+// and disturbing the largest; tenantsScenario's own methods.
+type tenantsSteps interface {
+	seed(ctx context.Context, c *cluster, spec replicaSpec) (string, error)
+	up(ctx context.Context, c *cluster, n int, spec replicaSpec) (time.Time, error)
+	steady(ctx context.Context, c *cluster, n int, ids []int64, tUp time.Time) (TenantsRow, map[int64]int64, error)
+	disturb(ctx context.Context, c *cluster, res *TenantsResult, ids []int64) error
 }
 
 // ratio is costRatio of the sweep's requests per installation at the
@@ -211,8 +224,12 @@ func (s tenantsScenario) run(ctx context.Context, c *cluster) (TenantsResult, er
 		return res, err
 	}
 	spec := s.replicaSpec(key)
+	var st tenantsSteps = s
+	if s.steps != nil {
+		st = s.steps
+	}
 	tSeed := time.Now()
-	seeder, err := s.seed(ctx, c, spec)
+	seeder, err := st.seed(ctx, c, spec)
 	if err != nil {
 		return res, err
 	}
@@ -227,11 +244,11 @@ func (s tenantsScenario) run(ctx context.Context, c *cluster) (TenantsResult, er
 	}
 	byN := map[int]map[int64]int64{}
 	for _, n := range s.replicas {
-		tUp, err := s.up(ctx, c, n, spec)
+		tUp, err := st.up(ctx, c, n, spec)
 		if err != nil {
 			return res, err
 		}
-		row, perInst, err := s.steady(ctx, c, n, ids, tUp)
+		row, perInst, err := st.steady(ctx, c, n, ids, tUp)
 		res.Rows = append(res.Rows, row)
 		if err != nil {
 			return res, err
@@ -241,7 +258,7 @@ func (s tenantsScenario) run(ctx context.Context, c *cluster) (TenantsResult, er
 			n, row.Settled, row.SettleAfter.Round(time.Millisecond), row.Installations, row.PerHour(iv), row.Sweepers, row.Balance,
 			row.LongestGap.Round(time.Millisecond), row.Overlaps, row.Limited)
 		if n == s.replicas[len(s.replicas)-1] {
-			if err := s.disturb(ctx, c, &res, ids); err != nil {
+			if err := st.disturb(ctx, c, &res, ids); err != nil {
 				return res, err
 			}
 		}

@@ -545,3 +545,220 @@ func TestTenantsDisturbMeasuresTheUnknownWebhookAndTheKill(t *testing.T) {
 		}
 	})
 }
+
+// scriptedTenants stands in for the tenants scenario's steps on its
+// cluster (tenantsSteps), in virtual time: each step takes the time its
+// script gives it, records that it was called, and adds its App-JWT
+// refusals to the simulator's count; up starts scripted replicas, named
+// by their count and sequence. Its figures are the test's own.
+type scriptedTenants struct {
+	t        *testing.T
+	mu       sync.Mutex
+	calls    []string
+	appLimit int64                   // App-JWT refusals so far
+	procs    map[int][]*signalled    // each count's replicas' processes
+	rows     map[int]TenantsRow      // steady's row at each count
+	per      map[int]map[int64]int64 // steady's requests by installation
+	ids      [][]int64               // the installations each steady was given
+	seedEnd  time.Time               // when seed returns
+}
+
+func (st *scriptedTenants) call(format string, args ...any) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.calls = append(st.calls, fmt.Sprintf(format, args...))
+}
+
+func (st *scriptedTenants) refuse(n int64) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.appLimit += n
+}
+
+func (st *scriptedTenants) seed(ctx context.Context, c *cluster, spec replicaSpec) (string, error) {
+	st.call("seed")
+	st.refuse(4)
+	time.Sleep(time.Until(st.seedEnd))
+	return "seeder", nil
+}
+
+// up takes a second, then has n replicas answer.
+func (st *scriptedTenants) up(ctx context.Context, c *cluster, n int, spec replicaSpec) (time.Time, error) {
+	st.call("up %d with %d running", n, len(c.replicas))
+	if n > 1 {
+		time.Sleep(time.Second)
+	}
+	for i := range n {
+		name := fmt.Sprintf("n%d-%d", n, i+1)
+		r, p := scriptedReplica(st.t, name, name, http.NotFoundHandler())
+		c.replicas = append(c.replicas, r)
+		st.procs[n] = append(st.procs[n], p)
+	}
+	return time.Now(), nil
+}
+
+// steady takes 6 intervals.
+func (st *scriptedTenants) steady(ctx context.Context, c *cluster, n int, ids []int64, tUp time.Time) (TenantsRow, map[int64]int64, error) {
+	st.call("steady %d", n)
+	st.mu.Lock()
+	st.ids = append(st.ids, ids)
+	st.mu.Unlock()
+	st.refuse(1)
+	time.Sleep(6 * c.interval)
+	return st.rows[n], st.per[n], nil
+}
+
+// sim is a simulator whose request log is script's, read at the
+// instant asked, and whose App-JWT refusals are st's so far.
+func (st *scriptedTenants) sim(script []logged, iv time.Duration) sim {
+	t := st.t
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /_sim/installations/requests", func(w http.ResponseWriter, r *http.Request) {
+		since, err := time.Parse(time.RFC3339Nano, r.URL.Query().Get("since"))
+		if err != nil {
+			t.Errorf("since: %v", err)
+		}
+		writeJSON(t, w, requestLog(sortedByTime(slices.Clone(script)), since, time.Now(), iv))
+	})
+	mux.HandleFunc("GET /_sim/stats", func(w http.ResponseWriter, r *http.Request) {
+		st.mu.Lock()
+		n := st.appLimit
+		st.mu.Unlock()
+		writeJSON(t, w, simStats{Requests: []simRequests{
+			{Token: "app:1", Route: "POST /app/installations/{id}/access_tokens", Status: http.StatusTooManyRequests, Count: n},
+			{Token: "app:1", Route: "POST /app/installations/{id}/access_tokens", Status: http.StatusCreated, Count: 50},
+		}})
+	})
+	return scriptedSim(mux)
+}
+
+// disturb takes 2 intervals.
+func (st *scriptedTenants) disturb(ctx context.Context, c *cluster, res *TenantsResult, ids []int64) error {
+	st.call("disturb with %d running", len(c.replicas))
+	st.refuse(1)
+	time.Sleep(2 * c.interval)
+	res.Behind = 2
+	return nil
+}
+
+// TestTenantsRunMeasuresEachCountThenDisturbsTheLargest pins the tenants
+// scenario's run, in virtual time, its steps scripted (scriptedTenants)
+// and its simulator too: the replica counts in their order, each started
+// with none running (the last count's all stopped with SIGTERM, and the
+// largest's after it), each row as steady measured it, the disturbances
+// only at the largest count, after its row; the ratio of the largest
+// count's requests per installation over the smallest's. Overlaps are
+// counted over each count's whole run, from the interval its replicas
+// answered in (not the one before: the seeding, or the last count) to
+// the end of its disturbances, a tenure cut at a pause over the TTL.
+// Refusals with an installation's token are counted from the interval
+// before seeding began to the end, the seeding replica's told apart by
+// sender; the App's JWT's are split at the replicas' start.
+func TestTenantsRunMeasuresEachCountThenDisturbsTheLargest(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const iv = 2 * time.Second
+		start := time.Now() // an interval boundary: bubbles start at midnight
+		at := func(d time.Duration) time.Time { return start.Add(d) }
+		ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+		st := &scriptedTenants{t: t, procs: map[int][]*signalled{}, seedEnd: at(10*time.Second + ms(300)),
+			rows: map[int]TenantsRow{1: {Replicas: 1, Settled: true, Requests: 20}, 3: {Replicas: 3, Requests: 23, Sweepers: 3}},
+			per:  map[int]map[int64]int64{1: {1: 10, 2: 10}, 3: {1: 11, 2: 12}}}
+		// The seeding starts at 4.5 s and ends at 10.3 s; N=1 answers at
+		// 10.3 s and runs to 22.3 s; N=3 answers at 23.3 s, is disturbed
+		// from 35.3 s and stopped at 39.3 s.
+		script := []logged{
+			// Overlaps, a tenure of each of a and b sharing a stretch:
+			// 100 ms in the interval before N=1's first (during seeding),
+			// not counted; 200 ms in N=1's first; 300 ms in N=3's steady
+			// state, a's requests 2.5 intervals apart (less than the TTL);
+			// 250 ms while N=3 is disturbed.
+			{1, "a", at(ms(8400)), false}, {1, "b", at(ms(8500)), false}, {1, "a", at(ms(8600)), false}, {1, "b", at(ms(8700)), false},
+			{2, "a", at(ms(10400)), false}, {2, "b", at(ms(10500)), false}, {2, "a", at(ms(10700)), false}, {2, "b", at(ms(10900)), false},
+			{3, "a", at(26 * time.Second), false}, {3, "b", at(28 * time.Second), false}, {3, "b", at(ms(28300)), false}, {3, "a", at(31 * time.Second), false},
+			{4, "a", at(36 * time.Second), false}, {4, "b", at(ms(36100)), false}, {4, "a", at(ms(36350)), false}, {4, "b", at(ms(36600)), false},
+			// Refusals: another sender's in the interval before the one
+			// seeding began in, not counted; the seeder's in the interval
+			// it began in and in its last, shared with N=1's first; N=1's
+			// and N=3's.
+			{13, "stray", at(time.Second), true},
+			{10, "seeder", at(ms(4700)), true}, {10, "seeder", at(ms(10100)), true},
+			{11, "n1-1", at(ms(10500)), true}, {11, "n1-1", at(15 * time.Second), true},
+			{12, "n3-1", at(37 * time.Second), true},
+		}
+		c := &cluster{interval: iv, dir: t.TempDir(), sim: st.sim(script, iv)}
+		s := tenantsScenario{installations: 4, runsPer: 2, replicas: []int{1, 3}, shards: 8, logf: t.Logf, steps: st}
+		time.Sleep(4*time.Second + ms(500))
+		res, err := s.run(t.Context(), c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		if want := []string{"seed", "up 1 with 0 running", "steady 1", "up 3 with 0 running", "steady 3", "disturb with 3 running"}; !slices.Equal(st.calls, want) {
+			t.Errorf("got steps %q, want %q: each count in turn on fresh replicas, the largest disturbed after its row", st.calls, want)
+		}
+		for n, ps := range st.procs {
+			for i, p := range ps {
+				if sig, _ := p.first(); sig != syscall.SIGTERM {
+					t.Errorf("N=%d: replica %d got %v, want SIGTERM: every count's replicas are stopped after it", n, i+1, sig)
+				}
+			}
+		}
+		if len(c.replicas) != 0 {
+			t.Errorf("got %d replicas left running, want none", len(c.replicas))
+		}
+		for _, ids := range st.ids {
+			if !slices.Equal(ids, []int64{1, 2, 3, 4}) {
+				t.Errorf("got installations %v measured, want 1 to 4", ids)
+			}
+		}
+		if want := []TenantsRow{st.rows[1], st.rows[3]}; !slices.Equal(res.Rows, want) {
+			t.Errorf("got rows\n%+v, want steady's, in the counts' order\n%+v", res.Rows, want)
+		}
+		if res.Installations != 4 || res.RunsPer != 2 || res.Interval != iv || res.Shards != 8 || res.TTL != 3*iv || res.Retry != iv {
+			t.Errorf("got %d installations × %d runs, interval %v, %d shards, TTL %v, retry %v; want the scenario's 4 × 2, %v, 8, and the sweeper's 3 intervals and 1",
+				res.Installations, res.RunsPer, res.Interval, res.Shards, res.TTL, res.Retry, iv)
+		}
+		if res.Ratio != 1.15 || res.RatioMax != 1.2 {
+			t.Errorf("got ratio %.3f (max %.2f), want 1.150 (max 1.20): N=3's 23 requests over N=1's 20", res.Ratio, res.RatioMax)
+		}
+		if res.Overlaps != 3 || res.LongestOverlap != ms(300) {
+			t.Errorf("got %d overlaps, longest %v; want 3, 300ms: each count's, from the interval its replicas answered in to the end of its disturbances", res.Overlaps, res.LongestOverlap)
+		}
+		if res.SeedLimited != 2 || res.Limited != 3 {
+			t.Errorf("got %d refusals while seeding and %d of the replicas, want 2 and 3: from the interval seeding began in, told apart by sender", res.SeedLimited, res.Limited)
+		}
+		if res.SeedAppLimited != 4 || res.AppLimited != 3 {
+			t.Errorf("got %d App-JWT refusals while seeding and %d after, want 4 and 3: split at the replicas' start", res.SeedAppLimited, res.AppLimited)
+		}
+		if res.Behind != 2 || !res.Done {
+			t.Errorf("got behind %v, done %v; want disturb's 2, done", res.Behind, res.Done)
+		}
+	})
+}
+
+// TestTenantsRunOfOneCountDisturbsItWithoutARatio pins a tenants run at
+// one replica count, in virtual time on scripted steps: that count is
+// the largest, so it is disturbed after its row, and there is no ratio
+// (0, not the count's cost over its own).
+func TestTenantsRunOfOneCountDisturbsItWithoutARatio(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const iv = 2 * time.Second
+		st := &scriptedTenants{t: t, procs: map[int][]*signalled{}, seedEnd: time.Now().Add(time.Second),
+			rows: map[int]TenantsRow{3: {Replicas: 3, Requests: 23, Sweepers: 3}}, per: map[int]map[int64]int64{3: {1: 11, 2: 12}}}
+		c := &cluster{interval: iv, dir: t.TempDir(), sim: st.sim(nil, iv)}
+		s := tenantsScenario{installations: 2, runsPer: 1, replicas: []int{3}, logf: t.Logf, steps: st}
+		res, err := s.run(t.Context(), c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		if want := []string{"seed", "up 3 with 0 running", "steady 3", "disturb with 3 running"}; !slices.Equal(st.calls, want) {
+			t.Errorf("got steps %q, want %q: the one count disturbed after its row", st.calls, want)
+		}
+		if res.Ratio != 0 || res.RatioP95 != 0 || res.RatioMax != 0 || len(res.Rows) != 1 || !res.Done {
+			t.Errorf("got ratio %v (p95 %v, max %v), %d rows, done %v; want no ratio, 1 row, done", res.Ratio, res.RatioP95, res.RatioMax, len(res.Rows), res.Done)
+		}
+	})
+}
