@@ -42,6 +42,10 @@ type cluster struct {
 	seq       int // replicas started so far, for unique names and tokens
 	// listenAddr gives a replica its --listen address: freeAddr.
 	listenAddr func() (string, error)
+	// startOnce starts replica seq of spec once, startReplica trying it
+	// again on another port: startReplicaOnce, or a unit test's scripted
+	// stand-in.
+	startOnce func(ctx context.Context, seq int, spec replicaSpec) (*replica, error)
 }
 
 // simBudget is the simulator's per-token hourly budget outside the budget
@@ -84,6 +88,7 @@ type process interface {
 // more forge-sim flags.
 func startCluster(ctx context.Context, bins binaries, dir string, interval time.Duration, budget int, simArgs ...string) (*cluster, error) {
 	c := &cluster{bins: bins, dir: dir, interval: interval, apiToken: "harness-api-token", hc: newHTTPClient(), listenAddr: freeAddr}
+	c.startOnce = c.startReplicaOnce
 	if err := c.startMongo(""); err != nil {
 		return nil, err
 	}
@@ -194,7 +199,7 @@ func (c *cluster) startReplicas(ctx context.Context, n int, spec replicaSpec) ([
 // address, so another process answering there is never taken for it.
 func (c *cluster) startReplica(ctx context.Context, seq int, spec replicaSpec) (*replica, error) {
 	for attempt := 1; ; attempt++ {
-		r, err := c.startReplicaOnce(ctx, seq, spec)
+		r, err := c.startOnce(ctx, seq, spec)
 		if !errors.Is(err, errPortTaken) || attempt == bindAttempts {
 			return r, err
 		}

@@ -762,3 +762,47 @@ func TestTenantsRunOfOneCountDisturbsItWithoutARatio(t *testing.T) {
 		}
 	})
 }
+
+// TestTenantsUpPointsTheWebhooksAtTheFront pins how the tenants scenario
+// starts a replica count, in virtual time on scripted replicas (answering
+// last to first) and simulator: it returns the instant the last replica
+// answered, before the simulator's webhooks are pointed (which takes a
+// while), and they are pointed at the replica disturb sends its own to,
+// the first of the cluster's.
+func TestTenantsUpPointsTheWebhooksAtTheFront(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		var (
+			mu        sync.Mutex
+			pointedAt string
+		)
+		mux := http.NewServeMux()
+		mux.HandleFunc("POST /_sim/webhook", func(w http.ResponseWriter, r *http.Request) {
+			var b struct{ URL string }
+			json.NewDecoder(r.Body).Decode(&b)
+			time.Sleep(100 * time.Millisecond)
+			mu.Lock()
+			pointedAt = b.URL
+			mu.Unlock()
+		})
+		c := &cluster{interval: 2 * time.Second, sim: scriptedSim(mux)}
+		c.startOnce = func(ctx context.Context, seq int, spec replicaSpec) (*replica, error) {
+			time.Sleep(time.Duration(4-seq) * 100 * time.Millisecond)
+			name := fmt.Sprintf("replica-%02d", seq)
+			r, _ := scriptedReplica(t, name, name, http.NotFoundHandler())
+			return r, nil
+		}
+		tUp, err := tenantsScenario{}.up(t.Context(), c, 3, replicaSpec{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := tUp.Sub(start), 300*time.Millisecond; got != want {
+			t.Errorf("got the replicas up %v after their start, want %v: when the last answered, before the webhooks were pointed", got, want)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if len(c.replicas) != 3 || pointedAt != webhookURL(c.replicas[0].api) {
+			t.Errorf("got %d replicas, the webhooks pointed at %q; want 3, the front's %q", len(c.replicas), pointedAt, webhookURL(c.replicas[0].api))
+		}
+	})
+}
