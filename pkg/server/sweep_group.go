@@ -71,6 +71,9 @@ type installationSweeps struct {
 	// swept is, for each installation swept here, when its last complete
 	// pass here ended, or when its sweep here began if none has (unswept).
 	swept map[int64]time.Time
+	// aheadSlots holds one token for each mint ahead running
+	// (MintAheadConcurrency).
+	aheadSlots chan struct{}
 }
 
 // run serves the group merge-gate-sweeper of g.shards shards until ctx is
@@ -120,6 +123,7 @@ func (s *Server) buildSweeper(backingOff, behind prometheus.Gauge, behindPasses 
 			sweepers: map[int64]*sweeper{}, newsTold: map[string]time.Time{}, backingOff: map[int64]int{}, behind: map[int64]bool{},
 			backingOffGauge: backingOff, behindGauge: behind, rehomed: rehomed, lookups: make(chan struct{}, 1), reads: reads,
 			uncovered: map[int64]int{}, uncoveredGauge: uncovered, mintHolds: map[int64]mintHold{}, mintsRefused: mintsRefused, swept: map[int64]time.Time{},
+			aheadSlots: make(chan struct{}, MintAheadConcurrency),
 			newSweeper: func(id int64) *sweeper {
 				ilog := s.log.With("installation", id)
 				onPass := s.passes.sweepPass(s.cfg.Now, s.sweepPassed)

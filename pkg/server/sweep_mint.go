@@ -50,6 +50,14 @@ func (g *installationSweeps) minted(ctx context.Context, sw *sweeper, id int64, 
 	return true
 }
 
+// MintAheadConcurrency is how many of a replica's mints ahead (mintAhead)
+// run at once: each reads the installation's stored token first, and a
+// term that gets a thousand installations would send the store a
+// thousand reads at once, those that missed tokenStoreWait each becoming
+// a mint through the App's JWT. The mints themselves go one at a time
+// through the JWT's gate whatever this is.
+const MintAheadConcurrency = 4
+
 // mintAhead makes sure installation id, swept by sw, has its token
 // (forge.AppClient.Mint) before its first pass of a shard term, due at
 // at, rather than at that pass: the App's JWT mints one token at a time,
@@ -57,7 +65,7 @@ func (g *installationSweeps) minted(ctx context.Context, sw *sweeper, id int64, 
 // would have each wait behind the mints of those due before it, and the
 // last first passes come past the first tick (decision 3's bound, and the
 // takeover's). From the term's start, its mints have the whole interval
-// before the tick. It mints in the background and returns a channel
+// before the tick. They run MintAheadConcurrency at a time per replica. It mints in the background and returns a channel
 // closed once done, at once when at has come (the first pass mints
 // then). A mint GitHub refused (403) stands for the first pass's: it is
 // checked (refusedMint), its hold from at; another failure is left to
@@ -71,6 +79,12 @@ func (g *installationSweeps) mintAhead(ctx context.Context, sw *sweeper, id int6
 	}
 	go func() {
 		defer close(done)
+		select {
+		case g.aheadSlots <- struct{}{}:
+			defer func() { <-g.aheadSlots }()
+		case <-ctx.Done():
+			return
+		}
 		if err := g.mint(ctx, id, at.Add(g.interval)); err != nil {
 			sw.cfg.Logger.Debug("sweep: installation token not minted ahead of its first pass", "err", err)
 			if errors.Is(err, forge.ErrForbidden) {

@@ -3,10 +3,15 @@ package server_test
 import (
 	"context"
 	"net/http"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"iterion.dev/iterion/internal/testing/forgetest"
+	"iterion.dev/iterion/pkg/forge"
 	"iterion.dev/iterion/pkg/forge/forgesim"
 	"iterion.dev/iterion/pkg/lease"
 	"iterion.dev/iterion/pkg/server"
@@ -273,4 +278,69 @@ func (s slowPath) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 	}
 	return s.next.RoundTrip(req)
+}
+
+// overlapCountingTokens is a token store whose reads each take a
+// millisecond and are counted while they overlap: the most at once.
+type overlapCountingTokens struct {
+	forge.MemoryTokenStore
+	mu        sync.Mutex
+	now, most int
+	reads     int
+}
+
+func (s *overlapCountingTokens) Get(ctx context.Context, id int64) (forge.InstallationToken, bool, error) {
+	s.mu.Lock()
+	s.now++
+	s.reads++
+	s.most = max(s.most, s.now)
+	s.mu.Unlock()
+	time.Sleep(time.Millisecond)
+	s.mu.Lock()
+	s.now--
+	s.mu.Unlock()
+	return s.MemoryTokenStore.Get(ctx, id)
+}
+
+func (s *overlapCountingTokens) counts() (most, reads int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.most, s.reads
+}
+
+// TestAppModeATermsMintsAheadReadTheTokenStoreAFewAtATime pins the bound
+// on a shard term's mints ahead (mintAhead): a term that gets many
+// installations reads their stored tokens server.MintAheadConcurrency at a
+// time, not all at once. All at once, a replica taking every shard of
+// 1,000 installations sent 1,000 reads to the store together; 430 missed
+// the 2 s a token read may take (tokenStoreWait), and each became a mint,
+// one at a time through the App JWT, which with the other replicas'
+// starts took GitHub's CPU-time limit (docs/benchmarks.md, the
+// 1,000-installation run of 2026-12-05: 402 refusals). Every
+// installation's token is still read before its first pass.
+func TestAppModeATermsMintsAheadReadTheTokenStoreAFewAtATime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const n, interval = 40, time.Minute
+		c, next := newAppCluster(t, n, true)
+		tokens := &overlapCountingTokens{}
+		r := &replica{owner: "replica-1"}
+		reg := prometheus.NewRegistry()
+		app, err := forge.NewApp(forge.AppConfig{BaseURL: "http://sim/", Next: next, AppID: appID, PrivateKey: forgetest.AppKey(t), Registerer: reg, Tokens: tokens})
+		if err != nil {
+			t.Fatalf("forge.NewApp: %v", err)
+		}
+		r.app = app
+		c.start(t, r, server.Config{Runs: c.runs, Leases: c.leases, App: app, SweepShards: 1, APIToken: apiToken, WebhookSecret: webhookSecret,
+			Owner: r.owner, SweepInterval: interval, Registry: reg, OnLeaseEvent: c.tl.onEvent, OnSweep: c.tl.onSweep}, nil)
+		defer r.stop()
+		time.Sleep(interval / 2)
+		synctest.Wait()
+		most, reads := tokens.counts()
+		if most > server.MintAheadConcurrency {
+			t.Errorf("token store reads at once at the term's start: %d, want at most %d (server.MintAheadConcurrency)", most, server.MintAheadConcurrency)
+		}
+		if reads < n {
+			t.Errorf("token store reads in the term's first half interval: %d, want every one of the %d installations' tokens read ahead of its first pass", reads, n)
+		}
+	})
 }
