@@ -270,7 +270,7 @@ func (g *installationSweeps) sweepInstallation(ctx context.Context, id int64, sl
 // as a failure nor as a success. The pass itself is bounded by the
 // interval (cause lease.ErrPassTimeout, counted as a timeout), from the
 // moment it has its slot, so the wait for one is not charged to it, and
-// fails /healthz while it ignores that cancellation (passWatchdog). A
+// fails /healthz while it ignores that cancellation (watched). A
 // pass whose read GitHub refused for the installation's suspension has
 // the installation checked at its end (refusedRead).
 func (g *installationSweeps) pass(ctx context.Context, sw *sweeper, st *sweepTerm, id int64, slots chan struct{}, ahead <-chan struct{}) (time.Time, bool) {
@@ -293,14 +293,11 @@ func (g *installationSweeps) pass(ctx context.Context, sw *sweeper, st *sweepTer
 	defer func() { <-slots }()
 	var p SweepPass
 	var resume time.Time
-	g.passWatchdog(id).Bound(ctx, func(ctx context.Context) {
-		pctx, cancel := context.WithTimeoutCause(ctx, g.interval, lease.ErrPassTimeout)
-		defer cancel()
-		p, resume = sw.pass(pctx, st)
-		if errors.Is(context.Cause(pctx), lease.ErrPassTimeout) {
-			g.s.passes.timeouts.WithLabelValues(MergeGateSweeper().Name).Inc()
-		}
-	})
+	name := MergeGateSweeper().Name
+	if g.watched(ctx, fmt.Sprintf("%s installation %d", name, id), time.Now().Add(g.interval),
+		func(ctx context.Context) { p, resume = sw.pass(ctx, st) }) {
+		g.s.passes.timeouts.WithLabelValues(name).Inc()
+	}
 	if st.takeSuspended() {
 		g.refusedRead(ctx, sw, id)
 	}
@@ -313,39 +310,46 @@ func (g *installationSweeps) pass(ctx context.Context, sw *sweeper, st *sweepTer
 	return resume, p.Complete
 }
 
-// passWatchdog tracks installation id's pass proper (pass), cut one
-// interval from the moment it has its slot (counted in
-// iterion_net_pass_timeouts_total), as the token-mode sweeper's watchdog
-// does each of its passes (Server.watchdog), by the replica's Health,
-// which /healthz checks, so a pass that ignores its cancellation fails
-// the liveness check once past its deadline by forge.MintOverrun and
-// TTL/6 (healthBound). The overrun is a mint's: any request of the pass
-// may mint the installation's token (one GitHub refused 401 is dropped
-// and the request sent again), and the App JWT's gate waits for a mint
-// GitHub was sent past the request's cancellation; a pass that late
-// heeds its cancellation
-// (TestAppModeAPassAnsweredWithinTheMintOverrunIsNotStuck). Its own
-// PassTimeout only backs the pass's deadline up. Each installation's pass
-// is tracked under its own name, naming the installation, in the one
-// Health of every shard term of the replica.
+// watched runs f under a context that ends at deadline (cause
+// lease.ErrPassTimeout), tracked by the replica's Health under name until
+// forge.MintOverrun after it, and reports whether the deadline cut f: an
+// installation's pass proper (pass: cut one interval from the moment it
+// has its slot, counted in iterion_net_pass_timeouts_total, as the
+// token-mode sweeper's watchdog does each of its passes, Server.watchdog)
+// or its token mint (mint). /healthz checks that Health, so an f that
+// ignores its cancellation fails the liveness check once past its
+// deadline by forge.MintOverrun and TTL/6 (healthBound), naming the
+// installation, in the one Health of every shard term of the replica.
+// The overrun is a mint's: any request of a pass may mint the
+// installation's token (one GitHub refused 401 is dropped and the request
+// sent again), and the App JWT's gate waits for a mint GitHub was sent
+// past the request's cancellation; an f that late heeds its cancellation
+// (TestAppModeAPassAnsweredWithinTheMintOverrunIsNotStuck,
+// TestAppModeAMintAnsweredLateIsNotStuck).
 //
-// The bound is the token-mode sweeper's because what it bounds is the
+// A pass's bound is the token-mode sweeper's because what it bounds is the
 // same sweeper.pass, whose time budget begins a batch only when it would
 // end within the interval however long GitHub lets a query run (10 s): a
 // healthy pass, however slow, returns by its deadline, or at it when
 // cancelled. What comes before it is not charged, or a busy shard's
 // healthy passes would be cut, and their installations parked
 // (TestAppModeSlowPassesWaitingForASlotAreNeitherCutNorStuck): the wait
-// for the installation's token (up to an interval, minted) and for one of
-// the shard's --installation-concurrency slots (up to an interval behind
-// the shard's other installations' passes). Nor is what comes
-// after it, on the term's context rather than the pass's (the checks and
-// moves of refusedRead and rehome, each request under its own deadline):
-// it is not cancelled at the deadline, so however long it takes it would
-// read as a pass ignoring its cancellation.
-func (g *installationSweeps) passWatchdog(id int64) lease.Watchdog {
-	return lease.Watchdog{Name: fmt.Sprintf("%s installation %d", MergeGateSweeper().Name, id),
-		PassTimeout: g.interval + forge.MintOverrun, Health: g.s.health}
+// for the installation's token (up to an interval, minted, watched on its
+// own) and for one of the shard's --installation-concurrency slots (up to
+// an interval behind the shard's other installations' passes). Nor is
+// what comes after it, on the term's context rather than the pass's (the
+// checks and moves of refusedRead and rehome, each request under its own
+// deadline): it is not cancelled at the deadline, so however long it
+// takes it would read as a pass ignoring its cancellation.
+func (g *installationSweeps) watched(ctx context.Context, name string, deadline time.Time, f func(context.Context)) (cut bool) {
+	wd := lease.Watchdog{Name: name, PassTimeout: time.Until(deadline) + forge.MintOverrun, Health: g.s.health}
+	wd.Bound(ctx, func(ctx context.Context) {
+		fctx, cancel := context.WithDeadlineCause(ctx, deadline, lease.ErrPassTimeout)
+		defer cancel()
+		f(fctx)
+		cut = errors.Is(context.Cause(fctx), lease.ErrPassTimeout)
+	})
+	return cut
 }
 
 // rehome moves each run that installation from's pass found unreadable

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"iterion.dev/iterion/pkg/forge"
-	"iterion.dev/iterion/pkg/lease"
 )
 
 // minted makes sure installation id has its token before its pass takes a
@@ -95,25 +94,19 @@ func (g *installationSweeps) mintAhead(ctx context.Context, sw *sweeper, id int6
 	return done
 }
 
-// mint is installation id's forge.AppClient.Mint by deadline, tracked by
-// the replica's Health (as a pass is: passWatchdog) until
-// forge.MintOverrun after it, the most a mint takes to return once its
-// context ended: a mint that ignores its cancellation fails /healthz
-// TTL/6 after that, naming the installation. It is not charged to the
-// pass, whose deadline counts from its slot, but it would stop the
-// installation's sweep with every signal green: it holds the App JWT's
-// gate, so every mint, re-list and check of the replica waits for it and
-// fails, and the passes of its installations are skipped (minted), which
-// counts neither as a timeout nor as a failure.
+// mint is installation id's forge.AppClient.Mint by deadline, watched
+// (watched) as a pass is: a mint that ignores its cancellation fails
+// /healthz forge.MintOverrun and TTL/6 after its deadline, naming the
+// installation. It is not charged to the pass, whose deadline counts from
+// its slot, but it would stop the installation's sweep with every signal
+// green: it holds the App JWT's gate, so every mint, re-list and check of
+// the replica waits for it and fails, and the passes of its installations
+// are skipped (minted), which counts neither as a timeout nor as a
+// failure.
 func (g *installationSweeps) mint(ctx context.Context, id int64, deadline time.Time) error {
 	var err error
-	wd := lease.Watchdog{Name: fmt.Sprintf("%s installation %d token mint", MergeGateSweeper().Name, id),
-		PassTimeout: time.Until(deadline) + forge.MintOverrun, Health: g.s.health}
-	wd.Bound(ctx, func(ctx context.Context) {
-		mctx, cancel := context.WithDeadline(ctx, deadline)
-		defer cancel()
-		err = g.app.Mint(mctx, id)
-	})
+	g.watched(ctx, fmt.Sprintf("%s installation %d token mint", MergeGateSweeper().Name, id), deadline,
+		func(ctx context.Context) { err = g.app.Mint(ctx, id) })
 	return err
 }
 
